@@ -1,0 +1,1 @@
+"""Building datasets: image catalogs, Common-O pairs, association chains, release folders."""

@@ -1,0 +1,96 @@
+"""The image catalog: a folder with ``catalog.jsonl`` and the image files it names (DESIGN.md §3).
+
+Real-photo ingestion and scene synthesis write catalogs; the pair and chain builders read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..constants import CATALOG_FILENAME
+from ..errors import InputError, SchemaError
+from ..fileio import atomic_write, read_jsonl, safe_join
+
+SOURCES = ("real", "synthetic")
+
+
+@dataclass
+class CatalogRecord:
+    """One image of a catalog."""
+
+    id: str  #: stable, content-derived (e.g. first 16 hex chars of the image sha256)
+    path: str  #: relative to the catalog folder
+    objects: list[str]  #: canonical object names visible in the image
+    source: str  #: "real" | "synthetic"
+    scene_id: str
+    width: int
+    height: int
+    sha256: str
+    background: str | None = None
+    view: str | None = None
+    object_area: dict[str, float] | None = None  #: {object name: fraction of the image}, where known
+    extra: dict = field(default_factory=dict)  #: anything else a writer wants to keep (e.g. plan file)
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        if not data["extra"]:
+            data.pop("extra")
+        if data["object_area"] is None:
+            data.pop("object_area")
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict, *, where: str = "catalog") -> CatalogRecord:
+        required = ("id", "path", "objects", "source", "scene_id", "width", "height", "sha256")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise SchemaError(f"{where}: missing field(s) {', '.join(missing)}.", "Rebuild the catalog with commonlink.")
+        if data["source"] not in SOURCES:
+            raise SchemaError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}.")
+        if not isinstance(data["objects"], list) or not all(isinstance(o, str) for o in data["objects"]):
+            raise SchemaError(f"{where}: 'objects' must be a list of strings.")
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = dict(kwargs.pop("extra", {}) or {})
+        extra.update({k: v for k, v in data.items() if k not in known})
+        return cls(**kwargs, extra=extra)
+
+
+def catalog_file(catalog_dir: str | os.PathLike) -> Path:
+    return Path(catalog_dir) / CATALOG_FILENAME
+
+
+def iter_catalog(catalog_dir: str | os.PathLike) -> Iterator[CatalogRecord]:
+    """Stream the records of a catalog folder."""
+    path = catalog_file(catalog_dir)
+    if not path.is_file():
+        raise InputError(
+            f"{catalog_dir} is not an image catalog (no {CATALOG_FILENAME}).",
+            "Create one with `commonlink ingest` (photos) or `commonlink synth` (renders).",
+        )
+    for lineno, row in enumerate(read_jsonl(path), start=1):
+        yield CatalogRecord.from_json(row, where=f"{path}, line {lineno}")
+
+
+def read_catalog(catalog_dir: str | os.PathLike) -> list[CatalogRecord]:
+    return list(iter_catalog(catalog_dir))
+
+
+def write_catalog(catalog_dir: str | os.PathLike, records: Iterable[CatalogRecord]) -> int:
+    """Atomically (re)write ``catalog.jsonl``; returns the number of records."""
+    count = 0
+    with atomic_write(catalog_file(catalog_dir), "w") as handle:
+        for record in records:
+            handle.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def image_path(catalog_dir: str | os.PathLike, record: CatalogRecord) -> Path:
+    """Absolute path of a record's image; refuses paths escaping the catalog folder."""
+    return safe_join(catalog_dir, record.path)

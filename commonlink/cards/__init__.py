@@ -1,0 +1,1 @@
+"""Dataset cards: YAML metadata, datasheet sections filled from build statistics, figures."""

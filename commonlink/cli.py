@@ -1,0 +1,55 @@
+"""The ``commonlink`` command: a thin Typer shell over the library.
+
+Command functions live in ``commonlink.commands.<area>``; this file only builds the app tree and registers
+them, so ``commonlink --help`` reads as a table of contents.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from . import __version__
+
+app = typer.Typer(
+    name="commonlink",
+    help=(
+        "Make, release and score multi-image reasoning benchmarks (Common-O and association chains).\n\n"
+        "Typical flow: `ingest` photos or `synth` renders into an image catalog, sample `pairs` (or `chains`) "
+        "from catalogs, `release build` parquet shards with a dataset card, `release push` them to the Hub, "
+        "and `eval` a model on a published or built split. `demo` runs the whole flow on embedded defaults."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+    pretty_exceptions_show_locals=False,
+)
+release_app = typer.Typer(help="Build release folders (parquet shards + dataset card) and publish versions to the Hub.", no_args_is_help=True)
+catalog_app = typer.Typer(help="Inspect and combine image catalogs.", no_args_is_help=True)
+eval_app = typer.Typer(help="Score models on Common-O and association splits; compare runs.", no_args_is_help=True)
+app.add_typer(release_app, name="release")
+app.add_typer(catalog_app, name="catalog")
+app.add_typer(eval_app, name="eval")
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"commonlink {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", help="Print the toolkit version and exit.", callback=_version_callback, is_eager=True),
+) -> None:
+    """Make, release and score multi-image reasoning benchmarks."""
+
+
+# --- command registration (one line per command; the functions live in commonlink/commands/) ---
+# (areas add their commands below)
+
+
+def main() -> None:  # console-script entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

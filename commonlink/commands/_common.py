@@ -1,0 +1,57 @@
+"""What every command shares: error reporting, the console, option parsers."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+
+from ..errors import CommonlinkError
+
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable)
+
+
+def reports_errors(func: F) -> F:
+    """Turn a :class:`CommonlinkError` into a two-line message (problem, fix) and exit status 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except CommonlinkError as exc:
+            err_console.print(f"[bold red]Error:[/] {exc.problem}", highlight=False, soft_wrap=True)
+            if exc.fix:
+                err_console.print(f"[bold]Fix:[/] {exc.fix}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err_console.print("Interrupted. Rerun the same command to continue where it stopped.")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def parse_range(text: str, *, option: str) -> tuple[int, int]:
+    """``"3-7"`` -> (3, 7); ``"5"`` -> (5, 5)."""
+    from ..errors import InputError
+
+    try:
+        if "-" in text:
+            lo, hi = (int(p) for p in text.split("-", 1))
+        else:
+            lo = hi = int(text)
+    except ValueError:
+        raise InputError(f"{option} {text!r} is not a range.", f"Write it as LOW-HIGH, e.g. {option} 3-7.") from None
+    if lo < 0 or hi < lo:
+        raise InputError(f"{option} {text!r}: need 0 <= LOW <= HIGH.", f"e.g. {option} 3-7.")
+    return lo, hi
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()

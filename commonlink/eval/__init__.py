@@ -1,0 +1,1 @@
+"""Scoring models: prompts, answer parsing, backends, protocols, metrics, prediction cache."""

@@ -1,0 +1,118 @@
+"""Small file helpers used everywhere: atomic writes, JSON lines, hashing, safe paths.
+
+Everything that writes a result file goes through :func:`atomic_write` so that an interrupted run never leaves
+a half-written file behind: data goes to a temporary file in the same folder, is flushed and fsynced, then
+renamed over the target (``os.replace`` is atomic on POSIX and Windows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import InputError, SchemaError
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary file next to ``path``; on success it replaces ``path`` atomically.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    binary = "b" in mode
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_write(path, "wb") as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_write(path, "w") as handle:
+        handle.write(text)
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """Atomically write ``rows`` as JSON lines; returns the number of rows written."""
+    count = 0
+    with atomic_write(path, "w") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+            count += 1
+    return count
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+    """Stream JSON objects from a JSON-lines file, naming the line of any malformed entry."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"File not found: {path}", "Check the path, or create the file first.")
+    with path.open("r", encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SchemaError(
+                    f"{path}, line {lineno}: not valid JSON ({exc.msg}).",
+                    "Fix or remove that line; each line must be one JSON object.",
+                ) from exc
+            if not isinstance(obj, dict):
+                raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}.")
+            yield obj
+
+
+def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def safe_join(root: str | os.PathLike, relative: str) -> Path:
+    """Resolve ``relative`` inside ``root``; refuse absolute paths and paths that escape ``root``.
+
+    Symlinks are resolved too, so a link pointing outside ``root`` is refused as well.
+    """
+    root_path = Path(root).resolve()
+    if os.path.isabs(relative):
+        raise InputError(
+            f"Path {relative!r} is absolute; it must be relative to {root_path}.",
+            "Write paths in the manifest relative to the photos folder.",
+        )
+    candidate = (root_path / relative).resolve()
+    if candidate != root_path and root_path not in candidate.parents:
+        raise InputError(
+            f"Path {relative!r} escapes the folder {root_path}.",
+            "Keep every file inside the folder you pass; remove '..' from the path.",
+        )
+    return candidate

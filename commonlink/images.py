@@ -1,0 +1,72 @@
+"""Opening images safely: pixel cap, HEIC/HEIF support, clear errors for corrupt files."""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from pathlib import Path
+
+from PIL import Image, ImageFile, UnidentifiedImageError
+
+from .constants import MAX_IMAGE_PIXELS
+from .errors import InputError
+
+Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+# Truncated files must fail loudly, not decode as half-grey images.
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+
+_HEIF_REGISTERED = False
+
+
+def register_heif() -> bool:
+    """Teach Pillow to read HEIC/HEIF (phone photos) when ``pillow-heif`` is installed."""
+    global _HEIF_REGISTERED
+    if _HEIF_REGISTERED:
+        return True
+    try:
+        from pillow_heif import register_heif_opener
+    except ImportError:
+        return False
+    register_heif_opener()
+    _HEIF_REGISTERED = True
+    return True
+
+
+def open_image(source: str | os.PathLike | bytes, *, what: str | None = None) -> Image.Image:
+    """Open and fully decode an image (from a path or bytes), enforcing the pixel cap.
+
+    Raises :class:`InputError` naming ``what`` (or the path) for missing, corrupt, truncated or oversized
+    images. The returned image is loaded, so the file handle is closed.
+    """
+    register_heif()
+    label = what or (str(source) if not isinstance(source, bytes) else "image bytes")
+    try:
+        if isinstance(source, bytes):
+            handle: io.BytesIO | Path = io.BytesIO(source)
+        else:
+            handle = Path(source)
+            if not handle.is_file():
+                raise InputError(f"{label}: file not found.", "Check the path.")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(handle)
+            img.load()
+        return img
+    except InputError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise InputError(
+            f"{label}: image is larger than the pixel cap ({MAX_IMAGE_PIXELS:,} pixels).",
+            "Downscale it, or raise COMMONLINK_MAX_IMAGE_PIXELS if you trust the file.",
+        ) from exc
+    except UnidentifiedImageError as exc:
+        raise InputError(f"{label}: not a readable image (corrupt or unknown format).", "Re-export or remove the file.") from exc
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"{label}: image is corrupt or truncated ({exc}).", "Re-export or remove the file.") from exc
+
+
+def image_to_png_bytes(img: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()

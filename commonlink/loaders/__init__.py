@@ -1,0 +1,1 @@
+"""Reading published and locally built splits into typed examples."""

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One-step setup on a fresh machine: system libraries for headless rendering (when root and apt exist),
+# a virtual environment in .venv, and commonlink with every extra that runs on a CPU.
+# Usage: ./scripts/setup.sh            (idempotent; rerun after pulling)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+  need=""
+  for pkg in libegl1 libegl-mesa0 libgl1-mesa-dri libgl1; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
+  done
+  if [ -n "$need" ]; then
+    echo "==> installing system packages for headless OpenGL:$need"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  "$PY" -m venv .venv
+fi
+PIP=".venv/bin/python -m pip"
+$PIP install -q --upgrade pip
+
+# torch first and pinned to the CPU build; an unpinned torch would pull a multi-GB CUDA build.
+TORCH_SPEC=${COMMONLINK_TORCH:-torch==2.13.0}
+.venv/bin/python -c "import torch" >/dev/null 2>&1 || { echo "==> installing $TORCH_SPEC"; $PIP install -q "$TORCH_SPEC"; }
+
+echo "==> installing commonlink[all]"
+$PIP install -q -e ".[all]"
+# pyrender pins PyOpenGL 3.1.0, which is broken with EGL on current Python; newer PyOpenGL works.
+$PIP install -q "PyOpenGL>=3.1.7" 2>/dev/null
+echo "==> ready: $(.venv/bin/commonlink --version)"
