@@ -1,0 +1,107 @@
+"""Memory weights and answer parsing of the association protocol, worked out by hand."""
+
+import pytest
+
+from commonlink.eval.association_memory import MemoryBase
+from commonlink.eval.association_prompts import (
+    ImageSlot,
+    deduction_prompt,
+    parse_concepts,
+    parse_selection,
+    prompt_text,
+    selection_prompt,
+)
+
+
+def test_weights_repeat_and_forget_step_by_step():
+    m = MemoryBase("structm")
+    m.update("apple", "pear", ["ripe"])
+    assert m.weights == {("ripe", "apple"): 1.0, ("ripe", "pear"): 1.0}
+    m.update("pear", "plum", ["ripe"])  # pear repeats (+1), apple decays (-0.2), plum is new (1)
+    assert m.weights == {("ripe", "apple"): 0.8, ("ripe", "pear"): 2.0, ("ripe", "plum"): 1.0}
+    m.update("plum", "fig", ["fresh"])  # all old entries decay except none in evidence
+    assert m.weights == {
+        ("ripe", "apple"): 0.6,
+        ("ripe", "pear"): 1.8,
+        ("ripe", "plum"): 0.8,
+        ("fresh", "plum"): 1.0,
+        ("fresh", "fig"): 1.0,
+    }
+    for _ in range(3):
+        m.update("x", "y", ["other"])
+    # apple: 0.6 -> 0.4 -> 0.2 -> 0.0 dropped; plum(ripe): 0.8 -> 0.2; pear: 1.8 -> 1.2
+    assert ("ripe", "apple") not in m.weights
+    assert m.weights[("ripe", "plum")] == pytest.approx(0.2)
+    assert m.weights[("ripe", "pear")] == pytest.approx(1.2)
+    assert m.weights[("other", "x")] == pytest.approx(3.0)
+
+
+def test_custom_repetition_and_forgetting():
+    m = MemoryBase("nlm", repetition=0.5, forgetting=0.5)
+    m.update("a", "b", ["c"])
+    m.update("b", "d", ["c"])
+    assert m.weights == {("c", "a"): 0.5, ("c", "b"): 1.5, ("c", "d"): 1.0}
+    m.update("e", "f", ["g"])
+    assert ("c", "a") not in m.weights  # 0.5 - 0.5 = 0 -> dropped
+
+
+def test_renderings():
+    s = MemoryBase("structm")
+    s.update("broccoli", "pizza", ["eat"])
+    assert s.render() == "Given the memory: {'eat': ['broccoli', 'pizza']}"
+    n = MemoryBase("nlm", concept_kind="affordance")
+    n.update("broccoli", "orange", ["eat"])
+    assert "['broccoli', 'orange'] have eat affordance" in n.render()
+    c = MemoryBase("chainm")
+    for i in range(7):
+        c.update(f"o{i}", f"o{i+1}", ["eat"])
+    assert len(c.links) == 5 and c.links[0] == ("o2", "eat", "o3")
+    assert "o6->eat->o7" in c.render()
+    assert MemoryBase("nom").render() == ""
+    with pytest.raises(ValueError):
+        MemoryBase("bogus")
+
+
+def test_fixed_memory_has_no_decay():
+    m = MemoryBase("structm")
+    m.seed_fixed([("a", "ripe", "b"), ("c", "ripe", "d"), ("e", "fresh", "f")])
+    assert set(m.weights.values()) == {1.0}
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Image1", 0),
+        ("image 2", 1),
+        ("**Image2**", 1),
+        ("The answer is Image_1.", 0),
+        ("<think>Image1 looks metal but</think>\nImage2", 1),
+        ("Reasoning: maybe Image1...\nAnswer: Image 2", 1),
+        ("the second image", 1),
+        ("2", 1),
+        ("Image1 or Image2", None),
+        ("I cannot tell", None),
+        ("<think>never finished Image1", None),
+    ],
+)
+def test_parse_selection(text, expected):
+    assert parse_selection(text) == expected
+
+
+def test_parse_concepts():
+    options = ["cut", "clean", "open", "push"]
+    assert parse_concepts("Clean", options) == ["clean"]
+    assert parse_concepts("['open', 'Push']", options) == ["open", "push"]
+    assert parse_concepts("uncut", options) is None  # whole words only
+    assert parse_concepts("nothing", options) is None
+
+
+def test_prompts_follow_table_3():
+    segs = selection_prompt("attribute", "Given the memory: {'ripe': ['apple']}")
+    assert [s.index for s in segs if isinstance(s, ImageSlot)] == [0, 1, 2]
+    text = prompt_text(segs)
+    assert text.startswith("Given the memory:")
+    assert "select the images with the same attribute as the original image" in text
+    assert text.endswith("Options: [Image1, Image2].")
+    ded = prompt_text(deduction_prompt("affordance", ["cut", "open"]))
+    assert "Options:['cut', 'open']" in ded and ded.count("<image>") == 2
