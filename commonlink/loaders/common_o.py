@@ -1,0 +1,508 @@
+"""Read Common-O splits — our release folders and the published ``facebook/Common-O`` — as typed examples.
+
+One loader serves both because our releases use the published columns and types (DESIGN.md §3). The
+published list columns (``choices``, ``ground_truth_objects``, ``objects_1``, ``objects_2``) are *strings*
+whose encoding is not documented, so :func:`parse_list_field` accepts JSON lists, Python-literal lists and
+comma-separated text, and raises :class:`SchemaError` naming the row and the field when a value fits none.
+
+Sources:
+
+* a local folder (a release folder, or any folder of parquet shards) or a single ``.parquet`` file: read
+  directly with pyarrow, one row group in memory at a time (no copy into the ``datasets`` cache);
+* a Hub repo id (``owner/name``): ``datasets.load_dataset(repo, split=..., revision=...)``.
+
+Images are decoded with :func:`commonlink.images.open_image` (pixel cap, clear errors), never by ``datasets``.
+
+    >>> for ex in load_common_o("facebook/Common-O", "main"):
+    ...     ex.image_1, ex.choices, ex.ground_truth
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..constants import NO_COMMON_OBJECTS
+from ..errors import InputError, SchemaError
+from ..eval.prompts import common_o_question, letters
+from ..images import open_image
+from .types import CommonOExample
+
+#: Columns of the published facebook/Common-O parquet files, in their order, with their ``datasets`` types.
+PUBLISHED_COLUMNS: dict[str, str] = {
+    "image_1": "image",
+    "image_2": "image",
+    "question": "string",
+    "answer": "string",
+    "objects_1": "string",
+    "objects_2": "string",
+    "num_objects_image_1": "int64",
+    "num_objects_image_2": "int64",
+    "question_template": "string",
+    "answer_type": "string",
+    "choices": "string",
+    "num_choices": "int64",
+    "num_ground_truth_objects": "int64",
+    "real_or_synthetic": "string",
+    "ground_truth_objects": "string",
+}
+#: Provenance columns our releases add after the published ones (all strings).
+PROVENANCE_COLUMNS: tuple[str, ...] = ("id", "image_1_id", "image_2_id", "scene_1_id", "scene_2_id", "view_1", "view_2")
+#: The columns a row must have for the loader to make an example of it.
+REQUIRED_COLUMNS: tuple[str, ...] = ("image_1", "image_2", "choices", "ground_truth_objects")
+LIST_COLUMNS: tuple[str, ...] = ("choices", "ground_truth_objects", "objects_1", "objects_2")
+
+_MAX_LIST_TEXT = 100_000  # longer "list" strings are refused rather than parsed (literal_eval cost)
+_LETTER_PREFIX = re.compile(r"^([A-Z]{1,2})[.)]\s+(.*)$", re.S)
+
+
+def common_o_features(*, provenance: bool = True):
+    """The ``datasets.Features`` of a Common-O split (published columns, then our provenance columns)."""
+    from datasets import Features, Image, Value
+
+    spec: dict[str, Any] = {}
+    for name, kind in PUBLISHED_COLUMNS.items():
+        spec[name] = Image() if kind == "image" else Value(kind)
+    if provenance:
+        for name in PROVENANCE_COLUMNS:
+            spec[name] = Value("string")
+    return Features(spec)
+
+
+# ----------------------------------------------------------------------------------------------- list fields
+
+
+def parse_list_field(text: Any, *, row: int | str, field: str) -> list[str]:
+    """Parse a list-valued string field: JSON list, Python-literal list/tuple, or comma-separated text.
+
+    ``'["apple", "keys"]'``, ``"['apple', 'keys']"`` and ``"apple, keys"`` all give ``["apple", "keys"]``;
+    an empty string gives ``[]``. Comma-separated items are split on ``,`` and stripped (so object names
+    must not contain commas in that encoding). Raises :class:`SchemaError` naming ``row`` and ``field`` when
+    the value fits none of these (e.g. a broken ``[...]``, a JSON object, a list of non-strings, empty items).
+    """
+    where = f"row {row}, field {field!r}"
+    if isinstance(text, (list, tuple)):  # already a list (e.g. a Sequence feature)
+        return _as_string_list(list(text), where=where, shown=text)
+    if text is None:
+        raise SchemaError(f"{where}: value is missing (null).", "Every list field needs a value; use '[]' for an empty list.")
+    if not isinstance(text, str):
+        raise SchemaError(f"{where}: expected a string holding a list, got {type(text).__name__}.")
+    stripped = text.strip()
+    if not stripped:
+        return []
+    if len(stripped) > _MAX_LIST_TEXT:
+        raise SchemaError(f"{where}: list text is {len(stripped):,} characters long (limit {_MAX_LIST_TEXT:,}).")
+    if stripped[0] in "[(":
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            try:
+                value = ast.literal_eval(stripped)  # Python-literal lists: ['a', 'b'] — literal_eval only, never eval
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                raise SchemaError(
+                    f"{where}: {_excerpt(stripped)} looks like a list but is neither valid JSON nor a Python literal.",
+                    "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys).",
+                ) from None
+        if not isinstance(value, (list, tuple)):
+            raise SchemaError(f"{where}: {_excerpt(stripped)} is a {type(value).__name__}, not a list.")
+        return _as_string_list(list(value), where=where, shown=stripped)
+    if stripped[0] in "{\"'" or any(ch in stripped for ch in "[]{}\"'"):
+        # Quoted names without brackets ("'apple', 'keys'") are a Python tuple literal; anything else with
+        # brackets or quotes inside is not a plain comma-separated list and would be misread.
+        try:
+            value = ast.literal_eval(f"[{stripped}]")
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise SchemaError(
+                f"{where}: {_excerpt(stripped)} is not a JSON list, a Python-literal list or comma-separated names.",
+                "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys).",
+            ) from None
+        return _as_string_list(value, where=where, shown=stripped)
+    items = [part.strip() for part in stripped.split(",")]
+    if any(not item for item in items):
+        raise SchemaError(
+            f"{where}: comma-separated list {_excerpt(stripped)} has an empty item.",
+            "Remove the doubled or trailing comma.",
+        )
+    return items
+
+
+def _as_string_list(values: list, *, where: str, shown: Any) -> list[str]:
+    out = []
+    for item in values:
+        if not isinstance(item, str):
+            raise SchemaError(f"{where}: list {_excerpt(str(shown))} holds a {type(item).__name__}, expected only strings.")
+        item = item.strip()
+        if not item:
+            raise SchemaError(f"{where}: list {_excerpt(str(shown))} holds an empty name.")
+        out.append(item)
+    return out
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+# ------------------------------------------------------------------------------------------------ row sources
+
+
+class _ParquetRows:
+    """Random and sequential access to the rows of local parquet files, one row group in memory at a time."""
+
+    def __init__(self, files: list[Path], root: Path):
+        import pyarrow.parquet as pq
+
+        self.files = files
+        self.root = root
+        self._index: list[tuple[int, int, int, int]] = []  # (file index, row group, first global row, rows)
+        start = 0
+        self.columns: list[str] | None = None
+        for file_idx, path in enumerate(files):
+            try:
+                meta = pq.ParquetFile(path).metadata
+                names = pq.read_schema(path).names
+            except Exception as exc:  # pyarrow raises several types for broken files
+                raise InputError(f"{path}: not a readable parquet file ({exc}).", "Rebuild or re-download the file.") from exc
+            if self.columns is None:
+                self.columns = names
+            elif names != self.columns:
+                raise SchemaError(
+                    f"{path}: columns {names} differ from those of {files[0].name} ({self.columns}).",
+                    "All shards of one split must have the same columns; rebuild the release.",
+                )
+            for rg in range(meta.num_row_groups):
+                n = meta.row_group(rg).num_rows
+                self._index.append((file_idx, rg, start, n))
+                start += n
+        self._len = start
+        self._starts = [entry[2] for entry in self._index]
+        self._cached: tuple[int, list[dict]] | None = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _group(self, group: int) -> list[dict]:
+        import pyarrow.parquet as pq
+
+        if self._cached is None or self._cached[0] != group:
+            file_idx, rg, _, _ = self._index[group]
+            table = pq.ParquetFile(self.files[file_idx]).read_row_group(rg)
+            self._cached = (group, table.to_pylist())
+        return self._cached[1]
+
+    def row(self, i: int) -> dict:
+        import bisect
+
+        group = bisect.bisect_right(self._starts, i) - 1
+        return self._group(group)[i - self._index[group][2]]
+
+    def iter_rows(self) -> Iterator[dict]:
+        for group in range(len(self._index)):
+            yield from self._group(group)
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for path in self.files:
+            digest.update(path.relative_to(self.root).as_posix().encode() if path.is_relative_to(self.root) else path.name.encode())
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+        return digest.hexdigest()[:32]
+
+
+class _DatasetRows:
+    """Rows of a ``datasets.Dataset`` with image columns left undecoded (we decode with the pixel cap)."""
+
+    def __init__(self, dataset):
+        from datasets import Image
+
+        for name, feature in dataset.features.items():
+            if isinstance(feature, Image):
+                dataset = dataset.cast_column(name, Image(decode=False))
+        self.dataset = dataset
+        self.columns = list(dataset.column_names)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def row(self, i: int) -> dict:
+        return self.dataset[i]
+
+    def iter_rows(self) -> Iterator[dict]:
+        for batch in self.dataset.iter(batch_size=64):
+            keys = list(batch)
+            for values in zip(*(batch[k] for k in keys)):
+                yield dict(zip(keys, values))
+
+    def fingerprint(self) -> str:
+        return str(self.dataset._fingerprint)
+
+
+# ---------------------------------------------------------------------------------------------------- the split
+
+
+class CommonOSplit:
+    """One split of a Common-O dataset: ``len(split)``, ``split.get(i)``, ``for example in split``.
+
+    ``source_name`` is the folder, file or repo id it was opened from; ``revision`` the Hub revision asked for
+    (``None`` for local data); ``fingerprint`` a stable hash of the data (file contents for local data, the
+    ``datasets`` fingerprint for Hub data) that eval uses to key its prediction cache.
+    """
+
+    def __init__(self, rows: _ParquetRows | _DatasetRows, *, split: str, source_name: str, revision: str | None, root: Path | None = None):
+        self._rows = rows
+        self.split = split
+        self.source_name = source_name
+        self.revision = revision
+        self._root = root
+        self._fingerprint: str | None = None
+        missing = [c for c in REQUIRED_COLUMNS if c not in (rows.columns or [])]
+        if missing and len(rows):
+            raise SchemaError(
+                f"{source_name} (split {split!r}) lacks the column(s) {', '.join(missing)}; it has {rows.columns}.",
+                "Point to a Common-O dataset (published facebook/Common-O or a `commonlink release build` folder).",
+            )
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = self._rows.fingerprint()
+        return self._fingerprint
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._rows.columns or [])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return f"CommonOSplit({self.source_name!r}, split={self.split!r}, rows={len(self)})"
+
+    def get(self, i: int) -> CommonOExample:
+        if not 0 <= i < len(self):
+            raise IndexError(f"row {i} out of range for split {self.split!r} with {len(self)} rows")
+        return self._example(i, self._rows.row(i))
+
+    def __getitem__(self, i: int) -> CommonOExample:
+        return self.get(i)
+
+    def __iter__(self) -> Iterator[CommonOExample]:
+        for i, row in enumerate(self._rows.iter_rows()):
+            yield self._example(i, row)
+
+    def raw_row(self, i: int) -> dict:
+        """Row ``i`` as stored (image columns as ``{"bytes", "path"}``), for tools that re-export data."""
+        return self._rows.row(i)
+
+    # -- decoding
+
+    def _example(self, i: int, row: dict) -> CommonOExample:
+        where = f"{self.source_name} split {self.split!r} row {i}"
+        choices = _strip_letter_prefixes(parse_list_field(row.get("choices"), row=f"{i} of {self.source_name}", field="choices"))
+        if not choices:
+            raise SchemaError(f"{where}, field 'choices': the list of choices is empty.")
+        truth = parse_list_field(row.get("ground_truth_objects"), row=f"{i} of {self.source_name}", field="ground_truth_objects")
+        objects_1 = self._list(row, i, "objects_1")
+        objects_2 = self._list(row, i, "objects_2")
+        ground_truth, answer_letters = _match_ground_truth(truth, choices, where=where)
+        source = str(row.get("real_or_synthetic") or "").strip().lower()
+        question = row.get("question") or common_o_question(choices)
+        extra = {k: row[k] for k in PROVENANCE_COLUMNS if k in row and k != "id" and row[k] is not None}
+        for key in ("answer", "question_template", "answer_type"):
+            if row.get(key) is not None:
+                extra[key] = row[key]
+        return CommonOExample(
+            id=str(row["id"]) if row.get("id") else f"{self.split}-{i}",
+            image_1=self._image(row, i, "image_1"),
+            image_2=self._image(row, i, "image_2"),
+            choices=choices,
+            ground_truth=ground_truth,
+            answer_letters=answer_letters,
+            question=str(question),
+            source=source,
+            objects_1=objects_1,
+            objects_2=objects_2,
+            num_objects_image_1=_int_or(row.get("num_objects_image_1"), len(objects_1)),
+            num_objects_image_2=_int_or(row.get("num_objects_image_2"), len(objects_2)),
+            split=self.split,
+            row_index=i,
+            extra=extra,
+        )
+
+    def _list(self, row: dict, i: int, field: str) -> list[str]:
+        if row.get(field) is None:
+            return []
+        return parse_list_field(row[field], row=f"{i} of {self.source_name}", field=field)
+
+    def _image(self, row: dict, i: int, field: str):
+        value = row.get(field)
+        what = f"{self.source_name} split {self.split!r} row {i}, field {field!r}"
+        if isinstance(value, dict):
+            data, path = value.get("bytes"), value.get("path")
+        elif isinstance(value, (bytes, bytearray)):
+            data, path = bytes(value), None
+        else:
+            data, path = None, None
+        if data:
+            return open_image(bytes(data), what=what)
+        if path and self._root is not None:
+            from ..fileio import safe_join
+
+            return open_image(safe_join(self._root, path), what=what)
+        raise InputError(f"{what}: no image bytes in the row.", "Rebuild the release; images must be embedded as bytes.")
+
+
+def _strip_letter_prefixes(choices: list[str]) -> list[str]:
+    """``["A. apple", "B. keys"]`` -> ``["apple", "keys"]`` when *every* choice carries its own letter."""
+    expected = letters(len(choices))
+    matches = [_LETTER_PREFIX.match(c) for c in choices]
+    if choices and all(m and m.group(1) == letter for m, letter in zip(matches, expected)):
+        return [m.group(2).strip() for m in matches]  # type: ignore[union-attr]
+    return choices
+
+
+def _match_ground_truth(truth: list[str], choices: list[str], *, where: str) -> tuple[list[str], list[str]]:
+    """Map ground-truth names onto the choices (exact, then case-insensitive); returns (names, sorted letters)."""
+    if not truth:
+        truth = [NO_COMMON_OBJECTS]
+    lowered = {c.casefold(): idx for idx, c in reversed(list(enumerate(choices)))}
+    exact = {c: idx for idx, c in reversed(list(enumerate(choices)))}
+    indices = []
+    for name in truth:
+        idx = exact.get(name, lowered.get(name.casefold()))
+        if idx is None:
+            raise SchemaError(
+                f"{where}, field 'ground_truth_objects': {name!r} is not one of the choices {choices}.",
+                "Every ground-truth object must appear among the choices; fix or drop the row.",
+            )
+        indices.append(idx)
+    indices = sorted(set(indices))
+    labels = letters(len(choices))
+    return [choices[k] for k in indices], [labels[k] for k in indices]
+
+
+def _int_or(value: Any, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+# ------------------------------------------------------------------------------------------------ opening data
+
+
+def open_common_o(path_or_repo_id: str | os.PathLike, split: str, revision: str | None = None) -> CommonOSplit:
+    """Open one split of a local folder / parquet file, or of a Hub dataset repo (``owner/name``)."""
+    path = Path(path_or_repo_id).expanduser()
+    if path.exists():
+        if revision is not None:
+            raise InputError(
+                f"--revision {revision!r} was given for the local path {path}; revisions apply to Hub repos only.",
+                "Drop the revision, or check out that version of the folder.",
+            )
+        files, root = _local_split_files(path, split)
+        return CommonOSplit(_ParquetRows(files, root), split=split, source_name=str(path), revision=None, root=root)
+    text = str(path_or_repo_id)
+    if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", text):
+        raise InputError(
+            f"{text!r} is neither an existing folder/file nor a Hub dataset id.",
+            "Give a release folder, a .parquet file, or a repo id like facebook/Common-O.",
+        )
+    return _open_hub(text, split, revision)
+
+
+def load_common_o(path_or_repo_id: str | os.PathLike, split: str, revision: str | None = None) -> Iterator[CommonOExample]:
+    """Yield the examples of one split (see :func:`open_common_o`)."""
+    yield from open_common_o(path_or_repo_id, split, revision)
+
+
+def _open_hub(repo_id: str, split: str, revision: str | None) -> CommonOSplit:
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(repo_id, split=split, revision=revision)
+    except ValueError as exc:
+        if "split" in str(exc).lower():
+            raise InputError(f"{repo_id}: no split {split!r} ({exc}).", "Pick one of the splits the error lists.") from exc
+        raise
+    except FileNotFoundError as exc:
+        raise InputError(f"{repo_id}: dataset or revision not found ({exc}).", "Check the repo id, revision and your network/HF_ENDPOINT.") from exc
+    return CommonOSplit(_DatasetRows(dataset), split=split, source_name=repo_id, revision=revision)
+
+
+def _local_split_files(path: Path, split: str) -> tuple[list[Path], Path]:
+    """The parquet files of ``split`` under ``path`` (card ``configs`` first, then the usual file naming)."""
+    if path.is_file():
+        if path.suffix != ".parquet":
+            raise InputError(f"{path} is not a .parquet file.", "Give a release folder or a parquet file.")
+        return [path], path.parent
+    root = path
+    files = _files_from_card(root, split)
+    if files is None:
+        patterns = [
+            f"data/{split}-*.parquet",
+            f"data/{split}.parquet",
+            f"{split}-*.parquet",
+            f"{split}.parquet",
+            f"{split}/*.parquet",
+            f"*/{split}-*.parquet",
+            f"**/{split}/*.parquet",
+        ]
+        files = []
+        for pattern in patterns:
+            files = sorted(Path(p) for p in glob.glob(str(root / pattern), recursive=True))
+            if files:
+                break
+    files = [f for f in files if not f.name.startswith(".")]
+    if not files:
+        available = sorted(_splits_in(root))
+        raise InputError(
+            f"{root}: no parquet files for split {split!r}" + (f" (splits found: {', '.join(available)})." if available else "."),
+            "Pick an existing split, or build one with `commonlink release build`.",
+        )
+    return files, root
+
+
+def _files_from_card(root: Path, split: str) -> list[Path] | None:
+    """Files named by the README ``configs`` block for ``split`` (default config), or None without a block."""
+    readme = root / "README.md"
+    if not readme.is_file():
+        return None
+    from ..cards.card import read_card_metadata
+
+    metadata = read_card_metadata(readme.read_text(encoding="utf-8"))
+    configs = metadata.get("configs") if isinstance(metadata, dict) else None
+    if not isinstance(configs, list) or not configs:
+        return None
+    config = next((c for c in configs if isinstance(c, dict) and c.get("config_name", "default") == "default"), None)
+    if config is None:
+        config = configs[0] if isinstance(configs[0], dict) else None
+    data_files = (config or {}).get("data_files")
+    if not isinstance(data_files, list):
+        return None
+    for entry in data_files:
+        if isinstance(entry, dict) and entry.get("split") == split:
+            patterns = entry.get("path")
+            patterns = [patterns] if isinstance(patterns, str) else list(patterns or [])
+            files: list[Path] = []
+            for pattern in patterns:
+                files.extend(Path(p) for p in glob.glob(str(root / pattern), recursive=True))
+            return sorted(set(files))
+    return []
+
+
+def _splits_in(root: Path) -> set[str]:
+    names = set()
+    for p in root.rglob("*.parquet"):
+        if p.name.startswith("."):
+            continue
+        match = re.match(r"(.+?)-\d{5}-of-\d{5}\.parquet$", p.name)
+        names.add(match.group(1) if match else p.stem)
+    return names
