@@ -45,6 +45,12 @@ def _main(
 
 # --- command registration (one line per command; the functions live in commonlink/commands/) ---
 # (areas add their commands below)
+from .commands import catalog as _catalog_cmds  # noqa: E402
+from .commands import ingest as _ingest_cmds  # noqa: E402
+
+app.command("ingest")(_ingest_cmds.ingest)
+catalog_app.command("merge")(_catalog_cmds.merge)
+catalog_app.command("info")(_catalog_cmds.info)
 
 
 def main() -> None:  # console-script entry point

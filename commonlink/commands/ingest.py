@@ -1,0 +1,99 @@
+"""``commonlink ingest``: real photos + a label manifest -> an image catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..builder.ingest import (
+    DEFAULT_CHECKPOINT_EVERY,
+    DEFAULT_NEAR_DUPLICATE_DISTANCE,
+    REPORT_FILENAME,
+    IngestReport,
+    ingest_photos,
+)
+from ..constants import DEFAULT_MIN_PIXELS
+from ._common import console, reports_errors, stdout_is_terminal
+
+_SHOWN_ROWS = 50  # longer lists are in ingest_report.json
+
+
+@reports_errors
+def ingest(
+    photos_dir: Path = typer.Argument(..., help="Folder holding the photos (the manifest's paths are relative to it)."),
+    manifest: Path = typer.Option(
+        ..., "--manifest", "-m",
+        help="Labels: CSV `file,objects[,scene,background,view]` (objects separated by ';') or JSONL with the same keys.",
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to create or add to (catalog.jsonl + images/)."),
+    vocabulary: Path | None = typer.Option(
+        None, "--vocabulary",
+        help="Object names, one a line, optionally `name: synonym1, synonym2`. Without it the vocabulary is the "
+        "manifest's own names plus the existing catalog's, so misspelt names CANNOT be refused (they are only "
+        "flagged as possible typos).",
+    ),
+    min_pixels: int = typer.Option(DEFAULT_MIN_PIXELS, "--min-pixels", help="Refuse photos with fewer pixels (width x height)."),
+    near_duplicate_distance: int = typer.Option(
+        DEFAULT_NEAR_DUPLICATE_DISTANCE, "--near-duplicate-distance",
+        help="Two photos whose 64-bit perceptual hashes differ in at most this many bits are near-duplicates (0 = only identical hashes).",
+    ),
+    allow_near_duplicates: bool = typer.Option(False, "--allow-near-duplicates", help="Keep near-duplicates (they are still reported as pairs)."),
+    checkpoint_every: int = typer.Option(DEFAULT_CHECKPOINT_EVERY, "--checkpoint-every", help="Rewrite catalog.jsonl after this many new photos, so an interruption keeps the work done."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with status 2 when any photo was refused (for scripts and CI)."),
+) -> None:
+    """Ingest labelled photos into an image catalog.
+
+    Each photo is turned upright (EXIF orientation), stripped of all metadata (EXIF, GPS, XMP, comments; the
+    colour profile is kept) and stored at full resolution: JPEG stays JPEG, HEIC/HEIF becomes JPEG (quality 95),
+    PNG/WebP/others become PNG. Refused photos (too small, corrupt, missing, path outside PHOTOS_DIR, no or unknown
+    object names, exact or near duplicates) are listed with the reason, and in OUT/ingest_report.json. Re-running
+    is safe: known photos are skipped, new ones added, changed labels updated.
+    """
+    report = ingest_photos(
+        photos_dir, manifest, out,
+        vocabulary=vocabulary,
+        min_pixels=min_pixels,
+        near_duplicate_distance=near_duplicate_distance,
+        allow_near_duplicates=allow_near_duplicates,
+        checkpoint_every=checkpoint_every,
+        progress=stdout_is_terminal(),
+    )
+    print_ingest_report(report)
+    if strict and report.refused:
+        raise typer.Exit(2)
+
+
+def print_ingest_report(report: IngestReport) -> None:
+    counts = report.counts()
+    if report.refused:
+        table = Table(title=f"Refused photos ({len(report.refused)})", show_lines=False)
+        table.add_column("file", overflow="fold")
+        table.add_column("line", justify="right")
+        table.add_column("reason")
+        table.add_column("detail", overflow="fold")
+        for refusal in report.refused[:_SHOWN_ROWS]:
+            table.add_row(refusal.file, str(refusal.line), refusal.reason, refusal.detail)
+        console.print(table)
+        if len(report.refused) > _SHOWN_ROWS:
+            console.print(f"... and {len(report.refused) - _SHOWN_ROWS} more (see {REPORT_FILENAME}).")
+    if report.near_duplicates:
+        table = Table(title=f"Near-duplicate pairs ({len(report.near_duplicates)})")
+        for column in ("photo", "near-duplicate of", "distance", "kept"):
+            table.add_column(column, overflow="fold")
+        for pair in report.near_duplicates[:_SHOWN_ROWS]:
+            table.add_row(pair.file_b, pair.file_a, str(pair.distance), "both" if pair.kept_both else "first only")
+        console.print(table)
+    if report.unlisted:
+        shown = ", ".join(report.unlisted[:10]) + (" ..." if len(report.unlisted) > 10 else "")
+        console.print(f"[yellow]{len(report.unlisted)} photo(s) on disk are not in the manifest:[/] {shown}", highlight=False)
+    if report.possible_typos:
+        pairs = ", ".join(f"{rare!r} ~ {common!r}" for rare, common in report.possible_typos[:10])
+        console.print(f"[yellow]Possible misspellings (pass --vocabulary to refuse them):[/] {pairs}", highlight=False)
+    console.print(
+        f"[bold]{counts['added']} added[/], {counts['updated']} updated, {counts['unchanged']} already in the catalog, "
+        f"{counts['refused']} refused; the catalog now holds {counts['catalog_size']} image(s).\n"
+        f"Catalog: {Path(report.catalog_dir)}  Report: {Path(report.catalog_dir) / REPORT_FILENAME}",
+        highlight=False,
+    )
