@@ -1,0 +1,54 @@
+"""`commonlink release build`: pairs (or chain) files -> a release folder (parquet shards + card + manifest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..builder.release import DEFAULT_LICENSE, DEFAULT_VERSION, build_release
+from ..builder.shards import parse_size
+from ._common import console, err_console, reports_errors
+
+
+@reports_errors
+def build(
+    inputs: list[Path] = typer.Argument(
+        ..., help="Pairs files from `commonlink pairs` (one split each; several files may share a split), or chain files from `commonlink chains`."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Release folder to write (README.md, manifest.json, data/, figures/)."),
+    name: str | None = typer.Option(None, "--name", help="Pretty name shown on the card (default: the folder name)."),
+    version: str = typer.Option(DEFAULT_VERSION, "--version", help="Version label of this release (recorded in the card and manifest; use it as the Hub tag)."),
+    license: str = typer.Option(DEFAULT_LICENSE, "--license", help="Hub license id for the card, e.g. cc-by-4.0, mit (default: the Common-O paper's license)."),
+    max_shard_size: str = typer.Option("500MB", "--max-shard-size", help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a different release already in --out."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """Write a release folder from pairs files: parquet shards in the published Common-O schema, a Hub dataset card
+    (YAML metadata + datasheet + figures) and manifest.json (sha256 of every file, toolkit version, seed, config).
+
+    The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.loaders.common_o.load_common_o`.
+    """
+    result = build_release(
+        inputs,
+        out,
+        name=name,
+        version=version,
+        license=license,
+        max_shard_bytes=parse_size(max_shard_size),
+        overwrite=overwrite,
+        progress=progress,
+    )
+    table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")
+    table.add_column("split / config")
+    table.add_column("rows", justify="right")
+    table.add_column("files")
+    for split, info in result.splits.items():
+        files = info.get("files", [])
+        table.add_row(split, f"{info.get('rows', 0):,}", files[0] if len(files) == 1 else f"{len(files)} shards ({files[0]} ...)" if files else "-")
+    console.print(table)
+    if result.figures:
+        console.print(f"Figures: {', '.join(result.figures.values())}")
+    for note in result.notes:
+        err_console.print(f"[yellow]Note:[/] {note}", highlight=False)
