@@ -1,0 +1,134 @@
+"""`catalog merge` (de-duplication, conflicts, path collisions, verification, idempotency) and `catalog info`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from commonlink.builder.catalog import CatalogRecord, image_path, read_catalog, write_catalog
+from commonlink.builder.catalog_info import catalog_summary
+from commonlink.builder.catalog_merge import merge_catalogs
+from commonlink.cli import app
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import sha256_file
+
+
+def make_catalog(root, specs):
+    """A catalog written the way a render shard would be: images/<n>.png, ids from the file hash."""
+    records = []
+    for n, (seed, objects, scene) in enumerate(specs):
+        rel = f"images/{n:04d}.png"
+        (root / "images").mkdir(parents=True, exist_ok=True)
+        pixels = (np.random.default_rng(seed).random((8, 8, 3)) * 255).astype(np.uint8)
+        Image.fromarray(pixels).save(root / rel)
+        digest = sha256_file(root / rel)
+        records.append(CatalogRecord(id=digest[:16], path=rel, objects=objects, source="synthetic", scene_id=scene,
+                                     width=8, height=8, sha256=digest, view=str(seed % 4), object_area={o: 0.05 for o in objects}))
+    write_catalog(root, records)
+    return records
+
+
+def test_merge_dedupes_renames_colliding_paths_and_is_idempotent(tmp_path):
+    a = make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1"), (2, ["mug"], "s1")])
+    b = make_catalog(tmp_path / "b", [(2, ["mug"], "s1"), (3, ["apple", "duck", "mug"], "s2")])  # seed 2 = same image as a[1]
+    out = tmp_path / "merged"
+    report = merge_catalogs([tmp_path / "a", tmp_path / "b"], out)
+
+    merged = read_catalog(out)
+    assert [r.id for r in merged] == [a[0].id, a[1].id, b[1].id]
+    assert report.added == 3 and report.duplicates == 1 and report.images_written == 3
+    # b's images/0001.png collides with a's images/0001.png (another image): stored under its id instead
+    assert merged[2].path == f"images/{b[1].id}.png"
+    assert report.renamed == [{"catalog": str(tmp_path / "b"), "id": b[1].id, "from": "images/0001.png", "to": merged[2].path}]
+    for record in merged:
+        assert sha256_file(image_path(out, record)) == record.sha256
+    assert merged[2].object_area == {"apple": 0.05, "duck": 0.05, "mug": 0.05}
+
+    before = (out / "catalog.jsonl").read_bytes()
+    again = merge_catalogs([tmp_path / "a", tmp_path / "b"], out)
+    assert (out / "catalog.jsonl").read_bytes() == before
+    assert again.added == 0 and again.already_present == 3 and again.images_written == 0
+
+    # a later shard extends the merged catalog
+    make_catalog(tmp_path / "c", [(9, ["keys"], "s9")])
+    merge_catalogs([tmp_path / "c"], out)
+    assert len(read_catalog(out)) == 4
+
+
+def test_conflicting_records_are_refused_and_nothing_is_written(tmp_path):
+    make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1")])
+    make_catalog(tmp_path / "b", [(1, ["duck"], "s1")])  # same image, other labels
+    out = tmp_path / "merged"
+    with pytest.raises(InputError, match=r"(?s)1 conflicting record.*objects: \['duck', 'mug'\] vs \['duck'\]") as err:
+        merge_catalogs([tmp_path / "a", tmp_path / "b"], out)
+    assert "Nothing was written" in err.value.fix
+    assert not out.exists()
+
+
+def test_missing_and_damaged_images_are_refused(tmp_path):
+    recs = make_catalog(tmp_path / "a", [(1, ["duck"], "s1"), (2, ["mug"], "s1")])
+    (tmp_path / "a" / recs[1].path).unlink()
+    with pytest.raises(InputError, match="1 image file"):
+        merge_catalogs([tmp_path / "a"], tmp_path / "out")
+    assert not (tmp_path / "out" / "catalog.jsonl").exists()
+
+    recs = make_catalog(tmp_path / "b", [(3, ["duck"], "s1")])
+    Image.new("RGB", (8, 8), "red").save(tmp_path / "b" / recs[0].path)  # changed after the catalog was written
+    with pytest.raises(SchemaError, match="does not match the record's sha256"):
+        merge_catalogs([tmp_path / "b"], tmp_path / "out2")
+    assert not (tmp_path / "out2" / "catalog.jsonl").exists()
+    assert not list((tmp_path / "out2").rglob("*.tmp"))
+    merge_catalogs([tmp_path / "b"], tmp_path / "out3", verify=False)  # the user may insist
+    assert len(read_catalog(tmp_path / "out3")) == 1
+
+
+def test_merge_links_and_refuses_bad_arguments(tmp_path):
+    make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
+    merge_catalogs([tmp_path / "a"], tmp_path / "hard", link="hardlink")
+    merge_catalogs([tmp_path / "a"], tmp_path / "soft", link="symlink")
+    (rec,) = read_catalog(tmp_path / "hard")
+    assert (tmp_path / "hard" / rec.path).stat().st_ino == (tmp_path / "a" / "images/0000.png").stat().st_ino
+    assert (tmp_path / "soft" / rec.path).is_symlink()
+    with pytest.raises(InputError, match="Unknown link mode"):
+        merge_catalogs([tmp_path / "a"], tmp_path / "x", link="teleport")
+    with pytest.raises(InputError, match="not an image catalog"):
+        merge_catalogs([tmp_path / "nothing"], tmp_path / "x")
+
+
+def test_catalog_info_counts(tmp_path):
+    make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1"), (2, ["mug"], "s1"), (3, ["apple", "duck", "mug"], "s2")])
+    summary = catalog_summary(tmp_path / "a", top=2)
+    assert summary["images"] == 3 and summary["sources"] == {"synthetic": 3} and summary["scenes"] == 2
+    assert summary["objects_per_image"] == {"min": 1, "mean": 2.0, "max": 3, "histogram": {"1": 1, "2": 1, "3": 1}}
+    assert summary["top_objects"] == [["mug", 3], ["duck", 2]]
+    assert summary["distinct_objects"] == 3 and summary["missing_images"] == [] and summary["images_with_object_area"] == 3
+
+
+def test_cli_merge_and_info(tmp_path):
+    make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1")])
+    make_catalog(tmp_path / "b", [(2, ["Mug"], "s2")])
+    runner = CliRunner()
+    result = runner.invoke(app, ["catalog", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "2 record(s) added" in result.output and "images/0000.png stored as" in result.output
+
+    info = runner.invoke(app, ["catalog", "info", str(tmp_path / "m"), "--json"])
+    assert info.exit_code == 0, info.output
+    assert json.loads(info.output)["images"] == 2
+    table = runner.invoke(app, ["catalog", "info", str(tmp_path / "m")], env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "objects per image" in table.output and "duck" in table.output
+
+    (tmp_path / "m" / read_catalog(tmp_path / "m")[0].path).unlink()
+    broken = runner.invoke(app, ["catalog", "info", str(tmp_path / "m")], env={"COLUMNS": "200"})
+    assert broken.exit_code == 1 and "Missing image files" in broken.output
+
+    conflict = runner.invoke(app, ["catalog", "merge", str(tmp_path / "a"), "--out", str(tmp_path / "a2")])
+    assert conflict.exit_code == 0
+    make_catalog(tmp_path / "c", [(1, ["duck"], "s1")])
+    refused = runner.invoke(app, ["catalog", "merge", str(tmp_path / "c"), "--out", str(tmp_path / "a2")])
+    assert refused.exit_code == 1 and "conflicting" in refused.output and "Fix:" in refused.output
