@@ -272,9 +272,9 @@ def test_heic_phone_photo_is_stored_as_jpeg_without_gps(tmp_path):
     pillow_heif = pytest.importorskip("pillow_heif")
     photos = tmp_path / "photos"
     photos.mkdir()
-    heif = pillow_heif.from_pillow(noise_photo(11))
+    heif = pillow_heif.from_pillow(split_photo())
     try:
-        heif.save(photos / "phone.heic", quality=90, exif=gps_exif().tobytes())
+        heif.save(photos / "phone.heic", quality=90, exif=gps_exif(orientation=6).tobytes())
     except Exception as exc:  # pragma: no cover - depends on the wheel's encoders
         pytest.skip(f"pillow-heif cannot write HEIC here: {exc}")
     (tmp_path / "m.jsonl").write_text(json.dumps({"file": "phone.heic", "objects": ["Apple"], "scene": "k"}) + "\n")
@@ -283,7 +283,20 @@ def test_heic_phone_photo_is_stored_as_jpeg_without_gps(tmp_path):
     (record,) = read_catalog(tmp_path / "cat")
     data = image_path(tmp_path / "cat", record).read_bytes()
     assert data[:3] == b"\xff\xd8\xff" and b"GPS" not in data and b"Exif" not in data
-    assert (record.width, record.height) == (400, 300) and record.extra["source_format"] == "HEIF"
+    assert (record.width, record.height) == (300, 400) and record.extra["source_format"] == "HEIF"
+    with Image.open(image_path(tmp_path / "cat", record)) as img:  # rotated exactly once: red on top
+        assert img.size == (300, 400) and np.abs(np.asarray(img.getpixel((150, 60))) - RED).max() < 40
+
+
+def test_photo_over_the_pixel_cap_is_refused_not_decoded(tmp_path, monkeypatch):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    noise_photo(12).save(photos / "huge.png")  # 120,000 px; the cap is lowered below it
+    (tmp_path / "m.csv").write_text("file,objects\nhuge.png,apple\n")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 20_000)
+    report = ingest_photos(photos, tmp_path / "m.csv", tmp_path / "cat")
+    assert [(r.reason, r.file) for r in report.refused] == [("too_large", "huge.png")]
+    assert "COMMONLINK_MAX_IMAGE_PIXELS" in report.refused[0].detail and read_catalog(tmp_path / "cat") == []
 
 
 def test_bad_inputs_fail_clearly(tmp_path):

@@ -59,6 +59,7 @@ REASONS = {
     "unknown_object": "object name(s) not in the vocabulary",
     "corrupt": "not a readable image (corrupt, truncated or unknown format)",
     "too_small": "fewer pixels than --min-pixels",
+    "too_large": "more pixels than the decoding cap (COMMONLINK_MAX_IMAGE_PIXELS)",
     "exact_duplicate": "identical to another photo",
     "near_duplicate": "perceptually almost identical to another photo",
 }
@@ -426,6 +427,8 @@ class _IngestRun:
                               f"minimum of {self.min_pixels:,}. Use a larger photo or lower --min-pixels.")
             clean = clean_image(img)
         except (InputError, OSError, ValueError) as exc:
+            if isinstance(exc.__cause__, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
+                return refuse("too_large", f"{exc.problem} {exc.fix}")
             problem = exc.problem if isinstance(exc, CommonlinkError) else f"{entry.file}: cannot decode ({exc})"
             return refuse("corrupt", f"{problem} Re-export the photo or remove it from the manifest.")
         return self._store(entry, clean, objects, scene, source_sha, stat, refuse)
