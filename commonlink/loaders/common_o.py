@@ -113,9 +113,17 @@ def parse_list_field(text: Any, *, row: int | str, field: str) -> list[str]:
         if not isinstance(value, (list, tuple)):
             raise SchemaError(f"{where}: {_excerpt(stripped)} is a {type(value).__name__}, not a list.")
         return _as_string_list(list(value), where=where, shown=stripped)
-    if stripped[0] in "{\"'" or any(ch in stripped for ch in "[]{}\"'"):
-        # Quoted names without brackets ("'apple', 'keys'") are a Python tuple literal; anything else with
-        # brackets or quotes inside is not a plain comma-separated list and would be misread.
+    if stripped[0] == "{":
+        raise SchemaError(
+            f"{where}: {_excerpt(stripped)} is an object, not a JSON list, a Python-literal list or comma-separated names.",
+            "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys).",
+        )
+    items = [part.strip() for part in stripped.split(",")]
+    quoted = any(item[:1] in "\"'" or item[-1:] in "\"'" for item in items if item)
+    if quoted or any(ch in stripped for ch in "[]{}"):
+        # Quoted names without brackets ("'apple', 'keys'") are a Python tuple literal. Other text with brackets
+        # or quotes around names is not plain comma-separated names and would be misread, so it is refused.
+        # (An apostrophe inside a name, as in "children's book", is fine.)
         try:
             value = ast.literal_eval(f"[{stripped}]")
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -124,7 +132,6 @@ def parse_list_field(text: Any, *, row: int | str, field: str) -> list[str]:
                 "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys).",
             ) from None
         return _as_string_list(value, where=where, shown=stripped)
-    items = [part.strip() for part in stripped.split(",")]
     if any(not item for item in items):
         raise SchemaError(
             f"{where}: comma-separated list {_excerpt(stripped)} has an empty item.",

@@ -1,0 +1,227 @@
+"""`commonlink.loaders.common_o`: our releases and rows in the published facebook/Common-O schema."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from commonlink.builder.release import build_release
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError, SchemaError
+from commonlink.loaders.common_o import common_o_features, load_common_o, open_common_o, parse_list_field
+from commonlink.loaders.types import CommonOExample
+
+from test_release_build import make_catalog, make_pairs
+
+
+# ------------------------------------------------------------------------------------------------ list fields
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('["apple", "keys"]', ["apple", "keys"]),
+        ("['apple', 'keys']", ["apple", "keys"]),
+        ("('apple', 'car keys')", ["apple", "car keys"]),
+        ("apple, keys", ["apple", "keys"]),
+        ("apple,keys ,  toy car", ["apple", "keys", "toy car"]),
+        ("'apple', \"keys\"", ["apple", "keys"]),
+        ("children's book, keys", ["children's book", "keys"]),
+        ('["children\'s book", "keys"]', ["children's book", "keys"]),
+        (NO_COMMON_OBJECTS, [NO_COMMON_OBJECTS]),
+        (f'["{NO_COMMON_OBJECTS}"]', [NO_COMMON_OBJECTS]),
+        ("", []),
+        ("[]", []),
+        (["already", "a list"], ["already", "a list"]),
+    ],
+)
+def test_parse_list_field_accepts_each_encoding(text, expected):
+    assert parse_list_field(text, row=0, field="choices") == expected
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("['apple', 'keys'", "neither valid JSON nor a Python literal"),
+        ('{"apple": 1}', "not a JSON list"),
+        ("[1, 2]", "holds a int"),
+        ("apple,, keys", "empty item"),
+        ("apple, [keys", "not a JSON list"),
+        ("'apple', 'keys", "not a JSON list"),
+        (None, "missing"),
+        (42, "expected a string"),
+        ("[__import__('os').system('true')]", "neither valid JSON nor a Python literal"),
+    ],
+)
+def test_parse_list_field_names_row_and_field_when_nothing_fits(text, fragment):
+    with pytest.raises(SchemaError) as info:
+        parse_list_field(text, row=7, field="ground_truth_objects")
+    assert "row 7" in str(info.value) and "'ground_truth_objects'" in str(info.value) and fragment in str(info.value)
+
+
+# --------------------------------------------------------------------------------- published-schema parquet
+
+
+def _png(colour) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (20, 10), colour).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _published_row(i: int, choices: str, truth: str, objects_1: str, objects_2: str, source: str = "real") -> dict:
+    return {
+        "image_1": {"bytes": _png((i * 40, 0, 0)), "path": f"a{i}.png"},
+        "image_2": {"bytes": _png((0, i * 40, 0)), "path": None},
+        "question": f"question {i}", "answer": "?", "objects_1": objects_1, "objects_2": objects_2,
+        "num_objects_image_1": 3, "num_objects_image_2": 2, "question_template": "t", "answer_type": "multiple_choice",
+        "choices": choices, "num_choices": 4, "num_ground_truth_objects": 1, "real_or_synthetic": source,
+        "ground_truth_objects": truth,
+    }
+
+
+def write_published_folder(root: Path, rows: list[dict], split: str = "main") -> Path:
+    """A folder shaped like facebook/Common-O: data/{split}-00000-of-00001.parquet, published columns, no id."""
+    features = common_o_features(provenance=False)
+    table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, root / "data" / f"{split}-00000-of-00001.parquet", row_group_size=2)
+    return root
+
+
+@pytest.fixture
+def published(tmp_path):
+    rows = [
+        _published_row(0, '["apple", "keys", "mug", "No objects are in common"]', '["keys"]', '["apple", "keys", "pen"]', '["keys", "mug"]'),
+        _published_row(1, "['Apple', 'car keys', 'mug', 'No objects are in common']", "['apple', 'mug']", "['Apple', 'mug']", "['Apple', 'mug']", "synthetic"),
+        _published_row(2, "apple, keys, mug, No objects are in common", "No objects are in common", "apple, pen", "keys"),
+        _published_row(3, "A. apple, B. keys, C. mug, D. No objects are in common", "mug", "mug", "mug"),
+        _published_row(4, '["apple", "keys"', '["keys"]', "[]", "[]"),  # broken JSON list
+    ]
+    return write_published_folder(tmp_path / "published", rows), rows
+
+
+def test_published_schema_rows_with_each_list_encoding(published):
+    folder, rows = published
+    split = open_common_o(folder, "main")
+    assert len(split) == 5 and split.revision is None and split.split == "main"
+    json_row, literal_row, csv_row, lettered_row = (split.get(i) for i in range(4))
+    assert isinstance(json_row, CommonOExample)
+    assert json_row.id == "main-0" and json_row.row_index == 0
+    assert json_row.choices == ["apple", "keys", "mug", NO_COMMON_OBJECTS]
+    assert json_row.ground_truth == ["keys"] and json_row.answer_letters == ["B"]
+    assert json_row.objects_1 == ["apple", "keys", "pen"] and json_row.num_objects_image_1 == 3
+    assert isinstance(json_row.image_1, Image.Image) and json_row.image_1.size == (20, 10)
+    assert json_row.image_2.getpixel((0, 0)) == (0, 0, 0) and split.get(2).image_1.getpixel((0, 0)) == (80, 0, 0)
+    assert json_row.source == "real" and json_row.question == "question 0"
+    # Python literals; ground truth matched case-insensitively onto the choices
+    assert literal_row.choices[1] == "car keys" and literal_row.ground_truth == ["Apple", "mug"]
+    assert literal_row.answer_letters == ["A", "C"] and literal_row.source == "synthetic"
+    # comma-separated text
+    assert csv_row.choices == ["apple", "keys", "mug", NO_COMMON_OBJECTS]
+    assert csv_row.ground_truth == [NO_COMMON_OBJECTS] and csv_row.answer_letters == ["D"]
+    # choices that carry their own letters
+    assert lettered_row.choices == ["apple", "keys", "mug", NO_COMMON_OBJECTS] and lettered_row.answer_letters == ["C"]
+
+
+def test_bad_published_row_error_names_row_and_field(published):
+    folder, _ = published
+    split = open_common_o(folder, "main")
+    with pytest.raises(SchemaError) as info:
+        split.get(4)
+    assert "row 4" in str(info.value) and "'choices'" in str(info.value)
+    with pytest.raises(SchemaError, match="row 4"):
+        list(load_common_o(folder, "main"))  # iteration reaches the bad row and stops there
+    examples = []
+    with pytest.raises(SchemaError):
+        for example in split:
+            examples.append(example.id)
+    assert examples == ["main-0", "main-1", "main-2", "main-3"]
+
+
+def test_ground_truth_outside_choices_and_undecodable_image(tmp_path):
+    rows = [
+        _published_row(0, '["apple", "keys"]', '["banana"]', "[]", "[]"),
+        _published_row(1, '["apple", "keys"]', '["apple"]', "[]", "[]"),
+    ]
+    rows[1]["image_2"] = {"bytes": b"not an image", "path": None}
+    split = open_common_o(write_published_folder(tmp_path / "pub", rows), "main")
+    with pytest.raises(SchemaError, match=r"'banana' is not one of the choices"):
+        split.get(0)
+    with pytest.raises(InputError, match=r"row 1, field 'image_2'"):
+        split.get(1)
+
+
+def test_missing_columns_split_and_revision_errors(tmp_path, published):
+    folder, _ = published
+    with pytest.raises(InputError, match="no parquet files for split 'test'.*splits found: main"):
+        open_common_o(folder, "test")
+    with pytest.raises(InputError, match="revisions apply to Hub repos only"):
+        open_common_o(folder, "main", revision="v1")
+    with pytest.raises(InputError, match="neither an existing folder"):
+        open_common_o(str(tmp_path / "no such" / "thing here"), "main")
+    pq.write_table(pa.table({"question": ["q"]}), tmp_path / "other.parquet")
+    with pytest.raises(SchemaError, match="lacks the column"):
+        open_common_o(tmp_path / "other.parquet", "main")
+
+
+# ------------------------------------------------------------------------------------------------ our release
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    base = tmp_path_factory.mktemp("loader_release")
+    records = make_catalog(base / "cat", 8)
+    rows = make_pairs(base / "main.jsonl", base / "cat", records, 9)
+    build_release([base / "main.jsonl"], base / "rel", max_shard_bytes=8_000, progress=False)
+    return base / "rel", rows
+
+
+def test_release_folder_loads_with_provenance(release):
+    folder, rows = release
+    split = open_common_o(folder, "main")
+    assert len(split) == 9 and len(list((folder / "data").iterdir())) > 1  # several shards, read as one split
+    examples = list(split)
+    assert [e.id for e in examples] == [r["id"] for r in rows]
+    for example, row in zip(examples, rows):
+        assert example.choices == row["choices"] and example.ground_truth == row["ground_truth"]
+        assert ", ".join(example.answer_letters) == row["answer"]
+        assert example.extra["image_1_id"] == row["image_1"]["id"] and example.extra["scene_2_id"] == row["image_2"]["scene_id"]
+        assert example.objects_2 == row["image_2"]["objects"] and example.source == "real"
+        assert example.image_1.tobytes() == Image.open(Path(row["image_1"]["catalog"]) / row["image_1"]["path"]).tobytes()
+    assert split.get(5).id == examples[5].id and split.get(0).id == rows[0]["id"]
+    with pytest.raises(IndexError):
+        split.get(9)
+
+
+def test_fingerprint_is_stable_and_tracks_content(release, tmp_path):
+    folder, _ = release
+    first = open_common_o(folder, "main").fingerprint
+    assert first == open_common_o(str(folder), "main").fingerprint and len(first) >= 16
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(folder, copy)
+    assert open_common_o(copy, "main").fingerprint == first  # same data elsewhere: same fingerprint
+    shard = sorted((copy / "data").iterdir())[0]
+    table = pq.read_table(shard)
+    pq.write_table(table.slice(0, table.num_rows - 1), shard)
+    assert open_common_o(copy, "main").fingerprint != first
+
+
+def test_single_parquet_file_and_plain_folder_without_card(release, tmp_path):
+    folder, rows = release
+    shard = sorted((folder / "data").iterdir())[0]
+    one = open_common_o(shard, "main")
+    assert len(one) == pq.ParquetFile(shard).metadata.num_rows and one.get(0).id == rows[0]["id"]
+    bare = tmp_path / "bare"
+    (bare).mkdir()
+    for p in (folder / "data").iterdir():
+        (bare / p.name).write_bytes(p.read_bytes())
+    assert [e.id for e in load_common_o(bare, "main")] == [r["id"] for r in rows]
+    assert json.loads(json.dumps(open_common_o(bare, "main").columns))[:2] == ["image_1", "image_2"]

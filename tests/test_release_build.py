@@ -1,0 +1,293 @@
+"""`commonlink release build`: shards, card, manifest, refusal rules; read back with plain `datasets`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from PIL import Image
+
+from commonlink.builder.release import build_release, verify_release
+from commonlink.builder.shards import ShardWriter, parse_size
+from commonlink.cards.card import read_card_metadata, size_category
+from commonlink.cards.datasheet import DATASHEET_SECTIONS
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError, SchemaError
+from commonlink.eval.prompts import QUESTION_TEMPLATE_ID, common_o_question, letters
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
+from commonlink.loaders.common_o import common_o_features
+
+OBJECT_NAMES = ["apple", "keys", "mug", "book", "pen", "duck", "ball", "cup"]
+
+
+# ---------------------------------------------------------------------------------------------- tiny inputs
+
+
+def make_catalog(root: Path, n: int, *, source: str = "real", fmt: str = "JPEG", size=(32, 24)) -> list[dict]:
+    """A catalog folder with ``n`` small real image files; returns its records."""
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    records = []
+    for i in range(n):
+        objects = [OBJECT_NAMES[(i + k) % len(OBJECT_NAMES)] for k in range(3 + i % 3)]
+        path = root / "images" / f"img{i:04d}.{'jpg' if fmt == 'JPEG' else 'png'}"
+        Image.new("RGB", size, ((i * 37) % 255, (i * 11) % 255, 90)).save(path, fmt)
+        records.append({
+            "id": f"{source[:3]}{i:04d}", "path": f"images/{path.name}", "objects": objects, "source": source,
+            "scene_id": f"s{i // 2}", "view": str(i % 2), "background": "table", "width": size[0], "height": size[1],
+            "sha256": sha256_file(path), "object_area": {o: round(0.05 + 0.01 * k, 3) for k, o in enumerate(objects)},
+        })
+    write_jsonl(root / "catalog.jsonl", records)
+    return records
+
+
+def pair_row(catalog: Path, a: dict, b: dict, index: int, split: str) -> dict:
+    """A pairs-file row as `commonlink pairs` writes it (contracts)."""
+    common = sorted(set(a["objects"]) & set(b["objects"]))
+    others = sorted((set(a["objects"]) | set(b["objects"]) | {"shoe"}) - set(common))
+    choices = sorted(common + others[:3] + [NO_COMMON_OBJECTS])
+    truth = common or [NO_COMMON_OBJECTS]
+    labels = letters(len(choices))
+
+    def image(r: dict) -> dict:
+        return {"catalog": str(catalog.resolve()), "id": r["id"], "path": r["path"], "scene_id": r["scene_id"],
+                "view": r["view"], "background": r["background"], "objects": r["objects"], "object_area": r["object_area"]}
+
+    return {
+        "id": f"{split}-{index:08d}", "split": split, "source": a["source"], "image_1": image(a), "image_2": image(b),
+        "choices": choices, "ground_truth": truth, "answer": ", ".join(sorted(labels[choices.index(t)] for t in truth)),
+        "question": common_o_question(choices), "question_template": QUESTION_TEMPLATE_ID,
+    }
+
+
+def make_pairs(path: Path, catalog: Path, records: list[dict], n: int, *, split: str = "main", seed: int = 3,
+               kind: str = "common_o_pairs") -> list[dict]:
+    rows = [pair_row(catalog, records[i % len(records)], records[(i * 7 + 1) % len(records)], i, split) for i in range(n)]
+    write_jsonl(path, rows)
+    atomic_write_json(f"{path}.meta.json", {
+        "kind": kind, "toolkit_version": "0.1.0", "seed": seed, "split": split, "count": n,
+        "config": {"catalogs": [str(catalog.resolve())], "seed": seed, "count": n}, "catalogs": [str(catalog.resolve())],
+        "stats": {}, "created": "2026-01-01T00:00:00+00:00",
+    })
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Two pairs files (main: real JPEGs, challenge: synthetic PNGs) and one release built from them."""
+    base = tmp_path_factory.mktemp("release")
+    real = make_catalog(base / "real_catalog", 12)
+    synthetic = make_catalog(base / "synth_catalog", 6, source="synthetic", fmt="PNG")
+    main_rows = make_pairs(base / "main.jsonl", base / "real_catalog", real, 20)
+    challenge_rows = make_pairs(base / "challenge.jsonl", base / "synth_catalog", synthetic, 8, split="challenge")
+    result = build_release([base / "main.jsonl", base / "challenge.jsonl"], base / "rel", name="Tiny Common-O",
+                           version="0.2.0", license="cc-by-4.0", progress=False)
+    return {"base": base, "rel": base / "rel", "result": result, "rows": {"main": main_rows, "challenge": challenge_rows}}
+
+
+# ----------------------------------------------------------------------------------------------------- tests
+
+
+def test_plain_load_dataset_reads_published_types_and_pil_images(tiny):
+    import datasets
+
+    ds = datasets.load_dataset(str(tiny["rel"]), cache_dir=str(tiny["base"] / "hf_cache"))
+    assert set(ds) == {"main", "challenge"}
+    assert ds["main"].num_rows == 20 and ds["challenge"].num_rows == 8
+    published = common_o_features()
+    assert ds["main"].features == published
+    assert isinstance(published["image_1"], datasets.Image)
+    assert published["num_choices"] == datasets.Value("int64") and published["choices"] == datasets.Value("string")
+    for split, rows in tiny["rows"].items():
+        for i, (got, src) in enumerate(zip(ds[split], rows)):
+            assert isinstance(got["image_1"], Image.Image) and isinstance(got["image_2"], Image.Image)
+            assert got["image_1"].size == (32, 24)
+            assert got["id"] == src["id"]
+            assert json.loads(got["choices"]) == src["choices"]
+            assert json.loads(got["ground_truth_objects"]) == src["ground_truth"]
+            assert json.loads(got["objects_1"]) == src["image_1"]["objects"]
+            assert got["num_objects_image_2"] == len(src["image_2"]["objects"])
+            assert got["num_choices"] == len(src["choices"])
+            assert got["num_ground_truth_objects"] == len([t for t in src["ground_truth"] if t != NO_COMMON_OBJECTS])
+            assert got["answer"] == src["answer"] and got["question"] == src["question"]
+            assert got["real_or_synthetic"] == src["source"] and got["answer_type"] == "multiple_choice"
+            assert (got["image_1_id"], got["scene_2_id"], got["view_1"]) == (
+                src["image_1"]["id"], src["image_2"]["scene_id"], src["image_1"]["view"])
+    # the embedded bytes are the catalog files themselves
+    first = tiny["rows"]["main"][0]["image_1"]
+    table = pq.read_table(tiny["rel"] / "data" / "main-00000-of-00001.parquet", columns=["image_1"])
+    assert table.column("image_1")[0].as_py()["bytes"] == (Path(first["catalog"]) / first["path"]).read_bytes()
+
+
+def test_shard_schema_carries_datasets_features(tiny):
+    schema = pq.read_schema(tiny["rel"] / "data" / "challenge-00000-of-00001.parquet")
+    assert schema.names == list(common_o_features())
+    assert str(schema.field("image_1").type) == "struct<bytes: binary, path: string>"
+    assert str(schema.field("num_objects_image_1").type) == "int64"
+    hf = json.loads(schema.metadata[b"huggingface"])
+    assert hf["info"]["features"]["image_2"] == {"_type": "Image"}
+
+
+def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
+    from huggingface_hub import DatasetCard
+
+    text = (tiny["rel"] / "README.md").read_text()
+    meta = read_card_metadata(text)
+    assert yaml.safe_load(text.split("---")[1]) == meta
+    card = DatasetCard(text)
+    assert card.data.license == "cc-by-4.0" and card.data.pretty_name == "Tiny Common-O"
+    assert meta["size_categories"] == [size_category(28)] == ["n<1K"]
+    assert meta["configs"][0]["data_files"] == [{"split": "main", "path": "data/main-*"}, {"split": "challenge", "path": "data/challenge-*"}]
+    info = meta["dataset_info"]
+    assert {s["name"]: s["num_examples"] for s in info["splits"]} == {"main": 20, "challenge": 8}
+    assert [f["name"] for f in info["features"]] == list(common_o_features())
+    assert {"name": "image_1", "dtype": "image"} in info["features"]
+
+    # the seven datasheet sections, in order
+    positions = [text.index(f"### {section}\n") for section in DATASHEET_SECTIONS]
+    assert positions == sorted(positions)
+    # numbers computed from the rows: totals, per-split real share, objects-per-image range, top object
+    rows = tiny["rows"]["main"]
+    assert "28 examples (main: 20, challenge: 8)" in text
+    distinct = {r[k]["id"]: len(r[k]["objects"]) for r in rows for k in ("image_1", "image_2")}
+    mean = sum(distinct.values()) / len(distinct)
+    assert f"| main | 20 | 100.0% | 0.0% | {len(distinct)} | {min(distinct.values())}–{max(distinct.values())} (mean {mean:.2f})" in text
+    assert "| challenge | 8 | 0.0% | 100.0% |" in text
+    freq = Counter()
+    images = {(r[k]["catalog"], r[k]["id"]): r[k]["objects"] for split in tiny["rows"].values() for r in split for k in ("image_1", "image_2")}
+    for objects in images.values():
+        freq.update(objects)
+    top_name, top_count = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    assert f"| {top_name} | {top_count} |" in text
+    # figures are linked and exist; no local absolute paths leak into the card
+    linked = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
+    assert linked and all((tiny["rel"] / rel).is_file() and rel.endswith(".png") for rel in linked)
+    assert str(tiny["base"]) not in text
+
+
+def test_manifest_hashes_every_file(tiny):
+    manifest = json.loads((tiny["rel"] / "manifest.json").read_text())
+    assert manifest["toolkit_version"] == __import__("commonlink").__version__
+    assert manifest["kind"] == "common_o" and manifest["seed"] == 3 and manifest["version"] == "0.2.0"
+    assert manifest["splits"]["main"] == {"rows": 20, "files": ["data/main-00000-of-00001.parquet"]}
+    on_disk = {p.relative_to(tiny["rel"]).as_posix() for p in tiny["rel"].rglob("*") if p.is_file()} - {"manifest.json"}
+    assert set(manifest["files"]) == on_disk
+    for rel, info in manifest["files"].items():
+        assert sha256_file(tiny["rel"] / rel) == info["sha256"]
+        assert (tiny["rel"] / rel).stat().st_size == info["size"]
+    assert manifest["config"]["max_shard_bytes"] == 500 * 1024 * 1024
+    assert [i["file"] for i in manifest["config"]["inputs"]] == ["main.jsonl", "challenge.jsonl"]
+    assert verify_release(tiny["rel"]) == []
+    # a changed file is caught
+    figure = next(p for p in (tiny["rel"] / "figures").iterdir())
+    original = figure.read_bytes()
+    try:
+        figure.write_bytes(original + b"x")
+        assert verify_release(tiny["rel"]) == [f"figures/{figure.name}: content differs from the manifest"]
+    finally:
+        figure.write_bytes(original)
+
+
+def test_small_max_shard_size_splits_into_named_shards(tiny, tmp_path):
+    import datasets
+
+    result = build_release([tiny["base"] / "main.jsonl"], tmp_path / "sharded", max_shard_bytes=parse_size("6KB"), progress=False)
+    files = sorted(p.name for p in (tmp_path / "sharded" / "data").iterdir())
+    n = len(files)
+    assert n >= 3
+    assert files == [f"main-{i:05d}-of-{n:05d}.parquet" for i in range(n)]
+    assert result.splits["main"]["files"] == [f"data/{f}" for f in files]
+    assert sum(pq.ParquetFile(tmp_path / "sharded" / "data" / f).metadata.num_rows for f in files) == 20
+    ds = datasets.load_dataset(str(tmp_path / "sharded"), split="main", cache_dir=str(tmp_path / "hf_cache"))
+    assert ds["id"] == [r["id"] for r in tiny["rows"]["main"]]
+
+
+def test_existing_release_refused_reused_or_overwritten(tiny, tmp_path):
+    main = tiny["base"] / "main.jsonl"
+    out = tmp_path / "rel"
+    build_release([main], out, name="A", progress=False)
+    first = json.loads((out / "manifest.json").read_text())
+    again = build_release([main], out, name="A", progress=False)  # same inputs and options: kept
+    assert again.reused and json.loads((out / "manifest.json").read_text()) == first
+    with pytest.raises(InputError, match="already holds a different release"):
+        build_release([main], out, name="B", progress=False)
+    assert json.loads((out / "manifest.json").read_text()) == first  # untouched
+    build_release([main], out, name="B", overwrite=True, progress=False)
+    assert json.loads((out / "manifest.json").read_text())["name"] == "B"
+    stranger = tmp_path / "notes"
+    stranger.mkdir()
+    (stranger / "mine.txt").write_text("keep me")
+    with pytest.raises(InputError, match="not a commonlink release"):
+        build_release([main], stranger, overwrite=True, progress=False)
+    assert (stranger / "mine.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "rel"]  # no temp folders left
+
+
+def test_missing_image_names_row_and_path_and_leaves_nothing(tmp_path):
+    records = make_catalog(tmp_path / "cat", 4)
+    rows = make_pairs(tmp_path / "p.jsonl", tmp_path / "cat", records, 5)
+    victim = tmp_path / "cat" / rows[2]["image_2"]["path"]
+    # keep the files rows 0-1 need; remove one only row 2 uses as image_2
+    assert all(victim.name not in (r["image_1"]["path"], r["image_2"]["path"]) for r in rows[:2])
+    victim.unlink()
+    with pytest.raises(InputError) as info:
+        build_release([tmp_path / "p.jsonl"], tmp_path / "out", progress=False)
+    message = str(info.value)
+    assert "row 3" in message and rows[2]["id"] in message and str(victim) in message and "image_2" in message
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_bad_inputs_are_refused_clearly(tmp_path):
+    records = make_catalog(tmp_path / "cat", 4)
+    make_pairs(tmp_path / "a.jsonl", tmp_path / "cat", records, 3)
+    make_pairs(tmp_path / "b.jsonl", tmp_path / "cat", records, 3, kind="association_chains")
+    with pytest.raises(InputError, match="mix kinds"):
+        build_release([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "out", progress=False)
+    (tmp_path / "nometa.jsonl").write_text((tmp_path / "a.jsonl").read_text())
+    with pytest.raises(InputError, match="no sidecar"):
+        build_release([tmp_path / "nometa.jsonl"], tmp_path / "out", progress=False)
+    rows = list(read_jsonl(tmp_path / "a.jsonl"))
+    rows[1]["answer"] = "Z"
+    write_jsonl(tmp_path / "a.jsonl", rows)
+    with pytest.raises(SchemaError, match=r"row 2 .*answer 'Z'"):
+        build_release([tmp_path / "a.jsonl"], tmp_path / "out", progress=False)
+    with pytest.raises(InputError, match="license"):
+        build_release([tmp_path / "a.jsonl"], tmp_path / "out", license="Not A License", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_shard_writer_empty_split_abort_and_overwrite(tmp_path):
+    features = common_o_features(provenance=False)
+    with ShardWriter(tmp_path / "data", "empty", features) as writer:
+        pass
+    assert [s.path.name for s in writer.shards] == ["empty-00000-of-00001.parquet"]
+    assert pq.read_table(writer.shards[0].path).num_rows == 0
+    with pytest.raises(InputError, match="already holds shards"):
+        ShardWriter(tmp_path / "data", "empty", features)
+    with pytest.raises(SchemaError, match="missing"):
+        with ShardWriter(tmp_path / "data", "other", features) as writer:
+            writer.write({"image_1": b"x"})
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["empty-00000-of-00001.parquet"]
+    with pytest.raises(InputError, match="not a size"):
+        parse_size("lots")
+    assert parse_size("64KiB") == 65536 and parse_size("1.5MB") == 1_500_000
+
+
+def test_cli_release_build(tiny, tmp_path):
+    from typer.testing import CliRunner
+
+    from commonlink.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "cli_rel"
+    res = runner.invoke(app, ["release", "build", str(tiny["base"] / "challenge.jsonl"), "--out", str(out), "--no-progress",
+                              "--max-shard-size", "4KB", "--name", "CLI build"])
+    assert res.exit_code == 0, res.output
+    assert "challenge" in res.output and (out / "manifest.json").is_file()
+    assert json.loads((out / "manifest.json").read_text())["splits"]["challenge"]["rows"] == 8
+    res = runner.invoke(app, ["release", "build", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x")])
+    assert res.exit_code == 1 and "not found" in res.output
