@@ -47,6 +47,7 @@ from .chain_sources import LabelledImage, SourceReport
 META_KIND = "association_chains"
 TASKS = ("single_step", "deduction", "synchronous", "asynchronous")
 IMAGES_FILENAME = "images.jsonl"
+IMAGE_TABLE_TASK = "image_table"  #: the ``task`` of images.jsonl's sidecar (not a task file)
 NEGATIVE_MODES = ("chain", "disjoint")
 #: plan characters of a chain step: on concept 1, on concept 2, bridge (from the pool sharing both)
 PLAN_CONCEPT_1, PLAN_CONCEPT_2, PLAN_BRIDGE = "1", "2", "b"
@@ -567,6 +568,9 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     builder = AssociationBuilder(index, config, plan.concepts)
     images_path = _write_images(out_dir, index)
     images_sha = sha256_file(images_path)
+    # The image table gets a sidecar too, so `release build OUT/*.jsonl` accepts it (and skips it).
+    atomic_write_json(meta_path(images_path), {"kind": META_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
+                                               "seed": config.seed, "images": len(index), "sha256": images_sha})
     counts = {task: len(_iter_units(plan, config, task)) for task in config.tasks}
     steps_per_chain = config.warmup + config.max_steps
     base_meta = {
@@ -620,7 +624,7 @@ def _already_built(path: Path, meta: dict) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- reading back
-def read_chain_meta(chain_file: str | os.PathLike) -> dict:
+def read_chain_meta(chain_file: str | os.PathLike, *, allow_image_table: bool = False) -> dict:
     """The meta sidecar of a chain file; errors say what is wrong and how to get a valid one."""
     mp = meta_path(chain_file)
     if not mp.is_file():
@@ -629,6 +633,8 @@ def read_chain_meta(chain_file: str | os.PathLike) -> dict:
         meta = json.loads(mp.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise SchemaError(f"{mp}: not valid JSON ({exc.msg}).", "Rebuild the chain files with `commonlink chains`.") from exc
+    if allow_image_table and meta.get("kind") == META_KIND and meta.get("task") == IMAGE_TABLE_TASK:
+        return meta
     if meta.get("kind") != META_KIND or meta.get("task") not in TASKS:
         raise SchemaError(f"{mp}: kind {meta.get('kind')!r} / task {meta.get('task')!r} is not an association chain file.",
                           "Pass the .jsonl files written by `commonlink chains`.")

@@ -1,0 +1,110 @@
+"""``commonlink chains``: a labelled image set -> association chain files (single-step, deduction, chains)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..builder.chain_sources import detect_source_type, read_source
+from ..builder.chains import NEGATIVE_MODES, TASKS, ChainConfig, LabelIndex, build_chain_files, parse_concepts, parse_pairs
+from ..constants import DEFAULT_MIN_PIXELS
+from ..errors import InputError
+from ._common import console, reports_errors, stdout_is_terminal
+
+_DEFAULT_KIND = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
+                 "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}
+
+
+@reports_errors
+def chains(
+    source: str = typer.Argument(..., help="Image catalog folder, Hugging Face dataset (save_to_disk folder, data folder or repo id), folder of images with a manifest, or an OCL/Pangea pickle."),
+    out: Path = typer.Option(None, "--out", "-o", help="Folder for images.jsonl and one TASK.jsonl (+ .meta.json) per task type."),
+    source_type: str = typer.Option("auto", "--source-type", help="auto, catalog, hf, manifest, ocl or pangea (pickles need ocl/pangea)."),
+    labels_field: str = typer.Option("objects", "--labels-field", help="Catalog: record field holding the labels (objects, or a list field kept in the record)."),
+    image_column: str = typer.Option("image", "--image-column", help="HF dataset: the Image column."),
+    labels_column: str = typer.Option("labels", "--labels-column", help="HF dataset: the label or label-list column (ClassLabel ids decoded to names)."),
+    split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
+    hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
+    manifest: Path | None = typer.Option(None, "--manifest", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
+    image_root: Path | None = typer.Option(None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."),
+    ocl_labels: str = typer.Option("attr", "--ocl-labels", help="OCL: concepts from attr, aff or both."),
+    pangea_labels: str = typer.Option("action", "--pangea-labels", help="Pangea: concepts from action, node or both label lists."),
+    label_names: Path | None = typer.Option(None, "--label-names", help="OCL/Pangea: id -> name list (JSON list, or one name a line); else ids become attr_<id>, aff_<id>, action_<id>, node_<id>."),
+    min_pixels: int = typer.Option(DEFAULT_MIN_PIXELS, "--min-pixels", help="Drop images (or OCL crops) with fewer pixels (paper: 50,000)."),
+    concepts: str | None = typer.Option(None, "--concepts", help="Concepts to build, comma-separated (default: the --top-k largest pools)."),
+    top_k: int = typer.Option(8, "--top-k", help="Without --concepts: how many concepts, by pool size."),
+    min_pool: int = typer.Option(10, "--min-pool", help="Without --concepts: smallest pool a concept may have."),
+    pairs: str | None = typer.Option(None, "--pairs", help="Asynchronous concept pairs, e.g. metal-furry,ripe-fresh (or a:b). Default: the --auto-pairs pairs with the largest bridge pools."),
+    auto_pairs: int = typer.Option(4, "--auto-pairs", help="Without --pairs: how many pairs to pick."),
+    tasks: str = typer.Option(",".join(TASKS), "--tasks", help="Task types to build, comma-separated."),
+    memory_size: int = typer.Option(3, "--memory-size", help="Single-step: memory images per task (K)."),
+    single_steps: int = typer.Option(100, "--single-steps", help="Single-step tasks per concept."),
+    deductions: int = typer.Option(100, "--deductions", help="Deduction tasks per concept."),
+    chains_per_concept: int = typer.Option(2000, "--chains", help="Synchronous chains per concept and asynchronous chains per pair."),
+    max_steps: int = typer.Option(500, "--max-steps", help="Scored steps each chain is pre-sampled to (the paper's cap)."),
+    warmup: int = typer.Option(3, "--warmup", help="Warm-up steps at the start of each chain (marked; the correct choice is forced in eval)."),
+    async_run: int = typer.Option(3, "--async-run", help="Asynchronous: steps on one concept before a bridge."),
+    bridge_steps: int = typer.Option(1, "--bridge-steps", help="Asynchronous: bridge steps (from the pool carrying both concepts) after each run."),
+    negatives: str = typer.Option("chain", "--negatives", help=f"{' or '.join(NEGATIVE_MODES)}: negatives carry none of the task's concepts; 'disjoint' also share no label at all with the query (paper eq. 1)."),
+    concept_kind: str | None = typer.Option(None, "--concept-kind", help="What the concepts are, for prompts (attribute, affordance, action, object...). Default from the source."),
+    seed: int = typer.Option(0, "--seed", help="Global seed; every task and chain gets its own generator from it."),
+    list_concepts: bool = typer.Option(False, "--list-concepts", help="Print every label with its pool size and exit."),
+) -> None:
+    """Build association tasks (single-step, deduction, synchronous and asynchronous chains) from labelled images.
+
+    Two images are associated when their label sets intersect (paper §3). Writes OUT/images.jsonl (the image
+    table) and OUT/TASK.jsonl per task type, each with a .meta.json sidecar; rerunning with the same settings
+    skips finished task files. Then: `commonlink release build OUT/*.jsonl --out RELEASE_DIR`.
+    """
+    kind = detect_source_type(source) if source_type == "auto" else source_type
+    images, report = read_source(
+        source, source_type=kind, min_pixels=min_pixels, labels_field=labels_field, image_column=image_column,
+        labels_column=labels_column, split=split, hf_config=hf_config, manifest=str(manifest) if manifest else None,
+        image_root=str(image_root) if image_root else None, ocl_labels=ocl_labels, pangea_labels=pangea_labels,
+        label_names=str(label_names) if label_names else None,
+    )
+    console.print(f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "
+                  f"(dropped {report.dropped_small:,} under {min_pixels:,} pixels, {report.dropped_unlabelled:,} unlabelled"
+                  + (f", {report.dropped_bad_box:,} empty boxes" if report.dropped_bad_box else "") + ").")
+    if list_concepts:
+        sizes = LabelIndex(images).pool_sizes()
+        table = Table(title=f"Labels ({len(sizes)})")
+        table.add_column("label")
+        table.add_column("pool size", justify="right")
+        for name, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
+            table.add_row(name, f"{size:,}")
+        console.print(table)
+        return
+    if out is None:
+        raise InputError("--out is required to build.", "Pass --out DIR (or --list-concepts to only look at the labels).")
+    default_kind = _DEFAULT_KIND.get(kind, "concept")
+    if isinstance(default_kind, dict):
+        default_kind = default_kind.get(ocl_labels, "concept")
+    known = sorted({label for img in images for label in img.labels})
+    config = ChainConfig(
+        seed=seed, concepts=parse_concepts(concepts), top_k=top_k, min_pool=min_pool, pairs=parse_pairs(pairs, known),
+        auto_pairs=auto_pairs, min_pixels=min_pixels, memory_size=memory_size, single_step_per_concept=single_steps,
+        deductions_per_concept=deductions, chains_per_concept=chains_per_concept, max_steps=max_steps, warmup=warmup,
+        async_run=async_run, bridge_steps=bridge_steps, negatives=negatives, concept_kind=concept_kind or default_kind,
+        tasks=[t.strip() for t in tasks.split(",") if t.strip()],
+    )
+    summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
+    plan = summary.plan
+    table = Table(title="Concepts")
+    table.add_column("concept")
+    table.add_column("pool", justify="right")
+    table.add_column("negative pool", justify="right")
+    for c in plan.concepts:
+        table.add_row(c, f"{plan.pool_sizes[c]:,}", f"{plan.negative_pool_sizes[c]:,}")
+    console.print(table)
+    for a, b in plan.pairs:
+        console.print(f"pair {a} + {b}: bridge pool {plan.bridge_pool_sizes[f'{a}+{b}']:,}")
+    for note in plan.notes:
+        console.print(f"[yellow]Note:[/] {note}")
+    for task, path in summary.files.items():
+        done = " (already built, kept)" if task in summary.skipped else ""
+        console.print(f"{task}: {summary.counts[task]:,} rows -> {path}{done}")
+    console.print(f"{summary.steps:,} chain steps in all.")
+    console.print(f"Next: commonlink release build {summary.out_dir}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
