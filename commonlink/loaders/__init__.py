@@ -1,1 +1,3 @@
 """Reading published and locally built splits into typed examples."""
+
+from .association import load_association, open_association  # noqa: E402,F401  (association tasks)
