@@ -1,0 +1,100 @@
+"""``commonlink release push`` and ``commonlink release versions``: versioned releases on the Hugging Face Hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..builder.hub import PushPlan, list_versions, plan_push, push_release
+from ._common import console, err_console, reports_errors
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def print_plan(plan: PushPlan, *, private: bool, endpoint: str | None) -> None:
+    table = Table(title=f"Dry run: {plan.release_dir} -> {plan.repo_id} version {plan.version}", show_lines=False)
+    table.add_column("file", overflow="fold")
+    table.add_column("size", justify="right")
+    table.add_column("sha256")
+    for f in plan.files:
+        table.add_row(f.path, _size(f.size), f.sha256[:12] + ("  (+ Versions table)" if f.path == "README.md" else ""))
+    console.print(table)
+    console.print(
+        f"Endpoint: {endpoint or 'HF_ENDPOINT / https://huggingface.co'}\n"
+        f"1. create the dataset repo {plan.repo_id} ({'private' if private else 'public'}) if it does not exist\n"
+        f"2. one commit on main: {plan.commit_message!r} with the {len(plan.files)} files above "
+        f"({_size(plan.total_bytes)}; only those whose hash differs from the Hub are sent, large files through LFS), "
+        "deleting shards of these splits that the release no longer has\n"
+        f"3. tag {plan.tag} on that commit (refused if the tag already holds other content)\n"
+        f"Rows: {plan.rows_summary()}\n"
+        "No network call was made.",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@reports_errors
+def push(
+    release_dir: Path = typer.Argument(..., help="Release folder written by `commonlink release build`."),
+    repo: str = typer.Option(..., "--repo", help="Dataset repo on the Hub, ORG/NAME (created when missing)."),
+    version: str = typer.Option(..., "--version", help="Version X.Y.Z; becomes a git tag. Must equal the version the folder was built with."),
+    private: bool = typer.Option(False, "--private", help="Create the repo private (an existing repo keeps its visibility)."),
+    endpoint: str | None = typer.Option(None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."),
+    message: str | None = typer.Option(None, "--message", "-m", help="What changed; goes in the commit title, the tag and the card's Versions table."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the files, sizes, commit and tag, and stop (no network call)."),
+    force: bool = typer.Option(False, "--force", help="Move an existing version tag to the new content (with a warning)."),
+) -> None:
+    """Publish a release folder as a version of a Hub dataset repo.
+
+    Uploads shards, card, figures and manifest in one commit (only what differs from the Hub, checked by hash),
+    removes shards of the release's splits that the new version replaces, tags the commit with the version and adds
+    the version to the card's Versions table. The token comes from HF_TOKEN or `hf auth login` and is checked
+    before anything is uploaded. An interrupted push is finished by running the same command again.
+    """
+    plan = plan_push(release_dir, repo, version, message=message)
+    if dry_run:
+        print_plan(plan, private=private, endpoint=endpoint)
+        return
+    result = push_release(release_dir, repo, version, private=private, endpoint=endpoint, message=message, force=force)
+    for note in result.notes:
+        err_console.print(f"[bold yellow]Warning:[/] {note}", highlight=False, soft_wrap=True)
+    if result.already_published:
+        console.print(f"{repo} version {version} is already published at commit {result.commit[:12]}; nothing to do.", highlight=False)
+        return
+    if result.repo_created:
+        console.print(f"Created dataset repo {result.url}", highlight=False)
+    console.print(
+        f"Pushed {repo} version {version}: commit {result.commit[:12]}, tag {version}; "
+        f"{len(result.uploaded)} file(s) sent, {len(result.unchanged)} already there, {len(result.deleted)} removed.\n"
+        f"Load it with: datasets.load_dataset({repo!r}, revision={version!r})",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@reports_errors
+def versions(
+    repo: str = typer.Argument(..., help="Dataset repo on the Hub, ORG/NAME."),
+    endpoint: str | None = typer.Option(None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."),
+) -> None:
+    """List the published versions of a Hub dataset repo (tags), newest first, with dates and row counts."""
+    found = list_versions(repo, endpoint=endpoint)
+    if not found:
+        console.print(f"{repo} has no version tags yet. Publish one with `commonlink release push DIR --repo {repo} --version 1.0.0`.", highlight=False)
+        return
+    table = Table(title=f"Versions of {repo}")
+    for column in ("version", "date", "commit", "rows", "message"):
+        table.add_column(column, overflow="fold")
+    for v in found:
+        rows = ", ".join(f"{name}: {count:,}" for name, count in v.rows.items()) or "-"
+        date = v.date.strftime("%Y-%m-%d %H:%M UTC") if v.date else "-"
+        table.add_row(v.version, date, v.commit[:12], rows, v.message)
+    console.print(table)

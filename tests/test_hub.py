@@ -1,0 +1,359 @@
+"""Versioned releases on the Hub (`release push`, `release versions`, loading a version), tested with the real
+``huggingface_hub`` / ``datasets`` clients against the local test Hub (commonlink.testing.hub_server).
+
+The clients (``huggingface_hub``, ``datasets``) read ``HF_ENDPOINT`` and ``HF_HUB_DISABLE_XET`` when they are
+imported, and other tests in the same pytest process import them with the defaults. So every client call runs in
+a child process whose environment points at the test Hub: the production code path (the CLI, ``load_dataset``,
+the loaders) runs unchanged, and nothing leaks into other tests.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from commonlink.fileio import atomic_write_json, sha256_file
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WRITE_TOKEN = "hf_test_write_token_0123456789"
+USER = "alice"
+ORG = "commonlink-test"
+
+
+def tiny_png(seed: int) -> bytes:
+    from PIL import Image
+
+    image = Image.new("RGB", (8, 8), ((seed * 37) % 256, (seed * 91) % 256, (seed * 53) % 256))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def common_o_row(split: str, i: int, salt: int) -> dict:
+    objects_1 = ["apple", "keys", f"cup{salt}"]
+    objects_2 = ["apple", "book"]
+    choices = ["keys", "No objects are in common", "apple", "book"]
+    return {
+        "image_1": {"bytes": tiny_png(i + salt), "path": f"{split}-{i}-1.png"},
+        "image_2": {"bytes": tiny_png(i + salt + 100), "path": f"{split}-{i}-2.png"},
+        "question": f"Which objects are in both images? ({split} {i} v{salt})",
+        "answer": "C",
+        "objects_1": json.dumps(objects_1),
+        "objects_2": json.dumps(objects_2),
+        "num_objects_image_1": len(objects_1),
+        "num_objects_image_2": len(objects_2),
+        "question_template": "which_objects_in_both_v1",
+        "answer_type": "multiple_choice",
+        "choices": json.dumps(choices),
+        "num_choices": len(choices),
+        "num_ground_truth_objects": 1,
+        "real_or_synthetic": "synthetic",
+        "ground_truth_objects": json.dumps(["apple"]),
+        "id": f"{split}-{salt:03d}-{i:05d}",
+        "image_1_id": f"img{i}a",
+        "image_2_id": f"img{i}b",
+        "scene_1_id": "s1",
+        "scene_2_id": "s2",
+        "view_1": "0",
+        "view_2": "1",
+    }
+
+
+def make_release(root: Path, *, version: str, shards: dict[str, list[int]], salt: int, name: str = "tiny-common-o") -> Path:
+    """A Common-O release folder as `commonlink release build` lays it out (contracts): ``shards`` maps a split
+    to the row count of each of its shards; ``salt`` changes the content between versions."""
+    import datasets
+
+    from commonlink.loaders.common_o import common_o_features
+
+    root.mkdir(parents=True, exist_ok=True)
+    features = common_o_features()
+    splits: dict[str, dict] = {}
+    for split, counts in shards.items():
+        files, start = [], 0
+        for index, count in enumerate(counts):
+            rows = [common_o_row(split, i, salt) for i in range(start, start + count)]
+            start += count
+            rel = f"data/{split}-{index:05d}-of-{len(counts):05d}.parquet"
+            (root / "data").mkdir(exist_ok=True)
+            table = {key: [row[key] for row in rows] for key in rows[0]}
+            datasets.Dataset.from_dict(table, features=features).to_parquet(str(root / rel))
+            files.append(rel)
+        splits[split] = {"rows": start, "files": files}
+    (root / "figures").mkdir(exist_ok=True)
+    (root / "figures" / "objects_per_image.png").write_bytes(tiny_png(1000 + salt))
+    data_files = "".join(f"  - split: {s}\n    path: data/{s}-*\n" for s in shards)
+    (root / "README.md").write_text(
+        f"---\nlicense: cc-by-nc-4.0\npretty_name: {name}\nconfigs:\n- config_name: default\n  data_files:\n{data_files}---\n\n"
+        f"# {name}\n\nVersion {version}.\n\n![objects](figures/objects_per_image.png)\n",
+        encoding="utf-8",
+    )
+    files = {
+        p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+    atomic_write_json(root / "manifest.json", {
+        "toolkit_version": "test", "name": name, "version": version, "seed": salt, "config": {}, "kind": "common_o",
+        "splits": splits, "files": files,
+    })
+    return root
+
+
+def client_env(hub, home: Path, token: str | None = WRITE_TOKEN) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(hub.client_env(token=token))
+    env.update({"HF_HOME": str(home / "hf-home"), "HF_DATASETS_CACHE": str(home / "datasets-cache"), "COLUMNS": "200",
+                "NO_COLOR": "1", "TERM": "dumb", "PYTHONPATH": str(REPO_ROOT)})
+    return env
+
+
+def run_cli(hub, home: Path, *args: str, token: str | None = WRITE_TOKEN, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "commonlink.cli", *args], env=client_env(hub, home, token), cwd=REPO_ROOT,
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def run_python(hub, home: Path, code: str, token: str | None = WRITE_TOKEN, timeout: float = 120) -> dict:
+    """Run ``code`` (which must print one JSON object as its last line) in a client process; return that object."""
+    done = subprocess.run([sys.executable, "-c", code], env=client_env(hub, home, token), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+import signal
+import time
+
+import pytest
+
+from commonlink.builder.hub import (
+    build_card,
+    card_with_version,
+    check_version,
+    plan_push,
+    read_versions_table,
+    version_key,
+)
+from commonlink.errors import InputError
+from commonlink.testing.hub_server import HubServer
+
+REPO = f"{ORG}/tiny-common-o"
+
+
+@pytest.fixture()
+def hub(tmp_path):
+    with HubServer(tmp_path / "hub-store", tokens={WRITE_TOKEN: USER}, orgs={USER: [ORG]}) as server:
+        yield server
+
+
+def _lfs_parquet(files: dict) -> dict[str, str]:
+    return {p: m["lfs"] for p, m in files.items() if p.endswith(".parquet")}
+
+
+# ----------------------------------------------------------------------------------------- local logic (no Hub)
+
+
+def test_versions_table_is_added_merged_and_kept_sorted():
+    card = "---\nlicense: mit\n---\n\n# Set\n\nIntro.\n"
+    rows = [{"version": "1.0.0", "date": "2026-01-02", "rows": "main: 6", "message": "first | pipe"}]
+    text = card_with_version(card, rows)
+    assert text.startswith(card.rstrip("\n"))
+    assert read_versions_table(text) == rows
+    rows.append({"version": "1.10.0", "date": "2026-02-01", "rows": "main: 4", "message": ""})
+    rows.append({"version": "1.9.0", "date": "2026-01-20", "rows": "main: 5", "message": "x"})
+    again = card_with_version(text + "\n## Citation\n\nCite us.\n", rows)
+    assert [r["version"] for r in read_versions_table(again)] == ["1.10.0", "1.9.0", "1.0.0"]
+    assert again.count("## Versions") == 1 and again.rstrip().endswith("Cite us.")
+
+
+def test_version_numbers_and_sorting():
+    assert check_version("1.2.3") == "1.2.3" and check_version("2.0.0-rc1")
+    for bad in ("1.0", "v1.0.0", "1.0.0/../x", ""):
+        with pytest.raises(InputError, match="not a version number"):
+            check_version(bad)
+    assert sorted(["1.0.0", "1.10.0", "1.9.0", "1.0.0-rc1"], key=version_key) == ["1.0.0-rc1", "1.0.0", "1.9.0", "1.10.0"]
+
+
+def test_plan_refuses_a_folder_that_does_not_match_its_manifest(tmp_path):
+    release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2]}, salt=1)
+    plan = plan_push(release, REPO, "1.0.0", message="first")
+    assert {f.path for f in plan.files} == {"README.md", "manifest.json", "data/main-00000-of-00001.parquet", "figures/objects_per_image.png"}
+    assert plan.commit_message == "Release 1.0.0: first" and plan.tag == "1.0.0"
+    with pytest.raises(InputError, match="built as version '1.0.0'"):
+        plan_push(release, REPO, "2.0.0")
+    with pytest.raises(InputError, match="ORG/NAME"):
+        plan_push(release, "no-namespace", "1.0.0")
+    shard = release / "data" / "main-00000-of-00001.parquet"
+    shard.write_bytes(shard.read_bytes() + b"tampered")
+    with pytest.raises(InputError, match="data/main-00000-of-00001.parquet: content differs"):
+        plan_push(release, REPO, "1.0.0")
+    shard.unlink()
+    with pytest.raises(InputError, match="missing"):
+        plan_push(release, REPO, "1.0.0")
+
+
+def test_card_keeps_the_date_of_a_version_already_on_the_hub(tmp_path):
+    release = make_release(tmp_path / "rel", version="1.1.0", shards={"main": [2]}, salt=2)
+    plan = plan_push(release, REPO, "1.1.0", message="more")
+    remote = card_with_version("# old\n", [
+        {"version": "1.0.0", "date": "2025-12-01", "rows": "main: 6", "message": "first"},
+        {"version": "1.1.0", "date": "2025-12-24", "rows": "main: 2", "message": "more"},
+    ])
+    rows = read_versions_table(build_card(plan, remote).content.decode())
+    assert [(r["version"], r["date"]) for r in rows] == [("1.1.0", "2025-12-24"), ("1.0.0", "2025-12-01")]
+    assert rows[0]["rows"] == "main: 2"
+
+
+# ------------------------------------------------------------------------------------------ against the test Hub
+
+
+def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
+    v1 = make_release(tmp_path / "v1", version="1.0.0", shards={"main": [3, 3], "challenge": [2]}, salt=1)
+    done = run_cli(hub, tmp_path, "release", "push", str(v1), "--repo", REPO, "--version", "1.0.0", "-m", "first cut")
+    assert done.returncode == 0, done.stderr
+    assert "Created dataset repo" in done.stdout and "tag 1.0.0" in done.stdout
+    assert WRITE_TOKEN not in done.stdout + done.stderr
+    refs = hub.refs(REPO)
+    assert refs["tags"]["1.0.0"] == refs["heads"]["main"]
+    files_v1 = hub.files_at(REPO, "1.0.0")
+    assert set(_lfs_parquet(files_v1)) == {"data/main-00000-of-00002.parquet", "data/main-00001-of-00002.parquet",
+                                           "data/challenge-00000-of-00001.parquet"}
+    assert all(files_v1[p].get("lfs") == sha256_file(v1 / p) for p in _lfs_parquet(files_v1))  # LFS, by content
+    assert files_v1["figures/objects_per_image.png"]["lfs"] == sha256_file(v1 / "figures/objects_per_image.png")
+    assert (v1 / "README.md").read_text().count("## Versions") == 0  # the release folder itself is not modified
+
+    # version 2: main rebuilt into one shard (the two old shards must go), challenge byte-identical (not re-sent)
+    v2 = make_release(tmp_path / "v2", version="1.1.0", shards={"main": [4]}, salt=2)
+    challenge = "data/challenge-00000-of-00001.parquet"
+    (v2 / challenge).write_bytes((v1 / challenge).read_bytes())
+    manifest = json.loads((v2 / "manifest.json").read_text())
+    manifest["splits"]["challenge"] = {"rows": 2, "files": [challenge]}
+    manifest["files"][challenge] = {"sha256": sha256_file(v2 / challenge), "size": (v2 / challenge).stat().st_size}
+    (v2 / "README.md").write_text((v1 / "README.md").read_text().replace("Version 1.0.0", "Version 1.1.0"))
+    manifest["files"]["README.md"] = {"sha256": sha256_file(v2 / "README.md"), "size": (v2 / "README.md").stat().st_size}
+    atomic_write_json(v2 / "manifest.json", manifest)
+    puts_before = len(hub.lfs_puts)
+    done = run_cli(hub, tmp_path, "release", "push", str(v2), "--repo", REPO, "--version", "1.1.0", "--message", "bigger main")
+    assert done.returncode == 0, done.stderr
+    assert "2 removed" in done.stdout
+    sent = hub.lfs_puts[puts_before:]
+    assert sorted(sent) == sorted([sha256_file(v2 / "data/main-00000-of-00001.parquet"),
+                                   sha256_file(v2 / "figures/objects_per_image.png")])
+    files_v2 = hub.files_at(REPO, "1.1.0")
+    assert set(_lfs_parquet(files_v2)) == {"data/main-00000-of-00001.parquet", challenge}
+    assert hub.files_at(REPO, "1.0.0") == files_v1  # the old version is untouched
+    titles = [c["title"] for c in hub.history(REPO)]
+    assert titles == ["Release 1.1.0: bigger main", "Release 1.0.0: first cut", "initial commit"]
+
+    listing = run_cli(hub, tmp_path, "release", "versions", REPO)
+    assert listing.returncode == 0, listing.stderr
+    lines = [line for line in listing.stdout.splitlines() if "1.0.0" in line or "1.1.0" in line]
+    assert "1.1.0" in lines[0] and "main: 4" in lines[0] and "challenge: 2" in lines[0] and "bigger main" in lines[0]
+    assert "1.0.0" in lines[1] and "main: 6" in lines[1] and "first cut" in lines[1]
+
+    loaded = run_python(hub, tmp_path, f"""
+import json, datasets
+from huggingface_hub import hf_hub_download
+from commonlink.loaders.common_o import load_common_o
+out = {{}}
+for version in ("1.0.0", "1.1.0"):
+    main = datasets.load_dataset({REPO!r}, revision=version, split="main")
+    ids = [ex.id for ex in load_common_o({REPO!r}, "main", revision=version)]
+    card = open(hf_hub_download({REPO!r}, "README.md", repo_type="dataset", revision=version)).read()
+    out[version] = {{"rows": main.num_rows, "question": main[0]["question"], "ids": ids,
+                    "challenge": datasets.load_dataset({REPO!r}, revision=version, split="challenge").num_rows,
+                    "card": card}}
+print(json.dumps(out))
+""")
+    assert loaded["1.0.0"]["rows"] == 6 and loaded["1.1.0"]["rows"] == 4
+    assert loaded["1.0.0"]["question"].endswith("v1)") and loaded["1.1.0"]["question"].endswith("v2)")
+    assert loaded["1.0.0"]["ids"] == [f"main-001-{i:05d}" for i in range(6)]
+    assert loaded["1.1.0"]["ids"] == [f"main-002-{i:05d}" for i in range(4)]
+    assert loaded["1.0.0"]["challenge"] == loaded["1.1.0"]["challenge"] == 2
+    assert [r["version"] for r in read_versions_table(loaded["1.0.0"]["card"])] == ["1.0.0"]
+    rows = read_versions_table(loaded["1.1.0"]["card"])
+    assert [(r["version"], r["rows"], r["message"]) for r in rows] == [
+        ("1.1.0", "main: 4, challenge: 2", "bigger main"), ("1.0.0", "main: 6, challenge: 2", "first cut")]
+
+
+def test_dry_run_makes_no_request(hub, tmp_path):
+    release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2]}, salt=1)
+    done = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    for expected in ("data/main-00000-of-00001.parquet", "manifest.json", "README.md", "tag 1.0.0",
+                     "'Release 1.0.0'", "No network call"):
+        assert expected in done.stdout
+    assert hub.requests == []
+
+
+def test_missing_or_wrong_token_fails_before_any_upload(hub, tmp_path):
+    release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2]}, salt=1)
+    missing = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", token=None)
+    assert missing.returncode == 1
+    assert "No Hugging Face token found" in missing.stderr and "HF_TOKEN" in missing.stderr
+    assert hub.requests == []
+    wrong_token = "hf_wrong_secret_token_987"
+    wrong = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", token=wrong_token)
+    assert wrong.returncode == 1
+    assert "rejected the token (401" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert wrong_token not in wrong.stdout + wrong.stderr
+    assert [(r.method, r.path, r.status) for r in hub.requests] == [("GET", "/api/whoami-v2", 401)]
+    assert hub.lfs_objects() == set()
+
+
+def test_existing_tag_is_refused_rerun_is_a_no_op_and_force_moves_it(hub, tmp_path):
+    v1 = make_release(tmp_path / "v1", version="1.0.0", shards={"main": [2]}, salt=1)
+    assert run_cli(hub, tmp_path, "release", "push", str(v1), "--repo", REPO, "--version", "1.0.0").returncode == 0
+    tagged = hub.refs(REPO)["tags"]["1.0.0"]
+
+    again = run_cli(hub, tmp_path, "release", "push", str(v1), "--repo", REPO, "--version", "1.0.0")
+    assert again.returncode == 0 and "already published" in again.stdout
+
+    other = make_release(tmp_path / "other", version="1.0.0", shards={"main": [3]}, salt=7)
+    refused = run_cli(hub, tmp_path, "release", "push", str(other), "--repo", REPO, "--version", "1.0.0")
+    assert refused.returncode == 1
+    assert "already published" in refused.stderr and "--force" in refused.stderr
+    assert hub.refs(REPO)["tags"]["1.0.0"] == tagged and len(hub.history(REPO)) == 2  # nothing committed
+
+    forced = run_cli(hub, tmp_path, "release", "push", str(other), "--repo", REPO, "--version", "1.0.0", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "Warning" in forced.stderr and "moved" in forced.stderr
+    assert hub.refs(REPO)["tags"]["1.0.0"] != tagged
+    assert hub.refs(REPO)["tags"]["1.0.0"] == hub.refs(REPO)["heads"]["main"]
+
+
+def test_interrupted_upload_is_finished_by_a_rerun(hub, tmp_path):
+    release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2, 2, 2, 2]}, salt=3)
+    wanted = {sha256_file(release / p) for p in json.loads((release / "manifest.json").read_text())["files"]
+              if p.endswith((".parquet", ".png"))}
+    hub.drop_lfs_uploads(from_put=3)  # the 3rd upload loses its connection half-way, and so does every later one
+    args = [sys.executable, "-m", "commonlink.cli", "release", "push", str(release), "--repo", REPO, "--version", "1.0.0"]
+    proc = subprocess.Popen(args, env=client_env(hub, tmp_path), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert hub.fault_tripped.wait(60), "the push never reached the dropped upload"
+        time.sleep(0.3)  # let uploads already under way on other threads finish or fail
+    finally:
+        proc.send_signal(signal.SIGKILL)  # the machine dies mid-push: no cleanup at all
+        proc.communicate(timeout=30)
+    hub.clear_faults()
+    stored = hub.lfs_objects()
+    assert stored < wanted  # some objects arrived, at least one did not
+    assert "1.0.0" not in hub.refs(REPO)["tags"] and len(hub.history(REPO)) == 1  # nothing half-published
+
+    puts_before = len(hub.lfs_puts)
+    rerun = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0")
+    assert rerun.returncode == 0, rerun.stderr
+    sent = hub.lfs_puts[puts_before:]
+    assert set(sent) == wanted - stored and len(sent) == len(set(sent))  # only what was missing, once each
+    assert hub.lfs_objects() == wanted
+    files = hub.files_at(REPO, "1.0.0")
+    for rel in json.loads((release / "manifest.json").read_text())["files"]:
+        if rel.endswith((".parquet", ".png")):
+            assert files[rel]["lfs"] == sha256_file(release / rel)
+    assert [c["title"] for c in hub.history(REPO)] == ["Release 1.0.0", "initial commit"]
