@@ -51,6 +51,7 @@ from .commands import chains as _chains_cmds  # noqa: E402
 from .commands import release as _release_cmds  # noqa: E402
 from .commands import stats as _stats_cmds  # noqa: E402
 from .commands import hub as _hub_cmds  # noqa: E402
+from .commands import eval as _eval_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("chains")(_chains_cmds.chains)
@@ -60,6 +61,10 @@ catalog_app.command("info")(_catalog_cmds.info)
 app.command("stats")(_stats_cmds.stats)
 release_app.command("push")(_hub_cmds.push)
 release_app.command("versions")(_hub_cmds.versions)
+eval_app.command("commono")(_eval_cmds.commono)
+eval_app.command("perception")(_eval_cmds.perception)
+eval_app.command("score")(_eval_cmds.score)
+eval_app.command("compare")(_eval_cmds.compare)
 
 
 def main() -> None:  # console-script entry point

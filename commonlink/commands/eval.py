@@ -1,0 +1,208 @@
+"""``commonlink eval commono|perception|score|compare``: thin CLI over :mod:`commonlink.eval`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..errors import InputError
+from ._common import console, parse_range, reports_errors
+
+_BACKEND_HELP = "transformers (local, AutoModelForImageTextToText) | vllm (GPU, optional extra) | openai (any OpenAI-compatible server)."
+_MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
+
+
+def _settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, max_pixels: int):
+    from ..eval.backends import GenerationSettings
+
+    if max_new_tokens < 1:
+        raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1.")
+    if temperature < 0:
+        raise InputError(f"--temperature {temperature} must be >= 0 (0 = greedy).")
+    if max_pixels < 0:
+        raise InputError(f"--max-pixels {max_pixels} must be >= 0 (0 = no cap).")
+    return GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, max_pixels=max_pixels)
+
+
+def _parse_engine_args(items: list[str]) -> dict:
+    import json
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise InputError(f"--vllm-arg {item!r} is not KEY=VALUE.", "e.g. --vllm-arg enforce_eager=true")
+        key, value = item.split("=", 1)
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def _backend_options(backend: str, *, revision, dtype, device, trust_remote_code, attn_implementation, base_url, api_key_env,
+                     concurrency, max_retries, tensor_parallel_size, data_parallel_size, max_model_len, gpu_memory_utilization,
+                     vllm_args, seed) -> dict:
+    if backend == "transformers":
+        return dict(revision=revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code, attn_implementation=attn_implementation)
+    if backend == "vllm":
+        return dict(revision=revision, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size, max_model_len=max_model_len,
+                    gpu_memory_utilization=gpu_memory_utilization, trust_remote_code=trust_remote_code, seed=seed,
+                    engine_args=_parse_engine_args(vllm_args))
+    if backend == "openai":
+        return dict(base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, max_retries=max_retries)
+    raise InputError(f"Unknown --backend {backend!r}.", "Use transformers, vllm or openai.")
+
+
+# Options shared by commono and perception (Typer needs them spelled out per command).
+_DATA = typer.Option("facebook/Common-O", "--data", help="Hub dataset id, release folder or parquet file.")
+_SPLIT = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release.")
+_REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
+_MODEL_REVISION = typer.Option(None, "--model-revision", help="Hub revision of the model (transformers, vllm).")
+
+
+@reports_errors
+def commono(
+    model: str = typer.Option(..., "--model", help=_MODEL_HELP),
+    data: str = _DATA,
+    split: str = _SPLIT,
+    backend: str = typer.Option("transformers", "--backend", help=_BACKEND_HELP),
+    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    revision: str = _REVISION,
+    model_revision: str = _MODEL_REVISION,
+    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe default; 1 for transformers)."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
+    rows: str = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99."),
+    max_new_tokens: int = typer.Option(1024, "--max-new-tokens", help="Generation length cap (reasoning models need room)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy decoding (the paper's setting)."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling (only with --temperature > 0)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for sampling, the random baseline and bootstrap resampling."),
+    max_pixels: int = typer.Option(1_048_576, "--max-pixels", help="Downscale each image (aspect kept) to at most this many pixels; 0 = no cap."),
+    concat_images: bool = typer.Option(False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."),
+    dtype: str = typer.Option("auto", "--dtype", help="transformers: auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32."),
+    device: str = typer.Option("auto", "--device", help="transformers: auto (all visible GPUs via device_map, else CPU), cpu, cuda, cuda:1."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust)."),
+    attn_implementation: str = typer.Option(None, "--attn-implementation", help="transformers: sdpa, eager, flash_attention_2."),
+    base_url: str = typer.Option(None, "--base-url", help="openai: server URL, e.g. http://localhost:8000/v1."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="openai: environment variable holding the API key (never printed)."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="openai: requests in flight at once."),
+    max_retries: int = typer.Option(6, "--max-retries", min=0, help="openai: retries on 429/5xx/connection errors (exponential backoff)."),
+    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", min=1, help="vllm: GPUs per model replica."),
+    data_parallel_size: int = typer.Option(1, "--data-parallel-size", min=1, help="vllm: model replicas."),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="vllm: context length cap."),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="vllm: share of GPU memory to use."),
+    vllm_arg: list[str] = typer.Option([], "--vllm-arg", help="vllm: extra engine argument KEY=VALUE (repeatable)."),
+    similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analysis (character n-grams unless --similarity-model)."),
+    similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Score a model on a Common-O split; writes results.json, predictions.jsonl and results.md."""
+    from ..eval.commono import default_out_dir, evaluate_common_o, render_markdown_table
+
+    settings = _settings(max_new_tokens, temperature, top_p, seed, max_pixels)
+    out = out or default_out_dir(split, model, backend)
+    options = _backend_options(backend, revision=model_revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+                               attn_implementation=attn_implementation, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                               max_retries=max_retries, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
+                               max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
+    results = evaluate_common_o(
+        data, split, model, backend, out, revision=revision, settings=settings, batch_size=batch_size, limit=limit,
+        rows=parse_range(rows, option="--rows") if rows else None, concat_images=concat_images, backend_options=options,
+        seed=seed, n_boot=bootstrap, similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
+    )
+    _print_summary(results, out, render_markdown_table)
+
+
+@reports_errors
+def perception(
+    model: str = typer.Option(..., "--model", help=_MODEL_HELP),
+    data: str = _DATA,
+    split: str = _SPLIT,
+    backend: str = typer.Option("transformers", "--backend", help=_BACKEND_HELP),
+    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND)."),
+    revision: str = _REVISION,
+    model_revision: str = _MODEL_REVISION,
+    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (2 questions a row)."),
+    rows: str = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive)."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
+    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
+    top_p: float = typer.Option(1.0, "--top-p"),
+    seed: int = typer.Option(0, "--seed", help="Seed for the image/object draw, sampling and bootstrap."),
+    max_pixels: int = typer.Option(1_048_576, "--max-pixels", help="Pixel cap per image; 0 = none."),
+    dtype: str = typer.Option("auto", "--dtype"),
+    device: str = typer.Option("auto", "--device"),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code"),
+    attn_implementation: str = typer.Option(None, "--attn-implementation"),
+    base_url: str = typer.Option(None, "--base-url"),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env"),
+    concurrency: int = typer.Option(8, "--concurrency", min=1),
+    max_retries: int = typer.Option(6, "--max-retries", min=0),
+    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", min=1),
+    data_parallel_size: int = typer.Option(1, "--data-parallel-size", min=1),
+    max_model_len: int = typer.Option(None, "--max-model-len"),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
+    vllm_arg: list[str] = typer.Option([], "--vllm-arg"),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=2),
+    quiet: bool = typer.Option(False, "--quiet"),
+) -> None:
+    """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
+    from ..eval.commono import default_out_dir, render_markdown_table
+    from ..eval.perception import evaluate_perception
+
+    settings = _settings(max_new_tokens, temperature, top_p, seed, max_pixels)
+    out = out or default_out_dir(split, model, backend, task="perception")
+    options = _backend_options(backend, revision=model_revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+                               attn_implementation=attn_implementation, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                               max_retries=max_retries, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
+                               max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
+    results = evaluate_perception(
+        data, split, model, backend, out, revision=revision, settings=settings, batch_size=batch_size, limit=limit,
+        rows=parse_range(rows, option="--rows") if rows else None, backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
+    )
+    _print_summary(results, out, render_markdown_table)
+
+
+@reports_errors
+def score(
+    predictions: Path = typer.Argument(..., help="predictions.jsonl of a Common-O run."),
+    data: str = _DATA,
+    split: str = _SPLIT,
+    revision: str = _REVISION,
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=2),
+    out: Path = typer.Option(None, "--out", help="Also write results.json/predictions.jsonl/results.md here."),
+) -> None:
+    """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
+    from ..eval.commono import render_markdown_table, score_predictions
+
+    results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
+    console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False)
+
+
+@reports_errors
+def compare(
+    results: list[Path] = typer.Argument(..., help="results.json files or run folders."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write the leaderboard as a markdown file."),
+) -> None:
+    """Leaderboard of several runs, best accuracy first."""
+    from ..eval.report import leaderboard, load_results, render_markdown_table
+    from ..fileio import atomic_write_text
+
+    runs = leaderboard(load_results(results))
+    table = render_markdown_table(runs)
+    console.print(table, highlight=False, markup=False)
+    if markdown:
+        atomic_write_text(markdown, table + "\n")
+
+
+def _print_summary(results: dict, out: Path, render) -> None:
+    console.print(render(results), highlight=False, markup=False)
+    overall = results["metrics"]["overall"]
+    timing = results["timing"]
+    if "parse_failure_rate" in overall:
+        console.print(f"Parse failures: {overall['parse_failures']} ({100 * overall['parse_failure_rate']:.1f}%).", highlight=False)
+    if results.get("skipped"):
+        console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
+    console.print(f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in {out}/", highlight=False)

@@ -1,0 +1,87 @@
+"""Prediction cache: one JSON line per answered request, appended and fsynced after every batch.
+
+Kill a run and rerun it: rows whose key is already in the cache are not sent to the model again, so the run
+continues where it stopped and ends with exactly the results of an uninterrupted run. The key covers
+everything that can change an output: dataset fingerprint, row id, model fingerprint, backend, prompt
+template and generation settings (:func:`run_key` + row id). Failed requests are not cached (a rerun retries
+them). A line cut short by a kill is ignored on reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+CACHE_FILENAME = "prediction-cache.jsonl"
+
+
+def run_key(**parts) -> str:
+    """Hash of the run-level key parts (any JSON-serialisable values)."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def row_key(run: str, row_id: str) -> str:
+    return hashlib.sha256(f"{run}\0{row_id}".encode()).hexdigest()[:40]
+
+
+class PredictionCache:
+    """Append-only JSONL of ``{"key", "row", "output"}`` entries, loaded into memory on open."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._entries: dict[str, str] = {}
+        self.skipped_lines = 0
+        if self.path.is_file():
+            self._load()
+
+    def _load(self) -> None:
+        with self.path.open("r", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                    self._entries[entry["key"]] = entry["output"]
+                except (ValueError, KeyError, TypeError):
+                    self.skipped_lines += 1  # a line cut short by a kill, or foreign text
+        if self.skipped_lines:
+            log.warning("%s: ignored %d unreadable line(s) (an interrupted write); those rows will be redone.", self.path, self.skipped_lines)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def get(self, key: str) -> str | None:
+        return self._entries.get(key)
+
+    def add(self, entries: Iterable[tuple[str, str, str]]) -> None:
+        """Append ``(key, row id, output)`` entries and fsync, so a kill right after loses nothing."""
+        lines = []
+        for key, row_id, output in entries:
+            self._entries[key] = output
+            lines.append(json.dumps({"key": key, "row": row_id, "output": output}, ensure_ascii=False) + "\n")
+        if not lines:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            # A previous kill may have left a partial line without newline: start on a fresh line.
+            if handle.tell() > 0 and not _ends_with_newline(self.path):
+                handle.write("\n")
+            handle.write("".join(lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"

@@ -1,0 +1,274 @@
+"""The Common-O protocol: prompt each example, run a backend, parse, score, write the result files.
+
+    >>> results = evaluate_common_o("facebook/Common-O", "main", "Qwen/Qwen2.5-VL-7B-Instruct", "vllm", "runs/qwen")
+    >>> print(render_markdown_table(results))
+
+Outputs in ``out_dir``: ``results.json`` (metrics, model, backend, prompt, generation settings, dataset
+revision and fingerprint, toolkit version), ``predictions.jsonl`` (one line per example), ``results.md``,
+and ``prediction-cache.jsonl`` (what makes a rerun continue where a killed run stopped).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from .. import __version__, constants
+from ..errors import InputError
+from ..fileio import atomic_write_json, atomic_write_text, read_jsonl, write_jsonl
+from .backends import GenerationRequest, GenerationSettings, load_backend
+from .backends.base import Backend
+from .cache import CACHE_FILENAME, PredictionCache, run_key
+from .imaging import concat_side_by_side
+from .metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
+from .parsing import parse_common_o_answer
+from .prompts import CONCAT_IMAGE_PROMPT, MULTI_IMAGE_PROMPT, QUESTION_TEMPLATE_ID, common_o_question
+from .report import render_markdown_table
+from .runner import run_over_split
+
+__all__ = ["evaluate_common_o", "common_o_request", "score_predictions", "render_markdown_table", "default_out_dir"]
+
+
+def common_o_request(example, *, concat: bool = False) -> GenerationRequest:
+    """The model call for one example: both images (or one side-by-side image) and the paper's prompt."""
+    images = [concat_side_by_side(example.image_1, example.image_2)] if concat else [example.image_1, example.image_2]
+    return GenerationRequest(
+        id=example.id,
+        images=images,
+        prompt=common_o_question(example.choices, concat=concat),
+        choices=list(example.choices),
+        multi_select=True,
+    )
+
+
+def _example_meta(example) -> dict:
+    return {
+        "id": example.id,
+        "row_index": example.row_index,
+        "source": example.source,
+        "num_objects_image_1": example.num_objects_image_1,
+        "num_objects_image_2": example.num_objects_image_2,
+        "num_choices": len(example.choices),
+        "choices": list(example.choices),
+        "ground_truth": list(example.ground_truth),
+        "ground_truth_letters": list(example.answer_letters),
+    }
+
+
+def score_output(meta: dict, output: str) -> dict:
+    """One predictions.jsonl record: the example's facts, the raw output, the parse and the scores."""
+    parsed = parse_common_o_answer(output, meta["choices"])
+    record = {k: v for k, v in meta.items() if k != "choices"}
+    record.update(
+        raw_output=output,
+        parsed_letters=parsed.letters,
+        parse_ok=parsed.ok,
+        parse_error=parsed.error,
+        **score_common_o(parsed.letters, meta["ground_truth_letters"], meta["choices"]),
+    )
+    return record
+
+
+def default_out_dir(split: str, model: str, backend: str, task: str = "commono") -> Path:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name if os.path.exists(model) else model).strip("-") or "model"
+    return Path("eval-runs") / f"{task}-{split}-{slug}-{backend}"
+
+
+def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None) -> list[int]:
+    """Row numbers to evaluate: ``rows`` (inclusive range) if given, cut to the first ``limit``."""
+    if rows:
+        lo, hi = rows
+        if hi >= n_rows:
+            raise InputError(f"--rows {lo}-{hi}: the split has only {n_rows} rows (0-{n_rows - 1}).", f"Use --rows 0-{n_rows - 1} or less.")
+        indices = list(range(lo, hi + 1))
+    else:
+        indices = list(range(n_rows))
+    return indices[:limit] if limit is not None else indices
+
+
+def evaluate_common_o(
+    data: str | os.PathLike,
+    split: str = "main",
+    model: str = "none",
+    backend: str = "transformers",
+    out_dir: str | os.PathLike | None = None,
+    *,
+    revision: str | None = None,
+    settings: GenerationSettings | None = None,
+    batch_size: int | None = None,
+    limit: int | None = None,
+    rows: tuple[int, int] | None = None,
+    concat_images: bool = False,
+    backend_options: dict | None = None,
+    backend_instance: Backend | None = None,
+    seed: int = 0,
+    n_boot: int = N_BOOTSTRAP,
+    similarity_model: str | None = None,
+    similarity: bool = False,
+    show_progress: bool = True,
+) -> dict:
+    """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
+
+    ``data`` is a Hub id (``facebook/Common-O``), a release folder or a parquet file. ``model`` ``random`` /
+    ``none`` runs a weight-free baseline. ``backend_instance`` reuses an already loaded backend (several
+    splits in one process). Rerunning with the same arguments continues from the prediction cache.
+    ``similarity=True`` (or a ``similarity_model``) adds the object-similarity analysis.
+    """
+    from ..loaders.common_o import open_common_o
+
+    settings = settings or GenerationSettings(seed=seed)
+    dataset = open_common_o(data, split, revision=revision)
+    indices = row_indices(len(dataset), limit, rows)
+    own_backend = backend_instance is None
+    model_backend = backend_instance or load_backend(backend, model, **(backend_options or {}))
+    try:
+        info = model_backend.info
+        template = CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT
+        run = run_key(
+            task="common_o",
+            dataset=dataset.fingerprint,
+            split=split,
+            model=info.fingerprint,
+            backend=info.backend,
+            prompt=template,
+            concat_images=concat_images,
+            settings=settings.to_dict(),
+        )
+        cache_path = Path(out_dir) / CACHE_FILENAME if out_dir is not None else constants.COMMONLINK_HOME / "predictions" / f"{run}.jsonl"
+        cache = PredictionCache(cache_path)
+        outcome = run_over_split(
+            dataset,
+            indices,
+            build=lambda ex: [(common_o_request(ex, concat=concat_images), _example_meta(ex))],
+            finish=score_output,
+            backend=model_backend,
+            settings=settings,
+            cache=cache,
+            run=run,
+            batch_size=batch_size or info.default_batch_size,
+            total=len(indices),
+            description=f"Common-O {split}",
+            show_progress=show_progress,
+        )
+        generate_s = model_backend.generate_seconds
+    finally:
+        if own_backend:
+            model_backend.close()
+    records = outcome.records
+    results = {
+        "task": "common_o",
+        "toolkit_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "model": info.model,
+        "backend": info.backend,
+        "model_fingerprint": info.fingerprint,
+        "backend_details": info.details,
+        "batch_invariant": info.batch_invariant,
+        "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images},
+        "generation": settings.to_dict(),
+        "batch_size": batch_size or info.default_batch_size,
+        "final_batch_size": outcome.final_batch_size,
+        "oom_events": outcome.oom_events,
+        "seed": seed,
+        "bootstrap_resamples": n_boot,
+        "dataset": {
+            "source": dataset.source_name,
+            "split": split,
+            "revision": dataset.revision,
+            "fingerprint": dataset.fingerprint,
+            "rows_in_split": len(dataset),
+            "rows_requested": len(indices),
+            "rows_scored": len(records),
+        },
+        "metrics": common_o_metrics(records, seed=seed, n_boot=n_boot),
+        "skipped": len(outcome.skipped),
+        "skipped_rows": outcome.skipped,
+        "timing": {
+            "wall_s": round(outcome.wall_s, 4),
+            "generate_s": round(generate_s, 4),
+            "from_cache": outcome.cached,
+            "generated": outcome.generated,
+            "examples_per_s": round(len(records) / outcome.wall_s, 3) if outcome.wall_s > 0 else None,
+        },
+        "run_key": run,
+    }
+    if similarity or similarity_model:
+        from .similarity import object_similarity_analysis
+
+        results["object_similarity"] = object_similarity_analysis(records, similarity_model)
+    if out_dir is not None:
+        write_outputs(Path(out_dir), results, records)
+    return results
+
+
+def write_outputs(out_dir: Path, results: dict, records: Iterable[dict]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out_dir / "predictions.jsonl", records)
+    atomic_write_json(out_dir / "results.json", results)
+    atomic_write_text(out_dir / "results.md", render_markdown_table(results, breakdowns=True) + "\n")
+
+
+def score_predictions(
+    predictions: str | os.PathLike,
+    data: str | os.PathLike,
+    split: str = "main",
+    *,
+    revision: str | None = None,
+    seed: int = 0,
+    n_boot: int = N_BOOTSTRAP,
+    out_dir: str | os.PathLike | None = None,
+) -> dict:
+    """Recompute every metric from a ``predictions.jsonl`` (raw outputs re-parsed) against the dataset.
+
+    Rows are matched by ``id``; a prediction whose id is not in the split is an error (wrong ``--data`` or
+    ``--split``). Settings of the original run are taken from ``results.json`` next to the predictions when
+    present.
+    """
+    from ..loaders.common_o import open_common_o
+
+    predictions = Path(predictions)
+    outputs: dict[str, str] = {}
+    for line in read_jsonl(predictions):
+        if "id" not in line or "raw_output" not in line:
+            raise InputError(f"{predictions}: a line lacks 'id' or 'raw_output'.", "Give a predictions.jsonl written by `commonlink eval commono`.")
+        outputs[str(line["id"])] = line["raw_output"]
+    dataset = open_common_o(data, split, revision=revision)
+    records, skipped = [], []
+    for i in range(len(dataset)):
+        if not outputs:
+            break
+        try:
+            example = dataset.get(i)
+        except Exception as exc:  # noqa: BLE001 - reported like in a run
+            skipped.append({"row": i, "id": None, "reason": getattr(exc, "problem", str(exc))})
+            continue
+        if example.id in outputs:
+            records.append(score_output(_example_meta(example), outputs.pop(example.id)))
+    if outputs:
+        missing = sorted(outputs)[:5]
+        raise InputError(
+            f"{len(outputs)} prediction id(s) are not rows of {data} split {split!r} (e.g. {', '.join(missing)}).",
+            "Score against the dataset and split the predictions were made on (see results.json).",
+        )
+    previous = predictions.parent / "results.json"
+    base = {}
+    if previous.is_file():
+        import json
+
+        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity")}
+    results = dict(base)
+    results.update(
+        task="common_o",
+        toolkit_version=__version__,
+        rescored_from=str(predictions),
+        dataset=dict(base.get("dataset", {}), source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint, rows_scored=len(records)),
+        metrics=common_o_metrics(records, seed=seed, n_boot=n_boot),
+        skipped=len(skipped),
+        skipped_rows=skipped,
+    )
+    if out_dir is not None:
+        write_outputs(Path(out_dir), results, records)
+    return results

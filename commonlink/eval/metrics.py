@@ -1,0 +1,165 @@
+"""Common-O and perception metrics (paper §3.2, §7, §9), with seeded bootstrap standard errors.
+
+Per example (Common-O), with P the predicted choice set, T the ground-truth set and C the choices:
+
+* correct: P == T (exact set match; an unparseable output is P = {} and so wrong);
+* hallucinated objects: P \\ T without the "No objects are in common" choice (it names no object);
+* hallucination rate: |hallucinated| / |C|.
+
+A group's accuracy and hallucination rate are means over its examples; ``hallucination_1plus`` /
+``hallucination_2plus`` are the shares of examples with at least 1 / 2 hallucinated objects. Standard errors
+are the standard deviation of each statistic over ``n_boot`` (1,000) bootstrap resamples of the examples,
+drawn from ``rng_for(seed, "bootstrap", group)``; the bootstrap mean is reported beside it, as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..constants import NO_COMMON_OBJECTS
+from ..seeding import rng_for
+from .prompts import letters as letter_labels
+
+N_BOOTSTRAP = 1000
+
+
+def score_common_o(predicted_letters: Sequence[str], truth_letters: Sequence[str], choices: Sequence[str]) -> dict:
+    """Per-example scores: ``correct``, ``hallucinated`` (count) and ``hallucinated_objects`` (names)."""
+    labels = letter_labels(len(choices))
+    by_label = dict(zip(labels, choices))
+    predicted, truth = set(predicted_letters), set(truth_letters)
+    extra = sorted(predicted - truth, key=labels.index)
+    hallucinated = [by_label[x] for x in extra if by_label.get(x) != NO_COMMON_OBJECTS]
+    return {
+        "correct": bool(predicted) and predicted == truth,
+        "hallucinated": len(hallucinated),
+        "hallucinated_objects": hallucinated,
+    }
+
+
+def bootstrap(values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTSTRAP, chunk: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """(bootstrap means, standard errors) of each column of ``values`` (n examples x k statistics)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    n = values.shape[0]
+    if n == 0:
+        nan = np.full(values.shape[1], np.nan)
+        return nan, nan
+    rng = rng_for(seed, "bootstrap", key)
+    means = np.empty((n_boot, values.shape[1]))
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = values[idx].mean(axis=1)
+    return means.mean(axis=0), means.std(axis=0, ddof=1) if n_boot > 1 else np.zeros(values.shape[1])
+
+
+def _summarise(columns: dict[str, np.ndarray], *, seed: int, key: str, n_boot: int) -> dict:
+    names = list(columns)
+    matrix = np.column_stack([columns[name] for name in names]) if names else np.zeros((0, 0))
+    n = int(matrix.shape[0])
+    out: dict = {"n": n}
+    if n == 0:
+        return out
+    boot_mean, se = bootstrap(matrix, seed=seed, key=key, n_boot=n_boot)
+    for j, name in enumerate(names):
+        out[name] = float(matrix[:, j].mean())
+        out[f"{name}_se"] = float(se[j])
+        out[f"{name}_boot_mean"] = float(boot_mean[j])
+    return out
+
+
+def common_o_group(records: Sequence[dict], *, seed: int, key: str, n_boot: int = N_BOOTSTRAP) -> dict:
+    columns = {
+        "accuracy": np.array([float(r["correct"]) for r in records]),
+        "hallucination_rate": np.array([r["hallucinated"] / max(1, r["num_choices"]) for r in records]),
+        "hallucination_1plus": np.array([float(r["hallucinated"] >= 1) for r in records]),
+        "hallucination_2plus": np.array([float(r["hallucinated"] >= 2) for r in records]),
+    }
+    out = _summarise(columns, seed=seed, key=key, n_boot=n_boot)
+    if records:
+        out["parse_failure_rate"] = float(np.mean([not r["parse_ok"] for r in records]))
+        out["parse_failures"] = int(sum(not r["parse_ok"] for r in records))
+    return out
+
+
+def num_objects(record: dict) -> int:
+    """Scene complexity of an example: the larger object count of its two images."""
+    return int(max(record.get("num_objects_image_1") or 0, record.get("num_objects_image_2") or 0))
+
+
+def num_common(record: dict) -> int:
+    """Number of ground-truth common objects (0 for "No objects are in common")."""
+    truth = record.get("ground_truth") or []
+    return 0 if truth == [NO_COMMON_OBJECTS] else len(truth)
+
+
+def _grouped(records: Sequence[dict], key_fn: Callable[[dict], object], *, seed: int, name: str, n_boot: int, fn) -> dict:
+    groups: dict[object, list[dict]] = defaultdict(list)
+    for record in records:
+        groups[key_fn(record)].append(record)
+    return {str(k): fn(groups[k], seed=seed, key=f"{name}={k}", n_boot=n_boot) for k in sorted(groups, key=lambda v: (str(type(v)), v))}
+
+
+def common_o_metrics(records: Sequence[dict], *, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> dict:
+    """Overall metrics plus the same metrics by real/synthetic, by objects per image and by common objects.
+
+    Each record needs ``correct``, ``hallucinated``, ``num_choices``, ``parse_ok``, ``source``,
+    ``num_objects_image_1/2`` and ``ground_truth``.
+    """
+    return {
+        "overall": common_o_group(records, seed=seed, key="overall", n_boot=n_boot),
+        "by_source": _grouped(records, lambda r: r.get("source") or "unknown", seed=seed, name="source", n_boot=n_boot, fn=common_o_group),
+        "by_num_objects": _grouped(records, num_objects, seed=seed, name="num_objects", n_boot=n_boot, fn=common_o_group),
+        "by_num_common": _grouped(records, num_common, seed=seed, name="num_common", n_boot=n_boot, fn=common_o_group),
+    }
+
+
+def perception_group(records: Sequence[dict], *, seed: int, key: str, n_boot: int = N_BOOTSTRAP) -> dict:
+    """Perception baseline: accuracy over all questions; hallucination = share of absent objects answered yes."""
+    out = _summarise({"accuracy": np.array([float(r["correct"]) for r in records])}, seed=seed, key=key, n_boot=n_boot)
+    negatives = [r for r in records if not r["present"]]
+    positives = [r for r in records if r["present"]]
+    halluc = _summarise({"hallucination_rate": np.array([float(r["answer"] is True) for r in negatives])}, seed=seed, key=key + "/neg", n_boot=n_boot)
+    out.update({k: v for k, v in halluc.items() if k != "n"})
+    out["positives"] = len(positives)
+    out["negatives"] = len(negatives)
+    if positives:
+        out["recall"] = float(np.mean([r["answer"] is True for r in positives]))
+    if records:
+        out["parse_failure_rate"] = float(np.mean([r["answer"] is None for r in records]))
+        out["parse_failures"] = int(sum(r["answer"] is None for r in records))
+    return out
+
+
+def perception_metrics(records: Sequence[dict], *, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> dict:
+    return {
+        "overall": perception_group(records, seed=seed, key="overall", n_boot=n_boot),
+        "by_source": _grouped(records, lambda r: r.get("source") or "unknown", seed=seed, name="source", n_boot=n_boot, fn=perception_group),
+    }
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> dict:
+    """Pearson r with a two-sided p-value (Student t with n-2 degrees of freedom; scipy when installed,
+    else a normal approximation, exact enough for n > 30)."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    n = int(xa.size)
+    if n < 3 or xa.std() == 0 or ya.std() == 0:
+        return {"r": None, "p_value": None, "n": n}
+    r = float(np.corrcoef(xa, ya)[0, 1])
+    r = max(-1.0, min(1.0, r))
+    if abs(r) == 1.0:
+        return {"r": r, "p_value": 0.0, "n": n}
+    t = r * math.sqrt((n - 2) / (1 - r * r))
+    try:
+        from scipy import stats
+
+        p = float(2 * stats.t.sf(abs(t), n - 2))
+    except ImportError:
+        p = math.erfc(abs(t) / math.sqrt(2))
+    return {"r": r, "p_value": p, "n": n}

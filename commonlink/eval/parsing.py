@@ -1,0 +1,170 @@
+"""Reading a model's answer to a Common-O question (and to the yes/no perception question).
+
+The paper asks for a last line ``Answer: <letters>`` but publishes no parser, so these rules are ours
+(README, section *eval*, lists them):
+
+1. Reasoning is dropped: every closed ``<think>...</think>`` block, and everything before a lone ``</think>``
+   (chat templates that open the block in the prompt). An unterminated ``<think>`` means the generation was
+   cut off while reasoning: the output is unparseable.
+2. Markdown and LaTeX wrappers are removed (``**``, ``__``, backticks, ``#``, ``\\boxed{}``, ``\\text{}``).
+3. The answer is the text after the *last* ``Answer:`` marker (any case; ``Final answer:``, ``answer is``
+   too), on its line, or on the next non-empty line when that line is empty. Without any marker, the last
+   non-empty line is tried and must parse entirely.
+4. Inside the answer, choice *names* are matched first (longest first, case-insensitive, whole words), so
+   ``Answer: apple, keys`` works; ``none`` / ``no objects (in common)`` pick the "No objects are in common"
+   choice. What remains must be letters of the choices (any case, any separator: ``,``, ``;``, ``/``, ``|``,
+   ``&``, ``and``, spaces, with ``A.``/``(A)``/``[A]`` decorations). A lowercase ``a`` next to matched names
+   is read as the article, not as choice A. Other parenthesised remarks are ignored.
+5. Any other leftover word, or a letter beyond the choices, makes the output unparseable: it is scored as a
+   wrong, empty prediction and flagged with the reason (nothing is guessed).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..constants import NO_COMMON_OBJECTS
+from .prompts import letters as letter_labels
+
+
+@dataclass
+class ParsedAnswer:
+    """Letters a model chose (in choice order), or ``ok=False`` with the reason it could not be read."""
+
+    letters: list[str] = field(default_factory=list)
+    ok: bool = False
+    error: str | None = None
+    #: "answer_line" when an ``Answer:`` marker was found, "last_line" for the bare-line fallback.
+    found_in: str | None = None
+
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_MARKER = re.compile(r"answer\s*(?:is\s*)?[:：]|answer\s+is\b", re.I)
+_WRAPPERS = re.compile(r"\\(?:boxed|text|textbf|mathrm)\s*\{([^{}]*)\}")
+_NONE_PHRASES = re.compile(
+    r"(?<![a-z0-9])(?:no\s+(?:common\s+)?objects?(?:\s+(?:are\s+)?in\s+common)?|nothing\s+in\s+common|none)(?![a-z0-9])",
+    re.I,
+)
+_SEPARATORS = re.compile(r"[,;/|&+\s]+")
+_FILLER = {"and", "option", "options", "choice", "choices", "letter", "letters"}
+_DECORATION = ".:)(][}{'\"*"
+
+
+def strip_reasoning(text: str) -> tuple[str, str | None]:
+    """Drop ``<think>`` blocks; returns (remaining text, error) where error names an unterminated block."""
+    body = _THINK_BLOCK.sub("\n", text)
+    lower = body.lower()
+    if "</think>" in lower:  # the template opened the block: the answer follows the last close tag
+        body = body[lower.rindex("</think>") + len("</think>") :]
+        lower = body.lower()
+    if "<think>" in lower:
+        return body[: lower.index("<think>")], "unterminated <think> block (generation cut off while reasoning)"
+    return body, None
+
+
+def _clean_markdown(text: str) -> str:
+    for _ in range(3):  # nested \boxed{\text{A}}
+        text = _WRAPPERS.sub(r"\1", text)
+    text = text.replace("**", " ").replace("__", " ").replace("`", " ")
+    return re.sub(r"(?m)^\s*#+\s*", "", text)
+
+
+def _answer_payload(text: str) -> tuple[str | None, str | None]:
+    """(payload, where) from the last ``Answer:`` marker, or from the last non-empty line."""
+    matches = list(_MARKER.finditer(text))
+    if matches:
+        rest = text[matches[-1].end() :]
+        lines = rest.split("\n")
+        payload = lines[0].strip()
+        if not payload:
+            payload = next((ln.strip() for ln in lines[1:] if ln.strip()), "")
+        return payload, "answer_line"
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    return (lines[-1], "last_line") if lines else (None, None)
+
+
+def _name_pattern(name: str) -> re.Pattern:
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", re.I)
+
+
+def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
+    """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4-5 of the module doc)."""
+    labels = letter_labels(len(choices))
+    picked: set[int] = set()
+    rest = payload
+    # Names first, longest first, so "glass cup" wins over "cup" and names with spaces stay whole.
+    for idx in sorted(range(len(choices)), key=lambda k: -len(choices[k])):
+        pattern = _name_pattern(choices[idx])
+        if pattern.search(rest):
+            picked.add(idx)
+            rest = pattern.sub(" ", rest)
+    if NO_COMMON_OBJECTS in choices and _NONE_PHRASES.search(rest):
+        picked.add(choices.index(NO_COMMON_OBJECTS))
+        rest = _NONE_PHRASES.sub(" ", rest)
+    names_matched = bool(picked)
+    # "(A)" / "[B]" keep their letter; other parenthesised remarks are explanations, not answers.
+    rest = re.sub(r"[(\[]\s*([A-Za-z]{1,2})\s*[)\]]", r" \1 ", rest)
+    rest = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", rest)
+    by_label = {label.lower(): k for k, label in enumerate(labels)}
+    for raw in _SEPARATORS.split(rest):
+        token = raw.strip(_DECORATION)
+        if not token:
+            continue
+        if token.lower() in _FILLER:
+            continue
+        if token == "a" and names_matched:
+            continue  # "a spoon and a fork": the article, not choice A
+        if re.fullmatch(r"[A-Za-z]{1,2}", token):
+            k = by_label.get(token.lower())
+            if k is None:
+                return ParsedAnswer(error=f"letter {token!r} is not one of the {len(choices)} choices ({labels[0]}-{labels[-1]})")
+            picked.add(k)
+            continue
+        return ParsedAnswer(error=f"unexpected text {token!r} in the answer")
+    if not picked:
+        return ParsedAnswer(error="the answer is empty")
+    return ParsedAnswer(letters=[labels[k] for k in sorted(picked)], ok=True)
+
+
+def parse_common_o_answer(text: str, choices: list[str]) -> ParsedAnswer:
+    """The letters a model chose for a Common-O question (see the module doc for the rules)."""
+    if not isinstance(text, str) or not text.strip():
+        return ParsedAnswer(error="empty output")
+    body, think_error = strip_reasoning(text)
+    body = _clean_markdown(body)
+    payload, where = _answer_payload(body)
+    if payload is None:
+        return ParsedAnswer(error=think_error or "no answer line")
+    parsed = parse_choice_letters(payload, choices)
+    if not parsed.ok and where == "last_line":
+        parsed.error = think_error or f"no 'Answer:' line, and the last line does not parse ({parsed.error})"
+    parsed.found_in = where if parsed.ok else None
+    return parsed
+
+
+_YES_NO = re.compile(r"(?<![a-z])(yes|no)(?![a-z])", re.I)
+
+
+def parse_yes_no(text: str) -> bool | None:
+    """``True`` for yes, ``False`` for no, ``None`` when neither (or both, undecided) can be read.
+
+    Reasoning blocks and markdown are dropped; an ``Answer:`` payload wins; otherwise the output's first word
+    decides when it is yes/no, else the last yes/no in the text (a conclusion after reasoning).
+    """
+    if not isinstance(text, str):
+        return None
+    body, think_error = strip_reasoning(text)
+    if think_error:
+        return None
+    body = _clean_markdown(body).strip()
+    matches = list(_MARKER.finditer(body))
+    if matches:
+        payload = body[matches[-1].end() :].strip()
+        found = _YES_NO.search(payload)
+        return None if not found else found.group(1).lower() == "yes"
+    first = re.match(r"\W*(yes|no)(?![a-z])", body, re.I)
+    if first:
+        return first.group(1).lower() == "yes"
+    found = _YES_NO.findall(body)
+    return None if not found else found[-1].lower() == "yes"

@@ -1,0 +1,106 @@
+"""Markdown tables of results and a leaderboard over several runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def _pct(group: dict, name: str, *, se: bool = True) -> str:
+    value = group.get(name)
+    if value is None:
+        return "-"
+    text = f"{100 * value:.2f}"
+    if se and group.get(f"{name}_se") is not None:
+        text += f" ± {100 * group[f'{name}_se']:.2f}"
+    return text
+
+
+_COLUMNS = [
+    ("Accuracy (%)", "accuracy"),
+    ("Halluc. rate (%)", "hallucination_rate"),
+    ("1+ halluc. (%)", "hallucination_1plus"),
+    ("2+ halluc. (%)", "hallucination_2plus"),
+]
+
+
+def _row(label: list[str], group: dict, *, perception: bool = False) -> str:
+    if perception:
+        cells = [_pct(group, "accuracy"), _pct(group, "hallucination_rate")]
+    else:
+        cells = [_pct(group, key) for _, key in _COLUMNS]
+    cells.append(_pct(group, "parse_failure_rate", se=False))
+    return "| " + " | ".join(label + [str(group.get("n", 0))] + cells) + " |"
+
+
+def _header(first: list[str], *, perception: bool = False) -> list[str]:
+    names = ["Accuracy (%)", "Halluc. rate (%)"] if perception else [title for title, _ in _COLUMNS]
+    cols = first + ["n"] + names + ["Parse fail. (%)"]
+    return ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+
+
+def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = False) -> str:
+    """A markdown table: one line per run (model, backend, split), ± bootstrap standard errors.
+
+    With ``breakdowns`` (single run), tables by real/synthetic, by objects per image and by number of common
+    objects follow.
+    """
+    runs = [results] if isinstance(results, dict) else list(results)
+    if not runs:
+        return "(no results)"
+    perception = all(r.get("task") == "perception" for r in runs)
+    lines = _header(["Model", "Backend", "Split"], perception=perception)
+    for r in runs:
+        label = [str(r.get("model", "?")), str(r.get("backend", "?")), str(r.get("dataset", {}).get("split", "?"))]
+        lines.append(_row(label, r.get("metrics", {}).get("overall", {}), perception=r.get("task") == "perception"))
+    if breakdowns and len(runs) == 1:
+        metrics = runs[0].get("metrics", {})
+        for title, key in (("Source", "by_source"), ("Objects per image", "by_num_objects"), ("Common objects", "by_num_common")):
+            groups = metrics.get(key)
+            if not groups:
+                continue
+            lines += ["", f"**By {title.lower()}**", ""] + _header([title], perception=perception)
+            lines += [_row([name], group, perception=perception) for name, group in groups.items()]
+        sim = runs[0].get("object_similarity")
+        if sim:
+            r = "n/a" if sim.get("r") is None else f"{sim['r']:.3f}"
+            p = "" if sim.get("p_value") is None else f", p = {sim['p_value']:.3g}"
+            lines += ["", f"Object similarity ({sim.get('embedding')}): Pearson r = {r}{p} over {sim.get('examples_used', 0)} examples with 2+ common objects."]
+        skipped = runs[0].get("skipped")
+        if skipped:
+            lines += ["", f"Skipped rows: {skipped} (see results.json `skipped_rows`)."]
+    return "\n".join(lines)
+
+
+def load_results(paths: Sequence[str | os.PathLike]) -> list[dict]:
+    """Read results.json files (a run folder is accepted for its results.json)."""
+    runs = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            path = path / "results.json"
+        if not path.is_file():
+            raise InputError(f"{path}: no results file.", "Give results.json files or run folders written by `commonlink eval`.")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(f"{path}: not valid JSON ({exc}).", "Give results.json files written by `commonlink eval`.") from exc
+        if not isinstance(data, dict) or "metrics" not in data:
+            raise InputError(f"{path}: not a commonlink results file (no 'metrics').", "Give results.json files written by `commonlink eval`.")
+        data["_path"] = str(path)
+        runs.append(data)
+    return runs
+
+
+def leaderboard(runs: Sequence[dict]) -> list[dict]:
+    """Runs sorted by accuracy (best first), then by lower hallucination rate."""
+
+    def key(run: dict):
+        overall = run.get("metrics", {}).get("overall", {})
+        return (-(overall.get("accuracy") or 0.0), overall.get("hallucination_rate") or 0.0)
+
+    return sorted(runs, key=key)

@@ -1,0 +1,111 @@
+"""Drive a backend over the rows of a split: batching, prediction cache, bad-row skipping, progress.
+
+Protocols give two functions: ``build(example) -> [(request, meta), ...]`` (the model calls one row needs)
+and ``finish(meta, output) -> record`` (parse and score one output). The runner keeps at most one batch of
+images in memory, answers cached requests without the model, appends new outputs to the cache after every
+batch, and turns undecodable or malformed rows and failed requests into ``skipped`` entries (row, reason)
+instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..errors import CommonlinkError
+from ..progress import make_progress
+from .backends.base import Backend, BatchState, GenerationRequest, GenerationSettings, RequestFailure, generate_resilient
+from .cache import PredictionCache, row_key
+
+log = logging.getLogger(__name__)
+
+Build = Callable[[object], list[tuple[GenerationRequest, dict]]]
+Finish = Callable[[dict, str], dict]
+
+
+@dataclass
+class RunOutcome:
+    records: list[dict] = field(default_factory=list)  #: one per answered request, in row order
+    skipped: list[dict] = field(default_factory=list)  #: {"row", "id", "reason"}
+    cached: int = 0
+    generated: int = 0
+    wall_s: float = 0.0
+    oom_events: int = 0
+    final_batch_size: int = 1
+
+
+def run_over_split(
+    split,
+    indices: Iterable[int],
+    *,
+    build: Build,
+    finish: Finish,
+    backend: Backend,
+    settings: GenerationSettings,
+    cache: PredictionCache,
+    run: str,
+    batch_size: int,
+    total: int | None = None,
+    description: str = "eval",
+    show_progress: bool = True,
+) -> RunOutcome:
+    start = time.perf_counter()
+    outcome = RunOutcome()
+    state = BatchState(batch_size=max(1, batch_size))
+    done: list[tuple[int, int, dict]] = []  # (row, position within row, record) - sorted at the end
+    pending: list[tuple[int, int, str, GenerationRequest, dict]] = []  # (row, pos, key, request, meta)
+
+    def flush(progress, task) -> None:
+        if not pending:
+            return
+        outputs = generate_resilient(backend, [p[3] for p in pending], settings, state)
+        fresh = []
+        for (row, pos, key, request, meta), output in zip(pending, outputs):
+            if isinstance(output, RequestFailure):
+                outcome.skipped.append({"row": row, "id": request.id, "reason": output.reason})
+                log.warning("row %d (%s) skipped: %s", row, request.id, output.reason)
+                continue
+            fresh.append((key, request.id, output))
+            done.append((row, pos, finish(meta, output)))
+            outcome.generated += 1
+        cache.add(fresh)
+        finished_rows = {p[0] for p in pending}
+        pending.clear()
+        progress.advance(task, len(finished_rows))
+
+    with make_progress("rows", disable=not show_progress) as progress:
+        task = progress.add_task(description, total=total)
+        for i in indices:
+            try:
+                example = split.get(i)
+                items = build(example)
+            except (CommonlinkError, ValueError, OSError, KeyError, TypeError) as exc:
+                reason = getattr(exc, "problem", None) or f"{type(exc).__name__}: {exc}"
+                outcome.skipped.append({"row": i, "id": None, "reason": reason})
+                log.warning("row %d skipped: %s", i, reason)
+                progress.advance(task)
+                continue
+            uncached = 0
+            for pos, (request, meta) in enumerate(items):
+                key = row_key(run, request.id)
+                hit = cache.get(key)
+                if hit is not None:
+                    done.append((i, pos, finish(meta, hit)))
+                    outcome.cached += 1
+                else:
+                    pending.append((i, pos, key, request, meta))
+                    uncached += 1
+            if not uncached:
+                progress.advance(task)
+            if len(pending) >= state.batch_size:
+                flush(progress, task)
+        flush(progress, task)
+    done.sort(key=lambda item: (item[0], item[1]))
+    outcome.records = [record for _, _, record in done]
+    outcome.skipped.sort(key=lambda s: s["row"])
+    outcome.wall_s = time.perf_counter() - start
+    outcome.oom_events = state.oom_events
+    outcome.final_batch_size = state.batch_size
+    return outcome
