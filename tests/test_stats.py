@@ -263,6 +263,19 @@ def test_cli_with_checkpoint_runs_sam(tmp_path, monkeypatch):
     assert auto.extra["area_method"] == "sam-auto" and auto.extra["area_model"].startswith("tiny_test:")
     assert set(prompted.object_area) == {"apple", "keys"}
 
+    rerun = CliRunner().invoke(app, args + ["--device", "cuda"])
+    assert rerun.exit_code == 0, rerun.output  # everything cached: the model (and a GPU) is never needed
+    assert "cached 2, computed 0" in rerun.output
+
     bad_device = CliRunner().invoke(app, args + ["--device", "tpu"])
-    assert bad_device.exit_code == 0  # everything cached: the model (and its device) is never needed
-    assert "cached 2" in bad_device.output
+    assert bad_device.exit_code == 1 and "Unknown device 'tpu'" in bad_device.output
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_tiny_sam_on_cuda(tmp_path):
+    cat = _photo_catalog(tmp_path)
+    sam = build_tiny_sam().to("cuda")
+    result = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    assert result.computed == 2
+    assert read_catalog(cat)[0].extra["area_method"] == "sam-auto"

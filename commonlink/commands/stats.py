@@ -33,6 +33,8 @@ def stats(
     from ..builder.stats import SUMMARY_FILENAME, compute_object_stats
     from ..errors import InputError
 
+    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise InputError(f"Unknown device {device!r}.", "Use --device cpu, --device cuda or --device cuda:N.")
     if min_area >= max_area:
         raise InputError(f"--min-area {min_area} must be below --max-area {max_area}.", "e.g. --min-area 0.005 --max-area 0.4")
     settings = AutoMaskSettings(points_per_side=points_per_side, min_fraction=min_area, max_fraction=max_area)
@@ -50,10 +52,10 @@ def stats(
     result = compute_object_stats(catalog_dir, load_sam=loader, model_id=model_id, settings=settings)
     _print_summary(result.summary, per_object)
     measured = ", ".join(f"{method}: {n}" for method, n in sorted(result.measured.items())) or "none"
-    console.print(f"Measured images by method: {measured}; SAM results cached {result.cached}, computed {result.computed}.")
-    console.print(f"Catalog updated; summary saved to {Path(catalog_dir) / SUMMARY_FILENAME}")
+    console.print(f"Measured images by method: {measured}; SAM results cached {result.cached}, computed {result.computed}.", soft_wrap=True)
+    console.print(f"Catalog updated; summary saved to {Path(catalog_dir) / SUMMARY_FILENAME}", soft_wrap=True)
     if result.needs_sam:
-        err_console.print(f"[yellow]{result.needs_sam} photo(s) were not measured: they need a SAM checkpoint.[/]")
+        err_console.print(f"[yellow]{result.needs_sam} photo(s) were not measured: they need a SAM checkpoint.[/]", soft_wrap=True)
         err_console.print(checkpoint_help(sam_model), highlight=False, soft_wrap=True)
 
 
