@@ -68,6 +68,8 @@ def make_photos(root):
     noise_photo(6).save(root / "typo.jpg", quality=90)
     noise_photo(7).save(root / "empty.jpg", quality=90)
     noise_photo(8).save(root / "not_listed.jpg", quality=90)
+    noise_photo(9).save(root.parent / "secret.jpg", quality=90)
+    (root / "link.jpg").symlink_to(root.parent / "secret.jpg")  # a link leading out of the photos folder
     return (
         "file,objects,scene,background,view\n"
         "rotated.jpg,Apple; Rubber  Duck,s1,blanket,1\n"
@@ -84,6 +86,7 @@ def make_photos(root):
         "gone.jpg,apple,s3,,\n"
         "../outside.jpg,apple,s3,,\n"
         "plain.png,apple,s9,,\n"
+        "link.jpg,apple,s9,,\n"
     )
 
 
@@ -159,6 +162,7 @@ def test_ingest_strips_metadata_applies_orientation_and_refuses_with_reasons(pho
         ("gone.jpg", 13): "missing",
         ("../outside.jpg", 14): "path_escapes",
         ("plain.png", 15): "listed_twice",
+        ("link.jpg", 16): "path_escapes",
     }
     typo = next(r for r in report.refused if r.reason == "unknown_object")
     assert typo.suggestions == {"aple": ["apple"]} and "did you mean 'apple'" in typo.detail
@@ -195,7 +199,7 @@ def test_ingest_strips_metadata_applies_orientation_and_refuses_with_reasons(pho
         assert img.size == (400, 300) and np.array_equal(np.asarray(img), np.asarray(src))
 
     saved = json.loads((out / REPORT_FILENAME).read_text())
-    assert saved["counts"]["added"] == 4 and saved["counts"]["refused"] == 10
+    assert saved["counts"]["added"] == 4 and saved["counts"]["refused"] == 11
     assert saved["refused_by_reason"]["corrupt"] == 2 and saved["toolkit_version"]
 
 
@@ -241,6 +245,8 @@ def test_interrupted_run_keeps_finished_photos_and_resumes(photo_set, monkeypatc
     def flaky_clean(img):
         calls.append(1)
         if len(calls) == 3:
+            # periodic checkpoint: the two finished photos are on disk even if the process died right here
+            assert [r.extra["source_file"] for r in read_catalog(out)] == ["rotated.jpg", "plain.png"]
             raise KeyboardInterrupt  # Ctrl-C in the middle of the third photo
         return real_clean(img)
 
@@ -317,7 +323,7 @@ def test_cli_ingest_prints_table_and_strict_exit_code(photo_set):
     args = ["ingest", str(photos), "--manifest", str(manifest), "--out", str(out), "--vocabulary", str(vocab)]
     result = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "Refused photos (10)" in result.output and "did you mean 'apple'" in result.output
+    assert "Refused photos (11)" in result.output and "did you mean 'apple'" in result.output
     assert "4 added" in result.output and "not_listed.jpg" in result.output
     assert len(read_catalog(out)) == 4
 

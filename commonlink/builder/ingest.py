@@ -302,7 +302,7 @@ def ingest_photos(
     elif isinstance(vocabulary, Vocabulary):
         vocab, vocab_note = vocabulary, f"given ({len(vocabulary)} names)"
     else:
-        vocab, vocab_note = Vocabulary.from_file(vocabulary), str(Path(vocabulary))
+        vocab, vocab_note = Vocabulary.from_file(vocabulary), str(Path(vocabulary).resolve())
 
     report = IngestReport(
         photos_dir=str(photos_root.resolve()),
