@@ -295,7 +295,10 @@ def _draw_image(ax, image: dict, *, title: str) -> None:
     objects = image.get("objects") or []
     caption = ", ".join(objects)
     ax.set_title(f"{title} ({len(objects)} objects)", fontsize=9)
-    ax.set_xlabel("\n".join(textwrap.wrap(caption, 60)[:3]), fontsize=7)
+    lines = textwrap.wrap(caption, 60)
+    if len(lines) > 3:
+        lines = lines[:2] + [_shorten(lines[2] + " " + lines[3], 60)]
+    ax.set_xlabel("\n".join(lines), fontsize=7)
 
 
 def _thumbnail(image: dict):
@@ -320,21 +323,26 @@ def _draw_question(ax, row: dict) -> None:
     header = f"{row.get('id', '')}  [{row.get('source', '')}]"
     ax.text(0.0, 1.0, header, fontsize=9, weight="bold", va="top", transform=ax.transAxes)
     ax.text(0.0, 0.92, "Which objects are in both images?", fontsize=8.5, va="top", transform=ax.transAxes)
-    columns = 1 if len(choices) <= 13 else 2
+    columns = 1 if len(choices) <= 13 else min(3, -(-len(choices) // 16))
     per_column = -(-len(choices) // columns) if choices else 1
-    line = min(0.062, 0.80 / max(per_column, 1))
+    line = min(0.062, 0.72 / max(per_column, 1))
     fontsize = 8.5 if line >= 0.06 else 7
+    max_chars = {1: 44, 2: 30, 3: 20}[columns]
     for i, (letter, choice) in enumerate(zip(letters(len(choices)), choices)):
         col, pos = divmod(i, per_column)
         correct = choice in truth
         mark = "\u2713" if correct else " "
-        label = choice if len(choice) <= 30 else choice[:28] + "\u2026"
-        ax.text(0.02 + 0.5 * col, 0.84 - pos * line, f"{mark} {letter}. {label}",
-                fontsize=fontsize, va="top", family="DejaVu Sans", transform=ax.transAxes,
+        ax.text(0.02 + col / columns, 0.84 - pos * line, f"{mark} {letter}. {_shorten(choice, max_chars)}",
+                fontsize=fontsize, va="top", transform=ax.transAxes,
                 color="#2E7D32" if correct else "#333333", weight="bold" if correct else "normal")
     answer = row.get("answer") or ""
-    ax.text(0.0, 0.0, f"Ground truth: {answer}  ({', '.join(sorted(truth)) or '-'})"[:90], fontsize=8.5,
-            va="bottom", color="#2E7D32", transform=ax.transAxes)
+    names = _shorten(", ".join(name for name in choices if name in truth) or "-", 70)
+    ax.text(0.0, 0.0, f"Ground truth: {answer}\n{names}", fontsize=8.5, va="bottom", color="#2E7D32",
+            transform=ax.transAxes)
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _version(text: str) -> tuple[int, int]:
