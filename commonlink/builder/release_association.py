@@ -238,6 +238,9 @@ def build_association_release(
     build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
     reused = _reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
     if reused is not None:
+        from .release import read_release_manifest
+
+        reused.splits = read_release_manifest(out_dir).get("configs", {})
         return reused
 
     images = _referenced_images(inputs, progress)

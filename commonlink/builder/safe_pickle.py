@@ -2,8 +2,8 @@
 
 OCL and Pangea ship their labels as pickles. Plain ``pickle.load`` will call any importable function the file
 names (``os.system`` through ``__reduce__`` is the classic payload), so it must never see an untrusted file.
-:class:`RestrictedUnpickler` refuses every global lookup except the two builtin constructors a plain container
-can need (``set`` and ``frozenset`` in protocols < 4). Lists, tuples, dicts, strings, bytes, numbers, booleans
+:class:`RestrictedUnpickler` refuses every global lookup except the builtin constructors plain values can need
+(``set`` and ``frozenset`` in protocols < 4, and ``bytes`` stored as latin-1 text in protocols < 3). Lists, tuples, dicts, strings, bytes, numbers, booleans
 and ``None`` are built by opcodes that name no global at all, so they load; anything else (numpy arrays,
 custom classes, ``os.system``) is refused before it is looked up, so nothing in the file runs.
 """
@@ -18,8 +18,18 @@ from typing import Any
 
 from ..errors import InputError
 
-#: The only globals a pickle may name: harmless constructors of plain containers (protocol 0-3 sets).
-ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset({("builtins", "set"), ("builtins", "frozenset")})
+def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
+    """What protocols 0-2 store ``bytes`` as (``_codecs.encode(text, "latin1")``), limited to that one codec."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise UnsafePickleError("pickle: _codecs.encode is only accepted for bytes stored as latin-1 text.",
+                                "Re-save the annotations with plain Python containers.")
+    return text.encode("latin1")
+
+
+#: The only globals a pickle may name: harmless constructors of plain values (sets, and bytes in protocols < 3).
+ALLOWED_GLOBALS = {("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("_codecs", "encode"): _latin1_bytes,
+                   # protocols < 3 (and Python 2 files) name the builtins module "__builtin__"
+                   ("__builtin__", "set"): set, ("__builtin__", "frozenset"): frozenset}
 
 
 class UnsafePickleError(InputError):
@@ -34,8 +44,9 @@ class RestrictedUnpickler(pickle.Unpickler):
         self._what = what
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in ALLOWED_GLOBALS:
-            return set if name == "set" else frozenset
+        allowed = ALLOWED_GLOBALS.get((module, name))
+        if allowed is not None:
+            return allowed
         raise UnsafePickleError(
             f"{self._what}: refused to load {module}.{name}; only plain lists, dicts, tuples, strings and numbers "
             "are accepted (the file may try to run code, or holds objects such as numpy arrays).",

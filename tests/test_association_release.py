@@ -1,0 +1,167 @@
+"""Association release: chain files -> parquet configs (images stored once) -> load_dataset / load_association."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+
+import datasets
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from commonlink.builder.catalog import CatalogRecord, write_catalog
+from commonlink.builder.release import verify_release
+from commonlink.builder.release_association import build_association_release
+from commonlink.cli import app
+from commonlink.errors import InputError
+from commonlink.fileio import read_jsonl
+from commonlink.loaders import load_association, open_association
+from commonlink.loaders.association import Chain, ChainStep, DeductionTask, SingleStepTask
+
+CONFIGS = ("single_step", "deduction", "synchronous", "asynchronous")
+
+
+def _jpeg_with_gps(size, colour) -> bytes:
+    img = Image.new("RGB", size, colour)
+    exif = Image.Exif()
+    exif[0x010F] = "PhoneMaker"
+    exif.get_ifd(0x8825)[2] = (52.0, 31.0, 12.0)  # GPSLatitude
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", exif=exif)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    root = tmp_path_factory.mktemp("assoc")
+    catalog = root / "catalog"
+    (catalog / "images").mkdir(parents=True)
+    records = []
+    for i in range(16):
+        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
+        path = catalog / "images" / f"{i}.jpg"
+        path.write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
+        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
+                                     width=30 + i, height=20, sha256="0" * 64))
+    write_catalog(catalog, records)
+    chains = root / "chains"
+    runner = CliRunner()
+    built = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts", "metal,painted,furry",
+                                "--pairs", "metal-painted", "--chains", "3", "--max-steps", "12", "--warmup", "2",
+                                "--single-steps", "3", "--deductions", "3", "--memory-size", "2", "--seed", "5"])
+    assert built.exit_code == 0, built.output
+    out = root / "release"
+    files = sorted(str(p) for p in chains.glob("*.jsonl"))  # images.jsonl included, as a shell glob would
+    result = runner.invoke(app, ["release", "build", *files, "--out", str(out), "--name", "assoc-test", "--license", "cc-by-4.0",
+                                 "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return root, chains, out
+
+
+def test_configs_load_with_datasets_and_images_are_stored_once(release):
+    _, chains, out = release
+    images = datasets.load_dataset(str(out), "images", split="test")
+    ids = list(images["id"])
+    assert len(ids) == len(set(ids))
+    referenced = set()
+    for config in CONFIGS:
+        ds = datasets.load_dataset(str(out), config, split="test")
+        meta = json.loads((chains / f"{config}.jsonl.meta.json").read_text())
+        assert len(ds) == meta["rows"]
+        for row in ds:
+            if config == "single_step":
+                refs = [row["query"], *row["memory"], *row["candidates"]]
+            elif config == "deduction":
+                refs = [row["image_1"], row["image_2"]]
+            else:
+                refs = [row["start"], *row["positive"], *row["negative"]]
+                assert len(row["positive"]) == row["num_steps"] == 14 and row["warmup"] == 2
+            referenced.update(refs)
+    assert referenced == set(ids)  # every used image once, nothing else
+    decoded = images[0]["image"]
+    assert isinstance(decoded, Image.Image) and decoded.size == (images[0]["width"], images[0]["height"])
+    assert not decoded.getexif()  # GPS/EXIF stripped from the published bytes
+
+
+def test_card_manifest_and_rerun(release):
+    _, chains, out = release
+    card = (out / "README.md").read_text()
+    for config in (*CONFIGS, "images"):
+        assert f"config_name: {config}" in card and f"path: {config}/test-*" in card
+    meta = json.loads((chains / "synchronous.jsonl.meta.json").read_text())
+    for concept in meta["concepts"]:
+        assert f"| {concept['name']} | {concept['pool_size']} |" in card
+    assert "metal + painted" in card and "max_steps" in card and "license: cc-by-4.0" in card
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "association" and manifest["seed"] == 5
+    assert manifest["configs"]["synchronous"]["rows"] == 9 and verify_release(out) == []
+    files = sorted(str(p) for p in chains.glob("*.jsonl"))
+    again = build_association_release(files, out, name="assoc-test", license="cc-by-4.0", max_shard_bytes=500_000_000, progress=False)
+    assert again.reused and again.splits["synchronous"]["rows"] == 9
+
+
+def test_loader_yields_typed_tasks_with_images(release):
+    _, chains, out = release
+    chain = next(load_association(out, "asynchronous"))
+    assert isinstance(chain, Chain) and chain.concepts == ["metal", "painted"] and len(chain) == 14
+    assert [s.warmup for s in chain.steps[:3]] == [True, True, False]
+    for step in chain.steps:
+        assert isinstance(step, ChainStep)
+        assert step.concept in step.query.labels and step.concept in step.positive.labels
+        assert not set(chain.concepts) & set(step.negative.labels)
+        assert step.concept in step.gold
+    assert chain.steps[1].query.id == chain.steps[0].positive.id
+    assert [s.bridge for s in chain.steps[:8]] == [False, False, False, True, False, False, False, True]
+    image = chain.steps[0].query.image
+    assert isinstance(image, Image.Image) and image.size[1] == 20
+    task = next(load_association(out, "single_step"))
+    assert isinstance(task, SingleStepTask) and len(task.memory) == 2 and task.concept in task.positive.labels
+    deduction = next(load_association(out, "deduction"))
+    assert isinstance(deduction, DeductionTask) and deduction.concept in deduction.gold
+    assert deduction.options == ["metal", "painted", "furry"]
+    # the same tasks straight from the chain files
+    from_files = open_association(chains, "asynchronous")
+    released = open_association(out, "asynchronous")
+    assert len(from_files) == len(released) == 3
+    a, b = from_files.get(2), released.get(2)
+    assert [s.positive.id for s in a.steps] == [s.positive.id for s in b.steps]
+    assert a.steps[5].negative.image.size == b.steps[5].negative.image.size
+
+
+def test_ocl_crops_are_released_as_crops(tmp_path):
+    root = tmp_path / "ocl"
+    root.mkdir()
+    Image.new("RGB", (90, 60), (10, 120, 30)).save(root / "scene.png")
+    objects = [{"obj": k, "attr": [k % 2, 2], "aff": [], "box": [k * 10, 0, k * 10 + 20 + k, 30]} for k in range(6)]
+    (root / "ocl.pkl").write_bytes(pickle.dumps([{"name": "scene.png", "objects": objects}]))
+    chains = tmp_path / "chains"
+    built = CliRunner().invoke(app, ["chains", str(root / "ocl.pkl"), "--source-type", "ocl", "--out", str(chains), "--min-pixels", "0",
+                                     "--concepts", "attr_0,attr_1", "--tasks", "synchronous", "--chains", "1", "--max-steps", "3"])
+    assert built.exit_code == 0, built.output
+    out = tmp_path / "release"
+    build_association_release([chains / "synchronous.jsonl"], out, progress=False)
+    images = datasets.load_dataset(str(out), "images", split="test")
+    for row in images:
+        x1, y1, x2, y2 = row["crop"]
+        assert row["image"].size == (x2 - x1, y2 - y1) == (row["width"], row["height"])
+    chain = next(load_association(out, "synchronous"))
+    assert chain.concept_kind == "attribute"
+
+
+def test_release_refuses_bad_inputs(release, tmp_path):
+    _, chains, _ = release
+    with pytest.raises(InputError) as err:
+        build_association_release([chains / "images.jsonl"], tmp_path / "r1", progress=False)
+    assert "no task files" in err.value.problem
+    with pytest.raises(InputError) as err:
+        build_association_release([chains / "synchronous.jsonl", chains / "synchronous.jsonl"], tmp_path / "r2", progress=False)
+    assert "Two inputs" in err.value.problem
+    rows = list(read_jsonl(chains / "deduction.jsonl"))
+    tampered = tmp_path / "deduction.jsonl"
+    tampered.write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
+    (tmp_path / "deduction.jsonl.meta.json").write_text((chains / "deduction.jsonl.meta.json").read_text())
+    with pytest.raises(Exception) as err:
+        build_association_release([tampered], tmp_path / "r3", progress=False)
+    assert "changed after it was built" in str(err.value)

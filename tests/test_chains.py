@@ -1,0 +1,214 @@
+"""Association chain construction: invariants, schedules, seeding, pool errors, resume (no image files needed)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from commonlink.builder.chain_sources import LabelledImage
+from commonlink.builder.chains import (
+    AssociationBuilder,
+    ChainConfig,
+    LabelIndex,
+    build_chain_files,
+    meta_path,
+    parse_pairs,
+    plan_build,
+    read_image_table,
+)
+from commonlink.errors import InputError, NotEnoughDataError
+from commonlink.fileio import read_jsonl
+
+CONCEPTS = ["metal", "furry", "ripe", "painted", "rusty"]
+
+
+def labelled_set(n: int = 120, seed: int = 0, extra: dict[str, int] | None = None) -> list[LabelledImage]:
+    """``n`` images with 1-3 of CONCEPTS each (plus ``extra``: label -> number of images carrying only it)."""
+    rng = np.random.default_rng(seed)
+    images = []
+    for i in range(n):
+        labels = [str(c) for c in rng.choice(CONCEPTS, size=int(rng.integers(1, 4)), replace=False)]
+        images.append(LabelledImage(id=f"img{i:05d}", labels=labels, width=300, height=300,
+                                    origin={"type": "file", "path": f"/nowhere/{i}.jpg"}))
+    for label, count in (extra or {}).items():
+        for j in range(count):
+            images.append(LabelledImage(id=f"{label}{j:03d}", labels=[label], width=300, height=300,
+                                        origin={"type": "file", "path": f"/nowhere/{label}{j}.jpg"}))
+    return images
+
+
+def small_config(**overrides) -> ChainConfig:
+    values = dict(seed=7, chains_per_concept=4, max_steps=40, warmup=3, single_step_per_concept=6,
+                  deductions_per_concept=6, min_pool=5, top_k=4)
+    values.update(overrides)
+    return ChainConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("chains")
+    images = labelled_set()
+    summary = build_chain_files(images, out, small_config(), progress=False)
+    table = read_image_table(summary.files["synchronous"])
+    labels = [set(img.labels) for img in table]
+    return summary, table, labels
+
+
+def test_files_and_meta(built):
+    summary, table, _ = built
+    assert set(summary.files) == {"single_step", "deduction", "synchronous", "asynchronous"}
+    for task, path in summary.files.items():
+        meta = json.loads(meta_path(path).read_text())
+        assert meta["kind"] == "association_chains" and meta["task"] == task
+        assert meta["seed"] == 7 and meta["config"]["max_steps"] == 40
+        assert meta["rows"] == sum(1 for _ in read_jsonl(path)) == summary.counts[task]
+        assert [c["name"] for c in meta["concepts"]] == summary.plan.concepts
+        assert all(c["pool_size"] == summary.plan.pool_sizes[c["name"]] for c in meta["concepts"])
+    # top-4 concepts by pool size (ties by name)
+    sizes = LabelIndex(labelled_set()).pool_sizes()
+    assert summary.plan.concepts == sorted(sizes, key=lambda c: (-sizes[c], c))[:4]
+    assert summary.counts["synchronous"] == 4 * 4 and summary.steps == (16 + 4 * len(summary.plan.pairs)) * 43
+
+
+def test_synchronous_invariants(built):
+    summary, _, labels = built
+    for chain in read_jsonl(summary.files["synchronous"]):
+        (concept,) = chain["concepts"]
+        assert len(chain["positive"]) == len(chain["negative"]) == len(chain["answer"]) == 43 == chain["num_steps"]
+        assert chain["warmup"] == 3 and chain["plan"] == "1" * 43
+        queries = [chain["start"]] + chain["positive"][:-1]
+        for q, p, n, a in zip(queries, chain["positive"], chain["negative"], chain["answer"]):
+            assert concept in labels[q] and concept in labels[p]  # positive shares the concept with its query
+            assert concept not in labels[n]  # negative never does
+            assert p != n and p != q and a in (0, 1)
+        assert 0 < sum(chain["answer"]) < 43  # candidate order is shuffled
+
+
+def test_asynchronous_schedule_and_bridges(built):
+    summary, _, labels = built
+    assert summary.plan.pairs, "the fixture has co-occurring concepts"
+    rows = list(read_jsonl(summary.files["asynchronous"]))
+    assert len(rows) == 4 * len(summary.plan.pairs)
+    for chain in rows:
+        a, b = chain["concepts"]
+        assert chain["plan"] == ("111b222b" * 10)[:43]
+        queries = [chain["start"]] + chain["positive"][:-1]
+        current = a
+        for t, (q, p, n) in enumerate(zip(queries, chain["positive"], chain["negative"])):
+            kind = chain["plan"][t]
+            if kind == "1":
+                current = a
+            elif kind == "2":
+                current = b
+            else:
+                assert {a, b} <= labels[p]  # bridge positives carry both concepts
+            assert current in labels[q] and current in labels[p]
+            assert a not in labels[n] and b not in labels[n]
+            assert p != n and p != q
+
+
+def test_single_step_and_deduction(built):
+    summary, _, labels = built
+    for task in read_jsonl(summary.files["single_step"]):
+        c = task["concept"]
+        assert len(task["memory"]) == 3 and len(set(task["memory"])) == 3
+        assert all(c in labels[m] for m in task["memory"]) and task["memory_concept"] == c
+        positive, negative = task["candidates"][task["answer"]], task["candidates"][1 - task["answer"]]
+        assert c in labels[task["query"]] and c in labels[positive] and c not in labels[negative]
+        assert len({task["query"], positive, *task["memory"]}) == 5
+    options = summary.plan.concepts
+    for task in read_jsonl(summary.files["deduction"]):
+        shared = labels[task["image_1"]] & labels[task["image_2"]]
+        assert task["image_1"] != task["image_2"]
+        assert task["gold"] == [o for o in options if o in shared] and task["concept"] in task["gold"]
+
+
+def test_seeded_reproducible_and_any_chain_rebuilt_alone(built, tmp_path):
+    summary, _, _ = built
+    again = build_chain_files(labelled_set(), tmp_path / "again", small_config(), progress=False)
+    for task, path in summary.files.items():
+        assert path.read_bytes() == again.files[task].read_bytes()
+    other = build_chain_files(labelled_set(), tmp_path / "other", small_config(seed=8), progress=False)
+    assert other.files["synchronous"].read_bytes() != summary.files["synchronous"].read_bytes()
+    # chain 2 of concept X, rebuilt alone, equals the one in the file
+    index = LabelIndex(labelled_set())
+    builder = AssociationBuilder(index, small_config(), summary.plan.concepts)
+    rows = list(read_jsonl(summary.files["synchronous"]))
+    target = next(r for r in rows if r["id"].endswith("-00002"))
+    alone = builder.synchronous(target["concepts"][0], 2).to_json()
+    assert alone == target
+    pair = summary.plan.pairs[0]
+    first_async = next(read_jsonl(summary.files["asynchronous"]))
+    assert builder.asynchronous(pair, 0).to_json() == first_async
+
+
+def test_rerun_skips_finished_tasks_and_rebuilds_changed_ones(tmp_path):
+    images = labelled_set()
+    first = build_chain_files(images, tmp_path, small_config(), progress=False)
+    stamp = {t: p.stat().st_mtime_ns for t, p in first.files.items()}
+    second = build_chain_files(images, tmp_path, small_config(), progress=False)
+    assert sorted(second.skipped) == sorted(first.files)
+    assert all(p.stat().st_mtime_ns == stamp[t] for t, p in second.files.items())
+    third = build_chain_files(images, tmp_path, small_config(max_steps=10), progress=False)
+    assert "synchronous" not in third.skipped
+    assert len(next(read_jsonl(third.files["synchronous"]))["positive"]) == 13
+
+
+def test_disjoint_negatives_share_no_label_with_query(tmp_path):
+    images = labelled_set(extra={"plain": 30})  # images whose only label is 'plain'
+    summary = build_chain_files(images, tmp_path, small_config(negatives="disjoint", tasks=["synchronous", "asynchronous"]), progress=False)
+    labels = [set(img.labels) for img in read_image_table(summary.files["synchronous"])]
+    for task in ("synchronous", "asynchronous"):
+        for chain in read_jsonl(summary.files[task]):
+            queries = [chain["start"]] + chain["positive"][:-1]
+            assert all(not (labels[q] & labels[n]) for q, n in zip(queries, chain["negative"]))
+
+
+def test_pool_too_small_names_concept_and_size():
+    images = labelled_set(extra={"tiny": 3})
+    index = LabelIndex(images)
+    with pytest.raises(NotEnoughDataError) as err:
+        plan_build(index, small_config(concepts=["metal", "tiny"], memory_size=3))
+    assert "'tiny'" in err.value.problem and "3 image(s)" in err.value.problem and "at least 5" in err.value.problem
+    # without single-step tasks a pool of 3 is enough
+    plan = plan_build(index, small_config(concepts=["metal", "tiny"], tasks=["synchronous"]))
+    assert plan.pool_sizes["tiny"] == 3
+
+
+def test_unknown_concept_suggests_and_empty_bridge_is_reported():
+    index = LabelIndex(labelled_set(extra={"lonely": 6}))
+    with pytest.raises(InputError) as err:
+        plan_build(index, small_config(concepts=["metl"]))
+    assert "'metl'" in err.value.problem and "metal" in err.value.fix
+    with pytest.raises(NotEnoughDataError) as err:
+        plan_build(index, small_config(pairs=[["metal", "lonely"]], tasks=["asynchronous"]))
+    assert "bridge pool is empty" in err.value.problem and "'lonely'" in err.value.problem
+
+
+def test_no_negative_candidate_is_an_error():
+    images = [LabelledImage(f"i{i}", ["all"], 300, 300, {"type": "file", "path": "/x"}) for i in range(10)]
+    with pytest.raises(NotEnoughDataError) as err:
+        plan_build(LabelIndex(images), small_config(concepts=["all"]))
+    assert "negative pool" in err.value.problem and "'all'" in err.value.problem
+
+
+def test_parse_pairs_handles_hyphenated_names():
+    known = ["t-shirt", "red", "metal", "furry"]
+    assert parse_pairs("metal-furry, t-shirt-red", known) == [["metal", "furry"], ["t-shirt", "red"]]
+    assert parse_pairs("t-shirt:red", known) == [["t-shirt", "red"]]
+    with pytest.raises(InputError):
+        parse_pairs("metal", known)
+    with pytest.raises(InputError):
+        parse_pairs("metal-metal", known)
+
+
+def test_tiny_pools_still_alternate(tmp_path):
+    """A pool of two forces x, y, x, y...: the positive is never its own query."""
+    images = [LabelledImage(f"p{i}", ["duo"], 300, 300, {"type": "file", "path": "/x"}) for i in range(2)]
+    images += [LabelledImage(f"n{i}", ["other"], 300, 300, {"type": "file", "path": "/x"}) for i in range(3)]
+    summary = build_chain_files(images, tmp_path, small_config(concepts=["duo"], tasks=["synchronous"], max_steps=200), progress=False)
+    chain = next(read_jsonl(summary.files["synchronous"]))
+    sequence = [chain["start"]] + chain["positive"]
+    assert all(a != b for a, b in zip(sequence, sequence[1:]))
