@@ -108,7 +108,8 @@ def test_render_mask_areas_are_exact(tmp_path):
     assert summary["per_object"]["duck"]["mean"] == 0.25
     assert summary["per_source"]["synthetic"]["count"] == 3
     assert summary["images"] == {"total": 1, "measured_by_method": {"mask": 1}, "not_measured": 0,
-                                 "cached_sam_results": 0, "computed_sam_results": 0}
+                                 "sam_auto_without_object_masks": 0, "cached_sam_results": 0,
+                                 "computed_sam_results": 0}
 
 
 def test_mask_area_fractions_rgb_ids_and_errors():

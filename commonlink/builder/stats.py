@@ -309,14 +309,16 @@ def summarise(records: list[CatalogRecord], *, config: dict | None = None) -> di
     per_object: dict[str, list[float]] = {}
     by_method: dict[str, int] = {}
     unmeasured = 0
+    no_object_mask = 0  # sam-auto images where no mask passed the size/nesting filters
     for record in records:
         values = record_areas(record)
         per_source.setdefault(record.source, []).extend(values)
         for name, value in (record.object_area or {}).items():
             per_object.setdefault(name, []).append(float(value))
-        if values or record.object_area is not None:
-            method = record.extra.get("area_method", "given")
+        method = record.extra.get("area_method") or ("given" if record.object_area is not None else None)
+        if method:
             by_method[method] = by_method.get(method, 0) + 1
+            no_object_mask += method == "sam-auto" and not values
         else:
             unmeasured += 1
     lo, hi = PAPER_AREA_RANGE
@@ -325,7 +327,8 @@ def summarise(records: list[CatalogRecord], *, config: dict | None = None) -> di
         "toolkit_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": config or {},
-        "images": {"total": len(records), "measured_by_method": dict(sorted(by_method.items())), "not_measured": unmeasured},
+        "images": {"total": len(records), "measured_by_method": dict(sorted(by_method.items())), "not_measured": unmeasured,
+                   "sam_auto_without_object_masks": no_object_mask},
         "paper_range": {"low": lo, "high": hi,
                         "share_within": (sum(lo <= v <= hi for v in all_values) / len(all_values)) if all_values else None},
         "per_source": {source: describe(values) for source, values in sorted(per_source.items())},
