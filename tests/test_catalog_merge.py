@@ -132,3 +132,21 @@ def test_cli_merge_and_info(tmp_path):
     make_catalog(tmp_path / "c", [(1, ["duck"], "s1")])
     refused = runner.invoke(app, ["catalog", "merge", str(tmp_path / "c"), "--out", str(tmp_path / "a2")])
     assert refused.exit_code == 1 and "conflicting" in refused.output and "Fix:" in refused.output
+
+
+def test_a_catalog_being_written_is_not_written_twice(tmp_path):
+    from commonlink.builder.catalog import catalog_lock
+    from commonlink.builder.ingest import ingest_photos
+
+    make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
+    (tmp_path / "photos").mkdir()
+    Image.new("RGB", (300, 300), "red").save(tmp_path / "photos" / "p.png")
+    (tmp_path / "m.csv").write_text("file,objects\np.png,duck\n")
+    with catalog_lock(tmp_path / "out", what="another merge"):
+        with pytest.raises(InputError, match=r"being written by another merge \(pid"):
+            merge_catalogs([tmp_path / "a"], tmp_path / "out")
+        with pytest.raises(InputError, match="being written by another merge"):
+            ingest_photos(tmp_path / "photos", tmp_path / "m.csv", tmp_path / "out")
+    merge_catalogs([tmp_path / "a"], tmp_path / "out")  # released: works
+    ingest_photos(tmp_path / "photos", tmp_path / "m.csv", tmp_path / "out")
+    assert len(read_catalog(tmp_path / "out")) == 2

@@ -5,6 +5,7 @@ Real-photo ingestion and scene synthesis write catalogs; the pair and chain buil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -94,3 +95,48 @@ def write_catalog(catalog_dir: str | os.PathLike, records: Iterable[CatalogRecor
 def image_path(catalog_dir: str | os.PathLike, record: CatalogRecord) -> Path:
     """Absolute path of a record's image; refuses paths escaping the catalog folder."""
     return safe_join(catalog_dir, record.path)
+
+
+# --- writer lock (added with ingest / catalog merge) -------------------------------------------------------
+LOCK_FILENAME = ".catalog.lock"
+
+
+@contextlib.contextmanager
+def catalog_lock(catalog_dir: str | os.PathLike, *, what: str = "commonlink") -> Iterator[None]:
+    """Hold an exclusive lock on a catalog folder while rewriting it, so two writers cannot lose records.
+
+    An advisory ``flock`` on ``<catalog>/.catalog.lock``: the operating system releases it when the process ends,
+    even on a crash, so a stale lock never blocks a later run. Where ``fcntl`` does not exist (Windows) the
+    lock is skipped.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    folder = Path(catalog_dir)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    lock_path = folder / LOCK_FILENAME
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise InputError(
+                f"The catalog {folder} is being written by {holder}.",
+                "Wait for that run to finish (or stop it), then run again.",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{what} (pid {os.getpid()})")
+        handle.flush()
+        try:
+            yield
+        finally:
+            if created and [p.name for p in folder.iterdir()] == [LOCK_FILENAME]:
+                # The run wrote nothing (e.g. refused its input): leave no empty folder behind.
+                lock_path.unlink()
+                folder.rmdir()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from ..errors import InputError, SchemaError
 from ..fileio import safe_join, sha256_file
 from ..progress import track
-from .catalog import CatalogRecord, catalog_file, iter_catalog, write_catalog
+from .catalog import CatalogRecord, catalog_file, catalog_lock, iter_catalog, write_catalog
 
 LINK_MODES = ("copy", "hardlink", "symlink")
 #: Record fields that must agree for two records of the same image to be the same record.
@@ -89,7 +89,12 @@ def merge_catalogs(
         if src.resolve() not in [s.resolve() for s in unique_sources] and src.resolve() != out_resolved:
             unique_sources.append(src)
     report = MergeReport(out_dir=str(out_resolved), sources=[str(s.resolve()) for s in unique_sources], link=link)
+    with catalog_lock(out, what="commonlink catalog merge"):
+        return _merge_locked(unique_sources, out, report, link=link, verify=verify, progress=progress)
 
+
+def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *, link: str, verify: bool,
+                  progress: bool) -> MergeReport:
     existing = list(iter_catalog(out)) if catalog_file(out).is_file() else []
     report.already_present = len(existing)
     planned, conflicts, missing = _plan(existing, out, unique_sources, report)

@@ -35,7 +35,7 @@ from ..errors import CommonlinkError, InputError
 from ..fileio import atomic_write_bytes, atomic_write_json, safe_join, sha256_bytes
 from ..images import open_image
 from ..progress import track
-from .catalog import CatalogRecord, catalog_file, iter_catalog, write_catalog
+from .catalog import CatalogRecord, catalog_file, catalog_lock, iter_catalog, write_catalog
 from .manifest import ManifestEntry, read_manifest
 from .vocabulary import Vocabulary, likely_typos, normalise_name
 
@@ -295,18 +295,28 @@ def ingest_photos(
     if not entries:
         raise InputError(f"The manifest {manifest} lists no photos.", "Add one line per photo: file,objects.")
 
-    existing = list(iter_catalog(catalog_root)) if catalog_file(catalog_root).is_file() else []
     if vocabulary is None:
-        vocab = build_vocabulary(entries, existing)
-        vocab_note = "names in the manifest and the existing catalog (no vocabulary file: typos cannot be refused)"
+        vocab, vocab_note = None, "names in the manifest and the existing catalog (no vocabulary file: typos cannot be refused)"
     elif isinstance(vocabulary, Vocabulary):
         vocab, vocab_note = vocabulary, f"given ({len(vocabulary)} names)"
     else:
         vocab, vocab_note = Vocabulary.from_file(vocabulary), str(Path(vocabulary).resolve())
+    with catalog_lock(catalog_root, what="commonlink ingest"):
+        return _ingest_locked(photos_root, Path(manifest), catalog_root, entries, vocab, vocab_note, min_pixels,
+                              near_duplicate_distance, allow_near_duplicates, checkpoint_every, progress)
+
+
+def _ingest_locked(photos_root: Path, manifest: Path, catalog_root: Path, entries: list[ManifestEntry],
+                   vocab: Vocabulary | None, vocab_note: str, min_pixels: int, near_duplicate_distance: int,
+                   allow_near_duplicates: bool, checkpoint_every: int, progress: bool) -> IngestReport:
+    existing = list(iter_catalog(catalog_root)) if catalog_file(catalog_root).is_file() else []
+    names_from_data = vocab is None
+    if vocab is None:
+        vocab = build_vocabulary(entries, existing)
 
     report = IngestReport(
         photos_dir=str(photos_root.resolve()),
-        manifest=str(Path(manifest).resolve()),
+        manifest=str(manifest.resolve()),
         catalog_dir=str(catalog_root.resolve()),
         options={
             "min_pixels": min_pixels,
@@ -319,8 +329,8 @@ def ingest_photos(
     run = _IngestRun(photos_root, catalog_root, entries, existing, vocab, report, min_pixels,
                      near_duplicate_distance, allow_near_duplicates, checkpoint_every)
     run.execute(progress=progress)
-    report.unlisted = _unlisted_photos(photos_root, entries, exclude=[catalog_root, Path(manifest)])
-    if vocabulary is None:
+    report.unlisted = _unlisted_photos(photos_root, entries, exclude=[catalog_root, manifest])
+    if names_from_data:
         counts = Counter(name for record in run.records.values() for name in record.objects)
         report.possible_typos = likely_typos(dict(counts))
     report.catalog_size = len(run.records)
