@@ -112,6 +112,28 @@ def test_render_mask_areas_are_exact(tmp_path):
                                  "computed_sam_results": 0}
 
 
+def test_synth_layout_planned_objects(tmp_path):
+    """The layout `commonlink synth` writes: extra.mask + extra.planned_objects (id k + 1 = planned object k)."""
+    cat = tmp_path / "synth"
+    scene = cat / "scenes" / "scene_000000"
+    scene.mkdir(parents=True)
+    mask = np.zeros((40, 40), dtype=np.uint16)
+    mask[:4, :] = 1  # 160 px = 10% "mug"
+    mask[4:6, :10] = 3  # 20 px: "duck", too hidden to be listed in objects
+    mask[10:30, 10:30] = 2  # 400 px = 25% "ball"
+    Image.fromarray(mask).save(scene / "mask_0.png")
+    Image.new("RGB", (40, 40)).save(scene / "view_0.png")
+    record = CatalogRecord(id="v0", path="scenes/scene_000000/view_0.png", objects=["mug", "ball"], source="synthetic",
+                           scene_id="scene_000000", width=40, height=40, sha256="0" * 64,
+                           object_area={"mug": 0.1, "ball": 0.25},
+                           extra={"mask": "scenes/scene_000000/mask_0.png", "planned_objects": ["mug", "ball", "duck"]})
+    write_catalog(cat, [record])
+    compute_object_stats(cat, show_progress=False)
+    stored = read_catalog(cat)[0]
+    assert stored.object_area == {"mug": 0.1, "ball": 0.25}
+    assert stored.extra["area_method"] == "mask"
+
+
 def test_mask_area_fractions_rgb_ids_and_errors():
     mask = np.array([[1, 1, 2, 2], [0, 0, 0, 2]])
     assert mask_area_fractions(mask, {1: "a", 2: "b"}) == {"a": 0.25, "b": 0.375}

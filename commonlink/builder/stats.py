@@ -94,24 +94,33 @@ def read_instance_mask(path: Path) -> np.ndarray:
 def mask_for(catalog_dir: Path, record: CatalogRecord) -> tuple[Path, dict[int, str]] | None:
     """The instance mask of a rendered image and its id -> name map, when the catalog names one.
 
-    Reads ``extra.mask`` (path relative to the catalog) and ``extra.mask_ids`` (``{id: name}``).
+    ``extra.mask`` is the mask's path relative to the catalog; the ids come from ``extra.mask_ids``
+    (``{id: name}``) or, as ``commonlink synth`` writes them, ``extra.planned_objects`` (id ``k + 1`` is
+    ``planned_objects[k]``; planned objects not visible enough to be listed in ``objects`` are left out).
     """
     extra = record.extra
     rel = extra.get("mask")
-    ids = extra.get("mask_ids")
-    if not rel or not ids:
+    if not rel:
         return None
     where = f"catalog record {record.id}"
-    if not isinstance(ids, dict):
-        raise SchemaError(f"{where}: extra.mask_ids must map instance ids to object names.")
-    try:
-        id_to_name = {int(k): str(v) for k, v in ids.items()}
-    except (TypeError, ValueError):
-        raise SchemaError(f"{where}: extra.mask_ids keys must be integer instance ids, got {list(ids)[:3]}.") from None
-    unknown = sorted(set(id_to_name.values()) - set(record.objects))
-    if unknown:
-        raise SchemaError(f"{where}: extra.mask_ids names {unknown}, which are not in 'objects'.",
-                          "Rebuild the catalog with `commonlink synth`.")
+    ids = extra.get("mask_ids")
+    if ids is not None:
+        if not isinstance(ids, dict):
+            raise SchemaError(f"{where}: extra.mask_ids must map instance ids to object names.")
+        try:
+            id_to_name = {int(k): str(v) for k, v in ids.items()}
+        except (TypeError, ValueError):
+            raise SchemaError(f"{where}: extra.mask_ids keys must be integer instance ids, got {list(ids)[:3]}.") from None
+        unknown = sorted(set(id_to_name.values()) - set(record.objects))
+        if unknown:
+            raise SchemaError(f"{where}: extra.mask_ids names {unknown}, which are not in 'objects'.",
+                              "Rebuild the catalog with `commonlink synth`.")
+    elif isinstance(extra.get("planned_objects"), list):
+        listed = set(record.objects)
+        id_to_name = {k + 1: str(name) for k, name in enumerate(extra["planned_objects"]) if name in listed}
+    else:
+        raise SchemaError(f"{where}: extra.mask is set but no instance ids are named (extra.mask_ids or "
+                          "extra.planned_objects).", "Rebuild the catalog with `commonlink synth`.")
     return safe_join(catalog_dir, rel), id_to_name
 
 
