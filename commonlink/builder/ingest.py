@@ -30,7 +30,7 @@ import numpy as np
 from PIL import ExifTags, Image
 
 from .. import __version__
-from ..constants import CATALOG_FILENAME, DEFAULT_MIN_PIXELS
+from ..constants import DEFAULT_MIN_PIXELS
 from ..errors import CommonlinkError, InputError
 from ..fileio import atomic_write_bytes, atomic_write_json, safe_join, sha256_bytes
 from ..images import open_image
@@ -127,6 +127,7 @@ class IngestReport:
             "options": self.options,
             "counts": self.counts(),
             "refused_by_reason": dict(Counter(r.reason for r in self.refused)),
+            "reason_meanings": {reason: REASONS[reason] for reason in dict.fromkeys(r.reason for r in self.refused)},
             "added": self.added,
             "updated": self.updated,
             "refused": [asdict(r) for r in self.refused],
@@ -561,7 +562,6 @@ def _unlisted_photos(photos_root: Path, entries: list[ManifestEntry], *, exclude
 
 
 __all__ = [
-    "CATALOG_FILENAME",
     "REASONS",
     "REPORT_FILENAME",
     "CleanImage",
