@@ -332,3 +332,44 @@ def test_cli_ingest_prints_table_and_strict_exit_code(photo_set):
 
     missing = runner.invoke(app, ["ingest", str(photos), "--manifest", str(photos / "none.csv"), "--out", str(out)])
     assert missing.exit_code == 1 and "Manifest not found" in missing.output and "Fix:" in missing.output
+
+
+def test_second_batch_renames_edits_and_metadata_only_changes(tmp_path):
+    batch1, batch2, out = tmp_path / "batch1", tmp_path / "batch2", tmp_path / "catalog"
+    batch1.mkdir()
+    batch2.mkdir()
+    noise_photo(30).save(batch1 / "IMG_0001.jpg", quality=90)
+    noise_photo(33).save(batch1 / "scan.png", exif=gps_exif())
+    (tmp_path / "m1.csv").write_text("file,objects\nIMG_0001.jpg,apple\nscan.png,keys\n")
+    ingest_photos(batch1, tmp_path / "m1.csv", out)
+
+    # a second batch from another phone: same file name, other photo; plus a copy of a batch-1 photo
+    noise_photo(31).save(batch2 / "IMG_0001.jpg", quality=90)
+    (batch2 / "IMG_0002.jpg").write_bytes((batch1 / "IMG_0001.jpg").read_bytes())
+    (tmp_path / "m2.csv").write_text("file,objects\nIMG_0001.jpg,mug\nIMG_0002.jpg,apple\n")
+    second = ingest_photos(batch2, tmp_path / "m2.csv", out)
+    assert [a["file"] for a in second.added] == ["IMG_0001.jpg"] and not second.updated
+    (dup,) = second.refused
+    assert dup.reason == "exact_duplicate" and dup.other == str(batch1.resolve() / "IMG_0001.jpg")
+    assert sorted(r.objects[0] for r in read_catalog(out)) == ["apple", "keys", "mug"]
+
+    # renamed inside batch 1 (manifest follows): the record moves, nothing is added
+    (batch1 / "IMG_0001.jpg").rename(batch1 / "kitchen.jpg")
+    (tmp_path / "m1.csv").write_text("file,objects\nkitchen.jpg,apple\nscan.png,keys\n")
+    moved = ingest_photos(batch1, tmp_path / "m1.csv", out)
+    assert not moved.added and [u["change"] for u in moved.updated] == ["moved from 'IMG_0001.jpg'"]
+
+    # the batch-2 photo is edited: the new version replaces the old record and its image file
+    old = next(r for r in read_catalog(out) if r.objects == ["mug"])
+    noise_photo(32).save(batch2 / "IMG_0001.jpg", quality=90)
+    edited = ingest_photos(batch2, tmp_path / "m2.csv", out)
+    assert [u["change"] for u in edited.updated] == [f"photo changed (was {old.id})"]
+    assert not image_path(out, old).exists()
+
+    # only metadata changed (GPS removed): same stored pixels, the record stays, nothing refused
+    noise_photo(33).save(batch1 / "scan.png")
+    again = ingest_photos(batch1, tmp_path / "m1.csv", out)
+    assert not again.added and not again.refused and again.unchanged == 2
+    records = read_catalog(out)
+    assert len(records) == 3 and all(image_path(out, r).is_file() for r in records)
+    assert len(list((out / "images").iterdir())) == 3

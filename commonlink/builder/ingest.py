@@ -250,10 +250,11 @@ class PerceptualHashIndex:
 # ------------------------------------------------------------------------------------------------------
 # Ingestion
 # ------------------------------------------------------------------------------------------------------
-def default_scene(file: str) -> str:
-    """Scene id when the manifest gives none: the photo's folder, or its file stem for top-level photos."""
-    path = PurePosixPath(file)
-    return str(path.parent) if str(path.parent) not in ("", ".") else path.stem
+def default_scene(file: str, image_id: str) -> str:
+    """Scene id when the manifest gives none: the photo's folder; a top-level photo is a scene of its own,
+    named by its image id (stable when the file is renamed)."""
+    parent = str(PurePosixPath(file).parent)
+    return parent if parent not in ("", ".") else f"photo-{image_id}"
 
 
 def build_vocabulary(entries: list[ManifestEntry], existing: list[CatalogRecord]) -> Vocabulary:
@@ -351,12 +352,14 @@ class _IngestRun:
         self.checkpoint_every = checkpoint_every
         self.records: dict[str, CatalogRecord] = {r.id: r for r in existing}  # insertion order = catalog order
         self.by_source_sha = {r.extra["source_sha256"]: r for r in existing if r.extra.get("source_sha256")}
-        self.by_source_file = {r.extra["source_file"]: r for r in existing if r.extra.get("source_file")}
+        # Photos are known by (photos folder, path in it): two batches may both hold an IMG_0001.jpg.
+        self.here = str(photos_root.resolve())
+        self.by_source = {_source_key(r): r for r in existing if r.extra.get("source_file")}
         self.manifest_files = {e.file for e in entries}
         self.phashes = PerceptualHashIndex()
         for r in existing:
             if r.extra.get("phash"):
-                self.phashes.add(r.extra["phash"], r.extra.get("source_file", r.path), r.id)
+                self.phashes.add(r.extra["phash"], self._display(r), r.id)
         self.claimed: dict[str, str] = {}  # source sha256 -> manifest file that claimed it in this run
         self.seen_files: dict[str, int] = {}  # manifest file -> first line
         self.replaced_paths: list[str] = []  # image files of records replaced by a changed photo
@@ -405,10 +408,10 @@ class _IngestRun:
         objects, refusal = self._canonical_objects(entry, refuse)
         if refusal is not None:
             return refusal
-        scene = entry.scene or default_scene(entry.file)
+        scene = entry.scene  # None: decided once the image id is known (default_scene)
 
         stat = path.stat()
-        known = self.by_source_file.get(entry.file)
+        known = self.by_source.get((self.here, entry.file))
         if known is not None and known.extra.get("source_size") == stat.st_size and known.extra.get("source_mtime_ns") == stat.st_mtime_ns:
             # Fast path: the file is unchanged since the last run; no hashing, no decoding.
             self.claimed[known.extra.get("source_sha256", "")] = entry.file
@@ -421,15 +424,15 @@ class _IngestRun:
                           other=self.claimed[source_sha])
         known = self.by_source_sha.get(source_sha)
         if known is not None:
-            known_file = known.extra.get("source_file")
-            if known_file == entry.file or known_file not in self.manifest_files:
+            if self._is_same_photo(known, entry.file):
                 # The same photo (maybe moved or renamed): keep the record, refresh labels and file facts.
                 self.claimed[source_sha] = entry.file
                 moved_from = self._update_source(known, entry.file, stat)
                 self._refresh_labels(known, entry, objects, scene, moved_from=moved_from)
                 return None
-            return refuse("exact_duplicate", f"same bytes as {known_file!r}, already in the catalog. Remove one of the two.",
-                          other=known_file)
+            other = self._display(known)
+            return refuse("exact_duplicate", f"same bytes as {other!r}, already in the catalog. Remove one of the two.",
+                          other=other)
 
         try:
             img = open_image(data, what=entry.file)
@@ -444,12 +447,12 @@ class _IngestRun:
             return refuse("corrupt", f"{problem} Re-export the photo or remove it from the manifest.")
         return self._store(entry, clean, objects, scene, source_sha, stat, refuse)
 
-    def _store(self, entry: ManifestEntry, clean: CleanImage, objects: list[str], scene: str, source_sha: str,
+    def _store(self, entry: ManifestEntry, clean: CleanImage, objects: list[str], scene: str | None, source_sha: str,
                stat: os.stat_result, refuse) -> Refusal | None:
         """Duplicate checks on the cleaned image, then write it and its record."""
         digest = sha256_bytes(clean.data)
         image_id = digest[:16]
-        previous = self.by_source_file.get(entry.file)  # an older version of this very photo, if any
+        previous = self.by_source.get((self.here, entry.file))  # an older version of this very photo, if any
         if previous is not None and previous.id == image_id:
             # Only metadata changed (e.g. GPS edited): same stored image, refresh the file facts.
             self.by_source_sha.pop(previous.extra.get("source_sha256", ""), None)
@@ -460,7 +463,7 @@ class _IngestRun:
             self._refresh_labels(previous, entry, objects, scene)
             return None
         if image_id in self.records:
-            other = self.records[image_id].extra.get("source_file", self.records[image_id].path)
+            other = self._display(self.records[image_id])
             return refuse("exact_duplicate", f"same pixels as {other!r} once metadata is removed. Remove one of the two.",
                           other=other)
         # An edited photo is not a near-duplicate of its own older version.
@@ -476,9 +479,9 @@ class _IngestRun:
         rel_path = f"{IMAGES_SUBDIR}/{image_id}{clean.suffix}"
         atomic_write_bytes(self.catalog_root / rel_path, clean.data)  # image first: a record never lacks its file
         record = CatalogRecord(
-            id=image_id, path=rel_path, objects=objects, source="real", scene_id=scene,
+            id=image_id, path=rel_path, objects=objects, source="real", scene_id=scene or default_scene(entry.file, image_id),
             width=clean.width, height=clean.height, sha256=digest, background=entry.background, view=entry.view,
-            extra={"source_file": entry.file, "source_sha256": source_sha, "source_size": stat.st_size,
+            extra={"source_dir": self.here, "source_file": entry.file, "source_sha256": source_sha, "source_size": stat.st_size,
                    "source_mtime_ns": stat.st_mtime_ns, "source_format": clean.source_format, "phash": clean.phash,
                    **({"manifest": entry.extra} if entry.extra else {})},
         )
@@ -492,7 +495,7 @@ class _IngestRun:
         else:
             self.report.added.append({"file": entry.file, "id": image_id})
         self.records[image_id] = record
-        self.by_source_file[entry.file] = record
+        self.by_source[(self.here, entry.file)] = record
         self.by_source_sha[source_sha] = record
         self.claimed[source_sha] = entry.file
         self.phashes.add(clean.phash, entry.file, image_id)
@@ -517,9 +520,10 @@ class _IngestRun:
                               "the name to the vocabulary file.", suggestions=unknown)
         return objects, None
 
-    def _refresh_labels(self, record: CatalogRecord, entry: ManifestEntry, objects: list[str], scene: str,
+    def _refresh_labels(self, record: CatalogRecord, entry: ManifestEntry, objects: list[str], scene: str | None,
                         moved_from: str | None = None) -> None:
         """Bring a known photo's labels up to date with the manifest; count it as updated or unchanged."""
+        scene = scene or default_scene(entry.file, record.id)
         changes = [name for name, old, new in (("objects", record.objects, objects), ("scene", record.scene_id, scene),
                                                ("background", record.background, entry.background),
                                                ("view", record.view, entry.view)) if old != new]
@@ -532,16 +536,37 @@ class _IngestRun:
         self.report.updated.append({"file": entry.file, "id": record.id, "change": "; ".join(changes)})
         self.dirty += 1
 
+    def _display(self, record: CatalogRecord) -> str:
+        """How the report names a record's photo: its manifest path, or the full path for another folder."""
+        folder, file = _source_key(record)
+        if file is None:
+            return record.path
+        return file if folder == self.here else str(Path(folder or ".") / file)
+
+    def _is_same_photo(self, known: CatalogRecord, file: str) -> bool:
+        """Is ``file`` (same bytes as ``known``) that photo, moved or renamed, rather than a second copy?"""
+        folder, old_file = _source_key(known)
+        if (folder, old_file) == (self.here, file):
+            return True
+        if folder == self.here and old_file not in self.manifest_files:
+            return True  # renamed within this folder: the manifest no longer names the old file
+        return not (folder and old_file and (Path(folder) / old_file).is_file())  # the old file is gone: moved
+
     def _update_source(self, record: CatalogRecord, file: str, stat: os.stat_result) -> str | None:
-        """Record the photo's current file name, size and mtime; returns the old name when it moved."""
-        old_file = record.extra.get("source_file")
-        if old_file != file:
-            self.by_source_file.pop(old_file, None)
-            self.by_source_file[file] = record
-        if (record.extra.get("source_size"), record.extra.get("source_mtime_ns")) != (stat.st_size, stat.st_mtime_ns):
+        """Record the photo's current place, size and mtime; returns the old place when it moved."""
+        old_key, new_key = _source_key(record), (self.here, file)
+        moved_from = self._display(record) if old_key != new_key else None
+        if moved_from is not None:
+            self.by_source.pop(old_key, None)
+            self.by_source[new_key] = record
+        if moved_from is not None or (record.extra.get("source_size"), record.extra.get("source_mtime_ns")) != (stat.st_size, stat.st_mtime_ns):
             self.dirty += 1  # keep the fast path working on the next run
-        record.extra.update(source_file=file, source_size=stat.st_size, source_mtime_ns=stat.st_mtime_ns)
-        return old_file if old_file != file else None
+        record.extra.update(source_dir=self.here, source_file=file, source_size=stat.st_size, source_mtime_ns=stat.st_mtime_ns)
+        return moved_from
+
+
+def _source_key(record: CatalogRecord) -> tuple[str | None, str | None]:
+    return record.extra.get("source_dir"), record.extra.get("source_file")
 
 
 def _unlisted_photos(photos_root: Path, entries: list[ManifestEntry], *, exclude: list[Path]) -> list[str]:
