@@ -104,17 +104,18 @@ def make_release(root: Path, *, version: str, shards: dict[str, list[int]], salt
     return root
 
 
-def client_env(hub, home: Path, token: str | None = WRITE_TOKEN) -> dict[str, str]:
+def client_env(hub, home: Path, token: str | None = WRITE_TOKEN, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
     env.update(hub.client_env(token=token))
     env.update({"HF_HOME": str(home / "hf-home"), "HF_DATASETS_CACHE": str(home / "datasets-cache"), "COLUMNS": "200",
                 "NO_COLOR": "1", "TERM": "dumb", "PYTHONPATH": str(REPO_ROOT)})
+    env.update(extra)
     return env
 
 
-def run_cli(hub, home: Path, *args: str, token: str | None = WRITE_TOKEN, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(hub, home: Path, *args: str, token: str | None = WRITE_TOKEN, timeout: float = 120, **extra_env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "commonlink.cli", *args], env=client_env(hub, home, token), cwd=REPO_ROOT,
+        [sys.executable, "-m", "commonlink.cli", *args], env=client_env(hub, home, token, **extra_env), cwd=REPO_ROOT,
         capture_output=True, text=True, timeout=timeout,
     )
 
@@ -141,7 +142,7 @@ from commonlink.builder.hub import (
     version_key,
 )
 from commonlink.errors import InputError
-from commonlink.testing.hub_server import HubServer
+from commonlink.testing.hub_server import HubServer, git_blob_id
 
 REPO = f"{ORG}/tiny-common-o"
 
@@ -251,7 +252,8 @@ def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
     titles = [c["title"] for c in hub.history(REPO)]
     assert titles == ["Release 1.1.0: bigger main", "Release 1.0.0: first cut", "initial commit"]
 
-    listing = run_cli(hub, tmp_path, "release", "versions", REPO)
+    # --endpoint wins over HF_ENDPOINT (which points at a closed port here)
+    listing = run_cli(hub, tmp_path, "release", "versions", REPO, "--endpoint", hub.url, HF_ENDPOINT="http://127.0.0.1:9")
     assert listing.returncode == 0, listing.stderr
     lines = [line for line in listing.stdout.splitlines() if "1.0.0" in line or "1.1.0" in line]
     assert "1.1.0" in lines[0] and "main: 4" in lines[0] and "challenge: 2" in lines[0] and "bigger main" in lines[0]
@@ -357,3 +359,72 @@ def test_interrupted_upload_is_finished_by_a_rerun(hub, tmp_path):
         if rel.endswith((".parquet", ".png")):
             assert files[rel]["lfs"] == sha256_file(release / rel)
     assert [c["title"] for c in hub.history(REPO)] == ["Release 1.0.0", "initial commit"]
+
+
+def _pairs_file(tmp_path: Path, split: str, count: int) -> Path:
+    """A catalog of tiny images and a pairs file with its meta sidecar, as `commonlink pairs` writes them (contracts)."""
+    catalog = tmp_path / "catalog"
+    (catalog / "images").mkdir(parents=True, exist_ok=True)
+    choices = ["keys", "apple", "No objects are in common", "book"]
+    rows = []
+    for i in range(count):
+        images = {}
+        for n in (1, 2):
+            rel = f"images/{split}-{i}-{n}.png"
+            (catalog / rel).write_bytes(tiny_png(10 * i + n))
+            images[f"image_{n}"] = {"catalog": str(catalog), "id": f"{split}{i}{n}", "path": rel, "scene_id": f"s{i}",
+                                    "view": str(n), "background": "table", "objects": ["apple", "keys" if n == 1 else "book"]}
+        rows.append({"id": f"{split}-{i:08d}", "split": split, "source": "real", **images, "choices": choices,
+                     "ground_truth": ["apple"], "answer": "B", "question": f"Which objects are in both images? #{i}",
+                     "question_template": "which_objects_in_both_v1"})
+    pairs = tmp_path / f"{split}.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    atomic_write_json(Path(f"{pairs}.meta.json"), {
+        "kind": "common_o_pairs", "toolkit_version": "test", "seed": 5, "split": split, "count": count, "config": {},
+        "catalogs": [str(catalog)], "stats": {}, "created": "2026-01-01T00:00:00Z"})
+    return pairs
+
+
+def test_release_build_then_push_then_load_that_version(hub, tmp_path):
+    from commonlink.builder.release import verify_release
+
+    pairs = _pairs_file(tmp_path, "main", 3)
+    out = tmp_path / "release"
+    built = run_cli(hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--version", "1.0.0", "--no-progress")
+    assert built.returncode == 0, built.stderr
+    repo = f"{ORG}/built-set"
+    pushed = run_cli(hub, tmp_path, "release", "push", str(out), "--repo", repo, "--version", "1.0.0", "--private")
+    assert pushed.returncode == 0, pushed.stderr
+    assert verify_release(out) == []  # pushing leaves the release folder exactly as built
+    assert hub.store.load_repo("dataset", repo)["private"] is True
+    files = hub.files_at(repo, "1.0.0")
+    manifest = json.loads((out / "manifest.json").read_text())
+    for rel, info in [*manifest["files"].items(), ("manifest.json", {"size": (out / "manifest.json").stat().st_size})]:
+        if rel == "README.md":  # pushed with the Versions table added
+            continue
+        entry = files[rel]
+        assert entry["size"] == info["size"]
+        if entry.get("lfs"):
+            assert entry["lfs"] == info["sha256"] and rel.endswith((".parquet", ".png"))
+        else:
+            assert entry["blob"] == git_blob_id((out / rel).read_bytes())
+    loaded = run_python(hub, tmp_path, f"""
+import json, datasets
+from commonlink.loaders.common_o import open_common_o
+split = open_common_o({repo!r}, "main", revision="1.0.0")
+examples = list(split)
+plain = datasets.load_dataset({repo!r}, revision="1.0.0", split="main")
+print(json.dumps({{"ids": [e.id for e in examples], "truth": [e.ground_truth for e in examples], "revision": split.revision,
+                  "plain": plain.num_rows, "columns": plain.column_names}}))
+""")
+    assert loaded["ids"] == [f"main-{i:08d}" for i in range(3)] and loaded["revision"] == "1.0.0"
+    assert loaded["truth"] == [["apple"]] * 3 and loaded["plain"] == 3 and "image_1" in loaded["columns"]
+    anonymous = run_python(hub, tmp_path / "fresh-cache", f"""
+import json, datasets
+try:
+    datasets.load_dataset({repo!r}, revision="1.0.0", split="main")
+    print(json.dumps({{"loaded": True}}))
+except Exception as exc:
+    print(json.dumps({{"loaded": False, "error": type(exc).__name__}}))
+""", token=None)
+    assert anonymous == {"loaded": False, "error": "DatasetNotFoundError"}  # --private: hidden without a token
