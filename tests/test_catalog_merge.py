@@ -150,3 +150,14 @@ def test_a_catalog_being_written_is_not_written_twice(tmp_path):
     merge_catalogs([tmp_path / "a"], tmp_path / "out")  # released: works
     ingest_photos(tmp_path / "photos", tmp_path / "m.csv", tmp_path / "out")
     assert len(read_catalog(tmp_path / "out")) == 2
+
+
+def test_merge_into_one_of_the_inputs_adds_the_others(tmp_path):
+    a = make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
+    b = make_catalog(tmp_path / "b", [(2, ["mug"], "s2")])
+    report = merge_catalogs([tmp_path / "a", tmp_path / "b"], tmp_path / "a")
+    assert report.already_present == 1 and report.added == 1 and report.images_written == 1
+    merged = read_catalog(tmp_path / "a")
+    assert [r.id for r in merged] == [a[0].id, b[0].id]
+    assert merged[1].path == f"images/{b[0].id}.png"  # images/0000.png is a's own image
+    assert sha256_file(image_path(tmp_path / "a", merged[1])) == b[0].sha256
