@@ -157,7 +157,8 @@ def test_rerun_skips_finished_tasks_and_rebuilds_changed_ones(tmp_path):
 
 
 def test_disjoint_negatives_share_no_label_with_query(tmp_path):
-    images = labelled_set(extra={"plain": 30})  # images whose only label is 'plain'
+    # images whose only label is 'plain', and 10 more labels so label sets span several bytes of the bit table
+    images = labelled_set(extra={"plain": 30, **{f"tag{k}": 3 for k in range(10)}})
     summary = build_chain_files(images, tmp_path, small_config(negatives="disjoint", tasks=["synchronous", "asynchronous"]), progress=False)
     labels = [set(img.labels) for img in read_image_table(summary.files["synchronous"])]
     for task in ("synchronous", "asynchronous"):

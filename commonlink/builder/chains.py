@@ -117,7 +117,7 @@ class LabelIndex:
         self.label_id = {name: i for i, name in enumerate(self.label_names)}
         members: list[list[int]] = [[] for _ in self.label_names]
         for i, img in enumerate(self.images):
-            for label in img.labels:
+            for label in dict.fromkeys(img.labels):
                 members[self.label_id[label]].append(i)
         self._members = [np.asarray(m, dtype=np.int32) for m in members]
         self._has: dict[str, np.ndarray] = {}
@@ -155,10 +155,10 @@ class LabelIndex:
     def label_bits(self) -> np.ndarray:
         """Packed label sets (images x ceil(labels/8) bytes): overlap tests for many pairs at once."""
         if self._bits is None:
-            dense = np.zeros((len(self.images), max(1, len(self.label_names))), dtype=bool)
+            bits = np.zeros((len(self.images), max(1, (len(self.label_names) + 7) // 8)), dtype=np.uint8)
             for lid, members in enumerate(self._members):
-                dense[members, lid] = True
-            self._bits = np.packbits(dense, axis=1)
+                bits[members, lid // 8] |= np.uint8(0x80 >> (lid % 8))
+            self._bits = bits
         return self._bits
 
     def share_any_label(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -277,10 +277,10 @@ def step_concept_codes(plan: str) -> np.ndarray:
 class AssociationBuilder:
     """Draws every task from the pools of a :class:`LabelIndex`; each method rebuilds one unit alone."""
 
-    def __init__(self, index: LabelIndex, config: ChainConfig, concepts: Sequence[str]):
+    def __init__(self, index: LabelIndex, config: ChainConfig, options: Sequence[str]):
         self.index = index
         self.config = config
-        self.concepts = list(concepts)
+        self.options = list(options)  #: the deduction option list (gold = shared labels among these)
         self._neg_cache: dict[tuple[str, ...], np.ndarray] = {}
 
     # -- pools --------------------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ class AssociationBuilder:
         pool = self.index.pool(concept)
         a, b = (int(i) for i in pool[rng.choice(len(pool), size=2, replace=False)])
         shared = set(self.index.images[a].labels) & set(self.index.images[b].labels)
-        gold = [c for c in self.concepts if c in shared]
+        gold = [c for c in self.options if c in shared]
         if concept not in gold:
             raise ChainInvariantError(f"deduction-{concept}-{number}: the two images do not share {concept!r}.")
         return {"id": f"deduction-{concept}-{number:05d}", "concept": concept, "image_1": a, "image_2": b, "gold": gold}
@@ -444,6 +444,7 @@ class AssociationBuilder:
 class BuildPlan:
     concepts: list[str]
     pairs: list[list[str]]
+    options: list[str]  #: the deduction option list: the concepts, then pair concepts not among them
     pool_sizes: dict[str, int]
     negative_pool_sizes: dict[str, int]
     bridge_pool_sizes: dict[str, int]  #: "a+b" -> size
@@ -502,7 +503,8 @@ def plan_build(index: LabelIndex, config: ChainConfig) -> BuildPlan:
         for c in (a, b):
             if c not in pool_sizes:
                 pool_sizes[c] = int(len(index.pool(c)))
-    return BuildPlan(concepts, pairs, pool_sizes, negative_sizes, bridge_sizes, notes)
+    options = list(dict.fromkeys([*concepts, *(c for pair in pairs for c in pair)]))
+    return BuildPlan(concepts, pairs, options, pool_sizes, negative_sizes, bridge_sizes, notes)
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -565,7 +567,7 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
         raise NotEnoughDataError("The source has no labelled image left to build from.",
                                  "Check the label column/field, and lower --min-pixels if images were dropped as too small.")
     plan = plan_build(index, config)
-    builder = AssociationBuilder(index, config, plan.concepts)
+    builder = AssociationBuilder(index, config, plan.options)
     images_path = _write_images(out_dir, index)
     images_sha = sha256_file(images_path)
     # The image table gets a sidecar too, so `release build OUT/*.jsonl` accepts it (and skips it).
@@ -577,7 +579,7 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
         "kind": META_KIND, "toolkit_version": __version__, "seed": config.seed, "config": config.to_json(),
         "source": dataclasses.asdict(source) if source else None, "images_file": IMAGES_FILENAME,
         "images": len(index), "images_sha256": images_sha, "concept_kind": config.concept_kind,
-        "options": plan.concepts,
+        "options": plan.options,
         "concepts": [{"name": c, "pool_size": plan.pool_sizes[c], "negative_pool_size": plan.negative_pool_sizes.get(c)}
                      for c in plan.concepts],
         "pairs": [{"concepts": p, "bridge_pool_size": plan.bridge_pool_sizes[f"{p[0]}+{p[1]}"]} for p in plan.pairs],

@@ -1,0 +1,234 @@
+"""Association chains at paper scale: build time, peak memory, and the release size saved by storing images once.
+
+Default workload (the issue's target): a 50,000-image labelled pool, 8 concepts x 2,000 synchronous chains x
+500 steps (+3 warm-up steps) = 8M chain steps. Printed:
+
+* build time and steps/s of ``build_chain_files`` against a naive per-step Python builder (the baseline,
+  measured on a slice in the same run and scaled per step);
+* peak memory of the build (child process RSS above the loaded image list) at a quarter and at the full
+  number of chains: streaming keeps it flat;
+* the release size (``build_association_release``) against storing every step's three images inline, i.e.
+  what de-duplication saves.
+
+    .venv/bin/python benchmarks/bench_chains.py                 # full scale (a few minutes on 2 cores)
+    .venv/bin/python benchmarks/bench_chains.py --quick         # 5,000 images, 200 chains a concept
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+CONCEPTS = ["metal", "ripe", "fresh", "natural", "cooked", "painted", "rusty", "furry", "wooden", "plastic", "shiny", "soft"]
+
+
+def make_images(n: int, folder: Path | None, seed: int = 0):
+    """``n`` labelled samples (1-3 concepts each); with ``folder``, real 64x64 JPEG files too."""
+    from PIL import Image
+
+    from commonlink.builder.chain_sources import LabelledImage
+
+    rng = np.random.default_rng(seed)
+    pixel_rng = np.random.default_rng(seed + 1)  # separate, so labels do not depend on which files exist
+    weights = np.linspace(2.0, 1.0, len(CONCEPTS))
+    weights /= weights.sum()
+    images = []
+    for i in range(n):
+        labels = [str(c) for c in rng.choice(CONCEPTS, size=int(rng.integers(1, 4)), replace=False, p=weights)]
+        path = f"/bench/{i}.jpg"
+        if folder is not None:
+            path = str(folder / f"{i}.jpg")
+            if not os.path.exists(path):
+                pixels = pixel_rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+                Image.fromarray(pixels).resize((64, 64), Image.NEAREST).save(path, quality=90)
+        images.append(LabelledImage(id=f"{i:08d}", labels=labels, width=64, height=64, origin={"type": "file", "path": path}))
+    return images
+
+
+def _rss_mib() -> float:
+    """Current resident memory of this process (Linux /proc; falls back to the peak so far)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class PeakSampler:
+    """Samples resident memory every 20 ms in a thread; ``peak`` is the largest value seen."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = _rss_mib()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, _rss_mib())
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mib())
+
+
+def worker(args) -> None:
+    """Child process: build the chain files and report time and peak RSS above the loaded inputs."""
+    from commonlink.builder.chains import ChainConfig, build_chain_files
+
+    images = make_images(args.images, Path(args.image_dir) if args.image_dir else None)
+    before = _rss_mib()
+    config = ChainConfig(seed=0, top_k=8, chains_per_concept=args.chains, max_steps=args.steps, min_pixels=0,
+                         tasks=["single_step", "deduction", "synchronous"])
+    start = time.perf_counter()
+    with PeakSampler() as sampler:
+        summary = build_chain_files(images, args.out, config, progress=False)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "steps": summary.steps, "peak_extra_mib": sampler.peak - before, "base_mib": before,
+                      "files": {k: str(v) for k, v in summary.files.items()}}))
+
+
+def naive_steps_per_second(images, chains: int, steps: int) -> float:
+    """Baseline: a per-step Python builder (random.choice, set membership) keeping every step as a dict."""
+    rng = random.Random(0)
+    label_sets = [set(img.labels) for img in images]
+    concept = "metal"
+    pool = [i for i, s in enumerate(label_sets) if concept in s]
+    negatives = [i for i, s in enumerate(label_sets) if concept not in s]
+    start = time.perf_counter()
+    built = []
+    for _ in range(chains):
+        query = rng.choice(pool)
+        chain = []
+        for _ in range(steps):
+            positive = rng.choice(pool)
+            while positive == query:
+                positive = rng.choice(pool)
+            negative = rng.choice(negatives)
+            assert concept in label_sets[positive] and concept not in label_sets[negative]
+            answer = rng.randrange(2)
+            chain.append({"query": query, "positive": positive, "negative": negative, "answer": answer})
+            query = positive
+        built.append(json.dumps(chain))  # serialised, as the real build writes its chains
+    return chains * steps / (time.perf_counter() - start)
+
+
+def naive_bytes_per_step(images, steps: int) -> float:
+    """Memory the baseline holds per step (all steps kept as dicts until written), via tracemalloc."""
+    import tracemalloc
+
+    tracemalloc.start()
+    chains = 20
+    rng = random.Random(1)
+    held = [[{"query": rng.randrange(len(images)), "positive": rng.randrange(len(images)), "negative": rng.randrange(len(images)),
+              "answer": rng.randrange(2)} for _ in range(steps)] for _ in range(chains)]
+    current, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del held
+    return current / (chains * steps)
+
+
+def run_worker(images: int, chains: int, steps: int, out: Path, image_dir: Path | None) -> dict:
+    cmd = [sys.executable, __file__, "--worker", "--images", str(images), "--chains", str(chains), "--steps", str(steps), "--out", str(out)]
+    if image_dir:
+        cmd += ["--image-dir", str(image_dir)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=50_000)
+    parser.add_argument("--chains", type=int, default=2_000, help="synchronous chains per concept (8 concepts)")
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--quick", action="store_true", help="5,000 images, 200 chains a concept")
+    parser.add_argument("--no-release", action="store_true", help="skip the release size measurement")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--image-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    if args.quick:
+        args.images, args.chains = 5_000, 200
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from commonlink.builder.release_association import build_association_release
+
+    with tempfile.TemporaryDirectory(prefix="bench-chains-") as tmp:
+        tmp = Path(tmp)
+        image_dir = tmp / "images"
+        image_dir.mkdir()
+        t0 = time.perf_counter()
+        images = make_images(args.images, None if args.no_release else image_dir)
+        print(f"pool: {args.images:,} labelled images ({'with' if not args.no_release else 'without'} files) in {time.perf_counter() - t0:.1f} s")
+
+        quarter = run_worker(args.images, max(1, args.chains // 4), args.steps, tmp / "quarter", None)
+        full = run_worker(args.images, args.chains, args.steps, tmp / "full", None if args.no_release else image_dir)
+        rate = full["steps"] / full["seconds"]
+        naive_chains = max(1, min(50, args.chains))
+        naive_rate = naive_steps_per_second(images, naive_chains, args.steps + 3)
+        print(f"build: 8 concepts x {args.chains:,} chains x {args.steps} steps (+3 warm-up) = {full['steps']:,} steps "
+              f"(+ single-step and deduction tasks) in {full['seconds']:.1f} s = {rate:,.0f} steps/s")
+        print(f"  baseline (naive per-step Python builder, {naive_chains} chains): {naive_rate:,.0f} steps/s "
+              f"-> {rate / naive_rate:.1f}x faster")
+        per_step = naive_bytes_per_step(images, args.steps + 3)
+        print(f"  baseline memory: {per_step:.0f} bytes a step held as dicts -> {per_step * full['steps'] / 2**30:.2f} GiB for "
+              f"{full['steps']:,} steps, vs the streaming build below")
+        print(f"  peak memory of the build above the loaded image list ({full['base_mib']:.0f} MiB): "
+              f"{full['peak_extra_mib']:.1f} MiB at {args.chains:,} chains/concept vs {quarter['peak_extra_mib']:.1f} MiB at "
+              f"{max(1, args.chains // 4):,} -> ratio {full['peak_extra_mib'] / max(quarter['peak_extra_mib'], 0.1):.2f} for 4x the work")
+        chain_bytes = sum(Path(p).stat().st_size for p in full["files"].values())
+        print(f"  chain files: {chain_bytes / 2**20:,.0f} MiB")
+        if args.no_release:
+            return
+
+        sizes = {img.id: os.path.getsize(img.origin["path"]) for img in images}
+        ids = [img.id for img in sorted(images, key=lambda im: im.id)]
+        inline = 0
+        from commonlink.fileio import read_jsonl
+
+        for task, path in full["files"].items():
+            for row in read_jsonl(path):
+                if task == "synchronous":
+                    queries = [row["start"]] + row["positive"][:-1]
+                    inline += sum(sizes[ids[i]] for i in queries) + sum(sizes[ids[i]] for i in row["positive"]) + sum(
+                        sizes[ids[i]] for i in row["negative"])
+                elif task == "single_step":
+                    inline += sum(sizes[ids[i]] for i in [row["query"], *row["memory"], *row["candidates"]])
+                else:
+                    inline += sizes[ids[row["image_1"]]] + sizes[ids[row["image_2"]]]
+        t0 = time.perf_counter()
+        build_association_release(list(full["files"].values()), tmp / "release", progress=False)
+        release_seconds = time.perf_counter() - t0
+        release_bytes = folder_bytes(tmp / "release")
+        images_bytes = folder_bytes(tmp / "release" / "images")
+        print(f"release: built in {release_seconds:.1f} s; {release_bytes / 2**20:,.1f} MiB on disk "
+              f"(images config {images_bytes / 2**20:,.1f} MiB, tasks {(release_bytes - images_bytes) / 2**20:,.1f} MiB)")
+        print(f"  inline baseline (every step's query + 2 candidates stored with the step): {inline / 2**30:,.2f} GiB "
+              f"-> de-duplication stores {inline / release_bytes:,.0f}x less")
+
+
+if __name__ == "__main__":
+    main()
