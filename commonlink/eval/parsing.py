@@ -88,6 +88,15 @@ def _name_pattern(name: str) -> re.Pattern:
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", re.I)
 
 
+def _unwrap_letter_group(match: re.Match) -> str:
+    """``(A)``, ``[A, C]`` keep their letters; any other bracketed text is a remark and is dropped."""
+    inner = match.group(1) if match.group(1) is not None else match.group(2)
+    tokens = [t for t in _SEPARATORS.split(inner) if t.strip(_DECORATION)]
+    if tokens and all(re.fullmatch(r"[A-Za-z]{1,2}", t.strip(_DECORATION)) for t in tokens):
+        return f" {inner} "
+    return " "
+
+
 def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
     """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4-5 of the module doc)."""
     labels = letter_labels(len(choices))
@@ -104,8 +113,7 @@ def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
         rest = _NONE_PHRASES.sub(" ", rest)
     names_matched = bool(picked)
     # "(A)" / "[B]" keep their letter; other parenthesised remarks are explanations, not answers.
-    rest = re.sub(r"[(\[]\s*([A-Za-z]{1,2})\s*[)\]]", r" \1 ", rest)
-    rest = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", rest)
+    rest = re.sub(r"\(([^()]*)\)|\[([^\[\]]*)\]", _unwrap_letter_group, rest)
     by_label = {label.lower(): k for k, label in enumerate(labels)}
     for raw in _SEPARATORS.split(rest):
         token = raw.strip(_DECORATION)
@@ -115,7 +123,7 @@ def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
             continue
         if token == "a" and names_matched:
             continue  # "a spoon and a fork": the article, not choice A
-        if re.fullmatch(r"[A-Za-z]{1,2}", token):
+        if re.fullmatch(r"[A-Za-z]", token) or (len(choices) > 26 and re.fullmatch(r"[A-Za-z]{2}", token)):
             k = by_label.get(token.lower())
             if k is None:
                 return ParsedAnswer(error=f"letter {token!r} is not one of the {len(choices)} choices ({labels[0]}-{labels[-1]})")

@@ -89,12 +89,12 @@ def common_o_rows(n: int, *, seed: int = 0, encoding: str = "json", image_size: 
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n):
-        objects_1 = list(rng.choice(OBJECTS, size=3, replace=False))
+        objects_1 = [str(o) for o in rng.choice(OBJECTS, size=3, replace=False)]
         common = list(objects_1[: int(rng.integers(0, 3))])
         others = [o for o in OBJECTS if o not in objects_1]
-        objects_2 = common + list(rng.choice(others, size=3 - len(common), replace=False))
+        objects_2 = common + [str(o) for o in rng.choice(others, size=3 - len(common), replace=False)]
         pool = sorted(set(objects_1) | set(objects_2))
-        choices = list(rng.permutation(pool))[: num_choices - 1]
+        choices = [str(c) for c in rng.permutation(pool)][: num_choices - 1]
         for c in common:
             if c not in choices:
                 choices[-1] = c

@@ -1,0 +1,261 @@
+"""Common-O eval end to end: tiny random LLaVA through the real from_pretrained path, published-schema parquet,
+batch invariance, resume after a kill, out-of-memory halving, bad rows, concat images, CLI, similarity."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from commonlink.cli import app
+from commonlink.eval.backends import GenerationSettings, load_backend
+from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
+from commonlink.eval.perception import evaluate_perception
+from commonlink.eval.prompts import CONCAT_IMAGE_PROMPT
+from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
+from commonlink.eval.testing import build_tiny_llava, common_o_rows, write_common_o_split
+from commonlink.loaders.common_o import open_common_o
+
+SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
+FAST = dict(n_boot=50, show_progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm(tmp_path_factory):
+    return build_tiny_llava(tmp_path_factory.mktemp("tiny-llava"))
+
+
+@pytest.fixture(scope="session")
+def tiny_backend(tiny_vlm):
+    backend = load_backend("transformers", str(tiny_vlm))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory):
+    return write_common_o_split(tmp_path_factory.mktemp("common-o"), common_o_rows(8, seed=1), shards=2)
+
+
+@pytest.fixture(scope="session")
+def reference(tiny_backend, data_dir, tmp_path_factory):
+    """The uninterrupted run at batch size 1 that the other runs must reproduce."""
+    out = tmp_path_factory.mktemp("reference")
+    results = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=out, settings=SETTINGS, batch_size=1, **FAST)
+    return results, out
+
+
+class Wrapped:
+    """A real backend behind a hook that can fail a call (kill, OOM) and counts batch sizes."""
+
+    def __init__(self, inner, fail=None):
+        self.inner, self.info, self.fail, self.calls = inner, inner.info, fail, []
+
+    @property
+    def generate_seconds(self):
+        return self.inner.generate_seconds
+
+    def generate(self, requests, settings):
+        self.calls.append(len(requests))
+        if self.fail:
+            self.fail(len(self.calls), requests)
+        return self.inner.generate(requests, settings)
+
+    def close(self):
+        pass
+
+
+def _outputs(out_dir):
+    return [(r["id"], r["raw_output"]) for r in map(json.loads, (out_dir / "predictions.jsonl").read_text().splitlines())]
+
+
+def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_vlm):
+    info = tiny_backend.info
+    assert info.backend == "transformers" and info.details["model_class"] == "LlavaForConditionalGeneration"
+    assert info.details["dtype"] == "float32" and info.details["device"] == "cpu"  # CPU: fp32
+    assert info.fingerprint.startswith("sha256:") and info.default_batch_size == 1
+    assert tiny_backend.tokenizer.padding_side == "left"
+
+
+def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, reference, tmp_path):
+    one, one_dir = reference
+    four = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "bs4", settings=SETTINGS, batch_size=4, **FAST)
+    assert _outputs(one_dir) == _outputs(tmp_path / "bs4")
+    assert len(_outputs(one_dir)) == 8 and all(text for _, text in _outputs(one_dir))
+    assert one["metrics"] == four["metrics"]
+    # results.json carries what is needed to reproduce and compare the run
+    saved = json.loads((one_dir / "results.json").read_text())
+    for key in ("metrics", "model", "backend", "prompt", "generation", "toolkit_version", "model_fingerprint"):
+        assert key in saved
+    assert saved["dataset"]["fingerprint"] == open_common_o(data_dir, "main").fingerprint
+    assert saved["generation"]["max_new_tokens"] == 6 and saved["prompt"]["concat_images"] is False
+    line = json.loads((one_dir / "predictions.jsonl").read_text().splitlines()[0])
+    assert {"id", "raw_output", "parsed_letters", "correct", "hallucinated", "parse_ok"} <= set(line)
+    assert (one_dir / "results.md").read_text().startswith("| Model |")
+
+
+def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_path):
+    full, full_dir = reference
+
+    def kill_on_third_call(n, requests):
+        if n == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_common_o(data_dir, "main", backend_instance=Wrapped(tiny_backend, kill_on_third_call), out_dir=tmp_path / "run",
+                          settings=SETTINGS, batch_size=2, **FAST)
+    assert not (tmp_path / "run" / "results.json").exists()
+    assert len((tmp_path / "run" / "prediction-cache.jsonl").read_text().splitlines()) == 4  # two batches were saved
+    resumed_backend = Wrapped(tiny_backend)
+    resumed = evaluate_common_o(data_dir, "main", backend_instance=resumed_backend, out_dir=tmp_path / "run", settings=SETTINGS, batch_size=2, **FAST)
+    assert resumed_backend.calls == [2, 2]  # only the 4 unfinished rows went to the model
+    assert resumed["timing"]["from_cache"] == 4 and resumed["timing"]["generated"] == 4
+    assert resumed["metrics"] == full["metrics"]
+    assert _outputs(tmp_path / "run") == _outputs(full_dir)
+    # a changed generation setting is a different run: nothing reused
+    again = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "run",
+                              settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1, **FAST)
+    assert again["timing"]["from_cache"] == 0
+
+
+def test_out_of_memory_halves_the_batch(tiny_backend, data_dir, reference, tmp_path):
+    ref_results, ref_dir = reference
+
+    def oom_above_two(n, requests):
+        if len(requests) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    wrapped = Wrapped(tiny_backend, oom_above_two)
+    results = evaluate_common_o(data_dir, "main", backend_instance=wrapped, out_dir=tmp_path / "oom", settings=SETTINGS, batch_size=8, **FAST)
+    assert wrapped.calls[:2] == [8, 4] and set(wrapped.calls[2:]) == {2}
+    assert results["oom_events"] == 2 and results["final_batch_size"] == 2 and results["skipped"] == 0
+    assert _outputs(tmp_path / "oom") == _outputs(ref_dir)
+    assert results["metrics"] == ref_results["metrics"]
+
+
+def test_out_of_memory_on_a_single_row_skips_it(tiny_backend, data_dir, tmp_path):
+    def oom_on_row_3(n, requests):
+        if any(r.id == "main-3" for r in requests):
+            raise RuntimeError("CUDA error: out of memory")
+
+    results = evaluate_common_o(data_dir, "main", backend_instance=Wrapped(tiny_backend, oom_on_row_3), out_dir=tmp_path, settings=SETTINGS,
+                                batch_size=2, limit=4, **FAST)
+    assert results["skipped"] == 1 and results["skipped_rows"][0]["id"] == "main-3"
+    assert "out of memory" in results["skipped_rows"][0]["reason"]
+    assert results["dataset"]["rows_scored"] == 3
+
+
+@pytest.mark.parametrize("encoding", ["json", "python", "comma"])
+def test_published_schema_list_encodings(encoding, tmp_path):
+    folder = write_common_o_split(tmp_path / encoding, common_o_rows(6, seed=2, encoding=encoding))
+    results = evaluate_common_o(folder, "main", "none", out_dir=tmp_path / "out", **FAST)
+    truth = [open_common_o(folder, "main").get(i).ground_truth for i in range(6)]
+    expected = sum(t == ["No objects are in common"] for t in truth) / 6
+    assert results["metrics"]["overall"]["accuracy"] == pytest.approx(expected)
+    assert results["metrics"]["overall"]["hallucination_rate"] == 0.0  # "none" never names an object
+    assert results["backend"] == "baseline"
+
+
+def test_bad_rows_are_reported_and_skipped(tmp_path):
+    rows = common_o_rows(6, seed=3)
+    rows[1]["image_2"] = {"bytes": b"\x89PNG\r\n\x1a\n broken", "path": None}  # undecodable image
+    rows[3]["choices"] = '["apple", "keys"'  # malformed list
+    rows[4]["ground_truth_objects"] = '["not a choice"]'
+    folder = write_common_o_split(tmp_path / "bad", rows)
+    results = evaluate_common_o(folder, "main", "random", out_dir=tmp_path / "out", **FAST)
+    assert results["skipped"] == 3 and [s["row"] for s in results["skipped_rows"]] == [1, 3, 4]
+    reasons = " ".join(s["reason"] for s in results["skipped_rows"])
+    assert "image_2" in reasons and "choices" in reasons and "ground_truth_objects" in reasons
+    assert results["dataset"]["rows_scored"] == 3
+    assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == 3
+
+
+def test_concat_images_uses_one_image_and_the_second_prompt(tiny_backend, data_dir, tmp_path):
+    example = open_common_o(data_dir, "main").get(0)
+    request = common_o_request(example, concat=True)
+    assert len(request.images) == 1 and request.images[0].width == example.image_1.width + example.image_2.width
+    assert request.prompt.startswith("There are two images provided, one on the left and the other on the right.")
+    results = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path, settings=SETTINGS, limit=2, concat_images=True, **FAST)
+    assert results["prompt"]["template"] == CONCAT_IMAGE_PROMPT and results["dataset"]["rows_scored"] == 2
+
+
+def test_perception_baseline_by_hand(data_dir, tmp_path):
+    results = evaluate_perception(data_dir, "main", "none", out_dir=tmp_path, **FAST)
+    overall = results["metrics"]["overall"]
+    # "none" answers No: right on every absent object, wrong on every present one
+    assert overall["positives"] == overall["negatives"] == 8
+    assert overall["accuracy"] == 0.5 and overall["hallucination_rate"] == 0.0 and overall["recall"] == 0.0
+    records = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    for rec in records:
+        example = open_common_o(data_dir, "main").get(rec["row_index"])
+        objects = example.objects_1 if rec["image"] == "image_1" else example.objects_2
+        assert (rec["object"] in objects) == rec["present"]
+        assert rec["object"] in example.choices or rec["present"]
+
+
+def test_perception_with_the_tiny_model(tiny_backend, data_dir, tmp_path):
+    results = evaluate_perception(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path, limit=2, settings=SETTINGS, **FAST)
+    assert results["dataset"]["questions_scored"] == 4 and results["timing"]["generated"] == 4
+
+
+def test_cli_commono_score_compare(data_dir, tmp_path):
+    runner = CliRunner()
+    for model in ("none", "random"):
+        result = runner.invoke(app, ["eval", "commono", "--model", model, "--data", str(data_dir), "--out", str(tmp_path / model),
+                                     "--bootstrap", "50", "--quiet"])
+        assert result.exit_code == 0, result.output
+        assert "| " + model + " | baseline | main | 8 |" in result.output
+    saved = json.loads((tmp_path / "random" / "results.json").read_text())
+    rescored = score_predictions(tmp_path / "random" / "predictions.jsonl", data_dir, "main", n_boot=50)
+    assert rescored["metrics"] == saved["metrics"]
+    result = runner.invoke(app, ["eval", "score", str(tmp_path / "random" / "predictions.jsonl"), "--data", str(data_dir), "--bootstrap", "50"])
+    assert result.exit_code == 0 and "| random | baseline | main | 8 |" in result.output
+    result = runner.invoke(app, ["eval", "compare", str(tmp_path / "random"), str(tmp_path / "none" / "results.json"), "--markdown", str(tmp_path / "lb.md")])
+    assert result.exit_code == 0, result.output
+    table = (tmp_path / "lb.md").read_text().splitlines()
+    ranked = [line.split("|")[1].strip() for line in table[2:]]
+    accuracy = {m: json.loads((tmp_path / m / "results.json").read_text())["metrics"]["overall"]["accuracy"] for m in ("none", "random")}
+    assert ranked == sorted(accuracy, key=lambda m: -accuracy[m])
+    # clear errors, no traceback
+    result = runner.invoke(app, ["eval", "commono", "--model", "none", "--data", str(tmp_path / "missing"), "--split", "main"])
+    assert result.exit_code == 1 and "Error" in result.output
+    result = runner.invoke(app, ["eval", "commono", "--model", "none", "--data", str(data_dir), "--split", "challenge"])
+    assert result.exit_code == 1 and "challenge" in result.output
+    result = runner.invoke(app, ["eval", "commono", "--model", "x", "--data", str(data_dir), "--backend", "nope"])
+    assert result.exit_code == 1 and "Unknown --backend" in result.output
+
+
+def test_similarity_analysis(tmp_path):
+    def record(names, correct):
+        return {"ground_truth": names, "correct": correct}
+
+    records = [record(["silver knife", "silver whisk"], False), record(["silver fork", "silver spoon"], False),
+               record(["apple", "keys"], True), record(["vase", "basketball"], True), record(["apple"], True)]
+    out = object_similarity_analysis(records)
+    assert out["embedding"] == "char-ngram" and out["examples_used"] == 4 and out["r"] < -0.9
+    embed = char_ngram_embedder()
+    v = embed(["silver knife", "silver whisk", "apple"])
+    assert v[0] @ v[1] > v[0] @ v[2]
+    # any transformers encoder: a tiny random BERT with a WordPiece tokenizer built here
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["silver knife whisk fork spoon apple keys vase basketball"], trainers.WordPieceTrainer(vocab_size=60, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(tmp_path / "bert")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)).save_pretrained(tmp_path / "bert")
+    out = object_similarity_analysis(records, str(tmp_path / "bert"))
+    assert out["embedding"] == str(tmp_path / "bert") and out["examples_used"] == 4 and -1 <= out["r"] <= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_vllm_backend_on_gpu(tiny_vlm, data_dir, tmp_path):
+    pytest.importorskip("vllm")
+    results = evaluate_common_o(data_dir, "main", str(tiny_vlm), "vllm", tmp_path, settings=SETTINGS, backend_options={"max_model_len": 1024}, **FAST)
+    assert results["dataset"]["rows_scored"] == 8

@@ -1,0 +1,197 @@
+"""Common-O answer parser, yes/no parser, metrics worked out by hand, baselines, cache, image helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
+from commonlink.eval.cache import PredictionCache, row_key, run_key
+from commonlink.eval.imaging import cap_pixels, concat_side_by_side, image_data_url
+from commonlink.eval.metrics import bootstrap, common_o_metrics, pearson, perception_metrics, score_common_o
+from commonlink.eval.parsing import parse_common_o_answer, parse_yes_no
+
+CHOICES = ["apple", NO_COMMON_OBJECTS, "keys", "glass cup", "cup", "mallard (fake duck)", "spoon", "fork"]  # A..H
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Answer: A, C", ["A", "C"]),
+        ("answer: a, c", ["A", "C"]),
+        ("Let me think step by step.\nImage 1 has an apple.\nAnswer: C; A", ["A", "C"]),
+        ("**Answer:** **A**, **C**", ["A", "C"]),
+        ("Answer: `A` `C`", ["A", "C"]),
+        ("Answer: A and C", ["A", "C"]),
+        ("Answer: A/C", ["A", "C"]),
+        ("Answer: (A) (C)", ["A", "C"]),
+        ("Answer: [A, C]", ["A", "C"]),
+        ("Answer: A C.", ["A", "C"]),
+        ("Final Answer: \\boxed{A, C}", ["A", "C"]),
+        ("Answer: apple, keys", ["A", "C"]),
+        ("Answer: Apple and a glass cup", ["A", "D"]),  # longest name first: not "cup"; "a" is the article
+        ("Answer: A. apple, C. keys", ["A", "C"]),
+        ("Answer: mallard (fake duck)", ["F"]),
+        ("Answer: No objects are in common", ["B"]),
+        ("Answer: none", ["B"]),
+        ("Answer: B", ["B"]),
+        ("Answer: A, C (both images show them)", ["A", "C"]),
+        ("<think>Maybe Answer: H</think>\nAnswer: A", ["A"]),
+        ("reasoning without open tag </think> Answer: G", ["G"]),
+        ("Answer:\n\nE", ["E"]),
+        ("Answer: A, A, C", ["A", "C"]),
+        ("I compared both.\nAnswer: <letter 1> <letter 2>\nAnswer: D", ["D"]),  # the last Answer line wins
+        ("A, C", ["A", "C"]),  # bare last line
+    ],
+)
+def test_parser_reads_answers(text, expected):
+    parsed = parse_common_o_answer(text, CHOICES)
+    assert parsed.ok, parsed.error
+    assert parsed.letters == expected
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty"),
+        ("I cannot tell.", "does not parse"),
+        ("Answer: Z", "not one of the 8 choices"),
+        ("Answer: I think A", "'I' is not one of"),
+        ("Answer: <letter 1> <letter 2> <letter 3>", "unexpected text"),
+        ("<think>long reasoning cut off... Answer: A", "unterminated"),
+        ("Answer:", "empty"),
+        ("Answer: A or C", "unexpected text 'or'"),
+    ],
+)
+def test_parser_flags_unparseable(text, reason):
+    parsed = parse_common_o_answer(text, CHOICES)
+    assert not parsed.ok and parsed.letters == []
+    assert reason in parsed.error
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("Yes", True), ("no.", False), ("**No**, there is no apple.", False), ("Looking closely... yes", True),
+     ("<think>no?</think> Yes, it is.", True), ("Answer: no", False), ("maybe", None), ("<think>cut off", None)],
+)
+def test_yes_no(text, expected):
+    assert parse_yes_no(text) is expected
+
+
+def test_score_example_by_hand():
+    # truth {apple, keys}; predicted apple, "No objects" (not an object) and spoon -> 1 hallucinated object
+    s = score_common_o(["A", "B", "G"], ["A", "C"], CHOICES)
+    assert s == {"correct": False, "hallucinated": 1, "hallucinated_objects": ["spoon"]}
+    assert score_common_o(["C", "A"], ["A", "C"], CHOICES)["correct"] is True
+    assert score_common_o([], ["B"], CHOICES)["correct"] is False  # empty prediction never matches
+
+
+def _record(pred, truth, choices, *, parse_ok=True, source="real", n1=3, n2=3, gt_names=None):
+    s = score_common_o(pred, truth, choices)
+    return dict(s, num_choices=len(choices), parse_ok=parse_ok, source=source, num_objects_image_1=n1, num_objects_image_2=n2,
+                ground_truth=gt_names or ["x"])
+
+
+def test_metrics_by_hand():
+    choices = ["apple", "keys", NO_COMMON_OBJECTS, "spoon"]  # A B C D
+    records = [
+        _record(["A"], ["A"], choices, source="real", gt_names=["apple"]),  # correct, 0 halluc
+        _record(["A", "C", "D"], ["A", "B"], choices, source="real", n2=5, gt_names=["apple", "keys"]),  # 1 halluc (spoon)
+        _record(["A", "B", "D"], ["C"], choices, source="synthetic", gt_names=[NO_COMMON_OBJECTS]),  # 3 halluc
+        _record([], ["A"], choices, parse_ok=False, source="synthetic", gt_names=["apple"]),  # unparseable: wrong, 0 halluc
+    ]
+    m = common_o_metrics(records, seed=0)
+    o = m["overall"]
+    assert o["n"] == 4
+    assert o["accuracy"] == pytest.approx(0.25)
+    assert o["hallucination_rate"] == pytest.approx((0 + 1 / 4 + 3 / 4 + 0) / 4)
+    assert o["hallucination_1plus"] == pytest.approx(0.5)
+    assert o["hallucination_2plus"] == pytest.approx(0.25)
+    assert o["parse_failure_rate"] == pytest.approx(0.25) and o["parse_failures"] == 1
+    # bootstrap SE of a mean of 4 Bernoulli(0.25) values: about sqrt(.25 * .75 / 4) = 0.2165
+    assert 0.18 < o["accuracy_se"] < 0.25
+    assert m["by_source"]["real"]["accuracy"] == pytest.approx(0.5)
+    assert m["by_source"]["synthetic"]["accuracy"] == 0.0
+    assert m["by_source"]["synthetic"]["hallucination_rate"] == pytest.approx(3 / 8)
+    assert set(m["by_num_objects"]) == {"3", "5"} and m["by_num_objects"]["5"]["n"] == 1
+    assert m["by_num_common"]["0"]["n"] == 1 and m["by_num_common"]["2"]["n"] == 1 and m["by_num_common"]["1"]["n"] == 2
+    # seeded: same numbers again, different with another seed
+    assert common_o_metrics(records, seed=0) == m
+    assert common_o_metrics(records, seed=1)["overall"]["accuracy_se"] != o["accuracy_se"]
+
+
+def test_bootstrap_matches_theory_on_a_larger_sample():
+    values = np.array([1.0] * 300 + [0.0] * 700)
+    mean, se = bootstrap(values, seed=3, key="t")
+    assert mean[0] == pytest.approx(0.3, abs=0.01)
+    assert se[0] == pytest.approx(math.sqrt(0.3 * 0.7 / 1000), rel=0.1)
+
+
+def test_perception_metrics_by_hand():
+    records = [
+        {"present": True, "answer": True, "correct": True, "source": "real"},
+        {"present": False, "answer": True, "correct": False, "source": "real"},
+        {"present": True, "answer": None, "correct": False, "source": "real"},
+        {"present": False, "answer": False, "correct": True, "source": "real"},
+    ]
+    o = perception_metrics(records)["overall"]
+    assert o["accuracy"] == 0.5 and o["hallucination_rate"] == 0.5 and o["recall"] == 0.5
+    assert o["positives"] == o["negatives"] == 2 and o["parse_failures"] == 1
+
+
+def test_pearson_by_hand():
+    r = pearson([1, 2, 3, 4, 5], [2, 4, 5, 4, 5])
+    assert r["r"] == pytest.approx(0.7745966, abs=1e-6)
+    assert r["p_value"] == pytest.approx(0.1240, abs=1e-3)  # t = 2.1213, 3 degrees of freedom
+    assert pearson([1, 1, 1], [0, 1, 0])["r"] is None
+
+
+def test_baselines_answer_through_the_parser():
+    request = GenerationRequest("main-7", [], "q", choices=CHOICES, multi_select=True)
+    none, rnd = load_backend("transformers", "none"), load_backend("transformers", "random")
+    assert none.info.backend == "baseline"
+    settings = GenerationSettings(seed=5)
+    assert none.generate([request], settings) == ["Answer: B"]
+    a = rnd.generate([request], settings)[0]
+    assert a == rnd.generate([request], settings)[0]  # seeded per row
+    parsed = parse_common_o_answer(a, CHOICES)
+    assert parsed.ok and parsed.letters
+    assert "B" not in parsed.letters or parsed.letters == ["B"]  # never "nothing" together with objects
+    # over many rows every valid answer size appears, "No objects" alone about 1/128 of the time
+    sizes = [len(parse_common_o_answer(rnd.generate([GenerationRequest(f"r{i}", [], "q", CHOICES, True)], settings)[0], CHOICES).letters) for i in range(400)]
+    assert np.mean(sizes) == pytest.approx(3.5, abs=0.3)  # 7 object choices x 1/2
+    yes_no = GenerationRequest("p", [], "Is x in this image?", choices=["yes", "no"])
+    assert none.generate([yes_no], settings) == ["No"]
+    assert parse_yes_no(rnd.generate([yes_no], settings)[0]) in (True, False)
+
+
+def test_cache_survives_a_cut_line(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    run = run_key(task="t", model="m", settings={"a": 1})
+    assert run != run_key(task="t", model="m", settings={"a": 2})
+    cache = PredictionCache(path)
+    cache.add([(row_key(run, "r1"), "r1", "Answer: A"), (row_key(run, "r2"), "r2", "Answer: B")])
+    with path.open("a") as handle:
+        handle.write('{"key": "abc", "row": "r3", "outp')  # a kill in the middle of a write
+    reopened = PredictionCache(path)
+    assert reopened.get(row_key(run, "r2")) == "Answer: B" and len(reopened) == 2 and reopened.skipped_lines == 1
+    reopened.add([(row_key(run, "r3"), "r3", "Answer: C")])
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[-1])["output"] == "Answer: C"  # written on a fresh line
+    assert PredictionCache(path).get(row_key(run, "r3")) == "Answer: C"
+
+
+def test_image_helpers():
+    big = Image.new("RGB", (2000, 1000), "red")
+    capped = cap_pixels(big, 200_000)
+    assert capped.width * capped.height <= 200_000 and abs(capped.width / capped.height - 2) < 0.02
+    assert cap_pixels(big, 0) is big
+    side = concat_side_by_side(Image.new("RGB", (40, 30), "red"), Image.new("RGB", (20, 60), "blue"))
+    assert side.size == (40 + 10, 30)
+    assert side.getpixel((0, 0)) == (255, 0, 0) and side.getpixel((45, 10)) == (0, 0, 255)
+    assert image_data_url(Image.new("RGB", (4, 4))).startswith("data:image/png;base64,")
