@@ -41,3 +41,15 @@ def test_rng_for_is_independent_of_order():
     b = rng_for(7, "scene", 3).integers(0, 1 << 30, 5)
     assert (a == b).all()
     assert not (rng_for(8, "scene", 3).integers(0, 1 << 30, 5) == a).all()
+
+
+def test_atomic_write_respects_umask(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "p.txt") as fh:
+            fh.write("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "p.txt").stat().st_mode & 0o777 == 0o644
