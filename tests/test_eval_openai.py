@@ -1,0 +1,143 @@
+"""The openai backend against a local HTTP server speaking the chat-completions protocol."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from commonlink.cli import app
+from commonlink.errors import BackendError
+from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
+from commonlink.eval.commono import evaluate_common_o
+from commonlink.eval.testing import common_o_rows, write_common_o_split
+
+SECRET = "sk-test-0123456789-very-secret"
+
+
+class ChatServer:
+    """Answers ``POST /v1/chat/completions``; fails the first request of each kind with 429 then 503."""
+
+    def __init__(self, *, failures=(429, 503), answer="Answer: A"):
+        self.failures = list(failures)
+        self.answer = answer
+        self.bodies: list[dict] = []
+        self.statuses: list[int] = []
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    time.sleep(0.02)
+                    if self.path != "/v1/chat/completions":
+                        return self._send(404, {"error": {"message": "not found"}})
+                    if self.headers.get("Authorization") != f"Bearer {SECRET}":
+                        return self._send(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
+                    with server.lock:
+                        failure = server.failures.pop(0) if server.failures else None
+                    if failure:
+                        return self._send(failure, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+                    server.bodies.append(body)
+                    self._send(200, {
+                        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": server.answer}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    })
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _send(self, status, payload, headers=None):
+                server.statuses.append(status)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def data_dir(tmp_path):
+    return write_common_o_split(tmp_path / "data", common_o_rows(6, seed=4))
+
+
+def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with ChatServer() as server:
+        backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=3, backoff_s=0.01)
+        results = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=50, show_progress=False)
+    assert server.statuses.count(429) == 1 and server.statuses.count(503) == 1 and backend.retries == 2
+    assert results["dataset"]["rows_scored"] == 6 and results["metrics"]["overall"]["parse_failures"] == 0
+    assert 1 < server.max_in_flight <= 3  # concurrent, but bounded
+    body = server.bodies[0]
+    assert body["model"] == "served-vlm" and body["temperature"] == 0.0
+    parts = body["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["image_url", "image_url", "text"]
+    assert parts[2]["text"].startswith("Which objects are present in both images?")
+    url = parts[0]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (64, 48)
+    written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
+    assert SECRET not in written and SECRET not in caplog.text
+    assert results["backend_details"]["api_key"] == "from $MY_KEY"
+
+
+def test_wrong_key_is_a_clear_error_without_the_key(monkeypatch):
+    monkeypatch.setenv("MY_KEY", "sk-wrong-key-abcdef")
+    with ChatServer(failures=()) as server:
+        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY")
+        with pytest.raises(BackendError) as err:
+            backend.generate([GenerationRequest("r", [Image.new("RGB", (8, 8))], "hi")], GenerationSettings())
+    assert "401" in err.value.problem and "sk-wrong-key-abcdef" not in str(err.value)
+
+
+def test_server_down_after_retries_is_a_backend_error(monkeypatch):
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with ChatServer(failures=[503] * 10) as server:
+        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=2, backoff_s=0.01)
+        with pytest.raises(BackendError) as err:
+            backend.generate([GenerationRequest("row-9", [], "hi")], GenerationSettings())
+    assert "row-9" in err.value.problem and "after 3 attempts" in err.value.problem
+
+
+def test_cli_openai_backend(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with ChatServer(failures=(), answer="<think>both show it</think>\n**Answer:** A") as server:
+        result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "served-vlm", "--base-url", server.url,
+                                          "--api-key-env", "MY_KEY", "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet",
+                                          "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output
+    assert "| served-vlm | openai | main | 6 |" in result.output and SECRET not in result.output
+    saved = json.loads((tmp_path / "cli" / "results.json").read_text())
+    assert saved["metrics"]["overall"]["parse_failures"] == 0
