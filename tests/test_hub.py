@@ -428,3 +428,18 @@ except Exception as exc:
     print(json.dumps({{"loaded": False, "error": type(exc).__name__}}))
 """, token=None)
     assert anonymous == {"loaded": False, "error": "DatasetNotFoundError"}  # --private: hidden without a token
+
+
+def test_commit_landed_but_tag_failed_rerun_only_adds_the_tag(hub, tmp_path):
+    release = make_release(tmp_path / "rel", version="2.0.0", shards={"main": [2]}, salt=4)
+    hub.fail_requests("POST", "/tag/", status=500)
+    failed = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "2.0.0")
+    assert failed.returncode == 1 and "rerun" in failed.stderr.lower()
+    committed = hub.refs(REPO)["heads"]["main"]
+    assert "2.0.0" not in hub.refs(REPO)["tags"]
+    puts, commits = len(hub.lfs_puts), hub.count("POST", "/commit/")
+    rerun = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "2.0.0")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "0 file(s) sent" in rerun.stdout
+    assert hub.refs(REPO)["tags"]["2.0.0"] == committed == hub.refs(REPO)["heads"]["main"]
+    assert len(hub.lfs_puts) == puts and hub.count("POST", "/commit/") == commits  # nothing sent, no new commit

@@ -347,7 +347,13 @@ def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | Non
             f"{doing}: {repo_id} changed on the Hub while pushing (someone else committed).",
             "Rerun the same command; it compares with the new head and sends only what is missing.",
         )
-    return BackendError(f"{doing}: the Hub answered {status or 'an error'} ({detail}).", "Rerun the command; if it keeps failing, check the endpoint.")
+    if status is not None and status >= 500:
+        return BackendError(
+            f"{doing}: the Hub at {endpoint} failed ({status} server error).",
+            "Rerun the same command: files already uploaded are not sent again, and a commit that already landed is "
+            "only tagged. If it keeps failing, check the Hub's status page or the endpoint.",
+        )
+    return BackendError(f"{doing}: the Hub answered {status or 'an error'} ({detail}).", "Check the repo id and endpoint, then rerun the command.")
 
 
 def hub_api(endpoint: str | None, token: str | bool | None) -> HfApi:

@@ -204,7 +204,8 @@ class HubServer:
     ``tokens`` maps access tokens to user names; ``orgs`` maps a user to the organisations they may write to.
     ``requests`` records every request answered (method, path, status, user). ``drop_lfs_uploads(from_put=N)``
     makes the N-th and every later LFS upload lose its connection half-way (``fault_tripped`` is set when the
-    first one is dropped); ``clear_faults()`` ends that.
+    first one is dropped); ``fail_requests(method, path_contains, status=..., times=...)`` answers matching
+    requests with an error; ``clear_faults()`` ends both.
     """
 
     def __init__(self, root: str | os.PathLike, *, tokens: dict[str, str] | None = None,
@@ -216,6 +217,7 @@ class HubServer:
         self.lfs_puts: list[str] = []  # oid of every LFS PUT that arrived (completed or not)
         self.fault_tripped = threading.Event()
         self._drop_from: int | None = None
+        self._failures: list[list] = []  # [method, path substring, status, remaining]
         self._secret = secrets.token_bytes(16)
         self._httpd = ThreadingHTTPServer((host, port), _Handler)
         self._httpd.daemon_threads = True
@@ -257,8 +259,23 @@ class HubServer:
         self._drop_from = from_put
         self.fault_tripped.clear()
 
+    def fail_requests(self, method: str, path_contains: str, *, status: int = 500, times: int = 1) -> None:
+        """Answer the next ``times`` requests matching ``method`` and ``path_contains`` with ``status``."""
+        with self.store.lock:
+            self._failures.append([method.upper(), path_contains, status, times])
+
+    def _injected_failure(self, method: str, path: str) -> int | None:
+        with self.store.lock:
+            for failure in self._failures:
+                if failure[0] == method and failure[1] in path and failure[3] > 0:
+                    failure[3] -= 1
+                    return failure[2]
+        return None
+
     def clear_faults(self) -> None:
         self._drop_from = None
+        with self.store.lock:
+            self._failures.clear()
 
     # -- inspection (for tests) ----------------------------------------------------------------------------
     def _repo(self, repo_id: str, repo_type: str) -> dict:
@@ -435,6 +452,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._query = parse_qs(parts.query)
             raw_path = parts.path
             user_holder[0] = self._user() if not raw_path.startswith("/lfs-upload/") else None
+            if (status := self.hub._injected_failure(self.command, raw_path)) is not None:
+                self._read_body()
+                raise HubError(status, "Injected failure (test Hub).")
             self._route(raw_path, user_holder[0])
         except _DropConnection:
             self._status = -1
