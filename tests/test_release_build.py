@@ -291,3 +291,23 @@ def test_cli_release_build(tiny, tmp_path):
     assert json.loads((out / "manifest.json").read_text())["splits"]["challenge"]["rows"] == 8
     res = runner.invoke(app, ["release", "build", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x")])
     assert res.exit_code == 1 and "not found" in res.output
+
+
+def test_image_paths_cannot_escape_their_catalog(tmp_path):
+    from commonlink.builder.release import CatalogImageReader
+
+    records = make_catalog(tmp_path / "cat", 2)
+    outside = tmp_path / "secret.jpg"
+    outside.write_bytes(b"outside")
+    (tmp_path / "cat" / "images" / "link.jpg").symlink_to(outside)
+    (tmp_path / "cat" / "images" / "inner.jpg").symlink_to(tmp_path / "cat" / records[0]["path"])
+    reader = CatalogImageReader()
+    catalog = str(tmp_path / "cat")
+    assert reader.read(catalog, records[1]["path"], what="row 1: image_1") == (tmp_path / "cat" / records[1]["path"]).read_bytes()
+    assert reader.read(catalog, "images/inner.jpg", what="row 1: image_1") == (tmp_path / "cat" / records[0]["path"]).read_bytes()
+    with pytest.raises(InputError, match="row 2: image_2 path.*escapes"):
+        reader.read(catalog, "images/link.jpg", what="row 2: image_2")
+    with pytest.raises(InputError, match="escapes"):
+        reader.read(catalog, "../secret.jpg", what="row 3: image_1")
+    with pytest.raises(InputError, match="absolute"):
+        reader.read(catalog, str(outside), what="row 4: image_1")

@@ -17,6 +17,7 @@ inputs with the same options finds the finished release and keeps it.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import inspect
 import json
@@ -190,6 +191,7 @@ def build_common_o_release(
         stats = CommonOStatsAccumulator()
         rows_by_split: dict[str, list[dict]] = defaultdict(list)  # metadata only (no image bytes), for figures
         splits: dict[str, dict] = {}
+        reader = CatalogImageReader()
         for split in dict.fromkeys(inp.split for inp in inputs):
             split_inputs = [inp for inp in inputs if inp.split == split]
             with ShardWriter(tmp_dir / "data", split, features, max_shard_bytes=max_shard_bytes) as writer:
@@ -200,7 +202,7 @@ def build_common_o_release(
                         track(rows, f"{split}: {inp.path.name}", total=total, unit="rows", disable=not progress), start=1
                     ):
                         where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
-                        record = published_row(row, split=split, where=where)
+                        record = published_row(row, split=split, where=where, reader=reader)
                         writer.write(record)
                         stats.add(split, row)
                         rows_by_split[split].append(_light_row(row))
@@ -244,24 +246,85 @@ def build_common_o_release(
     )
 
 
-def published_row(row: dict, *, split: str, where: str) -> dict:
-    """One pairs-file row -> one parquet row (published Common-O columns + provenance), images as file bytes."""
+class CatalogImageReader:
+    """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
+
+    Each catalog sub-folder is resolved (``safe_join``) once and cached; files are opened without following
+    symlinks, and a symlinked file is checked with ``safe_join`` before it is read, so a link cannot escape.
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, str], str] = {}
+
+    def path(self, catalog: str, relative: str, *, what: str) -> str:
+        head, tail = os.path.split(relative)
+        key = (catalog, head)
+        folder = self._folders.get(key)
+        if folder is None:
+            try:
+                folder = self._folders[key] = str(safe_join(catalog, head or "."))
+            except InputError as exc:
+                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
+        if tail in ("", ".", ".."):
+            raise InputError(f"{what} path {relative!r} names no file.", "Regenerate the pairs file.")
+        return os.path.join(folder, tail)
+
+    def read(self, catalog: str, relative: str, *, what: str) -> bytes:
+        path = self.path(catalog, relative, what=what)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            raise InputError(
+                f"{what} file {path} not found.",
+                "Restore the image into its catalog folder (or rebuild the catalog and the pairs) and rerun.",
+            ) from None
+        except OSError:  # ELOOP: the file is a symlink; allowed only when it stays inside the catalog
+            try:
+                path = str(safe_join(catalog, relative))
+            except InputError as exc:
+                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
+            fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            chunks = []
+            while chunk := os.read(fd, max(size, 1 << 16)):
+                chunks.append(chunk)
+            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+        finally:
+            os.close(fd)
+
+
+@functools.lru_cache(maxsize=256)
+def _letters(n: int) -> tuple[str, ...]:
+    return tuple(letters(n))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _json_list(items: tuple[str, ...]) -> str:
+    return json.dumps(list(items), ensure_ascii=False)
+
+
+def published_row(row: dict, *, split: str, where: str, reader: CatalogImageReader | None = None) -> dict:
+    """One pairs-file row -> one parquet row (published Common-O columns + provenance), images as file bytes.
+
+    Pass one ``reader`` for a whole build: it resolves each catalog folder once instead of once a file.
+    """
     for key in ("id", "image_1", "image_2", "choices", "ground_truth", "answer", "question", "source"):
         if key not in row:
             raise SchemaError(f"{where}: missing field {key!r}.", "Regenerate the pairs file with `commonlink pairs`.")
     if row.get("split") not in (None, split):
         raise SchemaError(f"{where}: row split {row['split']!r} differs from the file's split {split!r} (meta).", "Regenerate the pairs file.")
-    choices, truth = list(row["choices"]), list(row["ground_truth"])
-    if not choices or not all(isinstance(c, str) and c for c in choices):
+    choices, truth = row["choices"], row["ground_truth"]
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
         raise SchemaError(f"{where}: 'choices' must be a non-empty list of names.")
-    if len(set(choices)) != len(choices):
+    position = {c: i for i, c in enumerate(choices)}
+    if len(position) != len(choices):
         raise SchemaError(f"{where}: 'choices' repeats a name ({choices}).")
-    missing = [t for t in truth if t not in choices]
-    if not truth or missing:
-        raise SchemaError(f"{where}: ground truth {missing or truth} not among the choices.", "Regenerate the pairs file.")
-    labels = letters(len(choices))
-    expected = {labels[choices.index(t)] for t in truth}
-    given = {part.strip() for part in str(row["answer"]).split(",") if part.strip()}
+    if not isinstance(truth, list) or not truth or any(t not in position for t in truth):
+        raise SchemaError(f"{where}: ground truth {truth} not among the choices.", "Regenerate the pairs file.")
+    labels = _letters(len(choices))
+    expected = {labels[position[t]] for t in truth}
+    given = {part.strip() for part in str(row["answer"]).split(",")}
     if given != expected:
         raise SchemaError(
             f"{where}: answer {row['answer']!r} does not match the ground truth letters {', '.join(sorted(expected))!r}.",
@@ -269,42 +332,32 @@ def published_row(row: dict, *, split: str, where: str) -> dict:
         )
     if row["source"] not in ("real", "synthetic"):
         raise SchemaError(f"{where}: source must be 'real' or 'synthetic', got {row['source']!r}.")
+    reader = reader or CatalogImageReader()
     images, objects = [], []
     for key in ("image_1", "image_2"):
         image = row[key]
         if not isinstance(image, dict) or not image.get("catalog") or not image.get("path"):
             raise SchemaError(f"{where}: {key} needs 'catalog' and 'path'.", "Regenerate the pairs file.")
-        try:
-            path = safe_join(image["catalog"], image["path"])
-        except InputError as exc:
-            raise InputError(f"{where}: {key} path: {exc.problem}", exc.fix) from None
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError:
-            raise InputError(
-                f"{where}: {key} file {path} not found.",
-                "Restore the image into its catalog folder (or rebuild the catalog and the pairs) and rerun.",
-            ) from None
-        images.append({"bytes": data, "path": os.path.basename(image["path"])})
-        objects.append(list(image.get("objects") or []))
+        images.append({"bytes": reader.read(image["catalog"], image["path"], what=f"{where}: {key}"),
+                       "path": os.path.basename(image["path"])})
+        objects.append(image.get("objects") or [])
     common = [t for t in truth if t != NO_COMMON_OBJECTS]
     return {
         "image_1": images[0],
         "image_2": images[1],
         "question": str(row["question"]),
         "answer": str(row["answer"]),
-        "objects_1": json.dumps(objects[0], ensure_ascii=False),
-        "objects_2": json.dumps(objects[1], ensure_ascii=False),
+        "objects_1": _json_list(tuple(objects[0])),
+        "objects_2": _json_list(tuple(objects[1])),
         "num_objects_image_1": len(objects[0]),
         "num_objects_image_2": len(objects[1]),
         "question_template": str(row.get("question_template") or ""),
         "answer_type": ANSWER_TYPE,
-        "choices": json.dumps(choices, ensure_ascii=False),
+        "choices": _json_list(tuple(choices)),
         "num_choices": len(choices),
         "num_ground_truth_objects": len(common),
         "real_or_synthetic": row["source"],
-        "ground_truth_objects": json.dumps(truth, ensure_ascii=False),
+        "ground_truth_objects": _json_list(tuple(truth)),
         "id": str(row["id"]),
         "image_1_id": _str_or_none(row["image_1"].get("id")),
         "image_2_id": _str_or_none(row["image_2"].get("id")),
