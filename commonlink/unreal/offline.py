@@ -1,0 +1,281 @@
+"""The offline renderer: scene plans to lit RGB images and exact instance-id masks, headless on the CPU.
+
+pyrender on EGL (Mesa llvmpipe on machines without a GPU, the GPU driver where there is one). Every view is
+drawn twice: once lit and shaded, once with flat per-object colours (pyrender's segmentation pass), which
+gives an exact instance mask with no anti-aliasing. Plans use Unreal Engine's frame (left-handed, x forward,
+y right, z up, centimetres, rotations as pitch/yaw/roll in degrees), so the same plan drives the UnrealCV
+backend; this module mirrors y to get OpenGL's right-handed frame.
+
+Heavy imports (pyrender, OpenGL, trimesh) happen inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BackendError, InputError, MissingDependencyError
+from .assets import Asset, AssetCatalog, FloorMaterial
+from .floors import PROCEDURAL_FLOORS, TILE_CM
+from .plan import CameraPose, Lighting, ScenePlan, ue_rotation_matrix
+
+#: Diagonal matrix that turns Unreal's left-handed coordinates into right-handed ones (and back).
+MIRROR = np.diag([1.0, -1.0, 1.0])
+FLOOR_EXTENT_CM = 1600.0
+BACKGROUND_RGB = (0.72, 0.76, 0.82)
+
+
+@dataclass
+class RenderedView:
+    """One camera's output: ``rgb`` (H, W, 3) uint8 and ``instance`` (H, W) uint16 (0 = no object, k + 1 =
+    the plan's k-th object)."""
+
+    rgb: np.ndarray
+    instance: np.ndarray
+
+
+@dataclass
+class Placement:
+    """An object as the renderer draws it: a mesh key, Unreal location/rotation and a uniform scale."""
+
+    mesh: Asset
+    location: tuple[float, float, float]
+    rotation: tuple[float, float, float]
+    scale: tuple[float, float, float]
+
+
+def _import_pyrender():
+    # pyrender picks its OpenGL platform at import; headless rendering needs EGL unless the user chose.
+    os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    try:
+        import pyrender
+        import trimesh
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise MissingDependencyError(exc.name or "pyrender", "render", "The offline renderer") from exc
+    if not hasattr(np, "infty"):
+        # pyrender 0.1.45 still spells np.inf as np.infty (removed in NumPy 2) when computing scene bounds
+        # for shadow maps; restore the alias instead of pinning NumPy < 2.
+        np.infty = np.inf  # type: ignore[attr-defined]
+    return pyrender, trimesh
+
+
+def object_pose_gl(location, rotation, scale) -> np.ndarray:
+    """4x4 model matrix in OpenGL's frame for an Unreal location, rotation and (x, y, z) scale."""
+    pose = np.eye(4)
+    pose[:3, :3] = MIRROR @ ue_rotation_matrix(*rotation) @ MIRROR @ np.diag(scale)
+    pose[:3, 3] = MIRROR @ np.asarray(location, float)
+    return pose
+
+
+def camera_pose_gl(location, rotation) -> np.ndarray:
+    """Camera-to-world matrix (OpenGL: looks down -z, y up) for an Unreal camera location and rotation."""
+    forward = MIRROR @ ue_rotation_matrix(rotation[0], rotation[1], 0.0)[:, 0]
+    right = np.cross(forward, [0.0, 0.0, 1.0])
+    if np.linalg.norm(right) < 1e-6:  # looking straight down or up
+        right = np.array([0.0, -1.0, 0.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, forward)
+    pose = np.eye(4)
+    pose[:3, 0], pose[:3, 1], pose[:3, 2] = right, up, -forward
+    pose[:3, 3] = MIRROR @ np.asarray(location, float)
+    return pose
+
+
+def vertical_fov(horizontal_fov_deg: float, width: int, height: int) -> float:
+    """Unreal cameras give a horizontal field of view; OpenGL wants the vertical one (radians)."""
+    return 2 * math.atan(math.tan(math.radians(horizontal_fov_deg) / 2) * height / width)
+
+
+def _resolve_source(source: str, base_dir: Path) -> Path:
+    if source.startswith("pybullet_data:"):
+        try:
+            import pybullet_data
+        except ImportError as exc:  # pragma: no cover
+            raise MissingDependencyError("pybullet", "render", "Meshes from pybullet_data") from exc
+        return Path(pybullet_data.getDataPath()) / source.split(":", 1)[1]
+    path = Path(source)
+    return path if path.is_absolute() else base_dir / path
+
+
+@lru_cache(maxsize=256)
+def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | None, size_cm: tuple):
+    _, trimesh = _import_pyrender()
+    if source.startswith("procedural:"):
+        from .models import PROCEDURAL_MODELS
+
+        name = source.split(":", 1)[1]
+        if name not in PROCEDURAL_MODELS:
+            raise InputError(f"Unknown procedural model {name!r}.", f"Use one of: {', '.join(sorted(PROCEDURAL_MODELS))}.")
+        mesh = PROCEDURAL_MODELS[name]()
+    else:
+        path = _resolve_source(source, Path(base_dir))
+        if not path.is_file():
+            raise InputError(f"Mesh file not found: {path}", "Fix the asset's 'mesh' entry (paths are relative to the asset file).")
+        mesh = trimesh.load(str(path), force="mesh")
+        if mesh_up == "y":
+            mesh.apply_transform(trimesh.transformations.rotation_matrix(math.pi / 2, [1, 0, 0]))
+        if color is not None:
+            mesh.visual = trimesh.visual.ColorVisuals(mesh, vertex_colors=np.tile([*color, 255], (len(mesh.vertices), 1)))
+    # Normalise: largest extent equals the asset's largest size hint; pivot at the bottom centre.
+    lo, hi = mesh.bounds
+    factor = max(size_cm) / float(max(hi - lo))
+    mesh.apply_translation([-(lo[0] + hi[0]) / 2, -(lo[1] + hi[1]) / 2, -lo[2]])
+    mesh.apply_scale(factor)
+    return mesh
+
+
+def asset_mesh(asset: Asset, catalog: AssetCatalog):
+    """The trimesh for an asset, normalised to its size hint, bottom-centred, z up (cached)."""
+    if not asset.mesh:
+        raise InputError(f"Asset {asset.name!r} has no 'mesh' entry, so the offline renderer cannot draw it.", "Add a mesh source to the asset file.")
+    return _load_mesh_cached(asset.mesh, str(catalog.base_dir), asset.mesh_up, asset.color, asset.size_cm)
+
+
+@lru_cache(maxsize=32)
+def _floor_texture_cached(source: str, base_dir: str) -> np.ndarray:
+    if source.startswith("procedural:"):
+        name = source.split(":", 1)[1]
+        if name not in PROCEDURAL_FLOORS:
+            raise InputError(f"Unknown procedural floor {name!r}.", f"Use one of: {', '.join(sorted(PROCEDURAL_FLOORS))}.")
+        return PROCEDURAL_FLOORS[name]()
+    from ..images import open_image
+
+    return np.asarray(open_image(_resolve_source(source, Path(base_dir)), what="floor texture").convert("RGB"))
+
+
+def floor_texture(floor: FloorMaterial, catalog: AssetCatalog) -> np.ndarray:
+    return _floor_texture_cached(floor.texture or "procedural:concrete", str(catalog.base_dir))
+
+
+class OfflineRenderer:
+    """Renders scenes at a fixed resolution; keep one per process and call :meth:`close` when done."""
+
+    def __init__(self, width: int, height: int, catalog: AssetCatalog, *, shadows: bool = True):
+        self.width, self.height, self.catalog, self.shadows = width, height, catalog, shadows
+        self._pyrender, self._trimesh = _import_pyrender()
+        try:
+            self._renderer = self._pyrender.OffscreenRenderer(width, height)
+        except Exception as exc:  # noqa: BLE001 - EGL/driver failures come in many types
+            raise BackendError(
+                f"Could not start the headless OpenGL renderer ({type(exc).__name__}: {exc}).",
+                "Install the EGL libraries (Debian: apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri) "
+                "and PyOpenGL>=3.1.7, or set PYOPENGL_PLATFORM=osmesa with OSMesa installed.",
+            ) from exc
+        self._meshes: dict[str, object] = {}
+        self._floors: dict[str, object] = {}
+
+    # -- cached GPU-side meshes -------------------------------------------------------------------------
+    def _pyrender_mesh(self, asset: Asset):
+        key = asset.name
+        if key not in self._meshes:
+            pyrender = self._pyrender
+            mesh = pyrender.Mesh.from_trimesh(asset_mesh(asset, self.catalog), smooth=True)
+            for primitive in mesh.primitives:
+                # pyrender's defaults (blended, fairly metallic) look dull and sort badly; keep the colours
+                # and textures, make the surfaces opaque, non-metallic plastic/ceramic.
+                material = primitive.material
+                material.alphaMode = "OPAQUE"
+                material.metallicFactor = 0.0
+                material.roughnessFactor = 0.6
+            self._meshes[key] = mesh
+        return self._meshes[key]
+
+    def _floor_mesh(self, floor: FloorMaterial):
+        if floor.name not in self._floors:
+            trimesh, pyrender = self._trimesh, self._pyrender
+            from PIL import Image
+
+            half = FLOOR_EXTENT_CM / 2
+            repeats = FLOOR_EXTENT_CM / TILE_CM
+            vertices = np.array([[-half, -half, 0], [half, -half, 0], [half, half, 0], [-half, half, 0]], float)
+            faces = np.array([[0, 1, 2], [0, 2, 3]])
+            uv = np.array([[0, 0], [repeats, 0], [repeats, repeats], [0, repeats]], float)
+            texture = Image.fromarray(floor_texture(floor, self.catalog))
+            material = trimesh.visual.material.PBRMaterial(baseColorTexture=texture, metallicFactor=0.0, roughnessFactor=0.9)
+            quad = trimesh.Trimesh(vertices, faces, visual=trimesh.visual.TextureVisuals(uv=uv, material=material), process=False)
+            self._floors[floor.name] = pyrender.Mesh.from_trimesh(quad, smooth=False)
+        return self._floors[floor.name]
+
+    # -- scenes -----------------------------------------------------------------------------------------
+    def build_scene(self, placements: list[Placement], floor: FloorMaterial | None, lighting: Lighting):
+        """A pyrender scene with the floor, the objects and the lights; returns (scene, object nodes)."""
+        pyrender = self._pyrender
+        ambient = [lighting.ambient] * 3
+        scene = pyrender.Scene(ambient_light=ambient, bg_color=[*BACKGROUND_RGB, 1.0])
+        if floor is not None:
+            scene.add(self._floor_mesh(floor))
+        nodes = []
+        for placement in placements:
+            pose = object_pose_gl(placement.location, placement.rotation, placement.scale)
+            nodes.append(scene.add(self._pyrender_mesh(placement.mesh), pose=pose))
+        sun_dir = MIRROR @ ue_rotation_matrix(-lighting.sun_elevation, lighting.sun_azimuth, 0.0)[:, 0]
+        sun = pyrender.DirectionalLight(color=list(lighting.sun_color), intensity=lighting.sun_intensity)
+        scene.add(sun, pose=_light_pose(sun_dir))
+        return scene, nodes
+
+    def render_view(self, scene, nodes, camera: CameraPose, lighting: Lighting, seg_colors=None):
+        """Render one camera of a built scene: (rgb, seg) where seg is the flat-colour pass (or None)."""
+        pyrender = self._pyrender
+        cam = pyrender.PerspectiveCamera(yfov=vertical_fov(camera.fov, self.width, self.height), znear=5.0, zfar=5000.0,
+                                         aspectRatio=self.width / self.height)
+        pose = camera_pose_gl(camera.location, camera.rotation)
+        cam_node = scene.add(cam, pose=pose)
+        # A dim fill light from the camera keeps the shadowed sides readable.
+        fill = scene.add(pyrender.DirectionalLight(color=[1.0, 1.0, 1.0], intensity=lighting.fill_intensity), pose=pose)
+        try:
+            flags = pyrender.RenderFlags.SHADOWS_DIRECTIONAL if self.shadows else pyrender.RenderFlags.NONE
+            rgb, _ = self._renderer.render(scene, flags=flags)
+            seg = None
+            if seg_colors is not None:
+                seg_map = {node: color for node, color in zip(nodes, seg_colors)}
+                seg, _ = self._renderer.render(scene, flags=pyrender.RenderFlags.SEG, seg_node_map=seg_map)
+        finally:
+            scene.remove_node(cam_node)
+            scene.remove_node(fill)
+        return np.ascontiguousarray(rgb[..., :3]), seg
+
+    def render(self, plan: ScenePlan) -> list[RenderedView]:
+        """Render every camera of a plan (its resolution must be this renderer's)."""
+        if tuple(plan.resolution) != (self.width, self.height):
+            raise InputError(f"Plan resolution {plan.resolution} differs from the renderer's {self.width}x{self.height}.")
+        placements = [
+            Placement(self.catalog.asset(obj.asset), obj.location, obj.rotation, (obj.scale,) * 3) for obj in plan.objects
+        ]
+        scene, nodes = self.build_scene(placements, self.catalog.floor(plan.floor.material), plan.lighting)
+        ids = [(k + 1, 0, 0) for k in range(len(nodes))]
+        views = []
+        for camera in plan.cameras:
+            rgb, seg = self.render_view(scene, nodes, camera, plan.lighting, seg_colors=ids)
+            views.append(RenderedView(rgb=rgb, instance=seg[..., 0].astype(np.uint16)))
+        return views
+
+    def close(self) -> None:
+        if getattr(self, "_renderer", None) is not None:
+            self._renderer.delete()
+            self._renderer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _light_pose(direction: np.ndarray) -> np.ndarray:
+    """Pose of a directional light shining along ``direction`` (pyrender lights shine down their -z)."""
+    direction = np.asarray(direction, float)
+    direction = direction / np.linalg.norm(direction)
+    z = -direction
+    x = np.cross([0.0, 0.0, 1.0], z)
+    if np.linalg.norm(x) < 1e-6:
+        x = np.array([1.0, 0.0, 0.0])
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    pose = np.eye(4)
+    pose[:3, 0], pose[:3, 1], pose[:3, 2] = x, y, z
+    return pose

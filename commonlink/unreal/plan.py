@@ -1,0 +1,272 @@
+"""Scene plans: pure, seeded data that says what a scene contains and where its cameras are (no renderer).
+
+Following Common-O §3.1/§8: N distinct assets, each in one of 16 floor positions (a 4x4 grid, one object per
+cell), a random yaw and a slight random tilt, a scale that fits the asset's largest extent inside its cell while
+keeping its aspect ratio (so objects never interpenetrate), lighting, and several cameras around the scene at
+varied azimuth, elevation and distance.
+
+Coordinates are Unreal Engine's (left-handed: x forward, y right, z up; centimetres; rotations are
+(pitch, yaw, roll) in degrees) so the UnrealCV backend sends them as they are. Each scene's generator is
+``rng_for(seed, "scene", index, attempt)``: any scene (and any re-sampling attempt) can be redone alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import InputError, SchemaError
+from ..seeding import rng_for
+from .assets import AssetCatalog
+
+PLAN_FORMAT = "commonlink-scene-plan/1"
+
+
+@dataclass
+class ObjectPlacement:
+    name: str  #: the object name written to the catalog
+    asset: str  #: the asset's name in the asset file (same as ``name`` for the built-in assets)
+    ue_class: str
+    cell: tuple[int, int]  #: (row, column) in the floor grid
+    location: tuple[float, float, float]  #: pivot (bottom centre) in cm
+    rotation: tuple[float, float, float]  #: (pitch, yaw, roll) in degrees
+    scale: float  #: uniform scale applied to the asset's native size
+    size_cm: tuple[float, float, float]  #: the asset's native bounding box
+
+
+@dataclass
+class CameraPose:
+    location: tuple[float, float, float]
+    rotation: tuple[float, float, float]  #: (pitch, yaw, roll); the camera looks along its local x
+    fov: float  #: horizontal field of view, degrees (Unreal's convention)
+    azimuth: float = 0.0
+    elevation: float = 0.0
+    distance: float = 0.0
+
+
+@dataclass
+class Lighting:
+    sun_azimuth: float = 45.0  #: direction the sunlight travels, degrees
+    sun_elevation: float = 50.0  #: degrees above the horizon
+    sun_intensity: float = 3.0
+    sun_color: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    ambient: float = 0.3
+    fill_intensity: float = 1.0
+
+
+@dataclass
+class FloorPlan:
+    material: str
+    grid: int
+    cell_cm: float
+
+
+@dataclass
+class PlanConfig:
+    """What a plan is drawn from (the options of ``commonlink synth`` that shape a scene)."""
+
+    min_objects: int = 3
+    max_objects: int = 7
+    views: int = 4
+    width: int = 512
+    height: int = 512
+    grid: int = 4
+    cell_cm: float = 30.0
+    fill: tuple[float, float] = (0.72, 0.88)  #: largest extent as a fraction of the cell
+    max_tilt_deg: float = 6.0
+    elevation_deg: tuple[float, float] = (25.0, 52.0)
+    fov_deg: tuple[float, float] = (50.0, 62.0)
+    distance_factor: tuple[float, float] = (0.95, 1.08)  #: times the distance that just frames every object
+
+    def check(self, catalog: AssetCatalog) -> None:
+        cells = self.grid * self.grid
+        if not 1 <= self.min_objects <= self.max_objects:
+            raise InputError(f"--objects {self.min_objects}-{self.max_objects}: need 1 <= LOW <= HIGH.", "e.g. --objects 3-7.")
+        if self.max_objects > cells:
+            raise InputError(
+                f"--objects {self.min_objects}-{self.max_objects}: at most {cells} objects fit on the {self.grid}x{self.grid} floor grid.",
+                f"Use --objects with HIGH <= {cells}.",
+            )
+        if self.max_objects > len(catalog.assets):
+            raise InputError(
+                f"--objects asks for up to {self.max_objects} distinct objects but the asset file has {len(catalog.assets)}.",
+                "Lower --objects or add assets to the asset file.",
+            )
+        if self.views < 1:
+            raise InputError(f"--views {self.views}: need at least one camera.", "e.g. --views 4.")
+        if self.width < 16 or self.height < 16:
+            raise InputError(f"--resolution {self.width}x{self.height} is too small.", "Use at least 16x16, e.g. 512x512.")
+
+
+@dataclass
+class ScenePlan:
+    scene_id: str
+    seed: int
+    index: int
+    attempt: int
+    resolution: tuple[int, int]
+    floor: FloorPlan
+    objects: list[ObjectPlacement]
+    cameras: list[CameraPose]
+    lighting: Lighting
+    format: str = PLAN_FORMAT
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["units"] = "cm"
+        data["frame"] = "unreal (left-handed, x forward, y right, z up); rotations (pitch, yaw, roll) in degrees"
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> ScenePlan:
+        try:
+            return cls(
+                scene_id=data["scene_id"],
+                seed=int(data["seed"]),
+                index=int(data["index"]),
+                attempt=int(data.get("attempt", 0)),
+                resolution=tuple(data["resolution"]),  # type: ignore[arg-type]
+                floor=FloorPlan(**data["floor"]),
+                objects=[
+                    ObjectPlacement(**{**o, "cell": tuple(o["cell"]), "location": tuple(o["location"]),
+                                       "rotation": tuple(o["rotation"]), "size_cm": tuple(o["size_cm"])})
+                    for o in data["objects"]
+                ],
+                cameras=[CameraPose(**{**c, "location": tuple(c["location"]), "rotation": tuple(c["rotation"])}) for c in data["cameras"]],
+                lighting=Lighting(**{**data["lighting"], "sun_color": tuple(data["lighting"]["sun_color"])}),
+                format=data.get("format", PLAN_FORMAT),
+                extra=dict(data.get("extra") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"Scene plan is malformed ({type(exc).__name__}: {exc}).", "Re-create it with `commonlink synth`.") from exc
+
+
+def ue_rotation_matrix(pitch: float, yaw: float, roll: float) -> np.ndarray:
+    """Unreal's FRotationMatrix as a column-vector 3x3 matrix (columns: images of the local x, y, z axes)."""
+    p, y, r = (math.radians(v) for v in (pitch, yaw, roll))
+    sp, cp, sy, cy, sr, cr = math.sin(p), math.cos(p), math.sin(y), math.cos(y), math.sin(r), math.cos(r)
+    x_axis = (cp * cy, cp * sy, sp)
+    y_axis = (sr * sp * cy - cr * sy, sr * sp * sy + cr * cy, -sr * cp)
+    z_axis = (-(cr * sp * cy + sr * sy), cy * sr - cr * sp * sy, cr * cp)
+    return np.array([x_axis, y_axis, z_axis]).T
+
+
+def _box_corners(size, scale: float) -> np.ndarray:
+    sx, sy, sz = (v * scale for v in size)
+    return np.array([[x, y, z] for x in (-sx / 2, sx / 2) for y in (-sy / 2, sy / 2) for z in (0.0, sz)])
+
+
+def fit_scale(size_cm, cell_cm: float, fill: float) -> float:
+    """Uniform scale putting the largest extent at ``fill`` of the cell, shrunk further if the footprint's
+    diagonal (any yaw) would leave the cell; the aspect ratio is kept."""
+    largest = max(size_cm)
+    footprint_diagonal = math.hypot(size_cm[0], size_cm[1])
+    return min(fill * cell_cm / largest, 0.9 * cell_cm / footprint_diagonal)
+
+
+def _r(values, digits: int = 3):
+    return tuple(round(float(v), digits) for v in values)
+
+
+def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int, attempt: int = 0) -> ScenePlan:
+    """Draw scene ``index`` (re-sampling ``attempt``) of a run seeded with ``seed``."""
+    rng = rng_for(seed, "scene", index, attempt)
+    n = int(rng.integers(config.min_objects, config.max_objects + 1))
+    assets = [catalog.assets[i] for i in rng.choice(len(catalog.assets), size=n, replace=False)]
+    floor = catalog.floors[int(rng.integers(len(catalog.floors)))]
+    cells = rng.choice(config.grid * config.grid, size=n, replace=False)
+    cell = config.cell_cm
+    origin = -config.grid * cell / 2  # the grid is centred on the world origin
+
+    objects: list[ObjectPlacement] = []
+    for asset, c in zip(assets, cells):
+        row, col = divmod(int(c), config.grid)
+        scale = fit_scale(asset.size_cm, cell, float(rng.uniform(*config.fill)))
+        yaw = float(rng.uniform(-180, 180))
+        pitch, roll = (float(v) for v in rng.uniform(-config.max_tilt_deg, config.max_tilt_deg, size=2))
+        # Slack left in the cell by the footprint's bounding circle: jitter the position inside it.
+        radius = math.hypot(asset.size_cm[0], asset.size_cm[1]) * scale / 2
+        slack = max(0.0, 0.45 * cell - radius)
+        jx, jy = rng.uniform(-slack, slack, size=2) if slack > 0 else (0.0, 0.0)
+        corners = _box_corners(asset.size_cm, scale) @ ue_rotation_matrix(pitch, yaw, roll).T
+        lift = -float(corners[:, 2].min())  # tilted objects rest on the floor instead of sinking into it
+        x = origin + (row + 0.5) * cell + jx
+        y = origin + (col + 0.5) * cell + jy
+        objects.append(ObjectPlacement(
+            name=asset.name, asset=asset.name, ue_class=asset.ue_class, cell=(row, col),
+            location=_r((x, y, lift)), rotation=_r((pitch, yaw, roll)), scale=round(scale, 5), size_cm=asset.size_cm,
+        ))
+
+    cameras = _cameras(config, objects, rng)
+    lighting = Lighting(
+        sun_azimuth=round(float(rng.uniform(0, 360)), 2),
+        sun_elevation=round(float(rng.uniform(40, 72)), 2),
+        sun_intensity=round(float(rng.uniform(2.6, 3.8)), 3),
+        sun_color=_r(rng.uniform([0.95, 0.93, 0.88], [1.0, 1.0, 1.0])),
+        ambient=round(float(rng.uniform(0.28, 0.42)), 3),
+        fill_intensity=round(float(rng.uniform(1.2, 1.8)), 3),
+    )
+    return ScenePlan(
+        scene_id=f"{seed}-{index}", seed=int(seed), index=int(index), attempt=int(attempt),
+        resolution=(config.width, config.height), floor=FloorPlan(floor.name, config.grid, cell),
+        objects=objects, cameras=cameras, lighting=lighting,
+    )
+
+
+def _object_points(objects: list[ObjectPlacement]) -> np.ndarray:
+    """Corners of every object's (rotated, scaled) bounding box, for framing."""
+    points = []
+    for o in objects:
+        corners = _box_corners(o.size_cm, o.scale) @ ue_rotation_matrix(*o.rotation).T
+        points.append(corners + np.asarray(o.location, float))
+    return np.concatenate(points)
+
+
+def _fits(points: np.ndarray, camera: np.ndarray, forward: np.ndarray, tan_h: float, tan_v: float, margin: float) -> bool:
+    right = np.cross(forward, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, forward)
+    rel = points - camera
+    depth = rel @ forward
+    if (depth <= 1.0).any():
+        return False
+    return bool((np.abs(rel @ right) / depth <= margin * tan_h).all() and (np.abs(rel @ up) / depth <= margin * tan_v).all())
+
+
+def _fit_distance(points, target, direction, tan_h, tan_v, margin: float = 0.95) -> float:
+    """Smallest camera distance along ``direction`` from ``target`` at which every point is in frame."""
+    forward = -direction
+    lo, hi = 1.0, 10_000.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if _fits(points, target + direction * mid, forward, tan_h, tan_v, margin):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _cameras(config: PlanConfig, objects: list[ObjectPlacement], rng: np.random.Generator) -> list[CameraPose]:
+    points = _object_points(objects)
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    target = np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, 0.35 * (hi[2] - lo[2])])
+    start = float(rng.uniform(0, 360))
+    cameras = []
+    for k in range(config.views):
+        azimuth = (start + 360.0 * k / config.views + float(rng.uniform(-18, 18))) % 360
+        elevation = float(rng.uniform(*config.elevation_deg))
+        fov = float(rng.uniform(*config.fov_deg))
+        tan_h = math.tan(math.radians(fov) / 2)
+        tan_v = tan_h * config.height / config.width
+        a, e = math.radians(azimuth), math.radians(elevation)
+        direction = np.array([math.cos(e) * math.cos(a), math.cos(e) * math.sin(a), math.sin(e)])
+        distance = _fit_distance(points, target, direction, tan_h, tan_v) * float(rng.uniform(*config.distance_factor))
+        location = target + direction * distance
+        cameras.append(CameraPose(
+            location=_r(location), rotation=_r((-elevation, azimuth % 360.0 - 180.0, 0.0)), fov=round(fov, 3),
+            azimuth=round(azimuth, 3), elevation=round(elevation, 3), distance=round(distance, 3),
+        ))
+    return cameras
