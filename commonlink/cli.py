@@ -47,6 +47,7 @@ def _main(
 # (areas add their commands below)
 from .commands import catalog as _catalog_cmds  # noqa: E402
 from .commands import ingest as _ingest_cmds  # noqa: E402
+from .commands import pairs as _pairs_cmds  # noqa: E402
 from .commands import chains as _chains_cmds  # noqa: E402
 from .commands import release as _release_cmds  # noqa: E402
 from .commands import stats as _stats_cmds  # noqa: E402
@@ -54,6 +55,7 @@ from .commands import hub as _hub_cmds  # noqa: E402
 from .commands import eval as _eval_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
+app.command("pairs")(_pairs_cmds.pairs)
 app.command("chains")(_chains_cmds.chains)
 release_app.command("build")(_release_cmds.build)
 catalog_app.command("merge")(_catalog_cmds.merge)

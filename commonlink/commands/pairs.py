@@ -1,0 +1,112 @@
+"""``commonlink pairs``: image catalogs -> a Common-O pairs file (two images, lettered choices, ground truth)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..builder.pairs import PairsConfig, meta_path, pairs_meta, sample_pairs, same_inputs, write_pairs
+from ..errors import InputError
+from ._common import console, parse_range, reports_errors, stdout_is_terminal
+
+
+@reports_errors
+def pairs(
+    catalogs: list[Path] = typer.Argument(..., help="One or more image catalog folders (each with catalog.jsonl)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Pairs file to write (JSON lines; a PAIRS_FILE.meta.json sidecar is written beside it)."),
+    split: str = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex)."),
+    count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
+    objects: str | None = typer.Option(None, "--objects", help="Eligible images show LOW-HIGH objects (default 3-7 for main, 8-16 for challenge)."),
+    max_common: int | None = typer.Option(None, "--max-common", help="Common-object counts 0..K are balanced (default K = the upper --objects bound)."),
+    choices: int = typer.Option(8, "--choices", help="Minimum number of lettered choices (more when the ground truth needs room for 2 distractors)."),
+    max_uses: int | None = typer.Option(None, "--max-uses", help="Most examples one image may appear in (default: 3x the average the request needs, at least 3)."),
+    real_fraction: float | None = typer.Option(None, "--real-fraction", help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources are present, else the one source)."),
+    seed: int = typer.Option(0, "--seed", help="Global seed: same catalogs + same seed = identical output."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing pairs file made with other settings."),
+) -> None:
+    """Sample Common-O examples (paper §3.1-3.2) from image catalogs.
+
+    Both images of an example come from the same source (real or synthetic) and different scenes; the number
+    of common objects is balanced; choices are the common objects, distractors (objects in one image first,
+    then objects in neither) and "No objects are in common", shuffled and lettered. Then:
+    `commonlink release build PAIRS_FILE --out RELEASE_DIR`.
+    """
+    config = PairsConfig(
+        split=split,
+        count=count,
+        objects=parse_range(objects, option="--objects") if objects else None,
+        max_common=max_common,
+        choices=choices,
+        max_uses=max_uses,
+        real_fraction=real_fraction,
+        seed=seed,
+    )
+    config.validate()
+    sidecar = meta_path(out)
+    if out.exists() and not overwrite:
+        previous = _read_meta(sidecar)
+        if previous is not None and same_inputs(previous, config, catalogs):
+            console.print(f"{out} was already built from these catalogs with these settings; kept it.", highlight=False)
+            print_stats(previous["stats"])
+            return
+        raise InputError(
+            f"{out} already exists and was not made from these catalogs with these settings.",
+            "Pass --overwrite to replace it, or choose another --out.",
+        )
+    rows, stats = sample_pairs(catalogs, config, progress=stdout_is_terminal())
+    write_pairs(out, rows, pairs_meta(config, catalogs, stats))
+    print_stats(stats)
+    console.print(f"Wrote {len(rows):,} examples to {out} (+ {sidecar.name}).", highlight=False, soft_wrap=True)
+    console.print(f"Next: commonlink release build {out} --out RELEASE_DIR", highlight=False, soft_wrap=True)
+
+
+def _read_meta(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def print_stats(stats: dict) -> None:
+    """The statistics summary: examples per common-object count and per source, choices, image reuse."""
+    sources = list(stats["by_source"])
+    table = Table(title=f"Common objects per example ({stats['split']}, {stats['examples']:,} examples)")
+    table.add_column("common objects", justify="right")
+    table.add_column("requested", justify="right")
+    table.add_column("sampled", justify="right")
+    for name in sources:
+        table.add_column(name, justify="right")
+    for k, requested in stats["common_objects_requested"].items():
+        table.add_row(
+            "none" if k == "0" else k,
+            f"{requested:,}",
+            f"{stats['common_objects'][k]:,}",
+            *(f"{stats['by_source'][name]['common_objects'][k]:,}" for name in sources),
+        )
+    console.print(table)
+
+    table = Table(title="Sources")
+    for column in ("source", "examples", "eligible", "used", "uses max", "uses mean", "cap"):
+        table.add_column(column, justify="left" if column == "source" else "right")
+    for name in sources:
+        s = stats["by_source"][name]
+        table.add_row(
+            name, f"{s['examples']:,}", f"{s['eligible_images']:,}", f"{s['images_used']:,}",
+            str(s["image_uses_max"]), f"{s['image_uses_mean']:.2f}", str(s["max_uses"]),
+        )
+    console.print(table)
+    share = stats["real_fraction"]
+    console.print(
+        f"Real share {share['achieved']:.1%} (requested {share['requested']:.1%}); "
+        f"{stats['images_read']:,} images read from {stats['catalogs']} catalog(s), objects {stats['objects'][0]}-{stats['objects'][1]}"
+        + (f", {stats['duplicate_images_skipped']:,} duplicate image(s) skipped" if stats["duplicate_images_skipped"] else "")
+        + ".",
+        highlight=False,
+    )
+    per_choice = ", ".join(f"{n:,} with {c}" for c, n in stats["choices_per_example"].items())
+    console.print(f"Choices per example: {per_choice}; image reuse max {stats['image_uses_max']}.", highlight=False)
+    for note in stats["notes"]:
+        console.print(f"[yellow]Note:[/] {note}", highlight=False, soft_wrap=True)

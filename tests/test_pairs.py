@@ -1,0 +1,308 @@
+"""`commonlink pairs`: Common-O pair sampling from real and synthetic catalogs built here (records + PNGs)."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from commonlink.builder.catalog import CatalogRecord, read_catalog, write_catalog
+from commonlink.builder.pairs import PairsConfig, build_choices, meta_path, pairs_meta, sample_pairs, write_pairs
+from commonlink.cli import app
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError, NotEnoughDataError
+from commonlink.eval.prompts import common_o_question, letters
+from commonlink.fileio import read_jsonl, sha256_bytes
+
+VOCAB = [
+    "apple", "keys", "mug", "spoon", "fork", "bowl", "vase", "candle", "marker", "remote", "mouse", "keyboard",
+    "shoes", "scissors", "lime", "orange", "glass", "pen", "plant", "dino", "hammer", "dish", "football", "cup",
+]
+
+
+def _png(seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def make_catalog(folder: Path, source: str, scenes: list[list[str]], views: int = 3, hide: bool = False, seed: int = 0) -> Path:
+    """A catalog of ``views`` PNGs per scene; with ``hide``, some views miss one object (as a render would)."""
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    records = []
+    for s, objects in enumerate(scenes):
+        for v in range(views):
+            visible = list(objects)
+            if hide and len(visible) > 3 and rng.random() < 0.3:
+                visible.pop(int(rng.integers(len(visible))))
+            data = _png(seed * 100_000 + s * 100 + v)
+            digest = sha256_bytes(data)
+            rel = f"images/{digest[:16]}.png"
+            (folder / rel).write_bytes(data)
+            records.append(
+                CatalogRecord(
+                    id=digest[:16], path=rel, objects=visible, source=source, scene_id=f"{source}-scene-{s}",
+                    width=8, height=6, sha256=digest, background="table" if source == "real" else "marble",
+                    view=str(v), object_area={o: 0.05 for o in visible} if source == "synthetic" else None,
+                )
+            )
+    write_catalog(folder, records)
+    return folder
+
+
+def family_scenes(n: int, seed: int, sizes=(3, 6)) -> list[list[str]]:
+    """Scenes built around shared object pairs, so every count of common objects from 0 to 2+ is frequent."""
+    rng = np.random.default_rng(seed)
+    scenes = []
+    for s in range(n):
+        base = [VOCAB[(2 * (s % 5)) % len(VOCAB)], VOCAB[(2 * (s % 5) + 1) % len(VOCAB)]]
+        rest = [o for o in VOCAB if o not in base]
+        size = int(rng.integers(sizes[0], sizes[1] + 1))
+        scenes.append(base + [rest[j] for j in rng.choice(len(rest), size - 2, replace=False)])
+    return scenes
+
+
+@pytest.fixture(scope="module")
+def catalogs(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("catalogs")
+    real_scenes = family_scenes(24, seed=1) + [["apple", "keys"], VOCAB[:9]]  # last two: 2 and 9 objects, not eligible
+    real = make_catalog(root / "real", "real", real_scenes, views=3, seed=1)
+    synthetic = make_catalog(root / "synthetic", "synthetic", family_scenes(30, seed=2), views=4, hide=True, seed=2)
+    return real, synthetic
+
+
+def _records_by_id(*folders: Path) -> dict[str, CatalogRecord]:
+    return {r.id: r for folder in folders for r in read_catalog(folder)}
+
+
+def _check_row(row: dict, records: dict[str, CatalogRecord], config: PairsConfig) -> int:
+    """Every per-example invariant; returns the number of common objects."""
+    lo, hi = config.object_range()
+    rec = [records[row["image_1"]["id"]], records[row["image_2"]["id"]]]
+    # same source, different scenes, not the same image, eligible object counts
+    assert rec[0].source == rec[1].source == row["source"]
+    assert rec[0].scene_id != rec[1].scene_id and rec[0].id != rec[1].id
+    assert all(lo <= len(set(r.objects)) <= hi for r in rec)
+    for key, r in zip(("image_1", "image_2"), rec):
+        image = row[key]
+        assert Path(image["catalog"]).is_absolute() and not Path(image["path"]).is_absolute()
+        assert (Path(image["catalog"]) / image["path"]).is_file()
+        assert image["objects"] == r.objects and image["scene_id"] == r.scene_id and image["view"] == r.view
+        assert image["object_area"] == r.object_area
+    # ground truth = objects in both images
+    common = set(rec[0].objects) & set(rec[1].objects)
+    choices = row["choices"]
+    assert set(row["ground_truth"]) == (common or {NO_COMMON_OBJECTS})
+    # choices: ground truth + distractors + "none", distinct, at least --choices and room for 2 distractors
+    assert len(choices) == len(set(choices)) == max(config.choices, len(common) + 3)
+    assert choices.count(NO_COMMON_OBJECTS) == 1
+    distractors = [c for c in choices if c not in common and c != NO_COMMON_OBJECTS]
+    assert len(distractors) >= 2
+    only_one = set(rec[0].objects) ^ set(rec[1].objects)
+    if any(d not in only_one for d in distractors):  # objects in neither image only once the one-image ones ran out
+        assert only_one <= set(distractors)
+    # letters, answer, question
+    labels = letters(len(choices))
+    truth_letters = [labels[choices.index(t)] for t in row["ground_truth"]]
+    assert row["answer"] == ", ".join(sorted(truth_letters, key=labels.index))
+    assert [choices[labels.index(x)] for x in row["answer"].split(", ")] == row["ground_truth"]
+    assert row["question"] == common_o_question(choices)
+    assert "A. " + choices[0] in row["question"] and "Answer:" in row["question"]
+    assert row["question_template"] == "which_objects_in_both_v1"
+    return len(common)
+
+
+def test_rows_keep_every_invariant(catalogs):
+    config = PairsConfig(split="main", count=60, max_common=3, max_uses=4, seed=3)
+    rows, stats = sample_pairs(list(catalogs), config)
+    records = _records_by_id(*catalogs)
+    assert len(rows) == 60 and len({r["id"] for r in rows}) == 60
+    ks = [_check_row(row, records, config) for row in rows]
+    # no unordered pair twice; no image above --max-uses
+    pairs = [frozenset((r["image_1"]["id"], r["image_2"]["id"])) for r in rows]
+    assert len(set(pairs)) == len(pairs)
+    uses = Counter(i for p in pairs for i in p)
+    assert max(uses.values()) <= 4 and stats["image_uses_max"] == max(uses.values())
+    # the ineligible images (2 and 9 objects) never appear
+    assert all(3 <= len(records[i].objects) <= 7 for i in uses)
+    # k balanced over 0..3, per source and overall, exactly as requested
+    assert stats["common_objects"] == stats["common_objects_requested"]
+    by_k = Counter(ks)
+    assert {str(k): by_k[k] for k in range(4)} == stats["common_objects"]
+    assert max(by_k.values()) - min(by_k.values()) <= 2 and set(by_k) == {0, 1, 2, 3}
+    for name in ("real", "synthetic"):
+        per = Counter(k for k, r in zip(ks, rows) if r["source"] == name)
+        assert max(per.values()) - min(per.values()) <= 1
+    # default real share with both sources: the paper's 45%
+    assert sum(r["source"] == "real" for r in rows) == 27 and stats["real_fraction"]["requested"] == 0.45
+    assert stats["choices_per_example"] == {"8": 60}
+    json.dumps(stats)  # JSON-ready
+
+
+def test_real_fraction_and_challenge_default(catalogs):
+    rows, stats = sample_pairs(list(catalogs), PairsConfig(count=40, real_fraction=0.25, seed=1))
+    assert sum(r["source"] == "real" for r in rows) == 10 and stats["real_fraction"]["achieved"] == 0.25
+    rows, _ = sample_pairs(list(catalogs), PairsConfig(count=40, real_fraction=1.0, seed=1))
+    assert {r["source"] for r in rows} == {"real"}
+    # challenge is synthetic only unless told otherwise
+    rows, stats = sample_pairs(list(catalogs), PairsConfig(split="challenge", objects=(3, 7), count=30, seed=1))
+    assert {r["source"] for r in rows} == {"synthetic"} and stats["real_fraction"]["requested"] == 0.0
+    assert all(r["id"].startswith("challenge-") and r["split"] == "challenge" for r in rows)
+    # only one source present: main uses it whole
+    _, stats = sample_pairs([catalogs[1]], PairsConfig(count=20, seed=1))
+    assert stats["by_source"]["synthetic"]["examples"] == 20 and "real" not in stats["by_source"]
+
+
+def test_same_seed_same_output_other_seed_differs(catalogs):
+    config = PairsConfig(count=50, seed=11)
+    rows_a, stats_a = sample_pairs(list(catalogs), config)
+    rows_b, stats_b = sample_pairs(list(catalogs), PairsConfig(count=50, seed=11))
+    assert rows_a == rows_b and stats_a == stats_b
+    rows_c, _ = sample_pairs(list(catalogs), PairsConfig(count=50, seed=12))
+    assert [r["choices"] for r in rows_a] != [r["choices"] for r in rows_c]
+    assert {frozenset((r["image_1"]["id"], r["image_2"]["id"])) for r in rows_a} != {
+        frozenset((r["image_1"]["id"], r["image_2"]["id"])) for r in rows_c
+    }
+
+
+def test_impossible_counts_are_redistributed_and_reported(tmp_path):
+    # every scene a different triple: two scenes share at most 2 objects, so k = 3..7 cannot happen
+    triples = [list(t) for t in itertools.combinations(VOCAB[:9], 3)][::3]
+    folder = make_catalog(tmp_path / "triples", "synthetic", triples, views=2)
+    config = PairsConfig(count=45, seed=0)  # default max_common = 7 (the upper --objects bound)
+    rows, stats = sample_pairs([folder], config)
+    records = _records_by_id(folder)
+    ks = Counter(_check_row(r, records, config) for r in rows)
+    assert len(rows) == 45 and set(ks) == {0, 1, 2}
+    assert ks[0] == ks[1] == ks[2] == 15  # the impossible quota went evenly to the feasible counts
+    assert all(stats["common_objects"][str(k)] == 0 for k in range(3, 8))
+    short = stats["by_source"]["synthetic"]["common_objects_short"]
+    assert set(short) == {"3", "4", "5", "6", "7"}
+    assert any("3 common object(s): 0 of" in note for note in stats["notes"])
+
+
+def test_build_choices_rules():
+    rng = np.random.default_rng(0)
+    vocab = VOCAB
+    # one-image objects are used before objects in neither image
+    choices, truth, answer = build_choices(["apple", "keys", "mug"], ["apple", "spoon"], vocab, 8, rng)
+    assert truth == ["apple"] and len(choices) == 8
+    assert {"keys", "mug", "spoon"} <= set(choices)
+    assert answer == letters(8)[choices.index("apple")]
+    # more one-image objects than slots: every distractor comes from them
+    a, b = VOCAB[:10], VOCAB[9:19]
+    choices, truth, _ = build_choices(a, b, vocab, 8, rng)
+    assert truth == [VOCAB[9]] and set(choices) - {VOCAB[9], NO_COMMON_OBJECTS} <= set(a) ^ set(b)
+    # nothing in common: the "none" choice is the answer
+    choices, truth, answer = build_choices(["apple", "keys", "mug"], ["spoon", "fork", "bowl"], vocab, 8, rng)
+    assert truth == [NO_COMMON_OBJECTS] and answer == letters(8)[choices.index(NO_COMMON_OBJECTS)]
+    # many common objects: room grows to k + 3 (two distractors and "none")
+    same = VOCAB[:8]
+    choices, truth, answer = build_choices(same + ["lime"], same + ["pen"], vocab, 8, rng)
+    assert len(choices) == 11 and set(truth) == set(same) and len(answer.split(", ")) == 8
+    assert truth == [c for c in choices if c in same]  # ground truth in letter order
+    # a larger --choices is honoured
+    assert len(build_choices(["apple"], ["apple"], vocab, 12, rng)[0]) == 12
+    # too few object names for the requested choices
+    with pytest.raises(NotEnoughDataError, match="choices"):
+        build_choices(["apple", "keys"], ["apple"], ["apple", "keys", "mug"], 8, rng)
+
+
+def test_cli_writes_pairs_and_meta_keeps_and_refuses(catalogs, tmp_path):
+    out = tmp_path / "pairs.jsonl"
+    args = ["pairs", str(catalogs[0]), str(catalogs[1]), "--out", str(out), "--count", "30", "--seed", "5", "--max-common", "3"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Common objects per example" in result.output and "Sources" in result.output
+    assert "Choices per example" in result.output and "image reuse max" in result.output
+    rows = list(read_jsonl(out))
+    meta = json.loads(meta_path(out).read_text())
+    assert len(rows) == 30 == meta["count"]
+    assert meta["kind"] == "common_o_pairs" and meta["seed"] == 5 and meta["split"] == "main"
+    assert meta["config"]["max_common"] == 3 and meta["config"]["objects"] == [3, 7]
+    assert meta["catalogs"] == [str(catalogs[0].resolve()), str(catalogs[1].resolve())]
+    assert meta["stats"]["examples"] == 30 and meta["toolkit_version"] and meta["created"]
+    expected, _ = sample_pairs(list(catalogs), PairsConfig(count=30, seed=5, max_common=3))
+    assert rows == expected
+    # same settings again: kept; other settings: refused without --overwrite, nothing lost
+    before = out.read_bytes()
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "kept" in again.output and out.read_bytes() == before
+    other = CliRunner().invoke(app, args[:-2] + ["--max-common", "2"])
+    assert other.exit_code == 1 and "--overwrite" in other.output and out.read_bytes() == before
+    replaced = CliRunner().invoke(app, args[:-2] + ["--max-common", "2", "--overwrite"])
+    assert replaced.exit_code == 0 and json.loads(meta_path(out).read_text())["config"]["max_common"] == 2
+
+
+def test_cli_too_few_images_says_how_many_and_what_to_change(catalogs, tmp_path):
+    out = tmp_path / "pairs.jsonl"
+    result = CliRunner().invoke(app, ["pairs", str(catalogs[1]), "--out", str(out), "--count", "10000"])
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "Only 120 eligible synthetic image(s)" in text and "--count" in text and "--max-uses" in text
+    assert not out.exists() and not meta_path(out).exists()
+    # challenge needs 8-16 objects a scene: none here
+    result = CliRunner().invoke(app, ["pairs", str(catalogs[1]), "--out", str(out), "--split", "challenge", "--count", "10"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "Only 0 eligible synthetic image(s) (showing 8-16 objects)" in text
+    assert "--objects" in text
+    # a source that is asked for but absent
+    result = CliRunner().invoke(app, ["pairs", str(catalogs[1]), "--out", str(out), "--count", "10", "--real-fraction", "0.5"])
+    assert result.exit_code == 1 and "Only 0 eligible real image(s)" in " ".join(result.output.split())
+
+
+def test_bad_input_errors(catalogs, tmp_path):
+    with pytest.raises(InputError, match="not an image catalog"):
+        sample_pairs([tmp_path], PairsConfig(count=5))
+    with pytest.raises(InputError, match="--split"):
+        sample_pairs(list(catalogs), PairsConfig(split="test", count=5))
+    with pytest.raises(InputError, match="--max-common"):
+        sample_pairs(list(catalogs), PairsConfig(count=5, max_common=9))
+    with pytest.raises(InputError, match="--real-fraction"):
+        sample_pairs(list(catalogs), PairsConfig(count=5, real_fraction=1.5))
+    result = CliRunner().invoke(app, ["pairs", str(catalogs[0]), "--out", str(tmp_path / "p.jsonl"), "--count", "5", "--objects", "7-3"])
+    assert result.exit_code == 1 and "--objects" in result.output
+
+
+def test_missing_image_file_is_named(tmp_path):
+    folder = make_catalog(tmp_path / "cat", "real", family_scenes(10, seed=4), views=2, seed=4)
+    victim = read_catalog(folder)[0]
+    (folder / victim.path).unlink()
+    with pytest.raises(InputError, match="missing") as info:
+        sample_pairs([folder], PairsConfig(count=15, max_uses=10, seed=0))
+    assert victim.path in str(info.value)
+
+
+def test_duplicate_catalogs_and_images_count_once(catalogs, tmp_path):
+    rows, stats = sample_pairs([catalogs[0], catalogs[0]], PairsConfig(count=20, seed=2))
+    assert stats["catalogs"] == 1 and stats["duplicate_images_skipped"] == 0
+    # a second catalog listing the same images (e.g. a merged copy): each image is one image
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for record in read_catalog(catalogs[0]):
+        (copy / record.path).parent.mkdir(parents=True, exist_ok=True)
+        (copy / record.path).write_bytes((catalogs[0] / record.path).read_bytes())
+    write_catalog(copy, read_catalog(catalogs[0]))
+    rows, stats = sample_pairs([catalogs[0], copy], PairsConfig(count=20, seed=2))
+    assert stats["duplicate_images_skipped"] == stats["images_read"] // 2
+    assert all(r["image_1"]["id"] != r["image_2"]["id"] for r in rows)
+
+
+def test_write_pairs_is_atomic_and_round_trips(catalogs, tmp_path):
+    config = PairsConfig(count=12, seed=4)
+    rows, stats = sample_pairs(list(catalogs), config)
+    out = tmp_path / "deep" / "pairs.jsonl"
+    assert write_pairs(out, rows, pairs_meta(config, list(catalogs), stats)) == 12
+    assert list(read_jsonl(out)) == rows
+    assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]
+    meta = json.loads(meta_path(out).read_text())
+    assert set(meta["catalog_sha256"]) == {str(c.resolve()) for c in catalogs}
