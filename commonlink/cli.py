@@ -47,14 +47,17 @@ def _main(
 # (areas add their commands below)
 from .commands import catalog as _catalog_cmds  # noqa: E402
 from .commands import ingest as _ingest_cmds  # noqa: E402
+from .commands import synth as _synth_cmds  # noqa: E402
 from .commands import pairs as _pairs_cmds  # noqa: E402
 from .commands import chains as _chains_cmds  # noqa: E402
 from .commands import release as _release_cmds  # noqa: E402
 from .commands import stats as _stats_cmds  # noqa: E402
 from .commands import hub as _hub_cmds  # noqa: E402
 from .commands import eval as _eval_cmds  # noqa: E402
+from .commands import association_eval as _association_eval_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
+app.command("synth")(_synth_cmds.synth)
 app.command("pairs")(_pairs_cmds.pairs)
 app.command("chains")(_chains_cmds.chains)
 release_app.command("build")(_release_cmds.build)
@@ -67,6 +70,7 @@ eval_app.command("commono")(_eval_cmds.commono)
 eval_app.command("perception")(_eval_cmds.perception)
 eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
+eval_app.command("association")(_association_eval_cmds.association)
 
 
 def main() -> None:  # console-script entry point

@@ -49,8 +49,13 @@ class BaselineBackend:
             raise InputError(f"The none baseline cannot answer {request.id}: no 'No objects are in common' or 'no' choice.")
         rng = rng_for(seed, "random", request.id)
         if not request.multi_select:
+            # One pick, named as the choice itself ("Yes", "Image2"): protocols without letters parse names.
             pick = choices[int(rng.integers(len(choices)))]
-            return pick.capitalize() if pick.lower() in ("yes", "no") else f"Answer: {labels[choices.index(pick)]}"
+            return pick.capitalize() if pick.lower() in ("yes", "no") else pick
+        if NO_COMMON_OBJECTS not in choices:
+            # Unlettered multi-select (association deduction): a non-empty random subset, by name.
+            named = [c for c in choices if rng.random() < 0.5] or [choices[int(rng.integers(len(choices)))]]
+            return ", ".join(named)
         objects = [k for k, c in enumerate(choices) if c != NO_COMMON_OBJECTS]
         while True:
             picked = [k for k in objects if rng.random() < 0.5]

@@ -1,0 +1,252 @@
+"""The association protocol end to end: scripted backends with hand-worked metrics, lockstep == one by one,
+resume from the cache, MoE votes, and a tiny random LLaVA through the real transformers path."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from commonlink.builder.chain_sources import LabelledImage
+from commonlink.builder.chains import ChainConfig, build_chain_files
+from commonlink.eval.association import (
+    AssociationSettings,
+    _Asker,
+    evaluate_association,
+    majority_concepts,
+    majority_selection,
+    run_chains,
+)
+from commonlink.eval.backends import GenerationSettings
+from commonlink.eval.backends.base import BackendInfo
+from commonlink.eval.cache import PredictionCache
+from commonlink.loaders.association import open_association
+
+CONCEPTS = ["metal", "furry", "ripe", "painted"]
+
+
+def _labelled_images(root, n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    images = []
+    for i in range(n):
+        labels = [str(c) for c in rng.choice(CONCEPTS, size=int(rng.integers(1, 3)), replace=False)]
+        labels.append(f"thing{i % 7}")  # an object-like name the memory can use
+        path = root / f"img{i:03d}.png"
+        Image.new("RGB", (24, 24), tuple(int(v) for v in rng.integers(0, 255, 3))).save(path)
+        images.append(LabelledImage(id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}))
+    return images
+
+
+@pytest.fixture(scope="module")
+def chain_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("assoc")
+    (root / "imgs").mkdir()
+    images = _labelled_images(root / "imgs")
+    cfg = ChainConfig(seed=3, concepts=["metal", "furry", "ripe", "painted"], pairs=[["metal", "furry"]], chains_per_concept=3,
+                      max_steps=12, warmup=3, single_step_per_concept=5, deductions_per_concept=5, min_pool=3, memory_size=3)
+    build_chain_files(images, root / "chains", cfg, progress=False)
+    return root / "chains"
+
+
+class Scripted:
+    """A deterministic backend that reads the task and step from the request id.
+
+    ``select(chain_or_task, step, answer) -> 0|1`` decides the pick; ``deduce(gold) -> list`` the concepts.
+    Records every batch so tests can check batching and request counts.
+    """
+
+    def __init__(self, answers, select, deduce=lambda gold: gold[:1], name="scripted"):
+        self.answers, self.select, self.deduce = answers, select, deduce
+        self.info = BackendInfo(backend="scripted", model=name, fingerprint=f"scripted:{name}", batch_invariant=True, default_batch_size=8, uses_images=False)
+        self.generate_seconds = 0.0
+        self.batches = []
+
+    def generate(self, requests, settings):
+        self.batches.append(len(requests))
+        out = []
+        for r in requests:
+            task, step, kind, _ = r.id.rsplit("/", 3)
+            answer, gold = self.answers[(task, int(step))]
+            if kind == "select":
+                out.append(f"Image{self.select(task, int(step), answer) + 1}")
+            else:
+                out.append(", ".join(self.deduce(gold)) or "none of them")
+        return out
+
+    def close(self):
+        pass
+
+
+def _answers(chain_dir, config):
+    split = open_association(chain_dir, config)
+    answers = {}
+    for task in split:
+        if hasattr(task, "steps"):
+            for s in task.steps:
+                answers[(task.id, s.index)] = (s.answer, s.gold)
+        elif hasattr(task, "candidates"):
+            gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
+            answers[(task.id, 0)] = (task.answer, gold)
+        else:
+            answers[(task.id, 0)] = (None, task.gold)
+    return split, answers
+
+
+def test_correct_for_k_steps_then_wrong(chain_dir, tmp_path):
+    split, answers = _answers(chain_dir, "synchronous")
+    k_of = {chain.id: i % 5 for i, chain in enumerate(split)}  # chain i: right for i % 5 steps, then wrong
+    backend = Scripted(answers, lambda c, t, a: a if t - 3 < k_of[c] else 1 - a)
+    res = evaluate_association(chain_dir, "synchronous", backend_instances=[backend], out_dir=tmp_path, show_progress=False, n_boot=50)
+    per = res["metrics"]["per_concept"]
+    for concept in CONCEPTS:
+        lengths = [k_of[c.id] for c in split if c.concepts == [concept]]
+        assert per[concept]["max_steps"] == max(lengths)
+        assert per[concept]["mean_steps"] == pytest.approx(sum(lengths) / len(lengths))
+        assert per[concept]["deduction_success_ratio"] in (None, 1.0)
+    assert res["metrics"]["summary"]["avg_max_steps"] == pytest.approx(np.mean([per[c]["max_steps"] for c in CONCEPTS]))
+    # two requests per scored step except the failing one (no deduction after a wrong pick)
+    total_steps = sum(k + 1 for k in k_of.values())
+    assert res["requests"]["total"] == 2 * total_steps - len(k_of)
+    assert res["requests"]["per_scored_step"] <= 2
+    log = [json.loads(l) for l in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert sum(1 for e in log if e["warmup"]) == 3 * len(k_of)
+    assert (tmp_path / "results.md").read_text().startswith("### association/synchronous")
+
+
+def test_always_first_image_and_max_steps_cap(chain_dir):
+    split, answers = _answers(chain_dir, "synchronous")
+    backend = Scripted(answers, lambda c, t, a: 0)
+    res = evaluate_association(chain_dir, "synchronous", backend_instances=[backend], show_progress=False, n_boot=20,
+                               settings=AssociationSettings(max_steps=5))
+    for concept in CONCEPTS:
+        expected = []
+        for chain in split:
+            if chain.concepts != [concept]:
+                continue
+            n = 0
+            for step in chain.scored_steps:
+                if step.answer != 0 or n == 5:
+                    break
+                n += 1
+            expected.append(n)
+        assert res["metrics"]["per_concept"][concept]["max_steps"] == max(expected)
+        assert res["metrics"]["per_concept"][concept]["mean_steps"] == pytest.approx(np.mean(expected))
+
+
+def test_wrong_deduction_does_not_end_chain_but_enters_memory(chain_dir):
+    split, answers = _answers(chain_dir, "synchronous")
+    backend = Scripted(answers, lambda c, t, a: a, deduce=lambda gold: ["painted"] if "painted" not in gold else ["metal"])
+    chains = [c for c in split][:2]
+    asker = _Asker([backend], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 8)
+    runs = run_chains(chains, asker, AssociationSettings(memory="structm", max_steps=6), show_progress=False)
+    for run in runs:
+        assert run.length == 6 and run.ended == "max_steps"
+        assert run.deductions == 6 and run.deductions_correct == 0
+        wrong = {e["deduction"][0] for e in run.log if not e["warmup"]}
+        assert any(key.split("|")[0] in wrong for key in run.log[-1]["memory"]["weights"])
+
+
+def _tmpfile():
+    import tempfile
+
+    return tempfile.mktemp(suffix=".jsonl")
+
+
+def test_lockstep_equals_one_by_one_and_batches(chain_dir):
+    split, answers = _answers(chain_dir, "asynchronous")
+    chains = list(split)
+    policy = lambda c, t, a: a if (t * 7 + len(c)) % 5 else 1 - a  # noqa: E731
+    together = Scripted(answers, policy)
+    runs = run_chains(chains, _Asker([together], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
+                      AssociationSettings(memory="chainm"), show_progress=False)
+    alone = Scripted(answers, policy)
+    singles = [run_chains([c], _Asker([alone], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
+                          AssociationSettings(memory="chainm"), show_progress=False)[0] for c in chains]
+    assert [r.log for r in runs] == [r.log for r in singles]
+    assert max(together.batches) == len(chains) > 1  # one batch holds a step of every chain
+    assert len(together.batches) < len(alone.batches)
+
+
+def test_resume_from_cache_gives_identical_results(chain_dir, tmp_path):
+    split, answers = _answers(chain_dir, "synchronous")
+    policy = lambda c, t, a: a if t < 9 else 1 - a  # noqa: E731
+    full = evaluate_association(chain_dir, "synchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path / "full",
+                                show_progress=False, n_boot=30)
+
+    class Dies(Scripted):
+        def generate(self, requests, settings):
+            if len(self.batches) == 4:
+                raise KeyboardInterrupt
+            return super().generate(requests, settings)
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_association(chain_dir, "synchronous", backend_instances=[Dies(answers, policy)], out_dir=tmp_path / "resumed",
+                             show_progress=False, n_boot=30)
+    again = Scripted(answers, policy)
+    resumed = evaluate_association(chain_dir, "synchronous", backend_instances=[again], out_dir=tmp_path / "resumed",
+                                   show_progress=False, n_boot=30)
+    assert resumed["metrics"] == full["metrics"]
+    assert resumed["requests"]["from_cache"] > 0
+    assert resumed["requests"]["generated"] == full["requests"]["generated"] - resumed["requests"]["from_cache"]
+
+
+def test_single_step_and_deduction_ratios(chain_dir):
+    split, answers = _answers(chain_dir, "single_step")
+    tasks = list(split)
+    right = {t.id for i, t in enumerate(tasks) if i % 2 == 0}
+    backend = Scripted(answers, lambda c, t, a: a if c in right else 1 - a)
+    res = evaluate_association(chain_dir, "single_step", backend_instances=[backend], show_progress=False, n_boot=20)
+    for concept, v in res["metrics"]["per_concept"].items():
+        mine = [t for t in tasks if t.concept == concept]
+        assert v["success_ratio"] == pytest.approx(sum(t.id in right for t in mine) / len(mine))
+        assert v["deduction_success_ratio"] == 1.0
+    _, ded_answers = _answers(chain_dir, "deduction")
+    res = evaluate_association(chain_dir, "deduction", backend_instances=[Scripted(ded_answers, None, deduce=lambda g: ["nonsense"])],
+                               show_progress=False, n_boot=20)
+    assert res["metrics"]["summary"]["avg_deduction_success_ratio"] == 0.0
+    assert res["metrics"]["summary"]["unparseable_rate"] == 1.0
+
+
+def test_majority_votes():
+    assert majority_selection([0, 1, 1]) == 1
+    assert majority_selection([1, 0]) == 1  # tie: first model's pick
+    assert majority_selection([None, None]) is None
+    assert majority_concepts([["a"], ["a", "b"], ["b"]], ["a", "b", "c"]) == ["a", "b"]
+    assert majority_concepts([["a"], ["b"], None], ["a", "b"]) == ["a"]
+
+
+def test_moe_and_random_baseline_via_cli(chain_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from commonlink.cli import app
+
+    out = tmp_path / "moe"
+    result = CliRunner().invoke(app, ["eval", "association", "--data", str(chain_dir), "--config", "synchronous", "--model", "random",
+                                      "--model", "random", "--moe", "--backend", "transformers", "--memory", "nlm", "--out", str(out), "--max-steps", "8"])
+    assert result.exit_code == 0, result.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["moe"] and res["models"] == ["random", "random"]
+    assert res["association"]["memory"] == "nlm"
+    assert 0 < res["metrics"]["summary"]["avg_mean_steps"] <= 8  # the random baseline's picks parse: chains advance
+    assert res["metrics"]["per_concept"]["metal"]["ended"].get("unparseable", 0) == 0
+    bad = CliRunner().invoke(app, ["eval", "association", "--data", str(chain_dir), "--config", "synchronous", "--model", "random",
+                                   "--memory", "bogus"])
+    assert bad.exit_code == 1 and "memory" in bad.output.lower()
+
+
+@pytest.mark.slow
+def test_tiny_llava_through_transformers(chain_dir, tmp_path):
+    pytest.importorskip("transformers")
+    from commonlink.eval.testing import build_tiny_llava
+
+    model_dir = build_tiny_llava(tmp_path / "llava")
+    res1 = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b1",
+                                batch_size=1, limit=3, settings=AssociationSettings(max_steps=3),
+                                show_progress=False, n_boot=20)
+    res4 = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b4",
+                                batch_size=4, limit=3, settings=AssociationSettings(max_steps=3),
+                                show_progress=False, n_boot=20)
+    assert res1["metrics"] == res4["metrics"]
+    assert (tmp_path / "b1" / "steps.jsonl").read_text() == (tmp_path / "b4" / "steps.jsonl").read_text()
