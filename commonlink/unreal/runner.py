@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..builder.catalog import CatalogRecord, write_catalog
+from ..builder.catalog import CatalogRecord, catalog_lock, write_catalog
 from ..errors import InputError
 from ..fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
 from ..progress import make_progress
@@ -298,7 +298,16 @@ def rebuild_catalog(out_dir: str | os.PathLike) -> int:
             for row in read_jsonl(folder / "records.jsonl"):
                 yield CatalogRecord.from_json(row, where=str(folder / "records.jsonl"))
 
-    return write_catalog(out_dir, records())
+    # Shards may share one folder: take the catalog writer lock, waiting for a sibling shard's rebuild.
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with catalog_lock(out_dir, what="commonlink synth"):
+                return write_catalog(out_dir, records())
+        except InputError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 # --- executors ---------------------------------------------------------------------------------------------

@@ -1,0 +1,289 @@
+"""Scene synthesis: asset file, seeded plans, visibility, the offline renderer and the resumable scene runner."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from commonlink.builder.catalog import image_path, read_catalog
+from commonlink.cli import app
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import sha256_file
+from commonlink.unreal.assets import load_assets
+from commonlink.unreal.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
+from commonlink.unreal.runner import SynthConfig, parse_shard, synthesize
+from commonlink.unreal.visibility import hidden_share, instance_ids_from_colors, object_areas
+
+RES = (64, 64)
+
+
+def tiny(scenes: int, **kw) -> SynthConfig:
+    base = dict(scenes=scenes, objects=(3, 4), views=2, resolution=RES, seed=7, min_visible_pixels=4)
+    base.update(kw)
+    return SynthConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_assets()
+
+
+# --- asset file --------------------------------------------------------------------------------------------
+
+
+def test_builtin_assets_cover_the_issue(catalog):
+    names = [a.name for a in catalog.assets]
+    assert len(names) >= 30 and len(set(names)) == len(names)
+    assert len(catalog.floors) >= 4
+    assert {"apple", "banana", "rubber duck", "teddy bear", "soccer ball", "traffic cone"} <= set(names)
+    assert all(a.ue_class and min(a.size_cm) > 0 and a.mesh for a in catalog.assets)
+
+
+def test_asset_file_errors_name_the_entry(tmp_path):
+    bad = tmp_path / "assets.json"
+    bad.write_text(json.dumps({"assets": [{"name": "cup", "ue_class": "BP_Cup_C"}], "floors": []}))
+    with pytest.raises(SchemaError, match=r"assets\[0\].*size_cm"):
+        load_assets(bad)
+    bad.write_text("{not json")
+    with pytest.raises(SchemaError, match="could not be parsed"):
+        load_assets(bad)
+    with pytest.raises(InputError, match="not found"):
+        load_assets(tmp_path / "missing.json")
+
+
+def test_yaml_asset_file_with_a_local_mesh(tmp_path):
+    import trimesh
+
+    trimesh.creation.box(extents=[1, 2, 3]).export(tmp_path / "brick.obj")
+    (tmp_path / "assets.yaml").write_text(
+        "format: commonlink-assets/1\n"
+        "assets:\n"
+        "  - {name: brick, ue_class: BP_Brick_C, size_cm: [10, 20, 30], mesh: brick.obj, color: [200, 40, 40]}\n"
+        "  - {name: apple, ue_class: BP_Apple_C, size_cm: [9, 9, 9.5], mesh: 'procedural:apple'}\n"
+        "floors:\n"
+        "  - {name: wood, ue_class: BP_Wood_C, texture: 'procedural:wood_planks'}\n"
+    )
+    assets = load_assets(tmp_path / "assets.yaml")
+    assert [a.name for a in assets.assets] == ["brick", "apple"]
+    from commonlink.unreal.offline import asset_mesh
+
+    mesh = asset_mesh(assets.asset("brick"), assets)
+    assert np.allclose(sorted(mesh.extents), [10, 20, 30], atol=1e-6)  # normalised to the size hint
+    assert abs(mesh.bounds[0][2]) < 1e-9  # pivot at the bottom
+
+
+# --- plans -------------------------------------------------------------------------------------------------
+
+
+def test_plans_are_seeded_per_scene(catalog):
+    config = PlanConfig(min_objects=8, max_objects=16)
+    a = plan_scene(config, catalog, seed=3, index=5)
+    assert plan_scene(config, catalog, seed=3, index=5).to_json() == a.to_json()
+    assert plan_scene(config, catalog, seed=3, index=6).to_json() != a.to_json()
+    assert plan_scene(config, catalog, seed=3, index=5, attempt=1).to_json() != a.to_json()
+    assert ScenePlan.from_json(json.loads(json.dumps(a.to_json()))).to_json() == a.to_json()
+    assert a.scene_id == "3-5"
+
+
+@pytest.mark.parametrize("objects", [(3, 7), (8, 16)])
+def test_plan_layout_follows_the_paper(catalog, objects):
+    config = PlanConfig(min_objects=objects[0], max_objects=objects[1], views=4)
+    for index in range(15):
+        plan = plan_scene(config, catalog, seed=1, index=index)
+        n = len(plan.objects)
+        assert objects[0] <= n <= objects[1]
+        assert len({o.name for o in plan.objects}) == n  # distinct assets
+        assert len({o.cell for o in plan.objects}) == n  # one object per floor cell
+        cell = plan.floor.cell_cm
+        origin = -plan.floor.grid * cell / 2
+        for o in plan.objects:
+            row, col = o.cell
+            # The footprint's bounding circle stays inside the object's own cell: no interpenetration.
+            radius = math.hypot(o.size_cm[0], o.size_cm[1]) * o.scale / 2
+            cx, cy = origin + (row + 0.5) * cell, origin + (col + 0.5) * cell
+            assert math.hypot(o.location[0] - cx, o.location[1] - cy) + radius <= 0.5 * cell + 1e-6
+            assert max(o.size_cm) * o.scale <= 0.9 * cell  # size-normalised, aspect kept (one scale)
+            pitch, _, roll = o.rotation
+            assert abs(pitch) <= 6 and abs(roll) <= 6  # slight tilt only
+            # Resting on the floor: the lowest corner of the tilted box touches z = 0.
+            sx, sy, sz = (v * o.scale for v in o.size_cm)
+            corners = np.array([[x, y, z] for x in (-sx / 2, sx / 2) for y in (-sy / 2, sy / 2) for z in (0, sz)])
+            lowest = (corners @ ue_rotation_matrix(*o.rotation).T)[:, 2].min() + o.location[2]
+            assert abs(lowest) < 1e-2
+        assert len(plan.cameras) == 4
+        azimuths = sorted(c.azimuth for c in plan.cameras)
+        assert max(np.diff(azimuths + [azimuths[0] + 360])) < 180  # cameras all around the scene
+        assert all(25 <= c.elevation <= 52 for c in plan.cameras)
+
+
+def test_plan_config_refuses_impossible_requests(catalog):
+    with pytest.raises(InputError, match="16 objects fit"):
+        PlanConfig(min_objects=8, max_objects=17).check(catalog)
+    with pytest.raises(InputError, match="LOW <= HIGH"):
+        PlanConfig(min_objects=5, max_objects=3).check(catalog)
+
+
+# --- visibility --------------------------------------------------------------------------------------------
+
+
+def test_visibility_threshold_and_colour_tolerance():
+    instance = np.zeros((10, 10), np.uint16)
+    instance[:3, :3] = 1  # 9 px
+    instance[9, 9] = 2  # 1 px
+    assert object_areas(instance, ["cup", "key"], min_pixels=2) == {"cup": 0.09}
+    assert hidden_share([instance, instance], 2, min_pixels=2) == 0.5
+    mask = np.zeros((2, 3, 3), np.uint8)
+    mask[0, 0] = (50, 110, 178)  # within 3 of object 1's colour
+    mask[0, 1] = (48, 112, 170)  # 6 away: nothing
+    mask[1, 2] = (240, 48, 48)
+    ids = instance_ids_from_colors(mask, [(48, 112, 176), (240, 48, 48)], tolerance=3)
+    assert ids.tolist() == [[1, 0, 0], [0, 0, 2]]
+
+
+# --- offline renderer --------------------------------------------------------------------------------------
+
+
+def test_offline_render_is_lit_with_exact_instance_masks(catalog):
+    from commonlink.unreal.offline import OfflineRenderer
+
+    plan = plan_scene(PlanConfig(min_objects=5, max_objects=5, views=2, width=96, height=96), catalog, seed=2, index=0)
+    with OfflineRenderer(96, 96, catalog) as renderer:
+        views = renderer.render(plan)
+        again = renderer.render(plan)
+    assert len(views) == 2
+    for view, repeat in zip(views, again):
+        assert view.rgb.shape == (96, 96, 3) and view.rgb.dtype == np.uint8
+        assert set(np.unique(view.instance)) <= set(range(6))  # exact ids: no blended edge values
+        assert np.array_equal(view.instance, repeat.instance) and np.array_equal(view.rgb, repeat.rgb)
+        objects = view.instance > 0
+        assert 0.02 < objects.mean() < 0.9  # objects in frame, not filling it
+        luminance = view.rgb.astype(float).mean(axis=2)
+        assert luminance[objects].std() > 5  # shaded, not flat colour
+        assert luminance.max() > 120  # lit
+    seen = set(np.unique(np.concatenate([v.instance.ravel() for v in views]))) - {0}
+    assert len(seen) >= 4  # (almost) every object visible somewhere
+
+
+# --- runner: catalog, resume, shards, workers --------------------------------------------------------------
+
+
+def _scene_files(out: Path) -> dict[str, str]:
+    return {str(p.relative_to(out)): sha256_file(p) for p in sorted((out / "scenes").rglob("*")) if p.is_file()}
+
+
+def test_synthesize_writes_a_catalog(tmp_path):
+    out = tmp_path / "cat"
+    summary = synthesize(out, tiny(3), progress=False)
+    assert (summary.scenes_rendered, summary.views_written, summary.catalog_records) == (3, 6, 6)
+    records = read_catalog(out)
+    assert len(records) == 6 and len({r.id for r in records}) == 6
+    for r in records:
+        assert r.source == "synthetic" and r.scene_id.startswith("7-") and (r.width, r.height) == RES
+        assert sha256_file(image_path(out, r)) == r.sha256
+        assert set(r.objects) == set(r.object_area) and set(r.objects) <= set(r.extra["planned_objects"])
+        assert all(0 < a < 1 for a in r.object_area.values())
+        mask = np.asarray(__import__("PIL.Image", fromlist=["Image"]).open(out / r.extra["mask"]))
+        visible = {r.extra["planned_objects"][k - 1] for k in np.unique(mask) if k and (mask == k).sum() >= 4}
+        assert visible == set(r.objects)  # objects = exactly the ones passing the pixel threshold
+    meta = json.loads((out / "synth_config.json").read_text())
+    assert meta["seed"] == 7 and meta["toolkit_version"] and meta["config"]["views"] == 2
+    plan = json.loads((out / "scenes" / "scene_000000" / "plan.json").read_text())
+    assert plan["scene_id"] == "7-0" and len(plan["cameras"]) == 2 and plan["visibility"]
+
+
+def test_any_scene_can_be_redone_alone_and_shards_are_disjoint(tmp_path):
+    full = tmp_path / "full"
+    synthesize(full, tiny(4), progress=False)
+    parts = []
+    for i in range(2):
+        part = tmp_path / f"part{i}"
+        summary = synthesize(part, tiny(4), shard=(i, 2), progress=False)
+        assert summary.scenes_in_shard == 2
+        parts.append(part)
+    ids = [{r.scene_id for r in read_catalog(p)} for p in parts]
+    assert ids[0] == {"7-0", "7-2"} and ids[1] == {"7-1", "7-3"}
+    merged = {**_scene_files(parts[0]), **_scene_files(parts[1])}
+    assert merged == _scene_files(full)  # same bytes whichever process rendered a scene
+    with pytest.raises(InputError, match="0 <= I < N"):
+        parse_shard("2/2")
+
+
+def test_rerun_resumes_and_refuses_other_options(tmp_path):
+    out = tmp_path / "cat"
+    synthesize(out, tiny(2), progress=False)
+    (out / "scenes" / f".tmp-scene_000002-{os.uname().nodename}-999999999").mkdir()  # left by a killed run
+    summary = synthesize(out, tiny(3), progress=False)
+    assert (summary.scenes_skipped, summary.scenes_rendered, summary.catalog_records) == (2, 1, 6)
+    assert not list((out / "scenes").glob(".tmp-*"))
+    with pytest.raises(InputError, match="views"):
+        synthesize(out, tiny(3, views=3), progress=False)
+    summary = synthesize(out, tiny(1, views=3), progress=False, overwrite=True)
+    assert summary.catalog_records == 3 and len(list((out / "scenes").iterdir())) == 1
+
+
+def test_resampling_is_bounded(tmp_path):
+    # Nothing can pass a threshold larger than the image: every plan is "hidden"; the run still ends.
+    summary = synthesize(tmp_path / "c", tiny(1, min_visible_pixels=10**6, max_attempts=3), progress=False)
+    plan = json.loads((tmp_path / "c" / "scenes" / "scene_000000" / "plan.json").read_text())
+    assert plan["extra"]["attempts"] == 3 and plan["attempt"] == 0 and plan["extra"]["hidden_share"] == 1.0
+    assert summary.resampled_scenes == 1 and all(r.objects == [] for r in read_catalog(tmp_path / "c"))
+
+
+def test_workers_match_a_single_process(tmp_path):
+    synthesize(tmp_path / "one", tiny(3), progress=False)
+    synthesize(tmp_path / "two", tiny(3), workers=2, progress=False)
+    assert _scene_files(tmp_path / "two") == _scene_files(tmp_path / "one")
+
+
+def test_killed_run_resumes_to_a_complete_catalog(tmp_path):
+    out = tmp_path / "cat"
+    args = [sys.executable, "-m", "commonlink.cli", "synth", "--out", str(out), "--scenes", "8", "--views", "2",
+            "--resolution", "64x64", "--objects", "3-4", "--seed", "5", "--min-visible-pixels", "4", "--no-progress"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list((out / "scenes").glob("scene_*"))) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(list((out / "scenes").glob("scene_*")))
+    assert 2 <= done_before < 8
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = read_catalog(out)
+    assert len(records) == 16 and len({r.id for r in records}) == 16
+    assert sorted({r.scene_id for r in records}) == sorted(f"5-{i}" for i in range(8))
+    assert not list((out / "scenes").glob(".tmp-*"))
+    for folder in (out / "scenes").glob("scene_*"):
+        assert sorted(p.name for p in folder.iterdir()) == ["mask_0.png", "mask_1.png", "plan.json", "records.jsonl",
+                                                            "view_0.png", "view_1.png"]
+
+
+def test_cli_synth_and_errors(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    result = runner.invoke(app, ["synth", "--out", str(out), "--scenes", "1", "--views", "1", "--resolution", "64x64",
+                                 "--objects", "3-3", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "1 rendered" in result.output and len(read_catalog(out)) == 1
+    bad = runner.invoke(app, ["synth", "--out", str(tmp_path / "x"), "--scenes", "1", "--objects", "8-20"])
+    assert bad.exit_code == 1 and "at most 16 objects" in bad.output
+    bad = runner.invoke(app, ["synth", "--out", str(tmp_path / "x"), "--scenes", "1", "--resolution", "big"])
+    assert bad.exit_code == 1 and "WIDTHxHEIGHT" in bad.output
+
+
+def test_pairs_consume_a_synthetic_catalog(tmp_path):
+    pairs = pytest.importorskip("commonlink.builder.pairs")
+    out = tmp_path / "cat"
+    synthesize(out, tiny(6, objects=(3, 5), views=2, resolution=(96, 96)), progress=False)
+    rows, _ = pairs.sample_pairs([out], pairs.PairsConfig(split="main", count=4, objects=(1, 5), max_common=1,
+                                                          choices=4, seed=0))
+    assert len(rows) == 4 and all(r["source"] == "synthetic" for r in rows)
