@@ -211,6 +211,29 @@ def test_card_keeps_the_date_of_a_version_already_on_the_hub(tmp_path):
     assert rows[0]["rows"] == "main: 2"
 
 
+def test_stale_shards_are_those_of_the_release_splits_only(tmp_path):
+    from types import SimpleNamespace
+
+    from commonlink.builder.hub import PushPlan, ReleaseFile, _stale_paths
+
+    def plan(units: dict) -> PushPlan:
+        files = [ReleaseFile(p, 1, "0" * 64) for info in units.values() for p in info["files"]]
+        return PushPlan(tmp_path, REPO, "1.0.0", "1.0.0", "m", "d", files, units, "x", None)
+
+    remote = {p: SimpleNamespace() for p in (
+        "data/main-00000-of-00002.parquet", "data/main-00001-of-00002.parquet", "data/main-00000-of-00001.parquet",
+        "data/challenge-00000-of-00001.parquet", "data/mainly-00000-of-00001.parquet", "figures/old.png",
+        "single_step/train-00000-of-00002.parquet", "single_step/train-00001-of-00002.parquet",
+        "images/train-00000-of-00001.parquet", "README.md")}
+    common_o = plan({"main": {"rows": 3, "files": ["data/main-00000-of-00001.parquet"]}})
+    assert _stale_paths(common_o, remote) == [
+        "data/main-00000-of-00002.parquet", "data/main-00001-of-00002.parquet", "figures/old.png"]
+    association = plan({"single_step": {"rows": 2, "files": ["single_step/train-00000-of-00001.parquet"]},
+                        "images": {"rows": 2, "files": ["images/train-00000-of-00001.parquet"]}})
+    assert _stale_paths(association, remote) == [
+        "figures/old.png", "single_step/train-00000-of-00002.parquet", "single_step/train-00001-of-00002.parquet"]
+
+
 # ------------------------------------------------------------------------------------------ against the test Hub
 
 
@@ -307,6 +330,12 @@ def test_missing_or_wrong_token_fails_before_any_upload(hub, tmp_path):
     assert wrong_token not in wrong.stdout + wrong.stderr
     assert [(r.method, r.path, r.status) for r in hub.requests] == [("GET", "/api/whoami-v2", 401)]
     assert hub.lfs_objects() == set()
+    # the token saved by `hf auth login` (HF_HOME/token) is used when HF_TOKEN is unset
+    (tmp_path / "hf-home").mkdir(exist_ok=True)
+    (tmp_path / "hf-home" / "token").write_text(WRITE_TOKEN)
+    cached = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", token=None)
+    assert cached.returncode == 0, cached.stderr
+    assert "1.0.0" in hub.refs(REPO)["tags"] and WRITE_TOKEN not in cached.stdout + cached.stderr
 
 
 def test_existing_tag_is_refused_rerun_is_a_no_op_and_force_moves_it(hub, tmp_path):

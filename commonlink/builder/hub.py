@@ -269,7 +269,7 @@ def read_versions_table(card_text: str) -> list[dict[str, str]]:
     return rows
 
 
-def card_with_version(card_text: str, rows: list[dict[str, str]]) -> str:
+def card_with_version(card_text: str, rows: list[dict[str, str]], repo_id: str = "REPO") -> str:
     """``card_text`` with its ``## Versions`` section replaced by (or appended as) a table of ``rows``."""
     from ..cards.card import markdown_table
 
@@ -277,7 +277,7 @@ def card_with_version(card_text: str, rows: list[dict[str, str]]) -> str:
     table = markdown_table(list(_VERSION_COLUMNS), [[r.get(c, "") for c in _VERSION_COLUMNS] for r in ordered])
     section = (
         f"{VERSIONS_HEADING}\n\nEach version is a git tag of this repo: "
-        "`load_dataset(REPO, revision=\"X.Y.Z\")` reads exactly that version.\n\n"
+        f"`load_dataset(\"{repo_id}\", revision=\"X.Y.Z\")` reads exactly that version.\n\n"
         f"{table}\n"
     )
     span = _versions_section(card_text)
@@ -303,7 +303,7 @@ def build_card(plan: PushPlan, remote_card: str | None) -> ReleaseFile:
         rows.update({r["version"]: r for r in read_versions_table(remote_card)})
     date = rows.get(plan.version, {}).get("date") or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
     rows[plan.version] = _version_row(plan, date)
-    content = card_with_version(local, list(rows.values())).encode("utf-8")
+    content = card_with_version(local, list(rows.values()), plan.repo_id).encode("utf-8")
     return ReleaseFile(CARD_FILENAME, len(content), sha256_bytes(content), content=content)
 
 
