@@ -155,6 +155,8 @@ def floor_texture(floor: FloorMaterial, catalog: AssetCatalog) -> np.ndarray:
 class OfflineRenderer:
     """Renders scenes at a fixed resolution; keep one per process and call :meth:`close` when done."""
 
+    _live = 0  #: renderers open in this process (they share one EGL display)
+
     def __init__(self, width: int, height: int, catalog: AssetCatalog, *, shadows: bool = True):
         self.width, self.height, self.catalog, self.shadows = width, height, catalog, shadows
         self._pyrender, self._trimesh = _import_pyrender()
@@ -166,6 +168,7 @@ class OfflineRenderer:
                 "Install the EGL libraries (Debian: apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri) "
                 "and PyOpenGL>=3.1.7, or set PYOPENGL_PLATFORM=osmesa with OSMesa installed.",
             ) from exc
+        OfflineRenderer._live += 1
         self._meshes: dict[str, object] = {}
         self._floors: dict[str, object] = {}
 
@@ -255,9 +258,23 @@ class OfflineRenderer:
         return views
 
     def close(self) -> None:
-        if getattr(self, "_renderer", None) is not None:
-            self._renderer.delete()
-            self._renderer = None
+        renderer, self._renderer = getattr(self, "_renderer", None), None
+        if renderer is None:
+            return
+        OfflineRenderer._live -= 1
+        platform = getattr(renderer, "_platform", None)
+        if OfflineRenderer._live > 0 and type(platform).__name__ == "EGLPlatform":
+            # pyrender's delete() also calls eglTerminate on the display, which every renderer of this process
+            # shares: it would break the others (e.g. a test server rendering in another thread). Free our GL
+            # objects and our context only; the last renderer to close terminates the display.
+            from OpenGL.EGL import eglDestroyContext
+
+            platform.make_current()
+            renderer._renderer.delete()
+            eglDestroyContext(platform._egl_display, platform._egl_context)
+            platform._egl_context = platform._egl_display = None
+        else:
+            renderer.delete()
 
     def __enter__(self):
         return self
