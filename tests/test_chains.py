@@ -213,3 +213,12 @@ def test_tiny_pools_still_alternate(tmp_path):
     chain = next(read_jsonl(summary.files["synchronous"]))
     sequence = [chain["start"]] + chain["positive"]
     assert all(a != b for a, b in zip(sequence, sequence[1:]))
+
+
+def test_min_pixels_applies_to_given_image_lists(tmp_path):
+    images = labelled_set()
+    images += [LabelledImage(f"small{i}", ["metal"], 100, 100, {"type": "file", "path": "/x"}) for i in range(5)]
+    summary = build_chain_files(images, tmp_path, small_config(tasks=["synchronous"]), progress=False)
+    table = read_image_table(summary.files["synchronous"])
+    assert len(table) == 120 and not any(img.id.startswith("small") for img in table)
+    assert "5 image(s) under 50,000 pixels left out" in summary.plan.notes

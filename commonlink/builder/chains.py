@@ -561,12 +561,17 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     from ..progress import track
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    small = sum(1 for img in images if img.pixels < config.min_pixels)
+    if small:  # readers already drop these; callers passing their own lists get the same rule
+        images = [img for img in images if img.pixels >= config.min_pixels]
     index = LabelIndex(images)
     if len(index) == 0:
         raise NotEnoughDataError("The source has no labelled image left to build from.",
                                  "Check the label column/field, and lower --min-pixels if images were dropped as too small.")
     plan = plan_build(index, config)
+    if small:
+        plan.notes.append(f"{small} image(s) under {config.min_pixels:,} pixels left out")
+    out_dir.mkdir(parents=True, exist_ok=True)
     builder = AssociationBuilder(index, config, plan.options)
     images_path = _write_images(out_dir, index)
     images_sha = sha256_file(images_path)

@@ -52,8 +52,23 @@ class AssociationImage:
         return self._open(self.id)
 
 
+class _TwoCandidates:
+    """``positive`` / ``negative`` of a task with ``candidates`` (two images) and ``answer`` (index of the positive)."""
+
+    candidates: list[AssociationImage]
+    answer: int
+
+    @property
+    def positive(self) -> AssociationImage:
+        return self.candidates[self.answer]
+
+    @property
+    def negative(self) -> AssociationImage:
+        return self.candidates[1 - self.answer]
+
+
 @dataclass
-class SingleStepTask:
+class SingleStepTask(_TwoCandidates):
     """Single-step association (paper §4.1.1): the memory is fixed and correct."""
 
     id: str
@@ -65,14 +80,6 @@ class SingleStepTask:
     candidates: list[AssociationImage]  #: two images, positive and negative, shuffled
     answer: int  #: index of the positive in ``candidates``
     options: list[str]  #: every concept of the build (the deduction option list)
-
-    @property
-    def positive(self) -> AssociationImage:
-        return self.candidates[self.answer]
-
-    @property
-    def negative(self) -> AssociationImage:
-        return self.candidates[1 - self.answer]
 
 
 @dataclass
@@ -89,7 +96,7 @@ class DeductionTask:
 
 
 @dataclass
-class ChainStep:
+class ChainStep(_TwoCandidates):
     """One step of a chain: choose which of two candidates shares the step's concept with the query."""
 
     index: int  #: 0-based position in the chain (warm-up steps first)
@@ -100,14 +107,6 @@ class ChainStep:
     warmup: bool  #: warm-up step (the harness forces the correct choice and does not score it)
     bridge: bool  #: asynchronous bridge step (positive carries both concepts)
     gold: list[str]  #: options the query and the positive share (the deduction answer after this step)
-
-    @property
-    def positive(self) -> AssociationImage:
-        return self.candidates[self.answer]
-
-    @property
-    def negative(self) -> AssociationImage:
-        return self.candidates[1 - self.answer]
 
 
 @dataclass
