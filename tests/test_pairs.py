@@ -306,3 +306,20 @@ def test_write_pairs_is_atomic_and_round_trips(catalogs, tmp_path):
     assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]
     meta = json.loads(meta_path(out).read_text())
     assert set(meta["catalog_sha256"]) == {str(c.resolve()) for c in catalogs}
+
+
+def test_output_is_identical_across_processes(catalogs, tmp_path):
+    # string hashing differs between processes (PYTHONHASHSEED); the pairs file must not
+    import os
+    import subprocess
+    import sys
+
+    outputs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"pairs-{hash_seed}.jsonl"
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        code = "from commonlink.cli import main; main()"
+        args = ["pairs", str(catalogs[0]), str(catalogs[1]), "--out", str(out), "--count", "40", "--seed", "9"]
+        subprocess.run([sys.executable, "-c", code, *args], check=True, env=env, capture_output=True)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] and outputs[0].count(b"\n") == 40
