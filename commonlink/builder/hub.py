@@ -163,18 +163,14 @@ def rows_summary(units: dict[str, dict]) -> str:
 
 
 def read_manifest(release_dir: Path) -> dict:
-    path = release_dir / MANIFEST_FILENAME
-    if not path.is_file():
-        raise InputError(
-            f"{release_dir} is not a release folder: {MANIFEST_FILENAME} is missing.",
-            "Build the folder with `commonlink release build ... --out DIR` and push DIR.",
-        )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{path}: not valid JSON ({exc.msg}).", "Rebuild the release with `commonlink release build`.") from exc
+    """The release's manifest (clear errors from the release builder's reader), with its ``files`` table."""
+    from .release import read_release_manifest
+
+    manifest = read_release_manifest(release_dir)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise SchemaError(f"{path}: no 'files' table.", "Rebuild the release with `commonlink release build`.")
+        raise SchemaError(
+            f"{release_dir / MANIFEST_FILENAME}: no 'files' table.", "Rebuild the release with `commonlink release build`."
+        )
     return manifest
 
 
