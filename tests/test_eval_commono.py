@@ -3,7 +3,6 @@ batch invariance, resume after a kill, out-of-memory halving, bad rows, concat i
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
@@ -119,6 +118,25 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
     again = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "run",
                               settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1, **FAST)
     assert again["timing"]["from_cache"] == 0
+
+
+def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):
+    ref_results, ref_dir = reference
+    out = tmp_path / "sharded"
+    for k in range(2):  # what two processes (one per GPU) would run
+        part = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, shard=(k, 2), **FAST)
+        assert part["dataset"]["rows_scored"] == 4 and part["backend_details"]["dtype"] == "float32"
+        assert (out / f"results.shard-{k}-of-2.json").is_file() and (out / f"prediction-cache.shard-{k}-of-2.jsonl").is_file()
+    assert [r["row_index"] for r in map(json.loads, (out / "predictions.shard-1-of-2.jsonl").read_text().splitlines())] == [1, 3, 5, 7]
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("the model was loaded although every prediction is cached")
+
+    monkeypatch.setattr("commonlink.eval.backends.load_backend", must_not_load)
+    merged = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, batch_size=1, **FAST)
+    assert merged["timing"]["from_cache"] == 8 and merged["timing"]["generated"] == 0
+    assert merged["metrics"] == ref_results["metrics"] and merged["model_fingerprint"] == ref_results["model_fingerprint"]
+    assert _outputs(out) == _outputs(ref_dir)
 
 
 def test_out_of_memory_halves_the_batch(tiny_backend, data_dir, reference, tmp_path):

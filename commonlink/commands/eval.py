@@ -25,6 +25,18 @@ def _settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, 
     return GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, max_pixels=max_pixels)
 
 
+def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        k, n = (int(p) for p in text.split("/", 1))
+    except ValueError:
+        raise InputError(f"--shard {text!r} is not K/N.", "e.g. --shard 0/4 (this process takes rows 0, 4, 8, ...).") from None
+    if not (n >= 1 and 0 <= k < n):
+        raise InputError(f"--shard {text}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4.")
+    return k, n
+
+
 def _parse_engine_args(items: list[str]) -> dict:
     import json
 
@@ -73,6 +85,7 @@ def commono(
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe default; 1 for transformers)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
     rows: str = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99."),
+    shard: str = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge."),
     max_new_tokens: int = typer.Option(1024, "--max-new-tokens", help="Generation length cap (reasoning models need room)."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy decoding (the paper's setting)."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling (only with --temperature > 0)."),
@@ -108,10 +121,10 @@ def commono(
                                max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
     results = evaluate_common_o(
         data, split, model, backend, out, revision=revision, settings=settings, batch_size=batch_size, limit=limit,
-        rows=parse_range(rows, option="--rows") if rows else None, concat_images=concat_images, backend_options=options,
+        rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard), concat_images=concat_images, backend_options=options,
         seed=seed, n_boot=bootstrap, similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
     )
-    _print_summary(results, out, render_markdown_table)
+    _print_summary(results, out, render_markdown_table, shard)
 
 
 @reports_errors
@@ -126,6 +139,7 @@ def perception(
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (2 questions a row)."),
     rows: str = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive)."),
+    shard: str = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ...; rerun without --shard to merge."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     top_p: float = typer.Option(1.0, "--top-p"),
@@ -159,9 +173,9 @@ def perception(
                                max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
     results = evaluate_perception(
         data, split, model, backend, out, revision=revision, settings=settings, batch_size=batch_size, limit=limit,
-        rows=parse_range(rows, option="--rows") if rows else None, backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
+        rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard), backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
     )
-    _print_summary(results, out, render_markdown_table)
+    _print_summary(results, out, render_markdown_table, shard)
 
 
 @reports_errors
@@ -197,7 +211,7 @@ def compare(
         atomic_write_text(markdown, table + "\n")
 
 
-def _print_summary(results: dict, out: Path, render) -> None:
+def _print_summary(results: dict, out: Path, render, shard: str | None = None) -> None:
     console.print(render(results), highlight=False, markup=False)
     overall = results["metrics"]["overall"]
     timing = results["timing"]
@@ -206,3 +220,5 @@ def _print_summary(results: dict, out: Path, render) -> None:
     if results.get("skipped"):
         console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
     console.print(f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in {out}/", highlight=False)
+    if shard:
+        console.print(f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.", highlight=False)

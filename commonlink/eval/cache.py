@@ -34,15 +34,16 @@ def row_key(run: str, row_id: str) -> str:
 class PredictionCache:
     """Append-only JSONL of ``{"key", "row", "output"}`` entries, loaded into memory on open."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, also_read: Iterable[Path] = ()):
         self.path = Path(path)
         self._entries: dict[str, str] = {}
         self.skipped_lines = 0
-        if self.path.is_file():
-            self._load()
+        for source in dict.fromkeys([*map(Path, also_read), self.path]):
+            if source.is_file():
+                self._load(source)
 
-    def _load(self) -> None:
-        with self.path.open("r", encoding="utf-8", errors="replace") as handle:
+    def _load(self, source: Path) -> None:
+        with source.open("r", encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if not line.strip():
                     continue
@@ -52,7 +53,7 @@ class PredictionCache:
                 except (ValueError, KeyError, TypeError):
                     self.skipped_lines += 1  # a line cut short by a kill, or foreign text
         if self.skipped_lines:
-            log.warning("%s: ignored %d unreadable line(s) (an interrupted write); those rows will be redone.", self.path, self.skipped_lines)
+            log.warning("%s: ignored %d unreadable line(s) (an interrupted write); those rows will be redone.", source, self.skipped_lines)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -85,3 +86,21 @@ def _ends_with_newline(path: Path) -> bool:
     with path.open("rb") as handle:
         handle.seek(-1, os.SEEK_END)
         return handle.read(1) == b"\n"
+
+
+def shard_suffix(shard: tuple[int, int] | None) -> str:
+    """``".shard-K-of-N"`` for shard K of N (file names of a sharded run), ``""`` otherwise."""
+    return f".shard-{shard[0]}-of-{shard[1]}" if shard else ""
+
+
+def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int, int] | None = None) -> PredictionCache:
+    """The cache of a run folder. Each shard writes its own file; every cache file in the folder is read, so
+    a final unsharded run over the same folder finds the answers of all shards (and merges them)."""
+    from .. import constants
+
+    if out_dir is None:
+        return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"{run}{shard_suffix(shard)}.jsonl",
+                               also_read=sorted((constants.COMMONLINK_HOME / "predictions").glob(f"{run}*.jsonl")))
+    folder = Path(out_dir)
+    stem = CACHE_FILENAME.removesuffix(".jsonl")
+    return PredictionCache(folder / f"{stem}{shard_suffix(shard)}.jsonl", also_read=sorted(folder.glob(f"{stem}*.jsonl")))

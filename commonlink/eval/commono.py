@@ -16,12 +16,12 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import __version__, constants
+from .. import __version__
 from ..errors import InputError
 from ..fileio import atomic_write_json, atomic_write_text, read_jsonl, write_jsonl
-from .backends import GenerationRequest, GenerationSettings, load_backend
+from .backends import GenerationRequest, GenerationSettings, LazyBackend
 from .backends.base import Backend
-from .cache import CACHE_FILENAME, PredictionCache, run_key
+from .cache import open_run_cache, run_key, shard_suffix
 from .imaging import concat_side_by_side
 from .metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from .parsing import parse_common_o_answer
@@ -77,8 +77,14 @@ def default_out_dir(split: str, model: str, backend: str, task: str = "commono")
     return Path("eval-runs") / f"{task}-{split}-{slug}-{backend}"
 
 
-def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None) -> list[int]:
-    """Row numbers to evaluate: ``rows`` (inclusive range) if given, cut to the first ``limit``."""
+def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None, shard: tuple[int, int] | None = None) -> list[int]:
+    """Row numbers to evaluate: ``rows`` (inclusive range) if given, cut to the first ``limit``, then every
+    N-th row starting at K for ``shard=(K, N)``."""
+    if shard is not None:
+        k, n = shard
+        if not (n >= 1 and 0 <= k < n):
+            raise InputError(f"--shard {k}/{n}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4 for four processes.")
+        return row_indices(n_rows, limit, rows)[k::n]
     if rows:
         lo, hi = rows
         if hi >= n_rows:
@@ -102,6 +108,7 @@ def evaluate_common_o(
     limit: int | None = None,
     rows: tuple[int, int] | None = None,
     concat_images: bool = False,
+    shard: tuple[int, int] | None = None,
     backend_options: dict | None = None,
     backend_instance: Backend | None = None,
     seed: int = 0,
@@ -116,14 +123,18 @@ def evaluate_common_o(
     ``none`` runs a weight-free baseline. ``backend_instance`` reuses an already loaded backend (several
     splits in one process). Rerunning with the same arguments continues from the prediction cache.
     ``similarity=True`` (or a ``similarity_model``) adds the object-similarity analysis.
+
+    ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
+    processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
+    the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
     """
     from ..loaders.common_o import open_common_o
 
     settings = settings or GenerationSettings(seed=seed)
     dataset = open_common_o(data, split, revision=revision)
-    indices = row_indices(len(dataset), limit, rows)
+    indices = row_indices(len(dataset), limit, rows, shard)
     own_backend = backend_instance is None
-    model_backend = backend_instance or load_backend(backend, model, **(backend_options or {}))
+    model_backend = backend_instance or LazyBackend(backend, model, **(backend_options or {}))
     try:
         info = model_backend.info
         template = CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT
@@ -137,8 +148,7 @@ def evaluate_common_o(
             concat_images=concat_images,
             settings=settings.to_dict(),
         )
-        cache_path = Path(out_dir) / CACHE_FILENAME if out_dir is not None else constants.COMMONLINK_HOME / "predictions" / f"{run}.jsonl"
-        cache = PredictionCache(cache_path)
+        cache = open_run_cache(out_dir, run, shard)
         outcome = run_over_split(
             dataset,
             indices,
@@ -154,6 +164,7 @@ def evaluate_common_o(
             show_progress=show_progress,
         )
         generate_s = model_backend.generate_seconds
+        info = model_backend.info  # a lazy backend knows its dtype/device once loaded
     finally:
         if own_backend:
             model_backend.close()
@@ -167,6 +178,7 @@ def evaluate_common_o(
         "model_fingerprint": info.fingerprint,
         "backend_details": info.details,
         "batch_invariant": info.batch_invariant,
+        "shard": list(shard) if shard else None,
         "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images},
         "generation": settings.to_dict(),
         "batch_size": batch_size or info.default_batch_size,
@@ -200,15 +212,16 @@ def evaluate_common_o(
 
         results["object_similarity"] = object_similarity_analysis(records, similarity_model)
     if out_dir is not None:
-        write_outputs(Path(out_dir), results, records)
+        write_outputs(Path(out_dir), results, records, suffix=shard_suffix(shard))
     return results
 
 
-def write_outputs(out_dir: Path, results: dict, records: Iterable[dict]) -> None:
+def write_outputs(out_dir: Path, results: dict, records: Iterable[dict], *, suffix: str = "") -> None:
+    """``predictions{suffix}.jsonl``, ``results{suffix}.json`` and ``results{suffix}.md``, each written atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / "predictions.jsonl", records)
-    atomic_write_json(out_dir / "results.json", results)
-    atomic_write_text(out_dir / "results.md", render_markdown_table(results, breakdowns=True) + "\n")
+    write_jsonl(out_dir / f"predictions{suffix}.jsonl", records)
+    atomic_write_json(out_dir / f"results{suffix}.json", results)
+    atomic_write_text(out_dir / f"results{suffix}.md", render_markdown_table(results, breakdowns=True) + "\n")
 
 
 def score_predictions(

@@ -15,19 +15,17 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-from .. import __version__, constants
+from .. import __version__
 from ..constants import NO_COMMON_OBJECTS
 from ..errors import NotEnoughDataError
-from ..fileio import atomic_write_json, atomic_write_text, write_jsonl
 from ..seeding import rng_for
-from .backends import GenerationRequest, GenerationSettings, load_backend
+from .backends import GenerationRequest, GenerationSettings, LazyBackend
 from .backends.base import Backend
-from .cache import CACHE_FILENAME, PredictionCache, run_key
-from .commono import row_indices
+from .cache import open_run_cache, run_key, shard_suffix
+from .commono import row_indices, write_outputs
 from .metrics import N_BOOTSTRAP, perception_metrics
 from .parsing import parse_yes_no
 from .prompts import PERCEPTION_PROMPT
-from .report import render_markdown_table
 from .runner import run_over_split
 
 
@@ -77,6 +75,7 @@ def evaluate_perception(
     batch_size: int | None = None,
     limit: int | None = None,
     rows: tuple[int, int] | None = None,
+    shard: tuple[int, int] | None = None,
     backend_options: dict | None = None,
     backend_instance: Backend | None = None,
     seed: int = 0,
@@ -88,23 +87,23 @@ def evaluate_perception(
 
     settings = settings or GenerationSettings(seed=seed, max_new_tokens=64)
     dataset = open_common_o(data, split, revision=revision)
-    indices = row_indices(len(dataset), limit, rows)
+    indices = row_indices(len(dataset), limit, rows, shard)
     own_backend = backend_instance is None
-    model_backend = backend_instance or load_backend(backend, model, **(backend_options or {}))
+    model_backend = backend_instance or LazyBackend(backend, model, **(backend_options or {}))
     try:
         info = model_backend.info
         run = run_key(task="perception", dataset=dataset.fingerprint, split=split, model=info.fingerprint, backend=info.backend,
                       prompt=PERCEPTION_PROMPT, sampling_seed=seed, settings=settings.to_dict())
-        cache_path = Path(out_dir) / CACHE_FILENAME if out_dir is not None else constants.COMMONLINK_HOME / "predictions" / f"{run}.jsonl"
         outcome = run_over_split(
             dataset, indices,
             build=lambda ex: perception_items(ex, seed=seed),
             finish=score_perception,
-            backend=model_backend, settings=settings, cache=PredictionCache(cache_path), run=run,
+            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard), run=run,
             batch_size=batch_size or info.default_batch_size, total=len(indices),
             description=f"perception {split}", show_progress=show_progress,
         )
         generate_s = model_backend.generate_seconds
+        info = model_backend.info  # a lazy backend knows its dtype/device once loaded
     finally:
         if own_backend:
             model_backend.close()
@@ -115,7 +114,7 @@ def evaluate_perception(
         "model": info.model, "backend": info.backend, "model_fingerprint": info.fingerprint, "backend_details": info.details,
         "prompt": {"template": PERCEPTION_PROMPT},
         "generation": settings.to_dict(),
-        "seed": seed, "bootstrap_resamples": n_boot,
+        "seed": seed, "bootstrap_resamples": n_boot, "shard": list(shard) if shard else None,
         "dataset": {"source": dataset.source_name, "split": split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,
                     "rows_in_split": len(dataset), "rows_requested": len(indices), "questions_scored": len(outcome.records)},
         "metrics": perception_metrics(outcome.records, seed=seed, n_boot=n_boot),
@@ -124,8 +123,5 @@ def evaluate_perception(
         "run_key": run,
     }
     if out_dir is not None:
-        out = Path(out_dir)
-        write_jsonl(out / "predictions.jsonl", outcome.records)
-        atomic_write_json(out / "results.json", results)
-        atomic_write_text(out / "results.md", render_markdown_table(results, breakdowns=True) + "\n")
+        write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
     return results

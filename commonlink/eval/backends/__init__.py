@@ -35,10 +35,32 @@ __all__ = [
     "RequestFailure",
     "generate_resilient",
     "is_out_of_memory",
+    "LazyBackend",
     "load_backend",
     "message_parts",
     "prompt_text",
 ]
+
+
+def _module(backend: str, model: str):
+    """The module implementing ``backend`` (baselines for ``random``/``none``); light to import."""
+    if model in BASELINES and not Path(model).exists():
+        from . import baselines
+
+        return baselines
+    if backend == "transformers":
+        from . import transformers_backend
+
+        return transformers_backend
+    if backend == "vllm":
+        from . import vllm_backend
+
+        return vllm_backend
+    if backend == "openai":
+        from . import openai_backend
+
+        return openai_backend
+    raise InputError(f"Unknown backend {backend!r}.", f"Use one of {', '.join(BACKENDS)} (or --model random|none for a baseline).")
 
 
 def load_backend(backend: str, model: str, **options) -> Backend:
@@ -49,20 +71,46 @@ def load_backend(backend: str, model: str, **options) -> Backend:
     values are dropped so callers can pass every CLI option through.
     """
     options = {k: v for k, v in options.items() if v is not None}
-    if model in BASELINES and not Path(model).exists():
-        from .baselines import BaselineBackend
-
-        return BaselineBackend(model)
+    module = _module(backend, model)
+    if module.__name__.endswith("baselines"):
+        return module.BaselineBackend(model)
     if backend == "transformers":
-        from .transformers_backend import TransformersBackend
-
-        return TransformersBackend(model, **options)
+        return module.TransformersBackend(model, **options)
     if backend == "vllm":
-        from .vllm_backend import VLLMBackend
+        return module.VLLMBackend(model, **options)
+    return module.OpenAIBackend(model, **options)
 
-        return VLLMBackend(model, **options)
-    if backend == "openai":
-        from .openai_backend import OpenAIBackend
 
-        return OpenAIBackend(model, **options)
-    raise InputError(f"Unknown backend {backend!r}.", f"Use one of {', '.join(BACKENDS)} (or --model random|none for a baseline).")
+class LazyBackend:
+    """A backend that is only loaded when a request actually needs the model.
+
+    Its ``info`` (name, fingerprint, default batch size) is known up front, so cache keys can be computed and
+    a rerun whose predictions are all cached - or the merge of sharded runs - never loads the weights.
+    """
+
+    def __init__(self, backend: str, model: str, **options):
+        self._args = (backend, model)
+        self._options = {k: v for k, v in options.items() if v is not None}
+        self._inner: Backend | None = None
+        self.info = _module(backend, model).planned_info(model, **self._options)
+        self.info.details["loaded"] = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._inner is not None
+
+    @property
+    def generate_seconds(self) -> float:
+        return self._inner.generate_seconds if self._inner is not None else 0.0
+
+    def generate(self, requests, settings):
+        if self._inner is None:
+            self._inner = load_backend(*self._args, **self._options)
+            if self._inner.info.fingerprint != self.info.fingerprint:  # pragma: no cover - both come from one function
+                raise RuntimeError("backend fingerprint changed between planning and loading")
+            self.info = self._inner.info
+        return self._inner.generate(requests, settings)
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()

@@ -22,15 +22,17 @@ from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFai
 BASELINES = ("random", "none")
 
 
+def planned_info(name: str, **_) -> BackendInfo:
+    return BackendInfo(backend="baseline", model=name, fingerprint=f"baseline:{name}", batch_invariant=True, default_batch_size=64, uses_images=False)
+
+
 class BaselineBackend:
     def __init__(self, name: str):
         if name not in BASELINES:
             raise InputError(f"Unknown baseline {name!r}.", f"Use one of {', '.join(BASELINES)}.")
         self.name = name
         self.generate_seconds = 0.0
-        self.info = BackendInfo(
-            backend="baseline", model=name, fingerprint=f"baseline:{name}", batch_invariant=True, default_batch_size=64, uses_images=False
-        )
+        self.info = planned_info(name)
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
         return [self._answer(r, settings.seed) for r in requests]

@@ -27,6 +27,15 @@ log = logging.getLogger(__name__)
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, **_) -> BackendInfo:
+    """What the backend will report, known without connecting (for cache keys)."""
+    return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{base_url or DEFAULT_BASE_URL}:{model}", batch_invariant=True,
+                       default_batch_size=concurrency * 4)
+
+
 class OpenAIBackend:
     def __init__(
         self,
@@ -64,20 +73,14 @@ class OpenAIBackend:
         self.image_format = image_format
         self.retries = 0
         self.generate_seconds = 0.0
-        self.info = BackendInfo(
-            backend="openai",
-            model=model,
-            fingerprint=f"openai:{base_url or 'https://api.openai.com/v1'}:{model}",
-            batch_invariant=True,
-            default_batch_size=concurrency * 4,
-            details={
-                "base_url": base_url or "https://api.openai.com/v1",
+        self.info = planned_info(model, base_url=base_url, concurrency=concurrency)
+        self.info.details.update({
+                "base_url": base_url or DEFAULT_BASE_URL,
                 "api_key": f"from ${api_key_env}" if key else f"none (${api_key_env} not set)",
                 "concurrency": concurrency,
                 "max_retries": max_retries,
                 "image_format": image_format,
-            },
-        )
+            })
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text

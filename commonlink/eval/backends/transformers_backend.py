@@ -52,6 +52,18 @@ def choose_dtype_and_device(dtype: str = "auto", device: str = "auto"):
     return torch_dtype, device
 
 
+def planned_info(model: str, *, revision: str | None = None, **_) -> BackendInfo:
+    """What the backend for ``model`` will report, known without loading it (for cache keys)."""
+    try:
+        import torch
+
+        on_gpu = torch.cuda.is_available()
+    except ImportError:
+        on_gpu = False
+    return BackendInfo(backend="transformers", model=str(model), fingerprint=model_fingerprint(str(model), revision),
+                       batch_invariant=not on_gpu, default_batch_size=1)
+
+
 class TransformersBackend:
     """A VLM loaded with transformers; ``generate`` runs one padded batch."""
 
@@ -98,13 +110,8 @@ class TransformersBackend:
                 "Use an instruction-tuned checkpoint that ships a chat template (chat_template.jinja).",
             )
         self.generate_seconds = 0.0
-        self.info = BackendInfo(
-            backend="transformers",
-            model=str(model),
-            fingerprint=model_fingerprint(str(model), revision),
-            batch_invariant=not torch.cuda.is_available(),
-            default_batch_size=1,
-            details={
+        self.info = planned_info(model, revision=revision)
+        self.info.details.update({
                 "dtype": str(torch_dtype).replace("torch.", ""),
                 "device": str(getattr(self.model, "hf_device_map", None) or self.model.device),
                 "revision": revision,
@@ -112,8 +119,7 @@ class TransformersBackend:
                 "torch_version": torch.__version__,
                 "model_class": type(self.model).__name__,
                 "padding_side": "left",
-            },
-        )
+            })
 
     def _chat_text(self, request: GenerationRequest) -> str:
         content = [{"type": "image"} if kind == "image" else {"type": "text", "text": value} for kind, value in message_parts(request)]

@@ -18,6 +18,11 @@ from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFai
 from .fingerprint import model_fingerprint
 
 
+def planned_info(model: str, *, revision: str | None = None, **_) -> BackendInfo:
+    """What the backend for ``model`` will report, known without starting vLLM (for cache keys)."""
+    return BackendInfo(backend="vllm", model=model, fingerprint=model_fingerprint(model, revision), batch_invariant=False, default_batch_size=256)
+
+
 class VLLMBackend:
     def __init__(
         self,
@@ -57,18 +62,12 @@ class VLLMBackend:
             raise BackendError(f"vLLM could not start {model!r} ({exc}).", "Check the model name, GPU memory and --vllm-arg settings.") from exc
         self._vllm = vllm
         self.generate_seconds = 0.0
-        self.info = BackendInfo(
-            backend="vllm",
-            model=model,
-            fingerprint=model_fingerprint(model, revision),
-            batch_invariant=False,
-            default_batch_size=256,
-            details={
-                "vllm_version": getattr(vllm, "__version__", "?"),
-                "tensor_parallel_size": tensor_parallel_size,
-                "data_parallel_size": data_parallel_size,
-                "engine_args": {k: v for k, v in kwargs.items() if k not in ("model",)},
-            },
+        self.info = planned_info(model, revision=revision)
+        self.info.details.update(
+            vllm_version=getattr(vllm, "__version__", "?"),
+            tensor_parallel_size=tensor_parallel_size,
+            data_parallel_size=data_parallel_size,
+            engine_args={k: v for k, v in kwargs.items() if k not in ("model",)},
         )
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
