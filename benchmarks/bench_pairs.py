@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from commonlink.builder.catalog import CatalogRecord, write_catalog  # noqa: E402
-from commonlink.builder.pairs import PairsConfig, _auto_max_uses, sample_pairs  # noqa: E402
+from commonlink.builder.pairs import PairsConfig, auto_max_uses, sample_pairs  # noqa: E402
 from commonlink.fileio import sha256_bytes  # noqa: E402
 
 VOCAB = [f"object {i:03d}" for i in range(129)]
@@ -106,7 +106,7 @@ def naive_baseline(folder: Path, config: PairsConfig, seconds: float, max_draws:
     start = time.perf_counter()
     for name, n in (("real", n_real), ("synthetic", config.count - n_real)):
         pool = pools[name]
-        cap = _auto_max_uses(n, len(pool))
+        cap = auto_max_uses(n, len(pool))
         uses = [0] * len(pool)
         used_pairs: set[tuple[int, int]] = set()
         for e in range(n):

@@ -323,3 +323,14 @@ def test_output_is_identical_across_processes(catalogs, tmp_path):
         subprocess.run([sys.executable, "-c", code, *args], check=True, env=env, capture_output=True)
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] and outputs[0].count(b"\n") == 40
+
+
+def test_running_out_while_sampling_names_the_reasons(tmp_path):
+    # every scene shows the same three objects: only k = 3 exists, and 3 names leave no room for 2 distractors
+    folder = make_catalog(tmp_path / "same", "synthetic", [["apple", "keys", "mug"]] * 4, views=2)
+    with pytest.raises(NotEnoughDataError) as info:
+        sample_pairs([folder], PairsConfig(count=5, choices=3, seed=0))
+    text = str(info.value)
+    assert "Found only 0 of 5 synthetic examples from 8 eligible synthetic images" in text
+    assert "3: only 3 synthetic object names: no room for 2 distractors" in text
+    assert "0: no pair of synthetic images" in text and "--choices" in text

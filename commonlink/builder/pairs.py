@@ -539,7 +539,8 @@ def build_choices(
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _auto_max_uses(n: int, m: int) -> int:
+def auto_max_uses(n: int, m: int) -> int:
+    """The default --max-uses for ``n`` examples from ``m`` eligible images of a source."""
     return max(AUTO_MAX_USES_MIN, math.ceil(AUTO_MAX_USES_FACTOR * 2 * n / max(m, 1)))
 
 
@@ -587,7 +588,7 @@ def sample_pairs(
                     f"{config.choices - 1} (plus '{NO_COMMON_OBJECTS}').",
                     "Lower --choices, or add catalogs with more kinds of objects.",
                 )
-            cap = config.max_uses if config.max_uses is not None else _auto_max_uses(n, m)
+            cap = config.max_uses if config.max_uses is not None else auto_max_uses(n, m)
             distinct = pool.max_distinct_pairs()
             if n > distinct:
                 raise _too_few(name, m, n, lo, hi, index, f"{n:,} distinct pairs from different scenes, and there are {distinct:,}")
@@ -595,11 +596,13 @@ def sample_pairs(
                 raise _too_few(name, m, n, lo, hi, index, f"{2 * n:,} image slots, and --max-uses {cap} allows {m * cap:,}")
             result = _sample_source(pool, n, k_max, cap, n_vocab, config.seed, config.split, name, bar)
             if len(result.pairs) < n:
+                reasons = "; ".join(f"{k}: {why}" for k, why in sorted(result.exhausted_reason.items()))
                 raise NotEnoughDataError(
-                    f"Found only {len(result.pairs)} of {n} {name} examples: no further pair of {name} images from "
-                    f"different scenes is left under --max-uses {cap} ({m} eligible {name} images with {lo}-{hi} "
-                    f"objects, of {index.images_read} read).",
-                    "Add images (more catalogs), raise --max-uses, widen --objects, lower --count, or change --real-fraction.",
+                    f"Found only {len(result.pairs):,} of {n:,} {name} examples from {m:,} eligible {name} images "
+                    f"({lo}-{hi} objects, {index.images_read:,} images read, --max-uses {cap}); every number of "
+                    f"common objects ran out ({reasons}).",
+                    "Add images (more catalogs), raise --max-uses, widen --objects, lower --count or --choices, "
+                    "or change --real-fraction.",
                 )
             results[name] = result
             del pool
