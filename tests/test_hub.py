@@ -415,12 +415,11 @@ def _pairs_file(tmp_path: Path, split: str, count: int) -> Path:
 
 
 def test_release_build_then_push_then_load_that_version(hub, tmp_path):
-    from commonlink.builder.release import verify_release
+    from commonlink.builder.release import build_release, verify_release
 
     pairs = _pairs_file(tmp_path, "main", 3)
     out = tmp_path / "release"
-    built = run_cli(hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--version", "1.0.0", "--no-progress")
-    assert built.returncode == 0, built.stderr
+    build_release([pairs], out, version="1.0.0", progress=False)  # what `commonlink release build` runs (no Hub involved)
     repo = f"{ORG}/built-set"
     pushed = run_cli(hub, tmp_path, "release", "push", str(out), "--repo", repo, "--version", "1.0.0", "--private")
     assert pushed.returncode == 0, pushed.stderr
