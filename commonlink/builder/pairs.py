@@ -5,12 +5,12 @@ truth is the set of objects visible in both images ("No objects are in common" w
 number of common objects ``k`` is drawn first, balanced over ``k = 0..max_common``; a pair with exactly ``k``
 common objects is then found through an object -> image index:
 
-* the eligible images of a source are held as a compact index (object ids in CSR form, a boolean
-  object x image matrix, integer scene codes), never as records, so memory grows by a few bytes per image;
-* for an anchor image ``A`` the intersection size with every other image is the sum of the index rows of
-  ``A``'s objects (a handful of vector adds), so *all* partners with exactly ``k`` common objects are found
-  in one step; anchors are visited in a seeded cyclic order, so one search is bounded by one pass over the
-  anchors and a pass without a hit proves that ``k`` is exhausted (availability only ever shrinks);
+* the eligible images of a source are held as a compact index (object ids per image and images per object,
+  both in CSR form, integer scene codes), never as records, so memory grows by a few bytes per image;
+* for an anchor image ``A`` the intersection size with every other image is one ``bincount`` over the
+  posting lists of ``A``'s objects, so *all* partners with exactly ``k`` common objects are found in one
+  step; anchors are visited in a seeded cyclic order, so one search is bounded by one pass over the anchors
+  and a pass without a hit proves that ``k`` is exhausted (availability only ever shrinks);
 * the quota of an exhausted ``k`` is moved to the feasible ``k`` with the fewest planned examples, and the
   statistics say so.
 
@@ -249,9 +249,12 @@ class _SourcePool:
         self.obj_ids = (
             np.concatenate([index.obj_ids[a:b] for a, b in zip(starts, ends)]) if m else np.zeros(0, dtype=np.int32)
         )
-        # object x image incidence: row o lists the images showing object o
-        self.incidence = np.zeros((n_vocab, m), dtype=bool)
-        self.incidence[self.obj_ids, np.repeat(np.arange(m), self.n_objects)] = True
+        # inverted index (CSR): posting[posting_ptr[o]:posting_ptr[o + 1]] are the images showing object o.
+        # 4 bytes per (image, object), whatever the vocabulary size (a dense object x image matrix is not).
+        by_object = np.argsort(self.obj_ids, kind="stable")
+        self.posting = np.repeat(np.arange(m, dtype=np.int32), self.n_objects)[by_object]
+        self.posting_ptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.obj_ids, minlength=n_vocab), out=self.posting_ptr[1:])
         # scenes as contiguous runs of a sort order, so the members of a scene are one slice
         _, scene_local = np.unique(index.scene[self.members], return_inverse=True)
         self.scene = scene_local.astype(np.int64)
@@ -339,9 +342,11 @@ def _sample_source(
                 continue
             examined += 1
             objs = pool.objects_of(a)
-            np.add(pool.incidence[objs[0]], np.uint8(1), out=code)
-            for o in objs[1:]:
-                np.add(code, pool.incidence[o], out=code)
+            shared = np.bincount(
+                np.concatenate([pool.posting[pool.posting_ptr[o] : pool.posting_ptr[o + 1]] for o in objs]),
+                minlength=pool.m,
+            )
+            np.add(shared, 1, out=code, casting="unsafe")  # at most 17 (16 objects + 1): fits uint8
             np.multiply(code, available, out=code)
             code[pool.scene_members(a)] = 0  # different scenes only (this also excludes a itself)
             used = partners.get(a)
