@@ -55,6 +55,7 @@ from .commands import stats as _stats_cmds  # noqa: E402
 from .commands import hub as _hub_cmds  # noqa: E402
 from .commands import eval as _eval_cmds  # noqa: E402
 from .commands import association_eval as _association_eval_cmds  # noqa: E402
+from .commands import demo as _demo_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("synth")(_synth_cmds.synth)
@@ -71,6 +72,7 @@ eval_app.command("perception")(_eval_cmds.perception)
 eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
 eval_app.command("association")(_association_eval_cmds.association)
+app.command("demo")(_demo_cmds.demo)
 
 
 def main() -> None:  # console-script entry point
