@@ -134,6 +134,20 @@ def test_synth_layout_planned_objects(tmp_path):
     assert stored.extra["area_method"] == "mask"
 
 
+def test_refuses_catalog_being_written_and_missing_catalog(tmp_path):
+    from commonlink.builder.catalog import catalog_lock
+
+    cat = _photo_catalog(tmp_path)
+    before = (cat / "catalog.jsonl").read_bytes()
+    with catalog_lock(cat, what="commonlink ingest"):
+        with pytest.raises(InputError, match="being written by commonlink ingest"):
+            compute_object_stats(cat, show_progress=False)
+    assert (cat / "catalog.jsonl").read_bytes() == before
+    with pytest.raises(InputError, match="not an image catalog"):
+        compute_object_stats(tmp_path / "nowhere", show_progress=False)
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_mask_area_fractions_rgb_ids_and_errors():
     mask = np.array([[1, 1, 2, 2], [0, 0, 0, 2]])
     assert mask_area_fractions(mask, {1: "a", 2: "b"}) == {"a": 0.25, "b": 0.375}

@@ -39,7 +39,7 @@ from ..errors import InputError, SchemaError
 from ..fileio import atomic_write, atomic_write_json, safe_join, sha256_file
 from ..images import open_image
 from ..progress import track
-from .catalog import CatalogRecord, image_path, read_catalog, write_catalog
+from .catalog import CatalogRecord, catalog_file, catalog_lock, image_path, read_catalog, write_catalog
 from .sam_masks import AreaEstimate, AutoMaskSettings, estimate_automatic, estimate_prompted, prepare_image, prompts_for
 
 CACHE_FILENAME = ".stats_cache.jsonl"
@@ -189,9 +189,19 @@ def compute_object_stats(
     stored and the rest are counted in ``needs_sam``.
     """
     catalog_dir = Path(catalog_dir)
-    records = read_catalog(catalog_dir)
     if (sam is not None or load_sam is not None) and not model_id:
         raise InputError("A SAM model was given without a model_id.", "Pass model_id (e.g. 'vit_b:<checkpoint hash>').")
+    if not catalog_file(catalog_dir).is_file():
+        read_catalog(catalog_dir)  # raises the catalog module's "not an image catalog" error
+    # the whole read-measure-rewrite pass holds the writer lock, so records added meanwhile cannot be lost
+    with catalog_lock(catalog_dir, what="commonlink stats"):
+        return _compute_locked(catalog_dir, sam=sam, load_sam=load_sam, model_id=model_id, settings=settings,
+                               show_progress=show_progress)
+
+
+def _compute_locked(catalog_dir: Path, *, sam: Any, load_sam: Callable[[], Any] | None, model_id: str,
+                    settings: AutoMaskSettings, show_progress: bool) -> ObjectStats:
+    records = read_catalog(catalog_dir)
     cache = StatsCache(catalog_dir)
     result = ObjectStats(summary={})
     model_holder = {"sam": sam}
