@@ -15,7 +15,7 @@ from commonlink.eval.commono import common_o_request, evaluate_common_o, score_p
 from commonlink.eval.perception import evaluate_perception
 from commonlink.eval.prompts import CONCAT_IMAGE_PROMPT
 from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
-from commonlink.eval.testing import build_tiny_llava, common_o_rows, write_common_o_split
+from commonlink.eval.testing import build_tiny_idefics3, build_tiny_llava, common_o_rows, write_common_o_split
 from commonlink.loaders.common_o import open_common_o
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
@@ -94,6 +94,14 @@ def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, referenc
     line = json.loads((one_dir / "predictions.jsonl").read_text().splitlines()[0])
     assert {"id", "raw_output", "parsed_letters", "correct", "hallucinated", "parse_ok"} <= set(line)
     assert (one_dir / "results.md").read_text().startswith("| Model |")
+
+
+def test_a_second_architecture_idefics3(data_dir, tmp_path):
+    backend = load_backend("transformers", str(build_tiny_idefics3(tmp_path / "idefics3")))
+    assert backend.info.details["model_class"] == "Idefics3ForConditionalGeneration"
+    one = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "bs1", settings=SETTINGS, batch_size=1, limit=4, **FAST)
+    evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "bs4", settings=SETTINGS, batch_size=4, limit=4, **FAST)
+    assert one["dataset"]["rows_scored"] == 4 and _outputs(tmp_path / "bs1") == _outputs(tmp_path / "bs4")
 
 
 def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_path):

@@ -1,6 +1,6 @@
 """Offline stand-ins for tests and benchmarks: a tiny random LLaVA and small Common-O parquet splits.
 
-Nothing is downloaded. :func:`build_tiny_llava` makes a randomly initialised LLaVA (CLIP vision tower +
+Nothing is downloaded. :func:`build_tiny_llava` (and :func:`build_tiny_idefics3`) makes a randomly initialised LLaVA (CLIP vision tower +
 Llama text model, a byte-level BPE tokenizer trained with ``tokenizers`` on the prompt words, a chat template)
 and saves it with ``save_pretrained``, so it loads through the real ``from_pretrained`` path. Its outputs are
 gibberish, but deterministic for given weights and inputs, which is what batching and resume checks need.
@@ -31,20 +31,11 @@ OBJECTS = ["apple", "keys", "spoon", "cup", "glass cup", "remote", "vase", "shoe
 def build_tiny_llava(out_dir: str | Path, *, seed: int = 0, image_size: int = 32, patch_size: int = 8, layers: int = 2) -> Path:
     """Save a tiny random LLaVA (model + processor + chat template) to ``out_dir`` and return the path."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
 
     out_dir = Path(out_dir)
-    corpus = [common_o_question(OBJECTS + [NO_COMMON_OBJECTS]), common_o_question(OBJECTS, concat=True), PERCEPTION_PROMPT, "Answer: " + ", ".join(letters(16)), "yes no"]
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<s>", "</s>", "<unk>", "<image>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>", extra_special_tokens={"image_token": "<image>"}
-    )
+    tokenizer = _bpe_tokenizer(["<pad>", "<s>", "</s>", "<unk>", "<image>"])
     image_processor = LlavaImageProcessorPil(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size})
     processor = LlavaProcessor(
         image_processor=image_processor, tokenizer=tokenizer, patch_size=patch_size, vision_feature_select_strategy="default",
@@ -60,6 +51,41 @@ def build_tiny_llava(out_dir: str | Path, *, seed: int = 0, image_size: int = 32
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    return out_dir
+
+
+def _bpe_tokenizer(special_tokens: list[str], vocab_size: int = 400):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = [common_o_question(OBJECTS + [NO_COMMON_OBJECTS]), common_o_question(OBJECTS, concat=True), PERCEPTION_PROMPT, "Answer: " + ", ".join(letters(16)), "yes no"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+
+
+def build_tiny_idefics3(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """Save a tiny random Idefics3 (SigLIP-style vision tower, pixel shuffle, Llama text model) to ``out_dir``."""
+    import torch
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor, Idefics3VisionConfig, LlamaConfig
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    out_dir = Path(out_dir)
+    specials = ["<pad>", "<s>", "</s>", "<unk>", "<image>", "<fake_token_around_image>", "<end_of_utterance>", "<global-img>"]
+    specials += [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
+    tokenizer = _bpe_tokenizer(specials)
+    image_processor = Idefics3ImageProcessorPil(size={"longest_edge": 64}, max_image_size={"longest_edge": 32}, do_image_splitting=False)
+    # image_seq_len = (image_size / patch_size)^2 / scale_factor^2 = (32 / 8)^2 / 2^2
+    processor = Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4, chat_template=CHAT_TEMPLATE)
+    vision = Idefics3VisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8)
+    text = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                       pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(seed)
+    model = Idefics3ForConditionalGeneration(Idefics3Config(vision_config=vision, text_config=text, image_token_id=tokenizer.convert_tokens_to_ids("<image>"), scale_factor=2))
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
     return out_dir
