@@ -153,11 +153,15 @@ def floor_texture(floor: FloorMaterial, catalog: AssetCatalog) -> np.ndarray:
 
 
 class OfflineRenderer:
-    """Renders scenes at a fixed resolution; keep one per process and call :meth:`close` when done."""
+    """Renders scenes at a fixed resolution; keep one per process and call :meth:`close` when done.
+
+    ``shadows=True`` adds shadow-mapped sunlight (about 2.5x slower on a CPU); by default each object gets a
+    soft contact shadow instead, which costs almost nothing and still shows that objects rest on the floor.
+    """
 
     _live = 0  #: renderers open in this process (they share one EGL display)
 
-    def __init__(self, width: int, height: int, catalog: AssetCatalog, *, shadows: bool = True):
+    def __init__(self, width: int, height: int, catalog: AssetCatalog, *, shadows: bool = False):
         self.width, self.height, self.catalog, self.shadows = width, height, catalog, shadows
         self._pyrender, self._trimesh = _import_pyrender()
         try:
@@ -204,6 +208,32 @@ class OfflineRenderer:
             self._floors[floor.name] = pyrender.Mesh.from_trimesh(quad, smooth=False)
         return self._floors[floor.name]
 
+    def _contact_shadow(self):
+        """A unit disc, dark in the middle and fading out (vertex alpha), blended onto the floor under an object."""
+        if "_contact" not in self._floors:
+            trimesh, pyrender = self._trimesh, self._pyrender
+            segments, rings = 32, (0.0, 0.45, 0.8, 1.0)
+            alphas = (0.5, 0.36, 0.14, 0.0)
+            angles = np.linspace(0, 2 * np.pi, segments, endpoint=False)
+            vertices, colors = [[0.0, 0.0, 0.0]], [[0, 0, 0, int(alphas[0] * 255)]]
+            for radius, alpha in zip(rings[1:], alphas[1:]):
+                vertices += [[radius * np.cos(a), radius * np.sin(a), 0.0] for a in angles]
+                colors += [[0, 0, 0, int(alpha * 255)]] * segments
+            faces = [[0, 1 + i, 1 + (i + 1) % segments] for i in range(segments)]
+            for ring in range(len(rings) - 2):
+                base = 1 + ring * segments
+                for i in range(segments):
+                    j = (i + 1) % segments
+                    faces += [[base + i, base + segments + i, base + segments + j], [base + i, base + segments + j, base + j]]
+            disc = trimesh.Trimesh(np.array(vertices), np.array(faces), vertex_colors=np.array(colors, np.uint8), process=False)
+            mesh = pyrender.Mesh.from_trimesh(disc, smooth=True)
+            for primitive in mesh.primitives:
+                primitive.material.alphaMode = "BLEND"
+                primitive.material.metallicFactor = 0.0
+                primitive.material.roughnessFactor = 1.0
+            self._floors["_contact"] = mesh
+        return self._floors["_contact"]
+
     # -- scenes -----------------------------------------------------------------------------------------
     def build_scene(self, placements: list[Placement], floor: FloorMaterial | None, lighting: Lighting):
         """A pyrender scene with the floor, the objects and the lights; returns (scene, object nodes)."""
@@ -216,6 +246,8 @@ class OfflineRenderer:
         for placement in placements:
             pose = object_pose_gl(placement.location, placement.rotation, placement.scale)
             nodes.append(scene.add(self._pyrender_mesh(placement.mesh), pose=pose))
+            if not self.shadows and floor is not None:
+                scene.add(self._contact_shadow(), pose=_contact_shadow_pose(placement))
         sun_dir = MIRROR @ ue_rotation_matrix(-lighting.sun_elevation, lighting.sun_azimuth, 0.0)[:, 0]
         sun = pyrender.DirectionalLight(color=list(lighting.sun_color), intensity=lighting.sun_intensity)
         scene.add(sun, pose=_light_pose(sun_dir))
@@ -281,6 +313,15 @@ class OfflineRenderer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _contact_shadow_pose(placement: Placement) -> np.ndarray:
+    """Pose of the contact-shadow disc: under the object, as wide as its footprint, just above the floor."""
+    size = placement.mesh.size_cm
+    radius = 0.62 * float(np.hypot(size[0], size[1])) * float(max(placement.scale[:2]))
+    pose = np.diag([radius, radius, 1.0, 1.0])
+    pose[:3, 3] = MIRROR @ np.array([placement.location[0], placement.location[1], 0.15])
+    return pose
 
 
 def _light_pose(direction: np.ndarray) -> np.ndarray:

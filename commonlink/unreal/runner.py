@@ -61,6 +61,7 @@ class SynthConfig:
     unrealcv_host: str = "127.0.0.1"
     unrealcv_port: int = 9000
     mask_tolerance: int = 3  #: colour tolerance when reading Unreal object masks
+    shadows: bool = False  #: offline: shadow-mapped sunlight (slower) instead of soft contact shadows
 
     def __post_init__(self) -> None:
         self.objects = tuple(self.objects)  # type: ignore[assignment]
@@ -91,6 +92,7 @@ class SynthConfig:
             "objects": list(self.objects), "views": self.views, "resolution": list(self.resolution), "seed": self.seed,
             "backend": self.backend, "assets_sha256": catalog.sha256, "min_visible_pixels": self.pixel_threshold,
             "max_hidden_share": self.max_hidden_share, "max_attempts": self.max_attempts, "mask_tolerance": self.mask_tolerance,
+            "shadows": self.shadows,
         }
 
 
@@ -195,7 +197,7 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog):
     if config.backend == "offline":
         from .offline import OfflineRenderer
 
-        return OfflineRenderer(width, height, catalog)
+        return OfflineRenderer(width, height, catalog, shadows=config.shadows)
     from .unrealcv_backend import UnrealCVBackend
 
     return UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,

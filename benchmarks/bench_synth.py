@@ -1,0 +1,162 @@
+"""Benchmark of `commonlink synth`: offline views/s, UnrealCV backend overhead, memory over long runs.
+
+    .venv/bin/python benchmarks/bench_synth.py [--scenes 6] [--memory-scenes 50,500] [--memory-resolution 128]
+
+1. Offline renderer, 512x512, 4 views a scene: views/s for 7 and for 16 objects, end to end per scene (plan,
+   lit + instance render, visibility, PNG files written atomically), after one warm-up scene; also with
+   ``--shadows`` (shadow-mapped sunlight). Target: >= 10 views/s.
+2. UnrealCV backend against the protocol-faithful test server (same process, real TCP, real ``unrealcv``
+   client): seconds per view of ``UnrealCVBackend.render`` vs the same commands sent as plain
+   ``client.request`` round trips with the raw client, measured in the same run. Target: ratio <= 1.2.
+3. Peak resident memory (ru_maxrss) of one process after 50 and after 500 scenes rendered in a loop with one
+   renderer (target: flat, ratio ~1.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from commonlink.unreal.assets import load_assets  # noqa: E402
+from commonlink.unreal.fake_server import FakeUnrealCVServer  # noqa: E402
+from commonlink.unreal.offline import OfflineRenderer  # noqa: E402
+from commonlink.unreal.plan import PlanConfig, plan_scene  # noqa: E402
+from commonlink.unreal.runner import SynthConfig, render_scene  # noqa: E402
+from commonlink.unreal.unrealcv_backend import UnrealCVBackend, _fmt  # noqa: E402
+
+
+def offline_views_per_s(catalog, n_objects: int, scenes: int, resolution: int, shadows: bool) -> float:
+    config = SynthConfig(scenes=scenes + 1, objects=(n_objects, n_objects), views=4, resolution=(resolution, resolution),
+                         seed=123, max_attempts=1, shadows=shadows)
+    with tempfile.TemporaryDirectory() as tmp, OfflineRenderer(resolution, resolution, catalog, shadows=shadows) as renderer:
+        render_scene(tmp, config, catalog, renderer, 0)  # warm-up: mesh building, shader compilation
+        start = time.perf_counter()
+        views = sum(render_scene(tmp, config, catalog, renderer, i)["views"] for i in range(1, scenes + 1))
+        return views / (time.perf_counter() - start)
+
+
+def raw_client_seconds_per_view(server, catalog, plans) -> float:
+    """The same scene, command for command, as plain request/reply round trips with the raw unrealcv client."""
+    import unrealcv
+
+    client = unrealcv.Client((server.host, server.port))
+    with contextlib.redirect_stdout(io.StringIO()):
+        client.connect(timeout=10)
+    views = 0
+    start = time.perf_counter()
+    for plan in plans:
+        width, height = plan.resolution
+        client.request(f"vset /camera/0/size {width} {height}")
+        floor = catalog.floor(plan.floor.material)
+        names = [client.request(f"vset /objects/spawn {floor.ue_class} raw_floor")]
+        client.request(f"vset /object/{names[0]}/location 0 0 0")
+        for k, obj in enumerate(plan.objects):
+            name = client.request(f"vset /objects/spawn {obj.ue_class} raw_{k}")
+            names.append(name)
+            client.request(f"vset /object/{name}/location {_fmt(obj.location)}")
+            client.request(f"vset /object/{name}/rotation {_fmt(obj.rotation)}")
+            client.request(f"vset /object/{name}/scale {_fmt([obj.scale] * 3)}")
+            client.request(f"vget /object/{name}/color")
+        for camera in plan.cameras:
+            client.request(f"vset /camera/0/location {_fmt(camera.location)}")
+            client.request(f"vset /camera/0/rotation {_fmt(camera.rotation)}")
+            client.request(f"vset /camera/0/fov {camera.fov:.4f}")
+            client.request("vget /camera/0/lit png")
+            client.request("vget /camera/0/object_mask png")
+            views += 1
+        for name in names:
+            client.request(f"vset /object/{name}/destroy")
+    elapsed = time.perf_counter() - start
+    with contextlib.redirect_stdout(io.StringIO()):
+        client.disconnect()
+    return elapsed / views
+
+
+def backend_seconds_per_view(server, catalog, plans, resolution: int) -> float:
+    backend = UnrealCVBackend(server.host, server.port, catalog, width=resolution, height=resolution)
+    views = 0
+    start = time.perf_counter()
+    for plan in plans:
+        views += len(backend.render(plan))
+    elapsed = time.perf_counter() - start
+    backend.close()
+    return elapsed / views
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def memory_curve(catalog, checkpoints: list[int], resolution: int) -> dict[int, float]:
+    config = SynthConfig(scenes=max(checkpoints), objects=(3, 7), views=4, resolution=(resolution, resolution), seed=9,
+                         max_attempts=1)
+    marks = {}
+    with tempfile.TemporaryDirectory() as tmp, OfflineRenderer(resolution, resolution, catalog) as renderer:
+        for i in range(max(checkpoints)):
+            render_scene(tmp, config, catalog, renderer, i)
+            if i + 1 in checkpoints:
+                marks[i + 1] = peak_rss_mb()
+    return marks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenes", type=int, default=6, help="timed scenes per offline measurement")
+    parser.add_argument("--resolution", type=int, default=512)
+    parser.add_argument("--ue-scenes", type=int, default=3)
+    parser.add_argument("--ue-resolution", type=int, default=256)
+    parser.add_argument("--memory-scenes", default="50,500")
+    parser.add_argument("--memory-resolution", type=int, default=128)
+    parser.add_argument("--skip", default="", help="comma list of parts to skip: offline,unrealcv,memory")
+    args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    catalog = load_assets()
+    import os
+
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start (timings scale with free cores)")
+
+    if "offline" not in skip:
+        print(f"== offline renderer, {args.resolution}x{args.resolution}, 4 views/scene, {args.scenes} scenes timed")
+        for n in (7, 16):
+            for shadows in (False, True):
+                rate = offline_views_per_s(catalog, n, args.scenes, args.resolution, shadows)
+                label = "shadow maps" if shadows else "contact shadows (default)"
+                print(f"  {n:2d} objects, {label:26s}: {rate:6.2f} views/s   (target >= 10: {'met' if rate >= 10 else 'NOT met'})")
+
+    if "unrealcv" not in skip:
+        res = args.ue_resolution
+        config = PlanConfig(min_objects=7, max_objects=7, views=4, width=res, height=res)
+        plans = [plan_scene(config, catalog, seed=5, index=i) for i in range(args.ue_scenes)]
+        with FakeUnrealCVServer(catalog) as server:
+            backend_seconds_per_view(server, catalog, plans[:1], res)  # warm-up (server renderer, meshes)
+            raw = raw_client_seconds_per_view(server, catalog, plans)
+            ours = backend_seconds_per_view(server, catalog, plans, res)
+            raw2 = raw_client_seconds_per_view(server, catalog, plans)  # again: load drift on a shared machine
+        raw_mean = (raw + raw2) / 2
+        print(f"== UnrealCV backend vs raw client on the test server ({res}x{res}, 7 objects, {args.ue_scenes} scenes x 4 views)")
+        print(f"  raw client round trips: {raw_mean * 1000:7.1f} ms/view   backend: {ours * 1000:7.1f} ms/view   "
+              f"ratio {ours / raw_mean:.2f} (target <= 1.2: {'met' if ours / raw_mean <= 1.2 else 'NOT met'})")
+
+    if "memory" not in skip:
+        checkpoints = [int(v) for v in args.memory_scenes.split(",")]
+        res = args.memory_resolution
+        start = time.perf_counter()
+        marks = memory_curve(catalog, checkpoints, res)
+        print(f"== peak RSS of one process over a long run ({res}x{res}, 3-7 objects, 4 views; {time.perf_counter() - start:.0f} s)")
+        for n, mb in marks.items():
+            print(f"  after {n:4d} scenes: {mb:7.1f} MB")
+        first, last = marks[checkpoints[0]], marks[checkpoints[-1]]
+        print(f"  ratio {last / first:.3f} (target: flat, ~1.0)")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
