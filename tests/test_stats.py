@@ -212,6 +212,25 @@ def test_torn_cache_line_is_redone(tmp_path):
     assert (again.cached, again.computed) == (1, 1)
 
 
+def test_interrupted_run_keeps_work_and_resumes(tmp_path, monkeypatch):
+    import commonlink.builder.stats as stats_module
+
+    cat = _photo_catalog(tmp_path)  # records: "auto" first, then "prompted"
+    sam = build_tiny_sam()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(stats_module, "estimate_prompted", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    auto, prompted = read_catalog(cat)
+    assert auto.extra["area_method"] == "sam-auto" and "area_method" not in prompted.extra  # first one kept
+    resumed = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    assert (resumed.cached, resumed.computed) == (1, 1)
+
+
 def test_bad_prompt_names_record(tmp_path):
     cat = _photo_catalog(tmp_path)
     records = read_catalog(cat)
