@@ -286,10 +286,13 @@ class CatalogImageReader:
             fd = os.open(path, os.O_RDONLY)
         try:
             size = os.fstat(fd).st_size
-            chunks = []
-            while chunk := os.read(fd, max(size, 1 << 16)):
+            data = os.read(fd, size) if size else b""
+            if len(data) == size and size:
+                return data  # the usual case: one read, no extra syscall to see end of file
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
-            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+            return b"".join(chunks)
         finally:
             os.close(fd)
 
