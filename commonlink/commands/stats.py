@@ -64,6 +64,9 @@ def _pct(value) -> str:
 
 
 def _print_summary(summary: dict, per_object: int) -> None:
+    if not any(row["count"] for row in summary["per_source"].values()):
+        console.print("No object areas are known yet for this catalog.")
+        return
     table = Table(title="Object area fraction by source", title_justify="left")
     for column in ("source", "values", "mean", "median", "p5", "p95", "min", "max"):
         table.add_column(column, justify="left" if column == "source" else "right")
