@@ -225,3 +225,25 @@ def test_single_parquet_file_and_plain_folder_without_card(release, tmp_path):
         (bare / p.name).write_bytes(p.read_bytes())
     assert [e.id for e in load_common_o(bare, "main")] == [r["id"] for r in rows]
     assert json.loads(json.dumps(open_common_o(bare, "main").columns))[:2] == ["image_1", "image_2"]
+
+
+def test_repo_id_goes_through_datasets_load_dataset(release, tmp_path, monkeypatch):
+    """The Hub path (network tests are the hub helper's): split and revision are passed on, images decoded by us."""
+    import datasets
+
+    folder, rows = release
+    real_load = datasets.load_dataset
+    calls = []
+
+    def fake_load(repo, split=None, revision=None, **kwargs):
+        calls.append((repo, split, revision))
+        return real_load(str(folder), split=split, cache_dir=str(tmp_path / "hf_cache"))
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    split = open_common_o("someone/common-o-copy", "main", revision="v1.0.0")
+    assert calls == [("someone/common-o-copy", "main", "v1.0.0")]
+    assert split.revision == "v1.0.0" and split.source_name == "someone/common-o-copy" and len(split) == 9
+    assert split.fingerprint and split.fingerprint == open_common_o("someone/common-o-copy", "main", "v1.0.0").fingerprint
+    examples = list(split)
+    assert [e.id for e in examples] == [r["id"] for r in rows]
+    assert isinstance(examples[0].image_1, Image.Image) and split.get(3).ground_truth == rows[3]["ground_truth"]
