@@ -338,6 +338,14 @@ def test_missing_or_wrong_token_fails_before_any_upload(hub, tmp_path):
     assert "1.0.0" in hub.refs(REPO)["tags"] and WRITE_TOKEN not in cached.stdout + cached.stderr
 
 
+def test_a_hub_without_xet_gets_a_clear_error(hub, tmp_path):
+    release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2]}, salt=1)
+    done = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", HF_HUB_DISABLE_XET="0")
+    assert done.returncode == 1
+    assert "does not offer Xet storage" in done.stderr and "HF_HUB_DISABLE_XET=1" in done.stderr
+    assert "1.0.0" not in hub.refs(REPO)["tags"]
+
+
 def test_existing_tag_is_refused_rerun_is_a_no_op_and_force_moves_it(hub, tmp_path):
     v1 = make_release(tmp_path / "v1", version="1.0.0", shards={"main": [2]}, salt=1)
     assert run_cli(hub, tmp_path, "release", "push", str(v1), "--repo", REPO, "--version", "1.0.0").returncode == 0

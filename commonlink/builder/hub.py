@@ -321,6 +321,13 @@ def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | Non
     """A Hub client exception -> a :class:`CommonlinkError` saying what failed and what to do (never the token)."""
     status = _status(exc)
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "xet" in detail.lower():
+        return BackendError(
+            f"{doing}: the Hub at {endpoint} does not offer Xet storage, which huggingface_hub uses by default "
+            f"({detail}).",
+            "Set HF_HUB_DISABLE_XET=1 in the environment (read when huggingface_hub is imported) and rerun; large "
+            "files then go through Git LFS.",
+        )
     if _network_error(exc):
         return BackendError(
             f"{doing}: cannot reach the Hub at {endpoint} ({type(exc).__name__}: {detail}).",

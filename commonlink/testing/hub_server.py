@@ -231,7 +231,8 @@ class HubServer:
         return f"http://{host}:{port}"
 
     def start(self) -> HubServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hub-server", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="hub-server", daemon=True)
         self._thread.start()
         return self
 
