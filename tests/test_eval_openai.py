@@ -25,8 +25,9 @@ SECRET = "sk-test-0123456789-very-secret"
 class ChatServer:
     """Answers ``POST /v1/chat/completions``; fails the first request of each kind with 429 then 503."""
 
-    def __init__(self, *, failures=(429, 503), answer="Answer: A"):
+    def __init__(self, *, failures=(429, 503), answer="Answer: A", refuse_max_tokens=False):
         self.failures = list(failures)
+        self.refuse_max_tokens = refuse_max_tokens
         self.answer = answer
         self.bodies: list[dict] = []
         self.statuses: list[int] = []
@@ -53,6 +54,8 @@ class ChatServer:
                         failure = server.failures.pop(0) if server.failures else None
                     if failure:
                         return self._send(failure, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+                    if server.refuse_max_tokens and "max_tokens" in body:
+                        return self._send(400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error"}})
                     server.bodies.append(body)
                     self._send(200, {
                         "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -141,3 +144,12 @@ def test_cli_openai_backend(data_dir, tmp_path, monkeypatch):
     assert "| served-vlm | openai | main | 6 |" in result.output and SECRET not in result.output
     saved = json.loads((tmp_path / "cli" / "results.json").read_text())
     assert saved["metrics"]["overall"]["parse_failures"] == 0
+
+
+def test_switches_to_max_completion_tokens_when_the_server_asks(monkeypatch):
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with ChatServer(failures=(), refuse_max_tokens=True) as server:
+        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY")
+        out = backend.generate([GenerationRequest("r", [], "hi"), GenerationRequest("s", [], "ho")], GenerationSettings(max_new_tokens=7))
+    assert out == ["Answer: A", "Answer: A"]
+    assert all(b["max_completion_tokens"] == 7 and "max_tokens" not in b for b in server.bodies)

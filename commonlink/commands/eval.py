@@ -192,7 +192,7 @@ def score(
     from ..eval.commono import render_markdown_table, score_predictions
 
     results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
-    console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False)
+    console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
 
 
 @reports_errors
@@ -206,13 +206,13 @@ def compare(
 
     runs = leaderboard(load_results(results))
     table = render_markdown_table(runs)
-    console.print(table, highlight=False, markup=False)
+    console.print(table, highlight=False, markup=False, soft_wrap=True)
     if markdown:
         atomic_write_text(markdown, table + "\n")
 
 
 def _print_summary(results: dict, out: Path, render, shard: str | None = None) -> None:
-    console.print(render(results), highlight=False, markup=False)
+    console.print(render(results), highlight=False, markup=False, soft_wrap=True)
     overall = results["metrics"]["overall"]
     timing = results["timing"]
     if "parse_failure_rate" in overall:

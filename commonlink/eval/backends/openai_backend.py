@@ -72,6 +72,7 @@ class OpenAIBackend:
         self.max_backoff_s = max_backoff_s
         self.image_format = image_format
         self.retries = 0
+        self._length_param = "max_tokens"  # what every OpenAI-compatible server knows; see _one for the newer name
         self.generate_seconds = 0.0
         self.info = planned_info(model, base_url=base_url, concurrency=concurrency)
         self.info.details.update({
@@ -97,7 +98,8 @@ class OpenAIBackend:
     def _one(self, request: GenerationRequest, settings: GenerationSettings) -> str | RequestFailure:
         openai = self._openai
         messages = self._messages(request)
-        kwargs = dict(model=self.info.model, messages=messages, max_tokens=settings.max_new_tokens, temperature=settings.temperature)
+        kwargs = dict(model=self.info.model, messages=messages, temperature=settings.temperature)
+        kwargs[self._length_param] = settings.max_new_tokens
         if not settings.greedy:
             kwargs.update(top_p=settings.top_p, seed=settings.seed)
         attempt = 0
@@ -115,6 +117,11 @@ class OpenAIBackend:
                         f"The server refused the API key (HTTP {status}).",
                         "Check the key in the environment variable named by --api-key-env and the --base-url.",
                     ) from None
+                if status == 400 and "max_tokens" in kwargs and "max_completion_tokens" in str(exc):
+                    # Newer OpenAI models refuse max_tokens and ask for max_completion_tokens: switch once, for good.
+                    self._length_param = "max_completion_tokens"
+                    kwargs[self._length_param] = kwargs.pop("max_tokens")
+                    continue
                 if not retryable:
                     if status == 404:
                         raise BackendError(
