@@ -52,128 +52,159 @@ def _parse_engine_args(items: list[str]) -> dict:
     return out
 
 
-def _backend_options(backend: str, *, revision, dtype, device, trust_remote_code, attn_implementation, base_url, api_key_env,
-                     concurrency, max_retries, tensor_parallel_size, data_parallel_size, max_model_len, gpu_memory_utilization,
-                     vllm_args, seed) -> dict:
+BACKEND_OPTION_NAMES = (
+    "model_revision", "dtype", "device", "trust_remote_code", "attn_implementation", "base_url", "api_key_env", "concurrency",
+    "max_retries", "tensor_parallel_size", "data_parallel_size", "max_model_len", "gpu_memory_utilization", "vllm_arg", "seed",
+)
+
+
+def backend_options(backend: str, params: dict) -> dict:
+    """The constructor options of ``backend`` picked from a command's parameters (``locals()``)."""
+    p = params
     if backend == "transformers":
-        return dict(revision=revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code, attn_implementation=attn_implementation)
+        return dict(revision=p["model_revision"], dtype=p["dtype"], device=p["device"], trust_remote_code=p["trust_remote_code"],
+                    attn_implementation=p["attn_implementation"])
     if backend == "vllm":
-        return dict(revision=revision, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size, max_model_len=max_model_len,
-                    gpu_memory_utilization=gpu_memory_utilization, trust_remote_code=trust_remote_code, seed=seed,
-                    engine_args=_parse_engine_args(vllm_args))
+        return dict(revision=p["model_revision"], tensor_parallel_size=p["tensor_parallel_size"], data_parallel_size=p["data_parallel_size"],
+                    max_model_len=p["max_model_len"], gpu_memory_utilization=p["gpu_memory_utilization"], trust_remote_code=p["trust_remote_code"],
+                    seed=p["seed"], engine_args=_parse_engine_args(p["vllm_arg"] or []))
     if backend == "openai":
-        return dict(base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, max_retries=max_retries)
+        return dict(base_url=p["base_url"], api_key_env=p["api_key_env"], concurrency=p["concurrency"], max_retries=p["max_retries"])
     raise InputError(f"Unknown --backend {backend!r}.", "Use transformers, vllm or openai.")
 
 
-# Options shared by commono and perception (Typer needs them spelled out per command).
-_DATA = typer.Option("facebook/Common-O", "--data", help="Hub dataset id, release folder or parquet file.")
-_SPLIT = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release.")
-_REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
-_MODEL_REVISION = typer.Option(None, "--model-revision", help="Hub revision of the model (transformers, vllm).")
+def _backend_options(backend: str, *, revision=None, vllm_args=(), **params) -> dict:
+    """Keyword form of :func:`backend_options` (used by ``commands/association_eval.py``)."""
+    params.update(model_revision=revision, vllm_arg=list(vllm_args))
+    for name in BACKEND_OPTION_NAMES:
+        params.setdefault(name, None)
+    return backend_options(backend, params)
+
+
+# Options shared by every eval command that runs a model (one definition, reused in each signature).
+DATA = typer.Option("facebook/Common-O", "--data", help="Hub dataset id, release folder or parquet file.")
+SPLIT = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release.")
+REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
+MODEL = typer.Option(..., "--model", help=_MODEL_HELP)
+BACKEND = typer.Option("transformers", "--backend", help=_BACKEND_HELP)
+MODEL_REVISION = typer.Option(None, "--model-revision", help="Hub revision of the model (transformers, vllm).")
+BATCH_SIZE = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe setting; 1 for transformers).")
+ROWS = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99.")
+SHARD = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge.")
+TEMPERATURE = typer.Option(0.0, "--temperature", help="0 = greedy decoding (the paper's setting).")
+TOP_P = typer.Option(1.0, "--top-p", help="Nucleus sampling (only with --temperature > 0).")
+SEED = typer.Option(0, "--seed", help="Seed for sampling, the random baseline, question draws and bootstrap resampling.")
+MAX_PIXELS = typer.Option(1_048_576, "--max-pixels", help="Downscale each image (aspect kept) to at most this many pixels; 0 = no cap.")
+DTYPE = typer.Option("auto", "--dtype", help="transformers: auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32.")
+DEVICE = typer.Option("auto", "--device", help="transformers: auto (all visible GPUs via device_map, else CPU), cpu, cuda, cuda:1.")
+TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust).")
+ATTN_IMPLEMENTATION = typer.Option(None, "--attn-implementation", help="transformers: sdpa, eager, flash_attention_2.")
+BASE_URL = typer.Option(None, "--base-url", help="openai: server URL, e.g. http://localhost:8000/v1.")
+API_KEY_ENV = typer.Option("OPENAI_API_KEY", "--api-key-env", help="openai: environment variable holding the API key (never printed).")
+CONCURRENCY = typer.Option(8, "--concurrency", min=1, help="openai: requests in flight at once.")
+MAX_RETRIES = typer.Option(6, "--max-retries", min=0, help="openai: retries on 429/5xx/connection errors (exponential backoff).")
+TENSOR_PARALLEL_SIZE = typer.Option(1, "--tensor-parallel-size", min=1, help="vllm: GPUs per model replica.")
+DATA_PARALLEL_SIZE = typer.Option(1, "--data-parallel-size", min=1, help="vllm: model replicas.")
+MAX_MODEL_LEN = typer.Option(None, "--max-model-len", help="vllm: context length cap.")
+GPU_MEMORY_UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="vllm: share of GPU memory to use.")
+VLLM_ARG = typer.Option([], "--vllm-arg", help="vllm: extra engine argument KEY=VALUE (repeatable).")
+BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
+QUIET = typer.Option(False, "--quiet", help="No progress bar.")
 
 
 @reports_errors
 def commono(
-    model: str = typer.Option(..., "--model", help=_MODEL_HELP),
-    data: str = _DATA,
-    split: str = _SPLIT,
-    backend: str = typer.Option("transformers", "--backend", help=_BACKEND_HELP),
+    model: str = MODEL,
+    data: str = DATA,
+    split: str = SPLIT,
+    backend: str = BACKEND,
     out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
-    revision: str = _REVISION,
-    model_revision: str = _MODEL_REVISION,
-    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe default; 1 for transformers)."),
+    revision: str = REVISION,
+    model_revision: str = MODEL_REVISION,
+    batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
-    rows: str = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99."),
-    shard: str = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge."),
+    rows: str = ROWS,
+    shard: str = SHARD,
     max_new_tokens: int = typer.Option(1024, "--max-new-tokens", help="Generation length cap (reasoning models need room)."),
-    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy decoding (the paper's setting)."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling (only with --temperature > 0)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for sampling, the random baseline and bootstrap resampling."),
-    max_pixels: int = typer.Option(1_048_576, "--max-pixels", help="Downscale each image (aspect kept) to at most this many pixels; 0 = no cap."),
+    temperature: float = TEMPERATURE,
+    top_p: float = TOP_P,
+    seed: int = SEED,
+    max_pixels: int = MAX_PIXELS,
     concat_images: bool = typer.Option(False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."),
-    dtype: str = typer.Option("auto", "--dtype", help="transformers: auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32."),
-    device: str = typer.Option("auto", "--device", help="transformers: auto (all visible GPUs via device_map, else CPU), cpu, cuda, cuda:1."),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust)."),
-    attn_implementation: str = typer.Option(None, "--attn-implementation", help="transformers: sdpa, eager, flash_attention_2."),
-    base_url: str = typer.Option(None, "--base-url", help="openai: server URL, e.g. http://localhost:8000/v1."),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="openai: environment variable holding the API key (never printed)."),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="openai: requests in flight at once."),
-    max_retries: int = typer.Option(6, "--max-retries", min=0, help="openai: retries on 429/5xx/connection errors (exponential backoff)."),
-    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", min=1, help="vllm: GPUs per model replica."),
-    data_parallel_size: int = typer.Option(1, "--data-parallel-size", min=1, help="vllm: model replicas."),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="vllm: context length cap."),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="vllm: share of GPU memory to use."),
-    vllm_arg: list[str] = typer.Option([], "--vllm-arg", help="vllm: extra engine argument KEY=VALUE (repeatable)."),
+    dtype: str = DTYPE,
+    device: str = DEVICE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    attn_implementation: str = ATTN_IMPLEMENTATION,
+    base_url: str = BASE_URL,
+    api_key_env: str = API_KEY_ENV,
+    concurrency: int = CONCURRENCY,
+    max_retries: int = MAX_RETRIES,
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
+    data_parallel_size: int = DATA_PARALLEL_SIZE,
+    max_model_len: int = MAX_MODEL_LEN,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    vllm_arg: list[str] = VLLM_ARG,
     similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analysis (character n-grams unless --similarity-model)."),
     similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    bootstrap: int = BOOTSTRAP,
+    quiet: bool = QUIET,
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl and results.md."""
     from ..eval.commono import default_out_dir, evaluate_common_o, render_markdown_table
 
-    settings = _settings(max_new_tokens, temperature, top_p, seed, max_pixels)
     out = out or default_out_dir(split, model, backend)
-    options = _backend_options(backend, revision=model_revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
-                               attn_implementation=attn_implementation, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                               max_retries=max_retries, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
-                               max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
     results = evaluate_common_o(
-        data, split, model, backend, out, revision=revision, settings=settings, batch_size=batch_size, limit=limit,
-        rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard), concat_images=concat_images, backend_options=options,
-        seed=seed, n_boot=bootstrap, similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
+        data, split, model, backend, out, revision=revision, settings=_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
+        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
+        concat_images=concat_images, backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap,
+        similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
     )
     _print_summary(results, out, render_markdown_table, shard)
 
 
 @reports_errors
 def perception(
-    model: str = typer.Option(..., "--model", help=_MODEL_HELP),
-    data: str = _DATA,
-    split: str = _SPLIT,
-    backend: str = typer.Option("transformers", "--backend", help=_BACKEND_HELP),
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND)."),
-    revision: str = _REVISION,
-    model_revision: str = _MODEL_REVISION,
-    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
+    model: str = MODEL,
+    data: str = DATA,
+    split: str = SPLIT,
+    backend: str = BACKEND,
+    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    revision: str = REVISION,
+    model_revision: str = MODEL_REVISION,
+    batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (2 questions a row)."),
-    rows: str = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive)."),
-    shard: str = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ...; rerun without --shard to merge."),
+    rows: str = ROWS,
+    shard: str = SHARD,
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
-    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
-    top_p: float = typer.Option(1.0, "--top-p"),
-    seed: int = typer.Option(0, "--seed", help="Seed for the image/object draw, sampling and bootstrap."),
-    max_pixels: int = typer.Option(1_048_576, "--max-pixels", help="Pixel cap per image; 0 = none."),
-    dtype: str = typer.Option("auto", "--dtype"),
-    device: str = typer.Option("auto", "--device"),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code"),
-    attn_implementation: str = typer.Option(None, "--attn-implementation"),
-    base_url: str = typer.Option(None, "--base-url"),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env"),
-    concurrency: int = typer.Option(8, "--concurrency", min=1),
-    max_retries: int = typer.Option(6, "--max-retries", min=0),
-    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", min=1),
-    data_parallel_size: int = typer.Option(1, "--data-parallel-size", min=1),
-    max_model_len: int = typer.Option(None, "--max-model-len"),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
-    vllm_arg: list[str] = typer.Option([], "--vllm-arg"),
-    bootstrap: int = typer.Option(1000, "--bootstrap", min=2),
-    quiet: bool = typer.Option(False, "--quiet"),
+    temperature: float = TEMPERATURE,
+    top_p: float = TOP_P,
+    seed: int = SEED,
+    max_pixels: int = MAX_PIXELS,
+    dtype: str = DTYPE,
+    device: str = DEVICE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    attn_implementation: str = ATTN_IMPLEMENTATION,
+    base_url: str = BASE_URL,
+    api_key_env: str = API_KEY_ENV,
+    concurrency: int = CONCURRENCY,
+    max_retries: int = MAX_RETRIES,
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
+    data_parallel_size: int = DATA_PARALLEL_SIZE,
+    max_model_len: int = MAX_MODEL_LEN,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    vllm_arg: list[str] = VLLM_ARG,
+    bootstrap: int = BOOTSTRAP,
+    quiet: bool = QUIET,
 ) -> None:
     """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
     from ..eval.commono import default_out_dir, render_markdown_table
     from ..eval.perception import evaluate_perception
 
-    settings = _settings(max_new_tokens, temperature, top_p, seed, max_pixels)
     out = out or default_out_dir(split, model, backend, task="perception")
-    options = _backend_options(backend, revision=model_revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
-                               attn_implementation=attn_implementation, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                               max_retries=max_retries, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
-                               max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
     results = evaluate_perception(
-        data, split, model, backend, out, revision=revision, settings=settings, batch_size=batch_size, limit=limit,
-        rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard), backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
+        data, split, model, backend, out, revision=revision, settings=_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
+        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
+        backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap, show_progress=not quiet,
     )
     _print_summary(results, out, render_markdown_table, shard)
 
@@ -181,11 +212,11 @@ def perception(
 @reports_errors
 def score(
     predictions: Path = typer.Argument(..., help="predictions.jsonl of a Common-O run."),
-    data: str = _DATA,
-    split: str = _SPLIT,
-    revision: str = _REVISION,
+    data: str = DATA,
+    split: str = SPLIT,
+    revision: str = REVISION,
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", min=2),
+    bootstrap: int = BOOTSTRAP,
     out: Path = typer.Option(None, "--out", help="Also write results.json/predictions.jsonl/results.md here."),
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
