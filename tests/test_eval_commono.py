@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from commonlink.cli import app
+from commonlink.errors import SchemaError
 from commonlink.eval.backends import GenerationSettings, load_backend
 from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
 from commonlink.eval.perception import evaluate_perception
@@ -197,6 +198,15 @@ def test_bad_rows_are_reported_and_skipped(tmp_path):
     assert "image_2" in reasons and "choices" in reasons and "ground_truth_objects" in reasons
     assert results["dataset"]["rows_scored"] == 3
     assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_dataset_broken_as_a_whole_stops_early(tmp_path):
+    rows = common_o_rows(22, seed=3, image_size=(8, 8))
+    for row in rows:
+        row["choices"] = "[broken"
+    folder = write_common_o_split(tmp_path / "broken", rows)
+    with pytest.raises(SchemaError, match="first 20 rows all failed"):
+        evaluate_common_o(folder, "main", "none", out_dir=tmp_path / "out", **FAST)
 
 
 def test_concat_images_uses_one_image_and_the_second_prompt(tiny_backend, data_dir, tmp_path):

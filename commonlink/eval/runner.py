@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..errors import CommonlinkError
+from ..errors import CommonlinkError, SchemaError
 from ..progress import make_progress
 from .backends.base import Backend, BatchState, GenerationRequest, GenerationSettings, RequestFailure, generate_resilient
 from .cache import PredictionCache, row_key
 
 log = logging.getLogger(__name__)
+
+#: When this many rows in a row fail from the start, the dataset itself is wrong: stop instead of skipping all.
+SYSTEMIC_FAILURES = 20
 
 Build = Callable[[object], list[tuple[GenerationRequest, dict]]]
 Finish = Callable[[dict, str], dict]
@@ -75,6 +78,7 @@ def run_over_split(
         pending.clear()
         progress.advance(task, len(finished_rows))
 
+    rows_read = 0
     with make_progress("rows", disable=not show_progress) as progress:
         task = progress.add_task(description, total=total)
         for i in indices:
@@ -86,7 +90,14 @@ def run_over_split(
                 outcome.skipped.append({"row": i, "id": None, "reason": reason})
                 log.warning("row %d skipped: %s", i, reason)
                 progress.advance(task)
+                rows_read += 1
+                if rows_read == len(outcome.skipped) == SYSTEMIC_FAILURES:
+                    raise SchemaError(
+                        f"The first {SYSTEMIC_FAILURES} rows all failed; the first: {outcome.skipped[0]['reason']}",
+                        "This is a problem with the dataset as a whole (wrong schema or source), not with single rows.",
+                    ) from exc
                 continue
+            rows_read += 1
             uncached = 0
             for pos, (request, meta) in enumerate(items):
                 key = row_key(run, request.id)
