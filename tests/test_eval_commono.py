@@ -246,7 +246,15 @@ def test_cli_commono_score_compare(data_dir, tmp_path):
         assert "| " + model + " | baseline | main | 8 |" in result.output
     saved = json.loads((tmp_path / "random" / "results.json").read_text())
     rescored = score_predictions(tmp_path / "random" / "predictions.jsonl", data_dir, "main", n_boot=50)
-    assert rescored["metrics"] == saved["metrics"]
+    assert rescored["metrics"] == saved["metrics"] and rescored["facts_from"] == "dataset"
+    assert score_predictions(tmp_path / "random" / "predictions.jsonl", n_boot=50)["metrics"] == saved["metrics"]
+    # the parser runs again: an edited raw output changes the score
+    lines = [json.loads(x) for x in (tmp_path / "random" / "predictions.jsonl").read_text().splitlines()]
+    wrong = next(x for x in lines if not x["correct"])
+    wrong["raw_output"] = "Answer: " + ", ".join(wrong["ground_truth_letters"])
+    (tmp_path / "edited.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    edited = score_predictions(tmp_path / "edited.jsonl", data_dir, "main", n_boot=50)
+    assert edited["metrics"]["overall"]["accuracy"] == pytest.approx(saved["metrics"]["overall"]["accuracy"] + 1 / 8)
     result = runner.invoke(app, ["eval", "score", str(tmp_path / "random" / "predictions.jsonl"), "--data", str(data_dir), "--bootstrap", "50"])
     assert result.exit_code == 0 and "| random | baseline | main | 8 |" in result.output
     result = runner.invoke(app, ["eval", "compare", str(tmp_path / "random"), str(tmp_path / "none" / "results.json"), "--markdown", str(tmp_path / "lb.md")])

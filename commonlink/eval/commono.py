@@ -61,7 +61,7 @@ def _example_meta(example) -> dict:
 def score_output(meta: dict, output: str) -> dict:
     """One predictions.jsonl record: the example's facts, the raw output, the parse and the scores."""
     parsed = parse_common_o_answer(output, meta["choices"])
-    record = {k: v for k, v in meta.items() if k != "choices"}
+    record = dict(meta)
     record.update(
         raw_output=output,
         parsed_letters=parsed.letters,
@@ -224,9 +224,13 @@ def write_outputs(out_dir: Path, results: dict, records: Iterable[dict], *, suff
     atomic_write_text(out_dir / f"results{suffix}.md", render_markdown_table(results, breakdowns=True) + "\n")
 
 
+_FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",
+                "ground_truth_letters")
+
+
 def score_predictions(
     predictions: str | os.PathLike,
-    data: str | os.PathLike,
+    data: str | os.PathLike | None = None,
     split: str = "main",
     *,
     revision: str | None = None,
@@ -234,38 +238,49 @@ def score_predictions(
     n_boot: int = N_BOOTSTRAP,
     out_dir: str | os.PathLike | None = None,
 ) -> dict:
-    """Recompute every metric from a ``predictions.jsonl`` (raw outputs re-parsed) against the dataset.
+    """Recompute every metric from a ``predictions.jsonl``: raw outputs are parsed again and scored.
 
-    Rows are matched by ``id``; a prediction whose id is not in the split is an error (wrong ``--data`` or
-    ``--split``). Settings of the original run are taken from ``results.json`` next to the predictions when
-    present.
+    With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``,
+    a prediction whose id is not in the split is an error; every row is decoded, images included, so this
+    reads the whole split). Without it, they come from the predictions file itself (fast). Settings of the
+    original run are taken from ``results.json`` next to the predictions when present.
     """
     from ..loaders.common_o import open_common_o
 
     predictions = Path(predictions)
-    outputs: dict[str, str] = {}
-    for line in read_jsonl(predictions):
-        if "id" not in line or "raw_output" not in line:
-            raise InputError(f"{predictions}: a line lacks 'id' or 'raw_output'.", "Give a predictions.jsonl written by `commonlink eval commono`.")
-        outputs[str(line["id"])] = line["raw_output"]
-    dataset = open_common_o(data, split, revision=revision)
+    lines = list(read_jsonl(predictions))
+    for n, line in enumerate(lines, start=1):
+        needed = ("id", "raw_output") if data is not None else (*_FACT_FIELDS, "raw_output")
+        missing = [k for k in needed if k not in line]
+        if missing:
+            raise InputError(
+                f"{predictions}, line {n}: lacks {', '.join(missing)}.",
+                "Give a predictions.jsonl written by `commonlink eval commono`" + ("" if data is not None else ", or pass --data to take the facts from the dataset") + ".",
+            )
     records, skipped = [], []
-    for i in range(len(dataset)):
-        if not outputs:
-            break
-        try:
-            example = dataset.get(i)
-        except Exception as exc:  # noqa: BLE001 - reported like in a run
-            skipped.append({"row": i, "id": None, "reason": getattr(exc, "problem", str(exc))})
-            continue
-        if example.id in outputs:
-            records.append(score_output(_example_meta(example), outputs.pop(example.id)))
-    if outputs:
-        missing = sorted(outputs)[:5]
-        raise InputError(
-            f"{len(outputs)} prediction id(s) are not rows of {data} split {split!r} (e.g. {', '.join(missing)}).",
-            "Score against the dataset and split the predictions were made on (see results.json).",
-        )
+    dataset_info: dict = {}
+    if data is None:
+        records = [score_output({k: line[k] for k in _FACT_FIELDS}, line["raw_output"]) for line in lines]
+    else:
+        outputs = {str(line["id"]): line["raw_output"] for line in lines}
+        dataset = open_common_o(data, split, revision=revision)
+        dataset_info = dict(source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint)
+        for i in range(len(dataset)):
+            if not outputs:
+                break
+            try:
+                example = dataset.get(i)
+            except Exception as exc:  # noqa: BLE001 - reported like in a run
+                skipped.append({"row": i, "id": None, "reason": getattr(exc, "problem", str(exc))})
+                continue
+            if example.id in outputs:
+                records.append(score_output(_example_meta(example), outputs.pop(example.id)))
+        if outputs:
+            missing_ids = sorted(outputs)[:5]
+            raise InputError(
+                f"{len(outputs)} prediction id(s) are not rows of {data} split {split!r} (e.g. {', '.join(missing_ids)}).",
+                "Score against the dataset and split the predictions were made on (see results.json).",
+            )
     previous = predictions.parent / "results.json"
     base = {}
     if previous.is_file():
@@ -277,7 +292,8 @@ def score_predictions(
         task="common_o",
         toolkit_version=__version__,
         rescored_from=str(predictions),
-        dataset=dict(base.get("dataset", {}), source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint, rows_scored=len(records)),
+        dataset=dict(base.get("dataset", {}), **dataset_info, rows_scored=len(records)),
+        facts_from="dataset" if data is not None else "predictions file",
         metrics=common_o_metrics(records, seed=seed, n_boot=n_boot),
         skipped=len(skipped),
         skipped_rows=skipped,
