@@ -422,17 +422,54 @@ def _pairs_file(tmp_path: Path, split: str, count: int) -> Path:
     return pairs
 
 
+def _association_release(tmp_path: Path) -> Path:
+    """An association release built the way users build one: `commonlink chains` then `commonlink release build`."""
+    from typer.testing import CliRunner
+
+    from commonlink.builder.catalog import CatalogRecord, write_catalog
+    from commonlink.cli import app
+
+    catalog = tmp_path / "assoc-catalog"
+    (catalog / "images").mkdir(parents=True)
+    records = []
+    for i in range(12):
+        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
+        (catalog / "images" / f"{i}.png").write_bytes(tiny_png(200 + i))
+        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real",
+                                     scene_id=f"s{i}", width=8, height=8, sha256="0" * 64))
+    write_catalog(catalog, records)
+    runner = CliRunner()
+    chains = tmp_path / "assoc-chains"
+    done = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts",
+                               "metal,painted,furry", "--pairs", "metal-painted", "--chains", "2", "--max-steps", "6",
+                               "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "3"])
+    assert done.exit_code == 0, done.output
+    out = tmp_path / "assoc-release"
+    done = runner.invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out", str(out),
+                               "--version", "1.0.0", "--no-progress"])
+    assert done.exit_code == 0, done.output
+    return out
+
+
 def test_release_build_then_push_then_load_that_version(hub, tmp_path):
+    """`release build` (Common-O and association) -> `release push` -> the loaders read exactly that version."""
+    import urllib.error
+    import urllib.request
+
     from commonlink.builder.release import build_release, verify_release
+    from commonlink.loaders import open_association
 
     pairs = _pairs_file(tmp_path, "main", 3)
     out = tmp_path / "release"
-    build_release([pairs], out, version="1.0.0", progress=False)  # what `commonlink release build` runs (no Hub involved)
+    build_release([pairs], out, version="1.0.0", progress=False)  # what `commonlink release build` runs
     repo = f"{ORG}/built-set"
     pushed = run_cli(hub, tmp_path, "release", "push", str(out), "--repo", repo, "--version", "1.0.0", "--private")
     assert pushed.returncode == 0, pushed.stderr
     assert verify_release(out) == []  # pushing leaves the release folder exactly as built
     assert hub.store.load_repo("dataset", repo)["private"] is True
+    with pytest.raises(urllib.error.HTTPError) as anonymous:  # --private: hidden from anyone without a token
+        urllib.request.urlopen(f"{hub.url}/api/datasets/{repo}/revision/1.0.0", timeout=10)
+    assert anonymous.value.code == 401 and anonymous.value.headers["X-Error-Code"] == "RepoNotFound"
     files = hub.files_at(repo, "1.0.0")
     manifest = json.loads((out / "manifest.json").read_text())
     for rel, info in [*manifest["files"].items(), ("manifest.json", {"size": (out / "manifest.json").stat().st_size})]:
@@ -444,26 +481,29 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
             assert entry["lfs"] == info["sha256"] and rel.endswith((".parquet", ".png"))
         else:
             assert entry["blob"] == git_blob_id((out / rel).read_bytes())
+
+    association = _association_release(tmp_path)
+    assoc_repo = f"{ORG}/assoc-set"
+    pushed = run_cli(hub, tmp_path, "release", "push", str(association), "--repo", assoc_repo, "--version", "1.0.0")
+    assert pushed.returncode == 0, pushed.stderr
+    local = {config: [task.id for task in open_association(association, config)]
+             for config in ("single_step", "deduction", "synchronous", "asynchronous")}
+
     loaded = run_python(hub, tmp_path, f"""
 import json, datasets
+from commonlink.loaders import open_association
 from commonlink.loaders.common_o import open_common_o
 split = open_common_o({repo!r}, "main", revision="1.0.0")
 examples = list(split)
 plain = datasets.load_dataset({repo!r}, revision="1.0.0", split="main")
+association = {{config: [task.id for task in open_association({assoc_repo!r}, config, revision="1.0.0")]
+               for config in {sorted(local)!r}}}
 print(json.dumps({{"ids": [e.id for e in examples], "truth": [e.ground_truth for e in examples], "revision": split.revision,
-                  "plain": plain.num_rows, "columns": plain.column_names}}))
+                  "plain": plain.num_rows, "columns": plain.column_names, "association": association}}))
 """)
     assert loaded["ids"] == [f"main-{i:08d}" for i in range(3)] and loaded["revision"] == "1.0.0"
     assert loaded["truth"] == [["apple"]] * 3 and loaded["plain"] == 3 and "image_1" in loaded["columns"]
-    anonymous = run_python(hub, tmp_path / "fresh-cache", f"""
-import json, datasets
-try:
-    datasets.load_dataset({repo!r}, revision="1.0.0", split="main")
-    print(json.dumps({{"loaded": True}}))
-except Exception as exc:
-    print(json.dumps({{"loaded": False, "error": type(exc).__name__}}))
-""", token=None)
-    assert anonymous == {"loaded": False, "error": "DatasetNotFoundError"}  # --private: hidden without a token
+    assert loaded["association"] == local and all(local.values())
 
 
 def test_commit_landed_but_tag_failed_rerun_only_adds_the_tag(hub, tmp_path):
