@@ -15,7 +15,7 @@ from ._common import console, parse_range, reports_errors, stdout_is_terminal
 
 @reports_errors
 def pairs(
-    catalogs: list[Path] = typer.Argument(..., metavar="CATALOG_DIR...", help="One or more image catalog folders (each with catalog.jsonl)."),
+    catalogs: list[Path] = typer.Argument(..., metavar="CATALOG_DIR", help="One or more image catalog folders (each with catalog.jsonl)."),
     out: Path = typer.Option(..., "--out", "-o", help="Pairs file to write (JSON lines; a PAIRS_FILE.meta.json sidecar is written beside it)."),
     split: str = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex)."),
     count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
