@@ -66,6 +66,8 @@ class SynthConfig:
     def __post_init__(self) -> None:
         self.objects = tuple(self.objects)  # type: ignore[assignment]
         self.resolution = tuple(self.resolution)  # type: ignore[assignment]
+        if self.assets is not None:  # worker processes and Ray tasks may run in another directory
+            self.assets = str(Path(self.assets).resolve())
         if self.scenes < 0:
             raise InputError(f"--scenes {self.scenes}: must be >= 0.", "e.g. --scenes 100.")
         if self.backend not in BACKENDS:

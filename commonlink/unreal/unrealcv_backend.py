@@ -14,6 +14,7 @@ import contextlib
 import io
 import logging
 import re
+import time
 
 import numpy as np
 
@@ -110,11 +111,17 @@ class UnrealCVBackend:
             raise MissingDependencyError("unrealcv", "render", "--backend unrealcv") from exc
         logging.getLogger("unrealcv").setLevel(logging.CRITICAL)
         _quiet_client_receive_thread()
-        client = unrealcv.Client((self.host, self.port))
-        # The client's own retry loop sleeps ~1 min on a dead socket; we reconnect and redo the scene instead.
-        client.RECONNECT_ATTEMPTS = 0
-        with contextlib.redirect_stdout(io.StringIO()):  # the client prints connection chatter
-            connected = client.connect(timeout=self.timeout)
+        connected = False
+        for delay in (0.0, 0.2, 0.5, 1.0):
+            # A server that has not yet noticed the previous client leave rejects us: retry briefly.
+            time.sleep(delay)
+            client = unrealcv.Client((self.host, self.port))
+            # The client's own retry loop sleeps ~1 min on a dead socket; we reconnect and redo the scene instead.
+            client.RECONNECT_ATTEMPTS = 0
+            with contextlib.redirect_stdout(io.StringIO()):  # the client prints connection chatter
+                connected = client.connect(timeout=self.timeout)
+            if connected:
+                break
         if not connected:
             raise BackendError(
                 f"Could not connect to UnrealCV at {self.host}:{self.port} (nothing listening, or another client is connected).",

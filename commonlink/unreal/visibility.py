@@ -44,14 +44,20 @@ def hidden_share(instances: Sequence[np.ndarray], n_objects: int, min_pixels: in
 
 
 def instance_ids_from_colors(mask_rgb: np.ndarray, colors: Sequence[Sequence[int]], tolerance: int = 3) -> np.ndarray:
-    """Instance ids (k + 1 for ``colors[k]``) from an RGB object mask, matching each channel within
-    ``tolerance``; pixels matching no colour (or the background) get 0."""
-    rgb = mask_rgb[..., :3].astype(np.int16)
-    ids = np.zeros(rgb.shape[:2], dtype=np.uint16)
-    best = np.full(rgb.shape[:2], tolerance + 1, dtype=np.int16)
-    for k, color in enumerate(colors):
-        diff = np.abs(rgb - np.asarray(color, dtype=np.int16)[None, None, :]).max(axis=2)
-        closer = diff < best
-        ids[closer & (diff <= tolerance)] = k + 1
-        best = np.minimum(best, diff)
-    return ids
+    """Instance ids (k + 1 for ``colors[k]``) from an RGB object mask: each pixel takes the nearest colour
+    (largest channel difference) when it is within ``tolerance``; pixels matching no colour get 0."""
+    rgb = mask_rgb[..., :3]
+    packed = (rgb[..., 0].astype(np.int32) << 16) | (rgb[..., 1].astype(np.int32) << 8) | rgb[..., 2]
+    # A lookup table over all 2^24 colours: zeroed lazily by the OS, only the entries near the object colours
+    # are written, so it costs little, and mapping the image is a single gather.
+    lut = np.zeros(1 << 24, dtype=np.uint16)
+    steps = np.arange(-tolerance, tolerance + 1)
+    offsets = np.stack(np.meshgrid(steps, steps, steps, indexing="ij"), axis=-1).reshape(-1, 3)
+    distance = np.abs(offsets).max(axis=1)
+    for d in range(tolerance, -1, -1):  # farthest shell first, so nearer colours overwrite
+        shell = offsets[distance == d]
+        for k, color in enumerate(colors):
+            near = np.asarray(color, dtype=np.int32)[None, :] + shell
+            near = near[((near >= 0) & (near <= 255)).all(axis=1)]
+            lut[(near[:, 0] << 16) | (near[:, 1] << 8) | near[:, 2]] = k + 1
+    return lut[packed]
