@@ -28,9 +28,10 @@ from typing import Any
 from ..errors import InputError, SchemaError
 
 DEFAULT_MAX_SHARD_BYTES = 500 * 1024 * 1024
-#: ``datasets`` writes 100 rows per row group for image datasets (``PARQUET_ROW_GROUP_SIZE_FOR_IMAGE_DATASETS``).
-DEFAULT_ROW_GROUP_ROWS = 100
-DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+#: A row group ends at this many rows or this many payload bytes, whichever comes first: a few big photos make a
+#: small group (readers fetch little for one row), many small images share one (per-group costs stay low).
+DEFAULT_ROW_GROUP_ROWS = 1000
+DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.I)
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -103,6 +104,7 @@ class ShardWriter:
         self.features = features
         self.schema = features.arrow_schema  # carries {"huggingface": {"info": {"features": ...}}} metadata
         self.columns = list(features)
+        self._column_set = set(self.columns)
         self.image_columns = {name for name, feat in features.items() if isinstance(feat, Image)}
         self.max_shard_bytes = int(max_shard_bytes)
         self.row_group_rows = max(1, int(row_group_rows))
@@ -121,7 +123,8 @@ class ShardWriter:
         self._shard_rows: list[int] = []
         self._shard_data_bytes: list[int] = []
         self._writer = None
-        self._buffer: dict[str, list] = {name: [] for name in self.columns}
+        self._is_image = [name in self.image_columns for name in self.columns]
+        self._buffer: list[list] = [[] for _ in self.columns]  # one list per column, in column order
         self._buffer_rows = 0
         self._buffer_bytes = 0
         self._current_bytes = 0  # payload written or buffered into the current shard
@@ -136,31 +139,30 @@ class ShardWriter:
         """Add one row (a dict with exactly the feature columns)."""
         if self._closed:
             raise RuntimeError("ShardWriter is closed")
-        if len(row) != len(self.columns) or any(c not in row for c in self.columns):
+        if row.keys() != self._column_set:
             missing = [c for c in self.columns if c not in row]
-            unknown = [c for c in row if c not in self._buffer]
+            unknown = [c for c in row if c not in self._column_set]
             raise SchemaError(
                 f"Row for split {self.prefix!r} does not match the features: missing {missing or 'none'}, unknown {unknown or 'none'}.",
                 "Give every feature column and nothing else.",
             )
-        encoded: dict[str, Any] = {}
+        values = [row[name] for name in self.columns]
         size = 0
-        for name in self.columns:
-            value = row[name]
-            if name in self.image_columns:
-                value = _encode_image(value, column=name)
-                size += len(value["bytes"] or b"") + len(value["path"] or "")
+        for i, value in enumerate(values):
+            if self._is_image[i]:
+                if value.__class__ is not dict or value.get("bytes") is None:
+                    value = values[i] = _encode_image(value, column=self.columns[i])
+                size += len(value["bytes"]) + len(value.get("path") or "")
             elif value.__class__ is str:
                 size += len(value)
             else:
                 size += 8
-            encoded[name] = value
         if self._writer is not None and self._current_bytes + size > self.max_shard_bytes and self._current_rows() > 0:
             self._finish_shard()
         if self._writer is None:
             self._open_shard()
-        for name, value in encoded.items():
-            self._buffer[name].append(value)
+        for column, value in zip(self._buffer, values):
+            column.append(value)
         self._buffer_rows += 1
         self._buffer_bytes += size
         self._current_bytes += size
@@ -252,19 +254,18 @@ class ShardWriter:
         if not self._buffer_rows or self._writer is None:
             return
         arrays = []
-        for field in self.schema:
-            values = self._buffer[field.name]
-            if field.name in self.image_columns:
+        for field, values, is_image in zip(self.schema, self._buffer, self._is_image):
+            if is_image:
                 # Building the {bytes, path} struct from two flat arrays is much faster than from dicts.
                 arrays.append(pa.StructArray.from_arrays(
-                    [pa.array([v["bytes"] for v in values], pa.binary()), pa.array([v["path"] for v in values], pa.string())],
+                    [pa.array([v["bytes"] for v in values], pa.binary()), pa.array([v.get("path") for v in values], pa.string())],
                     fields=list(field.type),
                 ))
             else:
                 arrays.append(pa.array(values, field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
         self._writer.write_table(table, row_group_size=self._buffer_rows)
-        self._buffer = {name: [] for name in self.columns}
+        self._buffer = [[] for _ in self.columns]
         self._buffer_rows = 0
         self._buffer_bytes = 0
 
