@@ -255,6 +255,10 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", rows)
     with pytest.raises(SchemaError, match=r"row 2 .*answer 'Z'"):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", progress=False)
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "empty.jsonl.meta.json").write_text(json.dumps({"kind": "common_o_pairs", "seed": 0, "split": "main", "count": 0}))
+    with pytest.raises(InputError, match="Split 'main' has no rows"):
+        build_release([tmp_path / "empty.jsonl"], tmp_path / "out", progress=False)
     with pytest.raises(InputError, match="license"):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", license="Not A License", progress=False)
     assert not (tmp_path / "out").exists()

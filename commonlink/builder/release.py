@@ -206,6 +206,12 @@ def build_common_o_release(
                         writer.write(record)
                         stats.add(split, row)
                         rows_by_split[split].append(_light_row(row))
+            if writer.rows_written == 0:
+                raise InputError(
+                    f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
+                    "datasets.load_dataset cannot open an empty split.",
+                    "Sample pairs into the file first (`commonlink pairs --count N`), or leave it out.",
+                )
             splits[split] = {
                 "rows": writer.rows_written,
                 "files": [f"data/{s.path.name}" for s in writer.shards],

@@ -188,7 +188,9 @@ class ShardWriter:
             return self.shards
         try:
             if self._writer is None and not self._temp_paths:
-                self._open_shard()  # an empty split still gets one (empty) shard, as push_to_hub does
+                # An empty split still gets one shard carrying the schema (note: `datasets` cannot load an
+                # empty split, so release builders refuse them before publishing).
+                self._open_shard()
             if self._writer is not None:
                 self._finish_shard()
             count = len(self._temp_paths)
@@ -272,12 +274,7 @@ class ShardWriter:
     def _finish_shard(self) -> None:
         self._flush()
         if self._writer is not None:
-            if self._current_rows() == 0:
-                # zero-row shard: write an empty table so the file carries the schema
-                import pyarrow as pa
-
-                self._writer.write_table(pa.Table.from_pydict({n: [] for n in self.columns}, schema=self.schema))
-            self._writer.close()
+            self._writer.close()  # a zero-row shard keeps the schema and has no row group
             self._writer = None
 
 
