@@ -88,6 +88,18 @@ def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_vlm):
     assert tiny_backend.tokenizer.padding_side == "left"
 
 
+def test_a_request_the_processor_rejects_fails_alone(tiny_backend):
+    from PIL import Image
+
+    from commonlink.eval.backends import GenerationRequest, RequestFailure
+
+    good = GenerationRequest("a", [Image.new("RGB", (40, 30)), Image.new("RGB", (40, 30))], "Which objects?")
+    bad = GenerationRequest("b", [Image.new("RGB", (40, 30))], "a stray <image> token in the text")  # 2 image tokens, 1 image
+    out = tiny_backend.generate([good, bad, good], SETTINGS)
+    assert isinstance(out[1], RequestFailure) and "image" in out[1].reason
+    assert out[0] == out[2] == tiny_backend.generate([good], SETTINGS)[0]
+
+
 def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, reference, tmp_path):
     one, one_dir = reference
     four = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "bs4", settings=SETTINGS, batch_size=4, **FAST)

@@ -135,7 +135,8 @@ class TransformersBackend:
         except (ValueError, TypeError) as exc:
             if len(requests) == 1:
                 return [RequestFailure(f"processor rejected the input ({exc})")]
-            raise
+            # One bad request must not sink its batch: redo them one by one so only that one fails.
+            return [self.generate([request], settings)[0] for request in requests]
         inputs = inputs.to(self.model.device)
         if "pixel_values" in inputs and torch.is_floating_point(inputs["pixel_values"]):
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
