@@ -255,6 +255,10 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", rows)
     with pytest.raises(SchemaError, match=r"row 2 .*answer 'Z'"):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", progress=False)
+    make_pairs(tmp_path / "first.jsonl", tmp_path / "cat", records, 3)
+    make_pairs(tmp_path / "again.jsonl", tmp_path / "cat", records, 2)
+    with pytest.raises(SchemaError, match="again.jsonl, row 1 .*example id 'main-00000000' is already used by .*first.jsonl, row 1"):
+        build_release([tmp_path / "first.jsonl", tmp_path / "again.jsonl"], tmp_path / "out", progress=False)
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "empty.jsonl.meta.json").write_text(json.dumps({"kind": "common_o_pairs", "seed": 0, "split": "main", "count": 0}))
     with pytest.raises(InputError, match="Split 'main' has no rows"):

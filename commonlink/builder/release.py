@@ -192,6 +192,7 @@ def build_common_o_release(
         rows_by_split: dict[str, list[dict]] = defaultdict(list)  # metadata only (no image bytes), for figures
         splits: dict[str, dict] = {}
         reader = CatalogImageReader()
+        seen_ids: dict[str, str] = {}
         for split in dict.fromkeys(inp.split for inp in inputs):
             split_inputs = [inp for inp in inputs if inp.split == split]
             with ShardWriter(tmp_dir / "data", split, features, max_shard_bytes=max_shard_bytes) as writer:
@@ -203,6 +204,12 @@ def build_common_o_release(
                     ):
                         where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
                         record = published_row(row, split=split, where=where, reader=reader)
+                        if record["id"] in seen_ids:
+                            raise SchemaError(
+                                f"{where}: example id {record['id']!r} is already used by {seen_ids[record['id']]}.",
+                                "Ids must be unique in a release; sample the files with different --split or seeds, or drop the duplicate file.",
+                            )
+                        seen_ids[record["id"]] = where
                         writer.write(record)
                         stats.add(split, row)
                         rows_by_split[split].append(_light_row(row))
