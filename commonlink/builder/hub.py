@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..errors import BackendError, CommonlinkError, InputError, SchemaError
 from ..fileio import sha256_bytes, sha256_file
+from ..progress import track
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import HfApi
@@ -174,8 +175,13 @@ def read_manifest(release_dir: Path) -> dict:
     return manifest
 
 
-def plan_push(release_dir: str | os.PathLike, repo_id: str, version: str, *, message: str | None = None) -> PushPlan:
-    """Check a release folder and list what pushing it as ``version`` sends. Makes no network call."""
+def plan_push(
+    release_dir: str | os.PathLike, repo_id: str, version: str, *, message: str | None = None, progress: bool = False
+) -> PushPlan:
+    """Check a release folder and list what pushing it as ``version`` sends. Makes no network call.
+
+    Every file is hashed once here (sha256, checked against the manifest); the push reuses those hashes.
+    """
     root = Path(release_dir)
     check_repo_id(repo_id)
     check_version(version)
@@ -192,7 +198,8 @@ def plan_push(release_dir: str | os.PathLike, repo_id: str, version: str, *, mes
         )
     files: list[ReleaseFile] = []
     problems: list[str] = []
-    for rel, info in sorted(manifest["files"].items()):
+    listed = sorted(manifest["files"].items())
+    for rel, info in track(listed, "Checking files against the manifest", unit="files", disable=not progress):
         if rel in (MANIFEST_FILENAME,) or rel.startswith("/") or ".." in rel.split("/"):
             continue
         path = root / rel
@@ -451,9 +458,10 @@ def push_release(
     message: str | None = None,
     force: bool = False,
     token: str | None = None,
+    progress: bool = False,
 ) -> PushResult:
     """Publish ``release_dir`` as ``version`` of the dataset repo ``repo_id`` (see the module docstring)."""
-    plan = plan_push(release_dir, repo_id, version, message=message)
+    plan = plan_push(release_dir, repo_id, version, message=message, progress=progress)
     endpoint = resolve_endpoint(endpoint)
     api = hub_api(endpoint, token)
     require_token(api, endpoint)  # before anything is created or uploaded

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..builder.hub import PushPlan, list_versions, plan_push, push_release
-from ._common import console, err_console, reports_errors
+from ._common import console, err_console, reports_errors, stdout_is_terminal
 
 
 def _size(n: int) -> str:
@@ -59,11 +59,14 @@ def push(
     the version to the card's Versions table. The token comes from HF_TOKEN or `hf auth login` and is checked
     before anything is uploaded. An interrupted push is finished by running the same command again.
     """
-    plan = plan_push(release_dir, repo, version, message=message)
     if dry_run:
+        plan = plan_push(release_dir, repo, version, message=message, progress=stdout_is_terminal())
         print_plan(plan, private=private, endpoint=endpoint)
         return
-    result = push_release(release_dir, repo, version, private=private, endpoint=endpoint, message=message, force=force)
+    result = push_release(
+        release_dir, repo, version, private=private, endpoint=endpoint, message=message, force=force,
+        progress=stdout_is_terminal(),
+    )
     for note in result.notes:
         err_console.print(f"[bold yellow]Warning:[/] {note}", highlight=False, soft_wrap=True)
     if result.already_published:
