@@ -47,6 +47,7 @@ def cpu_overhead(rows: int, max_new_tokens: int, batch_size: int, image_size: tu
     return {
         "rows": rows, "batch_size": batch_size, "max_new_tokens": max_new_tokens, "image_size": list(image_size),
         "eval_wall_s": round(wall, 3), "model_generate_s": round(generate, 3), "overhead_ratio": round(wall / generate, 3),
+        "harness_ms_per_row": round(1000 * (wall - generate) / rows, 1),
         "target_ratio": 1.15, "examples_per_s": round(rows / wall, 2), "fully_cached_rerun_s": round(cached_wall, 3),
         "rows_scored": results["dataset"]["rows_scored"],
     }
