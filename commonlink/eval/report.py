@@ -56,7 +56,7 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
     lines = _header(["Model", "Backend", "Split"], perception=perception)
     for r in runs:
         label = [str(r.get("model", "?")), str(r.get("backend", "?")), str(r.get("dataset", {}).get("split", "?"))]
-        lines.append(_row(label, r.get("metrics", {}).get("overall", {}), perception=r.get("task") == "perception"))
+        lines.append(_row(label, r.get("metrics", {}).get("overall", {}), perception=perception))
     if breakdowns and len(runs) == 1:
         metrics = runs[0].get("metrics", {})
         for title, key in (("Source", "by_source"), ("Objects per image", "by_num_objects"), ("Common objects", "by_num_common")):
