@@ -55,7 +55,10 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
     perception = all(r.get("task") == "perception" for r in runs)
     lines = _header(["Model", "Backend", "Split"], perception=perception)
     for r in runs:
-        label = [str(r.get("model", "?")), str(r.get("backend", "?")), str(r.get("dataset", {}).get("split", "?"))]
+        split = str(r.get("dataset", {}).get("split", "?"))
+        if len({run.get("task") for run in runs}) > 1:
+            split += f" ({r.get('task', '?')})"
+        label = [str(r.get("model", "?")), str(r.get("backend", "?")), split]
         lines.append(_row(label, r.get("metrics", {}).get("overall", {}), perception=perception))
     if breakdowns and len(runs) == 1:
         metrics = runs[0].get("metrics", {})
