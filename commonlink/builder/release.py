@@ -190,6 +190,7 @@ def build_common_o_release(
         features = common_o_features()
         stats = CommonOStatsAccumulator()
         rows_by_split: dict[str, list[dict]] = defaultdict(list)  # metadata only (no image bytes), for figures
+        compact = _CompactRows()
         splits: dict[str, dict] = {}
         reader = CatalogImageReader()
         seen_ids: dict[str, str] = {}
@@ -212,7 +213,7 @@ def build_common_o_release(
                         seen_ids[record["id"]] = where
                         writer.write(record)
                         stats.add(split, row)
-                        rows_by_split[split].append(_light_row(row))
+                        rows_by_split[split].append(compact.row(row))
             if writer.rows_written == 0:
                 raise InputError(
                     f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
@@ -510,9 +511,39 @@ def _common_seed(inputs: list[_Input]) -> Any:
     return next(iter(seeds.values())) if len(distinct) == 1 else seeds
 
 
-def _light_row(row: dict) -> dict:
-    """A pairs row without anything large (rows keep catalog paths, never image bytes)."""
-    return {k: v for k, v in row.items() if k not in ("question",)}
+class _CompactRows:
+    """Pairs rows as the figures need them, held for the whole build: no question text, one shared dict per
+    distinct image and one string object per distinct name, so memory grows slowly with the number of rows."""
+
+    _IMAGE_KEYS = ("catalog", "id", "path", "source", "scene_id", "view", "background", "objects", "object_area")
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._images: dict[tuple, dict] = {}
+
+    def _name(self, text: Any) -> Any:
+        return self._strings.setdefault(text, text) if isinstance(text, str) else text
+
+    def _image(self, image: dict) -> dict:
+        key = (image.get("catalog"), image.get("id") or image.get("path"))
+        shared = self._images.get(key)
+        if shared is None:
+            shared = {k: self._name(image[k]) for k in self._IMAGE_KEYS if k in image and k != "objects"}
+            shared["objects"] = [self._name(o) for o in image.get("objects") or []]
+            self._images[key] = shared
+        return shared
+
+    def row(self, row: dict) -> dict:
+        return {
+            "id": row["id"],
+            "split": self._name(row.get("split")),
+            "source": self._name(row["source"]),
+            "image_1": self._image(row["image_1"]),
+            "image_2": self._image(row["image_2"]),
+            "choices": [self._name(c) for c in row["choices"]],
+            "ground_truth": [self._name(t) for t in row["ground_truth"]],
+            "answer": self._name(row["answer"]),
+        }
 
 
 def _write_figures(rows_by_split: dict[str, list[dict]], figures_dir: Path, *, seed: int, notes: list[str]) -> dict[str, str]:
