@@ -29,6 +29,77 @@ MIRROR = np.diag([1.0, -1.0, 1.0])
 FLOOR_EXTENT_CM = 1600.0
 BACKGROUND_RGB = (0.72, 0.76, 0.82)
 
+#: Replaces pyrender's mesh.frag when shadow maps are off: the same inputs and uniforms, Lambert diffuse plus a
+#: small Blinn-Phong highlight instead of the full PBR BRDF. About 3x cheaper per pixel on llvmpipe and visually
+#: close (checked side by side).
+FAST_MESH_FRAG = """#version 330 core
+// commonlink's fast forward shader: pyrender's inputs and uniforms, Lambert diffuse + a small Blinn-Phong
+// highlight instead of the full PBR BRDF (several times cheaper per pixel on a CPU rasteriser).
+struct DirectionalLight {
+    vec3 color;
+    float intensity;
+    vec3 direction;
+};
+struct Material {
+    vec3 emissive_factor;
+    vec4 base_color_factor;
+    float metallic_factor;
+    float roughness_factor;
+#ifdef HAS_BASE_COLOR_TEX
+    sampler2D base_color_texture;
+#endif
+};
+uniform Material material;
+uniform DirectionalLight directional_lights[MAX_DIRECTIONAL_LIGHTS];
+uniform int n_directional_lights;
+uniform vec3 cam_pos;
+uniform vec3 ambient_light;
+
+in vec3 frag_position;
+#ifdef NORMAL_LOC
+in vec3 frag_normal;
+#endif
+#ifdef TEXCOORD_0_LOC
+in vec2 uv_0;
+#endif
+#ifdef COLOR_0_LOC
+in vec4 color_multiplier;
+#endif
+out vec4 frag_color;
+
+const float PI = 3.141592653589793;
+
+void main()
+{
+    vec4 base_color = material.base_color_factor;
+#ifdef HAS_BASE_COLOR_TEX
+    vec4 texel = texture(material.base_color_texture, uv_0);
+    base_color = base_color * vec4(pow(texel.rgb, vec3(2.2)), texel.a);
+#endif
+    vec3 v = normalize(cam_pos - frag_position);
+#ifdef NORMAL_LOC
+    vec3 n = normalize(frag_normal);
+#else
+    vec3 n = v;
+#endif
+    float shininess = mix(64.0, 4.0, material.roughness_factor);
+    vec3 diffuse = base_color.rgb * (1.0 - 0.04) / PI;
+    vec3 color = base_color.rgb * ambient_light;
+    for (int i = 0; i < n_directional_lights; i++) {
+        vec3 l = normalize(-directional_lights[i].direction);
+        float nl = max(dot(n, l), 0.0);
+        float nh = max(dot(n, normalize(l + v)), 0.0);
+        vec3 radiance = directional_lights[i].intensity * directional_lights[i].color;
+        color += radiance * nl * (diffuse + 0.04 * (shininess + 2.0) / (8.0 * PI) * pow(nh, shininess));
+    }
+    vec4 result = vec4(color, 1.0);
+#ifdef COLOR_0_LOC
+    result *= color_multiplier;
+#endif
+    frag_color = clamp(vec4(pow(result.xyz, vec3(1.0 / 2.2)), result.a * base_color.a), 0.0, 1.0);
+}
+"""
+
 
 @dataclass
 class RenderedView:
@@ -173,6 +244,10 @@ class OfflineRenderer:
                 "and PyOpenGL>=3.1.7, or set PYOPENGL_PLATFORM=osmesa with OSMesa installed.",
             ) from exc
         OfflineRenderer._live += 1
+        if not shadows:
+            from pyrender.shader_program import ShaderProgramCache
+
+            self._renderer._renderer._program_cache = ShaderProgramCache(shader_dir=_fast_shader_dir())
         self._meshes: dict[str, object] = {}
         self._floors: dict[str, object] = {}
 
@@ -313,6 +388,25 @@ class OfflineRenderer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@lru_cache(maxsize=1)
+def _fast_shader_dir() -> str:
+    """pyrender's shader folder with mesh.frag replaced by :data:`FAST_MESH_FRAG` (one per process)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    import pyrender
+
+    folder = tempfile.mkdtemp(prefix="commonlink-shaders-")
+    atexit.register(shutil.rmtree, folder, True)
+    source = Path(pyrender.__file__).parent / "shaders"
+    for item in source.iterdir():
+        if item.is_file():
+            shutil.copy(item, folder)
+    (Path(folder) / "mesh.frag").write_text(FAST_MESH_FRAG, encoding="utf-8")
+    return folder
 
 
 def _contact_shadow_pose(placement: Placement) -> np.ndarray:
