@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from commonlink.cli import app
-from commonlink.errors import SchemaError
+from commonlink.errors import BackendError, SchemaError
 from commonlink.eval.backends import GenerationSettings, load_backend
 from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
 from commonlink.eval.perception import evaluate_perception
@@ -292,7 +292,7 @@ def test_cli_commono_score_compare(data_dir, tmp_path):
     assert result.exit_code == 1 and "Unknown --backend" in result.output
 
 
-def test_similarity_analysis(tmp_path):
+def test_similarity_analysis(data_dir, tmp_path):
     def record(names, correct):
         return {"ground_truth": names, "correct": correct}
 
@@ -315,6 +315,10 @@ def test_similarity_analysis(tmp_path):
     BertModel(BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)).save_pretrained(tmp_path / "bert")
     out = object_similarity_analysis(records, str(tmp_path / "bert"))
     assert out["embedding"] == str(tmp_path / "bert") and out["examples_used"] == 4 and -1 <= out["r"] <= 1
+    # a wrong embedding path fails before any generation
+    with pytest.raises(BackendError, match="embedding model"):
+        evaluate_common_o(data_dir, "main", "none", tmp_path / "out", similarity_model=str(tmp_path / "missing"), **FAST)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.gpu

@@ -132,6 +132,11 @@ def evaluate_common_o(
 
     settings = settings or GenerationSettings(seed=seed)
     dataset = open_common_o(data, split, revision=revision)
+    embedder = None
+    if similarity or similarity_model:  # load it now: a wrong path must fail before hours of generation
+        from .similarity import make_embedder
+
+        embedder = make_embedder(similarity_model)
     indices = row_indices(len(dataset), limit, rows, shard)
     own_backend = backend_instance is None
     model_backend = backend_instance or LazyBackend(backend, model, **(backend_options or {}))
@@ -207,10 +212,10 @@ def evaluate_common_o(
         },
         "run_key": run,
     }
-    if similarity or similarity_model:
+    if embedder is not None:
         from .similarity import object_similarity_analysis
 
-        results["object_similarity"] = object_similarity_analysis(records, similarity_model)
+        results["object_similarity"] = object_similarity_analysis(records, embedder=embedder)
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records, suffix=shard_suffix(shard))
     return results

@@ -74,9 +74,12 @@ def max_pairwise_similarity(names: Sequence[str], vectors: dict[str, np.ndarray]
     return max(float(vectors[a] @ vectors[b]) for a, b in itertools.combinations(names, 2))
 
 
-def object_similarity_analysis(records: Sequence[dict], model: str | None = None) -> dict:
-    """Pearson r between the greatest pairwise similarity of the common objects and correctness."""
-    name, embed = make_embedder(model)
+def object_similarity_analysis(records: Sequence[dict], model: str | None = None, *, embedder: tuple[str, Embed] | None = None) -> dict:
+    """Pearson r between the greatest pairwise similarity of the common objects and correctness.
+
+    ``embedder`` (from :func:`make_embedder`) reuses an embedding model loaded earlier; else ``model`` is loaded.
+    """
+    name, embed = embedder or make_embedder(model)
     usable = [r for r in records if num_common(r) >= 2]
     vocabulary = sorted({obj for r in usable for obj in r["ground_truth"]})
     vectors = dict(zip(vocabulary, embed(vocabulary))) if vocabulary else {}
