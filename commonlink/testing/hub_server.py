@@ -127,6 +127,9 @@ class HubStore:
 
     # -- repos ---------------------------------------------------------------------------------------------
     def _repo_file(self, repo_type: str, repo_id: str) -> Path:
+        parts = repo_id.split("/")
+        if len(parts) != 2 or not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}", p) and ".." not in p for p in parts):
+            raise HubError(400, f"Invalid repo id {repo_id!r} (expected NAMESPACE/NAME).")
         return self.root / "repos" / repo_type / f"{repo_id}.json"
 
     def load_repo(self, repo_type: str, repo_id: str) -> dict | None:
