@@ -113,9 +113,11 @@ def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, see
              "It is meant to show objects only, without people, logos or private information. " + PUBLISHER_TO_FILL),
         ]),
         ("Collection Process", [
-            ("How was the data acquired?",
-             "Real photos were ingested with their labels from a manifest (`commonlink ingest`); synthetic images were rendered "
-             "from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."),
+            ("How was the data acquired?", " ".join(filter(None, [
+                "Real photos were ingested with their labels from a manifest (`commonlink ingest`)." if stats.get("real_share") else "",
+                "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
+                if stats.get("synthetic_share") else "",
+            ])) or "No rows."),
             ("What sampling strategy was used?",
              f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {json.dumps(seed)}; "
              "the exact options are in manifest.json."),
