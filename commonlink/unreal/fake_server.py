@@ -299,12 +299,7 @@ class FakeUnrealCVServer:
             del self.actors[name]
             return "ok"
         if prop in ("location", "rotation", "scale"):
-            if verb == "vget" and not args:
-                return " ".join(_f(v) for v in getattr(actor, prop))
-            if verb == "vset" and len(args) == 3:
-                setattr(actor, prop, _floats(args))
-                return "ok"
-            return None
+            return _vector_property(actor, prop, verb, args)
         if prop == "color":
             if verb == "vget" and not args:
                 r, g, b = actor.color
@@ -332,12 +327,7 @@ class FakeUnrealCVServer:
     def _camera_command(self, verb: str, cam_id: str, prop: str, args: list[str]):
         camera = self._camera(cam_id)
         if prop in ("location", "rotation"):
-            if verb == "vget" and not args:
-                return " ".join(_f(v) for v in getattr(camera, prop))
-            if verb == "vset" and len(args) == 3:
-                setattr(camera, prop, _floats(args))
-                return "ok"
-            return None
+            return _vector_property(camera, prop, verb, args)
         if prop == "fov":
             if verb == "vget" and not args:
                 return _f(camera.fov)
@@ -392,6 +382,16 @@ class FakeUnrealCVServer:
 
 class _CommandError(Exception):
     pass
+
+
+def _vector_property(thing, prop: str, verb: str, args: list[str]):
+    """``vget`` / ``vset`` of a 3-vector attribute (location, rotation, scale)."""
+    if verb == "vget" and not args:
+        return " ".join(_f(v) for v in getattr(thing, prop))
+    if verb == "vset" and len(args) == 3:
+        setattr(thing, prop, _floats(args))
+        return "ok"
+    return None
 
 
 def _floats(args: list[str]) -> list[float]:
