@@ -431,6 +431,7 @@ def test_interrupted_upload_is_finished_by_a_rerun(hub, tmp_path):
         proc.send_signal(signal.SIGKILL)  # the machine dies mid-push: no cleanup at all
         proc.communicate(timeout=30)
     hub.clear_faults()
+    assert hub.wait_idle(10)  # uploads cut off by the kill have been answered (and discarded) by the server
     stored = hub.lfs_objects()
     assert stored < wanted  # some objects arrived, at least one did not
     assert "1.0.0" not in hub.refs(REPO)["tags"] and len(hub.history(REPO)) == 1  # nothing half-published

@@ -50,6 +50,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -221,6 +222,7 @@ class HubServer:
         self.fault_tripped = threading.Event()
         self._drop_from: int | None = None
         self._failures: list[list] = []  # [method, path substring, status, remaining]
+        self._in_flight = 0
         self._secret = secrets.token_bytes(16)
         self._httpd = ThreadingHTTPServer((host, port), _Handler)
         self._httpd.daemon_threads = True
@@ -301,6 +303,16 @@ class HubServer:
 
     def lfs_objects(self) -> set[str]:
         return self.store.lfs_objects()
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until no request is being handled (e.g. after killing a client mid-upload); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.store.lock:
+                if self._in_flight == 0:
+                    return True
+            time.sleep(0.02)
+        return False
 
     def count(self, method: str | None = None, path_contains: str = "") -> int:
         return sum(1 for r in list(self.requests)
@@ -451,6 +463,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         self._status = 0
         user_holder: list[str | None] = [None]
+        with self.hub.store.lock:
+            self.hub._in_flight += 1
         try:
             parts = urlsplit(self.path)
             self._query = parse_qs(parts.query)
@@ -472,6 +486,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.hub.requests.append(RequestRecord(self.command, urlsplit(self.path).path, self._status,
                                                    user_holder[0]))
+            with self.hub.store.lock:
+                self.hub._in_flight -= 1
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _dispatch  # noqa: N815
 
@@ -856,7 +872,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - manual use
     import argparse
-    import time
 
     parser = argparse.ArgumentParser(description="Run the commonlink test Hub (Hub HTTP API subset) locally.")
     parser.add_argument("--root", required=True, help="folder that stores the repositories")
