@@ -92,12 +92,20 @@ def main() -> None:
     report = {}
     for batch in sorted({1, args.batch_size}):
         report[f"cpu_tiny_llava_batch{batch}"] = cpu_overhead(args.rows, args.max_new_tokens, batch, (320, 240))
+    # Photo-sized images: decoding 2 x 1.9 MP PNGs and capping them costs more than this tiny model's whole
+    # generation, so this ratio shows the harness cost itself; with a real model it is a small share.
+    large = cpu_overhead(max(4, args.rows // 3), args.max_new_tokens, args.batch_size, (1600, 1200))
+    large["target_ratio"] = None
+    report[f"cpu_tiny_llava_batch{args.batch_size}_1600x1200_images"] = large
     report["gpu"] = gpu_throughput(args.gpu_model, args.gpu_rows, ["transformers", "vllm"])
     print(json.dumps(report, indent=2))
     for key, value in report.items():
         if "overhead_ratio" in value:
+            if value["target_ratio"] is None:
+                print(f"{key}: eval wall / model generate = {value['overhead_ratio']:.3f}, harness {value['harness_ms_per_row']} ms/row (no target: image decoding dominates a tiny model)")
+                continue
             verdict = "OK" if value["overhead_ratio"] <= value["target_ratio"] else "ABOVE TARGET"
-            print(f"{key}: eval wall / model generate = {value['overhead_ratio']:.3f} (target <= 1.15) {verdict}")
+            print(f"{key}: eval wall / model generate = {value['overhead_ratio']:.3f} (target <= 1.15) {verdict}, harness {value['harness_ms_per_row']} ms/row")
     if "skipped" in report["gpu"]:
         print(f"gpu: skipped: {report['gpu']['skipped']}")
 

@@ -4,6 +4,7 @@ batch invariance, resume after a kill, out-of-memory halving, bad rows, concat i
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import torch
@@ -136,6 +137,7 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
         evaluate_common_o(data_dir, "main", backend_instance=Wrapped(tiny_backend, kill_on_third_call), out_dir=tmp_path / "run",
                           settings=SETTINGS, batch_size=2, **FAST)
     assert not (tmp_path / "run" / "results.json").exists()
+    assert not [t for t in threading.enumerate() if t.name == "commonlink-eval-prefetch"]  # the row prefetcher stopped too
     assert len((tmp_path / "run" / "prediction-cache.jsonl").read_text().splitlines()) == 4  # two batches were saved
     resumed_backend = Wrapped(tiny_backend)
     resumed = evaluate_common_o(data_dir, "main", backend_instance=resumed_backend, out_dir=tmp_path / "run", settings=SETTINGS, batch_size=2, **FAST)

@@ -9,15 +9,19 @@ instead of stopping the run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import CommonlinkError, SchemaError
 from ..progress import make_progress
 from .backends.base import Backend, BatchState, GenerationRequest, GenerationSettings, RequestFailure, generate_resilient
 from .cache import PredictionCache, row_key
+from .imaging import cap_pixels
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,59 @@ class RunOutcome:
     wall_s: float = 0.0
     oom_events: int = 0
     final_batch_size: int = 1
+
+
+#: Errors that make one row unusable (reported and skipped); anything else stops the run.
+ROW_ERRORS = (CommonlinkError, ValueError, OSError, KeyError, TypeError)
+
+
+def prepared_rows(split, indices: Iterable[int], build: Build, *, max_pixels: int = 0, depth: int = 4) -> Iterator[tuple[int, list | None, Exception | None]]:
+    """``(row, items, None)`` or ``(row, None, error)`` for each row, in order, prepared by a worker thread.
+
+    Decoding images (and capping them to ``max_pixels``) happens up to ``depth`` rows ahead of the model, so
+    it overlaps generation instead of adding to it; the bounded queue keeps memory flat. The worker is stopped
+    and joined when the consumer stops early (an interrupt, an error).
+    """
+    results: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+    end = object()
+
+    def work() -> None:
+        try:
+            for i in indices:
+                if stop.is_set():
+                    return
+                try:
+                    items = build(split.get(i))
+                    if max_pixels:
+                        items = [(_capped(request, max_pixels), meta) for request, meta in items]
+                    results.put((i, items, None))
+                except ROW_ERRORS as exc:
+                    results.put((i, None, exc))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread, raised there
+            results.put((None, None, exc))
+        finally:
+            results.put(end)
+
+    worker = threading.Thread(target=work, name="commonlink-eval-prefetch", daemon=True)
+    worker.start()
+    try:
+        while (item := results.get()) is not end:
+            if item[0] is None:
+                raise item[2]
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a worker waiting on a full queue so it can see `stop`
+            try:
+                results.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        worker.join()
+
+
+def _capped(request: GenerationRequest, max_pixels: int) -> GenerationRequest:
+    return GenerationRequest(request.id, [cap_pixels(img, max_pixels) for img in request.images], request.prompt, request.choices, request.multi_select)
 
 
 def run_over_split(
@@ -79,13 +136,12 @@ def run_over_split(
         progress.advance(task, len(finished_rows))
 
     rows_read = 0
-    with make_progress("rows", disable=not show_progress) as progress:
+    cap = settings.max_pixels if backend.info.uses_images else 0
+    rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * state.batch_size + 2)
+    with make_progress("rows", disable=not show_progress) as progress, contextlib.closing(rows):
         task = progress.add_task(description, total=total)
-        for i in indices:
-            try:
-                example = split.get(i)
-                items = build(example)
-            except (CommonlinkError, ValueError, OSError, KeyError, TypeError) as exc:
+        for i, items, exc in rows:
+            if exc is not None:
                 reason = getattr(exc, "problem", None) or f"{type(exc).__name__}: {exc}"
                 outcome.skipped.append({"row": i, "id": None, "reason": reason})
                 log.warning("row %d skipped: %s", i, reason)
