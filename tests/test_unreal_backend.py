@@ -164,3 +164,14 @@ def test_synth_with_the_unrealcv_backend(server, tmp_path):
     assert all(r.extra["backend"] == "unrealcv" for r in read_catalog(tmp_path / "ue"))
     with pytest.raises(InputError, match="one client at a time"):
         synthesize(tmp_path / "ue2", SynthConfig(**{**config.__dict__, "scenes": 1}), workers=2, progress=False)
+
+
+def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path):
+    config = SynthConfig(scenes=3, objects=(3, 3), views=1, resolution=(RES, RES), seed=8, min_visible_pixels=4,
+                         backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port)
+    server.error_on("cl_8-1_floor", "Failed to spawn actor")  # scene 1 fails
+    with pytest.raises(UnrealCVCommandError, match="cl_8-1_floor"):
+        synthesize(tmp_path / "ue", config, progress=False)
+    assert [r.scene_id for r in read_catalog(tmp_path / "ue")] == ["8-0"]  # scene 0 listed, nothing half-written
+    summary = synthesize(tmp_path / "ue", config, progress=False)  # rerun: the failure is gone
+    assert (summary.scenes_skipped, summary.scenes_rendered, summary.catalog_records) == (1, 2, 3)

@@ -436,13 +436,18 @@ def synthesize(
                 counts["resampled"] += int(result["attempts"] > 1)
             bar.advance(task)
 
-        if todo:
-            if executor == "ray":
+        try:
+            if todo and executor == "ray":
                 _run_ray(out, config, todo, ray_address, on_done)
-            elif workers > 1:
+            elif todo and workers > 1:
                 _run_pool(out, config, todo, workers, scenes_per_process, on_done)
-            else:
+            elif todo:
                 _run_local(out, config, catalog, todo, on_done)
+        except BaseException:
+            # Stopped (error, Ctrl-C): still list the scenes finished so far; a rerun renders the rest.
+            with contextlib.suppress(Exception):
+                rebuild_catalog(out)
+            raise
     records = rebuild_catalog(out)
     return SynthSummary(
         out_dir=str(out), scenes_in_shard=len(indices), scenes_rendered=counts["rendered"],
