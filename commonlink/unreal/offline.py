@@ -248,12 +248,15 @@ class OfflineRenderer:
             from pyrender.shader_program import ShaderProgramCache
 
             self._renderer._renderer._program_cache = ShaderProgramCache(shader_dir=_fast_shader_dir())
-        self._meshes: dict[str, object] = {}
+        self._meshes: dict[tuple, object] = {}
         self._floors: dict[str, object] = {}
+        self._scene = None
+        self._pool: dict[tuple, object] = {}
 
     # -- cached GPU-side meshes -------------------------------------------------------------------------
-    def _pyrender_mesh(self, asset: Asset):
-        key = asset.name
+    def _pyrender_mesh(self, asset: Asset, copy: int = 0):
+        """The asset's pyrender mesh; each ``copy`` is a separate mesh so that copies can be hidden separately."""
+        key = (asset.name, copy)
         if key not in self._meshes:
             pyrender = self._pyrender
             mesh = pyrender.Mesh.from_trimesh(asset_mesh(asset, self.catalog), smooth=True)
@@ -285,48 +288,55 @@ class OfflineRenderer:
 
     def _contact_shadow(self):
         """A unit disc, dark in the middle and fading out (vertex alpha), blended onto the floor under an object."""
-        if "_contact" not in self._floors:
-            trimesh, pyrender = self._trimesh, self._pyrender
-            segments, rings = 32, (0.0, 0.45, 0.8, 1.0)
-            alphas = (0.5, 0.36, 0.14, 0.0)
-            angles = np.linspace(0, 2 * np.pi, segments, endpoint=False)
-            vertices, colors = [[0.0, 0.0, 0.0]], [[0, 0, 0, int(alphas[0] * 255)]]
-            for radius, alpha in zip(rings[1:], alphas[1:]):
-                vertices += [[radius * np.cos(a), radius * np.sin(a), 0.0] for a in angles]
-                colors += [[0, 0, 0, int(alpha * 255)]] * segments
-            faces = [[0, 1 + i, 1 + (i + 1) % segments] for i in range(segments)]
-            for ring in range(len(rings) - 2):
-                base = 1 + ring * segments
-                for i in range(segments):
-                    j = (i + 1) % segments
-                    faces += [[base + i, base + segments + i, base + segments + j], [base + i, base + segments + j, base + j]]
-            disc = trimesh.Trimesh(np.array(vertices), np.array(faces), vertex_colors=np.array(colors, np.uint8), process=False)
-            mesh = pyrender.Mesh.from_trimesh(disc, smooth=True)
-            for primitive in mesh.primitives:
-                primitive.material.alphaMode = "BLEND"
-                primitive.material.metallicFactor = 0.0
-                primitive.material.roughnessFactor = 1.0
-            self._floors["_contact"] = mesh
-        return self._floors["_contact"]
+        pyrender = self._pyrender
+        mesh = pyrender.Mesh.from_trimesh(_contact_disc(), smooth=True)
+        for primitive in mesh.primitives:
+            primitive.material.alphaMode = "BLEND"
+            primitive.material.metallicFactor = 0.0
+            primitive.material.roughnessFactor = 1.0
+        return mesh
 
     # -- scenes -----------------------------------------------------------------------------------------
     def build_scene(self, placements: list[Placement], floor: FloorMaterial | None, lighting: Lighting):
-        """A pyrender scene with the floor, the objects and the lights; returns (scene, object nodes)."""
+        """Pose the floor, the objects and the lights; returns (scene, object nodes in placement order).
+
+        The renderer keeps one scene whose nodes are reused from plan to plan (hidden when unused), so meshes and
+        textures are uploaded to the GL context once instead of for every scene.
+        """
         pyrender = self._pyrender
-        ambient = [lighting.ambient] * 3
-        scene = pyrender.Scene(ambient_light=ambient, bg_color=[*BACKGROUND_RGB, 1.0])
-        if floor is not None:
-            scene.add(self._floor_mesh(floor))
-        nodes = []
-        for placement in placements:
-            pose = object_pose_gl(placement.location, placement.rotation, placement.scale)
-            nodes.append(scene.add(self._pyrender_mesh(placement.mesh), pose=pose))
-            if not self.shadows and floor is not None:
-                scene.add(self._contact_shadow(), pose=_contact_shadow_pose(placement))
+        if self._scene is None:
+            self._scene = pyrender.Scene(bg_color=[*BACKGROUND_RGB, 1.0])
+            self._sun = pyrender.DirectionalLight()
+            self._sun_node = self._scene.add(self._sun)
+        scene = self._scene
+        scene.ambient_light = [lighting.ambient] * 3
+        self._sun.color = list(lighting.sun_color)
+        self._sun.intensity = lighting.sun_intensity
         sun_dir = MIRROR @ ue_rotation_matrix(-lighting.sun_elevation, lighting.sun_azimuth, 0.0)[:, 0]
-        sun = pyrender.DirectionalLight(color=list(lighting.sun_color), intensity=lighting.sun_intensity)
-        scene.add(sun, pose=_light_pose(sun_dir))
+        scene.set_pose(self._sun_node, _light_pose(sun_dir))
+        for node in self._pool.values():
+            node.mesh.is_visible = False
+        if floor is not None:
+            self._pooled_node(("floor", floor.name), lambda: self._floor_mesh(floor)).mesh.is_visible = True
+        nodes = []
+        copies: dict[str, int] = {}
+        for placement in placements:
+            name = placement.mesh.name
+            copy = copies[name] = copies.get(name, -1) + 1  # the same asset twice (possible on the test server)
+            node = self._pooled_node(("object", name, copy), lambda: self._pyrender_mesh(placement.mesh, copy))
+            scene.set_pose(node, object_pose_gl(placement.location, placement.rotation, placement.scale))
+            node.mesh.is_visible = True
+            nodes.append(node)
+            if not self.shadows and floor is not None:
+                shadow = self._pooled_node(("shadow", name, copy), self._contact_shadow)
+                scene.set_pose(shadow, _contact_shadow_pose(placement))
+                shadow.mesh.is_visible = True
         return scene, nodes
+
+    def _pooled_node(self, key: tuple, make_mesh):
+        if key not in self._pool:
+            self._pool[key] = self._scene.add(make_mesh())
+        return self._pool[key]
 
     def render_view(self, scene, nodes, camera: CameraPose, lighting: Lighting, seg_colors=None):
         """Render one camera of a built scene: (rgb, seg) where seg is the flat-colour pass (or None)."""
@@ -388,6 +398,26 @@ class OfflineRenderer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@lru_cache(maxsize=1)
+def _contact_disc():
+    """Triangle-fan disc of radius 1 with alpha 0.5 at the centre fading to 0 at the rim."""
+    _, trimesh = _import_pyrender()
+    segments, rings = 32, (0.0, 0.45, 0.8, 1.0)
+    alphas = (0.5, 0.36, 0.14, 0.0)
+    angles = np.linspace(0, 2 * np.pi, segments, endpoint=False)
+    vertices, colors = [[0.0, 0.0, 0.0]], [[0, 0, 0, int(alphas[0] * 255)]]
+    for radius, alpha in zip(rings[1:], alphas[1:]):
+        vertices += [[radius * np.cos(a), radius * np.sin(a), 0.0] for a in angles]
+        colors += [[0, 0, 0, int(alpha * 255)]] * segments
+    faces = [[0, 1 + i, 1 + (i + 1) % segments] for i in range(segments)]
+    for ring in range(len(rings) - 2):
+        base = 1 + ring * segments
+        for i in range(segments):
+            j = (i + 1) % segments
+            faces += [[base + i, base + segments + i, base + segments + j], [base + i, base + segments + j, base + j]]
+    return trimesh.Trimesh(np.array(vertices), np.array(faces), vertex_colors=np.array(colors, np.uint8), process=False)
 
 
 @lru_cache(maxsize=1)
