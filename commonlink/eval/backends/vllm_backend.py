@@ -1,7 +1,7 @@
 """Offline GPU inference with vLLM (optional extra ``commonlink[vllm]``): ``LLM.chat`` on large batches.
 
-Requests are OpenAI-style multi-image chat messages (images as ``data:`` URLs), so vLLM applies the model's
-own chat template. Tensor- and data-parallel sizes and any other engine argument are passed through.
+Requests are multi-image chat messages (PIL images as ``image_pil`` parts, vLLM >= 0.8), so vLLM applies the
+model's own chat template. Tensor- and data-parallel sizes and any other engine argument are passed through.
 vLLM schedules requests dynamically (continuous batching), so outputs are *not* guaranteed identical across
 batch sizes; for reproducible numbers compare runs made with the same settings, or use the transformers
 backend at batch size 1.
@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 
 from ...errors import BackendError, MissingDependencyError
-from ..imaging import image_data_url
 from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
 from .fingerprint import model_fingerprint
 
@@ -73,8 +72,9 @@ class VLLMBackend:
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
         conversations = []
         for request in requests:
+            # PIL images go in as they are ("image_pil" parts): no PNG/base64 round trip for every image.
             content = [
-                {"type": "image_url", "image_url": {"url": image_data_url(value)}} if kind == "image" else {"type": "text", "text": value}
+                {"type": "image_pil", "image_pil": value.convert("RGB")} if kind == "image" else {"type": "text", "text": value}
                 for kind, value in message_parts(request)
             ]
             conversations.append([{"role": "user", "content": content}])
