@@ -222,6 +222,7 @@ def test_rerun_resumes_and_refuses_other_options(tmp_path):
     out = tmp_path / "cat"
     synthesize(out, tiny(2), progress=False)
     (out / "scenes" / f".tmp-scene_000002-{os.uname().nodename}-999999999").mkdir()  # left by a killed run
+    (out / "scenes" / "scene_000002").mkdir()  # an incomplete folder (no records.jsonl): redone
     summary = synthesize(out, tiny(3), progress=False)
     assert (summary.scenes_skipped, summary.scenes_rendered, summary.catalog_records) == (2, 1, 6)
     assert not list((out / "scenes").glob(".tmp-*"))

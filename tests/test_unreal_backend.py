@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -91,7 +92,10 @@ def test_real_client_against_the_server(server):
     import unrealcv
 
     client = unrealcv.Client((server.host, server.port))
-    assert client.connect(timeout=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the client checks commands against `vget /unrealcv/commands`
+        assert client.connect(timeout=5)
+        assert client.request("vset /object/missing/location 1 2 3") == "error Can not find object"
     assert client.request("vset /objects/spawn BP_RubberDuck_C duck") == "duck"
     assert client.request("vget /object/duck/color").startswith("(R=")
     assert client.request("vset /objects/spawn BP_NoSuchThing_C") == "error Can not find a class with name 'BP_NoSuchThing_C'"

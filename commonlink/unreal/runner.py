@@ -280,12 +280,14 @@ def render_scene(out_dir: str | os.PathLike, config: SynthConfig, catalog: Asset
         plan_json["toolkit_version"] = __version__
         atomic_write_json(tmp / "plan.json", plan_json)
         write_jsonl(tmp / "records.jsonl", records)  # written last: its presence marks the scene complete
+        if final.exists() and not is_scene_done(out_dir, index):
+            shutil.rmtree(final)  # an incomplete folder not made by this code (renames are atomic): replace it
         try:
             os.rename(tmp, final)
         except OSError:
-            if not is_scene_done(out_dir, index):  # someone else finished it meanwhile: keep theirs
+            if not is_scene_done(out_dir, index):
                 raise
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # another process finished this scene meanwhile: keep theirs
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
