@@ -23,6 +23,7 @@ import os
 import shutil
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -260,10 +261,13 @@ def render_scene(out_dir: str | os.PathLike, config: SynthConfig, catalog: Asset
     try:
         records = []
         per_view = []
+        # PNG compression releases the GIL: encode the scene's images on two threads.
+        with ThreadPoolExecutor(2) as pool:
+            encoded = list(pool.map(_png_bytes, [a for v in views for a in (v.rgb, v.instance)]))
         for k, (view, camera) in enumerate(zip(views, plan.cameras)):
-            image = _png_bytes(view.rgb)
+            image = encoded[2 * k]
             (tmp / f"view_{k}.png").write_bytes(image)
-            (tmp / f"mask_{k}.png").write_bytes(_png_bytes(view.instance))
+            (tmp / f"mask_{k}.png").write_bytes(encoded[2 * k + 1])
             areas = object_areas(view.instance, names, threshold)
             digest = sha256_bytes(image)
             per_view.append({"view": k, "visible": list(areas), "object_area": areas})
