@@ -122,9 +122,15 @@ def combine(*parts):
 
 
 def apple():
-    body = lathe([(0, 0.6), (3.0, 0.0), (4.4, 1.6), (4.6, 4.2), (3.9, 6.8), (1.2, 7.6), (0, 6.9)], RED)
-    stem = capsule_between([0, 0, 6.6], [0.4, 0.2, 9.2], 0.28, BROWN)
-    leaf = sphere(1.0, GREEN, x=1.3, y=0.3, z=8.3, scale=(1.6, 0.7, 0.25))
+    # Apple profile: round, a little wider above the middle, dimpled at the top and the bottom.
+    t = np.linspace(0, math.pi, 25)
+    r = 4.5 * np.sin(t) * (1 + 0.08 * np.sin(t - 0.4))
+    z = 3.8 * (1 - np.cos(t))
+    z = z - 0.9 * np.exp(-((t - math.pi) / 0.35) ** 2) + 0.5 * np.exp(-(t / 0.35) ** 2)
+    r[0] = r[-1] = 0.0
+    body = lathe(list(zip(r, z)), RED)
+    stem = capsule_between([0, 0, 6.4], [0.4, 0.2, 9.0], 0.28, BROWN)
+    leaf = sphere(1.0, GREEN, x=1.3, y=0.3, z=8.1, scale=(1.6, 0.7, 0.25))
     return combine(body, stem, leaf)
 
 
@@ -403,7 +409,27 @@ def carrot():
 
 
 def egg():
-    return combine(lathe([(0, 0), (2.2, 0.4), (3.0, 2.0), (2.9, 4.2), (2.0, 6.3), (0, 7.0)], CREAM))
+    # Egg curve: an ellipse whose radius shrinks towards the top.
+    t = np.linspace(0, math.pi, 25)
+    z = 3.5 * (1 - np.cos(t))
+    r = 2.6 * np.sin(t) * (1 - 0.12 * (z / 7.0))
+    r[0] = r[-1] = 0.0
+    return combine(lathe(list(zip(r, z)), CREAM, sections=40))
+
+
+def teddy_bear():
+    fur, light = (150, 95, 55), (215, 175, 125)
+    body = sphere(6.0, fur, z=7.5, scale=(0.95, 0.85, 1.15))
+    belly = sphere(4.2, light, x=2.6, z=7.0, scale=(0.5, 0.85, 1.05))
+    head = sphere(4.6, fur, z=17.5)
+    ears = [sphere(1.6, fur, y=s * 3.5, z=21.2, scale=(0.6, 1, 1)) for s in (-1, 1)]
+    muzzle = sphere(1.9, light, x=3.9, z=16.6, scale=(0.8, 1, 0.8))
+    nose = sphere(0.6, DARK, x=5.3, z=17.2, subdivisions=2)
+    eyes = [sphere(0.5, DARK, x=3.8, y=s * 1.6, z=18.9, subdivisions=2) for s in (-1, 1)]
+    arms = [capsule_between([0.5, s * 4.8, 11], [3.0, s * 6.5, 6.5], 1.7, fur) for s in (-1, 1)]
+    legs = [capsule_between([1.0, s * 3.0, 2.5], [6.0, s * 3.8, 2.2], 2.1, fur) for s in (-1, 1)]
+    paws = [sphere(1.5, light, x=7.6, y=s * 3.8, z=2.3, scale=(0.4, 1, 1)) for s in (-1, 1)]
+    return combine(body, belly, head, *ears, muzzle, nose, *eyes, *arms, *legs, *paws)
 
 
 def pear():
@@ -524,14 +550,15 @@ def snowman():
 
 
 def alarm_clock():
-    face = _rot(cylinder(6, 3.5, RED, sections=40), "x", 90)
-    face.apply_translation([0, 0, 8])
-    dial = _rot(cylinder(5, 0.2, WHITE, sections=40), "x", 90)
-    dial.apply_translation([0, -1.85, 8])
-    hands = [box(0.4, 0.2, 3.5, DARK, y=-2.0, z=8), box(3.0, 0.2, 0.4, DARK, x=1.4, y=-2.0, z=7.8)]
-    bells = [sphere(2.0, GOLD, x=s * 3.8, z=13.2, scale=(1, 1, 0.8), subdivisions=2) for s in (-1, 1)]
-    feet = [capsule_between([s * 3.5, 0, 0.4], [s * 3, 0, 3.2], 0.5, DARK) for s in (-1, 1)]
-    return combine(face, dial, *hands, *bells, *feet)
+    case = _rot(cylinder(6, 4.5, RED, sections=40), "x", 90)
+    case.apply_translation([0, 0, 8])
+    dial = _rot(cylinder(5.0, 0.3, WHITE, sections=40), "x", 90)
+    dial.apply_translation([0, -2.3, 8])
+    hands = [box(0.5, 0.3, 3.8, DARK, y=-2.5, z=8), box(2.8, 0.3, 0.5, DARK, x=1.4, y=-2.5, z=7.8)]
+    bells = [sphere(2.2, GOLD, x=s * 3.6, z=13.6, scale=(1, 1, 0.75), subdivisions=2) for s in (-1, 1)]
+    hammer_ = box(0.6, 0.6, 2.2, SILVER, z=14.0)
+    feet = [capsule_between([s * 3.6, 0, 0.5], [s * 3.0, 0, 3.2], 0.6, DARK) for s in (-1, 1)]
+    return combine(case, dial, *hands, *bells, hammer_, *feet)
 
 
 def watering_can():
@@ -552,6 +579,6 @@ PROCEDURAL_MODELS: dict[str, Callable] = {
         tennis_ball, basketball, traffic_cone, vase, candle, table_lamp, chair, stool, donut, dice,
         mushroom, pyramid, ring, hammer, wine_glass, teapot, flower_pot, cactus, top_hat, bucket, carrot, egg,
         pear, dumbbell, toy_car, toy_house, rocket, lollipop, ice_cream, burger, cake, pumpkin, snowman,
-        alarm_clock, watering_can,
+        alarm_clock, watering_can, teddy_bear,
     )
 }
