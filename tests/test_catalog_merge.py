@@ -161,3 +161,29 @@ def test_merge_into_one_of_the_inputs_adds_the_others(tmp_path):
     assert [r.id for r in merged] == [a[0].id, b[0].id]
     assert merged[1].path == f"images/{b[0].id}.png"  # images/0000.png is a's own image
     assert sha256_file(image_path(tmp_path / "a", merged[1])) == b[0].sha256
+
+
+def test_merging_render_shards_brings_masks_and_plans_along(tmp_path):
+    """Shards rendered on different machines merge into a catalog whose exact masks still resolve."""
+    import pytest
+
+    pytest.importorskip("pyrender")
+    from commonlink.builder.catalog import read_catalog
+    from commonlink.builder.catalog_merge import merge_catalogs
+    from commonlink.builder.stats import mask_area_fractions, mask_for, read_instance_mask
+    from commonlink.unreal.runner import SynthConfig, synthesize
+
+    config = dict(scenes=2, objects=(3, 4), views=2, resolution=(64, 64), seed=5)
+    synthesize(tmp_path / "a", SynthConfig(**config), shard=(0, 2), progress=False)
+    synthesize(tmp_path / "b", SynthConfig(**config), shard=(1, 2), progress=False)
+    report = merge_catalogs([tmp_path / "a", tmp_path / "b"], tmp_path / "merged")
+    assert report.added == 4 and report.sidecars_written == 2 * 2 + 2  # 4 masks, 2 plans
+    merged = tmp_path / "merged"
+    for record in read_catalog(merged):
+        assert (merged / record.extra["mask"]).is_file() and (merged / record.extra["plan"]).is_file()
+        path, id_to_name = mask_for(merged, record)
+        assert path.resolve().is_relative_to(merged.resolve())
+        areas = mask_area_fractions(read_instance_mask(path), id_to_name)
+        assert {k: round(v, 6) for k, v in areas.items() if k in record.object_area} == {
+            k: round(v, 6) for k, v in record.object_area.items()
+        }

@@ -10,7 +10,9 @@
 4. images are copied (or hard-/symbolic-linked) into the output folder, each atomically and, by default, checked
    against the record's sha256; an image whose relative path is already taken by another image is stored as
    ``<folder>/<id><suffix>`` instead;
-5. ``catalog.jsonl`` is written last, atomically.
+5. files a record names in ``extra`` (:data:`SIDECAR_KEYS`: a render's instance mask and scene plan) come
+   along with their image, so ``commonlink stats`` still finds the exact masks after a merge;
+6. ``catalog.jsonl`` is written last, atomically.
 
 An interrupted merge therefore leaves the output catalog as it was (plus some image files that the next run
 finds already in place), and re-running the same merge changes nothing.
@@ -35,6 +37,8 @@ LINK_MODES = ("copy", "hardlink", "symlink")
 #: Record fields that must agree for two records of the same image to be the same record.
 IDENTITY_FIELDS = ("sha256", "objects", "source", "scene_id", "width", "height", "background", "view", "object_area")
 _MAX_LISTED = 10
+#: ``extra`` keys holding paths (relative to the catalog) of files that belong with a record's image.
+SIDECAR_KEYS = ("mask", "plan")
 
 
 @dataclass
@@ -48,6 +52,7 @@ class MergeReport:
     images_written: int = 0  #: image files copied/linked
     images_in_place: int = 0  #: image files already present from an earlier (maybe interrupted) run
     renamed: list[dict] = field(default_factory=list)  #: {catalog, id, from, to} for paths that collided
+    sidecars_written: int = 0  #: masks and plans copied with their images
     fell_back_to_copy: int = 0  #: hard links that crossed file systems and were copied instead
 
     @property
@@ -60,6 +65,7 @@ class _Planned:
     record: CatalogRecord  #: as it will be written (path maybe changed)
     source_image: Path
     origin: str  #: "<catalog dir>, line n" for messages
+    sidecars: list[tuple[Path, str]] = field(default_factory=list)  #: (source file, destination path in out)
 
 
 def _differences(a: CatalogRecord, b: CatalogRecord) -> list[str]:
@@ -113,6 +119,8 @@ def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *,
 
     for item in track(planned, "Merging images", unit="images", disable=not progress):
         _transfer(item, out, link=link, verify=verify, report=report)
+        for source_file, rel in item.sidecars:
+            _copy_sidecar(source_file, safe_join(out, rel), report)
     write_catalog(out, [*existing, *(item.record for item in planned)])
     report.added = len(planned)
     return report
@@ -123,6 +131,7 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
     by_id = {r.id: (r, f"{out}") for r in existing}
     by_sha = {r.sha256: (r, f"{out}") for r in existing}
     used_paths = {PurePosixPath(r.path).as_posix(): r.sha256 for r in existing}
+    sidecar_sources: dict[str, Path] = {}  # destination path -> the source file that claimed it
     planned: list[_Planned] = []
     conflicts: list[str] = []
     missing: list[str] = []
@@ -157,8 +166,28 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
                 report.renamed.append({"catalog": str(src), "id": record.id, "from": rel, "to": moved})
                 rel = moved
             used_paths[rel] = record.sha256
-            merged = CatalogRecord.from_json({**record.to_json(), "path": rel}, where=origin)
-            planned.append(_Planned(record=merged, source_image=source_image, origin=origin))
+            extra = dict(record.extra)
+            sidecars: list[tuple[Path, str]] = []
+            for key in SIDECAR_KEYS:
+                value = extra.get(key)
+                if not isinstance(value, str):
+                    continue
+                try:
+                    source_file = safe_join(src, value)
+                except InputError as exc:
+                    raise SchemaError(f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it.") from None
+                if not source_file.is_file():
+                    missing.append(f"{source_file} (extra.{key} of {origin})")
+                    continue
+                dest_rel = PurePosixPath(value).as_posix()
+                claimed = sidecar_sources.get(dest_rel)
+                if (claimed is not None and claimed != source_file) or (claimed is None and dest_rel in used_paths):
+                    dest_rel = (PurePosixPath(dest_rel).parent / f"{record.id}-{PurePosixPath(dest_rel).name}").as_posix()
+                sidecar_sources[dest_rel] = source_file
+                extra[key] = dest_rel
+                sidecars.append((source_file, dest_rel))
+            merged = CatalogRecord.from_json({**record.to_json(), "path": rel, "extra": extra}, where=origin)
+            planned.append(_Planned(record=merged, source_image=source_image, origin=origin, sidecars=sidecars))
             by_id[record.id] = (merged, origin)
             by_sha[record.sha256] = (merged, origin)
     return planned, conflicts, missing
@@ -208,6 +237,22 @@ def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: Mer
     finally:
         if tmp.exists() or tmp.is_symlink():
             tmp.unlink()
+
+
+def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
+    """Copy a mask or plan next to its merged image (atomically; skipped when identical bytes are there)."""
+    if dest.is_file() and (dest.resolve() == src.resolve() or sha256_file(dest) == sha256_file(src)):
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        _copy_hashing(src, Path(tmp_name))
+        os.replace(tmp_name, dest)
+        report.sidecars_written += 1
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
 
 
 def _copy_hashing(src: Path, dest: Path) -> str:
