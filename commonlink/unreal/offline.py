@@ -120,9 +120,26 @@ class Placement:
     scale: tuple[float, float, float]
 
 
+def _check_pyopengl() -> None:
+    """pyrender's `PyOpenGL==3.1.0` pin is broken with EGL; `pip install commonlink[render]` keeps the pin."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("PyOpenGL")
+    except PackageNotFoundError:
+        return  # reported as a missing dependency by the import below
+    parts = tuple(int(p) for p in installed.split(".")[:3] if p.isdigit())
+    if parts < (3, 1, 7):
+        raise BackendError(
+            f"PyOpenGL {installed} is installed (pyrender pins 3.1.0), which cannot render headless with EGL.",
+            "pip install 'PyOpenGL>=3.1.7'   (scripts/setup.sh does this for you)",
+        )
+
+
 def _import_pyrender():
     # pyrender picks its OpenGL platform at import; headless rendering needs EGL unless the user chose.
     os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    _check_pyopengl()
     try:
         import pyrender
         import trimesh
