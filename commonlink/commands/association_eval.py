@@ -64,7 +64,7 @@ def association(
                                attn_implementation=attn_implementation, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                                max_retries=max_retries, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
                                max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
-    results = evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
+    evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
                                    batch_size=batch_size, limit=limit, backend_options=options, seed=seed, n_boot=bootstrap,
                                    show_progress=not quiet)
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)

@@ -1,3 +1,11 @@
-"""Reading published and locally built splits into typed examples."""
+"""Reading published and locally built splits into typed examples.
 
-from .association import load_association, open_association  # noqa: E402,F401  (association tasks)
+``load_common_o(path_or_repo, split, revision=None)`` and ``load_association(path_or_repo, config, revision=None)``
+work on local release folders and on Hub repos (``revision`` pins a version tag).
+"""
+
+from .association import load_association, open_association
+from .common_o import load_common_o, open_common_o
+from .types import CommonOExample
+
+__all__ = ["CommonOExample", "load_association", "load_common_o", "open_association", "open_common_o"]
