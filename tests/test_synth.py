@@ -111,19 +111,56 @@ def test_plan_layout_follows_the_paper(catalog, objects):
             # The footprint's bounding circle stays inside the object's own cell: no interpenetration.
             radius = math.hypot(o.size_cm[0], o.size_cm[1]) * o.scale / 2
             cx, cy = origin + (row + 0.5) * cell, origin + (col + 0.5) * cell
-            assert math.hypot(o.location[0] - cx, o.location[1] - cy) + radius <= 0.5 * cell + 1e-6
+            offset = math.hypot(o.location[0] - cx, o.location[1] - cy)
+            assert offset + radius <= 0.5 * cell + 1e-6
             assert max(o.size_cm) * o.scale <= 0.9 * cell  # size-normalised, aspect kept (one scale)
             pitch, _, roll = o.rotation
             assert abs(pitch) <= 6 and abs(roll) <= 6  # slight tilt only
             # Resting on the floor: the lowest corner of the tilted box touches z = 0.
             sx, sy, sz = (v * o.scale for v in o.size_cm)
             corners = np.array([[x, y, z] for x in (-sx / 2, sx / 2) for y in (-sy / 2, sy / 2) for z in (0, sz)])
-            lowest = (corners @ ue_rotation_matrix(*o.rotation).T)[:, 2].min() + o.location[2]
+            tilted = corners @ ue_rotation_matrix(*o.rotation).T
+            lowest = tilted[:, 2].min() + o.location[2]
             assert abs(lowest) < 1e-2
+            # Tilt included, the whole bounding box stays over the object's own cell.
+            assert offset + np.hypot(tilted[:, 0], tilted[:, 1]).max() <= 0.5 * cell + 1e-6
         assert len(plan.cameras) == 4
         azimuths = sorted(c.azimuth for c in plan.cameras)
         assert max(np.diff(azimuths + [azimuths[0] + 360])) < 180  # cameras all around the scene
-        assert all(25 <= c.elevation <= 52 for c in plan.cameras)
+        assert all(28 <= c.elevation <= 58 for c in plan.cameras)
+
+
+def _project(camera, points: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Pixel-independent image coordinates in [-1, 1] (x right, y up) of world points seen by a plan camera."""
+    axes = ue_rotation_matrix(*camera.rotation)  # columns: forward, right, up
+    rel = points - np.asarray(camera.location, float)
+    depth = rel @ axes[:, 0]
+    assert (depth > 0).all()  # everything in front of the camera
+    tan_h = math.tan(math.radians(camera.fov) / 2)
+    return np.stack([rel @ axes[:, 1] / depth / tan_h, rel @ axes[:, 2] / depth / (tan_h * height / width)], axis=1)
+
+
+@pytest.mark.parametrize(("objects", "median_size"), [((3, 7), 0.06), ((8, 16), 0.03)])
+def test_cameras_frame_every_object_tightly(catalog, objects, median_size):
+    """Each camera keeps every object's centre well inside the frame and most of its body in it, and comes
+    close enough that objects are large in the image (the median object's projected box covers at least
+    ``median_size`` of the frame: 6% with 3-7 objects, 3% with 8-16)."""
+    config = PlanConfig(min_objects=objects[0], max_objects=objects[1], views=4, width=320, height=240)
+    sizes = []
+    for index in range(10):
+        plan = plan_scene(config, catalog, seed=5, index=index)
+        for camera in plan.cameras:
+            for o in plan.objects:
+                sx, sy, sz = (v * o.scale for v in o.size_cm)
+                box = np.array([[x, y, z] for x in (-sx / 2, 0, sx / 2) for y in (-sy / 2, 0, sy / 2) for z in (0, sz / 2, sz)])
+                world = box @ ue_rotation_matrix(*o.rotation).T + np.asarray(o.location, float)
+                centre = world[13]  # the middle of the box
+                assert (np.abs(_project(camera, centre[None], config.width, config.height)) < 0.9).all()
+                inner = _project(camera, (world - centre) * 0.7 + centre, config.width, config.height)
+                assert (np.abs(inner) <= 1.0).all()  # at most the outer rim of the box is cut by the frame
+                uv = _project(camera, world, config.width, config.height)
+                sizes.append(np.ptp(uv[:, 0]) * np.ptp(uv[:, 1]) / 4)
+    assert np.median(sizes) >= median_size
 
 
 def test_plan_config_refuses_impossible_requests(catalog):

@@ -1,9 +1,11 @@
 """Scene plans: pure, seeded data that says what a scene contains and where its cameras are (no renderer).
 
 Following Common-O §3.1/§8: N distinct assets, each in one of 16 floor positions (a 4x4 grid, one object per
-cell), a random yaw and a slight random tilt, a scale that fits the asset's largest extent inside its cell while
-keeping its aspect ratio (so objects never interpenetrate), lighting, and several cameras around the scene at
-varied azimuth, elevation and distance.
+cell, the cells drawn inside a block just big enough for N so that few objects stay close together), a random
+yaw and a slight random tilt, a scale that fits the asset's largest extent inside its cell while keeping its
+aspect ratio (so objects never interpenetrate), lighting, and several cameras around the scene at varied
+azimuth and elevation, each placed as close as its field of view allows with every object in frame, so that
+objects are large in the images (the paper reports 2-22% of the image per object).
 
 Coordinates are Unreal Engine's (left-handed: x forward, y right, z up; centimetres; rotations are
 (pitch, yaw, roll) in degrees) so the UnrealCV backend sends them as they are. Each scene's generator is
@@ -22,6 +24,11 @@ from ..seeding import rng_for
 from .assets import AssetCatalog
 
 PLAN_FORMAT = "commonlink-scene-plan/1"
+#: Limits, in cells, that keep objects apart: footprint diagonal at scale, footprint circle radius (tilt
+#: included), and how far from the cell centre that circle may reach after jitter.
+FOOTPRINT_DIAGONAL = 0.94
+MAX_RADIUS = 0.47
+JITTER_LIMIT = 0.48
 
 
 @dataclass
@@ -74,11 +81,13 @@ class PlanConfig:
     height: int = 512
     grid: int = 4
     cell_cm: float = 30.0
-    fill: tuple[float, float] = (0.72, 0.88)  #: largest extent as a fraction of the cell
+    fill: tuple[float, float] = (0.8, 0.9)  #: largest extent as a fraction of the cell
     max_tilt_deg: float = 6.0
-    elevation_deg: tuple[float, float] = (25.0, 52.0)
-    fov_deg: tuple[float, float] = (50.0, 62.0)
-    distance_factor: tuple[float, float] = (0.95, 1.08)  #: times the distance that just frames every object
+    elevation_deg: tuple[float, float] = (28.0, 58.0)
+    fov_deg: tuple[float, float] = (42.0, 55.0)
+    frame_margin: float = 0.98  #: the outermost object reaches this fraction of the half field of view
+    distance_factor: tuple[float, float] = (1.0, 1.06)  #: times the distance that just frames every object
+    off_centre: float = 0.5  #: largest shift of the framing, as a fraction of the room left around the objects
 
     def check(self, catalog: AssetCatalog) -> None:
         cells = self.grid * self.grid
@@ -161,10 +170,30 @@ def _box_corners(size, scale: float) -> np.ndarray:
 
 def fit_scale(size_cm, cell_cm: float, fill: float) -> float:
     """Uniform scale putting the largest extent at ``fill`` of the cell, shrunk further if the footprint's
-    diagonal (any yaw) would leave the cell; the aspect ratio is kept."""
+    diagonal (any yaw) would pass 94% of the cell; the aspect ratio is kept."""
     largest = max(size_cm)
     footprint_diagonal = math.hypot(size_cm[0], size_cm[1])
-    return min(fill * cell_cm / largest, 0.9 * cell_cm / footprint_diagonal)
+    return min(fill * cell_cm / largest, FOOTPRINT_DIAGONAL * cell_cm / footprint_diagonal)
+
+
+def footprint_radius(size_cm, scale: float, rotation) -> float:
+    """Largest horizontal distance from the pivot of the (rotated, scaled) bounding box: the radius of the
+    circle the object's footprint stays in, tilt included."""
+    corners = _box_corners(size_cm, scale) @ ue_rotation_matrix(*rotation).T
+    return max(float(np.hypot(corners[:, 0], corners[:, 1]).max()), math.hypot(size_cm[0], size_cm[1]) * scale / 2)
+
+
+def _choose_cells(rng: np.random.Generator, n: int, grid: int) -> list[int]:
+    """``n`` distinct cells of the grid, drawn inside a randomly placed near-square block just big enough
+    for them (2x2 for 3-4 objects, 3x3 for 7-9, the whole 4x4 grid for 13-16), so that a few objects are not
+    spread over the whole floor with the camera pulled back to frame them all."""
+    shapes = [(r, c) for r in range(1, grid + 1) for c in range(1, grid + 1) if r * c >= n and abs(r - c) <= 1]
+    smallest = min(r * c for r, c in shapes)
+    shapes = [s for s in shapes if s[0] * s[1] == smallest]
+    rows, cols = shapes[int(rng.integers(len(shapes)))]
+    top, left = int(rng.integers(grid - rows + 1)), int(rng.integers(grid - cols + 1))
+    block = [(top + r) * grid + left + c for r in range(rows) for c in range(cols)]
+    return [int(c) for c in rng.choice(block, size=n, replace=False)]
 
 
 def _r(values, digits: int = 3):
@@ -177,7 +206,7 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
     n = int(rng.integers(config.min_objects, config.max_objects + 1))
     assets = [catalog.assets[i] for i in rng.choice(len(catalog.assets), size=n, replace=False)]
     floor = catalog.floors[int(rng.integers(len(catalog.floors)))]
-    cells = rng.choice(config.grid * config.grid, size=n, replace=False)
+    cells = _choose_cells(rng, n, config.grid)
     cell = config.cell_cm
     origin = -config.grid * cell / 2  # the grid is centred on the world origin
 
@@ -187,10 +216,15 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
         scale = fit_scale(asset.size_cm, cell, float(rng.uniform(*config.fill)))
         yaw = float(rng.uniform(-180, 180))
         pitch, roll = (float(v) for v in rng.uniform(-config.max_tilt_deg, config.max_tilt_deg, size=2))
-        # Slack left in the cell by the footprint's bounding circle: jitter the position inside it.
-        radius = math.hypot(asset.size_cm[0], asset.size_cm[1]) * scale / 2
-        slack = max(0.0, 0.45 * cell - radius)
-        jx, jy = rng.uniform(-slack, slack, size=2) if slack > 0 else (0.0, 0.0)
+        # A tilt moves the top of a tall object sideways: shrink until the footprint circle fits the cell.
+        radius = footprint_radius(asset.size_cm, scale, (pitch, yaw, roll))
+        if radius > MAX_RADIUS * cell:
+            scale *= MAX_RADIUS * cell / radius
+            radius = footprint_radius(asset.size_cm, scale, (pitch, yaw, roll))
+        # Slack left in the cell by the footprint's circle: jitter the position inside it (neighbours keep a
+        # gap of at least 2 * (0.5 - JITTER_LIMIT) cells).
+        slack = max(0.0, JITTER_LIMIT * cell - radius)
+        jx, jy = rng.uniform(-slack, slack, size=2) / math.sqrt(2) if slack > 0 else (0.0, 0.0)
         corners = _box_corners(asset.size_cm, scale) @ ue_rotation_matrix(pitch, yaw, roll).T
         lift = -float(corners[:, 2].min())  # tilted objects rest on the floor instead of sinking into it
         x = origin + (row + 0.5) * cell + jx
@@ -216,55 +250,71 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
     )
 
 
-def _object_points(objects: list[ObjectPlacement]) -> np.ndarray:
-    """Corners of every object's (rotated, scaled) bounding box, for framing."""
+def _object_points(objects: list[ObjectPlacement], samples: int = 16) -> np.ndarray:
+    """Points outlining every object for framing: the ellipses inscribed in the bottom and top faces of its
+    (rotated, scaled) bounding box, plus the box's corners pulled 15% towards its axis. Most objects are
+    rounder than their box; framing the full box corners leaves a wide empty border around round ones."""
+    angles = np.linspace(0, 2 * math.pi, samples, endpoint=False)
     points = []
     for o in objects:
-        corners = _box_corners(o.size_cm, o.scale) @ ue_rotation_matrix(*o.rotation).T
-        points.append(corners + np.asarray(o.location, float))
+        sx, sy, sz = (v * o.scale for v in o.size_cm)
+        ring = np.stack([sx / 2 * np.cos(angles), sy / 2 * np.sin(angles)], axis=1)
+        local = [np.column_stack([ring, np.full(samples, z)]) for z in (0.0, sz)]
+        corners = _box_corners(o.size_cm, o.scale)
+        corners[:, :2] *= 0.85
+        local = np.concatenate(local + [corners])
+        points.append(local @ ue_rotation_matrix(*o.rotation).T + np.asarray(o.location, float))
     return np.concatenate(points)
 
 
-def _fits(points: np.ndarray, camera: np.ndarray, forward: np.ndarray, tan_h: float, tan_v: float, margin: float) -> bool:
+def camera_axes(azimuth: float, elevation: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(forward, right, up) unit vectors of a camera at ``azimuth`` looking down by ``elevation`` degrees
+    towards the scene (Unreal frame; the camera sits in the ``-forward`` direction from what it looks at)."""
+    a, e = math.radians(azimuth), math.radians(elevation)
+    forward = -np.array([math.cos(e) * math.cos(a), math.cos(e) * math.sin(a), math.sin(e)])
     right = np.cross(forward, [0.0, 0.0, 1.0])
     right /= np.linalg.norm(right)
-    up = np.cross(right, forward)
-    rel = points - camera
-    depth = rel @ forward
-    if (depth <= 1.0).any():
-        return False
-    return bool((np.abs(rel @ right) / depth <= margin * tan_h).all() and (np.abs(rel @ up) / depth <= margin * tan_v).all())
+    return forward, right, np.cross(right, forward)
 
 
-def _fit_distance(points, target, direction, tan_h, tan_v, margin: float = 0.95) -> float:
-    """Smallest camera distance along ``direction`` from ``target`` at which every point is in frame."""
-    forward = -direction
-    lo, hi = 1.0, 10_000.0
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if _fits(points, target + direction * mid, forward, tan_h, tan_v, margin):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+def frame_points(points: np.ndarray, forward, right, up, tan_h: float, tan_v: float, *, back_off: float = 1.0,
+                 offset: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
+    """Camera location, for a fixed orientation, that brings ``points`` as close as possible while every
+    point stays inside the ``tan_h`` x ``tan_v`` frame (closed form: each pair of opposite frame planes
+    bounds how far forward the camera may go; the tighter pair decides, the other is centred).
+
+    ``back_off`` >= 1 moves the camera back to that multiple of its distance to the points' centroid;
+    ``offset`` in [-1, 1]^2 then shifts the framing inside the room that freed (0 = centred)."""
+    f, r, u = points @ forward, points @ right, points @ up
+    # For a camera at a*right + b*up + z*forward, a point is in frame when |r - a| <= tan_h * (f - z), i.e.
+    # z <= min(f - r / tan_h) + a / tan_h and z <= min(f + r / tan_h) - a / tan_h (and likewise for up).
+    lo_h, hi_h = float((f - r / tan_h).min()), float((f + r / tan_h).min())
+    lo_v, hi_v = float((f - u / tan_v).min()), float((f + u / tan_v).min())
+    z = min((lo_h + hi_h) / 2, (lo_v + hi_v) / 2, float(f.min()) - 1.0)
+    centroid_depth = float(f.mean()) - z
+    z -= (back_off - 1.0) * centroid_depth
+    # Allowed a / tan_h: [z - lo_h, hi_h - z]; centre it, then shift by the offset within that interval.
+    a = tan_h * ((hi_h - lo_h) / 2 + offset[0] * max(0.0, (hi_h + lo_h) / 2 - z))
+    b = tan_v * ((hi_v - lo_v) / 2 + offset[1] * max(0.0, (hi_v + lo_v) / 2 - z))
+    return a * np.asarray(right) + b * np.asarray(up) + z * np.asarray(forward)
 
 
 def _cameras(config: PlanConfig, objects: list[ObjectPlacement], rng: np.random.Generator) -> list[CameraPose]:
     points = _object_points(objects)
-    lo, hi = points.min(axis=0), points.max(axis=0)
-    target = np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, 0.35 * (hi[2] - lo[2])])
     start = float(rng.uniform(0, 360))
     cameras = []
     for k in range(config.views):
         azimuth = (start + 360.0 * k / config.views + float(rng.uniform(-18, 18))) % 360
         elevation = float(rng.uniform(*config.elevation_deg))
         fov = float(rng.uniform(*config.fov_deg))
-        tan_h = math.tan(math.radians(fov) / 2)
+        # Frame with a small margin (the outermost object stops 1% of the image short of the edge).
+        tan_h = math.tan(math.radians(fov) / 2) * config.frame_margin
         tan_v = tan_h * config.height / config.width
-        a, e = math.radians(azimuth), math.radians(elevation)
-        direction = np.array([math.cos(e) * math.cos(a), math.cos(e) * math.sin(a), math.sin(e)])
-        distance = _fit_distance(points, target, direction, tan_h, tan_v) * float(rng.uniform(*config.distance_factor))
-        location = target + direction * distance
+        forward, right, up = camera_axes(azimuth, elevation)
+        location = frame_points(points, forward, right, up, tan_h, tan_v,
+                                back_off=float(rng.uniform(*config.distance_factor)),
+                                offset=tuple(float(v) for v in rng.uniform(-config.off_centre, config.off_centre, size=2)))
+        distance = float((points - location).mean(axis=0) @ forward)  # along the view axis to the objects' centroid
         cameras.append(CameraPose(
             location=_r(location), rotation=_r((-elevation, azimuth % 360.0 - 180.0, 0.0)), fov=round(fov, 3),
             azimuth=round(azimuth, 3), elevation=round(elevation, 3), distance=round(distance, 3),
