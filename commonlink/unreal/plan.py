@@ -87,7 +87,7 @@ class PlanConfig:
     fov_deg: tuple[float, float] = (42.0, 55.0)
     frame_margin: float = 0.98  #: the outermost object reaches this fraction of the half field of view
     distance_factor: tuple[float, float] = (1.0, 1.06)  #: times the distance that just frames every object
-    off_centre: float = 0.5  #: largest shift of the framing, as a fraction of the room left around the objects
+    off_centre: float = 0.2  #: largest shift of the framing, as a fraction of the room left around the objects
 
     def check(self, catalog: AssetCatalog) -> None:
         cells = self.grid * self.grid
