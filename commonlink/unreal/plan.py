@@ -220,7 +220,8 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
         radius = footprint_radius(asset.size_cm, scale, (pitch, yaw, roll))
         if radius > MAX_RADIUS * cell:
             scale *= MAX_RADIUS * cell / radius
-            radius = footprint_radius(asset.size_cm, scale, (pitch, yaw, roll))
+        scale = math.floor(scale * 1e5) / 1e5  # stored with 5 decimals: round down so the limits still hold
+        radius = footprint_radius(asset.size_cm, scale, (pitch, yaw, roll))
         # Slack left in the cell by the footprint's circle: jitter the position inside it (neighbours keep a
         # gap of at least 2 * (0.5 - JITTER_LIMIT) cells).
         slack = max(0.0, JITTER_LIMIT * cell - radius)
@@ -231,7 +232,7 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
         y = origin + (col + 0.5) * cell + jy
         objects.append(ObjectPlacement(
             name=asset.name, asset=asset.name, ue_class=asset.ue_class, cell=(row, col),
-            location=_r((x, y, lift)), rotation=_r((pitch, yaw, roll)), scale=round(scale, 5), size_cm=asset.size_cm,
+            location=_r((x, y, lift)), rotation=_r((pitch, yaw, roll)), scale=scale, size_cm=asset.size_cm,
         ))
 
     cameras = _cameras(config, objects, rng)
