@@ -325,3 +325,13 @@ def test_pairs_consume_a_synthetic_catalog(tmp_path):
     rows, _ = pairs.sample_pairs([out], pairs.PairsConfig(split="main", count=4, objects=(1, 5), max_common=1,
                                                           choices=4, seed=0))
     assert len(rows) == 4 and all(r["source"] == "synthetic" for r in rows)
+
+
+def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch):
+    out = tmp_path / "cat"
+    synthesize(out, tiny(1), progress=False)
+    import commonlink.unreal.runner as runner
+
+    monkeypatch.setattr(runner, "PLAN_VERSION", runner.PLAN_VERSION + 1)
+    with pytest.raises(InputError, match="plan_version"):
+        synthesize(out, tiny(2), progress=False)

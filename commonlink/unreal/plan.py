@@ -30,6 +30,10 @@ FOOTPRINT_DIAGONAL = 0.94
 MAX_RADIUS = 0.47
 JITTER_LIMIT = 0.48
 
+#: Bump when the layout or framing rules change: a catalog's scenes must all come from one set of rules,
+#: so `commonlink synth` refuses to resume a catalog made with another plan version.
+PLAN_VERSION = 2
+
 
 @dataclass
 class ObjectPlacement:

@@ -36,7 +36,7 @@ from ..errors import InputError
 from ..fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
 from ..progress import make_progress
 from .assets import AssetCatalog, load_assets
-from .plan import PlanConfig, ScenePlan, plan_scene
+from .plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
 from .visibility import default_min_visible_pixels, hidden_share, object_areas
 
 SYNTH_CONFIG_FILE = "synth_config.json"
@@ -92,7 +92,7 @@ class SynthConfig:
         """The options that change the output (a resumed run must match them); not the scene count or the
         server address."""
         return {
-            "objects": list(self.objects), "views": self.views, "resolution": list(self.resolution), "seed": self.seed,
+            "plan_version": PLAN_VERSION, "objects": list(self.objects), "views": self.views, "resolution": list(self.resolution), "seed": self.seed,
             "backend": self.backend, "assets_sha256": catalog.sha256, "min_visible_pixels": self.pixel_threshold,
             "max_hidden_share": self.max_hidden_share, "max_attempts": self.max_attempts, "mask_tolerance": self.mask_tolerance,
             "shadows": self.shadows,
