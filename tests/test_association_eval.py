@@ -169,6 +169,17 @@ def test_lockstep_equals_one_by_one_and_batches(chain_dir):
     assert len(together.batches) < len(alone.batches)
 
 
+def test_groups_of_chains_give_the_same_results_and_log(chain_dir, tmp_path):
+    split, answers = _answers(chain_dir, "asynchronous")
+    policy = lambda c, t, a: a if (t + len(c)) % 4 else 1 - a  # noqa: E731
+    whole = evaluate_association(chain_dir, "asynchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path / "a",
+                                 show_progress=False, n_boot=20)
+    grouped = evaluate_association(chain_dir, "asynchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path / "b",
+                                   show_progress=False, n_boot=20, group_size=2)
+    assert whole["metrics"] == grouped["metrics"]
+    assert (tmp_path / "a" / "steps.jsonl").read_text() == (tmp_path / "b" / "steps.jsonl").read_text()
+
+
 def test_resume_from_cache_gives_identical_results(chain_dir, tmp_path):
     split, answers = _answers(chain_dir, "synchronous")
     policy = lambda c, t, a: a if t < 9 else 1 - a  # noqa: E731

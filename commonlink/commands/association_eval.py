@@ -28,6 +28,7 @@ def association(
     model_revision: str = typer.Option(None, "--model-revision", help="Hub revision of the model(s)."),
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (chains advance in lockstep; one step of every active chain is one batch)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N tasks or chains."),
+    group_size: int = typer.Option(512, "--group-size", min=1, help="Tasks loaded and run together (chains of a group advance in lockstep); bounds memory."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     top_p: float = typer.Option(1.0, "--top-p"),
@@ -65,7 +66,7 @@ def association(
                                max_retries=max_retries, tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
                                max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, vllm_args=vllm_arg, seed=seed)
     evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
-                                   batch_size=batch_size, limit=limit, backend_options=options, seed=seed, n_boot=bootstrap,
+                                   batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
                                    show_progress=not quiet)
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")

@@ -26,9 +26,12 @@ models named (none: the first parseable model's answer).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
+import json
 import os
+import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -38,7 +41,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError
-from ..fileio import atomic_write_json, atomic_write_text, write_jsonl
+from ..fileio import atomic_write, atomic_write_json, atomic_write_text
 from ..progress import make_progress
 from .association_memory import MEMORY_KINDS, MemoryBase
 from .association_prompts import deduction_prompt, parse_concepts, parse_selection, prompt_text, selection_prompt
@@ -267,31 +270,33 @@ def run_chains(chains: list, asker: _Asker, settings: AssociationSettings, *, sh
     return runs
 
 
-def chain_group_name(chain) -> str:
-    return "+".join(chain.concepts)
+def chain_summary(run: _ChainRun) -> dict:
+    """What the metrics need of a finished chain (the chain itself and its log can then be dropped)."""
+    return {"chain": run.chain.id, "group": "+".join(run.chain.concepts), "length": run.length, "scored": run.scored,
+            "deductions": run.deductions, "deductions_correct": run.deductions_correct, "ended": run.ended}
 
 
-def chain_metrics(runs: list[_ChainRun], *, seed: int, n_boot: int) -> dict:
+def chain_metrics(summaries: list[dict], *, seed: int, n_boot: int) -> dict:
     """Max | mean chain length per concept (pair), their averages, and bootstrap SE of each mean."""
-    groups: dict[str, list[_ChainRun]] = defaultdict(list)
-    for run in runs:
-        groups[chain_group_name(run.chain)].append(run)
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for summary in summaries:
+        groups[summary["group"]].append(summary)
     per_concept = {}
     for name in sorted(groups):
-        lengths = np.array([r.length for r in groups[name]], dtype=float)
+        lengths = np.array([r["length"] for r in groups[name]], dtype=float)
         _, se = bootstrap(lengths, seed=seed, key=f"chains/{name}", n_boot=n_boot)
-        deductions = sum(r.deductions for r in groups[name])
+        deductions = sum(r["deductions"] for r in groups[name])
         per_concept[name] = {
             "chains": len(lengths),
             "max_steps": int(lengths.max()),
             "mean_steps": float(lengths.mean()),
             "mean_steps_se": float(se[0]),
-            "deduction_success_ratio": (sum(r.deductions_correct for r in groups[name]) / deductions) if deductions else None,
-            "ended": dict(Counter(r.ended for r in groups[name])),
+            "deduction_success_ratio": (sum(r["deductions_correct"] for r in groups[name]) / deductions) if deductions else None,
+            "ended": dict(Counter(r["ended"] for r in groups[name])),
         }
     summary = {
         "concepts": len(per_concept),
-        "chains": len(runs),
+        "chains": len(summaries),
         "avg_max_steps": float(np.mean([v["max_steps"] for v in per_concept.values()])) if per_concept else None,
         "avg_mean_steps": float(np.mean([v["mean_steps"] for v in per_concept.values()])) if per_concept else None,
     }
@@ -372,6 +377,7 @@ def evaluate_association(
     backend_instances: Sequence[Backend] | None = None,
     seed: int = 0,
     n_boot: int = N_BOOTSTRAP,
+    group_size: int = 512,
     show_progress: bool = True,
 ) -> dict:
     """Score one or more models (majority vote when several) on one association config; returns results.
@@ -379,9 +385,13 @@ def evaluate_association(
     ``data`` is an association release folder, a Hub repo id, or the chain files written by
     ``commonlink chains``. Outputs (when ``out_dir`` is given): ``results.json``, ``steps.jsonl`` (per-step log
     with memory snapshots) or ``predictions.jsonl``, ``results.md``; rerunning continues from the cache there.
+    ``group_size`` tasks are loaded and run together (the chains of a group advance in lockstep): it bounds
+    memory and is the most requests one step of chains can send at once.
     """
     from ..loaders.association import open_association
 
+    if group_size < 1:
+        raise InputError(f"--group-size {group_size} must be at least 1.")
     settings = settings or AssociationSettings()
     generation = generation or GenerationSettings(seed=seed, max_new_tokens=64)
     split = open_association(data, config, revision=revision)
@@ -402,25 +412,36 @@ def evaluate_association(
 
         cache_path = cache_root / CACHE_FILENAME if cache_root else constants.COMMONLINK_HOME / "predictions" / f"assoc-{runs[0]}.jsonl"
         asker = _Asker(backends, PredictionCache(cache_path), generation, runs, batch_size or min(i.default_batch_size for i in infos))
-        tasks = [split.get(i) for i in indices]
-        import time
-
         start = time.perf_counter()
-        step_log: list[dict] = []
-        if config in ("synchronous", "asynchronous"):
-            chain_runs = run_chains(tasks, asker, settings, show_progress=show_progress)
-            metrics = chain_metrics(chain_runs, seed=seed, n_boot=n_boot)
-            for run in chain_runs:
-                step_log.extend(run.log)
-            scored_steps = sum(r.scored for r in chain_runs)
-        elif config == "single_step":
-            step_log = run_single_step(tasks, asker, settings)
-            metrics = ratio_metrics(step_log, ["correct", "deduction_correct"], seed=seed, n_boot=n_boot)
-            scored_steps = len(step_log)
+        chains = config in ("synchronous", "asynchronous")
+        log_name = "steps.jsonl" if chains else "predictions.jsonl"
+        # Tasks are loaded and run a group at a time (chains in lockstep within a group), and the per-step log is
+        # streamed to disk, so memory stays flat however many chains a config has.
+        summaries: list[dict] = []
+        records: list[dict] = []
+        with contextlib.ExitStack() as stack:
+            log_file = stack.enter_context(atomic_write(Path(out_dir) / log_name)) if out_dir is not None else None
+            for first in range(0, len(indices), group_size):
+                tasks = [split.get(i) for i in indices[first : first + group_size]]
+                if chains:
+                    chain_runs = run_chains(tasks, asker, settings, show_progress=show_progress)
+                    summaries.extend(chain_summary(r) for r in chain_runs)
+                    entries = [e for r in chain_runs for e in r.log]
+                elif config == "single_step":
+                    entries = run_single_step(tasks, asker, settings)
+                    records.extend(entries)
+                else:
+                    entries = run_deduction(tasks, asker)
+                    records.extend(entries)
+                if log_file is not None:
+                    log_file.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+        if chains:
+            metrics = chain_metrics(summaries, seed=seed, n_boot=n_boot)
+            scored_steps = sum(r["scored"] for r in summaries)
         else:
-            step_log = run_deduction(tasks, asker)
-            metrics = ratio_metrics(step_log, ["deduction_correct"], seed=seed, n_boot=n_boot)
-            scored_steps = len(step_log)
+            fields = ["correct", "deduction_correct"] if config == "single_step" else ["deduction_correct"]
+            metrics = ratio_metrics(records, fields, seed=seed, n_boot=n_boot)
+            scored_steps = len(records)
         wall = time.perf_counter() - start
         generate_s = sum(b.generate_seconds for b in backends)
     finally:
@@ -450,7 +471,6 @@ def evaluate_association(
     }
     if out_dir is not None:
         out = Path(out_dir)
-        write_jsonl(out / ("steps.jsonl" if config in ("synchronous", "asynchronous") else "predictions.jsonl"), step_log)
         atomic_write_json(out / "results.json", results)
         atomic_write_text(out / "results.md", render_association_table(results))
     return results
