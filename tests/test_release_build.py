@@ -319,3 +319,20 @@ def test_image_paths_cannot_escape_their_catalog(tmp_path):
         reader.read(catalog, "../secret.jpg", what="row 3: image_1")
     with pytest.raises(InputError, match="absolute"):
         reader.read(catalog, str(outside), what="row 4: image_1")
+
+
+def test_shard_cap_holds_with_long_text_columns(tmp_path):
+    """Shard sizes count the text columns too (measured per row group), not only the image bytes."""
+    from datasets import Features, Image as ImageFeature, Value
+
+    features = Features({"image": ImageFeature(), "text": Value("string"), "n": Value("int64")})
+    cap = 40_000
+    with ShardWriter(tmp_path, "main", features, max_shard_bytes=cap, row_group_rows=4) as writer:
+        for i in range(60):
+            writer.write({"image": {"bytes": bytes([i % 256]) * 300, "path": f"{i}.png"}, "text": "x" * 2_000, "n": i})
+    shards = writer.shards
+    assert len(shards) >= 3  # 60 rows of ~2.3 KB do not fit in 40 KB without the text being counted
+    assert sum(s.rows for s in shards) == 60
+    row = 300 + 2_000 + 8
+    for shard in shards:
+        assert shard.data_bytes <= cap + 4 * row  # at most one row group of estimate error past the cap

@@ -32,6 +32,8 @@ DEFAULT_MAX_SHARD_BYTES = 500 * 1024 * 1024
 #: small group (readers fetch little for one row), many small images share one (per-group costs stay low).
 DEFAULT_ROW_GROUP_ROWS = 1000
 DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024
+#: String columns worth dictionary-encoding (few distinct values); other strings are written plain.
+DICTIONARY_STRING_COLUMNS = frozenset({"question_template", "answer_type", "real_or_synthetic", "split", "source", "concept", "concept_kind"})
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.I)
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -124,7 +126,6 @@ class ShardWriter:
         self._shard_data_bytes: list[int] = []
         self._writer = None
         self._is_image = [name in self.image_columns for name in self.columns]
-        self._buffer: list[list] = [[] for _ in self.columns]  # one list per column, in column order
         self._buffer_rows = 0
         self._buffer_bytes = 0
         self._current_bytes = 0  # payload written or buffered into the current shard
@@ -132,6 +133,14 @@ class ShardWriter:
         # Dictionary encoding and min/max statistics are useless on image bytes and cost time: keep them for
         # the other (short string / int) columns only.
         self._plain_columns = [c for c in self.columns if c not in self.image_columns]
+        self._image_names = [c for c in self.columns if c in self.image_columns]
+        string_like = {"string", "large_string"}
+        self._string_names = [c for c in self._plain_columns if str(self.schema.field(c).type) in string_like]
+        self._small_bytes_per_row = 64 * len(self._plain_columns)  # first guess until a row group is measured
+        #: Dictionary encoding pays off only on columns that repeat values (labels, templates, counts); on long
+        #: per-row text (questions, choice lists) it is built, found useless and dropped, row group after row group.
+        self.dictionary_columns = [c for c in self._plain_columns if c not in set(self._string_names) or c in DICTIONARY_STRING_COLUMNS]
+        self._rows: list[dict] = []  # the current row group, split into columns by _flush
 
     # -- writing
 
@@ -146,23 +155,22 @@ class ShardWriter:
                 f"Row for split {self.prefix!r} does not match the features: missing {missing or 'none'}, unknown {unknown or 'none'}.",
                 "Give every feature column and nothing else.",
             )
-        values = [row[name] for name in self.columns]
-        size = 0
-        for i, value in enumerate(values):
-            if self._is_image[i]:
-                if value.__class__ is not dict or value.get("bytes") is None:
-                    value = values[i] = _encode_image(value, column=self.columns[i])
-                size += len(value["bytes"]) + len(value.get("path") or "")
-            elif value.__class__ is str:
-                size += len(value)
-            else:
-                size += 8
+        row = dict(row)  # held until the row group is written: the caller may reuse its dict meanwhile
+        # Image bytes are counted exactly; the small columns are estimated from the rows written so far and
+        # corrected in _flush, where Arrow measures them in one go (cheaper than measuring every string here).
+        size = self._small_bytes_per_row
+        for name in self._image_names:
+            value = row[name]
+            if value.__class__ is not dict or value.get("bytes") is None:
+                value = row[name] = _encode_image(value, column=name)
+            size += len(value["bytes"])
         if self._writer is not None and self._current_bytes + size > self.max_shard_bytes and self._current_rows() > 0:
             self._finish_shard()
         if self._writer is None:
             self._open_shard()
-        for column, value in zip(self._buffer, values):
-            column.append(value)
+        # Rows are kept whole and split into columns once per row group (one list comprehension a column),
+        # which costs far less per row than appending to every column here.
+        self._rows.append(row)
         self._buffer_rows += 1
         self._buffer_bytes += size
         self._current_bytes += size
@@ -246,7 +254,7 @@ class ShardWriter:
             tmp,
             self.schema,
             compression=self.compression,
-            use_dictionary=self._plain_columns,
+            use_dictionary=self.dictionary_columns,
             write_statistics=self._plain_columns,
         )
 
@@ -255,19 +263,27 @@ class ShardWriter:
 
         if not self._buffer_rows or self._writer is None:
             return
+        rows = self._rows
         arrays = []
-        for field, values, is_image in zip(self.schema, self._buffer, self._is_image):
+        for field, name, is_image in zip(self.schema, self.columns, self._is_image):
             if is_image:
                 # Building the {bytes, path} struct from two flat arrays is much faster than from dicts.
+                values = [r[name] for r in rows]
                 arrays.append(pa.StructArray.from_arrays(
                     [pa.array([v["bytes"] for v in values], pa.binary()), pa.array([v.get("path") for v in values], pa.string())],
                     fields=list(field.type),
                 ))
             else:
-                arrays.append(pa.array(values, field.type))
+                arrays.append(pa.array([r[name] for r in rows], field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
+        image_payload = sum(table.column(name).combine_chunks().field(0).nbytes for name in self._image_names)
+        small = table.nbytes - image_payload  # offsets, paths and every non-image column
+        estimated = self._buffer_rows * self._small_bytes_per_row
+        self._current_bytes += small - estimated
+        self._shard_data_bytes[-1] += small - estimated
+        self._small_bytes_per_row = max(1, small // self._buffer_rows)
         self._writer.write_table(table, row_group_size=self._buffer_rows)
-        self._buffer = [[] for _ in self.columns]
+        self._rows = []
         self._buffer_rows = 0
         self._buffer_bytes = 0
 
