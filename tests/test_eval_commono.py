@@ -126,7 +126,7 @@ def test_a_second_architecture_idefics3(data_dir, tmp_path):
     assert one["dataset"]["rows_scored"] == 4 and _outputs(tmp_path / "bs1") == _outputs(tmp_path / "bs4")
 
 
-def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_path):
+def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_path, monkeypatch):
     full, full_dir = reference
 
     def kill_on_third_call(n, requests):
@@ -142,6 +142,13 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
     resumed_backend = Wrapped(tiny_backend)
     resumed = evaluate_common_o(data_dir, "main", backend_instance=resumed_backend, out_dir=tmp_path / "run", settings=SETTINGS, batch_size=2, **FAST)
     assert resumed_backend.calls == [2, 2]  # only the 4 unfinished rows went to the model
+    decoded = []
+    original = type(open_common_o(data_dir, "main"))._image
+    monkeypatch.setattr(type(open_common_o(data_dir, "main")), "_image", lambda self, row, i, f: decoded.append(i) or original(self, row, i, f))
+    complete = evaluate_common_o(data_dir, "main", backend_instance=Wrapped(tiny_backend), out_dir=tmp_path / "run", settings=SETTINGS,
+                                 batch_size=2, **FAST)
+    assert decoded == [] and complete["metrics"] == full["metrics"]  # all cached: no image decoded at all
+    monkeypatch.undo()
     assert resumed["timing"]["from_cache"] == 4 and resumed["timing"]["generated"] == 4
     assert resumed["metrics"] == full["metrics"]
     assert _outputs(tmp_path / "run") == _outputs(full_dir)

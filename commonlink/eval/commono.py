@@ -34,7 +34,10 @@ __all__ = ["evaluate_common_o", "common_o_request", "score_predictions", "render
 
 def common_o_request(example, *, concat: bool = False) -> GenerationRequest:
     """The model call for one example: both images (or one side-by-side image) and the paper's prompt."""
-    images = [concat_side_by_side(example.image_1, example.image_2)] if concat else [example.image_1, example.image_2]
+    if example.image_1 is None:  # loaded without pixels (a cache lookup): the request id is all that is needed
+        images = [None] if concat else [None, None]
+    else:
+        images = [concat_side_by_side(example.image_1, example.image_2)] if concat else [example.image_1, example.image_2]
     return GenerationRequest(
         id=example.id,
         images=images,

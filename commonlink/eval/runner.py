@@ -47,12 +47,24 @@ class RunOutcome:
 ROW_ERRORS = (CommonlinkError, ValueError, OSError, KeyError, TypeError)
 
 
-def prepared_rows(split, indices: Iterable[int], build: Build, *, max_pixels: int = 0, depth: int = 4) -> Iterator[tuple[int, list | None, Exception | None]]:
+def _without_images(split, i: int):
+    """Row ``i`` without decoded images when the split can do that (text fields only), else the full row."""
+    try:
+        return split.get(i, images=False)
+    except TypeError:  # a split whose get() has no images option
+        return split.get(i)
+
+
+def prepared_rows(
+    split, indices: Iterable[int], build: Build, *, max_pixels: int = 0, depth: int = 4, is_cached: Callable[[str], bool] | None = None
+) -> Iterator[tuple[int, list | None, Exception | None]]:
     """``(row, items, None)`` or ``(row, None, error)`` for each row, in order, prepared by a worker thread.
 
     Decoding images (and capping them to ``max_pixels``) happens up to ``depth`` rows ahead of the model, so
-    it overlaps generation instead of adding to it; the bounded queue keeps memory flat. The worker is stopped
-    and joined when the consumer stops early (an interrupt, an error).
+    it overlaps generation instead of adding to it; the bounded queue keeps memory flat. With ``is_cached``
+    (request id -> answered already?), a row whose every request is cached is built without decoding its
+    images, so a resumed run skips the pixels of what it already answered. The worker is stopped and joined
+    when the consumer stops early (an interrupt, an error).
     """
     results: queue.Queue = queue.Queue(maxsize=max(1, depth))
     stop = threading.Event()
@@ -64,6 +76,11 @@ def prepared_rows(split, indices: Iterable[int], build: Build, *, max_pixels: in
                 if stop.is_set():
                     return
                 try:
+                    if is_cached is not None:
+                        items = build(_without_images(split, i))
+                        if all(is_cached(request.id) for request, _ in items):
+                            results.put((i, items, None))
+                            continue
                     items = build(split.get(i))
                     if max_pixels:
                         items = [(_capped(request, max_pixels), meta) for request, meta in items]
@@ -137,7 +154,8 @@ def run_over_split(
 
     rows_read = 0
     cap = settings.max_pixels if backend.info.uses_images else 0
-    rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * state.batch_size + 2)
+    rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * state.batch_size + 2,
+                         is_cached=lambda request_id: row_key(run, request_id) in cache)
     with make_progress("rows", disable=not show_progress) as progress, contextlib.closing(rows):
         task = progress.add_task(description, total=total)
         for i, items, exc in rows:

@@ -292,10 +292,12 @@ class CommonOSplit:
     def __repr__(self) -> str:
         return f"CommonOSplit({self.source_name!r}, split={self.split!r}, rows={len(self)})"
 
-    def get(self, i: int) -> CommonOExample:
+    def get(self, i: int, *, images: bool = True) -> CommonOExample:
+        """Row ``i`` as a typed example; ``images=False`` skips decoding (``image_1``/``image_2`` are None), for
+        callers that only need the text fields (e.g. an eval resuming from its cache)."""
         if not 0 <= i < len(self):
             raise IndexError(f"row {i} out of range for split {self.split!r} with {len(self)} rows")
-        return self._example(i, self._rows.row(i))
+        return self._example(i, self._rows.row(i), images=images)
 
     def __getitem__(self, i: int) -> CommonOExample:
         return self.get(i)
@@ -310,7 +312,7 @@ class CommonOSplit:
 
     # -- decoding
 
-    def _example(self, i: int, row: dict) -> CommonOExample:
+    def _example(self, i: int, row: dict, *, images: bool = True) -> CommonOExample:
         where = f"{self.source_name} split {self.split!r} row {i}"
         choices = _strip_letter_prefixes(parse_list_field(row.get("choices"), row=f"{i} of {self.source_name}", field="choices"))
         if not choices:
@@ -327,8 +329,8 @@ class CommonOSplit:
                 extra[key] = row[key]
         return CommonOExample(
             id=str(row["id"]) if row.get("id") else f"{self.split}-{i}",
-            image_1=self._image(row, i, "image_1"),
-            image_2=self._image(row, i, "image_2"),
+            image_1=self._image(row, i, "image_1") if images else None,
+            image_2=self._image(row, i, "image_2") if images else None,
             choices=choices,
             ground_truth=ground_truth,
             answer_letters=answer_letters,
