@@ -277,7 +277,7 @@ def score_predictions(
             if not outputs:
                 break
             try:
-                example = dataset.get(i)
+                example = dataset.get(i, images=False)  # scoring needs the text fields only
             except Exception as exc:  # noqa: BLE001 - reported like in a run
                 skipped.append({"row": i, "id": None, "reason": getattr(exc, "problem", str(exc))})
                 continue
