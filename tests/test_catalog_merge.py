@@ -187,3 +187,19 @@ def test_merging_render_shards_brings_masks_and_plans_along(tmp_path):
         assert {k: round(v, 6) for k, v in areas.items() if k in record.object_area} == {
             k: round(v, 6) for k, v in record.object_area.items()
         }
+
+
+def test_merging_into_an_existing_catalog_keeps_its_masks(tmp_path):
+    """A later merge must not overwrite a mask that a record already in the output catalog names."""
+    for name, seed in (("a", 1), ("b", 2)):
+        records = make_catalog(tmp_path / name, [(seed, ["duck"], f"s{seed}")])
+        (tmp_path / name / "masks").mkdir()
+        (tmp_path / name / "masks" / "mask_0.png").write_bytes(f"mask of {name}".encode())
+        records[0].extra["mask"] = "masks/mask_0.png"
+        write_catalog(tmp_path / name, records)
+    out = tmp_path / "out"
+    merge_catalogs([tmp_path / "a"], out)
+    merge_catalogs([tmp_path / "b"], out)
+    first, second = read_catalog(out)
+    assert (out / first.extra["mask"]).read_bytes() == b"mask of a"
+    assert (out / second.extra["mask"]).read_bytes() == b"mask of b"

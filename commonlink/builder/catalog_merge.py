@@ -132,6 +132,10 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
     by_sha = {r.sha256: (r, f"{out}") for r in existing}
     used_paths = {PurePosixPath(r.path).as_posix(): r.sha256 for r in existing}
     sidecar_sources: dict[str, Path] = {}  # destination path -> the source file that claimed it
+    for r in existing:  # the output's own masks and plans are claimed too: a later merge must not overwrite them
+        for key in SIDECAR_KEYS:
+            if isinstance(r.extra.get(key), str):
+                sidecar_sources[PurePosixPath(r.extra[key]).as_posix()] = out / r.extra[key]
     planned: list[_Planned] = []
     conflicts: list[str] = []
     missing: list[str] = []
@@ -181,7 +185,7 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
                     continue
                 dest_rel = PurePosixPath(value).as_posix()
                 claimed = sidecar_sources.get(dest_rel)
-                if (claimed is not None and claimed != source_file) or (claimed is None and dest_rel in used_paths):
+                if (claimed is not None and not _same_bytes(claimed, source_file)) or (claimed is None and dest_rel in used_paths):
                     dest_rel = (PurePosixPath(dest_rel).parent / f"{record.id}-{PurePosixPath(dest_rel).name}").as_posix()
                 sidecar_sources[dest_rel] = source_file
                 extra[key] = dest_rel
@@ -191,6 +195,16 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
             by_id[record.id] = (merged, origin)
             by_sha[record.sha256] = (merged, origin)
     return planned, conflicts, missing
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Same file, or two files with the same content (a scene plan shared by the views of a scene)."""
+    if a == b:
+        return True
+    try:
+        return a.stat().st_size == b.stat().st_size and sha256_file(a) == sha256_file(b)
+    except OSError:
+        return False
 
 
 def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: MergeReport) -> None:
