@@ -126,6 +126,24 @@ def test_manifest_csv_and_jsonl(tmp_path):
         read_manifest(csv_path)
 
 
+def test_manifest_and_vocabulary_not_in_utf8_fail_clearly(tmp_path):
+    """A spreadsheet export in Latin-1 is a schema error naming the file and the fix, not a traceback."""
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_bytes("file,objects\na.jpg,café\n".encode("latin-1"))
+    with pytest.raises(SchemaError, match="m.csv.*UTF-8") as info:
+        read_manifest(csv_path)
+    assert "UTF-8" in info.value.fix
+    vocab = tmp_path / "objects.txt"
+    vocab.write_bytes("café\n".encode("latin-1"))
+    with pytest.raises(SchemaError, match="objects.txt.*UTF-8"):
+        Vocabulary.from_file(vocab)
+    array = tmp_path / "m.json"
+    array.write_text('[{"file": "a.jpg", "objects": ["apple"]}]')
+    with pytest.raises(SchemaError, match="line 1") as info:
+        read_manifest(array)
+    assert info.value.fix  # says how to write the file
+
+
 def test_vocabulary_normalises_aliases_and_suggests(tmp_path):
     assert normalise_name("  Rubber__Duck \t") == "rubber duck"
     path = tmp_path / "v.txt"

@@ -46,9 +46,13 @@ def read_manifest(path: str | os.PathLike) -> list[ManifestEntry]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"Manifest not found: {path}", "Pass the CSV or JSONL file that lists your photos with --manifest.")
-    if _looks_like_jsonl(path):
-        return _read_jsonl_manifest(path)
-    return _read_csv_manifest(path)
+    try:
+        if _looks_like_jsonl(path):
+            return _read_jsonl_manifest(path)
+        return _read_csv_manifest(path)
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).",
+                          "Save the manifest as UTF-8 (in a spreadsheet: 'CSV UTF-8').") from None
 
 
 def split_objects(text: str) -> list[str]:
@@ -119,7 +123,9 @@ def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
                     'Each line must be one JSON object, e.g. {"file": "a.jpg", "objects": ["apple", "keys"]}.',
                 ) from exc
             if not isinstance(row, dict):
-                raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(row).__name__}.")
+                raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(row).__name__}.",
+                                  'Write one JSON object a line (JSON lines, not one JSON array), e.g. '
+                                  '{"file": "a.jpg", "objects": ["apple", "keys"]}.')
             row = {str(k).strip().lower(): v for k, v in row.items()}
             raw_objects = row.get("objects")
             if raw_objects is None:

@@ -52,22 +52,26 @@ class Vocabulary:
         if not path.is_file():
             raise InputError(f"Vocabulary file not found: {path}", "Pass a text file with one object name a line.")
         vocab = cls()
-        with path.open("r", encoding="utf-8-sig") as handle:
-            for lineno, raw in enumerate(handle, start=1):
-                line = raw.split("#", 1)[0].strip()
-                if not line:
-                    continue
-                name, _, alias_text = line.partition(":")
-                canonical = normalise_name(name)
-                if not canonical:
-                    raise SchemaError(f"{path}, line {lineno}: no name before ':'.", "Write `name: alias1, alias2`.")
-                try:
-                    vocab.add(canonical)
-                    for alias in alias_text.split(","):
-                        if alias.strip():
-                            vocab.add_alias(alias, canonical)
-                except SchemaError as exc:
-                    raise SchemaError(f"{path}, line {lineno}: {exc.problem}", exc.fix) from None
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise SchemaError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).",
+                              "Save the vocabulary file as UTF-8.") from None
+        for lineno, raw in enumerate(text.split("\n"), start=1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            name, _, alias_text = line.partition(":")
+            canonical = normalise_name(name)
+            if not canonical:
+                raise SchemaError(f"{path}, line {lineno}: no name before ':'.", "Write `name: alias1, alias2`.")
+            try:
+                vocab.add(canonical)
+                for alias in alias_text.split(","):
+                    if alias.strip():
+                        vocab.add_alias(alias, canonical)
+            except SchemaError as exc:
+                raise SchemaError(f"{path}, line {lineno}: {exc.problem}", exc.fix) from None
         if not len(vocab):
             raise InputError(f"Vocabulary file {path} lists no names.", "Write one object name a line.")
         return vocab
