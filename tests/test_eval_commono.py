@@ -158,6 +158,25 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
     assert again["timing"]["from_cache"] == 0
 
 
+def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm, data_dir, tmp_path):
+    """A rerun in the same folder with another --dtype (or engine args, image format) must not reuse answers
+    generated under the old one."""
+    from commonlink.eval.backends import LazyBackend
+
+    out = tmp_path / "run"
+    first = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1, **FAST)
+    assert first["timing"]["generated"] == 1
+    same = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1, **FAST)
+    assert same["timing"]["from_cache"] == 1
+    bf16 = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1,
+                             backend_options={"dtype": "bfloat16"}, **FAST)
+    assert bf16["timing"]["from_cache"] == 0 and bf16["timing"]["generated"] == 1
+    assert bf16["run_key"] != first["run_key"]
+    # the same rule for the other backends, known before anything is loaded
+    assert LazyBackend("vllm", "m", engine_args={"quantization": "fp8"}).info.output_options != LazyBackend("vllm", "m").info.output_options
+    assert LazyBackend("openai", "m", image_format="jpeg").info.output_options != LazyBackend("openai", "m").info.output_options
+
+
 def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):
     ref_results, ref_dir = reference
     out = tmp_path / "sharded"

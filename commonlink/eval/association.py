@@ -404,7 +404,8 @@ def evaluate_association(
             raise InputError("The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline.")
         runs = [
             run_key(task=f"association/{config}", protocol=PROTOCOL_VERSION, dataset=split.fingerprint, model=i.fingerprint,
-                    backend=i.backend, settings=generation.to_dict())
+                    backend=i.backend, settings=generation.to_dict(),
+                    **({"backend_options": i.output_options} if getattr(i, "output_options", None) else {}))
             for i in infos
         ]
         cache_root = Path(out_dir) if out_dir is not None else None

@@ -155,6 +155,8 @@ def evaluate_common_o(
             prompt=template,
             concat_images=concat_images,
             settings=settings.to_dict(),
+            # only when set, so runs with default options keep the keys (and caches) they had
+            **({"backend_options": info.output_options} if info.output_options else {}),
         )
         cache = open_run_cache(out_dir, run, shard)
         outcome = run_over_split(

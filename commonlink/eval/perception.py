@@ -93,7 +93,8 @@ def evaluate_perception(
     try:
         info = model_backend.info
         run = run_key(task="perception", dataset=dataset.fingerprint, split=split, model=info.fingerprint, backend=info.backend,
-                      prompt=PERCEPTION_PROMPT, sampling_seed=seed, settings=settings.to_dict())
+                      prompt=PERCEPTION_PROMPT, sampling_seed=seed, settings=settings.to_dict(),
+                      **({"backend_options": info.output_options} if info.output_options else {}))
         outcome = run_over_split(
             dataset, indices,
             build=lambda ex: perception_items(ex, seed=seed),

@@ -74,6 +74,9 @@ class BackendInfo:
     default_batch_size: int
     uses_images: bool = True
     details: dict = field(default_factory=dict)  #: dtype, device, parallelism, server URL, ...
+    #: Options chosen by the user, besides the weights and GenerationSettings, that change outputs (--dtype,
+    #: engine args, image format); part of the prediction-cache key. Empty when every such option is default.
+    output_options: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -30,10 +30,10 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, **_) -> BackendInfo:
+def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png", **_) -> BackendInfo:
     """What the backend will report, known without connecting (for cache keys)."""
     return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{base_url or DEFAULT_BASE_URL}:{model}", batch_invariant=True,
-                       default_batch_size=concurrency * 4)
+                       default_batch_size=concurrency * 4, output_options={} if image_format == "png" else {"image_format": image_format})
 
 
 class OpenAIBackend:
@@ -74,7 +74,7 @@ class OpenAIBackend:
         self.retries = 0
         self._length_param = "max_tokens"  # what every OpenAI-compatible server knows; see _one for the newer name
         self.generate_seconds = 0.0
-        self.info = planned_info(model, base_url=base_url, concurrency=concurrency)
+        self.info = planned_info(model, base_url=base_url, concurrency=concurrency, image_format=image_format)
         self.info.details.update({
                 "base_url": base_url or DEFAULT_BASE_URL,
                 "api_key": f"from ${api_key_env}" if key else f"none (${api_key_env} not set)",

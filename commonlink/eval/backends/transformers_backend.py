@@ -52,7 +52,7 @@ def choose_dtype_and_device(dtype: str = "auto", device: str = "auto"):
     return torch_dtype, device
 
 
-def planned_info(model: str, *, revision: str | None = None, **_) -> BackendInfo:
+def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto", attn_implementation: str | None = None, **_) -> BackendInfo:
     """What the backend for ``model`` will report, known without loading it (for cache keys)."""
     try:
         import torch
@@ -60,8 +60,10 @@ def planned_info(model: str, *, revision: str | None = None, **_) -> BackendInfo
         on_gpu = torch.cuda.is_available()
     except ImportError:
         on_gpu = False
+    # Only explicit choices: "auto" stays "auto" so a CPU merge of GPU shards still finds their answers.
+    options = {k: v for k, v in (("dtype", None if dtype == "auto" else dtype), ("attn_implementation", attn_implementation)) if v is not None}
     return BackendInfo(backend="transformers", model=str(model), fingerprint=model_fingerprint(str(model), revision),
-                       batch_invariant=not on_gpu, default_batch_size=1)
+                       batch_invariant=not on_gpu, default_batch_size=1, output_options=options)
 
 
 class TransformersBackend:
@@ -110,7 +112,7 @@ class TransformersBackend:
                 "Use an instruction-tuned checkpoint that ships a chat template (chat_template.jinja).",
             )
         self.generate_seconds = 0.0
-        self.info = planned_info(model, revision=revision)
+        self.info = planned_info(model, revision=revision, dtype=dtype, attn_implementation=attn_implementation)
         self.info.details.update({
                 "dtype": str(torch_dtype).replace("torch.", ""),
                 "device": str(getattr(self.model, "hf_device_map", None) or self.model.device),

@@ -17,9 +17,11 @@ from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFai
 from .fingerprint import model_fingerprint
 
 
-def planned_info(model: str, *, revision: str | None = None, **_) -> BackendInfo:
+def planned_info(model: str, *, revision: str | None = None, max_model_len: int | None = None, engine_args: dict | None = None, **_) -> BackendInfo:
     """What the backend for ``model`` will report, known without starting vLLM (for cache keys)."""
-    return BackendInfo(backend="vllm", model=model, fingerprint=model_fingerprint(model, revision), batch_invariant=False, default_batch_size=256)
+    options = {k: v for k, v in (("max_model_len", max_model_len), ("engine_args", engine_args or None)) if v is not None}
+    return BackendInfo(backend="vllm", model=model, fingerprint=model_fingerprint(model, revision), batch_invariant=False, default_batch_size=256,
+                       output_options=options)
 
 
 class VLLMBackend:
@@ -61,7 +63,7 @@ class VLLMBackend:
             raise BackendError(f"vLLM could not start {model!r} ({exc}).", "Check the model name, GPU memory and --vllm-arg settings.") from exc
         self._vllm = vllm
         self.generate_seconds = 0.0
-        self.info = planned_info(model, revision=revision)
+        self.info = planned_info(model, revision=revision, max_model_len=max_model_len, engine_args=engine_args)
         self.info.details.update(
             vllm_version=getattr(vllm, "__version__", "?"),
             tensor_parallel_size=tensor_parallel_size,
