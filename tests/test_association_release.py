@@ -165,3 +165,23 @@ def test_release_refuses_bad_inputs(release, tmp_path):
     with pytest.raises(Exception) as err:
         build_association_release([tampered], tmp_path / "r3", progress=False)
     assert "changed after it was built" in str(err.value)
+
+
+def test_empty_task_file_is_left_out_of_the_release(release, tmp_path):
+    """A task type `chains` could not build (0 rows) must not become a config that load_dataset cannot open."""
+    root, _, _ = release
+    chains = tmp_path / "chains"
+    runner = CliRunner()
+    built = runner.invoke(app, ["chains", str(root / "catalog"), "--out", str(chains), "--min-pixels", "0",
+                                "--concepts", "metal,furry", "--chains", "2", "--max-steps", "6", "--warmup", "1",
+                                "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "1"])
+    assert built.exit_code == 0, built.output
+    assert (chains / "asynchronous.jsonl").read_text() == ""  # metal and furry share no image: no bridge
+    result = build_association_release(sorted(chains.glob("*.jsonl")), tmp_path / "rel", progress=False)
+    assert "asynchronous" not in result.splits and result.splits["synchronous"]["rows"] == 4
+    assert any("asynchronous" in note for note in result.notes)
+    for config in result.splits:
+        assert len(datasets.load_dataset(str(tmp_path / "rel"), config, split="test")) == result.splits[config]["rows"]
+    assert verify_release(tmp_path / "rel") == []
+    with pytest.raises(InputError, match="no rows"):
+        build_association_release([chains / "asynchronous.jsonl"], tmp_path / "rel2", progress=False)

@@ -72,8 +72,11 @@ class _ChainInput:
     table: list[LabelledImage]
 
 
-def _read_inputs(chain_files: Sequence[str | os.PathLike]) -> list[_ChainInput]:
+def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | None = None) -> list[_ChainInput]:
+    """The task files to release, in task order; files without rows are left out and named in ``empty``
+    (datasets.load_dataset cannot open a config without rows)."""
     inputs, seen = [], {}
+    empty = [] if empty is None else empty
     for file in chain_files:
         path = Path(file)
         if not path.is_file():
@@ -89,7 +92,13 @@ def _read_inputs(chain_files: Sequence[str | os.PathLike]) -> list[_ChainInput]:
             raise SchemaError(f"{path} was changed after it was built (its sha256 differs from the meta).",
                               "Rebuild it with `commonlink chains`.")
         seen[task] = path
+        if meta.get("rows") == 0:
+            empty.append(task)
+            continue
         inputs.append(_ChainInput(path, meta, task, read_image_table(path, meta)))
+    if not inputs and empty:
+        raise InputError(f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
+                         "Rebuild with `commonlink chains` (see its notes on why no task was built), or pass other task files.")
     if not inputs:
         raise InputError("Only the image table was given, no task files.", "Pass the TASK.jsonl files written by `commonlink chains` (e.g. OUT/*.jsonl).")
     return sorted(inputs, key=lambda inp: TASKS.index(inp.task))
@@ -223,7 +232,10 @@ def build_association_release(
     version = version or DEFAULT_VERSION
     license = license or DEFAULT_LICENSE
     _check_options(license=license, version=version)
-    inputs = _read_inputs(chain_files)
+    empty: list[str] = []
+    inputs = _read_inputs(chain_files, empty)
+    notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
+             "one)." for task in empty]
     first = inputs[0].meta
     options = list(first.get("options") or [])
     concept_kind = first.get("concept_kind", "concept")
@@ -241,6 +253,7 @@ def build_association_release(
         from .release import read_release_manifest
 
         reused.splits = read_release_manifest(out_dir).get("configs", {})
+        reused.notes = notes
         return reused
 
     images = _referenced_images(inputs, progress)
@@ -291,7 +304,7 @@ def build_association_release(
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
-    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files)
+    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files, notes=notes)
 
 
 def _config_info(writer: ShardWriter, config: str) -> dict:
