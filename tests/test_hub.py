@@ -344,8 +344,15 @@ for version in ("1.0.0", "1.1.0"):
     out[version] = {{"rows": main.num_rows, "question": main[0]["question"], "ids": ids,
                     "challenge": datasets.load_dataset({REPO!r}, revision=version, split="challenge").num_rows,
                     "card": card}}
+from commonlink.errors import InputError
+try:
+    list(load_common_o({REPO!r}, "main", revision="9.9.9"))
+except InputError as exc:
+    out["unknown_version"] = [exc.problem, exc.fix]
 print(json.dumps(out))
 """)
+    problem, fix = loaded["unknown_version"]  # a version never pushed: say so, and how to list the versions
+    assert "revision '9.9.9' not found" in problem and "commonlink release versions" in fix
     assert loaded["1.0.0"]["rows"] == 6 and loaded["1.1.0"]["rows"] == 4
     assert loaded["1.0.0"]["question"].endswith("v1)") and loaded["1.1.0"]["question"].endswith("v2)")
     assert loaded["1.0.0"]["ids"] == [f"main-001-{i:05d}" for i in range(6)]

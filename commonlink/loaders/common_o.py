@@ -441,7 +441,10 @@ def _open_hub(repo_id: str, split: str, revision: str | None) -> CommonOSplit:
         if "split" in str(exc).lower():
             raise InputError(f"{repo_id}: no split {split!r} ({exc}).", "Pick one of the splits the error lists.") from exc
         raise
-    except FileNotFoundError as exc:  # datasets' DatasetNotFoundError
+    except FileNotFoundError as exc:  # datasets' DatasetNotFoundError, also raised for an unknown revision
+        if revision is not None and "revision" in str(exc).lower():
+            raise InputError(f"{repo_id}: revision {revision!r} not found ({exc}).",
+                             "List the versions with `commonlink release versions REPO`.") from exc
         raise InputError(f"{repo_id}: dataset not found ({exc}).", "Check the repo id, your token and HF_ENDPOINT.") from exc
     except OSError as exc:  # huggingface_hub's RevisionNotFoundError and other HTTP errors
         if type(exc).__name__ == "RevisionNotFoundError":
