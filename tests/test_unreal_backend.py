@@ -135,6 +135,24 @@ def test_dropped_connection_reconnects_and_redoes_the_scene(server, catalog, pla
     assert server.actors == {}  # leftovers of the broken attempt were removed too
 
 
+def test_a_hung_server_times_out_and_the_scene_is_redone(server, catalog, plan, offline_views):
+    """A frozen Unreal (connection open, no reply) inside a batch of commands must not hang the render forever."""
+    import threading
+
+    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES, timeout=1)
+    server.stall_on("object_mask png")  # a batched command (lit + mask)
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(views=backend.render(plan)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    hung = worker.is_alive()
+    backend.close()
+    assert not hung, "render() waited forever on a server that stopped answering"
+    assert backend.reconnects == 1 and server.connections == 2
+    assert all(np.array_equal(v.instance, r.instance) for v, r in zip(result["views"], offline_views))
+    assert server.actors == {}
+
+
 def test_error_reply_names_the_command_and_cleans_up(server, catalog, plan):
     backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
     server.error_on(f"vset /objects/spawn {plan.objects[2].ue_class}", "Can not find a class")

@@ -128,6 +128,8 @@ class FakeUnrealCVServer:
         self._spawn_counter = itertools.count()
         self._drops: list[list] = []  # [substring, remaining count]
         self._errors: list[list] = []  # [substring, message, remaining count]
+        self._stalls: list[list] = []  # [substring, remaining count]
+        self._stalled = False  # the current connection hangs: nothing more is answered on it
         self._renderers: dict[tuple[int, int], object] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -160,6 +162,11 @@ class FakeUnrealCVServer:
         """Close the connection (no reply) the next ``times`` times a command containing ``substring`` arrives."""
         self._drops.append([substring, times])
 
+    def stall_on(self, substring: str, times: int = 1) -> None:
+        """Hang like a frozen Unreal the next ``times`` times a command containing ``substring`` arrives: keep the
+        connection open but answer nothing more on it (the next connection is served normally)."""
+        self._stalls.append([substring, times])
+
     def error_on(self, substring: str, message: str = "Injected failure", times: int = 1) -> None:
         """Answer ``error <message>`` the next ``times`` times a command containing ``substring`` arrives."""
         self._errors.append([substring, message, times])
@@ -175,7 +182,7 @@ class FakeUnrealCVServer:
                 if self._listener in readable:
                     conn, _ = self._listener.accept()
                     if client is None:
-                        client, buffer = conn, b""
+                        client, buffer, self._stalled = conn, b"", False
                         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                         self.connections += 1
                         self._send(client, f"connected to {self.project}".encode())
@@ -215,6 +222,9 @@ class FakeUnrealCVServer:
             request_id, sep, command = payload.partition(b":")
             if not sep or not request_id.isdigit():
                 continue  # not a request: the plugin logs and ignores it
+            if self._stalled or self._stalls_on(command.decode("utf-8", errors="replace")):
+                self._stalled = True
+                continue
             body = self.execute(command.decode("utf-8", errors="replace"))
             self._send(client, request_id + b":" + body)
         return buffer
@@ -222,6 +232,13 @@ class FakeUnrealCVServer:
     @staticmethod
     def _send(client: socket.socket, payload: bytes) -> None:
         client.sendall(_HEADER.pack(MAGIC, len(payload)) + payload)
+
+    def _stalls_on(self, command: str) -> bool:
+        for rule in self._stalls:
+            if rule[1] > 0 and rule[0] in command:
+                rule[1] -= 1
+                return True
+        return False
 
     # -- commands -----------------------------------------------------------------------------------------
     def execute(self, command: str) -> bytes:

@@ -14,6 +14,7 @@ import contextlib
 import io
 import logging
 import re
+import threading
 import time
 
 import numpy as np
@@ -154,11 +155,33 @@ class UnrealCVBackend:
         return self._check(command, self._client.request(command, timeout=self.timeout))
 
     def _batch(self, commands: list[str]) -> list:
-        """Send several commands back to back and wait for all replies (one round trip of latency)."""
-        if self._client is None:
+        """Send several commands back to back and wait for all replies (one round trip of latency).
+
+        The client's ``request_batch`` has no timeout (it waits forever on a frozen Unreal, or after its receive
+        thread died), so it runs in a helper thread and we wait at most ``timeout`` seconds for it.
+        """
+        client = self._client
+        if client is None:
             raise ConnectionError("not connected")
-        replies = self._client.request_batch(commands)
-        return [self._check(c, r) for c, r in zip(commands, replies)]
+        outcome: dict = {}
+
+        def call() -> None:
+            try:
+                outcome["replies"] = client.request_batch(commands)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+                outcome["error"] = exc
+
+        helper = threading.Thread(target=call, name="commonlink-unrealcv-batch", daemon=True)
+        helper.start()
+        helper.join(self.timeout)
+        if helper.is_alive():
+            # Unblock the helper once the connection is dropped (best effort: the queue is a client internal).
+            with contextlib.suppress(Exception):
+                client.recv_data_q.put(ConnectionError("connection dropped after a timeout"))
+            raise TimeoutError(f"no reply within {self.timeout:g}s to a batch of {len(commands)} commands (first: {commands[0]!r})")
+        if "error" in outcome:
+            raise outcome["error"]
+        return [self._check(c, r) for c, r in zip(commands, outcome["replies"])]
 
     def _remove_leftovers(self) -> None:
         names = [n for n in str(self._request("vget /objects")).split() if n.startswith(NAME_PREFIX)]
