@@ -133,6 +133,19 @@ def test_wrong_key_is_a_clear_error_without_the_key(monkeypatch):
     assert "401" in err.value.problem and "sk-wrong-key-abcdef" not in str(err.value)
 
 
+def test_a_key_pasted_as_the_variable_name_is_refused_without_echoing_it(data_dir, tmp_path):
+    """``--api-key-env sk-...`` (the key instead of the variable's name) must not end up in results.json or the error."""
+    from commonlink.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        load_backend("openai", "m", base_url="http://127.0.0.1:9/v1", api_key_env=SECRET)
+    assert SECRET not in f"{err.value.problem} {err.value.fix}" and "environment variable" in err.value.problem
+    result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                                      "--api-key-env", SECRET, "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet"])
+    assert result.exit_code == 1 and SECRET not in result.output and "--api-key-env" in result.output
+    assert not (tmp_path / "cli" / "results.json").exists()
+
+
 def test_server_down_after_retries_is_a_backend_error(monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
     with ChatServer(failures=[503] * 10) as server:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,8 +31,20 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png", **_) -> BackendInfo:
+def _check_key_variable(api_key_env: str) -> None:
+    """``api_key_env`` must be a variable *name*: a pasted key would otherwise be written to results.json."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env or ""):
+        raise InputError(
+            "--api-key-env must name an environment variable (letters, digits, _), and the value given is not such a name "
+            "(not shown: it may be the key itself).",
+            "Put the key in a variable (export OPENAI_API_KEY=...) and pass its name: --api-key-env OPENAI_API_KEY.",
+        )
+
+
+def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png",
+                 api_key_env: str = "OPENAI_API_KEY", **_) -> BackendInfo:
     """What the backend will report, known without connecting (for cache keys)."""
+    _check_key_variable(api_key_env)
     return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{base_url or DEFAULT_BASE_URL}:{model}", batch_invariant=True,
                        default_batch_size=concurrency * 4, output_options={} if image_format == "png" else {"image_format": image_format})
 
@@ -56,6 +69,7 @@ class OpenAIBackend:
             raise MissingDependencyError("openai", "eval", "The openai backend") from exc
         if concurrency < 1:
             raise InputError(f"--concurrency {concurrency} must be at least 1.", "e.g. --concurrency 8.")
+        _check_key_variable(api_key_env)
         key = os.environ.get(api_key_env)
         self._secret = key or ""
         self._openai = openai
