@@ -82,6 +82,8 @@ def test_fixed_memory_has_no_decay():
         ("Image1 or Image2", None),
         ("I cannot tell", None),
         ("<think>never finished Image1", None),
+        # the chat template opened <think> in the prompt: only the close tag is in the output
+        ("Image1 is wooden, Image2 is metal like the original.\n</think>\n\nImage2", 1),
     ],
 )
 def test_parse_selection(text, expected):
@@ -94,6 +96,8 @@ def test_parse_concepts():
     assert parse_concepts("['open', 'Push']", options) == ["open", "push"]
     assert parse_concepts("uncut", options) is None  # whole words only
     assert parse_concepts("nothing", options) is None
+    # reasoning before a lone </think> (template-opened block) is not the answer
+    assert parse_concepts("Could be cut or push... both open?\n</think>\nclean", options) == ["clean"]
 
 
 def test_prompts_follow_table_3():

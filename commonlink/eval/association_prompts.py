@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .parsing import strip_reasoning
+
 
 @dataclass(frozen=True)
 class ImageSlot:
@@ -56,16 +58,14 @@ def prompt_text(segments: list[Segment], image_token: str = "<image>") -> str:
     return "".join(image_token if isinstance(s, ImageSlot) else s for s in segments)
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _IMAGE_CHOICE = re.compile(r"\b(?:image|img|candidate)\s*[_#-]?\s*([12])\b|\b(first|second)\s+(?:candidate\s+)?image\b", re.I)
 
 
 def _strip_reasoning(text: str) -> str:
-    text = _THINK.sub(" ", text)
-    # An unterminated <think> (generation cut off): everything after it is reasoning, not an answer.
-    if "<think>" in text.lower():
-        text = text[: text.lower().index("<think>")]
-    return text.replace("*", " ").replace("`", " ")
+    # Same rules as Common-O: closed <think> blocks and everything before a lone </think> (a template that opens
+    # the block in the prompt) are dropped; after an unterminated <think> (cut off) nothing is an answer.
+    body, _ = strip_reasoning(text)
+    return body.replace("*", " ").replace("`", " ")
 
 
 def parse_selection(text: str) -> int | None:
