@@ -122,3 +122,27 @@ def test_sample_rows_is_seeded():
 @pytest.mark.parametrize("rows_by_split", [{}, {"main": []}])
 def test_nothing_to_draw(tmp_path, rows_by_split):
     assert write_common_o_figures(rows_by_split, tmp_path / "figures") == {}
+
+
+def test_object_frequency_order_does_not_depend_on_string_hashing():
+    """Tied object counts are ordered by name, so a rebuilt release has byte-identical figures (sha256 in the
+    manifest) whatever PYTHONHASHSEED the process got."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from commonlink.cards.figures import _object_frequency_figure\n"
+        "imgs = [{'source': 'real', 'objects': [f'obj{i}' for i in range(12)]}]\n"
+        "fig = _object_frequency_figure(imgs)\n"
+        "print([t.get_text() for t in fig.axes[0].get_yticklabels()])\n"
+    )
+    outputs = set()
+    for hash_seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "MPLBACKEND": "Agg"}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.add(done.stdout.strip())
+    assert len(outputs) == 1
+    (labels,) = outputs
+    assert labels == str(sorted(f"obj{i}" for i in range(12)))  # all tied: by name, the first at the top

@@ -224,7 +224,8 @@ def _object_frequency_figure(images: list[dict]):
         counts = Counter(name for img in group for name in set(img.get("objects") or []))
         per_source[source] = counts
         totals.update(counts)
-    top = [name for name, _ in totals.most_common(TOP_OBJECTS)]
+    # ties broken by name: Counter order follows set iteration, which changes with PYTHONHASHSEED
+    top = [name for name, _ in sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:TOP_OBJECTS]]
     fig = _new_figure(8, max(3.0, 0.26 * len(top) + 1.2))
     ax = fig.subplots()
     if not top:
