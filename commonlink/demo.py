@@ -54,6 +54,7 @@ def run_demo(
     log=print,
 ) -> DemoResult:
     """Run the demo into ``out_dir``; ``scale`` multiplies scene and example counts (tests use a small one)."""
+    from .errors import InputError
     from .unreal.runner import SynthConfig, synthesize
 
     out = Path(out_dir)
@@ -62,8 +63,15 @@ def run_demo(
         catalog = out / f"catalog-{split}"
         scenes = max(3, round(spec["scenes"] * scale))
         log(f"[1/5] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} views) into {catalog}")
-        synthesize(catalog, SynthConfig(scenes=scenes, objects=spec["objects"], views=views, resolution=resolution, seed=seed),
-                   workers=workers, progress=progress)
+        try:
+            synthesize(catalog, SynthConfig(scenes=scenes, objects=spec["objects"], views=views, resolution=resolution, seed=seed),
+                       workers=workers, progress=progress)
+        except InputError as exc:
+            if "different options" not in exc.problem:
+                raise
+            # The synth hint names `synth --overwrite`, which the demo does not have.
+            raise InputError(exc.problem, f"Rerun the demo with the --seed and --resolution it was started with to continue, "
+                                          f"or give another --out folder (or delete {out}).") from exc
         result.catalogs[split] = catalog
 
     for split, spec in DEMO_SPLITS.items():

@@ -8,6 +8,18 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 
 
+def test_rerun_with_other_options_names_a_fix_the_demo_has(tmp_path):
+    """The synth runner's "add --overwrite" hint is wrong for `demo`, which has no such option."""
+    from commonlink.unreal.runner import SynthConfig, synthesize
+
+    out = tmp_path / "demo"
+    synthesize(out / "catalog-main", SynthConfig(scenes=0, objects=(3, 7), resolution=(32, 32), seed=0), progress=False)
+    result = CliRunner().invoke(app, ["demo", "--out", str(out), "--seed", "1", "--resolution", "32x32", "--scale", "0.05", "--quiet"])
+    assert result.exit_code == 1
+    assert "different options" in result.output and "seed" in result.output
+    assert "--overwrite" not in result.output and "--out" in result.output
+
+
 @pytest.mark.slow
 def test_demo_runs_whole_flow(tmp_path):
     pytest.importorskip("pyrender")
