@@ -203,3 +203,18 @@ def test_merging_into_an_existing_catalog_keeps_its_masks(tmp_path):
     first, second = read_catalog(out)
     assert (out / first.extra["mask"]).read_bytes() == b"mask of a"
     assert (out / second.extra["mask"]).read_bytes() == b"mask of b"
+
+
+def test_symlinked_merge_reports_why_its_images_cannot_be_read(tmp_path):
+    """Readers refuse links leading out of a catalog; the error must say that --link symlink made them and how to fix."""
+    from commonlink.builder.release import CatalogImageReader
+
+    make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
+    merge_catalogs([tmp_path / "a"], tmp_path / "soft", link="symlink")
+    (rec,) = read_catalog(tmp_path / "soft")
+    with pytest.raises(InputError, match="symbolic link") as err:
+        image_path(tmp_path / "soft", rec)
+    assert "--link copy" in err.value.fix
+    with pytest.raises(InputError, match="symbolic link") as err:
+        CatalogImageReader().read(str(tmp_path / "soft"), rec.path, what="row 1: image_1")
+    assert "--link copy" in err.value.fix

@@ -94,7 +94,22 @@ def write_catalog(catalog_dir: str | os.PathLike, records: Iterable[CatalogRecor
 
 def image_path(catalog_dir: str | os.PathLike, record: CatalogRecord) -> Path:
     """Absolute path of a record's image; refuses paths escaping the catalog folder."""
-    return safe_join(catalog_dir, record.path)
+    try:
+        return safe_join(catalog_dir, record.path)
+    except InputError as exc:
+        raise outside_link_error(catalog_dir, record.path) or exc from None
+
+
+def outside_link_error(catalog_dir: str | os.PathLike, relative: str) -> InputError | None:
+    """The error for a catalog file that is a symbolic link leading out of the catalog (None if it is not one)."""
+    link = Path(catalog_dir) / relative
+    if os.path.isabs(relative) or ".." in Path(relative).parts or not link.is_symlink():
+        return None
+    return InputError(
+        f"{link} is a symbolic link to {os.path.realpath(link)}, which escapes the catalog {catalog_dir} "
+        "(`catalog merge --link symlink` makes such links); commonlink reads only files inside a catalog.",
+        "Merge again with --link copy or --link hardlink into a new folder, and use that catalog.",
+    )
 
 
 # --- writer lock (added with ingest / catalog merge) -------------------------------------------------------

@@ -36,6 +36,7 @@ from ..errors import InputError, SchemaError
 from ..eval.prompts import letters
 from ..fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join, sha256_file
 from ..progress import track
+from .catalog import outside_link_error
 from .shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
 
 COMMON_O_PAIRS_KIND = "common_o_pairs"
@@ -296,6 +297,7 @@ class CatalogImageReader:
             try:
                 path = str(safe_join(catalog, relative))
             except InputError as exc:
+                exc = outside_link_error(catalog, relative) or exc
                 raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
             fd = os.open(path, os.O_RDONLY)
         try:
