@@ -47,6 +47,9 @@ CHOICES = ["apple", NO_COMMON_OBJECTS, "keys", "glass cup", "cup", "mallard (fak
         ("Answer: A, A, C", ["A", "C"]),
         ("I compared both.\nAnswer: <letter 1> <letter 2>\nAnswer: D", ["D"]),  # the last Answer line wins
         ("A, C", ["A", "C"]),  # bare last line
+        # prose "answer is" after the requested Answer: line is not an answer when it does not parse
+        ("Answer: A, C\nI hope this answer is helpful.", ["A", "C"]),
+        ("Answer: A\nOn reflection the answer is C", ["C"]),  # ... but one that parses still wins
     ],
 )
 def test_parser_reads_answers(text, expected):
@@ -77,7 +80,8 @@ def test_parser_flags_unparseable(text, reason):
 @pytest.mark.parametrize(
     "text, expected",
     [("Yes", True), ("no.", False), ("**No**, there is no apple.", False), ("Looking closely... yes", True),
-     ("<think>no?</think> Yes, it is.", True), ("Answer: no", False), ("maybe", None), ("<think>cut off", None)],
+     ("<think>no?</think> Yes, it is.", True), ("Answer: no", False), ("maybe", None), ("<think>cut off", None),
+     ("Answer: yes\nI hope this answer is helpful.", True)],
 )
 def test_yes_no(text, expected):
     assert parse_yes_no(text) is expected

@@ -8,8 +8,9 @@ The paper asks for a last line ``Answer: <letters>`` but publishes no parser, so
    cut off while reasoning: the output is unparseable.
 2. Markdown and LaTeX wrappers are removed (``**``, ``__``, backticks, ``#``, ``\\boxed{}``, ``\\text{}``).
 3. The answer is the text after the *last* ``Answer:`` marker (any case; ``Final answer:``, ``answer is``
-   too), on its line, or on the next non-empty line when that line is empty. Without any marker, the last
-   non-empty line is tried and must parse entirely.
+   too), on its line, or on the next non-empty line when that line is empty. A prose ``answer is`` (no colon)
+   whose text does not parse yields to the last ``Answer:`` line. Without any marker, the last non-empty line
+   is tried and must parse entirely.
 4. Inside the answer, choice *names* are matched first (longest first, case-insensitive, whole words), so
    ``Answer: apple, keys`` works; ``none`` / ``no objects (in common)`` pick the "No objects are in common"
    choice. What remains must be letters of the choices (any case, any separator: ``,``, ``;``, ``/``, ``|``,
@@ -41,6 +42,8 @@ class ParsedAnswer:
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _MARKER = re.compile(r"answer\s*(?:is\s*)?[:：]|answer\s+is\b", re.I)
+#: The marker the prompt asks for (with a colon); prose "... answer is ..." is only a weaker marker.
+_FORMAL_MARKER = re.compile(r"answer\s*(?:is\s*)?[:：]", re.I)
 _WRAPPERS = re.compile(r"\\(?:boxed|text|textbf|mathrm)\s*\{([^{}]*)\}")
 _NONE_PHRASES = re.compile(
     r"(?<![a-z0-9])(?:no\s+(?:common\s+)?objects?(?:\s+(?:are\s+)?in\s+common)?|nothing\s+in\s+common|none)(?![a-z0-9])",
@@ -70,9 +73,9 @@ def _clean_markdown(text: str) -> str:
     return re.sub(r"(?m)^\s*#+\s*", "", text)
 
 
-def _answer_payload(text: str) -> tuple[str | None, str | None]:
+def _answer_payload(text: str, marker: re.Pattern = _MARKER) -> tuple[str | None, str | None]:
     """(payload, where) from the last ``Answer:`` marker, or from the last non-empty line."""
-    matches = list(_MARKER.finditer(text))
+    matches = list(marker.finditer(text))
     if matches:
         rest = text[matches[-1].end() :]
         lines = rest.split("\n")
@@ -145,6 +148,14 @@ def parse_common_o_answer(text: str, choices: list[str]) -> ParsedAnswer:
     if payload is None:
         return ParsedAnswer(error=think_error or "no answer line")
     parsed = parse_choice_letters(payload, choices)
+    if not parsed.ok and where == "answer_line":
+        # "Answer: A, C\nI hope this answer is helpful.": a prose marker that does not parse yields to the
+        # last Answer: line the prompt asked for.
+        formal, _ = _answer_payload(body, _FORMAL_MARKER) if _FORMAL_MARKER.search(body) else (None, None)
+        if formal is not None and formal != payload:
+            retry = parse_choice_letters(formal, choices)
+            if retry.ok:
+                parsed = retry
     if not parsed.ok and where == "last_line":
         parsed.error = think_error or f"no 'Answer:' line, and the last line does not parse ({parsed.error})"
     parsed.found_in = where if parsed.ok else None
@@ -166,11 +177,14 @@ def parse_yes_no(text: str) -> bool | None:
     if think_error:
         return None
     body = _clean_markdown(body).strip()
-    matches = list(_MARKER.finditer(body))
-    if matches:
-        payload = body[matches[-1].end() :].strip()
-        found = _YES_NO.search(payload)
-        return None if not found else found.group(1).lower() == "yes"
+    for marker in (_MARKER, _FORMAL_MARKER):  # a prose "answer is" without yes/no yields to the Answer: line
+        matches = list(marker.finditer(body))
+        if matches:
+            found = _YES_NO.search(body[matches[-1].end() :].strip())
+            if found:
+                return found.group(1).lower() == "yes"
+    if _MARKER.search(body):
+        return None
     first = re.match(r"\W*(yes|no)(?![a-z])", body, re.I)
     if first:
         return first.group(1).lower() == "yes"
