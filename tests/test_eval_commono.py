@@ -177,6 +177,16 @@ def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm,
     assert LazyBackend("openai", "m", image_format="jpeg").info.output_options != LazyBackend("openai", "m").info.output_options
 
 
+def test_rescoring_records_the_bootstrap_it_used(data_dir, tmp_path):
+    """results.json of `eval score` must name the seed and resample count its standard errors came from."""
+    run = evaluate_common_o(data_dir, "main", "random", "transformers", tmp_path / "run", seed=3, n_boot=40, show_progress=False)
+    rescored = score_predictions(tmp_path / "run" / "predictions.jsonl", seed=0, n_boot=60, out_dir=tmp_path / "rescored")
+    saved = json.loads((tmp_path / "rescored" / "results.json").read_text())
+    assert saved["seed"] == rescored["seed"] == 0 and saved["bootstrap_resamples"] == 60
+    same = score_predictions(tmp_path / "run" / "predictions.jsonl", seed=3, n_boot=40)
+    assert same["metrics"] == run["metrics"] and same["seed"] == 3 and same["bootstrap_resamples"] == 40
+
+
 def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):
     ref_results, ref_dir = reference
     out = tmp_path / "sharded"

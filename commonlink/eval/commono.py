@@ -304,6 +304,8 @@ def score_predictions(
         rescored_from=str(predictions),
         dataset=dict(base.get("dataset", {}), **dataset_info, rows_scored=len(records)),
         facts_from="dataset" if data is not None else "predictions file",
+        seed=seed,  # the bootstrap of these metrics, not necessarily the original run's
+        bootstrap_resamples=n_boot,
         metrics=common_o_metrics(records, seed=seed, n_boot=n_boot),
         skipped=len(skipped),
         skipped_rows=skipped,
