@@ -39,6 +39,14 @@ def _labelled_images(root, n=60, seed=0):
     return images
 
 
+@pytest.fixture(scope="module", autouse=True)
+def private_commonlink_home(tmp_path_factory):
+    """Runs without --out cache their answers under COMMONLINK_HOME: keep that in a temporary folder, not ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
+        yield
+
+
 @pytest.fixture(scope="module")
 def chain_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("assoc")
@@ -218,6 +226,20 @@ def test_single_step_and_deduction_ratios(chain_dir):
                                show_progress=False, n_boot=20)
     assert res["metrics"]["summary"]["avg_deduction_success_ratio"] == 0.0
     assert res["metrics"]["summary"]["unparseable_rate"] == 1.0
+
+
+def test_single_step_without_deduction_reports_no_deduction_ratio(chain_dir, tmp_path):
+    """--no-deduction sends no deduction requests, so no deduction success ratio (not 0%) may be reported."""
+    from commonlink.eval.association import AssociationSettings
+
+    split, answers = _answers(chain_dir, "single_step")
+    backend = Scripted(answers, lambda c, t, a: a, name="always-right")
+    res = evaluate_association(chain_dir, "single_step", backend_instances=[backend], settings=AssociationSettings(deduction=False),
+                               out_dir=tmp_path, show_progress=False, n_boot=20)
+    assert res["requests"]["total"] == len(split)  # selections only
+    assert res["metrics"]["summary"]["avg_success_ratio"] == 1.0
+    assert "avg_deduction_success_ratio" not in res["metrics"]["summary"]
+    assert all("deduction_success_ratio" not in v for v in res["metrics"]["per_concept"].values())
 
 
 def test_majority_votes():

@@ -440,7 +440,10 @@ def evaluate_association(
             metrics = chain_metrics(summaries, seed=seed, n_boot=n_boot)
             scored_steps = sum(r["scored"] for r in summaries)
         else:
-            fields = ["correct", "deduction_correct"] if config == "single_step" else ["deduction_correct"]
+            if config == "single_step":  # without the deduction step there is no deduction ratio (not 0%)
+                fields = ["correct", "deduction_correct"] if settings.deduction else ["correct"]
+            else:
+                fields = ["deduction_correct"]
             metrics = ratio_metrics(records, fields, seed=seed, n_boot=n_boot)
             scored_steps = len(records)
         wall = time.perf_counter() - start
