@@ -101,6 +101,21 @@ def test_a_request_the_processor_rejects_fails_alone(tiny_backend):
     assert out[0] == out[2] == tiny_backend.generate([good], SETTINGS)[0]
 
 
+def test_sampled_outputs_do_not_depend_on_the_batch(tiny_backend):
+    """With --temperature > 0 and a seed, a row's output must not depend on which rows share its batch
+    (else a resumed or re-batched run differs from an uninterrupted one)."""
+    from PIL import Image
+
+    from commonlink.eval.backends import GenerationRequest
+
+    sampled = GenerationSettings(max_new_tokens=8, temperature=1.5, seed=7, max_pixels=64 * 48)
+    requests = [GenerationRequest(f"r{k}", [Image.new("RGB", (40, 30), (40 * k, 90, 200)), Image.new("RGB", (40, 30))], f"Which objects? {k}")
+                for k in range(3)]
+    alone = [tiny_backend.generate([r], sampled)[0] for r in requests]
+    assert tiny_backend.generate(requests, sampled) == alone
+    assert tiny_backend.generate(requests[1:], sampled) == alone[1:]
+
+
 def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, reference, tmp_path):
     one, one_dir = reference
     four = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "bs4", settings=SETTINGS, batch_size=4, **FAST)

@@ -5,7 +5,8 @@ batched with left padding (so every row's answer starts right after its prompt) 
 dtype/device follow the hardware: bf16 (or fp16 where bf16 is unsupported) spread over the visible GPUs with
 ``device_map="auto"``, fp32 on CPU.
 
-Batch invariance: on CPU in fp32 outputs at batch size 1 and 4 are identical (tested). On GPUs, kernels for
+Batch invariance: on CPU in fp32 outputs at batch size 1 and 4 are identical (tested); sampled decoding
+(``temperature > 0``) runs each request alone from the seed, so it is batch invariant too. On GPUs, kernels for
 different batch shapes may round differently in bf16 and flip a rare greedy token, so the default batch size
 is 1 (the safe setting); ``--batch-size N`` trades that guarantee for speed.
 """
@@ -130,6 +131,10 @@ class TransformersBackend:
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
         torch = self._torch
+        if not settings.greedy and len(requests) > 1:
+            # One random stream per batch would make a row's sample depend on its batch mates (and change on
+            # resume): sample each request alone, from the seed.
+            return [self.generate([request], settings)[0] for request in requests]
         texts = [self._chat_text(r) for r in requests]
         images = [[img.convert("RGB") for kind, img in message_parts(r) if kind == "image"] for r in requests]
         try:
