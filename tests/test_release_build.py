@@ -336,3 +336,16 @@ def test_shard_cap_holds_with_long_text_columns(tmp_path):
     row = 300 + 2_000 + 8
     for shard in shards:
         assert shard.data_bytes <= cap + 4 * row  # at most one row group of estimate error past the cap
+
+
+def test_files_sampled_with_different_seeds_leave_no_local_paths_in_card_or_manifest(tmp_path):
+    """The seed of each input is recorded by file name: the card and manifest get published."""
+    records = make_catalog(tmp_path / "cat", 6)
+    make_pairs(tmp_path / "main.jsonl", tmp_path / "cat", records, 4, seed=3)
+    make_pairs(tmp_path / "challenge.jsonl", tmp_path / "cat", records, 4, split="challenge", seed=9)
+    out = tmp_path / "rel"
+    build_release([tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], out, progress=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["seed"] == {"main.jsonl": 3, "challenge.jsonl": 9}
+    for name in ("README.md", "manifest.json"):
+        assert str(tmp_path) not in (out / name).read_text(), name

@@ -508,7 +508,13 @@ def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
 
 
 def _common_seed(inputs: list[_Input]) -> Any:
-    seeds = {str(inp.path): inp.meta.get("seed") for inp in inputs}
+    """The inputs' seed, or {input file name: seed} when they differ (names only: the card gets published)."""
+    names = [inp.path.name for inp in inputs]
+    if len(set(names)) < len(names):
+        names = [f"{inp.path.parent.name}/{inp.path.name}" for inp in inputs]
+    if len(set(names)) < len(names):
+        names = [f"{i + 1}: {name}" for i, name in enumerate(names)]
+    seeds = {name: inp.meta.get("seed") for name, inp in zip(names, inputs)}
     distinct = {json.dumps(s) for s in seeds.values()}
     return next(iter(seeds.values())) if len(distinct) == 1 else seeds
 
