@@ -57,6 +57,7 @@ def test_parse_list_field_accepts_each_encoding(text, expected):
         (None, "missing"),
         (42, "expected a string"),
         ("[__import__('os').system('true')]", "neither valid JSON nor a Python literal"),
+        ("[" * 5000 + "]" * 5000, "neither valid JSON nor a Python literal"),  # nesting past the JSON recursion limit
     ],
 )
 def test_parse_list_field_names_row_and_field_when_nothing_fits(text, fragment):

@@ -102,7 +102,7 @@ def parse_list_field(text: Any, *, row: int | str, field: str) -> list[str]:
     if stripped[0] in "[(":
         try:
             value = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the decoder's limit
             try:
                 value = ast.literal_eval(stripped)  # Python-literal lists: ['a', 'b'] — literal_eval only, never eval
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
