@@ -391,3 +391,31 @@ def test_second_batch_renames_edits_and_metadata_only_changes(tmp_path):
     records = read_catalog(out)
     assert len(records) == 3 and all(image_path(out, r).is_file() for r in records)
     assert len(list((out / "images").iterdir())) == 3
+
+
+def test_cli_prints_names_with_square_brackets_as_written(tmp_path):
+    """File and object names are data, not console markup: '[copy]' is shown, '[/]' does not crash the report."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    noise_photo(1).save(photos / "b.jpg", quality=90)
+    (photos / "b [copy].jpg").write_bytes((photos / "b.jpg").read_bytes())
+    noise_photo(2).save(photos / "c.jpg", quality=90)
+    (tmp_path / "m.csv").write_text("file,objects\nb.jpg,apple\nb [copy].jpg,apple\nc.jpg,[/]x\n")
+    (tmp_path / "objects.txt").write_text("apple\n")
+    result = CliRunner().invoke(app, ["ingest", str(photos), "-m", str(tmp_path / "m.csv"), "-o", str(tmp_path / "cat"),
+                                      "--vocabulary", str(tmp_path / "objects.txt")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "b [copy].jpg" in result.output and "'[/]x'" in result.output and "1 added" in result.output
+
+
+def test_cli_error_messages_show_square_brackets_as_written(tmp_path):
+    """An error naming user data with '[...]' prints it verbatim (and '[/]' does not crash the error handler)."""
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "m.csv").write_text("file,objects\na.jpg,apple,[/]\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["ingest", str(tmp_path / "photos"), "-m", str(tmp_path / "m.csv"), "-o", str(tmp_path / "cat")],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 1 and "line 2: more values than columns (['[/]'] left over)" in result.output
+    result = runner.invoke(app, ["ingest", str(tmp_path / "photos"), "-m", str(tmp_path / "m [bold].csv"), "-o",
+                                 str(tmp_path / "cat")], env={"COLUMNS": "200"})
+    assert result.exit_code == 1 and "m [bold].csv" in result.output

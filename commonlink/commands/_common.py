@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import CommonlinkError
 
@@ -26,9 +27,10 @@ def reports_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except CommonlinkError as exc:
-            err_console.print(f"[bold red]Error:[/] {exc.problem}", highlight=False, soft_wrap=True)
+            # problem and fix quote user data (file names, labels): printed as text, never read as console markup
+            err_console.print(f"[bold red]Error:[/] {escape(exc.problem)}", highlight=False, soft_wrap=True)
             if exc.fix:
-                err_console.print(f"[bold]Fix:[/] {exc.fix}", highlight=False, soft_wrap=True)
+                err_console.print(f"[bold]Fix:[/] {escape(exc.fix)}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err_console.print("Interrupted. Rerun the same command to continue where it stopped.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..builder.ingest import (
@@ -74,7 +75,7 @@ def print_ingest_report(report: IngestReport) -> None:
         table.add_column("reason")
         table.add_column("detail", overflow="fold")
         for refusal in report.refused[:_SHOWN_ROWS]:
-            table.add_row(refusal.file, str(refusal.line), refusal.reason, refusal.detail)
+            table.add_row(escape(refusal.file), str(refusal.line), refusal.reason, escape(refusal.detail))
         console.print(table)
         if len(report.refused) > _SHOWN_ROWS:
             console.print(f"... and {len(report.refused) - _SHOWN_ROWS} more (see {REPORT_FILENAME}).")
@@ -83,17 +84,17 @@ def print_ingest_report(report: IngestReport) -> None:
         for column in ("photo", "near-duplicate of", "distance", "kept"):
             table.add_column(column, overflow="fold")
         for pair in report.near_duplicates[:_SHOWN_ROWS]:
-            table.add_row(pair.file_b, pair.file_a, str(pair.distance), "both" if pair.kept_both else "first only")
+            table.add_row(escape(pair.file_b), escape(pair.file_a), str(pair.distance), "both" if pair.kept_both else "first only")
         console.print(table)
     if report.unlisted:
-        shown = ", ".join(report.unlisted[:10]) + (" ..." if len(report.unlisted) > 10 else "")
+        shown = escape(", ".join(report.unlisted[:10]) + (" ..." if len(report.unlisted) > 10 else ""))
         console.print(f"[yellow]{len(report.unlisted)} photo(s) on disk are not in the manifest:[/] {shown}", highlight=False)
     if report.possible_typos:
-        pairs = ", ".join(f"{rare!r} ~ {common!r}" for rare, common in report.possible_typos[:10])
+        pairs = escape(", ".join(f"{rare!r} ~ {common!r}" for rare, common in report.possible_typos[:10]))
         console.print(f"[yellow]Possible misspellings (pass --vocabulary to refuse them):[/] {pairs}", highlight=False)
     console.print(
         f"[bold]{counts['added']} added[/], {counts['updated']} updated, {counts['unchanged']} already in the catalog, "
         f"{counts['refused']} refused; the catalog now holds {counts['catalog_size']} image(s).\n"
-        f"Catalog: {Path(report.catalog_dir)}  Report: {Path(report.catalog_dir) / REPORT_FILENAME}",
+        f"Catalog: {escape(str(Path(report.catalog_dir)))}  Report: {escape(str(Path(report.catalog_dir) / REPORT_FILENAME))}",
         highlight=False,
     )
