@@ -146,6 +146,15 @@ def test_a_key_pasted_as_the_variable_name_is_refused_without_echoing_it(data_di
     assert not (tmp_path / "cli" / "results.json").exists()
 
 
+def test_credentials_in_the_base_url_are_not_recorded():
+    """A gateway URL with a password or a token in its query must not be copied into results.json or cache keys."""
+    url = "http://user:pw-s3cret@127.0.0.1:9/v1?api-key=tok-s3cret"
+    backend = load_backend("openai", "m", base_url=url)
+    recorded = json.dumps([backend.info.fingerprint, backend.info.details])
+    assert "s3cret" not in recorded and "127.0.0.1:9/v1" in recorded
+    assert str(backend.client.base_url).startswith("http://user:pw-s3cret@127.0.0.1:9/v1")  # the real URL is still used
+
+
 def test_server_down_after_retries_is_a_backend_error(monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
     with ChatServer(failures=[503] * 10) as server:

@@ -41,11 +41,23 @@ def _check_key_variable(api_key_env: str) -> None:
         )
 
 
+def _redacted_url(url: str) -> str:
+    """``url`` without what may be a credential (``user:password@``, query values), for result files and keys."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png",
                  api_key_env: str = "OPENAI_API_KEY", **_) -> BackendInfo:
     """What the backend will report, known without connecting (for cache keys)."""
     _check_key_variable(api_key_env)
-    return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{base_url or DEFAULT_BASE_URL}:{model}", batch_invariant=True,
+    return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{_redacted_url(base_url or DEFAULT_BASE_URL)}:{model}", batch_invariant=True,
                        default_batch_size=concurrency * 4, output_options={} if image_format == "png" else {"image_format": image_format})
 
 
@@ -90,7 +102,7 @@ class OpenAIBackend:
         self.generate_seconds = 0.0
         self.info = planned_info(model, base_url=base_url, concurrency=concurrency, image_format=image_format)
         self.info.details.update({
-                "base_url": base_url or DEFAULT_BASE_URL,
+                "base_url": _redacted_url(base_url or DEFAULT_BASE_URL),
                 "api_key": f"from ${api_key_env}" if key else f"none (${api_key_env} not set)",
                 "concurrency": concurrency,
                 "max_retries": max_retries,
