@@ -181,3 +181,26 @@ def test_restricted_unpickler_accepts_plain_data_only():
         safe_loads(pickle.dumps(collections.OrderedDict(a=1)))
     with pytest.raises(InputError):
         safe_loads(b"not a pickle")
+
+
+def test_cli_prints_labels_with_square_brackets_as_written(tmp_path):
+    """Labels are data: '[red]' is printed as written and '[/]' does not crash the concept table."""
+    catalog = tmp_path / "catalog"
+    records = []
+    for i in range(8):
+        save_image(catalog / "images" / f"{i}.png", colour=(i * 30, 0, 0))
+        records.append(CatalogRecord(id=f"id{i}", path=f"images/{i}.png", objects=["[red] mug" if i % 2 else "[/]"],
+                                     source="real", scene_id=f"s{i}", width=40, height=30, sha256="x" * 64))
+    write_catalog(catalog, records)
+    runner = CliRunner()
+    listing = runner.invoke(app, ["chains", str(catalog), "--list-concepts", "--min-pixels", "0"], env={"COLUMNS": "200"})
+    assert listing.exit_code == 0, listing.output
+    assert "[red] mug" in listing.output and "[/]" in listing.output
+    built = runner.invoke(app, ["chains", str(catalog), "--out", str(tmp_path / "out"), "--min-pixels", "0", "--concepts", "[red] mug,[/]",
+                                "--chains", "1", "--max-steps", "3", "--single-steps", "1", "--deductions", "1",
+                                "--memory-size", "1"], env={"COLUMNS": "200"})
+    assert built.exit_code == 0, built.output
+    assert "[red] mug" in built.output
+    info = runner.invoke(app, ["catalog", "info", str(catalog), "--no-check-files"], env={"COLUMNS": "200"})
+    assert info.exit_code == 0, info.output
+    assert "[red] mug" in info.output and "[/]" in info.output

@@ -577,3 +577,18 @@ def test_commit_landed_but_tag_failed_rerun_only_adds_the_tag(hub, tmp_path):
     assert "0 file(s) sent" in rerun.stdout
     assert hub.refs(REPO)["tags"]["2.0.0"] == committed == hub.refs(REPO)["heads"]["main"]
     assert len(hub.lfs_puts) == puts and hub.count("POST", "/commit/") == commits  # nothing sent, no new commit
+
+
+def test_versions_table_prints_commit_messages_as_written(monkeypatch):
+    """A commit message is data (anyone who can commit writes it): '[/]' or '[red]' is shown, not read as markup."""
+    from typer.testing import CliRunner
+
+    from commonlink.builder.hub import VersionInfo
+    from commonlink.cli import app
+    from commonlink.commands import hub as hub_cmds
+
+    found = [VersionInfo("1.0.0", "a" * 40, None, {"main": 3}, "fix [/] and [red]labels[/red]")]
+    monkeypatch.setattr(hub_cmds, "list_versions", lambda repo, endpoint=None: found)
+    result = CliRunner().invoke(app, ["release", "versions", "org/set"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "fix [/] and [red]labels[/red]" in result.output

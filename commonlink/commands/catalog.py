@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..builder.catalog_info import catalog_summary
@@ -28,12 +29,12 @@ def merge(
     """
     report = merge_catalogs(catalogs, out, link=link, verify=verify, progress=stdout_is_terminal())
     for item in report.renamed[:10]:
-        console.print(f"[yellow]path taken:[/] {item['catalog']}: {item['from']} stored as {item['to']}", highlight=False)
+        console.print(f"[yellow]path taken:[/] {escape(item['catalog'])}: {escape(item['from'])} stored as {escape(item['to'])}", highlight=False)
     if len(report.renamed) > 10:
         console.print(f"... and {len(report.renamed) - 10} more renamed paths.")
     console.print(
         f"[bold]{report.added} record(s) added[/], {report.duplicates} duplicate(s) skipped, "
-        f"{report.already_present} already in {out}; {report.images_written} image(s) {'copied' if link == 'copy' else 'linked'}"
+        f"{report.already_present} already in {escape(str(out))}; {report.images_written} image(s) {'copied' if link == 'copy' else 'linked'}"
         + (f" ({report.fell_back_to_copy} copied: other file system)" if report.fell_back_to_copy else "")
         + f". The catalog holds {report.total} image(s).",
         highlight=False,
@@ -52,7 +53,7 @@ def info(
     if as_json:
         typer.echo(json.dumps(summary, indent=2, ensure_ascii=False))
         return
-    table = Table(title=f"Catalog {catalog_dir}", show_header=False)
+    table = Table(title=escape(f"Catalog {catalog_dir}"), show_header=False)
     table.add_column("what")
     table.add_column("count", overflow="fold")
     per_image = summary["objects_per_image"]
@@ -70,15 +71,15 @@ def info(
     if summary["missing_images"] is not None:
         rows.append(("missing image files", str(len(summary["missing_images"]))))
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     console.print(table)
     if summary["top_objects"]:
         top_table = Table(title=f"Top {len(summary['top_objects'])} objects")
         top_table.add_column("object")
         top_table.add_column("images", justify="right")
         for name, count in summary["top_objects"]:
-            top_table.add_row(name, str(count))
+            top_table.add_row(escape(name), str(count))
         console.print(top_table)
     if summary["missing_images"]:
-        console.print(f"[red]Missing image files:[/] {', '.join(summary['missing_images'][:10])}", highlight=False)
+        console.print(f"[red]Missing image files:[/] {escape(', '.join(summary['missing_images'][:10]))}", highlight=False)
         raise typer.Exit(1)

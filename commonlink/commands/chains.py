@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..builder.chain_sources import detect_source_type, read_source
@@ -74,7 +75,7 @@ def chains(
         table.add_column("label")
         table.add_column("pool size", justify="right")
         for name, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
-            table.add_row(name, f"{size:,}")
+            table.add_row(escape(name), f"{size:,}")
         console.print(table)
         return
     if out is None:
@@ -97,14 +98,14 @@ def chains(
     table.add_column("pool", justify="right")
     table.add_column("negative pool", justify="right")
     for c in plan.concepts:
-        table.add_row(c, f"{plan.pool_sizes[c]:,}", f"{plan.negative_pool_sizes[c]:,}")
+        table.add_row(escape(c), f"{plan.pool_sizes[c]:,}", f"{plan.negative_pool_sizes[c]:,}")
     console.print(table)
     for a, b in plan.pairs:
-        console.print(f"pair {a} + {b}: bridge pool {plan.bridge_pool_sizes[f'{a}+{b}']:,}")
+        console.print(f"pair {escape(a)} + {escape(b)}: bridge pool {plan.bridge_pool_sizes[f'{a}+{b}']:,}")
     for note in plan.notes:
-        console.print(f"[yellow]Note:[/] {note}")
+        console.print(f"[yellow]Note:[/] {escape(note)}")
     for task, path in summary.files.items():
         done = " (already built, kept)" if task in summary.skipped else ""
-        console.print(f"{task}: {summary.counts[task]:,} rows -> {path}{done}")
+        console.print(f"{task}: {summary.counts[task]:,} rows -> {escape(str(path))}{done}")
     console.print(f"{summary.steps:,} chain steps in all.")
-    console.print(f"Next: commonlink release build {summary.out_dir}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
+    console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..builder.hub import PushPlan, list_versions, plan_push, push_release
@@ -20,17 +21,17 @@ def _size(n: int) -> str:
 
 
 def print_plan(plan: PushPlan, *, private: bool, endpoint: str | None) -> None:
-    table = Table(title=f"Dry run: {plan.release_dir} -> {plan.repo_id} version {plan.version}", show_lines=False)
+    table = Table(title=escape(f"Dry run: {plan.release_dir} -> {plan.repo_id} version {plan.version}"), show_lines=False)
     table.add_column("file", overflow="fold")
     table.add_column("size", justify="right")
     table.add_column("sha256")
     for f in plan.files:
-        table.add_row(f.path, _size(f.size), f.sha256[:12] + ("  (+ Versions table)" if f.path == "README.md" else ""))
+        table.add_row(escape(f.path), _size(f.size), f.sha256[:12] + ("  (+ Versions table)" if f.path == "README.md" else ""))
     console.print(table)
     console.print(
         f"Endpoint: {endpoint or 'HF_ENDPOINT / https://huggingface.co'}\n"
         f"1. create the dataset repo {plan.repo_id} ({'private' if private else 'public'}) if it does not exist\n"
-        f"2. one commit on main: {plan.commit_message!r} with the {len(plan.files)} files above "
+        f"2. one commit on main: {escape(repr(plan.commit_message))} with the {len(plan.files)} files above "
         f"({_size(plan.total_bytes)}; only those whose hash differs from the Hub are sent, large files through LFS), "
         "deleting shards of these splits that the release no longer has\n"
         f"3. tag {plan.tag} on that commit (refused if the tag already holds other content)\n"
@@ -68,7 +69,7 @@ def push(
         progress=stdout_is_terminal(),
     )
     for note in result.notes:
-        err_console.print(f"[bold yellow]Warning:[/] {note}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold yellow]Warning:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if result.already_published:
         console.print(f"{repo} version {version} is already published at commit {result.commit[:12]}; nothing to do.", highlight=False)
         return
@@ -99,5 +100,5 @@ def versions(
     for v in found:
         rows = ", ".join(f"{name}: {count:,}" for name, count in v.rows.items()) or "-"
         date = v.date.strftime("%Y-%m-%d %H:%M UTC") if v.date else "-"
-        table.add_row(v.version, date, v.commit[:12], rows, v.message)
+        table.add_row(v.version, date, v.commit[:12], escape(rows), escape(v.message))
     console.print(table)

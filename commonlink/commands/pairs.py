@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..builder.pairs import PairsConfig, meta_path, pairs_meta, sample_pairs, same_inputs, write_pairs
@@ -49,7 +50,7 @@ def pairs(
     if out.exists() and not overwrite:
         previous = _read_meta(sidecar)
         if previous is not None and same_inputs(previous, config, catalogs):
-            console.print(f"{out} was already built from these catalogs with these settings; kept it.", highlight=False)
+            console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
             print_stats(previous["stats"])
             return
         raise InputError(
@@ -59,8 +60,8 @@ def pairs(
     rows, stats = sample_pairs(catalogs, config, progress=stdout_is_terminal())
     write_pairs(out, rows, pairs_meta(config, catalogs, stats))
     print_stats(stats)
-    console.print(f"Wrote {len(rows):,} examples to {out} (+ {sidecar.name}).", highlight=False, soft_wrap=True)
-    console.print(f"Next: commonlink release build {out} --out RELEASE_DIR", highlight=False, soft_wrap=True)
+    console.print(escape(f"Wrote {len(rows):,} examples to {out} (+ {sidecar.name})."), highlight=False, soft_wrap=True)
+    console.print(escape(f"Next: commonlink release build {out} --out RELEASE_DIR"), highlight=False, soft_wrap=True)
 
 
 def _read_meta(path: Path) -> dict | None:
@@ -109,4 +110,4 @@ def print_stats(stats: dict) -> None:
     per_choice = ", ".join(f"{n:,} with {c}" for c, n in stats["choices_per_example"].items())
     console.print(f"Choices per example: {per_choice}; image reuse max {stats['image_uses_max']}.", highlight=False)
     for note in stats["notes"]:
-        console.print(f"[yellow]Note:[/] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)

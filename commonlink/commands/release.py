@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..builder.release import DEFAULT_LICENSE, DEFAULT_VERSION, build_release
@@ -51,4 +52,4 @@ def build(
     if result.figures:
         console.print(f"Figures: {', '.join(result.figures.values())}")
     for note in result.notes:
-        err_console.print(f"[yellow]Note:[/] {note}", highlight=False)
+        err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ._common import console, err_console, reports_errors
@@ -46,14 +47,14 @@ def stats(
         model_id = f"{sam_model}:{checkpoint_fingerprint(sam_checkpoint)}"
 
         def loader():
-            console.print(f"Loading SAM {sam_model} from {sam_checkpoint} on {device} ...")
+            console.print(escape(f"Loading SAM {sam_model} from {sam_checkpoint} on {device} ..."))
             return load_sam(sam_checkpoint, sam_model, device)
 
     result = compute_object_stats(catalog_dir, load_sam=loader, model_id=model_id, settings=settings)
     _print_summary(result.summary, per_object)
     measured = ", ".join(f"{method}: {n}" for method, n in sorted(result.measured.items())) or "none"
     console.print(f"Measured images by method: {measured}; SAM results cached {result.cached}, computed {result.computed}.", soft_wrap=True)
-    console.print(f"Catalog updated; summary saved to {Path(catalog_dir) / SUMMARY_FILENAME}", soft_wrap=True)
+    console.print(f"Catalog updated; summary saved to {escape(str(Path(catalog_dir) / SUMMARY_FILENAME))}", soft_wrap=True)
     if result.needs_sam:
         err_console.print(f"[yellow]{result.needs_sam} photo(s) were not measured: they need a SAM checkpoint.[/]", soft_wrap=True)
         err_console.print(checkpoint_help(sam_model), highlight=False, soft_wrap=True)
@@ -71,7 +72,7 @@ def _print_summary(summary: dict, per_object: int) -> None:
     for column in ("source", "values", "mean", "median", "p5", "p95", "min", "max"):
         table.add_column(column, justify="left" if column == "source" else "right")
     for source, row in summary["per_source"].items():
-        table.add_row(source, str(row["count"]), *(_pct(row[k]) for k in ("mean", "median", "p5", "p95", "min", "max")))
+        table.add_row(escape(source), str(row["count"]), *(_pct(row[k]) for k in ("mean", "median", "p5", "p95", "min", "max")))
     console.print(table)
     share = summary["paper_range"]["share_within"]
     if share is not None:
@@ -82,5 +83,5 @@ def _print_summary(summary: dict, per_object: int) -> None:
         for column in ("object", "images", "mean", "median", "p5", "p95"):
             objects.add_column(column, justify="left" if column == "object" else "right")
         for name, row in rows:
-            objects.add_row(name, str(row["count"]), *(_pct(row[k]) for k in ("mean", "median", "p5", "p95")))
+            objects.add_row(escape(name), str(row["count"]), *(_pct(row[k]) for k in ("mean", "median", "p5", "p95")))
         console.print(objects)
