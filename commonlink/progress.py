@@ -34,7 +34,7 @@ class RateColumn(ProgressColumn):
 
 def make_progress(unit: str = "it", *, transient: bool = False, disable: bool = False) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # descriptions name user files: no markup
         BarColumn(),
         MofNCompleteColumn(),
         RateColumn(unit),

@@ -53,3 +53,12 @@ def test_atomic_write_respects_umask(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "p.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_progress_description_is_shown_as_written():
+    """Descriptions name user files ('[v2] main.jsonl'); they must not be read as rich markup (a '[/]' crashed)."""
+    from commonlink.progress import make_progress
+
+    progress = make_progress()
+    progress.add_task("main: [/] and [v2] main.jsonl", total=1)
+    assert progress.columns[0].render(progress.tasks[0]).plain == "main: [/] and [v2] main.jsonl"
