@@ -185,3 +185,26 @@ def test_empty_task_file_is_left_out_of_the_release(release, tmp_path):
     assert verify_release(tmp_path / "rel") == []
     with pytest.raises(InputError, match="no rows"):
         build_association_release([chains / "asynchronous.jsonl"], tmp_path / "rel2", progress=False)
+
+
+def test_png_text_chunks_are_not_published(tmp_path):
+    """PNG tEXt/iTXt chunks (captions, locations, software) count as metadata: the image is re-encoded without them."""
+    from PIL import PngImagePlugin
+
+    from commonlink.builder.chain_sources import ImageFetcher, LabelledImage
+    from commonlink.builder.release_association import release_image_bytes
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", "taken at home, 52.5N 13.4E")
+    info.add_itxt("Location", "Berlin")
+    path = tmp_path / "photo.png"
+    Image.new("RGB", (30, 20), (10, 200, 30)).save(path, pnginfo=info)
+    img = LabelledImage(id="p", labels=["x"], width=30, height=20, origin={"type": "file", "path": str(path)})
+    data = release_image_bytes(ImageFetcher(), img)
+    assert b"52.5N" not in data and b"Berlin" not in data
+    released = Image.open(io.BytesIO(data))
+    assert released.size == (30, 20) and released.getpixel((3, 3)) == (10, 200, 30) and not released.text
+    clean = tmp_path / "clean.png"
+    Image.new("RGB", (30, 20), (10, 200, 30)).save(clean)
+    plain = LabelledImage(id="c", labels=["x"], width=30, height=20, origin={"type": "file", "path": str(clean)})
+    assert release_image_bytes(ImageFetcher(), plain) == clean.read_bytes()  # a clean file is published as it is

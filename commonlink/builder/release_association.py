@@ -171,7 +171,8 @@ def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
                              "Restore the file, or rebuild the chain files.") from None
     try:
         with Image.open(io.BytesIO(data)) as probe:
-            dirty = bool(probe.getexif()) or any(key in probe.info for key in _METADATA_KEYS)
+            # PNG text chunks (tEXt/zTXt/iTXt) can hold anything: captions, places, names
+            dirty = bool(probe.getexif()) or any(key in probe.info for key in _METADATA_KEYS) or bool(getattr(probe, "text", None))
     except Exception as exc:
         raise InputError(f"Image {img.id}: not a readable image ({exc}).", "Fix or remove it from the source.") from exc
     if not dirty:
