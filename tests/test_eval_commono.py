@@ -32,6 +32,14 @@ def private_commonlink_home(tmp_path_factory):
         yield
 
 
+@pytest.fixture(scope="module", autouse=True)
+def hub_offline():
+    """Hub ids used here ("org/some-vlm") must not be looked up on the internet when fingerprinting them."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_vlm(tmp_path_factory):
     return build_tiny_llava(tmp_path_factory.mktemp("tiny-llava"))
@@ -188,7 +196,8 @@ def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm,
     assert bf16["timing"]["from_cache"] == 0 and bf16["timing"]["generated"] == 1
     assert bf16["run_key"] != first["run_key"]
     # the same rule for the other backends, known before anything is loaded
-    assert LazyBackend("vllm", "m", engine_args={"quantization": "fp8"}).info.output_options != LazyBackend("vllm", "m").info.output_options
+    assert (LazyBackend("vllm", str(tiny_vlm), engine_args={"quantization": "fp8"}).info.output_options
+            != LazyBackend("vllm", str(tiny_vlm)).info.output_options)
     assert LazyBackend("openai", "m", image_format="jpeg").info.output_options != LazyBackend("openai", "m").info.output_options
 
 
@@ -200,6 +209,49 @@ def test_rescoring_records_the_bootstrap_it_used(data_dir, tmp_path):
     assert saved["seed"] == rescored["seed"] == 0 and saved["bootstrap_resamples"] == 60
     same = score_predictions(tmp_path / "run" / "predictions.jsonl", seed=3, n_boot=40)
     assert same["metrics"] == run["metrics"] and same["seed"] == 3 and same["bootstrap_resamples"] == 40
+
+
+def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp_path):
+    """First run of a Hub model id with an empty HF cache (the usual case on a fresh GPU machine): the commit must be
+    known before loading, or the download changes the model fingerprint under the run. Real clients, local Hub."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from commonlink.testing.hub_server import HubServer
+
+    root = Path(__file__).resolve().parents[1]
+    with HubServer(tmp_path / "hub-store", tokens={"hf_writer": "alice"}, orgs={"alice": ["org"]}) as hub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+        env.update(hub.client_env(token="hf_writer"), HF_HOME=str(tmp_path / "hf-home"), COMMONLINK_HOME=str(tmp_path / "cl-home"),
+                   PYTHONPATH=str(root), COLUMNS="200")
+        upload = (f"from huggingface_hub import HfApi; api = HfApi(); api.create_repo('org/tiny-vlm'); "
+                  f"api.upload_folder(repo_id='org/tiny-vlm', folder_path={str(tiny_vlm)!r}); print(api.model_info('org/tiny-vlm').sha)")
+        done = subprocess.run([sys.executable, "-c", upload], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        commit = done.stdout.split()[-1]
+        args = [sys.executable, "-m", "commonlink.cli", "eval", "commono", "--model", "org/tiny-vlm", "--data", str(data_dir),
+                "--out", str(tmp_path / "run"), "--limit", "2", "--max-new-tokens", "4", "--quiet", "--bootstrap", "10"]
+        first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert json.loads((tmp_path / "run" / "results.json").read_text())["model_fingerprint"] == f"org/tiny-vlm@{commit}"
+        again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "0 generated, 2 from cache" in again.stdout  # the rerun found the first run's answers
+
+
+def test_model_folder_changed_while_loading_is_a_clear_error(tiny_vlm, data_dir, tmp_path):
+    import shutil
+
+    from commonlink.eval.backends import LazyBackend
+
+    model = shutil.copytree(tiny_vlm, tmp_path / "model")
+    lazy = LazyBackend("transformers", str(model))
+    (model / "generation_config.json").write_text((model / "generation_config.json").read_text().replace("}", ', "max_length": 77}', 1))
+    with pytest.raises(BackendError) as err:
+        evaluate_common_o(data_dir, "main", backend_instance=lazy, out_dir=tmp_path / "run", settings=SETTINGS, limit=1, **FAST)
+    assert "changed" in err.value.problem and "Rerun" in err.value.fix
 
 
 def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import InputError
+from ...errors import BackendError, InputError
 from .base import (
     DEFAULT_MAX_PIXELS,
     Backend,
@@ -105,10 +105,19 @@ class LazyBackend:
 
     def generate(self, requests, settings):
         if self._inner is None:
-            self._inner = load_backend(*self._args, **self._options)
-            if self._inner.info.fingerprint != self.info.fingerprint:  # pragma: no cover - both come from one function
-                raise RuntimeError("backend fingerprint changed between planning and loading")
-            self.info = self._inner.info
+            inner = load_backend(*self._args, **self._options)
+            if inner.info.fingerprint != self.info.fingerprint:
+                # The cache key was made from the planned weights; answers of other weights must not go under it.
+                planned = self.info.fingerprint
+                inner.close()
+                raise BackendError(
+                    f"The weights of {self._args[1]!r} changed between planning the run and loading them ({planned} -> "
+                    f"{inner.info.fingerprint}): files of the model folder changed, or the Hub snapshot was updated meanwhile.",
+                    "Rerun the same command: it keys the prediction cache to the weights now in place (answers cached for the "
+                    "old weights are kept apart, not mixed in).",
+                )
+            self._inner = inner
+            self.info = inner.info
         return self._inner.generate(requests, settings)
 
     def close(self) -> None:

@@ -17,15 +17,17 @@ def model_fingerprint(name_or_path: str, revision: str | None = None) -> str:
 
     * local folder: SHA-256 over every file's relative path and content (memoised by path, size and
       modification time under ``COMMONLINK_HOME`` so a 16 GB checkpoint is hashed once);
-    * Hub id: ``name@<commit>`` from the local Hub cache when the snapshot is there, else
-      ``name@<revision or main>`` (unresolved; the cache then trusts the revision name).
+    * Hub id: ``name@<commit>``: the commit the Hub serves for the revision now (what ``from_pretrained`` is
+      about to download; so a first download does not change the fingerprint under a run), else - offline, or
+      the Hub unreachable - the commit of the local snapshot, else ``name@<revision or main>`` (unresolved; the
+      cache then trusts the revision name).
     """
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return "sha256:" + _hash_folder(path)
     if path.is_file():
         return "sha256:" + _hash_files(path.parent, [path])
-    commit = _cached_commit(name_or_path, revision)
+    commit = _remote_commit(name_or_path, revision) or _cached_commit(name_or_path, revision)
     return f"{name_or_path}@{commit or revision or 'main'}"
 
 
@@ -60,6 +62,23 @@ def _hash_files(root: Path, files: list[Path]) -> str:
         except OSError:
             pass  # the memo only saves time
     return digest.hexdigest()[:32]
+
+
+def _remote_commit(repo_id: str, revision: str | None) -> str | None:
+    """The commit the Hub serves for ``revision`` (None offline, for a non-Hub name, or on any error)."""
+    if revision and len(revision) == 40 and all(c in "0123456789abcdef" for c in revision):
+        return revision  # already a commit
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub import constants as hub_constants
+    except ImportError:  # pragma: no cover - huggingface_hub is a core dependency
+        return None
+    if hub_constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        return HfApi().model_info(repo_id, revision=revision, timeout=10).sha
+    except Exception:  # noqa: BLE001 - unreachable, gated, not a repo id: fall back to the local cache
+        return None
 
 
 def _cached_commit(repo_id: str, revision: str | None) -> str | None:
