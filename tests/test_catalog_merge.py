@@ -218,3 +218,15 @@ def test_symlinked_merge_reports_why_its_images_cannot_be_read(tmp_path):
     with pytest.raises(InputError, match="symbolic link") as err:
         CatalogImageReader().read(str(tmp_path / "soft"), rec.path, what="row 1: image_1")
     assert "--link copy" in err.value.fix
+
+
+@pytest.mark.parametrize("field, value", [("width", "abc"), ("height", -3), ("width", 12.5), ("id", 7), ("path", None)])
+def test_hand_edited_record_with_a_wrong_type_is_a_schema_error(tmp_path, field, value):
+    """A catalog line with a wrong-typed field names the line and the field (it was a TypeError deep inside)."""
+    (record,) = make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
+    row = {**record.to_json(), field: value}
+    (tmp_path / "a" / "catalog.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(SchemaError, match=f"line 1.*{field}"):
+        read_catalog(tmp_path / "a")
+    result = CliRunner().invoke(app, ["catalog", "info", str(tmp_path / "a")], env={"COLUMNS": "200"})
+    assert result.exit_code == 1 and field in result.output and "Traceback" not in result.output

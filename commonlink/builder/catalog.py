@@ -55,6 +55,14 @@ class CatalogRecord:
             raise SchemaError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}.")
         if not isinstance(data["objects"], list) or not all(isinstance(o, str) for o in data["objects"]):
             raise SchemaError(f"{where}: 'objects' must be a list of strings.")
+        for key in ("id", "path", "sha256"):
+            if not isinstance(data[key], str) or not data[key]:
+                raise SchemaError(f"{where}: '{key}' must be a non-empty string, got {data[key]!r}.",
+                                  "Fix that line, or rebuild the catalog with commonlink.")
+        for key in ("width", "height"):
+            if not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] < 0:
+                raise SchemaError(f"{where}: '{key}' must be a whole number of pixels, got {data[key]!r}.",
+                                  "Fix that line, or rebuild the catalog with commonlink.")
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         extra = dict(kwargs.pop("extra", {}) or {})
