@@ -254,6 +254,13 @@ def test_model_folder_changed_while_loading_is_a_clear_error(tiny_vlm, data_dir,
     assert "changed" in err.value.problem and "Rerun" in err.value.fix
 
 
+def test_compare_on_a_folder_of_unmerged_shards_says_how_to_merge(data_dir, tmp_path):
+    evaluate_common_o(data_dir, "main", "random", "transformers", tmp_path / "run", shard=(0, 2), **FAST)
+    result = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert "shard" in result.output and "without --shard" in result.output
+
+
 def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):
     ref_results, ref_dir = reference
     out = tmp_path / "sharded"

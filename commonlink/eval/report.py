@@ -87,6 +87,13 @@ def load_results(paths: Sequence[str | os.PathLike]) -> list[dict]:
         if path.is_dir():
             path = path / "results.json"
         if not path.is_file():
+            shards = sorted(path.parent.glob("results.shard-*.json")) if path.name == "results.json" else []
+            if shards:
+                raise InputError(
+                    f"{path}: no results file; the folder holds shard results only ({', '.join(p.name for p in shards)}).",
+                    "Merge them: rerun the same `commonlink eval` command without --shard on this folder (no model is loaded), "
+                    "or pass a results.shard-K-of-N.json file.",
+                )
             raise InputError(f"{path}: no results file.", "Give results.json files or run folders written by `commonlink eval`.")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
