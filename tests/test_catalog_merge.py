@@ -230,3 +230,9 @@ def test_hand_edited_record_with_a_wrong_type_is_a_schema_error(tmp_path, field,
         read_catalog(tmp_path / "a")
     result = CliRunner().invoke(app, ["catalog", "info", str(tmp_path / "a")], env={"COLUMNS": "200"})
     assert result.exit_code == 1 and field in result.output and "Traceback" not in result.output
+
+
+def test_catalog_info_refuses_a_negative_top(tmp_path):
+    make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1")])
+    result = CliRunner().invoke(app, ["catalog", "info", str(tmp_path / "a"), "--top", "-1"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "--top" in result.output  # was: every object but the last listed

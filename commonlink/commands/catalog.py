@@ -44,7 +44,7 @@ def merge(
 @reports_errors
 def info(
     catalog_dir: Path = typer.Argument(..., help="Catalog folder (with catalog.jsonl)."),
-    top: int = typer.Option(10, "--top", help="How many of the most frequent objects to list."),
+    top: int = typer.Option(10, "--top", min=0, help="How many of the most frequent objects to list."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
     check_files: bool = typer.Option(True, "--check-files/--no-check-files", help="Check that every image file exists."),
 ) -> None:
