@@ -204,3 +204,22 @@ def test_cli_prints_labels_with_square_brackets_as_written(tmp_path):
     info = runner.invoke(app, ["catalog", "info", str(catalog), "--no-check-files"], env={"COLUMNS": "200"})
     assert info.exit_code == 0, info.output
     assert "[red] mug" in info.output and "[/]" in info.output
+
+
+def test_label_names_file_keeps_ids_on_their_lines_and_bad_files_fail_clearly(tmp_path):
+    """Line i names id i: a blank line inside the list would shift every later id onto the wrong name."""
+    from commonlink.builder.chain_sources import read_label_names
+    from commonlink.errors import SchemaError
+
+    names = tmp_path / "names.txt"
+    names.write_text("metal\nwooden\n\n")  # trailing blank lines are fine
+    assert read_label_names(names) == ["metal", "wooden"]
+    names.write_text("metal\n\nfurry\n")
+    with pytest.raises(SchemaError, match="line 2"):
+        read_label_names(names)
+    names.write_text('["metal", "furry"')
+    with pytest.raises(SchemaError, match="JSON"):
+        read_label_names(names)
+    names.write_bytes("métal\n".encode("latin-1"))
+    with pytest.raises(SchemaError, match="UTF-8"):
+        read_label_names(names)

@@ -308,13 +308,26 @@ def read_label_names(path: str | os.PathLike | None) -> list[str] | None:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"Label names file not found: {path}", "Pass a JSON list or a text file with one name a line.")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", "Save the label names as UTF-8.") from None
     if text.lstrip().startswith("["):
-        names = json.loads(text)
+        try:
+            names = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"{path}: starts like a JSON list but is not valid JSON ({exc.msg}, line {exc.lineno}).",
+                              'Write a JSON list (["metal", "wooden"]) or one name a line.') from None
         if not isinstance(names, list):
             raise SchemaError(f"{path}: expected a JSON list of names.")
         return [str(n) for n in names]
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if "" in lines:  # ids are line numbers: dropping the line would give every later id the wrong name
+        raise SchemaError(f"{path}, line {lines.index('') + 1}: empty, but line i names id i.",
+                          "Put a name on every line up to the last id (e.g. unused_7), or write a JSON list.")
+    return lines
 
 
 def _name_labels(ids: Any, *, names: Sequence[str] | None, prefix: str, what: str) -> list[str]:
