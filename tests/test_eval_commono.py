@@ -369,6 +369,16 @@ def test_perception_with_the_tiny_model(tiny_backend, data_dir, tmp_path):
     assert results["dataset"]["questions_scored"] == 4 and results["timing"]["generated"] == 4
 
 
+def test_cli_rejects_a_top_p_outside_0_1_before_loading_anything(tiny_vlm, data_dir, tmp_path):
+    """--top-p must be in (0, 1]: vLLM's SamplingParams and OpenAI servers reject other values only once the model is
+    loaded (a traceback, or every row skipped); transformers silently decodes top-p 0 as greedy."""
+    for value in ("0", "1.5"):
+        result = CliRunner().invoke(app, ["eval", "commono", "--model", str(tiny_vlm), "--data", str(data_dir), "--out", str(tmp_path / value),
+                                          "--temperature", "0.7", "--top-p", value, "--limit", "1", "--quiet"])
+        assert result.exit_code == 1 and "--top-p" in result.output, result.output
+        assert not (tmp_path / value / "results.json").exists()
+
+
 def test_cli_commono_score_compare(data_dir, tmp_path):
     runner = CliRunner()
     for model in ("none", "random"):

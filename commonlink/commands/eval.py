@@ -20,6 +20,8 @@ def _settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, 
         raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1.")
     if temperature < 0:
         raise InputError(f"--temperature {temperature} must be >= 0 (0 = greedy).")
+    if not 0 < top_p <= 1:
+        raise InputError(f"--top-p {top_p} must be in (0, 1].", "e.g. --top-p 0.9 (1 = no nucleus cut).")
     if max_pixels < 0:
         raise InputError(f"--max-pixels {max_pixels} must be >= 0 (0 = no cap).")
     return GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, max_pixels=max_pixels)
