@@ -544,6 +544,8 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     assoc_repo = f"{ORG}/assoc-set"
     pushed = run_cli(hub, tmp_path, "release", "push", str(association), "--repo", assoc_repo, "--version", "1.0.0")
     assert pushed.returncode == 0, pushed.stderr
+    # the printed hint must work for a release with several configs: it names one
+    assert f"datasets.load_dataset({assoc_repo!r}, 'single_step', revision='1.0.0')" in pushed.stdout
     local = {config: [task.id for task in open_association(association, config)]
              for config in ("single_step", "deduction", "synchronous", "asynchronous")}
 
@@ -556,12 +558,21 @@ examples = list(split)
 plain = datasets.load_dataset({repo!r}, revision="1.0.0", split="main")
 association = {{config: [task.id for task in open_association({assoc_repo!r}, config, revision="1.0.0")]
                for config in {sorted(local)!r}}}
+from commonlink.errors import InputError
+try:
+    open_association({assoc_repo!r}, "single_step", revision="9.9.9")
+    unknown_version = None
+except InputError as exc:
+    unknown_version = [exc.problem, exc.fix]
 print(json.dumps({{"ids": [e.id for e in examples], "truth": [e.ground_truth for e in examples], "revision": split.revision,
-                  "plain": plain.num_rows, "columns": plain.column_names, "association": association}}))
+                  "plain": plain.num_rows, "columns": plain.column_names, "association": association,
+                  "unknown_version": unknown_version}}))
 """)
     assert loaded["ids"] == [f"main-{i:08d}" for i in range(3)] and loaded["revision"] == "1.0.0"
     assert loaded["truth"] == [["apple"]] * 3 and loaded["plain"] == 3 and "image_1" in loaded["columns"]
     assert loaded["association"] == local and all(local.values())
+    problem, fix = loaded["unknown_version"]  # a version never pushed: say so, and how to list the versions
+    assert "revision '9.9.9' not found" in problem and "commonlink release versions" in fix
 
 
 def test_commit_landed_but_tag_failed_rerun_only_adds_the_tag(hub, tmp_path):

@@ -78,10 +78,19 @@ def push(
     console.print(
         f"Pushed {repo} version {version}: commit {result.commit[:12]}, tag {version}; "
         f"{len(result.uploaded)} file(s) sent, {len(result.unchanged)} already there, {len(result.deleted)} removed.\n"
-        f"Load it with: datasets.load_dataset({repo!r}, revision={version!r})",
+        f"Load it with: datasets.load_dataset({repo!r}, {_config_argument(release_dir)}revision={version!r})",
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _config_argument(release_dir: Path) -> str:
+    """An association release has several configs and no default: the load hint must name one."""
+    from ..builder.release import read_release_manifest
+
+    manifest = read_release_manifest(release_dir)
+    configs = [name for name in manifest.get("configs") or {} if name != "images"]
+    return f"{configs[0]!r}, " if manifest.get("kind") == "association" and configs else ""
 
 
 @reports_errors

@@ -332,7 +332,10 @@ def _open_release(path_or_repo: str, config: str, revision: str | None) -> Assoc
     except ValueError as exc:
         raise InputError(f"{path_or_repo}: cannot load config {config!r} ({exc}).",
                          "Check that it is an association release and has this config (see its README configs).") from exc
-    except FileNotFoundError as exc:
+    except FileNotFoundError as exc:  # datasets' DatasetNotFoundError, also raised for an unknown revision
+        if revision and "revision" in str(exc).lower():
+            raise InputError(f"{path_or_repo}: revision {revision!r} not found ({exc}).",
+                             "List the versions with `commonlink release versions REPO`.") from exc
         raise InputError(f"Association release {path_or_repo!r} not found ({exc}).", "Check the path or repo id.") from exc
     ids = list(images["id"])
     labels = {i: list(l) for i, l in zip(ids, images["labels"])}
