@@ -349,3 +349,13 @@ def test_files_sampled_with_different_seeds_leave_no_local_paths_in_card_or_mani
     assert manifest["seed"] == {"main.jsonl": 3, "challenge.jsonl": 9}
     for name in ("README.md", "manifest.json"):
         assert str(tmp_path) not in (out / name).read_text(), name
+
+
+def test_duplicate_ids_error_gives_a_fix_that_works(tmp_path):
+    """`commonlink pairs` numbers ids {split}-{index} whatever the seed, so 'use other seeds' cannot help."""
+    records = make_catalog(tmp_path / "cat", 6)
+    make_pairs(tmp_path / "first.jsonl", tmp_path / "cat", records, 3, seed=1)
+    make_pairs(tmp_path / "again.jsonl", tmp_path / "cat", records, 2, seed=2)
+    with pytest.raises(SchemaError) as err:
+        build_release([tmp_path / "first.jsonl", tmp_path / "again.jsonl"], tmp_path / "out", progress=False)
+    assert "or seeds" not in err.value.fix and "--count" in err.value.fix

@@ -209,7 +209,9 @@ def build_common_o_release(
                         if record["id"] in seen_ids:
                             raise SchemaError(
                                 f"{where}: example id {record['id']!r} is already used by {seen_ids[record['id']]}.",
-                                "Ids must be unique in a release; sample the files with different --split or seeds, or drop the duplicate file.",
+                                "Ids must be unique in a release, and `commonlink pairs` numbers them {split}-{index} whatever the "
+                                "seed: sample one file per split (one `commonlink pairs` run with the total --count), or drop the "
+                                "duplicate file.",
                             )
                         seen_ids[record["id"]] = where
                         writer.write(record)

@@ -16,7 +16,7 @@ from ._common import console, err_console, reports_errors
 @reports_errors
 def build(
     inputs: list[Path] = typer.Argument(
-        ..., help="Pairs files from `commonlink pairs` (one split each; several files may share a split), or chain files from `commonlink chains`."
+        ..., help="Pairs files from `commonlink pairs` (one split each; files sharing a split need distinct example ids), or chain files from `commonlink chains`."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Release folder to write (README.md, manifest.json, data/, figures/)."),
     name: str | None = typer.Option(None, "--name", help="Pretty name shown on the card (default: the folder name)."),
