@@ -242,6 +242,29 @@ def test_single_step_without_deduction_reports_no_deduction_ratio(chain_dir, tmp
     assert all("deduction_success_ratio" not in v for v in res["metrics"]["per_concept"].values())
 
 
+def test_backend_failures_are_left_out_and_retried(chain_dir, tmp_path):
+    from commonlink.eval.backends.base import RequestFailure
+
+    split, answers = _answers(chain_dir, "synchronous")
+    first = list(split)[0].id
+
+    class FailsFirstChain(Scripted):
+        def generate(self, requests, settings):
+            out = super().generate(requests, settings)
+            return [RequestFailure("out of memory") if r.id.startswith(first + "/") else o for r, o in zip(requests, out)]
+
+    policy = lambda c, t, a: a if t < 6 else 1 - a  # noqa: E731
+    res = evaluate_association(chain_dir, "synchronous", backend_instances=[FailsFirstChain(answers, policy)], out_dir=tmp_path,
+                               show_progress=False, n_boot=20)
+    assert res["metrics"]["summary"]["failed_chains"] == 1
+    assert all(v["max_steps"] == v["mean_steps"] == 3 for v in res["metrics"]["per_concept"].values() if v["chains"])
+    assert "left out of the metrics" in (tmp_path / "results.md").read_text()
+    again = evaluate_association(chain_dir, "synchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path,
+                                 show_progress=False, n_boot=20)
+    assert again["metrics"]["summary"]["failed_chains"] == 0
+    assert again["metrics"]["summary"]["chains"] == res["metrics"]["summary"]["chains"] + 1
+
+
 def test_majority_votes():
     assert majority_selection([0, 1, 1]) == 1
     assert majority_selection([1, 0]) == 1  # tie: first model's pick

@@ -277,28 +277,37 @@ def chain_summary(run: _ChainRun) -> dict:
 
 
 def chain_metrics(summaries: list[dict], *, seed: int, n_boot: int) -> dict:
-    """Max | mean chain length per concept (pair), their averages, and bootstrap SE of each mean."""
+    """Max | mean chain length per concept (pair), their averages, and bootstrap SE of each mean.
+
+    A chain that ended because the backend failed (no answer at all, e.g. a request that ran out of memory
+    alone) says nothing about the model: it is counted under ``failed`` and left out of the lengths; a rerun
+    retries it (failures are not cached).
+    """
     groups: dict[str, list[dict]] = defaultdict(list)
     for summary in summaries:
         groups[summary["group"]].append(summary)
     per_concept = {}
     for name in sorted(groups):
-        lengths = np.array([r["length"] for r in groups[name]], dtype=float)
+        scored = [r for r in groups[name] if r["ended"] != "failed"]
+        lengths = np.array([r["length"] for r in scored], dtype=float)
         _, se = bootstrap(lengths, seed=seed, key=f"chains/{name}", n_boot=n_boot)
-        deductions = sum(r["deductions"] for r in groups[name])
+        deductions = sum(r["deductions"] for r in scored)
         per_concept[name] = {
             "chains": len(lengths),
-            "max_steps": int(lengths.max()),
-            "mean_steps": float(lengths.mean()),
-            "mean_steps_se": float(se[0]),
-            "deduction_success_ratio": (sum(r["deductions_correct"] for r in groups[name]) / deductions) if deductions else None,
+            "failed": len(groups[name]) - len(scored),
+            "max_steps": int(lengths.max()) if len(lengths) else None,
+            "mean_steps": float(lengths.mean()) if len(lengths) else None,
+            "mean_steps_se": float(se[0]) if len(lengths) else None,
+            "deduction_success_ratio": (sum(r["deductions_correct"] for r in scored) / deductions) if deductions else None,
             "ended": dict(Counter(r["ended"] for r in groups[name])),
         }
+    measured = [v for v in per_concept.values() if v["chains"]]
     summary = {
         "concepts": len(per_concept),
-        "chains": len(summaries),
-        "avg_max_steps": float(np.mean([v["max_steps"] for v in per_concept.values()])) if per_concept else None,
-        "avg_mean_steps": float(np.mean([v["mean_steps"] for v in per_concept.values()])) if per_concept else None,
+        "chains": sum(v["chains"] for v in per_concept.values()),
+        "failed_chains": sum(v["failed"] for v in per_concept.values()),
+        "avg_max_steps": float(np.mean([v["max_steps"] for v in measured])) if measured else None,
+        "avg_mean_steps": float(np.mean([v["mean_steps"] for v in measured])) if measured else None,
     }
     return {"summary": summary, "per_concept": per_concept}
 
@@ -323,7 +332,8 @@ def run_single_step(tasks: list, asker: _Asker, settings: AssociationSettings) -
         gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
         concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in ded], task.options)
         records.append({"id": task.id, "concept": task.concept, "candidates": [c.id for c in task.candidates], "answer": task.answer,
-                        "choice": choice, "correct": choice == task.answer, "unparseable": choice is None,
+                        "choice": choice, "correct": choice == task.answer, "failed": all(o is None for o in sel),
+                        "unparseable": choice is None and not all(o is None for o in sel),
                         "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold),
                         "outputs": sel, "deduction_outputs": ded})
     return records
@@ -335,12 +345,19 @@ def run_deduction(tasks: list, asker: _Asker) -> list[dict]:
     for task, out in zip(tasks, outputs):
         concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in out], task.options)
         records.append({"id": task.id, "concept": task.concept, "deduction": concepts, "deduction_gold": task.gold,
-                        "deduction_correct": deduction_correct(concepts, task.gold), "unparseable": concepts is None, "outputs": out})
+                        "deduction_correct": deduction_correct(concepts, task.gold), "failed": all(o is None for o in out),
+                        "unparseable": concepts is None and not all(o is None for o in out), "outputs": out})
     return records
 
 
 def ratio_metrics(records: list[dict], fields: Sequence[str], *, seed: int, n_boot: int) -> dict:
-    """Success ratios per concept (and their average over concepts), with bootstrap SE."""
+    """Success ratios per concept (and their average over concepts), with bootstrap SE.
+
+    Tasks the backend failed on (no answer at all) are counted under ``failed`` and left out of the ratios;
+    a rerun retries them.
+    """
+    failed = Counter(r["concept"] for r in records if r.get("failed"))
+    records = [r for r in records if not r.get("failed")]
     groups: dict[str, list[dict]] = defaultdict(list)
     for record in records:
         groups[record["concept"]].append(record)
@@ -348,12 +365,13 @@ def ratio_metrics(records: list[dict], fields: Sequence[str], *, seed: int, n_bo
     for name in sorted(groups):
         values = np.array([[float(r[f]) for f in fields] for r in groups[name]])
         _, se = bootstrap(values, seed=seed, key=f"ratio/{name}", n_boot=n_boot)
-        per_concept[name] = {"n": len(groups[name]), "unparseable": sum(r["unparseable"] for r in groups[name])}
+        per_concept[name] = {"n": len(groups[name]), "failed": failed.get(name, 0), "unparseable": sum(r["unparseable"] for r in groups[name])}
         for j, f in enumerate(fields):
             label = f.replace("correct", "success_ratio")
             per_concept[name][label] = float(values[:, j].mean())
             per_concept[name][f"{label}_se"] = float(se[j])
-    summary = {"n": len(records), "unparseable_rate": (sum(r["unparseable"] for r in records) / len(records)) if records else None}
+    summary = {"n": len(records), "failed": sum(failed.values()),
+               "unparseable_rate": (sum(r["unparseable"] for r in records) / len(records)) if records else None}
     for f in fields:
         label = f.replace("correct", "success_ratio")
         summary[f"avg_{label}"] = float(np.mean([v[label] for v in per_concept.values()])) if per_concept else None
@@ -490,7 +508,8 @@ def render_association_table(results: dict) -> str:
         lines += ["| concept | chains | max | mean ± SE | deduction |", "|---|---|---|---|---|"]
         for name, v in per.items():
             ded = "-" if v["deduction_success_ratio"] is None else f"{v['deduction_success_ratio']:.3f}"
-            lines.append(f"| {name} | {v['chains']} | {v['max_steps']} | {v['mean_steps']:.2f} ± {v['mean_steps_se']:.2f} | {ded} |")
+            mean = "-" if v["mean_steps"] is None else f"{v['mean_steps']:.2f} ± {v['mean_steps_se']:.2f}"
+            lines.append(f"| {name} | {v['chains']} | {'-' if v['max_steps'] is None else v['max_steps']} | {mean} | {ded} |")
         s = metrics["summary"]
         if s["avg_max_steps"] is not None:
             lines.append(f"| **average** | {s['chains']} | {s['avg_max_steps']:.2f} | {s['avg_mean_steps']:.2f} | |")
@@ -503,4 +522,7 @@ def render_association_table(results: dict) -> str:
         lines.append("| **average** | " + str(s["n"]) + " | " + " | ".join(f"{s['avg_' + f]:.3f}" for f in fields) + " |")
     req = results["requests"]
     lines += ["", f"Model requests: {req['total']} for {req['scored_steps']} scored steps ({req['per_scored_step']} a step)."]
+    failed = metrics["summary"].get("failed_chains") or metrics["summary"].get("failed") or 0
+    if failed:
+        lines.append(f"**{failed} task(s) got no answer from the backend and are left out of the metrics; rerun to retry them.**")
     return "\n".join(lines) + "\n"
