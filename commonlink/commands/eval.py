@@ -214,7 +214,7 @@ def perception(
 @reports_errors
 def score(
     predictions: Path = typer.Argument(..., help="predictions.jsonl of a Common-O run."),
-    data: str = typer.Option(None, "--data", help="Dataset to take choices and ground truth from (authoritative, decodes the split); default: the predictions file's own copy."),
+    data: str = typer.Option(None, "--data", help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); default: the predictions file's own copy."),
     split: str = SPLIT,
     revision: str = REVISION,
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),

@@ -251,8 +251,8 @@ def score_predictions(
     """Recompute every metric from a ``predictions.jsonl``: raw outputs are parsed again and scored.
 
     With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``,
-    a prediction whose id is not in the split is an error; every row is decoded, images included, so this
-    reads the whole split). Without it, they come from the predictions file itself (fast). Settings of the
+    a prediction whose id is not in the split is an error; rows are read without decoding their images).
+    Without it, they come from the predictions file itself (no dataset access). Settings of the
     original run are taken from ``results.json`` next to the predictions when present.
     """
     from ..loaders.common_o import open_common_o
