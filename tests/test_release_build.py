@@ -359,3 +359,16 @@ def test_duplicate_ids_error_gives_a_fix_that_works(tmp_path):
     with pytest.raises(SchemaError) as err:
         build_release([tmp_path / "first.jsonl", tmp_path / "again.jsonl"], tmp_path / "out", progress=False)
     assert "or seeds" not in err.value.fix and "--count" in err.value.fix
+
+
+def test_image_changed_after_sampling_is_refused(tmp_path):
+    records = make_catalog(tmp_path / "cat", 4)
+    rows = make_pairs(tmp_path / "main.jsonl", tmp_path / "cat", records, 3)
+    for row in rows:  # what `commonlink pairs` records for each image
+        for key in ("image_1", "image_2"):
+            row[key]["sha256"] = next(r["sha256"] for r in records if r["id"] == row[key]["id"])
+    write_jsonl(tmp_path / "main.jsonl", rows)
+    Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "cat" / records[1]["path"], "JPEG")  # edited after sampling
+    with pytest.raises(SchemaError, match="changed after the pairs were sampled"):
+        build_release([tmp_path / "main.jsonl"], tmp_path / "rel", progress=False)
+    assert not (tmp_path / "rel").exists()

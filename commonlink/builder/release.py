@@ -34,7 +34,7 @@ from .. import __version__
 from ..constants import NO_COMMON_OBJECTS
 from ..errors import InputError, SchemaError
 from ..eval.prompts import letters
-from ..fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join, sha256_file
+from ..fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join, sha256_bytes, sha256_file
 from ..progress import track
 from .catalog import outside_link_error
 from .shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
@@ -359,8 +359,16 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
         image = row[key]
         if not isinstance(image, dict) or not image.get("catalog") or not image.get("path"):
             raise SchemaError(f"{where}: {key} needs 'catalog' and 'path'.", "Regenerate the pairs file.")
-        images.append({"bytes": reader.read(image["catalog"], image["path"], what=f"{where}: {key}"),
-                       "path": os.path.basename(image["path"])})
+        data = reader.read(image["catalog"], image["path"], what=f"{where}: {key}")
+        expected = image.get("sha256")
+        if expected and sha256_bytes(data) != expected:
+            # The labels in the pairs row describe the image that was sampled; publishing other pixels under
+            # them would publish wrong ground truth.
+            raise SchemaError(
+                f"{where}: {key} file {image['path']} in {image['catalog']} changed after the pairs were sampled (sha256 differs).",
+                "Restore the original image, or rebuild the catalog and sample the pairs again.",
+            )
+        images.append({"bytes": data, "path": os.path.basename(image["path"])})
         objects.append(image.get("objects") or [])
     common = [t for t in truth if t != NO_COMMON_OBJECTS]
     return {
