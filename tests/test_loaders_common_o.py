@@ -248,3 +248,28 @@ def test_repo_id_goes_through_datasets_load_dataset(release, tmp_path, monkeypat
     examples = list(split)
     assert [e.id for e in examples] == [r["id"] for r in rows]
     assert isinstance(examples[0].image_1, Image.Image) and split.get(3).ground_truth == rows[3]["ground_truth"]
+
+
+def test_a_row_pointing_at_a_file_outside_the_release_is_not_read(tmp_path):
+    """Image cells without bytes whose path leaves the release folder are refused, never opened."""
+    import datasets
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    from commonlink.errors import InputError
+    from commonlink.loaders.common_o import common_o_features, open_common_o
+
+    secret = tmp_path / "private.png"
+    Image.new("RGB", (8, 8), (255, 0, 0)).save(secret)
+    features = common_o_features()
+    row = {k: "x" for k in features}
+    row.update(image_1={"bytes": None, "path": str(secret)}, image_2={"bytes": None, "path": "../private.png"},
+               objects_1='["a"]', objects_2='["a"]', num_objects_image_1=1, num_objects_image_2=1, num_choices=2,
+               num_ground_truth_objects=1, choices='["a", "No objects are in common"]', ground_truth_objects='["a"]',
+               real_or_synthetic="real")
+    (tmp_path / "rel" / "data").mkdir(parents=True)
+    pq.write_table(datasets.Dataset.from_list([row], features=features).data.table, tmp_path / "rel" / "data" / "main-00000-of-00001.parquet")
+    split = open_common_o(tmp_path / "rel", "main")
+    with pytest.raises(InputError, match="points outside the release"):
+        split.get(0)
+    assert split.get(0, images=False).choices == ["a", "No objects are in common"]

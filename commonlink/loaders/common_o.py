@@ -364,7 +364,13 @@ class CommonOSplit:
         if path and self._root is not None:
             from ..fileio import safe_join
 
-            return open_image(safe_join(self._root, path), what=what)
+            try:
+                local = safe_join(self._root, path)
+            except InputError:
+                # A row must not make us read files outside its release (e.g. an absolute path to a private image).
+                raise InputError(f"{what}: the image has no bytes and its path {path!r} points outside the release; not read.",
+                                 "Rebuild the release; images must be embedded as bytes.") from None
+            return open_image(local, what=what)
         raise InputError(f"{what}: no image bytes in the row.", "Rebuild the release; images must be embedded as bytes.")
 
 
