@@ -208,3 +208,24 @@ def test_png_text_chunks_are_not_published(tmp_path):
     Image.new("RGB", (30, 20), (10, 200, 30)).save(clean)
     plain = LabelledImage(id="c", labels=["x"], width=30, height=20, origin={"type": "file", "path": str(clean)})
     assert release_image_bytes(ImageFetcher(), plain) == clean.read_bytes()  # a clean file is published as it is
+
+
+def test_rotated_photo_is_upright_and_sized_alike_in_chain_files_and_release(tmp_path):
+    """An EXIF-rotated photo: the chain-file loader and the release show the same upright pixels and size."""
+    from commonlink.builder.chain_sources import ImageFetcher, LabelledImage
+    from commonlink.builder.release_association import release_image_bytes, stored_size
+
+    raw = Image.new("RGB", (30, 20), (200, 10, 10))
+    raw.paste((10, 10, 200), (0, 0, 10, 20))  # a blue band on the left of the stored pixels
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 clockwise to display"
+    path = tmp_path / "rotated.jpg"
+    raw.save(path, exif=exif, quality=95)
+    img = LabelledImage(id="r", labels=["x"], width=30, height=20, origin={"type": "file", "path": str(path)})
+    shown = ImageFetcher().open(img.origin, what="rotated")
+    released = Image.open(io.BytesIO(release_image_bytes(ImageFetcher(), img)))
+    assert shown.size == released.size == stored_size(release_image_bytes(ImageFetcher(), img)) == (20, 30)
+    # the blue band is now at the top in both
+    assert shown.getpixel((10, 2))[2] > 150 and released.getpixel((10, 2))[2] > 150
+    cropped = ImageFetcher().open(img.origin, [0, 0, 10, 20], what="crop")  # boxes stay in file coordinates
+    assert cropped.size == (10, 20) and cropped.getpixel((5, 10))[2] > 150

@@ -536,5 +536,9 @@ class ImageFetcher:
             raise InputError(f"{what}: the dataset row has no image.")
         img = open_image(source, what=what)
         if crop:
-            img = img.crop(tuple(int(v) for v in crop))
-        return img
+            # Boxes are in the file's own pixel coordinates (as annotation tools store them): no EXIF rotation.
+            return img.crop(tuple(int(v) for v in crop))
+        from PIL import ImageOps
+
+        # Whole images are shown upright, as the release stores them (EXIF orientation applied).
+        return ImageOps.exif_transpose(img)

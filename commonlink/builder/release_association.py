@@ -143,6 +143,14 @@ def _referenced_images(inputs: list[_ChainInput], progress: bool) -> dict[str, L
 _METADATA_KEYS = ("exif", "xmp", "XML:com.adobe.xmp", "comment", "photoshop")
 
 
+def stored_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from an encoded image's header (no pixel decoding)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as probe:
+        return probe.size
+
+
 def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
     """Bytes to store for ``img``: the original file when it is clean, else a re-encode without metadata."""
     from PIL import Image
@@ -271,8 +279,9 @@ def build_association_release(
                 img = images[image_id]
                 data = release_image_bytes(fetcher, img)
                 image_bytes += len(data)
-                writer.write({"id": img.id, "image": {"bytes": data, "path": None}, "labels": img.labels, "width": img.width,
-                              "height": img.height, "crop": img.crop, "origin": _origin_text(img.origin)})
+                width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
+                writer.write({"id": img.id, "image": {"bytes": data, "path": None}, "labels": img.labels, "width": width,
+                              "height": height, "crop": img.crop, "origin": _origin_text(img.origin)})
         configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
         for inp in inputs:
             ids = [img.id for img in inp.table]
