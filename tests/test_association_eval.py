@@ -305,4 +305,10 @@ def test_tiny_llava_through_transformers(chain_dir, tmp_path):
                                 batch_size=4, limit=3, settings=AssociationSettings(max_steps=3),
                                 show_progress=False, n_boot=20)
     assert res1["metrics"] == res4["metrics"]
+    assert res1["backend_details"][0].get("loaded", True) is True and "dtype" in res1["backend_details"][0]
+    # Everything cached: the rerun answers from the cache without loading the weights.
+    again = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b1",
+                                 batch_size=1, limit=3, settings=AssociationSettings(max_steps=3), show_progress=False, n_boot=20)
+    assert again["metrics"] == res1["metrics"] and again["requests"]["generated"] == 0
+    assert again["backend_details"][0]["loaded"] is False
     assert (tmp_path / "b1" / "steps.jsonl").read_text() == (tmp_path / "b4" / "steps.jsonl").read_text()

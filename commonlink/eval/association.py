@@ -45,7 +45,7 @@ from ..fileio import atomic_write, atomic_write_json, atomic_write_text
 from ..progress import make_progress
 from .association_memory import MEMORY_KINDS, MemoryBase
 from .association_prompts import deduction_prompt, parse_concepts, parse_selection, prompt_text, selection_prompt
-from .backends import Backend, BatchState, GenerationRequest, GenerationSettings, RequestFailure, generate_resilient, load_backend
+from .backends import Backend, BatchState, GenerationRequest, GenerationSettings, LazyBackend, RequestFailure, generate_resilient
 from .cache import CACHE_FILENAME, PredictionCache, row_key, run_key
 from .metrics import N_BOOTSTRAP, bootstrap
 
@@ -415,7 +415,7 @@ def evaluate_association(
     split = open_association(data, config, revision=revision)
     indices = list(range(len(split)))[: limit if limit is not None else None]
     own = backend_instances is None
-    backends = list(backend_instances) if backend_instances is not None else [load_backend(backend, m, **(backend_options or {})) for m in models]
+    backends = list(backend_instances) if backend_instances is not None else [LazyBackend(backend, m, **(backend_options or {})) for m in models]
     try:
         infos = [b.info for b in backends]
         if any(i.model == "none" for i in infos):
@@ -466,6 +466,7 @@ def evaluate_association(
             scored_steps = len(records)
         wall = time.perf_counter() - start
         generate_s = sum(b.generate_seconds for b in backends)
+        infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded
     finally:
         if own:
             for b in backends:
@@ -478,6 +479,7 @@ def evaluate_association(
         "models": [i.model for i in infos],
         "model_fingerprints": [i.fingerprint for i in infos],
         "backend": infos[0].backend,
+        "backend_details": [i.details for i in infos],
         "moe": len(infos) > 1,
         "association": asdict(settings),
         "generation": generation.to_dict(),
