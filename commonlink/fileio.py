@@ -75,23 +75,31 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     """Stream JSON objects from a JSON-lines file, naming the line of any malformed entry."""
+    for _, obj in read_jsonl_numbered(path):
+        yield obj
+
+
+def read_jsonl_numbered(
+    path: str | os.PathLike, *, fix: str = "Fix or remove that line; each line must be one JSON object."
+) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line; ``fix`` is the advice given with a malformed line.
+
+    A UTF-8 byte-order mark (as spreadsheet and Windows editors write) is accepted.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"File not found: {path}", "Check the path, or create the file first.")
-    with path.open("r", encoding="utf-8") as handle:
+    with path.open("r", encoding="utf-8-sig") as handle:
         for lineno, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise SchemaError(
-                    f"{path}, line {lineno}: not valid JSON ({exc.msg}).",
-                    "Fix or remove that line; each line must be one JSON object.",
-                ) from exc
+                raise SchemaError(f"{path}, line {lineno}: not valid JSON ({exc.msg}).", fix) from exc
             if not isinstance(obj, dict):
-                raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}.")
-            yield obj
+                raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}.", fix)
+            yield lineno, obj
 
 
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:

@@ -15,12 +15,12 @@ the chain builder) refuses it with a per-file reason.
 from __future__ import annotations
 
 import csv
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, SchemaError
+from ..fileio import read_jsonl_numbered
 
 #: Columns with a meaning; any other column is kept in :attr:`ManifestEntry.extra`.
 KNOWN_COLUMNS = ("file", "objects", "scene", "background", "view")
@@ -111,35 +111,23 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
 
 def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
     entries: list[ManifestEntry] = []
-    with path.open("r", encoding="utf-8-sig") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SchemaError(
-                    f"{path}, line {lineno}: not valid JSON ({exc.msg}).",
-                    'Each line must be one JSON object, e.g. {"file": "a.jpg", "objects": ["apple", "keys"]}.',
-                ) from exc
-            if not isinstance(row, dict):
-                raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(row).__name__}.",
-                                  'Write one JSON object a line (JSON lines, not one JSON array), e.g. '
-                                  '{"file": "a.jpg", "objects": ["apple", "keys"]}.')
-            row = {str(k).strip().lower(): v for k, v in row.items()}
-            raw_objects = row.get("objects")
-            if raw_objects is None:
-                objects: list[str] = []
-            elif isinstance(raw_objects, str):
-                objects = split_objects(raw_objects)
-            elif isinstance(raw_objects, list) and all(isinstance(o, str) for o in raw_objects):
-                objects = [o.strip() for o in raw_objects if o.strip()]
-            else:
-                raise SchemaError(
-                    f"{path}, line {lineno}: 'objects' must be a list of names, got {raw_objects!r}.",
-                    'Write it as e.g. "objects": ["apple", "keys"].',
-                )
-            entries.append(_entry_from_mapping(row, path=path, lineno=lineno, objects=objects))
+    fix = ('Write one JSON object a line (JSON lines, not one JSON array), e.g. '
+           '{"file": "a.jpg", "objects": ["apple", "keys"]}.')
+    for lineno, row in read_jsonl_numbered(path, fix=fix):
+        row = {str(k).strip().lower(): v for k, v in row.items()}
+        raw_objects = row.get("objects")
+        if raw_objects is None:
+            objects: list[str] = []
+        elif isinstance(raw_objects, str):
+            objects = split_objects(raw_objects)
+        elif isinstance(raw_objects, list) and all(isinstance(o, str) for o in raw_objects):
+            objects = [o.strip() for o in raw_objects if o.strip()]
+        else:
+            raise SchemaError(
+                f"{path}, line {lineno}: 'objects' must be a list of names, got {raw_objects!r}.",
+                'Write it as e.g. "objects": ["apple", "keys"].',
+            )
+        entries.append(_entry_from_mapping(row, path=path, lineno=lineno, objects=objects))
     return entries
 
 
