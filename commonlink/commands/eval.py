@@ -54,12 +54,6 @@ def _parse_engine_args(items: list[str]) -> dict:
     return out
 
 
-BACKEND_OPTION_NAMES = (
-    "model_revision", "dtype", "device", "trust_remote_code", "attn_implementation", "base_url", "api_key_env", "concurrency",
-    "max_retries", "tensor_parallel_size", "data_parallel_size", "max_model_len", "gpu_memory_utilization", "vllm_arg", "seed",
-)
-
-
 def backend_options(backend: str, params: dict) -> dict:
     """The constructor options of ``backend`` picked from a command's parameters (``locals()``)."""
     p = params
@@ -73,14 +67,6 @@ def backend_options(backend: str, params: dict) -> dict:
     if backend == "openai":
         return dict(base_url=p["base_url"], api_key_env=p["api_key_env"], concurrency=p["concurrency"], max_retries=p["max_retries"])
     raise InputError(f"Unknown --backend {backend!r}.", "Use transformers, vllm or openai.")
-
-
-def _backend_options(backend: str, *, revision=None, vllm_args=(), **params) -> dict:
-    """Keyword form of :func:`backend_options` (used by ``commands/association_eval.py``)."""
-    params.update(model_revision=revision, vllm_arg=list(vllm_args))
-    for name in BACKEND_OPTION_NAMES:
-        params.setdefault(name, None)
-    return backend_options(backend, params)
 
 
 # Options shared by every eval command that runs a model (one definition, reused in each signature).
