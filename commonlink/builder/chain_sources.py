@@ -364,6 +364,18 @@ def _resolve_image(image_root: Path, parts: Sequence[str], *, what: str) -> Path
     raise InputError(f"{what}: image not found (tried {', '.join(tried)}).", "Pass the folder that holds the images with --image-root.")
 
 
+def _pickled_records(pickle_path: str | os.PathLike, expected: str, fix: str) -> list:
+    """The record list of an annotation pickle (a dict's values count as the list), loaded safely."""
+    from .safe_pickle import safe_load
+
+    data = safe_load(pickle_path)
+    if isinstance(data, dict):
+        data = list(data.values())
+    if not isinstance(data, (list, tuple)):
+        raise SchemaError(f"{pickle_path}: expected a list of {expected}, got {type(data).__name__}.", fix)
+    return list(data)
+
+
 def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.PathLike, labels: str = "attr",
                     label_names: Sequence[str] | None = None, min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
     """OCL annotations: a list of ``{name, objects: [{obj, attr: [ids], aff: [ids], box}]}``.
@@ -372,17 +384,10 @@ def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.Path
     labelled with its attribute ids (``labels="attr"``), affordance ids (``"aff"``) or both, named through
     ``label_names`` or as ``attr_<id>`` / ``aff_<id>``. ``--min-pixels`` applies to the crop.
     """
-    from .safe_pickle import safe_load
-
     if labels not in ("attr", "aff", "both"):
         raise InputError(f"--ocl-labels must be attr, aff or both, not {labels!r}.")
     image_root = Path(image_root).resolve()
-    data = safe_load(pickle_path)
-    if isinstance(data, dict):
-        data = list(data.values())
-    if not isinstance(data, (list, tuple)):
-        raise SchemaError(f"{pickle_path}: expected a list of image records, got {type(data).__name__}.",
-                          "Pass an OCL annotation pickle (list of {name, objects}).")
+    data = _pickled_records(pickle_path, "image records", "Pass an OCL annotation pickle (list of {name, objects}).")
     report = SourceReport(str(Path(pickle_path).resolve()), "ocl")
     images = []
     for i, entry in enumerate(data):
@@ -424,16 +429,11 @@ def read_pangea_source(pickle_path: str | os.PathLike, *, image_root: str | os.P
     action labels (``labels="action"``), node labels (``"node"``) or both; ids are named via ``label_names``
     or as ``action_<id>`` / ``node_<id>``; names given as strings are used as they are.
     """
-    from .safe_pickle import safe_load
-
     if labels not in ("action", "node", "both"):
         raise InputError(f"--pangea-labels must be action, node or both, not {labels!r}.")
     image_root = Path(image_root).resolve()
-    data = safe_load(pickle_path)
-    if isinstance(data, dict):
-        data = list(data.values())
-    if not isinstance(data, (list, tuple)):
-        raise SchemaError(f"{pickle_path}: expected a list of (dataset, image, action_labels, node_labels) tuples.")
+    data = _pickled_records(pickle_path, "(dataset, image, action_labels, node_labels) tuples",
+                            "Pass a Pangea annotation pickle.")
     report = SourceReport(str(Path(pickle_path).resolve()), "pangea")
     images = []
     for i, entry in enumerate(data):
