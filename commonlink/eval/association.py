@@ -195,8 +195,8 @@ def _skip_warmup(run: _ChainRun, options: list[str]) -> None:
     chain = run.chain
     while run.t < len(chain.steps) and chain.steps[run.t].warmup:
         step = chain.steps[run.t]
-        gold = step.gold or [step.concept]
-        run.memory.update(image_name(step.query, options), image_name(step.positive, options), [step.concept] if step.concept in gold else gold[:1])
+        # The builder guarantees the positive carries the step's concept, so that is the correct deduction.
+        run.memory.update(image_name(step.query, options), image_name(step.positive, options), [step.concept])
         run.log.append({"chain": chain.id, "step": step.index, "warmup": True, "concept": step.concept,
                         "candidates": [c.id for c in step.candidates], "answer": step.answer, "choice": step.answer,
                         "correct": True, "deduction": [step.concept], "memory": run.memory.snapshot()})

@@ -155,7 +155,8 @@ def run_over_split(
     rows_read = 0
     cap = settings.max_pixels if backend.info.uses_images else 0
     rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * state.batch_size + 2,
-                         is_cached=lambda request_id: row_key(run, request_id) in cache)
+                         # An empty cache (a fresh run) has nothing to skip: don't read rows twice.
+                         is_cached=(lambda request_id: row_key(run, request_id) in cache) if len(cache) else None)
     with make_progress("rows", disable=not show_progress) as progress, contextlib.closing(rows):
         task = progress.add_task(description, total=total)
         for i, items, exc in rows:
