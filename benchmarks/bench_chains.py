@@ -17,7 +17,6 @@ Default workload (the issue's target): a 50,000-image labelled pool, 8 concepts 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
