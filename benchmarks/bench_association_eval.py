@@ -22,8 +22,8 @@ from PIL import Image
 
 
 def build_chains(root: Path, chains: int, steps: int) -> Path:
-    from commonlink.builder.chain_sources import LabelledImage
-    from commonlink.builder.chains import ChainConfig, build_chain_files
+    from commonlink.sampling.chain_sources import LabelledImage
+    from commonlink.sampling.chains import ChainConfig, build_chain_files
 
     rng = np.random.default_rng(0)
     concepts = ["metal", "furry", "ripe", "painted"]
@@ -76,7 +76,7 @@ def main() -> None:
     from commonlink.eval.association import AssociationSettings, _Asker, run_chains
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
-    from commonlink.eval.testing import build_tiny_llava
+    from commonlink.testing.tiny_models import build_tiny_llava
     from commonlink.loaders.association import open_association
 
     with tempfile.TemporaryDirectory() as tmp:

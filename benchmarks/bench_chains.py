@@ -36,7 +36,7 @@ def make_images(n: int, folder: Path | None, seed: int = 0):
     """``n`` labelled samples (1-3 concepts each); with ``folder``, real 64x64 JPEG files too."""
     from PIL import Image
 
-    from commonlink.builder.chain_sources import LabelledImage
+    from commonlink.sampling.chain_sources import LabelledImage
 
     rng = np.random.default_rng(seed)
     pixel_rng = np.random.default_rng(seed + 1)  # separate, so labels do not depend on which files exist
@@ -90,7 +90,7 @@ class PeakSampler:
 
 def worker(args) -> None:
     """Child process: build the chain files and report time and peak RSS above the loaded inputs."""
-    from commonlink.builder.chains import ChainConfig, build_chain_files
+    from commonlink.sampling.chains import ChainConfig, build_chain_files
 
     images = make_images(args.images, Path(args.image_dir) if args.image_dir else None)
     before = _rss_mib()
@@ -173,7 +173,7 @@ def main() -> None:
     if args.quick:
         args.images, args.chains = 5_000, 200
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from commonlink.builder.release_association import build_association_release
+    from commonlink.release.association import build_association_release
 
     with tempfile.TemporaryDirectory(prefix="bench-chains-") as tmp:
         tmp = Path(tmp)

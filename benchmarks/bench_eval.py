@@ -27,7 +27,7 @@ def cpu_overhead(rows: int, max_new_tokens: int, batch_size: int, image_size: tu
 
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.commono import evaluate_common_o
-    from commonlink.eval.testing import build_tiny_llava, common_o_rows, write_common_o_split
+    from commonlink.testing.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -69,7 +69,7 @@ def gpu_throughput(model: str, rows: int, backends: list[str]) -> dict:
         return {"skipped": "no GPU"}
     from commonlink.eval.backends import GenerationSettings
     from commonlink.eval.commono import evaluate_common_o
-    from commonlink.eval.testing import common_o_rows, write_common_o_split
+    from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
 
     out: dict = {"model": model, "gpu": torch.cuda.get_device_name(0), "rows": rows}
     with tempfile.TemporaryDirectory() as tmp:

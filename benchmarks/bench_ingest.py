@@ -28,7 +28,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from commonlink.builder.ingest import PerceptualHashIndex, ingest_photos  # noqa: E402
+from commonlink.catalog.ingest import PerceptualHashIndex, ingest_photos  # noqa: E402
 
 
 def make_photos(folder: Path, n: int, size: tuple[int, int], seed: int = 0) -> Path:

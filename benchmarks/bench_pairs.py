@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from commonlink.builder.catalog import CatalogRecord, write_catalog  # noqa: E402
-from commonlink.builder.pairs import PairsConfig, auto_max_uses, sample_pairs  # noqa: E402
+from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
+from commonlink.sampling.pairs import PairsConfig, auto_max_uses, sample_pairs  # noqa: E402
 from commonlink.fileio import sha256_bytes  # noqa: E402
 
 VOCAB = [f"object {i:03d}" for i in range(129)]

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_release.py [--images 20000] [--small-images 5000] [--examples 10000]
 
 1. Generates image catalogs of small real JPEG files (``--size`` px, default 64) with 3-7 objects each.
-2. Samples ``--examples`` pairs with ``commonlink.builder.pairs.sample_pairs`` (when that module is present;
+2. Samples ``--examples`` pairs with ``commonlink.sampling.pairs.sample_pairs`` (when that module is present;
    otherwise a simple built-in sampler, reported as such) and prints examples/s.
 3. Shard writing: streams the pairs through the release row builder + ``ShardWriter`` and compares MB/s with a
    bare ``pyarrow.parquet.write_table`` of the same image bytes held in memory (baseline, same run).
@@ -61,23 +61,23 @@ def make_catalog(root: Path, n: int, *, size: int, seed: int = 0) -> None:
 
 
 def sample_with_toolkit(catalog: Path, count: int, out: Path) -> tuple[float, str]:
-    from commonlink.builder.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+    from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 
     config = PairsConfig(split="main", count=count, seed=0, real_fraction=0.45)
     start = time.perf_counter()
     rows, stats = sample_pairs([catalog], config)
     elapsed = time.perf_counter() - start
     write_pairs(out, rows, pairs_meta(config, [catalog], stats))
-    return elapsed, "commonlink.builder.pairs.sample_pairs"
+    return elapsed, "commonlink.sampling.pairs.sample_pairs"
 
 
 def sample_fallback(catalog: Path, count: int, out: Path) -> tuple[float, str]:
     """A plain random pair sampler writing the contract's pairs format (used only without the pairs module)."""
     import numpy as np
 
-    from commonlink.builder.catalog import read_catalog
+    from commonlink.formats.catalog import read_catalog
     from commonlink.constants import NO_COMMON_OBJECTS
-    from commonlink.eval.prompts import QUESTION_TEMPLATE_ID, common_o_question, letters
+    from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
     from commonlink.fileio import atomic_write_json
 
     start = time.perf_counter()
@@ -109,12 +109,12 @@ def sample_fallback(catalog: Path, count: int, out: Path) -> tuple[float, str]:
     write_jsonl(out, rows)
     atomic_write_json(f"{out}.meta.json", {"kind": "common_o_pairs", "toolkit_version": "bench", "seed": 0, "split": "main",
                                            "count": count, "config": {"sampler": "fallback"}, "catalogs": [folder], "stats": {}})
-    return elapsed, "built-in fallback sampler (commonlink.builder.pairs not available)"
+    return elapsed, "built-in fallback sampler (commonlink.sampling.pairs not available)"
 
 
 def sample(catalog: Path, count: int, out: Path) -> tuple[float, str]:
     try:
-        import commonlink.builder.pairs  # noqa: F401
+        import commonlink.sampling.pairs  # noqa: F401
     except ImportError:
         return sample_fallback(catalog, count, out)
     return sample_with_toolkit(catalog, count, out)
@@ -124,8 +124,8 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, repeats: int =
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from commonlink.builder.release import CatalogImageReader, published_row
-    from commonlink.builder.shards import ShardWriter
+    from commonlink.release.common_o import CatalogImageReader, published_row
+    from commonlink.release.shards import ShardWriter
     from commonlink.fileio import read_jsonl
     from commonlink.loaders.common_o import common_o_features
 
@@ -198,7 +198,7 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, repeats: int =
 # across fork + exec and would report the benchmark driver's peak.
 _CHILD = """
 import json, sys, time
-from commonlink.builder.release import build_release
+from commonlink.release.common_o import build_release
 start = time.perf_counter()
 result = build_release([sys.argv[1]], sys.argv[2], progress=False)
 elapsed = time.perf_counter() - start

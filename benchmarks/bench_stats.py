@@ -25,10 +25,10 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from commonlink.builder.catalog import CatalogRecord, write_catalog  # noqa: E402
-from commonlink.builder.sam_masks import NESTED_OVERLAP, select_object_masks  # noqa: E402
-from commonlink.builder.stats import compute_object_stats  # noqa: E402
-from commonlink.cards.figures import write_common_o_figures  # noqa: E402
+from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
+from commonlink.catalog.sam_masks import NESTED_OVERLAP, select_object_masks  # noqa: E402
+from commonlink.catalog.areas import compute_object_stats  # noqa: E402
+from commonlink.release.figures import write_common_o_figures  # noqa: E402
 
 
 def random_masks(n: int, h: int = 768, w: int = 1024, seed: int = 0) -> list[dict]:

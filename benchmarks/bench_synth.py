@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from commonlink.unreal.assets import load_assets  # noqa: E402
-from commonlink.unreal.fake_server import FakeUnrealCVServer  # noqa: E402
-from commonlink.unreal.offline import OfflineRenderer  # noqa: E402
-from commonlink.unreal.plan import PlanConfig, plan_scene  # noqa: E402
-from commonlink.unreal.runner import SynthConfig, render_scene  # noqa: E402
-from commonlink.unreal.unrealcv_backend import UnrealCVBackend, _fmt  # noqa: E402
+from commonlink.synth.assets import load_assets  # noqa: E402
+from commonlink.testing.unrealcv_server import FakeUnrealCVServer  # noqa: E402
+from commonlink.synth.render.offline import OfflineRenderer  # noqa: E402
+from commonlink.synth.plan import PlanConfig, plan_scene  # noqa: E402
+from commonlink.synth.runner import SynthConfig, render_scene  # noqa: E402
+from commonlink.synth.render.unrealcv import UnrealCVBackend, _fmt  # noqa: E402
 
 
 def offline_views_per_s(catalog, n_objects: int, scenes: int, resolution: int, shadows: bool) -> tuple[float, float]:

@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .builder.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
-from .builder.release import build_release
+from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+from commonlink.release.common_o import build_release
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.
 DEMO_SPLITS = {
@@ -54,8 +54,8 @@ def run_demo(
     log=print,
 ) -> DemoResult:
     """Run the demo into ``out_dir``; ``scale`` multiplies scene and example counts (tests use a small one)."""
-    from .errors import InputError
-    from .unreal.runner import SynthConfig, synthesize
+    from commonlink.errors import InputError
+    from commonlink.synth.runner import SynthConfig, synthesize
 
     out = Path(out_dir)
     result = DemoResult(out)
@@ -97,7 +97,7 @@ def run_demo(
     first = next(iter(loaded.values()))
     result.features = {name: str(feature) for name, feature in first.features.items()}
 
-    from .eval.commono import evaluate_common_o
+    from commonlink.eval.commono import evaluate_common_o
 
     for split in DEMO_SPLITS:
         for model in BASELINES:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import InputError, SchemaError
+from commonlink.errors import InputError, SchemaError
 
 
 @contextlib.contextmanager

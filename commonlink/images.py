@@ -9,8 +9,8 @@ from pathlib import Path
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from .constants import MAX_IMAGE_PIXELS
-from .errors import InputError
+from commonlink.constants import MAX_IMAGE_PIXELS
+from commonlink.errors import InputError
 
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
 # Truncated files must fail loudly, not decode as half-grey images.

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from commonlink.builder.chain_sources import LabelledImage
-from commonlink.builder.chains import ChainConfig, build_chain_files
+from commonlink.sampling.chain_sources import LabelledImage
+from commonlink.sampling.chains import ChainConfig, build_chain_files
 from commonlink.eval.association import (
     AssociationSettings,
     _Asker,
@@ -295,7 +295,7 @@ def test_moe_and_random_baseline_via_cli(chain_dir, tmp_path):
 @pytest.mark.slow
 def test_tiny_llava_through_transformers(chain_dir, tmp_path):
     pytest.importorskip("transformers")
-    from commonlink.eval.testing import build_tiny_llava
+    from commonlink.testing.tiny_models import build_tiny_llava
 
     model_dir = build_tiny_llava(tmp_path / "llava")
     res1 = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b1",

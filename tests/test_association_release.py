@@ -11,9 +11,9 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.builder.catalog import CatalogRecord, write_catalog
-from commonlink.builder.release import verify_release
-from commonlink.builder.release_association import build_association_release
+from commonlink.formats.catalog import CatalogRecord, write_catalog
+from commonlink.release.common_o import verify_release
+from commonlink.release.association import build_association_release
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl
@@ -191,8 +191,8 @@ def test_png_text_chunks_are_not_published(tmp_path):
     """PNG tEXt/iTXt chunks (captions, locations, software) count as metadata: the image is re-encoded without them."""
     from PIL import PngImagePlugin
 
-    from commonlink.builder.chain_sources import ImageFetcher, LabelledImage
-    from commonlink.builder.release_association import release_image_bytes
+    from commonlink.sampling.chain_sources import ImageFetcher, LabelledImage
+    from commonlink.release.association import release_image_bytes
 
     info = PngImagePlugin.PngInfo()
     info.add_text("Comment", "taken at home, 52.5N 13.4E")
@@ -212,8 +212,8 @@ def test_png_text_chunks_are_not_published(tmp_path):
 
 def test_rotated_photo_is_upright_and_sized_alike_in_chain_files_and_release(tmp_path):
     """An EXIF-rotated photo: the chain-file loader and the release show the same upright pixels and size."""
-    from commonlink.builder.chain_sources import ImageFetcher, LabelledImage
-    from commonlink.builder.release_association import release_image_bytes, stored_size
+    from commonlink.sampling.chain_sources import ImageFetcher, LabelledImage
+    from commonlink.release.association import release_image_bytes, stored_size
 
     raw = Image.new("RGB", (30, 20), (200, 10, 10))
     raw.paste((10, 10, 200), (0, 0, 10, 20))  # a blue band on the left of the stored pixels

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.builder.catalog import CatalogRecord, image_path, read_catalog, write_catalog
-from commonlink.builder.catalog_info import catalog_summary
-from commonlink.builder.catalog_merge import merge_catalogs
+from commonlink.formats.catalog import CatalogRecord, image_path, read_catalog, write_catalog
+from commonlink.catalog.info import catalog_summary
+from commonlink.catalog.merge import merge_catalogs
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
@@ -135,8 +135,8 @@ def test_cli_merge_and_info(tmp_path):
 
 
 def test_a_catalog_being_written_is_not_written_twice(tmp_path):
-    from commonlink.builder.catalog import catalog_lock
-    from commonlink.builder.ingest import ingest_photos
+    from commonlink.formats.catalog import catalog_lock
+    from commonlink.catalog.ingest import ingest_photos
 
     make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
     (tmp_path / "photos").mkdir()
@@ -168,10 +168,10 @@ def test_merging_render_shards_brings_masks_and_plans_along(tmp_path):
     import pytest
 
     pytest.importorskip("pyrender")
-    from commonlink.builder.catalog import read_catalog
-    from commonlink.builder.catalog_merge import merge_catalogs
-    from commonlink.builder.stats import mask_area_fractions, mask_for, read_instance_mask
-    from commonlink.unreal.runner import SynthConfig, synthesize
+    from commonlink.formats.catalog import read_catalog
+    from commonlink.catalog.merge import merge_catalogs
+    from commonlink.catalog.areas import mask_area_fractions, mask_for, read_instance_mask
+    from commonlink.synth.runner import SynthConfig, synthesize
 
     config = dict(scenes=2, objects=(3, 4), views=2, resolution=(64, 64), seed=5)
     synthesize(tmp_path / "a", SynthConfig(**config), shard=(0, 2), progress=False)
@@ -207,7 +207,7 @@ def test_merging_into_an_existing_catalog_keeps_its_masks(tmp_path):
 
 def test_symlinked_merge_reports_why_its_images_cannot_be_read(tmp_path):
     """Readers refuse links leading out of a catalog; the error must say that --link symlink made them and how to fix."""
-    from commonlink.builder.release import CatalogImageReader
+    from commonlink.release.common_o import CatalogImageReader
 
     make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
     merge_catalogs([tmp_path / "a"], tmp_path / "soft", link="symlink")

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from commonlink.builder.chain_sources import LabelledImage
-from commonlink.builder.chains import (
+from commonlink.sampling.chain_sources import LabelledImage
+from commonlink.sampling.chains import (
     AssociationBuilder,
     ChainConfig,
     LabelIndex,

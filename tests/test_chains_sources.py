@@ -11,9 +11,9 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.builder.catalog import CatalogRecord, write_catalog
-from commonlink.builder.chain_sources import ImageFetcher, read_source
-from commonlink.builder.safe_pickle import UnsafePickleError, safe_load, safe_loads
+from commonlink.formats.catalog import CatalogRecord, write_catalog
+from commonlink.sampling.chain_sources import ImageFetcher, read_source
+from commonlink.sampling.safe_pickle import UnsafePickleError, safe_load, safe_loads
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl
@@ -208,7 +208,7 @@ def test_cli_prints_labels_with_square_brackets_as_written(tmp_path):
 
 def test_label_names_file_keeps_ids_on_their_lines_and_bad_files_fail_clearly(tmp_path):
     """Line i names id i: a blank line inside the list would shift every later id onto the wrong name."""
-    from commonlink.builder.chain_sources import read_label_names
+    from commonlink.sampling.chain_sources import read_label_names
     from commonlink.errors import SchemaError
 
     names = tmp_path / "names.txt"

@@ -10,7 +10,7 @@ from commonlink.cli import app
 
 def test_rerun_with_other_options_names_a_fix_the_demo_has(tmp_path):
     """The synth runner's "add --overwrite" hint is wrong for `demo`, which has no such option."""
-    from commonlink.unreal.runner import SynthConfig, synthesize
+    from commonlink.synth.runner import SynthConfig, synthesize
 
     out = tmp_path / "demo"
     synthesize(out / "catalog-main", SynthConfig(scenes=0, objects=(3, 7), resolution=(32, 32), seed=0), progress=False)

@@ -15,9 +15,9 @@ from commonlink.errors import BackendError, SchemaError
 from commonlink.eval.backends import GenerationSettings, load_backend
 from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
 from commonlink.eval.perception import evaluate_perception
-from commonlink.eval.prompts import CONCAT_IMAGE_PROMPT
+from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT
 from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
-from commonlink.eval.testing import build_tiny_idefics3, build_tiny_llava, common_o_rows, write_common_o_split
+from commonlink.testing.tiny_models import build_tiny_idefics3, build_tiny_llava, common_o_rows, write_common_o_split
 from commonlink.loaders.common_o import open_common_o
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)

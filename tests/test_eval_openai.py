@@ -17,7 +17,7 @@ from commonlink.cli import app
 from commonlink.errors import BackendError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.commono import evaluate_common_o
-from commonlink.eval.testing import common_o_rows, write_common_o_split
+from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
 
 SECRET = "sk-test-0123456789-very-secret"
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from commonlink.builder.catalog import CatalogRecord, write_catalog
-from commonlink.cards.figures import (
+from commonlink.formats.catalog import CatalogRecord, write_catalog
+from commonlink.release.figures import (
     area_fractions_by_source,
     common_object_count,
     sample_rows,
@@ -132,7 +132,7 @@ def test_object_frequency_order_does_not_depend_on_string_hashing():
     import sys
 
     code = (
-        "from commonlink.cards.figures import _object_frequency_figure\n"
+        "from commonlink.release.figures import _object_frequency_figure\n"
         "imgs = [{'source': 'real', 'objects': [f'obj{i}' for i in range(12)]}]\n"
         "fig = _object_frequency_figure(imgs)\n"
         "print([t.get_text() for t in fig.axes[0].get_yticklabels()])\n"

@@ -133,7 +133,7 @@ import time
 
 import pytest
 
-from commonlink.builder.hub import (
+from commonlink.release.hub import (
     build_card,
     card_with_version,
     check_version,
@@ -214,7 +214,7 @@ def test_card_keeps_the_date_of_a_version_already_on_the_hub(tmp_path):
 def test_stale_shards_are_those_of_the_release_splits_only(tmp_path):
     from types import SimpleNamespace
 
-    from commonlink.builder.hub import PushPlan, ReleaseFile, _stale_paths
+    from commonlink.release.hub import PushPlan, ReleaseFile, _stale_paths
 
     def plan(units: dict) -> PushPlan:
         files = [ReleaseFile(p, 1, "0" * 64) for info in units.values() for p in info["files"]]
@@ -484,7 +484,7 @@ def _association_release(tmp_path: Path) -> Path:
     """An association release built the way users build one: `commonlink chains` then `commonlink release build`."""
     from typer.testing import CliRunner
 
-    from commonlink.builder.catalog import CatalogRecord, write_catalog
+    from commonlink.formats.catalog import CatalogRecord, write_catalog
     from commonlink.cli import app
 
     catalog = tmp_path / "assoc-catalog"
@@ -514,7 +514,7 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     import urllib.error
     import urllib.request
 
-    from commonlink.builder.release import build_release, verify_release
+    from commonlink.release.common_o import build_release, verify_release
     from commonlink.loaders import open_association
 
     pairs = _pairs_file(tmp_path, "main", 3)
@@ -594,7 +594,7 @@ def test_versions_table_prints_commit_messages_as_written(monkeypatch):
     """A commit message is data (anyone who can commit writes it): '[/]' or '[red]' is shown, not read as markup."""
     from typer.testing import CliRunner
 
-    from commonlink.builder.hub import VersionInfo
+    from commonlink.release.hub import VersionInfo
     from commonlink.cli import app
     from commonlink.commands import hub as hub_cmds
 

@@ -10,11 +10,11 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.builder import ingest as ingest_mod
-from commonlink.builder.catalog import image_path, read_catalog
-from commonlink.builder.ingest import REPORT_FILENAME, ingest_photos
-from commonlink.builder.manifest import read_manifest
-from commonlink.builder.vocabulary import Vocabulary, likely_typos, normalise_name
+import commonlink.catalog.ingest as ingest_mod
+from commonlink.formats.catalog import image_path, read_catalog
+from commonlink.catalog.ingest import REPORT_FILENAME, ingest_photos
+from commonlink.catalog.labels import read_manifest
+from commonlink.catalog.vocabulary import Vocabulary, likely_typos, normalise_name
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from commonlink.builder.release import build_release
+from commonlink.release.common_o import build_release
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.loaders.common_o import common_o_features, load_common_o, open_common_o, parse_list_field

@@ -13,12 +13,12 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.builder.catalog import CatalogRecord, read_catalog, write_catalog
-from commonlink.builder.pairs import PairsConfig, build_choices, meta_path, pairs_meta, sample_pairs, write_pairs
+from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
+from commonlink.sampling.pairs import PairsConfig, build_choices, meta_path, pairs_meta, sample_pairs, write_pairs
 from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError
-from commonlink.eval.prompts import common_o_question, letters
+from commonlink.formats.common_o import common_o_question, letters
 from commonlink.fileio import read_jsonl, sha256_bytes
 
 VOCAB = [

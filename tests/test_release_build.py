@@ -11,13 +11,13 @@ import pytest
 import yaml
 from PIL import Image
 
-from commonlink.builder.release import build_release, verify_release
-from commonlink.builder.shards import ShardWriter, parse_size
-from commonlink.cards.card import read_card_metadata, size_category
-from commonlink.cards.datasheet import DATASHEET_SECTIONS
+from commonlink.release.common_o import build_release, verify_release
+from commonlink.release.shards import ShardWriter, parse_size
+from commonlink.formats.card import read_card_metadata, size_category
+from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.eval.prompts import QUESTION_TEMPLATE_ID, common_o_question, letters
+from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
 from commonlink.loaders.common_o import common_o_features
 
@@ -302,7 +302,7 @@ def test_cli_release_build(tiny, tmp_path):
 
 
 def test_image_paths_cannot_escape_their_catalog(tmp_path):
-    from commonlink.builder.release import CatalogImageReader
+    from commonlink.release.common_o import CatalogImageReader
 
     records = make_catalog(tmp_path / "cat", 2)
     outside = tmp_path / "secret.jpg"

@@ -11,15 +11,15 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.builder.catalog import CatalogRecord, read_catalog, write_catalog
-from commonlink.builder.sam_masks import (
+from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
+from commonlink.catalog.sam_masks import (
     AutoMaskSettings,
     batched_nms,
     import_segment_anything,
     load_sam,
     select_object_masks,
 )
-from commonlink.builder.stats import CACHE_FILENAME, SUMMARY_FILENAME, compute_object_stats, mask_area_fractions
+from commonlink.catalog.areas import CACHE_FILENAME, SUMMARY_FILENAME, compute_object_stats, mask_area_fractions
 from commonlink.cli import app
 from commonlink.errors import InputError, MissingDependencyError, SchemaError
 
@@ -135,7 +135,7 @@ def test_synth_layout_planned_objects(tmp_path):
 
 
 def test_refuses_catalog_being_written_and_missing_catalog(tmp_path):
-    from commonlink.builder.catalog import catalog_lock
+    from commonlink.formats.catalog import catalog_lock
 
     cat = _photo_catalog(tmp_path)
     before = (cat / "catalog.jsonl").read_bytes()
@@ -213,7 +213,7 @@ def test_torn_cache_line_is_redone(tmp_path):
 
 
 def test_interrupted_run_keeps_work_and_resumes(tmp_path, monkeypatch):
-    import commonlink.builder.stats as stats_module
+    import commonlink.catalog.areas as stats_module
 
     cat = _photo_catalog(tmp_path)  # records: "auto" first, then "prompted"
     sam = build_tiny_sam()

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from commonlink.builder.catalog import image_path, read_catalog
+from commonlink.formats.catalog import image_path, read_catalog
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
-from commonlink.unreal.assets import load_assets
-from commonlink.unreal.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
-from commonlink.unreal.runner import SynthConfig, parse_shard, synthesize
-from commonlink.unreal.visibility import hidden_share, instance_ids_from_colors, object_areas
+from commonlink.synth.assets import load_assets
+from commonlink.synth.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
+from commonlink.synth.runner import SynthConfig, parse_shard, synthesize
+from commonlink.synth.visibility import hidden_share, instance_ids_from_colors, object_areas
 
 RES = (64, 64)
 
@@ -75,7 +75,7 @@ def test_yaml_asset_file_with_a_local_mesh(tmp_path):
     )
     assets = load_assets(tmp_path / "assets.yaml")
     assert [a.name for a in assets.assets] == ["brick", "apple"]
-    from commonlink.unreal.offline import asset_mesh
+    from commonlink.synth.render.offline import asset_mesh
 
     mesh = asset_mesh(assets.asset("brick"), assets)
     assert np.allclose(sorted(mesh.extents), [10, 20, 30], atol=1e-6)  # normalised to the size hint
@@ -191,7 +191,7 @@ def test_visibility_threshold_and_colour_tolerance():
 
 
 def test_offline_render_is_lit_with_exact_instance_masks(catalog):
-    from commonlink.unreal.offline import OfflineRenderer
+    from commonlink.synth.render.offline import OfflineRenderer
 
     plan = plan_scene(PlanConfig(min_objects=5, max_objects=5, views=2, width=96, height=96), catalog, seed=2, index=0)
     with OfflineRenderer(96, 96, catalog) as renderer:
@@ -319,7 +319,7 @@ def test_cli_synth_and_errors(tmp_path):
 
 
 def test_pairs_consume_a_synthetic_catalog(tmp_path):
-    pairs = pytest.importorskip("commonlink.builder.pairs")
+    pairs = pytest.importorskip("commonlink.sampling.pairs")
     out = tmp_path / "cat"
     synthesize(out, tiny(6, objects=(3, 5), views=2, resolution=(96, 96)), progress=False)
     rows, _ = pairs.sample_pairs([out], pairs.PairsConfig(split="main", count=4, objects=(1, 5), max_common=1,
@@ -330,7 +330,7 @@ def test_pairs_consume_a_synthetic_catalog(tmp_path):
 def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch):
     out = tmp_path / "cat"
     synthesize(out, tiny(1), progress=False)
-    import commonlink.unreal.runner as runner
+    import commonlink.synth.runner as runner
 
     monkeypatch.setattr(runner, "PLAN_VERSION", runner.PLAN_VERSION + 1)
     with pytest.raises(InputError, match="plan_version"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from commonlink.builder.catalog import read_catalog
+from commonlink.formats.catalog import read_catalog
 from commonlink.fileio import sha256_file
-from commonlink.unreal.runner import SynthConfig, synthesize
+from commonlink.synth.runner import SynthConfig, synthesize
 
 ray = pytest.importorskip("ray")
 

@@ -9,14 +9,14 @@ import warnings
 import numpy as np
 import pytest
 
-from commonlink.builder.catalog import read_catalog
+from commonlink.formats.catalog import read_catalog
 from commonlink.errors import BackendError, InputError
-from commonlink.unreal.assets import load_assets
-from commonlink.unreal.fake_server import MAGIC, FakeUnrealCVServer
-from commonlink.unreal.offline import OfflineRenderer
-from commonlink.unreal.plan import PlanConfig, plan_scene
-from commonlink.unreal.runner import SynthConfig, synthesize
-from commonlink.unreal.unrealcv_backend import UnrealCVBackend, UnrealCVCommandError
+from commonlink.synth.assets import load_assets
+from commonlink.testing.unrealcv_server import MAGIC, FakeUnrealCVServer
+from commonlink.synth.render.offline import OfflineRenderer
+from commonlink.synth.plan import PlanConfig, plan_scene
+from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.render.unrealcv import UnrealCVBackend, UnrealCVCommandError
 
 RES = 64
 

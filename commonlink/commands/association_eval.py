@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from ..errors import InputError
-from ._common import console, reports_errors
-from .eval import (
+from commonlink.errors import InputError
+from commonlink.commands._common import console, reports_errors
+from commonlink.commands.eval import (
     API_KEY_ENV,
     ATTN_IMPLEMENTATION,
     BASE_URL,
@@ -75,8 +75,8 @@ def association(
     quiet: bool = QUIET,
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
-    from ..eval.association import AssociationSettings, evaluate_association
-    from ..eval.commono import default_out_dir
+    from commonlink.eval.association import AssociationSettings, evaluate_association
+    from commonlink.eval.commono import default_out_dir
 
     if len(model) > 1 and not moe:
         raise InputError(f"{len(model)} --model options given without --moe.", "Add --moe to combine them by majority vote, or give one --model.")

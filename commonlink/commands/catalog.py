@@ -9,9 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..builder.catalog_info import catalog_summary
-from ..builder.catalog_merge import LINK_MODES, merge_catalogs
-from ._common import console, reports_errors, stdout_is_terminal
+from commonlink.catalog.info import catalog_summary
+from commonlink.catalog.merge import LINK_MODES, merge_catalogs
+from commonlink.commands._common import console, reports_errors, stdout_is_terminal
 
 
 @reports_errors

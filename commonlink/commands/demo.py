@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ._common import console, reports_errors
+from commonlink.commands._common import console, reports_errors
 
 
 @reports_errors
@@ -20,9 +20,9 @@ def demo(
 ) -> None:
     """Render a small synthetic set with the offline renderer, sample Common-O pairs for both splits, build a
     release that `datasets.load_dataset` opens, and score the random and none baselines on it."""
-    from ..demo import run_demo
-    from ..errors import InputError
-    from ..eval.report import render_markdown_table
+    from commonlink.demo import run_demo
+    from commonlink.errors import InputError
+    from commonlink.eval.report import render_markdown_table
 
     try:
         width, height = (int(v) for v in resolution.lower().split("x"))

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import typer
 
-from ..errors import InputError
-from ._common import console, parse_range, reports_errors
+from commonlink.errors import InputError
+from commonlink.commands._common import console, parse_range, reports_errors
 
 _BACKEND_HELP = "transformers (local, AutoModelForImageTextToText) | vllm (GPU, optional extra) | openai (any OpenAI-compatible server)."
 _MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
 
 
 def _settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, max_pixels: int):
-    from ..eval.backends import GenerationSettings
+    from commonlink.eval.backends import GenerationSettings
 
     if max_new_tokens < 1:
         raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1.")
@@ -138,7 +138,7 @@ def commono(
     quiet: bool = QUIET,
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl and results.md."""
-    from ..eval.commono import default_out_dir, evaluate_common_o, render_markdown_table
+    from commonlink.eval.commono import default_out_dir, evaluate_common_o, render_markdown_table
 
     out = out or default_out_dir(split, model, backend)
     results = evaluate_common_o(
@@ -185,8 +185,8 @@ def perception(
     quiet: bool = QUIET,
 ) -> None:
     """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
-    from ..eval.commono import default_out_dir, render_markdown_table
-    from ..eval.perception import evaluate_perception
+    from commonlink.eval.commono import default_out_dir, render_markdown_table
+    from commonlink.eval.perception import evaluate_perception
 
     out = out or default_out_dir(split, model, backend, task="perception")
     results = evaluate_perception(
@@ -208,7 +208,7 @@ def score(
     out: Path = typer.Option(None, "--out", help="Also write results.json/predictions.jsonl/results.md here."),
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
-    from ..eval.commono import render_markdown_table, score_predictions
+    from commonlink.eval.commono import render_markdown_table, score_predictions
 
     results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
@@ -220,8 +220,8 @@ def compare(
     markdown: Path = typer.Option(None, "--markdown", help="Also write the leaderboard as a markdown file."),
 ) -> None:
     """Leaderboard of several runs, best accuracy first."""
-    from ..eval.report import leaderboard, load_results, render_markdown_table
-    from ..fileio import atomic_write_text
+    from commonlink.eval.report import leaderboard, load_results, render_markdown_table
+    from commonlink.fileio import atomic_write_text
 
     runs = leaderboard(load_results(results))
     table = render_markdown_table(runs)

@@ -8,15 +8,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..builder.ingest import (
+from commonlink.catalog.ingest import (
     DEFAULT_CHECKPOINT_EVERY,
     DEFAULT_NEAR_DUPLICATE_DISTANCE,
     REPORT_FILENAME,
     IngestReport,
     ingest_photos,
 )
-from ..constants import DEFAULT_MIN_PIXELS
-from ._common import console, reports_errors, stdout_is_terminal
+from commonlink.constants import DEFAULT_MIN_PIXELS
+from commonlink.commands._common import console, reports_errors, stdout_is_terminal
 
 _SHOWN_ROWS = 50  # longer lists are in ingest_report.json
 

@@ -8,9 +8,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..builder.release import DEFAULT_LICENSE, DEFAULT_VERSION, build_release
-from ..builder.shards import parse_size
-from ._common import console, err_console, reports_errors
+from commonlink.release.common_o import DEFAULT_LICENSE, DEFAULT_VERSION, build_release
+from commonlink.release.shards import parse_size
+from commonlink.commands._common import console, err_console, reports_errors
 
 
 @reports_errors

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .parsing import strip_reasoning
+from commonlink.eval.parsing import strip_reasoning
 
 
 @dataclass(frozen=True)

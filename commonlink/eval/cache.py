@@ -96,7 +96,7 @@ def shard_suffix(shard: tuple[int, int] | None) -> str:
 def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int, int] | None = None) -> PredictionCache:
     """The cache of a run folder. Each shard writes its own file; every cache file in the folder is read, so
     a final unsharded run over the same folder finds the answers of all shards (and merges them)."""
-    from .. import constants
+    from commonlink import constants
 
     if out_dir is None:
         return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"{run}{shard_suffix(shard)}.jsonl",

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..constants import NO_COMMON_OBJECTS
-from ..seeding import rng_for
-from .prompts import letters as letter_labels
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.seeding import rng_for
+from commonlink.formats.common_o import letters as letter_labels
 
 N_BOOTSTRAP = 1000
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..constants import NO_COMMON_OBJECTS
-from .prompts import letters as letter_labels
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.formats.common_o import letters as letter_labels
 
 
 @dataclass

@@ -15,18 +15,18 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-from .. import __version__
-from ..constants import NO_COMMON_OBJECTS
-from ..errors import NotEnoughDataError
-from ..seeding import rng_for
-from .backends import GenerationRequest, GenerationSettings, LazyBackend
-from .backends.base import Backend
-from .cache import open_run_cache, run_key, shard_suffix
-from .commono import row_indices, write_outputs
-from .metrics import N_BOOTSTRAP, perception_metrics
-from .parsing import parse_yes_no
-from .prompts import PERCEPTION_PROMPT
-from .runner import run_over_split
+from commonlink import __version__
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import NotEnoughDataError
+from commonlink.seeding import rng_for
+from commonlink.eval.backends import GenerationRequest, GenerationSettings, LazyBackend
+from commonlink.eval.backends.base import Backend
+from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
+from commonlink.eval.commono import row_indices, write_outputs
+from commonlink.eval.metrics import N_BOOTSTRAP, perception_metrics
+from commonlink.eval.parsing import parse_yes_no
+from commonlink.formats.common_o import PERCEPTION_PROMPT
+from commonlink.eval.runner import run_over_split
 
 
 def perception_items(example, *, seed: int) -> list[tuple[GenerationRequest, dict]]:
@@ -83,7 +83,7 @@ def evaluate_perception(
     show_progress: bool = True,
 ) -> dict:
     """Run the single-image yes/no baseline on one split; same outputs and resume rules as Common-O."""
-    from ..loaders.common_o import open_common_o
+    from commonlink.loaders.common_o import open_common_o
 
     settings = settings or GenerationSettings(seed=seed, max_new_tokens=64)
     dataset = open_common_o(data, split, revision=revision)

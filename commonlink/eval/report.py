@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import InputError
+from commonlink.errors import InputError
 
 
 def _pct(group: dict, name: str, *, se: bool = True) -> str:

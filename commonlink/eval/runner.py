@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ..errors import CommonlinkError, SchemaError
-from ..progress import make_progress
-from .backends.base import Backend, BatchState, GenerationRequest, GenerationSettings, RequestFailure, generate_resilient
-from .cache import PredictionCache, row_key
-from .imaging import cap_pixels
+from commonlink.errors import CommonlinkError, SchemaError
+from commonlink.progress import make_progress
+from commonlink.eval.backends.base import Backend, BatchState, GenerationRequest, GenerationSettings, RequestFailure, generate_resilient
+from commonlink.eval.cache import PredictionCache, row_key
+from commonlink.eval.imaging import cap_pixels
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import BackendError, MissingDependencyError
-from .metrics import num_common, pearson
+from commonlink.errors import BackendError, MissingDependencyError
+from commonlink.eval.metrics import num_common, pearson
 
 Embed = Callable[[list[str]], np.ndarray]
 CHAR_NGRAM = "char-ngram"

@@ -4,8 +4,8 @@
 work on local release folders and on Hub repos (``revision`` pins a version tag).
 """
 
-from .association import load_association, open_association
-from .common_o import load_common_o, open_common_o
-from .types import CommonOExample
+from commonlink.loaders.association import load_association, open_association
+from commonlink.loaders.common_o import load_common_o, open_common_o
+from commonlink.loaders.types import CommonOExample
 
 __all__ = ["CommonOExample", "load_association", "load_common_o", "open_association", "open_common_o"]

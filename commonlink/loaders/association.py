@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, SchemaError
+from commonlink.errors import InputError, SchemaError
 
 CONFIGS = ("single_step", "deduction", "synchronous", "asynchronous")
 RELEASE_SPLIT = "test"
@@ -183,7 +183,7 @@ def deduction_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, opt
 
 
 def chain_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str) -> Chain:
-    from ..builder.chains import PLAN_BRIDGE, step_concept_codes
+    from commonlink.sampling.chains import PLAN_BRIDGE, step_concept_codes
 
     concepts = list(row["concepts"])
     plan = row["plan"]
@@ -275,7 +275,7 @@ def _check_config(config: str) -> None:
 
 
 def _chain_file_for(path: Path, config: str) -> Path | None:
-    from ..builder.chains import META_KIND, meta_path, task_file
+    from commonlink.sampling.chains import META_KIND, meta_path, task_file
 
     if path.is_dir():
         candidate = task_file(path, config)
@@ -297,8 +297,8 @@ def _chain_file_for(path: Path, config: str) -> Path | None:
 
 
 def _open_chain_file(path: Path, config: str) -> AssociationSplit:
-    from ..builder.chain_sources import ImageFetcher
-    from ..builder.chains import read_chain_meta, read_image_table
+    from commonlink.sampling.chain_sources import ImageFetcher
+    from commonlink.sampling.chains import read_chain_meta, read_image_table
 
     meta = read_chain_meta(path)
     table = read_image_table(path, meta)

@@ -29,11 +29,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..constants import NO_COMMON_OBJECTS
-from ..errors import InputError, SchemaError
-from ..eval.prompts import common_o_question, letters
-from ..images import open_image
-from .types import CommonOExample
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError, SchemaError
+from commonlink.formats.common_o import common_o_question, letters
+from commonlink.images import open_image
+from commonlink.loaders.types import CommonOExample
 
 #: Columns of the published facebook/Common-O parquet files, in their order, with their ``datasets`` types.
 PUBLISHED_COLUMNS: dict[str, str] = {
@@ -362,7 +362,7 @@ class CommonOSplit:
         if data:
             return open_image(bytes(data), what=what)
         if path and self._root is not None:
-            from ..fileio import safe_join
+            from commonlink.fileio import safe_join
 
             try:
                 local = safe_join(self._root, path)
@@ -497,7 +497,7 @@ def _files_from_card(root: Path, split: str) -> list[Path] | None:
     readme = root / "README.md"
     if not readme.is_file():
         return None
-    from ..cards.card import read_card_metadata
+    from commonlink.formats.card import read_card_metadata
 
     metadata = read_card_metadata(readme.read_text(encoding="utf-8"))
     configs = metadata.get("configs") if isinstance(metadata, dict) else None

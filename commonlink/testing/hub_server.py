@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from ..fileio import atomic_write_bytes, atomic_write_json
+from commonlink.fileio import atomic_write_bytes, atomic_write_json
 
 #: The .gitattributes the Hub puts in every new repo (abridged): these patterns are stored with LFS.
 DEFAULT_GITATTRIBUTES = "".join(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import BackendError, InputError
-from .base import (
+from commonlink.errors import BackendError, InputError
+from commonlink.eval.backends.base import (
     DEFAULT_MAX_PIXELS,
     Backend,
     BackendInfo,
@@ -19,7 +19,7 @@ from .base import (
     message_parts,
     prompt_text,
 )
-from .baselines import BASELINES
+from commonlink.eval.backends.baselines import BASELINES
 
 BACKENDS = ("transformers", "vllm", "openai")
 
@@ -45,19 +45,19 @@ __all__ = [
 def _module(backend: str, model: str):
     """The module implementing ``backend`` (baselines for ``random``/``none``); light to import."""
     if model in BASELINES and not Path(model).exists():
-        from . import baselines
+        from commonlink.eval.backends import baselines
 
         return baselines
     if backend == "transformers":
-        from . import transformers_backend
+        from commonlink.eval.backends import transformers_backend
 
         return transformers_backend
     if backend == "vllm":
-        from . import vllm_backend
+        from commonlink.eval.backends import vllm_backend
 
         return vllm_backend
     if backend == "openai":
-        from . import openai_backend
+        from commonlink.eval.backends import openai_backend
 
         return openai_backend
     raise InputError(f"Unknown backend {backend!r}.", f"Use one of {', '.join(BACKENDS)} (or --model random|none for a baseline).")

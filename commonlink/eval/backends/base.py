@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from ..imaging import cap_pixels
+from commonlink.eval.imaging import cap_pixels
 
 log = logging.getLogger(__name__)
 

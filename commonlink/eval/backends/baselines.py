@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...constants import NO_COMMON_OBJECTS
-from ...errors import InputError
-from ...seeding import rng_for
-from ..prompts import letters
-from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError
+from commonlink.seeding import rng_for
+from commonlink.formats.common_o import letters
+from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure
 
 BASELINES = ("random", "none")
 

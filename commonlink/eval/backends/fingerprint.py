@@ -6,8 +6,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from ... import constants
-from ...fileio import atomic_write_json
+from commonlink import constants
+from commonlink.fileio import atomic_write_json
 
 _MEMO_NAME = "model-hashes.json"
 

@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ...errors import BackendError, InputError, MissingDependencyError
-from ..imaging import image_data_url
-from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
+from commonlink.errors import BackendError, InputError, MissingDependencyError
+from commonlink.eval.imaging import image_data_url
+from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
 
 log = logging.getLogger(__name__)
 

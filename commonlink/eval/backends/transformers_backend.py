@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ...errors import BackendError, InputError, MissingDependencyError
-from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
-from .fingerprint import model_fingerprint
+from commonlink.errors import BackendError, InputError, MissingDependencyError
+from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
+from commonlink.eval.backends.fingerprint import model_fingerprint
 
 
 def _import_torch_transformers():
@@ -164,6 +164,6 @@ class TransformersBackend:
 
     def close(self) -> None:
         del self.model
-        from .base import free_accelerator_memory
+        from commonlink.eval.backends.base import free_accelerator_memory
 
         free_accelerator_memory()

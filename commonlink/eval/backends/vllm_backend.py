@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ...errors import BackendError, MissingDependencyError
-from .base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
-from .fingerprint import model_fingerprint
+from commonlink.errors import BackendError, MissingDependencyError
+from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
+from commonlink.eval.backends.fingerprint import model_fingerprint
 
 
 def planned_info(model: str, *, revision: str | None = None, max_model_len: int | None = None, engine_args: dict | None = None, **_) -> BackendInfo:
@@ -93,6 +93,6 @@ class VLLMBackend:
 
     def close(self) -> None:
         del self.llm
-        from .base import free_accelerator_memory
+        from commonlink.eval.backends.base import free_accelerator_memory
 
         free_accelerator_memory()

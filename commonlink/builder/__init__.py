@@ -1,1 +1,0 @@
-"""Building datasets: image catalogs, Common-O pairs, association chains, release folders."""

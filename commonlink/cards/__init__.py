@@ -1,1 +1,0 @@
-"""Dataset cards: YAML metadata, datasheet sections filled from build statistics, figures."""

@@ -1,0 +1,282 @@
+"""Joining image catalogs (e.g. render shards from several machines, or photo batches) into one.
+
+:func:`merge_catalogs` plans everything before it writes anything:
+
+1. every record of every input catalog (and of the output catalog, when it exists already) is read;
+2. records are de-duplicated by ``id`` and by ``sha256``: the same image described the same way is kept once;
+   the same image described differently (other objects, scene, size...) is a *conflict*, and the merge is
+   refused with the list of conflicts, before any file is touched;
+3. every image must exist in its catalog folder; a missing one refuses the merge too;
+4. images are copied (or hard-/symbolic-linked) into the output folder, each atomically and, by default, checked
+   against the record's sha256; an image whose relative path is already taken by another image is stored as
+   ``<folder>/<id><suffix>`` instead;
+5. files a record names in ``extra`` (:data:`SIDECAR_KEYS`: a render's instance mask and scene plan) come
+   along with their image, so ``commonlink stats`` still finds the exact masks after a merge;
+6. ``catalog.jsonl`` is written last, atomically.
+
+An interrupted merge therefore leaves the output catalog as it was (plus some image files that the next run
+finds already in place), and re-running the same merge changes nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import safe_join, sha256_file
+from commonlink.progress import track
+from commonlink.formats.catalog import CatalogRecord, catalog_file, catalog_lock, iter_catalog, write_catalog
+
+LINK_MODES = ("copy", "hardlink", "symlink")
+#: Record fields that must agree for two records of the same image to be the same record.
+IDENTITY_FIELDS = ("sha256", "objects", "source", "scene_id", "width", "height", "background", "view", "object_area")
+_MAX_LISTED = 10
+#: ``extra`` keys holding paths (relative to the catalog) of files that belong with a record's image.
+SIDECAR_KEYS = ("mask", "plan")
+
+
+@dataclass
+class MergeReport:
+    out_dir: str
+    sources: list[str]
+    link: str
+    already_present: int = 0  #: records the output catalog held before
+    added: int = 0  #: new records
+    duplicates: int = 0  #: records skipped because an identical one was already taken
+    images_written: int = 0  #: image files copied/linked
+    images_in_place: int = 0  #: image files already present from an earlier (maybe interrupted) run
+    renamed: list[dict] = field(default_factory=list)  #: {catalog, id, from, to} for paths that collided
+    sidecars_written: int = 0  #: masks and plans copied with their images
+    fell_back_to_copy: int = 0  #: hard links that crossed file systems and were copied instead
+
+    @property
+    def total(self) -> int:
+        return self.already_present + self.added
+
+
+@dataclass
+class _Planned:
+    record: CatalogRecord  #: as it will be written (path maybe changed)
+    source_image: Path
+    origin: str  #: "<catalog dir>, line n" for messages
+    sidecars: list[tuple[Path, str]] = field(default_factory=list)  #: (source file, destination path in out)
+
+
+def _differences(a: CatalogRecord, b: CatalogRecord) -> list[str]:
+    return [f"{name}: {getattr(a, name)!r} vs {getattr(b, name)!r}" for name in IDENTITY_FIELDS
+            if getattr(a, name) != getattr(b, name)]
+
+
+def merge_catalogs(
+    sources: list[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    link: str = "copy",
+    verify: bool = True,
+    progress: bool = False,
+) -> MergeReport:
+    """Merge ``sources`` into ``out_dir`` (created, or extended when it is a catalog already)."""
+    if link not in LINK_MODES:
+        raise InputError(f"Unknown link mode {link!r}.", f"Use one of: {', '.join(LINK_MODES)}.")
+    if not sources:
+        raise InputError("No catalogs to merge.", "Name one or more catalog folders.")
+    out = Path(out_dir)
+    out_resolved = out.resolve()
+    unique_sources: list[Path] = []
+    for src in map(Path, sources):
+        if not catalog_file(src).is_file():
+            raise InputError(f"{src} is not an image catalog (no catalog.jsonl).", "Pass folders written by `commonlink ingest` or `commonlink synth`.")
+        if src.resolve() not in [s.resolve() for s in unique_sources] and src.resolve() != out_resolved:
+            unique_sources.append(src)
+    report = MergeReport(out_dir=str(out_resolved), sources=[str(s.resolve()) for s in unique_sources], link=link)
+    with catalog_lock(out, what="commonlink catalog merge"):
+        return _merge_locked(unique_sources, out, report, link=link, verify=verify, progress=progress)
+
+
+def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *, link: str, verify: bool,
+                  progress: bool) -> MergeReport:
+    existing = list(iter_catalog(out)) if catalog_file(out).is_file() else []
+    report.already_present = len(existing)
+    planned, conflicts, missing = _plan(existing, out, unique_sources, report)
+    if conflicts:
+        listed = "\n  ".join(conflicts[:_MAX_LISTED]) + (f"\n  ... and {len(conflicts) - _MAX_LISTED} more" if len(conflicts) > _MAX_LISTED else "")
+        raise InputError(
+            f"{len(conflicts)} conflicting record(s): the same image is described differently:\n  {listed}",
+            "Relabel or remove one record of each pair (or leave one catalog out), then merge again. Nothing was written.",
+        )
+    if missing:
+        listed = "\n  ".join(missing[:_MAX_LISTED]) + (f"\n  ... and {len(missing) - _MAX_LISTED} more" if len(missing) > _MAX_LISTED else "")
+        raise InputError(
+            f"{len(missing)} image file(s) named in the catalogs are missing:\n  {listed}",
+            "Copy the images back, or rebuild that catalog. Nothing was written.",
+        )
+
+    for item in track(planned, "Merging images", unit="images", disable=not progress):
+        _transfer(item, out, link=link, verify=verify, report=report)
+        for source_file, rel in item.sidecars:
+            _copy_sidecar(source_file, safe_join(out, rel), report)
+    write_catalog(out, [*existing, *(item.record for item in planned)])
+    report.added = len(planned)
+    return report
+
+
+def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
+          report: MergeReport) -> tuple[list[_Planned], list[str], list[str]]:
+    by_id = {r.id: (r, f"{out}") for r in existing}
+    by_sha = {r.sha256: (r, f"{out}") for r in existing}
+    used_paths = {PurePosixPath(r.path).as_posix(): r.sha256 for r in existing}
+    sidecar_sources: dict[str, Path] = {}  # destination path -> the source file that claimed it
+    for r in existing:  # the output's own masks and plans are claimed too: a later merge must not overwrite them
+        for key in SIDECAR_KEYS:
+            if isinstance(r.extra.get(key), str):
+                sidecar_sources[PurePosixPath(r.extra[key]).as_posix()] = out / r.extra[key]
+    planned: list[_Planned] = []
+    conflicts: list[str] = []
+    missing: list[str] = []
+    for src in sources:
+        for lineno, record in enumerate(iter_catalog(src), start=1):
+            origin = f"{src}, line {lineno}"
+            same = by_id.get(record.id) or by_sha.get(record.sha256)
+            if same is not None:
+                other, other_origin = same
+                diffs = _differences(other, record)
+                if other.id != record.id:
+                    diffs.insert(0, f"id: {other.id!r} vs {record.id!r}")
+                    # Same bytes under two ids: harmless when everything else agrees.
+                    diffs = diffs if len(diffs) > 1 else []
+                if diffs:
+                    conflicts.append(f"image {record.id} ({origin}) vs ({other_origin}): " + "; ".join(diffs))
+                else:
+                    report.duplicates += 1
+                continue
+            try:
+                source_image = safe_join(src, record.path)
+            except InputError as exc:
+                raise SchemaError(f"{origin}: {exc.problem}", "Rebuild that catalog; image paths must stay inside it.") from None
+            if not source_image.is_file():
+                missing.append(f"{source_image} ({origin})")
+                continue
+            rel = PurePosixPath(record.path).as_posix()
+            if used_paths.get(rel, record.sha256) != record.sha256:
+                moved = (PurePosixPath(rel).parent / f"{record.id}{PurePosixPath(rel).suffix}").as_posix()
+                if moved in used_paths:
+                    moved = (PurePosixPath(rel).parent / f"{record.id}-{record.sha256[:12]}{PurePosixPath(rel).suffix}").as_posix()
+                report.renamed.append({"catalog": str(src), "id": record.id, "from": rel, "to": moved})
+                rel = moved
+            used_paths[rel] = record.sha256
+            extra = dict(record.extra)
+            sidecars: list[tuple[Path, str]] = []
+            for key in SIDECAR_KEYS:
+                value = extra.get(key)
+                if not isinstance(value, str):
+                    continue
+                try:
+                    source_file = safe_join(src, value)
+                except InputError as exc:
+                    raise SchemaError(f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it.") from None
+                if not source_file.is_file():
+                    missing.append(f"{source_file} (extra.{key} of {origin})")
+                    continue
+                dest_rel = PurePosixPath(value).as_posix()
+                claimed = sidecar_sources.get(dest_rel)
+                if (claimed is not None and not _same_bytes(claimed, source_file)) or (claimed is None and dest_rel in used_paths):
+                    dest_rel = (PurePosixPath(dest_rel).parent / f"{record.id}-{PurePosixPath(dest_rel).name}").as_posix()
+                sidecar_sources[dest_rel] = source_file
+                extra[key] = dest_rel
+                sidecars.append((source_file, dest_rel))
+            merged = CatalogRecord.from_json({**record.to_json(), "path": rel, "extra": extra}, where=origin)
+            planned.append(_Planned(record=merged, source_image=source_image, origin=origin, sidecars=sidecars))
+            by_id[record.id] = (merged, origin)
+            by_sha[record.sha256] = (merged, origin)
+    return planned, conflicts, missing
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Same file, or two files with the same content (a scene plan shared by the views of a scene)."""
+    if a == b:
+        return True
+    try:
+        return a.stat().st_size == b.stat().st_size and sha256_file(a) == sha256_file(b)
+    except OSError:
+        return False
+
+
+def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: MergeReport) -> None:
+    """Put one image in place atomically (temporary name, then rename)."""
+    dest = safe_join(out, item.record.path)
+    expected = item.record.sha256
+    if dest.is_file() and not dest.is_symlink() and dest.resolve() != item.source_image.resolve():
+        if sha256_file(dest) == expected:  # left by an interrupted run
+            report.images_in_place += 1
+            return
+    if dest.resolve() == item.source_image.resolve():
+        report.images_in_place += 1
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        actual: str | None = None
+        if link == "copy":
+            actual = _copy_hashing(item.source_image, tmp)
+        else:
+            tmp.unlink()
+            if link == "hardlink":
+                try:
+                    os.link(item.source_image, tmp)
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                        raise
+                    actual = _copy_hashing(item.source_image, tmp)  # other file system: copy instead
+                    report.fell_back_to_copy += 1
+            else:
+                os.symlink(item.source_image.resolve(), tmp)
+        if verify:
+            actual = actual or sha256_file(item.source_image)
+            if actual != expected:
+                raise SchemaError(
+                    f"{item.origin}: the image {item.source_image} does not match the record's sha256 "
+                    f"({actual[:16]}... vs {expected[:16]}...): it was changed or damaged after the catalog was written.",
+                    "Rebuild that catalog (or restore the image); pass --no-verify only if you know the file is right.",
+                )
+        os.replace(tmp, dest)
+        report.images_written += 1
+    finally:
+        if tmp.exists() or tmp.is_symlink():
+            tmp.unlink()
+
+
+def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
+    """Copy a mask or plan next to its merged image (atomically; skipped when identical bytes are there)."""
+    if dest.is_file() and (dest.resolve() == src.resolve() or sha256_file(dest) == sha256_file(src)):
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        _copy_hashing(src, Path(tmp_name))
+        os.replace(tmp_name, dest)
+        report.sidecars_written += 1
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+
+
+def _copy_hashing(src: Path, dest: Path) -> str:
+    """Copy ``src`` to ``dest`` (fsynced) and return the sha256 of the bytes copied."""
+    digest = hashlib.sha256()
+    with open(src, "rb") as fin, open(dest, "wb") as fout:
+        while chunk := fin.read(1 << 20):
+            digest.update(chunk)
+            fout.write(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    shutil.copymode(src, dest)
+    return digest.hexdigest()

@@ -1,0 +1,165 @@
+"""The image catalog: a folder with ``catalog.jsonl`` and the image files it names (DESIGN.md §3).
+
+Real-photo ingestion and scene synthesis write catalogs; the pair and chain builders read them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commonlink.constants import CATALOG_FILENAME
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import atomic_write, read_jsonl, safe_join
+
+SOURCES = ("real", "synthetic")
+
+
+@dataclass
+class CatalogRecord:
+    """One image of a catalog."""
+
+    id: str  #: stable, content-derived (e.g. first 16 hex chars of the image sha256)
+    path: str  #: relative to the catalog folder
+    objects: list[str]  #: canonical object names visible in the image
+    source: str  #: "real" | "synthetic"
+    scene_id: str
+    width: int
+    height: int
+    sha256: str
+    background: str | None = None
+    view: str | None = None
+    object_area: dict[str, float] | None = None  #: {object name: fraction of the image}, where known
+    extra: dict = field(default_factory=dict)  #: anything else a writer wants to keep (e.g. plan file)
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        if not data["extra"]:
+            data.pop("extra")
+        if data["object_area"] is None:
+            data.pop("object_area")
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict, *, where: str = "catalog") -> CatalogRecord:
+        required = ("id", "path", "objects", "source", "scene_id", "width", "height", "sha256")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise SchemaError(f"{where}: missing field(s) {', '.join(missing)}.", "Rebuild the catalog with commonlink.")
+        if data["source"] not in SOURCES:
+            raise SchemaError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}.")
+        if not isinstance(data["objects"], list) or not all(isinstance(o, str) for o in data["objects"]):
+            raise SchemaError(f"{where}: 'objects' must be a list of strings.")
+        for key in ("id", "path", "sha256"):
+            if not isinstance(data[key], str) or not data[key]:
+                raise SchemaError(f"{where}: '{key}' must be a non-empty string, got {data[key]!r}.",
+                                  "Fix that line, or rebuild the catalog with commonlink.")
+        for key in ("width", "height"):
+            if not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] < 0:
+                raise SchemaError(f"{where}: '{key}' must be a whole number of pixels, got {data[key]!r}.",
+                                  "Fix that line, or rebuild the catalog with commonlink.")
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = dict(kwargs.pop("extra", {}) or {})
+        extra.update({k: v for k, v in data.items() if k not in known})
+        return cls(**kwargs, extra=extra)
+
+
+def catalog_file(catalog_dir: str | os.PathLike) -> Path:
+    return Path(catalog_dir) / CATALOG_FILENAME
+
+
+def iter_catalog(catalog_dir: str | os.PathLike) -> Iterator[CatalogRecord]:
+    """Stream the records of a catalog folder."""
+    path = catalog_file(catalog_dir)
+    if not path.is_file():
+        raise InputError(
+            f"{catalog_dir} is not an image catalog (no {CATALOG_FILENAME}).",
+            "Create one with `commonlink ingest` (photos) or `commonlink synth` (renders).",
+        )
+    for lineno, row in enumerate(read_jsonl(path), start=1):
+        yield CatalogRecord.from_json(row, where=f"{path}, line {lineno}")
+
+
+def read_catalog(catalog_dir: str | os.PathLike) -> list[CatalogRecord]:
+    return list(iter_catalog(catalog_dir))
+
+
+def write_catalog(catalog_dir: str | os.PathLike, records: Iterable[CatalogRecord]) -> int:
+    """Atomically (re)write ``catalog.jsonl``; returns the number of records."""
+    count = 0
+    with atomic_write(catalog_file(catalog_dir), "w") as handle:
+        for record in records:
+            handle.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def image_path(catalog_dir: str | os.PathLike, record: CatalogRecord) -> Path:
+    """Absolute path of a record's image; refuses paths escaping the catalog folder."""
+    try:
+        return safe_join(catalog_dir, record.path)
+    except InputError as exc:
+        raise outside_link_error(catalog_dir, record.path) or exc from None
+
+
+def outside_link_error(catalog_dir: str | os.PathLike, relative: str) -> InputError | None:
+    """The error for a catalog file that is a symbolic link leading out of the catalog (None if it is not one)."""
+    link = Path(catalog_dir) / relative
+    if os.path.isabs(relative) or ".." in Path(relative).parts or not link.is_symlink():
+        return None
+    return InputError(
+        f"{link} is a symbolic link to {os.path.realpath(link)}, which escapes the catalog {catalog_dir} "
+        "(`catalog merge --link symlink` makes such links); commonlink reads only files inside a catalog.",
+        "Merge again with --link copy or --link hardlink into a new folder, and use that catalog.",
+    )
+
+
+# --- writer lock (added with ingest / catalog merge) -------------------------------------------------------
+LOCK_FILENAME = ".catalog.lock"
+
+
+@contextlib.contextmanager
+def catalog_lock(catalog_dir: str | os.PathLike, *, what: str = "commonlink") -> Iterator[None]:
+    """Hold an exclusive lock on a catalog folder while rewriting it, so two writers cannot lose records.
+
+    An advisory ``flock`` on ``<catalog>/.catalog.lock``: the operating system releases it when the process ends,
+    even on a crash, so a stale lock never blocks a later run. Where ``fcntl`` does not exist (Windows) the
+    lock is skipped.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    folder = Path(catalog_dir)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    lock_path = folder / LOCK_FILENAME
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise InputError(
+                f"The catalog {folder} is being written by {holder}.",
+                "Wait for that run to finish (or stop it), then run again.",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{what} (pid {os.getpid()})")
+        handle.flush()
+        try:
+            yield
+        finally:
+            if created and [p.name for p in folder.iterdir()] == [LOCK_FILENAME]:
+                # The run wrote nothing (e.g. refused its input): leave no empty folder behind.
+                lock_path.unlink()
+                folder.rmdir()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

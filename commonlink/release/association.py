@@ -1,0 +1,322 @@
+"""Association release: chain files -> a folder ``datasets.load_dataset(RELEASE_DIR, CONFIG)`` opens.
+
+Layout (one parquet folder per config, split ``test``)::
+
+    RELEASE_DIR/README.md                       card: configs block, concepts, pool sizes, counts, settings
+    RELEASE_DIR/manifest.json                   kind "association", configs, sha256/size of every file
+    RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin
+    RELEASE_DIR/single_step/test-*.parquet      tasks that reference images by id
+    RELEASE_DIR/deduction/test-*.parquet
+    RELEASE_DIR/synchronous/test-*.parquet      one row per chain; per-step lists of image ids
+    RELEASE_DIR/asynchronous/test-*.parquet
+
+Each image is stored once, however many steps use it (a 500-step chain would otherwise repeat its images
+about a thousand times). Images keep their original bytes unless they carry metadata (EXIF, GPS, XMP,
+comments), which is stripped by the ingestion cleaner; crops are encoded fresh (JPEG for JPEG sources, else
+PNG). The build is staged in a hidden folder and renamed into place; rerunning with the same inputs keeps
+the existing release.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from commonlink import __version__
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import atomic_write_json, atomic_write_text, read_jsonl, sha256_file
+from commonlink.progress import track
+from commonlink.sampling.chain_sources import ImageFetcher, LabelledImage
+from commonlink.sampling.chains import IMAGE_TABLE_TASK, TASKS, read_chain_meta, read_image_table
+from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
+
+SPLIT = "test"
+IMAGES_CONFIG = "images"
+
+
+def association_features(config: str):
+    """``datasets.Features`` of one release config."""
+    from datasets import Features, Image, List, Value
+
+    text, ids = Value("string"), List(Value("string"))
+    if config == IMAGES_CONFIG:
+        return Features({"id": text, "image": Image(), "labels": ids, "width": Value("int32"), "height": Value("int32"),
+                         "crop": List(Value("int32")), "origin": text})
+    if config == "single_step":
+        return Features({"id": text, "concept": text, "concept_kind": text, "query": text, "memory": ids,
+                         "memory_concept": text, "candidates": ids, "answer": Value("int32"), "options": ids})
+    if config == "deduction":
+        return Features({"id": text, "concept": text, "concept_kind": text, "image_1": text, "image_2": text,
+                         "options": ids, "gold": ids})
+    if config in ("synchronous", "asynchronous"):
+        return Features({"id": text, "kind": text, "concepts": ids, "concept_kind": text, "start": text, "positive": ids,
+                         "negative": ids, "answer": List(Value("int8")), "plan": text, "warmup": Value("int32"),
+                         "num_steps": Value("int32"), "options": ids})
+    raise InputError(f"Unknown association config {config!r}.")
+
+
+@dataclass
+class _ChainInput:
+    path: Path
+    meta: dict
+    task: str
+    table: list[LabelledImage]
+
+
+def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | None = None) -> list[_ChainInput]:
+    """The task files to release, in task order; files without rows are left out and named in ``empty``
+    (datasets.load_dataset cannot open a config without rows)."""
+    inputs, seen = [], {}
+    empty = [] if empty is None else empty
+    for file in chain_files:
+        path = Path(file)
+        if not path.is_file():
+            raise InputError(f"Chain file {path} not found.", "Make chain files with `commonlink chains SOURCE --out DIR`.")
+        meta = read_chain_meta(path, allow_image_table=True)
+        task = meta["task"]
+        if task == IMAGE_TABLE_TASK:
+            continue  # images.jsonl passed along with the task files (e.g. OUT/*.jsonl): read through them
+        if task in seen:
+            raise InputError(f"Two inputs hold {task} tasks ({seen[task]} and {path}).",
+                             "Pass one chain file per task type (single_step, deduction, synchronous, asynchronous).")
+        if meta.get("sha256") and sha256_file(path) != meta["sha256"]:
+            raise SchemaError(f"{path} was changed after it was built (its sha256 differs from the meta).",
+                              "Rebuild it with `commonlink chains`.")
+        seen[task] = path
+        if meta.get("rows") == 0:
+            empty.append(task)
+            continue
+        inputs.append(_ChainInput(path, meta, task, read_image_table(path, meta)))
+    if not inputs and empty:
+        raise InputError(f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
+                         "Rebuild with `commonlink chains` (see its notes on why no task was built), or pass other task files.")
+    if not inputs:
+        raise InputError("Only the image table was given, no task files.", "Pass the TASK.jsonl files written by `commonlink chains` (e.g. OUT/*.jsonl).")
+    return sorted(inputs, key=lambda inp: TASKS.index(inp.task))
+
+
+def _image_indices(row: dict, task: str) -> Iterator[int]:
+    if task == "single_step":
+        yield row["query"]
+        yield from row["memory"]
+        yield from row["candidates"]
+    elif task == "deduction":
+        yield row["image_1"]
+        yield row["image_2"]
+    else:
+        yield row["start"]
+        yield from row["positive"]
+        yield from row["negative"]
+
+
+def _referenced_images(inputs: list[_ChainInput], progress: bool) -> dict[str, LabelledImage]:
+    """Every image some task uses, by id (checked consistent across inputs)."""
+    import numpy as np
+
+    images: dict[str, LabelledImage] = {}
+    for inp in inputs:
+        used = np.zeros(len(inp.table), dtype=bool)
+        for row in track(read_jsonl(inp.path), f"scan {inp.path.name}", total=inp.meta.get("rows"), unit="rows", disable=not progress):
+            idx = np.fromiter(_image_indices(row, inp.task), dtype=np.int64)
+            if len(idx) and (idx.min() < 0 or idx.max() >= len(inp.table)):
+                raise SchemaError(f"{inp.path}: task {row.get('id')} names an image index outside images.jsonl.", "Rebuild the chain files.")
+            used[idx] = True
+        for i in np.flatnonzero(used):
+            img = inp.table[int(i)]
+            other = images.get(img.id)
+            if other is not None and (other.labels != img.labels or other.crop != img.crop):
+                raise SchemaError(f"Image {img.id} has different labels or crops in {inp.path.name} and another input.",
+                                  "Build every chain file of a release from one source with one `commonlink chains` run.")
+            images[img.id] = img
+    return images
+
+
+_METADATA_KEYS = ("exif", "xmp", "XML:com.adobe.xmp", "comment", "photoshop")
+
+
+def stored_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from an encoded image's header (no pixel decoding)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as probe:
+        return probe.size
+
+
+def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
+    """Bytes to store for ``img``: the original file when it is clean, else a re-encode without metadata."""
+    from PIL import Image
+
+    from commonlink.images import open_image
+    from commonlink.catalog.ingest import clean_image
+
+    data, path = fetcher.original_bytes(img.origin)
+    if img.crop is not None:
+        full = open_image(data if data is not None else path, what=f"image {img.id}")
+        source_format = full.format
+        crop = full.crop(tuple(img.crop))
+        buf = io.BytesIO()
+        if source_format == "JPEG":
+            crop.convert("RGB" if crop.mode not in ("RGB", "L") else crop.mode).save(buf, format="JPEG", quality=95)
+        else:
+            crop.save(buf, format="PNG")
+        return buf.getvalue()
+    if data is None:
+        if path is None:
+            raise InputError(f"Image {img.id}: its source row has no image.", "Rebuild the chain files from a complete source.")
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise InputError(f"Image {img.id}: file {path} is gone since the chain files were built.",
+                             "Restore the file, or rebuild the chain files.") from None
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            # PNG text chunks (tEXt/zTXt/iTXt) can hold anything: captions, places, names
+            dirty = bool(probe.getexif()) or any(key in probe.info for key in _METADATA_KEYS) or bool(getattr(probe, "text", None))
+    except Exception as exc:
+        raise InputError(f"Image {img.id}: not a readable image ({exc}).", "Fix or remove it from the source.") from exc
+    if not dirty:
+        return data
+    return clean_image(open_image(data, what=f"image {img.id}")).data
+
+
+def _origin_text(origin: dict) -> str:
+    """Origin without local folder names (the release gets published)."""
+    public = dict(origin)
+    for key in ("path", "dataset"):
+        value = public.get(key)
+        if isinstance(value, str) and os.path.isabs(value):
+            public[key] = os.path.basename(value.rstrip("/\\"))
+    return json.dumps(public, sort_keys=True)
+
+
+def _task_rows(inp: _ChainInput, ids: list[str], options: list[str], concept_kind: str) -> Iterator[dict]:
+    def image_id(i: int) -> str:
+        return ids[i]
+
+    for row in read_jsonl(inp.path):
+        if inp.task == "single_step":
+            yield {"id": row["id"], "concept": row["concept"], "concept_kind": concept_kind, "query": image_id(row["query"]),
+                   "memory": [image_id(i) for i in row["memory"]], "memory_concept": row.get("memory_concept", row["concept"]),
+                   "candidates": [image_id(i) for i in row["candidates"]], "answer": int(row["answer"]), "options": options}
+        elif inp.task == "deduction":
+            yield {"id": row["id"], "concept": row["concept"], "concept_kind": concept_kind, "image_1": image_id(row["image_1"]),
+                   "image_2": image_id(row["image_2"]), "options": options, "gold": list(row["gold"])}
+        else:
+            yield {"id": row["id"], "kind": row.get("kind", inp.task), "concepts": list(row["concepts"]),
+                   "concept_kind": concept_kind, "start": image_id(row["start"]),
+                   "positive": [ids[i] for i in row["positive"]], "negative": [ids[i] for i in row["negative"]],
+                   "answer": list(row["answer"]), "plan": row["plan"], "warmup": int(row["warmup"]),
+                   "num_steps": int(row.get("num_steps", len(row["positive"]))), "options": options}
+
+
+def build_association_release(
+    chain_files: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    name: str | None = None,
+    version: str | None = None,
+    license: str | None = None,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    overwrite: bool = False,
+    progress: bool = True,
+):
+    """Write an association release folder (layout in the module docstring); returns a ``ReleaseResult``."""
+    from commonlink.release.association_card import render_association_card
+    from commonlink.release.common_o import (DEFAULT_LICENSE, DEFAULT_VERSION, MANIFEST_FILENAME, ReleaseResult, _check_options,
+                          _hash_files, _reuse_or_refuse, _swap_into_place, _without_local_paths)
+
+    if not chain_files:
+        raise InputError("No chain files given.", "Pass the .jsonl files written by `commonlink chains`.")
+    out_dir = Path(out_dir).expanduser().resolve()
+    name = name or out_dir.name
+    version = version or DEFAULT_VERSION
+    license = license or DEFAULT_LICENSE
+    _check_options(license=license, version=version)
+    empty: list[str] = []
+    inputs = _read_inputs(chain_files, empty)
+    notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
+             "one)." for task in empty]
+    first = inputs[0].meta
+    options = list(first.get("options") or [])
+    concept_kind = first.get("concept_kind", "concept")
+    seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
+    seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
+    config = {
+        "kind": "association", "name": name, "version": version, "license": license, "max_shard_bytes": int(max_shard_bytes),
+        "inputs": [{"file": inp.path.name, "task": inp.task, "sha256": sha256_file(inp.path), "rows": inp.meta.get("rows"),
+                    "seed": inp.meta.get("seed"), "toolkit_version": inp.meta.get("toolkit_version"),
+                    "config": _without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
+    }
+    build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
+    reused = _reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
+    if reused is not None:
+        from commonlink.release.common_o import read_release_manifest
+
+        reused.splits = read_release_manifest(out_dir).get("configs", {})
+        reused.notes = notes
+        return reused
+
+    images = _referenced_images(inputs, progress)
+    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{uuid.uuid4().hex[:8]}"
+    tmp_dir.mkdir(parents=True)
+    try:
+        configs: dict[str, dict] = {}
+        features_by_config: dict[str, Any] = {}
+        fetcher = ImageFetcher()
+        features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
+        image_bytes = 0
+        with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=max_shard_bytes) as writer:
+            for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not progress):
+                img = images[image_id]
+                data = release_image_bytes(fetcher, img)
+                image_bytes += len(data)
+                width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
+                writer.write({"id": img.id, "image": {"bytes": data, "path": None}, "labels": img.labels, "width": width,
+                              "height": height, "crop": img.crop, "origin": _origin_text(img.origin)})
+        configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
+        for inp in inputs:
+            ids = [img.id for img in inp.table]
+            features = features_by_config[inp.task] = association_features(inp.task)
+            with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=max_shard_bytes) as writer:
+                rows = _task_rows(inp, ids, options, concept_kind)
+                for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not progress):
+                    writer.write(row)
+            configs[inp.task] = _config_info(writer, inp.task)
+        stats = {
+            "concepts": first.get("concepts", []), "pairs": first.get("pairs", []), "options": options,
+            "concept_kind": concept_kind, "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
+            "steps": {inp.task: inp.meta.get("steps") for inp in inputs if inp.task in ("synchronous", "asynchronous")},
+            "images": len(images), "image_bytes": image_bytes,
+            "source": _without_local_paths(first.get("source") or {}),
+            "construction": _without_local_paths(first.get("config", {})),
+        }
+        card = render_association_card(name=name, version=version, license=license, configs=configs,
+                                       features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__)
+        atomic_write_text(tmp_dir / "README.md", card)
+        files = _hash_files(tmp_dir)
+        manifest = {
+            "toolkit_version": __version__, "name": name, "version": version, "kind": "association", "seed": seed,
+            "build_key": build_key, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "config": config, "configs": {c: {"rows": i["rows"], "files": i["files"]} for c, i in configs.items()},
+            "stats": stats, "files": files,
+        }
+        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
+        _swap_into_place(tmp_dir, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files, notes=notes)
+
+
+def _config_info(writer: ShardWriter, config: str) -> dict:
+    return {"rows": writer.rows_written, "files": [f"{config}/{s.path.name}" for s in writer.shards],
+            "num_bytes": sum(s.data_bytes for s in writer.shards), "download_size": sum(s.bytes for s in writer.shards)}

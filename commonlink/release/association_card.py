@@ -1,0 +1,97 @@
+"""Dataset card of an association release: configs block, concepts and pool sizes, counts, construction settings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from commonlink.formats.card import configs_entry, dataset_info_entry, markdown_table, render_card, size_category
+
+_CONFIG_TEXT = {
+    "single_step": "single-step association: a query, K memory images with their shared concept, two candidates (answer = index of the positive)",
+    "deduction": "deduction: two associated images, the option list, the gold shared concepts",
+    "synchronous": "synchronous chains: one concept throughout; the positive of step t is the query of step t+1",
+    "asynchronous": "asynchronous chains: two concepts alternating through bridge images that carry both",
+    "images": "every image once: id, image, labels (tasks reference images by id)",
+}
+
+
+def render_association_card(*, name: str, version: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any],
+                            stats: Mapping[str, Any], seed: Any, toolkit_version: str) -> str:
+    """The README.md of an association release (YAML header readable by ``datasets`` and the Hub)."""
+    order = [c for c in ("single_step", "deduction", "synchronous", "asynchronous", "images") if c in configs]
+    metadata = {
+        "license": license,
+        "pretty_name": name,
+        "task_categories": ["visual-question-answering"],
+        "tags": ["association", "multi-image", "commonlink"],
+        "size_categories": [size_category(sum(configs[c]["rows"] for c in order if c != "images"))],
+        "configs": [configs_entry({"test": f"{c}/test-*"}, config_name=c) for c in order],
+        "dataset_info": [
+            dataset_info_entry(features[c], {"test": (configs[c]["rows"], configs[c]["num_bytes"])}, config_name=c,
+                               download_size=configs[c]["download_size"])
+            for c in order
+        ],
+    }
+    counts = stats.get("counts", {})
+    steps = stats.get("steps", {})
+    construction = stats.get("construction", {})
+    concept_rows = [(c["name"], c["pool_size"], c.get("negative_pool_size", "")) for c in stats.get("concepts", [])]
+    pair_rows = [(" + ".join(p["concepts"]), p["bridge_pool_size"]) for p in stats.get("pairs", [])]
+    config_rows = [(c, _CONFIG_TEXT[c], configs[c]["rows"], steps.get(c, "")) for c in order]
+    source = stats.get("source") or {}
+    body = f"""
+# {name}
+
+Association tasks (Labyrinth of Links, "annotation-free association construction") built with
+commonlink {toolkit_version} from a labelled image set: two images are *associated*
+when their label sets intersect. Version {version}, seed `{json.dumps(seed)}`.
+
+## Configs
+
+{markdown_table(["config", "content", "rows", "steps"], config_rows)}
+
+```python
+from datasets import load_dataset
+chains = load_dataset("PATH_OR_REPO", "synchronous", split="test")
+images = load_dataset("PATH_OR_REPO", "images", split="test")   # id -> image
+# or typed tasks with images resolved:
+from commonlink.loaders import load_association
+for chain in load_association("PATH_OR_REPO", "synchronous"):
+    step = chain.steps[0]; step.query.image, step.candidates, step.answer
+```
+
+Chains are pre-sampled to their cap: `positive[t]` is the query of step `t+1` (`start` is the first query);
+`answer[t]` is the index of the positive among the two candidates of step `t` (the other is `negative[t]`);
+the first `warmup` steps are warm-up steps (the harness forces the correct choice); `plan` has one character a
+step: `1`/`2` on concept 1/2, `b` a bridge step whose positive carries both concepts.
+
+## Concepts ({stats.get("concept_kind", "concept")})
+
+Pool = images carrying the concept; negative pool = images carrying none of a task's concepts.
+
+{markdown_table(["concept", "pool size", "negative pool size"], concept_rows) if concept_rows else "(none)"}
+
+{"### Asynchronous pairs" + chr(10) + chr(10) + markdown_table(["pair", "bridge pool size"], pair_rows) if pair_rows else ""}
+
+Task counts: {", ".join(f"{k}: {v:,}" for k, v in counts.items())}. Images stored: {stats.get("images", 0):,}.
+
+## Construction settings
+
+{markdown_table(["setting", "value"], [(k, json.dumps(v)) for k, v in construction.items()])}
+
+Source: {source.get("source_type", "?")} `{source.get("source", "")}`; samples read {source.get("read", "?")}, kept
+{source.get("kept", "?")}, dropped under the pixel minimum {source.get("dropped_small", "?")}, unlabelled
+{source.get("dropped_unlabelled", "?")}.
+
+Invariants checked while building: a positive always shares the step's concept with its query, a negative
+never carries any of the task's concepts, the two candidates of a step differ. Every chain is drawn from its
+own generator (seed, task, concept(s), chain index), so any chain can be rebuilt alone.
+
+## Limitations
+
+Labels come from the source dataset unchanged: the paper's MLLM verification and human review (§4.2) are not
+applied, so annotation errors of the source carry over.
+"""
+    return render_card(metadata, body)

@@ -1,0 +1,682 @@
+"""Build a release folder (parquet shards + dataset card + manifest) from pairs files.
+
+Layout written (contracts; ``datasets.load_dataset(RELEASE_DIR)`` reads it with no custom code)::
+
+    RELEASE_DIR/README.md                               Hub dataset card: YAML metadata + datasheet
+    RELEASE_DIR/manifest.json                           sha256/size of every file, toolkit version, seed, config
+    RELEASE_DIR/data/{split}-{i:05d}-of-{n:05d}.parquet published facebook/Common-O columns + provenance
+    RELEASE_DIR/figures/*.png                           figures linked from the card
+
+Rows are streamed: each pairs row is read, its two image files are read and written into the current row
+group, and only light per-row metadata is kept (for statistics and figures), so memory does not grow with
+image count. The folder is built under a hidden temporary name next to ``RELEASE_DIR`` and renamed into
+place at the end; an existing release is only replaced with ``overwrite=True``, and rebuilding the same
+inputs with the same options finds the finished release and keeps it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import inspect
+import json
+import os
+import re
+import shutil
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from commonlink import __version__
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError, SchemaError
+from commonlink.formats.common_o import letters
+from commonlink.fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join, sha256_bytes, sha256_file
+from commonlink.progress import track
+from commonlink.formats.catalog import outside_link_error
+from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
+
+COMMON_O_PAIRS_KIND = "common_o_pairs"
+ASSOCIATION_CHAINS_KIND = "association_chains"
+MANIFEST_FILENAME = "manifest.json"
+#: Stored in every row's ``answer_type``: the model picks every correct letter among the choices.
+ANSWER_TYPE = "multiple_choice"
+DEFAULT_LICENSE = "cc-by-nc-4.0"  # the license of the Common-O paper's release (its datasheet, §10)
+DEFAULT_VERSION = "1.0.0"
+_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.\-+]*$")
+_VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.\-+_]*$")
+
+
+@dataclass
+class ReleaseResult:
+    """What a build produced (returned by :func:`build_release` / :func:`build_common_o_release`)."""
+
+    out_dir: Path
+    kind: str  #: "common_o" | "association"
+    splits: dict[str, dict]  #: {split: {"rows": n, "files": [relative paths]}}
+    files: dict[str, dict]  #: {relative path: {"sha256", "size"}}
+    figures: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  #: warnings worth printing (e.g. figures skipped)
+    reused: bool = False  #: the folder already held this exact build; nothing was rewritten
+
+
+def pairs_meta_path(pairs_file: str | os.PathLike) -> Path:
+    return Path(f"{os.fspath(pairs_file)}.meta.json")
+
+
+def read_pairs_meta(pairs_file: str | os.PathLike) -> dict:
+    """The ``.meta.json`` sidecar of a pairs/chains file (its ``kind`` says which release it makes)."""
+    path = Path(pairs_file)
+    if not path.is_file():
+        raise InputError(f"Pairs file {path} not found.", "Check the path; make one with `commonlink pairs`.")
+    meta_path = pairs_meta_path(path)
+    if not meta_path.is_file():
+        raise InputError(
+            f"{path} has no sidecar {meta_path.name}, so its kind, seed and split are unknown.",
+            "Use files written by `commonlink pairs` or `commonlink chains` (they write the .meta.json next to the file).",
+        )
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{meta_path}: not valid JSON ({exc.msg}).", "Regenerate the pairs file.") from exc
+    if not isinstance(meta, dict) or "kind" not in meta:
+        raise SchemaError(f"{meta_path}: no 'kind' field.", "Regenerate the pairs file with `commonlink pairs`.")
+    return meta
+
+
+def build_release(
+    inputs: list[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    name: str | None = None,
+    version: str = DEFAULT_VERSION,
+    license: str = DEFAULT_LICENSE,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> ReleaseResult:
+    """Build a release from pairs files (Common-O) or chain files (association), chosen by their meta ``kind``."""
+    if not inputs:
+        raise InputError("No input files given.", "Pass one or more pairs files: commonlink release build PAIRS.jsonl --out DIR")
+    kinds = {str(p): read_pairs_meta(p)["kind"] for p in inputs}
+    distinct = sorted(set(kinds.values()))
+    if len(distinct) > 1:
+        listing = "; ".join(f"{path}: {kind}" for path, kind in kinds.items())
+        raise InputError(
+            f"The inputs mix kinds ({listing}); one release holds one kind.",
+            "Build Common-O pairs and association chains into separate release folders.",
+        )
+    kind = distinct[0]
+    if kind == ASSOCIATION_CHAINS_KIND:
+        try:
+            from commonlink.release.association import build_association_release
+        except ImportError as exc:
+            raise InputError(
+                "Association releases are not available in this installation (commonlink.release.association missing).",
+                "Update commonlink.",
+            ) from exc
+        options: dict[str, Any] = {"name": name, "version": version, "license": license}
+        accepted = inspect.signature(build_association_release).parameters
+        for key, value in (("max_shard_bytes", max_shard_bytes), ("overwrite", overwrite), ("progress", progress)):
+            if key in accepted:
+                options[key] = value
+        return build_association_release([Path(p) for p in inputs], Path(out_dir), **options)
+    if kind != COMMON_O_PAIRS_KIND:
+        raise InputError(
+            f"Unknown input kind {kind!r} (from {next(iter(kinds))}.meta.json).",
+            f"Inputs must be '{COMMON_O_PAIRS_KIND}' (commonlink pairs) or '{ASSOCIATION_CHAINS_KIND}' (commonlink chains).",
+        )
+    return build_common_o_release(
+        inputs, out_dir, name=name, version=version, license=license, max_shard_bytes=max_shard_bytes,
+        overwrite=overwrite, progress=progress,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ Common-O
+
+
+@dataclass
+class _Input:
+    path: Path
+    meta: dict
+    split: str
+    sha256: str
+
+
+def build_common_o_release(
+    pairs_files: list[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    name: str | None = None,
+    version: str = DEFAULT_VERSION,
+    license: str = DEFAULT_LICENSE,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> ReleaseResult:
+    """Write a Common-O release folder from pairs files (one split per file's meta ``split``)."""
+    from commonlink.release.datasheet import render_common_o_card
+    from commonlink.loaders.common_o import common_o_features
+
+    out_dir = Path(out_dir).expanduser().resolve()
+    name = name or out_dir.name
+    _check_options(license=license, version=version)
+    inputs = _read_inputs(pairs_files)
+    seed = _common_seed(inputs)
+    config = {
+        "kind": "common_o",
+        "name": name,
+        "version": version,
+        "license": license,
+        "max_shard_bytes": int(max_shard_bytes),
+        "answer_type": ANSWER_TYPE,
+        "inputs": [
+            {"file": inp.path.name, "sha256": inp.sha256, "split": inp.split, "count": inp.meta.get("count"), "seed": inp.meta.get("seed"),
+             "toolkit_version": inp.meta.get("toolkit_version"), "config": _without_local_paths(inp.meta.get("config", {}))}
+            for inp in inputs
+        ],
+    }
+    build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
+
+    reused = _reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
+    if reused is not None:
+        return reused
+
+    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{uuid.uuid4().hex[:8]}"
+    tmp_dir.mkdir(parents=True)
+    try:
+        features = common_o_features()
+        stats = CommonOStatsAccumulator()
+        rows_by_split: dict[str, list[dict]] = defaultdict(list)  # metadata only (no image bytes), for figures
+        compact = _CompactRows()
+        splits: dict[str, dict] = {}
+        reader = CatalogImageReader()
+        seen_ids: dict[str, str] = {}
+        for split in dict.fromkeys(inp.split for inp in inputs):
+            split_inputs = [inp for inp in inputs if inp.split == split]
+            with ShardWriter(tmp_dir / "data", split, features, max_shard_bytes=max_shard_bytes) as writer:
+                for inp in split_inputs:
+                    total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
+                    rows = read_jsonl(inp.path)
+                    for number, row in enumerate(
+                        track(rows, f"{split}: {inp.path.name}", total=total, unit="rows", disable=not progress), start=1
+                    ):
+                        where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
+                        record = published_row(row, split=split, where=where, reader=reader)
+                        if record["id"] in seen_ids:
+                            raise SchemaError(
+                                f"{where}: example id {record['id']!r} is already used by {seen_ids[record['id']]}.",
+                                "Ids must be unique in a release, and `commonlink pairs` numbers them {split}-{index} whatever the "
+                                "seed: sample one file per split (one `commonlink pairs` run with the total --count), or drop the "
+                                "duplicate file.",
+                            )
+                        seen_ids[record["id"]] = where
+                        writer.write(record)
+                        stats.add(split, row)
+                        rows_by_split[split].append(compact.row(row))
+            if writer.rows_written == 0:
+                raise InputError(
+                    f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
+                    "datasets.load_dataset cannot open an empty split.",
+                    "Sample pairs into the file first (`commonlink pairs --count N`), or leave it out.",
+                )
+            splits[split] = {
+                "rows": writer.rows_written,
+                "files": [f"data/{s.path.name}" for s in writer.shards],
+                "num_bytes": sum(s.data_bytes for s in writer.shards),
+                "download_size": sum(s.bytes for s in writer.shards),
+            }
+
+        notes: list[str] = []
+        figures = _write_figures(dict(rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0, notes=notes)
+        summary = stats.summary()
+        card = render_common_o_card(
+            name=name, version=version, license=license, splits=splits, stats=summary, figures=figures,
+            features=features, seed=seed, toolkit_version=__version__, config=config,
+        )
+        atomic_write_text(tmp_dir / "README.md", card)
+        files = _hash_files(tmp_dir)
+        manifest = {
+            "toolkit_version": __version__,
+            "name": name,
+            "version": version,
+            "kind": "common_o",
+            "seed": seed,
+            "build_key": build_key,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "config": config,
+            "splits": {s: {"rows": info["rows"], "files": info["files"]} for s, info in splits.items()},
+            "stats": summary,
+            "figures": figures,
+            "files": files,
+        }
+        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
+        _swap_into_place(tmp_dir, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    return ReleaseResult(
+        out_dir=out_dir, kind="common_o", splits=manifest["splits"], files=files, figures=figures, notes=notes
+    )
+
+
+class CatalogImageReader:
+    """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
+
+    Each catalog sub-folder is resolved (``safe_join``) once and cached; files are opened without following
+    symlinks, and a symlinked file is checked with ``safe_join`` before it is read, so a link cannot escape.
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, str], str] = {}
+
+    def path(self, catalog: str, relative: str, *, what: str) -> str:
+        head, tail = os.path.split(relative)
+        key = (catalog, head)
+        folder = self._folders.get(key)
+        if folder is None:
+            try:
+                folder = self._folders[key] = str(safe_join(catalog, head or "."))
+            except InputError as exc:
+                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
+        if tail in ("", ".", ".."):
+            raise InputError(f"{what} path {relative!r} names no file.", "Regenerate the pairs file.")
+        return os.path.join(folder, tail)
+
+    def read(self, catalog: str, relative: str, *, what: str) -> bytes:
+        path = self.path(catalog, relative, what=what)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            raise InputError(
+                f"{what} file {path} not found.",
+                "Restore the image into its catalog folder (or rebuild the catalog and the pairs) and rerun.",
+            ) from None
+        except OSError:  # ELOOP: the file is a symlink; allowed only when it stays inside the catalog
+            try:
+                path = str(safe_join(catalog, relative))
+            except InputError as exc:
+                exc = outside_link_error(catalog, relative) or exc
+                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
+            fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            data = os.read(fd, size) if size else b""
+            if len(data) == size and size:
+                return data  # the usual case: one read, no extra syscall to see end of file
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+@functools.lru_cache(maxsize=256)
+def _letters(n: int) -> tuple[str, ...]:
+    return tuple(letters(n))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _json_list(items: tuple[str, ...]) -> str:
+    return json.dumps(list(items), ensure_ascii=False)
+
+
+def published_row(row: dict, *, split: str, where: str, reader: CatalogImageReader | None = None) -> dict:
+    """One pairs-file row -> one parquet row (published Common-O columns + provenance), images as file bytes.
+
+    Pass one ``reader`` for a whole build: it resolves each catalog folder once instead of once a file.
+    """
+    for key in ("id", "image_1", "image_2", "choices", "ground_truth", "answer", "question", "source"):
+        if key not in row:
+            raise SchemaError(f"{where}: missing field {key!r}.", "Regenerate the pairs file with `commonlink pairs`.")
+    if row.get("split") not in (None, split):
+        raise SchemaError(f"{where}: row split {row['split']!r} differs from the file's split {split!r} (meta).", "Regenerate the pairs file.")
+    choices, truth = row["choices"], row["ground_truth"]
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
+        raise SchemaError(f"{where}: 'choices' must be a non-empty list of names.")
+    position = {c: i for i, c in enumerate(choices)}
+    if len(position) != len(choices):
+        raise SchemaError(f"{where}: 'choices' repeats a name ({choices}).")
+    if not isinstance(truth, list) or not truth or any(t not in position for t in truth):
+        raise SchemaError(f"{where}: ground truth {truth} not among the choices.", "Regenerate the pairs file.")
+    labels = _letters(len(choices))
+    expected = {labels[position[t]] for t in truth}
+    given = {part.strip() for part in str(row["answer"]).split(",")}
+    if given != expected:
+        raise SchemaError(
+            f"{where}: answer {row['answer']!r} does not match the ground truth letters {', '.join(sorted(expected))!r}.",
+            "Regenerate the pairs file; answer and ground_truth must agree.",
+        )
+    if row["source"] not in ("real", "synthetic"):
+        raise SchemaError(f"{where}: source must be 'real' or 'synthetic', got {row['source']!r}.")
+    reader = reader or CatalogImageReader()
+    images, objects = [], []
+    for key in ("image_1", "image_2"):
+        image = row[key]
+        if not isinstance(image, dict) or not image.get("catalog") or not image.get("path"):
+            raise SchemaError(f"{where}: {key} needs 'catalog' and 'path'.", "Regenerate the pairs file.")
+        data = reader.read(image["catalog"], image["path"], what=f"{where}: {key}")
+        expected = image.get("sha256")
+        if expected and sha256_bytes(data) != expected:
+            # The labels in the pairs row describe the image that was sampled; publishing other pixels under
+            # them would publish wrong ground truth.
+            raise SchemaError(
+                f"{where}: {key} file {image['path']} in {image['catalog']} changed after the pairs were sampled (sha256 differs).",
+                "Restore the original image, or rebuild the catalog and sample the pairs again.",
+            )
+        images.append({"bytes": data, "path": os.path.basename(image["path"])})
+        objects.append(image.get("objects") or [])
+    common = [t for t in truth if t != NO_COMMON_OBJECTS]
+    return {
+        "image_1": images[0],
+        "image_2": images[1],
+        "question": str(row["question"]),
+        "answer": str(row["answer"]),
+        "objects_1": _json_list(tuple(objects[0])),
+        "objects_2": _json_list(tuple(objects[1])),
+        "num_objects_image_1": len(objects[0]),
+        "num_objects_image_2": len(objects[1]),
+        "question_template": str(row.get("question_template") or ""),
+        "answer_type": ANSWER_TYPE,
+        "choices": _json_list(tuple(choices)),
+        "num_choices": len(choices),
+        "num_ground_truth_objects": len(common),
+        "real_or_synthetic": row["source"],
+        "ground_truth_objects": _json_list(tuple(truth)),
+        "id": str(row["id"]),
+        "image_1_id": _str_or_none(row["image_1"].get("id")),
+        "image_2_id": _str_or_none(row["image_2"].get("id")),
+        "scene_1_id": _str_or_none(row["image_1"].get("scene_id")),
+        "scene_2_id": _str_or_none(row["image_2"].get("scene_id")),
+        "view_1": _str_or_none(row["image_1"].get("view")),
+        "view_2": _str_or_none(row["image_2"].get("view")),
+    }
+
+
+class CommonOStatsAccumulator:
+    """Counts, row by row, the numbers the datasheet reports (no image data kept)."""
+
+    def __init__(self) -> None:
+        self.rows: Counter = Counter()
+        self.source_rows: dict[str, Counter] = defaultdict(Counter)
+        self.common: dict[str, Counter] = defaultdict(Counter)
+        self.choices: dict[str, Counter] = defaultdict(Counter)
+        self.images: dict[str, dict[tuple, tuple[int, str]]] = defaultdict(dict)  # split -> {image key: (n objects, source)}
+        self.object_freq: Counter = Counter()  # over distinct images of the whole release
+        self.scenes: set = set()
+        self.backgrounds: Counter = Counter()
+        self._seen_images: set = set()
+        self.area_min: float | None = None
+        self.area_max: float | None = None
+        self.images_with_area = 0
+
+    def add(self, split: str, row: dict) -> None:
+        self.rows[split] += 1
+        self.source_rows[split][row["source"]] += 1
+        self.common[split][len([t for t in row["ground_truth"] if t != NO_COMMON_OBJECTS])] += 1
+        self.choices[split][len(row["choices"])] += 1
+        for key in ("image_1", "image_2"):
+            image = row[key]
+            ident = (image.get("catalog"), image.get("id") or image.get("path"))
+            objects = list(image.get("objects") or [])
+            self.images[split].setdefault(ident, (len(objects), image.get("source") or row["source"]))
+            if ident in self._seen_images:
+                continue
+            self._seen_images.add(ident)
+            self.object_freq.update(objects)
+            if image.get("scene_id") is not None:
+                self.scenes.add((image.get("catalog"), image.get("scene_id")))
+            if image.get("background"):
+                self.backgrounds[image["background"]] += 1
+            areas = [float(v) for v in (image.get("object_area") or {}).values() if v is not None]
+            if areas:
+                self.images_with_area += 1
+                self.area_min = min(areas + ([self.area_min] if self.area_min is not None else []))
+                self.area_max = max(areas + ([self.area_max] if self.area_max is not None else []))
+
+    def summary(self) -> dict:
+        splits = {}
+        for split, n in self.rows.items():
+            per_image = Counter(count for count, _ in self.images[split].values())
+            image_sources = Counter(source for _, source in self.images[split].values())
+            splits[split] = {
+                "rows": n,
+                "rows_by_source": dict(sorted(self.source_rows[split].items())),
+                "real_share": self.source_rows[split]["real"] / n if n else 0.0,
+                "synthetic_share": self.source_rows[split]["synthetic"] / n if n else 0.0,
+                "distinct_images": len(self.images[split]),
+                "images_by_source": dict(sorted(image_sources.items())),
+                "objects_per_image": _distribution(per_image),
+                "common_objects_per_example": _distribution(self.common[split]),
+                "no_common_share": self.common[split][0] / n if n else 0.0,
+                "choices_per_example": _distribution(self.choices[split]),
+            }
+        total = sum(self.rows.values())
+        real = sum(c["real"] for c in self.source_rows.values())
+        return {
+            "total_rows": total,
+            "real_share": real / total if total else 0.0,
+            "synthetic_share": (total - real) / total if total else 0.0,
+            "distinct_images": len(self._seen_images),
+            "distinct_scenes": len(self.scenes),
+            "distinct_objects": len(self.object_freq),
+            "object_frequency": [[name, count] for name, count in sorted(self.object_freq.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "backgrounds": dict(sorted(self.backgrounds.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "object_area": (
+                {"images": self.images_with_area, "min": self.area_min, "max": self.area_max} if self.images_with_area else None
+            ),
+            "splits": splits,
+        }
+
+
+def _distribution(counter: Counter) -> dict:
+    n = sum(counter.values())
+    if not n:
+        return {"count": 0, "min": None, "max": None, "mean": None, "histogram": {}}
+    return {
+        "count": n,
+        "min": min(counter),
+        "max": max(counter),
+        "mean": sum(k * v for k, v in counter.items()) / n,
+        "histogram": {str(k): counter[k] for k in sorted(counter)},
+    }
+
+
+# ------------------------------------------------------------------------------------------------ internals
+
+
+def _check_options(*, license: str, version: str) -> None:
+    if not _LICENSE_RE.match(license):
+        raise InputError(f"--license {license!r} is not a Hub license id.", "Use an id like cc-by-4.0, cc-by-nc-4.0, mit, apache-2.0 or other.")
+    if not _VERSION_RE.match(version):
+        raise InputError(f"--version {version!r} is not a usable version label.", "Use e.g. 1.0.0 (letters, digits, '.', '-', '+', '_').")
+
+
+def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
+    inputs = []
+    seen = set()
+    for raw in pairs_files:
+        path = Path(raw).expanduser().resolve()
+        if path in seen:
+            raise InputError(f"{path} is given twice.", "Pass each pairs file once.")
+        seen.add(path)
+        meta = read_pairs_meta(path)
+        if meta["kind"] != COMMON_O_PAIRS_KIND:
+            raise InputError(f"{path} is a {meta['kind']!r} file, not Common-O pairs.", "Pass files written by `commonlink pairs`.")
+        split = str(meta.get("split") or "")
+        if not re.fullmatch(r"\w+", split):
+            raise SchemaError(
+                f"{pairs_meta_path(path)}: split {split!r} is not a valid split name (letters, digits, '_').",
+                "Regenerate the pairs with `commonlink pairs --split NAME`.",
+            )
+        inputs.append(_Input(path=path, meta=meta, split=split, sha256=sha256_file(path)))
+    return inputs
+
+
+def _common_seed(inputs: list[_Input]) -> Any:
+    """The inputs' seed, or {input file name: seed} when they differ (names only: the card gets published)."""
+    names = [inp.path.name for inp in inputs]
+    if len(set(names)) < len(names):
+        names = [f"{inp.path.parent.name}/{inp.path.name}" for inp in inputs]
+    if len(set(names)) < len(names):
+        names = [f"{i + 1}: {name}" for i, name in enumerate(names)]
+    seeds = {name: inp.meta.get("seed") for name, inp in zip(names, inputs)}
+    distinct = {json.dumps(s) for s in seeds.values()}
+    return next(iter(seeds.values())) if len(distinct) == 1 else seeds
+
+
+class _CompactRows:
+    """Pairs rows as the figures need them, held for the whole build: no question text, one shared dict per
+    distinct image and one string object per distinct name, so memory grows slowly with the number of rows."""
+
+    _IMAGE_KEYS = ("catalog", "id", "path", "source", "scene_id", "view", "background", "objects", "object_area")
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._images: dict[tuple, dict] = {}
+
+    def _name(self, text: Any) -> Any:
+        return self._strings.setdefault(text, text) if isinstance(text, str) else text
+
+    def _image(self, image: dict) -> dict:
+        key = (image.get("catalog"), image.get("id") or image.get("path"))
+        shared = self._images.get(key)
+        if shared is None:
+            shared = {k: self._name(image[k]) for k in self._IMAGE_KEYS if k in image and k != "objects"}
+            shared["objects"] = [self._name(o) for o in image.get("objects") or []]
+            self._images[key] = shared
+        return shared
+
+    def row(self, row: dict) -> dict:
+        return {
+            "id": row["id"],
+            "split": self._name(row.get("split")),
+            "source": self._name(row["source"]),
+            "image_1": self._image(row["image_1"]),
+            "image_2": self._image(row["image_2"]),
+            "choices": [self._name(c) for c in row["choices"]],
+            "ground_truth": [self._name(t) for t in row["ground_truth"]],
+            "answer": self._name(row["answer"]),
+        }
+
+
+def _write_figures(rows_by_split: dict[str, list[dict]], figures_dir: Path, *, seed: int, notes: list[str]) -> dict[str, str]:
+    try:
+        from commonlink.release.figures import write_common_o_figures
+    except ImportError as exc:  # the figures module is optional at runtime (matplotlib missing, etc.)
+        notes.append(f"No figures written: commonlink.release.figures could not be imported ({exc}).")
+        return {}
+    return write_common_o_figures(rows_by_split, figures_dir, seed=seed)
+
+
+def _hash_files(root: Path) -> dict[str, dict]:
+    files = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if rel == MANIFEST_FILENAME or any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        files[rel] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    return files
+
+
+def read_release_manifest(release_dir: str | os.PathLike) -> dict:
+    path = Path(release_dir) / MANIFEST_FILENAME
+    if not path.is_file():
+        raise InputError(f"{release_dir} is not a release folder (no {MANIFEST_FILENAME}).", "Build one with `commonlink release build`.")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}: not valid JSON ({exc.msg}).", "Rebuild the release.") from exc
+
+
+def verify_release(release_dir: str | os.PathLike) -> list[str]:
+    """Problems found comparing a release folder with its manifest (empty list: every file matches)."""
+    root = Path(release_dir)
+    manifest = read_release_manifest(root)
+    problems = []
+    listed = manifest.get("files") or {}
+    for rel, info in listed.items():
+        path = root / rel
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+        elif path.stat().st_size != info.get("size") or sha256_file(path) != info.get("sha256"):
+            problems.append(f"{rel}: content differs from the manifest")
+    for rel in _hash_files(root) if root.is_dir() else {}:
+        if rel not in listed:
+            problems.append(f"{rel}: not in the manifest")
+    return problems
+
+
+def _reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> ReleaseResult | None:
+    if not out_dir.exists():
+        return None
+    if not out_dir.is_dir():
+        raise InputError(f"--out {out_dir} is a file.", "Pick a folder path for the release.")
+    if not any(out_dir.iterdir()):
+        return None
+    manifest_path = out_dir / MANIFEST_FILENAME
+    if not manifest_path.is_file():
+        raise InputError(
+            f"--out {out_dir} already holds files that are not a commonlink release.",
+            "Pick a new or empty folder (commonlink does not delete folders it did not write).",
+        )
+    manifest = read_release_manifest(out_dir)
+    if manifest.get("build_key") == build_key and not verify_release(out_dir):
+        return ReleaseResult(
+            out_dir=out_dir, kind=manifest.get("kind", "common_o"), splits=manifest.get("splits", {}),
+            files=manifest.get("files", {}), figures=manifest.get("figures", {}),
+            notes=["The folder already holds this exact release (same inputs and options); kept as is."], reused=True,
+        )
+    if not overwrite:
+        raise InputError(
+            f"--out {out_dir} already holds a different release ({manifest.get('name')!r} version {manifest.get('version')!r}).",
+            "Pick another folder, or pass --overwrite to replace it.",
+        )
+    return None
+
+
+def _swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
+    """Rename the finished build over ``out_dir`` (the old folder is moved aside first, then deleted)."""
+    old = None
+    if out_dir.exists():
+        old = out_dir.parent / f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(out_dir, old)
+    try:
+        os.rename(tmp_dir, out_dir)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out_dir)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _without_local_paths(value: Any) -> Any:
+    """Absolute paths -> their last component: the card and manifest get published, local folder names should not."""
+    if isinstance(value, dict):
+        return {k: _without_local_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_local_paths(v) for v in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return os.path.basename(value.rstrip("/\\")) or value
+    return value
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+__all__ = [
+    "ReleaseResult",
+    "build_release",
+    "build_common_o_release",
+    "published_row",
+    "read_pairs_meta",
+    "read_release_manifest",
+    "verify_release",
+    "CommonOStatsAccumulator",
+]

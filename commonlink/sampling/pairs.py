@@ -1,0 +1,748 @@
+"""Common-O pair sampling (paper §3.1–3.2, DESIGN.md §3): two images, lettered choices, the objects in both.
+
+An example pairs two images of the same source (``real`` | ``synthetic``) from different scenes. Its ground
+truth is the set of objects visible in both images ("No objects are in common" when there is none). The
+number of common objects ``k`` is drawn first, balanced over ``k = 0..max_common``; a pair with exactly ``k``
+common objects is then found through an object -> image index:
+
+* the eligible images of a source are held as a compact index (object ids per image and images per object,
+  both in CSR form, integer scene codes), never as records, so memory grows by a few bytes per image;
+* for an anchor image ``A`` the intersection size with every other image is one ``bincount`` over the
+  posting lists of ``A``'s objects, so *all* partners with exactly ``k`` common objects are found in one
+  step; anchors are visited in a seeded cyclic order, so one search is bounded by one pass over the anchors
+  and a pass without a hit proves that ``k`` is exhausted (availability only ever shrinks);
+* the quota of an exhausted ``k`` is moved to the feasible ``k`` with the fewest planned examples, and the
+  statistics say so.
+
+Records are read twice, streaming: once to build the index, once to fetch the records of the images used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import math
+import os
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from commonlink import __version__
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError, NotEnoughDataError, SchemaError
+from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
+from commonlink.progress import make_progress
+from commonlink.seeding import rng_for
+from commonlink.formats.catalog import SOURCES, CatalogRecord, catalog_file, image_path, iter_catalog
+
+SPLITS = ("main", "challenge")
+#: Objects a scene (paper §3.1): Common-O Bench 3–7, Common-O Complex 8–16.
+DEFAULT_OBJECT_RANGE = {"main": (3, 7), "challenge": (8, 16)}
+#: Share of real-photo examples in Common-O Bench (paper §3.1: 45% real, 55% synthetic).
+PAPER_REAL_FRACTION = 0.45
+#: Auto ``max_uses``: this many times the average number of uses the request needs, and at least 3.
+AUTO_MAX_USES_FACTOR = 3
+AUTO_MAX_USES_MIN = 3
+PAIRS_KIND = "common_o_pairs"
+
+
+@dataclass
+class PairsConfig:
+    """Options of one sampling run (the CLI maps one option to each field)."""
+
+    split: str = "main"  #: "main" (Common-O Bench) or "challenge" (Common-O Complex)
+    count: int = 1000  #: examples to sample
+    objects: tuple[int, int] | None = None  #: eligible visible-object counts; None: 3-7 main, 8-16 challenge
+    max_common: int | None = None  #: k is balanced over 0..max_common; None: the upper object bound
+    choices: int = 8  #: minimum number of lettered choices
+    max_uses: int | None = None  #: cap on examples an image appears in; None: auto (see AUTO_MAX_USES_*)
+    real_fraction: float | None = None  #: share of real examples; None: split default (see resolve_real_fraction)
+    seed: int = 0
+    check_files: bool = True  #: verify that the images of the sampled pairs exist inside their catalogs
+
+    def object_range(self) -> tuple[int, int]:
+        return tuple(self.objects) if self.objects is not None else DEFAULT_OBJECT_RANGE[self.split]  # type: ignore[return-value]
+
+    def max_common_objects(self) -> int:
+        return self.max_common if self.max_common is not None else self.object_range()[1]
+
+    def validate(self) -> None:
+        if self.split not in SPLITS:
+            raise InputError(f"--split {self.split!r} is not a Common-O split.", f"Use one of: {', '.join(SPLITS)}.")
+        if self.count < 1:
+            raise InputError(f"--count {self.count}: need at least 1 example.", "e.g. --count 1000.")
+        lo, hi = self.object_range()
+        if lo < 1 or hi < lo:
+            raise InputError(f"--objects {lo}-{hi}: need 1 <= LOW <= HIGH.", "e.g. --objects 3-7.")
+        k_max = self.max_common_objects()
+        if k_max < 0 or k_max > hi:
+            raise InputError(
+                f"--max-common {k_max}: two images with at most {hi} objects share 0..{hi} objects.",
+                f"Use a value from 0 to {hi}, or widen --objects.",
+            )
+        if self.choices < 3:
+            raise InputError(f"--choices {self.choices}: need at least 3 (an object, a distractor, '{NO_COMMON_OBJECTS}').", "e.g. --choices 8.")
+        if self.max_uses is not None and self.max_uses < 1:
+            raise InputError(f"--max-uses {self.max_uses}: need at least 1.", "Leave it out for the automatic cap.")
+        if self.real_fraction is not None and not 0.0 <= self.real_fraction <= 1.0:
+            raise InputError(f"--real-fraction {self.real_fraction}: need a share between 0 and 1.", "e.g. --real-fraction 0.45.")
+
+
+def resolve_real_fraction(config: PairsConfig, eligible: dict[str, int]) -> float:
+    """The share of real examples: the option if given, else 0 for challenge (synthetic only, as the paper),
+    else 0.45 (the paper's share) when both sources have eligible images, else the one source available."""
+    if config.real_fraction is not None:
+        return float(config.real_fraction)
+    if config.split == "challenge":
+        return 0.0
+    if eligible.get("real", 0) and eligible.get("synthetic", 0):
+        return PAPER_REAL_FRACTION
+    return 1.0 if eligible.get("real", 0) else 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Pass 1: a compact index of the eligible images
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Index:
+    catalogs: list[Path]  #: absolute catalog folders, in the order given
+    vocab: list[str]  #: object names, sorted; object ids index this list
+    source_vocab: dict[str, np.ndarray]  #: object ids seen in each source (all images, eligible or not)
+    images_read: int
+    duplicates_skipped: int
+    # one entry per eligible image:
+    catalog_index: np.ndarray  #: int32
+    row_index: np.ndarray  #: int64, row number within the catalog file (0-based, blank lines skipped)
+    source: np.ndarray  #: uint8, index into SOURCES
+    scene: np.ndarray  #: int64, global scene code (scene ids are compared across catalogs, per source)
+    obj_ptr: np.ndarray  #: int64, CSR pointers into obj_ids
+    obj_ids: np.ndarray  #: int32, object ids (distinct per image, sorted)
+    image_ids: list[str]  #: record ids, to check that pass 2 reads the same catalog
+
+    def object_names(self, g: int) -> list[str]:
+        return [self.vocab[o] for o in self.obj_ids[self.obj_ptr[g] : self.obj_ptr[g + 1]]]
+
+
+def _resolve_catalogs(catalog_dirs: Sequence[str | os.PathLike]) -> list[Path]:
+    if not catalog_dirs:
+        raise InputError("No catalog folder given.", "Pass one or more catalog folders (made by `commonlink ingest` or `commonlink synth`).")
+    seen: dict[Path, None] = {}
+    for raw in catalog_dirs:
+        path = Path(raw).expanduser().resolve()
+        if not catalog_file(path).is_file():
+            raise InputError(
+                f"{raw} is not an image catalog (no {catalog_file(path).name} in it).",
+                "Create one with `commonlink ingest` (photos) or `commonlink synth` (renders), or fix the path.",
+            )
+        seen.setdefault(path, None)  # the same folder twice counts once
+    return list(seen)
+
+
+def _build_index(catalogs: list[Path], object_range: tuple[int, int], progress) -> _Index:
+    lo, hi = object_range
+    name_ids: dict[str, int] = {}
+    scene_codes: dict[tuple[int, str], int] = {}
+    seen_ids: set[str] = set()
+    source_objs: list[set[int]] = [set() for _ in SOURCES]
+    # typed arrays, not lists: a few bytes an image instead of a Python int object each
+    cat_idx = array("i")
+    row_idx = array("q")
+    src = array("B")
+    scene = array("q")
+    counts = array("q")
+    obj_flat = array("i")
+    image_ids: list[str] = []
+    images_read = duplicates = 0
+    task = progress.add_task("reading catalogs", total=None)
+    for ci, folder in enumerate(catalogs):
+        for row, record in enumerate(iter_catalog(folder)):
+            images_read += 1
+            if images_read % 1024 == 0:  # batched: a rich update per record costs more than the record
+                progress.advance(task, 1024)
+            if record.id in seen_ids:  # the same image listed twice (e.g. overlapping catalogs): keep the first
+                duplicates += 1
+                continue
+            seen_ids.add(record.id)
+            names = set(record.objects)
+            if NO_COMMON_OBJECTS in names:
+                raise SchemaError(
+                    f"{catalog_file(folder)}, row {row + 1}: object name {NO_COMMON_OBJECTS!r} is reserved for the answer choice.",
+                    "Rename that object in the catalog.",
+                )
+            s = SOURCES.index(record.source)
+            ids = sorted(name_ids.setdefault(n, len(name_ids)) for n in names)
+            source_objs[s].update(ids)
+            if not lo <= len(ids) <= hi:
+                continue
+            cat_idx.append(ci)
+            row_idx.append(row)
+            src.append(s)
+            scene.append(scene_codes.setdefault((s, str(record.scene_id)), len(scene_codes)))
+            counts.append(len(ids))
+            obj_flat.extend(ids)
+            image_ids.append(record.id)
+    # Object ids in name order, so that the output does not depend on which catalog named an object first.
+    vocab = sorted(name_ids)
+    remap = np.empty(len(name_ids), dtype=np.int32)
+    for new, name in enumerate(vocab):
+        remap[name_ids[name]] = new
+    obj_ids = remap[np.frombuffer(obj_flat, dtype=np.int32)] if obj_flat else np.zeros(0, dtype=np.int32)
+    obj_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.frombuffer(counts, dtype=np.int64), out=obj_ptr[1:])
+    for i in range(len(counts)):  # keep ids sorted per image after the remap
+        obj_ids[obj_ptr[i] : obj_ptr[i + 1]].sort()
+    source_vocab = {
+        name: np.sort(remap[np.fromiter(source_objs[s], dtype=np.int64)]) if source_objs[s] else np.zeros(0, dtype=np.int32)
+        for s, name in enumerate(SOURCES)
+    }
+    return _Index(
+        catalogs=catalogs,
+        vocab=vocab,
+        source_vocab=source_vocab,
+        images_read=images_read,
+        duplicates_skipped=duplicates,
+        catalog_index=np.array(cat_idx, dtype=np.int32),
+        row_index=np.array(row_idx, dtype=np.int64),
+        source=np.array(src, dtype=np.uint8),
+        scene=np.array(scene, dtype=np.int64),
+        obj_ptr=obj_ptr,
+        obj_ids=obj_ids.astype(np.int32, copy=False),
+        image_ids=image_ids,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sampling pairs of one source
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _SourceResult:
+    pairs: list[tuple[int, int, int]]  #: (global image index A, global image index B, k)
+    requested: list[int]  #: balanced quota per k
+    achieved: list[int]
+    moved: dict[int, int]  #: k -> examples moved away because k ran out
+    exhausted_reason: dict[int, str]
+    uses: np.ndarray
+    max_uses: int
+    anchors_examined: int
+
+
+class _SourcePool:
+    """The eligible images of one source, indexed for exact-k partner search."""
+
+    def __init__(self, index: _Index, source: int, n_vocab: int):
+        self.members = np.flatnonzero(index.source == source)  # global image indices
+        m = len(self.members)
+        self.m = m
+        starts = index.obj_ptr[self.members]
+        ends = index.obj_ptr[self.members + 1]
+        self.n_objects = (ends - starts).astype(np.int64)
+        self.obj_ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(self.n_objects, out=self.obj_ptr[1:])
+        self.obj_ids = (
+            np.concatenate([index.obj_ids[a:b] for a, b in zip(starts, ends)]) if m else np.zeros(0, dtype=np.int32)
+        )
+        # inverted index (CSR): posting[posting_ptr[o]:posting_ptr[o + 1]] are the images showing object o.
+        # 4 bytes per (image, object), whatever the vocabulary size (a dense object x image matrix is not).
+        by_object = np.argsort(self.obj_ids, kind="stable")
+        self.posting = np.repeat(np.arange(m, dtype=np.int32), self.n_objects)[by_object]
+        self.posting_ptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.obj_ids, minlength=n_vocab), out=self.posting_ptr[1:])
+        # scenes as contiguous runs of a sort order, so the members of a scene are one slice
+        _, scene_local = np.unique(index.scene[self.members], return_inverse=True)
+        self.scene = scene_local.astype(np.int64)
+        self.n_scenes = int(self.scene.max()) + 1 if m else 0
+        self.scene_order = np.argsort(self.scene, kind="stable")
+        self.scene_start = np.zeros(self.n_scenes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.scene, minlength=self.n_scenes), out=self.scene_start[1:])
+
+    def objects_of(self, i: int) -> np.ndarray:
+        return self.obj_ids[self.obj_ptr[i] : self.obj_ptr[i + 1]]
+
+    def scene_members(self, i: int) -> np.ndarray:
+        c = self.scene[i]
+        return self.scene_order[self.scene_start[c] : self.scene_start[c + 1]]
+
+    def max_distinct_pairs(self) -> int:
+        """Unordered pairs of images from different scenes."""
+        sizes = np.diff(self.scene_start)
+        return (self.m * (self.m - 1) - int(np.sum(sizes * (sizes - 1)))) // 2
+
+
+def _balanced_quota(n: int, k_max: int, rng: np.random.Generator) -> list[int]:
+    bins = k_max + 1
+    quota = [n // bins] * bins
+    for k in rng.choice(bins, size=n % bins, replace=False):
+        quota[int(k)] += 1
+    return quota
+
+
+def _sample_source(
+    pool: _SourcePool,
+    n: int,
+    k_max: int,
+    cap: int,
+    n_vocab_source: int,
+    seed: int,
+    split: str,
+    source_name: str,
+    progress,
+) -> _SourceResult:
+    rng = rng_for(seed, "pairs", split, source_name, "search")
+    quota = _balanced_quota(n, k_max, rng)
+    schedule = np.repeat(np.arange(k_max + 1), quota)
+    rng.shuffle(schedule)
+    planned = np.asarray(quota, dtype=np.int64)  # examples still planned + achieved, per k
+    achieved = [0] * (k_max + 1)
+    moved: dict[int, int] = {}
+    reason: dict[int, str] = {}
+    exhausted = np.zeros(k_max + 1, dtype=bool)
+    for k in range(k_max + 1):
+        if int(np.count_nonzero(pool.n_objects >= k)) < 2:
+            exhausted[k], reason[k] = True, f"fewer than two {source_name} images show {k}+ objects"
+        elif k + 2 > n_vocab_source:
+            # every example needs its k objects plus two distractors from the source's object names
+            exhausted[k], reason[k] = True, f"only {n_vocab_source} {source_name} object names: no room for 2 distractors"
+    uses = np.zeros(pool.m, dtype=np.int64)
+    available = np.ones(pool.m, dtype=bool)
+    partners: dict[int, list[int]] = {}
+    anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
+    cursor = [0] * (k_max + 1)
+    pairs: list[tuple[int, int, int]] = []
+    examined = 0
+    # code[b] = 1 + |objects(a) & objects(b)| for a valid partner b of the anchor a, 0 for an invalid one
+    code = np.empty(pool.m, dtype=np.uint8)
+    all_ks = (1 << (k_max + 1)) - 1
+    # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
+    # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
+    # upper bound: anchors that cannot reach k are skipped without any array work.
+    reachable = [all_ks] * pool.m
+    task = progress.add_task(f"sampling {source_name} pairs", total=n)
+
+    def search(k: int) -> tuple[int, int] | int:
+        """One pass at most over the anchors of k; returns (a, b), or the largest k any anchor may still reach."""
+        nonlocal examined
+        order = anchors[k]
+        bit = 1 << k
+        seen_max = -1
+        for _ in range(len(order)):
+            a = int(order[cursor[k]])
+            cursor[k] = (cursor[k] + 1) % len(order)
+            if not available[a]:
+                continue
+            if not reachable[a] & bit:
+                seen_max = max(seen_max, reachable[a].bit_length() - 1)
+                continue
+            examined += 1
+            objs = pool.objects_of(a)
+            shared = np.bincount(
+                np.concatenate([pool.posting[pool.posting_ptr[o] : pool.posting_ptr[o + 1]] for o in objs]),
+                minlength=pool.m,
+            )
+            np.add(shared, 1, out=code, casting="unsafe")  # at most 17 (16 objects + 1): fits uint8
+            np.multiply(code, available, out=code)
+            code[pool.scene_members(a)] = 0  # different scenes only (this also excludes a itself)
+            used = partners.get(a)
+            if used:
+                code[used] = 0  # no unordered pair twice
+            top = int(code.max())  # 1 + the largest intersection with a valid partner, 0 if none
+            reachable[a] = (1 << top) - 1
+            seen_max = max(seen_max, top - 1)
+            if top <= k:
+                continue
+            hits = np.flatnonzero(code == k + 1)
+            if len(hits) == 0:
+                continue
+            # prefer the least-used partners: spreads image reuse without changing which k is drawn
+            hit_uses = uses[hits]
+            least = hits[hit_uses == hit_uses.min()]
+            return a, int(least[rng.integers(len(least))])
+        return seen_max
+
+    def mark_exhausted(k: int, seen_max: int, i: int) -> None:
+        exhausted[k] = True
+        reason.setdefault(k, f"no pair of {source_name} images from different scenes is left sharing exactly {k} objects")
+        # a full pass over the anchors of k covered every image that can anchor a larger k
+        for k2 in range(k + 1, k_max + 1):
+            if not exhausted[k2] and k2 > seen_max:
+                exhausted[k2] = True
+                reason.setdefault(k2, f"no pair of {source_name} images from different scenes shares {k2} objects")
+        # move the unserved rest of every exhausted k to the feasible k with the fewest planned examples
+        later = np.arange(i, len(schedule))
+        for k_gone in np.flatnonzero(exhausted):
+            positions = later[schedule[i:] == k_gone]
+            if len(positions) == 0:
+                continue
+            feasible = np.flatnonzero(~exhausted)
+            if len(feasible) == 0:
+                return
+            moved[int(k_gone)] = moved.get(int(k_gone), 0) + len(positions)
+            planned[k_gone] -= len(positions)
+            new_ks = []
+            for _ in positions:
+                target = feasible[np.argmin(planned[feasible])]
+                planned[target] += 1
+                new_ks.append(target)
+            schedule[positions] = rng.permutation(np.asarray(new_ks))
+
+    i = 0
+    while i < len(schedule):
+        k = int(schedule[i])
+        if exhausted[k]:
+            mark_exhausted(k, k_max, i)  # reschedules position i too
+            if exhausted.all():
+                break
+            continue
+        found = search(k)
+        if isinstance(found, int):
+            mark_exhausted(k, found, i)
+            if exhausted.all():
+                break
+            continue
+        a, b = found
+        pairs.append((int(pool.members[a]), int(pool.members[b]), k))
+        achieved[k] += 1
+        for x, y in ((a, b), (b, a)):
+            uses[x] += 1
+            if uses[x] >= cap:
+                available[x] = False
+            partners.setdefault(x, []).append(y)
+        if len(pairs) % 64 == 0:
+            progress.advance(task, 64)
+        i += 1
+    return _SourceResult(pairs, quota, achieved, moved, reason, uses, cap, examined)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Pass 2 and rows
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files: bool) -> None:
+    """Stream the catalogs once more and put the record of each used image into its rows.
+
+    ``slots`` is an (n, 3) array of ``(global image index, row number, 1 | 2)``. Each row gets its own copy of
+    the image fields and no record is kept, so memory holds the rows and the compact index only. Records
+    were validated in pass 1; the id check catches a catalog rewritten in between.
+    """
+    images = slots[:, 0]
+    order = np.lexsort((index.row_index[images], index.catalog_index[images]))
+    slots = slots[order]
+    slot_catalog = index.catalog_index[slots[:, 0]]
+    slot_row = index.row_index[slots[:, 0]]
+    missing: list[str] = []
+    shared = {name: name for name in index.vocab}
+    for ci in np.unique(slot_catalog).tolist():
+        folder = index.catalogs[ci]
+        folder_text = str(folder)
+        path = catalog_file(folder)
+        pos, end = np.searchsorted(slot_catalog, [ci, ci + 1]).tolist()
+        for row, data in enumerate(read_jsonl(path)):
+            if pos == end:
+                break
+            if row != slot_row[pos]:
+                continue
+            g = int(slots[pos, 0])
+            if data.get("id") != index.image_ids[g]:
+                raise InputError(
+                    f"{path} changed while pairs were being sampled (row {row + 1} is now image {data.get('id')!r}).",
+                    "Rerun `commonlink pairs` once the catalog is no longer being written.",
+                )
+            if check_files and not _image_exists(folder, data["path"]):
+                missing.append(str(folder / data["path"]))
+            while pos < end and slots[pos, 0] == g:
+                rows[int(slots[pos, 1])][f"image_{int(slots[pos, 2])}"] = _image_entry(folder_text, data, shared)
+                pos += 1
+        if pos < end:
+            raise InputError(f"{path} got shorter while pairs were being sampled.", "Rerun `commonlink pairs`.")
+    if missing:
+        shown = ", ".join(sorted(missing)[:5])
+        raise InputError(
+            f"{len(missing)} image file(s) named by the catalogs are missing, e.g. {shown}.",
+            "Restore the files, or rebuild the catalog so that it lists only images that exist.",
+        )
+
+
+def _image_exists(folder: Path, relative: str) -> bool:
+    # Plain relative paths are the norm and need one stat; anything else goes through safe_join (via
+    # image_path), which refuses absolute paths and '..' with a clear error. Symlinks that lead out of the
+    # catalog are refused by image_path when the release build opens the image.
+    if os.path.isabs(relative) or ".." in Path(relative).parts:
+        return image_path(folder, CatalogRecord("", relative, [], "real", "", 0, 0, "")).is_file()
+    return os.path.isfile(os.path.join(folder, relative))
+
+
+def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
+    """The ``image_N`` fields of a row, from a catalog record (a fresh copy for every use).
+
+    ``shared`` maps repeated short strings (object names, backgrounds, views) to one string object each, so
+    that thousands of rows do not hold thousands of copies of "apple".
+    """
+    area = record.get("object_area")
+    view, background = record.get("view"), record.get("background")
+    return {
+        "catalog": folder,
+        "id": record["id"],
+        "path": record["path"],
+        "scene_id": record["scene_id"],
+        "view": shared.setdefault(view, view) if isinstance(view, str) else view,
+        "background": shared.setdefault(background, background) if isinstance(background, str) else background,
+        "objects": [shared.setdefault(o, o) for o in record["objects"]],
+        "object_area": {shared.setdefault(o, o): v for o, v in area.items()} if area is not None else None,
+        "width": record["width"],
+        "height": record["height"],
+        "sha256": record["sha256"],
+    }
+
+
+def build_choices(
+    objects_1: Iterable[str], objects_2: Iterable[str], vocabulary: Sequence[str], min_choices: int, rng: np.random.Generator
+) -> tuple[list[str], list[str], str]:
+    """Lettered choices for two object sets: ``(choices, ground_truth, answer)``.
+
+    Choices are the common objects, distractors (objects in only one image first, then objects in neither,
+    drawn from ``vocabulary``) and "No objects are in common", shuffled; there are ``max(min_choices, k + 3)``
+    of them, so every ground-truth object fits with two distractors. ``ground_truth`` lists the common objects
+    in letter order (or the "none" choice); ``answer`` is their letters, e.g. ``"A, C"``.
+    """
+    set_1, set_2 = set(objects_1), set(objects_2)
+    common = sorted(set_1 & set_2)
+    n_choices = max(min_choices, len(common) + 3)
+    n_distractors = n_choices - 1 - len(common)
+    only_one = sorted(set_1 ^ set_2)
+    distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors]]
+    if len(distractors) < n_distractors:
+        union = set_1 | set_2
+        neither = sorted(set(vocabulary) - union)
+        need = n_distractors - len(distractors)
+        if len(neither) < need:
+            raise NotEnoughDataError(
+                f"Only {len(neither) + len(only_one) + len(common)} object names are known: {n_choices} choices need "
+                f"{n_choices - 1}.",
+                "Lower --choices, or add catalogs with more kinds of objects.",
+            )
+        distractors += [neither[j] for j in rng.choice(len(neither), size=need, replace=False)]
+    options = common + distractors + [NO_COMMON_OBJECTS]
+    choices = [options[j] for j in rng.permutation(len(options))]
+    truth_set = set(common) if common else {NO_COMMON_OBJECTS}
+    labels = letters(len(choices))
+    truth_positions = [j for j, c in enumerate(choices) if c in truth_set]
+    ground_truth = [choices[j] for j in truth_positions]
+    answer = ", ".join(labels[j] for j in truth_positions)
+    return choices, ground_truth, answer
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Entry points
+# ----------------------------------------------------------------------------------------------------------
+
+
+def auto_max_uses(n: int, m: int) -> int:
+    """The default --max-uses for ``n`` examples from ``m`` eligible images of a source."""
+    return max(AUTO_MAX_USES_MIN, math.ceil(AUTO_MAX_USES_FACTOR * 2 * n / max(m, 1)))
+
+
+def _too_few(source: str, m: int, n: int, lo: int, hi: int, index: _Index, needed: str) -> NotEnoughDataError:
+    return NotEnoughDataError(
+        f"Only {m:,} eligible {source} image(s) (showing {lo}-{hi} objects) were found among {index.images_read:,} "
+        f"read from {len(index.catalogs)} catalog(s); {n:,} {source} example(s) need {needed}.",
+        "Add images (more catalogs), widen --objects, lower --count, raise --max-uses, "
+        "or change --real-fraction.",
+    )
+
+
+def sample_pairs(
+    catalog_dirs: Sequence[str | os.PathLike], config: PairsConfig, *, progress: bool = False
+) -> tuple[list[dict], dict]:
+    """Sample ``config.count`` Common-O examples from the catalogs; returns ``(rows, stats)``.
+
+    Rows follow the pairs-file format (README, section ``pairs``); ``stats`` summarises the run (JSON-ready,
+    deterministic). Raises :class:`NotEnoughDataError` when the catalogs cannot supply the request.
+    """
+    config.validate()
+    lo, hi = config.object_range()
+    k_max = config.max_common_objects()
+    catalogs = _resolve_catalogs(catalog_dirs)
+    with make_progress("items", disable=not progress, transient=True) as bar:
+        index = _build_index(catalogs, (lo, hi), bar)
+        eligible = {name: int(np.count_nonzero(index.source == s)) for s, name in enumerate(SOURCES)}
+        real_fraction = resolve_real_fraction(config, eligible)
+        wanted = {"real": round(config.count * real_fraction)}
+        wanted["synthetic"] = config.count - wanted["real"]
+        results: dict[str, _SourceResult] = {}
+        for s, name in enumerate(SOURCES):
+            n = wanted[name]
+            if n == 0:
+                continue
+            m = eligible[name]
+            if m < 2:
+                hint = " (Common-O Complex is synthetic only by default)" if config.split == "challenge" and name == "synthetic" else ""
+                raise _too_few(name, m, n, lo, hi, index, "at least 2 images from different scenes" + hint)
+            pool = _SourcePool(index, s, len(index.vocab))
+            n_vocab = len(index.source_vocab[name])
+            if n_vocab < config.choices - 1:
+                raise NotEnoughDataError(
+                    f"The {name} images name only {n_vocab} kinds of object; {config.choices} choices need "
+                    f"{config.choices - 1} (plus '{NO_COMMON_OBJECTS}').",
+                    "Lower --choices, or add catalogs with more kinds of objects.",
+                )
+            cap = config.max_uses if config.max_uses is not None else auto_max_uses(n, m)
+            distinct = pool.max_distinct_pairs()
+            if n > distinct:
+                raise _too_few(name, m, n, lo, hi, index, f"{n:,} distinct pairs from different scenes, and there are {distinct:,}")
+            if 2 * n > m * cap:
+                raise _too_few(name, m, n, lo, hi, index, f"{2 * n:,} image slots, and --max-uses {cap} allows {m * cap:,}")
+            result = _sample_source(pool, n, k_max, cap, n_vocab, config.seed, config.split, name, bar)
+            if len(result.pairs) < n:
+                reasons = "; ".join(f"{k}: {why}" for k, why in sorted(result.exhausted_reason.items()))
+                raise NotEnoughDataError(
+                    f"Found only {len(result.pairs):,} of {n:,} {name} examples from {m:,} eligible {name} images "
+                    f"({lo}-{hi} objects, {index.images_read:,} images read, --max-uses {cap}); every number of "
+                    f"common objects ran out ({reasons}).",
+                    "Add images (more catalogs), raise --max-uses, widen --objects, lower --count or --choices, "
+                    "or change --real-fraction.",
+                )
+            results[name] = result
+            del pool
+
+        # rows in a seeded order; choices come from the index, image fields from pass 2
+        jobs = [(name, a, b) for name, r in results.items() for a, b, _ in r.pairs]
+        order = rng_for(config.seed, "pairs", config.split, "order").permutation(len(jobs))
+        vocab_names = {name: [index.vocab[o] for o in ids] for name, ids in index.source_vocab.items()}
+        choice_rng = rng_for(config.seed, "pairs", config.split, "choices")
+        rows = []
+        slots = np.empty((len(order), 2, 3), dtype=np.int64)
+        choice_counts: dict[int, int] = {}
+        for i, j in enumerate(order):
+            name, a, b = jobs[j]
+            choices, truth, answer = build_choices(
+                index.object_names(a), index.object_names(b), vocab_names[name], config.choices, choice_rng
+            )
+            choice_counts[len(choices)] = choice_counts.get(len(choices), 0) + 1
+            rows.append(
+                {
+                    "id": f"{config.split}-{i:08d}",
+                    "split": config.split,
+                    "source": name,
+                    "image_1": None,
+                    "image_2": None,
+                    "choices": choices,
+                    "ground_truth": truth,
+                    "answer": answer,
+                    "question": common_o_question(choices),
+                    "question_template": QUESTION_TEMPLATE_ID,
+                }
+            )
+            slots[i] = ((a, i, 1), (b, i, 2))
+        _fill_images(index, rows, slots.reshape(-1, 3), config.check_files)
+    stats = _stats(config, index, eligible, real_fraction, results, choice_counts, len(rows))
+    return rows, stats
+
+
+def _stats(config, index, eligible, real_fraction, results, choice_counts, n_rows) -> dict:
+    k_max = config.max_common_objects()
+    ks = [str(k) for k in range(k_max + 1)]
+    requested = {k: 0 for k in ks}
+    achieved = {k: 0 for k in ks}
+    notes = []
+    per_source = {}
+    for name, r in results.items():
+        for k in range(k_max + 1):
+            requested[str(k)] += r.requested[k]
+            achieved[str(k)] += r.achieved[k]
+        short = {str(k): r.requested[k] - r.achieved[k] for k in range(k_max + 1) if r.achieved[k] < r.requested[k]}
+        for k, count in sorted(r.moved.items()):
+            if r.requested[k] > r.achieved[k]:
+                notes.append(
+                    f"{name}, {k} common object(s): {r.achieved[k]} of {r.requested[k]} requested ({r.exhausted_reason.get(k, 'ran out')}); "
+                    f"the other {r.requested[k] - r.achieved[k]} went to other counts."
+                )
+        used = r.uses[r.uses > 0]
+        per_source[name] = {
+            "examples": len(r.pairs),
+            "eligible_images": eligible[name],
+            "images_used": int(len(used)),
+            "image_uses_max": int(used.max()) if len(used) else 0,
+            "image_uses_mean": round(float(used.mean()), 3) if len(used) else 0.0,
+            "max_uses": r.max_uses,
+            "common_objects_requested": {str(k): r.requested[k] for k in range(k_max + 1)},
+            "common_objects": {str(k): r.achieved[k] for k in range(k_max + 1)},
+            "common_objects_short": short,
+            "anchors_examined": r.anchors_examined,
+        }
+    n_real = per_source.get("real", {}).get("examples", 0)
+    return {
+        "examples": n_rows,
+        "split": config.split,
+        "objects": list(config.object_range()),
+        "max_common": k_max,
+        "catalogs": len(index.catalogs),
+        "images_read": index.images_read,
+        "duplicate_images_skipped": index.duplicates_skipped,
+        "eligible_images": eligible,
+        "real_fraction": {"requested": real_fraction, "achieved": round(n_real / n_rows, 4) if n_rows else 0.0},
+        "common_objects_requested": requested,
+        "common_objects": achieved,
+        "choices_per_example": {str(c): n for c, n in sorted(choice_counts.items())},
+        "image_uses_max": max((s["image_uses_max"] for s in per_source.values()), default=0),
+        "by_source": per_source,
+        "notes": notes,
+    }
+
+
+def pairs_meta(config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike], stats: dict) -> dict:
+    """The ``PAIRS_FILE.meta.json`` sidecar: kind, toolkit version, seed, split, options, catalogs (with the
+    sha256 of each ``catalog.jsonl``, so a rerun can tell whether its inputs changed), stats, creation time."""
+    catalogs = _resolve_catalogs(catalog_dirs)
+    return {
+        "kind": PAIRS_KIND,
+        "toolkit_version": __version__,
+        "seed": config.seed,
+        "split": config.split,
+        "count": stats["examples"],
+        "config": config_record(config, stats),
+        "catalogs": [str(p) for p in catalogs],
+        "catalog_sha256": {str(p): sha256_file(catalog_file(p)) for p in catalogs},
+        "stats": stats,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def config_record(config: PairsConfig, stats: dict | None = None) -> dict:
+    """Every option as given, plus the values the defaults resolved to (when ``stats`` of a run are given)."""
+    options = dataclasses.asdict(config)
+    options["objects"] = list(config.object_range())
+    options["max_common"] = config.max_common_objects()
+    if stats is not None:
+        options["real_fraction_used"] = stats["real_fraction"]["requested"]
+        options["max_uses_used"] = {name: s["max_uses"] for name, s in stats["by_source"].items()}
+    return options
+
+
+def same_inputs(meta: dict, config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike]) -> bool:
+    """Whether an existing sidecar was written by this toolkit version from the same options and catalogs."""
+    if meta.get("kind") != PAIRS_KIND or meta.get("toolkit_version") != __version__:
+        return False
+    given = config_record(config)
+    if any(meta.get("config", {}).get(key) != value for key, value in given.items()):
+        return False
+    catalogs = _resolve_catalogs(catalog_dirs)
+    return meta.get("catalog_sha256") == {str(p): sha256_file(catalog_file(p)) for p in catalogs}
+
+
+def meta_path(pairs_path: str | os.PathLike) -> Path:
+    return Path(f"{os.fspath(pairs_path)}.meta.json")
+
+
+def write_pairs(path: str | os.PathLike, rows: Iterable[dict], meta: dict) -> int:
+    """Write the pairs file (JSON lines) and its ``.meta.json`` sidecar, both atomically; returns rows written."""
+    count = write_jsonl(path, rows)
+    atomic_write_json(meta_path(path), {**meta, "count": count})
+    return count

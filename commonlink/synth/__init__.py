@@ -1,0 +1,14 @@
+"""Scene synthesis: seeded scene plans (pure data) and the backends that render them.
+
+- ``assets``: the asset file (objects and floors for both backends); ``models`` / ``floors``: procedural meshes and
+  floor textures of the built-in assets.
+- ``plan``: :func:`~commonlink.synth.plan.plan_scene`, one seeded plan per (seed, scene index).
+- ``offline``: the embedded CPU renderer (pyrender on EGL) with exact instance masks.
+- ``unrealcv_backend``: the same plans on a running Unreal Engine through the ``unrealcv`` client;
+  ``fake_server``: a local server speaking UnrealCV's wire protocol, for tests and benchmarks.
+- ``visibility``: which objects an image shows, from its instance mask.
+- ``runner``: :func:`~commonlink.synth.runner.synthesize`, the resumable scene loop behind ``commonlink synth``
+  (shards, worker processes, Ray); ``sheet``: contact sheets of renders.
+
+Heavy dependencies (pyrender, OpenGL, trimesh, unrealcv, ray) are imported only by the functions that need them.
+"""

@@ -1,0 +1,470 @@
+"""The scene loop behind ``commonlink synth``: plan, render, check visibility, write, resume, scale out.
+
+Layout of a synthetic catalog folder::
+
+    CATALOG_DIR/synth_config.json            toolkit version, seed, options, asset file hash
+    CATALOG_DIR/catalog.jsonl                rebuilt from the finished scene folders at the end of every run
+    CATALOG_DIR/scenes/scene_000012/plan.json       the scene plan (+ visibility per view)
+    CATALOG_DIR/scenes/scene_000012/view_0.png      lit RGB render of camera 0
+    CATALOG_DIR/scenes/scene_000012/mask_0.png      instance ids (0 = none, k + 1 = plan object k)
+    CATALOG_DIR/scenes/scene_000012/records.jsonl   this scene's catalog records
+
+Each scene is written to a temporary folder and renamed into place, so a scene folder is either complete or
+absent; a rerun skips finished scenes and rebuilds ``catalog.jsonl`` from them (kill it anywhere, rerun, and the
+catalog is complete with nothing duplicated). Scene ``i`` depends only on (seed, i): shards (``i % n``), local
+worker processes and Ray tasks all produce the same files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from commonlink import __version__
+from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
+from commonlink.errors import InputError
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
+from commonlink.progress import make_progress
+from commonlink.synth.assets import AssetCatalog, load_assets
+from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
+from commonlink.synth.visibility import default_min_visible_pixels, hidden_share, object_areas
+
+SYNTH_CONFIG_FILE = "synth_config.json"
+SCENES_DIR = "scenes"
+BACKENDS = ("offline", "unrealcv")
+EXECUTORS = ("local", "ray")
+
+
+@dataclass
+class SynthConfig:
+    """Everything that decides what ``commonlink synth`` renders."""
+
+    scenes: int
+    objects: tuple[int, int] = (3, 7)
+    views: int = 4
+    resolution: tuple[int, int] = (512, 512)
+    seed: int = 0
+    backend: str = "offline"
+    assets: str | None = None  #: asset file; None = the built-in one
+    min_visible_pixels: int | None = None  #: None = 0.05% of the image (at least 16 px)
+    max_hidden_share: float = 0.25  #: re-sample a plan when more (object, view) pairs than this are hidden
+    max_attempts: int = 5  #: plans tried per scene before keeping the best one
+    unrealcv_host: str = "127.0.0.1"
+    unrealcv_port: int = 9000
+    mask_tolerance: int = 3  #: colour tolerance when reading Unreal object masks
+    shadows: bool = False  #: offline: shadow-mapped sunlight (slower) instead of soft contact shadows
+
+    def __post_init__(self) -> None:
+        self.objects = tuple(self.objects)  # type: ignore[assignment]
+        self.resolution = tuple(self.resolution)  # type: ignore[assignment]
+        if self.assets is not None:  # worker processes and Ray tasks may run in another directory
+            self.assets = str(Path(self.assets).resolve())
+        if self.scenes < 0:
+            raise InputError(f"--scenes {self.scenes}: must be >= 0.", "e.g. --scenes 100.")
+        if self.backend not in BACKENDS:
+            raise InputError(f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}.", "Use --backend offline or --backend unrealcv.")
+        if not 0.0 <= self.max_hidden_share <= 1.0:
+            raise InputError(f"--max-hidden {self.max_hidden_share}: must be between 0 and 1.", "e.g. --max-hidden 0.25.")
+        if self.max_attempts < 1:
+            raise InputError(f"--max-attempts {self.max_attempts}: must be >= 1.", "e.g. --max-attempts 5.")
+
+    @property
+    def pixel_threshold(self) -> int:
+        if self.min_visible_pixels is not None:
+            return int(self.min_visible_pixels)
+        return default_min_visible_pixels(*self.resolution)
+
+    def plan_config(self) -> PlanConfig:
+        return PlanConfig(min_objects=self.objects[0], max_objects=self.objects[1], views=self.views,
+                          width=self.resolution[0], height=self.resolution[1])
+
+    def content(self, catalog: AssetCatalog) -> dict:
+        """The options that change the output (a resumed run must match them); not the scene count or the
+        server address."""
+        return {
+            "plan_version": PLAN_VERSION, "objects": list(self.objects), "views": self.views, "resolution": list(self.resolution), "seed": self.seed,
+            "backend": self.backend, "assets_sha256": catalog.sha256, "min_visible_pixels": self.pixel_threshold,
+            "max_hidden_share": self.max_hidden_share, "max_attempts": self.max_attempts, "mask_tolerance": self.mask_tolerance,
+            "shadows": self.shadows,
+        }
+
+
+@dataclass
+class SynthSummary:
+    out_dir: str
+    scenes_in_shard: int
+    scenes_rendered: int
+    scenes_skipped: int
+    views_written: int
+    catalog_records: int
+    resampled_scenes: int
+    elapsed_s: float
+    shard: tuple[int, int] = (0, 1)
+
+    @property
+    def scenes_per_s(self) -> float:
+        return self.scenes_rendered / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+# --- paths and bookkeeping ---------------------------------------------------------------------------------
+
+
+def scene_dir(out_dir: str | os.PathLike, index: int) -> Path:
+    return Path(out_dir) / SCENES_DIR / f"scene_{index:06d}"
+
+
+def is_scene_done(out_dir: str | os.PathLike, index: int) -> bool:
+    return (scene_dir(out_dir, index) / "records.jsonl").is_file()
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """``"2/8"`` -> (2, 8): shard 2 (0-based) of 8. ``None`` -> (0, 1)."""
+    if text is None or text == "":
+        return (0, 1)
+    try:
+        i, n = (int(p) for p in text.split("/", 1))
+    except ValueError:
+        raise InputError(f"--shard {text!r} is not I/N.", "Write it as I/N with 0 <= I < N, e.g. --shard 0/4.") from None
+    if n < 1 or not 0 <= i < n:
+        raise InputError(f"--shard {text!r}: need 0 <= I < N.", "Shards are numbered from 0, e.g. --shard 0/4 ... --shard 3/4.")
+    return (i, n)
+
+
+def shard_indices(scenes: int, shard: tuple[int, int]) -> list[int]:
+    i, n = shard
+    return list(range(i, scenes, n))
+
+
+def _clean_stale_temp_dirs(scenes_root: Path) -> None:
+    """Remove temporary scene folders left by killed runs of this host (live processes keep theirs)."""
+    host = socket.gethostname()
+    for tmp in scenes_root.glob(".tmp-scene_*"):
+        parts = tmp.name.rsplit("-", 2)
+        if len(parts) != 3 or parts[1] != host:
+            continue
+        with contextlib.suppress(ValueError):
+            pid = int(parts[2])
+            if pid == os.getpid() or not _pid_alive(pid):
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCatalog, overwrite: bool) -> None:
+    path = out_dir / SYNTH_CONFIG_FILE
+    content = config.content(catalog)
+    if path.is_file():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        old = previous.get("config", {})
+        if old != content:
+            if not overwrite:
+                changed = sorted(k for k in set(old) | set(content) if old.get(k) != content.get(k))
+                raise InputError(
+                    f"{out_dir} holds scenes made with different options ({', '.join(changed)} changed).",
+                    "Rerun with the same options to resume, choose another --out folder, or add --overwrite to delete "
+                    "the existing scenes and start again.",
+                )
+            shutil.rmtree(out_dir / SCENES_DIR, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                (out_dir / "catalog.jsonl").unlink()
+    atomic_write_json(path, {
+        "kind": "commonlink_synth", "toolkit_version": __version__, "seed": config.seed, "config": content,
+        "assets_file": catalog.path, "scenes": config.scenes, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    })
+
+
+# --- backends ----------------------------------------------------------------------------------------------
+
+
+def open_backend(config: SynthConfig, catalog: AssetCatalog):
+    """A renderer with ``render(plan) -> list[RenderedView]`` and ``close()``."""
+    width, height = config.resolution
+    if config.backend == "offline":
+        from commonlink.synth.render.offline import OfflineRenderer
+
+        return OfflineRenderer(width, height, catalog, shadows=config.shadows)
+    from commonlink.synth.render.unrealcv import UnrealCVBackend
+
+    return UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
+                           mask_tolerance=config.mask_tolerance)
+
+
+# --- one scene ---------------------------------------------------------------------------------------------
+
+
+def _png_bytes(array: np.ndarray) -> bytes:
+    from io import BytesIO
+
+    from PIL import Image
+
+    buffer = BytesIO()
+    if array.ndim == 2:
+        image = Image.fromarray(array.astype(np.uint8)) if array.max(initial=0) < 256 else Image.fromarray(array.astype(np.uint16))
+    else:
+        image = Image.fromarray(array)
+    image.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def plan_and_render(config: SynthConfig, catalog: AssetCatalog, backend, index: int):
+    """Plan scene ``index``, render it, and re-sample (at most ``max_attempts`` plans) while too many objects
+    are hidden; returns (plan, views, attempts) for the best plan seen."""
+    threshold = config.pixel_threshold
+    plan_config = config.plan_config()
+    best = None
+    for attempt in range(config.max_attempts):
+        plan = plan_scene(plan_config, catalog, config.seed, index, attempt)
+        views = backend.render(plan)
+        share = hidden_share([v.instance for v in views], len(plan.objects), threshold)
+        if best is None or share < best[2]:
+            best = (plan, views, share)
+        if share <= config.max_hidden_share:
+            break
+    plan, views, share = best  # type: ignore[misc]
+    plan.extra.update({"attempts": attempt + 1, "hidden_share": round(share, 4), "min_visible_pixels": threshold})
+    return plan, views, attempt + 1
+
+
+def render_scene(out_dir: str | os.PathLike, config: SynthConfig, catalog: AssetCatalog, backend, index: int) -> dict:
+    """Render scene ``index`` into its folder (atomically); returns {"views", "attempts"}."""
+    out_dir = Path(out_dir)
+    final = scene_dir(out_dir, index)
+    if is_scene_done(out_dir, index):
+        return {"views": 0, "attempts": 0, "skipped": True}
+    plan, views, attempts = plan_and_render(config, catalog, backend, index)
+    threshold = config.pixel_threshold
+    names = [o.name for o in plan.objects]
+    floor = plan.floor.material
+    rel_scene = f"{SCENES_DIR}/{final.name}"
+
+    tmp = final.parent / f".tmp-{final.name}-{socket.gethostname()}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        records = []
+        per_view = []
+        # PNG compression releases the GIL: encode the scene's images on two threads.
+        with ThreadPoolExecutor(2) as pool:
+            encoded = list(pool.map(_png_bytes, [a for v in views for a in (v.rgb, v.instance)]))
+        for k, (view, camera) in enumerate(zip(views, plan.cameras)):
+            image = encoded[2 * k]
+            (tmp / f"view_{k}.png").write_bytes(image)
+            (tmp / f"mask_{k}.png").write_bytes(encoded[2 * k + 1])
+            areas = object_areas(view.instance, names, threshold)
+            digest = sha256_bytes(image)
+            per_view.append({"view": k, "visible": list(areas), "object_area": areas})
+            records.append(CatalogRecord(
+                id=digest[:16], path=f"{rel_scene}/view_{k}.png", objects=list(areas), source="synthetic",
+                scene_id=plan.scene_id, width=int(view.rgb.shape[1]), height=int(view.rgb.shape[0]), sha256=digest,
+                background=floor, view=str(k), object_area=areas,
+                extra={"mask": f"{rel_scene}/mask_{k}.png", "plan": f"{rel_scene}/plan.json", "backend": config.backend,
+                       "planned_objects": names, "camera": {"azimuth": camera.azimuth, "elevation": camera.elevation,
+                                                             "distance_cm": camera.distance}},
+            ).to_json())
+        plan_json = plan.to_json()
+        plan_json["visibility"] = per_view
+        plan_json["toolkit_version"] = __version__
+        atomic_write_json(tmp / "plan.json", plan_json)
+        write_jsonl(tmp / "records.jsonl", records)  # written last: its presence marks the scene complete
+        if final.exists() and not is_scene_done(out_dir, index):
+            shutil.rmtree(final)  # an incomplete folder not made by this code (renames are atomic): replace it
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not is_scene_done(out_dir, index):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process finished this scene meanwhile: keep theirs
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"views": len(views), "attempts": attempts, "skipped": False}
+
+
+def rebuild_catalog(out_dir: str | os.PathLike) -> int:
+    """(Re)write ``catalog.jsonl`` from every finished scene folder, in scene order; returns the record count."""
+    root = Path(out_dir) / SCENES_DIR
+    folders = sorted(p for p in root.glob("scene_*") if (p / "records.jsonl").is_file()) if root.is_dir() else []
+
+    def records():
+        for folder in folders:
+            for row in read_jsonl(folder / "records.jsonl"):
+                yield CatalogRecord.from_json(row, where=str(folder / "records.jsonl"))
+
+    # Shards may share one folder: take the catalog writer lock, waiting for a sibling shard's rebuild.
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with catalog_lock(out_dir, what="commonlink synth"):
+                return write_catalog(out_dir, records())
+        except InputError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+# --- executors ---------------------------------------------------------------------------------------------
+
+_WORKER_STATE: dict = {}
+
+
+def _render_task(out_dir: str, config_json: dict, index: int) -> dict:
+    """Render one scene in a worker process, reusing that process's renderer across its tasks."""
+    key = json.dumps(config_json, sort_keys=True)
+    if _WORKER_STATE.get("key") != key:
+        if _WORKER_STATE.get("backend") is not None:
+            _WORKER_STATE["backend"].close()
+        config = SynthConfig(**config_json)
+        catalog = load_assets(config.assets)
+        _WORKER_STATE.update(key=key, config=config, catalog=catalog, backend=open_backend(config, catalog))
+    result = render_scene(out_dir, _WORKER_STATE["config"], _WORKER_STATE["catalog"], _WORKER_STATE["backend"], index)
+    return {"index": index, **result}
+
+
+def _pool_task(args: tuple) -> dict:
+    return _render_task(*args)
+
+
+def _run_local(out_dir: Path, config: SynthConfig, catalog: AssetCatalog, todo: list[int], on_done) -> None:
+    backend = open_backend(config, catalog)
+    try:
+        for index in todo:
+            on_done({"index": index, **render_scene(out_dir, config, catalog, backend, index)})
+    finally:
+        backend.close()
+
+
+def _run_pool(out_dir: Path, config: SynthConfig, todo: list[int], workers: int, scenes_per_process: int, on_done) -> None:
+    import multiprocessing
+
+    # "spawn": a fresh interpreter per worker, never a fork of a process holding an OpenGL context. Workers are
+    # replaced after `scenes_per_process` scenes so that long runs cannot accumulate memory.
+    context = multiprocessing.get_context("spawn")
+    tasks = [(str(out_dir), asdict(config), index) for index in todo]
+    with context.Pool(workers, maxtasksperchild=scenes_per_process) as pool:
+        try:
+            for result in pool.imap_unordered(_pool_task, tasks):
+                on_done(result)
+        except BaseException:
+            pool.terminate()
+            raise
+
+
+def _run_ray(out_dir: Path, config: SynthConfig, todo: list[int], ray_address: str | None, on_done) -> None:
+    try:
+        import ray
+    except ImportError as exc:
+        from commonlink.errors import MissingDependencyError
+
+        raise MissingDependencyError("ray", "ray", "--executor ray") from exc
+    started_here = False
+    if not ray.is_initialized():
+        ray.init(address=ray_address, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        started_here = True
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=2)(_render_task)
+        window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        config_json = asdict(config)
+        pending: list = []
+        queue = list(todo)
+        while queue or pending:
+            while queue and len(pending) < window:  # bounded in flight: memory stays flat for huge runs
+                pending.append(remote.remote(str(out_dir), config_json, queue.pop(0)))
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                on_done(ray.get(ref))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def synthesize(
+    out_dir: str | os.PathLike,
+    config: SynthConfig,
+    *,
+    shard: tuple[int, int] = (0, 1),
+    workers: int = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    scenes_per_process: int = 50,
+) -> SynthSummary:
+    """Render ``config.scenes`` scenes (this shard's part) into the catalog folder ``out_dir``; resumable."""
+    started = time.perf_counter()
+    out = Path(out_dir)
+    if executor not in EXECUTORS:
+        raise InputError(f"--executor {executor!r} is not one of {', '.join(EXECUTORS)}.", "Use --executor local or --executor ray.")
+    if workers < 1:
+        raise InputError(f"--workers {workers}: must be >= 1.", "e.g. --workers 4.")
+    if config.backend == "unrealcv" and (workers > 1 or executor == "ray"):
+        raise InputError(
+            "The UnrealCV plugin serves one client at a time, so --backend unrealcv runs in one process.",
+            "Drop --workers/--executor ray, or start several Unreal instances and give each a --shard I/N and its --port.",
+        )
+    catalog = load_assets(config.assets)
+    config.plan_config().check(catalog)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a folder.", "Choose a folder path for the catalog.")
+    (out / SCENES_DIR).mkdir(parents=True, exist_ok=True)
+    _check_or_write_config(out, config, catalog, overwrite)
+    (out / SCENES_DIR).mkdir(parents=True, exist_ok=True)
+    _clean_stale_temp_dirs(out / SCENES_DIR)
+
+    indices = shard_indices(config.scenes, shard)
+    todo = [i for i in indices if not is_scene_done(out, i)]
+    counts = {"rendered": 0, "views": 0, "resampled": 0}
+    label = "Rendering scenes" + (f" (shard {shard[0]}/{shard[1]})" if shard[1] > 1 else "")
+    with make_progress("scenes", disable=not progress) as bar:
+        task = bar.add_task(label, total=len(todo))
+
+        def on_done(result: dict) -> None:
+            if not result.get("skipped"):
+                counts["rendered"] += 1
+                counts["views"] += result["views"]
+                counts["resampled"] += int(result["attempts"] > 1)
+            bar.advance(task)
+
+        try:
+            if todo and executor == "ray":
+                _run_ray(out, config, todo, ray_address, on_done)
+            elif todo and workers > 1:
+                _run_pool(out, config, todo, workers, scenes_per_process, on_done)
+            elif todo:
+                _run_local(out, config, catalog, todo, on_done)
+        except BaseException:
+            # Stopped (error, Ctrl-C): still list the scenes finished so far; a rerun renders the rest.
+            with contextlib.suppress(Exception):
+                rebuild_catalog(out)
+            raise
+    records = rebuild_catalog(out)
+    return SynthSummary(
+        out_dir=str(out), scenes_in_shard=len(indices), scenes_rendered=counts["rendered"],
+        scenes_skipped=len(indices) - len(todo), views_written=counts["views"], catalog_records=records,
+        resampled_scenes=counts["resampled"], elapsed_s=round(time.perf_counter() - started, 3), shard=shard,
+    )
+
+
+def load_plan(out_dir: str | os.PathLike, index: int) -> ScenePlan:
+    """The saved plan of a finished scene."""
+    path = scene_dir(out_dir, index) / "plan.json"
+    if not path.is_file():
+        raise InputError(f"No plan for scene {index} in {out_dir}.", "Render it first with `commonlink synth`.")
+    return ScenePlan.from_json(json.loads(path.read_text(encoding="utf-8")))
