@@ -22,7 +22,7 @@ from PIL import Image
 
 
 def build_chains(root: Path, chains: int, steps: int) -> Path:
-    from commonlink.sampling.chain_sources import LabelledImage
+    from commonlink.formats.association import LabelledImage
     from commonlink.sampling.chains import ChainConfig, build_chain_files
 
     rng = np.random.default_rng(0)

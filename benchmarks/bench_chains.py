@@ -36,7 +36,7 @@ def make_images(n: int, folder: Path | None, seed: int = 0):
     """``n`` labelled samples (1-3 concepts each); with ``folder``, real 64x64 JPEG files too."""
     from PIL import Image
 
-    from commonlink.sampling.chain_sources import LabelledImage
+    from commonlink.formats.association import LabelledImage
 
     rng = np.random.default_rng(seed)
     pixel_rng = np.random.default_rng(seed + 1)  # separate, so labels do not depend on which files exist

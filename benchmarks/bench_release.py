@@ -127,7 +127,7 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, repeats: int =
     from commonlink.release.common_o import CatalogImageReader, published_row
     from commonlink.release.shards import ShardWriter
     from commonlink.fileio import read_jsonl
-    from commonlink.loaders.common_o import common_o_features
+    from commonlink.formats.common_o import common_o_features
 
     rows = list(read_jsonl(pairs_file))
     # Warm the page cache so both sides read nothing from disk during timing.
@@ -198,7 +198,7 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, repeats: int =
 # across fork + exec and would report the benchmark driver's peak.
 _CHILD = """
 import json, sys, time
-from commonlink.release.common_o import build_release
+from commonlink.release.build import build_release
 start = time.perf_counter()
 result = build_release([sys.argv[1]], sys.argv[2], progress=False)
 elapsed = time.perf_counter() - start

@@ -45,17 +45,17 @@ def _main(
 
 # --- command registration (one line per command; the functions live in commonlink/commands/) ---
 # (areas add their commands below)
+from commonlink.commands import association_eval as _association_eval_cmds  # noqa: E402
 from commonlink.commands import catalog as _catalog_cmds  # noqa: E402
-from commonlink.commands import ingest as _ingest_cmds  # noqa: E402
-from commonlink.commands import synth as _synth_cmds  # noqa: E402
-from commonlink.commands import pairs as _pairs_cmds  # noqa: E402
 from commonlink.commands import chains as _chains_cmds  # noqa: E402
+from commonlink.commands import demo as _demo_cmds  # noqa: E402
+from commonlink.commands import eval as _eval_cmds  # noqa: E402
+from commonlink.commands import hub as _hub_cmds  # noqa: E402
+from commonlink.commands import ingest as _ingest_cmds  # noqa: E402
+from commonlink.commands import pairs as _pairs_cmds  # noqa: E402
 from commonlink.commands import release as _release_cmds  # noqa: E402
 from commonlink.commands import stats as _stats_cmds  # noqa: E402
-from commonlink.commands import hub as _hub_cmds  # noqa: E402
-from commonlink.commands import eval as _eval_cmds  # noqa: E402
-from commonlink.commands import association_eval as _association_eval_cmds  # noqa: E402
-from commonlink.commands import demo as _demo_cmds  # noqa: E402
+from commonlink.commands import synth as _synth_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("synth")(_synth_cmds.synth)

@@ -19,8 +19,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from commonlink.errors import InputError
+from commonlink.eval.commono import evaluate_common_o
+from commonlink.release.build import build_release
 from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
-from commonlink.release.common_o import build_release
+from commonlink.synth.runner import SynthConfig, synthesize
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.
 DEMO_SPLITS = {
@@ -54,8 +57,6 @@ def run_demo(
     log=print,
 ) -> DemoResult:
     """Run the demo into ``out_dir``; ``scale`` multiplies scene and example counts (tests use a small one)."""
-    from commonlink.errors import InputError
-    from commonlink.synth.runner import SynthConfig, synthesize
 
     out = Path(out_dir)
     result = DemoResult(out)
@@ -96,8 +97,6 @@ def run_demo(
         result.rows[split] = len(ds)
     first = next(iter(loaded.values()))
     result.features = {name: str(feature) for name, feature in first.features.items()}
-
-    from commonlink.eval.commono import evaluate_common_o
 
     for split in DEMO_SPLITS:
         for model in BASELINES:

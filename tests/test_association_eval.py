@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from commonlink.sampling.chain_sources import LabelledImage
+from commonlink.formats.association import LabelledImage
 from commonlink.sampling.chains import ChainConfig, build_chain_files
 from commonlink.eval.association import (
     AssociationSettings,

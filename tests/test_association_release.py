@@ -12,7 +12,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.formats.catalog import CatalogRecord, write_catalog
-from commonlink.release.common_o import verify_release
+from commonlink.release.staging import verify_release
 from commonlink.release.association import build_association_release
 from commonlink.cli import app
 from commonlink.errors import InputError
@@ -191,7 +191,7 @@ def test_png_text_chunks_are_not_published(tmp_path):
     """PNG tEXt/iTXt chunks (captions, locations, software) count as metadata: the image is re-encoded without them."""
     from PIL import PngImagePlugin
 
-    from commonlink.sampling.chain_sources import ImageFetcher, LabelledImage
+    from commonlink.formats.association import ImageFetcher, LabelledImage
     from commonlink.release.association import release_image_bytes
 
     info = PngImagePlugin.PngInfo()
@@ -212,7 +212,7 @@ def test_png_text_chunks_are_not_published(tmp_path):
 
 def test_rotated_photo_is_upright_and_sized_alike_in_chain_files_and_release(tmp_path):
     """An EXIF-rotated photo: the chain-file loader and the release show the same upright pixels and size."""
-    from commonlink.sampling.chain_sources import ImageFetcher, LabelledImage
+    from commonlink.formats.association import ImageFetcher, LabelledImage
     from commonlink.release.association import release_image_bytes, stored_size
 
     raw = Image.new("RGB", (30, 20), (200, 10, 10))

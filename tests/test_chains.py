@@ -7,17 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from commonlink.sampling.chain_sources import LabelledImage
-from commonlink.sampling.chains import (
-    AssociationBuilder,
-    ChainConfig,
-    LabelIndex,
-    build_chain_files,
-    meta_path,
-    parse_pairs,
-    plan_build,
-    read_image_table,
-)
+from commonlink.formats.association import LabelledImage
+from commonlink.sampling.chains import AssociationBuilder, ChainConfig, LabelIndex, build_chain_files, meta_path, parse_pairs, plan_build
+from commonlink.formats.association import read_image_table
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.fileio import read_jsonl
 

@@ -12,7 +12,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.formats.catalog import CatalogRecord, write_catalog
-from commonlink.sampling.chain_sources import ImageFetcher, read_source
+from commonlink.formats.association import ImageFetcher
+from commonlink.sampling.chain_sources import read_source
 from commonlink.sampling.safe_pickle import UnsafePickleError, safe_load, safe_loads
 from commonlink.cli import app
 from commonlink.errors import InputError

@@ -68,7 +68,7 @@ def make_release(root: Path, *, version: str, shards: dict[str, list[int]], salt
     to the row count of each of its shards; ``salt`` changes the content between versions."""
     import datasets
 
-    from commonlink.loaders.common_o import common_o_features
+    from commonlink.formats.common_o import common_o_features
 
     root.mkdir(parents=True, exist_ok=True)
     features = common_o_features()
@@ -514,7 +514,8 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     import urllib.error
     import urllib.request
 
-    from commonlink.release.common_o import build_release, verify_release
+    from commonlink.release.build import build_release
+    from commonlink.release.staging import verify_release
     from commonlink.loaders import open_association
 
     pairs = _pairs_file(tmp_path, "main", 3)

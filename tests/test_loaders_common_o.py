@@ -11,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from commonlink.release.common_o import build_release
+from commonlink.release.build import build_release
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.loaders.common_o import common_o_features, load_common_o, open_common_o, parse_list_field
+from commonlink.formats.common_o import common_o_features
+from commonlink.loaders.common_o import load_common_o, open_common_o, parse_list_field
 from commonlink.loaders.types import CommonOExample
 
 from test_release_build import make_catalog, make_pairs
@@ -257,7 +258,8 @@ def test_a_row_pointing_at_a_file_outside_the_release_is_not_read(tmp_path):
     from PIL import Image
 
     from commonlink.errors import InputError
-    from commonlink.loaders.common_o import common_o_features, open_common_o
+    from commonlink.formats.common_o import common_o_features
+    from commonlink.loaders.common_o import open_common_o
 
     secret = tmp_path / "private.png"
     Image.new("RGB", (8, 8), (255, 0, 0)).save(secret)

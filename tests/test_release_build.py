@@ -11,7 +11,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from commonlink.release.common_o import build_release, verify_release
+from commonlink.release.build import build_release
+from commonlink.release.staging import verify_release
 from commonlink.release.shards import ShardWriter, parse_size
 from commonlink.formats.card import read_card_metadata, size_category
 from commonlink.release.datasheet import DATASHEET_SECTIONS
@@ -19,7 +20,7 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
-from commonlink.loaders.common_o import common_o_features
+from commonlink.formats.common_o import common_o_features
 
 OBJECT_NAMES = ["apple", "keys", "mug", "book", "pen", "duck", "ball", "cup"]
 

@@ -35,12 +35,26 @@ from typing import Any
 import numpy as np
 
 from commonlink import __version__
+from commonlink.catalog.sam_masks import (
+    AreaEstimate,
+    AutoMaskSettings,
+    estimate_automatic,
+    estimate_prompted,
+    prepare_image,
+    prompts_for,
+)
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import atomic_write, atomic_write_json, safe_join, sha256_file
+from commonlink.formats.catalog import (
+    CatalogRecord,
+    catalog_file,
+    catalog_lock,
+    image_path,
+    read_catalog,
+    write_catalog,
+)
 from commonlink.images import open_image
 from commonlink.progress import track
-from commonlink.formats.catalog import CatalogRecord, catalog_file, catalog_lock, image_path, read_catalog, write_catalog
-from commonlink.catalog.sam_masks import AreaEstimate, AutoMaskSettings, estimate_automatic, estimate_prompted, prepare_image, prompts_for
 
 CACHE_FILENAME = ".stats_cache.jsonl"
 SUMMARY_FILENAME = "stats_summary.json"

@@ -1,4 +1,4 @@
-"""Real-photo ingestion: photos + a label manifest -> an image catalog (DESIGN.md §3).
+"""Real-photo ingestion: photos + a label manifest -> an image catalog (docs/formats.md).
 
 For every manifest line the photo is checked (inside the photos folder, on disk, labelled with known object
 names, decodable, big enough, not a duplicate), turned upright with its EXIF orientation, stripped of all
@@ -30,14 +30,25 @@ import numpy as np
 from PIL import ExifTags, Image
 
 from commonlink import __version__
-from commonlink.constants import DEFAULT_MIN_PIXELS
-from commonlink.errors import CommonlinkError, InputError
-from commonlink.fileio import atomic_write_bytes, atomic_write_json, safe_join, sha256_bytes
-from commonlink.images import open_image
-from commonlink.progress import track
-from commonlink.formats.catalog import CatalogRecord, catalog_file, catalog_lock, iter_catalog, write_catalog
 from commonlink.catalog.labels import ManifestEntry, read_manifest
 from commonlink.catalog.vocabulary import Vocabulary, likely_typos, normalise_name
+from commonlink.constants import DEFAULT_MIN_PIXELS
+from commonlink.errors import CommonlinkError, InputError
+from commonlink.fileio import (
+    atomic_write_bytes,
+    atomic_write_json,
+    safe_join,
+    sha256_bytes,
+)
+from commonlink.formats.catalog import (
+    CatalogRecord,
+    catalog_file,
+    catalog_lock,
+    iter_catalog,
+    write_catalog,
+)
+from commonlink.images import open_image
+from commonlink.progress import track
 
 REPORT_FILENAME = "ingest_report.json"
 IMAGES_SUBDIR = "images"

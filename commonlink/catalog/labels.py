@@ -1,4 +1,4 @@
-"""Reading the label manifest a person writes next to their photos (DESIGN.md §3).
+"""Reading the label manifest a person writes next to their photos (docs/formats.md).
 
 Two formats:
 

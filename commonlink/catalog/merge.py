@@ -30,8 +30,14 @@ from pathlib import Path, PurePosixPath
 
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import safe_join, sha256_file
+from commonlink.formats.catalog import (
+    CatalogRecord,
+    catalog_file,
+    catalog_lock,
+    iter_catalog,
+    write_catalog,
+)
 from commonlink.progress import track
-from commonlink.formats.catalog import CatalogRecord, catalog_file, catalog_lock, iter_catalog, write_catalog
 
 LINK_MODES = ("copy", "hardlink", "symlink")
 #: Record fields that must agree for two records of the same image to be the same record.

@@ -34,8 +34,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
-from commonlink.errors import BackendError, InputError, MissingDependencyError, SchemaError
+from commonlink.errors import (
+    BackendError,
+    InputError,
+    MissingDependencyError,
+    SchemaError,
+)
+from commonlink.fileio import sha256_file
 
 #: Where the official SAM checkpoints are published (never downloaded by commonlink).
 SAM_CHECKPOINTS = {
@@ -157,16 +164,12 @@ def batched_nms(boxes, scores, idxs, iou_threshold: float):
 
 
 def _to_pil_image(pic):
-    from PIL import Image
-
     if isinstance(pic, np.ndarray):
         return Image.fromarray(pic)
     return Image.fromarray(pic.detach().cpu().permute(1, 2, 0).numpy())  # CHW tensor
 
 
 def _resize(img, size):
-    from PIL import Image
-
     height, width = size  # torchvision takes (h, w)
     return img.resize((int(width), int(height)), Image.BILINEAR)
 
@@ -217,7 +220,6 @@ def check_device(device: str) -> None:
 
 def checkpoint_fingerprint(checkpoint: str | os.PathLike) -> str:
     """Short content hash of a checkpoint, so cached areas are redone when the weights change."""
-    from commonlink.fileio import sha256_file
 
     return sha256_file(checkpoint)[:16]
 

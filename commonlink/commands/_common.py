@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from commonlink.errors import CommonlinkError
+from commonlink.errors import CommonlinkError, InputError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -41,7 +41,6 @@ def reports_errors(func: F) -> F:
 
 def parse_range(text: str, *, option: str) -> tuple[int, int]:
     """``"3-7"`` -> (3, 7); ``"5"`` -> (5, 5)."""
-    from commonlink.errors import InputError
 
     try:
         if "-" in text:

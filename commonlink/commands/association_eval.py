@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from commonlink.errors import InputError
 from commonlink.commands._common import console, reports_errors
 from commonlink.commands.eval import (
     API_KEY_ENV,
@@ -30,9 +29,12 @@ from commonlink.commands.eval import (
     TOP_P,
     TRUST_REMOTE_CODE,
     VLLM_ARG,
-    _settings,
     backend_options,
+    generation_settings,
 )
+from commonlink.errors import InputError
+from commonlink.eval.association import AssociationSettings, evaluate_association
+from commonlink.eval.commono import default_out_dir
 
 
 @reports_errors
@@ -75,15 +77,13 @@ def association(
     quiet: bool = QUIET,
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
-    from commonlink.eval.association import AssociationSettings, evaluate_association
-    from commonlink.eval.commono import default_out_dir
 
     if len(model) > 1 and not moe:
         raise InputError(f"{len(model)} --model options given without --moe.", "Add --moe to combine them by majority vote, or give one --model.")
     if moe and len(model) < 2:
         raise InputError("--moe needs at least two --model options.", "e.g. --model A --model B --model C --moe")
     settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction)
-    generation = _settings(max_new_tokens, temperature, top_p, seed, max_pixels)
+    generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
     options = backend_options(backend, locals())
     evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,

@@ -8,11 +8,19 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.sampling.chain_sources import detect_source_type, read_source
-from commonlink.sampling.chains import NEGATIVE_MODES, TASKS, ChainConfig, LabelIndex, build_chain_files, parse_concepts, parse_pairs
+from commonlink.commands._common import console, reports_errors, stdout_is_terminal
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
-from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.sampling.chain_sources import detect_source_type, read_source
+from commonlink.sampling.chains import (
+    NEGATIVE_MODES,
+    TASKS,
+    ChainConfig,
+    LabelIndex,
+    build_chain_files,
+    parse_concepts,
+    parse_pairs,
+)
 
 _DEFAULT_KIND = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
                  "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}

@@ -7,6 +7,9 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import console, reports_errors
+from commonlink.demo import run_demo
+from commonlink.errors import InputError
+from commonlink.eval.report import render_markdown_table
 
 
 @reports_errors
@@ -20,9 +23,6 @@ def demo(
 ) -> None:
     """Render a small synthetic set with the offline renderer, sample Common-O pairs for both splits, build a
     release that `datasets.load_dataset` opens, and score the random and none baselines on it."""
-    from commonlink.demo import run_demo
-    from commonlink.errors import InputError
-    from commonlink.eval.report import render_markdown_table
 
     try:
         width, height = (int(v) for v in resolution.lower().split("x"))

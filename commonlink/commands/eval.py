@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
-from commonlink.errors import InputError
 from commonlink.commands._common import console, parse_range, reports_errors
+from commonlink.errors import InputError
+from commonlink.eval.backends import GenerationSettings
+from commonlink.eval.commono import (
+    default_out_dir,
+    evaluate_common_o,
+    score_predictions,
+)
+from commonlink.eval.perception import evaluate_perception
+from commonlink.eval.report import leaderboard, load_results, render_markdown_table
+from commonlink.fileio import atomic_write_text
 
 _BACKEND_HELP = "transformers (local, AutoModelForImageTextToText) | vllm (GPU, optional extra) | openai (any OpenAI-compatible server)."
 _MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
 
 
-def _settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, max_pixels: int):
-    from commonlink.eval.backends import GenerationSettings
-
+def generation_settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, max_pixels: int):
     if max_new_tokens < 1:
         raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1.")
     if temperature < 0:
@@ -40,8 +48,6 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def _parse_engine_args(items: list[str]) -> dict:
-    import json
-
     out = {}
     for item in items:
         if "=" not in item:
@@ -138,11 +144,10 @@ def commono(
     quiet: bool = QUIET,
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl and results.md."""
-    from commonlink.eval.commono import default_out_dir, evaluate_common_o, render_markdown_table
 
     out = out or default_out_dir(split, model, backend)
     results = evaluate_common_o(
-        data, split, model, backend, out, revision=revision, settings=_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
+        data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
         batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
         concat_images=concat_images, backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap,
         similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
@@ -185,12 +190,10 @@ def perception(
     quiet: bool = QUIET,
 ) -> None:
     """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
-    from commonlink.eval.commono import default_out_dir, render_markdown_table
-    from commonlink.eval.perception import evaluate_perception
 
     out = out or default_out_dir(split, model, backend, task="perception")
     results = evaluate_perception(
-        data, split, model, backend, out, revision=revision, settings=_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
+        data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
         batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
         backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap, show_progress=not quiet,
     )
@@ -208,7 +211,6 @@ def score(
     out: Path = typer.Option(None, "--out", help="Also write results.json/predictions.jsonl/results.md here."),
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
-    from commonlink.eval.commono import render_markdown_table, score_predictions
 
     results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
@@ -220,8 +222,6 @@ def compare(
     markdown: Path = typer.Option(None, "--markdown", help="Also write the leaderboard as a markdown file."),
 ) -> None:
     """Leaderboard of several runs, best accuracy first."""
-    from commonlink.eval.report import leaderboard, load_results, render_markdown_table
-    from commonlink.fileio import atomic_write_text
 
     runs = leaderboard(load_results(results))
     table = render_markdown_table(runs)

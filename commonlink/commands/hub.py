@@ -8,8 +8,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from commonlink.commands._common import (
+    console,
+    err_console,
+    reports_errors,
+    stdout_is_terminal,
+)
+from commonlink.formats.release import read_release_manifest
 from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release
-from commonlink.commands._common import console, err_console, reports_errors, stdout_is_terminal
 
 
 def _size(n: int) -> str:
@@ -86,7 +92,6 @@ def push(
 
 def _config_argument(release_dir: Path) -> str:
     """An association release has several configs and no default: the load hint must name one."""
-    from commonlink.release.common_o import read_release_manifest
 
     manifest = read_release_manifest(release_dir)
     configs = [name for name in manifest.get("configs") or {} if name != "images"]

@@ -15,8 +15,8 @@ from commonlink.catalog.ingest import (
     IngestReport,
     ingest_photos,
 )
-from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.constants import DEFAULT_MIN_PIXELS
 
 _SHOWN_ROWS = 50  # longer lists are in ingest_report.json
 

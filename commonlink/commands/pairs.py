@@ -9,9 +9,21 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.sampling.pairs import PairsConfig, meta_path, pairs_meta, sample_pairs, same_inputs, write_pairs
+from commonlink.commands._common import (
+    console,
+    parse_range,
+    reports_errors,
+    stdout_is_terminal,
+)
 from commonlink.errors import InputError
-from commonlink.commands._common import console, parse_range, reports_errors, stdout_is_terminal
+from commonlink.sampling.pairs import (
+    PairsConfig,
+    meta_path,
+    pairs_meta,
+    same_inputs,
+    sample_pairs,
+    write_pairs,
+)
 
 
 @reports_errors

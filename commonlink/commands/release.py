@@ -8,9 +8,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.release.common_o import DEFAULT_LICENSE, DEFAULT_VERSION, build_release
-from commonlink.release.shards import parse_size
 from commonlink.commands._common import console, err_console, reports_errors
+from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
+from commonlink.release.build import build_release
+from commonlink.release.shards import parse_size
 
 
 @reports_errors
@@ -20,7 +21,7 @@ def build(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Release folder to write (README.md, manifest.json, data/, figures/)."),
     name: str | None = typer.Option(None, "--name", help="Pretty name shown on the card (default: the folder name)."),
-    version: str = typer.Option(DEFAULT_VERSION, "--version", help="Version label of this release (recorded in the card and manifest; use it as the Hub tag)."),
+    version: str = typer.Option(DEFAULT_VERSION, "--version", help="Version X.Y.Z of this release (semantic versioning; recorded in the card and manifest; `release push --version` takes the same value as the Hub tag)."),
     license: str = typer.Option(DEFAULT_LICENSE, "--license", help="Hub license id for the card, e.g. cc-by-4.0, mit (default: the Common-O paper's license)."),
     max_shard_size: str = typer.Option("500MB", "--max-shard-size", help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a different release already in --out."),

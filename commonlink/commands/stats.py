@@ -8,7 +8,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from commonlink.catalog.areas import SUMMARY_FILENAME, compute_object_stats
+from commonlink.catalog.sam_masks import (
+    AutoMaskSettings,
+    checkpoint_fingerprint,
+    checkpoint_help,
+    load_sam,
+)
 from commonlink.commands._common import console, err_console, reports_errors
+from commonlink.errors import InputError
 
 
 @reports_errors
@@ -30,9 +38,6 @@ def stats(
     automatic masks give unnamed estimates (extra.estimated_object_areas). Results are cached per image in
     CATALOG/.stats_cache.jsonl; the summary is saved to CATALOG/stats_summary.json.
     """
-    from commonlink.catalog.sam_masks import AutoMaskSettings, checkpoint_fingerprint, checkpoint_help, load_sam
-    from commonlink.catalog.areas import SUMMARY_FILENAME, compute_object_stats
-    from commonlink.errors import InputError
 
     if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
         raise InputError(f"Unknown device {device!r}.", "Use --device cpu, --device cuda or --device cuda:N.")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
-from commonlink.errors import InputError
 from commonlink.commands._common import console, parse_range, reports_errors
+from commonlink.errors import InputError
+from commonlink.synth.runner import SynthConfig, parse_shard, synthesize
 
 
 def _parse_resolution(text: str) -> tuple[int, int]:
@@ -48,7 +49,6 @@ def synth(
     visible. Scenes are written atomically; rerun the same command to resume. Join shards with
     `commonlink catalog merge`.
     """
-    from commonlink.synth.runner import SynthConfig, parse_shard, synthesize
 
     config = SynthConfig(
         scenes=scenes, objects=parse_range(objects, option="--objects"), views=views,

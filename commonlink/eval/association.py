@@ -39,15 +39,30 @@ from pathlib import Path
 
 import numpy as np
 
-from commonlink import __version__
+from commonlink import __version__, constants
 from commonlink.errors import InputError
-from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
-from commonlink.progress import make_progress
 from commonlink.eval.association_memory import MEMORY_KINDS, MemoryBase
-from commonlink.eval.association_prompts import deduction_prompt, parse_concepts, parse_selection, prompt_text, selection_prompt
-from commonlink.eval.backends import Backend, BatchState, GenerationRequest, GenerationSettings, LazyBackend, RequestFailure, generate_resilient
+from commonlink.eval.association_prompts import (
+    deduction_prompt,
+    parse_concepts,
+    parse_selection,
+    prompt_text,
+    selection_prompt,
+)
+from commonlink.eval.backends import (
+    Backend,
+    BatchState,
+    GenerationRequest,
+    GenerationSettings,
+    LazyBackend,
+    RequestFailure,
+    generate_resilient,
+)
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache, row_key, run_key
 from commonlink.eval.metrics import N_BOOTSTRAP, bootstrap
+from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
+from commonlink.loaders.association import open_association
+from commonlink.progress import make_progress
 
 PROTOCOL_VERSION = "association-v1"
 SELECTION_CHOICES = ["Image1", "Image2"]
@@ -406,7 +421,6 @@ def evaluate_association(
     ``group_size`` tasks are loaded and run together (the chains of a group advance in lockstep): it bounds
     memory and is the most requests one step of chains can send at once.
     """
-    from commonlink.loaders.association import open_association
 
     if group_size < 1:
         raise InputError(f"--group-size {group_size} must be at least 1.")
@@ -427,7 +441,6 @@ def evaluate_association(
             for i in infos
         ]
         cache_root = Path(out_dir) if out_dir is not None else None
-        from commonlink import constants
 
         cache_path = cache_root / CACHE_FILENAME if cache_root else constants.COMMONLINK_HOME / "predictions" / f"assoc-{runs[0]}.jsonl"
         asker = _Asker(backends, PredictionCache(cache_path), generation, runs, batch_size or min(i.default_batch_size for i in infos))

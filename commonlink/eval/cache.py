@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from commonlink import constants
+
 log = logging.getLogger(__name__)
 
 CACHE_FILENAME = "prediction-cache.jsonl"
@@ -96,7 +98,6 @@ def shard_suffix(shard: tuple[int, int] | None) -> str:
 def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int, int] | None = None) -> PredictionCache:
     """The cache of a run folder. Each shard writes its own file; every cache file in the folder is read, so
     a final unsharded run over the same folder finds the answers of all shards (and merges them)."""
-    from commonlink import constants
 
     if out_dir is None:
         return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"{run}{shard_suffix(shard)}.jsonl",

@@ -11,6 +11,7 @@ and ``prediction-cache.jsonl`` (what makes a rerun continue where a killed run s
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -18,16 +19,28 @@ from pathlib import Path
 
 from commonlink import __version__
 from commonlink.errors import InputError
-from commonlink.fileio import atomic_write_json, atomic_write_text, read_jsonl, write_jsonl
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, LazyBackend
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.imaging import concat_side_by_side
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
-from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, MULTI_IMAGE_PROMPT, QUESTION_TEMPLATE_ID, common_o_question
 from commonlink.eval.report import render_markdown_table
 from commonlink.eval.runner import run_over_split
+from commonlink.eval.similarity import make_embedder, object_similarity_analysis
+from commonlink.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    write_jsonl,
+)
+from commonlink.formats.common_o import (
+    CONCAT_IMAGE_PROMPT,
+    MULTI_IMAGE_PROMPT,
+    QUESTION_TEMPLATE_ID,
+    common_o_question,
+)
+from commonlink.loaders.common_o import open_common_o
 
 __all__ = ["evaluate_common_o", "common_o_request", "score_predictions", "render_markdown_table", "default_out_dir"]
 
@@ -131,13 +144,11 @@ def evaluate_common_o(
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
     the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
     """
-    from commonlink.loaders.common_o import open_common_o
 
     settings = settings or GenerationSettings(seed=seed)
     dataset = open_common_o(data, split, revision=revision)
     embedder = None
     if similarity or similarity_model:  # load it now: a wrong path must fail before hours of generation
-        from commonlink.eval.similarity import make_embedder
 
         embedder = make_embedder(similarity_model)
     indices = row_indices(len(dataset), limit, rows, shard)
@@ -218,7 +229,6 @@ def evaluate_common_o(
         "run_key": run,
     }
     if embedder is not None:
-        from commonlink.eval.similarity import object_similarity_analysis
 
         results["object_similarity"] = object_similarity_analysis(records, embedder=embedder)
     if out_dir is not None:
@@ -255,7 +265,6 @@ def score_predictions(
     Without it, they come from the predictions file itself (no dataset access). Settings of the
     original run are taken from ``results.json`` next to the predictions when present.
     """
-    from commonlink.loaders.common_o import open_common_o
 
     predictions = Path(predictions)
     lines = list(read_jsonl(predictions))
@@ -294,7 +303,6 @@ def score_predictions(
     previous = predictions.parent / "results.json"
     base = {}
     if previous.is_file():
-        import json
 
         base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity")}
     results = dict(base)

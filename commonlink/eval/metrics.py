@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.seeding import rng_for
 from commonlink.formats.common_o import letters as letter_labels
+from commonlink.seeding import rng_for
 
 N_BOOTSTRAP = 1000
 

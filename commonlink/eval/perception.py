@@ -18,15 +18,16 @@ from pathlib import Path
 from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import NotEnoughDataError
-from commonlink.seeding import rng_for
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, LazyBackend
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.commono import row_indices, write_outputs
 from commonlink.eval.metrics import N_BOOTSTRAP, perception_metrics
 from commonlink.eval.parsing import parse_yes_no
-from commonlink.formats.common_o import PERCEPTION_PROMPT
 from commonlink.eval.runner import run_over_split
+from commonlink.formats.common_o import PERCEPTION_PROMPT
+from commonlink.loaders.common_o import open_common_o
+from commonlink.seeding import rng_for
 
 
 def perception_items(example, *, seed: int) -> list[tuple[GenerationRequest, dict]]:
@@ -83,7 +84,6 @@ def evaluate_perception(
     show_progress: bool = True,
 ) -> dict:
     """Run the single-image yes/no baseline on one split; same outputs and resume rules as Common-O."""
-    from commonlink.loaders.common_o import open_common_o
 
     settings = settings or GenerationSettings(seed=seed, max_new_tokens=64)
     dataset = open_common_o(data, split, revision=revision)

@@ -18,10 +18,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from commonlink.errors import CommonlinkError, SchemaError
-from commonlink.progress import make_progress
-from commonlink.eval.backends.base import Backend, BatchState, GenerationRequest, GenerationSettings, RequestFailure, generate_resilient
+from commonlink.eval.backends.base import (
+    Backend,
+    BatchState,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+    generate_resilient,
+)
 from commonlink.eval.cache import PredictionCache, row_key
 from commonlink.eval.imaging import cap_pixels
+from commonlink.progress import make_progress
 
 log = logging.getLogger(__name__)
 

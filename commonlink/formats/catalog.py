@@ -1,4 +1,4 @@
-"""The image catalog: a folder with ``catalog.jsonl`` and the image files it names (DESIGN.md §3).
+"""The image catalog: a folder with ``catalog.jsonl`` and the image files it names (docs/formats.md).
 
 Real-photo ingestion and scene synthesis write catalogs; the pair and chain builders read them.
 """

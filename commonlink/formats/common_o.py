@@ -1,4 +1,5 @@
-"""Prompts of the Common-O paper (§3.2), verbatim, and the choice lettering they use.
+"""The Common-O row contract: the published ``facebook/Common-O`` columns and features, the paper's prompts
+(§3.2, verbatim) and the choice lettering they use.
 
 Shared by the pair builder (which stores the question in the dataset, as the published split does) and by
 the eval module. Keep this module free of heavy imports.
@@ -7,6 +8,7 @@ the eval module. Keep this module free of heavy imports.
 from __future__ import annotations
 
 import string
+from typing import Any
 
 #: For models trained on multi-image input (paper §3.2, first prompt).
 MULTI_IMAGE_PROMPT = (
@@ -47,3 +49,41 @@ def format_choices(choices: list[str]) -> str:
 def common_o_question(choices: list[str], *, concat: bool = False) -> str:
     template = CONCAT_IMAGE_PROMPT if concat else MULTI_IMAGE_PROMPT
     return template.format(format_choices(choices))
+
+
+#: Columns of the published facebook/Common-O parquet files, in their order, with their ``datasets`` types.
+PUBLISHED_COLUMNS: dict[str, str] = {
+    "image_1": "image",
+    "image_2": "image",
+    "question": "string",
+    "answer": "string",
+    "objects_1": "string",
+    "objects_2": "string",
+    "num_objects_image_1": "int64",
+    "num_objects_image_2": "int64",
+    "question_template": "string",
+    "answer_type": "string",
+    "choices": "string",
+    "num_choices": "int64",
+    "num_ground_truth_objects": "int64",
+    "real_or_synthetic": "string",
+    "ground_truth_objects": "string",
+}
+#: Provenance columns our releases add after the published ones (all strings).
+PROVENANCE_COLUMNS: tuple[str, ...] = ("id", "image_1_id", "image_2_id", "scene_1_id", "scene_2_id", "view_1", "view_2")
+#: The columns a row must have for the loader to make an example of it.
+REQUIRED_COLUMNS: tuple[str, ...] = ("image_1", "image_2", "choices", "ground_truth_objects")
+LIST_COLUMNS: tuple[str, ...] = ("choices", "ground_truth_objects", "objects_1", "objects_2")
+
+
+def common_o_features(*, provenance: bool = True):
+    """The ``datasets.Features`` of a Common-O split (published columns, then our provenance columns)."""
+    from datasets import Features, Image, Value
+
+    spec: dict[str, Any] = {}
+    for name, kind in PUBLISHED_COLUMNS.items():
+        spec[name] = Image() if kind == "image" else Value(kind)
+    if provenance:
+        for name in PROVENANCE_COLUMNS:
+            spec[name] = Value("string")
+    return Features(spec)

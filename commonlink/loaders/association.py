@@ -31,6 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from commonlink.errors import InputError, SchemaError
+from commonlink.formats.association import (
+    PLAN_BRIDGE,
+    ImageFetcher,
+    read_chain_meta,
+    read_image_table,
+    step_concept_codes,
+    task_file,
+)
+from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, meta_path
 
 CONFIGS = ("single_step", "deduction", "synchronous", "asynchronous")
 RELEASE_SPLIT = "test"
@@ -183,8 +192,6 @@ def deduction_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, opt
 
 
 def chain_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str) -> Chain:
-    from commonlink.sampling.chains import PLAN_BRIDGE, step_concept_codes
-
     concepts = list(row["concepts"])
     plan = row["plan"]
     positives, negatives, answers = row["positive"], row["negative"], row["answer"]
@@ -275,8 +282,6 @@ def _check_config(config: str) -> None:
 
 
 def _chain_file_for(path: Path, config: str) -> Path | None:
-    from commonlink.sampling.chains import META_KIND, meta_path, task_file
-
     if path.is_dir():
         candidate = task_file(path, config)
         return candidate if meta_path(candidate).is_file() else None
@@ -285,7 +290,7 @@ def _chain_file_for(path: Path, config: str) -> Path | None:
             meta = json.loads(meta_path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError:
             return None
-        if meta.get("kind") == META_KIND:
+        if meta.get("kind") == ASSOCIATION_CHAINS_KIND:
             if meta.get("task") != config:
                 sibling = task_file(path.parent, config)
                 if meta_path(sibling).is_file():
@@ -297,9 +302,6 @@ def _chain_file_for(path: Path, config: str) -> Path | None:
 
 
 def _open_chain_file(path: Path, config: str) -> AssociationSplit:
-    from commonlink.sampling.chain_sources import ImageFetcher
-    from commonlink.sampling.chains import read_chain_meta, read_image_table
-
     meta = read_chain_meta(path)
     table = read_image_table(path, meta)
     by_id = {img.id: img for img in table}

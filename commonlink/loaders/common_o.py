@@ -1,6 +1,6 @@
 """Read Common-O splits — our release folders and the published ``facebook/Common-O`` — as typed examples.
 
-One loader serves both because our releases use the published columns and types (DESIGN.md §3). The
+One loader serves both because our releases use the published columns and types (docs/formats.md). The
 published list columns (``choices``, ``ground_truth_objects``, ``objects_1``, ``objects_2``) are *strings*
 whose encoding is not documented, so :func:`parse_list_field` accepts JSON lists, Python-literal lists and
 comma-separated text, and raises :class:`SchemaError` naming the row and the field when a value fits none.
@@ -20,6 +20,7 @@ Images are decoded with :func:`commonlink.images.open_image` (pixel cap, clear e
 from __future__ import annotations
 
 import ast
+import bisect
 import glob
 import hashlib
 import json
@@ -31,49 +32,19 @@ from typing import Any
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.formats.common_o import common_o_question, letters
+from commonlink.fileio import safe_join
+from commonlink.formats.card import read_card_metadata
+from commonlink.formats.common_o import (
+    PROVENANCE_COLUMNS,
+    REQUIRED_COLUMNS,
+    common_o_question,
+    letters,
+)
 from commonlink.images import open_image
 from commonlink.loaders.types import CommonOExample
 
-#: Columns of the published facebook/Common-O parquet files, in their order, with their ``datasets`` types.
-PUBLISHED_COLUMNS: dict[str, str] = {
-    "image_1": "image",
-    "image_2": "image",
-    "question": "string",
-    "answer": "string",
-    "objects_1": "string",
-    "objects_2": "string",
-    "num_objects_image_1": "int64",
-    "num_objects_image_2": "int64",
-    "question_template": "string",
-    "answer_type": "string",
-    "choices": "string",
-    "num_choices": "int64",
-    "num_ground_truth_objects": "int64",
-    "real_or_synthetic": "string",
-    "ground_truth_objects": "string",
-}
-#: Provenance columns our releases add after the published ones (all strings).
-PROVENANCE_COLUMNS: tuple[str, ...] = ("id", "image_1_id", "image_2_id", "scene_1_id", "scene_2_id", "view_1", "view_2")
-#: The columns a row must have for the loader to make an example of it.
-REQUIRED_COLUMNS: tuple[str, ...] = ("image_1", "image_2", "choices", "ground_truth_objects")
-LIST_COLUMNS: tuple[str, ...] = ("choices", "ground_truth_objects", "objects_1", "objects_2")
-
 _MAX_LIST_TEXT = 100_000  # longer "list" strings are refused rather than parsed (literal_eval cost)
 _LETTER_PREFIX = re.compile(r"^([A-Z]{1,2})[.)]\s+(.*)$", re.S)
-
-
-def common_o_features(*, provenance: bool = True):
-    """The ``datasets.Features`` of a Common-O split (published columns, then our provenance columns)."""
-    from datasets import Features, Image, Value
-
-    spec: dict[str, Any] = {}
-    for name, kind in PUBLISHED_COLUMNS.items():
-        spec[name] = Image() if kind == "image" else Value(kind)
-    if provenance:
-        for name in PROVENANCE_COLUMNS:
-            spec[name] = Value("string")
-    return Features(spec)
 
 
 # ----------------------------------------------------------------------------------------------- list fields
@@ -204,8 +175,6 @@ class _ParquetRows:
         return self._cached[1]
 
     def row(self, i: int) -> dict:
-        import bisect
-
         group = bisect.bisect_right(self._starts, i) - 1
         return self._group(group)[i - self._index[group][2]]
 
@@ -362,7 +331,6 @@ class CommonOSplit:
         if data:
             return open_image(bytes(data), what=what)
         if path and self._root is not None:
-            from commonlink.fileio import safe_join
 
             try:
                 local = safe_join(self._root, path)
@@ -497,7 +465,6 @@ def _files_from_card(root: Path, split: str) -> list[Path] | None:
     readme = root / "README.md"
     if not readme.is_file():
         return None
-    from commonlink.formats.card import read_card_metadata
 
     metadata = read_card_metadata(readme.read_text(encoding="utf-8"))
     configs = metadata.get("configs") if isinstance(metadata, dict) else None

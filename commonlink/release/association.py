@@ -19,49 +19,58 @@ the existing release.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import io
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from PIL import Image
+
 from commonlink import __version__
+from commonlink.catalog.ingest import clean_image
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import atomic_write_json, atomic_write_text, read_jsonl, sha256_file
+from commonlink.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    sha256_file,
+)
+from commonlink.formats.association import (
+    IMAGE_TABLE_TASK,
+    IMAGES_CONFIG,
+    SPLIT,
+    TASKS,
+    ImageFetcher,
+    LabelledImage,
+    association_features,
+    read_chain_meta,
+    read_image_table,
+)
+from commonlink.formats.meta import utc_now
+from commonlink.formats.release import (
+    CARD_FILENAME,
+    DEFAULT_LICENSE,
+    DEFAULT_VERSION,
+    MANIFEST_FILENAME,
+    read_release_manifest,
+)
+from commonlink.images import open_image
 from commonlink.progress import track
-from commonlink.sampling.chain_sources import ImageFetcher, LabelledImage
-from commonlink.sampling.chains import IMAGE_TABLE_TASK, TASKS, read_chain_meta, read_image_table
+from commonlink.release.association_card import render_association_card
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
-
-SPLIT = "test"
-IMAGES_CONFIG = "images"
-
-
-def association_features(config: str):
-    """``datasets.Features`` of one release config."""
-    from datasets import Features, Image, List, Value
-
-    text, ids = Value("string"), List(Value("string"))
-    if config == IMAGES_CONFIG:
-        return Features({"id": text, "image": Image(), "labels": ids, "width": Value("int32"), "height": Value("int32"),
-                         "crop": List(Value("int32")), "origin": text})
-    if config == "single_step":
-        return Features({"id": text, "concept": text, "concept_kind": text, "query": text, "memory": ids,
-                         "memory_concept": text, "candidates": ids, "answer": Value("int32"), "options": ids})
-    if config == "deduction":
-        return Features({"id": text, "concept": text, "concept_kind": text, "image_1": text, "image_2": text,
-                         "options": ids, "gold": ids})
-    if config in ("synchronous", "asynchronous"):
-        return Features({"id": text, "kind": text, "concepts": ids, "concept_kind": text, "start": text, "positive": ids,
-                         "negative": ids, "answer": List(Value("int8")), "plan": text, "warmup": Value("int32"),
-                         "num_steps": Value("int32"), "options": ids})
-    raise InputError(f"Unknown association config {config!r}.")
+from commonlink.release.staging import (
+    ReleaseResult,
+    check_options,
+    hash_files,
+    reuse_or_refuse,
+    stage_release,
+    without_local_paths,
+)
 
 
 @dataclass
@@ -120,7 +129,6 @@ def _image_indices(row: dict, task: str) -> Iterator[int]:
 
 def _referenced_images(inputs: list[_ChainInput], progress: bool) -> dict[str, LabelledImage]:
     """Every image some task uses, by id (checked consistent across inputs)."""
-    import numpy as np
 
     images: dict[str, LabelledImage] = {}
     for inp in inputs:
@@ -145,19 +153,12 @@ _METADATA_KEYS = ("exif", "xmp", "XML:com.adobe.xmp", "comment", "photoshop")
 
 def stored_size(data: bytes) -> tuple[int, int]:
     """(width, height) from an encoded image's header (no pixel decoding)."""
-    from PIL import Image
-
     with Image.open(io.BytesIO(data)) as probe:
         return probe.size
 
 
 def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
     """Bytes to store for ``img``: the original file when it is clean, else a re-encode without metadata."""
-    from PIL import Image
-
-    from commonlink.images import open_image
-    from commonlink.catalog.ingest import clean_image
-
     data, path = fetcher.original_bytes(img.origin)
     if img.crop is not None:
         full = open_image(data if data is not None else path, what=f"image {img.id}")
@@ -223,24 +224,18 @@ def build_association_release(
     out_dir: str | os.PathLike,
     *,
     name: str | None = None,
-    version: str | None = None,
-    license: str | None = None,
+    version: str = DEFAULT_VERSION,
+    license: str = DEFAULT_LICENSE,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
     overwrite: bool = False,
     progress: bool = True,
 ):
     """Write an association release folder (layout in the module docstring); returns a ``ReleaseResult``."""
-    from commonlink.release.association_card import render_association_card
-    from commonlink.release.common_o import (DEFAULT_LICENSE, DEFAULT_VERSION, MANIFEST_FILENAME, ReleaseResult, _check_options,
-                          _hash_files, _reuse_or_refuse, _swap_into_place, _without_local_paths)
-
     if not chain_files:
         raise InputError("No chain files given.", "Pass the .jsonl files written by `commonlink chains`.")
     out_dir = Path(out_dir).expanduser().resolve()
     name = name or out_dir.name
-    version = version or DEFAULT_VERSION
-    license = license or DEFAULT_LICENSE
-    _check_options(license=license, version=version)
+    check_options(license=license, version=version)
     empty: list[str] = []
     inputs = _read_inputs(chain_files, empty)
     notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
@@ -254,21 +249,17 @@ def build_association_release(
         "kind": "association", "name": name, "version": version, "license": license, "max_shard_bytes": int(max_shard_bytes),
         "inputs": [{"file": inp.path.name, "task": inp.task, "sha256": sha256_file(inp.path), "rows": inp.meta.get("rows"),
                     "seed": inp.meta.get("seed"), "toolkit_version": inp.meta.get("toolkit_version"),
-                    "config": _without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
+                    "config": without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
     }
     build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
-    reused = _reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
+    reused = reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
     if reused is not None:
-        from commonlink.release.common_o import read_release_manifest
-
         reused.splits = read_release_manifest(out_dir).get("configs", {})
         reused.notes = notes
         return reused
 
     images = _referenced_images(inputs, progress)
-    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{uuid.uuid4().hex[:8]}"
-    tmp_dir.mkdir(parents=True)
-    try:
+    with stage_release(out_dir) as tmp_dir:
         configs: dict[str, dict] = {}
         features_by_config: dict[str, Any] = {}
         fetcher = ImageFetcher()
@@ -296,24 +287,20 @@ def build_association_release(
             "concept_kind": concept_kind, "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
             "steps": {inp.task: inp.meta.get("steps") for inp in inputs if inp.task in ("synchronous", "asynchronous")},
             "images": len(images), "image_bytes": image_bytes,
-            "source": _without_local_paths(first.get("source") or {}),
-            "construction": _without_local_paths(first.get("config", {})),
+            "source": without_local_paths(first.get("source") or {}),
+            "construction": without_local_paths(first.get("config", {})),
         }
         card = render_association_card(name=name, version=version, license=license, configs=configs,
                                        features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__)
-        atomic_write_text(tmp_dir / "README.md", card)
-        files = _hash_files(tmp_dir)
+        atomic_write_text(tmp_dir / CARD_FILENAME, card)
+        files = hash_files(tmp_dir)
         manifest = {
             "toolkit_version": __version__, "name": name, "version": version, "kind": "association", "seed": seed,
-            "build_key": build_key, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "build_key": build_key, "created": utc_now(),
             "config": config, "configs": {c: {"rows": i["rows"], "files": i["files"]} for c, i in configs.items()},
             "stats": stats, "files": files,
         }
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-        _swap_into_place(tmp_dir, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
     return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files, notes=notes)
 
 

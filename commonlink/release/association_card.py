@@ -6,7 +6,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from commonlink.formats.card import configs_entry, dataset_info_entry, markdown_table, render_card, size_category
+from commonlink.formats.card import (
+    configs_entry,
+    dataset_info_entry,
+    markdown_table,
+    render_card,
+    size_category,
+)
 
 _CONFIG_TEXT = {
     "single_step": "single-step association: a query, K memory images with their shared concept, two candidates (answer = index of the positive)",

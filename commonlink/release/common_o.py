@@ -16,123 +16,51 @@ inputs with the same options finds the finished release and keeps it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import hashlib
-import inspect
 import json
 import os
 import re
-import shutil
-import uuid
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.formats.common_o import letters
-from commonlink.fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join, sha256_bytes, sha256_file
-from commonlink.progress import track
+from commonlink.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    safe_join,
+    sha256_bytes,
+    sha256_file,
+)
 from commonlink.formats.catalog import outside_link_error
+from commonlink.formats.common_o import common_o_features, letters
+from commonlink.formats.meta import COMMON_O_PAIRS_KIND, meta_path, read_meta, utc_now
+from commonlink.formats.release import (
+    CARD_FILENAME,
+    DEFAULT_LICENSE,
+    DEFAULT_VERSION,
+    MANIFEST_FILENAME,
+)
+from commonlink.progress import track
+from commonlink.release.datasheet import render_common_o_card
+from commonlink.release.figures import write_common_o_figures
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
+from commonlink.release.staging import (
+    ReleaseResult,
+    check_options,
+    hash_files,
+    reuse_or_refuse,
+    stage_release,
+    without_local_paths,
+)
 
-COMMON_O_PAIRS_KIND = "common_o_pairs"
-ASSOCIATION_CHAINS_KIND = "association_chains"
-MANIFEST_FILENAME = "manifest.json"
 #: Stored in every row's ``answer_type``: the model picks every correct letter among the choices.
 ANSWER_TYPE = "multiple_choice"
-DEFAULT_LICENSE = "cc-by-nc-4.0"  # the license of the Common-O paper's release (its datasheet, §10)
-DEFAULT_VERSION = "1.0.0"
-_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.\-+]*$")
-_VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.\-+_]*$")
-
-
-@dataclass
-class ReleaseResult:
-    """What a build produced (returned by :func:`build_release` / :func:`build_common_o_release`)."""
-
-    out_dir: Path
-    kind: str  #: "common_o" | "association"
-    splits: dict[str, dict]  #: {split: {"rows": n, "files": [relative paths]}}
-    files: dict[str, dict]  #: {relative path: {"sha256", "size"}}
-    figures: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  #: warnings worth printing (e.g. figures skipped)
-    reused: bool = False  #: the folder already held this exact build; nothing was rewritten
-
-
-def pairs_meta_path(pairs_file: str | os.PathLike) -> Path:
-    return Path(f"{os.fspath(pairs_file)}.meta.json")
-
-
-def read_pairs_meta(pairs_file: str | os.PathLike) -> dict:
-    """The ``.meta.json`` sidecar of a pairs/chains file (its ``kind`` says which release it makes)."""
-    path = Path(pairs_file)
-    if not path.is_file():
-        raise InputError(f"Pairs file {path} not found.", "Check the path; make one with `commonlink pairs`.")
-    meta_path = pairs_meta_path(path)
-    if not meta_path.is_file():
-        raise InputError(
-            f"{path} has no sidecar {meta_path.name}, so its kind, seed and split are unknown.",
-            "Use files written by `commonlink pairs` or `commonlink chains` (they write the .meta.json next to the file).",
-        )
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{meta_path}: not valid JSON ({exc.msg}).", "Regenerate the pairs file.") from exc
-    if not isinstance(meta, dict) or "kind" not in meta:
-        raise SchemaError(f"{meta_path}: no 'kind' field.", "Regenerate the pairs file with `commonlink pairs`.")
-    return meta
-
-
-def build_release(
-    inputs: list[str | os.PathLike],
-    out_dir: str | os.PathLike,
-    *,
-    name: str | None = None,
-    version: str = DEFAULT_VERSION,
-    license: str = DEFAULT_LICENSE,
-    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
-    overwrite: bool = False,
-    progress: bool = True,
-) -> ReleaseResult:
-    """Build a release from pairs files (Common-O) or chain files (association), chosen by their meta ``kind``."""
-    if not inputs:
-        raise InputError("No input files given.", "Pass one or more pairs files: commonlink release build PAIRS.jsonl --out DIR")
-    kinds = {str(p): read_pairs_meta(p)["kind"] for p in inputs}
-    distinct = sorted(set(kinds.values()))
-    if len(distinct) > 1:
-        listing = "; ".join(f"{path}: {kind}" for path, kind in kinds.items())
-        raise InputError(
-            f"The inputs mix kinds ({listing}); one release holds one kind.",
-            "Build Common-O pairs and association chains into separate release folders.",
-        )
-    kind = distinct[0]
-    if kind == ASSOCIATION_CHAINS_KIND:
-        try:
-            from commonlink.release.association import build_association_release
-        except ImportError as exc:
-            raise InputError(
-                "Association releases are not available in this installation (commonlink.release.association missing).",
-                "Update commonlink.",
-            ) from exc
-        options: dict[str, Any] = {"name": name, "version": version, "license": license}
-        accepted = inspect.signature(build_association_release).parameters
-        for key, value in (("max_shard_bytes", max_shard_bytes), ("overwrite", overwrite), ("progress", progress)):
-            if key in accepted:
-                options[key] = value
-        return build_association_release([Path(p) for p in inputs], Path(out_dir), **options)
-    if kind != COMMON_O_PAIRS_KIND:
-        raise InputError(
-            f"Unknown input kind {kind!r} (from {next(iter(kinds))}.meta.json).",
-            f"Inputs must be '{COMMON_O_PAIRS_KIND}' (commonlink pairs) or '{ASSOCIATION_CHAINS_KIND}' (commonlink chains).",
-        )
-    return build_common_o_release(
-        inputs, out_dir, name=name, version=version, license=license, max_shard_bytes=max_shard_bytes,
-        overwrite=overwrite, progress=progress,
-    )
 
 
 # ------------------------------------------------------------------------------------------------ Common-O
@@ -158,12 +86,9 @@ def build_common_o_release(
     progress: bool = True,
 ) -> ReleaseResult:
     """Write a Common-O release folder from pairs files (one split per file's meta ``split``)."""
-    from commonlink.release.datasheet import render_common_o_card
-    from commonlink.loaders.common_o import common_o_features
-
     out_dir = Path(out_dir).expanduser().resolve()
     name = name or out_dir.name
-    _check_options(license=license, version=version)
+    check_options(license=license, version=version)
     inputs = _read_inputs(pairs_files)
     seed = _common_seed(inputs)
     config = {
@@ -175,70 +100,30 @@ def build_common_o_release(
         "answer_type": ANSWER_TYPE,
         "inputs": [
             {"file": inp.path.name, "sha256": inp.sha256, "split": inp.split, "count": inp.meta.get("count"), "seed": inp.meta.get("seed"),
-             "toolkit_version": inp.meta.get("toolkit_version"), "config": _without_local_paths(inp.meta.get("config", {}))}
+             "toolkit_version": inp.meta.get("toolkit_version"), "config": without_local_paths(inp.meta.get("config", {}))}
             for inp in inputs
         ],
     }
     build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
 
-    reused = _reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
+    reused = reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
     if reused is not None:
         return reused
 
-    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{uuid.uuid4().hex[:8]}"
-    tmp_dir.mkdir(parents=True)
-    try:
+    with stage_release(out_dir) as tmp_dir:
         features = common_o_features()
-        stats = CommonOStatsAccumulator()
-        rows_by_split: dict[str, list[dict]] = defaultdict(list)  # metadata only (no image bytes), for figures
-        compact = _CompactRows()
-        splits: dict[str, dict] = {}
-        reader = CatalogImageReader()
-        seen_ids: dict[str, str] = {}
+        shards = _SplitShards(tmp_dir / "data", features, max_shard_bytes=max_shard_bytes, progress=progress)
         for split in dict.fromkeys(inp.split for inp in inputs):
-            split_inputs = [inp for inp in inputs if inp.split == split]
-            with ShardWriter(tmp_dir / "data", split, features, max_shard_bytes=max_shard_bytes) as writer:
-                for inp in split_inputs:
-                    total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
-                    rows = read_jsonl(inp.path)
-                    for number, row in enumerate(
-                        track(rows, f"{split}: {inp.path.name}", total=total, unit="rows", disable=not progress), start=1
-                    ):
-                        where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
-                        record = published_row(row, split=split, where=where, reader=reader)
-                        if record["id"] in seen_ids:
-                            raise SchemaError(
-                                f"{where}: example id {record['id']!r} is already used by {seen_ids[record['id']]}.",
-                                "Ids must be unique in a release, and `commonlink pairs` numbers them {split}-{index} whatever the "
-                                "seed: sample one file per split (one `commonlink pairs` run with the total --count), or drop the "
-                                "duplicate file.",
-                            )
-                        seen_ids[record["id"]] = where
-                        writer.write(record)
-                        stats.add(split, row)
-                        rows_by_split[split].append(compact.row(row))
-            if writer.rows_written == 0:
-                raise InputError(
-                    f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
-                    "datasets.load_dataset cannot open an empty split.",
-                    "Sample pairs into the file first (`commonlink pairs --count N`), or leave it out.",
-                )
-            splits[split] = {
-                "rows": writer.rows_written,
-                "files": [f"data/{s.path.name}" for s in writer.shards],
-                "num_bytes": sum(s.data_bytes for s in writer.shards),
-                "download_size": sum(s.bytes for s in writer.shards),
-            }
+            shards.write_split(split, [inp for inp in inputs if inp.split == split])
 
-        notes: list[str] = []
-        figures = _write_figures(dict(rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0, notes=notes)
-        summary = stats.summary()
+        figures = write_common_o_figures(dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0)
+        summary = shards.stats.summary()
         card = render_common_o_card(
-            name=name, version=version, license=license, splits=splits, stats=summary, figures=figures,
+            name=name, version=version, license=license, splits=shards.splits, stats=summary, figures=figures,
             features=features, seed=seed, toolkit_version=__version__, config=config,
         )
-        atomic_write_text(tmp_dir / "README.md", card)
-        files = _hash_files(tmp_dir)
+        atomic_write_text(tmp_dir / CARD_FILENAME, card)
+        files = hash_files(tmp_dir)
         manifest = {
             "toolkit_version": __version__,
             "name": name,
@@ -246,21 +131,65 @@ def build_common_o_release(
             "kind": "common_o",
             "seed": seed,
             "build_key": build_key,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": utc_now(),
             "config": config,
-            "splits": {s: {"rows": info["rows"], "files": info["files"]} for s, info in splits.items()},
+            "splits": {s: {"rows": info["rows"], "files": info["files"]} for s, info in shards.splits.items()},
             "stats": summary,
             "figures": figures,
             "files": files,
         }
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-        _swap_into_place(tmp_dir, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
     return ReleaseResult(
-        out_dir=out_dir, kind="common_o", splits=manifest["splits"], files=files, figures=figures, notes=notes
-    )
+        out_dir=out_dir, kind="common_o", splits=manifest["splits"], files=files, figures=figures)
+
+
+class _SplitShards:
+    """Streams the pairs rows of each split into parquet shards, keeping per-split statistics and the light
+    metadata the figures need (no image bytes); ids must be unique across the whole release."""
+
+    def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool) -> None:
+        self.data_dir, self.features, self.max_shard_bytes, self.progress = data_dir, features, max_shard_bytes, progress
+        self.stats = CommonOStatsAccumulator()
+        self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
+        self.splits: dict[str, dict] = {}
+        self._compact = _CompactRows()
+        self._reader = CatalogImageReader()
+        self._seen_ids: dict[str, str] = {}
+
+    def write_split(self, split: str, split_inputs: list[_Input]) -> None:
+        with ShardWriter(self.data_dir, split, self.features, max_shard_bytes=self.max_shard_bytes) as writer:
+            for inp in split_inputs:
+                total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
+                rows = track(read_jsonl(inp.path), f"{split}: {inp.path.name}", total=total, unit="rows", disable=not self.progress)
+                for number, row in enumerate(rows, start=1):
+                    where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
+                    writer.write(self._record(row, split, where))
+                    self.stats.add(split, row)
+                    self.rows_by_split[split].append(self._compact.row(row))
+        if writer.rows_written == 0:
+            raise InputError(
+                f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
+                "datasets.load_dataset cannot open an empty split.",
+                "Sample pairs into the file first (`commonlink pairs --count N`), or leave it out.",
+            )
+        self.splits[split] = {
+            "rows": writer.rows_written,
+            "files": [f"data/{s.path.name}" for s in writer.shards],
+            "num_bytes": sum(s.data_bytes for s in writer.shards),
+            "download_size": sum(s.bytes for s in writer.shards),
+        }
+
+    def _record(self, row: dict, split: str, where: str) -> dict:
+        record = published_row(row, split=split, where=where, reader=self._reader)
+        if record["id"] in self._seen_ids:
+            raise SchemaError(
+                f"{where}: example id {record['id']!r} is already used by {self._seen_ids[record['id']]}.",
+                "Ids must be unique in a release, and `commonlink pairs` numbers them {split}-{index} whatever the "
+                "seed: sample one file per split (one `commonlink pairs` run with the total --count), or drop the "
+                "duplicate file.",
+            )
+        self._seen_ids[record["id"]] = where
+        return record
 
 
 class CatalogImageReader:
@@ -489,13 +418,6 @@ def _distribution(counter: Counter) -> dict:
 # ------------------------------------------------------------------------------------------------ internals
 
 
-def _check_options(*, license: str, version: str) -> None:
-    if not _LICENSE_RE.match(license):
-        raise InputError(f"--license {license!r} is not a Hub license id.", "Use an id like cc-by-4.0, cc-by-nc-4.0, mit, apache-2.0 or other.")
-    if not _VERSION_RE.match(version):
-        raise InputError(f"--version {version!r} is not a usable version label.", "Use e.g. 1.0.0 (letters, digits, '.', '-', '+', '_').")
-
-
 def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
     inputs = []
     seen = set()
@@ -504,13 +426,13 @@ def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
         if path in seen:
             raise InputError(f"{path} is given twice.", "Pass each pairs file once.")
         seen.add(path)
-        meta = read_pairs_meta(path)
+        meta = read_meta(path)
         if meta["kind"] != COMMON_O_PAIRS_KIND:
             raise InputError(f"{path} is a {meta['kind']!r} file, not Common-O pairs.", "Pass files written by `commonlink pairs`.")
         split = str(meta.get("split") or "")
         if not re.fullmatch(r"\w+", split):
             raise SchemaError(
-                f"{pairs_meta_path(path)}: split {split!r} is not a valid split name (letters, digits, '_').",
+                f"{meta_path(path)}: split {split!r} is not a valid split name (letters, digits, '_').",
                 "Regenerate the pairs with `commonlink pairs --split NAME`.",
             )
         inputs.append(_Input(path=path, meta=meta, split=split, sha256=sha256_file(path)))
@@ -564,119 +486,8 @@ class _CompactRows:
         }
 
 
-def _write_figures(rows_by_split: dict[str, list[dict]], figures_dir: Path, *, seed: int, notes: list[str]) -> dict[str, str]:
-    try:
-        from commonlink.release.figures import write_common_o_figures
-    except ImportError as exc:  # the figures module is optional at runtime (matplotlib missing, etc.)
-        notes.append(f"No figures written: commonlink.release.figures could not be imported ({exc}).")
-        return {}
-    return write_common_o_figures(rows_by_split, figures_dir, seed=seed)
-
-
-def _hash_files(root: Path) -> dict[str, dict]:
-    files = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        if rel == MANIFEST_FILENAME or any(part.startswith(".") for part in path.relative_to(root).parts):
-            continue
-        files[rel] = {"sha256": sha256_file(path), "size": path.stat().st_size}
-    return files
-
-
-def read_release_manifest(release_dir: str | os.PathLike) -> dict:
-    path = Path(release_dir) / MANIFEST_FILENAME
-    if not path.is_file():
-        raise InputError(f"{release_dir} is not a release folder (no {MANIFEST_FILENAME}).", "Build one with `commonlink release build`.")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{path}: not valid JSON ({exc.msg}).", "Rebuild the release.") from exc
-
-
-def verify_release(release_dir: str | os.PathLike) -> list[str]:
-    """Problems found comparing a release folder with its manifest (empty list: every file matches)."""
-    root = Path(release_dir)
-    manifest = read_release_manifest(root)
-    problems = []
-    listed = manifest.get("files") or {}
-    for rel, info in listed.items():
-        path = root / rel
-        if not path.is_file():
-            problems.append(f"{rel}: missing")
-        elif path.stat().st_size != info.get("size") or sha256_file(path) != info.get("sha256"):
-            problems.append(f"{rel}: content differs from the manifest")
-    for rel in _hash_files(root) if root.is_dir() else {}:
-        if rel not in listed:
-            problems.append(f"{rel}: not in the manifest")
-    return problems
-
-
-def _reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> ReleaseResult | None:
-    if not out_dir.exists():
-        return None
-    if not out_dir.is_dir():
-        raise InputError(f"--out {out_dir} is a file.", "Pick a folder path for the release.")
-    if not any(out_dir.iterdir()):
-        return None
-    manifest_path = out_dir / MANIFEST_FILENAME
-    if not manifest_path.is_file():
-        raise InputError(
-            f"--out {out_dir} already holds files that are not a commonlink release.",
-            "Pick a new or empty folder (commonlink does not delete folders it did not write).",
-        )
-    manifest = read_release_manifest(out_dir)
-    if manifest.get("build_key") == build_key and not verify_release(out_dir):
-        return ReleaseResult(
-            out_dir=out_dir, kind=manifest.get("kind", "common_o"), splits=manifest.get("splits", {}),
-            files=manifest.get("files", {}), figures=manifest.get("figures", {}),
-            notes=["The folder already holds this exact release (same inputs and options); kept as is."], reused=True,
-        )
-    if not overwrite:
-        raise InputError(
-            f"--out {out_dir} already holds a different release ({manifest.get('name')!r} version {manifest.get('version')!r}).",
-            "Pick another folder, or pass --overwrite to replace it.",
-        )
-    return None
-
-
-def _swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
-    """Rename the finished build over ``out_dir`` (the old folder is moved aside first, then deleted)."""
-    old = None
-    if out_dir.exists():
-        old = out_dir.parent / f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}"
-        os.rename(out_dir, old)
-    try:
-        os.rename(tmp_dir, out_dir)
-    except BaseException:
-        if old is not None:
-            os.rename(old, out_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _without_local_paths(value: Any) -> Any:
-    """Absolute paths -> their last component: the card and manifest get published, local folder names should not."""
-    if isinstance(value, dict):
-        return {k: _without_local_paths(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_local_paths(v) for v in value]
-    if isinstance(value, str) and os.path.isabs(value):
-        return os.path.basename(value.rstrip("/\\")) or value
-    return value
-
-
 def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-__all__ = [
-    "ReleaseResult",
-    "build_release",
-    "build_common_o_release",
-    "published_row",
-    "read_pairs_meta",
-    "read_release_manifest",
-    "verify_release",
-    "CommonOStatsAccumulator",
-]
+__all__ = ["ANSWER_TYPE", "CatalogImageReader", "CommonOStatsAccumulator", "build_common_o_release", "published_row"]

@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.formats.card import configs_entry, dataset_info_entry, markdown_table, render_card, size_category
+from commonlink.formats.card import (
+    configs_entry,
+    dataset_info_entry,
+    markdown_table,
+    render_card,
+    size_category,
+)
 
 #: The seven sections of a datasheet, in Gebru et al.'s order.
 DATASHEET_SECTIONS: tuple[str, ...] = (

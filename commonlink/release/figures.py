@@ -21,10 +21,14 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from PIL import Image
+
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import CommonlinkError
-from commonlink.formats.common_o import letters
 from commonlink.fileio import atomic_write_bytes, safe_join
+from commonlink.formats.catalog import catalog_file, iter_catalog
+from commonlink.formats.common_o import letters
+from commonlink.images import open_image
 from commonlink.seeding import rng_for
 
 #: Examples shown on each split's contact sheet.
@@ -126,8 +130,6 @@ class _CatalogEstimates:
 
     @staticmethod
     def _read(catalog: str) -> dict[str, list[float]]:
-        from commonlink.formats.catalog import catalog_file, iter_catalog
-
         if not catalog_file(catalog).is_file():
             return {}
         found: dict[str, list[float]] = {}
@@ -155,7 +157,6 @@ def _save_png(fig, path: Path, *, palette: bool = False) -> None:
     fig.savefig(buffer, format="png", dpi=_DPI, facecolor="white")
     if palette:
         # Photo thumbnails make full-colour PNGs heavy (~2 MB a sheet); 256 colours keep them legible at ~1/5.
-        from PIL import Image
 
         img = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
         img = img.quantize(256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
@@ -316,8 +317,6 @@ def _draw_image(ax, image: dict, *, title: str) -> None:
 
 
 def _thumbnail(image: dict):
-    from commonlink.images import open_image
-
     catalog, path = image.get("catalog"), image.get("path")
     if not catalog or not path:
         return None

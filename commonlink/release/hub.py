@@ -40,18 +40,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from commonlink import __version__
-from commonlink.errors import BackendError, CommonlinkError, InputError, SchemaError
+from commonlink.errors import (
+    BackendError,
+    CommonlinkError,
+    InputError,
+    MissingDependencyError,
+    SchemaError,
+)
 from commonlink.fileio import sha256_bytes, sha256_file
+from commonlink.formats.card import markdown_table
+from commonlink.formats.release import (
+    CARD_FILENAME,
+    MANIFEST_FILENAME,
+    check_version,
+    is_version,
+    read_release_manifest,
+    version_key,
+)
 from commonlink.progress import track
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import HfApi
 
 REPO_TYPE = "dataset"
-CARD_FILENAME = "README.md"
-MANIFEST_FILENAME = "manifest.json"
 VERSIONS_HEADING = "## Versions"
-_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VERSION_COLUMNS = ("version", "date", "rows", "message")
 
@@ -143,30 +155,12 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def check_version(version: str) -> str:
-    if not _VERSION_RE.match(version or ""):
-        raise InputError(
-            f"--version {version!r} is not a version number.",
-            "Use semantic versioning X.Y.Z (e.g. --version 1.0.0; pre-releases like 1.1.0-rc1 are fine).",
-        )
-    return version
-
-
-def version_key(version: str) -> tuple:
-    """Sort key: 1.10.0 after 1.9.0; a pre-release (1.0.0-rc1) before its release (1.0.0)."""
-    core, _, pre = version.split("+", 1)[0].partition("-")
-    numbers = tuple(int(p) if p.isdigit() else 0 for p in core.split("."))
-    return numbers + ((0, pre) if pre else (1, ""))
-
-
 def rows_summary(units: dict[str, dict]) -> str:
     return ", ".join(f"{name}: {int(info.get('rows', 0)):,}" for name, info in units.items()) or "-"
 
 
 def read_manifest(release_dir: Path) -> dict:
     """The release's manifest (clear errors from the release builder's reader), with its ``files`` table."""
-    from commonlink.release.common_o import read_release_manifest
-
     manifest = read_release_manifest(release_dir)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise SchemaError(
@@ -274,9 +268,8 @@ def read_versions_table(card_text: str) -> list[dict[str, str]]:
 
 def card_with_version(card_text: str, rows: list[dict[str, str]], repo_id: str = "REPO") -> str:
     """``card_text`` with its ``## Versions`` section replaced by (or appended as) a table of ``rows``."""
-    from commonlink.formats.card import markdown_table
 
-    ordered = sorted(rows, key=lambda r: version_key(r["version"]) if _VERSION_RE.match(r["version"]) else (-1,), reverse=True)
+    ordered = sorted(rows, key=lambda r: version_key(r["version"]) if is_version(r["version"]) else (-1,), reverse=True)
     table = markdown_table(list(_VERSION_COLUMNS), [[r.get(c, "") for c in _VERSION_COLUMNS] for r in ordered])
     section = (
         f"{VERSIONS_HEADING}\n\nEach version is a git tag of this repo: "
@@ -370,7 +363,6 @@ def hub_api(endpoint: str | None, token: str | bool | None) -> HfApi:
     try:
         from huggingface_hub import HfApi
     except ImportError as exc:  # pragma: no cover - huggingface_hub is a core dependency
-        from commonlink.errors import MissingDependencyError
 
         raise MissingDependencyError("huggingface_hub", "all", "Publishing to the Hub") from exc
     return HfApi(endpoint=endpoint, token=token, library_name="commonlink", library_version=__version__)
@@ -571,7 +563,7 @@ def list_versions(repo_id: str, *, endpoint: str | None = None, token: str | Non
         refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
         versions = []
         for ref in refs.tags:
-            if not _VERSION_RE.match(ref.name):
+            if not is_version(ref.name):
                 continue
             commits = api.list_repo_commits(repo_id, repo_type=REPO_TYPE, revision=ref.target_commit)
             top = commits[0] if commits else None

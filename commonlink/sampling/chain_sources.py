@@ -18,7 +18,7 @@ Readers:
   image column and a label column (``ClassLabel`` and ``Sequence(ClassLabel)`` decoded to names);
 * :func:`read_manifest_source` -- a folder of images with a CSV/JSONL manifest (the ingestion formats);
 * :func:`read_ocl_source` / :func:`read_pangea_source` -- the OCL and Pangea annotation pickles
-  (DESIGN.md §4), loaded with :mod:`commonlink.sampling.safe_pickle`.
+  (docs/sampling.md), loaded with :mod:`commonlink.sampling.safe_pickle`.
 """
 
 from __future__ import annotations
@@ -34,37 +34,21 @@ from typing import Any
 
 from PIL import Image
 
+from commonlink.catalog.labels import read_manifest
 from commonlink.constants import CATALOG_FILENAME
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import safe_join
+from commonlink.formats.association import (
+    LabelledImage,
+    image_bytes_or_path,
+    is_saved_hf_dataset,
+    load_hf_dataset,
+)
+from commonlink.formats.catalog import image_path, iter_catalog
+from commonlink.sampling.safe_pickle import safe_load
 
 SOURCE_TYPES = ("catalog", "hf", "manifest", "ocl", "pangea")
 MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl", "labels.csv", "labels.jsonl")
-
-
-@dataclass
-class LabelledImage:
-    """One sample of a labelled image set (an image, or an object crop of one)."""
-
-    id: str  #: stable id (catalog id, or a hash of where the sample comes from)
-    labels: list[str]  #: the sample's concepts (deduplicated, in source order)
-    width: int  #: of the crop when ``crop`` is set
-    height: int
-    origin: dict  #: where the pixels are (see module docstring)
-    crop: list[int] | None = None  #: [x1, y1, x2, y2] or None
-
-    @property
-    def pixels(self) -> int:
-        return self.width * self.height
-
-    def to_json(self) -> dict:
-        return {"id": self.id, "labels": self.labels, "width": self.width, "height": self.height,
-                "origin": self.origin, "crop": self.crop}
-
-    @classmethod
-    def from_json(cls, data: dict) -> LabelledImage:
-        return cls(id=data["id"], labels=list(data["labels"]), width=int(data["width"]), height=int(data["height"]),
-                   origin=dict(data["origin"]), crop=list(data["crop"]) if data.get("crop") else None)
 
 
 @dataclass
@@ -123,7 +107,6 @@ def _keep(images: list[LabelledImage], report: SourceReport, min_pixels: int) ->
 def read_catalog_source(catalog_dir: str | os.PathLike, *, labels_field: str = "objects",
                         min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
     """Samples of an image catalog; labels from ``objects`` or any list field of the records."""
-    from commonlink.formats.catalog import image_path, iter_catalog
 
     catalog_dir = Path(catalog_dir).resolve()
     report = SourceReport(str(catalog_dir), "catalog")
@@ -159,7 +142,6 @@ def find_manifest(folder: Path) -> Path | None:
 def read_manifest_source(folder: str | os.PathLike, *, manifest: str | os.PathLike | None = None,
                          min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
     """A folder of images with a manifest (``file,objects`` CSV or JSONL, the ingestion formats)."""
-    from commonlink.catalog.labels import read_manifest
 
     folder = Path(folder).resolve()
     manifest_path = Path(manifest) if manifest else find_manifest(folder)
@@ -179,43 +161,6 @@ def read_manifest_source(folder: str | os.PathLike, *, manifest: str | os.PathLi
 
 
 # ---------------------------------------------------------------------------------------------- HF datasets
-def is_saved_hf_dataset(path: Path) -> bool:
-    return path.is_dir() and any((path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
-
-
-def _load_hf(dataset: str, split: str | None, config: str | None):
-    """Load ``dataset`` (save_to_disk folder, data folder or repo id); returns (Dataset, split name)."""
-    import datasets
-
-    path = Path(dataset)
-    try:
-        if is_saved_hf_dataset(path):
-            loaded = datasets.load_from_disk(str(path))
-        else:
-            loaded = datasets.load_dataset(dataset, config) if config else datasets.load_dataset(dataset)
-    except FileNotFoundError as exc:
-        raise InputError(f"Hugging Face dataset {dataset!r} not found ({exc}).",
-                         "Pass a folder saved with save_to_disk, a data folder, or a Hub repo id you have cached.") from exc
-    except Exception as exc:  # datasets raises many types (DatasetNotFoundError, ConnectionError, ...)
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"Could not load the Hugging Face dataset {dataset!r}: {exc}",
-                         "Check the path or repo id (and that it is cached when offline).") from exc
-    if isinstance(loaded, (datasets.DatasetDict, dict)):
-        names = list(loaded)
-        if split is None:
-            if len(names) == 1:
-                split = names[0]
-            elif "train" in names:
-                split = "train"
-            else:
-                raise InputError(f"{dataset} has splits {names}; which one?", "Pass --split NAME.")
-        if split not in loaded:
-            raise InputError(f"{dataset} has no split {split!r} (it has {names}).", f"Pass --split with one of {names}.")
-        return loaded[split], split
-    return loaded, split or str(getattr(loaded, "split", None) or "train")
-
-
 def label_decoder(feature: Any, *, column: str):
     """A function turning a label-column value into a list of names (ClassLabel ids decoded)."""
     import datasets
@@ -249,21 +194,13 @@ def label_decoder(feature: Any, *, column: str):
                       "Pass --labels-column naming a ClassLabel, string, or list column.")
 
 
-def _image_bytes_or_path(value: Any) -> tuple[bytes | None, str | None]:
-    if isinstance(value, dict):
-        return value.get("bytes"), value.get("path")
-    if isinstance(value, str):
-        return None, value
-    return None, None
-
-
 def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: str = "labels",
                    split: str | None = None, config: str | None = None, min_pixels: int = 0,
                    batch_size: int = 256) -> tuple[list[LabelledImage], SourceReport]:
     """Rows of a Hugging Face dataset with an image column and a label(-list) column."""
     import datasets
 
-    ds, split = _load_hf(dataset, split, config)
+    ds, split = load_hf_dataset(dataset, split, config)
     columns = list(ds.features)
     for option, column in (("--image-column", image_column), ("--labels-column", labels_column)):
         if column not in columns:
@@ -279,7 +216,7 @@ def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: 
     row = 0
     for batch in ds.iter(batch_size=batch_size):
         for value, labels in zip(batch[image_column], batch[labels_column]):
-            data, path = _image_bytes_or_path(value)
+            data, path = image_bytes_or_path(value)
             what = f"{dataset} row {row}"
             if data is not None:
                 try:
@@ -366,7 +303,6 @@ def _resolve_image(image_root: Path, parts: Sequence[str], *, what: str) -> Path
 
 def _pickled_records(pickle_path: str | os.PathLike, expected: str, fix: str) -> list:
     """The record list of an annotation pickle (a dict's values count as the list), loaded safely."""
-    from commonlink.sampling.safe_pickle import safe_load
 
     data = safe_load(pickle_path)
     if isinstance(data, dict):
@@ -499,46 +435,3 @@ def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, 
     return read_pangea_source(source, image_root=root, labels=pangea_labels, label_names=names, min_pixels=min_pixels)
 
 
-# ---------------------------------------------------------------------------------------------- pixels
-class ImageFetcher:
-    """Fetches the pixels of a :class:`LabelledImage` origin (keeps HF datasets open between calls)."""
-
-    def __init__(self) -> None:
-        self._datasets: dict[tuple, Any] = {}
-
-    def _hf_value(self, origin: dict) -> Any:
-        import datasets
-
-        key = (origin["dataset"], origin.get("config"), origin["split"], origin["column"])
-        ds = self._datasets.get(key)
-        if ds is None:
-            ds, _ = _load_hf(origin["dataset"], origin["split"], origin.get("config"))
-            ds = ds.select_columns([origin["column"]]).cast_column(origin["column"], datasets.Image(decode=False))
-            self._datasets[key] = ds
-        return ds[int(origin["row"])][origin["column"]]
-
-    def original_bytes(self, origin: dict) -> tuple[bytes | None, Path | None]:
-        """(bytes, None) for in-dataset images, (None, path) for files."""
-        if origin["type"] == "file":
-            return None, Path(origin["path"])
-        if origin["type"] == "hf":
-            data, path = _image_bytes_or_path(self._hf_value(origin))
-            return (data, None) if data is not None else (None, Path(path) if path else None)
-        raise SchemaError(f"Unknown image origin type {origin.get('type')!r}.", "Rebuild the chain files with commonlink chains.")
-
-    def open(self, origin: dict, crop: Sequence[int] | None = None, *, what: str = "image") -> Image.Image:
-        """The decoded image (pixel cap enforced), cropped when ``crop`` is set."""
-        from commonlink.images import open_image
-
-        data, path = self.original_bytes(origin)
-        source: Any = data if data is not None else path
-        if source is None:
-            raise InputError(f"{what}: the dataset row has no image.")
-        img = open_image(source, what=what)
-        if crop:
-            # Boxes are in the file's own pixel coordinates (as annotation tools store them): no EXIF rotation.
-            return img.crop(tuple(int(v) for v in crop))
-        from PIL import ImageOps
-
-        # Whole images are shown upright, as the release stores them (EXIF orientation applied).
-        return ImageOps.exif_transpose(img)

@@ -1,4 +1,4 @@
-"""Association tasks built annotation-free from a labelled image set (paper §3, §4.1; DESIGN.md §4).
+"""Association tasks built annotation-free from a labelled image set (paper §3, §4.1; docs/sampling.md).
 
 Two samples are associated when their label sets intersect. For every chosen concept ``c`` the *positive pool*
 holds the images labelled ``c``; the *negative pool* of a task holds the images that carry none of the task's
@@ -27,6 +27,7 @@ Files written into the output folder (see README "chains"): ``images.jsonl`` (th
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import json
 import os
@@ -39,18 +40,30 @@ import numpy as np
 
 from commonlink import __version__
 from commonlink.constants import DEFAULT_MIN_PIXELS
-from commonlink.errors import CommonlinkError, InputError, NotEnoughDataError, SchemaError
+from commonlink.errors import (
+    CommonlinkError,
+    InputError,
+    NotEnoughDataError,
+    SchemaError,
+)
 from commonlink.fileio import atomic_write, atomic_write_json, sha256_file
+from commonlink.formats.association import (
+    IMAGE_TABLE_TASK,
+    IMAGES_FILENAME,
+    PLAN_BRIDGE,
+    PLAN_CONCEPT_1,
+    PLAN_CONCEPT_2,
+    TASKS,
+    LabelledImage,
+    step_concept_codes,
+    task_file,
+)
+from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, meta_path
+from commonlink.progress import track
+from commonlink.sampling.chain_sources import SourceReport
 from commonlink.seeding import rng_for
-from commonlink.sampling.chain_sources import LabelledImage, SourceReport
 
-META_KIND = "association_chains"
-TASKS = ("single_step", "deduction", "synchronous", "asynchronous")
-IMAGES_FILENAME = "images.jsonl"
-IMAGE_TABLE_TASK = "image_table"  #: the ``task`` of images.jsonl's sidecar (not a task file)
 NEGATIVE_MODES = ("chain", "disjoint")
-#: plan characters of a chain step: on concept 1, on concept 2, bridge (from the pool sharing both)
-PLAN_CONCEPT_1, PLAN_CONCEPT_2, PLAN_BRIDGE = "1", "2", "b"
 _MAX_VECTOR_ROUNDS = 32
 
 
@@ -166,8 +179,6 @@ class LabelIndex:
         return (bits[a] & bits[b]).any(axis=1)
 
     def suggest(self, name: str) -> list[str]:
-        import difflib
-
         return difflib.get_close_matches(name, self.label_names, n=3, cutoff=0.6)
 
 
@@ -256,22 +267,6 @@ class ChainArrays:
         return {"id": self.id, "kind": self.kind, "concepts": self.concepts, "start": int(self.start),
                 "positive": self.positive.tolist(), "negative": self.negative.tolist(), "answer": self.answer.tolist(),
                 "plan": self.plan, "warmup": self.warmup, "num_steps": int(len(self.positive))}
-
-
-def step_concept_codes(plan: str) -> np.ndarray:
-    """Per step, which chain concept (0 or 1) the positive shares with the query.
-
-    A bridge step carries the concept of the run before it (its query comes from that run).
-    """
-    codes = np.zeros(len(plan), dtype=np.int8)
-    current = 0
-    for t, ch in enumerate(plan):
-        if ch == PLAN_CONCEPT_1:
-            current = 0
-        elif ch == PLAN_CONCEPT_2:
-            current = 1
-        codes[t] = current
-    return codes
 
 
 class AssociationBuilder:
@@ -518,14 +513,6 @@ class BuildSummary:
     plan: BuildPlan
 
 
-def task_file(out_dir: str | os.PathLike, task: str) -> Path:
-    return Path(out_dir) / f"{task}.jsonl"
-
-
-def meta_path(chain_file: str | os.PathLike) -> Path:
-    return Path(f"{chain_file}.meta.json")
-
-
 def _write_images(out_dir: Path, index: LabelIndex) -> Path:
     path = out_dir / IMAGES_FILENAME
     with atomic_write(path, "w") as handle:
@@ -558,7 +545,6 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     A task whose meta already records the same settings, source and image table is skipped (rerunning after an
     interruption redoes only what is missing); every file is written atomically.
     """
-    from commonlink.progress import track
 
     out_dir = Path(out_dir)
     small = sum(1 for img in images if img.pixels < config.min_pixels)
@@ -576,12 +562,12 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     images_path = _write_images(out_dir, index)
     images_sha = sha256_file(images_path)
     # The image table gets a sidecar too, so `release build OUT/*.jsonl` accepts it (and skips it).
-    atomic_write_json(meta_path(images_path), {"kind": META_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
+    atomic_write_json(meta_path(images_path), {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
                                                "seed": config.seed, "images": len(index), "sha256": images_sha})
     counts = {task: len(_iter_units(plan, config, task)) for task in config.tasks}
     steps_per_chain = config.warmup + config.max_steps
     base_meta = {
-        "kind": META_KIND, "toolkit_version": __version__, "seed": config.seed, "config": config.to_json(),
+        "kind": ASSOCIATION_CHAINS_KIND, "toolkit_version": __version__, "seed": config.seed, "config": config.to_json(),
         "source": dataclasses.asdict(source) if source else None, "images_file": IMAGES_FILENAME,
         "images": len(index), "images_sha256": images_sha, "concept_kind": config.concept_kind,
         "options": plan.options,
@@ -630,33 +616,3 @@ def _already_built(path: Path, meta: dict) -> bool:
     return old.get("sha256") == sha256_file(path)
 
 
-# ---------------------------------------------------------------------------------------------- reading back
-def read_chain_meta(chain_file: str | os.PathLike, *, allow_image_table: bool = False) -> dict:
-    """The meta sidecar of a chain file; errors say what is wrong and how to get a valid one."""
-    mp = meta_path(chain_file)
-    if not mp.is_file():
-        raise InputError(f"{chain_file} has no meta sidecar ({mp.name}).", "Pass the .jsonl files written by `commonlink chains`.")
-    try:
-        meta = json.loads(mp.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{mp}: not valid JSON ({exc.msg}).", "Rebuild the chain files with `commonlink chains`.") from exc
-    if allow_image_table and meta.get("kind") == META_KIND and meta.get("task") == IMAGE_TABLE_TASK:
-        return meta
-    if meta.get("kind") != META_KIND or meta.get("task") not in TASKS:
-        raise SchemaError(f"{mp}: kind {meta.get('kind')!r} / task {meta.get('task')!r} is not an association chain file.",
-                          "Pass the .jsonl files written by `commonlink chains`.")
-    return meta
-
-
-def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None) -> list[LabelledImage]:
-    """The image table next to a chain file (``images.jsonl``), checked against the meta's hash."""
-    from commonlink.fileio import read_jsonl
-
-    meta = meta or read_chain_meta(chain_file)
-    path = Path(chain_file).parent / meta.get("images_file", IMAGES_FILENAME)
-    if not path.is_file():
-        raise InputError(f"{chain_file}: its image table {path} is missing.", "Keep images.jsonl next to the chain files, or rebuild them.")
-    if meta.get("images_sha256") and sha256_file(path) != meta["images_sha256"]:
-        raise SchemaError(f"{path} does not match {meta_path(chain_file).name} (it was rewritten by another build).",
-                          "Rebuild all chain files of this folder with one `commonlink chains` run.")
-    return [LabelledImage.from_json(row) for row in read_jsonl(path)]

@@ -1,4 +1,4 @@
-"""Common-O pair sampling (paper §3.1–3.2, DESIGN.md §3): two images, lettered choices, the objects in both.
+"""Common-O pair sampling (paper §3.1–3.2; docs/sampling.md): two images, lettered choices, the objects in both.
 
 An example pairs two images of the same source (``real`` | ``synthetic``) from different scenes. Its ground
 truth is the set of objects visible in both images ("No objects are in common" when there is none). The
@@ -33,11 +33,17 @@ import numpy as np
 from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError, SchemaError
-from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
+from commonlink.formats.catalog import (
+    SOURCES,
+    CatalogRecord,
+    catalog_file,
+    image_path,
+    iter_catalog,
+)
+from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
-from commonlink.formats.catalog import SOURCES, CatalogRecord, catalog_file, image_path, iter_catalog
 
 SPLITS = ("main", "challenge")
 #: Objects a scene (paper §3.1): Common-O Bench 3–7, Common-O Complex 8–16.

@@ -18,6 +18,7 @@ from typing import Any
 
 from commonlink.errors import InputError
 
+
 def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
     """What protocols 0-2 store ``bytes`` as (``_codecs.encode(text, "latin1")``), limited to that one codec."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):

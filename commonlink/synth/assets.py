@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
 
@@ -156,7 +158,6 @@ def _load_assets_cached(path: str, _mtime: int) -> AssetCatalog:
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix.lower() in (".yaml", ".yml"):
-            import yaml
 
             data = yaml.safe_load(text)
         else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import shutil
 import socket
@@ -26,18 +27,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from commonlink import __version__
-from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
-from commonlink.errors import InputError
+from commonlink.errors import InputError, MissingDependencyError
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
+from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
-from commonlink.synth.visibility import default_min_visible_pixels, hidden_share, object_areas
+from commonlink.synth.render.offline import OfflineRenderer
+from commonlink.synth.render.unrealcv import UnrealCVBackend
+from commonlink.synth.visibility import (
+    default_min_visible_pixels,
+    hidden_share,
+    object_areas,
+)
 
 SYNTH_CONFIG_FILE = "synth_config.json"
 SCENES_DIR = "scenes"
@@ -198,10 +207,8 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog):
     """A renderer with ``render(plan) -> list[RenderedView]`` and ``close()``."""
     width, height = config.resolution
     if config.backend == "offline":
-        from commonlink.synth.render.offline import OfflineRenderer
 
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)
-    from commonlink.synth.render.unrealcv import UnrealCVBackend
 
     return UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
                            mask_tolerance=config.mask_tolerance)
@@ -211,10 +218,6 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog):
 
 
 def _png_bytes(array: np.ndarray) -> bytes:
-    from io import BytesIO
-
-    from PIL import Image
-
     buffer = BytesIO()
     if array.ndim == 2:
         image = Image.fromarray(array.astype(np.uint8)) if array.max(initial=0) < 256 else Image.fromarray(array.astype(np.uint16))
@@ -352,8 +355,6 @@ def _run_local(out_dir: Path, config: SynthConfig, catalog: AssetCatalog, todo: 
 
 
 def _run_pool(out_dir: Path, config: SynthConfig, todo: list[int], workers: int, scenes_per_process: int, on_done) -> None:
-    import multiprocessing
-
     # "spawn": a fresh interpreter per worker, never a fork of a process holding an OpenGL context. Workers are
     # replaced after `scenes_per_process` scenes so that long runs cannot accumulate memory.
     context = multiprocessing.get_context("spawn")
@@ -371,7 +372,6 @@ def _run_ray(out_dir: Path, config: SynthConfig, todo: list[int], ray_address: s
     try:
         import ray
     except ImportError as exc:
-        from commonlink.errors import MissingDependencyError
 
         raise MissingDependencyError("ray", "ray", "--executor ray") from exc
     started_here = False

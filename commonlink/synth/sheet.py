@@ -6,8 +6,10 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from commonlink.formats.catalog import image_path, iter_catalog
+from PIL import Image, ImageDraw
+
 from commonlink.fileio import atomic_write_bytes
+from commonlink.formats.catalog import image_path, iter_catalog
 from commonlink.images import image_to_png_bytes, open_image
 
 
@@ -15,7 +17,6 @@ def write_sheet(catalog_dir: str | os.PathLike, out_path: str | os.PathLike, *, 
                 title: str | None = None) -> Path:
     """Tile the first ``scenes`` scenes of a synthetic catalog into one PNG, each image captioned with the
     number of visible objects."""
-    from PIL import Image, ImageDraw
 
     by_scene: dict[str, list] = defaultdict(list)
     order: list[str] = []

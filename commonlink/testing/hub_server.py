@@ -39,6 +39,7 @@ Command line (for trying a pipeline by hand): ``python -m commonlink.testing.hub
 
 from __future__ import annotations
 
+import argparse
 import base64
 import contextlib
 import fnmatch
@@ -57,6 +58,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import yaml
 
 from commonlink.fileio import atomic_write_bytes, atomic_write_json
 
@@ -365,7 +368,6 @@ def _card_data(files: dict, store: HubStore) -> dict | None:
 
 def _yaml_header(text: str) -> tuple[dict | None, str | None]:
     """(metadata, error) of a card's ``---`` YAML block."""
-    import yaml
 
     match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", text, flags=re.S)
     if not match:
@@ -871,7 +873,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - manual use
-    import argparse
 
     parser = argparse.ArgumentParser(description="Run the commonlink test Hub (Hub HTTP API subset) locally.")
     parser.add_argument("--root", required=True, help="folder that stores the repositories")

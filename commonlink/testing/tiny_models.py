@@ -15,9 +15,15 @@ import json
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.formats.common_o import PERCEPTION_PROMPT, common_o_question, letters
+from commonlink.formats.common_o import (
+    PERCEPTION_PROMPT,
+    common_o_features,
+    common_o_question,
+    letters,
+)
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}{% else %}"
@@ -31,8 +37,16 @@ OBJECTS = ["apple", "keys", "spoon", "cup", "glass cup", "remote", "vase", "shoe
 def build_tiny_llava(out_dir: str | Path, *, seed: int = 0, image_size: int = 32, patch_size: int = 8, layers: int = 2) -> Path:
     """Save a tiny random LLaVA (model + processor + chat template) to ``out_dir`` and return the path."""
     import torch
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
-    from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
+    from transformers.models.llava.image_processing_pil_llava import (
+        LlavaImageProcessorPil,
+    )
 
     out_dir = Path(out_dir)
     tokenizer = _bpe_tokenizer(["<pad>", "<s>", "</s>", "<unk>", "<image>"])
@@ -71,8 +85,16 @@ def _bpe_tokenizer(special_tokens: list[str], vocab_size: int = 400):
 def build_tiny_idefics3(out_dir: str | Path, *, seed: int = 0) -> Path:
     """Save a tiny random Idefics3 (SigLIP-style vision tower, pixel shuffle, Llama text model) to ``out_dir``."""
     import torch
-    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor, Idefics3VisionConfig, LlamaConfig
-    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+    from transformers import (
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        Idefics3Processor,
+        Idefics3VisionConfig,
+        LlamaConfig,
+    )
+    from transformers.models.idefics3.image_processing_pil_idefics3 import (
+        Idefics3ImageProcessorPil,
+    )
 
     out_dir = Path(out_dir)
     specials = ["<pad>", "<s>", "</s>", "<unk>", "<image>", "<fake_token_around_image>", "<end_of_utterance>", "<global-img>"]
@@ -103,8 +125,6 @@ def encode_list(values: list[str], encoding: str) -> str:
 
 
 def _png(rng: np.random.Generator, size: tuple[int, int]) -> bytes:
-    from PIL import Image
-
     buf = io.BytesIO()
     Image.fromarray(rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)).save(buf, format="PNG")
     return buf.getvalue()
@@ -153,8 +173,6 @@ def common_o_rows(n: int, *, seed: int = 0, encoding: str = "json", image_size: 
 def write_common_o_split(out_dir: str | Path, rows: list[dict], *, split: str = "main", shards: int = 1) -> Path:
     """Write ``rows`` as ``out_dir/data/{split}-0000i-of-0000n.parquet`` with the published features."""
     from datasets import Dataset
-
-    from commonlink.loaders.common_o import common_o_features
 
     out_dir = Path(out_dir)
     (out_dir / "data").mkdir(parents=True, exist_ok=True)

@@ -26,9 +26,11 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+from PIL import Image
 
 from commonlink.synth.assets import Asset, AssetCatalog, FloorMaterial, load_assets
 from commonlink.synth.plan import CameraPose, Lighting
+from commonlink.synth.render.offline import OfflineRenderer, Placement
 
 MAGIC = 0x9E2B83C1
 _HEADER = struct.Struct("<II")
@@ -362,16 +364,11 @@ class FakeUnrealCVServer:
     # -- rendering ----------------------------------------------------------------------------------------
     def _renderer(self, size: tuple[int, int]):
         if size not in self._renderers:
-            from commonlink.synth.render.offline import OfflineRenderer
 
             self._renderers[size] = OfflineRenderer(size[0], size[1], self.catalog)
         return self._renderers[size]
 
     def _capture(self, camera: _Camera, *, mask: bool) -> bytes:
-        from PIL import Image
-
-        from commonlink.synth.render.offline import Placement
-
         renderer = self._renderer(camera.size)
         visible = [a for a in self.actors.values() if not a.hidden]
         objects = [a for a in visible if isinstance(a.asset, Asset)]

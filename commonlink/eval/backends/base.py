@@ -14,7 +14,9 @@ crashing.
 
 from __future__ import annotations
 
+import gc
 import logging
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -129,9 +131,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def free_accelerator_memory() -> None:
-    import gc
-    import sys
-
     gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():

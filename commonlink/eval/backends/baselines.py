@@ -15,9 +15,14 @@ from collections.abc import Sequence
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError
-from commonlink.seeding import rng_for
+from commonlink.eval.backends.base import (
+    BackendInfo,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+)
 from commonlink.formats.common_o import letters
-from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure
+from commonlink.seeding import rng_for
 
 BASELINES = ("random", "none")
 

@@ -18,10 +18,17 @@ import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from commonlink.errors import BackendError, InputError, MissingDependencyError
+from commonlink.eval.backends.base import (
+    BackendInfo,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+    message_parts,
+)
 from commonlink.eval.imaging import image_data_url
-from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +50,6 @@ def _check_key_variable(api_key_env: str) -> None:
 
 def _redacted_url(url: str) -> str:
     """``url`` without what may be a credential (``user:password@``, query values), for result files and keys."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
     netloc = parts.netloc

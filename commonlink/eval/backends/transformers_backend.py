@@ -17,7 +17,14 @@ import time
 from collections.abc import Sequence
 
 from commonlink.errors import BackendError, InputError, MissingDependencyError
-from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
+from commonlink.eval.backends.base import (
+    BackendInfo,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+    free_accelerator_memory,
+    message_parts,
+)
 from commonlink.eval.backends.fingerprint import model_fingerprint
 
 
@@ -164,6 +171,5 @@ class TransformersBackend:
 
     def close(self) -> None:
         del self.model
-        from commonlink.eval.backends.base import free_accelerator_memory
 
         free_accelerator_memory()

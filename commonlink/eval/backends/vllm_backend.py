@@ -13,7 +13,14 @@ import time
 from collections.abc import Sequence
 
 from commonlink.errors import BackendError, MissingDependencyError
-from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure, message_parts
+from commonlink.eval.backends.base import (
+    BackendInfo,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+    free_accelerator_memory,
+    message_parts,
+)
 from commonlink.eval.backends.fingerprint import model_fingerprint
 
 
@@ -93,6 +100,5 @@ class VLLMBackend:
 
     def close(self) -> None:
         del self.llm
-        from commonlink.eval.backends.base import free_accelerator_memory
 
         free_accelerator_memory()

@@ -11,17 +11,24 @@ Heavy imports (pyrender, OpenGL, trimesh) happen inside the functions that need 
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from commonlink.errors import BackendError, InputError, MissingDependencyError
+from commonlink.images import open_image
 from commonlink.synth.assets import Asset, AssetCatalog, FloorMaterial
 from commonlink.synth.floors import PROCEDURAL_FLOORS, TILE_CM
+from commonlink.synth.models import PROCEDURAL_MODELS
 from commonlink.synth.plan import CameraPose, Lighting, ScenePlan, ue_rotation_matrix
 
 #: Diagonal matrix that turns Unreal's left-handed coordinates into right-handed ones (and back).
@@ -122,7 +129,6 @@ class Placement:
 
 def _check_pyopengl() -> None:
     """pyrender's `PyOpenGL==3.1.0` pin is broken with EGL; `pip install commonlink[render]` keeps the pin."""
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         installed = version("PyOpenGL")
@@ -194,7 +200,6 @@ def _resolve_source(source: str, base_dir: Path) -> Path:
 def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | None, size_cm: tuple):
     _, trimesh = _import_pyrender()
     if source.startswith("procedural:"):
-        from commonlink.synth.models import PROCEDURAL_MODELS
 
         name = source.split(":", 1)[1]
         if name not in PROCEDURAL_MODELS:
@@ -231,7 +236,6 @@ def _floor_texture_cached(source: str, base_dir: str) -> np.ndarray:
         if name not in PROCEDURAL_FLOORS:
             raise InputError(f"Unknown procedural floor {name!r}.", f"Use one of: {', '.join(sorted(PROCEDURAL_FLOORS))}.")
         return PROCEDURAL_FLOORS[name]()
-    from commonlink.images import open_image
 
     return np.asarray(open_image(_resolve_source(source, Path(base_dir)), what="floor texture").convert("RGB"))
 
@@ -290,7 +294,6 @@ class OfflineRenderer:
     def _floor_mesh(self, floor: FloorMaterial):
         if floor.name not in self._floors:
             trimesh, pyrender = self._trimesh, self._pyrender
-            from PIL import Image
 
             half = FLOOR_EXTENT_CM / 2
             repeats = FLOOR_EXTENT_CM / TILE_CM
@@ -440,9 +443,6 @@ def _contact_disc():
 @lru_cache(maxsize=1)
 def _fast_shader_dir() -> str:
     """pyrender's shader folder with mesh.frag replaced by :data:`FAST_MESH_FRAG` (one per process)."""
-    import atexit
-    import shutil
-    import tempfile
 
     import pyrender
 

@@ -18,11 +18,12 @@ import threading
 import time
 
 import numpy as np
+from PIL import Image
 
 from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
-from commonlink.synth.render.offline import RenderedView
 from commonlink.synth.plan import ScenePlan
+from commonlink.synth.render.offline import RenderedView
 from commonlink.synth.visibility import instance_ids_from_colors
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
@@ -33,7 +34,6 @@ _COLOR_RE = re.compile(r"R=(\d+),\s*G=(\d+),\s*B=(\d+)")
 def _quiet_client_receive_thread() -> None:
     """The client's receive thread dies with a ConnectionError traceback when the server drops the socket; the
     backend handles the drop (reconnect, redo the scene), so hide that one traceback and keep all others."""
-    import threading
 
     previous = threading.excepthook
     if getattr(previous, "_commonlink_quiet", False):
@@ -75,8 +75,6 @@ def parse_color(reply: str) -> tuple[int, int, int]:
 
 
 def decode_png(data, what: str) -> np.ndarray:
-    from PIL import Image
-
     if not isinstance(data, (bytes, bytearray)) or not bytes(data[:8]) == b"\x89PNG\r\n\x1a\n":
         raise BackendError(f"UnrealCV did not send a PNG for {what} (got {str(data)[:80]!r}).", "Check the camera id and plugin version.")
     return np.asarray(Image.open(io.BytesIO(bytes(data))).convert("RGB"))

@@ -1,0 +1,228 @@
+"""The association file contract shared by the chain builder, the release builder, the loaders and eval.
+
+A chain folder holds ``images.jsonl`` (the image table: one :class:`LabelledImage` a line) and one
+``<task>.jsonl`` per task type, each with a ``.meta.json`` sidecar of kind ``association_chains``. Rows refer to
+images by their index in the table. A release stores the same tables as parquet configs (``images`` plus one
+config per task, split ``test``) whose features :func:`association_features` gives.
+
+An image's ``origin`` says where its pixels are, so the release step (possibly on another machine) can fetch
+them again:
+
+* ``{"type": "file", "path": "/abs/image.jpg"}`` -- an image file (catalogs, manifest folders, OCL, Pangea);
+* ``{"type": "hf", "dataset": "<path or repo id>", "split": "train", "row": 12, "column": "image",
+  "config": null}`` -- a row of a Hugging Face dataset.
+
+``crop`` is ``[x1, y1, x2, y2]`` in pixels (left, top, right, bottom; right/bottom exclusive, as in
+``PIL.Image.crop``) or ``None`` for the whole image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import read_jsonl, sha256_file
+from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, meta_path
+from commonlink.images import open_image
+
+TASKS = ("single_step", "deduction", "synchronous", "asynchronous")
+IMAGES_FILENAME = "images.jsonl"
+IMAGE_TABLE_TASK = "image_table"  #: the ``task`` of images.jsonl's sidecar (not a task file)
+#: plan characters of a chain step: on concept 1, on concept 2, bridge (from the pool sharing both)
+PLAN_CONCEPT_1, PLAN_CONCEPT_2, PLAN_BRIDGE = "1", "2", "b"
+#: The split every association release config uses.
+SPLIT = "test"
+#: The release config holding the image table.
+IMAGES_CONFIG = "images"
+
+
+@dataclass
+class LabelledImage:
+    """One sample of a labelled image set (an image, or an object crop of one)."""
+
+    id: str  #: stable id (catalog id, or a hash of where the sample comes from)
+    labels: list[str]  #: the sample's concepts (deduplicated, in source order)
+    width: int  #: of the crop when ``crop`` is set
+    height: int
+    origin: dict  #: where the pixels are (see module docstring)
+    crop: list[int] | None = None  #: [x1, y1, x2, y2] or None
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "labels": self.labels, "width": self.width, "height": self.height,
+                "origin": self.origin, "crop": self.crop}
+
+    @classmethod
+    def from_json(cls, data: dict) -> LabelledImage:
+        return cls(id=data["id"], labels=list(data["labels"]), width=int(data["width"]), height=int(data["height"]),
+                   origin=dict(data["origin"]), crop=list(data["crop"]) if data.get("crop") else None)
+
+
+def step_concept_codes(plan: str) -> np.ndarray:
+    """Per step, which chain concept (0 or 1) the positive shares with the query.
+
+    A bridge step carries the concept of the run before it (its query comes from that run).
+    """
+    codes = np.zeros(len(plan), dtype=np.int8)
+    current = 0
+    for t, ch in enumerate(plan):
+        if ch == PLAN_CONCEPT_1:
+            current = 0
+        elif ch == PLAN_CONCEPT_2:
+            current = 1
+        codes[t] = current
+    return codes
+
+
+def task_file(out_dir: str | os.PathLike, task: str) -> Path:
+    return Path(out_dir) / f"{task}.jsonl"
+
+
+def is_saved_hf_dataset(path: Path) -> bool:
+    return path.is_dir() and any((path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
+
+
+def load_hf_dataset(dataset: str, split: str | None, config: str | None):
+    """Load ``dataset`` (save_to_disk folder, data folder or repo id); returns (Dataset, split name)."""
+    import datasets
+
+    path = Path(dataset)
+    try:
+        if is_saved_hf_dataset(path):
+            loaded = datasets.load_from_disk(str(path))
+        else:
+            loaded = datasets.load_dataset(dataset, config) if config else datasets.load_dataset(dataset)
+    except FileNotFoundError as exc:
+        raise InputError(f"Hugging Face dataset {dataset!r} not found ({exc}).",
+                         "Pass a folder saved with save_to_disk, a data folder, or a Hub repo id you have cached.") from exc
+    except Exception as exc:  # datasets raises many types (DatasetNotFoundError, ConnectionError, ...)
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"Could not load the Hugging Face dataset {dataset!r}: {exc}",
+                         "Check the path or repo id (and that it is cached when offline).") from exc
+    if isinstance(loaded, (datasets.DatasetDict, dict)):
+        names = list(loaded)
+        if split is None:
+            if len(names) == 1:
+                split = names[0]
+            elif "train" in names:
+                split = "train"
+            else:
+                raise InputError(f"{dataset} has splits {names}; which one?", "Pass --split NAME.")
+        if split not in loaded:
+            raise InputError(f"{dataset} has no split {split!r} (it has {names}).", f"Pass --split with one of {names}.")
+        return loaded[split], split
+    return loaded, split or str(getattr(loaded, "split", None) or "train")
+
+
+def image_bytes_or_path(value: Any) -> tuple[bytes | None, str | None]:
+    if isinstance(value, dict):
+        return value.get("bytes"), value.get("path")
+    if isinstance(value, str):
+        return None, value
+    return None, None
+
+
+
+def association_features(config: str):
+    """``datasets.Features`` of one release config."""
+    from datasets import Features, Image, List, Value
+
+    text, ids = Value("string"), List(Value("string"))
+    if config == IMAGES_CONFIG:
+        return Features({"id": text, "image": Image(), "labels": ids, "width": Value("int32"), "height": Value("int32"),
+                         "crop": List(Value("int32")), "origin": text})
+    if config == "single_step":
+        return Features({"id": text, "concept": text, "concept_kind": text, "query": text, "memory": ids,
+                         "memory_concept": text, "candidates": ids, "answer": Value("int32"), "options": ids})
+    if config == "deduction":
+        return Features({"id": text, "concept": text, "concept_kind": text, "image_1": text, "image_2": text,
+                         "options": ids, "gold": ids})
+    if config in ("synchronous", "asynchronous"):
+        return Features({"id": text, "kind": text, "concepts": ids, "concept_kind": text, "start": text, "positive": ids,
+                         "negative": ids, "answer": List(Value("int8")), "plan": text, "warmup": Value("int32"),
+                         "num_steps": Value("int32"), "options": ids})
+    raise InputError(f"Unknown association config {config!r}.")
+
+
+
+# ---------------------------------------------------------------------------------------------- reading back
+def read_chain_meta(chain_file: str | os.PathLike, *, allow_image_table: bool = False) -> dict:
+    """The meta sidecar of a chain file; errors say what is wrong and how to get a valid one."""
+    mp = meta_path(chain_file)
+    if not mp.is_file():
+        raise InputError(f"{chain_file} has no meta sidecar ({mp.name}).", "Pass the .jsonl files written by `commonlink chains`.")
+    try:
+        meta = json.loads(mp.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{mp}: not valid JSON ({exc.msg}).", "Rebuild the chain files with `commonlink chains`.") from exc
+    if allow_image_table and meta.get("kind") == ASSOCIATION_CHAINS_KIND and meta.get("task") == IMAGE_TABLE_TASK:
+        return meta
+    if meta.get("kind") != ASSOCIATION_CHAINS_KIND or meta.get("task") not in TASKS:
+        raise SchemaError(f"{mp}: kind {meta.get('kind')!r} / task {meta.get('task')!r} is not an association chain file.",
+                          "Pass the .jsonl files written by `commonlink chains`.")
+    return meta
+
+
+def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None) -> list[LabelledImage]:
+    """The image table next to a chain file (``images.jsonl``), checked against the meta's hash."""
+    meta = meta or read_chain_meta(chain_file)
+    path = Path(chain_file).parent / meta.get("images_file", IMAGES_FILENAME)
+    if not path.is_file():
+        raise InputError(f"{chain_file}: its image table {path} is missing.", "Keep images.jsonl next to the chain files, or rebuild them.")
+    if meta.get("images_sha256") and sha256_file(path) != meta["images_sha256"]:
+        raise SchemaError(f"{path} does not match {meta_path(chain_file).name} (it was rewritten by another build).",
+                          "Rebuild all chain files of this folder with one `commonlink chains` run.")
+    return [LabelledImage.from_json(row) for row in read_jsonl(path)]
+
+
+# ---------------------------------------------------------------------------------------------- pixels
+class ImageFetcher:
+    """Fetches the pixels of a :class:`LabelledImage` origin (keeps HF datasets open between calls)."""
+
+    def __init__(self) -> None:
+        self._datasets: dict[tuple, Any] = {}
+
+    def _hf_value(self, origin: dict) -> Any:
+        import datasets
+
+        key = (origin["dataset"], origin.get("config"), origin["split"], origin["column"])
+        ds = self._datasets.get(key)
+        if ds is None:
+            ds, _ = load_hf_dataset(origin["dataset"], origin["split"], origin.get("config"))
+            ds = ds.select_columns([origin["column"]]).cast_column(origin["column"], datasets.Image(decode=False))
+            self._datasets[key] = ds
+        return ds[int(origin["row"])][origin["column"]]
+
+    def original_bytes(self, origin: dict) -> tuple[bytes | None, Path | None]:
+        """(bytes, None) for in-dataset images, (None, path) for files."""
+        if origin["type"] == "file":
+            return None, Path(origin["path"])
+        if origin["type"] == "hf":
+            data, path = image_bytes_or_path(self._hf_value(origin))
+            return (data, None) if data is not None else (None, Path(path) if path else None)
+        raise SchemaError(f"Unknown image origin type {origin.get('type')!r}.", "Rebuild the chain files with commonlink chains.")
+
+    def open(self, origin: dict, crop: Sequence[int] | None = None, *, what: str = "image") -> Image.Image:
+        """The decoded image (pixel cap enforced), cropped when ``crop`` is set."""
+        data, path = self.original_bytes(origin)
+        source: Any = data if data is not None else path
+        if source is None:
+            raise InputError(f"{what}: the dataset row has no image.")
+        img = open_image(source, what=what)
+        if crop:
+            # Boxes are in the file's own pixel coordinates (as annotation tools store them): no EXIF rotation.
+            return img.crop(tuple(int(v) for v in crop))
+        # Whole images are shown upright, as the release stores them (EXIF orientation applied).
+        return ImageOps.exif_transpose(img)

@@ -1,0 +1,56 @@
+"""``release build``: one entry point that picks the builder from the inputs' sidecar ``kind``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from commonlink.errors import InputError
+from commonlink.formats.meta import (
+    ASSOCIATION_CHAINS_KIND,
+    COMMON_O_PAIRS_KIND,
+    read_meta,
+)
+from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
+from commonlink.release.association import build_association_release
+from commonlink.release.common_o import build_common_o_release
+from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
+from commonlink.release.staging import ReleaseResult
+
+
+def build_release(
+    inputs: list[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    name: str | None = None,
+    version: str = DEFAULT_VERSION,
+    license: str = DEFAULT_LICENSE,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> ReleaseResult:
+    """Build a release from pairs files (Common-O) or chain files (association), chosen by their meta ``kind``."""
+    if not inputs:
+        raise InputError("No input files given.", "Pass one or more pairs files: commonlink release build PAIRS.jsonl --out DIR")
+    kinds = {str(p): read_meta(p)["kind"] for p in inputs}
+    distinct = sorted(set(kinds.values()))
+    if len(distinct) > 1:
+        listing = "; ".join(f"{path}: {kind}" for path, kind in kinds.items())
+        raise InputError(
+            f"The inputs mix kinds ({listing}); one release holds one kind.",
+            "Build Common-O pairs and association chains into separate release folders.",
+        )
+    kind = distinct[0]
+    options = dict(name=name, version=version, license=license, max_shard_bytes=max_shard_bytes, overwrite=overwrite,
+                   progress=progress)
+    if kind == ASSOCIATION_CHAINS_KIND:
+        return build_association_release([Path(p) for p in inputs], Path(out_dir), **options)
+    if kind == COMMON_O_PAIRS_KIND:
+        return build_common_o_release(inputs, out_dir, **options)
+    raise InputError(
+        f"Unknown input kind {kind!r} (from {next(iter(kinds))}.meta.json).",
+        f"Inputs must be '{COMMON_O_PAIRS_KIND}' (commonlink pairs) or '{ASSOCIATION_CHAINS_KIND}' (commonlink chains).",
+    )
+
+
+__all__ = ["build_release"]

@@ -1,0 +1,150 @@
+"""What every release builder shares: option checks, the staging folder and its atomic swap into place,
+the file table of the manifest, reuse of an identical finished build, and publishable (path-free) records.
+
+A build writes into a hidden folder beside ``--out`` and renames it into place only when complete, so a
+killed build never leaves a half-written release where a finished one is expected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from commonlink.errors import InputError
+from commonlink.fileio import sha256_file
+from commonlink.formats.release import (
+    MANIFEST_FILENAME,
+    check_license,
+    check_version,
+    read_release_manifest,
+)
+
+
+@dataclass
+class ReleaseResult:
+    """What a build produced (returned by the release builders)."""
+
+    out_dir: Path
+    kind: str  #: "common_o" | "association"
+    splits: dict[str, dict]  #: {split or config: {"rows": n, "files": [relative paths]}}
+    files: dict[str, dict]  #: {relative path: {"sha256", "size"}}
+    figures: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  #: warnings worth printing (e.g. figures skipped)
+    reused: bool = False  #: the folder already held this exact build; nothing was rewritten
+
+
+def check_options(*, license: str, version: str) -> None:
+    """Refuse at build time what ``release push`` would refuse later."""
+    check_license(license)
+    check_version(version)
+
+
+def hash_files(root: Path) -> dict[str, dict]:
+    """``{relative path: {"sha256", "size"}}`` of every file under ``root`` but the manifest and hidden files."""
+    files = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if rel == MANIFEST_FILENAME or any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        files[rel] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    return files
+
+
+def verify_release(release_dir: str | os.PathLike) -> list[str]:
+    """Problems found comparing a release folder with its manifest (empty list: every file matches)."""
+    root = Path(release_dir)
+    manifest = read_release_manifest(root)
+    problems = []
+    listed = manifest.get("files") or {}
+    for rel, info in listed.items():
+        path = root / rel
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+        elif path.stat().st_size != info.get("size") or sha256_file(path) != info.get("sha256"):
+            problems.append(f"{rel}: content differs from the manifest")
+    for rel in hash_files(root) if root.is_dir() else {}:
+        if rel not in listed:
+            problems.append(f"{rel}: not in the manifest")
+    return problems
+
+
+def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> ReleaseResult | None:
+    """The finished release in ``out_dir`` when it is this exact build; ``None`` when the build may proceed;
+    an :class:`InputError` when ``out_dir`` holds something else that may not be replaced."""
+    if not out_dir.exists():
+        return None
+    if not out_dir.is_dir():
+        raise InputError(f"--out {out_dir} is a file.", "Pick a folder path for the release.")
+    if not any(out_dir.iterdir()):
+        return None
+    manifest_path = out_dir / MANIFEST_FILENAME
+    if not manifest_path.is_file():
+        raise InputError(
+            f"--out {out_dir} already holds files that are not a commonlink release.",
+            "Pick a new or empty folder (commonlink does not delete folders it did not write).",
+        )
+    manifest = read_release_manifest(out_dir)
+    if manifest.get("build_key") == build_key and not verify_release(out_dir):
+        return ReleaseResult(
+            out_dir=out_dir, kind=manifest.get("kind", "common_o"), splits=manifest.get("splits", {}),
+            files=manifest.get("files", {}), figures=manifest.get("figures", {}),
+            notes=["The folder already holds this exact release (same inputs and options); kept as is."], reused=True,
+        )
+    if not overwrite:
+        raise InputError(
+            f"--out {out_dir} already holds a different release ({manifest.get('name')!r} version {manifest.get('version')!r}).",
+            "Pick another folder, or pass --overwrite to replace it.",
+        )
+    return None
+
+
+def swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
+    """Rename the finished build over ``out_dir`` (the old folder is moved aside first, then deleted)."""
+    old = None
+    if out_dir.exists():
+        old = out_dir.parent / f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(out_dir, old)
+    try:
+        os.rename(tmp_dir, out_dir)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out_dir)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def stage_release(out_dir: Path) -> Iterator[Path]:
+    """A fresh hidden staging folder beside ``out_dir``; swapped into place when the block ends normally,
+    removed when it raises (or is interrupted)."""
+    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{uuid.uuid4().hex[:8]}"
+    tmp_dir.mkdir(parents=True)
+    try:
+        yield tmp_dir
+        swap_into_place(tmp_dir, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+
+
+def without_local_paths(value: Any) -> Any:
+    """Absolute paths -> their last component: the card and manifest get published, local folder names should not."""
+    if isinstance(value, dict):
+        return {k: without_local_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(v) for v in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return os.path.basename(value.rstrip("/\\")) or value
+    return value
+
+
+__all__ = [
+    "ReleaseResult", "check_options", "hash_files", "reuse_or_refuse", "stage_release", "swap_into_place",
+    "verify_release", "without_local_paths",
+]

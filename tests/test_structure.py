@@ -1,0 +1,124 @@
+"""The package layout keeps its promises: imports point down, no private names cross modules, and only heavy
+optional dependencies are imported inside functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import commonlink
+
+PACKAGE = Path(commonlink.__file__).parent
+# Lower layers never import higher ones; packages of one layer never import each other.
+LAYERS = {
+    "commonlink": 0, "errors": 0, "constants": 0, "fileio": 0, "images": 0, "progress": 0, "seeding": 0,
+    "formats": 1,
+    "catalog": 2, "synth": 2, "loaders": 2,
+    "sampling": 3, "release": 3,
+    "eval": 4,
+    "testing": 5,
+    "demo": 6,
+    "commands": 7,
+    "cli": 8,
+}
+# Imports allowed inside functions: heavy or slow optional dependencies (and a platform-only module).
+LAZY_OK = {
+    "torch", "transformers", "tokenizers", "accelerate", "vllm", "openai", "httpx", "pyrender", "OpenGL", "trimesh",
+    "pybullet", "pybullet_data", "unrealcv", "ray", "segment_anything", "datasets", "huggingface_hub", "pyarrow",
+    "matplotlib", "scipy", "imagehash", "pillow_heif", "fcntl", "selenium", "lmms_eval", "vlmeval",
+}
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        yield name, path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _imports(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node, node.module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node, alias.name
+
+
+def test_every_area_has_a_layer():
+    areas = {_area(name) for name, _, _ in _modules()}
+    assert areas <= set(LAYERS), f"new package(s) {sorted(areas - set(LAYERS))}: give them a layer in LAYERS"
+
+
+def test_imports_point_down():
+    upward = []
+    for name, path, tree in _modules():
+        for node, target in _imports(tree):
+            if not target.startswith("commonlink.") or _area(target) == _area(name):
+                continue
+            if LAYERS[_area(target)] >= LAYERS[_area(name)] and LAYERS[_area(name)] > 0:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {target}")
+            elif LAYERS[_area(name)] == 0 and LAYERS[_area(target)] > 0:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {target}")
+    assert not upward, "imports that point up or sideways:\n" + "\n".join(upward)
+
+
+def test_no_private_name_crosses_a_module():
+    found = []
+    for name, path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("commonlink"):
+                found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+    assert not found, "private names imported from another module:\n" + "\n".join(found)
+
+
+def test_only_heavy_dependencies_are_imported_inside_functions():
+    found = []
+    for name, path, tree in _modules():
+        top = {id(node) for node in tree.body}
+        for node in tree.body:  # `if TYPE_CHECKING:` blocks count as top level
+            if isinstance(node, ast.If):
+                top |= {id(child) for child in ast.walk(node)}
+        for node, target in _imports(tree):
+            root = target.split(".")[0]
+            if id(node) in top or root in LAZY_OK:
+                continue
+            if name == "commonlink.eval.backends" and target.startswith("commonlink.eval.backends"):
+                continue  # the backend registry imports a backend only when it is asked for (lm-eval style)
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {target}")
+    assert not found, "light imports inside functions (move them to the top):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("version", ["1.0", "v1.0.0", "1.0.0.0", "latest"])
+def test_release_build_refuses_versions_push_would_refuse(tmp_path, version):
+    from commonlink.errors import InputError
+    from commonlink.release.staging import check_options
+
+    with pytest.raises(InputError) as err:
+        check_options(license="cc-by-4.0", version=version)
+    assert "X.Y.Z" in err.value.fix
+
+
+def test_release_build_cli_refuses_a_non_semver_version_before_writing(tmp_path):
+    from typer.testing import CliRunner
+
+    from commonlink.cli import app
+    from test_release_build import make_catalog, make_pairs
+
+    catalog = tmp_path / "cat"
+    records = make_catalog(catalog, 8)
+    pairs = tmp_path / "pairs.jsonl"
+    make_pairs(pairs, catalog, records, 4)
+    out = tmp_path / "release"
+    result = CliRunner().invoke(app, ["release", "build", str(pairs), "--out", str(out), "--version", "1.0"])
+    assert result.exit_code == 1
+    assert "X.Y.Z" in result.output
+    assert not out.exists()
