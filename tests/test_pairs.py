@@ -14,7 +14,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
-from commonlink.sampling.pairs import PairsConfig, build_choices, meta_path, pairs_meta, sample_pairs, write_pairs
+from commonlink.sampling.pairs import PairsConfig, build_choices, pairs_meta, sample_pairs, write_pairs
+from commonlink.formats.meta import meta_path
 from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError

@@ -28,7 +28,6 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from commonlink.formats.catalog import (
     read_catalog,
     write_catalog,
 )
+from commonlink.formats.meta import utc_now
 from commonlink.images import open_image
 from commonlink.progress import track
 
@@ -358,7 +358,7 @@ def summarise(records: list[CatalogRecord], *, config: dict | None = None) -> di
     all_values = [v for values in per_source.values() for v in values]
     return {
         "toolkit_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
         "config": config or {},
         "images": {"total": len(records), "measured_by_method": dict(sorted(by_method.items())), "not_measured": unmeasured,
                    "sam_auto_without_object_masks": no_object_mask},

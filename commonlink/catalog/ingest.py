@@ -19,7 +19,6 @@ interruption never leaves a half-written catalog and keeps the finished work.
 
 from __future__ import annotations
 
-import datetime as _dt
 import io
 import os
 from collections import Counter
@@ -47,6 +46,7 @@ from commonlink.formats.catalog import (
     iter_catalog,
     write_catalog,
 )
+from commonlink.formats.meta import utc_now
 from commonlink.images import open_image
 from commonlink.progress import track
 
@@ -130,7 +130,7 @@ class IngestReport:
         return {
             "kind": "commonlink_ingest_report",
             "toolkit_version": __version__,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": utc_now(),
             "photos_dir": self.photos_dir,
             "manifest": self.manifest,
             "catalog_dir": self.catalog_dir,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -16,11 +15,11 @@ from commonlink.commands._common import (
     stdout_is_terminal,
 )
 from commonlink.errors import InputError
+from commonlink.formats.meta import meta_path
 from commonlink.sampling.pairs import (
     PairsConfig,
-    meta_path,
     pairs_meta,
-    same_inputs,
+    reusable_pairs,
     sample_pairs,
     write_pairs,
 )
@@ -60,8 +59,8 @@ def pairs(
     config.validate()
     sidecar = meta_path(out)
     if out.exists() and not overwrite:
-        previous = _read_meta(sidecar)
-        if previous is not None and same_inputs(previous, config, catalogs):
+        previous = reusable_pairs(out, config, catalogs)
+        if previous is not None:
             console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
             print_stats(previous["stats"])
             return
@@ -74,13 +73,6 @@ def pairs(
     print_stats(stats)
     console.print(escape(f"Wrote {len(rows):,} examples to {out} (+ {sidecar.name})."), highlight=False, soft_wrap=True)
     console.print(escape(f"Next: commonlink release build {out} --out RELEASE_DIR"), highlight=False, soft_wrap=True)
-
-
-def _read_meta(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def print_stats(stats: dict) -> None:

@@ -27,7 +27,6 @@ models named (none: the first parseable model's answer).
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import hashlib
 import json
 import os
@@ -61,6 +60,7 @@ from commonlink.eval.backends import (
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache, row_key, run_key
 from commonlink.eval.metrics import N_BOOTSTRAP, bootstrap
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
+from commonlink.formats.meta import utc_now
 from commonlink.loaders.association import open_association
 from commonlink.progress import make_progress
 
@@ -488,7 +488,7 @@ def evaluate_association(
         "task": f"association/{config}",
         "protocol": PROTOCOL_VERSION,
         "toolkit_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
         "models": [i.model for i in infos],
         "model_fingerprints": [i.fingerprint for i in infos],
         "backend": infos[0].backend,

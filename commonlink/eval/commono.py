@@ -10,7 +10,6 @@ and ``prediction-cache.jsonl`` (what makes a rerun continue where a killed run s
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import re
@@ -40,6 +39,7 @@ from commonlink.formats.common_o import (
     QUESTION_TEMPLATE_ID,
     common_o_question,
 )
+from commonlink.formats.meta import utc_now
 from commonlink.loaders.common_o import open_common_o
 
 __all__ = ["evaluate_common_o", "common_o_request", "score_predictions", "render_markdown_table", "default_out_dir"]
@@ -193,7 +193,7 @@ def evaluate_common_o(
     results = {
         "task": "common_o",
         "toolkit_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
         "model": info.model,
         "backend": info.backend,
         "model_fingerprint": info.fingerprint,

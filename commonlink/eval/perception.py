@@ -11,7 +11,6 @@ recall on present objects; parse failures (neither yes nor no) count as wrong.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from commonlink.eval.metrics import N_BOOTSTRAP, perception_metrics
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.eval.runner import run_over_split
 from commonlink.formats.common_o import PERCEPTION_PROMPT
+from commonlink.formats.meta import utc_now
 from commonlink.loaders.common_o import open_common_o
 from commonlink.seeding import rng_for
 
@@ -111,7 +111,7 @@ def evaluate_perception(
     results = {
         "task": "perception",
         "toolkit_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
         "model": info.model, "backend": info.backend, "model_fingerprint": info.fingerprint, "backend_details": info.details,
         "prompt": {"template": PERCEPTION_PROMPT},
         "generation": settings.to_dict(),

@@ -33,7 +33,6 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +45,7 @@ from commonlink.errors import (
     NotEnoughDataError,
     SchemaError,
 )
-from commonlink.fileio import atomic_write, atomic_write_json, sha256_file
+from commonlink.fileio import atomic_write, sha256_file
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
     IMAGES_FILENAME,
@@ -58,7 +57,12 @@ from commonlink.formats.association import (
     step_concept_codes,
     task_file,
 )
-from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, meta_path
+from commonlink.formats.meta import (
+    ASSOCIATION_CHAINS_KIND,
+    meta_path,
+    utc_now,
+    write_meta,
+)
 from commonlink.progress import track
 from commonlink.sampling.chain_sources import SourceReport
 from commonlink.seeding import rng_for
@@ -562,7 +566,7 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     images_path = _write_images(out_dir, index)
     images_sha = sha256_file(images_path)
     # The image table gets a sidecar too, so `release build OUT/*.jsonl` accepts it (and skips it).
-    atomic_write_json(meta_path(images_path), {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
+    write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
                                                "seed": config.seed, "images": len(index), "sha256": images_sha})
     counts = {task: len(_iter_units(plan, config, task)) for task in config.tasks}
     steps_per_chain = config.warmup + config.max_steps
@@ -592,9 +596,9 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
         with atomic_write(path, "w") as handle:
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
-        meta["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        meta["created"] = utc_now()
         meta["sha256"] = sha256_file(path)
-        atomic_write_json(meta_path(path), meta)
+        write_meta(path, meta)
         files[task] = path
     total_steps = sum(counts.get(t, 0) for t in ("synchronous", "asynchronous")) * steps_per_chain
     return BuildSummary(out_dir, files, counts, total_steps, skipped, plan)

@@ -20,7 +20,6 @@ Records are read twice, streaming: once to build the index, once to fetch the re
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import math
 import os
 from array import array
@@ -32,8 +31,13 @@ import numpy as np
 
 from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.errors import InputError, NotEnoughDataError, SchemaError
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
+from commonlink.errors import (
+    CommonlinkError,
+    InputError,
+    NotEnoughDataError,
+    SchemaError,
+)
+from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
 from commonlink.formats.catalog import (
     SOURCES,
     CatalogRecord,
@@ -42,6 +46,7 @@ from commonlink.formats.catalog import (
     iter_catalog,
 )
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
+from commonlink.formats.meta import COMMON_O_PAIRS_KIND, read_meta, utc_now, write_meta
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 
@@ -53,7 +58,6 @@ PAPER_REAL_FRACTION = 0.45
 #: Auto ``max_uses``: this many times the average number of uses the request needs, and at least 3.
 AUTO_MAX_USES_FACTOR = 3
 AUTO_MAX_USES_MIN = 3
-PAIRS_KIND = "common_o_pairs"
 
 
 @dataclass
@@ -708,7 +712,7 @@ def pairs_meta(config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike], s
     sha256 of each ``catalog.jsonl``, so a rerun can tell whether its inputs changed), stats, creation time."""
     catalogs = _resolve_catalogs(catalog_dirs)
     return {
-        "kind": PAIRS_KIND,
+        "kind": COMMON_O_PAIRS_KIND,
         "toolkit_version": __version__,
         "seed": config.seed,
         "split": config.split,
@@ -717,7 +721,7 @@ def pairs_meta(config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike], s
         "catalogs": [str(p) for p in catalogs],
         "catalog_sha256": {str(p): sha256_file(catalog_file(p)) for p in catalogs},
         "stats": stats,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
     }
 
 
@@ -734,7 +738,7 @@ def config_record(config: PairsConfig, stats: dict | None = None) -> dict:
 
 def same_inputs(meta: dict, config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike]) -> bool:
     """Whether an existing sidecar was written by this toolkit version from the same options and catalogs."""
-    if meta.get("kind") != PAIRS_KIND or meta.get("toolkit_version") != __version__:
+    if meta.get("kind") != COMMON_O_PAIRS_KIND or meta.get("toolkit_version") != __version__:
         return False
     given = config_record(config)
     if any(meta.get("config", {}).get(key) != value for key, value in given.items()):
@@ -743,12 +747,18 @@ def same_inputs(meta: dict, config: PairsConfig, catalog_dirs: Sequence[str | os
     return meta.get("catalog_sha256") == {str(p): sha256_file(catalog_file(p)) for p in catalogs}
 
 
-def meta_path(pairs_path: str | os.PathLike) -> Path:
-    return Path(f"{os.fspath(pairs_path)}.meta.json")
+def reusable_pairs(path: str | os.PathLike, config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike]) -> dict | None:
+    """The sidecar of an existing pairs file when it was made from these catalogs with these settings (a rerun
+    keeps that file), else ``None``."""
+    try:
+        previous = read_meta(path)
+    except CommonlinkError:
+        return None
+    return previous if same_inputs(previous, config, catalog_dirs) else None
 
 
 def write_pairs(path: str | os.PathLike, rows: Iterable[dict], meta: dict) -> int:
     """Write the pairs file (JSON lines) and its ``.meta.json`` sidecar, both atomically; returns rows written."""
     count = write_jsonl(path, rows)
-    atomic_write_json(meta_path(path), {**meta, "count": count})
+    write_meta(path, {**meta, "count": count})
     return count

@@ -26,7 +26,6 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from io import BytesIO
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from commonlink import __version__
 from commonlink.errors import InputError, MissingDependencyError
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
 from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
+from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
@@ -196,7 +196,7 @@ def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCat
                 (out_dir / "catalog.jsonl").unlink()
     atomic_write_json(path, {
         "kind": "commonlink_synth", "toolkit_version": __version__, "seed": config.seed, "config": content,
-        "assets_file": catalog.path, "scenes": config.scenes, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "assets_file": catalog.path, "scenes": config.scenes, "updated": utc_now(),
     })
 
 
