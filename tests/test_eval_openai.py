@@ -53,7 +53,7 @@ class ChatServer:
                     with server.lock:
                         failure = server.failures.pop(0) if server.failures else None
                     if failure:
-                        return self._send(failure, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+                        return self._send(failure, {"error": {"message": "slow down"}}, {"retry-after-ms": "5"})
                     if server.refuse_max_tokens and "max_tokens" in body:
                         return self._send(400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error"}})
                     server.bodies.append(body)
@@ -106,7 +106,7 @@ def data_dir(tmp_path):
 def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("MY_KEY", SECRET)
     with ChatServer() as server:
-        backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=3, backoff_s=0.01)
+        backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=3)
         results = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=50, show_progress=False)
     assert server.statuses.count(429) == 1 and server.statuses.count(503) == 1 and backend.retries == 2
     assert results["dataset"]["rows_scored"] == 6 and results["metrics"]["overall"]["parse_failures"] == 0
@@ -158,10 +158,10 @@ def test_credentials_in_the_base_url_are_not_recorded():
 def test_server_down_after_retries_is_a_backend_error(monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
     with ChatServer(failures=[503] * 10) as server:
-        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=2, backoff_s=0.01)
+        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=2)
         with pytest.raises(BackendError) as err:
             backend.generate([GenerationRequest("row-9", [], "hi")], GenerationSettings())
-    assert "row-9" in err.value.problem and "after 3 attempts" in err.value.problem
+    assert "row-9" in err.value.problem and "after 2 retries" in err.value.problem and server.statuses == [503] * 3 and backend.retries == 3
 
 
 def test_cli_openai_backend(data_dir, tmp_path, monkeypatch):

@@ -31,6 +31,13 @@ CHAT_TEMPLATE = (
     "{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
 )
 
+#: Gemma 3's layout: an image is <start_of_image> (the processor expands it), a system turn when given.
+GEMMA_CHAT_TEMPLATE = (
+    "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}<start_of_image>{% else %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
 OBJECTS = ["apple", "keys", "spoon", "cup", "glass cup", "remote", "vase", "shoes", "mallard (fake duck)", "basketball", "candle", "marker"]
 
 
@@ -108,6 +115,41 @@ def build_tiny_idefics3(out_dir: str | Path, *, seed: int = 0) -> Path:
                        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(seed)
     model = Idefics3ForConditionalGeneration(Idefics3Config(vision_config=vision, text_config=text, image_token_id=tokenizer.convert_tokens_to_ids("<image>"), scale_factor=2))
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """Save a tiny random Gemma 3 (SigLIP vision tower, average-pooled soft tokens, Gemma 3 text model) to ``out_dir``.
+
+    transformers maps Gemma 3 in both ``AutoModelForImageTextToText`` and ``AutoModelForCausalLM``, so it
+    exercises the causal-LM-plus-processor adapter (``--backend-arg model_class=causal-lm``) with a real model.
+    """
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor, PreTrainedTokenizerFast
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    out_dir = Path(out_dir)
+    specials = ["<pad>", "<s>", "</s>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"]
+    base = _bpe_tokenizer(specials)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(base.backend_tokenizer.to_str()), bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
+        extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"},
+    )
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
+    image_processor = Gemma3ImageProcessorPil(size={"height": 32, "width": 32})
+    # (32 / 8)^2 = 16 patches, average-pooled to mm_tokens_per_image = 4 soft tokens
+    processor = Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer, chat_template=GEMMA_CHAT_TEMPLATE, image_seq_length=4)
+    vision = dict(model_type="siglip_vision_model", hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8)
+    text = dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                sliding_window=64, pad_token_id=ids["<pad>"], bos_token_id=ids["<s>"], eos_token_id=ids["</s>"])
+    config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4, boi_token_index=ids["<start_of_image>"],
+                          eoi_token_index=ids["<end_of_image>"], image_token_index=ids["<image_soft_token>"])
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(config)
+    model.generation_config.pad_token_id = ids["<pad>"]
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
     return out_dir

@@ -1,8 +1,19 @@
 """Model backends: one request/settings interface over transformers, vLLM, OpenAI-compatible servers and
-weight-free baselines. Heavy libraries are imported only when a backend is created."""
+weight-free baselines.
+
+Backends are found by name in :data:`BACKEND_REGISTRY` (name -> ``"module:Class"``, imported only when that
+backend is used, the way lm-eval's model registry works); :func:`register_backend` adds one. A backend class
+takes ``(model, **options)`` and has a static ``planned_info(model, **options)`` that says, without loading
+anything, what it will report (for cache keys). Public API used by other stages (``chains verify``, the
+benchmarks): :func:`load_backend`, :class:`LazyBackend`, :class:`GenerationRequest`, :class:`GenerationSettings`
+and each backend's ``generate(requests, settings)``.
+"""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import json
 from pathlib import Path
 
 from commonlink.errors import BackendError, InputError
@@ -15,70 +26,129 @@ from commonlink.eval.backends.base import (
     GenerationSettings,
     RequestFailure,
     generate_resilient,
+    chat_messages,
     is_out_of_memory,
     message_parts,
     prompt_text,
 )
 from commonlink.eval.backends.baselines import BASELINES
 
-BACKENDS = ("transformers", "vllm", "openai")
+#: Backend name -> "module:Class", imported lazily (see :func:`backend_class`).
+BACKEND_REGISTRY: dict[str, str] = {
+    "transformers": "commonlink.eval.backends.transformers_backend:TransformersBackend",
+    "vllm": "commonlink.eval.backends.vllm_backend:VLLMBackend",
+    "openai": "commonlink.eval.backends.openai_backend:OpenAIBackend",
+}
+BASELINE_TARGET = "commonlink.eval.backends.baselines:BaselineBackend"
+BACKENDS = tuple(BACKEND_REGISTRY)
+
+#: Option every backend may be given by a protocol: the most images one request of the task carries (Common-O
+#: 2, or 1 with --concat-images; perception 1; association 3). vLLM sizes ``limit_mm_per_prompt`` from it.
+IMAGES_PER_REQUEST = "images_per_request"
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_REGISTRY",
     "BASELINES",
     "DEFAULT_MAX_PIXELS",
+    "IMAGES_PER_REQUEST",
     "Backend",
     "BackendInfo",
     "BatchState",
     "GenerationRequest",
     "GenerationSettings",
     "RequestFailure",
+    "backend_class",
+    "chat_messages",
     "generate_resilient",
     "is_out_of_memory",
     "LazyBackend",
     "load_backend",
     "message_parts",
+    "parse_key_values",
     "prompt_text",
+    "register_backend",
 ]
 
 
-def _module(backend: str, model: str):
-    """The module implementing ``backend`` (baselines for ``random``/``none``); light to import."""
+def register_backend(name: str, target: str) -> None:
+    """Make ``--backend NAME`` load ``target`` (``"package.module:Class"``), imported only when used."""
+    if ":" not in target:
+        raise InputError(f"Backend target {target!r} is not 'module:Class'.", "e.g. register_backend('mine', 'my_pkg.backend:MyBackend')")
+    BACKEND_REGISTRY[name] = target
+
+
+def backend_class(backend: str, model: str = "") -> type:
+    """The class implementing ``backend`` (the baseline class for ``--model random|none``), imported now."""
     if model in BASELINES and not Path(model).exists():
-        from commonlink.eval.backends import baselines
+        target = BASELINE_TARGET
+    elif backend in BACKEND_REGISTRY:
+        target = BACKEND_REGISTRY[backend]
+    else:
+        raise InputError(f"Unknown backend {backend!r}.", f"Use one of {', '.join(BACKEND_REGISTRY)} (or --model random|none for a baseline).")
+    module_name, class_name = target.split(":", 1)
+    return getattr(importlib.import_module(module_name), class_name)
 
-        return baselines
-    if backend == "transformers":
-        from commonlink.eval.backends import transformers_backend
 
-        return transformers_backend
-    if backend == "vllm":
-        from commonlink.eval.backends import vllm_backend
-
-        return vllm_backend
-    if backend == "openai":
-        from commonlink.eval.backends import openai_backend
-
-        return openai_backend
-    raise InputError(f"Unknown backend {backend!r}.", f"Use one of {', '.join(BACKENDS)} (or --model random|none for a baseline).")
+def _accepted(cls: type, options: dict, backend: str) -> dict:
+    """``options`` checked against the constructor of ``cls``: an unknown one is an error naming the known ones.
+    The task's image count (:data:`IMAGES_PER_REQUEST`) is dropped for backends that have no use for it."""
+    if not getattr(cls, "takes_options", True):
+        return {}  # weight-free baselines: backend options are meaningless, not an error
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return options  # e.g. vllm: other keys are engine arguments, checked by vLLM itself
+    known = [name for name in params if name not in ("self", "model", "name")]
+    out = {}
+    for key, value in options.items():
+        if key == "model" and "model_kwargs" in known:  # --backend-arg model.KEY=VALUE: from_pretrained options
+            key = "model_kwargs"
+        if key in known:
+            out[key] = value
+        elif key != IMAGES_PER_REQUEST:
+            raise InputError(f"--backend-arg {key}=... is not an option of the {backend} backend.",
+                             f"Options of {backend}: {', '.join(k for k in known if k != IMAGES_PER_REQUEST)}.")
+    return out
 
 
 def load_backend(backend: str, model: str, **options) -> Backend:
     """Create a backend. ``model`` ``random``/``none`` (not an existing path) gives a weight-free baseline.
 
-    ``options`` go to the backend's constructor (e.g. ``dtype``, ``device`` for transformers;
-    ``tensor_parallel_size`` for vllm; ``base_url``, ``api_key_env``, ``concurrency`` for openai); ``None``
-    values are dropped so callers can pass every CLI option through.
+    ``options`` go to the backend's constructor (e.g. ``dtype``, ``device``, ``processor`` for transformers;
+    ``tensor_parallel_size`` and any engine argument for vllm; ``base_url``, ``api_key_env``, ``concurrency``
+    for openai; see docs/eval.md); ``None`` values are dropped so callers can pass every option through.
     """
     options = {k: v for k, v in options.items() if v is not None}
-    module = _module(backend, model)
-    if module.__name__.endswith("baselines"):
-        return module.BaselineBackend(model)
-    if backend == "transformers":
-        return module.TransformersBackend(model, **options)
-    if backend == "vllm":
-        return module.VLLMBackend(model, **options)
-    return module.OpenAIBackend(model, **options)
+    cls = backend_class(backend, model)
+    if model in BASELINES and not Path(model).exists():
+        return cls(model)
+    return cls(model, **_accepted(cls, options, backend))
+
+
+def parse_key_values(items: list[str] | tuple[str, ...], *, option: str = "--backend-arg") -> dict:
+    """``["k=v", "processor.min_pixels=3136"]`` -> ``{"k": "v", "processor": {"min_pixels": 3136}}``.
+
+    Values are read as JSON when they parse (numbers, true/false, null, lists, objects), else kept as text;
+    a dotted key fills a nested dict (``processor.X``, ``model.X``, ``mm_processor_kwargs.X``).
+    """
+    out: dict = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"{option} {item!r} is not KEY=VALUE.", f"e.g. {option} dtype=bfloat16 or {option} processor.max_pixels=1003520")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        *parents, leaf = key.split(".")
+        target = out
+        for part in parents:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise InputError(f"{option} {item!r}: {part} was already given a plain value.", f"Give either {part}=VALUE or {part}.KEY=VALUE.")
+        target[leaf] = value
+    return out
 
 
 class LazyBackend:
@@ -90,9 +160,10 @@ class LazyBackend:
 
     def __init__(self, backend: str, model: str, **options):
         self._args = (backend, model)
-        self._options = {k: v for k, v in options.items() if v is not None}
+        cls = backend_class(backend, model)
+        self._options = _accepted(cls, {k: v for k, v in options.items() if v is not None}, backend)
         self._inner: Backend | None = None
-        self.info = _module(backend, model).planned_info(model, **self._options)
+        self.info = cls.planned_info(model, **self._options)
         self.info.details["loaded"] = False
 
     @property

@@ -56,13 +56,24 @@ class GenerationSettings:
     top_p: float = 1.0
     seed: int = 0
     max_pixels: int = DEFAULT_MAX_PIXELS  #: cap on width x height per image; 0 = no cap
+    #: A system message sent before each request (``--system-prompt``); None = none.
+    system_prompt: str | None = None
+    #: Further decoding options passed as they are to the backend's generate call (``--gen-arg k=v``):
+    #: ``model.generate`` kwargs (transformers), ``SamplingParams`` fields (vLLM), request body fields (OpenAI).
+    extra: dict = field(default_factory=dict)
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # system_prompt/extra only when set, so runs with the default settings keep their cache keys
+        out = asdict(self)
+        if self.system_prompt is None:
+            out.pop("system_prompt")
+        if not self.extra:
+            out.pop("extra")
+        return out
 
 
 @dataclass
@@ -112,6 +123,15 @@ def message_parts(request: GenerationRequest) -> list[tuple[str, Any]]:
         else:
             parts.append(("image", request.images[int(segment.index)]))
     return parts
+
+
+def chat_messages(request: GenerationRequest, settings: GenerationSettings, image_part, text_part=None) -> list[dict]:
+    """The request as chat messages: an optional system message, then one user message whose content is
+    ``image_part(img)`` / ``text_part(text)`` dicts in prompt order (the shape every chat template and API takes)."""
+    text_part = text_part or (lambda text: {"type": "text", "text": text})
+    content = [image_part(value) if kind == "image" else text_part(value) for kind, value in message_parts(request)]
+    messages = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []
+    return messages + [{"role": "user", "content": content}]
 
 
 def prompt_text(request: GenerationRequest, image_token: str = "<image>") -> str:

@@ -32,6 +32,9 @@ def planned_info(name: str, **_) -> BackendInfo:
 
 
 class BaselineBackend:
+    planned_info = staticmethod(planned_info)
+    takes_options = False
+
     def __init__(self, name: str):
         if name not in BASELINES:
             raise InputError(f"Unknown baseline {name!r}.", f"Use one of {', '.join(BASELINES)}.")

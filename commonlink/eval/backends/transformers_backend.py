@@ -1,4 +1,13 @@
-"""Local inference with Hugging Face transformers: ``AutoProcessor`` + ``AutoModelForImageTextToText``.
+"""Local inference with Hugging Face transformers: ``AutoProcessor`` + an auto model class.
+
+Model adapters (``--backend-arg model_class=...``): ``auto`` (default) tries ``AutoModelForImageTextToText``,
+then ``AutoModelForVision2Seq`` (transformers 4.x; folded into the first in 5.x), then
+``AutoModelForCausalLM`` with the processor (Phi-3-vision, MiniCPM-V, mPLUG-Owl3, Molmo and other models
+shipped as causal LMs); ``image-text-to-text``, ``vision2seq`` or ``causal-lm`` picks one. Models with their
+own code load only with ``--trust-remote-code`` (the user's explicit choice; never on by default).
+``processor.KEY=VALUE`` backend args go to ``AutoProcessor.from_pretrained`` (e.g. Qwen's ``min_pixels`` /
+``max_pixels``), ``model.KEY=VALUE`` to the model's ``from_pretrained``; ``image_placeholder`` (e.g.
+``<|image_{n}|>``) formats prompts for chat templates that take plain-text content with numbered image tags.
 
 The model's own chat template places the images (``{"type": "image"}`` parts) and the text; generation is
 batched with left padding (so every row's answer starts right after its prompt) and greedy by default.
@@ -22,6 +31,7 @@ from commonlink.eval.backends.base import (
     GenerationRequest,
     GenerationSettings,
     RequestFailure,
+    chat_messages,
     free_accelerator_memory,
     message_parts,
 )
@@ -60,7 +70,16 @@ def choose_dtype_and_device(dtype: str = "auto", device: str = "auto"):
     return torch_dtype, device
 
 
-def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto", attn_implementation: str | None = None, **_) -> BackendInfo:
+MODEL_CLASSES = {
+    "image-text-to-text": "AutoModelForImageTextToText",
+    "vision2seq": "AutoModelForVision2Seq",
+    "causal-lm": "AutoModelForCausalLM",
+}
+
+
+def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto", attn_implementation: str | None = None,
+                 model_class: str = "auto", processor: dict | None = None, model_kwargs: dict | None = None,
+                 image_placeholder: str | None = None, **_) -> BackendInfo:
     """What the backend for ``model`` will report, known without loading it (for cache keys)."""
     try:
         import torch
@@ -69,13 +88,51 @@ def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto"
     except ImportError:
         on_gpu = False
     # Only explicit choices: "auto" stays "auto" so a CPU merge of GPU shards still finds their answers.
-    options = {k: v for k, v in (("dtype", None if dtype == "auto" else dtype), ("attn_implementation", attn_implementation)) if v is not None}
+    chosen = (("dtype", None if dtype == "auto" else dtype), ("attn_implementation", attn_implementation),
+              ("model_class", None if model_class == "auto" else model_class), ("processor", processor or None),
+              ("model", model_kwargs or None), ("image_placeholder", image_placeholder))
+    options = {k: v for k, v in chosen if v is not None}
     return BackendInfo(backend="transformers", model=str(model), fingerprint=model_fingerprint(str(model), revision),
                        batch_invariant=not on_gpu, default_batch_size=1, output_options=options)
 
 
+def _model_classes(transformers, model_class: str) -> list:
+    if model_class == "auto":
+        names = list(MODEL_CLASSES.values())
+    elif model_class in MODEL_CLASSES:
+        names = [MODEL_CLASSES[model_class]]
+    else:
+        raise InputError(f"--backend-arg model_class={model_class} is not a model adapter.", f"Use auto or one of: {', '.join(MODEL_CLASSES)}.")
+    classes = [getattr(transformers, n) for n in names if hasattr(transformers, n)]
+    if not classes:
+        raise InputError(f"transformers {transformers.__version__} has no {names[0]}.",
+                         "Use --backend-arg model_class=image-text-to-text (Vision2Seq models moved there in transformers 5).")
+    return classes
+
+
+def _remote_code_refused(exc: BaseException) -> bool:
+    return "trust_remote_code" in str(exc)
+
+
+def load_model(transformers, model: str, model_class: str, kwargs: dict):
+    """The model loaded with the first auto class that knows its configuration (see the module docstring)."""
+    tried = []
+    for cls in _model_classes(transformers, model_class):
+        try:
+            return cls.from_pretrained(model, **kwargs)
+        except ValueError as exc:
+            if _remote_code_refused(exc) or "Unrecognized configuration class" not in str(exc):
+                raise
+            tried.append(cls.__name__)
+    raise BackendError(f"{model!r}: none of {', '.join(tried)} knows this model's configuration.",
+                       "If the model ships its own code (auto_map in config.json), add --trust-remote-code (only for code you trust); "
+                       "otherwise it is not a generative vision-language model transformers can load.")
+
+
 class TransformersBackend:
     """A VLM loaded with transformers; ``generate`` runs one padded batch."""
+
+    planned_info = staticmethod(planned_info)
 
     def __init__(
         self,
@@ -86,22 +143,32 @@ class TransformersBackend:
         device: str = "auto",
         trust_remote_code: bool = False,
         attn_implementation: str | None = None,
+        model_class: str = "auto",
+        processor: dict | None = None,
+        model_kwargs: dict | None = None,
+        image_placeholder: str | None = None,
     ):
         torch, transformers = _import_torch_transformers()
         self._torch = torch
         torch_dtype, device_arg = choose_dtype_and_device(dtype, device)
-        load_kwargs = dict(revision=revision, trust_remote_code=trust_remote_code)
+        load_kwargs = dict(revision=revision, trust_remote_code=bool(trust_remote_code))
+        self.image_placeholder = image_placeholder
         try:
-            self.processor = transformers.AutoProcessor.from_pretrained(model, **load_kwargs)
-            model_kwargs = dict(load_kwargs, dtype=torch_dtype)
+            self.processor = transformers.AutoProcessor.from_pretrained(model, **load_kwargs, **(processor or {}))
+            kwargs = dict(load_kwargs, dtype=torch_dtype, **(model_kwargs or {}))
             if attn_implementation:
-                model_kwargs["attn_implementation"] = attn_implementation
+                kwargs["attn_implementation"] = attn_implementation
             if device_arg == "auto":
-                model_kwargs["device_map"] = "auto"
-            self.model = transformers.AutoModelForImageTextToText.from_pretrained(model, **model_kwargs)
+                kwargs["device_map"] = "auto"
+            self.model = load_model(transformers, model, model_class, kwargs)
         except (OSError, ValueError, KeyError) as exc:
+            if _remote_code_refused(exc) and not trust_remote_code:
+                raise BackendError(
+                    f"{model!r} ships its own Python code, which runs only with your consent.",
+                    "Add --trust-remote-code if you trust the code of this model (read it first), or use a model transformers supports natively.",
+                ) from exc
             raise BackendError(
-                f"Could not load {model!r} with AutoProcessor/AutoModelForImageTextToText ({exc}).",
+                f"Could not load {model!r} with AutoProcessor and {model_class} model adapter ({exc}).",
                 "Give a local folder or a Hub id of an image-text-to-text model (e.g. Qwen/Qwen2.5-VL-7B-Instruct); "
                 "models with custom code also need --trust-remote-code.",
             ) from exc
@@ -120,7 +187,8 @@ class TransformersBackend:
                 "Use an instruction-tuned checkpoint that ships a chat template (chat_template.jinja).",
             )
         self.generate_seconds = 0.0
-        self.info = planned_info(model, revision=revision, dtype=dtype, attn_implementation=attn_implementation)
+        self.info = planned_info(model, revision=revision, dtype=dtype, attn_implementation=attn_implementation, model_class=model_class,
+                                 processor=processor, model_kwargs=model_kwargs, image_placeholder=image_placeholder)
         self.info.details.update({
                 "dtype": str(torch_dtype).replace("torch.", ""),
                 "device": str(getattr(self.model, "hf_device_map", None) or self.model.device),
@@ -128,13 +196,19 @@ class TransformersBackend:
                 "transformers_version": transformers.__version__,
                 "torch_version": torch.__version__,
                 "model_class": type(self.model).__name__,
+                "trust_remote_code": bool(trust_remote_code),
                 "padding_side": "left",
             })
 
-    def _chat_text(self, request: GenerationRequest) -> str:
-        content = [{"type": "image"} if kind == "image" else {"type": "text", "text": value} for kind, value in message_parts(request)]
-        conversation = [{"role": "user", "content": content}]
-        return self.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+    def _chat_text(self, request: GenerationRequest, settings: GenerationSettings) -> str:
+        if self.image_placeholder:
+            # templates with plain-text content and numbered image tags (Phi-3-vision: <|image_1|>)
+            numbered = iter(range(1, len(request.images) + 1))
+            text = "".join(self.image_placeholder.format(n=next(numbered)) if kind == "image" else value for kind, value in message_parts(request))
+            messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []) + [{"role": "user", "content": text}]
+        else:
+            messages = chat_messages(request, settings, lambda _: {"type": "image"})
+        return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
         torch = self._torch
@@ -142,7 +216,7 @@ class TransformersBackend:
             # One random stream per batch would make a row's sample depend on its batch mates (and change on
             # resume): sample each request alone, from the seed.
             return [self.generate([request], settings)[0] for request in requests]
-        texts = [self._chat_text(r) for r in requests]
+        texts = [self._chat_text(r, settings) for r in requests]
         images = [[img.convert("RGB") for kind, img in message_parts(r) if kind == "image"] for r in requests]
         try:
             inputs = self.processor(text=texts, images=images if any(images) else None, return_tensors="pt", padding=True)
@@ -160,6 +234,7 @@ class TransformersBackend:
         else:
             torch.manual_seed(settings.seed)
             gen_kwargs.update(do_sample=True, temperature=settings.temperature, top_p=settings.top_p)
+        gen_kwargs.update(settings.extra)
         start = time.perf_counter()
         with torch.inference_mode():
             output = self.model.generate(**inputs, **gen_kwargs)

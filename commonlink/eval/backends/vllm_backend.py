@@ -1,10 +1,19 @@
 """Offline GPU inference with vLLM (optional extra ``commonlink[vllm]``): ``LLM.chat`` on large batches.
 
 Requests are multi-image chat messages (PIL images as ``image_pil`` parts, vLLM >= 0.8), so vLLM applies the
-model's own chat template. Tensor- and data-parallel sizes and any other engine argument are passed through.
+model's own chat template. vLLM refuses a prompt with more images than ``limit_mm_per_prompt`` allows, so the
+limit comes from the task (``images_per_request``: 2 for Common-O pairs, 1 for perception or
+``--concat-images``, 3 for an association selection step) unless ``--backend-arg limit_mm_per_prompt=...`` says
+otherwise. Any other ``--backend-arg KEY=VALUE`` is an engine argument passed to ``vllm.LLM`` as it is (vLLM
+checks it); ``processor.KEY=VALUE`` goes to ``mm_processor_kwargs`` (e.g. Qwen's ``max_pixels``), like the
+transformers backend's processor options. ``--gen-arg KEY=VALUE`` become ``SamplingParams`` fields.
+
 vLLM schedules requests dynamically (continuous batching), so outputs are *not* guaranteed identical across
 batch sizes; for reproducible numbers compare runs made with the same settings, or use the transformers
 backend at batch size 1.
+
+Tested against ``commonlink.testing.vllm_double``, whose signatures are checked against those recorded from
+the real vLLM wheel (``commonlink/testing/data/vllm_api.json``); no GPU run is part of the test suite.
 """
 
 from __future__ import annotations
@@ -12,26 +21,36 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from commonlink.errors import BackendError, MissingDependencyError
+from commonlink.errors import BackendError, InputError, MissingDependencyError
 from commonlink.eval.backends.base import (
     BackendInfo,
     GenerationRequest,
     GenerationSettings,
     RequestFailure,
+    chat_messages,
     free_accelerator_memory,
-    message_parts,
 )
 from commonlink.eval.backends.fingerprint import model_fingerprint
 
+#: What a request holds when the protocol does not say (Common-O pairs).
+DEFAULT_IMAGES_PER_REQUEST = 2
 
-def planned_info(model: str, *, revision: str | None = None, max_model_len: int | None = None, engine_args: dict | None = None, **_) -> BackendInfo:
+
+def planned_info(model: str, *, revision: str | None = None, max_model_len: int | None = None, processor: dict | None = None,
+                 images_per_request: int | None = None, **engine_args) -> BackendInfo:
     """What the backend for ``model`` will report, known without starting vLLM (for cache keys)."""
-    options = {k: v for k, v in (("max_model_len", max_model_len), ("engine_args", engine_args or None)) if v is not None}
+    # Engine arguments that cannot change an answer stay out of the cache key, so adding GPUs keeps the cache.
+    neutral = {"tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization", "trust_remote_code", "limit_mm_per_prompt",
+               "enforce_eager", "seed", "disable_log_stats", "swap_space", "cpu_offload_gb"}
+    engine = {k: v for k, v in engine_args.items() if k not in neutral}
+    options = {k: v for k, v in (("max_model_len", max_model_len), ("engine_args", engine or None), ("processor", processor or None)) if v is not None}
     return BackendInfo(backend="vllm", model=model, fingerprint=model_fingerprint(model, revision), batch_invariant=False, default_batch_size=256,
                        output_options=options)
 
 
 class VLLMBackend:
+    planned_info = staticmethod(planned_info)
+
     def __init__(
         self,
         model: str,
@@ -42,61 +61,91 @@ class VLLMBackend:
         max_model_len: int | None = None,
         gpu_memory_utilization: float = 0.9,
         trust_remote_code: bool = False,
-        max_images: int = 2,
+        images_per_request: int | None = None,
+        processor: dict | None = None,
         seed: int = 0,
-        engine_args: dict | None = None,
+        **engine_args,
     ):
         try:
             import vllm
         except ImportError as exc:
             raise MissingDependencyError("vllm", "vllm", "The vllm backend") from exc
+        images = int(images_per_request or DEFAULT_IMAGES_PER_REQUEST)
+        limit = engine_args.pop("limit_mm_per_prompt", None) or {"image": images}
+        if not isinstance(limit, dict) or not isinstance(limit.get("image", images), int):
+            raise InputError(f"--backend-arg limit_mm_per_prompt={limit!r} is not a mapping like {{\"image\": 3}}.",
+                             "e.g. --backend-arg 'limit_mm_per_prompt={\"image\": 3}' (or leave it out: the task sets it).")
+        self.max_images = int(limit.get("image", 999))
         kwargs = dict(
             model=model,
             revision=revision,
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=gpu_memory_utilization,
-            trust_remote_code=trust_remote_code,
-            limit_mm_per_prompt={"image": max_images},
+            trust_remote_code=bool(trust_remote_code),
+            limit_mm_per_prompt=limit,
             seed=seed,
         )
         if data_parallel_size > 1:
             kwargs["data_parallel_size"] = data_parallel_size
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
-        kwargs.update(engine_args or {})
+        if processor:
+            kwargs["mm_processor_kwargs"] = dict(processor)
+        kwargs.update(engine_args)
         try:
             self.llm = vllm.LLM(**kwargs)
+        except TypeError as exc:  # EngineArgs(**kwargs) refuses an unknown engine argument
+            raise InputError(f"vLLM refused an engine argument: {exc}.", "Check the --backend-arg names against vLLM's EngineArgs (`vllm serve --help`).") from exc
         except (ValueError, RuntimeError, OSError) as exc:
-            raise BackendError(f"vLLM could not start {model!r} ({exc}).", "Check the model name, GPU memory and --vllm-arg settings.") from exc
+            raise BackendError(f"vLLM could not start {model!r} ({exc}).", "Check the model name, GPU memory and --backend-arg settings.") from exc
         self._vllm = vllm
         self.generate_seconds = 0.0
-        self.info = planned_info(model, revision=revision, max_model_len=max_model_len, engine_args=engine_args)
+        self.tokens = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.info = planned_info(model, revision=revision, max_model_len=max_model_len, processor=processor, **engine_args)
         self.info.details.update(
             vllm_version=getattr(vllm, "__version__", "?"),
             tensor_parallel_size=tensor_parallel_size,
             data_parallel_size=data_parallel_size,
+            limit_mm_per_prompt=limit,
             engine_args={k: v for k, v in kwargs.items() if k not in ("model",)},
+            tokens=self.tokens,
         )
 
+    def sampling_params(self, settings: GenerationSettings):
+        try:
+            return self._vllm.SamplingParams(
+                temperature=settings.temperature,
+                top_p=settings.top_p if not settings.greedy else 1.0,
+                max_tokens=settings.max_new_tokens,
+                seed=settings.seed,
+                **settings.extra,
+            )
+        except TypeError as exc:
+            raise InputError(f"vLLM's SamplingParams refused a --gen-arg: {exc}.", "Use SamplingParams field names, e.g. --gen-arg top_k=20.") from exc
+
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
-        conversations = []
-        for request in requests:
+        results: list[str | RequestFailure | None] = [None] * len(requests)
+        conversations, positions = [], []
+        for i, request in enumerate(requests):
+            if len(request.images) > self.max_images:  # vLLM would fail the whole batch on this one
+                results[i] = RequestFailure(f"{len(request.images)} images, more than limit_mm_per_prompt allows ({self.max_images})")
+                continue
             # PIL images go in as they are ("image_pil" parts): no PNG/base64 round trip for every image.
-            content = [
-                {"type": "image_pil", "image_pil": value.convert("RGB")} if kind == "image" else {"type": "text", "text": value}
-                for kind, value in message_parts(request)
-            ]
-            conversations.append([{"role": "user", "content": content}])
-        params = self._vllm.SamplingParams(
-            temperature=settings.temperature,
-            top_p=settings.top_p if not settings.greedy else 1.0,
-            max_tokens=settings.max_new_tokens,
-            seed=settings.seed,
-        )
-        start = time.perf_counter()
-        outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=False)
-        self.generate_seconds += time.perf_counter() - start
-        return [out.outputs[0].text if out.outputs else RequestFailure("vLLM returned no output") for out in outputs]
+            conversations.append(chat_messages(request, settings, lambda img: {"type": "image_pil", "image_pil": img.convert("RGB")}))
+            positions.append(i)
+        if conversations:
+            params = self.sampling_params(settings)
+            start = time.perf_counter()
+            outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=False)
+            self.generate_seconds += time.perf_counter() - start
+            for i, out in zip(positions, outputs):
+                if not out.outputs:
+                    results[i] = RequestFailure("vLLM returned no output")
+                    continue
+                self.tokens["prompt_tokens"] += len(out.prompt_token_ids or ())
+                self.tokens["completion_tokens"] += len(out.outputs[0].token_ids or ())
+                results[i] = out.outputs[0].text
+        return results  # type: ignore[return-value]
 
     def close(self) -> None:
         del self.llm
