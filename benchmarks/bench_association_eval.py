@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=8)
     args = parser.parse_args()
 
-    from commonlink.eval.association import AssociationSettings, _Asker, run_chains
+    from commonlink.eval.association import AssociationSettings, Asker, run_chains
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
     from commonlink.testing.tiny_models import build_tiny_llava
@@ -87,7 +87,7 @@ def main() -> None:
 
         # 1. requests per scored step, random baseline over all chains
         baseline = load_backend("transformers", "random")
-        asker = _Asker([baseline], PredictionCache(tmp / "c0.jsonl"), GenerationSettings(), ["r"], 64)
+        asker = Asker([baseline], PredictionCache(tmp / "c0.jsonl"), GenerationSettings(), ["r"], 64)
         runs = run_chains(chains, asker, settings, show_progress=False)
         scored = sum(r.scored for r in runs)
         per_step = asker.requests_sent / scored
@@ -96,19 +96,19 @@ def main() -> None:
         model_dir = build_tiny_llava(tmp / "llava", layers=2)
         backend = ForceCorrect(load_backend("transformers", str(model_dir)), chains)
         gen = GenerationSettings(max_new_tokens=args.max_new_tokens)
-        warm = _Asker([backend], PredictionCache(tmp / "warm.jsonl"), gen, ["w"], len(chains))
+        warm = Asker([backend], PredictionCache(tmp / "warm.jsonl"), gen, ["w"], len(chains))
         run_chains(chains[:2], warm, AssociationSettings(memory="structm", max_steps=1), show_progress=False)
 
         backend.inner.generate_seconds = 0.0
         start = time.perf_counter()
-        batched_asker = _Asker([backend], PredictionCache(tmp / "b.jsonl"), gen, ["m"], len(chains))
+        batched_asker = Asker([backend], PredictionCache(tmp / "b.jsonl"), gen, ["m"], len(chains))
         batched = run_chains(chains, batched_asker, settings, show_progress=False)
         batched_s = time.perf_counter() - start
 
         start = time.perf_counter()
         single = []
         for chain in chains:
-            one_asker = _Asker([backend], PredictionCache(tmp / f"s-{chain.id}.jsonl"), gen, ["m"], 1)
+            one_asker = Asker([backend], PredictionCache(tmp / f"s-{chain.id}.jsonl"), gen, ["m"], 1)
             single.extend(run_chains([chain], one_asker, settings, show_progress=False))
         single_s = time.perf_counter() - start
         same = [r.log for r in batched] == [r.log for r in single]

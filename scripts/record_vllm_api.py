@@ -54,7 +54,7 @@ def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
 
 def record(wheel: Path) -> dict:
     with zipfile.ZipFile(wheel) as zf:
-        read = lambda path: zf.read(path).decode("utf-8")  # noqa: E731
+        read = lambda path: zf.read(path).decode("utf-8")
         llm = ast.parse(read("vllm/entrypoints/llm.py"))
         sampling = ast.parse(read("vllm/sampling_params.py"))
         chat_message = read("vllm/renderers/chat_utils/chat_message.py")
@@ -73,7 +73,7 @@ def record(wheel: Path) -> dict:
     engine_fields = [n.target.id for n in _class(arg_utils, "EngineArgs").body
                      if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and not n.target.id.startswith("_")]
     table = chat_message[chat_message.index("] = {\n    \"text\"") :]
-    part_types = re.findall(r'^    "([a-z_]+)": ', table[: table.index("\n}\n")], flags=re.M)
+    part_types = re.findall(r'^    "([a-z_]+)": ', table[: table.index("\n}\n")], flags=re.MULTILINE)
     limit_message = re.search(r'msg = f"(At most \{limit\} \{modality\}\(s\) may be provided in one prompt\.)"', context).group(1)
     return {
         "vllm_version": version,

@@ -13,7 +13,7 @@ from commonlink.formats.association import LabelledImage
 from commonlink.sampling.chains import ChainConfig, build_chain_files
 from commonlink.eval.association import (
     AssociationSettings,
-    _Asker,
+    Asker,
     evaluate_association,
     majority_concepts,
     majority_selection,
@@ -147,7 +147,7 @@ def test_wrong_deduction_does_not_end_chain_but_enters_memory(chain_dir):
     split, answers = _answers(chain_dir, "synchronous")
     backend = Scripted(answers, lambda c, t, a: a, deduce=lambda gold: ["painted"] if "painted" not in gold else ["metal"])
     chains = [c for c in split][:2]
-    asker = _Asker([backend], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 8)
+    asker = Asker([backend], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 8)
     runs = run_chains(chains, asker, AssociationSettings(memory="structm", max_steps=6), show_progress=False)
     for run in runs:
         assert run.length == 6 and run.ended == "max_steps"
@@ -167,10 +167,10 @@ def test_lockstep_equals_one_by_one_and_batches(chain_dir):
     chains = list(split)
     policy = lambda c, t, a: a if (t * 7 + len(c)) % 5 else 1 - a  # noqa: E731
     together = Scripted(answers, policy)
-    runs = run_chains(chains, _Asker([together], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
+    runs = run_chains(chains, Asker([together], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
                       AssociationSettings(memory="chainm"), show_progress=False)
     alone = Scripted(answers, policy)
-    singles = [run_chains([c], _Asker([alone], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
+    singles = [run_chains([c], Asker([alone], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
                           AssociationSettings(memory="chainm"), show_progress=False)[0] for c in chains]
     assert [r.log for r in runs] == [r.log for r in singles]
     assert max(together.batches) == len(chains) > 1  # one batch holds a step of every chain

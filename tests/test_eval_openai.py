@@ -140,9 +140,9 @@ def test_a_key_pasted_as_the_variable_name_is_refused_without_echoing_it(data_di
     with pytest.raises(InputError) as err:
         load_backend("openai", "m", base_url="http://127.0.0.1:9/v1", api_key_env=SECRET)
     assert SECRET not in f"{err.value.problem} {err.value.fix}" and "environment variable" in err.value.problem
-    result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-                                      "--api-key-env", SECRET, "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet"])
-    assert result.exit_code == 1 and SECRET not in result.output and "--api-key-env" in result.output
+    result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "m", "--backend-arg", "base_url=http://127.0.0.1:9/v1",
+                                      "--backend-arg", f"api_key_env={SECRET}", "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet"])
+    assert result.exit_code == 1 and SECRET not in result.output and "api_key_env" in result.output
     assert not (tmp_path / "cli" / "results.json").exists()
 
 
@@ -167,8 +167,8 @@ def test_server_down_after_retries_is_a_backend_error(monkeypatch):
 def test_cli_openai_backend(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
     with ChatServer(failures=(), answer="<think>both show it</think>\n**Answer:** A") as server:
-        result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "served-vlm", "--base-url", server.url,
-                                          "--api-key-env", "MY_KEY", "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet",
+        result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "served-vlm", "--backend-arg", f"base_url={server.url}",
+                                          "--backend-arg", "api_key_env=MY_KEY", "--concurrency", "4", "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet",
                                           "--bootstrap", "50"])
     assert result.exit_code == 0, result.output
     assert "| served-vlm | openai | main | 6 |" in result.output and SECRET not in result.output

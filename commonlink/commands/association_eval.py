@@ -8,27 +8,18 @@ import typer
 
 from commonlink.commands._common import console, reports_errors
 from commonlink.commands.eval import (
-    API_KEY_ENV,
-    ATTN_IMPLEMENTATION,
-    BASE_URL,
+    BACKEND_ARG,
     BOOTSTRAP,
     CONCURRENCY,
-    DATA_PARALLEL_SIZE,
-    DEVICE,
-    DTYPE,
-    GPU_MEMORY_UTILIZATION,
-    MAX_MODEL_LEN,
+    GEN_ARG,
     MAX_PIXELS,
-    MAX_RETRIES,
-    MODEL_REVISION,
     QUIET,
     REVISION,
     SEED,
+    SYSTEM_PROMPT,
     TEMPERATURE,
-    TENSOR_PARALLEL_SIZE,
     TOP_P,
     TRUST_REMOTE_CODE,
-    VLLM_ARG,
     backend_options,
     generation_settings,
 )
@@ -43,7 +34,7 @@ def association(
     config: str = typer.Option(..., "--config", help="single_step | deduction | synchronous | asynchronous."),
     model: list[str] = typer.Option(..., "--model", help="Model id/folder, or 'random'. Repeat with --moe to combine several models."),
     moe: bool = typer.Option(False, "--moe", help="Mixture of experts: ask every --model and take the majority answer at each step."),
-    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai (the same for every --model)."),
+    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai (the same for every --model); vllm is told 3 images a request."),
     memory: str = typer.Option("structm", "--memory", help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (last 5 links)."),
     repetition: float = typer.Option(1.0, "--repetition", help="Memory weight added when an entry is seen again."),
     forgetting: float = typer.Option(0.2, "--forgetting", help="Memory weight every other entry loses each step (dropped at 0)."),
@@ -51,7 +42,6 @@ def association(
     no_deduction: bool = typer.Option(False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
     revision: str = REVISION,
-    model_revision: str = MODEL_REVISION,
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (chains advance in lockstep; one step of every active chain is one batch)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N tasks or chains."),
     group_size: int = typer.Option(512, "--group-size", min=1, help="Tasks loaded and run together (chains of a group advance in lockstep); bounds memory."),
@@ -60,19 +50,11 @@ def association(
     top_p: float = TOP_P,
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
-    dtype: str = DTYPE,
-    device: str = DEVICE,
+    system_prompt: str = SYSTEM_PROMPT,
+    gen_arg: list[str] = GEN_ARG,
+    backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
-    attn_implementation: str = ATTN_IMPLEMENTATION,
-    base_url: str = BASE_URL,
-    api_key_env: str = API_KEY_ENV,
     concurrency: int = CONCURRENCY,
-    max_retries: int = MAX_RETRIES,
-    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
-    data_parallel_size: int = DATA_PARALLEL_SIZE,
-    max_model_len: int = MAX_MODEL_LEN,
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    vllm_arg: list[str] = VLLM_ARG,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
 ) -> None:
@@ -83,9 +65,9 @@ def association(
     if moe and len(model) < 2:
         raise InputError("--moe needs at least two --model options.", "e.g. --model A --model B --model C --moe")
     settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction)
-    generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels)
+    generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
-    options = backend_options(backend, locals())
+    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
                          batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
                          show_progress=not quiet)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, parse_range, reports_errors
+from commonlink.commands._common import console, parse_range, parse_shard, reports_errors
 from commonlink.errors import InputError
-from commonlink.eval.backends import GenerationSettings
+from commonlink.eval.backends import GenerationSettings, parse_key_values
 from commonlink.eval.commono import (
     default_out_dir,
     evaluate_common_o,
@@ -19,11 +18,16 @@ from commonlink.eval.perception import evaluate_perception
 from commonlink.eval.report import leaderboard, load_results, render_markdown_table
 from commonlink.fileio import atomic_write_text
 
-_BACKEND_HELP = "transformers (local, AutoModelForImageTextToText) | vllm (GPU, optional extra) | openai (any OpenAI-compatible server)."
+_BACKEND_HELP = ("transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
+                 "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend.")
 _MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
+#: Generation settings that have their own option (a --gen-arg may not set them behind its back).
+_OWN_GENERATION_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "top_p": "--top-p", "seed": "--seed",
+                           "max_pixels": "--max-pixels", "system_prompt": "--system-prompt"}
 
 
-def generation_settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, max_pixels: int):
+def generation_settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, max_pixels: int, *,
+                        system_prompt: str | None = None, gen_args: list[str] | None = None) -> GenerationSettings:
     if max_new_tokens < 1:
         raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1.")
     if temperature < 0:
@@ -32,47 +36,25 @@ def generation_settings(max_new_tokens: int, temperature: float, top_p: float, s
         raise InputError(f"--top-p {top_p} must be in (0, 1].", "e.g. --top-p 0.9 (1 = no nucleus cut).")
     if max_pixels < 0:
         raise InputError(f"--max-pixels {max_pixels} must be >= 0 (0 = no cap).")
-    return GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, max_pixels=max_pixels)
+    extra = parse_key_values(gen_args or [], option="--gen-arg")
+    for key in extra:
+        if key in _OWN_GENERATION_OPTIONS:
+            raise InputError(f"--gen-arg {key}=... duplicates an option.", f"Use {_OWN_GENERATION_OPTIONS[key]} instead.")
+    return GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, max_pixels=max_pixels,
+                              system_prompt=system_prompt or None, extra=extra)
 
 
-def _parse_shard(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    try:
-        k, n = (int(p) for p in text.split("/", 1))
-    except ValueError:
-        raise InputError(f"--shard {text!r} is not K/N.", "e.g. --shard 0/4 (this process takes rows 0, 4, 8, ...).") from None
-    if not (n >= 1 and 0 <= k < n):
-        raise InputError(f"--shard {text}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4.")
-    return k, n
-
-
-def _parse_engine_args(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise InputError(f"--vllm-arg {item!r} is not KEY=VALUE.", "e.g. --vllm-arg enforce_eager=true")
-        key, value = item.split("=", 1)
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
-    return out
-
-
-def backend_options(backend: str, params: dict) -> dict:
-    """The constructor options of ``backend`` picked from a command's parameters (``locals()``)."""
-    p = params
-    if backend == "transformers":
-        return dict(revision=p["model_revision"], dtype=p["dtype"], device=p["device"], trust_remote_code=p["trust_remote_code"],
-                    attn_implementation=p["attn_implementation"])
-    if backend == "vllm":
-        return dict(revision=p["model_revision"], tensor_parallel_size=p["tensor_parallel_size"], data_parallel_size=p["data_parallel_size"],
-                    max_model_len=p["max_model_len"], gpu_memory_utilization=p["gpu_memory_utilization"], trust_remote_code=p["trust_remote_code"],
-                    seed=p["seed"], engine_args=_parse_engine_args(p["vllm_arg"] or []))
-    if backend == "openai":
-        return dict(base_url=p["base_url"], api_key_env=p["api_key_env"], concurrency=p["concurrency"], max_retries=p["max_retries"])
-    raise InputError(f"Unknown --backend {backend!r}.", "Use transformers, vllm or openai.")
+def backend_options(backend: str, backend_args: list[str] | None, *, trust_remote_code: bool = False, concurrency: int | None = None) -> dict:
+    """The backend's options from ``--backend-arg KEY=VALUE`` (repeatable), ``--trust-remote-code`` and ``--concurrency``;
+    each backend checks the names it is given (docs/eval.md lists them)."""
+    options = parse_key_values(backend_args or [], option="--backend-arg")
+    if trust_remote_code:
+        options["trust_remote_code"] = True
+    if concurrency is not None:
+        if backend != "openai":
+            raise InputError(f"--concurrency applies to --backend openai, not {backend}.", "Use --batch-size for local backends.")
+        options["concurrency"] = concurrency
+    return options
 
 
 # Options shared by every eval command that runs a model (one definition, reused in each signature).
@@ -81,7 +63,6 @@ SPLIT = typer.Option("main", "--split", help="main (Common-O Bench) or challenge
 REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
 MODEL = typer.Option(..., "--model", help=_MODEL_HELP)
 BACKEND = typer.Option("transformers", "--backend", help=_BACKEND_HELP)
-MODEL_REVISION = typer.Option(None, "--model-revision", help="Hub revision of the model (transformers, vllm).")
 BATCH_SIZE = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe setting; 1 for transformers).")
 ROWS = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99.")
 SHARD = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge.")
@@ -89,19 +70,13 @@ TEMPERATURE = typer.Option(0.0, "--temperature", help="0 = greedy decoding (the 
 TOP_P = typer.Option(1.0, "--top-p", help="Nucleus sampling (only with --temperature > 0).")
 SEED = typer.Option(0, "--seed", help="Seed for sampling, the random baseline, question draws and bootstrap resampling.")
 MAX_PIXELS = typer.Option(1_048_576, "--max-pixels", help="Downscale each image (aspect kept) to at most this many pixels; 0 = no cap.")
-DTYPE = typer.Option("auto", "--dtype", help="transformers: auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32.")
-DEVICE = typer.Option("auto", "--device", help="transformers: auto (all visible GPUs via device_map, else CPU), cpu, cuda, cuda:1.")
+SYSTEM_PROMPT = typer.Option(None, "--system-prompt", help="A system message sent before every request (part of the cache key).")
+GEN_ARG = typer.Option([], "--gen-arg", help="Decoding option KEY=VALUE for the backend's generate call (repeatable), e.g. top_k=20, repetition_penalty=1.05.")
+BACKEND_ARG = typer.Option([], "--backend-arg", help=(
+    "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, model_class=causal-lm, "
+    "tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. See docs/eval.md."))
 TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust).")
-ATTN_IMPLEMENTATION = typer.Option(None, "--attn-implementation", help="transformers: sdpa, eager, flash_attention_2.")
-BASE_URL = typer.Option(None, "--base-url", help="openai: server URL, e.g. http://localhost:8000/v1.")
-API_KEY_ENV = typer.Option("OPENAI_API_KEY", "--api-key-env", help="openai: environment variable holding the API key (never printed).")
-CONCURRENCY = typer.Option(8, "--concurrency", min=1, help="openai: requests in flight at once.")
-MAX_RETRIES = typer.Option(6, "--max-retries", min=0, help="openai: retries on 429/5xx/connection errors (exponential backoff).")
-TENSOR_PARALLEL_SIZE = typer.Option(1, "--tensor-parallel-size", min=1, help="vllm: GPUs per model replica.")
-DATA_PARALLEL_SIZE = typer.Option(1, "--data-parallel-size", min=1, help="vllm: model replicas.")
-MAX_MODEL_LEN = typer.Option(None, "--max-model-len", help="vllm: context length cap.")
-GPU_MEMORY_UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="vllm: share of GPU memory to use.")
-VLLM_ARG = typer.Option([], "--vllm-arg", help="vllm: extra engine argument KEY=VALUE (repeatable).")
+CONCURRENCY = typer.Option(None, "--concurrency", min=1, help="openai: requests in flight at once (default 8).")
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
 QUIET = typer.Option(False, "--quiet", help="No progress bar.")
 
@@ -114,7 +89,6 @@ def commono(
     backend: str = BACKEND,
     out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
     revision: str = REVISION,
-    model_revision: str = MODEL_REVISION,
     batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
     rows: str = ROWS,
@@ -125,19 +99,11 @@ def commono(
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
     concat_images: bool = typer.Option(False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."),
-    dtype: str = DTYPE,
-    device: str = DEVICE,
+    system_prompt: str = SYSTEM_PROMPT,
+    gen_arg: list[str] = GEN_ARG,
+    backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
-    attn_implementation: str = ATTN_IMPLEMENTATION,
-    base_url: str = BASE_URL,
-    api_key_env: str = API_KEY_ENV,
     concurrency: int = CONCURRENCY,
-    max_retries: int = MAX_RETRIES,
-    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
-    data_parallel_size: int = DATA_PARALLEL_SIZE,
-    max_model_len: int = MAX_MODEL_LEN,
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    vllm_arg: list[str] = VLLM_ARG,
     similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analysis (character n-grams unless --similarity-model)."),
     similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
     bootstrap: int = BOOTSTRAP,
@@ -146,10 +112,12 @@ def commono(
     """Score a model on a Common-O split; writes results.json, predictions.jsonl and results.md."""
 
     out = out or default_out_dir(split, model, backend)
+    settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
+    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     results = evaluate_common_o(
-        data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
-        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
-        concat_images=concat_images, backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap,
+        data, split, model, backend, out, revision=revision, settings=settings,
+        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
+        concat_images=concat_images, backend_options=options, seed=seed, n_boot=bootstrap,
         similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
     )
     _print_summary(results, out, render_markdown_table, shard)
@@ -163,7 +131,6 @@ def perception(
     backend: str = BACKEND,
     out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
     revision: str = REVISION,
-    model_revision: str = MODEL_REVISION,
     batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (2 questions a row)."),
     rows: str = ROWS,
@@ -173,29 +140,23 @@ def perception(
     top_p: float = TOP_P,
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
-    dtype: str = DTYPE,
-    device: str = DEVICE,
+    system_prompt: str = SYSTEM_PROMPT,
+    gen_arg: list[str] = GEN_ARG,
+    backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
-    attn_implementation: str = ATTN_IMPLEMENTATION,
-    base_url: str = BASE_URL,
-    api_key_env: str = API_KEY_ENV,
     concurrency: int = CONCURRENCY,
-    max_retries: int = MAX_RETRIES,
-    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
-    data_parallel_size: int = DATA_PARALLEL_SIZE,
-    max_model_len: int = MAX_MODEL_LEN,
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    vllm_arg: list[str] = VLLM_ARG,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
 ) -> None:
     """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
 
     out = out or default_out_dir(split, model, backend, task="perception")
+    settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
+    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     results = evaluate_perception(
-        data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
-        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
-        backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap, show_progress=not quiet,
+        data, split, model, backend, out, revision=revision, settings=settings,
+        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
+        backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
     )
     _print_summary(results, out, render_markdown_table, shard)
 

@@ -31,14 +31,12 @@ import hashlib
 import json
 import os
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from commonlink import __version__, constants
+from commonlink import constants
 from commonlink.errors import InputError
 from commonlink.eval.association_memory import MEMORY_KINDS, MemoryBase
 from commonlink.eval.association_prompts import (
@@ -50,21 +48,31 @@ from commonlink.eval.association_prompts import (
 )
 from commonlink.eval.backends import (
     Backend,
-    BatchState,
     GenerationRequest,
     GenerationSettings,
-    LazyBackend,
     RequestFailure,
-    generate_resilient,
 )
-from commonlink.eval.cache import CACHE_FILENAME, PredictionCache, row_key, run_key
-from commonlink.eval.metrics import N_BOOTSTRAP, bootstrap
+from commonlink.eval.cache import (
+    CACHE_FILENAME,
+    CachedGenerator,
+    PredictionCache,
+    run_key,
+)
+from commonlink.eval.metrics import N_BOOTSTRAP, chain_metrics, ratio_metrics
+from commonlink.eval.report import render_association_table
+from commonlink.eval.results import (
+    lmms_eval_metrics,
+    results_header,
+    timing,
+    write_lmms_eval_files,
+)
+from commonlink.eval.runner import open_backends
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
-from commonlink.formats.meta import utc_now
 from commonlink.loaders.association import open_association
 from commonlink.progress import make_progress
 
 PROTOCOL_VERSION = "association-v1"
+CHAIN_CONFIGS = ("synchronous", "asynchronous")
 SELECTION_CHOICES = ["Image1", "Image2"]
 
 
@@ -102,46 +110,31 @@ def deduction_correct(predicted: list[str] | None, gold: Sequence[str]) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ model calls
-class _Asker:
-    """Sends batches of requests to one or more backends through the prediction cache; majority votes."""
+class Asker:
+    """Sends batches of requests to one or more models, each behind the prediction cache (one
+    :class:`CachedGenerator` per model); several models are combined by majority vote by the caller."""
 
     def __init__(self, backends: list[Backend], cache: PredictionCache, settings: GenerationSettings, run_keys: list[str], batch_size: int):
-        self.backends = backends
-        self.cache = cache
-        self.settings = settings
-        self.run_keys = run_keys
-        self.states = [BatchState(batch_size=max(1, batch_size)) for _ in backends]
+        self.generators = [CachedGenerator(b, cache, settings, run, batch_size) for b, run in zip(backends, run_keys)]
         self.requests_sent = 0  #: requests asked of the protocol (one per request, whatever the number of models)
-        self.generated = 0
-        self.cached = 0
-        self.failures = 0
+
+    @property
+    def generated(self) -> int:
+        return sum(g.generated for g in self.generators)
+
+    @property
+    def cached(self) -> int:
+        return sum(g.cached for g in self.generators)
+
+    @property
+    def failures(self) -> int:
+        return sum(g.failures for g in self.generators)
 
     def ask(self, requests: list[GenerationRequest]) -> list[list[str | None]]:
         """Per request, the output of each model (``None`` where the backend failed on it)."""
         self.requests_sent += len(requests)
-        answers: list[list[str | None]] = [[None] * len(self.backends) for _ in requests]
-        for m, (backend, run, state) in enumerate(zip(self.backends, self.run_keys, self.states)):
-            todo = []
-            for i, request in enumerate(requests):
-                hit = self.cache.get(row_key(run, request.id))
-                if hit is None:
-                    todo.append(i)
-                else:
-                    answers[i][m] = hit
-                    self.cached += 1
-            if not todo:
-                continue
-            outputs = generate_resilient(backend, [requests[i] for i in todo], self.settings, state)
-            fresh = []
-            for i, output in zip(todo, outputs):
-                if isinstance(output, RequestFailure):
-                    self.failures += 1
-                    continue
-                answers[i][m] = output
-                fresh.append((row_key(run, requests[i].id), requests[i].id, output))
-                self.generated += 1
-            self.cache.add(fresh)
-        return answers
+        per_model = [generator.answer(requests) for generator in self.generators]
+        return [[None if isinstance(out[i], RequestFailure) else out[i] for out in per_model] for i in range(len(requests))]
 
 
 def majority_selection(votes: list[int | None]) -> int | None:
@@ -218,7 +211,7 @@ def _skip_warmup(run: _ChainRun, options: list[str]) -> None:
         run.t += 1
 
 
-def run_chains(chains: list, asker: _Asker, settings: AssociationSettings, *, show_progress: bool = True) -> list[_ChainRun]:
+def run_chains(chains: list, asker: Asker, settings: AssociationSettings, *, show_progress: bool = True) -> list[_ChainRun]:
     """Run chains in lockstep (one batch per step for selections, one for deductions)."""
     runs = []
     for chain in chains:
@@ -291,44 +284,8 @@ def chain_summary(run: _ChainRun) -> dict:
             "deductions": run.deductions, "deductions_correct": run.deductions_correct, "ended": run.ended}
 
 
-def chain_metrics(summaries: list[dict], *, seed: int, n_boot: int) -> dict:
-    """Max | mean chain length per concept (pair), their averages, and bootstrap SE of each mean.
-
-    A chain that ended because the backend failed (no answer at all, e.g. a request that ran out of memory
-    alone) says nothing about the model: it is counted under ``failed`` and left out of the lengths; a rerun
-    retries it (failures are not cached).
-    """
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for summary in summaries:
-        groups[summary["group"]].append(summary)
-    per_concept = {}
-    for name in sorted(groups):
-        scored = [r for r in groups[name] if r["ended"] != "failed"]
-        lengths = np.array([r["length"] for r in scored], dtype=float)
-        _, se = bootstrap(lengths, seed=seed, key=f"chains/{name}", n_boot=n_boot)
-        deductions = sum(r["deductions"] for r in scored)
-        per_concept[name] = {
-            "chains": len(lengths),
-            "failed": len(groups[name]) - len(scored),
-            "max_steps": int(lengths.max()) if len(lengths) else None,
-            "mean_steps": float(lengths.mean()) if len(lengths) else None,
-            "mean_steps_se": float(se[0]) if len(lengths) else None,
-            "deduction_success_ratio": (sum(r["deductions_correct"] for r in scored) / deductions) if deductions else None,
-            "ended": dict(Counter(r["ended"] for r in groups[name])),
-        }
-    measured = [v for v in per_concept.values() if v["chains"]]
-    summary = {
-        "concepts": len(per_concept),
-        "chains": sum(v["chains"] for v in per_concept.values()),
-        "failed_chains": sum(v["failed"] for v in per_concept.values()),
-        "avg_max_steps": float(np.mean([v["max_steps"] for v in measured])) if measured else None,
-        "avg_mean_steps": float(np.mean([v["mean_steps"] for v in measured])) if measured else None,
-    }
-    return {"summary": summary, "per_concept": per_concept}
-
-
 # ------------------------------------------------------------------------------------------ single step, deduction
-def run_single_step(tasks: list, asker: _Asker, settings: AssociationSettings) -> list[dict]:
+def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
     """Each task: a selection with the task's fixed correct memory, then a deduction on (query, positive)."""
     selection_requests, deduction_requests = [], []
     for task in tasks:
@@ -354,7 +311,7 @@ def run_single_step(tasks: list, asker: _Asker, settings: AssociationSettings) -
     return records
 
 
-def run_deduction(tasks: list, asker: _Asker) -> list[dict]:
+def run_deduction(tasks: list, asker: Asker) -> list[dict]:
     outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options) for t in tasks])
     records = []
     for task, out in zip(tasks, outputs):
@@ -365,35 +322,73 @@ def run_deduction(tasks: list, asker: _Asker) -> list[dict]:
     return records
 
 
-def ratio_metrics(records: list[dict], fields: Sequence[str], *, seed: int, n_boot: int) -> dict:
-    """Success ratios per concept (and their average over concepts), with bootstrap SE.
-
-    Tasks the backend failed on (no answer at all) are counted under ``failed`` and left out of the ratios;
-    a rerun retries them.
-    """
-    failed = Counter(r["concept"] for r in records if r.get("failed"))
-    records = [r for r in records if not r.get("failed")]
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for record in records:
-        groups[record["concept"]].append(record)
-    per_concept = {}
-    for name in sorted(groups):
-        values = np.array([[float(r[f]) for f in fields] for r in groups[name]])
-        _, se = bootstrap(values, seed=seed, key=f"ratio/{name}", n_boot=n_boot)
-        per_concept[name] = {"n": len(groups[name]), "failed": failed.get(name, 0), "unparseable": sum(r["unparseable"] for r in groups[name])}
-        for j, f in enumerate(fields):
-            label = f.replace("correct", "success_ratio")
-            per_concept[name][label] = float(values[:, j].mean())
-            per_concept[name][f"{label}_se"] = float(se[j])
-    summary = {"n": len(records), "failed": sum(failed.values()),
-               "unparseable_rate": (sum(r["unparseable"] for r in records) / len(records)) if records else None}
-    for f in fields:
-        label = f.replace("correct", "success_ratio")
-        summary[f"avg_{label}"] = float(np.mean([v[label] for v in per_concept.values()])) if per_concept else None
-    return {"summary": summary, "per_concept": per_concept}
-
-
 # ------------------------------------------------------------------------------------------ entry point
+#: Images in the largest request of the protocol: a selection shows the query and two candidates.
+IMAGES_PER_ASSOCIATION_REQUEST = 3
+#: lmms-eval task name of the single-step config (the one a harness can score sample by sample).
+LMMS_TASK = "association_single_step"
+
+
+def association_run_keys(infos, config: str, split, generation: GenerationSettings) -> list[str]:
+    """The cache key of each model of a run (see :mod:`commonlink.eval.cache`)."""
+    return [
+        run_key(task=f"association/{config}", protocol=PROTOCOL_VERSION, dataset=split.fingerprint, model=i.fingerprint,
+                backend=i.backend, settings=generation.to_dict(),
+                **({"backend_options": i.output_options} if getattr(i, "output_options", None) else {}))
+        for i in infos
+    ]
+
+
+def association_cache(out_dir, run: str) -> PredictionCache:
+    if out_dir is not None:
+        return PredictionCache(Path(out_dir) / CACHE_FILENAME)
+    return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"assoc-{run}.jsonl")
+
+
+@dataclass
+class AssociationOutcome:
+    """What a run of one config produced: chain summaries (chains) or per-task records (the others)."""
+
+    summaries: list[dict] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+
+
+def run_config(split, indices: list[int], config: str, asker: Asker, settings: AssociationSettings, *, group_size: int,
+               log_path: Path | None, show_progress: bool) -> AssociationOutcome:
+    """Run the tasks of one config a group at a time (chains in lockstep within a group), streaming the
+    per-step log to ``log_path``, so memory stays flat however many chains a config has."""
+    outcome = AssociationOutcome()
+    chains = config in CHAIN_CONFIGS
+    with contextlib.ExitStack() as stack:
+        log_file = stack.enter_context(atomic_write(log_path)) if log_path is not None else None
+        for first in range(0, len(indices), group_size):
+            tasks = [split.get(i) for i in indices[first : first + group_size]]
+            if chains:
+                chain_runs = run_chains(tasks, asker, settings, show_progress=show_progress)
+                outcome.summaries.extend(chain_summary(r) for r in chain_runs)
+                entries = [e for r in chain_runs for e in r.log]
+            elif config == "single_step":
+                entries = run_single_step(tasks, asker, settings)
+                outcome.records.extend(entries)
+            else:
+                entries = run_deduction(tasks, asker)
+                outcome.records.extend(entries)
+            if log_file is not None:
+                log_file.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+    return outcome
+
+
+def config_metrics(config: str, outcome: AssociationOutcome, settings: AssociationSettings, *, seed: int, n_boot: int) -> tuple[dict, int]:
+    """(metrics, scored steps) of a finished run: chain lengths for chains, success ratios otherwise."""
+    if config in CHAIN_CONFIGS:
+        return chain_metrics(outcome.summaries, seed=seed, n_boot=n_boot), sum(r["scored"] for r in outcome.summaries)
+    if config == "single_step":  # without the deduction step there is no deduction ratio (not 0%)
+        fields = ["correct", "deduction_correct"] if settings.deduction else ["correct"]
+    else:
+        fields = ["deduction_correct"]
+    return ratio_metrics(outcome.records, fields, seed=seed, n_boot=n_boot), len(outcome.records)
+
+
 def evaluate_association(
     data: str | os.PathLike,
     config: str,
@@ -428,116 +423,47 @@ def evaluate_association(
     generation = generation or GenerationSettings(seed=seed, max_new_tokens=64)
     split = open_association(data, config, revision=revision)
     indices = list(range(len(split)))[: limit if limit is not None else None]
-    own = backend_instances is None
-    backends = list(backend_instances) if backend_instances is not None else [LazyBackend(backend, m, **(backend_options or {})) for m in models]
-    try:
+    with open_backends(backend_instances, backend, models, backend_options, images_per_request=IMAGES_PER_ASSOCIATION_REQUEST) as backends:
         infos = [b.info for b in backends]
         if any(i.model == "none" for i in infos):
             raise InputError("The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline.")
-        runs = [
-            run_key(task=f"association/{config}", protocol=PROTOCOL_VERSION, dataset=split.fingerprint, model=i.fingerprint,
-                    backend=i.backend, settings=generation.to_dict(),
-                    **({"backend_options": i.output_options} if getattr(i, "output_options", None) else {}))
-            for i in infos
-        ]
-        cache_root = Path(out_dir) if out_dir is not None else None
-
-        cache_path = cache_root / CACHE_FILENAME if cache_root else constants.COMMONLINK_HOME / "predictions" / f"assoc-{runs[0]}.jsonl"
-        asker = _Asker(backends, PredictionCache(cache_path), generation, runs, batch_size or min(i.default_batch_size for i in infos))
+        runs = association_run_keys(infos, config, split, generation)
+        asker = Asker(backends, association_cache(out_dir, runs[0]), generation, runs, batch_size or min(i.default_batch_size for i in infos))
         start = time.perf_counter()
-        chains = config in ("synchronous", "asynchronous")
-        log_name = "steps.jsonl" if chains else "predictions.jsonl"
-        # Tasks are loaded and run a group at a time (chains in lockstep within a group), and the per-step log is
-        # streamed to disk, so memory stays flat however many chains a config has.
-        summaries: list[dict] = []
-        records: list[dict] = []
-        with contextlib.ExitStack() as stack:
-            log_file = stack.enter_context(atomic_write(Path(out_dir) / log_name)) if out_dir is not None else None
-            for first in range(0, len(indices), group_size):
-                tasks = [split.get(i) for i in indices[first : first + group_size]]
-                if chains:
-                    chain_runs = run_chains(tasks, asker, settings, show_progress=show_progress)
-                    summaries.extend(chain_summary(r) for r in chain_runs)
-                    entries = [e for r in chain_runs for e in r.log]
-                elif config == "single_step":
-                    entries = run_single_step(tasks, asker, settings)
-                    records.extend(entries)
-                else:
-                    entries = run_deduction(tasks, asker)
-                    records.extend(entries)
-                if log_file is not None:
-                    log_file.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
-        if chains:
-            metrics = chain_metrics(summaries, seed=seed, n_boot=n_boot)
-            scored_steps = sum(r["scored"] for r in summaries)
-        else:
-            if config == "single_step":  # without the deduction step there is no deduction ratio (not 0%)
-                fields = ["correct", "deduction_correct"] if settings.deduction else ["correct"]
-            else:
-                fields = ["deduction_correct"]
-            metrics = ratio_metrics(records, fields, seed=seed, n_boot=n_boot)
-            scored_steps = len(records)
+        log_name = "steps.jsonl" if config in CHAIN_CONFIGS else "predictions.jsonl"
+        outcome = run_config(split, indices, config, asker, settings, group_size=group_size,
+                             log_path=Path(out_dir) / log_name if out_dir is not None else None, show_progress=show_progress)
+        metrics, scored_steps = config_metrics(config, outcome, settings, seed=seed, n_boot=n_boot)
         wall = time.perf_counter() - start
         generate_s = sum(b.generate_seconds for b in backends)
         infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded
-    finally:
-        if own:
-            for b in backends:
-                b.close()
-    results = {
-        "task": f"association/{config}",
+    results = results_header(f"association/{config}", infos, generation, seed=seed, n_boot=n_boot, several_models=True)
+    results.update({
         "protocol": PROTOCOL_VERSION,
-        "toolkit_version": __version__,
-        "created": utc_now(),
-        "models": [i.model for i in infos],
-        "model_fingerprints": [i.fingerprint for i in infos],
-        "backend": infos[0].backend,
-        "backend_details": [i.details for i in infos],
-        "moe": len(infos) > 1,
         "association": asdict(settings),
-        "generation": generation.to_dict(),
-        "seed": seed,
-        "bootstrap_resamples": n_boot,
         "dataset": {"source": split.source_name, "config": config, "revision": split.revision, "fingerprint": split.fingerprint,
                     "tasks_in_config": len(split), "tasks_run": len(indices)},
         "metrics": metrics,
         "requests": {"total": asker.requests_sent, "scored_steps": scored_steps,
                      "per_scored_step": round(asker.requests_sent / scored_steps, 4) if scored_steps else None,
                      "generated": asker.generated, "from_cache": asker.cached, "failed": asker.failures},
-        "timing": {"wall_s": round(wall, 4), "generate_s": round(generate_s, 4)},
-    }
+        "timing": timing(wall, generate_s, from_cache=asker.cached, generated=asker.generated),
+    })
     if out_dir is not None:
-        out = Path(out_dir)
-        atomic_write_json(out / "results.json", results)
-        atomic_write_text(out / "results.md", render_association_table(results))
+        write_association_outputs(Path(out_dir), results, outcome)
     return results
 
 
-def render_association_table(results: dict) -> str:
-    """Markdown table of per-concept metrics (chains: max | mean steps; others: success ratios)."""
-    metrics = results["metrics"]
-    title = f"{results['task']} — {', '.join(results['models'])} ({results['backend']}, memory {results['association']['memory']})"
-    lines = [f"### {title}", ""]
-    per = metrics["per_concept"]
-    if results["task"].endswith(("synchronous", "asynchronous")):
-        lines += ["| concept | chains | max | mean ± SE | deduction |", "|---|---|---|---|---|"]
-        for name, v in per.items():
-            ded = "-" if v["deduction_success_ratio"] is None else f"{v['deduction_success_ratio']:.3f}"
-            mean = "-" if v["mean_steps"] is None else f"{v['mean_steps']:.2f} ± {v['mean_steps_se']:.2f}"
-            lines.append(f"| {name} | {v['chains']} | {'-' if v['max_steps'] is None else v['max_steps']} | {mean} | {ded} |")
-        s = metrics["summary"]
-        if s["avg_max_steps"] is not None:
-            lines.append(f"| **average** | {s['chains']} | {s['avg_max_steps']:.2f} | {s['avg_mean_steps']:.2f} | |")
-    else:
-        fields = [k for k in next(iter(per.values()), {}) if k.endswith("success_ratio")]
-        lines += ["| concept | n | " + " | ".join(fields) + " |", "|---|---|" + "---|" * len(fields)]
-        for name, v in per.items():
-            lines.append(f"| {name} | {v['n']} | " + " | ".join(f"{v[f]:.3f} ± {v[f + '_se']:.3f}" for f in fields) + " |")
-        s = metrics["summary"]
-        lines.append("| **average** | " + str(s["n"]) + " | " + " | ".join(f"{s['avg_' + f]:.3f}" for f in fields) + " |")
-    req = results["requests"]
-    lines += ["", f"Model requests: {req['total']} for {req['scored_steps']} scored steps ({req['per_scored_step']} a step)."]
-    failed = metrics["summary"].get("failed_chains") or metrics["summary"].get("failed") or 0
-    if failed:
-        lines.append(f"**{failed} task(s) got no answer from the backend and are left out of the metrics; rerun to retry them.**")
-    return "\n".join(lines) + "\n"
+def write_association_outputs(out: Path, results: dict, outcome: AssociationOutcome) -> None:
+    """results.json and results.md (the per-step log is streamed during the run); for single-step, the run in
+    lmms-eval's convention as well (doc_id = task number, filtered = the parsed choice)."""
+    atomic_write_json(out / "results.json", results)
+    atomic_write_text(out / "results.md", render_association_table(results))
+    if results["dataset"]["config"] == "single_step":
+        summary = results["metrics"]["summary"]
+        metrics = lmms_eval_metrics(summary, {"acc": "avg_success_ratio", "deduction_acc": "avg_deduction_success_ratio"})
+        samples = ({"doc_id": n, "doc": {"id": r["id"], "concept": r["concept"], "candidates": r["candidates"]}, "target": f"Image{r['answer'] + 1}",
+                    "prompt": r["id"], "response": (r["outputs"] or [None])[0], "filtered": None if r["choice"] is None else f"Image{r['choice'] + 1}",
+                    "scores": {"acc": float(r["correct"])}}
+                   for n, r in enumerate(outcome.records))
+        write_lmms_eval_files(out, LMMS_TASK, results, metrics, samples)

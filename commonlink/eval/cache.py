@@ -17,6 +17,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from commonlink import constants
+from commonlink.eval.backends.base import (
+    Backend,
+    BatchState,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+    generate_resilient,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +96,48 @@ def _ends_with_newline(path: Path) -> bool:
     with path.open("rb") as handle:
         handle.seek(-1, os.SEEK_END)
         return handle.read(1) == b"\n"
+
+
+class CachedGenerator:
+    """One backend behind the prediction cache: answer from the cache, generate the misses, store them.
+
+    The one place where model answers are looked up and stored, shared by the Common-O/perception runner and
+    the association protocol. Misses go to the backend in OOM-tolerant batches (:func:`generate_resilient`,
+    which halves ``state.batch_size`` on out-of-memory); failed requests come back as :class:`RequestFailure`
+    and are not cached (a rerun retries them).
+    """
+
+    def __init__(self, backend: Backend, cache: PredictionCache, settings: GenerationSettings, run: str, batch_size: int):
+        self.backend = backend
+        self.cache = cache
+        self.settings = settings
+        self.run = run
+        self.state = BatchState(batch_size=max(1, batch_size))
+        self.cached = 0
+        self.generated = 0
+        self.failures = 0
+
+    def is_cached(self, request_id: str) -> bool:
+        return row_key(self.run, request_id) in self.cache
+
+    def answer(self, requests: list[GenerationRequest]) -> list[str | RequestFailure]:
+        """One output per request, in order: cached ones without the model, the rest generated and stored."""
+        keys = [row_key(self.run, r.id) for r in requests]
+        answers: list[str | RequestFailure | None] = [self.cache.get(k) for k in keys]
+        todo = [i for i, a in enumerate(answers) if a is None]
+        self.cached += len(requests) - len(todo)
+        if todo:
+            outputs = generate_resilient(self.backend, [requests[i] for i in todo], self.settings, self.state)
+            fresh = []
+            for i, output in zip(todo, outputs):
+                answers[i] = output
+                if isinstance(output, RequestFailure):
+                    self.failures += 1
+                    continue
+                fresh.append((keys[i], requests[i].id, output))
+            self.generated += len(fresh)
+            self.cache.add(fresh)
+        return answers  # type: ignore[return-value]
 
 
 def shard_suffix(shard: tuple[int, int] | None) -> str:

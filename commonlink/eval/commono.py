@@ -13,19 +13,25 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from commonlink import __version__
 from commonlink.errors import InputError
-from commonlink.eval.backends import GenerationRequest, GenerationSettings, LazyBackend
+from commonlink.eval.backends import GenerationRequest, GenerationSettings
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.imaging import concat_side_by_side
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report import render_markdown_table
-from commonlink.eval.runner import run_over_split
+from commonlink.eval.results import (
+    lmms_eval_metrics,
+    results_header,
+    timing,
+    write_lmms_eval_files,
+)
+from commonlink.eval.runner import open_backends, run_over_split
 from commonlink.eval.similarity import make_embedder, object_similarity_analysis
 from commonlink.fileio import (
     atomic_write_json,
@@ -39,10 +45,9 @@ from commonlink.formats.common_o import (
     QUESTION_TEMPLATE_ID,
     common_o_question,
 )
-from commonlink.formats.meta import utc_now
 from commonlink.loaders.common_o import open_common_o
 
-__all__ = ["evaluate_common_o", "common_o_request", "score_predictions", "render_markdown_table", "default_out_dir"]
+__all__ = ["common_o_request", "default_out_dir", "evaluate_common_o", "render_markdown_table", "score_predictions"]
 
 
 def common_o_request(example, *, concat: bool = False) -> GenerationRequest:
@@ -111,6 +116,26 @@ def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | N
     return indices[:limit] if limit is not None else indices
 
 
+#: lmms-eval task names of the two published splits (other splits: common_o_SPLIT).
+LMMS_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
+
+
+def common_o_run_key(dataset, split: str, info, settings: GenerationSettings, concat_images: bool) -> str:
+    """The cache key of a run: everything that can change an answer (see :mod:`commonlink.eval.cache`)."""
+    return run_key(
+        task="common_o",
+        dataset=dataset.fingerprint,
+        split=split,
+        model=info.fingerprint,
+        backend=info.backend,
+        prompt=CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT,
+        concat_images=concat_images,
+        settings=settings.to_dict(),
+        # only when set, so runs with default options keep the keys (and caches) they had
+        **({"backend_options": info.output_options} if info.output_options else {}),
+    )
+
+
 def evaluate_common_o(
     data: str | os.PathLike,
     split: str = "main",
@@ -136,8 +161,9 @@ def evaluate_common_o(
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
 
     ``data`` is a Hub id (``facebook/Common-O``), a release folder or a parquet file. ``model`` ``random`` /
-    ``none`` runs a weight-free baseline. ``backend_instance`` reuses an already loaded backend (several
-    splits in one process). Rerunning with the same arguments continues from the prediction cache.
+    ``none`` runs a weight-free baseline. ``backend_options`` go to the backend (see
+    :func:`commonlink.eval.backends.load_backend`); ``backend_instance`` reuses an already loaded backend
+    (several splits in one process). Rerunning with the same arguments continues from the prediction cache.
     ``similarity=True`` (or a ``similarity_model``) adds the object-similarity analysis.
 
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
@@ -147,29 +173,12 @@ def evaluate_common_o(
 
     settings = settings or GenerationSettings(seed=seed)
     dataset = open_common_o(data, split, revision=revision)
-    embedder = None
-    if similarity or similarity_model:  # load it now: a wrong path must fail before hours of generation
-
-        embedder = make_embedder(similarity_model)
+    # load the embedder now: a wrong path must fail before hours of generation
+    embedder = make_embedder(similarity_model) if similarity or similarity_model else None
     indices = row_indices(len(dataset), limit, rows, shard)
-    own_backend = backend_instance is None
-    model_backend = backend_instance or LazyBackend(backend, model, **(backend_options or {}))
-    try:
-        info = model_backend.info
-        template = CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT
-        run = run_key(
-            task="common_o",
-            dataset=dataset.fingerprint,
-            split=split,
-            model=info.fingerprint,
-            backend=info.backend,
-            prompt=template,
-            concat_images=concat_images,
-            settings=settings.to_dict(),
-            # only when set, so runs with default options keep the keys (and caches) they had
-            **({"backend_options": info.output_options} if info.output_options else {}),
-        )
-        cache = open_run_cache(out_dir, run, shard)
+    instances = [backend_instance] if backend_instance is not None else None
+    with open_backends(instances, backend, [model], backend_options, images_per_request=1 if concat_images else 2) as (model_backend,):
+        run = common_o_run_key(dataset, split, model_backend.info, settings, concat_images)
         outcome = run_over_split(
             dataset,
             indices,
@@ -177,36 +186,23 @@ def evaluate_common_o(
             finish=score_output,
             backend=model_backend,
             settings=settings,
-            cache=cache,
+            cache=open_run_cache(out_dir, run, shard),
             run=run,
-            batch_size=batch_size or info.default_batch_size,
+            batch_size=batch_size or model_backend.info.default_batch_size,
             total=len(indices),
             description=f"Common-O {split}",
             show_progress=show_progress,
         )
         generate_s = model_backend.generate_seconds
         info = model_backend.info  # a lazy backend knows its dtype/device once loaded
-    finally:
-        if own_backend:
-            model_backend.close()
-    records = outcome.records
-    results = {
-        "task": "common_o",
-        "toolkit_version": __version__,
-        "created": utc_now(),
-        "model": info.model,
-        "backend": info.backend,
-        "model_fingerprint": info.fingerprint,
-        "backend_details": info.details,
-        "batch_invariant": info.batch_invariant,
+    results = results_header("common_o", [info], settings, seed=seed, n_boot=n_boot)
+    template = CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT
+    results.update({
         "shard": list(shard) if shard else None,
         "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images},
-        "generation": settings.to_dict(),
         "batch_size": batch_size or info.default_batch_size,
         "final_batch_size": outcome.final_batch_size,
         "oom_events": outcome.oom_events,
-        "seed": seed,
-        "bootstrap_resamples": n_boot,
         "dataset": {
             "source": dataset.source_name,
             "split": split,
@@ -214,34 +210,47 @@ def evaluate_common_o(
             "fingerprint": dataset.fingerprint,
             "rows_in_split": len(dataset),
             "rows_requested": len(indices),
-            "rows_scored": len(records),
+            "rows_scored": len(outcome.records),
         },
-        "metrics": common_o_metrics(records, seed=seed, n_boot=n_boot),
+        "metrics": common_o_metrics(outcome.records, seed=seed, n_boot=n_boot),
         "skipped": len(outcome.skipped),
         "skipped_rows": outcome.skipped,
-        "timing": {
-            "wall_s": round(outcome.wall_s, 4),
-            "generate_s": round(generate_s, 4),
-            "from_cache": outcome.cached,
-            "generated": outcome.generated,
-            "examples_per_s": round(len(records) / outcome.wall_s, 3) if outcome.wall_s > 0 else None,
-        },
+        "timing": timing(outcome.wall_s, generate_s, from_cache=outcome.cached, generated=outcome.generated, scored=len(outcome.records)),
         "run_key": run,
-    }
+    })
     if embedder is not None:
-
-        results["object_similarity"] = object_similarity_analysis(records, embedder=embedder)
+        results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=embedder)
     if out_dir is not None:
-        write_outputs(Path(out_dir), results, records, suffix=shard_suffix(shard))
+        write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
     return results
 
 
-def write_outputs(out_dir: Path, results: dict, records: Iterable[dict], *, suffix: str = "") -> None:
-    """``predictions{suffix}.jsonl``, ``results{suffix}.json`` and ``results{suffix}.md``, each written atomically."""
+def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False) -> Iterator[dict]:
+    """Our predictions as lmms-eval per-sample entries (doc_id = row index, filtered = the parsed letters)."""
+    for r in records:
+        yield {
+            "doc_id": r["row_index"],
+            "doc": {k: r[k] for k in _FACT_FIELDS if k in r},
+            "target": ", ".join(r["ground_truth_letters"]),
+            "prompt": common_o_question(r["choices"], concat=concat),
+            "response": r["raw_output"],
+            "filtered": ", ".join(r["parsed_letters"] or []),
+            "scores": {"acc": float(r["correct"]), "hallucination_rate": r["hallucinated"] / max(1, r["num_choices"])},
+        }
+
+
+def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "") -> None:
+    """``predictions{suffix}.jsonl``, ``results{suffix}.json`` and ``results{suffix}.md``, each written atomically,
+    and the same run in lmms-eval's convention under ``lmms_eval/`` (see :mod:`commonlink.eval.results`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(out_dir / f"predictions{suffix}.jsonl", records)
     atomic_write_json(out_dir / f"results{suffix}.json", results)
     atomic_write_text(out_dir / f"results{suffix}.md", render_markdown_table(results, breakdowns=True) + "\n")
+    if results.get("task") == "common_o":
+        split = results.get("dataset", {}).get("split", "main")
+        overall = results["metrics"]["overall"]
+        metrics = lmms_eval_metrics(overall, {"acc": "accuracy", "hallucination_rate": "hallucination_rate", "parse_failure_rate": "parse_failure_rate"})
+        write_lmms_eval_files(out_dir, LMMS_TASKS.get(split, f"common_o_{split}"), results, metrics, lmms_eval_samples(records, concat=bool(results.get("prompt", {}).get("concat_images"))), suffix=suffix)
 
 
 _FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",

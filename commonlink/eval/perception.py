@@ -14,18 +14,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import NotEnoughDataError
-from commonlink.eval.backends import GenerationRequest, GenerationSettings, LazyBackend
+from commonlink.eval.backends import GenerationRequest, GenerationSettings
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.commono import row_indices, write_outputs
 from commonlink.eval.metrics import N_BOOTSTRAP, perception_metrics
 from commonlink.eval.parsing import parse_yes_no
-from commonlink.eval.runner import run_over_split
+from commonlink.eval.results import results_header, timing
+from commonlink.eval.runner import open_backends, run_over_split
 from commonlink.formats.common_o import PERCEPTION_PROMPT
-from commonlink.formats.meta import utc_now
 from commonlink.loaders.common_o import open_common_o
 from commonlink.seeding import rng_for
 
@@ -88,9 +87,8 @@ def evaluate_perception(
     settings = settings or GenerationSettings(seed=seed, max_new_tokens=64)
     dataset = open_common_o(data, split, revision=revision)
     indices = row_indices(len(dataset), limit, rows, shard)
-    own_backend = backend_instance is None
-    model_backend = backend_instance or LazyBackend(backend, model, **(backend_options or {}))
-    try:
+    instances = [backend_instance] if backend_instance is not None else None
+    with open_backends(instances, backend, [model], backend_options, images_per_request=1) as (model_backend,):
         info = model_backend.info
         run = run_key(task="perception", dataset=dataset.fingerprint, split=split, model=info.fingerprint, backend=info.backend,
                       prompt=PERCEPTION_PROMPT, sampling_seed=seed, settings=settings.to_dict(),
@@ -105,24 +103,17 @@ def evaluate_perception(
         )
         generate_s = model_backend.generate_seconds
         info = model_backend.info  # a lazy backend knows its dtype/device once loaded
-    finally:
-        if own_backend:
-            model_backend.close()
-    results = {
-        "task": "perception",
-        "toolkit_version": __version__,
-        "created": utc_now(),
-        "model": info.model, "backend": info.backend, "model_fingerprint": info.fingerprint, "backend_details": info.details,
+    results = results_header("perception", [info], settings, seed=seed, n_boot=n_boot)
+    results.update({
         "prompt": {"template": PERCEPTION_PROMPT},
-        "generation": settings.to_dict(),
-        "seed": seed, "bootstrap_resamples": n_boot, "shard": list(shard) if shard else None,
+        "shard": list(shard) if shard else None,
         "dataset": {"source": dataset.source_name, "split": split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,
                     "rows_in_split": len(dataset), "rows_requested": len(indices), "questions_scored": len(outcome.records)},
         "metrics": perception_metrics(outcome.records, seed=seed, n_boot=n_boot),
         "skipped": len(outcome.skipped), "skipped_rows": outcome.skipped,
-        "timing": {"wall_s": round(outcome.wall_s, 4), "generate_s": round(generate_s, 4), "from_cache": outcome.cached, "generated": outcome.generated},
+        "timing": timing(outcome.wall_s, generate_s, from_cache=outcome.cached, generated=outcome.generated),
         "run_key": run,
-    }
+    })
     if out_dir is not None:
         write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
     return results

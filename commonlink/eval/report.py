@@ -114,3 +114,33 @@ def leaderboard(runs: Sequence[dict]) -> list[dict]:
         return (-(overall.get("accuracy") or 0.0), overall.get("hallucination_rate") or 0.0)
 
     return sorted(runs, key=key)
+
+
+def render_association_table(results: dict) -> str:
+    """Markdown table of per-concept metrics (chains: max | mean steps; others: success ratios)."""
+    metrics = results["metrics"]
+    title = f"{results['task']} — {', '.join(results['models'])} ({results['backend']}, memory {results['association']['memory']})"
+    lines = [f"### {title}", ""]
+    per = metrics["per_concept"]
+    if results["task"].endswith(("synchronous", "asynchronous")):
+        lines += ["| concept | chains | max | mean ± SE | deduction |", "|---|---|---|---|---|"]
+        for name, v in per.items():
+            ded = "-" if v["deduction_success_ratio"] is None else f"{v['deduction_success_ratio']:.3f}"
+            mean = "-" if v["mean_steps"] is None else f"{v['mean_steps']:.2f} ± {v['mean_steps_se']:.2f}"
+            lines.append(f"| {name} | {v['chains']} | {'-' if v['max_steps'] is None else v['max_steps']} | {mean} | {ded} |")
+        s = metrics["summary"]
+        if s["avg_max_steps"] is not None:
+            lines.append(f"| **average** | {s['chains']} | {s['avg_max_steps']:.2f} | {s['avg_mean_steps']:.2f} | |")
+    else:
+        fields = [k for k in next(iter(per.values()), {}) if k.endswith("success_ratio")]
+        lines += ["| concept | n | " + " | ".join(fields) + " |", "|---|---|" + "---|" * len(fields)]
+        for name, v in per.items():
+            lines.append(f"| {name} | {v['n']} | " + " | ".join(f"{v[f]:.3f} ± {v[f + '_se']:.3f}" for f in fields) + " |")
+        s = metrics["summary"]
+        lines.append("| **average** | " + str(s["n"]) + " | " + " | ".join(f"{s['avg_' + f]:.3f}" for f in fields) + " |")
+    req = results["requests"]
+    lines += ["", f"Model requests: {req['total']} for {req['scored_steps']} scored steps ({req['per_scored_step']} a step)."]
+    failed = metrics["summary"].get("failed_chains") or metrics["summary"].get("failed") or 0
+    if failed:
+        lines.append(f"**{failed} task(s) got no answer from the backend and are left out of the metrics; rerun to retry them.**")
+    return "\n".join(lines) + "\n"

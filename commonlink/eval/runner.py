@@ -14,19 +14,18 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from commonlink.errors import CommonlinkError, SchemaError
+from commonlink.eval.backends import IMAGES_PER_REQUEST, LazyBackend
 from commonlink.eval.backends.base import (
     Backend,
-    BatchState,
     GenerationRequest,
     GenerationSettings,
     RequestFailure,
-    generate_resilient,
 )
-from commonlink.eval.cache import PredictionCache, row_key
+from commonlink.eval.cache import CachedGenerator, PredictionCache
 from commonlink.eval.imaging import cap_pixels
 from commonlink.progress import make_progress
 
@@ -135,70 +134,71 @@ def run_over_split(
     description: str = "eval",
     show_progress: bool = True,
 ) -> RunOutcome:
+    """Answer every request of the rows ``indices`` through the cache (:class:`CachedGenerator`), score each
+    answer with ``finish`` and return the records in row order, with skipped rows and counts."""
     start = time.perf_counter()
     outcome = RunOutcome()
-    state = BatchState(batch_size=max(1, batch_size))
+    generator = CachedGenerator(backend, cache, settings, run, batch_size)
     done: list[tuple[int, int, dict]] = []  # (row, position within row, record) - sorted at the end
-    pending: list[tuple[int, int, str, GenerationRequest, dict]] = []  # (row, pos, key, request, meta)
+    pending: list[tuple[int, int, GenerationRequest, dict]] = []  # (row, pos, request, meta)
 
     def flush(progress, task) -> None:
         if not pending:
             return
-        outputs = generate_resilient(backend, [p[3] for p in pending], settings, state)
-        fresh = []
-        for (row, pos, key, request, meta), output in zip(pending, outputs):
+        outputs = generator.answer([p[2] for p in pending])
+        for (row, pos, request, meta), output in zip(pending, outputs):
             if isinstance(output, RequestFailure):
                 outcome.skipped.append({"row": row, "id": request.id, "reason": output.reason})
                 log.warning("row %d (%s) skipped: %s", row, request.id, output.reason)
                 continue
-            fresh.append((key, request.id, output))
             done.append((row, pos, finish(meta, output)))
-            outcome.generated += 1
-        cache.add(fresh)
-        finished_rows = {p[0] for p in pending}
+        progress.advance(task, len({p[0] for p in pending}))
         pending.clear()
-        progress.advance(task, len(finished_rows))
 
     rows_read = 0
     cap = settings.max_pixels if backend.info.uses_images else 0
-    rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * state.batch_size + 2,
+    rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * generator.state.batch_size + 2,
                          # An empty cache (a fresh run) has nothing to skip: don't read rows twice.
-                         is_cached=(lambda request_id: row_key(run, request_id) in cache) if len(cache) else None)
+                         is_cached=generator.is_cached if len(cache) else None)
     with make_progress("rows", disable=not show_progress) as progress, contextlib.closing(rows):
         task = progress.add_task(description, total=total)
         for i, items, exc in rows:
+            rows_read += 1
             if exc is not None:
                 reason = getattr(exc, "problem", None) or f"{type(exc).__name__}: {exc}"
                 outcome.skipped.append({"row": i, "id": None, "reason": reason})
                 log.warning("row %d skipped: %s", i, reason)
                 progress.advance(task)
-                rows_read += 1
                 if rows_read == len(outcome.skipped) == SYSTEMIC_FAILURES:
                     raise SchemaError(
                         f"The first {SYSTEMIC_FAILURES} rows all failed; the first: {outcome.skipped[0]['reason']}",
                         "This is a problem with the dataset as a whole (wrong schema or source), not with single rows.",
                     ) from exc
                 continue
-            rows_read += 1
-            uncached = 0
-            for pos, (request, meta) in enumerate(items):
-                key = row_key(run, request.id)
-                hit = cache.get(key)
-                if hit is not None:
-                    done.append((i, pos, finish(meta, hit)))
-                    outcome.cached += 1
-                else:
-                    pending.append((i, pos, key, request, meta))
-                    uncached += 1
-            if not uncached:
-                progress.advance(task)
-            if len(pending) >= state.batch_size:
-                flush(progress, task)
+            pending.extend((i, pos, request, meta) for pos, (request, meta) in enumerate(items))
+            if len(pending) >= generator.state.batch_size or all(generator.is_cached(p[2].id) for p in pending):
+                flush(progress, task)  # a batch is full, or everything waiting is answered already
         flush(progress, task)
     done.sort(key=lambda item: (item[0], item[1]))
     outcome.records = [record for _, _, record in done]
     outcome.skipped.sort(key=lambda s: s["row"])
     outcome.wall_s = time.perf_counter() - start
-    outcome.oom_events = state.oom_events
-    outcome.final_batch_size = state.batch_size
+    outcome.cached, outcome.generated = generator.cached, generator.generated
+    outcome.oom_events = generator.state.oom_events
+    outcome.final_batch_size = generator.state.batch_size
     return outcome
+
+
+@contextlib.contextmanager
+def open_backends(instances: Sequence[Backend] | None, backend: str, models: Sequence[str], options: dict | None, *, images_per_request: int):
+    """The backends of a run: ``instances`` as given (the caller closes them), or one :class:`LazyBackend` per
+    model, told the task's image count (vLLM's ``limit_mm_per_prompt``) and closed at the end."""
+    if instances is not None:
+        yield list(instances)
+        return
+    backends = [LazyBackend(backend, m, **{IMAGES_PER_REQUEST: images_per_request, **(options or {})}) for m in models]
+    try:
+        yield backends
+    finally:
+        for b in backends:
+            b.close()

@@ -128,8 +128,15 @@ def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
     """
     import torch
     from tokenizers import Tokenizer
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor, PreTrainedTokenizerFast
-    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3Processor,
+        PreTrainedTokenizerFast,
+    )
+    from transformers.models.gemma3.image_processing_pil_gemma3 import (
+        Gemma3ImageProcessorPil,
+    )
 
     out_dir = Path(out_dir)
     specials = ["<pad>", "<s>", "</s>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"]

@@ -47,9 +47,9 @@ def _check_key_variable(api_key_env: str) -> None:
     """``api_key_env`` must be a variable *name*: a pasted key would otherwise be written to results.json."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env or ""):
         raise InputError(
-            "--api-key-env must name an environment variable (letters, digits, _), and the value given is not such a name "
+            "api_key_env must name an environment variable (letters, digits, _), and the value given is not such a name "
             "(not shown: it may be the key itself).",
-            "Put the key in a variable (export OPENAI_API_KEY=...) and pass its name: --api-key-env OPENAI_API_KEY.",
+            "Put the key in a variable (export OPENAI_API_KEY=...) and pass its name: --backend-arg api_key_env=OPENAI_API_KEY.",
         )
 
 

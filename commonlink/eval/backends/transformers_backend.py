@@ -66,7 +66,7 @@ def choose_dtype_and_device(dtype: str = "auto", device: str = "auto"):
         names = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "half": "float16", "float": "float32"}
         torch_dtype = getattr(torch, names.get(dtype, dtype), None)
         if not isinstance(torch_dtype, torch.dtype):
-            raise InputError(f"--dtype {dtype!r} is not a torch dtype.", "Use auto, bfloat16, float16 or float32.")
+            raise InputError(f"--backend-arg dtype={dtype!r} is not a torch dtype.", "Use auto, bfloat16, float16 or float32.")
     return torch_dtype, device
 
 
