@@ -120,6 +120,39 @@ def build_tiny_idefics3(out_dir: str | Path, *, seed: int = 0) -> Path:
     return out_dir
 
 
+REMOTE_CONFIG_CODE = """from transformers import LlavaConfig
+
+
+class TinyRemoteConfig(LlavaConfig):
+    model_type = "tiny_remote_vlm"
+"""
+
+REMOTE_MODEL_CODE = """from transformers import LlavaForConditionalGeneration
+
+from .configuration_tiny_remote import TinyRemoteConfig
+
+
+class TinyRemoteForCausalLM(LlavaForConditionalGeneration):
+    config_class = TinyRemoteConfig
+"""
+
+
+def build_remote_code_vlm(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny model that ships its own code (``auto_map`` in config.json, as MiniCPM-V, mPLUG-Owl3 or Molmo do),
+    registered only for ``AutoModelForCausalLM``: transformers loads it only with ``trust_remote_code=True``.
+
+    The code is a thin subclass of LLaVA (so it runs offline); what matters is the loading path it exercises.
+    """
+    out_dir = build_tiny_llava(out_dir, seed=seed)
+    (out_dir / "configuration_tiny_remote.py").write_text(REMOTE_CONFIG_CODE, encoding="utf-8")
+    (out_dir / "modeling_tiny_remote.py").write_text(REMOTE_MODEL_CODE, encoding="utf-8")
+    config = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))
+    config.update(model_type="tiny_remote_vlm", architectures=["TinyRemoteForCausalLM"],
+                  auto_map={"AutoConfig": "configuration_tiny_remote.TinyRemoteConfig", "AutoModelForCausalLM": "modeling_tiny_remote.TinyRemoteForCausalLM"})
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return out_dir
+
+
 def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
     """Save a tiny random Gemma 3 (SigLIP vision tower, average-pooled soft tokens, Gemma 3 text model) to ``out_dir``.
 

@@ -149,14 +149,13 @@ class LLM:
                  hf_token=None, hf_overrides=None, mm_processor_kwargs=None, pooler_config=None, structured_outputs_config=None,
                  profiler_config=None, attention_config=None, kv_cache_memory_bytes=None, compilation_config=None, quantization_config=None,
                  logits_processors=None, spec_method=None, spec_model=None, spec_tokens=None, **kwargs):
+        arguments = {k: v for k, v in locals().items() if k not in ("self", "kwargs")}  # every argument, as vLLM got it
         engine_fields = set(RECORDED["EngineArgs"])
         for key in kwargs:
             if key not in engine_fields:
                 raise TypeError(f"EngineArgs.__init__() got an unexpected keyword argument '{key}'")
         self.model = model
-        self.init_kwargs = dict(kwargs, model=model, trust_remote_code=trust_remote_code, tensor_parallel_size=tensor_parallel_size,
-                                dtype=dtype, revision=revision, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
-                                mm_processor_kwargs=mm_processor_kwargs)
+        self.init_kwargs = {**arguments, **kwargs}
         self.limit_mm_per_prompt = dict(kwargs.get("limit_mm_per_prompt") or {})
         self.calls: list[_Call] = []
         INSTANCES.append(self)

@@ -1,0 +1,148 @@
+"""The vllm backend against ``commonlink.testing.vllm_double``, a stand-in whose API is checked here against the
+one recorded from the real vLLM wheel (no GPU and no vLLM install are possible in this test environment)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from commonlink.cli import app
+from commonlink.errors import InputError
+from commonlink.eval.association import evaluate_association
+from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
+from commonlink.eval.commono import evaluate_common_o
+from commonlink.eval.perception import evaluate_perception
+from commonlink.formats.association import LabelledImage
+from commonlink.sampling.chains import ChainConfig, build_chain_files
+from commonlink.testing import vllm_double
+from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = json.loads((ROOT / "commonlink" / "testing" / "data" / "vllm_api.json").read_text())
+FAST = {"n_boot": 20, "show_progress": False}
+
+
+def _recorder():
+    spec = importlib.util.spec_from_file_location("record_vllm_api", ROOT / "scripts" / "record_vllm_api.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def fake_vllm(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "vllm", vllm_double)
+    monkeypatch.setattr(vllm_double, "INSTANCES", [])
+    monkeypatch.setattr(vllm_double, "responder", vllm_double.default_responder)
+    monkeypatch.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path / "home")
+    return vllm_double
+
+
+def test_the_double_has_the_recorded_signatures_of_the_real_vllm():
+    """Same parameter names, kinds and default values (as source text) as vLLM's own LLM/SamplingParams."""
+    record = _recorder()
+    tree = ast.parse(inspect.getsource(vllm_double))
+    llm = record._class(tree, "LLM")
+    for name in ("__init__", "chat", "generate"):
+        assert record._params(record._method(llm, name)) == RECORDED[f"LLM.{name}"], name
+    fields = [{"name": n.target.id, "default": ast.unparse(n.value)} for n in record._class(tree, "SamplingParams").body
+              if isinstance(n, ast.AnnAssign) and not n.target.id.startswith("_")]
+    assert fields == RECORDED["SamplingParams"]
+    assert RECORDED["vllm_version"] == vllm_double.__version__ and "image_pil" in RECORDED["chat_content_part_types"]
+    assert "limit_mm_per_prompt" in RECORDED["EngineArgs"] and "data_parallel_size" in RECORDED["EngineArgs"]
+
+
+def test_the_double_refuses_what_vllm_refuses():
+    llm = vllm_double.LLM("m", limit_mm_per_prompt={"image": 2})
+    three = [{"role": "user", "content": [{"type": "image_pil", "image_pil": Image.new("RGB", (4, 4))}] * 3 + [{"type": "text", "text": "?"}]}]
+    with pytest.raises(vllm_double.VLLMValidationError, match=r"^At most 2 image\(s\) may be provided in one prompt\."):
+        llm.chat([three])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_engine_arg'"):
+        vllm_double.LLM("m", no_such_engine_arg=1)
+    with pytest.raises(TypeError, match="Unexpected keyword argument 'beams'"):
+        vllm_double.SamplingParams(beams=2)
+    assert len(vllm_double.LLM("m").chat([three])) == 1  # no limit given: vLLM allows 999 per modality
+
+
+@pytest.fixture()
+def common_o_data(tmp_path):
+    return write_common_o_split(tmp_path / "data", common_o_rows(4, seed=2))
+
+
+def test_common_o_and_perception_size_the_image_limit_from_the_task(common_o_data, tmp_path, fake_vllm):
+    results = evaluate_common_o(common_o_data, "main", "org/vlm", "vllm", tmp_path / "pairs",
+                                backend_options={"tensor_parallel_size": 2, "max_model_len": 4096, "enforce_eager": True}, **FAST)
+    llm = fake_vllm.INSTANCES[-1]
+    assert llm.init_kwargs["limit_mm_per_prompt"] == {"image": 2} and llm.init_kwargs["tensor_parallel_size"] == 2
+    assert llm.init_kwargs["enforce_eager"] is True and llm.init_kwargs["max_model_len"] == 4096
+    parts = llm.calls[0].conversations[0][0]["content"]
+    assert [p["type"] for p in parts] == ["image_pil", "image_pil", "text"] and parts[0]["image_pil"].size == (64, 48)
+    params = llm.calls[0].sampling_params
+    assert (params.temperature, params.top_p, params.max_tokens, params.seed) == (0.0, 1.0, 1024, 0)
+    assert results["dataset"]["rows_scored"] == 4 and results["backend_details"]["limit_mm_per_prompt"] == {"image": 2}
+    assert results["backend_details"]["tokens"]["prompt_tokens"] == 4 * 7
+
+    evaluate_common_o(common_o_data, "main", "org/vlm", "vllm", tmp_path / "concat", concat_images=True, **FAST)
+    assert fake_vllm.INSTANCES[-1].init_kwargs["limit_mm_per_prompt"] == {"image": 1}
+    evaluate_perception(common_o_data, "main", "org/vlm", "vllm", tmp_path / "perception", **FAST)
+    assert fake_vllm.INSTANCES[-1].init_kwargs["limit_mm_per_prompt"] == {"image": 1}
+
+
+def test_system_prompt_gen_args_and_processor_options_reach_vllm(common_o_data, tmp_path, fake_vllm):
+    settings = GenerationSettings(max_new_tokens=8, system_prompt="Answer tersely.", extra={"top_k": 20, "repetition_penalty": 1.05})
+    evaluate_common_o(common_o_data, "main", "org/vlm", "vllm", tmp_path / "a", settings=settings, limit=1,
+                      backend_options={"processor": {"max_pixels": 3136}}, **FAST)
+    llm = fake_vllm.INSTANCES[-1]
+    conversation = llm.calls[0].conversations[0]
+    assert conversation[0] == {"role": "system", "content": "Answer tersely."} and conversation[1]["role"] == "user"
+    assert llm.calls[0].sampling_params.top_k == 20 and llm.calls[0].sampling_params.repetition_penalty == 1.05
+    assert llm.init_kwargs["mm_processor_kwargs"] == {"max_pixels": 3136}
+    with pytest.raises(InputError, match="SamplingParams refused a --gen-arg"):
+        load_backend("vllm", "org/vlm").generate([GenerationRequest("r", [], "hi")], GenerationSettings(extra={"beams": 2}))
+
+
+def _chain_data(root: Path) -> Path:
+    rng = np.random.default_rng(0)
+    (root / "imgs").mkdir(parents=True)
+    concepts = ["metal", "furry", "ripe", "painted"]
+    images = []
+    for i in range(60):
+        labels = [str(c) for c in rng.choice(concepts, size=int(rng.integers(1, 3)), replace=False)] + [f"thing{i % 7}"]
+        path = root / "imgs" / f"img{i:03d}.png"
+        Image.new("RGB", (24, 24), tuple(int(v) for v in rng.integers(0, 255, 3))).save(path)
+        images.append(LabelledImage(id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}))
+    cfg = ChainConfig(seed=3, concepts=concepts, pairs=[["metal", "furry"]], chains_per_concept=2, max_steps=8, warmup=3,
+                      single_step_per_concept=3, deductions_per_concept=3, min_pool=3, memory_size=3)
+    build_chain_files(images, root / "chains", cfg, progress=False)
+    return root / "chains"
+
+
+def test_eval_association_backend_vllm_sends_three_images_vllm_accepts(tmp_path, fake_vllm):
+    """The bug this fixes: a hard-coded limit of 2 made vLLM refuse every association selection (3 images)."""
+    data = _chain_data(tmp_path)
+    fake_vllm.responder = lambda conversation, params: "Image1" if "Image1" in json.dumps(conversation[-1]["content"][-1]) else "metal"
+    result = CliRunner().invoke(app, ["eval", "association", "--data", str(data), "--config", "single_step", "--model", "org/vlm",
+                                      "--backend", "vllm", "--backend-arg", "gpu_memory_utilization=0.5", "--out", str(tmp_path / "out"),
+                                      "--quiet", "--bootstrap", "20"])
+    assert result.exit_code == 0, result.output
+    llm = fake_vllm.INSTANCES[-1]
+    assert llm.init_kwargs["limit_mm_per_prompt"] == {"image": 3} and llm.init_kwargs["gpu_memory_utilization"] == 0.5
+    selections = [c for call in llm.calls for c in call.conversations if sum(p["type"] == "image_pil" for p in c[-1]["content"]) == 3]
+    assert selections, "no 3-image selection request was sent"
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["requests"]["failed"] == 0 and saved["metrics"]["summary"]["n"] == 12
+
+    # with the old limit (2) forced by the user, vLLM would refuse each selection: they are reported as failed, not sent
+    out = evaluate_association(data, "single_step", ["org/vlm"], "vllm", tmp_path / "limited", backend_options={"limit_mm_per_prompt": {"image": 2}},
+                               n_boot=20, show_progress=False)
+    assert out["requests"]["failed"] == 12 and out["metrics"]["summary"]["failed"] == 12
+    assert all(len([p for p in c[-1]["content"] if p["type"] == "image_pil"]) <= 2 for call in fake_vllm.INSTANCES[-1].calls for c in call.conversations)
