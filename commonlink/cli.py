@@ -25,9 +25,11 @@ app = typer.Typer(
 release_app = typer.Typer(help="Build release folders (parquet shards + dataset card) and publish versions to the Hub.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Inspect and combine image catalogs.", no_args_is_help=True)
 eval_app = typer.Typer(help="Score models on Common-O and association splits; compare runs.", no_args_is_help=True)
+export_app = typer.Typer(help="Task files for other evaluation harnesses (lmms-eval, VLMEvalKit).", no_args_is_help=True)
 app.add_typer(release_app, name="release")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(eval_app, name="eval")
+app.add_typer(export_app, name="export")
 
 
 def _version_callback(value: bool) -> None:
@@ -50,6 +52,7 @@ from commonlink.commands import catalog as _catalog_cmds  # noqa: E402
 from commonlink.commands import chains as _chains_cmds  # noqa: E402
 from commonlink.commands import demo as _demo_cmds  # noqa: E402
 from commonlink.commands import eval as _eval_cmds  # noqa: E402
+from commonlink.commands import export as _export_cmds  # noqa: E402
 from commonlink.commands import hub as _hub_cmds  # noqa: E402
 from commonlink.commands import ingest as _ingest_cmds  # noqa: E402
 from commonlink.commands import pairs as _pairs_cmds  # noqa: E402
@@ -72,6 +75,8 @@ eval_app.command("perception")(_eval_cmds.perception)
 eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
 eval_app.command("association")(_association_eval_cmds.association)
+export_app.command("lmms-eval")(_export_cmds.lmms_eval)
+export_app.command("vlmevalkit")(_export_cmds.vlmevalkit)
 app.command("demo")(_demo_cmds.demo)
 
 

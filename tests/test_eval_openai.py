@@ -183,3 +183,102 @@ def test_switches_to_max_completion_tokens_when_the_server_asks(monkeypatch):
         out = backend.generate([GenerationRequest("r", [], "hi"), GenerationRequest("s", [], "ho")], GenerationSettings(max_new_tokens=7))
     assert out == ["Answer: A", "Answer: A"]
     assert all(b["max_completion_tokens"] == 7 and "max_tokens" not in b for b in server.bodies)
+
+
+class LatencyServer:
+    """A chat-completions server with injected latency (uniform in ``latency_s``) and failures: each request
+    whose number is in ``fail_first_try`` gets ``status`` once, then succeeds. Counts requests in flight."""
+
+    def __init__(self, *, latency_s=(0.05, 0.1), fail_every=0, status=503, seed=0, slow=None):
+        import random
+
+        self.rng = random.Random(seed)
+        self.latency_s = latency_s
+        self.fail_every = fail_every
+        self.status = status
+        self.slow = dict(slow or {})  #: prompt text -> latency of that request
+        self.seen = 0
+        self.finished: list[str] = []  #: prompt texts in the order their replies were sent
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.seen += 1
+                    n = server.seen
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    delay = server.slow.get(body["messages"][-1]["content"][-1]["text"]) or server.rng.uniform(*server.latency_s)
+                try:
+                    time.sleep(delay)
+                    with server.lock:
+                        server.finished.append(body["messages"][-1]["content"][-1]["text"])
+                    if server.fail_every and n % server.fail_every == 0:
+                        payload, status, headers = {"error": {"message": "overloaded"}}, server.status, {"retry-after-ms": "1"}
+                    else:
+                        text = body["messages"][-1]["content"][-1]["text"]
+                        payload = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": body["model"],
+                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "Answer: A"}, "finish_reason": "stop"}],
+                                   "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2, "total_tokens": len(text.split()) + 2}}
+                        status, headers = 200, {}
+                    data = json.dumps(payload).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_concurrent_requests_stay_bounded_retry_failures_and_count_tokens_and_cost(data_dir, tmp_path, monkeypatch):
+    """Latency and a 503 on every 5th request: all rows answered (the SDK retried), never more than --concurrency in
+    flight, token counts and the cost from the given prices in results.json."""
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.02, 0.06), fail_every=5) as server:
+        backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=4,
+                               price_input_per_mtok=2.0, price_output_per_mtok=8.0)
+        results = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=20, show_progress=False)
+        backend.close()
+    assert results["dataset"]["rows_scored"] == 6 and results["skipped"] == 0
+    assert 1 < server.max_in_flight <= 4
+    usage = results["backend_details"]["usage"]
+    assert backend.retries >= 1 and server.seen == 6 + backend.retries
+    assert usage["requests"] == 6 and usage["completion_tokens"] == 12 and usage["prompt_tokens"] > 0
+    assert usage["cost_usd"] == pytest.approx((usage["prompt_tokens"] * 2.0 + usage["completion_tokens"] * 8.0) / 1e6)
+
+
+def test_a_slow_request_holds_up_only_its_own_slot(monkeypatch):
+    """The pool is not a batch barrier: with 2 slots, one slow request (1.5 s) and eight fast ones (10 ms), the other
+    slot answers all eight fast ones while the slow one is still running (it finishes last)."""
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.01, 0.01), slow={"q0": 1.5}) as server:
+        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", concurrency=2)
+        out = backend.generate([GenerationRequest(f"r{i}", [], f"q{i}") for i in range(9)], GenerationSettings())
+        backend.close()
+    assert out == ["Answer: A"] * 9 and server.max_in_flight == 2
+    assert server.finished[-1] == "q0" and sorted(server.finished[:-1]) == [f"q{i}" for i in range(1, 9)]

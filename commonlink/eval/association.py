@@ -285,16 +285,22 @@ def chain_summary(run: _ChainRun) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ single step, deduction
+def single_step_selection(task, settings: AssociationSettings) -> GenerationRequest:
+    """The selection request of a single-step task: the task's fixed, correct memory in the prompt, then the
+    query and the two candidates (also what the lmms-eval and VLMEvalKit exports show the model)."""
+    memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=task.concept_kind)
+    names = [image_name(m, task.options) for m in task.memory]
+    # The fixed memory links consecutive memory examples through their shared concept.
+    links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
+    memory.seed_fixed(links)
+    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory)
+
+
 def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
     """Each task: a selection with the task's fixed correct memory, then a deduction on (query, positive)."""
     selection_requests, deduction_requests = [], []
     for task in tasks:
-        memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=task.concept_kind)
-        names = [image_name(m, task.options) for m in task.memory]
-        # The fixed memory links consecutive memory examples through their shared concept.
-        links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
-        memory.seed_fixed(links)
-        selection_requests.append(selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory))
+        selection_requests.append(single_step_selection(task, settings))
         deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options))
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]

@@ -381,6 +381,34 @@ def _int_or(value: Any, default: int) -> int:
 # ------------------------------------------------------------------------------------------------ opening data
 
 
+class _RowList:
+    """Rows already in memory (one row handed over by an evaluation harness)."""
+
+    def __init__(self, rows: list[dict]):
+        self._rows = rows
+        self.columns = list(rows[0]) if rows else []
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def row(self, i: int) -> dict:
+        return self._rows[i]
+
+    def iter_rows(self) -> Iterator[dict]:
+        return iter(self._rows)
+
+    def fingerprint(self) -> str:
+        return "rows"
+
+
+def example_from_row(row: dict, index: int = 0, *, split: str = "main", images: bool = True) -> CommonOExample:
+    """Decode one row of the published schema as given by ``datasets`` (what lmms-eval and VLMEvalKit hand their
+    task code): the same checks and decoding as :func:`open_common_o`. ``images=False`` for rows without pixels."""
+    if not images:  # harnesses drop the image columns from the rows they score
+        row = {"image_1": None, "image_2": None, **row}
+    return CommonOSplit(_RowList([row]), split=split, source_name="row", revision=None)._example(index, row, images=images)
+
+
 def open_common_o(path_or_repo_id: str | os.PathLike, split: str, revision: str | None = None) -> CommonOSplit:
     """Open one split of a local folder / parquet file, or of a Hub dataset repo (``owner/name``)."""
     path = Path(path_or_repo_id).expanduser()

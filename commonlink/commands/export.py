@@ -1,0 +1,32 @@
+"""``commonlink export lmms-eval|vlmevalkit``: thin CLI over :mod:`commonlink.eval.harness_export`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from commonlink.commands._common import console, reports_errors
+from commonlink.eval.harness_export import LMMS_TASK_DIR, export_lmms_eval, export_vlmevalkit
+
+OUT = typer.Argument(..., help="Folder to write the harness files to.")
+DATA = typer.Option("facebook/Common-O", "--data", help="Common-O Hub id or local release folder.")
+ASSOCIATION = typer.Option(None, "--association", help="Association release (or chain-files folder): adds the single-step task.")
+REVISION = typer.Option(None, "--revision", help="Hub revision of the data.")
+SPLITS = typer.Option(["main", "challenge"], "--split", help="Common-O splits to export (repeatable).")
+
+
+@reports_errors
+def lmms_eval(out: Path = OUT, data: str = DATA, association: str = ASSOCIATION, revision: str = REVISION, split: list[str] = SPLITS) -> None:
+    """lmms-eval tasks common_o, common_o_challenge (and association_single_step) scored with commonlink's parser and metrics."""
+    written = export_lmms_eval(out, data=data, association=association, revision=revision, splits=tuple(split))
+    console.print(f"Wrote {len(written)} files to {out / LMMS_TASK_DIR}. Run: lmms-eval --include_path {out / LMMS_TASK_DIR} "
+                  "--tasks common_o --model ... (commonlink must be installed in that environment).", highlight=False)
+
+
+@reports_errors
+def vlmevalkit(out: Path = OUT, data: str = DATA, association: str = ASSOCIATION, revision: str = REVISION, split: list[str] = SPLITS) -> None:
+    """VLMEvalKit TSV files and a dataset class (commonlink_vlmeval.py) scored with commonlink's parser and metrics."""
+    written = export_vlmevalkit(out, data=data, association=association, revision=revision, splits=tuple(split))
+    console.print(f"Wrote {', '.join(p.name for p in written)} to {out}. Copy the .tsv files to $LMUData and call "
+                  "commonlink_vlmeval.register() before vlmeval's build_dataset.", highlight=False)

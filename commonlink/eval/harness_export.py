@@ -1,0 +1,250 @@
+"""``commonlink export lmms-eval|vlmevalkit``: task files for the two harnesses VLM users already run.
+
+Both exports call :mod:`commonlink.eval.harnesses` (our prompts, parser and metrics), so commonlink must be
+installed in the harness's environment (``pip install commonlink``).
+
+lmms-eval: a task folder to pass as ``--include_path``: ``common_o`` and ``common_o_challenge`` (the two Common-O
+splits, from the Hub dataset or a local release turned into one parquet file per split) and, given an
+association release, ``association_single_step`` (each task's selection request, with its fixed memory
+already in the prompt, written as one row: images, prompt segments, answer, concept).
+
+VLMEvalKit: one TSV per dataset (``CommonO``, ``CommonO_Challenge``, ``CommonO_AssocSingleStep``) in its format
+(base64 images, ``index``, ``question``, ``answer``) to put in ``$LMUData``, and ``commonlink_vlmeval.py`` with
+the dataset class; ``import commonlink_vlmeval; commonlink_vlmeval.register()`` before ``build_dataset``.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+from commonlink import __version__
+from commonlink.errors import InputError
+from commonlink.eval.association import AssociationSettings, single_step_selection
+from commonlink.eval.association_prompts import ImageSlot
+from commonlink.eval.commono import common_o_request
+from commonlink.eval.harnesses import IMAGE_KEY
+from commonlink.fileio import atomic_write_text
+from commonlink.loaders.association import open_association
+from commonlink.loaders.common_o import open_common_o
+from commonlink.progress import make_progress
+
+LMMS_TASK_DIR = "commonlink_tasks"
+COMMON_O_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
+VLMEVAL_NAMES = {"main": "CommonO", "challenge": "CommonO_Challenge", "association": "CommonO_AssocSingleStep"}
+HEADER = f"# Written by `commonlink export` (commonlink {__version__}); needs commonlink installed where the harness runs.\n"
+
+LMMS_UTILS = HEADER + '''from commonlink.eval.harnesses import (  # noqa: F401 - referenced by the task YAML files
+    association_aggregate,
+    association_doc_to_messages,
+    association_doc_to_target,
+    association_doc_to_text,
+    association_doc_to_visual,
+    association_process_results,
+    common_o_doc_to_messages,
+    common_o_doc_to_target,
+    common_o_doc_to_text,
+    common_o_doc_to_visual,
+    common_o_process_results,
+)
+'''
+
+COMMON_O_TEMPLATE = """output_type: generate_until
+doc_to_visual: !function utils.common_o_doc_to_visual
+doc_to_text: !function utils.common_o_doc_to_text
+doc_to_messages: !function utils.common_o_doc_to_messages
+doc_to_target: !function utils.common_o_doc_to_target
+process_results: !function utils.common_o_process_results
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+  - metric: hallucination_rate
+    aggregation: mean
+    higher_is_better: false
+generation_kwargs:
+  max_new_tokens: 1024
+  temperature: 0
+  do_sample: false
+lmms_eval_specific_kwargs:
+  default:
+    pre_prompt: ""
+    post_prompt: ""
+"""
+
+ASSOCIATION_TASK = """task: association_single_step
+dataset_path: parquet
+dataset_kwargs:
+  data_files:
+    test: association_single_step.parquet
+test_split: test
+output_type: generate_until
+doc_to_visual: !function utils.association_doc_to_visual
+doc_to_text: !function utils.association_doc_to_text
+doc_to_messages: !function utils.association_doc_to_messages
+doc_to_target: !function utils.association_doc_to_target
+process_results: !function utils.association_process_results
+metric_list:
+  - metric: acc
+    aggregation: !function utils.association_aggregate
+    higher_is_better: true
+generation_kwargs:
+  max_new_tokens: 64
+  temperature: 0
+  do_sample: false
+metadata:
+  version: {version}
+  source: {source}
+"""
+
+VLMEVAL_MODULE = HEADER + '''"""Common-O and association single-step for VLMEvalKit: put the exported TSV files in $LMUData, then
+
+    import commonlink_vlmeval
+    commonlink_vlmeval.register()          # adds the class to vlmeval.dataset.DATASET_CLASSES
+    dataset = vlmeval.dataset.build_dataset("CommonO")
+"""
+
+from vlmeval.dataset.image_base import ImageBaseDataset
+from vlmeval.smp import load
+
+from commonlink.eval.harnesses import vlmeval_messages, vlmeval_score
+
+
+class CommonLinkDataset(ImageBaseDataset):
+    TYPE = "VQA"
+    MODALITY = "IMAGE"
+    DATASET_URL = {name: "" for name in %(names)r}  # local TSV files in $LMUData (load_data: NAME.tsv)
+    DATASET_MD5 = {}
+
+    def build_prompt(self, line):
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        return vlmeval_messages(line, self.dump_image(line))
+
+    def evaluate(self, eval_file, **judge_kwargs):
+        return vlmeval_score(load(eval_file))
+
+
+def register():
+    """Make vlmeval's build_dataset (and run.py's --data) know the datasets of this file."""
+    from vlmeval import dataset
+
+    if CommonLinkDataset not in dataset.DATASET_CLASSES:
+        dataset.DATASET_CLASSES.append(CommonLinkDataset)
+    return CommonLinkDataset
+'''
+
+
+def _png(image) -> bytes:
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _association_rows(association: str | os.PathLike, revision: str | None, show_progress: bool):
+    """One row per single-step task: the selection request our eval sends (memory in the prompt), as data."""
+    split = open_association(association, "single_step", revision=revision)
+    settings = AssociationSettings()
+    with make_progress("tasks", disable=not show_progress) as progress:
+        bar = progress.add_task("association single step", total=len(split))
+        for i in range(len(split)):
+            task = split.get(i)
+            request = single_step_selection(task, settings)
+            segments = [{IMAGE_KEY: s.index} if isinstance(s, ImageSlot) else s for s in request.prompt]
+            yield {"id": task.id, "concept": task.concept, "answer": int(task.answer), "segments": json.dumps(segments, ensure_ascii=False),
+                   "images": [_png(img) for img in request.images]}
+            progress.advance(bar)
+
+
+def _common_o_parquet(data, split: str, revision: str | None, path: Path) -> int:
+    import datasets
+
+    source = open_common_o(data, split, revision=revision)
+    rows = [source.raw_row(i) for i in range(len(source))]
+    table = datasets.Dataset.from_list(rows)
+    for column in ("image_1", "image_2"):
+        table = table.cast_column(column, datasets.Image())
+    table.to_parquet(str(path))
+    return len(rows)
+
+
+def export_lmms_eval(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
+                     revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True) -> list[Path]:
+    """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written."""
+    import datasets
+
+    folder = Path(out_dir) / LMMS_TASK_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / "utils.py", folder / "_common_o_template_yaml"]
+    atomic_write_text(written[0], LMMS_UTILS)
+    local = Path(data).exists()
+    if local:
+        data_files = {}
+        for split in splits:
+            _common_o_parquet(data, split, revision, folder / f"common_o_{split}.parquet")
+            data_files[split] = f"common_o_{split}.parquet"
+            written.append(folder / f"common_o_{split}.parquet")
+        source = "dataset_path: parquet\ndataset_kwargs:\n  data_files:\n" + "".join(f"    {s}: {f}\n" for s, f in data_files.items())
+    else:
+        source = f"dataset_path: {data}\n" + (f"dataset_kwargs:\n  revision: {revision}\n" if revision else "")
+    atomic_write_text(written[1], HEADER + source + COMMON_O_TEMPLATE + f"metadata:\n  version: {__version__}\n")
+    for split in splits:
+        task = COMMON_O_TASKS.get(split, f"common_o_{split}")
+        path = folder / f"{task}.yaml"
+        atomic_write_text(path, HEADER + f"task: {task}\ntest_split: {split}\ninclude: _common_o_template_yaml\n")
+        written.append(path)
+    if association is not None:
+        features = datasets.Features({"id": datasets.Value("string"), "concept": datasets.Value("string"), "answer": datasets.Value("int64"),
+                                      "segments": datasets.Value("string"), "images": datasets.Sequence(datasets.Image())})
+        rows = [dict(r, images=[{"bytes": b, "path": None} for b in r["images"]]) for r in _association_rows(association, revision, show_progress)]
+        if not rows:
+            raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
+        datasets.Dataset.from_list(rows, features=features).to_parquet(str(folder / "association_single_step.parquet"))
+        atomic_write_text(folder / "association_single_step.yaml", HEADER + ASSOCIATION_TASK.format(version=__version__, source=json.dumps(str(association))))
+        written += [folder / "association_single_step.parquet", folder / "association_single_step.yaml"]
+    return written
+
+
+def _write_tsv(path: Path, lines: list[dict]) -> None:
+    """A TSV as VLMEvalKit reads it (``pandas.read_csv(sep="\\t")``: a header line, minimal quoting)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(lines[0]) if lines else ["index"], delimiter="\t", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(lines)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
+                      revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True) -> list[Path]:
+    """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written, names = [], []
+    for split in splits:
+        source = open_common_o(data, split, revision=revision)
+        lines = []
+        for i in range(len(source)):
+            example, raw = source.get(i), source.raw_row(i)
+            lines.append({"index": i, "image": str([base64.b64encode(_png(img)).decode() for img in (example.image_1, example.image_2)]),
+                          "question": common_o_request(example).prompt, "answer": ", ".join(example.answer_letters),
+                          "choices": json.dumps(list(example.choices)), "ground_truth_objects": json.dumps(list(example.ground_truth)),
+                          "real_or_synthetic": raw.get("real_or_synthetic") or "", "id": example.id})
+        names.append(VLMEVAL_NAMES.get(split, f"CommonO_{split}"))
+        written.append(out / f"{names[-1]}.tsv")
+        _write_tsv(written[-1], lines)
+    if association is not None:
+        lines = []
+        for i, row in enumerate(_association_rows(association, revision, show_progress)):
+            text = "".join("" if isinstance(s, dict) else s for s in json.loads(row["segments"]))
+            lines.append({"index": i, "image": str([base64.b64encode(b).decode() for b in row["images"]]), "question": text,
+                          "segments": row["segments"], "answer": row["answer"], "concept": row["concept"], "id": row["id"]})
+        names.append(VLMEVAL_NAMES["association"])
+        written.append(out / f"{names[-1]}.tsv")
+        _write_tsv(written[-1], lines)
+    module = out / "commonlink_vlmeval.py"
+    atomic_write_text(module, VLMEVAL_MODULE % {"names": names})
+    return [*written, module]
