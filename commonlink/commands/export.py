@@ -7,7 +7,11 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import console, reports_errors
-from commonlink.eval.harness_export import LMMS_TASK_DIR, export_lmms_eval, export_vlmevalkit
+from commonlink.eval.harness_export import (
+    LMMS_TASK_DIR,
+    export_lmms_eval,
+    export_vlmevalkit,
+)
 
 OUT = typer.Argument(..., help="Folder to write the harness files to.")
 DATA = typer.Option("facebook/Common-O", "--data", help="Common-O Hub id or local release folder.")
