@@ -93,7 +93,7 @@ def test_registry_loads_a_registered_backend_lazily_and_checks_its_options(data_
     with pytest.raises(InputError, match=r"--backend-arg colour=\.\.\. is not an option of the echo backend") as err:
         load_backend("echo", "m", colour="red")
     assert "prefix" in err.value.fix
-    with pytest.raises(InputError, match="Unknown backend 'nope'"):
+    with pytest.raises(InputError, match="Unknown --backend 'nope'"):
         load_backend("nope", "m")
     with pytest.raises(InputError, match="dtype"):  # a transformers option misspelled names the real ones, before loading anything
         LazyBackend("transformers", "some/model", dtyp="bfloat16")

@@ -85,7 +85,7 @@ def backend_class(backend: str, model: str = "") -> type:
     elif backend in BACKEND_REGISTRY:
         target = BACKEND_REGISTRY[backend]
     else:
-        raise InputError(f"Unknown backend {backend!r}.", f"Use one of {', '.join(BACKEND_REGISTRY)} (or --model random|none for a baseline).")
+        raise InputError(f"Unknown --backend {backend!r}.", f"Use one of {', '.join(BACKEND_REGISTRY)} (or --model random|none for a baseline).")
     module_name, class_name = target.split(":", 1)
     return getattr(importlib.import_module(module_name), class_name)
 
