@@ -156,6 +156,7 @@ def run_over_split(
         pending.clear()
 
     rows_read = 0
+    uncached = 0  # requests waiting in `pending` that the model must answer (cached ones ride along)
     cap = settings.max_pixels if backend.info.uses_images else 0
     rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * generator.state.batch_size + 2,
                          # An empty cache (a fresh run) has nothing to skip: don't read rows twice.
@@ -176,8 +177,10 @@ def run_over_split(
                     ) from exc
                 continue
             pending.extend((i, pos, request, meta) for pos, (request, meta) in enumerate(items))
-            if len(pending) >= generator.state.batch_size or all(generator.is_cached(p[2].id) for p in pending):
-                flush(progress, task)  # a batch is full, or everything waiting is answered already
+            uncached += sum(not generator.is_cached(request.id) for request, _ in items)
+            if uncached >= generator.state.batch_size or not uncached:
+                flush(progress, task)  # a batch of model calls is full, or everything waiting is answered already
+                uncached = 0
         flush(progress, task)
     done.sort(key=lambda item: (item[0], item[1]))
     outcome.records = [record for _, _, record in done]
