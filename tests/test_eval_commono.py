@@ -24,14 +24,6 @@ SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
 FAST = dict(n_boot=50, show_progress=False)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def private_commonlink_home(tmp_path_factory):
-    """Model-hash memo and default caches go to a temporary folder, never the user's home."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
-        yield
-
-
 @pytest.fixture(scope="module", autouse=True)
 def hub_offline():
     """Hub ids used here ("org/some-vlm") must not be looked up on the internet when fingerprinting them."""

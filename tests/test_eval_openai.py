@@ -90,14 +90,6 @@ class ChatServer:
         self.httpd.server_close()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def private_commonlink_home(tmp_path_factory):
-    """Model-hash memo and default caches go to a temporary folder, never the user's home."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
-        yield
-
-
 @pytest.fixture()
 def data_dir(tmp_path):
     return write_common_o_split(tmp_path / "data", common_o_rows(6, seed=4))

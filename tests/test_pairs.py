@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 from collections import Counter
@@ -10,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
@@ -20,7 +18,8 @@ from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.formats.common_o import common_o_question, letters
-from commonlink.fileio import read_jsonl, sha256_bytes
+from commonlink.fileio import read_jsonl
+from commonlink.testing.catalogs import write_tiny_catalog
 
 VOCAB = [
     "apple", "keys", "mug", "spoon", "fork", "bowl", "vase", "candle", "marker", "remote", "mouse", "keyboard",
@@ -28,35 +27,19 @@ VOCAB = [
 ]
 
 
-def _png(seed: int) -> bytes:
-    rng = np.random.default_rng(seed)
-    buffer = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def make_catalog(folder: Path, source: str, scenes: list[list[str]], views: int = 3, hide: bool = False, seed: int = 0) -> Path:
     """A catalog of ``views`` PNGs per scene; with ``hide``, some views miss one object (as a render would)."""
-    (folder / "images").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    records = []
+    specs = []
     for s, objects in enumerate(scenes):
         for v in range(views):
             visible = list(objects)
             if hide and len(visible) > 3 and rng.random() < 0.3:
                 visible.pop(int(rng.integers(len(visible))))
-            data = _png(seed * 100_000 + s * 100 + v)
-            digest = sha256_bytes(data)
-            rel = f"images/{digest[:16]}.png"
-            (folder / rel).write_bytes(data)
-            records.append(
-                CatalogRecord(
-                    id=digest[:16], path=rel, objects=visible, source=source, scene_id=f"{source}-scene-{s}",
-                    width=8, height=6, sha256=digest, background="table" if source == "real" else "marble",
-                    view=str(v), object_area={o: 0.05 for o in visible} if source == "synthetic" else None,
-                )
-            )
-    write_catalog(folder, records)
+            specs.append({"objects": visible, "seed": seed * 100_000 + s * 100 + v, "source": source,
+                          "scene_id": f"{source}-scene-{s}", "background": "table" if source == "real" else "marble",
+                          "view": str(v), "object_area": {o: 0.05 for o in visible} if source == "synthetic" else None})
+    write_tiny_catalog(folder, specs, size=(8, 6))
     return folder
 
 

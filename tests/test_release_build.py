@@ -18,62 +18,16 @@ from commonlink.formats.card import read_card_metadata, size_category
 from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
+from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
+from commonlink.testing.catalogs import write_rotating_catalog, write_tiny_pairs
 from commonlink.formats.common_o import common_o_features
-
-OBJECT_NAMES = ["apple", "keys", "mug", "book", "pen", "duck", "ball", "cup"]
 
 
 # ---------------------------------------------------------------------------------------------- tiny inputs
 
 
-def make_catalog(root: Path, n: int, *, source: str = "real", fmt: str = "JPEG", size=(32, 24)) -> list[dict]:
-    """A catalog folder with ``n`` small real image files; returns its records."""
-    (root / "images").mkdir(parents=True, exist_ok=True)
-    records = []
-    for i in range(n):
-        objects = [OBJECT_NAMES[(i + k) % len(OBJECT_NAMES)] for k in range(3 + i % 3)]
-        path = root / "images" / f"img{i:04d}.{'jpg' if fmt == 'JPEG' else 'png'}"
-        Image.new("RGB", size, ((i * 37) % 255, (i * 11) % 255, 90)).save(path, fmt)
-        records.append({
-            "id": f"{source[:3]}{i:04d}", "path": f"images/{path.name}", "objects": objects, "source": source,
-            "scene_id": f"s{i // 2}", "view": str(i % 2), "background": "table", "width": size[0], "height": size[1],
-            "sha256": sha256_file(path), "object_area": {o: round(0.05 + 0.01 * k, 3) for k, o in enumerate(objects)},
-        })
-    write_jsonl(root / "catalog.jsonl", records)
-    return records
-
-
-def pair_row(catalog: Path, a: dict, b: dict, index: int, split: str) -> dict:
-    """A pairs-file row as `commonlink pairs` writes it (contracts)."""
-    common = sorted(set(a["objects"]) & set(b["objects"]))
-    others = sorted((set(a["objects"]) | set(b["objects"]) | {"shoe"}) - set(common))
-    choices = sorted(common + others[:3] + [NO_COMMON_OBJECTS])
-    truth = common or [NO_COMMON_OBJECTS]
-    labels = letters(len(choices))
-
-    def image(r: dict) -> dict:
-        return {"catalog": str(catalog.resolve()), "id": r["id"], "path": r["path"], "scene_id": r["scene_id"],
-                "view": r["view"], "background": r["background"], "objects": r["objects"], "object_area": r["object_area"]}
-
-    return {
-        "id": f"{split}-{index:08d}", "split": split, "source": a["source"], "image_1": image(a), "image_2": image(b),
-        "choices": choices, "ground_truth": truth, "answer": ", ".join(sorted(labels[choices.index(t)] for t in truth)),
-        "question": common_o_question(choices), "question_template": QUESTION_TEMPLATE_ID,
-    }
-
-
-def make_pairs(path: Path, catalog: Path, records: list[dict], n: int, *, split: str = "main", seed: int = 3,
-               kind: str = "common_o_pairs") -> list[dict]:
-    rows = [pair_row(catalog, records[i % len(records)], records[(i * 7 + 1) % len(records)], i, split) for i in range(n)]
-    write_jsonl(path, rows)
-    atomic_write_json(f"{path}.meta.json", {
-        "kind": kind, "toolkit_version": "0.1.0", "seed": seed, "split": split, "count": n,
-        "config": {"catalogs": [str(catalog.resolve())], "seed": seed, "count": n}, "catalogs": [str(catalog.resolve())],
-        "stats": {}, "created": "2026-01-01T00:00:00+00:00",
-    })
-    return rows
+make_catalog = write_rotating_catalog
+make_pairs = write_tiny_pairs
 
 
 @pytest.fixture(scope="module")
@@ -309,11 +263,11 @@ def test_image_paths_cannot_escape_their_catalog(tmp_path):
     outside = tmp_path / "secret.jpg"
     outside.write_bytes(b"outside")
     (tmp_path / "cat" / "images" / "link.jpg").symlink_to(outside)
-    (tmp_path / "cat" / "images" / "inner.jpg").symlink_to(tmp_path / "cat" / records[0]["path"])
+    (tmp_path / "cat" / "images" / "inner.jpg").symlink_to(tmp_path / "cat" / records[0].path)
     reader = CatalogImageReader()
     catalog = str(tmp_path / "cat")
-    assert reader.read(catalog, records[1]["path"], what="row 1: image_1") == (tmp_path / "cat" / records[1]["path"]).read_bytes()
-    assert reader.read(catalog, "images/inner.jpg", what="row 1: image_1") == (tmp_path / "cat" / records[0]["path"]).read_bytes()
+    assert reader.read(catalog, records[1].path, what="row 1: image_1") == (tmp_path / "cat" / records[1].path).read_bytes()
+    assert reader.read(catalog, "images/inner.jpg", what="row 1: image_1") == (tmp_path / "cat" / records[0].path).read_bytes()
     with pytest.raises(InputError, match="row 2: image_2 path.*escapes"):
         reader.read(catalog, "images/link.jpg", what="row 2: image_2")
     with pytest.raises(InputError, match="escapes"):
@@ -367,9 +321,9 @@ def test_image_changed_after_sampling_is_refused(tmp_path):
     rows = make_pairs(tmp_path / "main.jsonl", tmp_path / "cat", records, 3)
     for row in rows:  # what `commonlink pairs` records for each image
         for key in ("image_1", "image_2"):
-            row[key]["sha256"] = next(r["sha256"] for r in records if r["id"] == row[key]["id"])
+            row[key]["sha256"] = next(r.sha256 for r in records if r.id == row[key]["id"])
     write_jsonl(tmp_path / "main.jsonl", rows)
-    Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "cat" / records[1]["path"], "JPEG")  # edited after sampling
+    Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "cat" / records[1].path, "JPEG")  # edited after sampling
     with pytest.raises(SchemaError, match="changed after the pairs were sampled"):
         build_release([tmp_path / "main.jsonl"], tmp_path / "rel", progress=False)
     assert not (tmp_path / "rel").exists()

@@ -111,7 +111,8 @@ def test_release_build_cli_refuses_a_non_semver_version_before_writing(tmp_path)
     from typer.testing import CliRunner
 
     from commonlink.cli import app
-    from test_release_build import make_catalog, make_pairs
+    from commonlink.testing.catalogs import write_rotating_catalog as make_catalog
+    from commonlink.testing.catalogs import write_tiny_pairs as make_pairs
 
     catalog = tmp_path / "cat"
     records = make_catalog(catalog, 8)
