@@ -305,65 +305,89 @@ def _sample_source(
     source_name: str,
     progress,
 ) -> _SourceResult:
+    """Draw ``n`` pairs of one source, each with its scheduled number of common objects k (balanced over 0..k_max);
+    a k that runs out hands its unserved examples to the feasible k with the fewest planned examples."""
     rng = rng_for(seed, "pairs", split, source_name, "search")
     quota = _balanced_quota(n, k_max, rng)
     schedule = np.repeat(np.arange(k_max + 1), quota)
     rng.shuffle(schedule)
-    planned = np.asarray(quota, dtype=np.int64)  # examples still planned + achieved, per k
-    achieved = [0] * (k_max + 1)
-    moved: dict[int, int] = {}
-    reason: dict[int, str] = {}
-    exhausted = np.zeros(k_max + 1, dtype=bool)
-    for k in range(k_max + 1):
-        if int(np.count_nonzero(pool.n_objects >= k)) < 2:
-            exhausted[k], reason[k] = True, f"fewer than two {source_name} images show {k}+ objects"
-        elif k + 2 > n_vocab_source:
-            # every example needs its k objects plus two distractors from the source's object names
-            exhausted[k], reason[k] = True, f"only {n_vocab_source} {source_name} object names: no room for 2 distractors"
-    uses = np.zeros(pool.m, dtype=np.int64)
-    available = np.ones(pool.m, dtype=bool)
-    partners: dict[int, list[int]] = {}
-    anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
-    cursor = [0] * (k_max + 1)
-    pairs: list[tuple[int, int, int]] = []
-    examined = 0
-    # code[b] = 1 + |objects(a) & objects(b)| for a valid partner b of the anchor a, 0 for an invalid one
-    code = np.empty(pool.m, dtype=np.uint8)
-    all_ks = (1 << (k_max + 1)) - 1
-    # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
-    # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
-    # upper bound: anchors that cannot reach k are skipped without any array work.
-    reachable = [all_ks] * pool.m
+    search = _PairSearch(pool, k_max, cap, n_vocab_source, source_name, rng)
+    scheduler = _KSchedule(schedule, quota, k_max, source_name, rng, search.exhausted, search.reason)
     task = progress.add_task(f"sampling {source_name} pairs", total=n)
+    pairs: list[tuple[int, int, int]] = []
+    achieved = [0] * (k_max + 1)
+    i = 0
+    while i < len(schedule):
+        k = int(schedule[i])
+        found = k_max if search.exhausted[k] else search.find_pair(k)
+        if isinstance(found, int):  # k is used up: reschedule from position i on (i itself included)
+            scheduler.exhaust(k, found, i)
+            if search.exhausted.all():
+                break
+            continue
+        a, b = found
+        search.take(a, b)
+        pairs.append((int(pool.members[a]), int(pool.members[b]), k))
+        achieved[k] += 1
+        if len(pairs) % 64 == 0:
+            progress.advance(task, 64)
+        i += 1
+    return _SourceResult(pairs, quota, achieved, scheduler.moved, search.reason, search.uses, cap, search.examined)
 
-    def search(k: int) -> tuple[int, int] | int:
+
+class _PairSearch:
+    """Exact-k partner search over one source: which images are still available, how often each was used, the
+    pairs already drawn, and per anchor an upper bound on the k it can still reach."""
+
+    def __init__(self, pool: _SourcePool, k_max: int, cap: int, n_vocab_source: int, source_name: str, rng) -> None:
+        self.pool, self.cap, self.rng = pool, cap, rng
+        self.exhausted = np.zeros(k_max + 1, dtype=bool)
+        self.reason: dict[int, str] = {}
+        for k in range(k_max + 1):
+            if int(np.count_nonzero(pool.n_objects >= k)) < 2:
+                self.exhausted[k], self.reason[k] = True, f"fewer than two {source_name} images show {k}+ objects"
+            elif k + 2 > n_vocab_source:
+                # every example needs its k objects plus two distractors from the source's object names
+                self.exhausted[k], self.reason[k] = True, f"only {n_vocab_source} {source_name} object names: no room for 2 distractors"
+        self.uses = np.zeros(pool.m, dtype=np.int64)
+        self.available = np.ones(pool.m, dtype=bool)
+        self.partners: dict[int, list[int]] = {}
+        self.anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
+        self.cursor = [0] * (k_max + 1)
+        self.examined = 0
+        # code[b] = 1 + |objects(a) & objects(b)| for a valid partner b of the anchor a, 0 for an invalid one
+        self.code = np.empty(pool.m, dtype=np.uint8)
+        # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
+        # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
+        # upper bound: anchors that cannot reach k are skipped without any array work.
+        self.reachable = [(1 << (k_max + 1)) - 1] * pool.m
+
+    def find_pair(self, k: int) -> tuple[int, int] | int:
         """One pass at most over the anchors of k; returns (a, b), or the largest k any anchor may still reach."""
-        nonlocal examined
-        order = anchors[k]
-        bit = 1 << k
+        pool, code, order, bit = self.pool, self.code, self.anchors[k], 1 << k
         seen_max = -1
         for _ in range(len(order)):
-            a = int(order[cursor[k]])
-            cursor[k] = (cursor[k] + 1) % len(order)
-            if not available[a]:
+            a = int(order[self.cursor[k]])
+            self.cursor[k] = (self.cursor[k] + 1) % len(order)
+            if not self.available[a]:
                 continue
-            if not reachable[a] & bit:
-                seen_max = max(seen_max, reachable[a].bit_length() - 1)
+            if not self.reachable[a] & bit:
+                seen_max = max(seen_max, self.reachable[a].bit_length() - 1)
                 continue
-            examined += 1
+            self.examined += 1
             objs = pool.objects_of(a)
             shared = np.bincount(
                 np.concatenate([pool.posting[pool.posting_ptr[o] : pool.posting_ptr[o + 1]] for o in objs]),
                 minlength=pool.m,
             )
             np.add(shared, 1, out=code, casting="unsafe")  # at most 17 (16 objects + 1): fits uint8
-            np.multiply(code, available, out=code)
+            np.multiply(code, self.available, out=code)
             code[pool.scene_members(a)] = 0  # different scenes only (this also excludes a itself)
-            used = partners.get(a)
+            used = self.partners.get(a)
             if used:
                 code[used] = 0  # no unordered pair twice
             top = int(code.max())  # 1 + the largest intersection with a valid partner, 0 if none
-            reachable[a] = (1 << top) - 1
+            self.reachable[a] = (1 << top) - 1
             seen_max = max(seen_max, top - 1)
             if top <= k:
                 continue
@@ -371,20 +395,40 @@ def _sample_source(
             if len(hits) == 0:
                 continue
             # prefer the least-used partners: spreads image reuse without changing which k is drawn
-            hit_uses = uses[hits]
+            hit_uses = self.uses[hits]
             least = hits[hit_uses == hit_uses.min()]
-            return a, int(least[rng.integers(len(least))])
+            return a, int(least[self.rng.integers(len(least))])
         return seen_max
 
-    def mark_exhausted(k: int, seen_max: int, i: int) -> None:
+    def take(self, a: int, b: int) -> None:
+        """Record the pair (a, b): both images used once more (unavailable at the cap), the pair never again."""
+        for x, y in ((a, b), (b, a)):
+            self.uses[x] += 1
+            if self.uses[x] >= self.cap:
+                self.available[x] = False
+            self.partners.setdefault(x, []).append(y)
+
+
+class _KSchedule:
+    """The per-example schedule of k; when a k runs out, its unserved examples move to the feasible k with the
+    fewest planned examples (shares ``exhausted`` and ``reason`` with the search)."""
+
+    def __init__(self, schedule: np.ndarray, quota, k_max: int, source_name: str, rng, exhausted: np.ndarray,
+                 reason: dict[int, str]) -> None:
+        self.schedule, self.k_max, self.source_name, self.rng = schedule, k_max, source_name, rng
+        self.planned = np.asarray(quota, dtype=np.int64)  # examples still planned + achieved, per k
+        self.exhausted, self.reason = exhausted, reason
+        self.moved: dict[int, int] = {}
+
+    def exhaust(self, k: int, seen_max: int, i: int) -> None:
+        exhausted, schedule, name = self.exhausted, self.schedule, self.source_name
         exhausted[k] = True
-        reason.setdefault(k, f"no pair of {source_name} images from different scenes is left sharing exactly {k} objects")
+        self.reason.setdefault(k, f"no pair of {name} images from different scenes is left sharing exactly {k} objects")
         # a full pass over the anchors of k covered every image that can anchor a larger k
-        for k2 in range(k + 1, k_max + 1):
+        for k2 in range(k + 1, self.k_max + 1):
             if not exhausted[k2] and k2 > seen_max:
                 exhausted[k2] = True
-                reason.setdefault(k2, f"no pair of {source_name} images from different scenes shares {k2} objects")
-        # move the unserved rest of every exhausted k to the feasible k with the fewest planned examples
+                self.reason.setdefault(k2, f"no pair of {name} images from different scenes shares {k2} objects")
         later = np.arange(i, len(schedule))
         for k_gone in np.flatnonzero(exhausted):
             positions = later[schedule[i:] == k_gone]
@@ -393,41 +437,14 @@ def _sample_source(
             feasible = np.flatnonzero(~exhausted)
             if len(feasible) == 0:
                 return
-            moved[int(k_gone)] = moved.get(int(k_gone), 0) + len(positions)
-            planned[k_gone] -= len(positions)
+            self.moved[int(k_gone)] = self.moved.get(int(k_gone), 0) + len(positions)
+            self.planned[k_gone] -= len(positions)
             new_ks = []
             for _ in positions:
-                target = feasible[np.argmin(planned[feasible])]
-                planned[target] += 1
+                target = feasible[np.argmin(self.planned[feasible])]
+                self.planned[target] += 1
                 new_ks.append(target)
-            schedule[positions] = rng.permutation(np.asarray(new_ks))
-
-    i = 0
-    while i < len(schedule):
-        k = int(schedule[i])
-        if exhausted[k]:
-            mark_exhausted(k, k_max, i)  # reschedules position i too
-            if exhausted.all():
-                break
-            continue
-        found = search(k)
-        if isinstance(found, int):
-            mark_exhausted(k, found, i)
-            if exhausted.all():
-                break
-            continue
-        a, b = found
-        pairs.append((int(pool.members[a]), int(pool.members[b]), k))
-        achieved[k] += 1
-        for x, y in ((a, b), (b, a)):
-            uses[x] += 1
-            if uses[x] >= cap:
-                available[x] = False
-            partners.setdefault(x, []).append(y)
-        if len(pairs) % 64 == 0:
-            progress.advance(task, 64)
-        i += 1
-    return _SourceResult(pairs, quota, achieved, moved, reason, uses, cap, examined)
+            schedule[positions] = self.rng.permutation(np.asarray(new_ks))
 
 
 # ----------------------------------------------------------------------------------------------------------
