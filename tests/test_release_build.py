@@ -327,3 +327,29 @@ def test_image_changed_after_sampling_is_refused(tmp_path):
     with pytest.raises(SchemaError, match="changed after the pairs were sampled"):
         build_release([tmp_path / "main.jsonl"], tmp_path / "rel", progress=False)
     assert not (tmp_path / "rel").exists()
+
+
+# Shard bytes of a fixed build, recorded with the toolkit before its restructure (commit ffd0216): a change in
+# code layout must not change one byte of a release. Encoders decide the bytes too, so the check runs only
+# with the pyarrow and Pillow it was recorded with.
+GOLDEN_SHARDS = {
+    "data/challenge-00000-of-00001.parquet": "d753656402ae2ee9815ba019e7bd2f6ef0dac481ec847e9065c007724c777134",
+    "data/main-00000-of-00001.parquet": "b9666224d28ebb38c72cd318420d964f769f31701e3d6e74efa890e97ee87344",
+}
+GOLDEN_ENCODERS = {"pyarrow": "26.0.1", "PIL": "13.0.0"}
+
+
+def test_release_shard_bytes_are_unchanged_from_the_recorded_build(tmp_path):
+    import PIL
+    import pyarrow
+
+    found = {"pyarrow": pyarrow.__version__, "PIL": PIL.__version__}
+    if found != GOLDEN_ENCODERS:
+        pytest.skip(f"golden shards were recorded with {GOLDEN_ENCODERS}, this environment has {found}")
+    main = make_catalog(tmp_path / "cat-real", 12)
+    synthetic = make_catalog(tmp_path / "cat-syn", 12, source="synthetic", fmt="PNG", size=(40, 30))
+    make_pairs(tmp_path / "main.jsonl", tmp_path / "cat-real", main, 10, split="main")
+    make_pairs(tmp_path / "challenge.jsonl", tmp_path / "cat-syn", synthetic, 7, split="challenge")
+    result = build_release([tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], tmp_path / "release", progress=False)
+    shards = {path: info["sha256"] for path, info in result.files.items() if path.startswith("data/")}
+    assert shards == GOLDEN_SHARDS
