@@ -157,6 +157,7 @@ def test_merge_into_one_of_the_inputs_adds_the_others(tmp_path):
     assert sha256_file(image_path(tmp_path / "a", merged[1])) == b[0].sha256
 
 
+@pytest.mark.slow
 def test_merging_render_shards_brings_masks_and_plans_along(tmp_path):
     """Shards rendered on different machines merge into a catalog whose exact masks still resolve."""
     import pytest

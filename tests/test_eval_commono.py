@@ -81,6 +81,7 @@ def _outputs(out_dir):
     return [(r["id"], r["raw_output"]) for r in map(json.loads, (out_dir / "predictions.jsonl").read_text().splitlines())]
 
 
+@pytest.mark.slow
 def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_vlm):
     info = tiny_backend.info
     assert info.backend == "transformers" and info.details["model_class"] == "LlavaForConditionalGeneration"
@@ -89,6 +90,7 @@ def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_vlm):
     assert tiny_backend.tokenizer.padding_side == "left"
 
 
+@pytest.mark.slow
 def test_a_request_the_processor_rejects_fails_alone(tiny_backend):
     from PIL import Image
 
@@ -101,6 +103,7 @@ def test_a_request_the_processor_rejects_fails_alone(tiny_backend):
     assert out[0] == out[2] == tiny_backend.generate([good], SETTINGS)[0]
 
 
+@pytest.mark.slow
 def test_sampled_outputs_do_not_depend_on_the_batch(tiny_backend):
     """With --temperature > 0 and a seed, a row's output must not depend on which rows share its batch
     (else a resumed or re-batched run differs from an uninterrupted one)."""
@@ -116,6 +119,7 @@ def test_sampled_outputs_do_not_depend_on_the_batch(tiny_backend):
     assert tiny_backend.generate(requests[1:], sampled) == alone[1:]
 
 
+@pytest.mark.slow
 def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, reference, tmp_path):
     one, one_dir = reference
     four = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "bs4", settings=SETTINGS, batch_size=4, **FAST)
@@ -133,6 +137,7 @@ def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, referenc
     assert (one_dir / "results.md").read_text().startswith("| Model |")
 
 
+@pytest.mark.slow
 def test_a_second_architecture_idefics3(data_dir, tmp_path):
     backend = load_backend("transformers", str(build_tiny_idefics3(tmp_path / "idefics3")))
     assert backend.info.details["model_class"] == "Idefics3ForConditionalGeneration"
@@ -141,6 +146,7 @@ def test_a_second_architecture_idefics3(data_dir, tmp_path):
     assert one["dataset"]["rows_scored"] == 4 and _outputs(tmp_path / "bs1") == _outputs(tmp_path / "bs4")
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_path, monkeypatch):
     full, full_dir = reference
 
@@ -173,6 +179,7 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
     assert again["timing"]["from_cache"] == 0
 
 
+@pytest.mark.slow
 def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm, data_dir, tmp_path):
     """A rerun in the same folder with another --dtype (or engine args, image format) must not reuse answers
     generated under the old one."""
@@ -203,6 +210,7 @@ def test_rescoring_records_the_bootstrap_it_used(data_dir, tmp_path):
     assert same["metrics"] == run["metrics"] and same["seed"] == 3 and same["bootstrap_resamples"] == 40
 
 
+@pytest.mark.slow
 def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp_path):
     """First run of a Hub model id with an empty HF cache (the usual case on a fresh GPU machine): the commit must be
     known before loading, or the download changes the model fingerprint under the run. Real clients, local Hub."""
@@ -233,6 +241,7 @@ def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp
     assert "0 generated, 2 from cache" in again.stdout  # the rerun found the first run's answers
 
 
+@pytest.mark.slow
 def test_model_folder_changed_while_loading_is_a_clear_error(tiny_vlm, data_dir, tmp_path):
     import shutil
 
@@ -253,6 +262,7 @@ def test_compare_on_a_folder_of_unmerged_shards_says_how_to_merge(data_dir, tmp_
     assert "shard" in result.output and "without --shard" in result.output
 
 
+@pytest.mark.slow
 def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):
     ref_results, ref_dir = reference
     out = tmp_path / "sharded"
@@ -272,6 +282,7 @@ def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, t
     assert _outputs(out) == _outputs(ref_dir)
 
 
+@pytest.mark.slow
 def test_out_of_memory_halves_the_batch(tiny_backend, data_dir, reference, tmp_path):
     ref_results, ref_dir = reference
 
@@ -287,6 +298,7 @@ def test_out_of_memory_halves_the_batch(tiny_backend, data_dir, reference, tmp_p
     assert results["metrics"] == ref_results["metrics"]
 
 
+@pytest.mark.slow
 def test_out_of_memory_on_a_single_row_skips_it(tiny_backend, data_dir, tmp_path):
     def oom_on_row_3(n, requests):
         if any(r.id == "main-3" for r in requests):
@@ -333,6 +345,7 @@ def test_a_dataset_broken_as_a_whole_stops_early(tmp_path):
         evaluate_common_o(folder, "main", "none", out_dir=tmp_path / "out", **FAST)
 
 
+@pytest.mark.slow
 def test_concat_images_uses_one_image_and_the_second_prompt(tiny_backend, data_dir, tmp_path):
     example = open_common_o(data_dir, "main").get(0)
     request = common_o_request(example, concat=True)
@@ -356,11 +369,13 @@ def test_perception_baseline_by_hand(data_dir, tmp_path):
         assert rec["object"] in example.choices or rec["present"]
 
 
+@pytest.mark.slow
 def test_perception_with_the_tiny_model(tiny_backend, data_dir, tmp_path):
     results = evaluate_perception(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path, limit=2, settings=SETTINGS, **FAST)
     assert results["dataset"]["questions_scored"] == 4 and results["timing"]["generated"] == 4
 
 
+@pytest.mark.slow
 def test_cli_rejects_a_top_p_outside_0_1_before_loading_anything(tiny_vlm, data_dir, tmp_path):
     """--top-p must be in (0, 1]: vLLM's SamplingParams and OpenAI servers reject other values only once the model is
     loaded (a traceback, or every row skipped); transformers silently decodes top-p 0 as greedy."""
@@ -435,6 +450,7 @@ def test_similarity_analysis(data_dir, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_vllm_backend_on_gpu(tiny_vlm, data_dir, tmp_path):

@@ -143,6 +143,8 @@ from commonlink.release.hub import (
 from commonlink.errors import InputError
 from commonlink.testing.hub_server import git_blob_id
 
+pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
+
 REPO = f"{ORG}/tiny-common-o"
 
 

@@ -185,6 +185,7 @@ def release(tmp_path_factory):
     return base / "rel", rows
 
 
+@pytest.mark.slow
 def test_release_folder_loads_with_provenance(release):
     folder, rows = release
     split = open_common_o(folder, "main")
@@ -202,6 +203,7 @@ def test_release_folder_loads_with_provenance(release):
         split.get(9)
 
 
+@pytest.mark.slow
 def test_fingerprint_is_stable_and_tracks_content(release, tmp_path):
     folder, _ = release
     first = open_common_o(folder, "main").fingerprint
@@ -217,6 +219,7 @@ def test_fingerprint_is_stable_and_tracks_content(release, tmp_path):
     assert open_common_o(copy, "main").fingerprint != first
 
 
+@pytest.mark.slow
 def test_single_parquet_file_and_plain_folder_without_card(release, tmp_path):
     folder, rows = release
     shard = sorted((folder / "data").iterdir())[0]
@@ -230,6 +233,7 @@ def test_single_parquet_file_and_plain_folder_without_card(release, tmp_path):
     assert json.loads(json.dumps(open_common_o(bare, "main").columns))[:2] == ["image_1", "image_2"]
 
 
+@pytest.mark.slow
 def test_repo_id_goes_through_datasets_load_dataset(release, tmp_path, monkeypatch):
     """The Hub path (network tests are the hub helper's): split and revision are passed on, images decoded by us."""
     import datasets

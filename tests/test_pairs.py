@@ -292,6 +292,7 @@ def test_write_pairs_is_atomic_and_round_trips(catalogs, tmp_path):
     assert set(meta["catalog_sha256"]) == {str(c.resolve()) for c in catalogs}
 
 
+@pytest.mark.slow
 def test_output_is_identical_across_processes(catalogs, tmp_path):
     # string hashing differs between processes (PYTHONHASHSEED); the pairs file must not
     import os

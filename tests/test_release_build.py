@@ -46,6 +46,7 @@ def tiny(tmp_path_factory):
 # ----------------------------------------------------------------------------------------------------- tests
 
 
+@pytest.mark.slow
 def test_plain_load_dataset_reads_published_types_and_pil_images(tiny):
     import datasets
 
@@ -77,6 +78,7 @@ def test_plain_load_dataset_reads_published_types_and_pil_images(tiny):
     assert table.column("image_1")[0].as_py()["bytes"] == (Path(first["catalog"]) / first["path"]).read_bytes()
 
 
+@pytest.mark.slow
 def test_shard_schema_carries_datasets_features(tiny):
     schema = pq.read_schema(tiny["rel"] / "data" / "challenge-00000-of-00001.parquet")
     assert schema.names == list(common_o_features())
@@ -86,6 +88,7 @@ def test_shard_schema_carries_datasets_features(tiny):
     assert hf["info"]["features"]["image_2"] == {"_type": "Image"}
 
 
+@pytest.mark.slow
 def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     from huggingface_hub import DatasetCard
 
@@ -123,6 +126,7 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     assert str(tiny["base"]) not in text
 
 
+@pytest.mark.slow
 def test_manifest_hashes_every_file(tiny):
     manifest = json.loads((tiny["rel"] / "manifest.json").read_text())
     assert manifest["toolkit_version"] == __import__("commonlink").__version__
@@ -146,6 +150,7 @@ def test_manifest_hashes_every_file(tiny):
         figure.write_bytes(original)
 
 
+@pytest.mark.slow
 def test_small_max_shard_size_splits_into_named_shards(tiny, tmp_path):
     import datasets
 
@@ -160,6 +165,7 @@ def test_small_max_shard_size_splits_into_named_shards(tiny, tmp_path):
     assert ds["id"] == [r["id"] for r in tiny["rows"]["main"]]
 
 
+@pytest.mark.slow
 def test_existing_release_refused_reused_or_overwritten(tiny, tmp_path):
     main = tiny["base"] / "main.jsonl"
     out = tmp_path / "rel"
@@ -240,6 +246,7 @@ def test_shard_writer_empty_split_abort_and_overwrite(tmp_path):
     assert parse_size("64KiB") == 65536 and parse_size("1.5MB") == 1_500_000
 
 
+@pytest.mark.slow
 def test_cli_release_build(tiny, tmp_path):
     from typer.testing import CliRunner
 
@@ -293,6 +300,7 @@ def test_shard_cap_holds_with_long_text_columns(tmp_path):
         assert shard.data_bytes <= cap + 4 * row  # at most one row group of estimate error past the cap
 
 
+@pytest.mark.slow
 def test_files_sampled_with_different_seeds_leave_no_local_paths_in_card_or_manifest(tmp_path):
     """The seed of each input is recorded by file name: the card and manifest get published."""
     records = make_catalog(tmp_path / "cat", 6)
