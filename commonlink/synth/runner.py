@@ -201,8 +201,11 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog):
         from commonlink.synth.render.offline import OfflineRenderer
 
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)
+    from commonlink.synth.render.unreal_check import require_project_ready
     from commonlink.synth.render.unrealcv import UnrealCVBackend
 
+    # Refuse placeholder classes, then every class the game lacks (all at once), before rendering anything.
+    require_project_ready(config.unrealcv_host, config.unrealcv_port, catalog)
     return UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
                            mask_tolerance=config.mask_tolerance)
 
