@@ -89,7 +89,7 @@ class ObjectMissingFromMaskError(BackendError):
     """A planned object never appeared in any view's object mask: its labels would be wrong."""
 
 
-def _fmt(values) -> str:
+def fmt_floats(values) -> str:
     # The plugin's [float] pattern is [-+]?\d*[.]?\d+ (Server/CommandDispatcher.cpp): no exponents.
     return " ".join(f"{float(v):.4f}" for v in values)
 
@@ -350,7 +350,7 @@ class UnrealCVBackend:
         # Sensor names are all "FusionCameraSensor" and ids follow the engine's object order: put the actor at a
         # marker location nothing else has and look for the camera there.
         marker = (-91234.5, 81234.25 + self._session, -71234.75)
-        self._conn.request(f"vset /object/{actor}/location {_fmt(marker)}")
+        self._conn.request(f"vset /object/{actor}/location {fmt_floats(marker)}")
         cameras = self._conn.require_playing()
         ids = range(1, len(cameras))  # id 0 is the pawn's sensor (listed first by USensorBPLib::GetFusionSensorList)
         replies = self._conn.batch([f"vget /camera/{i}/location" for i in ids], check=False)
@@ -362,6 +362,11 @@ class UnrealCVBackend:
             )
         self.camera_id = found[0]
         self._conn.request(f"vset /camera/{self.camera_id}/size {self.width} {self.height}")
+
+    def open(self) -> None:
+        """Connect and set up (level colours, our camera) now instead of at the first render."""
+        if not self._conn.connected:
+            self._connect()
 
     def close(self) -> None:
         if self._conn.connected:
@@ -427,9 +432,9 @@ class UnrealCVBackend:
             setup = [f"vset /object/{floor_name}/location 0.0000 0.0000 0.0000"]
             for name, obj in zip(names, plan.objects):
                 setup += [
-                    f"vset /object/{name}/location {_fmt(obj.location)}",
-                    f"vset /object/{name}/rotation {_fmt(obj.rotation)}",
-                    f"vset /object/{name}/scale {_fmt([obj.scale] * 3)}",
+                    f"vset /object/{name}/location {fmt_floats(obj.location)}",
+                    f"vset /object/{name}/rotation {fmt_floats(obj.rotation)}",
+                    f"vset /object/{name}/scale {fmt_floats([obj.scale] * 3)}",
                 ]
             setup += [f"vset /object/{n}/color {r} {g} {b}" for n, (r, g, b) in zip(spawned, colors)]
             readback = [f"vget /object/{n}/color" for n in spawned]
@@ -447,8 +452,8 @@ class UnrealCVBackend:
             for camera in plan.cameras:
                 # A spawned camera moves at once (SetSensorLocation), so pose and captures share one round trip.
                 lit, mask = self._conn.batch([
-                    f"vset {cam}/location {_fmt(camera.location)}",
-                    f"vset {cam}/rotation {_fmt(camera.rotation)}",
+                    f"vset {cam}/location {fmt_floats(camera.location)}",
+                    f"vset {cam}/rotation {fmt_floats(camera.rotation)}",
                     f"vset {cam}/fov {camera.fov:.4f}",
                     f"vget {cam}/lit png",
                     f"vget {cam}/object_mask png",
