@@ -184,7 +184,7 @@ class UnrealCVConnection:
             raise BackendError(
                 f"Could not connect to UnrealCV at {self.host}:{self.port} (nothing listening, or another client is connected).",
                 "Open the project in Unreal Editor 5.2-5.5 with the UnrealCV plugin (branch 5.2) and press Play; the port "
-                "is in Binaries/<Platform>/unrealcv.ini (9000 by default). Close other clients, or pass --host/--port.",
+                "is 9000 unless unrealcv.ini or -cvport says otherwise (docs/unreal.md). Close other clients, or pass --host/--port.",
             )
         self._client = client
 
@@ -287,7 +287,9 @@ class UnrealCVBackend:
         self._renders = 0
         self._baseline: set[str] | None = None  #: actor names in the level when we first connected
         self._owned: set[str] = set()  #: names the plugin gave our spawns and that are not destroyed yet
-        classes = "|".join([re.escape(c) for c in sorted(catalog.by_ue_class())] + ["FusionCameraActor"])
+        # A class given by path (/Game/Props/BP_Mug.BP_Mug_C) names its actors after its short name (BP_Mug_C_0).
+        short = {c.rsplit("/", 1)[-1].rsplit(".", 1)[-1] for c in catalog.by_ue_class()}
+        classes = "|".join([re.escape(c) for c in sorted(short)] + ["FusionCameraActor"])
         self._auto_name = re.compile(rf"^(?:{classes})_\d+$")
         self.level_colors: dict[str, tuple[int, int, int]] = {}
         self.palette: list[tuple[int, int, int]] = []
