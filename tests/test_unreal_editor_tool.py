@@ -125,8 +125,16 @@ def _stand_in_unreal(bounds_by_stem: dict[str, tuple]):
             actor.set_actor_hidden_in_game = lambda hidden: setattr(actor, "hidden", hidden)
             actor.set_actor_label = lambda label: setattr(actor, "label", label)
             actor.set_folder_path = lambda folder: setattr(actor, "folder", folder)
+            actor.get_actor_label = lambda: actor.label
             state.actors.append(actor)
             return actor
+
+        def get_all_level_actors(self):
+            return list(state.actors)
+
+        def destroy_actor(self, actor):
+            state.actors.remove(actor)
+            return True
 
     class LevelEditorSubsystem:
         def save_current_level(self):
@@ -213,3 +221,6 @@ def test_run_in_a_stand_in_editor(tool, tmp_path, monkeypatch):
     catalog = load_assets(out)
     assert catalog.asset("vase").size_cm == (10.0, 10.0, 30.0) and catalog.floors[0].ue_class == "BP_CommonlinkFloor_C"
     assert "commonlink unreal check" in state.logs[-1]
+    # Rerun: the Blueprints are replaced and the level still holds exactly one instance of each class.
+    assert tool.run(["--source", str(source), "--out", str(out)]) == data
+    assert len(state.actors) == 4 and state.saved_levels == 2

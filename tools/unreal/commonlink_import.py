@@ -218,6 +218,18 @@ def make_blueprint(item_base: str, dest: str, mesh, offset, scale3d=(1.0, 1.0, 1
     return blueprint
 
 
+def remove_holding_actors(labels: set[str]) -> int:
+    """Remove the holding instances an earlier run placed (before their Blueprints are replaced)."""
+    unreal = _unreal()
+    actors = unreal.get_editor_subsystem(unreal.EditorActorSubsystem)
+    removed = 0
+    for actor in list(actors.get_all_level_actors()):
+        if actor.get_actor_label() in labels:
+            actors.destroy_actor(actor)
+            removed += 1
+    return removed
+
+
 def place_hidden(blueprint, label: str, location) -> object:
     unreal = _unreal()
     actors = unreal.get_editor_subsystem(unreal.EditorActorSubsystem)
@@ -237,6 +249,8 @@ def run(argv: list[str]) -> dict:
     if not items:
         raise SystemExit(f"--source {args.source}: no .fbx/.glb/.gltf/.obj files found.")
     entries = []
+    # A rerun replaces the Blueprints: first remove the holding instances that reference the old ones.
+    remove_holding_actors({f"commonlink_hold_{i.base}" for i in items} | {f"commonlink_hold_{FLOOR_CLASS}"})
     with unreal.ScopedSlowTask(len(items) + 1, "commonlink: importing meshes") as task:
         task.make_dialog(True)
         for index, item in enumerate(items):
