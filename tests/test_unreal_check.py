@@ -33,16 +33,17 @@ def catalog(user_assets):
 @pytest.fixture()
 def broken_project(catalog):
     """Three classes not loaded, one object bigger than the asset file says, one with a centred pivot, a floor
-    whose top is not at its pivot."""
+    whose top is not at its pivot, one whose mesh is hidden in game."""
     missing = {catalog.assets[i].ue_class for i in (2, 9, 17)}
     loaded = set(catalog.by_ue_class()) - missing
-    big, centred = catalog.assets[4], catalog.assets[5]
+    big, centred, hidden = catalog.assets[4], catalog.assets[5], catalog.assets[6]
     shapes = {
         big.ue_class: ClassShape(tuple(v * 1.5 for v in big.size_cm)),
         centred.ue_class: ClassShape(centred.size_cm, (0.0, 0.0, -centred.size_cm[2] / 2)),
         catalog.floors[1].ue_class: ClassShape((1600.0, 1600.0, 10.0), (0.0, 0.0, 0.0)),
     }
-    with FakeUnrealCVServer(catalog, loaded_classes=loaded, class_shapes=shapes) as server:
+    with FakeUnrealCVServer(catalog, loaded_classes=loaded, class_shapes=shapes, hidden_classes={hidden.ue_class}) as server:
+        server.hidden_class = hidden.ue_class
         yield server, missing, big, centred
 
 
@@ -56,16 +57,19 @@ def test_every_missing_class_is_reported_at_once(broken_project, catalog):
     assert {c.ue_class for c in report.missing} == missing  # all three, not just the first
     assert all("Can not find a class with name" in c.reply for c in report.missing)
     by_class = {c.ue_class: c for c in report.mismatched}
-    assert set(by_class) == {big.ue_class, centred.ue_class, catalog.floors[1].ue_class}
+    assert set(by_class) == {big.ue_class, centred.ue_class, catalog.floors[1].ue_class, server.hidden_class}
+    assert by_class[server.hidden_class].problems == ["it is not drawn in object masks (mesh hidden in game?)"]
     assert "the asset file says" in by_class[big.ue_class].problems[0]
     assert by_class[big.ue_class].measured_size_cm == pytest.approx(tuple(v * 1.5 for v in big.size_cm), abs=0.02)
     assert "pivot is not the bottom centre" in by_class[centred.ue_class].problems[0]
     assert by_class[centred.ue_class].pivot_offset_cm[2] == pytest.approx(-centred.size_cm[2] / 2, abs=0.02)
     assert "floor's top" in by_class[catalog.floors[1].ue_class].problems[0]
     ok = [c for c in report.classes if c.status == "ok"]
-    assert len(ok) == len(report.classes) - 6 and all(c.pivot_offset_cm == (0.0, 0.0, 0.0) for c in ok if c.kind == "object")
+    assert len(ok) == len(report.classes) - 7 and all(c.pivot_offset_cm == (0.0, 0.0, 0.0) for c in ok if c.kind == "object")
     assert not report.ok and report.plugin_version == "1.0.1"
-    assert _ours(server) == []  # every probe actor was destroyed
+    assert _ours(server) == []  # every probe actor (and the probe camera) was destroyed
+    assert len(server.mask_pixels) == len(report.classes) - 3 - len(report.classes[-1:]) * 0 - sum(c.kind == "floor" for c in report.classes)
+    assert not any(c.startswith(("vset /camera/0/", "vget /camera/0/")) for c in server.log)
 
     with pytest.raises(InputError) as info:
         require_project_ready(server.host, server.port, catalog)
@@ -80,7 +84,7 @@ def test_synth_runs_the_check_first_and_renders_nothing(broken_project, user_ass
         synthesize(tmp_path / "out", config, progress=False)
     assert all(cls in info.value.problem for cls in missing)
     assert read_catalog(tmp_path / "out") == [] or not (tmp_path / "out" / "catalog.jsonl").exists()
-    assert not any(c.startswith("vget /camera/") and "png" in c for c in server.log)  # nothing rendered
+    assert not any(c.startswith("vset /objects/spawn") and "cl_check_" not in c for c in server.log)  # no scene
 
 
 def test_cli_unreal_check(broken_project, user_assets, tmp_path):

@@ -25,9 +25,10 @@ def check(
 ) -> None:
     """Check a running Unreal game (Play pressed, UnrealCV plugin listening) against an asset file.
 
-    Spawns every class of the asset file once at the origin, reads its bounds, destroys it, and reports every class
-    the game cannot spawn (missing, or not loaded: the plugin only finds classes in memory) and every size or pivot
-    that differs from the asset file. Exit status 1 when anything is wrong. `commonlink synth --backend unrealcv`
+    Spawns every class of the asset file once at the origin, reads its bounds, shows it alone to a camera to see that
+    it is drawn in object masks, destroys it, and reports every class the game cannot spawn (missing, or not loaded:
+    the plugin only finds classes in memory), every size or pivot that differs from the asset file, and every class
+    missing from masks. Exit status 1 when anything is wrong. `commonlink synth --backend unrealcv`
     runs the same check before rendering.
     """
     from commonlink.synth.assets import load_assets

@@ -676,9 +676,10 @@ class FakeUnrealCVServer:
             seg = seg[..., :3].astype(np.int16)
             self.mask_pixels.append({a.name: int(np.all(seg == np.array(a.color), axis=2).sum()) for a in coloured})
             if self.mask_jitter and coloured:
-                # Anti-aliasing and float round trips shift colours by a level or two: a fixed offset per actor.
+                # Float round trips shift colours by a level or two: a fixed offset per colour (actors sharing a
+                # colour stay identical, as they would in Unreal).
                 rng = np.random.default_rng(len(self.log))
-                hits = [np.all(seg == np.array(a.color), axis=2) for a in coloured]
+                hits = [np.all(seg == np.array(c), axis=2) for c in dict.fromkeys(a.color for a in coloured)]
                 for hit in hits:
                     seg[hit] += rng.integers(-self.mask_jitter, self.mask_jitter + 1, size=3)
             image = np.dstack([np.clip(seg, 0, 255).astype(np.uint8), np.full(seg.shape[:2], 255, np.uint8)])

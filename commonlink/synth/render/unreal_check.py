@@ -4,9 +4,12 @@ file, and do they measure as the asset file says?
 The UnrealCV plugin spawns only classes already loaded in memory (``FindFirstObjectSafe<UClass>`` in
 ``Commands/ObjectHandler.cpp`` of the plugin's 5.2 branch): a class that exists on disk but is not loaded answers
 ``Can not find a class with name ...`` just like a class that does not exist. The check spawns every class of the
-asset file once (at the origin, unrotated, scale 1), reads ``vget /object/X/bounds``, destroys it, and reports
-every missing class at once plus every size or pivot that disagrees with the asset file (the scene planner sizes
-and places objects from ``size_cm`` and assumes the pivot is the bottom centre).
+asset file once (at the origin, unrotated, scale 1), reads ``vget /object/X/bounds``, shows each object class
+alone to a camera of its own far above the level to see that, once coloured, it is drawn in object masks
+(``Sensor/CameraSensor/AnnotationCamSensor.cpp`` draws annotated mesh components only), destroys everything, and
+reports every missing class at once plus every size or pivot that disagrees with the asset file (the scene planner
+sizes and places objects from ``size_cm`` and assumes the pivot is the bottom centre) and every class that never
+shows in masks.
 """
 
 from __future__ import annotations
@@ -15,14 +18,27 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from commonlink.errors import BackendError, InputError
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, AssetCatalog
-from commonlink.synth.render.unrealcv import NAME_PREFIX, UnrealCVConnection, is_error
+from commonlink.synth.render.unrealcv import (
+    NAME_PREFIX,
+    UnrealCVConnection,
+    choose_palette,
+    decode_png,
+    fmt_floats,
+    is_error,
+    parse_color,
+)
 
 #: Allowed disagreement: this share of the expected extent, and never less than MIN_SLACK_CM.
 SIZE_TOLERANCE = 0.10
 PIVOT_TOLERANCE = 0.05
 MIN_SLACK_CM = 1.0
+#: Where each class is shown alone to a camera to see that it is drawn in object masks: 500 m above the origin.
+PROBE_SPOT = (0.0, 0.0, 50000.0)
+PROBE_FOV = 60.0
 
 
 @dataclass
@@ -127,6 +143,44 @@ def _triple(values) -> str:
     return "(" + ", ".join(f"{v:.1f}" for v in values) + ")"
 
 
+def _level_colors(conn: UnrealCVConnection, names: list[str]) -> list[tuple[int, int, int]]:
+    replies = conn.batch([f"vget /object/{n}/color" for n in names], check=False)
+    colors = [parse_color(str(r)) for r in replies if not is_error(r)]
+    return [c for c in colors if c is not None]
+
+
+def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]], level_colors, token: str, owned: list[str]) -> None:
+    """Colour each class's actor, put it alone in front of a camera far above the level, and check that it shows
+    in the object mask: a mesh hidden in game, or components the plugin does not annotate, would leave the class
+    out of every mask (and its objects unlabelled) however many views a scene has."""
+    color = choose_palette(1, level_colors, 24)[0]
+    camera_actor, camera = conn.spawn_camera(f"{NAME_PREFIX}check_{token}_camera", on_spawned=owned.append)
+    size = 32  # enough to see whether the class is drawn at all
+    conn.batch([f"vset /camera/{camera}/size {size} {size}", f"vset /camera/{camera}/fov {PROBE_FOV:.1f}",
+                f"vset /object/{camera_actor}/rotation 0.0 0.0 0.0"])
+    for entry, name in probes:
+        sx, sy, sz = entry.measured_size_cm  # type: ignore[misc]
+        distance = sx / 2 + 1.6 * max(sx, sy, sz) + 5.0  # the whole object fits a 60 degree view
+        ox, oy, oz = entry.pivot_offset_cm  # type: ignore[misc]
+        target = (PROBE_SPOT[0] - ox, PROBE_SPOT[1] - oy, PROBE_SPOT[2] - oz)  # bounds' bottom centre on the spot
+        replies = conn.batch([
+            f"vset /object/{name}/location {fmt_floats(target)}",
+            f"vset /object/{name}/color {color[0]} {color[1]} {color[2]}",
+            f"vget /object/{name}/color",
+            f"vset /object/{camera_actor}/location {fmt_floats((PROBE_SPOT[0] - distance, PROBE_SPOT[1], PROBE_SPOT[2] + sz / 2))}",
+            f"vget /camera/{camera}/object_mask png",
+            f"vset /object/{name}/destroy",  # done with it (the final clean-up skips names already gone)
+        ])
+        if parse_color(str(replies[2])) != color:
+            entry.problems.append(f"it does not take an object mask colour (reads {replies[2]!r}): it has no mesh component")
+        else:
+            mask = decode_png(replies[4], "object_mask").astype(np.int16)
+            if not np.any(np.abs(mask - np.array(color)).max(axis=2) <= 3):
+                entry.problems.append("it is not drawn in object masks (mesh hidden in game?)")
+        if entry.problems:
+            entry.status = "mismatch"
+
+
 def check_project(
     host: str,
     port: int,
@@ -157,6 +211,7 @@ def check_project(
                 entry.status, entry.reply = "missing", str(reply)
             else:
                 spawned.append((entry, str(reply).strip()))  # the name the plugin kept, renamed or not
+        spawned_names = [name for _, name in spawned]  # the probe camera joins this list: destroyed at the end
         try:
             commands = []
             for _, name in spawned:
@@ -165,9 +220,13 @@ def check_project(
             measured = conn.batch(commands)[3::4]
             for (entry, _), reply in zip(spawned, measured):
                 _compare(entry, *_bounds(str(reply)), size_tolerance, pivot_tolerance)
+            drawable = [(e, n) for e, n in spawned if e.kind == "object" and e.measured_size_cm and min(e.measured_size_cm) > 0]
+            if drawable:
+                level_colors = _level_colors(conn, level)
+                _probe_masks(conn, drawable, level_colors, token, owned=spawned_names)
         finally:
             if conn.connected:
-                conn.batch([f"vset /object/{name}/destroy" for _, name in spawned], check=False)
+                conn.batch([f"vset /object/{name}/destroy" for name in spawned_names], check=False)
     finally:
         conn.close()
     return ProjectCheck(host=host, port=int(port), plugin_version=version, scene=scene, cameras=len(cameras),

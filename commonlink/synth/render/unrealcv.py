@@ -256,6 +256,35 @@ class UnrealCVConnection:
         return cameras
 
 
+    def spawn_camera(self, name: str, on_spawned=None) -> tuple[str, int]:
+        """``vset /cameras/spawn``, renamed to ``name`` when the plugin allows; returns (actor name, camera id).
+
+        The spawn answers the *actor* name, while ids index ``vget /cameras``, whose spawned sensors are all named
+        ``FusionCameraSensor`` (``Actor/FusionCameraActor.cpp``) in the engine's object order: put the actor at a
+        marker location nothing else has and look for the camera there. ``on_spawned(name)`` is called at once
+        with every name the actor has, so a caller can clean it up whatever fails next.
+        """
+        actor = str(self.request("vset /cameras/spawn"))
+        if on_spawned is not None:
+            on_spawned(actor)
+        if not is_error(self.batch([f"vset /object/{actor}/name {name}"], check=False)[0]):
+            actor = name
+            if on_spawned is not None:
+                on_spawned(actor)
+        marker = (-91234.5, 81234.25 + secrets.randbelow(1000), -71234.75)
+        self.request(f"vset /object/{actor}/location {fmt_floats(marker)}")
+        cameras = self.require_playing()
+        ids = range(1, len(cameras))  # id 0 is the pawn's sensor (listed first by USensorBPLib::GetFusionSensorList)
+        replies = self.batch([f"vget /camera/{i}/location" for i in ids], check=False)
+        found = [i for i, r in zip(ids, replies) if not is_error(r) and np.allclose(parse_vector(str(r)), marker, atol=0.01)]
+        if len(found) != 1:
+            raise BackendError(
+                f"Spawned the camera {actor} but could not find its id among the {len(cameras)} cameras of `vget /cameras`.",
+                "Use the UnrealCV plugin's 5.2 branch (1.0.x), whose `vset /cameras/spawn` spawns a FusionCameraActor.",
+            )
+        return actor, found[0]
+
+
 def is_error(reply) -> bool:
     return isinstance(reply, str) and reply.startswith("error")
 
@@ -341,28 +370,9 @@ class UnrealCVBackend:
 
     def _spawn_camera(self) -> None:
         """Spawn our own camera and find its id (the pawn's camera 0 is never moved)."""
-        actor = str(self._conn.request("vset /cameras/spawn"))
-        self._owned.add(actor)
         wanted = f"{NAME_PREFIX}{self._token}_{self._session}_camera"
-        if not is_error(self._conn.batch([f"vset /object/{actor}/name {wanted}"], check=False)[0]):
-            self._owned.discard(actor)
-            self._owned.add(wanted)
-            actor = wanted
-        self.camera_actor = actor
-        # Sensor names are all "FusionCameraSensor" and ids follow the engine's object order: put the actor at a
-        # marker location nothing else has and look for the camera there.
-        marker = (-91234.5, 81234.25 + self._session, -71234.75)
-        self._conn.request(f"vset /object/{actor}/location {fmt_floats(marker)}")
-        cameras = self._conn.require_playing()
-        ids = range(1, len(cameras))  # id 0 is the pawn's sensor (listed first by USensorBPLib::GetFusionSensorList)
-        replies = self._conn.batch([f"vget /camera/{i}/location" for i in ids], check=False)
-        found = [i for i, r in zip(ids, replies) if not is_error(r) and np.allclose(parse_vector(str(r)), marker, atol=0.01)]
-        if len(found) != 1:
-            raise BackendError(
-                f"Spawned the camera {actor} but could not find its id among the {len(cameras)} cameras of `vget /cameras`.",
-                "Use the UnrealCV plugin's 5.2 branch (1.0.x), whose `vset /cameras/spawn` spawns a FusionCameraActor.",
-            )
-        self.camera_id = found[0]
+        self.camera_actor, self.camera_id = self._conn.spawn_camera(wanted, on_spawned=self._owned.add)
+        self._owned.add(self.camera_actor)
         self._conn.request(f"vset /camera/{self.camera_id}/size {self.width} {self.height}")
 
     def open(self) -> None:
