@@ -68,7 +68,8 @@ def test_every_missing_class_is_reported_at_once(broken_project, catalog):
     assert len(ok) == len(report.classes) - 7 and all(c.pivot_offset_cm == (0.0, 0.0, 0.0) for c in ok if c.kind == "object")
     assert not report.ok and report.plugin_version == "1.0.1"
     assert _ours(server) == []  # every probe actor (and the probe camera) was destroyed
-    assert len(server.mask_pixels) == len(report.classes) - 3 - len(report.classes[-1:]) * 0 - sum(c.kind == "floor" for c in report.classes)
+    probes = [c for c in server.log if c.endswith("/object_mask png")]
+    assert len(probes) == sum(c.kind == "object" for c in report.classes) - len(missing)  # every spawned object class
     assert not any(c.startswith(("vset /camera/0/", "vget /camera/0/")) for c in server.log)
 
     with pytest.raises(InputError) as info:

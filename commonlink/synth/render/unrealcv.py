@@ -307,8 +307,8 @@ class UnrealCVBackend:
         self.host, self.port, self.catalog = host, int(port), catalog
         self.width, self.height = width, height
         self.mask_tolerance, self.reconnect_attempts, self.timeout = mask_tolerance, reconnect_attempts, timeout
-        #: Palette colours stay this far (largest channel difference) from each other and from level colours:
-        #: twice the matching tolerance plus room for the plugin's colour drift.
+        #: Palette colours stay this far (largest channel difference) from each other and from level colours: both
+        #: sides of a pair may drift by the matching tolerance, so keep well over twice it (at least 24 levels).
         self.min_color_distance = max(24, 4 * mask_tolerance + 8)
         self._conn = UnrealCVConnection(host, port, timeout)
         self._token = secrets.token_hex(3)  # names unique per backend: never reuse another run's (destroyed) names
