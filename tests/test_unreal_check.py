@@ -15,7 +15,11 @@ from commonlink.formats.catalog import read_catalog
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, load_assets
 from commonlink.synth.render.unreal_check import check_project, require_project_ready
 from commonlink.synth.runner import SynthConfig, synthesize
-from commonlink.testing.unrealcv_server import ClassShape, FakeUnrealCVServer, default_level
+from commonlink.testing.unrealcv_server import (
+    ClassShape,
+    FakeUnrealCVServer,
+    default_level,
+)
 
 
 @pytest.fixture()
@@ -113,6 +117,5 @@ def test_cli_unreal_check(broken_project, user_assets, tmp_path):
 
 
 def test_check_before_play_says_press_play(catalog):
-    with FakeUnrealCVServer(catalog, playing=False) as server:
-        with pytest.raises(BackendError, match="Press Play"):
-            check_project(server.host, server.port, catalog)
+    with FakeUnrealCVServer(catalog, playing=False) as server, pytest.raises(BackendError, match="Press Play"):
+        check_project(server.host, server.port, catalog)
