@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import console, reports_errors
+from commonlink.commands._common import console, reports_errors, stdout_is_terminal
 
 
 def _triple(values) -> str:
@@ -39,7 +39,7 @@ def check(
 
     catalog = load_assets(asset_file)
     refuse_placeholder_classes(catalog)
-    report = check_project(host, port, catalog)
+    report = check_project(host, port, catalog, progress=not as_json and stdout_is_terminal())
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

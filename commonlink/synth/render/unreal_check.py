@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from commonlink.errors import BackendError, InputError
+from commonlink.progress import track
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, AssetCatalog
 from commonlink.synth.render.unrealcv import (
     NAME_PREFIX,
@@ -149,7 +150,8 @@ def _level_colors(conn: UnrealCVConnection, names: list[str]) -> list[tuple[int,
     return [c for c in colors if c is not None]
 
 
-def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]], level_colors, token: str, owned: list[str]) -> None:
+def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]], level_colors, token: str, owned: list[str],
+                 progress: bool) -> None:
     """Colour each class's actor, put it alone in front of a camera far above the level, and check that it shows
     in the object mask: a mesh hidden in game, or components the plugin does not annotate, would leave the class
     out of every mask (and its objects unlabelled) however many views a scene has."""
@@ -158,7 +160,7 @@ def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]],
     size = 32  # enough to see whether the class is drawn at all
     conn.batch([f"vset /camera/{camera}/size {size} {size}", f"vset /camera/{camera}/fov {PROBE_FOV:.1f}",
                 f"vset /object/{camera_actor}/rotation 0.0 0.0 0.0"])
-    for entry, name in probes:
+    for entry, name in track(probes, "Checking object masks", unit="classes", disable=not progress):
         sx, sy, sz = entry.measured_size_cm  # type: ignore[misc]
         distance = sx / 2 + 1.6 * max(sx, sy, sz) + 5.0  # the whole object fits a 60 degree view
         ox, oy, oz = entry.pivot_offset_cm  # type: ignore[misc]
@@ -189,6 +191,7 @@ def check_project(
     size_tolerance: float = SIZE_TOLERANCE,
     pivot_tolerance: float = PIVOT_TOLERANCE,
     timeout: float = 60.0,
+    progress: bool = False,
 ) -> ProjectCheck:
     """Connect to the running game, spawn and measure every class of the asset file, destroy them again."""
     entries = [
@@ -223,7 +226,7 @@ def check_project(
             drawable = [(e, n) for e, n in spawned if e.kind == "object" and e.measured_size_cm and min(e.measured_size_cm) > 0]
             if drawable:
                 level_colors = _level_colors(conn, level)
-                _probe_masks(conn, drawable, level_colors, token, owned=spawned_names)
+                _probe_masks(conn, drawable, level_colors, token, owned=spawned_names, progress=progress)
         finally:
             if conn.connected:
                 conn.batch([f"vset /object/{name}/destroy" for name in spawned_names], check=False)
@@ -233,11 +236,12 @@ def check_project(
                         level_actors=len(level), classes=entries)
 
 
-def require_project_ready(host: str, port: int, catalog: AssetCatalog, *, timeout: float = 60.0) -> ProjectCheck:
+def require_project_ready(host: str, port: int, catalog: AssetCatalog, *, timeout: float = 60.0,
+                          progress: bool = False) -> ProjectCheck:
     """What ``synth --backend unrealcv`` runs first: refuse placeholder classes, then every missing or mismatched
     class at once, as one error."""
     refuse_placeholder_classes(catalog)
-    report = check_project(host, port, catalog, timeout=timeout)
+    report = check_project(host, port, catalog, timeout=timeout, progress=progress)
     if not report.ok:
         raise InputError(
             f"The Unreal project at {host}:{port} does not match the asset file {catalog.path}:\n{report.describe()}",
