@@ -407,7 +407,7 @@ def test_synth_refuses_placeholder_classes_before_connecting(server, tmp_path):
     with pytest.raises(InputError, match="placeholders") as info:
         synthesize(tmp_path / "ue", config, progress=False)
     assert "commonlink_import.py" in info.value.fix
-    assert server.connections == 0
+    assert server.connections == 0 and not (tmp_path / "ue").exists()
 
 
 def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path, user_assets):

@@ -424,6 +424,10 @@ def synthesize(
         )
     catalog = load_assets(config.assets)
     config.plan_config().check(catalog)
+    if config.backend == "unrealcv":
+        from commonlink.synth.render.unreal_check import refuse_placeholder_classes
+
+        refuse_placeholder_classes(catalog)  # before the output folder is touched
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a folder.", "Choose a folder path for the catalog.")
     (out / SCENES_DIR).mkdir(parents=True, exist_ok=True)
