@@ -37,6 +37,7 @@ from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
+from commonlink.synth.render.unreal_check import refuse_placeholder_classes, require_project_ready
 from commonlink.synth.visibility import default_min_visible_pixels, hidden_share, object_areas
 
 SYNTH_CONFIG_FILE = "synth_config.json"
@@ -201,7 +202,6 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog):
         from commonlink.synth.render.offline import OfflineRenderer
 
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)
-    from commonlink.synth.render.unreal_check import require_project_ready
     from commonlink.synth.render.unrealcv import UnrealCVBackend
 
     # Refuse placeholder classes, then every class the game lacks (all at once), before rendering anything.
@@ -425,8 +425,6 @@ def synthesize(
     catalog = load_assets(config.assets)
     config.plan_config().check(catalog)
     if config.backend == "unrealcv":
-        from commonlink.synth.render.unreal_check import refuse_placeholder_classes
-
         refuse_placeholder_classes(catalog)  # before the output folder is touched
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a folder.", "Choose a folder path for the catalog.")
