@@ -28,6 +28,8 @@ eval_app = typer.Typer(help="Score models on Common-O and association splits; co
 app.add_typer(release_app, name="release")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(eval_app, name="eval")
+unreal_app = typer.Typer(help="Check a running Unreal Engine project (UnrealCV plugin) for `synth --backend unrealcv`.", no_args_is_help=True)
+app.add_typer(unreal_app, name="unreal")
 
 
 def _version_callback(value: bool) -> None:
@@ -56,6 +58,7 @@ from commonlink.commands import pairs as _pairs_cmds  # noqa: E402
 from commonlink.commands import release as _release_cmds  # noqa: E402
 from commonlink.commands import stats as _stats_cmds  # noqa: E402
 from commonlink.commands import synth as _synth_cmds  # noqa: E402
+from commonlink.commands import unreal as _unreal_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("synth")(_synth_cmds.synth)
@@ -73,6 +76,7 @@ eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
 eval_app.command("association")(_association_eval_cmds.association)
 app.command("demo")(_demo_cmds.demo)
+unreal_app.command("check")(_unreal_cmds.check)
 
 
 def main() -> None:  # console-script entry point
