@@ -123,3 +123,13 @@ def test_release_build_cli_refuses_a_non_semver_version_before_writing(tmp_path)
     assert result.exit_code == 1
     assert "X.Y.Z" in result.output
     assert not out.exists()
+
+
+def test_both_renderers_implement_the_renderer_interface():
+    from commonlink.synth.render import Renderer
+    from commonlink.synth.render.offline import OfflineRenderer
+    from commonlink.synth.render.unrealcv import UnrealCVBackend
+
+    for cls in (OfflineRenderer, UnrealCVBackend):
+        assert callable(getattr(cls, "render", None)) and callable(getattr(cls, "close", None)), cls
+    assert Renderer.__doc__

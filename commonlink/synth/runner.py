@@ -40,6 +40,7 @@ from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
+from commonlink.synth.render.base import Renderer
 from commonlink.synth.render.offline import OfflineRenderer
 from commonlink.synth.render.unreal_check import refuse_placeholder_classes, require_project_ready
 from commonlink.synth.render.unrealcv import UnrealCVBackend
@@ -204,8 +205,8 @@ def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCat
 # --- backends ----------------------------------------------------------------------------------------------
 
 
-def open_backend(config: SynthConfig, catalog: AssetCatalog):
-    """A renderer with ``render(plan) -> list[RenderedView]`` and ``close()``."""
+def open_backend(config: SynthConfig, catalog: AssetCatalog) -> Renderer:
+    """The renderer ``config.backend`` names (see :class:`commonlink.synth.render.Renderer`)."""
     width, height = config.resolution
     if config.backend == "offline":
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)

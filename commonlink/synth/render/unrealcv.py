@@ -46,7 +46,7 @@ from PIL import Image
 from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
-from commonlink.synth.render.offline import RenderedView
+from commonlink.synth.render.base import RenderedView
 from commonlink.synth.visibility import instance_ids_from_colors
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
