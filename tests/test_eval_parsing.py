@@ -88,9 +88,10 @@ def test_yes_no(text, expected):
 
 
 def test_score_example_by_hand():
-    # truth {apple, keys}; predicted apple, "No objects" (not an object) and spoon -> 1 hallucinated object
+    # truth {apple, keys}; predicted apple, "No objects" and spoon: the paper counts 2 false positives over the
+    # lettered choices (a wrong "No objects are in common" included); the objects-only variant counts spoon
     s = score_common_o(["A", "B", "G"], ["A", "C"], CHOICES)
-    assert s == {"correct": False, "hallucinated": 1, "hallucinated_objects": ["spoon"]}
+    assert s == {"correct": False, "hallucinated": 2, "hallucinated_objects": ["spoon"]}
     assert score_common_o(["C", "A"], ["A", "C"], CHOICES)["correct"] is True
     assert score_common_o([], ["B"], CHOICES)["correct"] is False  # empty prediction never matches
 
@@ -105,7 +106,7 @@ def test_metrics_by_hand():
     choices = ["apple", "keys", NO_COMMON_OBJECTS, "spoon"]  # A B C D
     records = [
         _record(["A"], ["A"], choices, source="real", gt_names=["apple"]),  # correct, 0 halluc
-        _record(["A", "C", "D"], ["A", "B"], choices, source="real", n2=5, gt_names=["apple", "keys"]),  # 1 halluc (spoon)
+        _record(["A", "C", "D"], ["A", "B"], choices, source="real", n2=5, gt_names=["apple", "keys"]),  # 2 FPs (none, spoon); 1 object
         _record(["A", "B", "D"], ["C"], choices, source="synthetic", gt_names=[NO_COMMON_OBJECTS]),  # 3 halluc
         _record([], ["A"], choices, parse_ok=False, source="synthetic", gt_names=["apple"]),  # unparseable: wrong, 0 halluc
     ]
@@ -113,9 +114,12 @@ def test_metrics_by_hand():
     o = m["overall"]
     assert o["n"] == 4
     assert o["accuracy"] == pytest.approx(0.25)
-    assert o["hallucination_rate"] == pytest.approx((0 + 1 / 4 + 3 / 4 + 0) / 4)
+    assert o["hallucination_rate"] == pytest.approx((0 + 2 / 4 + 3 / 4 + 0) / 4)
     assert o["hallucination_1plus"] == pytest.approx(0.5)
-    assert o["hallucination_2plus"] == pytest.approx(0.25)
+    assert o["hallucination_2plus"] == pytest.approx(0.5)
+    assert o["object_hallucination_rate"] == pytest.approx((0 + 1 / 4 + 3 / 4 + 0) / 4)
+    assert o["object_hallucination_1plus"] == pytest.approx(0.5)
+    assert o["object_hallucination_2plus"] == pytest.approx(0.25)
     assert o["parse_failure_rate"] == pytest.approx(0.25) and o["parse_failures"] == 1
     # bootstrap SE of a mean of 4 Bernoulli(0.25) values: about sqrt(.25 * .75 / 4) = 0.2165
     assert 0.18 < o["accuracy_se"] < 0.25

@@ -3,11 +3,15 @@
 Per example (Common-O), with P the predicted choice set, T the ground-truth set and C the choices:
 
 * correct: P == T (exact set match; an unparseable output is P = {} and so wrong);
-* hallucinated objects: P \\ T without the "No objects are in common" choice (it names no object);
-* hallucination rate: |hallucinated| / |C|.
+* hallucinated (the paper's §3.2 formula): |P \\ T| over the lettered choices, so a wrong "No objects are in
+  common" counts as a false positive like any wrong object; hallucination rate: |P \\ T| / |C|;
+* object hallucinations (our second, clearly named metric): P \\ T without the "No objects are in common"
+  choice, i.e. only objects that are not in both images.
 
 A group's accuracy and hallucination rate are means over its examples; ``hallucination_1plus`` /
-``hallucination_2plus`` are the shares of examples with at least 1 / 2 hallucinated objects. Standard errors
+``hallucination_2plus`` are the shares of examples with at least 1 / 2 false positives (paper), and
+``object_hallucination_rate`` / ``object_hallucination_1plus`` / ``object_hallucination_2plus`` the same for
+objects only. Standard errors
 are the standard deviation of each statistic over ``n_boot`` (1,000) bootstrap resamples of the examples,
 drawn from ``rng_for(seed, "bootstrap", group)``; the bootstrap mean is reported beside it, as in the paper.
 """
@@ -28,17 +32,24 @@ N_BOOTSTRAP = 1000
 
 
 def score_common_o(predicted_letters: Sequence[str], truth_letters: Sequence[str], choices: Sequence[str]) -> dict:
-    """Per-example scores: ``correct``, ``hallucinated`` (count) and ``hallucinated_objects`` (names)."""
+    """Per-example scores: ``correct``; ``hallucinated``, the paper's |P \\ T| over the lettered choices (a wrong
+    "No objects are in common" included); ``hallucinated_objects``, the names of the false-positive objects
+    (without that choice), whose count is the objects-only variant."""
     labels = letter_labels(len(choices))
     by_label = dict(zip(labels, choices))
     predicted, truth = set(predicted_letters), set(truth_letters)
     extra = sorted(predicted - truth, key=labels.index)
-    hallucinated = [by_label[x] for x in extra if by_label.get(x) != NO_COMMON_OBJECTS]
+    objects = [by_label[x] for x in extra if by_label.get(x) != NO_COMMON_OBJECTS]
     return {
         "correct": bool(predicted) and predicted == truth,
-        "hallucinated": len(hallucinated),
-        "hallucinated_objects": hallucinated,
+        "hallucinated": len(extra),
+        "hallucinated_objects": objects,
     }
+
+
+def object_hallucinations(record: dict) -> int:
+    """False-positive objects of a scored record (the objects-only variant of the paper's count)."""
+    return len(record.get("hallucinated_objects") or [])
 
 
 def bootstrap(values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTSTRAP, chunk: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -80,6 +91,9 @@ def common_o_group(records: Sequence[dict], *, seed: int, key: str, n_boot: int 
         "hallucination_rate": np.array([r["hallucinated"] / max(1, r["num_choices"]) for r in records]),
         "hallucination_1plus": np.array([float(r["hallucinated"] >= 1) for r in records]),
         "hallucination_2plus": np.array([float(r["hallucinated"] >= 2) for r in records]),
+        "object_hallucination_rate": np.array([object_hallucinations(r) / max(1, r["num_choices"]) for r in records]),
+        "object_hallucination_1plus": np.array([float(object_hallucinations(r) >= 1) for r in records]),
+        "object_hallucination_2plus": np.array([float(object_hallucinations(r) >= 2) for r in records]),
     }
     out = _summarise(columns, seed=seed, key=key, n_boot=n_boot)
     if records:
