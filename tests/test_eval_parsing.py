@@ -141,15 +141,24 @@ def test_bootstrap_matches_theory_on_a_larger_sample():
 
 
 def test_perception_metrics_by_hand():
+    def q(row, image, present, answer):
+        return {"row_id": row, "image": image, "present": present, "answer": answer, "correct": answer is not None and answer == present,
+                "source": "real", "questions_about_image": 3}
+
     records = [
-        {"present": True, "answer": True, "correct": True, "source": "real"},
-        {"present": False, "answer": True, "correct": False, "source": "real"},
-        {"present": True, "answer": None, "correct": False, "source": "real"},
-        {"present": False, "answer": False, "correct": True, "source": "real"},
+        q("r0", "image_1", True, True), q("r0", "image_1", False, False), q("r0", "image_1", False, False),  # all right
+        q("r0", "image_2", True, None), q("r0", "image_2", False, True), q("r0", "image_2", False, False),  # 1 hallucinated
+        q("r1", "image_1", True, True), q("r1", "image_1", False, True), q("r1", "image_1", False, True),  # 2 hallucinated
+        q("r1", "image_2", True, True), q("r1", "image_2", False, False),  # a failed request: image left out
     ]
     o = perception_metrics(records)["overall"]
-    assert o["accuracy"] == 0.5 and o["hallucination_rate"] == 0.5 and o["recall"] == 0.5
-    assert o["positives"] == o["negatives"] == 2 and o["parse_failures"] == 1
+    assert o["n"] == 3 and o["unit"] == "image"
+    assert o["accuracy"] == pytest.approx(1 / 3)
+    assert o["hallucination_rate"] == pytest.approx((0 + 1 / 3 + 2 / 3) / 3)
+    assert o["hallucination_1plus"] == pytest.approx(2 / 3) and o["hallucination_2plus"] == pytest.approx(1 / 3)
+    assert o["question_accuracy"] == pytest.approx(7 / 11) and o["questions"] == 11
+    assert o["positives"] == 4 and o["negatives"] == 7 and o["recall"] == pytest.approx(3 / 4)
+    assert o["yes_rate_absent"] == pytest.approx(3 / 7) and o["parse_failures"] == 1
 
 
 def test_pearson_by_hand():

@@ -134,17 +134,51 @@ def common_o_metrics(records: Sequence[dict], *, seed: int = 0, n_boot: int = N_
     }
 
 
+def perception_images(records: Sequence[dict]) -> list[dict]:
+    """Per-image scores of the single-image baseline: one entry per (row, image) whose every question was
+    answered (a failed request leaves its image out): ``correct`` (every answer right), ``hallucinated``
+    (absent objects answered yes), ``questions``, ``source``."""
+    images: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        images[(record.get("row_id"), record.get("image"))].append(record)
+    out = []
+    for group in images.values():
+        expected = group[0].get("questions_about_image", len(group))
+        if len(group) != expected:
+            continue
+        out.append({
+            "correct": all(r["correct"] for r in group),
+            "hallucinated": sum(1 for r in group if not r["present"] and r["answer"] is True),
+            "questions": len(group),
+            "source": group[0].get("source"),
+        })
+    return out
+
+
 def perception_group(records: Sequence[dict], *, seed: int, key: str, n_boot: int = N_BOOTSTRAP) -> dict:
-    """Perception baseline: accuracy over all questions; hallucination = share of absent objects answered yes."""
-    out = _summarise({"accuracy": np.array([float(r["correct"]) for r in records])}, seed=seed, key=key, n_boot=n_boot)
+    """Single-image baseline (paper §4.1, Fig. 3). Per image: ``accuracy`` (every answer right),
+    ``hallucination_rate`` (absent objects answered yes / questions), ``hallucination_1plus``/``_2plus``;
+    ``n`` counts images. Per question: ``question_accuracy``, ``recall`` (present objects answered yes),
+    ``yes_rate_absent`` (absent objects answered yes)."""
+    images = perception_images(records)
+    out = _summarise({
+        "accuracy": np.array([float(i["correct"]) for i in images]),
+        "hallucination_rate": np.array([i["hallucinated"] / max(1, i["questions"]) for i in images]),
+        "hallucination_1plus": np.array([float(i["hallucinated"] >= 1) for i in images]),
+        "hallucination_2plus": np.array([float(i["hallucinated"] >= 2) for i in images]),
+    }, seed=seed, key=key, n_boot=n_boot)
+    out["unit"] = "image"
+    questions = _summarise({"question_accuracy": np.array([float(r["correct"]) for r in records])}, seed=seed, key=key + "/questions", n_boot=n_boot)
+    out.update({k: v for k, v in questions.items() if k != "n"})
+    out["questions"] = len(records)
     negatives = [r for r in records if not r["present"]]
     positives = [r for r in records if r["present"]]
-    halluc = _summarise({"hallucination_rate": np.array([float(r["answer"] is True) for r in negatives])}, seed=seed, key=key + "/neg", n_boot=n_boot)
-    out.update({k: v for k, v in halluc.items() if k != "n"})
     out["positives"] = len(positives)
     out["negatives"] = len(negatives)
     if positives:
         out["recall"] = float(np.mean([r["answer"] is True for r in positives]))
+    if negatives:
+        out["yes_rate_absent"] = float(np.mean([r["answer"] is True for r in negatives]))
     if records:
         out["parse_failure_rate"] = float(np.mean([r["answer"] is None for r in records]))
         out["parse_failures"] = int(sum(r["answer"] is None for r in records))

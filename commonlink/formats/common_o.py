@@ -21,8 +21,10 @@ MULTI_IMAGE_PROMPT = (
 #: For single-image models that receive the two images concatenated side by side (paper §3.2, second prompt).
 CONCAT_IMAGE_PROMPT = "There are two images provided, one on the left and the other on the right. " + MULTI_IMAGE_PROMPT
 
-#: Single-image perception baseline (paper §3.2).
-PERCEPTION_PROMPT = "Is {} in this image? Answer yes or no."
+#: Single-image perception baseline (paper §3.2, verbatim).
+PERCEPTION_PROMPT = "Is {} in this image?"
+#: Wording added after the paper's perception question only when asked for (``--yes-no-hint``).
+YES_NO_HINT = " Answer yes or no."
 
 QUESTION_TEMPLATE_ID = "which_objects_in_both_v1"
 
