@@ -309,11 +309,17 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
     if choice_readings is None:
         raise SchemaError(f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} has too many ways to group its commas into {count} names.",
                           "Store the choices as a JSON list.")
+    if not choice_readings and not num_choices:
+        raise SchemaError(
+            f"{where}: the question lists the choices {question_items}, but field 'choices' holds {_excerpt(_shown(row['choices']))}.",
+            "The row contradicts itself; fix the question or the choices (or drop the row).",
+        )
     if not choice_readings:
         raise SchemaError(
             f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} holds {len(choice_text.plain())} names, but num_choices is {num_choices}.",
             "Fix num_choices or the choices list (a JSON list keeps commas inside names).",
         )
+    groupings = len(choice_readings)
     choice_readings = [strip_letter_prefixes(r) for r in choice_readings]
     if question_items:
         agreeing = [r for r in choice_readings if _same_names(r, question_items)]
@@ -367,8 +373,8 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
     chosen = top[0]
     labels = letters(len(chosen.choices))
     notes = []
-    if len(choice_readings) > 1 or len(truth_readings) > 1:
-        notes.append("comma grouping settled by the row's counts and cross-checks")
+    if groupings > 1 or len(truth_readings) > 1:
+        notes.append("comma grouping settled by the row's question, counts and cross-checks")
     encodings = {name: text.encoding for name, text in texts.items()}
     if answer_list is not None:
         encodings["answer"] = answer_list.encoding
