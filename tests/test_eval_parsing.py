@@ -212,3 +212,84 @@ def test_image_helpers():
     assert side.size == (40 + 10, 30)
     assert side.getpixel((0, 0)) == (255, 0, 0) and side.getpixel((45, 10)) == (0, 0, 255)
     assert image_data_url(Image.new("RGB", (4, 4))).startswith("data:image/png;base64,")
+
+
+# ---------------------------------------------------------------------------- parser rules (issue 12, 18)
+
+SILVER = ["silver grater", NO_COMMON_OBJECTS, "dark chocolate bar wrapped in foil", "silver straw", "silver whisk", "silver knife",
+          "tangerine", "mallard (fake duck)"]  # A..H; F = silver knife
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # rule 4: a remark after the letters names a choice, but is not an answer
+        ("Answer: D, E (the silver knife is not in image 2)", ["D", "E"]),
+        ("Answer: D, E [silver knife only in image 1]", ["D", "E"]),
+        ("Answer: mallard (fake duck) (it is in both)", ["H"]),  # a name holding parentheses stays a name
+        ("Answer: H (mallard (fake duck))", ["H"]),
+        # rule 5: the template echoed back with letters in it, letters with or without commas, names
+        ("Answer: <D> <E>", ["D", "E"]),
+        ("Answer: <letter D> <letter E>", ["D", "E"]),
+        ("Answer: D,E", ["D", "E"]),
+        ("Answer: D E", ["D", "E"]),
+        ("Answer: silver straw, silver whisk", ["D", "E"]),
+        ("Answer: the silver straw and the silver whisk", ["D", "E"]),
+        ("Answer: tangerine", ["G"]),
+        # rule 6: a sentence after the letters is a remark
+        ("Answer: D, E. The silver knife is only in image 1.", ["D", "E"]),
+        ("Answer: D, E - because the silver knife is only in image 1", ["D", "E"]),
+        ("Answer: D, E because the knife is hidden", ["D", "E"]),
+    ],
+)
+def test_parser_rules_of_issue_12(text, expected):
+    parsed = parse_common_o_answer(text, SILVER)
+    assert parsed.ok, parsed.error
+    assert parsed.letters == expected
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("Answer: <letter 1> <letter 2> <letter 3>", "unexpected text '1'"),  # the bare template: no answer
+        ("Answer: D, E or maybe F", "unexpected text 'or'"),
+    ],
+)
+def test_parser_rules_still_refuse_what_is_not_an_answer(text, reason):
+    parsed = parse_common_o_answer(text, SILVER)
+    assert not parsed.ok and reason in parsed.error
+
+
+def test_think_stripping_matches_the_regex_on_random_text():
+    import re
+
+    from commonlink.eval.parsing import strip_reasoning
+
+    def by_regex(text):
+        body = re.sub(r"<think>.*?</think>", "\n", text, flags=re.S | re.I)
+        lower = body.lower()
+        if "</think>" in lower:
+            body = body[lower.rindex("</think>") + len("</think>"):]
+            lower = body.lower()
+        if "<think>" in lower:
+            return body[: lower.index("<think>")], "unterminated"
+        return body, None
+
+    rng = np.random.default_rng(0)
+    pieces = ["<think>", "</think>", "<THINK>", "</Think>", "a", "Answer: B", "\n", " ", "<thi", "nk>"]
+    for _ in range(2000):
+        text = "".join(pieces[k] for k in rng.integers(0, len(pieces), size=int(rng.integers(0, 12))))
+        body, error = strip_reasoning(text)
+        expected_body, expected_error = by_regex(text)
+        assert body == expected_body, text
+        assert (error is None) == (expected_error is None), text
+
+
+def test_parser_handles_100000_repeated_think_tags():
+    """Issue 18: 100,000 repeated <think> took over a minute (quadratic); the scan is linear, so this is quick."""
+    n = 100_000
+    assert parse_common_o_answer("<think>" * n + "Answer: A", SILVER).error.startswith("unterminated <think>")
+    assert parse_common_o_answer("<think>x</think>" * n + "Answer: D", SILVER).letters == ["D"]
+    assert parse_common_o_answer("</think>" * n + "Answer: D", SILVER).letters == ["D"]
+    assert parse_common_o_answer("#\n" * n + "Answer: D", SILVER).letters == ["D"]
+    assert parse_yes_no("<think>" * n + "yes") is None
