@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.errors import BackendError, SchemaError
+from commonlink.errors import BackendError, InputError, SchemaError
 from commonlink.eval.backends import GenerationSettings, load_backend
 from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
 from commonlink.eval.perception import evaluate_perception
-from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT
+from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, common_o_question, format_choices
 from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
 from commonlink.testing.tiny_models import build_tiny_idefics3, build_tiny_llava, common_o_rows, write_common_o_split
 from commonlink.loaders.common_o import open_common_o
@@ -504,3 +504,42 @@ def test_vllm_backend_speaks_the_documented_llm_chat_api(data_dir, tmp_path, mon
     assert [p["type"] for p in parts] == ["image_pil", "image_pil", "text"] and parts[0]["image_pil"].size == (64, 48)
     assert results["backend"] == "vllm" and results["batch_invariant"] is False and results["dataset"]["rows_scored"] == 8
     assert results["backend_details"]["vllm_version"] == "0.9.0"
+
+
+class Recording(Wrapped):
+    """Records the size of every image the backend is handed."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.sizes = []
+
+    def generate(self, requests, settings):
+        self.sizes += [img.size for r in requests for img in r.images]
+        return super().generate(requests, settings)
+
+
+def test_the_model_receives_the_papers_384_px_shorter_side_by_default(tiny_backend, data_dir, tmp_path):
+    assert open_common_o(data_dir, "main").get(0).image_1.size == (64, 48)
+    UNCAPPED = GenerationSettings(max_new_tokens=6)  # the default --max-pixels safety cap (1,048,576) leaves 512x384 alone
+    paper = Recording(tiny_backend)
+    results = evaluate_common_o(data_dir, "main", backend_instance=paper, out_dir=tmp_path / "paper", settings=UNCAPPED, limit=2, **FAST)
+    assert paper.sizes == [(512, 384)] * 4  # 64x48 -> shorter side 384, aspect kept
+    assert results["image_protocol"] == {"protocol": "shorter-side-384", "kind": "shorter-side", "value": 384}
+    native = Recording(tiny_backend)
+    other = evaluate_common_o(data_dir, "main", backend_instance=native, out_dir=tmp_path / "paper", settings=UNCAPPED, limit=2,
+                              image_protocol="native", **FAST)
+    assert native.sizes == [(64, 48)] * 4  # same folder, but the protocol is in the cache key: generated again
+    assert other["run_key"] != results["run_key"] and other["timing"]["generated"] == 2
+    capped = Recording(tiny_backend)
+    evaluate_common_o(data_dir, "main", backend_instance=capped, out_dir=tmp_path / "cap", settings=UNCAPPED, limit=1, image_protocol="max-pixels-1000", **FAST)
+    assert all(w * h <= 1000 for w, h in capped.sizes) and capped.sizes[0][0] / capped.sizes[0][1] == pytest.approx(64 / 48, rel=0.05)
+    with pytest.raises(InputError, match="not an image protocol"):
+        evaluate_common_o(data_dir, "main", "none", image_protocol="shorter-side", **FAST)
+
+
+def test_a_rows_own_question_is_sent_verbatim(tiny_backend, data_dir, tmp_path):
+    example = open_common_o(data_dir, "main").get(0)
+    assert example.question_source == "dataset"
+    assert common_o_request(example).prompt == example.question
+    assert common_o_request(example, question="built").prompt == common_o_question(example.choices)
+    assert common_o_request(example, concat=True).prompt == CONCAT_IMAGE_PROMPT.format(format_choices(example.choices))
