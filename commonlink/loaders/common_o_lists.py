@@ -299,9 +299,7 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
         except SchemaError:
             question_items = None
     elif question:
-        question_items = split_lettered(question, num_choices)
-        if question_items:  # the last item runs on into the rest of the question: cut at the sentence end
-            question_items[-1] = re.split(r"\.\s|\?|\n|\.$", question_items[-1], maxsplit=1)[0].strip()
+        question_items = split_lettered(question, num_choices)  # its last item runs on into the rest of the question
 
     choice_text = texts["choices"]
     count = num_choices if num_choices else (len(question_items) if question_exact and question_items else None)
@@ -322,10 +320,12 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
     groupings = len(choice_readings)
     choice_readings = [strip_letter_prefixes(r) for r in choice_readings]
     if question_items:
-        agreeing = [r for r in choice_readings if _same_names(r, question_items)]
+        # A question in the paper's template gives the choices exactly; letters found in other wording give
+        # them up to where the last one ends, so there only agreement is used (to pick a grouping), never refusal.
+        agreeing = [r for r in choice_readings if _same_names(r, question_items, loose_last=not question_exact)]
         if agreeing:
             choice_readings = agreeing
-        elif question_exact or choice_text.exact:
+        elif question_exact:
             raise SchemaError(
                 f"{where}: the question lists the choices {question_items}, but field 'choices' holds {_excerpt(_shown(row['choices']))}.",
                 "The row contradicts itself; fix the question or the choices (or drop the row).",
@@ -395,8 +395,13 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
-def _same_names(a: list[str], b: list[str]) -> bool:
-    return len(a) == len(b) and all(x.strip().casefold() == y.strip().casefold() for x, y in zip(a, b))
+def _same_names(a: list[str], b: list[str], *, loose_last: bool = False) -> bool:
+    """Same names in the same order (case-insensitive); ``loose_last``: ``b``'s last item may run on."""
+    if len(a) != len(b) or not a:
+        return False
+    head = all(x.strip().casefold() == y.strip().casefold() for x, y in zip(a[:-1], b[:-1]))
+    last_a, last_b = a[-1].strip().casefold(), b[-1].strip().casefold()
+    return head and (last_b.startswith(last_a) if loose_last else last_a == last_b)
 
 
 def _check(choices, truth_items, answer_items, o1, o2, num_truth) -> _Candidate:
