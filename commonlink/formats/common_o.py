@@ -7,6 +7,7 @@ the eval module. Keep this module free of heavy imports.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from typing import Any
@@ -31,6 +32,11 @@ QUESTION_TEMPLATE_ID = "which_objects_in_both_v1"
 
 def letters(n: int) -> list[str]:
     """A, B, ..., Z, AA, AB, ... for ``n`` choices."""
+    return list(_letters(n))
+
+
+@functools.lru_cache(maxsize=64)
+def _letters(n: int) -> tuple[str, ...]:
     out = []
     for i in range(n):
         label = ""
@@ -41,7 +47,7 @@ def letters(n: int) -> list[str]:
             if k < 0:
                 break
         out.append(label)
-    return out
+    return tuple(out)
 
 
 def format_choices(choices: list[str]) -> str:

@@ -38,6 +38,7 @@ MAX_READINGS = 2_000
 #: At most this many combinations of the fields' readings are checked for one row.
 MAX_COMBINATIONS = 20_000
 _LETTER_PREFIX = re.compile(r"^\(?([A-Z]{1,2})[.)]\s+(.*)$", re.S)
+_LETTERED_START = re.compile(r"^\[?\(?A[.)]\s")
 _LETTER_ITEM = re.compile(r"^[(\[]?([A-Z]{1,2})[.)\]]?$")
 _FIX_ENCODING = "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys)."
 
@@ -125,18 +126,22 @@ def read_list_text(text: Any, *, row: int | str, field: str) -> ListText:
         return ListText("empty", [])
     if len(stripped) > _MAX_LIST_TEXT:
         raise SchemaError(f"{where}: list text is {len(stripped):,} characters long (limit {_MAX_LIST_TEXT:,}).")
-    lettered = split_lettered(stripped[1:-1] if stripped[0] == "[" and stripped[-1] == "]" else stripped)
-    if lettered is not None and re.match(r"^\[?\(?A[.)]\s", stripped):
-        return ListText("lettered", _as_string_list(lettered, where=where, shown=stripped))
+    if _LETTERED_START.match(stripped):
+        lettered = split_lettered(stripped[1:-1] if stripped[0] == "[" and stripped[-1] == "]" else stripped)
+        if lettered is not None:
+            return ListText("lettered", _as_string_list(lettered, where=where, shown=stripped))
     if stripped[0] in "[(":
         try:
             return ListText("json", _checked_list(json.loads(stripped), where=where, shown=stripped))
         except (ValueError, RecursionError):  # RecursionError: nesting deeper than the decoder's limit
             pass
+        inner = stripped[1:-1]
+        if stripped[0] == "[" and stripped[-1] == "]" and "'" not in stripped and inner.strip() and _unquoted_ok(inner):
+            # no quote at all: not a Python literal of names (and literal_eval's parse is the costly part)
+            return ListText("bracketed", segments=_segments(inner, where=where, shown=stripped))
         try:
             value = ast.literal_eval(stripped)  # Python-literal lists: ['a', 'b'] — literal_eval only, never eval
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            inner = stripped[1:-1]
             if stripped[0] == "[" and stripped[-1] == "]" and inner.strip() and _unquoted_ok(inner):
                 return ListText("bracketed", segments=_segments(inner, where=where, shown=stripped))
             raise SchemaError(
