@@ -120,6 +120,14 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
         freq.update(objects)
     top_name, top_count = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     assert f"| {top_name} | {top_count} |" in text
+    # the floor a model must beat: `none` scores the share with nothing in common (as eval measures it),
+    # `random` 2^-(choices - 1) per example in expectation
+    from commonlink.eval.commono import evaluate_common_o
+
+    none = evaluate_common_o(tiny["rel"], "main", "none", n_boot=10, show_progress=False)["metrics"]["overall"]["accuracy"]
+    assert none == sum(r["ground_truth"] == [NO_COMMON_OBJECTS] for r in rows) / len(rows)
+    expected_random = sum(0.5 ** (len(r["choices"]) - 1) for r in rows) / len(rows)
+    assert f"main: `none` {100 * none:.1f}%, `random` {100 * expected_random:.1f}% (expected) accuracy" in text
     # figures are linked and exist; no local absolute paths leak into the card
     linked = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
     assert linked and all((tiny["rel"] / rel).is_file() and rel.endswith(".png") for rel in linked)

@@ -102,6 +102,8 @@ DATA_PARALLEL_SIZE = typer.Option(1, "--data-parallel-size", min=1, help="vllm: 
 MAX_MODEL_LEN = typer.Option(None, "--max-model-len", help="vllm: context length cap.")
 GPU_MEMORY_UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="vllm: share of GPU memory to use.")
 VLLM_ARG = typer.Option([], "--vllm-arg", help="vllm: extra engine argument KEY=VALUE (repeatable).")
+IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
+                              help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.")
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
 QUIET = typer.Option(False, "--quiet", help="No progress bar.")
 
@@ -125,6 +127,9 @@ def commono(
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
     concat_images: bool = typer.Option(False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."),
+    image_protocol: str = IMAGE_PROTOCOL,
+    question: str = typer.Option("dataset", "--question", help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the paper's prompt."),
+    max_unreadable_share: float = typer.Option(0.05, "--max-unreadable-share", help="Stop when more than this share of the rows cannot be read (1 = never stop)."),
     dtype: str = DTYPE,
     device: str = DEVICE,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
@@ -151,6 +156,7 @@ def commono(
         batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
         concat_images=concat_images, backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap,
         similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
+        image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share,
     )
     _print_summary(results, out, render_markdown_table, shard)
 
@@ -165,7 +171,7 @@ def perception(
     revision: str = REVISION,
     model_revision: str = MODEL_REVISION,
     batch_size: int = BATCH_SIZE,
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (2 questions a row)."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."),
     rows: str = ROWS,
     shard: str = SHARD,
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
@@ -173,6 +179,8 @@ def perception(
     top_p: float = TOP_P,
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
+    image_protocol: str = IMAGE_PROTOCOL,
+    yes_no_hint: bool = typer.Option(False, "--yes-no-hint", help="Add ' Answer yes or no.' to the paper's question (off: the paper's wording)."),
     dtype: str = DTYPE,
     device: str = DEVICE,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
@@ -189,13 +197,14 @@ def perception(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
 ) -> None:
-    """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
+    """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
     out = out or default_out_dir(split, model, backend, task="perception")
     results = evaluate_perception(
         data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
         batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
         backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap, show_progress=not quiet,
+        image_protocol=image_protocol, yes_no_hint=yes_no_hint,
     )
     _print_summary(results, out, render_markdown_table, shard)
 
