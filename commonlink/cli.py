@@ -30,6 +30,8 @@ app.add_typer(release_app, name="release")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(eval_app, name="eval")
 app.add_typer(export_app, name="export")
+unreal_app = typer.Typer(help="Check a running Unreal Engine project (UnrealCV plugin) for `synth --backend unrealcv`.", no_args_is_help=True)
+app.add_typer(unreal_app, name="unreal")
 
 
 def _version_callback(value: bool) -> None:
@@ -59,6 +61,7 @@ from commonlink.commands import pairs as _pairs_cmds  # noqa: E402
 from commonlink.commands import release as _release_cmds  # noqa: E402
 from commonlink.commands import stats as _stats_cmds  # noqa: E402
 from commonlink.commands import synth as _synth_cmds  # noqa: E402
+from commonlink.commands import unreal as _unreal_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("synth")(_synth_cmds.synth)
@@ -78,6 +81,7 @@ eval_app.command("association")(_association_eval_cmds.association)
 export_app.command("lmms-eval")(_export_cmds.lmms_eval)
 export_app.command("vlmevalkit")(_export_cmds.vlmevalkit)
 app.command("demo")(_demo_cmds.demo)
+unreal_app.command("check")(_unreal_cmds.check)
 
 
 def main() -> None:  # console-script entry point

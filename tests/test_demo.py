@@ -7,6 +7,8 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 
+pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
+
 
 def test_rerun_with_other_options_names_a_fix_the_demo_has(tmp_path):
     """The synth runner's "add --overwrite" hint is wrong for `demo`, which has no such option."""

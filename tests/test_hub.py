@@ -17,11 +17,10 @@ import sys
 from pathlib import Path
 
 from commonlink.fileio import atomic_write_json, sha256_file
+from commonlink.testing.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-WRITE_TOKEN = "hf_test_write_token_0123456789"
-USER = "alice"
-ORG = "commonlink-test"
+WRITE_TOKEN, USER, ORG = TEST_WRITE_TOKEN, TEST_USER, TEST_ORG
 
 
 def tiny_png(seed: int) -> bytes:
@@ -142,15 +141,11 @@ from commonlink.release.hub import (
     version_key,
 )
 from commonlink.errors import InputError
-from commonlink.testing.hub_server import HubServer, git_blob_id
+from commonlink.testing.hub_server import git_blob_id
+
+pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
 
 REPO = f"{ORG}/tiny-common-o"
-
-
-@pytest.fixture()
-def hub(tmp_path):
-    with HubServer(tmp_path / "hub-store", tokens={WRITE_TOKEN: USER}, orgs={USER: [ORG]}) as server:
-        yield server
 
 
 def _lfs_parquet(files: dict) -> dict[str, str]:

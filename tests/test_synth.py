@@ -190,6 +190,7 @@ def test_visibility_threshold_and_colour_tolerance():
 # --- offline renderer --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_offline_render_is_lit_with_exact_instance_masks(catalog):
     from commonlink.synth.render.offline import OfflineRenderer
 
@@ -218,6 +219,7 @@ def _scene_files(out: Path) -> dict[str, str]:
     return {str(p.relative_to(out)): sha256_file(p) for p in sorted((out / "scenes").rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_synthesize_writes_a_catalog(tmp_path):
     out = tmp_path / "cat"
     summary = synthesize(out, tiny(3), progress=False)
@@ -238,6 +240,7 @@ def test_synthesize_writes_a_catalog(tmp_path):
     assert plan["scene_id"] == "7-0" and len(plan["cameras"]) == 2 and plan["visibility"]
 
 
+@pytest.mark.slow
 def test_any_scene_can_be_redone_alone_and_shards_are_disjoint(tmp_path):
     full = tmp_path / "full"
     synthesize(full, tiny(4), progress=False)
@@ -255,6 +258,7 @@ def test_any_scene_can_be_redone_alone_and_shards_are_disjoint(tmp_path):
         parse_shard("2/2")
 
 
+@pytest.mark.slow
 def test_rerun_resumes_and_refuses_other_options(tmp_path):
     out = tmp_path / "cat"
     synthesize(out, tiny(2), progress=False)
@@ -269,6 +273,7 @@ def test_rerun_resumes_and_refuses_other_options(tmp_path):
     assert summary.catalog_records == 3 and len(list((out / "scenes").iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_resampling_is_bounded(tmp_path):
     # Nothing can pass a threshold larger than the image: every plan is "hidden"; the run still ends.
     summary = synthesize(tmp_path / "c", tiny(1, min_visible_pixels=10**6, max_attempts=3), progress=False)
@@ -277,12 +282,14 @@ def test_resampling_is_bounded(tmp_path):
     assert summary.resampled_scenes == 1 and all(r.objects == [] for r in read_catalog(tmp_path / "c"))
 
 
+@pytest.mark.slow
 def test_workers_match_a_single_process(tmp_path):
     synthesize(tmp_path / "one", tiny(3), progress=False)
     synthesize(tmp_path / "two", tiny(3), workers=2, progress=False)
     assert _scene_files(tmp_path / "two") == _scene_files(tmp_path / "one")
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_a_complete_catalog(tmp_path):
     out = tmp_path / "cat"
     args = [sys.executable, "-m", "commonlink.cli", "synth", "--out", str(out), "--scenes", "8", "--views", "2",
@@ -305,6 +312,7 @@ def test_killed_run_resumes_to_a_complete_catalog(tmp_path):
                                                             "view_0.png", "view_1.png"]
 
 
+@pytest.mark.slow
 def test_cli_synth_and_errors(tmp_path):
     runner = CliRunner()
     out = tmp_path / "cli"
@@ -318,6 +326,7 @@ def test_cli_synth_and_errors(tmp_path):
     assert bad.exit_code == 1 and "WIDTHxHEIGHT" in bad.output
 
 
+@pytest.mark.slow
 def test_pairs_consume_a_synthetic_catalog(tmp_path):
     pairs = pytest.importorskip("commonlink.sampling.pairs")
     out = tmp_path / "cat"
@@ -327,6 +336,7 @@ def test_pairs_consume_a_synthetic_catalog(tmp_path):
     assert len(rows) == 4 and all(r["source"] == "synthetic" for r in rows)
 
 
+@pytest.mark.slow
 def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch):
     out = tmp_path / "cat"
     synthesize(out, tiny(1), progress=False)

@@ -77,6 +77,8 @@ BACKEND_ARG = typer.Option([], "--backend-arg", help=(
     "tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. See docs/eval.md."))
 TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust).")
 CONCURRENCY = typer.Option(None, "--concurrency", min=1, help="openai: requests in flight at once (default 8).")
+IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
+                              help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.")
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
 QUIET = typer.Option(False, "--quiet", help="No progress bar.")
 
@@ -99,6 +101,9 @@ def commono(
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
     concat_images: bool = typer.Option(False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."),
+    image_protocol: str = IMAGE_PROTOCOL,
+    question: str = typer.Option("dataset", "--question", help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the paper's prompt."),
+    max_unreadable_share: float = typer.Option(0.05, "--max-unreadable-share", help="Stop when more than this share of the rows cannot be read (1 = never stop)."),
     system_prompt: str = SYSTEM_PROMPT,
     gen_arg: list[str] = GEN_ARG,
     backend_arg: list[str] = BACKEND_ARG,
@@ -119,6 +124,7 @@ def commono(
         batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
         concat_images=concat_images, backend_options=options, seed=seed, n_boot=bootstrap,
         similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
+        image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share,
     )
     _print_summary(results, out, render_markdown_table, shard)
 
@@ -132,7 +138,7 @@ def perception(
     out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (2 questions a row)."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."),
     rows: str = ROWS,
     shard: str = SHARD,
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
@@ -140,6 +146,8 @@ def perception(
     top_p: float = TOP_P,
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
+    image_protocol: str = IMAGE_PROTOCOL,
+    yes_no_hint: bool = typer.Option(False, "--yes-no-hint", help="Add ' Answer yes or no.' to the paper's question (off: the paper's wording)."),
     system_prompt: str = SYSTEM_PROMPT,
     gen_arg: list[str] = GEN_ARG,
     backend_arg: list[str] = BACKEND_ARG,
@@ -148,7 +156,7 @@ def perception(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
 ) -> None:
-    """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
+    """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
     out = out or default_out_dir(split, model, backend, task="perception")
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
@@ -157,6 +165,7 @@ def perception(
         data, split, model, backend, out, revision=revision, settings=settings,
         batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
         backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
+        image_protocol=image_protocol, yes_no_hint=yes_no_hint,
     )
     _print_summary(results, out, render_markdown_table, shard)
 

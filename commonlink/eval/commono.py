@@ -21,7 +21,7 @@ from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
-from commonlink.eval.imaging import concat_side_by_side
+from commonlink.eval.imaging import ImageProtocol, concat_side_by_side, parse_image_protocol
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report import render_markdown_table
@@ -44,28 +44,51 @@ from commonlink.formats.common_o import (
     MULTI_IMAGE_PROMPT,
     QUESTION_TEMPLATE_ID,
     common_o_question,
+    concat_question,
 )
 from commonlink.loaders.common_o import open_common_o
 
 __all__ = ["common_o_request", "default_out_dir", "evaluate_common_o", "render_markdown_table", "score_predictions"]
 
 
-def common_o_request(example, *, concat: bool = False) -> GenerationRequest:
-    """The model call for one example: both images (or one side-by-side image) and the paper's prompt."""
+#: ``question`` modes: the row's own question verbatim when it has one (the authors' text), or always built.
+QUESTION_MODES = ("dataset", "built")
+#: A run stops when more than this share of the requested rows cannot be read (``max_unreadable_share``).
+MAX_UNREADABLE_SHARE = 0.05
+
+
+def question_text(example, *, concat: bool = False, question: str = "dataset") -> tuple[str, str]:
+    """(prompt, source): the row's question verbatim (``"dataset"``; with ``concat``, the paper's left/right
+    sentence in front) when it has one and ``question="dataset"``, else the paper's prompt built from the
+    choices (``"built"``)."""
+    if question not in QUESTION_MODES:
+        raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
+    if question == "dataset" and getattr(example, "question_source", "built") == "dataset":
+        return (concat_question(example.question) if concat else example.question), "dataset"
+    return common_o_question(example.choices, concat=concat), "built"
+
+
+def common_o_request(example, *, concat: bool = False, image_protocol: ImageProtocol | str | None = None,
+                     question: str = "dataset") -> GenerationRequest:
+    """The model call for one example: both images sized by the image protocol (default: the paper's shorter
+    side 384 px), or one side-by-side image of them, and the question (see :func:`question_text`)."""
+    protocol = parse_image_protocol(image_protocol)
     if example.image_1 is None:  # loaded without pixels (a cache lookup): the request id is all that is needed
         images = [None] if concat else [None, None]
     else:
-        images = [concat_side_by_side(example.image_1, example.image_2)] if concat else [example.image_1, example.image_2]
+        first, second = protocol.apply(example.image_1), protocol.apply(example.image_2)
+        images = [concat_side_by_side(first, second)] if concat else [first, second]
     return GenerationRequest(
         id=example.id,
         images=images,
-        prompt=common_o_question(example.choices, concat=concat),
+        prompt=question_text(example, concat=concat, question=question)[0],
         choices=list(example.choices),
         multi_select=True,
     )
 
 
-def _example_meta(example) -> dict:
+def _example_meta(example, *, question: str = "dataset") -> dict:
+    extra = getattr(example, "extra", None) or {}
     return {
         "id": example.id,
         "row_index": example.row_index,
@@ -76,7 +99,30 @@ def _example_meta(example) -> dict:
         "choices": list(example.choices),
         "ground_truth": list(example.ground_truth),
         "ground_truth_letters": list(example.answer_letters),
+        "question_source": question_text(example, question=question)[1],
+        "list_encodings": extra.get("list_encodings"),
+        "ground_truth_as": extra.get("ground_truth_as"),
+        "answer_checked": extra.get("answer_checked"),
     }
+
+
+def row_reading_summary(records: Iterable[dict]) -> dict:
+    """How the scored rows were read: question used, list encodings per field, ground truth as names or
+    letters, rows whose ``answer`` column was read and agreed."""
+    questions: dict[str, int] = {}
+    encodings: dict[str, dict[str, int]] = {}
+    truth_as: dict[str, int] = {}
+    answer_checked = 0
+    for record in records:
+        source = record.get("question_source") or "built"
+        questions[source] = questions.get(source, 0) + 1
+        for field, encoding in (record.get("list_encodings") or {}).items():
+            encodings.setdefault(field, {})
+            encodings[field][encoding] = encodings[field].get(encoding, 0) + 1
+        if record.get("ground_truth_as"):
+            truth_as[record["ground_truth_as"]] = truth_as.get(record["ground_truth_as"], 0) + 1
+        answer_checked += bool(record.get("answer_checked"))
+    return {"question_source": questions, "list_encodings": encodings, "ground_truth_as": truth_as, "answer_column_checked": answer_checked}
 
 
 def score_output(meta: dict, output: str) -> dict:
@@ -120,7 +166,7 @@ def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | N
 LMMS_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
 
 
-def common_o_run_key(dataset, split: str, info, settings: GenerationSettings, concat_images: bool) -> str:
+def common_o_run_key(dataset, split: str, info, settings: GenerationSettings, concat_images: bool, image_protocol: str, question: str) -> str:
     """The cache key of a run: everything that can change an answer (see :mod:`commonlink.eval.cache`)."""
     return run_key(
         task="common_o",
@@ -130,6 +176,8 @@ def common_o_run_key(dataset, split: str, info, settings: GenerationSettings, co
         backend=info.backend,
         prompt=CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT,
         concat_images=concat_images,
+        image_protocol=image_protocol,
+        question=question,
         settings=settings.to_dict(),
         # only when set, so runs with default options keep the keys (and caches) they had
         **({"backend_options": info.output_options} if info.output_options else {}),
@@ -157,6 +205,9 @@ def evaluate_common_o(
     similarity_model: str | None = None,
     similarity: bool = False,
     show_progress: bool = True,
+    image_protocol: str | ImageProtocol | None = None,
+    question: str = "dataset",
+    max_unreadable_share: float = MAX_UNREADABLE_SHARE,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
 
@@ -165,6 +216,10 @@ def evaluate_common_o(
     :func:`commonlink.eval.backends.load_backend`); ``backend_instance`` reuses an already loaded backend
     (several splits in one process). Rerunning with the same arguments continues from the prediction cache.
     ``similarity=True`` (or a ``similarity_model``) adds the object-similarity analysis.
+    ``image_protocol`` sizes the images (default ``shorter-side-384``, the paper's; ``native``;
+    ``max-pixels-N``); ``question="dataset"`` sends a row's own question verbatim, ``"built"`` always the
+    paper's prompt built from the choices. More than ``max_unreadable_share`` of the rows unreadable stops
+    the run with an error naming the first ones.
 
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
@@ -172,17 +227,21 @@ def evaluate_common_o(
     """
 
     settings = settings or GenerationSettings(seed=seed)
+    protocol = parse_image_protocol(image_protocol)
+    if question not in QUESTION_MODES:
+        raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
     dataset = open_common_o(data, split, revision=revision)
     # load the embedder now: a wrong path must fail before hours of generation
     embedder = make_embedder(similarity_model) if similarity or similarity_model else None
     indices = row_indices(len(dataset), limit, rows, shard)
     instances = [backend_instance] if backend_instance is not None else None
     with open_backends(instances, backend, [model], backend_options, images_per_request=1 if concat_images else 2) as (model_backend,):
-        run = common_o_run_key(dataset, split, model_backend.info, settings, concat_images)
+        run = common_o_run_key(dataset, split, model_backend.info, settings, concat_images, protocol.spec, question)
         outcome = run_over_split(
             dataset,
             indices,
-            build=lambda ex: [(common_o_request(ex, concat=concat_images), _example_meta(ex))],
+            build=lambda ex: [(common_o_request(ex, concat=concat_images, image_protocol=protocol, question=question),
+                               _example_meta(ex, question=question))],
             finish=score_output,
             backend=model_backend,
             settings=settings,
@@ -192,6 +251,7 @@ def evaluate_common_o(
             total=len(indices),
             description=f"Common-O {split}",
             show_progress=show_progress,
+            max_row_errors=unreadable_limit(len(indices), max_unreadable_share),
         )
         generate_s = model_backend.generate_seconds
         info = model_backend.info  # a lazy backend knows its dtype/device once loaded
@@ -199,7 +259,8 @@ def evaluate_common_o(
     template = CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT
     results.update({
         "shard": list(shard) if shard else None,
-        "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images},
+        "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images, "question": question},
+        "image_protocol": protocol.to_dict(),
         "batch_size": batch_size or info.default_batch_size,
         "final_batch_size": outcome.final_batch_size,
         "oom_events": outcome.oom_events,
@@ -211,6 +272,7 @@ def evaluate_common_o(
             "rows_in_split": len(dataset),
             "rows_requested": len(indices),
             "rows_scored": len(outcome.records),
+            "row_reading": row_reading_summary(outcome.records),
         },
         "metrics": common_o_metrics(outcome.records, seed=seed, n_boot=n_boot),
         "skipped": len(outcome.skipped),
@@ -225,6 +287,13 @@ def evaluate_common_o(
     return results
 
 
+def unreadable_limit(n_rows: int, share: float) -> int:
+    """Rows that may fail to be read before a run over ``n_rows`` stops (``share`` of them, rounded down)."""
+    if not 0 <= share <= 1:
+        raise InputError(f"--max-unreadable-share {share} must be between 0 and 1.", "e.g. 0.05 (the default) or 1 to never stop.")
+    return int(share * n_rows)
+
+
 def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False) -> Iterator[dict]:
     """Our predictions as lmms-eval per-sample entries (doc_id = row index, filtered = the parsed letters)."""
     for r in records:
@@ -232,7 +301,9 @@ def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False) -> Itera
             "doc_id": r["row_index"],
             "doc": {k: r[k] for k in _FACT_FIELDS if k in r},
             "target": ", ".join(r["ground_truth_letters"]),
-            "prompt": common_o_question(r["choices"], concat=concat),
+            # the prompt sent: the paper's, built from the choices, or the row's own question (not kept in the record)
+            "prompt": common_o_question(r["choices"], concat=concat) if r.get("question_source", "built") == "built"
+            else f"(question column of row {r['row_index']}, verbatim)",
             "response": r["raw_output"],
             "filtered": ", ".join(r["parsed_letters"] or []),
             "scores": {"acc": float(r["correct"]), "hallucination_rate": r["hallucinated"] / max(1, r["num_choices"])},

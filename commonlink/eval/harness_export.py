@@ -229,8 +229,9 @@ def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "
         lines = []
         for i in range(len(source)):
             example, raw = source.get(i), source.raw_row(i)
-            lines.append({"index": i, "image": str([base64.b64encode(_png(img)).decode() for img in (example.image_1, example.image_2)]),
-                          "question": common_o_request(example).prompt, "answer": ", ".join(example.answer_letters),
+            request = common_o_request(example)  # images sized and question chosen as `eval commono` does by default
+            lines.append({"index": i, "image": str([base64.b64encode(_png(img)).decode() for img in request.images]),
+                          "question": request.prompt, "answer": ", ".join(example.answer_letters),
                           "choices": json.dumps(list(example.choices)), "ground_truth_objects": json.dumps(list(example.ground_truth)),
                           "real_or_synthetic": raw.get("real_or_synthetic") or "", "id": example.id})
         names.append(VLMEVAL_NAMES.get(split, f"CommonO_{split}"))

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from commonlink.eval.association_prompts import parse_selection
 from commonlink.eval.commono import common_o_request
+from commonlink.eval.imaging import parse_image_protocol
 from commonlink.eval.metrics import common_o_metrics, ratio_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.loaders.common_o import example_from_row
@@ -28,7 +29,9 @@ IMAGE_KEY = "image"
 
 # ------------------------------------------------------------------------------------------ Common-O
 def common_o_doc_to_visual(doc: dict) -> list:
-    return [doc["image_1"].convert("RGB"), doc["image_2"].convert("RGB")]
+    """Both images sized by our default image protocol (the paper's: shorter side 384 px), as ``eval commono`` sends them."""
+    protocol = parse_image_protocol(None)
+    return [protocol.apply(doc["image_1"].convert("RGB")), protocol.apply(doc["image_2"].convert("RGB"))]
 
 
 def common_o_doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:

@@ -40,7 +40,9 @@ from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
+from commonlink.synth.render.base import Renderer
 from commonlink.synth.render.offline import OfflineRenderer
+from commonlink.synth.render.unreal_check import refuse_placeholder_classes, require_project_ready
 from commonlink.synth.render.unrealcv import UnrealCVBackend
 from commonlink.synth.visibility import (
     default_min_visible_pixels,
@@ -203,13 +205,13 @@ def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCat
 # --- backends ----------------------------------------------------------------------------------------------
 
 
-def open_backend(config: SynthConfig, catalog: AssetCatalog):
-    """A renderer with ``render(plan) -> list[RenderedView]`` and ``close()``."""
+def open_backend(config: SynthConfig, catalog: AssetCatalog) -> Renderer:
+    """The renderer ``config.backend`` names (see :class:`commonlink.synth.render.Renderer`)."""
     width, height = config.resolution
     if config.backend == "offline":
-
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)
-
+    # Refuse placeholder classes, then every class the game lacks (all at once), before rendering anything.
+    require_project_ready(config.unrealcv_host, config.unrealcv_port, catalog)
     return UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
                            mask_tolerance=config.mask_tolerance)
 
@@ -421,6 +423,8 @@ def synthesize(
         )
     catalog = load_assets(config.assets)
     config.plan_config().check(catalog)
+    if config.backend == "unrealcv":
+        refuse_placeholder_classes(catalog)  # before the output folder is touched
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a folder.", "Choose a folder path for the catalog.")
     (out / SCENES_DIR).mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ from commonlink.synth.assets import Asset, AssetCatalog, FloorMaterial
 from commonlink.synth.floors import PROCEDURAL_FLOORS, TILE_CM
 from commonlink.synth.models import PROCEDURAL_MODELS
 from commonlink.synth.plan import CameraPose, Lighting, ScenePlan, ue_rotation_matrix
+from commonlink.synth.render.base import RenderedView
 
 #: Diagonal matrix that turns Unreal's left-handed coordinates into right-handed ones (and back).
 MIRROR = np.diag([1.0, -1.0, 1.0])
@@ -106,15 +107,6 @@ void main()
     frag_color = clamp(vec4(pow(result.xyz, vec3(1.0 / 2.2)), result.a * base_color.a), 0.0, 1.0);
 }
 """
-
-
-@dataclass
-class RenderedView:
-    """One camera's output: ``rgb`` (H, W, 3) uint8 and ``instance`` (H, W) uint16 (0 = no object, k + 1 =
-    the plan's k-th object)."""
-
-    rgb: np.ndarray
-    instance: np.ndarray
 
 
 @dataclass
