@@ -85,7 +85,7 @@ def test_common_o_and_perception_size_the_image_limit_from_the_task(common_o_dat
     assert llm.init_kwargs["limit_mm_per_prompt"] == {"image": 2} and llm.init_kwargs["tensor_parallel_size"] == 2
     assert llm.init_kwargs["enforce_eager"] is True and llm.init_kwargs["max_model_len"] == 4096
     parts = llm.calls[0].conversations[0][0]["content"]
-    assert [p["type"] for p in parts] == ["image_pil", "image_pil", "text"] and parts[0]["image_pil"].size == (64, 48)
+    assert [p["type"] for p in parts] == ["image_pil", "image_pil", "text"] and parts[0]["image_pil"].size == (512, 384)  # the paper's 384 px
     params = llm.calls[0].sampling_params
     assert (params.temperature, params.top_p, params.max_tokens, params.seed) == (0.0, 1.0, 1024, 0)
     assert results["dataset"]["rows_scored"] == 4 and results["backend_details"]["limit_mm_per_prompt"] == {"image": 2}

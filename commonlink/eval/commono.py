@@ -234,13 +234,19 @@ def evaluate_common_o(
     # load the embedder now: a wrong path must fail before hours of generation
     embedder = make_embedder(similarity_model) if similarity or similarity_model else None
     indices = row_indices(len(dataset), limit, rows, shard)
+    prompts: dict[int, str] = {}  # row -> the prompt sent, for the lmms-eval sample log
+
+    def sent_prompt(request: GenerationRequest, row: int) -> GenerationRequest:
+        prompts[row] = request.prompt
+        return request
+
     instances = [backend_instance] if backend_instance is not None else None
     with open_backends(instances, backend, [model], backend_options, images_per_request=1 if concat_images else 2) as (model_backend,):
         run = common_o_run_key(dataset, split, model_backend.info, settings, concat_images, protocol.spec, question)
         outcome = run_over_split(
             dataset,
             indices,
-            build=lambda ex: [(common_o_request(ex, concat=concat_images, image_protocol=protocol, question=question),
+            build=lambda ex: [(sent_prompt(common_o_request(ex, concat=concat_images, image_protocol=protocol, question=question), ex.row_index),
                                _example_meta(ex, question=question))],
             finish=score_output,
             backend=model_backend,
@@ -283,7 +289,7 @@ def evaluate_common_o(
     if embedder is not None:
         results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=embedder)
     if out_dir is not None:
-        write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
+        write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard), prompts=prompts)
     return results
 
 
@@ -294,23 +300,22 @@ def unreadable_limit(n_rows: int, share: float) -> int:
     return int(share * n_rows)
 
 
-def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False) -> Iterator[dict]:
-    """Our predictions as lmms-eval per-sample entries (doc_id = row index, filtered = the parsed letters)."""
+def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False, prompts: dict[int, str] | None = None) -> Iterator[dict]:
+    """Our predictions as lmms-eval per-sample entries (doc_id = row index, filtered = the parsed letters);
+    ``prompts`` (row -> prompt sent) when known, else the paper's prompt built from the choices."""
     for r in records:
         yield {
             "doc_id": r["row_index"],
             "doc": {k: r[k] for k in _FACT_FIELDS if k in r},
             "target": ", ".join(r["ground_truth_letters"]),
-            # the prompt sent: the paper's, built from the choices, or the row's own question (not kept in the record)
-            "prompt": common_o_question(r["choices"], concat=concat) if r.get("question_source", "built") == "built"
-            else f"(question column of row {r['row_index']}, verbatim)",
+            "prompt": (prompts or {}).get(r["row_index"]) or common_o_question(r["choices"], concat=concat),
             "response": r["raw_output"],
             "filtered": ", ".join(r["parsed_letters"] or []),
             "scores": {"acc": float(r["correct"]), "hallucination_rate": r["hallucinated"] / max(1, r["num_choices"])},
         }
 
 
-def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "") -> None:
+def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "", prompts: dict[int, str] | None = None) -> None:
     """``predictions{suffix}.jsonl``, ``results{suffix}.json`` and ``results{suffix}.md``, each written atomically,
     and the same run in lmms-eval's convention under ``lmms_eval/`` (see :mod:`commonlink.eval.results`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -321,7 +326,7 @@ def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suff
         split = results.get("dataset", {}).get("split", "main")
         overall = results["metrics"]["overall"]
         metrics = lmms_eval_metrics(overall, {"acc": "accuracy", "hallucination_rate": "hallucination_rate", "parse_failure_rate": "parse_failure_rate"})
-        write_lmms_eval_files(out_dir, LMMS_TASKS.get(split, f"common_o_{split}"), results, metrics, lmms_eval_samples(records, concat=bool(results.get("prompt", {}).get("concat_images"))), suffix=suffix)
+        write_lmms_eval_files(out_dir, LMMS_TASKS.get(split, f"common_o_{split}"), results, metrics, lmms_eval_samples(records, concat=bool(results.get("prompt", {}).get("concat_images")), prompts=prompts), suffix=suffix)
 
 
 _FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",
