@@ -8,8 +8,9 @@
    Figure: harness wall / bare-loop wall, target <= 1.15. (End-to-end ``evaluate_common_o`` including parquet
    reading and image decoding is reported too, without a target.)
 2. OpenAI-compatible backend: 200 requests to a local chat-completions server that answers each after a
-   random 100-300 ms, at ``--concurrency 16``, through ``evaluate_common_o``. Figure: wall / (200 / 16 x mean
-   injected latency), the time a perfectly packed pool needs; target <= 1.3.
+   random 100-300 ms, at ``--concurrency 16``, through ``evaluate_common_o`` (64x48 images sent as stored, so the
+   figure is about request scheduling rather than PNG encoding). Figure: wall / (200 / 16 x mean injected
+   latency), the time a perfectly packed pool needs; target <= 1.3. The server runs in its own process.
 3. GPU examples/s for a 2B-8B model with transformers and vLLM - only where CUDA is present (skipped otherwise).
 
     .venv/bin/python benchmarks/bench_eval.py [--quick] [--json out.json]
@@ -175,11 +176,13 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
             data = write_common_o_split(Path(tmp) / "data", common_o_rows(requests, seed=1))
             # warm-up on 16 other rows (importing the SDK, opening connections): the server's delays start after these
             warm = write_common_o_split(Path(tmp) / "warm", common_o_rows(16, seed=2))
-            evaluate_common_o(warm, "main", "served-vlm", "openai", Path(tmp) / "warm-out", show_progress=False, n_boot=10, backend_options=options)
-            start = time.perf_counter()
+            # 64x48 images sent as stored (image_protocol native): the figure is about request scheduling, not PNG encoding
+            evaluate_common_o(warm, "main", "served-vlm", "openai", Path(tmp) / "warm-out", show_progress=False, n_boot=10, backend_options=options,
+                              image_protocol="native")
+            start, cpu_start = time.perf_counter(), time.process_time()
             results = evaluate_common_o(data, "main", "served-vlm", "openai", Path(tmp) / "out", show_progress=False, n_boot=100,
-                                        backend_options=options)
-            wall = time.perf_counter() - start
+                                        backend_options=options, image_protocol="native")
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     finally:
         server.terminate()
         server.join()
@@ -188,8 +191,11 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
     delays = [rng.uniform(*latency) for _ in range(16 + requests)][16:]
     ideal = requests / concurrency * statistics.mean(delays)
     ratio = round(wall / ideal, 3)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return [row(f"openai backend: {requests} requests, 100-300 ms injected latency, concurrency {concurrency} (whole evaluate_common_o run)",
-                round(wall, 3), "s", peer=f"{requests}/{concurrency} x mean latency = {ideal:.3f} s", ratio=ratio, target="<= 1.3", met=ratio <= 1.3)]
+                round(wall, 3), "s", peer=f"{requests}/{concurrency} x mean latency = {ideal:.3f} s", ratio=ratio, target="<= 1.3", met=ratio <= 1.3),
+            row(f"openai backend: client CPU per request (SDK, JSON, image encoding, scoring), {os.cpu_count()} cores, load average {load}",
+                round(1000 * cpu / requests, 2), "ms")]
 
 
 def gpu_throughput(model: str, rows: int) -> list[dict]:
