@@ -3,7 +3,7 @@
 1. Transformers overhead (CPU, tiny random LLaVA): the same rows, the same batch size and the same model object,
    in the same process, run (a) by a bare loop - ``processor.apply_chat_template`` + ``processor(...)`` +
    ``model.generate`` + ``batch_decode``, the strongest thing a user would write - and (b) by our harness
-   (:func:`commonlink.eval.runner.run_over_split`: request building, prediction cache, OOM-tolerant batching,
+   (:func:`commonlink.eval.runner.run_over_split`, images as stored: request building, prediction cache, OOM-tolerant batching,
    parsing, scoring, then writing predictions/results/lmms-eval files). Images are decoded before both timings.
    Figure: harness wall / bare-loop wall, target <= 1.15. (End-to-end ``evaluate_common_o`` including parquet
    reading and image decoding is reported too, without a target.)
@@ -99,7 +99,7 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
             if k % 2 == 0:  # alternate which runs first, so neither gains from the other's warm caches
                 bare_s, bare_outputs = bare_loop(backend, examples, batch_size, max_new_tokens)
             start = time.perf_counter()
-            outcome = run_over_split(decoded, range(rows), build=lambda ex: [(common_o_request(ex), meta[ex.id])], finish=score_output,
+            outcome = run_over_split(decoded, range(rows), build=lambda ex: [(common_o_request(ex, image_protocol="native"), meta[ex.id])], finish=score_output,
                                      backend=backend, settings=settings, cache=PredictionCache(tmp / f"cache{k}.jsonl"), run="bench",
                                      batch_size=batch_size, show_progress=False)
             results = {"task": "common_o", "generation": settings.to_dict(), "backend": "transformers", "model": str(model_dir), "seed": 0,
@@ -113,7 +113,7 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
         ratios = [o / b for o, b in pairs]
         ours_s, bare_s = pairs[ratios.index(statistics.median_low(ratios))]
         start = time.perf_counter()
-        evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp / "e2e", settings=GenerationSettings(max_new_tokens=max_new_tokens),
+        evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp / "e2e", settings=GenerationSettings(max_new_tokens=max_new_tokens), image_protocol="native",
                           batch_size=batch_size, show_progress=False, n_boot=100)
         e2e = time.perf_counter() - start
     ratio = round(ours_s / bare_s, 3)
@@ -235,7 +235,7 @@ def main() -> None:
     parser.add_argument("--gpu-rows", type=int, default=200)
     args = parser.parse_args()
     rows = 8 if args.quick else args.rows
-    repeats = 2 if args.quick else 5
+    repeats = 3 if args.quick else 5
     report = transformers_overhead(rows, 12 if args.quick else args.max_new_tokens, args.batch_size, repeats)
     report += openai_concurrency(200, 16)
     report += gpu_throughput(args.gpu_model, args.gpu_rows)
