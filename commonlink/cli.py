@@ -71,6 +71,7 @@ eval_app.command("commono")(_eval_cmds.commono)
 eval_app.command("perception")(_eval_cmds.perception)
 eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
+eval_app.command("report")(_eval_cmds.report)
 eval_app.command("association")(_association_eval_cmds.association)
 app.command("demo")(_demo_cmds.demo)
 

@@ -397,6 +397,7 @@ def evaluate_association(
     n_boot: int = N_BOOTSTRAP,
     group_size: int = 512,
     show_progress: bool = True,
+    report: bool = True,
 ) -> dict:
     """Score one or more models (majority vote when several) on one association config; returns results.
 
@@ -404,7 +405,8 @@ def evaluate_association(
     ``commonlink chains``. Outputs (when ``out_dir`` is given): ``results.json``, ``steps.jsonl`` (per-step log
     with memory snapshots) or ``predictions.jsonl``, ``results.md``; rerunning continues from the cache there.
     ``group_size`` tasks are loaded and run together (the chains of a group advance in lockstep): it bounds
-    memory and is the most requests one step of chains can send at once.
+    memory and is the most requests one step of chains can send at once. With ``report`` (the default),
+    ``report.html`` is written there too.
     """
     from commonlink.loaders.association import open_association
 
@@ -497,6 +499,10 @@ def evaluate_association(
         out = Path(out_dir)
         atomic_write_json(out / "results.json", results)
         atomic_write_text(out / "results.md", render_association_table(results))
+        if report:
+            from commonlink.eval.html_report import report_beside_run
+
+            report_beside_run(out, dataset=split)
     return results
 
 

@@ -119,6 +119,7 @@ def evaluate_common_o(
     similarity_model: str | None = None,
     similarity: bool = False,
     show_progress: bool = True,
+    report: bool = True,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
 
@@ -130,6 +131,8 @@ def evaluate_common_o(
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
     the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
+
+    With ``report`` (the default), ``report.html`` (and its thumbnail folder) is written beside the results.
     """
     from commonlink.loaders.common_o import open_common_o
 
@@ -223,6 +226,10 @@ def evaluate_common_o(
         results["object_similarity"] = object_similarity_analysis(records, embedder=embedder)
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records, suffix=shard_suffix(shard))
+        if report and shard is None:  # a shard's rows are a part of the run: the merging run writes the page
+            from commonlink.eval.html_report import report_beside_run
+
+            report_beside_run(out_dir, dataset=dataset)
     return results
 
 

@@ -23,21 +23,19 @@ class Series:
     errors: Sequence[float | None]
 
 
-def _nice_max(value: float) -> float:
+def _nice_axis(value: float) -> tuple[float, int]:
+    """(top, number of intervals) of a y axis reaching ``value`` in 2 to 5 round steps (1, 2, 2.5 or 5 x 10^k)."""
     if value <= 0:
-        return 1.0
-    exponent = math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        top = step * 10**exponent
-        if top >= value:
-            return top
-    return 10 ** (exponent + 1)
+        return 1.0, 4
+    raw = value / 4
+    exponent = math.floor(math.log10(raw))
+    step = min(m * 10**e for e in (exponent, exponent + 1) for m in (1, 2, 2.5, 5) if m * 10**e >= raw)
+    intervals = max(2, math.ceil(value / step - 1e-9))
+    return round(step * intervals, 12), intervals
 
 
 def _fmt(value: float, percent: bool) -> str:
-    if percent:
-        return f"{100 * value:.0f}%" if value * 100 == round(value * 100) else f"{100 * value:.1f}%"
-    return f"{value:g}"
+    return f"{100 * value:.3g}%" if percent else f"{value:.4g}"
 
 
 def bar_chart(title: str, categories: Sequence[str], series: Sequence[Series], *, x_label: str = "", percent: bool = True,
@@ -46,14 +44,15 @@ def bar_chart(title: str, categories: Sequence[str], series: Sequence[Series], *
     left, right, top, bottom = 46, 10, 28, 40
     plot_w, plot_h = width - left - right, height - top - bottom
     tops = [v + (e or 0) for s in series for v, e in zip(s.values, s.errors) if v is not None]
-    y_top = y_max if y_max is not None else _nice_max(max(tops, default=0.0))
-    if percent and y_max is None:
-        y_top = min(y_top, 1.0) if max(tops, default=0.0) <= 1.0 else y_top
+    highest = max(tops, default=0.0)
+    if percent:
+        highest = min(highest, 1.0)  # a share never exceeds 100%, whatever its error bar says
+    y_top, intervals = (y_max, 4) if y_max is not None else _nice_axis(highest)
     parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
              f'<text x="{left}" y="16" class="chart-title">{escape(title)}</text>']
-    for k in range(5):  # y grid and ticks
-        value = y_top * k / 4
-        y = top + plot_h - plot_h * k / 4
+    for k in range(intervals + 1):  # y grid and ticks
+        value = y_top * k / intervals
+        y = top + plot_h - plot_h * k / intervals
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(f'<text x="{left - 5}" y="{y + 3.5:.1f}" class="tick" text-anchor="end">{escape(_fmt(value, percent))}</text>')
     n_cat, n_ser = max(1, len(categories)), max(1, len(series))

@@ -41,7 +41,7 @@
     controls.appendChild(wrap);
     return s;
   }
-  function value(id) { var e = document.getElementById(id); return e ? e.value : "all"; }
+  function value(id, fallback) { var e = document.getElementById(id); return e ? e.value : (fallback || "all"); }
   function uniq(values) {
     var seen = {}, out = [];
     values.forEach(function (v) { var k = String(v); if (!(k in seen)) { seen[k] = 1; out.push(v); } });
@@ -78,7 +78,7 @@
     return o ? [o] : [];
   }
   function commonOMatches(r) {
-    var m = value("f-model"), show = value("f-show"), src = value("f-source"), objs = value("f-objects");
+    var m = value("f-model", "any"), show = value("f-show"), src = value("f-source"), objs = value("f-objects");
     var q = (document.getElementById("f-search") || {}).value || "";
     if (src !== "all" && r.s !== src) return false;
     if (objs !== "all" && String(maxObjects(r)) !== objs) return false;
@@ -233,6 +233,7 @@
     var note = c.warm + " warm-up step" + (c.warm === 1 ? "" : "s") + " (answered for the model), " + c.scored + " scored";
     if (c.hidden) note += "; the first " + c.hidden + " logged steps are not shown (all correct)";
     card.appendChild(el("p", "note", note + "."));
+    var warmBox = null;
     c.steps.forEach(function (s) {
       var st = el("div", "step" + (s.w ? " warm" : "") + (s.ok ? "" : " failed"));
       st.dataset.step = s.k;
@@ -241,9 +242,10 @@
       add(st, add(el("div", "step-head"), el("b", null, title), el("span", "verdict " + (s.ok ? "ok" : "bad"), verdict)));
       var pics = el("div", "pics three");
       pics.appendChild(pickFigure(s.q, "query · " + s.qid, s.ql, "query"));
+      var pick = s.w ? null : s.ch;  // a warm-up step's choice is the answer, given, not picked
       s.cand.forEach(function (u, i) {
-        var cls = "cand" + (i === s.a ? " answer" : "") + (i === s.ch ? (i === s.a ? " chosen-ok" : " chosen-bad") : "");
-        var cap = "Image" + (i + 1) + " · " + s.cid[i] + (i === s.a ? " · answer" : "") + (i === s.ch ? " · model's pick" : "");
+        var cls = "cand" + (i === s.a ? " answer" : "") + (i === pick ? (i === s.a ? " chosen-ok" : " chosen-bad") : "");
+        var cap = "Image" + (i + 1) + " · " + s.cid[i] + (i === s.a ? " · answer" : "") + (i === pick ? " · model's pick" : "");
         pics.appendChild(pickFigure(u, cap, s.cl[i], cls));
       });
       st.appendChild(pics);
@@ -252,14 +254,26 @@
           el("pre", "mem", s.mem || (D.memory === "nom" ? "(none: NoM)" : "(empty)")));
       st.appendChild(mem);
       (s.out || []).forEach(function (o, i) { st.appendChild(outputBlock("Selection output" + (s.out.length > 1 ? " (model " + (i + 1) + ")" : ""), o)); });
-      if (s.ded !== undefined && s.ded !== null || s.gold) {
+      if (s.w) {
+        st.appendChild(el("p", "deduction", "The memory learns the step's concept: " + s.concept + "."));
+      } else if (s.gold || (s.ded !== undefined && s.ded !== null)) {
         var d = el("p", "deduction " + (s.dok ? "ok" : "bad"));
         add(d, el("span", "label", "Deduction: "), document.createTextNode((s.ded || []).join(", ") || "(none)"),
             document.createTextNode(" · shared: " + (s.gold || []).join(", ")), el("b", null, s.dok ? " ✓" : " ✗"));
         st.appendChild(d);
         (s.dout || []).forEach(function (o) { st.appendChild(outputBlock("Deduction output", o)); });
       }
-      card.appendChild(st);
+      if (s.w) {  // warm-up steps fold away: the scored steps, and the one that ended the chain, come first to the eye
+        if (!warmBox) {
+          warmBox = el("details", "warmups");
+          var n = c.steps.filter(function (x) { return x.w; }).length;
+          warmBox.appendChild(el("summary", null, n + " warm-up step" + (n === 1 ? "" : "s") + " shown here (answered for the model; the memory learns their concept)"));
+          card.appendChild(warmBox);
+        }
+        warmBox.appendChild(st);
+      } else {
+        card.appendChild(st);
+      }
     });
     return card;
   }
@@ -346,6 +360,11 @@
   }
   kind.controls();
   if (D.kind === "common_o") {
+    var key = el("p", "note marks-key");
+    add(key, el("b", "mk hit", "●"), document.createTextNode(" picked, in both images · "), el("b", "mk halluc", "●"),
+        document.createTextNode(" picked, not in both (hallucinated) · "), el("b", "mk wrongnone", "●"),
+        document.createTextNode(" picked “no objects” wrongly · "), el("b", "mk miss", "○"), document.createTextNode(" missed"));
+    controls.parentNode.insertBefore(key, controls.nextSibling);
     var toggle = el("button", "view", "Random mistakes");
     toggle.id = "view-mistakes";
     toggle.addEventListener("click", function () { showMistakes(mistakesBox.hidden); });
