@@ -176,10 +176,24 @@ def test_without_images_the_dataset_is_not_needed(runs, tmp_path):
     assert all(r.get("im") is None for r in page_data(summary.path)["rows"])
 
 
+def test_a_report_that_cannot_be_made_warns_without_failing_the_eval(runs, tmp_path):
+    from commonlink.eval.html_report import report_beside_run
+
+    moved = tmp_path / "run"
+    shutil.copytree(runs["alpha"], moved)
+    (moved / "report.html").unlink()
+    results = json.loads((moved / "results.json").read_text())
+    results["dataset"]["source"] = str(tmp_path / "gone")
+    (moved / "results.json").write_text(json.dumps(results))
+    with pytest.warns(UserWarning, match=r"not written: .*commonlink eval report"):
+        assert report_beside_run(moved) is None
+    assert not (moved / "report.html").exists()
+
+
 def test_other_data_is_refused(runs, tmp_path):
     other = tmp_path / "other"
     write_common_o_split(other, _rows(seed=9))
-    with pytest.raises(InputError, match="not the data of") as err:
+    with pytest.raises(InputError, match="not the row the run answered") as err:
         write_report([runs["alpha"]], tmp_path / "x.html", data=str(other))
     assert "--images none" in err.value.fix
     run_other = tmp_path / "run-other"

@@ -21,6 +21,7 @@ import json
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -256,45 +257,51 @@ def _group_chart(runs: list[dict], labels: list[str], key: str, x_label: str, st
 
 
 def _common_o_images(run: dict, *, data, revision, dataset):
-    """The split the run's rows come from (for their images), checked against the fingerprint the run recorded."""
+    """The split the run's rows come from, for their images.
+
+    The rows are matched to the predictions one by one (id, choices and ground truth, see
+    :func:`_common_o_row_images`) rather than by the data fingerprint: hashing a multi-GB release again would
+    double the report's reading time, and the row check catches data that changed under the run just as well.
+    """
     from commonlink.loaders.common_o import open_common_o
 
+    if dataset is not None:
+        return dataset
     info = run.get("dataset") or {}
-    if dataset is None:
-        source = data or info.get("source")
-        if not source:
-            raise InputError(f"{run['_path']} does not say which dataset the run used.", "Pass --data with the release, or --images none.")
-        try:
-            dataset = open_common_o(source, info.get("split", "main"), revision=revision if data else (revision or info.get("revision")))
-        except CommonlinkError as exc:
-            raise InputError(f"The report's images: {exc.problem}", "Pass --data with the release the run used, or --images none to leave images out.") from exc
-    recorded = info.get("fingerprint")
-    if recorded and dataset.fingerprint != recorded:
-        raise InputError(f"{dataset.source_name} split {dataset.split!r} is not the data of {run['_path']} (fingerprint {dataset.fingerprint[:12]}, "
-                         f"the run recorded {recorded[:12]}): its images could belong to other rows.",
-                         "Pass --data with the release the run was made on, or --images none to leave images out.")
-    return dataset
+    source = data or info.get("source")
+    if not source:
+        raise InputError(f"{run['_path']} does not say which dataset the run used.", "Pass --data with the release, or --images none.")
+    try:
+        return open_common_o(source, info.get("split", "main"), revision=revision if data else (revision or info.get("revision")))
+    except CommonlinkError as exc:
+        raise InputError(f"The report's images: {exc.problem}", "Pass --data with the release the run used, or --images none to leave images out.") from exc
 
 
 def _common_o_row_images(dataset, record: dict) -> list[ImageJob]:
+    """The two image jobs of a prediction's row, after checking that the row is the one the model answered."""
     i = int(record["row_index"])
+    fix = "Pass --data with the release the run was made on, or --images none to leave images out."
     if not 0 <= i < len(dataset):
-        raise InputError(f"Prediction {record['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has {len(dataset)} rows.",
-                         "Pass --data with the release the run was made on, or --images none.")
+        raise InputError(f"Prediction {record['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has {len(dataset)} rows.", fix)
+    example = dataset.get(i, images=False)
+    if (example.id, example.choices, example.answer_letters) != (str(record["id"]), list(record["choices"]), list(record["ground_truth_letters"])):
+        raise InputError(f"Row {i} of {dataset.source_name} split {dataset.split!r} ({example.id!r}) is not the row the run answered "
+                         f"({record['id']!r}): its id, choices or ground truth differ, so its images could be another row's.", fix)
     raw = dataset.raw_row(i)
-    row_id = str(raw["id"]) if raw.get("id") else f"{dataset.split}-{i}"
-    if row_id != str(record["id"]):
-        raise InputError(f"Row {i} of {dataset.source_name} split {dataset.split!r} is {row_id!r}, but the run's prediction for that row is {record['id']!r}.",
-                         "Pass --data with the release the run was made on, or --images none.")
     jobs = []
     for field in ("image_1", "image_2"):
         cell = raw.get(field)
         data = cell.get("bytes") if isinstance(cell, dict) else cell if isinstance(cell, (bytes, bytearray)) else None
         if data:
             jobs.append(ImageJob(bytes_key(bytes(data)), lambda data=data: data))
-        else:  # no embedded bytes: the loader resolves the path safely (inside the release only)
-            jobs.append(ImageJob(text_key(f"{dataset.fingerprint}/{i}/{field}"), lambda field=field: getattr(dataset.get(i), field)))
+        else:  # no embedded bytes: the loader resolves the path (inside the release only), here, not in a pool thread
+            picture = getattr(dataset.get(i), field)
+            jobs.append(ImageJob(bytes_key(picture.tobytes()), lambda picture=picture: picture))
     return jobs
+
+
+def _read_chunk(dataset, chunk: list[dict]) -> list[ImageJob]:
+    return [job for row in chunk for job in _common_o_row_images(dataset, row["_record"])]
 
 
 def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, seed, max_output_chars, dataset, show_progress) -> tuple[dict, int]:
@@ -325,13 +332,19 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
         split = _common_o_images(runs[0], data=data, revision=revision, dataset=dataset)
         with make_progress("rows", disable=not show_progress) as progress:
             task = progress.add_task("report images", total=len(ordered))
-            for start in range(0, len(ordered), CHUNK_ROWS):
-                chunk = ordered[start : start + CHUNK_ROWS]
-                jobs = [job for row in chunk for job in _common_o_row_images(split, row["_record"])]
-                urls = thumbs.urls(jobs)
-                for k, row in enumerate(chunk):
-                    row["im"] = urls[2 * k : 2 * k + 2]
-                progress.advance(task, len(chunk))
+            chunks = [ordered[start : start + CHUNK_ROWS] for start in range(0, len(ordered), CHUNK_ROWS)]
+            # One thread reads (and hashes) the next chunk's rows while the pool makes this chunk's thumbnails:
+            # reading a release is mostly I/O, thumbnails are CPU, and both release the GIL for their heavy part.
+            with ThreadPoolExecutor(1) as reader:
+                pending = reader.submit(_read_chunk, split, chunks[0])
+                for n, chunk in enumerate(chunks):
+                    jobs = pending.result()
+                    if n + 1 < len(chunks):
+                        pending = reader.submit(_read_chunk, split, chunks[n + 1])
+                    urls = thumbs.urls(jobs)
+                    for k, row in enumerate(chunk):
+                        row["im"] = urls[2 * k : 2 * k + 2]
+                    progress.advance(task, len(chunk))
     for row in ordered:
         del row["_record"]
     mistakes = [[pos, r] for pos, row in enumerate(ordered) for r, out in enumerate(row["r"]) if out is not None and not out["ok"]]
