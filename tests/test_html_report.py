@@ -3,10 +3,11 @@ chromedriver are installed, with selenium) what a real headless browser shows an
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import shutil
-import os
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +50,6 @@ def _rows(n=24, seed=1):
             img = Image.new("RGB", (96, 72), ((37 * i) % 255, 120 if key == "image_1" else 200, 90))
             ImageDraw.Draw(img).ellipse((28, 16, 68, 56), fill=(250, 250, 250))
             ImageDraw.Draw(img).text((40, 30), str(i), fill=(0, 0, 0))
-            import io
-
             buf = io.BytesIO()
             img.save(buf, format="PNG")
             row[key] = {"bytes": buf.getvalue(), "path": None}
@@ -101,7 +100,7 @@ def runs(split_dir, tmp_path_factory):
 
 def page_data(path: Path) -> dict:
     html = path.read_text(encoding="utf-8")
-    match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S)
+    match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL)
     return json.loads(match.group(1))
 
 
@@ -214,6 +213,12 @@ def test_cli_report_and_its_errors(runs, tmp_path):
     assert result.exit_code == 1 and "folder, embed, none" in result.output
     result = CliRunner().invoke(app, ["eval", "report", str(runs["alpha"]), "--out", str(tmp_path / "x.pdf")])
     assert result.exit_code == 1 and "x.html" in result.output
+
+
+def test_compare_writes_the_side_by_side_page(runs, tmp_path):
+    result = CliRunner().invoke(app, ["eval", "compare", str(runs["alpha"]), str(runs["beta"]), "--html", str(tmp_path / "c.html")])
+    assert result.exit_code == 0, result.output
+    assert page_data(tmp_path / "c.html")["runs"] == ["beta", "alpha"]  # leaderboard order: beta is more accurate
 
 
 def test_truncated_output_says_where_the_whole_is(runs, tmp_path):
@@ -406,7 +411,7 @@ def test_browser_random_mistakes_table_and_paging(browser, side_by_side):
     table_rows = browser.find_elements("css selector", "#mistakes table.mistakes tr[data-id]")
     assert [r.get_attribute("data-id") for r in table_rows] == [data["rows"][pos]["id"] for pos, _ in data["mistakes"][:20]]
     first = table_rows[0]
-    pos, run = data["mistakes"][0]
+    pos, _ = data["mistakes"][0]
     assert first.find_element("css selector", "td.gt").text == ", ".join(data["rows"][pos]["t"])
     first.find_element("css selector", "a").click()  # jumps to that example's card
     assert _card_ids(browser) == [data["rows"][pos]["id"]]

@@ -220,6 +220,7 @@ def score(
 def compare(
     results: list[Path] = typer.Argument(..., help="results.json files or run folders."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the leaderboard as a markdown file."),
+    html: Path = typer.Option(None, "--html", help="Also write the runs' HTML report, side by side (runs on the same split; see `eval report`)."),
 ) -> None:
     """Leaderboard of several runs, best accuracy first."""
     from commonlink.eval.report import leaderboard, load_results, render_markdown_table
@@ -230,6 +231,10 @@ def compare(
     console.print(table, highlight=False, markup=False, soft_wrap=True)
     if markdown:
         atomic_write_text(markdown, table + "\n")
+    if html:
+        from commonlink.eval.html_report import write_report
+
+        console.print(f"Report: {report_line(write_report([r['_path'] for r in runs], html))}", highlight=False, soft_wrap=True)
 
 
 @reports_errors
