@@ -199,8 +199,10 @@ def main() -> None:
         runs = []
         for name, seed in (("talker-a", 1), ("talker-b", 2)):
             run = root / name
-            evaluate_common_o(root / "split", "main", out_dir=run, backend_instance=Talker(name, seed), show_progress=False, n_boot=200, report=False)
             runs.append(run)
+            if args.keep and (run / "results.json").is_file():  # --keep: a second run reuses the scored runs
+                continue
+            evaluate_common_o(root / "split", "main", out_dir=run, backend_instance=Talker(name, seed), show_progress=False, n_boot=200, report=False)
         print(f"{'report':<30}{'wall s':>8}{'CPU s':>7}{'HTML MB':>9}{'thumbs MB':>10}{'total MB':>9}{'KB/row':>8}{'thumbs':>8}")
         results, report_cpu = {}, {}
         for label, dirs, out in (("one run", runs[:1], root / "one.html"), ("two runs side by side", runs, root / "two.html"),

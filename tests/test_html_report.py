@@ -450,3 +450,21 @@ def test_browser_chain_page_and_screenshots(browser, chain_run, side_by_side, tm
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
             shutil.copy(shot, Path(keep) / shot.name)
+
+
+def test_thumbnails_of_big_jpegs_and_tiny_pngs(tmp_path):
+    from commonlink.eval.report_images import ImageJob, ThumbnailStore
+
+    big = io.BytesIO()
+    Image.new("RGB", (2000, 1000), (200, 30, 30)).save(big, format="JPEG")  # decoded at a reduced scale (draft)
+    small = io.BytesIO()
+    Image.new("RGBA", (40, 30), (0, 0, 255, 128)).save(small, format="PNG")  # never enlarged
+    store = ThumbnailStore("folder", tmp_path / "t_files", size=224, workers=2)
+    urls = store.urls([ImageJob("a" * 24, lambda: big.getvalue()), None, ImageJob("b" * 24, lambda: small.getvalue()),
+                       ImageJob("a" * 24, lambda: pytest.fail("a key seen before is not made again"))])
+    assert urls[1] is None and urls[0] == urls[3] and store.written == 2
+    sizes = [Image.open(tmp_path / u).size for u in (urls[0], urls[2])]
+    assert sizes == [(224, 112), (40, 30)]
+    assert Image.open(tmp_path / urls[0]).getpixel((100, 50))[0] > 150  # the picture, not a blank
+    with pytest.raises(InputError, match="not a readable image"):
+        store.urls([ImageJob("c" * 24, lambda: b"not an image")])

@@ -167,7 +167,7 @@ def _page(page: dict) -> str:
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         # Offline page: nothing may be fetched from elsewhere, and no inline handler may run (defence in depth).
-        ("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data:; "
+        ("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data: file:; "
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"),
         f"<title>{escape(page['title'])}</title><style>{_asset('report.css')}</style></head><body>",
         f'<header><h1>{escape(page["title"])}</h1><p class="sub">{page["subtitle"]}</p></header>',

@@ -120,7 +120,10 @@ class ThumbnailStore:
 
     def _thumbnail(self, job: ImageJob) -> bytes:
         source = job.load()
-        img = open_image(bytes(source), what=f"image {job.key}") if isinstance(source, (bytes, bytearray)) else source
+        if isinstance(source, (bytes, bytearray)):
+            img = open_image(bytes(source), what=f"image {job.key}", draft=(self.size, self.size))
+        else:
+            img = source
         if not isinstance(img, Image.Image):
             raise InputError(f"image {job.key}: got {type(img).__name__}, not an image.", "Check the dataset the run was made on.")
         img = img.convert("RGB")
