@@ -408,6 +408,7 @@ def test_browser_random_mistakes_table_and_paging(browser, side_by_side):
     data = page_data(side_by_side.path)
     _open(browser, side_by_side.path)
     browser.find_element("id", "view-mistakes").click()
+    assert not browser.find_element("id", "cards").is_displayed() and not browser.find_element("id", "pager").is_displayed()
     table_rows = browser.find_elements("css selector", "#mistakes table.mistakes tr[data-id]")
     assert [r.get_attribute("data-id") for r in table_rows] == [data["rows"][pos]["id"] for pos, _ in data["mistakes"][:20]]
     first = table_rows[0]
@@ -415,6 +416,7 @@ def test_browser_random_mistakes_table_and_paging(browser, side_by_side):
     assert first.find_element("css selector", "td.gt").text == ", ".join(data["rows"][pos]["t"])
     first.find_element("css selector", "a").click()  # jumps to that example's card
     assert _card_ids(browser) == [data["rows"][pos]["id"]]
+    assert not browser.find_element("id", "mistakes").is_displayed()
 
 
 def test_browser_pages_through_many_rows(browser, chain_run, tmp_path):
