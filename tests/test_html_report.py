@@ -431,6 +431,9 @@ def test_browser_pages_through_many_rows(browser, chain_run, tmp_path):
     buttons[1].click()
     assert _card_ids(browser) == [f"main-{i}" for i in range(25, 50)]
     assert "Page 2 of 3" in browser.find_element("id", "pager").text
+    browser.find_element("id", "view-mistakes").click()  # the table replaces the cards and their pager
+    assert browser.find_element("id", "mistakes").is_displayed()
+    assert not browser.find_element("id", "pager").is_displayed() and not browser.find_element("id", "cards").is_displayed()
 
 
 def test_browser_chain_page_and_screenshots(browser, chain_run, side_by_side, tmp_path):
