@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,8 @@ from commonlink.eval.report import load_results
 from commonlink.eval.report_charts import Series, bar_chart, legend
 from commonlink.eval.report_images import ImageJob, ThumbnailStore, bytes_key, text_key
 from commonlink.fileio import atomic_write_text, read_jsonl_numbered
+from commonlink.loaders.association import open_association
+from commonlink.loaders.common_o import open_common_o
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 
@@ -140,8 +143,6 @@ def write_report(
 def report_beside_run(run_dir: str | Path, *, dataset=None) -> Path | None:
     """The evaluators' hook: write ``run_dir/report.html``. A report that cannot be made (e.g. the images can no
     longer be read) must not fail a finished eval, whose results are already written: it is a warning instead."""
-    import warnings
-
     try:
         return write_report([run_dir], dataset=dataset).path
     except (CommonlinkError, OSError) as exc:
@@ -263,8 +264,6 @@ def _common_o_images(run: dict, *, data, revision, dataset):
     :func:`_common_o_row_images`) rather than by the data fingerprint: hashing a multi-GB release again would
     double the report's reading time, and the row check catches data that changed under the run just as well.
     """
-    from commonlink.loaders.common_o import open_common_o
-
     if dataset is not None:
         return dataset
     info = run.get("dataset") or {}
@@ -396,8 +395,6 @@ def _chain_end(entries: list[dict], max_steps: int) -> str:
 
 
 def _open_tasks(run: dict, config: str, *, data, revision):
-    from commonlink.loaders.association import open_association
-
     info = run.get("dataset") or {}
     source = data or info.get("source")
     try:
