@@ -47,6 +47,7 @@ from commonlink.eval.association_memory import MEMORY_KINDS, MemoryBase
 from commonlink.eval.association_prompts import deduction_prompt, parse_concepts, parse_selection, prompt_text, selection_prompt
 from commonlink.eval.backends import Backend, BatchState, GenerationRequest, GenerationSettings, LazyBackend, RequestFailure, generate_resilient
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache, row_key, run_key
+from commonlink.eval.html_report import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, bootstrap
 
 PROTOCOL_VERSION = "association-v1"
@@ -500,8 +501,6 @@ def evaluate_association(
         atomic_write_json(out / "results.json", results)
         atomic_write_text(out / "results.md", render_association_table(results))
         if report:
-            from commonlink.eval.html_report import report_beside_run
-
             report_beside_run(out, dataset=split)
     return results
 

@@ -23,6 +23,7 @@ from commonlink.eval.backends import GenerationRequest, GenerationSettings, Lazy
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.imaging import concat_side_by_side
+from commonlink.eval.html_report import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, MULTI_IMAGE_PROMPT, QUESTION_TEMPLATE_ID, common_o_question
@@ -227,8 +228,6 @@ def evaluate_common_o(
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records, suffix=shard_suffix(shard))
         if report and shard is None:  # a shard's rows are a part of the run: the merging run writes the page
-            from commonlink.eval.html_report import report_beside_run
-
             report_beside_run(out_dir, dataset=dataset)
     return results
 
