@@ -332,6 +332,7 @@ def browser(tmp_path_factory):
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run", "--window-size=1400,1800", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to fail on any script error or blocked resource
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver
     driver.quit()
@@ -339,7 +340,17 @@ def browser(tmp_path_factory):
 
 def _open(browser, page: Path):
     browser.get(page.resolve().as_uri())
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors  # a script error, or an image the page's security policy blocked
     return browser
+
+
+def _images_loaded(browser) -> list[int]:
+    """naturalWidth of every card image after it loaded (0 = broken or blocked)."""
+    return browser.execute_script(
+        "var imgs = Array.from(document.querySelectorAll('#cards img'));"
+        "imgs.forEach(function (i) { i.loading = 'eager'; });"
+        "return imgs.map(function (i) { return i.complete ? i.naturalWidth : -1; });")
 
 
 def _choose(browser, select_id: str, value: str) -> None:
@@ -473,3 +484,32 @@ def test_thumbnails_of_big_jpegs_and_tiny_pngs(tmp_path):
     assert Image.open(tmp_path / urls[0]).getpixel((100, 50))[0] > 150  # the picture, not a blank
     with pytest.raises(InputError, match="not a readable image"):
         store.urls([ImageJob("c" * 24, lambda: b"not an image")])
+
+
+def test_browser_loads_thumbnails_from_the_folder_and_embedded(browser, runs, tmp_path):
+    import time
+
+    for mode in ("folder", "embed"):
+        summary = write_report([runs["alpha"]], tmp_path / f"{mode}.html", images=mode)
+        _open(browser, summary.path)
+        widths = _images_loaded(browser)
+        deadline = time.monotonic() + 10
+        while (not widths or min(widths) <= 0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            widths = _images_loaded(browser)
+        assert len(widths) == 2 * 24 and min(widths) > 0, (mode, widths)
+
+
+def test_browser_single_step_and_deduction_pages(browser, chain_run, tmp_path):
+    from commonlink.eval.association import evaluate_association
+
+    chains = chain_run[0].parent / "chains"
+    for config in ("single_step", "deduction"):
+        out = tmp_path / config
+        evaluate_association(chains, config, ["random"], "transformers", out, show_progress=False, n_boot=20)
+        data = page_data(out / "report.html")
+        _open(browser, out / "report.html")
+        assert _card_ids(browser) == [t["id"] for t in data["rows"]][:25]
+        wrong = [t["id"] for t in data["rows"] if not t["ok"]]
+        _choose(browser, "f-show", "wrong")
+        assert _card_ids(browser) == wrong[:25]
