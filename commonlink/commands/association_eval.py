@@ -21,6 +21,7 @@ from commonlink.commands.eval import (
     MAX_PIXELS,
     MAX_RETRIES,
     MODEL_REVISION,
+    NO_REPORT,
     QUIET,
     REVISION,
     SEED,
@@ -31,6 +32,7 @@ from commonlink.commands.eval import (
     VLLM_ARG,
     backend_options,
     generation_settings,
+    print_fresh_report,
 )
 from commonlink.errors import InputError
 from commonlink.eval.association import AssociationSettings, evaluate_association
@@ -75,6 +77,7 @@ def association(
     vllm_arg: list[str] = VLLM_ARG,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    no_report: bool = NO_REPORT,
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
 
@@ -88,6 +91,7 @@ def association(
     options = backend_options(backend, locals())
     evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
                          batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
-                         show_progress=not quiet)
+                         show_progress=not quiet, report=not no_report)
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
+    print_fresh_report(out)

@@ -58,6 +58,7 @@ from commonlink.eval.backends import (
     generate_resilient,
 )
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache, row_key, run_key
+from commonlink.eval.html_report import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, bootstrap
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.formats.meta import utc_now
@@ -412,6 +413,7 @@ def evaluate_association(
     n_boot: int = N_BOOTSTRAP,
     group_size: int = 512,
     show_progress: bool = True,
+    report: bool = True,
 ) -> dict:
     """Score one or more models (majority vote when several) on one association config; returns results.
 
@@ -419,7 +421,8 @@ def evaluate_association(
     ``commonlink chains``. Outputs (when ``out_dir`` is given): ``results.json``, ``steps.jsonl`` (per-step log
     with memory snapshots) or ``predictions.jsonl``, ``results.md``; rerunning continues from the cache there.
     ``group_size`` tasks are loaded and run together (the chains of a group advance in lockstep): it bounds
-    memory and is the most requests one step of chains can send at once.
+    memory and is the most requests one step of chains can send at once. With ``report`` (the default),
+    ``report.html`` is written there too.
     """
 
     if group_size < 1:
@@ -510,6 +513,8 @@ def evaluate_association(
         out = Path(out_dir)
         atomic_write_json(out / "results.json", results)
         atomic_write_text(out / "results.md", render_association_table(results))
+        if report:
+            report_beside_run(out, dataset=split)
     return results
 
 
