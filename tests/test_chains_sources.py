@@ -139,12 +139,15 @@ def test_pangea_pickle_through_cli(tmp_path):
         actions = ["run"] if i % 3 == 0 else (["cut", "run"] if i % 3 == 1 else [2])
         rows.append((dataset, f"{i}.jpg", actions, [7, 8]))
     (root / "pangea.pkl").write_bytes(pickle.dumps(rows, protocol=2))
-    kept, report = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"))
+    kept, report = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"), pangea_labels="action")
     assert report.read == 12 and sorted({l for img in kept for l in img.labels}) == ["action_2", "cut", "run"]
-    nodes, _ = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"), pangea_labels="node")
+    nodes, _ = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"))  # default: nodes
     assert all(img.labels == ["node_7", "node_8"] for img in nodes)
+    # the action labels name the image, as the authors' harness does (" ".join(action_labels))
+    assert [img.name for img in nodes[:3]] == ["run", "cut run", "action_2"]
     out = tmp_path / "chains"
     result = CliRunner().invoke(app, ["chains", str(root / "pangea.pkl"), "--source-type", "pangea", "--image-root", str(root / "imgs"),
+                                      "--pangea-labels", "action", "--preset", "none",
                                       "--out", str(out), "--min-pixels", "0", "--concepts", "run,cut", "--memory-size", "1",
                                       "--chains", "1", "--max-steps", "4", "--single-steps", "1", "--deductions", "1"])
     assert result.exit_code == 0, result.output

@@ -20,7 +20,9 @@ from commonlink.sampling.chains import (
     build_chain_files,
     parse_concepts,
     parse_pairs,
+    use_preset,
 )
+from commonlink.sampling.presets import PRESET_CHOICES, apply_aliases, resolve_preset
 
 _DEFAULT_KIND = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
                  "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}
@@ -39,8 +41,10 @@ def chains(
     manifest: Path | None = typer.Option(None, "--manifest", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
     image_root: Path | None = typer.Option(None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."),
     ocl_labels: str = typer.Option("attr", "--ocl-labels", help="OCL: concepts from attr, aff or both."),
-    pangea_labels: str = typer.Option("action", "--pangea-labels", help="Pangea: concepts from action, node or both label lists."),
+    pangea_labels: str = typer.Option("node", "--pangea-labels", help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action labels name the image."),
     label_names: Path | None = typer.Option(None, "--label-names", help="OCL/Pangea: id -> name list (JSON list, or one name a line); else ids become attr_<id>, aff_<id>, action_<id>, node_<id>."),
+    object_names: Path | None = typer.Option(None, "--object-names", help="OCL: id -> object name list, when the pickle's obj fields are ids (names given as strings are used as they are)."),
+    preset: str = typer.Option("auto", "--preset", help=f"The paper's concept set and pairs: {', '.join(PRESET_CHOICES)}. auto = ocl-attribute / ocl-affordance for OCL (by --ocl-labels), pangea-action for Pangea, none otherwise. --concepts/--pairs override its parts."),
     min_pixels: int = typer.Option(DEFAULT_MIN_PIXELS, "--min-pixels", help="Drop images (or OCL crops) with fewer pixels (paper: 50,000)."),
     concepts: str | None = typer.Option(None, "--concepts", help="Concepts to build, comma-separated (default: the --top-k largest pools)."),
     top_k: int = typer.Option(8, "--top-k", help="Without --concepts: how many concepts, by pool size."),
@@ -56,7 +60,7 @@ def chains(
     warmup: int = typer.Option(3, "--warmup", help="Warm-up steps at the start of each chain (marked; the correct choice is forced in eval)."),
     async_run: int = typer.Option(3, "--async-run", help="Asynchronous: steps on one concept before a bridge."),
     bridge_steps: int = typer.Option(1, "--bridge-steps", help="Asynchronous: bridge steps (from the pool carrying both concepts) after each run."),
-    negatives: str = typer.Option("chain", "--negatives", help=f"{' or '.join(NEGATIVE_MODES)}: negatives carry none of the task's concepts; 'disjoint' also share no label at all with the query (paper eq. 1)."),
+    negatives: str = typer.Option("disjoint", "--negatives", help=f"{' or '.join(NEGATIVE_MODES)}: disjoint (paper eqs. 1, 4, 5) = a negative shares no label at all with its query; chain = it only lacks the task's concepts (the earlier default)."),
     concept_kind: str | None = typer.Option(None, "--concept-kind", help="What the concepts are, for prompts (attribute, affordance, action, object...). Default from the source."),
     seed: int = typer.Option(0, "--seed", help="Global seed; every task and chain gets its own generator from it."),
     list_concepts: bool = typer.Option(False, "--list-concepts", help="Print every label with its pool size and exit."),
@@ -72,11 +76,14 @@ def chains(
         source, source_type=kind, min_pixels=min_pixels, labels_field=labels_field, image_column=image_column,
         labels_column=labels_column, split=split, hf_config=hf_config, manifest=str(manifest) if manifest else None,
         image_root=str(image_root) if image_root else None, ocl_labels=ocl_labels, pangea_labels=pangea_labels,
-        label_names=str(label_names) if label_names else None,
+        label_names=str(label_names) if label_names else None, object_names=str(object_names) if object_names else None,
     )
+    chosen_preset = resolve_preset(preset, kind, ocl_labels)
     console.print(f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "
                   f"(dropped {report.dropped_small:,} under {min_pixels:,} pixels, {report.dropped_unlabelled:,} unlabelled"
                   + (f", {report.dropped_bad_box:,} empty boxes" if report.dropped_bad_box else "") + ").")
+    if chosen_preset is not None:
+        images = apply_aliases(images, chosen_preset)
     if list_concepts:
         sizes = LabelIndex(images).pool_sizes()
         table = Table(title=f"Labels ({len(sizes)})")
@@ -91,6 +98,8 @@ def chains(
     default_kind = _DEFAULT_KIND.get(kind, "concept")
     if isinstance(default_kind, dict):
         default_kind = default_kind.get(ocl_labels, "concept")
+    if chosen_preset is not None:
+        default_kind = chosen_preset.concept_kind
     known = sorted({label for img in images for label in img.labels})
     config = ChainConfig(
         seed=seed, concepts=parse_concepts(concepts), top_k=top_k, min_pool=min_pool, pairs=parse_pairs(pairs, known),
@@ -99,6 +108,10 @@ def chains(
         async_run=async_run, bridge_steps=bridge_steps, negatives=negatives, concept_kind=concept_kind or default_kind,
         tasks=[t.strip() for t in tasks.split(",") if t.strip()],
     )
+    images = use_preset(images, config, chosen_preset)
+    if config.preset:
+        console.print(f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
+                      f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools).")
     summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
     plan = summary.plan
     table = Table(title="Concepts")

@@ -2,8 +2,9 @@
 
 Two samples are associated when their label sets intersect. For every chosen concept ``c`` the *positive pool*
 holds the images labelled ``c``; the *negative pool* of a task holds the images that carry none of the task's
-concepts (``negatives="chain"``) or, stricter and as in the paper's eq. (1), additionally share no label at all
-with the step's query (``negatives="disjoint"``). From the pools:
+concepts. By default (``negatives="disjoint"``, the paper's eqs. 1, 4, 5: ``y_query ∩ y_q = ∅``) a negative
+also shares no label at all with the step's query; ``negatives="chain"`` (the earlier default) only asks that
+it lack the task's concepts. From the pools:
 
 * **single_step** -- a query, ``memory_size`` memory images that share the concept, and two candidates (the
   positive and a negative, shuffled) with the answer index;
@@ -18,7 +19,8 @@ Every unit (one task, one chain) has its own generator ``rng_for(seed, kind, con
 chain can be rebuilt alone and results do not depend on build order. Chains are drawn with numpy a chain at a
 time and written as they are made (memory stays flat as the number of chains grows). Invariants are checked
 on every task: a positive shares the step's concept with its query, a negative carries none of the task's
-concepts, the two candidates differ, and a positive is never its own query.
+concepts (and, with disjoint negatives, no label of its query), the two candidates differ, and a positive is
+never its own query.
 
 Files written into the output folder (see README "chains"): ``images.jsonl`` (the image table) and one
 ``<task>.jsonl`` per task type with a ``<task>.jsonl.meta.json`` sidecar of kind ``association_chains``.
@@ -65,9 +67,10 @@ from commonlink.formats.meta import (
 )
 from commonlink.progress import track
 from commonlink.sampling.chain_sources import SourceReport
+from commonlink.sampling.presets import ConceptPreset, apply_aliases, check_preset_labels
 from commonlink.seeding import rng_for
 
-NEGATIVE_MODES = ("chain", "disjoint")
+NEGATIVE_MODES = ("disjoint", "chain")
 _MAX_VECTOR_ROUNDS = 32
 
 
@@ -94,7 +97,8 @@ class ChainConfig:
     warmup: int = 3  #: warm-up steps at the start of each chain (the correct choice is forced in eval)
     async_run: int = 3  #: steps on one concept before a bridge
     bridge_steps: int = 1
-    negatives: str = "chain"
+    negatives: str = "disjoint"  #: disjoint: a negative shares no label with its query (paper eq. 1); chain: lacks the task's concepts
+    preset: str | None = None  #: the paper's concept set the concepts and pairs came from (sampling.presets)
     concept_kind: str = "concept"  #: what the labels are (attribute, affordance, action, object): used by prompts
     tasks: list[str] = field(default_factory=lambda: list(TASKS))
 
@@ -418,12 +422,57 @@ class AssociationBuilder:
         for c in chain_concepts:
             if self.index.has(c)[negatives].any():
                 problems.append(f"a negative carries {c!r}")
+        if self.config.negatives == "disjoint" and self.index.share_any_label(queries, negatives).any():
+            problems.append("a negative shares a label with its query")
         if (positives == negatives).any():
             problems.append("an image is both candidates of a step")
         if (positives == queries).any():
             problems.append("a positive is its own query")
         if problems:
             raise ChainInvariantError(f"{task_id}: {'; '.join(problems)}.", "This is a bug in commonlink; please report it with the seed and config.")
+
+    def invalid_steps(self, concepts: Sequence[str], plan: str, start: int, positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
+        """Per step, whether it breaks an invariant (the same rules :meth:`check_chain` enforces)."""
+        positive = np.asarray(positive, dtype=np.int32)
+        negative = np.asarray(negative, dtype=np.int32)
+        queries = np.concatenate(([start], positive[:-1])).astype(np.int32)
+        codes = step_concept_codes(plan)
+        has = [self.index.has(c) for c in concepts]
+        if not len(plan):
+            return np.zeros(0, dtype=bool)
+        table = np.stack(has)
+        bad = ~(table[codes, positive] & table[codes, queries])  # both carry the step's concept
+        for mask in has:
+            bad |= mask[negative]
+        bad |= positive == negative
+        bad |= positive == queries
+        if self.config.negatives == "disjoint":
+            bad |= self.index.share_any_label(queries, negative)
+        bridges = np.frombuffer(plan.encode("ascii"), dtype=np.uint8) == ord(PLAN_BRIDGE)
+        for mask in has:
+            bad |= bridges & ~mask[positive]
+        return bad
+
+    def check_row(self, task: str, row: dict) -> None:
+        """Raise :class:`ChainInvariantError` if a task-file row (any task type) breaks an invariant."""
+        if task in ("synchronous", "asynchronous"):
+            self.check_chain(ChainArrays(row["id"], task, list(row["concepts"]), int(row["start"]),
+                                         np.asarray(row["positive"], dtype=np.int32), np.asarray(row["negative"], dtype=np.int32),
+                                         np.asarray(row["answer"], dtype=np.uint8), row["plan"], int(row["warmup"])))
+        elif task == "single_step":
+            positive = row["candidates"][row["answer"]]
+            negative = row["candidates"][1 - row["answer"]]
+            concept = row["concept"]
+            if not all(self.index.has(concept)[m] for m in row["memory"]):
+                raise ChainInvariantError(f"{row['id']}: a memory image lacks {concept!r}.")
+            self._check_step(row["id"], concept, [concept], np.asarray([row["query"]]), np.asarray([positive]), np.asarray([negative]))
+        elif task == "deduction":
+            has = self.index.has(row["concept"])
+            if not (has[row["image_1"]] and has[row["image_2"]]) or row["image_1"] == row["image_2"]:
+                raise ChainInvariantError(f"{row['id']}: the two images do not both carry {row['concept']!r}.")
+            shared = set(self.index.images[row["image_1"]].labels) & set(self.index.images[row["image_2"]].labels)
+            if row["gold"] != [c for c in self.options if c in shared]:
+                raise ChainInvariantError(f"{row['id']}: gold {row['gold']} is not the options both images carry.")
 
     def check_chain(self, chain: ChainArrays) -> None:
         """Raise :class:`ChainInvariantError` if any step of ``chain`` breaks an invariant."""
@@ -448,6 +497,30 @@ class BuildPlan:
     negative_pool_sizes: dict[str, int]
     bridge_pool_sizes: dict[str, int]  #: "a+b" -> size
     notes: list[str]
+
+
+def use_preset(images: Sequence[LabelledImage], config: ChainConfig, preset: ConceptPreset | None) -> list[LabelledImage]:
+    """Take the paper's concepts and pairs from ``preset`` where ``config`` does not name its own.
+
+    Labels that are aliases of the preset's concepts are renamed (Pangea ``hit-18.1`` -> ``hit``); the preset's
+    name is recorded in ``config.preset`` (and so in every meta sidecar and the release card). A concept the
+    source does not carry is an error that names it.
+    """
+    if preset is None:
+        config.preset = None
+        return list(images)
+    images = apply_aliases(images, preset)
+    labels = {label for img in images for label in img.labels}
+    wants_pairs = config.pairs is None and "asynchronous" in config.tasks
+    needed = [*(preset.concepts if config.concepts is None else ()), *(c for p in preset.pairs for c in p if wants_pairs)]
+    check_preset_labels(preset, labels, needed)
+    used = config.concepts is None or wants_pairs
+    if config.concepts is None:
+        config.concepts = list(preset.concepts)
+    if wants_pairs:
+        config.pairs = [list(p) for p in preset.pairs]
+    config.preset = preset.name if used else None  # --concepts (and --pairs) given: the preset supplied nothing
+    return images
 
 
 def plan_build(index: LabelIndex, config: ChainConfig) -> BuildPlan:
