@@ -1,4 +1,5 @@
-"""``commonlink chains``: a labelled image set -> association chain files (single-step, deduction, chains)."""
+"""``commonlink chains``: a labelled image set -> association chain files (single-step, deduction, chains);
+``chains verify`` (the paper's MLLM verification and human decisions) and ``chains review`` (pages for people)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,31 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.commands.eval import (
+    API_KEY_ENV,
+    ATTN_IMPLEMENTATION,
+    BASE_URL,
+    CONCURRENCY,
+    DATA_PARALLEL_SIZE,
+    DEVICE,
+    DTYPE,
+    GPU_MEMORY_UTILIZATION,
+    MAX_MODEL_LEN,
+    MAX_PIXELS,
+    MAX_RETRIES,
+    MODEL_REVISION,
+    SEED,
+    TENSOR_PARALLEL_SIZE,
+    TRUST_REMOTE_CODE,
+    VLLM_ARG,
+    backend_options,
+    generation_settings,
+)
+from commonlink.eval.chain_review import export_review
+from commonlink.eval.chain_verify import verify_tasks
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
 from commonlink.sampling.chain_sources import detect_source_type, read_source
@@ -23,6 +47,16 @@ from commonlink.sampling.chains import (
     use_preset,
 )
 from commonlink.sampling.presets import PRESET_CHOICES, apply_aliases, resolve_preset
+
+class ChainsGroup(TyperGroup):
+    """``commonlink chains SOURCE ...`` builds (the ``build`` subcommand is implied); ``chains verify`` and
+    ``chains review`` are subcommands."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["build", *args]
+        return super().parse_args(ctx, args)
+
 
 _DEFAULT_KIND = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
                  "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}
@@ -130,3 +164,60 @@ def chains(
         console.print(f"{task}: {summary.counts[task]:,} rows -> {escape(str(path))}{done}")
     console.print(f"{summary.steps:,} chain steps in all.")
     console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
+
+
+@reports_errors
+def verify(
+    tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for the verified chain files, verification.json and verification.md."),
+    model: str | None = typer.Option(None, "--model", help="Model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification)."),
+    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai."),
+    decisions: list[Path] = typer.Option(None, "--decisions", help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the model."),
+    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
+    max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
+    seed: int = SEED,
+    max_pixels: int = MAX_PIXELS,
+    model_revision: str = MODEL_REVISION,
+    dtype: str = DTYPE,
+    device: str = DEVICE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    attn_implementation: str = ATTN_IMPLEMENTATION,
+    base_url: str = BASE_URL,
+    api_key_env: str = API_KEY_ENV,
+    concurrency: int = CONCURRENCY,
+    max_retries: int = MAX_RETRIES,
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
+    data_parallel_size: int = DATA_PARALLEL_SIZE,
+    max_model_len: int = MAX_MODEL_LEN,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    vllm_arg: list[str] = VLLM_ARG,
+) -> None:
+    """Verify association task files (paper §4.2): drop the steps whose positive does not show its concept.
+
+    Each distinct (image, concept) claim is asked once (answers cached in OUT; rerun to resume). Rejected
+    labels leave the image table; rejected chain steps are dropped (later steps follow on from the last kept
+    image); tasks with a rejected image are dropped. Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
+    """
+    generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
+    options = backend_options(backend, locals()) if model else None
+    summary = verify_tasks([str(t) for t in tasks], out, model=model, backend=backend, backend_options=options,
+                           decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
+                           progress=stdout_is_terminal())
+    console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
+    console.print(f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop).")
+    console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
+
+
+@reports_errors
+def review(
+    tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows of each task file."),
+    thumbnail: int = typer.Option(200, "--thumbnail", min=32, help="Thumbnail size in pixels (longest side)."),
+) -> None:
+    """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
+    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=thumbnail, progress=stdout_is_terminal())
+    console.print(f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
+                  "open index.html.")
+    console.print(f"Then: commonlink chains verify TASKS --decisions {escape(str(summary.out_dir))}/decisions.csv --out VERIFIED",
+                  highlight=False, soft_wrap=True)
