@@ -2,7 +2,12 @@
 
 import pytest
 
-from commonlink.eval.association_memory import UNNAMED, MemoryBase, chain_text, image_name
+from commonlink.eval.association_memory import (
+    UNNAMED,
+    MemoryBase,
+    chain_text,
+    image_name,
+)
 from commonlink.eval.association_prompts import (
     ImageSlot,
     deduction_prompt,

@@ -159,6 +159,47 @@ def test_disjoint_negatives_share_no_label_with_query(tmp_path):
             assert all(not (labels[q] & labels[n]) for q, n in zip(queries, chain["negative"]))
 
 
+def test_every_negative_shares_no_label_with_its_query_by_default(tmp_path):
+    """Paper eqs. 1, 4, 5 (y_query ∩ y_q = ∅) are the default: no option asks for them."""
+    images = labelled_set(extra={"plain": 30, **{f"tag{k}": 3 for k in range(10)}})
+    config = small_config()
+    assert config.negatives == "disjoint"
+    summary = build_chain_files(images, tmp_path / "default", config, progress=False)
+    labels = [set(img.labels) for img in read_image_table(summary.files["synchronous"])]
+    pairs = 0
+    for chain in (*read_jsonl(summary.files["synchronous"]), *read_jsonl(summary.files["asynchronous"])):
+        for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"]):
+            assert not labels[q] & labels[n]
+            pairs += 1
+    for task in read_jsonl(summary.files["single_step"]):
+        assert not labels[task["query"]] & labels[task["candidates"][1 - task["answer"]]]
+        pairs += 1
+    assert pairs > 1000
+    meta = json.loads(meta_path(summary.files["synchronous"]).read_text())
+    assert meta["config"]["negatives"] == "disjoint"
+    # the old rule stays available, and it does let negatives share a (non-chain) label with their query
+    old = build_chain_files(images, tmp_path / "chain", small_config(negatives="chain"), progress=False)
+    shared = sum(bool(labels[q] & labels[n]) for chain in read_jsonl(old.files["synchronous"])
+                 for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"]))
+    assert shared > 0
+
+
+def test_invalid_steps_flags_what_check_chain_refuses():
+    images = labelled_set(extra={"plain": 30})
+    index = LabelIndex(images)
+    builder = AssociationBuilder(index, small_config(), ["metal"])
+    chain = builder.synchronous("metal", 0)
+    assert not builder.invalid_steps(["metal"], chain.plan, chain.start, chain.positive, chain.negative).any()
+    sharing = next(i for i, img in enumerate(index.images) if "metal" not in img.labels
+                   and set(img.labels) & set(index.images[int(chain.positive[4])].labels))
+    negative = chain.negative.copy()
+    negative[5] = sharing  # shares a label with step 5's query (the positive of step 4)
+    assert np.flatnonzero(builder.invalid_steps(["metal"], chain.plan, chain.start, chain.positive, negative)).tolist() == [5]
+    chain.negative = negative
+    with pytest.raises(Exception, match="shares a label with its query"):
+        builder.check_chain(chain)
+
+
 def test_pool_too_small_names_concept_and_size():
     images = labelled_set(extra={"tiny": 3})
     index = LabelIndex(images)

@@ -31,10 +31,10 @@ from commonlink.commands.eval import (
     backend_options,
     generation_settings,
 )
-from commonlink.eval.chain_review import export_review
-from commonlink.eval.chain_verify import verify_tasks
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
+from commonlink.eval.chain_review import export_review
+from commonlink.eval.chain_verify import ON_FAIL, verify_tasks
 from commonlink.sampling.chain_sources import detect_source_type, read_source
 from commonlink.sampling.chains import (
     NEGATIVE_MODES,
@@ -47,6 +47,7 @@ from commonlink.sampling.chains import (
     use_preset,
 )
 from commonlink.sampling.presets import PRESET_CHOICES, apply_aliases, resolve_preset
+
 
 class ChainsGroup(TyperGroup):
     """``commonlink chains SOURCE ...`` builds (the ``build`` subcommand is implied); ``chains verify`` and
@@ -173,6 +174,7 @@ def verify(
     model: str | None = typer.Option(None, "--model", help="Model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification)."),
     backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai."),
     decisions: list[Path] = typer.Option(None, "--decisions", help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the model."),
+    on_fail: str = typer.Option("drop", "--on-fail", help=f"{' or '.join(ON_FAIL)}: a chain step whose positive is rejected is dropped, or its positive redrawn from the images verified for its concept."),
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
     max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
     seed: int = SEED,
@@ -202,7 +204,7 @@ def verify(
     options = backend_options(backend, locals()) if model else None
     summary = verify_tasks([str(t) for t in tasks], out, model=model, backend=backend, backend_options=options,
                            decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
-                           progress=stdout_is_terminal())
+                           on_fail=on_fail, progress=stdout_is_terminal())
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop).")
     console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)

@@ -52,7 +52,13 @@ from commonlink.eval.backends import (
 )
 from commonlink.eval.cache import PredictionCache, row_key, run_key
 from commonlink.eval.parsing import parse_yes_no
-from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text, read_jsonl, sha256_file
+from commonlink.fileio import (
+    atomic_write,
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    sha256_file,
+)
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
     IMAGES_FILENAME,
@@ -72,7 +78,7 @@ from commonlink.seeding import rng_for
 
 VERIFY_PROTOCOL = "association-verify-v1"
 REPORT_FILENAME = "verification.json"
-CACHE_FILENAME = "verify-cache.jsonl"
+CACHE_FILENAME = "verify-answers.cache"  # JSON lines, but not *.jsonl: `release build OUT/*.jsonl` must not take it
 VERIFY_CHOICES = ["Yes", "No"]
 #: The paper gives no wording for its verification question; this one reuses its output instruction (Table 3).
 VERIFY_PROMPT = ('Does this image show the {kind} "{concept}"? Your response should be direct and exclusively only '
@@ -175,7 +181,8 @@ def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
     """Human decisions ``{(image id, concept): keep|reject}`` from the review export's CSV or saved JSON.
 
     CSV columns ``image_id, concept, decision`` (others ignored); JSON a list of such objects (what the review
-    pages' "Save decisions" button writes). Concept ``*`` applies to every claim of the image.
+    pages' "Save decisions" button writes). Concept ``*`` applies to every claim of the image. Within one file a
+    claim listed twice is rejected if any copy says reject; across files, later files win.
     """
     path = Path(path)
     if not path.is_file():
@@ -197,7 +204,10 @@ def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
         verdict = str(entry["decision"]).strip().lower()
         if verdict not in DECISIONS:
             raise SchemaError(f"{path}, entry {n}: decision {entry['decision']!r} is not keep or reject.", "Write keep or reject.")
-        decisions[(str(entry["image_id"]).strip(), str(entry["concept"]).strip())] = verdict
+        key = (str(entry["image_id"]).strip(), str(entry["concept"]).strip())
+        # a page shows an image once per step it appears in: one "reject" among its copies is the reviewer's call
+        if decisions.get(key) != "reject":
+            decisions[key] = verdict
     return decisions
 
 
@@ -262,6 +272,7 @@ class Outcome:
     kept_steps: int = 0
     redrawn_negatives: int = 0
     drops: list[Drop] = field(default_factory=list)
+    resampled: list[Drop] = field(default_factory=list)  #: steps kept with a redrawn positive (or start)
 
 
 def verified_table(table: Sequence[LabelledImage], rejected: set[Claim]) -> list[LabelledImage]:
@@ -281,78 +292,152 @@ def _describe(claim: Claim, table: Sequence[LabelledImage], decision: Decision) 
     return f"{who} rejected {claim[1]!r} on image {img.id} ({image_name(img)}){said}"
 
 
-def verify_chain(row: dict, builder: AssociationBuilder, rejected: dict[Claim, Decision], table, outcome: Outcome, task: str) -> dict | None:
-    """The chain without its rejected steps (and steps the splice invalidated); None when nothing scored is left."""
-    seed = builder.config.seed
+ON_FAIL = ("drop", "resample")
+_ATTEMPTS = 16
+
+
+@dataclass
+class Repair:
+    """What a chain's repair may draw from: verified images per concept, and the run's seed and mode."""
+
+    builder: AssociationBuilder
+    trusted: dict[str, np.ndarray]  #: concept -> images whose claim for it was kept (verified, or not asked)
+    on_fail: str = "drop"
+
+    def pool(self, concepts: Sequence[str]) -> np.ndarray:
+        pools = [self.trusted.get(c, np.zeros(0, dtype=np.int32)) for c in concepts]
+        out = pools[0]
+        for other in pools[1:]:
+            out = np.intersect1d(out, other)
+        return out
+
+
+def verify_chain(row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome, task: str) -> dict | None:
+    """The chain with its rejected steps dropped (``on_fail="drop"``) or their positives redrawn from verified
+    images (``"resample"``); later steps are repaired to follow on (see :func:`repair_chain`)."""
     n = len(row["positive"])
     outcome.steps += n
+    bad = {t: claim for t, claim in row_claims(task, row) if claim in rejected}
+    drop: set[int] = set()
     start = int(row["start"])
+    reasons = {t: _describe(claim, table, rejected[claim]) for t, claim in bad.items()}
+    if repair.on_fail == "drop":
+        # A bridge is where an asynchronous chain switches concept: dropping one would strand the next run
+        # (its queries lack the new concept), so a rejected bridge is redrawn from verified bridge images.
+        for t in sorted(t for t in bad if t >= 0 and row["plan"][t] != PLAN_BRIDGE):
+            outcome.drops.append(Drop(task, row["id"], t, reasons[t]))
+            drop.add(t)
+    if -1 in bad:
+        why = "start image: " + _describe(bad[-1], table, rejected[bad[-1]])
+        codes = step_concept_codes(row["plan"])
+        fresh = _pick(repair.pool([row["concepts"][int(codes[0])]]), {int(row["positive"][0])}, rng_for(repair.builder.config.seed, "verify", row["id"], "start"))
+        if fresh is not None:
+            start = fresh
+            outcome.resampled.append(Drop(task, row["id"], -1, why + "; start redrawn from verified images"))
+        else:
+            first = next((t for t in range(n) if t not in drop), None)
+            if first is None:
+                outcome.drops.append(Drop(task, row["id"], None, why))
+                return None
+            drop.add(first)  # the first kept step's positive becomes the start
+            outcome.drops.append(Drop(task, row["id"], first, why + "; this step's positive becomes the start"))
+            start = int(row["positive"][first])
+    keep = [t for t in range(n) if t not in drop]
     positive = [int(p) for p in row["positive"]]
     negative = [int(q) for q in row["negative"]]
-    answer = [int(a) for a in row["answer"]]
-    plan = list(row["plan"])
-    warm = [t < int(row["warmup"]) for t in range(n)]
-    original = list(range(n))
-    bad = {t: claim for t, claim in row_claims(task, row) if claim in rejected}
-    # the start image rejected: the chain starts from step 0's positive instead (step 0 goes)
-    drop = set(t for t in bad if t >= 0)
-    for t in sorted(drop):
-        outcome.drops.append(Drop(task, row["id"], t, _describe(bad[t], table, rejected[bad[t]])))
-    if -1 in bad:  # the start image rejected: the first kept step's positive becomes the start (that step goes)
-        first = next((t for t in range(n) if t not in drop), None)
-        if first is None:
-            outcome.drops.append(Drop(task, row["id"], None, "start image: " + _describe(bad[-1], table, rejected[bad[-1]])))
-            return None
-        drop.add(first)
-        outcome.drops.append(Drop(task, row["id"], first, "start image: " + _describe(bad[-1], table, rejected[bad[-1]])
-                                  + "; this step's positive becomes the start"))
-        start = positive[first]
-    keep = [t for t in range(n) if t not in drop]
-    while True:
-        arrays = [np.asarray([v[t] for t in keep], dtype=np.int32) for v in (positive, negative)]
-        text = "".join(plan[t] for t in keep)
-        invalid = builder.invalid_steps(row["concepts"], text, start, arrays[0], arrays[1])
-        if not invalid.any():
-            break
-        k = int(np.flatnonzero(invalid)[0])
-        t = keep[k]
-        query = start if k == 0 else positive[keep[k - 1]]
-        fixed = _redraw_negative(builder, row, t, query, text[k], seed)
-        trial = list(arrays[1])
-        if fixed is not None:
-            trial[k] = fixed
-            if not builder.invalid_steps(row["concepts"], text, start, arrays[0], np.asarray(trial, dtype=np.int32))[k]:
-                negative[t] = fixed
-                outcome.redrawn_negatives += 1
-                continue
-        keep.pop(k)
-        outcome.drops.append(Drop(task, row["id"], original[t], "splice: after the dropped step(s) this step no longer links its "
-                                                                "query and positive through the step's concept"))
-    scored = [t for t in keep if not warm[t]]
-    if not scored:
+    keep = repair_chain(row, repair, start, keep, positive, negative, outcome, task, reasons)
+    warm = int(row["warmup"])
+    if not any(t >= warm for t in keep):
         outcome.drops.append(Drop(task, row["id"], None, "no scored step left after verification"))
         return None
     outcome.kept_steps += len(keep)
     return {**row, "start": start, "positive": [positive[t] for t in keep], "negative": [negative[t] for t in keep],
-            "answer": [answer[t] for t in keep], "plan": "".join(plan[t] for t in keep), "warmup": sum(warm[t] for t in keep),
-            "num_steps": len(keep)}
+            "answer": [int(row["answer"][t]) for t in keep], "plan": "".join(row["plan"][t] for t in keep),
+            "warmup": sum(t < warm for t in keep), "num_steps": len(keep)}
 
 
-def _redraw_negative(builder: AssociationBuilder, row: dict, step: int, query: int, plan_char: str, seed: int) -> int | None:
-    """A negative for ``query`` from the chain's negative pool (seeded by chain and step), or None if none fits."""
+def repair_chain(row: dict, repair: Repair, start: int, keep: list[int], positive: list[int], negative: list[int],
+                 outcome: Outcome, task: str, reasons: dict[int, str]) -> list[int]:
+    """Make every kept step valid again, first invalid step first: redraw its negative (disjoint from the new
+    query) when that suffices, else redraw its positive from the verified images of its pool, else drop it.
+    Edits ``positive``/``negative`` in place; returns the kept step indices. ``reasons``: the rejection behind a
+    step (resample mode keeps rejected steps: their positive lost the label, so they come up invalid here)."""
+    builder = repair.builder
+    concepts = row["concepts"]
+    codes = step_concept_codes(row["plan"])
+    while True:
+        text = "".join(row["plan"][t] for t in keep)
+        current = [np.asarray([v[t] for t in keep], dtype=np.int32) for v in (positive, negative)]
+        invalid = builder.invalid_steps(concepts, text, start, current[0], current[1])
+        if not invalid.any():
+            return keep
+        k = int(np.flatnonzero(invalid)[0])
+        t = keep[k]
+        query = start if k == 0 else positive[keep[k - 1]]
+        rng = rng_for(builder.config.seed, "verify", row["id"], t)
+
+        def valid_with(p: int, q: int) -> bool:
+            trial = [current[0].copy(), current[1].copy()]
+            trial[0][k], trial[1][k] = p, q
+            return not builder.invalid_steps(concepts, text, start, trial[0], trial[1])[k]
+
+        fixed = False
+        for _ in range(_ATTEMPTS):
+            q = _redraw_negative(builder, row, query, rng)
+            if q is not None and valid_with(positive[t], q):
+                negative[t] = q
+                outcome.redrawn_negatives += 1
+                fixed = True
+                break
+        if not fixed:
+            step_concepts = concepts if row["plan"][t] == PLAN_BRIDGE else [concepts[int(codes[t])]]
+            avoid = {query, *([positive[keep[k + 1]]] if k + 1 < len(keep) else [])}
+            for _ in range(_ATTEMPTS):
+                p = _pick(repair.pool(step_concepts), avoid, rng)
+                if p is None:
+                    break
+                q = negative[t] if valid_with(p, negative[t]) else _redraw_negative(builder, row, query, rng)
+                if q is not None and valid_with(p, q):
+                    positive[t], negative[t] = p, q
+                    why = (f"{reasons[t]}; positive redrawn from verified images" if t in reasons else "positive redrawn from "
+                           "verified images: after the dropped step(s) the old one no longer linked to its query")
+                    outcome.resampled.append(Drop(task, row["id"], t, why))
+                    fixed = True
+                    break
+        if not fixed:
+            keep.pop(k)
+            why = (f"{reasons[t]}; no verified image to redraw from" if t in reasons else "splice: after the dropped step(s) "
+                   "no verified image links this step's query and positive through its concept")
+            outcome.drops.append(Drop(task, row["id"], t, why))
+
+
+def _pick(pool: np.ndarray, avoid: set[int], rng: np.random.Generator) -> int | None:
+    """A random image of ``pool`` not in ``avoid`` (None when there is none)."""
+    if len(pool) == 0:
+        return None
+    for _ in range(_ATTEMPTS):
+        choice = int(pool[rng.integers(0, len(pool))])
+        if choice not in avoid:
+            return choice
+    left = [int(i) for i in pool if int(i) not in avoid]
+    return left[int(rng.integers(0, len(left)))] if left else None
+
+
+def _redraw_negative(builder: AssociationBuilder, row: dict, query: int, rng: np.random.Generator) -> int | None:
+    """A negative for ``query`` from the chain's negative pool, or None if none fits."""
     pool = builder.negative_pool(row["concepts"])
     if builder.config.negatives == "disjoint" and len(pool):
         pool = pool[~builder.index.share_any_label(np.full(len(pool), query, dtype=np.int32), pool)]
     if not len(pool):
         return None
-    rng = rng_for(seed, "verify", row["id"], step)
     return int(pool[rng.integers(0, len(pool))])
 
 
-def verify_row(task: str, row: dict, builder: AssociationBuilder, rejected: dict[Claim, Decision], table, outcome: Outcome) -> dict | None:
+def verify_row(task: str, row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome) -> dict | None:
+    builder = repair.builder
     outcome.rows += 1
     if task in ("synchronous", "asynchronous"):
-        result = verify_chain(row, builder, rejected, table, outcome, task)
+        result = verify_chain(row, repair, rejected, table, outcome, task)
     else:
         outcome.steps += 1
         failed = [claim for _, claim in row_claims(task, row) if claim in rejected]
@@ -387,11 +472,15 @@ class VerifySummary:
 def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, model: str | None = None,
                  backend: str = "transformers", backend_options: dict | None = None, backend_instance: Backend | None = None,
                  decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None, generation: GenerationSettings | None = None,
-                 batch_size: int | None = None, progress: bool = True) -> VerifySummary:
+                 batch_size: int | None = None, on_fail: str = "drop", progress: bool = True) -> VerifySummary:
     """Verify the claims of chain files with a model and/or human decisions; write verified chain files.
 
     ``decisions``: one or more files of human decisions (later files win); they override the model's answers.
+    ``on_fail``: ``drop`` removes a chain step whose positive was rejected; ``resample`` redraws that positive
+    from the images verified for the step's concept (dropping the step only when none fits).
     """
+    if on_fail not in ON_FAIL:
+        raise InputError(f"--on-fail {on_fail!r} is not one of {', '.join(ON_FAIL)}.", "Use --on-fail drop or --on-fail resample.")
     if isinstance(decisions, (str, os.PathLike)):
         decisions = [decisions]
     decisions = list(decisions or [])
@@ -444,6 +533,11 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     if [img.id for img in index.images] != [img.id for img in new_table]:
         raise SchemaError("images.jsonl is not sorted by id as `commonlink chains` writes it.", "Rebuild the chain files.")
     builder = AssociationBuilder(index, config, list(meta.get("options") or []))
+    trusted: dict[str, list[int]] = {}
+    for (i, concept), decision in decided.items():
+        if decision.verdict == "keep":
+            trusted.setdefault(concept, []).append(i)
+    repair = Repair(builder, {c: np.unique(np.asarray(v, dtype=np.int32)) for c, v in trusted.items()}, on_fail)
     out_dir.mkdir(parents=True, exist_ok=True)
     images_path = out_dir / IMAGES_FILENAME
     with atomic_write(images_path, "w") as handle:
@@ -453,7 +547,7 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
                              "seed": config.seed, "images": len(new_table), "sha256": images_sha})
     verification = {"protocol": VERIFY_PROTOCOL, "model": model_info, "human_decisions": [str(d) for d in decisions] or None,
-                    "prompt": VERIFY_PROMPT, "claims": len(claims), "rejected": len(rejected),
+                    "prompt": VERIFY_PROMPT, "on_fail": on_fail, "claims": len(claims), "rejected": len(rejected),
                     "rejected_by": dict(Counter(d.source for d in rejected.values())), "report": REPORT_FILENAME}
     outcomes: dict[str, Outcome] = {}
     files: dict[str, Path] = {}
@@ -462,7 +556,7 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         path = task_file(out_dir, inp.task)
         with atomic_write(path, "w") as handle:
             for row in read_jsonl(inp.path):
-                kept = verify_row(inp.task, row, builder, rejected, new_table, outcome)
+                kept = verify_row(inp.task, row, repair, rejected, new_table, outcome)
                 if kept is not None:
                     handle.write(json.dumps(kept, ensure_ascii=False, separators=(",", ":")) + "\n")
         counts = {k: v for k, v in (inp.meta.get("counts") or {}).items()}
@@ -471,17 +565,19 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
                      "images_sha256": images_sha, "created": utc_now(), "sha256": sha256_file(path),
                      "verification": {**verification, "rows_in": outcome.rows, "rows_dropped": outcome.dropped_rows,
                                       "steps_in": outcome.steps, "steps_kept": outcome.kept_steps,
-                                      "negatives_redrawn": outcome.redrawn_negatives},
+                                      "negatives_redrawn": outcome.redrawn_negatives, "positives_redrawn": len(outcome.resampled)},
                      "verified_from": str(inp.path.resolve())}
         write_meta(path, task_meta)
         files[inp.task] = path
     report = {
         "toolkit_version": __version__, "created": utc_now(), **verification,
         "tasks": {t: {"rows_in": o.rows, "rows_kept": o.kept_rows, "rows_dropped": o.dropped_rows, "steps_in": o.steps,
-                      "steps_kept": o.kept_steps, "negatives_redrawn": o.redrawn_negatives} for t, o in outcomes.items()},
+                      "steps_kept": o.kept_steps, "negatives_redrawn": o.redrawn_negatives, "positives_redrawn": len(o.resampled)}
+                  for t, o in outcomes.items()},
         "decisions": [{"image_id": table[i].id, "name": table[i].name, "concept": c, "decision": d.verdict, "source": d.source,
                        "answer": d.answer} for (i, c), d in decided.items()],
         "drops": [{"task": d.task, "id": d.id, "step": d.step, "reason": d.reason} for o in outcomes.values() for d in o.drops],
+        "resampled": [{"task": d.task, "id": d.id, "step": d.step, "reason": d.reason} for o in outcomes.values() for d in o.resampled],
     }
     report_path = out_dir / REPORT_FILENAME
     atomic_write_json(report_path, report)
@@ -494,9 +590,11 @@ def render_verification(report: dict) -> str:
     who = report["model"]["model"] if report.get("model") else "no model"
     lines = [f"### Verification ({who}{', human decisions' if report.get('human_decisions') else ''})", "",
              f"Claims asked: {report['claims']}; rejected: {report['rejected']} ({report['rejected_by']}).", "",
-             "| task | rows in | kept | dropped | steps in | steps kept | negatives redrawn |", "|---|---|---|---|---|---|---|"]
+             "| task | rows in | kept | dropped | steps in | steps kept | positives redrawn | negatives redrawn |",
+             "|---|---|---|---|---|---|---|---|"]
     for task, t in report["tasks"].items():
-        lines.append(f"| {task} | {t['rows_in']} | {t['rows_kept']} | {t['rows_dropped']} | {t['steps_in']} | {t['steps_kept']} | {t['negatives_redrawn']} |")
+        lines.append(f"| {task} | {t['rows_in']} | {t['rows_kept']} | {t['rows_dropped']} | {t['steps_in']} | {t['steps_kept']} | "
+                     f"{t['positives_redrawn']} | {t['negatives_redrawn']} |")
     reasons = Counter(d["reason"].split(":")[0] if d["reason"].startswith(("splice", "start image", "no scored")) else "rejected claim"
                       for d in report["drops"])
     lines += ["", "Drops by reason: " + (", ".join(f"{k}: {v}" for k, v in reasons.items()) or "none") + "."]

@@ -67,7 +67,11 @@ from commonlink.formats.meta import (
 )
 from commonlink.progress import track
 from commonlink.sampling.chain_sources import SourceReport
-from commonlink.sampling.presets import ConceptPreset, apply_aliases, check_preset_labels
+from commonlink.sampling.presets import (
+    ConceptPreset,
+    apply_aliases,
+    check_preset_labels,
+)
 from commonlink.seeding import rng_for
 
 NEGATIVE_MODES = ("disjoint", "chain")
