@@ -352,3 +352,23 @@ def test_verify_with_the_random_baseline_through_the_cli(ocl_build, tmp_path):
     assert set(report["tasks"]) == {"synchronous"}
     for row in read_jsonl(tmp_path / "v" / "synchronous.jsonl"):
         assert row["num_steps"] == len(row["positive"]) == len(row["plan"])
+
+
+def test_resample_mode_redraws_rejected_positives_from_verified_images(ocl_build, tmp_path):
+    _, out = ocl_build
+    table = read_image_table(out / "synchronous.jsonl")
+    chain = next(read_jsonl(out / "synchronous.jsonl"))
+    rejected = {(table[chain["positive"][t]].id, "metal") for t in (4, 7)}
+    backend = ScriptedBackend(_rejecting(rejected, table))
+    verify_tasks([out / "synchronous.jsonl"], tmp_path / "v", backend_instance=backend, on_fail="resample", progress=False)
+    report = json.loads((tmp_path / "v" / "verification.json").read_text())
+    new = next(read_jsonl(tmp_path / "v" / "synchronous.jsonl"))
+    assert new["id"] == chain["id"] and new["num_steps"] == chain["num_steps"]  # nothing dropped: redrawn instead
+    bad = {t for t, p in enumerate(chain["positive"]) if (table[p].id, "metal") in rejected}
+    redrawn = {r["step"] for r in report["resampled"] if r["id"] == chain["id"]}
+    assert bad <= redrawn and not [d for d in report["drops"] if d["id"] == chain["id"]]
+    asked_keep = {(d["image_id"], d["concept"]) for d in report["decisions"] if d["decision"] == "keep" and d["source"] == "model"}
+    for t in bad:
+        assert (table[new["positive"][t]].id, "metal") in asked_keep  # a verified image, not just any labelled one
+    with pytest.raises(InputError, match="--on-fail"):
+        verify_tasks([out], tmp_path / "w", backend_instance=backend, on_fail="shrug", progress=False)
