@@ -255,3 +255,15 @@ def test_min_pixels_applies_to_given_image_lists(tmp_path):
     table = read_image_table(summary.files["synchronous"])
     assert len(table) == 120 and not any(img.id.startswith("small") for img in table)
     assert "5 image(s) under 50,000 pixels left out" in summary.plan.notes
+
+
+def test_chain_lines_are_the_json_of_the_rows_and_plan_codes_fill_forward():
+    from commonlink.formats.association import step_concept_codes
+    from commonlink.sampling.chains import ChainArrays
+
+    chain = ChainArrays("asynchronous-métal+furry-00001", "asynchronous", ["métal", "furry"], 4, np.asarray([1, 22, 333], dtype=np.int32),
+                        np.asarray([5, 6, 7], dtype=np.int32), np.asarray([0, 1, 0], dtype=np.uint8), "1b2", 1)
+    assert json.loads(chain.to_line()) == chain.to_json()
+    assert chain.to_line() == json.dumps(chain.to_json(), ensure_ascii=False, separators=(",", ":"))
+    assert step_concept_codes("b11b22b1").tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
+    assert step_concept_codes("").tolist() == []

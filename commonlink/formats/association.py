@@ -78,15 +78,12 @@ def step_concept_codes(plan: str) -> np.ndarray:
 
     A bridge step carries the concept of the run before it (its query comes from that run).
     """
-    codes = np.zeros(len(plan), dtype=np.int8)
-    current = 0
-    for t, ch in enumerate(plan):
-        if ch == PLAN_CONCEPT_1:
-            current = 0
-        elif ch == PLAN_CONCEPT_2:
-            current = 1
-        codes[t] = current
-    return codes
+    chars = np.frombuffer(plan.encode("ascii"), dtype=np.uint8)
+    value = (chars == ord(PLAN_CONCEPT_2)).astype(np.int8)
+    on_run = (chars == ord(PLAN_CONCEPT_1)) | (chars == ord(PLAN_CONCEPT_2))
+    # each step takes the value of the last run character at or before it (forward fill, vectorised)
+    last = np.maximum.accumulate(np.where(on_run, np.arange(len(plan)), -1)) if len(plan) else np.zeros(0, dtype=np.int64)
+    return np.where(last >= 0, value[np.maximum(last, 0)], 0).astype(np.int8)
 
 
 def task_file(out_dir: str | os.PathLike, task: str) -> Path:

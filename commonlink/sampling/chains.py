@@ -76,6 +76,7 @@ from commonlink.seeding import rng_for
 
 NEGATIVE_MODES = ("disjoint", "chain")
 _MAX_VECTOR_ROUNDS = 32
+_DISJOINT_TRIES = 4
 
 
 class ChainInvariantError(CommonlinkError):
@@ -178,16 +179,25 @@ class LabelIndex:
         return np.flatnonzero(~mask).astype(np.int32)
 
     def label_bits(self) -> np.ndarray:
-        """Packed label sets (images x ceil(labels/8) bytes): overlap tests for many pairs at once."""
+        """Packed label sets: one uint64 per image when there are at most 64 labels (an overlap test is one
+        AND), else images x ceil(labels/8) bytes. For overlap tests of many pairs at once."""
         if self._bits is None:
-            bits = np.zeros((len(self.images), max(1, (len(self.label_names) + 7) // 8)), dtype=np.uint8)
-            for lid, members in enumerate(self._members):
-                bits[members, lid // 8] |= np.uint8(0x80 >> (lid % 8))
+            if len(self.label_names) <= 64:
+                bits = np.zeros(len(self.images), dtype=np.uint64)
+                for lid, members in enumerate(self._members):
+                    bits[members] |= np.uint64(1) << np.uint64(lid)
+            else:
+                bits = np.zeros((len(self.images), (len(self.label_names) + 7) // 8), dtype=np.uint8)
+                for lid, members in enumerate(self._members):
+                    bits[members, lid // 8] |= np.uint8(0x80 >> (lid % 8))
             self._bits = bits
         return self._bits
 
     def share_any_label(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per pair (a[i], b[i]): whether the two images share a label."""
         bits = self.label_bits()
+        if bits.ndim == 1:
+            return (bits[a] & bits[b]) != 0
         return (bits[a] & bits[b]).any(axis=1)
 
     def suggest(self, name: str) -> list[str]:
@@ -280,6 +290,16 @@ class ChainArrays:
                 "positive": self.positive.tolist(), "negative": self.negative.tolist(), "answer": self.answer.tolist(),
                 "plan": self.plan, "warmup": self.warmup, "num_steps": int(len(self.positive))}
 
+    def to_line(self) -> str:
+        """``json.dumps(self.to_json(), separators=(",", ":"))``, assembled from parts: the integer arrays are
+        most of a chain file, and encoding each list alone keeps the C encoder on its fast path."""
+        def ints(values: np.ndarray) -> str:
+            return json.dumps(values.tolist(), separators=(",", ":"))
+        return (f'{{"id":{json.dumps(self.id, ensure_ascii=False)},"kind":{json.dumps(self.kind)},'
+                f'"concepts":{json.dumps(self.concepts, ensure_ascii=False, separators=(",", ":"))},"start":{int(self.start)},'
+                f'"positive":{ints(self.positive)},"negative":{ints(self.negative)},"answer":{ints(self.answer)},'
+                f'"plan":{json.dumps(self.plan)},"warmup":{int(self.warmup)},"num_steps":{len(self.positive)}}}')
+
 
 class AssociationBuilder:
     """Draws every task from the pools of a :class:`LabelIndex`; each method rebuilds one unit alone."""
@@ -316,8 +336,12 @@ class AssociationBuilder:
         for _ in range(_MAX_VECTOR_ROUNDS):
             if len(bad) == 0:
                 return negatives
-            negatives[bad] = pool[rng.integers(0, len(pool), size=len(bad))]
-            bad = bad[self.index.share_any_label(queries[bad], negatives[bad])]
+            # _DISJOINT_TRIES candidates per clash at once: most clashes resolve in one round
+            tries = pool[rng.integers(0, len(pool), size=(len(bad), _DISJOINT_TRIES))]
+            fits = ~self.index.share_any_label(np.repeat(queries[bad], _DISJOINT_TRIES), tries.ravel()).reshape(tries.shape)
+            found = fits.any(axis=1)
+            negatives[bad[found]] = tries[found, fits[found].argmax(axis=1)]
+            bad = bad[~found]
         for t in bad:  # rare: search the exact pool of this query
             ok = pool[~self.index.share_any_label(np.full(len(pool), queries[t]), pool)]
             if len(ok) == 0:
@@ -612,11 +636,11 @@ def _iter_units(plan: BuildPlan, config: ChainConfig, task: str) -> list[tuple]:
     return [(tuple(p), i) for p in plan.pairs for i in range(config.chains_per_concept)]
 
 
-def _rows(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterator[dict]:
+def _lines(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterator[str]:
     method = getattr(builder, task)
     for unit, number in units:
         made = method(unit, number)
-        yield made.to_json() if isinstance(made, ChainArrays) else made
+        yield made.to_line() if isinstance(made, ChainArrays) else json.dumps(made, ensure_ascii=False, separators=(",", ":"))
 
 
 def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLike, config: ChainConfig, *,
@@ -667,12 +691,12 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
             files[task] = path
             continue
         units = _iter_units(plan, config, task)
-        rows = _rows(builder, task, units)
+        lines = _lines(builder, task, units)
         if progress:
-            rows = track(rows, f"{task} ({len(units)})", total=len(units), unit="tasks")
+            lines = track(lines, f"{task} ({len(units)})", total=len(units), unit="tasks")
         with atomic_write(path, "w") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+            for line in lines:
+                handle.write(line + "\n")
         meta["created"] = utc_now()
         meta["sha256"] = sha256_file(path)
         write_meta(path, meta)
