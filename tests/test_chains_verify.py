@@ -372,3 +372,20 @@ def test_resample_mode_redraws_rejected_positives_from_verified_images(ocl_build
         assert (table[new["positive"][t]].id, "metal") in asked_keep  # a verified image, not just any labelled one
     with pytest.raises(InputError, match="--on-fail"):
         verify_tasks([out], tmp_path / "w", backend_instance=backend, on_fail="shrug", progress=False)
+
+
+@pytest.mark.slow
+def test_verify_through_the_transformers_backend_with_a_tiny_llava(ocl_build, tmp_path):
+    """The production path: load_backend("transformers", folder) on a tiny random LLaVA; whatever it says, the
+    verified files are consistent and the release invariants hold."""
+    pytest.importorskip("transformers")
+    from commonlink.testing.tiny_models import build_tiny_llava
+
+    _, out = ocl_build
+    model_dir = build_tiny_llava(tmp_path / "llava")
+    result = CliRunner().invoke(app, ["chains", "verify", str(out / "deduction.jsonl"), "--out", str(tmp_path / "v"),
+                                      "--model", str(model_dir), "--backend", "transformers", "--max-new-tokens", "4"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "v" / "verification.json").read_text())
+    assert report["model"]["backend"] == "transformers" and report["claims"] == len(report["decisions"]) > 0
+    assert all(d["source"] == "model" and isinstance(d["answer"], str) for d in report["decisions"])
