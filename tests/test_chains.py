@@ -265,5 +265,7 @@ def test_chain_lines_are_the_json_of_the_rows_and_plan_codes_fill_forward():
                         np.asarray([5, 6, 7], dtype=np.int32), np.asarray([0, 1, 0], dtype=np.uint8), "1b2", 1)
     assert json.loads(chain.to_line()) == chain.to_json()
     assert chain.to_line() == json.dumps(chain.to_json(), ensure_ascii=False, separators=(",", ":"))
+    digits = np.array([str(i) for i in range(400)], dtype=object)
+    assert chain.to_line(digits) == chain.to_line()
     assert step_concept_codes("b11b22b1").tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
     assert step_concept_codes("").tolist() == []

@@ -148,6 +148,7 @@ class LabelIndex:
         self._members = [np.asarray(m, dtype=np.int32) for m in members]
         self._has: dict[str, np.ndarray] = {}
         self._bits: np.ndarray | None = None
+        self._digits: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.images)
@@ -155,6 +156,12 @@ class LabelIndex:
     def pool(self, concept: str) -> np.ndarray:
         """Indices of the images labelled ``concept`` (sorted)."""
         return self._members[self.label_id[concept]] if concept in self.label_id else np.zeros(0, dtype=np.int32)
+
+    def digits(self) -> np.ndarray:
+        """``str(i)`` for every image index (at least 0 and 1), as an object array: integer arrays to text by lookup."""
+        if self._digits is None:
+            self._digits = np.array([str(i) for i in range(max(2, len(self.images)))], dtype=object)
+        return self._digits
 
     def pool_sizes(self) -> dict[str, int]:
         return {name: len(m) for name, m in zip(self.label_names, self._members)}
@@ -290,10 +297,13 @@ class ChainArrays:
                 "positive": self.positive.tolist(), "negative": self.negative.tolist(), "answer": self.answer.tolist(),
                 "plan": self.plan, "warmup": self.warmup, "num_steps": int(len(self.positive))}
 
-    def to_line(self) -> str:
+    def to_line(self, digits: np.ndarray | None = None) -> str:
         """``json.dumps(self.to_json(), separators=(",", ":"))``, assembled from parts: the integer arrays are
-        most of a chain file, and encoding each list alone keeps the C encoder on its fast path."""
+        most of a chain file. ``digits`` (``str(i)`` for every image index, an object array) turns an array into
+        text by lookup, about twice as fast as the JSON encoder."""
         def ints(values: np.ndarray) -> str:
+            if digits is not None:
+                return "[" + ",".join(digits[values].tolist()) + "]"
             return json.dumps(values.tolist(), separators=(",", ":"))
         return (f'{{"id":{json.dumps(self.id, ensure_ascii=False)},"kind":{json.dumps(self.kind)},'
                 f'"concepts":{json.dumps(self.concepts, ensure_ascii=False, separators=(",", ":"))},"start":{int(self.start)},'
@@ -640,7 +650,10 @@ def _lines(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterat
     method = getattr(builder, task)
     for unit, number in units:
         made = method(unit, number)
-        yield made.to_line() if isinstance(made, ChainArrays) else json.dumps(made, ensure_ascii=False, separators=(",", ":"))
+        if isinstance(made, ChainArrays):
+            yield made.to_line(builder.index.digits())
+        else:
+            yield json.dumps(made, ensure_ascii=False, separators=(",", ":"))
 
 
 def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLike, config: ChainConfig, *,
