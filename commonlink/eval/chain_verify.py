@@ -114,7 +114,8 @@ def task_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[TaskInput], li
             files.append(path)
         else:
             raise InputError(f"Task file not found: {path}", "Pass the chain files written by `commonlink chains`.")
-    inputs = [TaskInput(read_chain_meta(f)["task"], f, read_chain_meta(f)) for f in dict.fromkeys(files)]
+    metas = {f: read_chain_meta(f) for f in dict.fromkeys(files)}
+    inputs = [TaskInput(meta["task"], f, meta) for f, meta in metas.items()]
     if not inputs:
         raise InputError("No task file given.", "Pass the --out folder of `commonlink chains`, or its TASK.jsonl files.")
     tasks = Counter(i.task for i in inputs)
