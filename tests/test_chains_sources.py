@@ -69,8 +69,9 @@ def test_hf_dataset_source_decodes_class_labels(tmp_path):
         multi.append([i % 3, (i + 1) % 3] if i % 2 else [i % 3])
         single.append(i % 3)
     features = datasets.Features({"img": datasets.Image(), "acts": datasets.Sequence(datasets.ClassLabel(names=names)),
-                                  "main": datasets.ClassLabel(names=names)})
-    ds = datasets.Dataset.from_dict({"img": images, "acts": multi, "main": single}, features=features)
+                                  "main": datasets.ClassLabel(names=names), "who": datasets.Value("string")})
+    ds = datasets.Dataset.from_dict({"img": images, "acts": multi, "main": single,
+                                     "who": [f"player {i}" if i % 4 else None for i in range(10)]}, features=features)
     saved = tmp_path / "hfds"
     datasets.DatasetDict({"train": ds}).save_to_disk(str(saved))
 
@@ -82,6 +83,12 @@ def test_hf_dataset_source_decodes_class_labels(tmp_path):
     single_kept, _ = read_source(str(saved), image_column="img", labels_column="main", min_pixels=700)
     assert {img.labels[0] for img in single_kept} <= set(names) and len(single_kept) == 5  # 35x20 and up
     assert ImageFetcher().open(by_row[4].origin).size == (34, 20)
+    assert all(img.name is None for img in kept)  # no --name-column: unnamed
+    named, _ = read_source(str(saved), image_column="img", labels_column="acts", name_column="who")
+    assert [img.name for img in named[:4]] == [None, "player 1", "player 2", "player 3"]
+    with pytest.raises(InputError) as err:
+        read_source(str(saved), image_column="img", labels_column="acts", name_column="nobody")
+    assert "--name-column" in err.value.fix
     with pytest.raises(InputError) as err:
         read_source(str(saved), image_column="picture", labels_column="acts")
     assert "--image-column" in err.value.fix

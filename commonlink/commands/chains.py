@@ -71,6 +71,7 @@ def chains(
     labels_field: str = typer.Option("objects", "--labels-field", help="Catalog: record field holding the labels (objects, or a list field kept in the record)."),
     image_column: str = typer.Option("image", "--image-column", help="HF dataset: the Image column."),
     labels_column: str = typer.Option("labels", "--labels-column", help="HF dataset: the label or label-list column (ClassLabel ids decoded to names)."),
+    name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are unnamed."),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
     manifest: Path | None = typer.Option(None, "--manifest", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
@@ -112,6 +113,7 @@ def chains(
         labels_column=labels_column, split=split, hf_config=hf_config, manifest=str(manifest) if manifest else None,
         image_root=str(image_root) if image_root else None, ocl_labels=ocl_labels, pangea_labels=pangea_labels,
         label_names=str(label_names) if label_names else None, object_names=str(object_names) if object_names else None,
+        name_column=name_column,
     )
     chosen_preset = resolve_preset(preset, kind, ocl_labels)
     console.print(f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "

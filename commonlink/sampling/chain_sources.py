@@ -196,26 +196,31 @@ def label_decoder(feature: Any, *, column: str):
 
 def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: str = "labels",
                    split: str | None = None, config: str | None = None, min_pixels: int = 0,
-                   batch_size: int = 256) -> tuple[list[LabelledImage], SourceReport]:
-    """Rows of a Hugging Face dataset with an image column and a label(-list) column."""
+                   batch_size: int = 256, name_column: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
+    """Rows of a Hugging Face dataset with an image column and a label(-list) column; ``name_column`` (a string
+    column such as an object or caption field) names each image for memory and review text."""
     import datasets
 
     ds, split = load_hf_dataset(dataset, split, config)
     columns = list(ds.features)
-    for option, column in (("--image-column", image_column), ("--labels-column", labels_column)):
+    wanted = [("--image-column", image_column), ("--labels-column", labels_column)]
+    if name_column is not None:
+        wanted.append(("--name-column", name_column))
+    for option, column in wanted:
         if column not in columns:
             raise InputError(f"{dataset}: no column {column!r} (columns: {', '.join(columns)}).", f"Pass {option} NAME.")
     if not isinstance(ds.features[image_column], datasets.Image):
         raise SchemaError(f"{dataset}: column {image_column!r} is {ds.features[image_column]}, not an Image.",
                           "Pass --image-column naming the image column.")
     decode = label_decoder(ds.features[labels_column], column=labels_column)
-    ds = ds.select_columns([image_column, labels_column]).cast_column(image_column, datasets.Image(decode=False))
+    ds = ds.select_columns([c for _, c in wanted]).cast_column(image_column, datasets.Image(decode=False))
     dataset_ref = str(Path(dataset).resolve()) if Path(dataset).exists() else dataset
     report = SourceReport(dataset_ref, "hf")
     images = []
     row = 0
     for batch in ds.iter(batch_size=batch_size):
-        for value, labels in zip(batch[image_column], batch[labels_column]):
+        names = batch[name_column] if name_column is not None else [None] * len(batch[image_column])
+        for value, labels, name in zip(batch[image_column], batch[labels_column], names):
             data, path = image_bytes_or_path(value)
             what = f"{dataset} row {row}"
             if data is not None:
@@ -231,7 +236,7 @@ def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: 
             origin = {"type": "hf", "dataset": dataset_ref, "config": config, "split": split, "row": row, "column": image_column}
             images.append(LabelledImage(id=stable_id(f"hf:{dataset_ref}:{config}:{split}:{row}"),
                                         labels=_clean_labels(decode(labels)), width=int(width), height=int(height),
-                                        origin=origin))
+                                        origin=origin, name=(str(name).strip() or None) if name is not None else None))
             row += 1
     report.read = row
     return _keep(images, report, min_pixels), report
@@ -445,7 +450,8 @@ def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, 
                 image_column: str = "image", labels_column: str = "labels", split: str | None = None,
                 hf_config: str | None = None, manifest: str | None = None, image_root: str | None = None,
                 ocl_labels: str = "attr", pangea_labels: str = "node",
-                label_names: str | None = None, object_names: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
+                label_names: str | None = None, object_names: str | None = None,
+                name_column: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
     """Read any supported source into labelled images, dropping unlabelled ones and those under ``min_pixels``."""
     kind = detect_source_type(source) if source_type == "auto" else source_type
     if kind not in SOURCE_TYPES:
@@ -454,7 +460,7 @@ def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, 
         return read_catalog_source(source, labels_field=labels_field, min_pixels=min_pixels)
     if kind == "hf":
         return read_hf_source(source, image_column=image_column, labels_column=labels_column, split=split,
-                              config=hf_config, min_pixels=min_pixels)
+                              config=hf_config, min_pixels=min_pixels, name_column=name_column)
     if kind == "manifest":
         return read_manifest_source(source, manifest=manifest, min_pixels=min_pixels)
     names = read_label_names(label_names)
