@@ -354,6 +354,41 @@ def test_verify_with_the_random_baseline_through_the_cli(ocl_build, tmp_path):
         assert row["num_steps"] == len(row["positive"]) == len(row["plan"])
 
 
+@pytest.mark.parametrize("on_fail", ["drop", "resample"])
+def test_heavy_rejection_still_gives_a_valid_release(ocl_build, tmp_path, on_fail):
+    """The random baseline rejects about half of all claims, bridges and starts included: whatever survives,
+    drops, splices and redraws, the release built from it passes every invariant."""
+    _, out = ocl_build
+    result = CliRunner().invoke(app, ["chains", "verify", str(out), "--out", str(tmp_path / "v"), "--model", "random",
+                                      "--on-fail", on_fail, "--seed", "4"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "v" / "verification.json").read_text())
+    rejected = {(d["image_id"], d["concept"]) for d in report["decisions"] if d["decision"] == "reject"}
+    assert len(rejected) > report["claims"] // 4
+    files = [str(p) for p in sorted((tmp_path / "v").glob("*.jsonl"))]  # an emptied task file is left out with a note
+    release = CliRunner().invoke(app, ["release", "build", *files, "--out", str(tmp_path / "r"), "--name", "v", "--license",
+                                       "cc-by-4.0", "--no-progress"])
+    assert release.exit_code == 0, release.output
+    assert _check_release_invariants_present(tmp_path / "r", rejected) > 50
+
+
+def _check_release_invariants_present(release: Path, rejected):
+    """_check_release_invariants over the configs the release has (a task type may be dropped entirely)."""
+    present = set(json.loads((release / "manifest.json").read_text())["configs"])
+    checked = 0
+    for config in ("synchronous", "asynchronous"):
+        if config in present:
+            for chain in load_association(release, config):
+                for step in chain.steps:
+                    q, p, n = set(step.query.labels), set(step.positive.labels), set(step.negative.labels)
+                    assert step.concept in q and step.concept in p and not (q & n) and not (set(chain.concepts) & n)
+                    assert step.positive.id not in (step.negative.id, step.query.id)
+                    assert not step.bridge or set(chain.concepts) <= p
+                    assert (step.positive.id, step.concept) not in rejected
+                    checked += 1
+    return checked
+
+
 def test_resample_mode_redraws_rejected_positives_from_verified_images(ocl_build, tmp_path):
     _, out = ocl_build
     table = read_image_table(out / "synchronous.jsonl")
