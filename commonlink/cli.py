@@ -63,7 +63,12 @@ from commonlink.commands import unreal as _unreal_cmds  # noqa: E402
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("synth")(_synth_cmds.synth)
 app.command("pairs")(_pairs_cmds.pairs)
-app.command("chains")(_chains_cmds.chains)
+chains_app = typer.Typer(cls=_chains_cmds.ChainsGroup, no_args_is_help=True,
+                         help="Association tasks: build from a labelled image set (`chains SOURCE`), `verify`, `review`.")
+app.add_typer(chains_app, name="chains")
+chains_app.command("build")(_chains_cmds.chains)
+chains_app.command("verify")(_chains_cmds.verify)
+chains_app.command("review")(_chains_cmds.review)
 release_app.command("build")(_release_cmds.build)
 catalog_app.command("merge")(_catalog_cmds.merge)
 catalog_app.command("info")(_catalog_cmds.info)
