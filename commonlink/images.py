@@ -33,8 +33,11 @@ def register_heif() -> bool:
     return True
 
 
-def open_image(source: str | os.PathLike | bytes, *, what: str | None = None) -> Image.Image:
+def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, draft: tuple[int, int] | None = None) -> Image.Image:
     """Open and fully decode an image (from a path or bytes), enforcing the pixel cap.
+
+    ``draft=(w, h)`` lets a JPEG decode straight at a reduced scale no smaller than that (thumbnails: several
+    times faster); other formats ignore it.
 
     Raises :class:`InputError` naming ``what`` (or the path) for missing, corrupt, truncated or oversized
     images. The returned image is loaded, so the file handle is closed.
@@ -51,6 +54,8 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None) ->
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(handle)
+            if draft is not None and img.format == "JPEG":
+                img.draft("RGB", draft)
             img.load()
         return img
     except InputError:

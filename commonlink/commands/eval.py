@@ -17,6 +17,8 @@ from commonlink.eval.commono import (
 from commonlink.eval.perception import evaluate_perception
 from commonlink.eval.report import leaderboard, load_results, render_markdown_table
 from commonlink.fileio import atomic_write_text
+from commonlink.eval.html_report import REPORT_FILENAME
+from commonlink.eval.html_report import write_report
 
 _BACKEND_HELP = ("transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
                  "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend.")
@@ -81,6 +83,7 @@ IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
                               help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.")
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
 QUIET = typer.Option(False, "--quiet", help="No progress bar.")
+NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results.")
 
 
 @reports_errors
@@ -113,8 +116,9 @@ def commono(
     similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    no_report: bool = NO_REPORT,
 ) -> None:
-    """Score a model on a Common-O split; writes results.json, predictions.jsonl and results.md."""
+    """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
     out = out or default_out_dir(split, model, backend)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
@@ -123,7 +127,7 @@ def commono(
         data, split, model, backend, out, revision=revision, settings=settings,
         batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
         concat_images=concat_images, backend_options=options, seed=seed, n_boot=bootstrap,
-        similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
+        similarity=similarity, similarity_model=similarity_model, show_progress=not quiet, report=not no_report,
         image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share,
     )
     _print_summary(results, out, render_markdown_table, shard)
@@ -190,6 +194,7 @@ def score(
 def compare(
     results: list[Path] = typer.Argument(..., help="results.json files or run folders."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the leaderboard as a markdown file."),
+    html: Path = typer.Option(None, "--html", help="Also write the runs' HTML report, side by side (runs on the same split; see `eval report`)."),
 ) -> None:
     """Leaderboard of several runs, best accuracy first."""
 
@@ -198,6 +203,37 @@ def compare(
     console.print(table, highlight=False, markup=False, soft_wrap=True)
     if markdown:
         atomic_write_text(markdown, table + "\n")
+    if html:
+
+        console.print(f"Report: {report_line(write_report([r['_path'] for r in runs], html))}", highlight=False, soft_wrap=True)
+
+
+@reports_errors
+def report(
+    runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side."),
+    out: Path = typer.Option(None, "--out", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
+    data: str = typer.Option(None, "--data", help="Dataset to read the images from (default: the one results.json records)."),
+    revision: str = REVISION,
+    images: str = typer.Option("folder", "--images", help="folder (thumbnails beside the page) | embed (inside the page: one file, bigger) | none."),
+    thumb_size: int = typer.Option(224, "--thumb-size", help="Longest side of a thumbnail, in pixels."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random-mistakes table."),
+    chain_steps: int = typer.Option(6, "--chain-steps", help="Association chains: steps shown before (and including) the one that ended the chain."),
+    max_output_chars: int = typer.Option(4000, "--max-output-chars", help="Cut longer model outputs on the page (predictions.jsonl keeps them whole)."),
+    quiet: bool = QUIET,
+) -> None:
+    """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards, random mistakes."""
+
+    summary = write_report(runs, out, data=data, revision=revision, images=images, thumb_size=thumb_size, seed=seed, chain_steps=chain_steps,
+                           max_output_chars=max_output_chars, show_progress=not quiet)
+    console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)
+
+
+def report_line(summary) -> str:
+    """One line saying where a report is and how heavy it is (used by eval and demo commands too)."""
+    size = f"{summary.html_bytes / 1e6:.2f} MB page"
+    if summary.images_folder is not None:
+        size += f" + {summary.image_bytes / 1e6:.2f} MB of thumbnails in {summary.images_folder.name}/"
+    return f"{summary.path.resolve().as_uri()}  ({summary.cards} cards, {size}, {summary.seconds:.1f}s)"
 
 
 def _print_summary(results: dict, out: Path, render, shard: str | None = None) -> None:
@@ -209,5 +245,14 @@ def _print_summary(results: dict, out: Path, render, shard: str | None = None) -
     if results.get("skipped"):
         console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
     console.print(f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in {out}/", highlight=False)
+    print_fresh_report(out)
     if shard:
         console.print(f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.", highlight=False)
+
+
+def print_fresh_report(out: Path) -> None:
+    """Say where the report is, when this run wrote one (a page older than results.json is from an earlier run)."""
+
+    page, results = Path(out) / REPORT_FILENAME, Path(out) / "results.json"
+    if page.is_file() and results.is_file() and page.stat().st_mtime >= results.stat().st_mtime:
+        console.print(f"Report: {page.resolve().as_uri()}", highlight=False, soft_wrap=True)

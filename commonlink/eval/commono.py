@@ -22,6 +22,7 @@ from commonlink.eval.backends import GenerationRequest, GenerationSettings
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.imaging import ImageProtocol, concat_side_by_side, parse_image_protocol
+from commonlink.eval.html_report import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report import render_markdown_table
@@ -208,6 +209,7 @@ def evaluate_common_o(
     image_protocol: str | ImageProtocol | None = None,
     question: str = "dataset",
     max_unreadable_share: float = MAX_UNREADABLE_SHARE,
+    report: bool = True,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
 
@@ -224,6 +226,8 @@ def evaluate_common_o(
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
     the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
+
+    With ``report`` (the default), ``report.html`` (and its thumbnail folder) is written beside the results.
     """
 
     settings = settings or GenerationSettings(seed=seed)
@@ -290,6 +294,8 @@ def evaluate_common_o(
         results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=embedder)
     if out_dir is not None:
         write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard), prompts=prompts)
+        if report and shard is None:  # a shard's rows are a part of the run: the merging run writes the page
+            report_beside_run(out_dir, dataset=dataset)
     return results
 
 

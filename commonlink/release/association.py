@@ -4,7 +4,7 @@ Layout (one parquet folder per config, split ``test``)::
 
     RELEASE_DIR/README.md                       card: configs block, concepts, pool sizes, counts, settings
     RELEASE_DIR/manifest.json                   kind "association", configs, sha256/size of every file
-    RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin
+    RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin, name
     RELEASE_DIR/single_step/test-*.parquet      tasks that reference images by id
     RELEASE_DIR/deduction/test-*.parquet
     RELEASE_DIR/synchronous/test-*.parquet      one row per chain; per-step lists of image ids
@@ -272,7 +272,8 @@ def build_association_release(
                 image_bytes += len(data)
                 width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
                 writer.write({"id": img.id, "image": {"bytes": data, "path": None}, "labels": img.labels, "width": width,
-                              "height": height, "crop": img.crop, "origin": _origin_text(img.origin)})
+                              "height": height, "crop": img.crop, "origin": _origin_text(img.origin),
+                              "name": img.name})
         configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
         for inp in inputs:
             ids = [img.id for img in inp.table]
@@ -289,6 +290,7 @@ def build_association_release(
             "images": len(images), "image_bytes": image_bytes,
             "source": without_local_paths(first.get("source") or {}),
             "construction": without_local_paths(first.get("config", {})),
+            "verification": first.get("verification"),
         }
         card = render_association_card(name=name, version=version, license=license, configs=configs,
                                        features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__)
