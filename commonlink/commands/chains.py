@@ -12,22 +12,11 @@ from typer.core import TyperGroup
 
 from commonlink.commands._common import console, reports_errors, stdout_is_terminal
 from commonlink.commands.eval import (
-    API_KEY_ENV,
-    ATTN_IMPLEMENTATION,
-    BASE_URL,
+    BACKEND_ARG,
     CONCURRENCY,
-    DATA_PARALLEL_SIZE,
-    DEVICE,
-    DTYPE,
-    GPU_MEMORY_UTILIZATION,
-    MAX_MODEL_LEN,
     MAX_PIXELS,
-    MAX_RETRIES,
-    MODEL_REVISION,
     SEED,
-    TENSOR_PARALLEL_SIZE,
     TRUST_REMOTE_CODE,
-    VLLM_ARG,
     backend_options,
     generation_settings,
 )
@@ -181,20 +170,9 @@ def verify(
     max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
-    model_revision: str = MODEL_REVISION,
-    dtype: str = DTYPE,
-    device: str = DEVICE,
+    backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
-    attn_implementation: str = ATTN_IMPLEMENTATION,
-    base_url: str = BASE_URL,
-    api_key_env: str = API_KEY_ENV,
     concurrency: int = CONCURRENCY,
-    max_retries: int = MAX_RETRIES,
-    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
-    data_parallel_size: int = DATA_PARALLEL_SIZE,
-    max_model_len: int = MAX_MODEL_LEN,
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    vllm_arg: list[str] = VLLM_ARG,
 ) -> None:
     """Verify association task files (paper §4.2): drop the steps whose positive does not show its concept.
 
@@ -203,7 +181,7 @@ def verify(
     image); tasks with a rejected image are dropped. Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
     """
     generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
-    options = backend_options(backend, locals()) if model else None
+    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency) if model else None
     summary = verify_tasks([str(t) for t in tasks], out, model=model, backend=backend, backend_options=options,
                            decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
                            on_fail=on_fail, progress=stdout_is_terminal())

@@ -120,6 +120,10 @@ class CachedGenerator:
     def is_cached(self, request_id: str) -> bool:
         return row_key(self.run, request_id) in self.cache
 
+    def cached_answer(self, request_id: str) -> str | None:
+        """The stored answer to ``request_id`` (None if not answered yet), without building the request."""
+        return self.cache.get(row_key(self.run, request_id))
+
     def answer(self, requests: list[GenerationRequest]) -> list[str | RequestFailure]:
         """One output per request, in order: cached ones without the model, the rest generated and stored."""
         keys = [row_key(self.run, r.id) for r in requests]

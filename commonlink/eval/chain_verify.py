@@ -43,14 +43,12 @@ from commonlink.eval.association_memory import image_name
 from commonlink.eval.association_prompts import ImageSlot
 from commonlink.eval.backends import (
     Backend,
-    BatchState,
     GenerationRequest,
     GenerationSettings,
     RequestFailure,
-    generate_resilient,
     load_backend,
 )
-from commonlink.eval.cache import PredictionCache, row_key, run_key
+from commonlink.eval.cache import CachedGenerator, PredictionCache, run_key
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.fileio import (
     atomic_write,
@@ -222,14 +220,13 @@ def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_k
               cache: PredictionCache, run: str, settings: GenerationSettings, batch_size: int, progress: bool) -> dict[Claim, Decision]:
     """The model's yes/no on every claim (cached answers replayed). Unreadable answers count as rejections."""
     fetcher = ImageFetcher()
-    state = BatchState(batch_size=max(1, batch_size))
+    generator = CachedGenerator(backend, cache, settings, run, batch_size)
     decided: dict[Claim, Decision] = {}
     chunks = [claims[i:i + 64] for i in range(0, len(claims), 64)]  # images decoded a chunk at a time
     for chunk in track(chunks, "verify (claims x64)", total=len(chunks), unit="chunks", disable=not progress):
         todo = []
         for claim in chunk:
-            img = table[claim[0]]
-            hit = cache.get(row_key(run, f"verify/{img.id}/{claim[1]}"))
+            hit = generator.cached_answer(f"verify/{table[claim[0]].id}/{claim[1]}")  # no image opened for a cached claim
             if hit is None:
                 todo.append(claim)
             else:
@@ -238,15 +235,11 @@ def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_k
             continue
         requests = [verification_request(fetcher.open(table[i].origin, table[i].crop, what=f"image {table[i].id}"), c, concept_kind,
                                          table[i].id) for i, c in todo]
-        outputs = generate_resilient(backend, requests, settings, state)
-        fresh = []
-        for claim, request, output in zip(todo, requests, outputs):
+        for claim, request, output in zip(todo, requests, generator.answer(requests)):
             if isinstance(output, RequestFailure):
                 raise InputError(f"The backend gave no answer for {request.id} ({output.reason}).",
                                  "Lower --batch-size or --max-pixels and rerun: answers so far are cached.")
             decided[claim] = _model_decision(output)
-            fresh.append((row_key(run, request.id), request.id, output))
-        cache.add(fresh)
     return decided
 
 
