@@ -129,14 +129,14 @@ def kettle():
 
 def saucepan():
     pot = lathe([(0, 0), (8.0, 0), (8.2, 0.4), (8.2, 9), (7.8, 9), (7.8, 0.6), (0, 0.6)], STEEL, sections=48)
-    handle = box(14, 2.2, 1.2, DARK, x=15.0, z=7.2)
+    handle = box(9, 2.2, 1.2, DARK, x=12.5, z=7.2)
     return combine(pot, handle)
 
 
 def frying_pan():
     pan = lathe([(0, 0), (9.5, 0), (12.5, 4.5), (12.0, 4.5), (9.2, 0.6), (0, 0.6)], DARK, sections=48)
     inner = lathe([(0, 0.62), (9.1, 0.62), (9.1, 0.66), (0, 0.66)], (70, 70, 78), sections=48)
-    handle = capsule_between([12.0, 0, 4.0], [26.0, 0, 6.0], 1.1, WOOD)
+    handle = capsule_between([12.0, 0, 4.0], [20.0, 0, 5.5], 1.1, WOOD)
     return combine(pan, inner, handle)
 
 
@@ -245,7 +245,7 @@ def cereal_box():
 
 def lemon():
     body = sphere(3.5, LEMON, z=3.0, scale=(1.35, 1.0, 0.85), subdivisions=3)
-    tips = [sphere(0.8, LEMON, x=s * 4.6, z=3.0, scale=(1.2, 0.8, 0.8), subdivisions=2) for s in (-1, 1)]
+    tips = [sphere(0.6, LEMON, x=s * 4.5, z=3.0, scale=(1.0, 0.8, 0.8), subdivisions=2) for s in (-1, 1)]
     return combine(body, *tips)
 
 
@@ -318,9 +318,9 @@ def croissant():
     n = 7
     for i in range(n):
         a0, a1 = -1.2 + 2.4 * i / n, -1.2 + 2.4 * (i + 1) / n
-        p0 = [7 * math.sin(a0), 7 * math.cos(a0) - 5, 2.2]
-        p1 = [7 * math.sin(a1), 7 * math.cos(a1) - 5, 2.2]
-        r = 2.4 * (1 - 0.75 * abs((i + 0.5) / n - 0.5) * 2) + 0.4
+        p0 = [7 * math.sin(a0), 7 * math.cos(a0) - 5, 3.0]
+        p1 = [7 * math.sin(a1), 7 * math.cos(a1) - 5, 3.0]
+        r = 3.0 * (1 - 0.7 * abs((i + 0.5) / n - 0.5) * 2) + 0.5
         pieces.append(capsule_between(p0, p1, r, (215, 150, 60) if i % 2 else (195, 125, 45)))
     return combine(*pieces)
 

@@ -34,6 +34,7 @@ GRID = 4
 PLAN_VERSION = 3
 
 
+
 @dataclass
 class ObjectPlacement:
     name: str  #: the object name written to the catalog
@@ -88,7 +89,7 @@ class PlanConfig:
     #: its nearest neighbour, capped at ``max_room_cells``, so a lone object may grow past one cell but never
     #: into another. Its height is capped at ``max_height`` times the room (tall things may stand taller than
     #: wide, as long as they stay in proportion).
-    fill: tuple[float, float] = (0.92, 0.98)
+    fill: tuple[float, float] = (0.94, 0.99)
     max_room_cells: float = 1.6
     max_height: float = 1.5
     #: Weight of a position next to an already chosen one when drawing positions one by one (1 = uniform):
@@ -98,13 +99,13 @@ class PlanConfig:
     max_yaw_deg: float = 15.0  #: "slight random rotation"; 180 turns objects over the full circle
     max_tilt_deg: float = 4.0
     elevation_deg: tuple[float, float] = (50.0, 70.0)
-    fov_deg: tuple[float, float] = (30.0, 38.0)
+    fov_deg: tuple[float, float] = (28.0, 36.0)
     #: Cameras stand on the four sides of the grid (azimuths 0, 90, 180, 270 plus a shared random turn and
     #: their own jitter, degrees): the grid's side, not its diagonal, then spans the image.
     azimuth_turn_deg: float = 15.0
     azimuth_jitter_deg: float = 8.0
     frame_margin: float = 0.98  #: the outermost object reaches this fraction of the half field of view
-    distance_factor: tuple[float, float] = (1.0, 1.04)  #: times the distance that just frames every object
+    distance_factor: tuple[float, float] = (1.0, 1.02)  #: times the distance that just frames every object
     off_centre: float = 0.2  #: largest shift of the framing, as a fraction of the room left around the objects
 
     def check(self, catalog: AssetCatalog) -> None:
@@ -330,9 +331,9 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
 
 
 def _object_points(objects: list[ObjectPlacement], samples: int = 16) -> np.ndarray:
-    """Points outlining every object for framing: the ellipses inscribed in the bottom and top faces of its
-    (rotated, scaled) bounding box, plus the box's corners pulled 15% towards its axis. Most objects are
-    rounder than their box; framing the full box corners leaves a wide empty border around round ones."""
+    """Points outlining every object for framing: the corners of its (rotated, scaled) bounding box, which holds
+    the whole mesh, so that no object is cut by the image border, and the ellipses inscribed in its bottom and
+    top faces."""
     angles = np.linspace(0, 2 * math.pi, samples, endpoint=False)
     points = []
     for o in objects:
@@ -340,7 +341,6 @@ def _object_points(objects: list[ObjectPlacement], samples: int = 16) -> np.ndar
         ring = np.stack([sx / 2 * np.cos(angles), sy / 2 * np.sin(angles)], axis=1)
         local = [np.column_stack([ring, np.full(samples, z)]) for z in (0.0, sz)]
         corners = _box_corners(o.size_cm, o.scale)
-        corners[:, :2] *= 0.85
         local = np.concatenate(local + [corners])
         points.append(local @ ue_rotation_matrix(*o.rotation).T + np.asarray(o.location, float))
     return np.concatenate(points)
