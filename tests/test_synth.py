@@ -339,10 +339,40 @@ def test_rerun_resumes_and_refuses_other_options(tmp_path):
 
 def test_resampling_is_bounded(tmp_path):
     # Nothing can pass a threshold larger than the image: every plan is "hidden"; the run still ends.
-    summary = synthesize(tmp_path / "c", tiny(1, min_visible_pixels=10**6, max_attempts=3), progress=False)
+    summary = synthesize(tmp_path / "c", tiny(1, min_visible_pixels=10**6, max_attempts=3, area_band=None), progress=False)
     plan = json.loads((tmp_path / "c" / "scenes" / "scene_000000" / "plan.json").read_text())
     assert plan["extra"]["attempts"] == 3 and plan["attempt"] == 0 and plan["extra"]["hidden_share"] == 1.0
     assert summary.resampled_scenes == 1 and all(r.objects == [] for r in read_catalog(tmp_path / "c"))
+
+
+def test_area_band_gate_resamples_and_the_summary_counts_every_pair(tmp_path):
+    from PIL import Image
+
+    # A band no object reaches: every scene is re-sampled up to max_attempts, and the share says 0%.
+    summary = synthesize(tmp_path / "far", tiny(2, area_band=(0.5, 0.6), min_in_band=1.0, max_attempts=2), progress=False)
+    assert summary.resampled_scenes == 2 and summary.in_band == 0 and summary.in_band_share == 0.0
+    plan = json.loads((tmp_path / "far" / "scenes" / "scene_000000" / "plan.json").read_text())
+    assert plan["extra"]["attempts"] == 2 and plan["extra"]["area_band"] == [0.5, 0.6] and plan["extra"]["in_band_share"] == 0.0
+    # No gate: one plan per scene, nothing about the band in the plan.
+    synthesize(tmp_path / "off", tiny(2, area_band=None, max_hidden_share=1.0), progress=False)
+    plan = json.loads((tmp_path / "off" / "scenes" / "scene_000001" / "plan.json").read_text())
+    assert plan["extra"]["attempts"] == 1 and "in_band_share" not in plan["extra"]
+    # The default band: the summary's counts are those of the written masks.
+    out = tmp_path / "band"
+    summary = synthesize(out, tiny(3, resolution=(96, 96)), progress=False)
+    inside = hidden = pairs = 0
+    for record in read_catalog(out):
+        mask = np.asarray(Image.open(out / record.extra["mask"]))
+        for k, _ in enumerate(record.extra["planned_objects"]):
+            area = (mask == k + 1).sum() / mask.size
+            pairs += 1
+            inside += 0.02 <= area <= 0.22
+            hidden += (mask == k + 1).sum() < 4
+    assert (summary.object_views, summary.in_band, summary.hidden) == (pairs, inside, hidden)
+    with pytest.raises(InputError, match="area-band"):
+        tiny(1, area_band=(0.3, 0.1))
+    with pytest.raises(InputError, match="min-in-band"):
+        tiny(1, min_in_band=1.5)
 
 
 def test_workers_match_a_single_process(tmp_path):
@@ -380,6 +410,14 @@ def test_cli_synth_and_errors(tmp_path):
                                  "--objects", "3-3", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "1 rendered" in result.output and len(read_catalog(out)) == 1
+    assert "Object areas:" in result.output and "(object, view) pairs in 2-22% of the image" in result.output
+    result = runner.invoke(app, ["synth", "--out", str(tmp_path / "off"), "--scenes", "1", "--views", "1", "--resolution", "64x64",
+                                 "--objects", "3-3", "--area-band", "off", "--max-yaw", "180", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((tmp_path / "off" / "synth_config.json").read_text())["config"]
+    assert config["area_band"] is None and config["max_yaw"] == 180.0
+    bad = runner.invoke(app, ["synth", "--out", str(tmp_path / "x"), "--scenes", "1", "--area-band", "big"])
+    assert bad.exit_code == 1 and "LOW-HIGH" in bad.output
     bad = runner.invoke(app, ["synth", "--out", str(tmp_path / "x"), "--scenes", "1", "--objects", "8-20"])
     assert bad.exit_code == 1 and "at most 16 objects" in bad.output
     bad = runner.invoke(app, ["synth", "--out", str(tmp_path / "x"), "--scenes", "1", "--resolution", "big"])
