@@ -81,6 +81,7 @@ def tiny(tmp_path_factory):
     base = tmp_path_factory.mktemp("release")
     real = make_catalog(base / "real_catalog", 12)
     synthetic = make_catalog(base / "synth_catalog", 6, source="synthetic", fmt="PNG")
+    atomic_write_json(base / "synth_catalog" / "synth_config.json", {"asset_licenses": {"Apache-2.0 (test)": 3, "zlib (test)": 1}})
     main_rows = make_pairs(base / "main.jsonl", base / "real_catalog", real, 20)
     challenge_rows = make_pairs(base / "challenge.jsonl", base / "synth_catalog", synthetic, 8, split="challenge")
     result = build_release([base / "main.jsonl", base / "challenge.jsonl"], base / "rel", name="Tiny Common-O",
@@ -162,6 +163,10 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
         freq.update(objects)
     top_name, top_count = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     assert f"| {top_name} | {top_count} |" in text
+    # object areas against Common-O's 2-22% band, counted once per distinct image; synthetic assets' licences
+    pairs = sum(len(objects) for objects in images.values())
+    assert f"100.0% of the {pairs} (object, image) pairs fall in 2–22%, the band Common-O reports" in text
+    assert "(3 under Apache-2.0 (test); 1 under zlib (test))" in text
     # figures are linked and exist; no local absolute paths leak into the card
     linked = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
     assert linked and all((tiny["rel"] / rel).is_file() and rel.endswith(".png") for rel in linked)

@@ -195,6 +195,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def asset_licenses(catalog: AssetCatalog) -> dict[str, int]:
+    """{licence: number of assets} of an asset file (``"unknown"`` where an asset records none), for the card."""
+    counts: dict[str, int] = {}
+    for asset in catalog.assets:
+        counts[asset.license or "unknown"] = counts.get(asset.license or "unknown", 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCatalog, overwrite: bool) -> None:
     path = out_dir / SYNTH_CONFIG_FILE
     content = config.content(catalog)
@@ -214,7 +222,8 @@ def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCat
                 (out_dir / "catalog.jsonl").unlink()
     atomic_write_json(path, {
         "kind": "commonlink_synth", "toolkit_version": __version__, "seed": config.seed, "config": content,
-        "assets_file": catalog.path, "scenes": config.scenes, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "assets_file": catalog.path, "assets": len(catalog.assets), "asset_licenses": asset_licenses(catalog),
+        "scenes": config.scenes, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     })
 
 

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from commonlink.constants import AREA_BAND
+
+__all__ = ["AREA_BAND", "band_counts", "default_min_visible_pixels", "hidden_share", "instance_ids_from_colors", "object_areas"]
+
 #: Default pixel threshold: 0.05% of the image, at least 16 pixels (131 px at 512x512).
 MIN_VISIBLE_FRACTION = 0.0005
 MIN_VISIBLE_FLOOR = 16
-#: The share of the image Common-O's objects cover (§3.1: "from 2-22% of the overall image size").
-AREA_BAND = (0.02, 0.22)
 
 
 def default_min_visible_pixels(width: int, height: int) -> int:
