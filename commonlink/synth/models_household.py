@@ -576,21 +576,28 @@ def toy_drum():
     return combine(shell, *rims, head, *sticks)
 
 
-def toy_sailboat():
+def _prism(points_xz, thickness: float, color):
+    """A flat polygon in the xz plane (convex, counter-clockwise) extruded ``thickness`` along y."""
     tm = trimesh_module()
-    hull = sphere(8, (180, 60, 40), z=3.0, scale=(1.5, 0.55, 0.45), subdivisions=3)
-    hull = upper_half(hull, 3.0)
-    hull.apply_transform(np.diag([1.0, 1.0, -1.0, 1.0]))  # the lower half of the ellipsoid, upright
-    hull.apply_translation([0, 0, 6.0])
-    hull.invert()
-    deck = box(22, 7.6, 0.6, WOOD, z=5.6)
-    mast = cylinder(0.45, 22, WOOD, z=6.0)
-    sail = []
-    for y, order in ((-0.15, [0, 1, 2]), (0.15, [0, 2, 1])):
-        points = np.array([[0.6, y, 8], [0.6, y, 27], [11, y, 8]], float)
-        sail.append(part(tm.Trimesh(points, np.array([order]), process=False), WHITE))
-    jib = part(tm.Trimesh(np.array([[-0.6, 0, 9], [-0.6, 0, 24], [-9, 0, 9]], float), np.array([[0, 2, 1], [0, 1, 2]]), process=False), WHITE)
-    return combine(hull, deck, mast, *sail, jib)
+    n = len(points_xz)
+    verts = [[x, -thickness / 2, z] for x, z in points_xz] + [[x, thickness / 2, z] for x, z in points_xz]
+    faces = [[0, i, i + 1] for i in range(1, n - 1)] + [[n, n + i + 1, n + i] for i in range(1, n - 1)]
+    faces += [f for i in range(n) for f in ([i, (i + 1) % n, n + (i + 1) % n], [i, n + (i + 1) % n, n + i])]
+    mesh = tm.Trimesh(np.array(verts, float), np.array(faces), process=True)
+    mesh.fix_normals()
+    return part(mesh, color)
+
+
+def toy_sailboat():
+    hull = sphere(8, (180, 60, 40), z=6.0, scale=(1.5, 0.7, 0.75), subdivisions=3)
+    keep = hull.triangles_center[:, 2] <= 6.0  # the lower half of the ellipsoid: the hull
+    hull = hull.submesh([keep.nonzero()[0]], append=True)
+    deck = box(23, 10, 0.8, WOOD, z=5.6)
+    mast = cylinder(0.5, 22, WOOD, z=6.0)
+    sail = _prism([(1.0, 8), (11.5, 8), (1.0, 27)], 0.8, WHITE)
+    jib = _prism([(-9.5, 8), (-1.0, 8), (-1.0, 24)], 0.8, (240, 200, 60))
+    flag = _prism([(0.5, 27.5), (3.5, 28.5), (0.5, 29.5)], 0.3, RED)
+    return combine(hull, deck, mast, sail, jib, flag)
 
 
 def toy_train():
@@ -696,13 +703,16 @@ def rubber_boot():
 
 
 def sneaker():
-    sole = box(28, 10, 2.5, WHITE)
-    toe = sphere(5, WHITE, x=12, z=1.5, scale=(1.0, 1.0, 0.45), subdivisions=2)
-    upper = sphere(7, (50, 90, 200), x=-1, z=3, scale=(1.9, 0.72, 0.75), subdivisions=3)
-    upper = upper_half(upper, 2.4)
-    collar = torus(3.0, 0.8, (30, 60, 150), x=-7, z=8)
-    laces = [box(0.5, 4.6, 0.4, WHITE, x=x, z=7.6 - 0.25 * (x + 6)) for x in (-2, 0, 2, 4)]
-    return combine(sole, toe, upper, collar, *laces)
+    blue, navy = (50, 90, 200), (25, 45, 110)
+    sole = box(27, 10, 2.4, WHITE)
+    toe_cap = sphere(5, WHITE, x=11.5, z=1.2, scale=(1.0, 1.0, 0.3), subdivisions=2)
+    upper = sphere(7, blue, x=0.5, z=2.2, scale=(1.85, 0.68, 1.05), subdivisions=3)
+    upper = upper_half(upper, 2.2)
+    heel = box(7, 9.2, 8.5, blue, x=-9.5, z=2.2)
+    opening = sphere(3.0, DARK, x=-6.5, z=9.6, scale=(1.3, 0.85, 0.25), subdivisions=2)
+    laces = [box(0.7, 5.4, 0.5, WHITE, x=x, z=8.3 - 0.55 * (x + 2)) for x in (-2, 0, 2, 4)]
+    stripe = sphere(3.0, navy, x=-1, y=-4.5, z=5, scale=(1.6, 0.1, 0.5), subdivisions=2)
+    return combine(sole, toe_cap, upper, heel, opening, *laces, stripe)
 
 
 #: Model name -> builder, merged into :data:`commonlink.synth.models.PROCEDURAL_MODELS`.
