@@ -9,7 +9,6 @@ lazily: these modules are only loaded by the renderer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
