@@ -10,7 +10,9 @@ object in frame. Together these put objects in the paper's band of 2-22% of the 
 
 Coordinates are Unreal Engine's (left-handed: x forward, y right, z up; centimetres; rotations are
 (pitch, yaw, roll) in degrees) so the UnrealCV backend sends them as they are. Each scene's generator is
-``rng_for(seed, "scene", index, attempt)``: any scene (and any re-sampling attempt) can be redone alone.
+``rng_for(seed, "scene", index, "content")`` for what it holds (objects, floor) and
+``rng_for(seed, "scene", index, attempt)`` for the layout, cameras and light: any scene (and any re-sampling
+attempt) can be redone alone, and a re-sampled scene holds the same objects.
 """
 
 from __future__ import annotations
@@ -241,6 +243,13 @@ def room_cells(cells: list[tuple[int, int]], cap: float) -> list[float]:
     return rooms
 
 
+def bulk(size_cm) -> float:
+    """How much of its largest horizontal extent's square an object shows: the mean of its bounding box's three
+    face areas over that square (about 1 for a cube, small for a hammer or a plate)."""
+    sx, sy, sz = size_cm
+    return (sx * sy + sx * sz + sy * sz) / 3 / max(sx, sy) ** 2
+
+
 def choose_positions(rng: np.random.Generator, n: int, grid: int, neighbour_weight: float) -> list[tuple[int, int]]:
     """``n`` distinct (row, column) positions of the grid, drawn one by one among all of them; a position next
     to (8-neighbourhood) an already chosen one is drawn with weight ``neighbour_weight`` instead of 1."""
@@ -284,14 +293,26 @@ def _separate(sizes, scales: list[float], rotations, locations, gap: float) -> l
 
 def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int, attempt: int = 0) -> ScenePlan:
     """Draw scene ``index`` (re-sampling ``attempt``) of a run seeded with ``seed``."""
+    # What the scene holds (object count, objects, floor) does not depend on the attempt: a re-sampled plan
+    # re-draws positions, rotations, sizes, cameras and light only, so the checks that trigger re-sampling
+    # (hidden objects, area band) cannot favour small scenes or compact objects.
+    content = rng_for(seed, "scene", index, "content")
+    n = int(content.integers(config.min_objects, config.max_objects + 1))
+    assets = [catalog.assets[i] for i in content.choice(len(catalog.assets), size=n, replace=False)]
+    floor = catalog.floors[int(content.integers(len(catalog.floors)))]
     rng = rng_for(seed, "scene", index, attempt)
-    n = int(rng.integers(config.min_objects, config.max_objects + 1))
-    assets = [catalog.assets[i] for i in rng.choice(len(catalog.assets), size=n, replace=False)]
-    floor = catalog.floors[int(rng.integers(len(catalog.floors)))]
     cells = choose_positions(rng, n, config.grid, config.neighbour_weight)
     cell = config.cell_cm
     origin = -config.grid * cell / 2  # the grid is centred on the world origin
     rooms = room_cells(cells, config.max_room_cells)
+    # Thin and flat things (a hammer, a whisk) look small for their largest extent: give them the positions
+    # with the most room (stable order, so ties keep the drawn order).
+    by_room = sorted(range(n), key=lambda k: -rooms[k])
+    by_bulk = sorted(range(n), key=lambda k: bulk(assets[k].size_cm))
+    order = [0] * n
+    for position, asset_index in zip(by_room, by_bulk):
+        order[position] = asset_index
+    assets = [assets[k] for k in order]
 
     sizes, scales, rotations, locations = [], [], [], []
     for asset, (row, col), room in zip(assets, cells, rooms):
