@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from commonlink import __version__
-from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.constants import AREA_BAND, NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
     atomic_write_json,
@@ -342,6 +342,9 @@ class CommonOStatsAccumulator:
         self.area_min: float | None = None
         self.area_max: float | None = None
         self.images_with_area = 0
+        self.area_pairs = 0
+        self.area_in_band = 0
+        self.synthetic_catalogs: set[str] = set()
 
     def add(self, split: str, row: dict) -> None:
         self.rows[split] += 1
@@ -362,10 +365,28 @@ class CommonOStatsAccumulator:
             if image.get("background"):
                 self.backgrounds[image["background"]] += 1
             areas = [float(v) for v in (image.get("object_area") or {}).values() if v is not None]
+            if (image.get("source") or row["source"]) == "synthetic" and image.get("catalog"):
+                self.synthetic_catalogs.add(str(image["catalog"]))
             if areas:
                 self.images_with_area += 1
+                self.area_pairs += len(areas)
+                self.area_in_band += sum(1 for a in areas if AREA_BAND[0] <= a <= AREA_BAND[1])
                 self.area_min = min(areas + ([self.area_min] if self.area_min is not None else []))
                 self.area_max = max(areas + ([self.area_max] if self.area_max is not None else []))
+
+    def _synthetic_asset_licenses(self) -> dict[str, int] | None:
+        """{licence: assets} summed over the synthetic catalogs' ``synth_config.json`` (None when no catalog
+        records it, e.g. catalogs made before asset licences were recorded)."""
+        counts: Counter = Counter()
+        for catalog in sorted(self.synthetic_catalogs):
+            path = Path(catalog) / "synth_config.json"
+            try:
+                recorded = json.loads(path.read_text(encoding="utf-8")).get("asset_licenses")
+            except (OSError, ValueError):
+                continue
+            if isinstance(recorded, dict):
+                counts.update({str(k): int(v) for k, v in recorded.items() if isinstance(v, int)})
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or None
 
     def summary(self) -> dict:
         splits = {}
@@ -396,8 +417,11 @@ class CommonOStatsAccumulator:
             "object_frequency": [[name, count] for name, count in sorted(self.object_freq.items(), key=lambda kv: (-kv[1], kv[0]))],
             "backgrounds": dict(sorted(self.backgrounds.items(), key=lambda kv: (-kv[1], kv[0]))),
             "object_area": (
-                {"images": self.images_with_area, "min": self.area_min, "max": self.area_max} if self.images_with_area else None
+                {"images": self.images_with_area, "min": self.area_min, "max": self.area_max, "pairs": self.area_pairs,
+                 "in_band": self.area_in_band, "band": list(AREA_BAND)}
+                if self.images_with_area else None
             ),
+            "synthetic_asset_licenses": self._synthetic_asset_licenses(),
             "splits": splits,
         }
 
