@@ -235,7 +235,7 @@ def build_association_release(
         raise InputError("No chain files given.", "Pass the .jsonl files written by `commonlink chains`.")
     out_dir = Path(out_dir).expanduser().resolve()
     name = name or out_dir.name
-    check_options(license=license, version=version)
+    check_options(license=license, version=version, name=name)
     empty: list[str] = []
     inputs = _read_inputs(chain_files, empty)
     notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
