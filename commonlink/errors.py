@@ -61,8 +61,8 @@ def describe_os_error(exc: OSError) -> tuple[str, str]:
                 "Pass an output path on a writable disk (e.g. another --out), or remount the disk read-write.")
     if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
         return (f"Cannot write {where}: no space left on the disk (or the disk quota is used up).",
-                "Free some space or write to another disk, then rerun the same command: finished work is kept and "
-                "half-written files were not left behind.")
+                ("Free some space or write to another disk, then rerun the same command: finished work is kept and "
+                 "half-written files were not left behind."))
     if code == errno.EISDIR:
         return (f"{where} is a folder, where a file is expected.",
                 "Pass a file path (e.g. a name inside that folder), or move the folder away.")

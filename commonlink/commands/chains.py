@@ -11,6 +11,8 @@ from rich.table import Table
 from commonlink.commands._common import console, reports_errors, stdout_is_terminal
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
+from commonlink.fileio import remove_stale_temp_files
+from commonlink.locks import output_lock
 from commonlink.sampling.chain_sources import detect_source_type, read_source
 from commonlink.sampling.chains import (
     NEGATIVE_MODES,
@@ -99,7 +101,9 @@ def chains(
         async_run=async_run, bridge_steps=bridge_steps, negatives=negatives, concept_kind=concept_kind or default_kind,
         tasks=[t.strip() for t in tasks.split(",") if t.strip()],
     )
-    summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
+    with output_lock(out, what="commonlink chains"):  # one run per output folder; temp files of killed runs go
+        remove_stale_temp_files(out)
+        summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
     plan = summary.plan
     table = Table(title="Concepts")
     table.add_column("concept")

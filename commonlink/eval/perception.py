@@ -82,6 +82,7 @@ def evaluate_perception(
     seed: int = 0,
     n_boot: int = N_BOOTSTRAP,
     show_progress: bool = True,
+    overwrite: bool = False,
 ) -> dict:
     """Run the single-image yes/no baseline on one split; same outputs and resume rules as Common-O."""
 
@@ -99,7 +100,7 @@ def evaluate_perception(
             dataset, indices,
             build=lambda ex: perception_items(ex, seed=seed),
             finish=score_perception,
-            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard), run=run,
+            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard, overwrite=overwrite), run=run,
             batch_size=batch_size or info.default_batch_size, total=len(indices),
             description=f"perception {split}", show_progress=show_progress,
         )

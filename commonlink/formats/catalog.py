@@ -15,7 +15,12 @@ from pathlib import Path
 
 from commonlink.constants import CATALOG_FILENAME
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import atomic_write, read_jsonl, remove_stale_temp_files, safe_join
+from commonlink.fileio import (
+    atomic_write,
+    read_jsonl,
+    remove_stale_temp_files,
+    safe_join,
+)
 from commonlink.locks import output_lock
 
 SOURCES = ("real", "synthetic")

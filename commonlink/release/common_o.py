@@ -39,7 +39,13 @@ from commonlink.fileio import (
 )
 from commonlink.formats.catalog import CatalogRecord, iter_catalog, outside_link_error
 from commonlink.formats.common_o import common_o_features, letters
-from commonlink.formats.meta import COMMON_O_PAIRS_KIND, meta_path, read_meta, utc_now, verify_data_file
+from commonlink.formats.meta import (
+    COMMON_O_PAIRS_KIND,
+    meta_path,
+    read_meta,
+    utc_now,
+    verify_data_file,
+)
 from commonlink.formats.release import (
     CARD_FILENAME,
     DEFAULT_LICENSE,

@@ -26,7 +26,6 @@ from commonlink.formats.release import (
     read_release_manifest,
 )
 
-
 #: ``kind`` of the manifest of each release builder.
 RELEASE_KINDS = ("common_o", "association")
 

@@ -46,7 +46,13 @@ from commonlink.formats.catalog import (
     iter_catalog,
 )
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
-from commonlink.formats.meta import COMMON_O_PAIRS_KIND, data_file_problem, read_meta, utc_now, write_meta
+from commonlink.formats.meta import (
+    COMMON_O_PAIRS_KIND,
+    data_file_problem,
+    read_meta,
+    utc_now,
+    write_meta,
+)
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 

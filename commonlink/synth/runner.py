@@ -33,6 +33,7 @@ import numpy as np
 from PIL import Image
 
 from commonlink import __version__
+from commonlink.constants import MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, MissingDependencyError
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
 from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
@@ -86,6 +87,16 @@ class SynthConfig:
             raise InputError(f"--max-hidden {self.max_hidden_share}: must be between 0 and 1.", "e.g. --max-hidden 0.25.")
         if self.max_attempts < 1:
             raise InputError(f"--max-attempts {self.max_attempts}: must be >= 1.", "e.g. --max-attempts 5.")
+        if self.min_visible_pixels is not None and self.min_visible_pixels < 1:
+            raise InputError(f"--min-visible-pixels {self.min_visible_pixels}: must be at least 1 pixel.",
+                             "Leave it out for the default (0.05% of the image, at least 16), or e.g. --min-visible-pixels 50.")
+        width, height = self.resolution
+        if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
+            raise InputError(
+                f"--resolution {width}x{height}: each side must be at least 1 and the image at most {MAX_IMAGE_PIXELS:,} "
+                "pixels (the pixel cap every commonlink image reader enforces).",
+                "e.g. --resolution 512x512 or 1024x768 (raise COMMONLINK_MAX_IMAGE_PIXELS for bigger renders).",
+            )
 
     @property
     def pixel_threshold(self) -> int:
