@@ -33,7 +33,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         binary = "b" in mode
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        fd, tmp = make_temp_beside(path)
     except OSError as exc:
         raise _naming(exc, path) from exc
     try:
@@ -54,6 +54,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
 
 TEMP_SUFFIX = ".tmp"
 _TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
+
+
+def make_temp_beside(path: str | os.PathLike) -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file in ``path``'s folder, named ``.NAME.PID.XXXX.tmp`` (the pid lets
+    :func:`remove_stale_temp_files` tell a killed writer's file from a running one's)."""
+    path = Path(path)
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
 
 
 def _naming(exc: OSError, path: Path) -> OSError:

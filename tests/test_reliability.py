@@ -262,8 +262,12 @@ def test_temp_files_of_killed_catalog_merge_and_chains_runs_are_removed(pair_cat
     stale_catalog.write_text("half")
     alive = merged / f".catalog.jsonl.{os.getppid()}.abc123.tmp"  # a running process's: kept
     alive.write_text("in progress")
+    (merged / "images").mkdir()
+    first_image = next(read_jsonl(pair_catalog / "catalog.jsonl"))["path"]
+    stale_image = merged / Path(first_image).parent / f".{Path(first_image).name}.{dead}.q9w8e7.tmp"
+    stale_image.write_bytes(b"half an image")
     assert invoke("catalog", "merge", pair_catalog, "--out", merged).exit_code == 0
-    assert not stale_catalog.exists() and alive.exists()
+    assert not stale_catalog.exists() and not stale_image.exists() and alive.exists()
     alive.unlink()
 
     chains = tmp_path / "chains"
