@@ -87,6 +87,29 @@ def test_two_pairs_runs_into_one_out_the_second_is_refused_with_the_pid(pair_cat
     assert not out.exists() and not meta_path(out).exists()
 
 
+def test_the_lock_holds_across_processes_and_a_killed_holder_leaves_no_stale_lock(pair_catalog, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "pairs.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom commonlink.locks import output_lock\n"
+         "with output_lock(sys.argv[1], what='commonlink pairs'):\n    print('held', flush=True)\n    time.sleep(60)\n", str(out)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        refused = invoke("pairs", pair_catalog, "--out", out, "--count", "10")
+        assert refused.exit_code == 1 and f"commonlink pairs (pid {holder.pid})" in refused.output
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    after_kill = invoke("pairs", pair_catalog, "--out", out, "--count", "10")
+    assert after_kill.exit_code == 0, after_kill.output
+    assert len(list(read_jsonl(out))) == 10
+
+
 def test_two_release_builds_into_one_new_out_the_second_is_refused(release_inputs, tmp_path):
     _, _, pairs = release_inputs
     out = tmp_path / "rel"

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import re
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,12 @@ from commonlink.fileio import (
     sha256_bytes,
     sha256_file,
 )
-from commonlink.formats.catalog import CatalogRecord, iter_catalog, outside_link_error
+from commonlink.formats.catalog import (
+    CatalogRecord,
+    catalog_file,
+    iter_catalog,
+    outside_link_error,
+)
 from commonlink.formats.common_o import common_o_features, letters
 from commonlink.formats.meta import (
     COMMON_O_PAIRS_KIND,
@@ -199,6 +204,28 @@ class _SplitShards:
         return record
 
 
+_INDEXES: OrderedDict[tuple, dict[str, CatalogRecord]] = OrderedDict()
+
+
+def catalog_index(catalog: str) -> dict[str, CatalogRecord]:
+    """``{id: record}`` of a catalog, read once and kept (a few catalogs) while its ``catalog.jsonl`` is unchanged
+    (same inode, size and modification time), so rows checked one at a time do not re-read it."""
+    try:
+        info = os.stat(catalog_file(catalog))
+    except OSError:
+        info = None
+    key = (catalog, info.st_ino, info.st_size, info.st_mtime_ns) if info else None
+    if key is not None and key in _INDEXES:
+        _INDEXES.move_to_end(key)
+        return _INDEXES[key]
+    index = {r.id: r for r in iter_catalog(catalog)}
+    if key is not None:
+        _INDEXES[key] = index
+        while len(_INDEXES) > 4:
+            _INDEXES.popitem(last=False)
+    return index
+
+
 class CatalogImageReader:
     """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
 
@@ -209,13 +236,22 @@ class CatalogImageReader:
     def __init__(self) -> None:
         self._folders: dict[tuple[str, str], str] = {}
         self._records: dict[str, dict[str, CatalogRecord]] = {}
+        self._verified: set[tuple[str, int, int]] = set()
+
+    def verify_image(self, data: bytes, record: CatalogRecord, *, what: str) -> None:
+        """Decode ``data`` (the bytes of ``record``'s file, sha256 already matched) under the pixel cap and check
+        its size against the record; an image used by many rows is decoded once per build."""
+        key = (record.sha256, record.width, record.height)
+        if key not in self._verified:
+            check_image(data, what=what, size=(record.width, record.height))
+            self._verified.add(key)
 
     def record(self, catalog: str, image_id: str, *, what: str) -> CatalogRecord:
-        """The catalog record of ``image_id`` (each catalog read once per build); an error when it has none."""
+        """The catalog record of ``image_id`` (each catalog read once); an error when it has none."""
         records = self._records.get(catalog)
         if records is None:
             try:
-                records = self._records[catalog] = {r.id: r for r in iter_catalog(catalog)}
+                records = self._records[catalog] = catalog_index(catalog)
             except InputError as exc:
                 raise InputError(f"{what}: {exc.problem}", exc.fix) from None
         found = records.get(image_id)
@@ -320,7 +356,7 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
                 f"{where}: {key} file {image['path']} in {image['catalog']} changed after the pairs were sampled (sha256 differs).",
                 "Restore the original image, or rebuild the catalog and sample the pairs again.",
             )
-        check_image(data, what=f"{where}: {key} file {image['path']} in {image['catalog']}", size=(record.width, record.height))
+        reader.verify_image(data, record, what=f"{where}: {key} file {image['path']} in {image['catalog']}")
         images.append({"bytes": data, "path": os.path.basename(image["path"])})
         objects.append(image["objects"])
     common = [t for t in truth if t != NO_COMMON_OBJECTS]
