@@ -365,6 +365,15 @@ def test_script_tags_and_bidi_overrides_do_not_reach_the_card(release_inputs, tm
     assert "&lt;script&gt;" in card
 
 
+def test_a_push_message_with_markup_is_neutralised_in_the_versions_table():
+    from commonlink.release.hub import card_with_version
+
+    card = "---\nlicense: mit\n---\n\n# Set\n"
+    rows = [{"version": "1.0.0", "date": "2026-01-02", "rows": "main: 6", "message": "fix <script>alert(1)</script> \u202eexe"}]
+    text = card_with_version(card, rows)
+    assert "<script" not in text and "\u202e" not in text and "&lt;script&gt;" in text
+
+
 def test_eval_score_refuses_duplicate_ids(tmp_path):
     from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
 

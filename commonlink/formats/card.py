@@ -158,14 +158,15 @@ def validate_card(text: str, *, expected: Mapping[str, Any] | None = None) -> di
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    """A GitHub-flavoured Markdown table (pipes in cells escaped, cells neutralised: the Versions table that
+    ``release push`` adds holds the user's --message)."""
 
     def cell(value: Any) -> str:
         if isinstance(value, float):
             value = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         elif isinstance(value, int):
             value = f"{value:,}"
-        return str(value).replace("|", "\\|").replace("\n", " ")
+        return neutralise_text(str(value)).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)
