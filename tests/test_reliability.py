@@ -71,6 +71,11 @@ def test_overwrite_refuses_a_release_holding_files_it_does_not_list(release_inpu
     assert "my-analysis.ipynb" in err.value.problem
     assert (out / "my-analysis.ipynb").is_file()
     (out / "my-analysis.ipynb").unlink()
+    (out / "shared-data").symlink_to(tmp_path)  # a link to the user's data: named, never followed or removed
+    with pytest.raises(InputError) as err:
+        build_release([pairs], out, version="1.0.1", overwrite=True, progress=False)
+    assert "shared-data" in err.value.problem and (out / "shared-data").is_symlink()
+    (out / "shared-data").unlink()
     replaced = build_release([pairs], out, version="1.0.1", overwrite=True, progress=False)  # a pure release: replaced
     assert json.loads((out / "manifest.json").read_text())["version"] == "1.0.1" and not replaced.reused
 

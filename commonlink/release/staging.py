@@ -86,7 +86,9 @@ def foreign_entries(root: Path, listed: dict) -> list[str]:
     found = []
     for folder, dirs, names in os.walk(root):
         rel_folder = Path(folder).relative_to(root)
-        dirs.sort()
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]  # never walked: name them
+        found += [(rel_folder / d).as_posix() for d in sorted(links)]
+        dirs[:] = sorted(d for d in dirs if d not in links)
         found += [(rel_folder / n).as_posix() for n in sorted(names) if (rel_folder / n).as_posix() not in keep]
         if not dirs and not names and rel_folder != Path("."):
             found.append(rel_folder.as_posix() + "/")
