@@ -35,7 +35,13 @@ from PIL import Image
 from commonlink import __version__
 from commonlink.constants import MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, MissingDependencyError
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
+from commonlink.fileio import (
+    atomic_write_json,
+    pid_alive,
+    read_jsonl,
+    sha256_bytes,
+    write_jsonl,
+)
 from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
 from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
@@ -174,18 +180,8 @@ def _clean_stale_temp_dirs(scenes_root: Path) -> None:
             continue
         with contextlib.suppress(ValueError):
             pid = int(parts[2])
-            if pid == os.getpid() or not _pid_alive(pid):
+            if pid == os.getpid() or not pid_alive(pid):
                 shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCatalog, overwrite: bool) -> None:
