@@ -18,8 +18,8 @@ from commonlink.formats.card import read_card_metadata, size_category
 from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
-from commonlink.testing.catalogs import write_rotating_catalog, write_tiny_pairs
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file
+from commonlink.testing.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
 from commonlink.formats.common_o import common_o_features
 
 
@@ -226,7 +226,7 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
         build_release([tmp_path / "nometa.jsonl"], tmp_path / "out", progress=False)
     rows = list(read_jsonl(tmp_path / "a.jsonl"))
     rows[1]["answer"] = "Z"
-    write_jsonl(tmp_path / "a.jsonl", rows)
+    rewrite_pairs(tmp_path / "a.jsonl", rows)
     with pytest.raises(SchemaError, match=r"row 2 .*answer 'Z'"):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", progress=False)
     make_pairs(tmp_path / "first.jsonl", tmp_path / "cat", records, 3)
@@ -343,7 +343,7 @@ def test_image_changed_after_sampling_is_refused(tmp_path):
     for row in rows:  # what `commonlink pairs` records for each image
         for key in ("image_1", "image_2"):
             row[key]["sha256"] = next(r.sha256 for r in records if r.id == row[key]["id"])
-    write_jsonl(tmp_path / "main.jsonl", rows)
+    rewrite_pairs(tmp_path / "main.jsonl", rows)
     Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "cat" / records[1].path, "JPEG")  # edited after sampling
     with pytest.raises(SchemaError, match="changed after the pairs were sampled"):
         build_release([tmp_path / "main.jsonl"], tmp_path / "rel", progress=False)

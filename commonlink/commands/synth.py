@@ -8,6 +8,7 @@ import typer
 
 from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.errors import InputError
+from commonlink.locks import output_lock
 from commonlink.synth.runner import SynthConfig, parse_shard, synthesize
 
 
@@ -70,10 +71,14 @@ def synth(
         max_hidden_share=max_hidden, max_attempts=max_attempts, unrealcv_host=host, unrealcv_port=port, shadows=shadows,
         area_band=_parse_band(area_band), min_in_band=min_in_band, max_yaw=max_yaw,
     )
-    summary = synthesize(
-        out, config, shard=parse_shard(shard), workers=workers, executor=executor, ray_address=ray_address,
-        overwrite=overwrite, progress=progress,
-    )
+    part = parse_shard(shard)
+    # One run per output (per shard when sharded: shards of one folder run side by side).
+    lock_file = None if part == (0, 1) else out.parent / f".{out.name}.shard-{part[0]}-of-{part[1]}.lock"
+    with output_lock(out, what="commonlink synth", lock_file=lock_file):
+        summary = synthesize(
+            out, config, shard=part, workers=workers, executor=executor, ray_address=ray_address,
+            overwrite=overwrite, progress=progress,
+        )
     shard_note = f" (shard {summary.shard[0]}/{summary.shard[1]})" if summary.shard[1] > 1 else ""
     console.print(
         f"Scenes{shard_note}: {summary.scenes_rendered} rendered, {summary.scenes_skipped} already done "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -183,6 +184,7 @@ def evaluate_common_o(
     question: str = "dataset",
     max_unreadable_share: float = MAX_UNREADABLE_SHARE,
     report: bool = True,
+    overwrite: bool = False,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
 
@@ -231,7 +233,7 @@ def evaluate_common_o(
             # only when set, so runs with default options keep the keys (and caches) they had
             **({"backend_options": info.output_options} if info.output_options else {}),
         )
-        cache = open_run_cache(out_dir, run, shard)
+        cache = open_run_cache(out_dir, run, shard, overwrite=overwrite)
         outcome = run_over_split(
             dataset,
             indices,
@@ -319,6 +321,18 @@ def write_outputs(out_dir: Path, results: dict, records: Iterable[dict], *, suff
     atomic_write_text(out_dir / f"results{suffix}.md", render_markdown_table(results, breakdowns=True) + "\n")
 
 
+def refuse_duplicate_ids(predictions: Path, lines: list[dict]) -> None:
+    """Each example is scored once: a predictions file listing an id twice (two runs concatenated) is refused."""
+    counts = Counter(str(line.get("id")) for line in lines)
+    doubled = sorted(i for i, n in counts.items() if n > 1)
+    if doubled:
+        raise InputError(
+            f"{predictions} lists {len(doubled)} id(s) more than once (duplicate predictions, e.g. {', '.join(doubled[:5])}); "
+            "each example must be scored once.",
+            "Keep one line per id (e.g. the predictions.jsonl of one run, not several concatenated).",
+        )
+
+
 _FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",
                 "ground_truth_letters")
 
@@ -343,6 +357,7 @@ def score_predictions(
 
     predictions = Path(predictions)
     lines = list(read_jsonl(predictions))
+    refuse_duplicate_ids(predictions, lines)
     for n, line in enumerate(lines, start=1):
         needed = ("id", "raw_output") if data is not None else (*_FACT_FIELDS, "raw_output")
         missing = [k for k in needed if k not in line]

@@ -33,8 +33,15 @@ import numpy as np
 from PIL import Image
 
 from commonlink import __version__
+from commonlink.constants import MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, MissingDependencyError
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
+from commonlink.fileio import (
+    atomic_write_json,
+    pid_alive,
+    read_jsonl,
+    sha256_bytes,
+    write_jsonl,
+)
 from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
 from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
@@ -97,6 +104,16 @@ class SynthConfig:
             raise InputError(f"--min-in-band {self.min_in_band}: must be between 0 and 1.", "e.g. --min-in-band 0.7.")
         if self.max_attempts < 1:
             raise InputError(f"--max-attempts {self.max_attempts}: must be >= 1.", "e.g. --max-attempts 5.")
+        if self.min_visible_pixels is not None and self.min_visible_pixels < 1:
+            raise InputError(f"--min-visible-pixels {self.min_visible_pixels}: must be at least 1 pixel.",
+                             "Leave it out for the default (0.05% of the image, at least 16), or e.g. --min-visible-pixels 50.")
+        width, height = self.resolution
+        if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
+            raise InputError(
+                f"--resolution {width}x{height}: each side must be at least 1 and the image at most {MAX_IMAGE_PIXELS:,} "
+                "pixels (the pixel cap every commonlink image reader enforces).",
+                "e.g. --resolution 512x512 or 1024x768 (raise COMMONLINK_MAX_IMAGE_PIXELS for bigger renders).",
+            )
 
     @property
     def pixel_threshold(self) -> int:
@@ -188,18 +205,8 @@ def _clean_stale_temp_dirs(scenes_root: Path) -> None:
             continue
         with contextlib.suppress(ValueError):
             pid = int(parts[2])
-            if pid == os.getpid() or not _pid_alive(pid):
+            if pid == os.getpid() or not pid_alive(pid):
                 shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def asset_licenses(catalog: AssetCatalog) -> dict[str, int]:
