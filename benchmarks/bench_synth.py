@@ -5,7 +5,11 @@
 1. Offline renderer, 512x512, 4 views a scene: views/s for 7 and for 16 objects, end to end per scene (plan,
    lit + instance render, visibility, PNG files written atomically), after one warm-up scene; also with
    ``--shadows`` (shadow-mapped sunlight). Target: >= 10 views/s. Also CPU time per view (all threads of the
-   process), which other jobs on a shared machine do not inflate.
+   process), which other jobs on a shared machine do not inflate, and the ratio to a bare pyrender loop
+   (same plans and meshes, lit + segmentation pass, nothing written) measured in the same run.
+1b. Object areas: `commonlink synth` end to end with its default gates on 40 main (3-7 objects) and 40
+   challenge (8-16) scenes: share of (object, view) pairs covering 2-22% of the image (targets >= 85% and
+   >= 60%) and hidden pairs (target < 1%), beside views/s (re-sampled plans included).
 2. UnrealCV backend against the test server modelled on the plugin (same process, real TCP, real ``unrealcv``
    client): seconds per view of ``UnrealCVBackend.render`` vs the same commands (spawn, colour and colour read-back,
    pose, the run's own camera, captures, destroy) sent as plain ``client.request`` round trips with the raw
@@ -33,7 +37,7 @@ from commonlink.synth.assets import load_assets  # noqa: E402
 from commonlink.testing.unrealcv_server import FakeUnrealCVServer  # noqa: E402
 from commonlink.synth.render.offline import OfflineRenderer  # noqa: E402
 from commonlink.synth.plan import PlanConfig, plan_scene  # noqa: E402
-from commonlink.synth.runner import SynthConfig, render_scene  # noqa: E402
+from commonlink.synth.runner import SynthConfig, render_scene, synthesize  # noqa: E402
 from commonlink.synth.render.unrealcv import UnrealCVBackend, fmt_floats  # noqa: E402
 
 
@@ -46,6 +50,57 @@ def offline_views_per_s(catalog, n_objects: int, scenes: int, resolution: int, s
         views = sum(render_scene(tmp, config, catalog, renderer, i)["views"] for i in range(1, scenes + 1))
         # CPU seconds (all threads of this process, llvmpipe's included) do not depend on other jobs' load.
         return views / (time.perf_counter() - start), (time.process_time() - cpu_start) / views
+
+
+def bare_pyrender_views_per_s(catalog, n_objects: int, scenes: int, resolution: int) -> float:
+    """The peer: a plain pyrender loop over the same plans and meshes (default shader, one scene per plan, a lit pass
+    and a segmentation pass per view, no files written), timed after one warm-up scene like ours."""
+    import os
+
+    import numpy as np
+
+    os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # headless, as the offline renderer does
+    import pyrender
+
+    from commonlink.synth.render.offline import asset_mesh, camera_pose_gl, object_pose_gl, vertical_fov
+
+    config = PlanConfig(min_objects=n_objects, max_objects=n_objects, views=4, width=resolution, height=resolution)
+    plans = [plan_scene(config, catalog, seed=123, index=i) for i in range(scenes + 1)]
+    meshes: dict[str, object] = {}
+    renderer = pyrender.OffscreenRenderer(resolution, resolution)
+    views = 0
+    try:
+        for i, plan in enumerate(plans):
+            if i == 1:
+                start, views = time.perf_counter(), 0
+            scene = pyrender.Scene(ambient_light=[0.3] * 3)
+            scene.add(pyrender.DirectionalLight(intensity=3.0), pose=np.eye(4))
+            nodes = []
+            for obj in plan.objects:
+                if obj.asset not in meshes:
+                    meshes[obj.asset] = pyrender.Mesh.from_trimesh(asset_mesh(catalog.asset(obj.asset), catalog), smooth=True)
+                nodes.append(scene.add(meshes[obj.asset], pose=object_pose_gl(obj.location, obj.rotation, (obj.scale,) * 3)))
+            seg_map = {node: (k + 1, 0, 0) for k, node in enumerate(nodes)}
+            for camera in plan.cameras:
+                cam = scene.add(pyrender.PerspectiveCamera(yfov=vertical_fov(camera.fov, resolution, resolution), znear=5.0, zfar=5000.0),
+                                pose=camera_pose_gl(camera.location, camera.rotation))
+                renderer.render(scene)
+                renderer.render(scene, flags=pyrender.RenderFlags.SEG, seg_node_map=seg_map)
+                scene.remove_node(cam)
+                views += 1
+        return views / (time.perf_counter() - start)
+    finally:
+        renderer.delete()
+
+
+def band_shares(objects: tuple[int, int], scenes: int, resolution: int):
+    """`commonlink synth` end to end (default gates) on ``scenes`` scenes: the summary with the area-band and
+    hidden shares over every (object, view) pair, and views/s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        summary = synthesize(tmp, SynthConfig(scenes=scenes, objects=objects, resolution=(resolution, resolution), seed=2026),
+                             progress=False)
+        return summary, summary.views_written / (time.perf_counter() - start)
 
 
 def raw_client_seconds_per_view(server, catalog, plans, palette) -> float:
@@ -142,7 +197,9 @@ def main() -> None:
     parser.add_argument("--ue-frame-ms", type=float, default=1000 / 60, help="frame time of the modelled game (a 60 fps game by default)")
     parser.add_argument("--memory-scenes", default="50,500")
     parser.add_argument("--memory-resolution", type=int, default=128)
-    parser.add_argument("--skip", default="", help="comma list of parts to skip: offline,unrealcv,memory")
+    parser.add_argument("--band-scenes", type=int, default=40, help="scenes per split for the object-area shares")
+    parser.add_argument("--band-resolution", type=int, default=512)
+    parser.add_argument("--skip", default="", help="comma list of parts to skip: offline,band,unrealcv,memory")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     catalog = load_assets()
@@ -153,11 +210,23 @@ def main() -> None:
     if "offline" not in skip:
         print(f"== offline renderer, {args.resolution}x{args.resolution}, 4 views/scene, {args.scenes} scenes timed")
         for n in (7, 16):
+            bare = bare_pyrender_views_per_s(catalog, n, args.scenes, args.resolution)
             for shadows in (False, True):
                 rate, cpu = offline_views_per_s(catalog, n, args.scenes, args.resolution, shadows)
                 label = "shadow maps" if shadows else "contact shadows (default)"
                 print(f"  {n:2d} objects, {label:26s}: {rate:6.2f} views/s   (target >= 10: {'met' if rate >= 10 else 'NOT met'})"
-                      f"   CPU {cpu * 1000:5.0f} ms/view")
+                      f"   CPU {cpu * 1000:5.0f} ms/view   ratio to a bare pyrender loop {rate / bare:.2f}")
+            print(f"  {n:2d} objects, bare pyrender loop (same plans and meshes, lit + seg pass, no files): {bare:6.2f} views/s")
+
+    if "band" not in skip:
+        res = args.band_resolution
+        print(f"== object areas, `commonlink synth` with default gates, {args.band_scenes} scenes per split, {res}x{res}")
+        for split, objects, target in (("main", (3, 7), 0.85), ("challenge", (8, 16), 0.60)):
+            summary, rate = band_shares(objects, args.band_scenes, res)
+            ok = summary.in_band_share >= target and summary.hidden_share < 0.01
+            print(f"  {split:9s} ({objects[0]}-{objects[1]} objects): {100 * summary.in_band_share:5.1f}% of {summary.object_views} "
+                  f"(object, view) pairs in 2-22% (target >= {100 * target:.0f}%), {100 * summary.hidden_share:.2f}% hidden "
+                  f"(target < 1%): {'met' if ok else 'NOT met'};  {summary.resampled_scenes} scenes re-sampled;  {rate:5.2f} views/s")
 
     if "unrealcv" not in skip:
         res = args.ue_resolution

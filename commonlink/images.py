@@ -71,6 +71,20 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, dr
         raise InputError(f"{label}: image is corrupt or truncated ({exc}).", "Re-export or remove the file.") from exc
 
 
+def check_image(data: bytes, *, what: str, size: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Decode ``data`` fully (pixel cap enforced) and return its ``(width, height)``; an :class:`InputError` naming
+    ``what`` when it is not an image, is truncated or corrupt, is over the cap, or is not ``size`` pixels."""
+    img = open_image(data, what=what)
+    width, height = img.size
+    img.close()
+    if size is not None and (width, height) != tuple(size):
+        raise InputError(
+            f"{what}: the image is {width}x{height} pixels, but its record (catalog or image table) says {size[0]}x{size[1]}.",
+            "The file was replaced after cataloguing: restore the original, or rebuild the catalog and sample again.",
+        )
+    return width, height
+
+
 def image_to_png_bytes(img: Image.Image) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG")

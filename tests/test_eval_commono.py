@@ -174,9 +174,13 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
     assert resumed["timing"]["from_cache"] == 4 and resumed["timing"]["generated"] == 4
     assert resumed["metrics"] == full["metrics"]
     assert _outputs(tmp_path / "run") == _outputs(full_dir)
-    # a changed generation setting is a different run: nothing reused
+    # a changed generation setting is a different run: refused in the same folder, nothing reused with overwrite
+    with pytest.raises(InputError, match="another run"):
+        evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "run",
+                          settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1, **FAST)
     again = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "run",
-                              settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1, **FAST)
+                              settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1,
+                              overwrite=True, **FAST)
     assert again["timing"]["from_cache"] == 0
 
 
@@ -192,7 +196,7 @@ def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm,
     same = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1, **FAST)
     assert same["timing"]["from_cache"] == 1
     bf16 = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1,
-                             backend_options={"dtype": "bfloat16"}, **FAST)
+                             backend_options={"dtype": "bfloat16"}, overwrite=True, **FAST)  # another run: same folder only with overwrite
     assert bf16["timing"]["from_cache"] == 0 and bf16["timing"]["generated"] == 1
     assert bf16["run_key"] != first["run_key"]
     # the same rule for the other backends, known before anything is loaded

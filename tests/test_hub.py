@@ -9,6 +9,7 @@ the loaders) runs unchanged, and nothing leaks into other tests.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -16,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from commonlink.fileio import atomic_write_json, sha256_file
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
 from commonlink.testing.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -456,17 +457,23 @@ def _pairs_file(tmp_path: Path, split: str, count: int) -> Path:
     catalog = tmp_path / "catalog"
     (catalog / "images").mkdir(parents=True, exist_ok=True)
     choices = ["keys", "apple", "No objects are in common", "book"]
-    rows = []
+    rows, records = [], []
     for i in range(count):
         images = {}
         for n in (1, 2):
             rel = f"images/{split}-{i}-{n}.png"
-            (catalog / rel).write_bytes(tiny_png(10 * i + n))
+            data = tiny_png(10 * i + n)
+            (catalog / rel).write_bytes(data)
             images[f"image_{n}"] = {"catalog": str(catalog), "id": f"{split}{i}{n}", "path": rel, "scene_id": f"s{i}",
                                     "view": str(n), "background": "table", "objects": ["apple", "keys" if n == 1 else "book"]}
+            records.append({"id": f"{split}{i}{n}", "path": rel, "objects": images[f"image_{n}"]["objects"], "source": "real",
+                            "scene_id": f"s{i}", "width": 8, "height": 8, "sha256": hashlib.sha256(data).hexdigest()})
         rows.append({"id": f"{split}-{i:08d}", "split": split, "source": "real", **images, "choices": choices,
                      "ground_truth": ["apple"], "answer": "B", "question": f"Which objects are in both images? #{i}",
                      "question_template": "which_objects_in_both_v1"})
+    # the catalog the pairs were sampled from: release build checks each row against its record
+    previous = list(read_jsonl(catalog / "catalog.jsonl")) if (catalog / "catalog.jsonl").is_file() else []
+    write_jsonl(catalog / "catalog.jsonl", previous + records)
     pairs = tmp_path / f"{split}.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     atomic_write_json(Path(f"{pairs}.meta.json"), {

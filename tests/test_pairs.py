@@ -19,40 +19,9 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.formats.common_o import common_o_question, letters
 from commonlink.fileio import read_jsonl
-from commonlink.testing.catalogs import write_tiny_catalog
+from commonlink.testing.catalogs import VOCAB, family_scenes, write_scene_catalog
 
-VOCAB = [
-    "apple", "keys", "mug", "spoon", "fork", "bowl", "vase", "candle", "marker", "remote", "mouse", "keyboard",
-    "shoes", "scissors", "lime", "orange", "glass", "pen", "plant", "dino", "hammer", "dish", "football", "cup",
-]
-
-
-def make_catalog(folder: Path, source: str, scenes: list[list[str]], views: int = 3, hide: bool = False, seed: int = 0) -> Path:
-    """A catalog of ``views`` PNGs per scene; with ``hide``, some views miss one object (as a render would)."""
-    rng = np.random.default_rng(seed)
-    specs = []
-    for s, objects in enumerate(scenes):
-        for v in range(views):
-            visible = list(objects)
-            if hide and len(visible) > 3 and rng.random() < 0.3:
-                visible.pop(int(rng.integers(len(visible))))
-            specs.append({"objects": visible, "seed": seed * 100_000 + s * 100 + v, "source": source,
-                          "scene_id": f"{source}-scene-{s}", "background": "table" if source == "real" else "marble",
-                          "view": str(v), "object_area": {o: 0.05 for o in visible} if source == "synthetic" else None})
-    write_tiny_catalog(folder, specs, size=(8, 6))
-    return folder
-
-
-def family_scenes(n: int, seed: int, sizes=(3, 6)) -> list[list[str]]:
-    """Scenes built around shared object pairs, so every count of common objects from 0 to 2+ is frequent."""
-    rng = np.random.default_rng(seed)
-    scenes = []
-    for s in range(n):
-        base = [VOCAB[(2 * (s % 5)) % len(VOCAB)], VOCAB[(2 * (s % 5) + 1) % len(VOCAB)]]
-        rest = [o for o in VOCAB if o not in base]
-        size = int(rng.integers(sizes[0], sizes[1] + 1))
-        scenes.append(base + [rest[j] for j in rng.choice(len(rest), size - 2, replace=False)])
-    return scenes
+make_catalog = write_scene_catalog
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from commonlink.formats.card import read_card_metadata, size_category
 from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
-from commonlink.testing.catalogs import write_rotating_catalog, write_tiny_pairs
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file
+from commonlink.testing.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
 from commonlink.formats.common_o import common_o_features
 
 
@@ -36,6 +36,7 @@ def tiny(tmp_path_factory):
     base = tmp_path_factory.mktemp("release")
     real = make_catalog(base / "real_catalog", 12)
     synthetic = make_catalog(base / "synth_catalog", 6, source="synthetic", fmt="PNG")
+    atomic_write_json(base / "synth_catalog" / "synth_config.json", {"asset_licenses": {"Apache-2.0 (test)": 3, "zlib (test)": 1}})
     main_rows = make_pairs(base / "main.jsonl", base / "real_catalog", real, 20)
     challenge_rows = make_pairs(base / "challenge.jsonl", base / "synth_catalog", synthetic, 8, split="challenge")
     result = build_release([base / "main.jsonl", base / "challenge.jsonl"], base / "rel", name="Tiny Common-O",
@@ -128,6 +129,10 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     assert none == sum(r["ground_truth"] == [NO_COMMON_OBJECTS] for r in rows) / len(rows)
     expected_random = sum(0.5 ** (len(r["choices"]) - 1) for r in rows) / len(rows)
     assert f"main: `none` {100 * none:.1f}%, `random` {100 * expected_random:.1f}% (expected) accuracy" in text
+    # object areas against Common-O's 2-22% band, counted once per distinct image; synthetic assets' licences
+    pairs = sum(len(objects) for objects in images.values())
+    assert f"100.0% of the {pairs} (object, image) pairs fall in 2–22%, the band Common-O reports" in text
+    assert "(3 under Apache-2.0 (test); 1 under zlib (test))" in text
     # figures are linked and exist; no local absolute paths leak into the card
     linked = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
     assert linked and all((tiny["rel"] / rel).is_file() and rel.endswith(".png") for rel in linked)
@@ -221,7 +226,7 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
         build_release([tmp_path / "nometa.jsonl"], tmp_path / "out", progress=False)
     rows = list(read_jsonl(tmp_path / "a.jsonl"))
     rows[1]["answer"] = "Z"
-    write_jsonl(tmp_path / "a.jsonl", rows)
+    rewrite_pairs(tmp_path / "a.jsonl", rows)
     with pytest.raises(SchemaError, match=r"row 2 .*answer 'Z'"):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", progress=False)
     make_pairs(tmp_path / "first.jsonl", tmp_path / "cat", records, 3)
@@ -338,7 +343,7 @@ def test_image_changed_after_sampling_is_refused(tmp_path):
     for row in rows:  # what `commonlink pairs` records for each image
         for key in ("image_1", "image_2"):
             row[key]["sha256"] = next(r.sha256 for r in records if r.id == row[key]["id"])
-    write_jsonl(tmp_path / "main.jsonl", rows)
+    rewrite_pairs(tmp_path / "main.jsonl", rows)
     Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "cat" / records[1].path, "JPEG")  # edited after sampling
     with pytest.raises(SchemaError, match="changed after the pairs were sampled"):
         build_release([tmp_path / "main.jsonl"], tmp_path / "rel", progress=False)

@@ -24,6 +24,7 @@ from commonlink.commands.eval import (
     backend_options,
     generation_settings,
     print_fresh_report,
+    run_folder_lock,
 )
 from commonlink.errors import InputError
 from commonlink.eval.association import AssociationSettings, evaluate_association
@@ -73,9 +74,10 @@ def association(
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
-                         batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
-                         show_progress=not quiet, report=not no_report)
+    with run_folder_lock(out, None):
+        evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
+                             batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
+                             show_progress=not quiet, report=not no_report)
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)

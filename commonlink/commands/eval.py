@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
@@ -9,6 +10,7 @@ import typer
 from commonlink.commands._common import console, parse_range, parse_shard, reports_errors
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, parse_key_values
+from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import (
     default_out_dir,
     evaluate_common_o,
@@ -19,6 +21,7 @@ from commonlink.eval.report import leaderboard, load_results, render_markdown_ta
 from commonlink.fileio import atomic_write_text
 from commonlink.eval.html_report import REPORT_FILENAME
 from commonlink.eval.html_report import write_report
+from commonlink.locks import output_lock
 
 _BACKEND_HELP = ("transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
                  "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend.")
@@ -84,6 +87,12 @@ IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
 QUIET = typer.Option(False, "--quiet", help="No progress bar.")
 NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results.")
+OVERWRITE = typer.Option(False, "--overwrite", help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.")
+
+
+def run_folder_lock(out: Path, shard: str | None):
+    """One process per run folder and shard: a second one writing the same results files is refused."""
+    return output_lock(Path(out) / f"results{shard_suffix(parse_shard(shard))}.json", what="commonlink eval")
 
 
 @reports_errors
@@ -117,19 +126,21 @@ def commono(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
     no_report: bool = NO_REPORT,
+    overwrite: bool = OVERWRITE,
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
     out = out or default_out_dir(split, model, backend)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    results = evaluate_common_o(
-        data, split, model, backend, out, revision=revision, settings=settings,
-        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
-        concat_images=concat_images, backend_options=options, seed=seed, n_boot=bootstrap,
-        similarity=similarity, similarity_model=similarity_model, show_progress=not quiet, report=not no_report,
-        image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share,
-    )
+    with run_folder_lock(out, shard):
+        results = evaluate_common_o(
+            data, split, model, backend, out, revision=revision, settings=settings,
+            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
+            concat_images=concat_images, backend_options=options, seed=seed, n_boot=bootstrap,
+            similarity=similarity, similarity_model=similarity_model, show_progress=not quiet, report=not no_report,
+            image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
+        )
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -159,18 +170,20 @@ def perception(
     concurrency: int = CONCURRENCY,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    overwrite: bool = OVERWRITE,
 ) -> None:
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
     out = out or default_out_dir(split, model, backend, task="perception")
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    results = evaluate_perception(
-        data, split, model, backend, out, revision=revision, settings=settings,
-        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
-        backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
-        image_protocol=image_protocol, yes_no_hint=yes_no_hint,
-    )
+    with run_folder_lock(out, shard):
+        results = evaluate_perception(
+            data, split, model, backend, out, revision=revision, settings=settings,
+            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
+            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
+            image_protocol=image_protocol, yes_no_hint=yes_no_hint, overwrite=overwrite,
+        )
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -186,7 +199,8 @@ def score(
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
 
-    results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
+    with run_folder_lock(out, None) if out is not None else contextlib.nullcontext():
+        results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
 
 

@@ -16,6 +16,7 @@ from commonlink.commands._common import (
 )
 from commonlink.errors import InputError
 from commonlink.formats.meta import meta_path
+from commonlink.locks import output_lock
 from commonlink.sampling.pairs import (
     PairsConfig,
     pairs_meta,
@@ -59,19 +60,22 @@ def pairs(
         common_distribution=common_distribution,
     )
     config.validate()
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; the pairs file is one file.", f"Pass a file path, e.g. --out {out / 'pairs.jsonl'}.")
     sidecar = meta_path(out)
-    if out.exists() and not overwrite:
-        previous = reusable_pairs(out, config, catalogs)
-        if previous is not None:
-            console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
-            print_stats(previous["stats"])
-            return
-        raise InputError(
-            f"{out} already exists and was not made from these catalogs with these settings.",
-            "Pass --overwrite to replace it, or choose another --out.",
-        )
-    rows, stats = sample_pairs(catalogs, config, progress=stdout_is_terminal())
-    write_pairs(out, rows, pairs_meta(config, catalogs, stats))
+    with output_lock(out, what="commonlink pairs"):  # one run per pairs file: file and sidecar from the same run
+        if out.exists() and not overwrite:
+            previous = reusable_pairs(out, config, catalogs)
+            if previous is not None:
+                console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
+                print_stats(previous["stats"])
+                return
+            raise InputError(
+                f"{out} already exists and was not made from these catalogs with these settings.",
+                "Pass --overwrite to replace it, or choose another --out.",
+            )
+        rows, stats = sample_pairs(catalogs, config, progress=stdout_is_terminal())
+        write_pairs(out, rows, pairs_meta(config, catalogs, stats))
     print_stats(stats)
     console.print(escape(f"Wrote {len(rows):,} examples to {out} (+ {sidecar.name})."), highlight=False, soft_wrap=True)
     console.print(escape(f"Next: commonlink release build {out} --out RELEASE_DIR"), highlight=False, soft_wrap=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -210,6 +211,7 @@ def evaluate_common_o(
     question: str = "dataset",
     max_unreadable_share: float = MAX_UNREADABLE_SHARE,
     report: bool = True,
+    overwrite: bool = False,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
 
@@ -255,7 +257,7 @@ def evaluate_common_o(
             finish=score_output,
             backend=model_backend,
             settings=settings,
-            cache=open_run_cache(out_dir, run, shard),
+            cache=open_run_cache(out_dir, run, shard, overwrite=overwrite),
             run=run,
             batch_size=batch_size or model_backend.info.default_batch_size,
             total=len(indices),
@@ -335,6 +337,18 @@ def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suff
         write_lmms_eval_files(out_dir, LMMS_TASKS.get(split, f"common_o_{split}"), results, metrics, lmms_eval_samples(records, concat=bool(results.get("prompt", {}).get("concat_images")), prompts=prompts), suffix=suffix)
 
 
+def refuse_duplicate_ids(predictions: Path, lines: list[dict]) -> None:
+    """Each example is scored once: a predictions file listing an id twice (two runs concatenated) is refused."""
+    counts = Counter(str(line.get("id")) for line in lines)
+    doubled = sorted(i for i, n in counts.items() if n > 1)
+    if doubled:
+        raise InputError(
+            f"{predictions} lists {len(doubled)} id(s) more than once (duplicate predictions, e.g. {', '.join(doubled[:5])}); "
+            "each example must be scored once.",
+            "Keep one line per id (e.g. the predictions.jsonl of one run, not several concatenated).",
+        )
+
+
 _FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",
                 "ground_truth_letters")
 
@@ -359,6 +373,7 @@ def score_predictions(
 
     predictions = Path(predictions)
     lines = list(read_jsonl(predictions))
+    refuse_duplicate_ids(predictions, lines)
     for n, line in enumerate(lines, start=1):
         needed = ("id", "raw_output") if data is not None else (*_FACT_FIELDS, "raw_output")
         missing = [k for k in needed if k not in line]

@@ -91,6 +91,7 @@ def evaluate_perception(
     image_protocol: str | ImageProtocol | None = None,
     yes_no_hint: bool = False,
     max_unreadable_share: float = MAX_UNREADABLE_SHARE,
+    overwrite: bool = False,
 ) -> dict:
     """Run the single-image yes/no baseline on one split; same outputs, image protocol and resume rules as
     Common-O. ``yes_no_hint`` adds " Answer yes or no." to the paper's question (off by default)."""
@@ -110,7 +111,7 @@ def evaluate_perception(
             dataset, indices,
             build=lambda ex: perception_items(ex, image_protocol=protocol, yes_no_hint=yes_no_hint),
             finish=score_perception,
-            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard), run=run,
+            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard, overwrite=overwrite), run=run,
             batch_size=batch_size or info.default_batch_size, total=len(indices),
             description=f"perception {split}", show_progress=show_progress,
             max_row_errors=unreadable_limit(len(indices), max_unreadable_share),

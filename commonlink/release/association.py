@@ -59,7 +59,7 @@ from commonlink.formats.release import (
     MANIFEST_FILENAME,
     read_release_manifest,
 )
-from commonlink.images import open_image
+from commonlink.images import check_image, open_image
 from commonlink.progress import track
 from commonlink.release.association_card import render_association_card
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
@@ -185,6 +185,8 @@ def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
     except Exception as exc:
         raise InputError(f"Image {img.id}: not a readable image ({exc}).", "Fix or remove it from the source.") from exc
     if not dirty:
+        # decoded, so a truncated, oversized or replaced file is refused rather than published
+        check_image(data, what=f"Image {img.id}" + (f" ({path})" if path else ""), size=(img.width, img.height))
         return data
     return clean_image(open_image(data, what=f"image {img.id}")).data
 
@@ -235,7 +237,7 @@ def build_association_release(
         raise InputError("No chain files given.", "Pass the .jsonl files written by `commonlink chains`.")
     out_dir = Path(out_dir).expanduser().resolve()
     name = name or out_dir.name
-    check_options(license=license, version=version)
+    check_options(license=license, version=version, name=name)
     empty: list[str] = []
     inputs = _read_inputs(chain_files, empty)
     notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "

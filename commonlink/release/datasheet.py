@@ -82,9 +82,17 @@ def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, see
     top_text = ", ".join(f"{n} ({c:,})" for n, c in top) or "none"
     area = stats.get("object_area")
     area_text = (
-        f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image."
+        f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image"
+        + (f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
+           f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports." if area.get("pairs") else ".")
         if area
         else ""
+    )
+    asset_licenses = stats.get("synthetic_asset_licenses")
+    asset_text = (
+        " Rendered objects come from the asset files recorded with the synthetic catalogs ("
+        + "; ".join(f"{n} under {lic}" for lic, n in asset_licenses.items()) + ")."
+        if asset_licenses else ""
     )
     per_split = "; ".join(
         f"{s}: objects per image {_dist(i['objects_per_image'])}, common objects per example {_dist(i['common_objects_per_example'])}, "
@@ -133,7 +141,7 @@ def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, see
             ("How was the data acquired?", " ".join(filter(None, [
                 "Real photos were ingested with their labels from a manifest (`commonlink ingest`)." if stats.get("real_share") else "",
                 "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
-                if stats.get("synthetic_share") else "",
+                + asset_text if stats.get("synthetic_share") else "",
             ])) or "No rows."),
             ("What sampling strategy was used?",
              f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {json.dumps(seed)}; "

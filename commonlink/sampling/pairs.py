@@ -47,7 +47,13 @@ from commonlink.formats.catalog import (
     iter_catalog,
 )
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
-from commonlink.formats.meta import COMMON_O_PAIRS_KIND, read_meta, utc_now, write_meta
+from commonlink.formats.meta import (
+    COMMON_O_PAIRS_KIND,
+    data_file_problem,
+    read_meta,
+    utc_now,
+    write_meta,
+)
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 
@@ -831,7 +837,15 @@ def reusable_pairs(path: str | os.PathLike, config: PairsConfig, catalog_dirs: S
         previous = read_meta(path)
     except CommonlinkError:
         return None
-    return previous if same_inputs(previous, config, catalog_dirs) else None
+    if not same_inputs(previous, config, catalog_dirs):
+        return None
+    problem = data_file_problem(path, previous)
+    if problem:  # truncated or edited since: never "kept", and never silently replaced either
+        raise InputError(
+            f"{path} was made from these catalogs with these settings, but {problem}.",
+            "Pass --overwrite to sample it again, or restore the original file.",
+        )
+    return previous
 
 
 def write_pairs(path: str | os.PathLike, rows: Iterable[dict], meta: dict) -> int:

@@ -1,7 +1,8 @@
 """Scene synthesis: seeded scene plans (pure data) and the backends that render them.
 
-- ``assets``: the asset file (objects and floors for both backends); ``models`` / ``floors``: procedural meshes and
-  floor textures of the built-in assets.
+- ``assets``: the asset file (objects and floors for both backends, with each asset's source and licence);
+  ``models`` / ``models_household`` (built from ``shapes``) / ``floors``: procedural meshes and floor textures of
+  the built-in assets.
 - ``plan``: :func:`~commonlink.synth.plan.plan_scene`, one seeded plan per (seed, scene index).
 - ``render``: the :class:`~commonlink.synth.render.Renderer` interface; ``render.offline``: the embedded CPU renderer
   (pyrender on EGL) with exact instance masks; ``render.unrealcv``: the same plans on a running Unreal Engine through the ``unrealcv`` client;

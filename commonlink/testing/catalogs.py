@@ -18,8 +18,7 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.fileio import sha256_bytes, write_jsonl
 from commonlink.formats.catalog import CatalogRecord, write_catalog
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
-from commonlink.formats.meta import COMMON_O_PAIRS_KIND, write_meta
-
+from commonlink.formats.meta import COMMON_O_PAIRS_KIND, read_meta, write_meta
 
 OBJECT_NAMES = ["apple", "keys", "mug", "book", "pen", "duck", "ball", "cup"]
 
@@ -78,6 +77,41 @@ def write_rotating_catalog(root: str | Path, n: int, *, source: str = "real", fm
     return write_tiny_catalog(root, specs, fmt=fmt, size=size)
 
 
+#: Object names of :func:`family_scenes`.
+VOCAB = [
+    "apple", "keys", "mug", "spoon", "fork", "bowl", "vase", "candle", "marker", "remote", "mouse", "keyboard",
+    "shoes", "scissors", "lime", "orange", "glass", "pen", "plant", "dino", "hammer", "dish", "football", "cup",
+]
+
+
+def write_scene_catalog(folder: str | Path, source: str, scenes: list[list[str]], views: int = 3, hide: bool = False, seed: int = 0) -> Path:
+    """A catalog of ``views`` PNGs per scene; with ``hide``, some views miss one object (as a render would)."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for s, objects in enumerate(scenes):
+        for v in range(views):
+            visible = list(objects)
+            if hide and len(visible) > 3 and rng.random() < 0.3:
+                visible.pop(int(rng.integers(len(visible))))
+            specs.append({"objects": visible, "seed": seed * 100_000 + s * 100 + v, "source": source,
+                          "scene_id": f"{source}-scene-{s}", "background": "table" if source == "real" else "marble",
+                          "view": str(v), "object_area": {o: 0.05 for o in visible} if source == "synthetic" else None})
+    write_tiny_catalog(folder, specs, size=(8, 6))
+    return Path(folder)
+
+
+def family_scenes(n: int, seed: int, sizes=(3, 6)) -> list[list[str]]:
+    """Scenes built around shared object pairs, so every count of common objects from 0 to 2+ is frequent."""
+    rng = np.random.default_rng(seed)
+    scenes = []
+    for s in range(n):
+        base = [VOCAB[(2 * (s % 5)) % len(VOCAB)], VOCAB[(2 * (s % 5) + 1) % len(VOCAB)]]
+        rest = [o for o in VOCAB if o not in base]
+        size = int(rng.integers(sizes[0], sizes[1] + 1))
+        scenes.append(base + [rest[j] for j in rng.choice(len(rest), size - 2, replace=False)])
+    return scenes
+
+
 def common_o_pair_row(catalog: str | Path, a: CatalogRecord, b: CatalogRecord, index: int, split: str) -> dict:
     """A pairs-file row as ``commonlink pairs`` writes it: the objects in both images, three distractors and
     "No objects are in common" as lettered choices."""
@@ -113,4 +147,12 @@ def write_tiny_pairs(path: str | Path, catalog: str | Path, records: list[Catalo
     return rows
 
 
-__all__ = ["OBJECT_NAMES", "common_o_pair_row", "write_rotating_catalog", "tiny_image_bytes", "write_tiny_catalog", "write_tiny_pairs"]
+def rewrite_pairs(path: str | Path, rows: list[dict]) -> None:
+    """Replace a pairs file's rows and refresh its sidecar's fingerprint, as if ``commonlink pairs`` had written
+    these rows (to test what ``release build`` does with rows the sampler would not write)."""
+    write_jsonl(path, rows)
+    meta = {k: v for k, v in read_meta(path).items() if k not in ("sha256", "rows")}
+    write_meta(path, meta)
+
+
+__all__ = ["rewrite_pairs", "OBJECT_NAMES", "VOCAB", "family_scenes", "write_scene_catalog", "common_o_pair_row", "write_rotating_catalog", "tiny_image_bytes", "write_tiny_catalog", "write_tiny_pairs"]

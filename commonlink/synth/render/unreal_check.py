@@ -40,6 +40,7 @@ MIN_SLACK_CM = 1.0
 #: Where each class is shown alone to a camera to see that it is drawn in object masks: 500 m above the origin.
 PROBE_SPOT = (0.0, 0.0, 50000.0)
 PROBE_FOV = 60.0
+PROBE_PITCH = 35.0  #: degrees below the horizon the probe camera looks
 
 
 @dataclass
@@ -150,6 +151,12 @@ def _level_colors(conn: UnrealCVConnection, names: list[str]) -> list[tuple[int,
     return [c for c in colors if c is not None]
 
 
+def _probe_camera_location(distance: float, height: float) -> tuple[float, float, float]:
+    """``distance`` from the middle of an object of ``height`` standing on PROBE_SPOT, looking down at PROBE_PITCH."""
+    pitch = np.radians(PROBE_PITCH)
+    return (PROBE_SPOT[0] - distance * np.cos(pitch), PROBE_SPOT[1], PROBE_SPOT[2] + height / 2 + distance * np.sin(pitch))
+
+
 def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]], level_colors, token: str, owned: list[str],
                  progress: bool) -> None:
     """Colour each class's actor, put it alone in front of a camera far above the level, and check that it shows
@@ -157,9 +164,10 @@ def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]],
     out of every mask (and its objects unlabelled) however many views a scene has."""
     color = choose_palette(1, level_colors, 24)[0]
     camera_actor, camera = conn.spawn_camera(f"{NAME_PREFIX}check_{token}_camera", on_spawned=owned.append)
-    size = 32  # enough to see whether the class is drawn at all
+    size = 64  # enough to see whether the class is drawn at all
+    # Looking down at PROBE_PITCH degrees: a flat class (a cutting board, a tray) shows its top, not a sliver.
     conn.batch([f"vset /camera/{camera}/size {size} {size}", f"vset /camera/{camera}/fov {PROBE_FOV:.1f}",
-                f"vset /object/{camera_actor}/rotation 0.0 0.0 0.0"])
+                f"vset /object/{camera_actor}/rotation {-PROBE_PITCH:.1f} 0.0 0.0"])
     for entry, name in track(probes, "Checking object masks", unit="classes", disable=not progress):
         sx, sy, sz = entry.measured_size_cm  # type: ignore[misc]
         distance = sx / 2 + 1.6 * max(sx, sy, sz) + 5.0  # the whole object fits a 60 degree view
@@ -169,7 +177,7 @@ def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]],
             f"vset /object/{name}/location {fmt_floats(target)}",
             f"vset /object/{name}/color {color[0]} {color[1]} {color[2]}",
             f"vget /object/{name}/color",
-            f"vset /object/{camera_actor}/location {fmt_floats((PROBE_SPOT[0] - distance, PROBE_SPOT[1], PROBE_SPOT[2] + sz / 2))}",
+            f"vset /object/{camera_actor}/location {fmt_floats(_probe_camera_location(distance, sz))}",
             f"vget /camera/{camera}/object_mask png",
             f"vset /object/{name}/destroy",  # done with it (the final clean-up skips names already gone)
         ])
