@@ -168,7 +168,8 @@ def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int
 
 
 #: The files an eval run writes into its folder (``*`` = a shard suffix or nothing); --overwrite removes only these.
-RUN_FILE_PATTERNS = ("results*.json", "results*.md", "predictions*.jsonl", "prediction-cache*.jsonl")
+RUN_FILE_PATTERNS = ("results*.json", "results*.md", "predictions*.jsonl", "prediction-cache*.jsonl",
+                     "lmms_eval/results*.json", "lmms_eval/samples_*.jsonl")  # the same run in lmms-eval's layout (eval/results.py)
 
 
 def other_runs(out_dir: str | os.PathLike, run: str) -> list[str]:
