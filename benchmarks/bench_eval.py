@@ -98,6 +98,7 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
         for k in range(repeats):
             if k % 2 == 0:  # alternate which runs first, so neither gains from the other's warm caches
                 bare_s, bare_outputs = bare_loop(backend, examples, batch_size, max_new_tokens)
+            generate_before = backend.generate_seconds
             start = time.perf_counter()
             outcome = run_over_split(decoded, range(rows), build=lambda ex: [(common_o_request(ex, image_protocol="native"), meta[ex.id])], finish=score_output,
                                      backend=backend, settings=settings, cache=PredictionCache(tmp / f"cache{k}.jsonl"), run="bench",
@@ -106,12 +107,15 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
                        "created": "", "dataset": {"split": "main"}, "metrics": common_o_metrics(outcome.records, n_boot=100)}
             write_outputs(tmp / f"out{k}", results, outcome.records)
             ours_s = time.perf_counter() - start
+            harness_s = ours_s - (backend.generate_seconds - generate_before)  # ours minus the model's own generate calls
             if k % 2 == 1:
                 bare_s, bare_outputs = bare_loop(backend, examples, batch_size, max_new_tokens)
             assert [r["raw_output"] for r in outcome.records] == bare_outputs, "harness and bare loop disagree"
-            pairs.append((ours_s, bare_s))
-        ratios = [o / b for o, b in pairs]
-        ours_s, bare_s = pairs[ratios.index(statistics.median_low(ratios))]
+            pairs.append((ours_s, bare_s, harness_s))
+        ratios = [o / b for o, b, _ in pairs]
+        ours_s, bare_s, _ = pairs[ratios.index(statistics.median_low(ratios))]
+        harness_s = statistics.median(h for _, _, h in pairs)
+        bare_median = statistics.median(b for _, b, _ in pairs)
         start = time.perf_counter()
         evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp / "e2e", settings=GenerationSettings(max_new_tokens=max_new_tokens), image_protocol="native",
                           batch_size=batch_size, show_progress=False, n_boot=100)
@@ -121,6 +125,12 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
     return [
         row(f"transformers harness wall / bare processor+generate loop ({what}; median of {repeats})", round(ours_s, 3), "s",
             peer=f"bare loop {bare_s:.3f} s", ratio=ratio, target="<= 1.15", met=ratio <= 1.15),
+        # The machine is shared: model.generate itself varies by 2-3x between identical calls, which swamps the wall
+        # ratio. This figure adds the harness's own time (its wall minus the model's generate time; conservative: it includes the
+        # chat template + processor call the bare loop also makes) to the bare loop.
+        row(f"harness-only time (wall minus model.generate, median of {repeats}) per row ({what})", round(1000 * harness_s / rows, 1), "ms",
+            peer=f"bare loop median {bare_median:.3f} s", ratio=round((bare_median + harness_s) / bare_median, 3), target="<= 1.15",
+            met=(bare_median + harness_s) / bare_median <= 1.15),
         row(f"evaluate_common_o end to end incl. parquet read + image decode ({what})", round(e2e, 3), "s",
             peer=f"bare loop {bare_s:.3f} s (images decoded beforehand)", ratio=round(e2e / bare_s, 3)),
     ]
