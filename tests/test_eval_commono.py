@@ -503,10 +503,9 @@ def test_the_model_receives_the_papers_384_px_shorter_side_by_default(tiny_backe
     assert paper.sizes == [(512, 384)] * 4  # 64x48 -> shorter side 384, aspect kept
     assert results["image_protocol"] == {"protocol": "shorter-side-384", "kind": "shorter-side", "value": 384}
     native = Recording(tiny_backend)
-    # same folder (replacing that run needs --overwrite since issue 18), but the protocol is in the cache key: generated again
     other = evaluate_common_o(data_dir, "main", backend_instance=native, out_dir=tmp_path / "paper", settings=UNCAPPED, limit=2,
                               image_protocol="native", overwrite=True, **FAST)
-    assert native.sizes == [(64, 48)] * 4
+    assert native.sizes == [(64, 48)] * 4  # the protocol is in the run key: another run (refused without overwrite)
     assert other["run_key"] != results["run_key"] and other["timing"]["generated"] == 2
     capped = Recording(tiny_backend)
     evaluate_common_o(data_dir, "main", backend_instance=capped, out_dir=tmp_path / "cap", settings=UNCAPPED, limit=1, image_protocol="max-pixels-1000", **FAST)

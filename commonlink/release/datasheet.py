@@ -216,7 +216,32 @@ def render_common_o_card(
 ) -> str:
     """README.md of a Common-O release: Hub YAML metadata + summary, usage, tables, figures, datasheet."""
     total = sum(int(info["rows"]) for info in splits.values())
-    metadata = {
+    first_split = next(iter(splits), "main")
+    body = [
+        f"# {name}",
+        "",
+        f"Version **{version}** of a Common-O style benchmark: two images, a lettered list of objects, and the task of "
+        f"picking every object present in both images ({PAPER}). {total:,} examples, built with commonlink {toolkit_version} "
+        f"(seed {json.dumps(seed)}).",
+        "",
+        *_usage_section(first_split),
+        *_splits_section(splits, stats),
+        *_columns_section(features),
+        "## Object frequency",
+        "",
+        markdown_table(["object", "images"], stats.get("object_frequency", [])[:30]),
+        "",
+        *_figures_section(figures),
+        render_datasheet(common_o_datasheet(stats, name=name, license=license, seed=seed, toolkit_version=toolkit_version)),
+        *_build_section(toolkit_version, seed, config),
+        *_CITATION,
+    ]
+    return render_card(_card_metadata(name, license, splits, features, total), "\n".join(body))
+
+
+def _card_metadata(name: str, license: str, splits: Mapping[str, Mapping[str, Any]], features: Any, total: int) -> dict:
+    """The card's YAML front matter: Hub tags, the ``data/{split}-*`` configs and ``dataset_info``."""
+    return {
         "license": license,
         "pretty_name": name,
         "language": ["en"],
@@ -230,6 +255,28 @@ def render_common_o_card(
             download_size=sum(int(info.get("download_size", 0)) for info in splits.values()),
         ),
     }
+
+
+def _usage_section(split: str) -> list[str]:
+    return [
+        "## Usage",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        f"ds = load_dataset(\"REPO_OR_FOLDER\", split=\"{split}\")   # images decode to PIL",
+        "",
+        "from commonlink.loaders.common_o import load_common_o   # typed examples: lists parsed, letters resolved",
+        "",
+        f"for example in load_common_o(\"REPO_OR_FOLDER\", \"{split}\"):",
+        "    example.image_1, example.choices, example.ground_truth",
+        "```",
+        "",
+    ]
+
+
+def _splits_section(splits: Mapping[str, Mapping[str, Any]], stats: Mapping[str, Any]) -> list[str]:
+    """Per-split table (rows, sources, objects, common objects, shards) and the baselines' accuracy on each."""
     split_rows = []
     for split, info in splits.items():
         s = stats["splits"].get(split, {})
@@ -238,26 +285,7 @@ def render_common_o_card(
             _dist(s.get("objects_per_image", {})), _dist(s.get("common_objects_per_example", {})),
             _pct(s.get("no_common_share", 0)), len(info.get("files", [])),
         ])
-    body = [
-        f"# {name}",
-        "",
-        f"Version **{version}** of a Common-O style benchmark: two images, a lettered list of objects, and the task of "
-        f"picking every object present in both images ({PAPER}). {total:,} examples, built with commonlink {toolkit_version} "
-        f"(seed {json.dumps(seed)}).",
-        "",
-        "## Usage",
-        "",
-        "```python",
-        "from datasets import load_dataset",
-        "",
-        f"ds = load_dataset(\"REPO_OR_FOLDER\", split=\"{next(iter(splits), 'main')}\")   # images decode to PIL",
-        "",
-        "from commonlink.loaders.common_o import load_common_o   # typed examples: lists parsed, letters resolved",
-        "",
-        f"for example in load_common_o(\"REPO_OR_FOLDER\", \"{next(iter(splits), 'main')}\"):",
-        "    example.image_1, example.choices, example.ground_truth",
-        "```",
-        "",
+    return [
         "## Splits",
         "",
         markdown_table(
@@ -271,6 +299,11 @@ def render_common_o_card(
         + ". `none` always answers \"No objects are in common\"; `random` picks each object with probability 1/2 "
         "(`commonlink eval commono --model none|random`).",
         "",
+    ]
+
+
+def _columns_section(features: Any) -> list[str]:
+    return [
         "## Columns",
         "",
         "The columns and types of the published `facebook/Common-O` dataset, then provenance columns. List-valued "
@@ -280,17 +313,20 @@ def render_common_o_card(
             [col, _feature_type(feat), COLUMN_DESCRIPTIONS.get(col, "")] for col, feat in features.items()
         ]),
         "",
-        "## Object frequency",
-        "",
-        markdown_table(["object", "images"], stats.get("object_frequency", [])[:30]),
-        "",
     ]
-    if figures:
-        body += ["## Figures", ""]
-        for title, path in figures.items():
-            body += [f"### {title}", "", f"![{title}]({path})", ""]
-    body.append(render_datasheet(common_o_datasheet(stats, name=name, license=license, seed=seed, toolkit_version=toolkit_version)))
-    body += [
+
+
+def _figures_section(figures: Mapping[str, str]) -> list[str]:
+    if not figures:
+        return []
+    lines = ["## Figures", ""]
+    for title, path in figures.items():
+        lines += [f"### {title}", "", f"![{title}]({path})", ""]
+    return lines
+
+
+def _build_section(toolkit_version: str, seed: Any, config: Mapping[str, Any]) -> list[str]:
+    return [
         "## Build",
         "",
         "`manifest.json` lists the sha256 and size of every file, the toolkit version, the seed and the full build configuration.",
@@ -301,18 +337,21 @@ def render_common_o_card(
         ]}, indent=2),
         "```",
         "",
-        "## Citation",
-        "",
-        "```bibtex",
-        "@article{ross2025common,",
-        "  title={What's in Common? Multimodal Models Hallucinate When Reasoning Across Scenes},",
-        "  author={Ross, Candace and Ibrahim, Mark and others},",
-        "  journal={arXiv preprint arXiv:2511.03768},",
-        "  year={2025}",
-        "}",
-        "```",
     ]
-    return render_card(metadata, "\n".join(body))
+
+
+_CITATION = [
+    "## Citation",
+    "",
+    "```bibtex",
+    "@article{ross2025common,",
+    "  title={What's in Common? Multimodal Models Hallucinate When Reasoning Across Scenes},",
+    "  author={Ross, Candace and Ibrahim, Mark and others},",
+    "  journal={arXiv preprint arXiv:2511.03768},",
+    "  year={2025}",
+    "}",
+    "```",
+]
 
 
 def _feature_type(feature: Any) -> str:
