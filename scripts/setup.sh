@@ -43,4 +43,10 @@ echo "==> installing commonlink[all]"
 $PIP install -q -e ".[all]"
 # pyrender pins PyOpenGL 3.1.0, which is broken with EGL on current Python; newer PyOpenGL works.
 $PIP install -q "PyOpenGL>=3.1.7" 2>/dev/null
+# The real lmms-eval, in a folder of its own (not the venv: it would pull another torch), for the tests that run
+# its task loader and evaluator on the exported tasks (they skip without it).
+if [ ! -d .harness-site/lmms_eval ]; then
+  echo "==> installing lmms-eval into .harness-site (harness tests)"
+  ./scripts/harness_site.sh .harness-site >/dev/null 2>&1 || echo "    (could not install lmms-eval: the harness tests will be skipped)"
+fi
 echo "==> ready: $(.venv/bin/commonlink --version)"

@@ -160,9 +160,11 @@ def run_lmms_eval(tmp_path):
     filelock must be imported before any other copy)."""
     import subprocess
 
-    site = os.environ.get("COMMONLINK_HARNESS_SITE")
-    if not site or not (Path(site) / "lmms_eval").is_dir():
-        pytest.skip("lmms-eval not installed (scripts/harness_site.sh DIR, then COMMONLINK_HARNESS_SITE=DIR)")
+    # scripts/setup.sh installs the harness into .harness-site; COMMONLINK_HARNESS_SITE points elsewhere
+    site = os.environ.get("COMMONLINK_HARNESS_SITE") or str(Path(__file__).resolve().parents[1] / ".harness-site")
+    if not (Path(site) / "lmms_eval").is_dir():
+        pytest.skip("lmms-eval not installed (scripts/setup.sh puts it in .harness-site; or scripts/harness_site.sh DIR, "
+                    "then COMMONLINK_HARNESS_SITE=DIR)")
     driver = tmp_path / "lmms_driver.py"
     driver.write_text(LMMS_DRIVER)
     repo = str(Path(__file__).resolve().parents[1])
