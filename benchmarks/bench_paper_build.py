@@ -127,9 +127,19 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
         objects = (3, 7) if split == "main" else (8, 16)
         config = SynthConfig(scenes=n[f"{split}_scenes"], objects=objects, views=PAPER["views"],
                              resolution=(options["resolution"], options["resolution"]), seed=0)
-        summary = synthesize(work / f"catalog-{split}", config, workers=options["workers"], executor=options["executor"],
-                             ray_address=options["ray_address"], progress=False)
-        return {"scenes": summary.scenes_rendered, "images": summary.catalog_records}
+        cluster = {}
+        if options["executor"] == "ray":
+            import ray  # connect here (timed with the stage) to report what the scenes ran on
+
+            ray.init(address=options["ray_address"], include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+            cluster = {"ray_nodes": len(ray.nodes()), "ray_cpus": ray.cluster_resources().get("CPU", 0)}
+        try:
+            summary = synthesize(work / f"catalog-{split}", config, workers=options["workers"], executor=options["executor"],
+                                 ray_address=options["ray_address"], progress=False)
+        finally:
+            if cluster:
+                ray.shutdown()
+        return {"scenes": summary.scenes_rendered, "images": summary.catalog_records, **cluster}
     if stage.startswith("pairs-"):
         from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 
