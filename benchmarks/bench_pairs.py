@@ -205,7 +205,7 @@ def main() -> None:
     add_contract_arguments(parser)
     args = parser.parse_args()
     if args.quick:
-        args.images, args.small_images, args.count, args.repeats = 5_000, 1_250, 2_500, 2
+        args.images, args.small_images, args.count, args.repeats = 5_000, 1_250, 2_500, 3
 
     with tempfile.TemporaryDirectory(prefix="bench-pairs-") as tmp:
         t0 = time.perf_counter()
@@ -241,11 +241,13 @@ def main() -> None:
             f"peer, sparse co-occurrence (X Xᵀ) sampler on the same feasible counts: {peer_found} examples in "
             f"{peer_s:.2f} s ({peer_cpu:.2f} s CPU) = {peer_found / peer_s:,.0f} examples/s; per k: {peer_achieved}"
         )
-        ratio = (peer_s / peer_found) / (ours_s / args.count)
+        # The ratio is on CPU time (both run in this process, single-threaded): on a shared machine the wall
+        # clock of a seconds-long run mostly measures the scheduler. Wall is printed alongside.
+        ratio = (peer_cpu / peer_found) / (ours_cpu / args.count)
         print(f"  ours vs peer, time per example: {ratio:.2f}x (wall), "
               f"{(peer_cpu / peer_found) / (ours_cpu / args.count):.2f}x (CPU)")
-        result_rows = [result_row(BENCH, f"pairs sampled end to end ({args.count:,} from {args.images:,} images)",
-                                  args.count / ours_s, "examples/s", peer="sparse co-occurrence (X Xᵀ) sampler, same feasible counts",
+        result_rows = [result_row(BENCH, f"pairs sampled end to end ({args.count:,} from {args.images:,} images; CPU time)",
+                                  args.count / ours_cpu, "examples/s", peer="sparse co-occurrence (X Xᵀ) sampler, same feasible counts",
                                   ratio=ratio, target=">= 1.0")]
         tracemalloc.start()
         cooccurrence_sampler(big, config, stats)
