@@ -102,6 +102,7 @@ def run_script(script: Path, *, quick: bool, timeout: float, log=print) -> dict:
                  "seconds": round(seconds, 1), "exit": rc, "output_tail": output[-4000:]}
         if rc != 0:
             problem = error if rc is None else f"exit {rc}: {_last_error_line(error or output)}"
+            problem = problem.replace(str(rows_path), "ROWS.json")  # a temporary path says nothing
             entry["rows"] = [failure_row(name, problem)]
         else:
             try:

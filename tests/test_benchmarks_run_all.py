@@ -80,7 +80,7 @@ def test_run_all_writes_one_table_to_both_files_and_records_failures(bench_dir):
     assert "| `bench_good.py` | peak memory 2N vs N | 1.5 x | — | — | <= 1.3 | **no** |" in rows
     failed = {r.split("|")[1].strip(): r for r in rows if "**script failed**" in r}
     assert set(failed) == {"`bench_bad_args.py`", "`bench_no_rows.py`", "`bench_crash.py`"}
-    assert "unrecognized arguments: --quick --json" in failed["`bench_bad_args.py`"]
+    assert "unrecognized arguments: --quick --json ROWS.json |" in failed["`bench_bad_args.py`"]
     assert "no --json file written" in failed["`bench_no_rows.py`"]
     assert "the peer library is not installed" in failed["`bench_crash.py`"]
     assert "helper_not_a_bench" not in results_md
