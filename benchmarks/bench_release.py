@@ -285,7 +285,9 @@ def main() -> None:
         lines = results[args.images].read_text().splitlines(keepends=True)[: args.examples // 4]
         quarter.write_text("".join(lines))
         meta = json.loads(Path(f"{results[args.images]}.meta.json").read_text())
-        Path(f"{quarter}.meta.json").write_text(json.dumps({**meta, "count": len(lines)}))
+        from commonlink.formats.meta import write_meta  # the sidecar records the new file's sha256 and rows
+
+        write_meta(quarter, {**meta, "count": len(lines)})
         info = build_in_child(quarter, work / "release_quarter")
         row_ratio = peaks[args.images] / info["peak_rss_mb"]
         print(f"full release build of {info['rows']:,} rows (same {args.images:,}-image catalog): peak RSS {info['peak_rss_mb']:.0f} MB; "

@@ -28,6 +28,8 @@ eval_app = typer.Typer(help="Score models on Common-O and association splits; co
 app.add_typer(release_app, name="release")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(eval_app, name="eval")
+unreal_app = typer.Typer(help="Check a running Unreal Engine project (UnrealCV plugin) for `synth --backend unrealcv`.", no_args_is_help=True)
+app.add_typer(unreal_app, name="unreal")
 
 
 def _version_callback(value: bool) -> None:
@@ -56,11 +58,17 @@ from commonlink.commands import pairs as _pairs_cmds  # noqa: E402
 from commonlink.commands import release as _release_cmds  # noqa: E402
 from commonlink.commands import stats as _stats_cmds  # noqa: E402
 from commonlink.commands import synth as _synth_cmds  # noqa: E402
+from commonlink.commands import unreal as _unreal_cmds  # noqa: E402
 
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("synth")(_synth_cmds.synth)
 app.command("pairs")(_pairs_cmds.pairs)
-app.command("chains")(_chains_cmds.chains)
+chains_app = typer.Typer(cls=_chains_cmds.ChainsGroup, no_args_is_help=True,
+                         help="Association tasks: build from a labelled image set (`chains SOURCE`), `verify`, `review`.")
+app.add_typer(chains_app, name="chains")
+chains_app.command("build")(_chains_cmds.chains)
+chains_app.command("verify")(_chains_cmds.verify)
+chains_app.command("review")(_chains_cmds.review)
 release_app.command("build")(_release_cmds.build)
 catalog_app.command("merge")(_catalog_cmds.merge)
 catalog_app.command("info")(_catalog_cmds.info)
@@ -71,8 +79,10 @@ eval_app.command("commono")(_eval_cmds.commono)
 eval_app.command("perception")(_eval_cmds.perception)
 eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
+eval_app.command("report")(_eval_cmds.report)
 eval_app.command("association")(_association_eval_cmds.association)
 app.command("demo")(_demo_cmds.demo)
+unreal_app.command("check")(_unreal_cmds.check)
 
 
 def main() -> None:  # console-script entry point

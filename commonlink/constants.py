@@ -36,3 +36,7 @@ CATALOG_FILENAME = "catalog.jsonl"
 
 #: The answer choice used when two images share no object (published Common-O wording).
 NO_COMMON_OBJECTS = "No objects are in common"
+
+#: Share of the image an object covers in Common-O (§3.1: "the object in the images ranges from 2-22% of the
+#: overall image size"); `commonlink synth` gates renders on it and release cards report it.
+AREA_BAND: tuple[float, float] = (0.02, 0.22)

@@ -7,7 +7,8 @@
 2. samples Common-O examples from each catalog;
 3. builds a release folder (parquet shards, dataset card with figures, manifest);
 4. opens the release with plain ``datasets.load_dataset`` (what a user of the published split does);
-5. scores the weight-free ``random`` and ``none`` baselines on both splits and prints the table.
+5. scores the weight-free ``random`` and ``none`` baselines on both splits and prints the table;
+6. writes an HTML report per split (both baselines side by side, with the images) and prints where it is.
 
 Each stage writes its usual files, so rerunning continues from what is there (rendered scenes and cached
 predictions are kept), and each stage's folder can be fed to the individual commands.
@@ -24,6 +25,7 @@ from commonlink.eval.commono import evaluate_common_o
 from commonlink.release.build import build_release
 from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.eval.html_report import write_report
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.
 DEMO_SPLITS = {
@@ -43,6 +45,7 @@ class DemoResult:
     features: dict[str, str] = field(default_factory=dict)
     eval_runs: dict[str, Path] = field(default_factory=dict)
     results: list[dict] = field(default_factory=list)
+    reports: dict[str, object] = field(default_factory=dict)  #: split -> ReportSummary of its side-by-side page
 
 
 def run_demo(
@@ -63,7 +66,7 @@ def run_demo(
     for split, spec in DEMO_SPLITS.items():
         catalog = out / f"catalog-{split}"
         scenes = max(3, round(spec["scenes"] * scale))
-        log(f"[1/5] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} views) into {catalog}")
+        log(f"[1/6] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} views) into {catalog}")
         try:
             synthesize(catalog, SynthConfig(scenes=scenes, objects=spec["objects"], views=views, resolution=resolution, seed=seed),
                        workers=workers, progress=progress)
@@ -79,17 +82,17 @@ def run_demo(
         count = max(8, round(spec["count"] * scale))
         config = PairsConfig(split=split, count=count, seed=seed)
         pairs_file = out / f"pairs-{split}.jsonl"
-        log(f"[2/5] Sampling {count} {split} examples into {pairs_file}")
+        log(f"[2/6] Sampling {count} {split} examples into {pairs_file}")
         rows, stats = sample_pairs([result.catalogs[split]], config, progress=progress)
         write_pairs(pairs_file, rows, pairs_meta(config, [result.catalogs[split]], stats))
         result.pairs[split] = pairs_file
 
     release = out / "release"
-    log(f"[3/5] Building the release in {release}")
+    log(f"[3/6] Building the release in {release}")
     build_release(list(result.pairs.values()), release, name="commonlink demo", overwrite=True, progress=progress)
     result.release = release
 
-    log("[4/5] Loading it back with datasets.load_dataset")
+    log("[4/6] Loading it back with datasets.load_dataset")
     import datasets
 
     loaded = datasets.load_dataset(str(release))
@@ -101,9 +104,14 @@ def run_demo(
     for split in DEMO_SPLITS:
         for model in BASELINES:
             run_dir = out / "eval" / f"{split}-{model}"
-            log(f"[5/5] Scoring the {model!r} baseline on {split} into {run_dir}")
+            log(f"[5/6] Scoring the {model!r} baseline on {split} into {run_dir}")
             result.results.append(
                 evaluate_common_o(release, split, model, "transformers", run_dir, seed=seed, show_progress=progress)
             )
             result.eval_runs[f"{split}-{model}"] = run_dir
+
+    for split in DEMO_SPLITS:
+        page = out / "eval" / f"report-{split}.html"
+        log(f"[6/6] Writing the {split} report (baselines side by side, with images) to {page}")
+        result.reports[split] = write_report([result.eval_runs[f"{split}-{model}"] for model in BASELINES], page, seed=seed)
     return result

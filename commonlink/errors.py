@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class CommonlinkError(Exception):
     """Base class of every error commonlink raises on purpose.
@@ -42,3 +44,40 @@ class MissingDependencyError(CommonlinkError):
         )
         self.package = package
         self.extra = extra
+
+
+def describe_os_error(exc: OSError) -> tuple[str, str]:
+    """``(problem, fix)`` for an operating-system error, naming the path it concerns.
+
+    Used at the CLI boundary so that a read-only disk, a full disk, a file where a folder is expected (and the
+    other way round) or a permission problem reads as an error message with a fix, not a traceback.
+    """
+    path = exc.filename if exc.filename is not None else None
+    other = f" -> {exc.filename2}" if getattr(exc, "filename2", None) else ""
+    where = f"{path}{other}" if path is not None else "a file"
+    code = exc.errno
+    if code == errno.EROFS:
+        return (f"Cannot write {where}: the file system is read-only.",
+                "Pass an output path on a writable disk (e.g. another --out), or remount the disk read-write.")
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        return (f"Cannot write {where}: no space left on the disk (or the disk quota is used up).",
+                ("Free some space or write to another disk, then rerun the same command: finished work is kept and "
+                 "half-written files were not left behind."))
+    if code == errno.EISDIR:
+        return (f"{where} is a folder, where a file is expected.",
+                "Pass a file path (e.g. a name inside that folder), or move the folder away.")
+    if code == errno.ENOTDIR:
+        return (f"{where}: part of this path is a file, where a folder is expected.",
+                "Pass a path whose parent folders are folders, or move the file that is in the way.")
+    if code == errno.EEXIST:
+        return (f"{where} already exists and is in the way (a file where a folder is needed, or the other way round).",
+                "Pass another path, or move what is there away.")
+    if code in (errno.EACCES, errno.EPERM):
+        return (f"Permission denied: {where}.",
+                "Pass a path you may read and write, or change its permissions (chmod/chown), then rerun.")
+    if code == errno.ENOENT:
+        return (f"{where} not found.", "Check the path (and that its folder exists), then rerun.")
+    if code == errno.ENAMETOOLONG:
+        return (f"The path {where} is too long for the file system.", "Use a shorter folder or file name.")
+    reason = exc.strerror or type(exc).__name__
+    return (f"{where}: {reason}.", "Check the path, the disk and its permissions, then rerun the same command.")

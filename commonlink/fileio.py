@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,12 +24,18 @@ from commonlink.errors import InputError, SchemaError
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file next to ``path``; on success it replaces ``path`` atomically.
 
-    On any exception the temporary file is removed and ``path`` is left untouched.
+    On any exception the temporary file is removed and ``path`` is left untouched. The temporary name carries
+    the writer's pid (``.NAME.PID.XXXX.tmp``), so :func:`remove_stale_temp_files` can tell one left by a killed
+    run from one being written. An ``OSError`` that names no file (a full disk on write or fsync) is raised
+    again naming ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    binary = "b" in mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        binary = "b" in mode
+        fd, tmp = make_temp_beside(path)
+    except OSError as exc:
+        raise _naming(exc, path) from exc
     try:
         # mkstemp creates 0600 files; give the result the permissions an ordinary open() would.
         os.chmod(tmp, 0o666 & ~_umask())
@@ -37,10 +44,58 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not exc.filename:
+            raise _naming(exc, path) from exc
         raise
+
+
+TEMP_SUFFIX = ".tmp"
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
+
+
+def make_temp_beside(path: str | os.PathLike) -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file in ``path``'s folder, named ``.NAME.PID.XXXX.tmp`` (the pid lets
+    :func:`remove_stale_temp_files` tell a killed writer's file from a running one's)."""
+    path = Path(path)
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    if exc.filename:
+        return exc
+    named = OSError(exc.errno, exc.strerror or str(exc), str(path))
+    return named
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this machine (a process we may not signal counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files (``.NAME.PID.XXXX.tmp``) that killed runs' :func:`atomic_write` left in
+    ``folder`` (not below it); files of running processes are kept. Returns what was removed."""
+    removed = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(folder):
+            match = _TEMP_NAME.match(entry.name)
+            if match is None or not entry.is_file(follow_symlinks=False):
+                continue
+            pid = int(match["pid"])
+            if pid != os.getpid() and not pid_alive(pid):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
 
 
 def _umask() -> int:

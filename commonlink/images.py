@@ -33,8 +33,11 @@ def register_heif() -> bool:
     return True
 
 
-def open_image(source: str | os.PathLike | bytes, *, what: str | None = None) -> Image.Image:
+def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, draft: tuple[int, int] | None = None) -> Image.Image:
     """Open and fully decode an image (from a path or bytes), enforcing the pixel cap.
+
+    ``draft=(w, h)`` lets a JPEG decode straight at a reduced scale no smaller than that (thumbnails: several
+    times faster); other formats ignore it.
 
     Raises :class:`InputError` naming ``what`` (or the path) for missing, corrupt, truncated or oversized
     images. The returned image is loaded, so the file handle is closed.
@@ -51,6 +54,8 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None) ->
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(handle)
+            if draft is not None and img.format == "JPEG":
+                img.draft("RGB", draft)
             img.load()
         return img
     except InputError:
@@ -64,6 +69,20 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None) ->
         raise InputError(f"{label}: not a readable image (corrupt or unknown format).", "Re-export or remove the file.") from exc
     except (OSError, SyntaxError, ValueError) as exc:
         raise InputError(f"{label}: image is corrupt or truncated ({exc}).", "Re-export or remove the file.") from exc
+
+
+def check_image(data: bytes, *, what: str, size: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Decode ``data`` fully (pixel cap enforced) and return its ``(width, height)``; an :class:`InputError` naming
+    ``what`` when it is not an image, is truncated or corrupt, is over the cap, or is not ``size`` pixels."""
+    img = open_image(data, what=what)
+    width, height = img.size
+    img.close()
+    if size is not None and (width, height) != tuple(size):
+        raise InputError(
+            f"{what}: the image is {width}x{height} pixels, but its record (catalog or image table) says {size[0]}x{size[1]}.",
+            "The file was replaced after cataloguing: restore the original, or rebuild the catalog and sample again.",
+        )
+    return width, height
 
 
 def image_to_png_bytes(img: Image.Image) -> bytes:

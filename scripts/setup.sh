@@ -16,6 +16,16 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
     echo "==> installing system packages for headless OpenGL:$need"
     apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
   fi
+  # Headless Chromium and its WebDriver for the browser tests of the HTML eval report (skipped without them).
+  browser=""
+  for pkg in chromium chromium-driver; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || browser="$browser $pkg"
+  done
+  if [ -n "$browser" ]; then
+    echo "==> installing system packages for the report's browser tests:$browser"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $browser >/dev/null; } \
+      || echo "    (could not install$browser: the browser tests will be skipped)"
+  fi
 fi
 
 if [ ! -x .venv/bin/python ]; then

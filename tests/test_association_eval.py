@@ -39,14 +39,6 @@ def _labelled_images(root, n=60, seed=0):
     return images
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_commonlink_home(tmp_path_factory):
-    """Runs without --out cache their answers under COMMONLINK_HOME: keep that in a temporary folder, not ~/.cache."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
-        yield
-
-
 @pytest.fixture(scope="module")
 def chain_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("assoc")

@@ -2,7 +2,12 @@
 
 import pytest
 
-from commonlink.eval.association_memory import MemoryBase
+from commonlink.eval.association_memory import (
+    UNNAMED,
+    MemoryBase,
+    chain_text,
+    image_name,
+)
 from commonlink.eval.association_prompts import (
     ImageSlot,
     deduction_prompt,
@@ -55,11 +60,59 @@ def test_renderings():
     c = MemoryBase("chainm")
     for i in range(7):
         c.update(f"o{i}", f"o{i+1}", ["eat"])
-    assert len(c.links) == 5 and c.links[0] == ("o2", "eat", "o3")
-    assert "o6->eat->o7" in c.render()
+    assert len(c.links) == 5 and c.links[0] == ("o2", "eat", "o3")  # the harness's window of 5 subchains
+    assert "\no2->eat->o3 ->eat->o4 ->eat->o5 ->eat->o6 ->eat->o7. " in c.render()
+    everything = MemoryBase("chainm", chainm_window=0)
+    for i in range(7):
+        everything.update(f"o{i}", f"o{i+1}", ["eat"])
+    assert len(everything.links) == 7 and "\no0->eat->o1 ->eat->o2" in everything.render()
     assert MemoryBase("nom").render() == ""
     with pytest.raises(ValueError):
         MemoryBase("bogus")
+
+
+def test_chainm_after_three_steps_matches_the_paper_example():
+    """Table 3 shows ChainM memory after two steps as ``broccoli->eat->pizza ->eat->baked``: each subchain
+    obj1->concept->obj2 is concatenated into the prior memory (§4.3). Worked out by hand for a third step."""
+    c = MemoryBase("chainm", concept_kind="affordance")
+    c.update("broccoli", "pizza", ["eat"])
+    assert chain_text(c.links) == "broccoli->eat->pizza"
+    c.update("pizza", "baked", ["eat"])
+    assert chain_text(c.links) == "broccoli->eat->pizza ->eat->baked"  # the paper's Table 3, verbatim
+    c.update("baked", "sandwich", ["cut"])
+    assert c.render() == (
+        "Before this question, you have learnt that related pictures may have the following memory:\n"
+        "broccoli->eat->pizza ->eat->baked ->cut->sandwich. Based on these knowledge, answer the follwing quesion:"
+    )
+    # a subchain that does not continue from the last object starts afresh (e.g. a fixed single-step memory)
+    c.update("apple", "pear", ["cut", "eat"])
+    assert chain_text(c.links).endswith("->cut->sandwich apple->cut eat->pear")
+    # no deduced option: the link says so instead of vanishing
+    c.update("pear", "fig", [])
+    assert chain_text(c.links).endswith("->?->fig")
+
+
+def test_structm_and_nlm_text_is_the_papers():
+    s = MemoryBase("structm")
+    s.update("sandwich", "pizza", ["eat"])
+    assert s.render() == "Given the memory: {'eat': ['sandwich', 'pizza']}"  # Table 3, verbatim
+    n = MemoryBase("nlm", concept_kind="affordance")
+    n.update("broccoli", "orange", ["eat"])
+    assert n.render() == (
+        "Before this question, you have learnt that related pictures may have the following affordance:\n"
+        "['broccoli', 'orange'] have eat affordance. Based on these knowledge, answer the follwing quesion:"
+    )
+    n.update("orange", "knife", ["cut"])  # eat entries decay to 0.8; cut entries are new at 1.0 and come first
+    assert "\n['orange', 'knife'] have cut affordance, ['broccoli', 'orange'] have eat affordance. Based" in n.render()
+
+
+def test_unnamed_images_say_so():
+    class Img:
+        def __init__(self, name, labels):
+            self.name, self.labels, self.id = name, labels, "105cc6325a037a5d"
+
+    assert image_name(Img("sandwich", ["green", "shiny"])) == "sandwich"
+    assert image_name(Img(None, ["green", "shiny"])) == UNNAMED == "unnamed image"
 
 
 def test_fixed_memory_has_no_decay():

@@ -40,7 +40,8 @@ def release(tmp_path_factory):
     (catalog / "images").mkdir(parents=True)
     records = []
     for i in range(16):
-        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
+        # "wooden" images are the disjoint negatives of painted+furry queries in the metal-painted chains
+        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"], ["wooden"]][i % 5]
         path = catalog / "images" / f"{i}.jpg"
         path.write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
         records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
@@ -138,7 +139,8 @@ def test_ocl_crops_are_released_as_crops(tmp_path):
     (root / "ocl.pkl").write_bytes(pickle.dumps([{"name": "scene.png", "objects": objects}]))
     chains = tmp_path / "chains"
     built = CliRunner().invoke(app, ["chains", str(root / "ocl.pkl"), "--source-type", "ocl", "--out", str(chains), "--min-pixels", "0",
-                                     "--concepts", "attr_0,attr_1", "--tasks", "synchronous", "--chains", "1", "--max-steps", "3"])
+                                     "--concepts", "attr_0,attr_1", "--tasks", "synchronous", "--chains", "1", "--max-steps", "3",
+                                         "--negatives", "chain"])  # every crop carries attr_2: no disjoint negative exists
     assert built.exit_code == 0, built.output
     out = tmp_path / "release"
     build_association_release([chains / "synchronous.jsonl"], out, progress=False)

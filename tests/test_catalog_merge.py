@@ -4,32 +4,26 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.formats.catalog import CatalogRecord, image_path, read_catalog, write_catalog
+from commonlink.formats.catalog import image_path, read_catalog, write_catalog
 from commonlink.catalog.info import catalog_summary
 from commonlink.catalog.merge import merge_catalogs
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
+from commonlink.testing.catalogs import write_tiny_catalog
 
 
 def make_catalog(root, specs):
-    """A catalog written the way a render shard would be: images/<n>.png, ids from the file hash."""
-    records = []
-    for n, (seed, objects, scene) in enumerate(specs):
-        rel = f"images/{n:04d}.png"
-        (root / "images").mkdir(parents=True, exist_ok=True)
-        pixels = (np.random.default_rng(seed).random((8, 8, 3)) * 255).astype(np.uint8)
-        Image.fromarray(pixels).save(root / rel)
-        digest = sha256_file(root / rel)
-        records.append(CatalogRecord(id=digest[:16], path=rel, objects=objects, source="synthetic", scene_id=scene,
-                                     width=8, height=8, sha256=digest, view=str(seed % 4), object_area={o: 0.05 for o in objects}))
-    write_catalog(root, records)
-    return records
+    """A catalog written the way a render shard would be: images/<n>.png of seeded noise, ids from the file hash."""
+    return write_tiny_catalog(root, [
+        {"objects": objects, "seed": seed, "scene_id": scene, "source": "synthetic", "view": str(seed % 4),
+         "name": f"{n:04d}.png", "object_area": {o: 0.05 for o in objects}}
+        for n, (seed, objects, scene) in enumerate(specs)
+    ])
 
 
 def test_merge_dedupes_renames_colliding_paths_and_is_idempotent(tmp_path):
@@ -163,6 +157,7 @@ def test_merge_into_one_of_the_inputs_adds_the_others(tmp_path):
     assert sha256_file(image_path(tmp_path / "a", merged[1])) == b[0].sha256
 
 
+@pytest.mark.slow
 def test_merging_render_shards_brings_masks_and_plans_along(tmp_path):
     """Shards rendered on different machines merge into a catalog whose exact masks still resolve."""
     import pytest

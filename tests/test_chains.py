@@ -159,6 +159,47 @@ def test_disjoint_negatives_share_no_label_with_query(tmp_path):
             assert all(not (labels[q] & labels[n]) for q, n in zip(queries, chain["negative"]))
 
 
+def test_every_negative_shares_no_label_with_its_query_by_default(tmp_path):
+    """Paper eqs. 1, 4, 5 (y_query ∩ y_q = ∅) are the default: no option asks for them."""
+    images = labelled_set(extra={"plain": 30, **{f"tag{k}": 3 for k in range(10)}})
+    config = small_config()
+    assert config.negatives == "disjoint"
+    summary = build_chain_files(images, tmp_path / "default", config, progress=False)
+    labels = [set(img.labels) for img in read_image_table(summary.files["synchronous"])]
+    pairs = 0
+    for chain in (*read_jsonl(summary.files["synchronous"]), *read_jsonl(summary.files["asynchronous"])):
+        for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"]):
+            assert not labels[q] & labels[n]
+            pairs += 1
+    for task in read_jsonl(summary.files["single_step"]):
+        assert not labels[task["query"]] & labels[task["candidates"][1 - task["answer"]]]
+        pairs += 1
+    assert pairs > 1000
+    meta = json.loads(meta_path(summary.files["synchronous"]).read_text())
+    assert meta["config"]["negatives"] == "disjoint"
+    # the old rule stays available, and it does let negatives share a (non-chain) label with their query
+    old = build_chain_files(images, tmp_path / "chain", small_config(negatives="chain"), progress=False)
+    shared = sum(bool(labels[q] & labels[n]) for chain in read_jsonl(old.files["synchronous"])
+                 for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"]))
+    assert shared > 0
+
+
+def test_invalid_steps_flags_what_check_chain_refuses():
+    images = labelled_set(extra={"plain": 30})
+    index = LabelIndex(images)
+    builder = AssociationBuilder(index, small_config(), ["metal"])
+    chain = builder.synchronous("metal", 0)
+    assert not builder.invalid_steps(["metal"], chain.plan, chain.start, chain.positive, chain.negative).any()
+    sharing = next(i for i, img in enumerate(index.images) if "metal" not in img.labels
+                   and set(img.labels) & set(index.images[int(chain.positive[4])].labels))
+    negative = chain.negative.copy()
+    negative[5] = sharing  # shares a label with step 5's query (the positive of step 4)
+    assert np.flatnonzero(builder.invalid_steps(["metal"], chain.plan, chain.start, chain.positive, negative)).tolist() == [5]
+    chain.negative = negative
+    with pytest.raises(Exception, match="shares a label with its query"):
+        builder.check_chain(chain)
+
+
 def test_pool_too_small_names_concept_and_size():
     images = labelled_set(extra={"tiny": 3})
     index = LabelIndex(images)
@@ -214,3 +255,17 @@ def test_min_pixels_applies_to_given_image_lists(tmp_path):
     table = read_image_table(summary.files["synchronous"])
     assert len(table) == 120 and not any(img.id.startswith("small") for img in table)
     assert "5 image(s) under 50,000 pixels left out" in summary.plan.notes
+
+
+def test_chain_lines_are_the_json_of_the_rows_and_plan_codes_fill_forward():
+    from commonlink.formats.association import step_concept_codes
+    from commonlink.sampling.chains import ChainArrays
+
+    chain = ChainArrays("asynchronous-métal+furry-00001", "asynchronous", ["métal", "furry"], 4, np.asarray([1, 22, 333], dtype=np.int32),
+                        np.asarray([5, 6, 7], dtype=np.int32), np.asarray([0, 1, 0], dtype=np.uint8), "1b2", 1)
+    assert json.loads(chain.to_line()) == chain.to_json()
+    assert chain.to_line() == json.dumps(chain.to_json(), ensure_ascii=False, separators=(",", ":"))
+    digits = np.array([str(i) for i in range(400)], dtype=object)
+    assert chain.to_line(digits) == chain.to_line()
+    assert step_concept_codes("b11b22b1").tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
+    assert step_concept_codes("").tolist() == []

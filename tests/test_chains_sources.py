@@ -69,8 +69,9 @@ def test_hf_dataset_source_decodes_class_labels(tmp_path):
         multi.append([i % 3, (i + 1) % 3] if i % 2 else [i % 3])
         single.append(i % 3)
     features = datasets.Features({"img": datasets.Image(), "acts": datasets.Sequence(datasets.ClassLabel(names=names)),
-                                  "main": datasets.ClassLabel(names=names)})
-    ds = datasets.Dataset.from_dict({"img": images, "acts": multi, "main": single}, features=features)
+                                  "main": datasets.ClassLabel(names=names), "who": datasets.Value("string")})
+    ds = datasets.Dataset.from_dict({"img": images, "acts": multi, "main": single,
+                                     "who": [f"player {i}" if i % 4 else None for i in range(10)]}, features=features)
     saved = tmp_path / "hfds"
     datasets.DatasetDict({"train": ds}).save_to_disk(str(saved))
 
@@ -82,6 +83,12 @@ def test_hf_dataset_source_decodes_class_labels(tmp_path):
     single_kept, _ = read_source(str(saved), image_column="img", labels_column="main", min_pixels=700)
     assert {img.labels[0] for img in single_kept} <= set(names) and len(single_kept) == 5  # 35x20 and up
     assert ImageFetcher().open(by_row[4].origin).size == (34, 20)
+    assert all(img.name is None for img in kept)  # no --name-column: unnamed
+    named, _ = read_source(str(saved), image_column="img", labels_column="acts", name_column="who")
+    assert [img.name for img in named[:4]] == [None, "player 1", "player 2", "player 3"]
+    with pytest.raises(InputError) as err:
+        read_source(str(saved), image_column="img", labels_column="acts", name_column="nobody")
+    assert "--name-column" in err.value.fix
     with pytest.raises(InputError) as err:
         read_source(str(saved), image_column="picture", labels_column="acts")
     assert "--image-column" in err.value.fix
@@ -139,12 +146,15 @@ def test_pangea_pickle_through_cli(tmp_path):
         actions = ["run"] if i % 3 == 0 else (["cut", "run"] if i % 3 == 1 else [2])
         rows.append((dataset, f"{i}.jpg", actions, [7, 8]))
     (root / "pangea.pkl").write_bytes(pickle.dumps(rows, protocol=2))
-    kept, report = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"))
+    kept, report = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"), pangea_labels="action")
     assert report.read == 12 and sorted({l for img in kept for l in img.labels}) == ["action_2", "cut", "run"]
-    nodes, _ = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"), pangea_labels="node")
+    nodes, _ = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"))  # default: nodes
     assert all(img.labels == ["node_7", "node_8"] for img in nodes)
+    # the action labels name the image, as the authors' harness does (" ".join(action_labels))
+    assert [img.name for img in nodes[:3]] == ["run", "cut run", "action_2"]
     out = tmp_path / "chains"
     result = CliRunner().invoke(app, ["chains", str(root / "pangea.pkl"), "--source-type", "pangea", "--image-root", str(root / "imgs"),
+                                      "--pangea-labels", "action", "--preset", "none",
                                       "--out", str(out), "--min-pixels", "0", "--concepts", "run,cut", "--memory-size", "1",
                                       "--chains", "1", "--max-steps", "4", "--single-steps", "1", "--deductions", "1"])
     assert result.exit_code == 0, result.output

@@ -1,3 +1,4 @@
+import pytest
 from typer.testing import CliRunner
 
 from commonlink import __version__
@@ -32,6 +33,7 @@ def test_cli_and_loaders_import_no_heavy_dependency():
     assert out == ""
 
 
+@pytest.mark.slow
 def test_every_command_has_help():
     runner = CliRunner()
     for args in (["ingest"], ["pairs"], ["synth"], ["chains"], ["stats"], ["demo"], ["release", "build"], ["release", "push"],

@@ -11,25 +11,18 @@ import torch
 from typer.testing import CliRunner
 
 from commonlink.cli import app
-from commonlink.errors import BackendError, SchemaError
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import BackendError, InputError, SchemaError
 from commonlink.eval.backends import GenerationSettings, load_backend
 from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
 from commonlink.eval.perception import evaluate_perception
-from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT
+from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, common_o_question, format_choices
 from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
 from commonlink.testing.tiny_models import build_tiny_idefics3, build_tiny_llava, common_o_rows, write_common_o_split
 from commonlink.loaders.common_o import open_common_o
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
 FAST = dict(n_boot=50, show_progress=False)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def private_commonlink_home(tmp_path_factory):
-    """Model-hash memo and default caches go to a temporary folder, never the user's home."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
-        yield
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -89,6 +82,7 @@ def _outputs(out_dir):
     return [(r["id"], r["raw_output"]) for r in map(json.loads, (out_dir / "predictions.jsonl").read_text().splitlines())]
 
 
+@pytest.mark.slow
 def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_vlm):
     info = tiny_backend.info
     assert info.backend == "transformers" and info.details["model_class"] == "LlavaForConditionalGeneration"
@@ -97,6 +91,7 @@ def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_vlm):
     assert tiny_backend.tokenizer.padding_side == "left"
 
 
+@pytest.mark.slow
 def test_a_request_the_processor_rejects_fails_alone(tiny_backend):
     from PIL import Image
 
@@ -109,6 +104,7 @@ def test_a_request_the_processor_rejects_fails_alone(tiny_backend):
     assert out[0] == out[2] == tiny_backend.generate([good], SETTINGS)[0]
 
 
+@pytest.mark.slow
 def test_sampled_outputs_do_not_depend_on_the_batch(tiny_backend):
     """With --temperature > 0 and a seed, a row's output must not depend on which rows share its batch
     (else a resumed or re-batched run differs from an uninterrupted one)."""
@@ -124,6 +120,7 @@ def test_sampled_outputs_do_not_depend_on_the_batch(tiny_backend):
     assert tiny_backend.generate(requests[1:], sampled) == alone[1:]
 
 
+@pytest.mark.slow
 def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, reference, tmp_path):
     one, one_dir = reference
     four = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "bs4", settings=SETTINGS, batch_size=4, **FAST)
@@ -141,6 +138,7 @@ def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, referenc
     assert (one_dir / "results.md").read_text().startswith("| Model |")
 
 
+@pytest.mark.slow
 def test_a_second_architecture_idefics3(data_dir, tmp_path):
     backend = load_backend("transformers", str(build_tiny_idefics3(tmp_path / "idefics3")))
     assert backend.info.details["model_class"] == "Idefics3ForConditionalGeneration"
@@ -149,6 +147,7 @@ def test_a_second_architecture_idefics3(data_dir, tmp_path):
     assert one["dataset"]["rows_scored"] == 4 and _outputs(tmp_path / "bs1") == _outputs(tmp_path / "bs4")
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_path, monkeypatch):
     full, full_dir = reference
 
@@ -175,12 +174,17 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
     assert resumed["timing"]["from_cache"] == 4 and resumed["timing"]["generated"] == 4
     assert resumed["metrics"] == full["metrics"]
     assert _outputs(tmp_path / "run") == _outputs(full_dir)
-    # a changed generation setting is a different run: nothing reused
+    # a changed generation setting is a different run: refused in the same folder, nothing reused with overwrite
+    with pytest.raises(InputError, match="another run"):
+        evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "run",
+                          settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1, **FAST)
     again = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "run",
-                              settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1, **FAST)
+                              settings=GenerationSettings(max_new_tokens=5, max_pixels=64 * 48), batch_size=4, limit=1,
+                              overwrite=True, **FAST)
     assert again["timing"]["from_cache"] == 0
 
 
+@pytest.mark.slow
 def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm, data_dir, tmp_path):
     """A rerun in the same folder with another --dtype (or engine args, image format) must not reuse answers
     generated under the old one."""
@@ -192,7 +196,7 @@ def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm,
     same = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1, **FAST)
     assert same["timing"]["from_cache"] == 1
     bf16 = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1,
-                             backend_options={"dtype": "bfloat16"}, **FAST)
+                             backend_options={"dtype": "bfloat16"}, overwrite=True, **FAST)  # another run: same folder only with overwrite
     assert bf16["timing"]["from_cache"] == 0 and bf16["timing"]["generated"] == 1
     assert bf16["run_key"] != first["run_key"]
     # the same rule for the other backends, known before anything is loaded
@@ -211,6 +215,7 @@ def test_rescoring_records_the_bootstrap_it_used(data_dir, tmp_path):
     assert same["metrics"] == run["metrics"] and same["seed"] == 3 and same["bootstrap_resamples"] == 40
 
 
+@pytest.mark.slow
 def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp_path):
     """First run of a Hub model id with an empty HF cache (the usual case on a fresh GPU machine): the commit must be
     known before loading, or the download changes the model fingerprint under the run. Real clients, local Hub."""
@@ -241,6 +246,7 @@ def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp
     assert "0 generated, 2 from cache" in again.stdout  # the rerun found the first run's answers
 
 
+@pytest.mark.slow
 def test_model_folder_changed_while_loading_is_a_clear_error(tiny_vlm, data_dir, tmp_path):
     import shutil
 
@@ -261,6 +267,7 @@ def test_compare_on_a_folder_of_unmerged_shards_says_how_to_merge(data_dir, tmp_
     assert "shard" in result.output and "without --shard" in result.output
 
 
+@pytest.mark.slow
 def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):
     ref_results, ref_dir = reference
     out = tmp_path / "sharded"
@@ -280,6 +287,7 @@ def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, t
     assert _outputs(out) == _outputs(ref_dir)
 
 
+@pytest.mark.slow
 def test_out_of_memory_halves_the_batch(tiny_backend, data_dir, reference, tmp_path):
     ref_results, ref_dir = reference
 
@@ -295,6 +303,7 @@ def test_out_of_memory_halves_the_batch(tiny_backend, data_dir, reference, tmp_p
     assert results["metrics"] == ref_results["metrics"]
 
 
+@pytest.mark.slow
 def test_out_of_memory_on_a_single_row_skips_it(tiny_backend, data_dir, tmp_path):
     def oom_on_row_3(n, requests):
         if any(r.id == "main-3" for r in requests):
@@ -311,10 +320,13 @@ def test_out_of_memory_on_a_single_row_skips_it(tiny_backend, data_dir, tmp_path
 def test_published_schema_list_encodings(encoding, tmp_path):
     folder = write_common_o_split(tmp_path / encoding, common_o_rows(6, seed=2, encoding=encoding))
     results = evaluate_common_o(folder, "main", "none", out_dir=tmp_path / "out", **FAST)
-    truth = [open_common_o(folder, "main").get(i).ground_truth for i in range(6)]
-    expected = sum(t == ["No objects are in common"] for t in truth) / 6
+    examples = [open_common_o(folder, "main").get(i, images=False) for i in range(6)]
+    expected = sum(e.ground_truth == ["No objects are in common"] for e in examples) / 6
     assert results["metrics"]["overall"]["accuracy"] == pytest.approx(expected)
-    assert results["metrics"]["overall"]["hallucination_rate"] == 0.0  # "none" never names an object
+    # the paper's formula: "none" is one false positive on every row with objects in common, over its choices
+    shared = [1 / len(e.choices) for e in examples if e.ground_truth != ["No objects are in common"]]
+    assert results["metrics"]["overall"]["hallucination_rate"] == pytest.approx(sum(shared) / 6) and 0 < len(shared) < 6
+    assert results["metrics"]["overall"]["object_hallucination_rate"] == 0.0  # "none" never names an object
     assert results["backend"] == "baseline"
 
 
@@ -324,7 +336,10 @@ def test_bad_rows_are_reported_and_skipped(tmp_path):
     rows[3]["choices"] = '["apple", "keys"'  # malformed list
     rows[4]["ground_truth_objects"] = '["not a choice"]'
     folder = write_common_o_split(tmp_path / "bad", rows)
-    results = evaluate_common_o(folder, "main", "random", out_dir=tmp_path / "out", **FAST)
+    with pytest.raises(SchemaError, match=r"1 of the 6 rows requested cannot be read \(more than the 0 allowed; stopped at row 1\)") as info:
+        evaluate_common_o(folder, "main", "random", out_dir=tmp_path / "stopped", **FAST)  # default: at most 5% unreadable
+    assert "field 'image_2'" in str(info.value) and not (tmp_path / "stopped" / "results.json").exists()
+    results = evaluate_common_o(folder, "main", "random", out_dir=tmp_path / "out", max_unreadable_share=0.5, **FAST)
     assert results["skipped"] == 3 and [s["row"] for s in results["skipped_rows"]] == [1, 3, 4]
     reasons = " ".join(s["reason"] for s in results["skipped_rows"])
     assert "image_2" in reasons and "choices" in reasons and "ground_truth_objects" in reasons
@@ -338,37 +353,53 @@ def test_a_dataset_broken_as_a_whole_stops_early(tmp_path):
         row["choices"] = "[broken"
     folder = write_common_o_split(tmp_path / "broken", rows)
     with pytest.raises(SchemaError, match="first 20 rows all failed"):
+        evaluate_common_o(folder, "main", "none", out_dir=tmp_path / "out", max_unreadable_share=1, **FAST)
+    with pytest.raises(SchemaError, match=r"2 of the 22 rows requested cannot be read \(more than the 1 allowed; stopped at row 1\)"):
         evaluate_common_o(folder, "main", "none", out_dir=tmp_path / "out", **FAST)
 
 
+@pytest.mark.slow
 def test_concat_images_uses_one_image_and_the_second_prompt(tiny_backend, data_dir, tmp_path):
     example = open_common_o(data_dir, "main").get(0)
-    request = common_o_request(example, concat=True)
-    assert len(request.images) == 1 and request.images[0].width == example.image_1.width + example.image_2.width
+    native = common_o_request(example, concat=True, image_protocol="native")
+    assert len(native.images) == 1 and native.images[0].width == example.image_1.width + example.image_2.width
+    request = common_o_request(example, concat=True)  # the paper: each image to 384 px on its shorter side, then side by side
+    assert example.image_1.size == example.image_2.size == (64, 48) and request.images[0].size == (2 * 512, 384)
     assert request.prompt.startswith("There are two images provided, one on the left and the other on the right.")
     results = evaluate_common_o(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path, settings=SETTINGS, limit=2, concat_images=True, **FAST)
     assert results["prompt"]["template"] == CONCAT_IMAGE_PROMPT and results["dataset"]["rows_scored"] == 2
 
 
 def test_perception_baseline_by_hand(data_dir, tmp_path):
+    """Paper §4.1 / Fig. 3: each image of each row, one question per choice object, present and absent."""
     results = evaluate_perception(data_dir, "main", "none", out_dir=tmp_path, **FAST)
     overall = results["metrics"]["overall"]
-    # "none" answers No: right on every absent object, wrong on every present one
-    assert overall["positives"] == overall["negatives"] == 8
-    assert overall["accuracy"] == 0.5 and overall["hallucination_rate"] == 0.0 and overall["recall"] == 0.0
+    split = open_common_o(data_dir, "main")
+    examples = [split.get(i, images=False) for i in range(len(split))]
+    asked = {(e.id, side, c) for e in examples for side in ("image_1", "image_2") for c in e.choices if c != NO_COMMON_OBJECTS}
+    present = {(e.id, side, c) for e in examples for side, objs in (("image_1", e.objects_1), ("image_2", e.objects_2))
+               for c in e.choices if c in objs}
+    assert overall["questions"] == len(asked) and overall["positives"] == len(present) and overall["negatives"] == len(asked - present)
+    # "none" answers No: right on every absent object, wrong on every present one; so an image is right only
+    # when none of its choices is in it, and nothing is hallucinated
+    assert overall["n"] == 2 * len(examples) and overall["unit"] == "image"
+    assert overall["accuracy"] == 0.0 and overall["hallucination_rate"] == 0.0 and overall["hallucination_2plus"] == 0.0
+    assert overall["question_accuracy"] == pytest.approx(len(asked - present) / len(asked)) and overall["recall"] == 0.0
+    assert results["prompt"]["template"] == "Is {} in this image?" and results["image_protocol"]["protocol"] == "shorter-side-384"
     records = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
-    for rec in records:
-        example = open_common_o(data_dir, "main").get(rec["row_index"])
-        objects = example.objects_1 if rec["image"] == "image_1" else example.objects_2
-        assert (rec["object"] in objects) == rec["present"]
-        assert rec["object"] in example.choices or rec["present"]
+    assert {(r["row_id"], r["image"], r["object"]) for r in records} == asked
+    assert {(r["row_id"], r["image"], r["object"]) for r in records if r["present"]} == present
 
 
+@pytest.mark.slow
 def test_perception_with_the_tiny_model(tiny_backend, data_dir, tmp_path):
-    results = evaluate_perception(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path, limit=2, settings=SETTINGS, **FAST)
-    assert results["dataset"]["questions_scored"] == 4 and results["timing"]["generated"] == 4
+    example = open_common_o(data_dir, "main").get(0)
+    questions = 2 * sum(c != NO_COMMON_OBJECTS for c in example.choices)
+    results = evaluate_perception(data_dir, "main", backend_instance=tiny_backend, out_dir=tmp_path / "one", limit=1, settings=SETTINGS, **FAST)
+    assert results["dataset"]["questions_scored"] == questions and results["timing"]["generated"] == questions
 
 
+@pytest.mark.slow
 def test_cli_rejects_a_top_p_outside_0_1_before_loading_anything(tiny_vlm, data_dir, tmp_path):
     """--top-p must be in (0, 1]: vLLM's SamplingParams and OpenAI servers reject other values only once the model is
     loaded (a traceback, or every row skipped); transformers silently decodes top-p 0 as greedy."""
@@ -443,6 +474,7 @@ def test_similarity_analysis(data_dir, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_vllm_backend_on_gpu(tiny_vlm, data_dir, tmp_path):
@@ -484,3 +516,42 @@ def test_vllm_backend_speaks_the_documented_llm_chat_api(data_dir, tmp_path, mon
     assert [p["type"] for p in parts] == ["image_pil", "image_pil", "text"] and parts[0]["image_pil"].size == (64, 48)
     assert results["backend"] == "vllm" and results["batch_invariant"] is False and results["dataset"]["rows_scored"] == 8
     assert results["backend_details"]["vllm_version"] == "0.9.0"
+
+
+class Recording(Wrapped):
+    """Records the size of every image the backend is handed."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.sizes = []
+
+    def generate(self, requests, settings):
+        self.sizes += [img.size for r in requests for img in r.images]
+        return super().generate(requests, settings)
+
+
+def test_the_model_receives_the_papers_384_px_shorter_side_by_default(tiny_backend, data_dir, tmp_path):
+    assert open_common_o(data_dir, "main").get(0).image_1.size == (64, 48)
+    UNCAPPED = GenerationSettings(max_new_tokens=6)  # the default --max-pixels safety cap (1,048,576) leaves 512x384 alone
+    paper = Recording(tiny_backend)
+    results = evaluate_common_o(data_dir, "main", backend_instance=paper, out_dir=tmp_path / "paper", settings=UNCAPPED, limit=2, **FAST)
+    assert paper.sizes == [(512, 384)] * 4  # 64x48 -> shorter side 384, aspect kept
+    assert results["image_protocol"] == {"protocol": "shorter-side-384", "kind": "shorter-side", "value": 384}
+    native = Recording(tiny_backend)
+    other = evaluate_common_o(data_dir, "main", backend_instance=native, out_dir=tmp_path / "paper", settings=UNCAPPED, limit=2,
+                              image_protocol="native", **FAST)
+    assert native.sizes == [(64, 48)] * 4  # same folder, but the protocol is in the cache key: generated again
+    assert other["run_key"] != results["run_key"] and other["timing"]["generated"] == 2
+    capped = Recording(tiny_backend)
+    evaluate_common_o(data_dir, "main", backend_instance=capped, out_dir=tmp_path / "cap", settings=UNCAPPED, limit=1, image_protocol="max-pixels-1000", **FAST)
+    assert all(w * h <= 1000 for w, h in capped.sizes) and capped.sizes[0][0] / capped.sizes[0][1] == pytest.approx(64 / 48, rel=0.05)
+    with pytest.raises(InputError, match="not an image protocol"):
+        evaluate_common_o(data_dir, "main", "none", image_protocol="shorter-side", **FAST)
+
+
+def test_a_rows_own_question_is_sent_verbatim(tiny_backend, data_dir, tmp_path):
+    example = open_common_o(data_dir, "main").get(0)
+    assert example.question_source == "dataset"
+    assert common_o_request(example).prompt == example.question
+    assert common_o_request(example, question="built").prompt == common_o_question(example.choices)
+    assert common_o_request(example, concat=True).prompt == CONCAT_IMAGE_PROMPT.format(format_choices(example.choices))

@@ -90,14 +90,6 @@ class ChatServer:
         self.httpd.server_close()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def private_commonlink_home(tmp_path_factory):
-    """Model-hash memo and default caches go to a temporary folder, never the user's home."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
-        yield
-
-
 @pytest.fixture()
 def data_dir(tmp_path):
     return write_common_o_split(tmp_path / "data", common_o_rows(6, seed=4))
@@ -118,7 +110,7 @@ def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, mon
     assert parts[2]["text"].startswith("Which objects are present in both images?")
     url = parts[0]["image_url"]["url"]
     assert url.startswith("data:image/png;base64,")
-    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (64, 48)
+    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (512, 384)  # 64x48 at the paper's 384-px shorter side
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
     assert SECRET not in written and SECRET not in caplog.text
     assert results["backend_details"]["api_key"] == "from $MY_KEY"

@@ -88,9 +88,10 @@ def test_yes_no(text, expected):
 
 
 def test_score_example_by_hand():
-    # truth {apple, keys}; predicted apple, "No objects" (not an object) and spoon -> 1 hallucinated object
+    # truth {apple, keys}; predicted apple, "No objects" and spoon: the paper counts 2 false positives over the
+    # lettered choices (a wrong "No objects are in common" included); the objects-only variant counts spoon
     s = score_common_o(["A", "B", "G"], ["A", "C"], CHOICES)
-    assert s == {"correct": False, "hallucinated": 1, "hallucinated_objects": ["spoon"]}
+    assert s == {"correct": False, "hallucinated": 2, "hallucinated_objects": ["spoon"]}
     assert score_common_o(["C", "A"], ["A", "C"], CHOICES)["correct"] is True
     assert score_common_o([], ["B"], CHOICES)["correct"] is False  # empty prediction never matches
 
@@ -105,7 +106,7 @@ def test_metrics_by_hand():
     choices = ["apple", "keys", NO_COMMON_OBJECTS, "spoon"]  # A B C D
     records = [
         _record(["A"], ["A"], choices, source="real", gt_names=["apple"]),  # correct, 0 halluc
-        _record(["A", "C", "D"], ["A", "B"], choices, source="real", n2=5, gt_names=["apple", "keys"]),  # 1 halluc (spoon)
+        _record(["A", "C", "D"], ["A", "B"], choices, source="real", n2=5, gt_names=["apple", "keys"]),  # 2 FPs (none, spoon); 1 object
         _record(["A", "B", "D"], ["C"], choices, source="synthetic", gt_names=[NO_COMMON_OBJECTS]),  # 3 halluc
         _record([], ["A"], choices, parse_ok=False, source="synthetic", gt_names=["apple"]),  # unparseable: wrong, 0 halluc
     ]
@@ -113,9 +114,12 @@ def test_metrics_by_hand():
     o = m["overall"]
     assert o["n"] == 4
     assert o["accuracy"] == pytest.approx(0.25)
-    assert o["hallucination_rate"] == pytest.approx((0 + 1 / 4 + 3 / 4 + 0) / 4)
+    assert o["hallucination_rate"] == pytest.approx((0 + 2 / 4 + 3 / 4 + 0) / 4)
     assert o["hallucination_1plus"] == pytest.approx(0.5)
-    assert o["hallucination_2plus"] == pytest.approx(0.25)
+    assert o["hallucination_2plus"] == pytest.approx(0.5)
+    assert o["object_hallucination_rate"] == pytest.approx((0 + 1 / 4 + 3 / 4 + 0) / 4)
+    assert o["object_hallucination_1plus"] == pytest.approx(0.5)
+    assert o["object_hallucination_2plus"] == pytest.approx(0.25)
     assert o["parse_failure_rate"] == pytest.approx(0.25) and o["parse_failures"] == 1
     # bootstrap SE of a mean of 4 Bernoulli(0.25) values: about sqrt(.25 * .75 / 4) = 0.2165
     assert 0.18 < o["accuracy_se"] < 0.25
@@ -137,15 +141,24 @@ def test_bootstrap_matches_theory_on_a_larger_sample():
 
 
 def test_perception_metrics_by_hand():
+    def q(row, image, present, answer):
+        return {"row_id": row, "image": image, "present": present, "answer": answer, "correct": answer is not None and answer == present,
+                "source": "real", "questions_about_image": 3}
+
     records = [
-        {"present": True, "answer": True, "correct": True, "source": "real"},
-        {"present": False, "answer": True, "correct": False, "source": "real"},
-        {"present": True, "answer": None, "correct": False, "source": "real"},
-        {"present": False, "answer": False, "correct": True, "source": "real"},
+        q("r0", "image_1", True, True), q("r0", "image_1", False, False), q("r0", "image_1", False, False),  # all right
+        q("r0", "image_2", True, None), q("r0", "image_2", False, True), q("r0", "image_2", False, False),  # 1 hallucinated
+        q("r1", "image_1", True, True), q("r1", "image_1", False, True), q("r1", "image_1", False, True),  # 2 hallucinated
+        q("r1", "image_2", True, True), q("r1", "image_2", False, False),  # a failed request: image left out
     ]
     o = perception_metrics(records)["overall"]
-    assert o["accuracy"] == 0.5 and o["hallucination_rate"] == 0.5 and o["recall"] == 0.5
-    assert o["positives"] == o["negatives"] == 2 and o["parse_failures"] == 1
+    assert o["n"] == 3 and o["unit"] == "image"
+    assert o["accuracy"] == pytest.approx(1 / 3)
+    assert o["hallucination_rate"] == pytest.approx((0 + 1 / 3 + 2 / 3) / 3)
+    assert o["hallucination_1plus"] == pytest.approx(2 / 3) and o["hallucination_2plus"] == pytest.approx(1 / 3)
+    assert o["question_accuracy"] == pytest.approx(7 / 11) and o["questions"] == 11
+    assert o["positives"] == 4 and o["negatives"] == 7 and o["recall"] == pytest.approx(3 / 4)
+    assert o["yes_rate_absent"] == pytest.approx(3 / 7) and o["parse_failures"] == 1
 
 
 def test_pearson_by_hand():
@@ -199,3 +212,84 @@ def test_image_helpers():
     assert side.size == (40 + 10, 30)
     assert side.getpixel((0, 0)) == (255, 0, 0) and side.getpixel((45, 10)) == (0, 0, 255)
     assert image_data_url(Image.new("RGB", (4, 4))).startswith("data:image/png;base64,")
+
+
+# ---------------------------------------------------------------------------- parser rules (issue 12, 18)
+
+SILVER = ["silver grater", NO_COMMON_OBJECTS, "dark chocolate bar wrapped in foil", "silver straw", "silver whisk", "silver knife",
+          "tangerine", "mallard (fake duck)"]  # A..H; F = silver knife
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # rule 4: a remark after the letters names a choice, but is not an answer
+        ("Answer: D, E (the silver knife is not in image 2)", ["D", "E"]),
+        ("Answer: D, E [silver knife only in image 1]", ["D", "E"]),
+        ("Answer: mallard (fake duck) (it is in both)", ["H"]),  # a name holding parentheses stays a name
+        ("Answer: H (mallard (fake duck))", ["H"]),
+        # rule 5: the template echoed back with letters in it, letters with or without commas, names
+        ("Answer: <D> <E>", ["D", "E"]),
+        ("Answer: <letter D> <letter E>", ["D", "E"]),
+        ("Answer: D,E", ["D", "E"]),
+        ("Answer: D E", ["D", "E"]),
+        ("Answer: silver straw, silver whisk", ["D", "E"]),
+        ("Answer: the silver straw and the silver whisk", ["D", "E"]),
+        ("Answer: tangerine", ["G"]),
+        # rule 6: a sentence after the letters is a remark
+        ("Answer: D, E. The silver knife is only in image 1.", ["D", "E"]),
+        ("Answer: D, E - because the silver knife is only in image 1", ["D", "E"]),
+        ("Answer: D, E because the knife is hidden", ["D", "E"]),
+    ],
+)
+def test_parser_rules_of_issue_12(text, expected):
+    parsed = parse_common_o_answer(text, SILVER)
+    assert parsed.ok, parsed.error
+    assert parsed.letters == expected
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("Answer: <letter 1> <letter 2> <letter 3>", "unexpected text '1'"),  # the bare template: no answer
+        ("Answer: D, E or maybe F", "unexpected text 'or'"),
+    ],
+)
+def test_parser_rules_still_refuse_what_is_not_an_answer(text, reason):
+    parsed = parse_common_o_answer(text, SILVER)
+    assert not parsed.ok and reason in parsed.error
+
+
+def test_think_stripping_matches_the_regex_on_random_text():
+    import re
+
+    from commonlink.eval.parsing import strip_reasoning
+
+    def by_regex(text):
+        body = re.sub(r"<think>.*?</think>", "\n", text, flags=re.S | re.I)
+        lower = body.lower()
+        if "</think>" in lower:
+            body = body[lower.rindex("</think>") + len("</think>"):]
+            lower = body.lower()
+        if "<think>" in lower:
+            return body[: lower.index("<think>")], "unterminated"
+        return body, None
+
+    rng = np.random.default_rng(0)
+    pieces = ["<think>", "</think>", "<THINK>", "</Think>", "a", "Answer: B", "\n", " ", "<thi", "nk>"]
+    for _ in range(2000):
+        text = "".join(pieces[k] for k in rng.integers(0, len(pieces), size=int(rng.integers(0, 12))))
+        body, error = strip_reasoning(text)
+        expected_body, expected_error = by_regex(text)
+        assert body == expected_body, text
+        assert (error is None) == (expected_error is None), text
+
+
+def test_parser_handles_100000_repeated_think_tags():
+    """Issue 18: 100,000 repeated <think> took over a minute (quadratic); the scan is linear, so this is quick."""
+    n = 100_000
+    assert parse_common_o_answer("<think>" * n + "Answer: A", SILVER).error.startswith("unterminated <think>")
+    assert parse_common_o_answer("<think>x</think>" * n + "Answer: D", SILVER).letters == ["D"]
+    assert parse_common_o_answer("</think>" * n + "Answer: D", SILVER).letters == ["D"]
+    assert parse_common_o_answer("#\n" * n + "Answer: D", SILVER).letters == ["D"]
+    assert parse_yes_no("<think>" * n + "yes") is None

@@ -60,6 +60,7 @@ def _rows(cat, recs):
     return {"main": main, "challenge": challenge}
 
 
+@pytest.mark.slow
 def test_figures_written_non_empty_and_linked_relative_to_release(tmp_path):
     cat, recs = _catalog(tmp_path, areas=True)
     out = tmp_path / "release" / "figures"
@@ -124,6 +125,7 @@ def test_nothing_to_draw(tmp_path, rows_by_split):
     assert write_common_o_figures(rows_by_split, tmp_path / "figures") == {}
 
 
+@pytest.mark.slow
 def test_object_frequency_order_does_not_depend_on_string_hashing():
     """Tied object counts are ordered by name, so a rebuilt release has byte-identical figures (sha256 in the
     manifest) whatever PYTHONHASHSEED the process got."""

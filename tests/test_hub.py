@@ -9,6 +9,7 @@ the loaders) runs unchanged, and nothing leaks into other tests.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -16,12 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from commonlink.fileio import atomic_write_json, sha256_file
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
+from commonlink.testing.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-WRITE_TOKEN = "hf_test_write_token_0123456789"
-USER = "alice"
-ORG = "commonlink-test"
+WRITE_TOKEN, USER, ORG = TEST_WRITE_TOKEN, TEST_USER, TEST_ORG
 
 
 def tiny_png(seed: int) -> bytes:
@@ -142,15 +142,11 @@ from commonlink.release.hub import (
     version_key,
 )
 from commonlink.errors import InputError
-from commonlink.testing.hub_server import HubServer, git_blob_id
+from commonlink.testing.hub_server import git_blob_id
+
+pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
 
 REPO = f"{ORG}/tiny-common-o"
-
-
-@pytest.fixture()
-def hub(tmp_path):
-    with HubServer(tmp_path / "hub-store", tokens={WRITE_TOKEN: USER}, orgs={USER: [ORG]}) as server:
-        yield server
 
 
 def _lfs_parquet(files: dict) -> dict[str, str]:
@@ -461,17 +457,23 @@ def _pairs_file(tmp_path: Path, split: str, count: int) -> Path:
     catalog = tmp_path / "catalog"
     (catalog / "images").mkdir(parents=True, exist_ok=True)
     choices = ["keys", "apple", "No objects are in common", "book"]
-    rows = []
+    rows, records = [], []
     for i in range(count):
         images = {}
         for n in (1, 2):
             rel = f"images/{split}-{i}-{n}.png"
-            (catalog / rel).write_bytes(tiny_png(10 * i + n))
+            data = tiny_png(10 * i + n)
+            (catalog / rel).write_bytes(data)
             images[f"image_{n}"] = {"catalog": str(catalog), "id": f"{split}{i}{n}", "path": rel, "scene_id": f"s{i}",
                                     "view": str(n), "background": "table", "objects": ["apple", "keys" if n == 1 else "book"]}
+            records.append({"id": f"{split}{i}{n}", "path": rel, "objects": images[f"image_{n}"]["objects"], "source": "real",
+                            "scene_id": f"s{i}", "width": 8, "height": 8, "sha256": hashlib.sha256(data).hexdigest()})
         rows.append({"id": f"{split}-{i:08d}", "split": split, "source": "real", **images, "choices": choices,
                      "ground_truth": ["apple"], "answer": "B", "question": f"Which objects are in both images? #{i}",
                      "question_template": "which_objects_in_both_v1"})
+    # the catalog the pairs were sampled from: release build checks each row against its record
+    previous = list(read_jsonl(catalog / "catalog.jsonl")) if (catalog / "catalog.jsonl").is_file() else []
+    write_jsonl(catalog / "catalog.jsonl", previous + records)
     pairs = tmp_path / f"{split}.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     atomic_write_json(Path(f"{pairs}.meta.json"), {
@@ -500,7 +502,8 @@ def _association_release(tmp_path: Path) -> Path:
     chains = tmp_path / "assoc-chains"
     done = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts",
                                "metal,painted,furry", "--pairs", "metal-painted", "--chains", "2", "--max-steps", "6",
-                               "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "3"])
+                               "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "3",
+                               "--negatives", "chain"])  # painted+furry images share a label with every other image
     assert done.exit_code == 0, done.output
     out = tmp_path / "assoc-release"
     done = runner.invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out", str(out),

@@ -18,7 +18,8 @@ from commonlink.formats.common_o import common_o_features
 from commonlink.loaders.common_o import load_common_o, open_common_o, parse_list_field
 from commonlink.loaders.types import CommonOExample
 
-from test_release_build import make_catalog, make_pairs
+from commonlink.testing.catalogs import write_rotating_catalog as make_catalog
+from commonlink.testing.catalogs import write_tiny_pairs as make_pairs
 
 
 # ------------------------------------------------------------------------------------------------ list fields
@@ -49,7 +50,7 @@ def test_parse_list_field_accepts_each_encoding(text, expected):
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("['apple', 'keys'", "neither valid JSON nor a Python literal"),
+        ("['apple', 'keys'", "neither valid JSON, a Python literal"),
         ('{"apple": 1}', "not a JSON list"),
         ("[1, 2]", "holds a int"),
         ("apple,, keys", "empty item"),
@@ -57,8 +58,8 @@ def test_parse_list_field_accepts_each_encoding(text, expected):
         ("'apple', 'keys", "not a JSON list"),
         (None, "missing"),
         (42, "expected a string"),
-        ("[__import__('os').system('true')]", "neither valid JSON nor a Python literal"),
-        ("[" * 5000 + "]" * 5000, "neither valid JSON nor a Python literal"),  # nesting past the JSON recursion limit
+        ("[__import__('os').system('true')]", "neither valid JSON, a Python literal"),
+        ("[" * 5000 + "]" * 5000, "neither valid JSON, a Python literal"),  # nesting past the JSON recursion limit
     ],
 )
 def test_parse_list_field_names_row_and_field_when_nothing_fits(text, fragment):
@@ -76,13 +77,13 @@ def _png(colour) -> bytes:
     return buf.getvalue()
 
 
-def _published_row(i: int, choices: str, truth: str, objects_1: str, objects_2: str, source: str = "real") -> dict:
+def _published_row(i: int, choices: str, truth: str, objects_1: str, objects_2: str, source: str = "real", num_truth: int = 1) -> dict:
     return {
         "image_1": {"bytes": _png((i * 40, 0, 0)), "path": f"a{i}.png"},
         "image_2": {"bytes": _png((0, i * 40, 0)), "path": None},
         "question": f"question {i}", "answer": "?", "objects_1": objects_1, "objects_2": objects_2,
         "num_objects_image_1": 3, "num_objects_image_2": 2, "question_template": "t", "answer_type": "multiple_choice",
-        "choices": choices, "num_choices": 4, "num_ground_truth_objects": 1, "real_or_synthetic": source,
+        "choices": choices, "num_choices": 4, "num_ground_truth_objects": num_truth, "real_or_synthetic": source,
         "ground_truth_objects": truth,
     }
 
@@ -100,7 +101,7 @@ def write_published_folder(root: Path, rows: list[dict], split: str = "main") ->
 def published(tmp_path):
     rows = [
         _published_row(0, '["apple", "keys", "mug", "No objects are in common"]', '["keys"]', '["apple", "keys", "pen"]', '["keys", "mug"]'),
-        _published_row(1, "['Apple', 'car keys', 'mug', 'No objects are in common']", "['apple', 'mug']", "['Apple', 'mug']", "['Apple', 'mug']", "synthetic"),
+        _published_row(1, "['Apple', 'car keys', 'mug', 'No objects are in common']", "['apple', 'mug']", "['Apple', 'mug']", "['Apple', 'mug']", "synthetic", 2),
         _published_row(2, "apple, keys, mug, No objects are in common", "No objects are in common", "apple, pen", "keys"),
         _published_row(3, "A. apple, B. keys, C. mug, D. No objects are in common", "mug", "mug", "mug"),
         _published_row(4, '["apple", "keys"', '["keys"]', "[]", "[]"),  # broken JSON list
@@ -152,6 +153,8 @@ def test_ground_truth_outside_choices_and_undecodable_image(tmp_path):
         _published_row(1, '["apple", "keys"]', '["apple"]', "[]", "[]"),
     ]
     rows[1]["image_2"] = {"bytes": b"not an image", "path": None}
+    for row in rows:
+        row["num_choices"] = 2
     split = open_common_o(write_published_folder(tmp_path / "pub", rows), "main")
     with pytest.raises(SchemaError, match=r"'banana' is not one of the choices"):
         split.get(0)
@@ -184,6 +187,7 @@ def release(tmp_path_factory):
     return base / "rel", rows
 
 
+@pytest.mark.slow
 def test_release_folder_loads_with_provenance(release):
     folder, rows = release
     split = open_common_o(folder, "main")
@@ -201,6 +205,7 @@ def test_release_folder_loads_with_provenance(release):
         split.get(9)
 
 
+@pytest.mark.slow
 def test_fingerprint_is_stable_and_tracks_content(release, tmp_path):
     folder, _ = release
     first = open_common_o(folder, "main").fingerprint
@@ -216,6 +221,7 @@ def test_fingerprint_is_stable_and_tracks_content(release, tmp_path):
     assert open_common_o(copy, "main").fingerprint != first
 
 
+@pytest.mark.slow
 def test_single_parquet_file_and_plain_folder_without_card(release, tmp_path):
     folder, rows = release
     shard = sorted((folder / "data").iterdir())[0]
@@ -229,6 +235,7 @@ def test_single_parquet_file_and_plain_folder_without_card(release, tmp_path):
     assert json.loads(json.dumps(open_common_o(bare, "main").columns))[:2] == ["image_1", "image_2"]
 
 
+@pytest.mark.slow
 def test_repo_id_goes_through_datasets_load_dataset(release, tmp_path, monkeypatch):
     """The Hub path (network tests are the hub helper's): split and revision are passed on, images decoded by us."""
     import datasets

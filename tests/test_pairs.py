@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 from collections import Counter
@@ -10,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
@@ -20,56 +18,10 @@ from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.formats.common_o import common_o_question, letters
-from commonlink.fileio import read_jsonl, sha256_bytes
+from commonlink.fileio import read_jsonl
+from commonlink.testing.catalogs import VOCAB, family_scenes, write_scene_catalog
 
-VOCAB = [
-    "apple", "keys", "mug", "spoon", "fork", "bowl", "vase", "candle", "marker", "remote", "mouse", "keyboard",
-    "shoes", "scissors", "lime", "orange", "glass", "pen", "plant", "dino", "hammer", "dish", "football", "cup",
-]
-
-
-def _png(seed: int) -> bytes:
-    rng = np.random.default_rng(seed)
-    buffer = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def make_catalog(folder: Path, source: str, scenes: list[list[str]], views: int = 3, hide: bool = False, seed: int = 0) -> Path:
-    """A catalog of ``views`` PNGs per scene; with ``hide``, some views miss one object (as a render would)."""
-    (folder / "images").mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    records = []
-    for s, objects in enumerate(scenes):
-        for v in range(views):
-            visible = list(objects)
-            if hide and len(visible) > 3 and rng.random() < 0.3:
-                visible.pop(int(rng.integers(len(visible))))
-            data = _png(seed * 100_000 + s * 100 + v)
-            digest = sha256_bytes(data)
-            rel = f"images/{digest[:16]}.png"
-            (folder / rel).write_bytes(data)
-            records.append(
-                CatalogRecord(
-                    id=digest[:16], path=rel, objects=visible, source=source, scene_id=f"{source}-scene-{s}",
-                    width=8, height=6, sha256=digest, background="table" if source == "real" else "marble",
-                    view=str(v), object_area={o: 0.05 for o in visible} if source == "synthetic" else None,
-                )
-            )
-    write_catalog(folder, records)
-    return folder
-
-
-def family_scenes(n: int, seed: int, sizes=(3, 6)) -> list[list[str]]:
-    """Scenes built around shared object pairs, so every count of common objects from 0 to 2+ is frequent."""
-    rng = np.random.default_rng(seed)
-    scenes = []
-    for s in range(n):
-        base = [VOCAB[(2 * (s % 5)) % len(VOCAB)], VOCAB[(2 * (s % 5) + 1) % len(VOCAB)]]
-        rest = [o for o in VOCAB if o not in base]
-        size = int(rng.integers(sizes[0], sizes[1] + 1))
-        scenes.append(base + [rest[j] for j in rng.choice(len(rest), size - 2, replace=False)])
-    return scenes
+make_catalog = write_scene_catalog
 
 
 @pytest.fixture(scope="module")
@@ -103,11 +55,11 @@ def _check_row(row: dict, records: dict[str, CatalogRecord], config: PairsConfig
     common = set(rec[0].objects) & set(rec[1].objects)
     choices = row["choices"]
     assert set(row["ground_truth"]) == (common or {NO_COMMON_OBJECTS})
-    # choices: ground truth + distractors + "none", distinct, at least --choices and room for 2 distractors
-    assert len(choices) == len(set(choices)) == max(config.choices, len(common) + 3)
+    # choices: ground truth + distractors + "none", distinct, exactly --choices unless k + 2 exceed it
+    assert len(choices) == len(set(choices)) == max(config.choices, len(common) + 2)
     assert choices.count(NO_COMMON_OBJECTS) == 1
     distractors = [c for c in choices if c not in common and c != NO_COMMON_OBJECTS]
-    assert len(distractors) >= 2
+    assert len(distractors) >= 1
     only_one = set(rec[0].objects) ^ set(rec[1].objects)
     if any(d not in only_one for d in distractors):  # objects in neither image only once the one-image ones ran out
         assert only_one <= set(distractors)
@@ -123,7 +75,7 @@ def _check_row(row: dict, records: dict[str, CatalogRecord], config: PairsConfig
 
 
 def test_rows_keep_every_invariant(catalogs):
-    config = PairsConfig(split="main", count=60, max_common=3, max_uses=4, seed=3)
+    config = PairsConfig(split="main", count=60, max_common=3, max_uses=4, seed=3, common_distribution="uniform")
     rows, stats = sample_pairs(list(catalogs), config)
     records = _records_by_id(*catalogs)
     assert len(rows) == 60 and len({r["id"] for r in rows}) == 60
@@ -179,7 +131,7 @@ def test_impossible_counts_are_redistributed_and_reported(tmp_path):
     # every scene a different triple: two scenes share at most 2 objects, so k = 3..7 cannot happen
     triples = [list(t) for t in itertools.combinations(VOCAB[:9], 3)][::3]
     folder = make_catalog(tmp_path / "triples", "synthetic", triples, views=2)
-    config = PairsConfig(count=45, seed=0)  # default max_common = 7 (the upper --objects bound)
+    config = PairsConfig(count=45, seed=0, common_distribution="uniform")  # default max_common = 7 (the upper --objects bound)
     rows, stats = sample_pairs([folder], config)
     records = _records_by_id(folder)
     ks = Counter(_check_row(r, records, config) for r in rows)
@@ -206,16 +158,35 @@ def test_build_choices_rules():
     # nothing in common: the "none" choice is the answer
     choices, truth, answer = build_choices(["apple", "keys", "mug"], ["spoon", "fork", "bowl"], vocab, 8, rng)
     assert truth == [NO_COMMON_OBJECTS] and answer == letters(8)[choices.index(NO_COMMON_OBJECTS)]
-    # many common objects: room grows to k + 3 (two distractors and "none")
+    # many common objects: room grows to k + 2 (one distractor and "none")
     same = VOCAB[:8]
     choices, truth, answer = build_choices(same + ["lime"], same + ["pen"], vocab, 8, rng)
-    assert len(choices) == 11 and set(truth) == set(same) and len(answer.split(", ")) == 8
+    assert len(choices) == 10 and set(truth) == set(same) and len(answer.split(", ")) == 8  # 8 common + none + 1 distractor
     assert truth == [c for c in choices if c in same]  # ground truth in letter order
+    # 6 common objects: still exactly 8 choices with one distractor, as the paper prints them
+    choices, truth, _ = build_choices(same[:6] + ["lime"], same[:6] + ["pen"], vocab, 8, rng)
+    assert len(choices) == 8 and len(truth) == 6 and set(truth) == set(same[:6])
     # a larger --choices is honoured
     assert len(build_choices(["apple"], ["apple"], vocab, 12, rng)[0]) == 12
     # too few object names for the requested choices
     with pytest.raises(NotEnoughDataError, match="choices"):
         build_choices(["apple", "keys"], ["apple"], ["apple", "keys", "mug"], 8, rng)
+
+
+def test_common_distribution_default_and_options(catalogs):
+    # default none=0.1: exactly 10% with nothing in common, the rest even over 1..K (K = 3 here)
+    rows, stats = sample_pairs(list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4))
+    ks = Counter(0 if r["ground_truth"] == [NO_COMMON_OBJECTS] else len(r["ground_truth"]) for r in rows)
+    assert ks[0] == 6 and ks[1] + ks[2] + ks[3] == 54 and max(ks[1], ks[2], ks[3]) - min(ks[1], ks[2], ks[3]) <= 2
+    assert stats["common_objects"] == stats["common_objects_requested"]
+    # explicit weights, and uniform as before
+    rows, _ = sample_pairs(list(catalogs), PairsConfig(count=40, max_common=3, max_uses=6, seed=4, common_distribution="0,1,1,0"))
+    assert {len(r["ground_truth"]) for r in rows} == {1, 2} and NO_COMMON_OBJECTS not in {t for r in rows for t in r["ground_truth"]}
+    meta = pairs_meta(PairsConfig(count=40, max_common=3), list(catalogs), _)
+    assert meta["config"]["common_distribution"] == "none=0.1"
+    for bad in ("none=2", "1,2", "sometimes", "none=x"):
+        with pytest.raises(InputError, match="--common-distribution"):
+            PairsConfig(count=5, max_common=3, common_distribution=bad).validate()
 
 
 def test_cli_writes_pairs_and_meta_keeps_and_refuses(catalogs, tmp_path):
@@ -309,6 +280,7 @@ def test_write_pairs_is_atomic_and_round_trips(catalogs, tmp_path):
     assert set(meta["catalog_sha256"]) == {str(c.resolve()) for c in catalogs}
 
 
+@pytest.mark.slow
 def test_output_is_identical_across_processes(catalogs, tmp_path):
     # string hashing differs between processes (PYTHONHASHSEED); the pairs file must not
     import os
@@ -327,11 +299,11 @@ def test_output_is_identical_across_processes(catalogs, tmp_path):
 
 
 def test_running_out_while_sampling_names_the_reasons(tmp_path):
-    # every scene shows the same three objects: only k = 3 exists, and 3 names leave no room for 2 distractors
+    # every scene shows the same three objects: only k = 3 exists, and 3 names leave no room for a distractor
     folder = make_catalog(tmp_path / "same", "synthetic", [["apple", "keys", "mug"]] * 4, views=2)
     with pytest.raises(NotEnoughDataError) as info:
         sample_pairs([folder], PairsConfig(count=5, choices=3, seed=0))
     text = str(info.value)
     assert "Found only 0 of 5 synthetic examples from 8 eligible synthetic images" in text
-    assert "3: only 3 synthetic object names: no room for 2 distractors" in text
+    assert "3: only 3 synthetic object names: no room for a distractor" in text
     assert "0: no pair of synthetic images" in text and "--choices" in text

@@ -18,62 +18,16 @@ from commonlink.formats.card import read_card_metadata, size_category
 from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
+from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file
+from commonlink.testing.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
 from commonlink.formats.common_o import common_o_features
-
-OBJECT_NAMES = ["apple", "keys", "mug", "book", "pen", "duck", "ball", "cup"]
 
 
 # ---------------------------------------------------------------------------------------------- tiny inputs
 
 
-def make_catalog(root: Path, n: int, *, source: str = "real", fmt: str = "JPEG", size=(32, 24)) -> list[dict]:
-    """A catalog folder with ``n`` small real image files; returns its records."""
-    (root / "images").mkdir(parents=True, exist_ok=True)
-    records = []
-    for i in range(n):
-        objects = [OBJECT_NAMES[(i + k) % len(OBJECT_NAMES)] for k in range(3 + i % 3)]
-        path = root / "images" / f"img{i:04d}.{'jpg' if fmt == 'JPEG' else 'png'}"
-        Image.new("RGB", size, ((i * 37) % 255, (i * 11) % 255, 90)).save(path, fmt)
-        records.append({
-            "id": f"{source[:3]}{i:04d}", "path": f"images/{path.name}", "objects": objects, "source": source,
-            "scene_id": f"s{i // 2}", "view": str(i % 2), "background": "table", "width": size[0], "height": size[1],
-            "sha256": sha256_file(path), "object_area": {o: round(0.05 + 0.01 * k, 3) for k, o in enumerate(objects)},
-        })
-    write_jsonl(root / "catalog.jsonl", records)
-    return records
-
-
-def pair_row(catalog: Path, a: dict, b: dict, index: int, split: str) -> dict:
-    """A pairs-file row as `commonlink pairs` writes it (contracts)."""
-    common = sorted(set(a["objects"]) & set(b["objects"]))
-    others = sorted((set(a["objects"]) | set(b["objects"]) | {"shoe"}) - set(common))
-    choices = sorted(common + others[:3] + [NO_COMMON_OBJECTS])
-    truth = common or [NO_COMMON_OBJECTS]
-    labels = letters(len(choices))
-
-    def image(r: dict) -> dict:
-        return {"catalog": str(catalog.resolve()), "id": r["id"], "path": r["path"], "scene_id": r["scene_id"],
-                "view": r["view"], "background": r["background"], "objects": r["objects"], "object_area": r["object_area"]}
-
-    return {
-        "id": f"{split}-{index:08d}", "split": split, "source": a["source"], "image_1": image(a), "image_2": image(b),
-        "choices": choices, "ground_truth": truth, "answer": ", ".join(sorted(labels[choices.index(t)] for t in truth)),
-        "question": common_o_question(choices), "question_template": QUESTION_TEMPLATE_ID,
-    }
-
-
-def make_pairs(path: Path, catalog: Path, records: list[dict], n: int, *, split: str = "main", seed: int = 3,
-               kind: str = "common_o_pairs") -> list[dict]:
-    rows = [pair_row(catalog, records[i % len(records)], records[(i * 7 + 1) % len(records)], i, split) for i in range(n)]
-    write_jsonl(path, rows)
-    atomic_write_json(f"{path}.meta.json", {
-        "kind": kind, "toolkit_version": "0.1.0", "seed": seed, "split": split, "count": n,
-        "config": {"catalogs": [str(catalog.resolve())], "seed": seed, "count": n}, "catalogs": [str(catalog.resolve())],
-        "stats": {}, "created": "2026-01-01T00:00:00+00:00",
-    })
-    return rows
+make_catalog = write_rotating_catalog
+make_pairs = write_tiny_pairs
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +36,7 @@ def tiny(tmp_path_factory):
     base = tmp_path_factory.mktemp("release")
     real = make_catalog(base / "real_catalog", 12)
     synthetic = make_catalog(base / "synth_catalog", 6, source="synthetic", fmt="PNG")
+    atomic_write_json(base / "synth_catalog" / "synth_config.json", {"asset_licenses": {"Apache-2.0 (test)": 3, "zlib (test)": 1}})
     main_rows = make_pairs(base / "main.jsonl", base / "real_catalog", real, 20)
     challenge_rows = make_pairs(base / "challenge.jsonl", base / "synth_catalog", synthetic, 8, split="challenge")
     result = build_release([base / "main.jsonl", base / "challenge.jsonl"], base / "rel", name="Tiny Common-O",
@@ -92,6 +47,7 @@ def tiny(tmp_path_factory):
 # ----------------------------------------------------------------------------------------------------- tests
 
 
+@pytest.mark.slow
 def test_plain_load_dataset_reads_published_types_and_pil_images(tiny):
     import datasets
 
@@ -123,6 +79,7 @@ def test_plain_load_dataset_reads_published_types_and_pil_images(tiny):
     assert table.column("image_1")[0].as_py()["bytes"] == (Path(first["catalog"]) / first["path"]).read_bytes()
 
 
+@pytest.mark.slow
 def test_shard_schema_carries_datasets_features(tiny):
     schema = pq.read_schema(tiny["rel"] / "data" / "challenge-00000-of-00001.parquet")
     assert schema.names == list(common_o_features())
@@ -132,6 +89,7 @@ def test_shard_schema_carries_datasets_features(tiny):
     assert hf["info"]["features"]["image_2"] == {"_type": "Image"}
 
 
+@pytest.mark.slow
 def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     from huggingface_hub import DatasetCard
 
@@ -163,12 +121,25 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
         freq.update(objects)
     top_name, top_count = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     assert f"| {top_name} | {top_count} |" in text
+    # the floor a model must beat: `none` scores the share with nothing in common (as eval measures it),
+    # `random` 2^-(choices - 1) per example in expectation
+    from commonlink.eval.commono import evaluate_common_o
+
+    none = evaluate_common_o(tiny["rel"], "main", "none", n_boot=10, show_progress=False)["metrics"]["overall"]["accuracy"]
+    assert none == sum(r["ground_truth"] == [NO_COMMON_OBJECTS] for r in rows) / len(rows)
+    expected_random = sum(0.5 ** (len(r["choices"]) - 1) for r in rows) / len(rows)
+    assert f"main: `none` {100 * none:.1f}%, `random` {100 * expected_random:.1f}% (expected) accuracy" in text
+    # object areas against Common-O's 2-22% band, counted once per distinct image; synthetic assets' licences
+    pairs = sum(len(objects) for objects in images.values())
+    assert f"100.0% of the {pairs} (object, image) pairs fall in 2–22%, the band Common-O reports" in text
+    assert "(3 under Apache-2.0 (test); 1 under zlib (test))" in text
     # figures are linked and exist; no local absolute paths leak into the card
     linked = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
     assert linked and all((tiny["rel"] / rel).is_file() and rel.endswith(".png") for rel in linked)
     assert str(tiny["base"]) not in text
 
 
+@pytest.mark.slow
 def test_manifest_hashes_every_file(tiny):
     manifest = json.loads((tiny["rel"] / "manifest.json").read_text())
     assert manifest["toolkit_version"] == __import__("commonlink").__version__
@@ -192,6 +163,7 @@ def test_manifest_hashes_every_file(tiny):
         figure.write_bytes(original)
 
 
+@pytest.mark.slow
 def test_small_max_shard_size_splits_into_named_shards(tiny, tmp_path):
     import datasets
 
@@ -206,6 +178,7 @@ def test_small_max_shard_size_splits_into_named_shards(tiny, tmp_path):
     assert ds["id"] == [r["id"] for r in tiny["rows"]["main"]]
 
 
+@pytest.mark.slow
 def test_existing_release_refused_reused_or_overwritten(tiny, tmp_path):
     main = tiny["base"] / "main.jsonl"
     out = tmp_path / "rel"
@@ -253,7 +226,7 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
         build_release([tmp_path / "nometa.jsonl"], tmp_path / "out", progress=False)
     rows = list(read_jsonl(tmp_path / "a.jsonl"))
     rows[1]["answer"] = "Z"
-    write_jsonl(tmp_path / "a.jsonl", rows)
+    rewrite_pairs(tmp_path / "a.jsonl", rows)
     with pytest.raises(SchemaError, match=r"row 2 .*answer 'Z'"):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", progress=False)
     make_pairs(tmp_path / "first.jsonl", tmp_path / "cat", records, 3)
@@ -286,6 +259,7 @@ def test_shard_writer_empty_split_abort_and_overwrite(tmp_path):
     assert parse_size("64KiB") == 65536 and parse_size("1.5MB") == 1_500_000
 
 
+@pytest.mark.slow
 def test_cli_release_build(tiny, tmp_path):
     from typer.testing import CliRunner
 
@@ -309,11 +283,11 @@ def test_image_paths_cannot_escape_their_catalog(tmp_path):
     outside = tmp_path / "secret.jpg"
     outside.write_bytes(b"outside")
     (tmp_path / "cat" / "images" / "link.jpg").symlink_to(outside)
-    (tmp_path / "cat" / "images" / "inner.jpg").symlink_to(tmp_path / "cat" / records[0]["path"])
+    (tmp_path / "cat" / "images" / "inner.jpg").symlink_to(tmp_path / "cat" / records[0].path)
     reader = CatalogImageReader()
     catalog = str(tmp_path / "cat")
-    assert reader.read(catalog, records[1]["path"], what="row 1: image_1") == (tmp_path / "cat" / records[1]["path"]).read_bytes()
-    assert reader.read(catalog, "images/inner.jpg", what="row 1: image_1") == (tmp_path / "cat" / records[0]["path"]).read_bytes()
+    assert reader.read(catalog, records[1].path, what="row 1: image_1") == (tmp_path / "cat" / records[1].path).read_bytes()
+    assert reader.read(catalog, "images/inner.jpg", what="row 1: image_1") == (tmp_path / "cat" / records[0].path).read_bytes()
     with pytest.raises(InputError, match="row 2: image_2 path.*escapes"):
         reader.read(catalog, "images/link.jpg", what="row 2: image_2")
     with pytest.raises(InputError, match="escapes"):
@@ -339,6 +313,7 @@ def test_shard_cap_holds_with_long_text_columns(tmp_path):
         assert shard.data_bytes <= cap + 4 * row  # at most one row group of estimate error past the cap
 
 
+@pytest.mark.slow
 def test_files_sampled_with_different_seeds_leave_no_local_paths_in_card_or_manifest(tmp_path):
     """The seed of each input is recorded by file name: the card and manifest get published."""
     records = make_catalog(tmp_path / "cat", 6)
@@ -367,9 +342,35 @@ def test_image_changed_after_sampling_is_refused(tmp_path):
     rows = make_pairs(tmp_path / "main.jsonl", tmp_path / "cat", records, 3)
     for row in rows:  # what `commonlink pairs` records for each image
         for key in ("image_1", "image_2"):
-            row[key]["sha256"] = next(r["sha256"] for r in records if r["id"] == row[key]["id"])
-    write_jsonl(tmp_path / "main.jsonl", rows)
-    Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "cat" / records[1]["path"], "JPEG")  # edited after sampling
+            row[key]["sha256"] = next(r.sha256 for r in records if r.id == row[key]["id"])
+    rewrite_pairs(tmp_path / "main.jsonl", rows)
+    Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "cat" / records[1].path, "JPEG")  # edited after sampling
     with pytest.raises(SchemaError, match="changed after the pairs were sampled"):
         build_release([tmp_path / "main.jsonl"], tmp_path / "rel", progress=False)
     assert not (tmp_path / "rel").exists()
+
+
+# Shard bytes of a fixed build, recorded with the toolkit before its restructure (commit ffd0216): a change in
+# code layout must not change one byte of a release. Encoders decide the bytes too, so the check runs only
+# with the pyarrow and Pillow it was recorded with.
+GOLDEN_SHARDS = {
+    "data/challenge-00000-of-00001.parquet": "d753656402ae2ee9815ba019e7bd2f6ef0dac481ec847e9065c007724c777134",
+    "data/main-00000-of-00001.parquet": "b9666224d28ebb38c72cd318420d964f769f31701e3d6e74efa890e97ee87344",
+}
+GOLDEN_ENCODERS = {"pyarrow": "26.0.1", "PIL": "13.0.0"}
+
+
+def test_release_shard_bytes_are_unchanged_from_the_recorded_build(tmp_path):
+    import PIL
+    import pyarrow
+
+    found = {"pyarrow": pyarrow.__version__, "PIL": PIL.__version__}
+    if found != GOLDEN_ENCODERS:
+        pytest.skip(f"golden shards were recorded with {GOLDEN_ENCODERS}, this environment has {found}")
+    main = make_catalog(tmp_path / "cat-real", 12)
+    synthetic = make_catalog(tmp_path / "cat-syn", 12, source="synthetic", fmt="PNG", size=(40, 30))
+    make_pairs(tmp_path / "main.jsonl", tmp_path / "cat-real", main, 10, split="main")
+    make_pairs(tmp_path / "challenge.jsonl", tmp_path / "cat-syn", synthetic, 7, split="challenge")
+    result = build_release([tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], tmp_path / "release", progress=False)
+    shards = {path: info["sha256"] for path, info in result.files.items() if path.startswith("data/")}
+    assert shards == GOLDEN_SHARDS

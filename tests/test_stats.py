@@ -202,6 +202,7 @@ def test_tiny_sam_automatic_and_prompted_then_cached(tmp_path):
     assert summary["per_source"]["real"]["count"] == len(read_catalog(cat)[0].extra["estimated_object_areas"]) + 2
 
 
+@pytest.mark.slow
 def test_torn_cache_line_is_redone(tmp_path):
     cat = _photo_catalog(tmp_path)
     sam = build_tiny_sam()
@@ -212,6 +213,7 @@ def test_torn_cache_line_is_redone(tmp_path):
     assert (again.cached, again.computed) == (1, 1)
 
 
+@pytest.mark.slow
 def test_interrupted_run_keeps_work_and_resumes(tmp_path, monkeypatch):
     import commonlink.catalog.areas as stats_module
 
@@ -303,6 +305,7 @@ def test_cli_without_checkpoint_explains_and_measures_renders_only(tmp_path):
     assert missing.exit_code == 1 and "SAM checkpoint not found" in missing.output
 
 
+@pytest.mark.slow
 def test_cli_with_checkpoint_runs_sam(tmp_path, monkeypatch):
     import segment_anything
 

@@ -13,7 +13,7 @@ import commonlink
 PACKAGE = Path(commonlink.__file__).parent
 # Lower layers never import higher ones; packages of one layer never import each other.
 LAYERS = {
-    "commonlink": 0, "errors": 0, "constants": 0, "fileio": 0, "images": 0, "progress": 0, "seeding": 0,
+    "commonlink": 0, "errors": 0, "constants": 0, "fileio": 0, "images": 0, "progress": 0, "seeding": 0, "locks": 0, "redact": 0,
     "formats": 1,
     "catalog": 2, "synth": 2, "loaders": 2,
     "sampling": 3, "release": 3,
@@ -111,7 +111,8 @@ def test_release_build_cli_refuses_a_non_semver_version_before_writing(tmp_path)
     from typer.testing import CliRunner
 
     from commonlink.cli import app
-    from test_release_build import make_catalog, make_pairs
+    from commonlink.testing.catalogs import write_rotating_catalog as make_catalog
+    from commonlink.testing.catalogs import write_tiny_pairs as make_pairs
 
     catalog = tmp_path / "cat"
     records = make_catalog(catalog, 8)
@@ -122,3 +123,13 @@ def test_release_build_cli_refuses_a_non_semver_version_before_writing(tmp_path)
     assert result.exit_code == 1
     assert "X.Y.Z" in result.output
     assert not out.exists()
+
+
+def test_both_renderers_implement_the_renderer_interface():
+    from commonlink.synth.render import Renderer
+    from commonlink.synth.render.offline import OfflineRenderer
+    from commonlink.synth.render.unrealcv import UnrealCVBackend
+
+    for cls in (OfflineRenderer, UnrealCVBackend):
+        assert callable(getattr(cls, "render", None)) and callable(getattr(cls, "close", None)), cls
+    assert Renderer.__doc__

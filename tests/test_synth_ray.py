@@ -8,6 +8,8 @@ from commonlink.formats.catalog import read_catalog
 from commonlink.fileio import sha256_file
 from commonlink.synth.runner import SynthConfig, synthesize
 
+pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
+
 ray = pytest.importorskip("ray")
 
 

@@ -1,22 +1,42 @@
-"""UnrealCV backend, end to end over TCP: the real ``unrealcv`` client against the protocol-faithful test server."""
+"""UnrealCV backend, end to end over TCP: the real ``unrealcv`` client against the test server that models the
+plugin's 5.2 branch (no colour until set, uncoloured actors absent from masks, camera 0 is the pawn, spawn only of
+loaded classes, failed renames keep the automatic name, 32 requests per frame, the plugin's error texts)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import shutil
 import socket
 import struct
+import threading
 import warnings
 
 import numpy as np
 import pytest
 
-from commonlink.formats.catalog import read_catalog
 from commonlink.errors import BackendError, InputError
-from commonlink.synth.assets import load_assets
-from commonlink.testing.unrealcv_server import MAGIC, FakeUnrealCVServer
-from commonlink.synth.render.offline import OfflineRenderer
+from commonlink.formats.catalog import read_catalog
+from commonlink.synth.assets import DEFAULT_ASSETS_FILE, load_assets
 from commonlink.synth.plan import PlanConfig, plan_scene
+from commonlink.synth.render.offline import OfflineRenderer
+from commonlink.synth.render.unrealcv import (
+    ObjectMissingFromMaskError,
+    UnrealCVBackend,
+    UnrealCVCommandError,
+    choose_palette,
+)
 from commonlink.synth.runner import SynthConfig, synthesize
-from commonlink.synth.render.unrealcv import UnrealCVBackend, UnrealCVCommandError
+from commonlink.testing.unrealcv_server import (
+    MAGIC,
+    PAWN_NAME,
+    UNSET_COLOR,
+    FakeUnrealCVServer,
+    LevelActor,
+    default_level,
+    plugin_color_map,
+)
 
 RES = 64
 
@@ -28,19 +48,27 @@ def catalog():
 
 @pytest.fixture()
 def server(catalog):
-    with FakeUnrealCVServer(catalog) as srv:
+    with FakeUnrealCVServer(catalog, record_truth=True) as srv:
         yield srv
 
 
 @pytest.fixture(scope="module")
 def plan(catalog):
-    return plan_scene(PlanConfig(min_objects=5, max_objects=5, views=2, width=RES, height=RES), catalog, seed=4, index=1)
+    return plan_scene(PlanConfig(min_objects=5, max_objects=5, views=3, width=RES, height=RES), catalog, seed=4, index=1)
 
 
 @pytest.fixture(scope="module")
 def offline_views(catalog, plan):
     with OfflineRenderer(RES, RES, catalog) as renderer:
         return renderer.render(plan)
+
+
+@pytest.fixture()
+def user_assets(tmp_path):
+    """A user's asset file (the built-in one's classes, which the test server has loaded)."""
+    path = tmp_path / "my_project_assets.json"
+    shutil.copy(DEFAULT_ASSETS_FILE, path)
+    return path
 
 
 def _frame(payload: bytes) -> bytes:
@@ -62,19 +90,58 @@ def _read_frame(sock: socket.socket) -> bytes | None:
     return body
 
 
+def _client(server):
+    import unrealcv
+
+    client = unrealcv.Client((server.host, server.port))
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert client.connect(timeout=5)
+    return client
+
+
+def _expected_ids(server, views, object_names):
+    """Instance ids the views must have: from the server's record of which actor each mask pixel really shows."""
+    truths = list(server.mask_truth)[-len(views):]
+    expected = []
+    for names, ids in truths:
+        lookup = np.zeros(len(names) + 1, dtype=np.uint16)
+        for i, name in enumerate(names):
+            if name in object_names:
+                lookup[i + 1] = object_names.index(name) + 1
+        expected.append(lookup[ids])
+    return expected
+
+
+def _spawned_names(server, n_objects):
+    """The names the plugin gave the last scene's objects, in plan order (from the spawn replies' names)."""
+    spawns = [c.split() for c in server.log if c.startswith("vset /objects/spawn")]
+    return [s[3] for s in spawns[-(n_objects + 1):-1]]
+
+
+def _ours(server):
+    return sorted(set(server.actors) - {a.name for a in default_level()})
+
+
+# --- the test server is the plugin ------------------------------------------------------------------------
+
+
 def test_server_speaks_the_wire_protocol(server):
     first = socket.create_connection((server.host, server.port))
     assert _read_frame(first) == b"connected to CommonlinkTestWorld"
     first.sendall(_frame(b"0:vget /unrealcv/status") + _frame(b"1:vset /objects/spawn BP_Apple_C cl_a"))
     assert _read_frame(first).startswith(b"0:Is Listening")
     assert _read_frame(first) == b"1:cl_a"
-    first.sendall(_frame(b"2:vset /object/cl_a/location 1.5 -2 3") + _frame(b"3:vget /object/cl_a/location"))
-    assert _read_frame(first) == b"2:ok"
-    assert _read_frame(first) == b"3:1.500 -2.000 3.000"
-    first.sendall(_frame(b"4:vget /no/such/thing"))
-    assert _read_frame(first) == b"4:error Can not find a handler for URI 'vget /no/such/thing'"
-    first.sendall(_frame(b"5:vget /camera/0/lit png"))
-    assert _read_frame(first).startswith(b"5:\x89PNG")
+    first.sendall(_frame(b"2:vget /object/cl_a/location") + _frame(b"3:vset /object/cl_a/location 1.5 -2 3"))
+    assert _read_frame(first) == b"2:0.000 0.000 0.000"  # spawned at the origin
+    assert _read_frame(first) == b"3:ok"
+    first.sendall(_frame(b"4:vget /no/such/thing") + _frame(b"5:vset /object/cl_a/location 1e3 0 0"))
+    assert _read_frame(first) == b"4:error No handler found for URI 'vget /no/such/thing'"
+    assert _read_frame(first) == b"5:error No handler found for URI 'vset /object/cl_a/location 1e3 0 0'"  # no exponents
+    # 40 requests in one packet: the plugin runs at most 32 per frame.
+    first.sendall(b"".join(_frame(b"%d:vget /objects" % (6 + i)) for i in range(40)))
+    assert all(_read_frame(first).startswith(b"%d:WorldSettings" % (6 + i)) for i in range(40))
+    assert server.max_requests_in_a_frame == 32
     # One client at a time: a second connection is closed without a greeting.
     second = socket.create_connection((server.host, server.port))
     second.settimeout(5)
@@ -88,42 +155,98 @@ def test_server_speaks_the_wire_protocol(server):
     assert server.rejected == 1
 
 
-def test_real_client_against_the_server(server):
+def test_server_behaves_like_the_plugin(catalog):
     import unrealcv
 
-    client = unrealcv.Client((server.host, server.port))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the client checks commands against `vget /unrealcv/commands`
-        assert client.connect(timeout=5)
-        assert client.request("vset /object/missing/location 1 2 3") == "error Can not find object"
-    assert client.request("vset /objects/spawn BP_RubberDuck_C duck") == "duck"
-    assert client.request("vget /object/duck/color").startswith("(R=")
-    assert client.request("vset /objects/spawn BP_NoSuchThing_C") == "error Can not find a class with name 'BP_NoSuchThing_C'"
-    png = client.request("vget /camera/0/object_mask png")
-    assert isinstance(png, bytes) and png[:4] == b"\x89PNG"
-    assert client.request_batch(["vset /object/duck/destroy", "vget /objects"]) == ["ok", ""]
-    client.disconnect()
+    loaded = {a.ue_class for a in catalog.assets[:5]} | {catalog.floors[0].ue_class}
+    level = default_level() + [LevelActor("SM_Table_7", catalog.assets[0].ue_class, (0.0, 0.0, 0.0))]
+    with FakeUnrealCVServer(catalog, loaded_classes=loaded, level=level) as server:
+        client = unrealcv.Client((server.host, server.port))
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert client.connect(timeout=5)
+        # No branch of the plugin has `vget /unrealcv/commands`: the client says the server cannot list commands.
+        assert any("too old to report its supported commands" in str(w.message) for w in caught)
+        assert client.request("vget /unrealcv/commands") == "error No handler found for URI 'vget /unrealcv/commands'"
+        assert client.request("vset /object/missing/location 1 2 3") == "error Cannot find object"
+        # Level actors were coloured from the plugin's colour map when Play started (index = iteration order).
+        assert plugin_color_map(3) == [(0, 0, 0), (0, 0, 255), (0, 255, 0)]
+        r, g, b = plugin_color_map(len(level))[len(level) - 1]
+        assert client.request("vget /object/SM_Table_7/color") == f"(R={r},G={g},B={b},A=255)"
+        assert client.request("vget /object/DirectionalLight_0/color") == UNSET_COLOR  # no mesh, no annotation
+        # Spawning: only loaded classes; a spawned actor has no colour until set, and is absent from masks.
+        unloaded = catalog.assets[7].ue_class
+        assert client.request(f"vset /objects/spawn {unloaded} x") == f"error Can not find a class with name '{unloaded}'"
+        duck = client.request(f"vset /objects/spawn {catalog.assets[1].ue_class} duck")
+        assert duck == "duck" and client.request("vget /object/duck/color") == UNSET_COLOR
+        assert client.request(f"vset /objects/spawn {catalog.assets[1].ue_class} duck") == "error Failed to spawn duck, object exists."
+        # Renaming onto another object's name (here the class itself) fails and the automatic name is kept.
+        kept = client.request(f"vset /objects/spawn {catalog.assets[2].ue_class} {catalog.assets[2].ue_class}")
+        assert kept == f"{catalog.assets[2].ue_class}_0"
+        # Camera 0 is the pawn: its location moves the pawn, the sensor follows the eyes at the next frame.
+        assert client.request("vget /cameras") == "PawnSensor "
+        assert client.request("vset /cameras/spawn") == "FusionCameraActor_0"
+        assert client.request("vget /cameras") == "PawnSensor FusionCameraSensor "
+        assert client.request("vget /camera/1/fov") == "90.000000"
+        assert client.request("vget /camera/7/location") == "error Invalid sensor id"
+        assert client.request("vget /camera/7/fov") == "error Argument Invalid"
+        client.request_batch(["vset /object/duck/location 0 0 5", "vset /object/FusionCameraActor_0/location -150 0 40",
+                              "vset /object/FusionCameraActor_0/rotation -15 0 0", "vset /camera/1/size 64 64"])
+        mask_before = client.request("vget /camera/1/object_mask png")
+        assert "duck" not in server.mask_pixels[-1] and server.mask_pixels[-1].get("SM_Table_7", 0) > 0
+        client.request("vset /object/duck/color 200 10 10")
+        assert client.request("vget /object/duck/color") == "(R=200,G=10,B=10,A=255)"
+        assert client.request("vget /camera/1/object_mask png") != mask_before
+        assert server.mask_pixels[-1]["duck"] > 0
+        client.disconnect()
+
+    # The pawn's pose is copied once per frame: in the same frame camera 0 still reports the old pose.
+    with FakeUnrealCVServer(catalog, frame_seconds=0.02) as server:
+        raw = socket.create_connection((server.host, server.port))
+        assert _read_frame(raw).startswith(b"connected")
+        raw.sendall(_frame(b"0:vset /camera/0/location 10 20 30") + _frame(b"1:vget /camera/0/location"))
+        assert _read_frame(raw) == b"0:ok"
+        assert _read_frame(raw) == b"1:-400.000 0.000 164.000"
+        raw.sendall(_frame(b"2:vget /camera/0/location"))
+        assert _read_frame(raw) == b"2:10.000 20.000 94.000"  # pawn location + eye height, a frame later
+        assert server.actors[PAWN_NAME].location == [10.0, 20.0, 30.0]
+        raw.close()
+
+    # Before Play there is no pawn and no camera 0.
+    with FakeUnrealCVServer(catalog, playing=False) as server:
+        client = _client(server)
+        assert client.request("vget /cameras") == "ok"  # an empty OK status reads "ok"
+        assert client.request("vget /camera/0/lit png") == "error Invalid sensor id"
+        assert client.request(f"vget /object/{PAWN_NAME}/color") == UNSET_COLOR
+        client.disconnect()
 
 
-def test_backend_renders_the_plan_like_the_offline_renderer(server, catalog, plan, offline_views):
+# --- the backend against it -------------------------------------------------------------------------------
+
+
+def test_masks_are_right_with_runtime_spawned_actors(server, catalog, plan, offline_views):
     backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
     try:
         views = backend.render(plan)
+        names = _spawned_names(server, len(plan.objects))
+        expected = _expected_ids(server, views, names)
     finally:
         backend.close()
     assert len(views) == len(plan.cameras)
-    for view, reference in zip(views, offline_views):
-        # Mask colours are jittered by the server and matched with tolerance: same instance ids as offline.
-        assert np.array_equal(view.instance, reference.instance)
-        assert view.rgb.shape == (RES, RES, 3)
-    assert server.actors == {}  # everything spawned was destroyed
-    spawns = [c for c in server.log if c.startswith("vset /objects/spawn")]
-    assert [c.split()[2] for c in spawns[1:]] == [o.ue_class for o in plan.objects]
-    assert spawns[0].split()[2] == catalog.floor(plan.floor.material).ue_class
-    assert any(c.startswith(f"vset /object/cl_{plan.scene_id}_0/scale") for c in server.log)
+    for view, truth, reference in zip(views, expected, offline_views):
+        assert np.array_equal(view.instance, truth)  # every pixel labelled with the actor the image shows
+        assert np.array_equal(view.instance, reference.instance)  # and the same as the offline renderer
+    # Every spawned actor was coloured from the run's palette, read back, and matched on those colours only.
+    set_colors = [c for c in server.log if c.startswith("vset /object/") and "/color " in c]
+    assert len(set_colors) == len(plan.objects) + 1
+    assert [tuple(int(v) for v in c.split()[2:]) for c in set_colors] == backend.palette_for(len(plan.objects) + 1)
+    # The pawn's camera 0 was never moved or used; our own camera rendered at the plan's size.
+    assert not any(c.startswith(("vset /camera/0/", "vget /camera/0/")) for c in server.log)
+    assert f"vset /camera/{backend.camera_id}/size {RES} {RES}" in server.log and backend.camera_id != 0
+    assert _ours(server) == []  # every actor we spawned (camera included) was destroyed
 
 
-def test_dropped_connection_reconnects_and_redoes_the_scene(server, catalog, plan, offline_views):
+def test_dropped_connection_mid_scene_is_redone(server, catalog, plan, offline_views):
     backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
     server.drop_connection_on("object_mask png")  # dies in the middle of the scene, objects still spawned
     try:
@@ -132,15 +255,81 @@ def test_dropped_connection_reconnects_and_redoes_the_scene(server, catalog, pla
         backend.close()
     assert backend.reconnects == 1 and server.connections == 2
     assert all(np.array_equal(v.instance, r.instance) for v, r in zip(views, offline_views))
-    assert server.actors == {}  # leftovers of the broken attempt were removed too
+    assert _ours(server) == []  # leftovers of the broken attempt (and both cameras) were removed
+    spawn_names = [c.split()[3] for c in server.log if c.startswith("vset /objects/spawn")]
+    assert len(spawn_names) == 2 * (len(plan.objects) + 1) and len(set(spawn_names)) == len(spawn_names)  # unique per attempt
+
+
+def test_failed_rename_uses_the_name_the_plugin_kept(server, catalog, plan, offline_views):
+    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+    server.fail_rename_on(f"_{plan.scene_id}_1_2")  # object 2 of the first render keeps its automatic name
+    try:
+        views = backend.render(plan)
+    finally:
+        backend.close()
+    (wanted, kept), = backend.renamed
+    assert wanted.endswith(f"_{plan.scene_id}_1_2") and kept == f"{plan.objects[2].ue_class}_0"
+    assert f"vset /object/{kept}/color" in " ".join(server.log) and f"vset /object/{kept}/destroy" in server.log
+    assert all(np.array_equal(v.instance, r.instance) for v, r in zip(views, offline_views))
+    assert _ours(server) == []
+
+
+def test_failed_rename_then_lost_reply_is_still_cleaned_up(server, catalog, plan, offline_views):
+    """The spawn whose rename failed is answered, but the connection drops before the batch completes: the
+    automatic name never reaches us, and the reconnect must still find and destroy that actor."""
+    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+    server.fail_rename_on(f"_{plan.scene_id}_1_2")
+    server.drop_connection_on(f"_{plan.scene_id}_1_3")  # the next spawn: the batch never completes
+    try:
+        views = backend.render(plan)
+    finally:
+        backend.close()
+    assert backend.reconnects == 1 and backend.renamed == []
+    assert f"vset /object/{plan.objects[2].ue_class}_0/destroy" in server.log  # found by its automatic name
+    assert all(np.array_equal(v.instance, r.instance) for v, r in zip(views, offline_views))
+    assert _ours(server) == []
+
+
+def test_level_actor_whose_colour_clashes_with_the_palette(catalog, plan):
+    naive = choose_palette(len(plan.objects) + 1, [], 24)  # the palette of a level without colours of its own
+    used = {(o.cell[0], o.cell[1]) for o in plan.objects}
+    free = next((r, c) for r in range(4) for c in range(4) if (r, c) not in used)
+    spot = (-60.0 + 30.0 * (free[0] + 0.5), -60.0 + 30.0 * (free[1] + 0.5), 0.0)
+    prop = next(a for a in catalog.assets if a.name not in {o.name for o in plan.objects})
+    level = default_level() + [LevelActor("SM_Prop_Level", prop.ue_class, spot, scale=0.25)]
+    with FakeUnrealCVServer(catalog, level=level, record_truth=True) as server:
+        server.set_level_color("SM_Prop_Level", naive[0])  # a level actor already wears our first colour
+        backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+        try:
+            views = backend.render(plan)
+            names = _spawned_names(server, len(plan.objects))
+            expected = _expected_ids(server, views, names)
+        finally:
+            backend.close()
+        assert backend.level_colors["SM_Prop_Level"] == naive[0]
+        palette = backend.palette_for(len(plan.objects) + 1)
+        assert naive[0] not in palette
+        assert min(max(abs(a - b) for a, b in zip(c, naive[0])) for c in palette) >= backend.min_color_distance
+        # The level actor shows in the masks, and its pixels are never taken for one of our objects.
+        assert any(p.get("SM_Prop_Level", 0) > 0 for p in list(server.mask_pixels)[-len(views):])
+        for view, truth in zip(views, expected):
+            assert np.array_equal(view.instance, truth)
+
+
+def test_object_absent_from_every_mask_is_a_loud_error(catalog, plan):
+    hidden = plan.objects[1].ue_class
+    with FakeUnrealCVServer(catalog, hidden_classes={hidden}) as server:
+        backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+        with pytest.raises(ObjectMissingFromMaskError, match=f"{plan.objects[1].name} .*class {hidden}"):
+            backend.render(plan)
+        backend.close()
+        assert _ours(server) == []
 
 
 def test_a_hung_server_times_out_and_the_scene_is_redone(server, catalog, plan, offline_views):
     """A frozen Unreal (connection open, no reply) inside a batch of commands must not hang the render forever."""
-    import threading
-
     backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES, timeout=1)
-    server.stall_on("object_mask png")  # a batched command (lit + mask)
+    server.stall_on("object_mask png")
     result: dict = {}
     worker = threading.Thread(target=lambda: result.update(views=backend.render(plan)), daemon=True)
     worker.start()
@@ -150,21 +339,28 @@ def test_a_hung_server_times_out_and_the_scene_is_redone(server, catalog, plan, 
     assert not hung, "render() waited forever on a server that stopped answering"
     assert backend.reconnects == 1 and server.connections == 2
     assert all(np.array_equal(v.instance, r.instance) for v, r in zip(result["views"], offline_views))
-    assert server.actors == {}
+    assert _ours(server) == []
 
 
 def test_error_reply_names_the_command_and_cleans_up(server, catalog, plan):
     backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
-    server.error_on(f"vset /objects/spawn {plan.objects[2].ue_class}", "Can not find a class")
+    server.error_on(f"vset /objects/spawn {plan.objects[2].ue_class}", "Failed to spawn actor")
     with pytest.raises(UnrealCVCommandError) as info:
         backend.render(plan)
     backend.close()
     assert info.value.command.startswith(f"vset /objects/spawn {plan.objects[2].ue_class}")
-    assert "error Can not find a class" in str(info.value)
-    assert server.actors == {}
+    assert "error Failed to spawn actor" in str(info.value)
+    assert _ours(server) == []
 
 
-def test_no_server_is_a_clear_error(catalog, plan):
+def test_not_playing_and_no_server_are_clear_errors(catalog, plan):
+    with FakeUnrealCVServer(catalog, playing=False) as server:
+        backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES, reconnect_attempts=0)
+        with pytest.raises(BackendError, match="Press Play"):
+            backend.render(plan)
+        server.press_play()
+        assert len(backend.render(plan)) == len(plan.cameras)
+        backend.close()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -173,9 +369,24 @@ def test_no_server_is_a_clear_error(catalog, plan):
         backend.render(plan)
 
 
-def test_synth_with_the_unrealcv_backend(server, tmp_path):
+def test_palette_avoids_black_level_colours_and_itself():
+    level = plugin_color_map(300)  # a level of 300 actors
+    palette = choose_palette(17, level, 24)
+    assert len(set(palette)) == 17
+    for i, c in enumerate(palette):
+        assert max(c) >= 64  # far from black
+        assert all(max(abs(a - b) for a, b in zip(c, other)) >= 24 for other in level + palette[:i])
+    assert palette == choose_palette(17, level, 24)  # deterministic
+    with pytest.raises(BackendError, match="fewer actors"):
+        choose_palette(17, [(r, g, b) for r in range(64, 256, 8) for g in range(64, 256, 8) for b in range(64, 256, 8)], 24)
+
+
+# --- synth --backend unrealcv -----------------------------------------------------------------------------
+
+
+def test_synth_with_the_unrealcv_backend(server, tmp_path, user_assets):
     config = SynthConfig(scenes=2, objects=(3, 4), views=2, resolution=(RES, RES), seed=7, min_visible_pixels=4,
-                         backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port)
+                         backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port, assets=str(user_assets))
     summary = synthesize(tmp_path / "ue", config, progress=False)
     assert summary.catalog_records == 4
     offline = synthesize(tmp_path / "off", SynthConfig(**{**config.__dict__, "backend": "offline"}), progress=False)
@@ -184,16 +395,36 @@ def test_synth_with_the_unrealcv_backend(server, tmp_path):
     off_objects = [(r.scene_id, r.view, r.objects) for r in read_catalog(tmp_path / "off")]
     assert ue_objects == off_objects  # same plans, same visibility, whichever backend renders
     assert all(r.extra["backend"] == "unrealcv" for r in read_catalog(tmp_path / "ue"))
+    assert any("cl_check_" in c for c in server.log)  # the preflight ran first
+    assert _ours(server) == []
     with pytest.raises(InputError, match="one client at a time"):
         synthesize(tmp_path / "ue2", SynthConfig(**{**config.__dict__, "scenes": 1}), workers=2, progress=False)
 
 
-def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path):
+def test_synth_refuses_placeholder_classes_before_connecting(server, tmp_path):
+    config = SynthConfig(scenes=1, views=1, resolution=(RES, RES), backend="unrealcv", unrealcv_host=server.host,
+                         unrealcv_port=server.port)
+    with pytest.raises(InputError, match="placeholders") as info:
+        synthesize(tmp_path / "ue", config, progress=False)
+    assert "commonlink_import.py" in info.value.fix
+    assert server.connections == 0 and not (tmp_path / "ue").exists()
+
+
+def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path, user_assets):
     config = SynthConfig(scenes=3, objects=(3, 3), views=1, resolution=(RES, RES), seed=8, min_visible_pixels=4,
-                         backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port)
-    server.error_on("cl_8-1_floor", "Failed to spawn actor")  # scene 1 fails
-    with pytest.raises(UnrealCVCommandError, match="cl_8-1_floor"):
+                         backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port, assets=str(user_assets))
+    server.error_on("_8-1_", "Failed to spawn actor")  # scene 1 fails
+    with pytest.raises(UnrealCVCommandError, match="_8-1_"):
         synthesize(tmp_path / "ue", config, progress=False)
     assert [r.scene_id for r in read_catalog(tmp_path / "ue")] == ["8-0"]  # scene 0 listed, nothing half-written
     summary = synthesize(tmp_path / "ue", config, progress=False)  # rerun: the failure is gone
     assert (summary.scenes_skipped, summary.scenes_rendered, summary.catalog_records) == (1, 2, 3)
+    assert _ours(server) == []
+
+
+def test_preflight_json_is_plain_data(server, user_assets):
+    from commonlink.synth.render.unreal_check import check_project
+
+    report = check_project(server.host, server.port, load_assets(user_assets))
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["ok"] is True and data["plugin_version"] == "1.0.1" and data["cameras"] == 1

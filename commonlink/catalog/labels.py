@@ -53,6 +53,10 @@ def read_manifest(path: str | os.PathLike) -> list[ManifestEntry]:
     except UnicodeDecodeError as exc:
         raise SchemaError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).",
                           "Save the manifest as UTF-8 (in a spreadsheet: 'CSV UTF-8').") from None
+    except csv.Error as exc:  # e.g. a field over the csv module's limit (131,072 characters): an unclosed quote
+        raise SchemaError(f"{path}: not a readable CSV manifest ({exc}).",
+                          "Check for a quote (\") that is opened and never closed, or a field that is far too long; "
+                          "each line is file,objects[,scene,background,view].") from None
 
 
 def split_objects(text: str) -> list[str]:

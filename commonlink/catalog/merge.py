@@ -24,12 +24,16 @@ import errno
 import hashlib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import safe_join, sha256_file
+from commonlink.fileio import (
+    make_temp_beside,
+    remove_stale_temp_files,
+    safe_join,
+    sha256_file,
+)
 from commonlink.formats.catalog import (
     CatalogRecord,
     catalog_file,
@@ -123,6 +127,8 @@ def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *,
             "Copy the images back, or rebuild that catalog. Nothing was written.",
         )
 
+    for folder in {safe_join(out, item.record.path).parent for item in planned}:
+        remove_stale_temp_files(folder)  # left by a killed merge (we hold the catalog lock)
     for item in track(planned, "Merging images", unit="images", disable=not progress):
         _transfer(item, out, link=link, verify=verify, report=report)
         for source_file, rel in item.sidecars:
@@ -225,7 +231,7 @@ def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: Mer
         report.images_in_place += 1
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    fd, tmp_name = make_temp_beside(dest)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -264,7 +270,7 @@ def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
     if dest.is_file() and (dest.resolve() == src.resolve() or sha256_file(dest) == sha256_file(src)):
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    fd, tmp_name = make_temp_beside(dest)
     os.close(fd)
     try:
         _copy_hashing(src, Path(tmp_name))

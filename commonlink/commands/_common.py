@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from commonlink.errors import CommonlinkError, InputError
+from commonlink.errors import CommonlinkError, InputError, describe_os_error
+from commonlink.redact import redact_text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -27,16 +28,26 @@ def reports_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except CommonlinkError as exc:
-            # problem and fix quote user data (file names, labels): printed as text, never read as console markup
-            err_console.print(f"[bold red]Error:[/] {escape(exc.problem)}", highlight=False, soft_wrap=True)
-            if exc.fix:
-                err_console.print(f"[bold]Fix:[/] {escape(exc.fix)}", highlight=False, soft_wrap=True)
+            print_error(exc.problem, exc.fix)
+            raise typer.Exit(1) from None
+        except OSError as exc:  # read-only or full disk, a file where a folder belongs, no permission ...
+            print_error(*describe_os_error(exc))
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err_console.print("Interrupted. Rerun the same command to continue where it stopped.")
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_error(problem: str, fix: str | None) -> None:
+    """``Error: ...`` / ``Fix: ...`` on stderr, URLs' credentials masked.
+
+    problem and fix quote user data (file names, labels): printed as text, never read as console markup.
+    """
+    err_console.print(f"[bold red]Error:[/] {escape(redact_text(problem))}", highlight=False, soft_wrap=True)
+    if fix:
+        err_console.print(f"[bold]Fix:[/] {escape(redact_text(fix))}", highlight=False, soft_wrap=True)
 
 
 def parse_range(text: str, *, option: str) -> tuple[int, int]:

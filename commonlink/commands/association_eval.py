@@ -21,6 +21,7 @@ from commonlink.commands.eval import (
     MAX_PIXELS,
     MAX_RETRIES,
     MODEL_REVISION,
+    NO_REPORT,
     QUIET,
     REVISION,
     SEED,
@@ -31,6 +32,8 @@ from commonlink.commands.eval import (
     VLLM_ARG,
     backend_options,
     generation_settings,
+    print_fresh_report,
+    run_folder_lock,
 )
 from commonlink.errors import InputError
 from commonlink.eval.association import AssociationSettings, evaluate_association
@@ -44,9 +47,10 @@ def association(
     model: list[str] = typer.Option(..., "--model", help="Model id/folder, or 'random'. Repeat with --moe to combine several models."),
     moe: bool = typer.Option(False, "--moe", help="Mixture of experts: ask every --model and take the majority answer at each step."),
     backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai (the same for every --model)."),
-    memory: str = typer.Option("structm", "--memory", help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (last 5 links)."),
+    memory: str = typer.Option("structm", "--memory", help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (obj->concept->obj subchains concatenated, last 5 kept)."),
     repetition: float = typer.Option(1.0, "--repetition", help="Memory weight added when an entry is seen again."),
     forgetting: float = typer.Option(0.2, "--forgetting", help="Memory weight every other entry loses each step (dropped at 0)."),
+    chainm_window: int = typer.Option(5, "--chainm-window", min=0, help="ChainM: subchains kept (the authors' harness: 5; 0 = all, as the paper words it)."),
     max_steps: int = typer.Option(500, "--max-steps", min=1, help="A chain stops after this many correct scored steps."),
     no_deduction: bool = typer.Option(False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
@@ -75,6 +79,7 @@ def association(
     vllm_arg: list[str] = VLLM_ARG,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    no_report: bool = NO_REPORT,
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
 
@@ -82,12 +87,15 @@ def association(
         raise InputError(f"{len(model)} --model options given without --moe.", "Add --moe to combine them by majority vote, or give one --model.")
     if moe and len(model) < 2:
         raise InputError("--moe needs at least two --model options.", "e.g. --model A --model B --model C --moe")
-    settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction)
+    settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction,
+                                   chainm_window=chainm_window)
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
     options = backend_options(backend, locals())
-    evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
-                         batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
-                         show_progress=not quiet)
+    with run_folder_lock(out, None):
+        evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
+                             batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
+                             show_progress=not quiet, report=not no_report)
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
+    print_fresh_report(out)

@@ -1,4 +1,5 @@
-"""``commonlink chains``: a labelled image set -> association chain files (single-step, deduction, chains)."""
+"""``commonlink chains``: a labelled image set -> association chain files (single-step, deduction, chains);
+``chains verify`` (the paper's MLLM verification and human decisions) and ``chains review`` (pages for people)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,35 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.commands.eval import (
+    API_KEY_ENV,
+    ATTN_IMPLEMENTATION,
+    BASE_URL,
+    CONCURRENCY,
+    DATA_PARALLEL_SIZE,
+    DEVICE,
+    DTYPE,
+    GPU_MEMORY_UTILIZATION,
+    MAX_MODEL_LEN,
+    MAX_PIXELS,
+    MAX_RETRIES,
+    MODEL_REVISION,
+    SEED,
+    TENSOR_PARALLEL_SIZE,
+    TRUST_REMOTE_CODE,
+    VLLM_ARG,
+    backend_options,
+    generation_settings,
+)
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
+from commonlink.eval.chain_review import export_review
+from commonlink.eval.chain_verify import ON_FAIL, verify_tasks
+from commonlink.fileio import remove_stale_temp_files
+from commonlink.locks import output_lock
 from commonlink.sampling.chain_sources import detect_source_type, read_source
 from commonlink.sampling.chains import (
     NEGATIVE_MODES,
@@ -20,7 +46,20 @@ from commonlink.sampling.chains import (
     build_chain_files,
     parse_concepts,
     parse_pairs,
+    use_preset,
 )
+from commonlink.sampling.presets import PRESET_CHOICES, apply_aliases, resolve_preset
+
+
+class ChainsGroup(TyperGroup):
+    """``commonlink chains SOURCE ...`` builds (the ``build`` subcommand is implied); ``chains verify`` and
+    ``chains review`` are subcommands."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["build", *args]
+        return super().parse_args(ctx, args)
+
 
 _DEFAULT_KIND = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
                  "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}
@@ -34,13 +73,16 @@ def chains(
     labels_field: str = typer.Option("objects", "--labels-field", help="Catalog: record field holding the labels (objects, or a list field kept in the record)."),
     image_column: str = typer.Option("image", "--image-column", help="HF dataset: the Image column."),
     labels_column: str = typer.Option("labels", "--labels-column", help="HF dataset: the label or label-list column (ClassLabel ids decoded to names)."),
+    name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are unnamed."),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
     manifest: Path | None = typer.Option(None, "--manifest", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
     image_root: Path | None = typer.Option(None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."),
     ocl_labels: str = typer.Option("attr", "--ocl-labels", help="OCL: concepts from attr, aff or both."),
-    pangea_labels: str = typer.Option("action", "--pangea-labels", help="Pangea: concepts from action, node or both label lists."),
+    pangea_labels: str = typer.Option("node", "--pangea-labels", help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action labels name the image."),
     label_names: Path | None = typer.Option(None, "--label-names", help="OCL/Pangea: id -> name list (JSON list, or one name a line); else ids become attr_<id>, aff_<id>, action_<id>, node_<id>."),
+    object_names: Path | None = typer.Option(None, "--object-names", help="OCL: id -> object name list, when the pickle's obj fields are ids (names given as strings are used as they are)."),
+    preset: str = typer.Option("auto", "--preset", help=f"The paper's concept set and pairs: {', '.join(PRESET_CHOICES)}. auto = ocl-attribute / ocl-affordance for OCL (by --ocl-labels), pangea-action for Pangea, none otherwise. --concepts/--pairs override its parts."),
     min_pixels: int = typer.Option(DEFAULT_MIN_PIXELS, "--min-pixels", help="Drop images (or OCL crops) with fewer pixels (paper: 50,000)."),
     concepts: str | None = typer.Option(None, "--concepts", help="Concepts to build, comma-separated (default: the --top-k largest pools)."),
     top_k: int = typer.Option(8, "--top-k", help="Without --concepts: how many concepts, by pool size."),
@@ -56,7 +98,7 @@ def chains(
     warmup: int = typer.Option(3, "--warmup", help="Warm-up steps at the start of each chain (marked; the correct choice is forced in eval)."),
     async_run: int = typer.Option(3, "--async-run", help="Asynchronous: steps on one concept before a bridge."),
     bridge_steps: int = typer.Option(1, "--bridge-steps", help="Asynchronous: bridge steps (from the pool carrying both concepts) after each run."),
-    negatives: str = typer.Option("chain", "--negatives", help=f"{' or '.join(NEGATIVE_MODES)}: negatives carry none of the task's concepts; 'disjoint' also share no label at all with the query (paper eq. 1)."),
+    negatives: str = typer.Option("disjoint", "--negatives", help=f"{' or '.join(NEGATIVE_MODES)}: disjoint (paper eqs. 1, 4, 5) = a negative shares no label at all with its query; chain = it only lacks the task's concepts (the earlier default)."),
     concept_kind: str | None = typer.Option(None, "--concept-kind", help="What the concepts are, for prompts (attribute, affordance, action, object...). Default from the source."),
     seed: int = typer.Option(0, "--seed", help="Global seed; every task and chain gets its own generator from it."),
     list_concepts: bool = typer.Option(False, "--list-concepts", help="Print every label with its pool size and exit."),
@@ -72,11 +114,15 @@ def chains(
         source, source_type=kind, min_pixels=min_pixels, labels_field=labels_field, image_column=image_column,
         labels_column=labels_column, split=split, hf_config=hf_config, manifest=str(manifest) if manifest else None,
         image_root=str(image_root) if image_root else None, ocl_labels=ocl_labels, pangea_labels=pangea_labels,
-        label_names=str(label_names) if label_names else None,
+        label_names=str(label_names) if label_names else None, object_names=str(object_names) if object_names else None,
+        name_column=name_column,
     )
+    chosen_preset = resolve_preset(preset, kind, ocl_labels)
     console.print(f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "
                   f"(dropped {report.dropped_small:,} under {min_pixels:,} pixels, {report.dropped_unlabelled:,} unlabelled"
                   + (f", {report.dropped_bad_box:,} empty boxes" if report.dropped_bad_box else "") + ").")
+    if chosen_preset is not None:
+        images = apply_aliases(images, chosen_preset)
     if list_concepts:
         sizes = LabelIndex(images).pool_sizes()
         table = Table(title=f"Labels ({len(sizes)})")
@@ -91,6 +137,8 @@ def chains(
     default_kind = _DEFAULT_KIND.get(kind, "concept")
     if isinstance(default_kind, dict):
         default_kind = default_kind.get(ocl_labels, "concept")
+    if chosen_preset is not None:
+        default_kind = chosen_preset.concept_kind
     known = sorted({label for img in images for label in img.labels})
     config = ChainConfig(
         seed=seed, concepts=parse_concepts(concepts), top_k=top_k, min_pool=min_pool, pairs=parse_pairs(pairs, known),
@@ -99,7 +147,13 @@ def chains(
         async_run=async_run, bridge_steps=bridge_steps, negatives=negatives, concept_kind=concept_kind or default_kind,
         tasks=[t.strip() for t in tasks.split(",") if t.strip()],
     )
-    summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
+    images = use_preset(images, config, chosen_preset)
+    if config.preset:
+        console.print(f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
+                      f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools).")
+    with output_lock(out, what="commonlink chains"):  # one run per output folder; temp files of killed runs go
+        remove_stale_temp_files(out)
+        summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
     plan = summary.plan
     table = Table(title="Concepts")
     table.add_column("concept")
@@ -117,3 +171,61 @@ def chains(
         console.print(f"{task}: {summary.counts[task]:,} rows -> {escape(str(path))}{done}")
     console.print(f"{summary.steps:,} chain steps in all.")
     console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
+
+
+@reports_errors
+def verify(
+    tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for the verified chain files, verification.json and verification.md."),
+    model: str | None = typer.Option(None, "--model", help="Model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification)."),
+    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai."),
+    decisions: list[Path] = typer.Option(None, "--decisions", help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the model."),
+    on_fail: str = typer.Option("drop", "--on-fail", help=f"{' or '.join(ON_FAIL)}: a chain step whose positive is rejected is dropped, or its positive redrawn from the images verified for its concept."),
+    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
+    max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
+    seed: int = SEED,
+    max_pixels: int = MAX_PIXELS,
+    model_revision: str = MODEL_REVISION,
+    dtype: str = DTYPE,
+    device: str = DEVICE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    attn_implementation: str = ATTN_IMPLEMENTATION,
+    base_url: str = BASE_URL,
+    api_key_env: str = API_KEY_ENV,
+    concurrency: int = CONCURRENCY,
+    max_retries: int = MAX_RETRIES,
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
+    data_parallel_size: int = DATA_PARALLEL_SIZE,
+    max_model_len: int = MAX_MODEL_LEN,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    vllm_arg: list[str] = VLLM_ARG,
+) -> None:
+    """Verify association task files (paper §4.2): drop the steps whose positive does not show its concept.
+
+    Each distinct (image, concept) claim is asked once (answers cached in OUT; rerun to resume). Rejected
+    labels leave the image table; rejected chain steps are dropped (later steps follow on from the last kept
+    image); tasks with a rejected image are dropped. Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
+    """
+    generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
+    options = backend_options(backend, locals()) if model else None
+    summary = verify_tasks([str(t) for t in tasks], out, model=model, backend=backend, backend_options=options,
+                           decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
+                           on_fail=on_fail, progress=stdout_is_terminal())
+    console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
+    console.print(f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop).")
+    console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
+
+
+@reports_errors
+def review(
+    tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows of each task file."),
+    thumbnail: int = typer.Option(200, "--thumbnail", min=32, help="Thumbnail size in pixels (longest side)."),
+) -> None:
+    """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
+    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=thumbnail, progress=stdout_is_terminal())
+    console.print(f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
+                  "open index.html.")
+    console.print(f"Then: commonlink chains verify TASKS --decisions {escape(str(summary.out_dir))}/decisions.csv --out VERIFIED",
+                  highlight=False, soft_wrap=True)

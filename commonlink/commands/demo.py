@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import console, reports_errors
+from commonlink.commands.eval import report_line
 from commonlink.demo import run_demo
 from commonlink.errors import InputError
 from commonlink.eval.report import render_markdown_table
@@ -22,7 +23,8 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
 ) -> None:
     """Render a small synthetic set with the offline renderer, sample Common-O pairs for both splits, build a
-    release that `datasets.load_dataset` opens, and score the random and none baselines on it."""
+    release that `datasets.load_dataset` opens, score the random and none baselines on it, and write an HTML
+    report of their predictions with the images (one page per split)."""
 
     try:
         width, height = (int(v) for v in resolution.lower().split("x"))
@@ -41,5 +43,7 @@ def demo(
     rows = ", ".join(f"{split} {n} rows" for split, n in result.rows.items())
     console.print(f"  release: {result.release}  (README.md card, figures/, data/*.parquet; load_dataset gives {rows})", soft_wrap=True)
     for name, path in result.eval_runs.items():
-        console.print(f"  eval ({name}): {path}/results.json, predictions.jsonl, results.md", soft_wrap=True)
+        console.print(f"  eval ({name}): {path}/results.json, predictions.jsonl, results.md, report.html", soft_wrap=True)
+    for split, summary in result.reports.items():
+        console.print(f"  report ({split}, baselines side by side): {report_line(summary)}", highlight=False, soft_wrap=True)
     console.print(f"\nNext: `commonlink eval commono --data {result.release} --split main --model <your model>`", soft_wrap=True)

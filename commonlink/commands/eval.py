@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import typer
 from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings
+from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import (
     default_out_dir,
     evaluate_common_o,
@@ -18,6 +20,9 @@ from commonlink.eval.commono import (
 from commonlink.eval.perception import evaluate_perception
 from commonlink.eval.report import leaderboard, load_results, render_markdown_table
 from commonlink.fileio import atomic_write_text
+from commonlink.eval.html_report import REPORT_FILENAME
+from commonlink.eval.html_report import write_report
+from commonlink.locks import output_lock
 
 _BACKEND_HELP = "transformers (local, AutoModelForImageTextToText) | vllm (GPU, optional extra) | openai (any OpenAI-compatible server)."
 _MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
@@ -102,8 +107,17 @@ DATA_PARALLEL_SIZE = typer.Option(1, "--data-parallel-size", min=1, help="vllm: 
 MAX_MODEL_LEN = typer.Option(None, "--max-model-len", help="vllm: context length cap.")
 GPU_MEMORY_UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="vllm: share of GPU memory to use.")
 VLLM_ARG = typer.Option([], "--vllm-arg", help="vllm: extra engine argument KEY=VALUE (repeatable).")
+IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
+                              help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.")
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
 QUIET = typer.Option(False, "--quiet", help="No progress bar.")
+NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results.")
+OVERWRITE = typer.Option(False, "--overwrite", help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.")
+
+
+def run_folder_lock(out: Path, shard: str | None):
+    """One process per run folder and shard: a second one writing the same results files is refused."""
+    return output_lock(Path(out) / f"results{shard_suffix(_parse_shard(shard))}.json", what="commonlink eval")
 
 
 @reports_errors
@@ -125,6 +139,9 @@ def commono(
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
     concat_images: bool = typer.Option(False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."),
+    image_protocol: str = IMAGE_PROTOCOL,
+    question: str = typer.Option("dataset", "--question", help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the paper's prompt."),
+    max_unreadable_share: float = typer.Option(0.05, "--max-unreadable-share", help="Stop when more than this share of the rows cannot be read (1 = never stop)."),
     dtype: str = DTYPE,
     device: str = DEVICE,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
@@ -142,16 +159,20 @@ def commono(
     similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    no_report: bool = NO_REPORT,
+    overwrite: bool = OVERWRITE,
 ) -> None:
-    """Score a model on a Common-O split; writes results.json, predictions.jsonl and results.md."""
+    """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
     out = out or default_out_dir(split, model, backend)
-    results = evaluate_common_o(
-        data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
-        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
-        concat_images=concat_images, backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap,
-        similarity=similarity, similarity_model=similarity_model, show_progress=not quiet,
-    )
+    with run_folder_lock(out, shard):
+        results = evaluate_common_o(
+            data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
+            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
+            concat_images=concat_images, backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap,
+            similarity=similarity, similarity_model=similarity_model, show_progress=not quiet, report=not no_report,
+            image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
+        )
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -165,7 +186,7 @@ def perception(
     revision: str = REVISION,
     model_revision: str = MODEL_REVISION,
     batch_size: int = BATCH_SIZE,
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (2 questions a row)."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."),
     rows: str = ROWS,
     shard: str = SHARD,
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
@@ -173,6 +194,8 @@ def perception(
     top_p: float = TOP_P,
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
+    image_protocol: str = IMAGE_PROTOCOL,
+    yes_no_hint: bool = typer.Option(False, "--yes-no-hint", help="Add ' Answer yes or no.' to the paper's question (off: the paper's wording)."),
     dtype: str = DTYPE,
     device: str = DEVICE,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
@@ -188,15 +211,18 @@ def perception(
     vllm_arg: list[str] = VLLM_ARG,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    overwrite: bool = OVERWRITE,
 ) -> None:
-    """Single-image baseline: "Is OBJECT in this image?" (balanced present/absent objects from the same rows)."""
+    """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
     out = out or default_out_dir(split, model, backend, task="perception")
-    results = evaluate_perception(
-        data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
-        batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
-        backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap, show_progress=not quiet,
-    )
+    with run_folder_lock(out, shard):
+        results = evaluate_perception(
+            data, split, model, backend, out, revision=revision, settings=generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels),
+            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=_parse_shard(shard),
+            backend_options=backend_options(backend, locals()), seed=seed, n_boot=bootstrap, show_progress=not quiet,
+            image_protocol=image_protocol, yes_no_hint=yes_no_hint, overwrite=overwrite,
+        )
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -212,7 +238,8 @@ def score(
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
 
-    results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
+    with run_folder_lock(out, None) if out is not None else contextlib.nullcontext():
+        results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
 
 
@@ -220,6 +247,7 @@ def score(
 def compare(
     results: list[Path] = typer.Argument(..., help="results.json files or run folders."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the leaderboard as a markdown file."),
+    html: Path = typer.Option(None, "--html", help="Also write the runs' HTML report, side by side (runs on the same split; see `eval report`)."),
 ) -> None:
     """Leaderboard of several runs, best accuracy first."""
 
@@ -228,6 +256,37 @@ def compare(
     console.print(table, highlight=False, markup=False, soft_wrap=True)
     if markdown:
         atomic_write_text(markdown, table + "\n")
+    if html:
+
+        console.print(f"Report: {report_line(write_report([r['_path'] for r in runs], html))}", highlight=False, soft_wrap=True)
+
+
+@reports_errors
+def report(
+    runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side."),
+    out: Path = typer.Option(None, "--out", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
+    data: str = typer.Option(None, "--data", help="Dataset to read the images from (default: the one results.json records)."),
+    revision: str = REVISION,
+    images: str = typer.Option("folder", "--images", help="folder (thumbnails beside the page) | embed (inside the page: one file, bigger) | none."),
+    thumb_size: int = typer.Option(224, "--thumb-size", help="Longest side of a thumbnail, in pixels."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random-mistakes table."),
+    chain_steps: int = typer.Option(6, "--chain-steps", help="Association chains: steps shown before (and including) the one that ended the chain."),
+    max_output_chars: int = typer.Option(4000, "--max-output-chars", help="Cut longer model outputs on the page (predictions.jsonl keeps them whole)."),
+    quiet: bool = QUIET,
+) -> None:
+    """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards, random mistakes."""
+
+    summary = write_report(runs, out, data=data, revision=revision, images=images, thumb_size=thumb_size, seed=seed, chain_steps=chain_steps,
+                           max_output_chars=max_output_chars, show_progress=not quiet)
+    console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)
+
+
+def report_line(summary) -> str:
+    """One line saying where a report is and how heavy it is (used by eval and demo commands too)."""
+    size = f"{summary.html_bytes / 1e6:.2f} MB page"
+    if summary.images_folder is not None:
+        size += f" + {summary.image_bytes / 1e6:.2f} MB of thumbnails in {summary.images_folder.name}/"
+    return f"{summary.path.resolve().as_uri()}  ({summary.cards} cards, {size}, {summary.seconds:.1f}s)"
 
 
 def _print_summary(results: dict, out: Path, render, shard: str | None = None) -> None:
@@ -239,5 +298,14 @@ def _print_summary(results: dict, out: Path, render, shard: str | None = None) -
     if results.get("skipped"):
         console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
     console.print(f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in {out}/", highlight=False)
+    print_fresh_report(out)
     if shard:
         console.print(f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.", highlight=False)
+
+
+def print_fresh_report(out: Path) -> None:
+    """Say where the report is, when this run wrote one (a page older than results.json is from an earlier run)."""
+
+    page, results = Path(out) / REPORT_FILENAME, Path(out) / "results.json"
+    if page.is_file() and results.is_file() and page.stat().st_mtime >= results.stat().st_mtime:
+        console.print(f"Report: {page.resolve().as_uri()}", highlight=False, soft_wrap=True)

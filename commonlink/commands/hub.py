@@ -15,6 +15,7 @@ from commonlink.commands._common import (
     stdout_is_terminal,
 )
 from commonlink.formats.release import read_release_manifest
+from commonlink.redact import redact_text, redact_url
 from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release
 
 
@@ -35,7 +36,7 @@ def print_plan(plan: PushPlan, *, private: bool, endpoint: str | None) -> None:
         table.add_row(escape(f.path), _size(f.size), f.sha256[:12] + ("  (+ Versions table)" if f.path == "README.md" else ""))
     console.print(table)
     console.print(
-        f"Endpoint: {endpoint or 'HF_ENDPOINT / https://huggingface.co'}\n"
+        f"Endpoint: {redact_url(endpoint) if endpoint else 'HF_ENDPOINT / https://huggingface.co'}\n"
         f"1. create the dataset repo {plan.repo_id} ({'private' if private else 'public'}) if it does not exist\n"
         f"2. one commit on main: {escape(repr(plan.commit_message))} with the {len(plan.files)} files above "
         f"({_size(plan.total_bytes)}; only those whose hash differs from the Hub are sent, large files through LFS), "
@@ -80,7 +81,7 @@ def push(
         console.print(f"{repo} version {version} is already published at commit {result.commit[:12]}; nothing to do.", highlight=False)
         return
     if result.repo_created:
-        console.print(f"Created dataset repo {result.url}", highlight=False)
+        console.print(f"Created dataset repo {redact_text(str(result.url))}", highlight=False)
     console.print(
         f"Pushed {repo} version {version}: commit {result.commit[:12]}, tag {version}; "
         f"{len(result.uploaded)} file(s) sent, {len(result.unchanged)} already there, {len(result.deleted)} removed.\n"

@@ -16,6 +16,7 @@ from commonlink.commands._common import (
 )
 from commonlink.errors import InputError
 from commonlink.formats.meta import meta_path
+from commonlink.locks import output_lock
 from commonlink.sampling.pairs import (
     PairsConfig,
     pairs_meta,
@@ -32,8 +33,9 @@ def pairs(
     split: str = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex)."),
     count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
     objects: str | None = typer.Option(None, "--objects", help="Eligible images show LOW-HIGH objects (default 3-7 for main, 8-16 for challenge)."),
-    max_common: int | None = typer.Option(None, "--max-common", help="Common-object counts 0..K are balanced (default K = the upper --objects bound)."),
-    choices: int = typer.Option(8, "--choices", help="Minimum number of lettered choices (more when the ground truth needs room for 2 distractors)."),
+    max_common: int | None = typer.Option(None, "--max-common", help="Common-object counts range over 0..K (default K = the upper --objects bound)."),
+    common_distribution: str = typer.Option("none=0.1", "--common-distribution", help="How counts 0..K are spread: none=P (share P with nothing in common, the rest even; default none=0.1), uniform, or weights w0,w1,...,wK."),
+    choices: int = typer.Option(8, "--choices", help="Lettered choices per example (8 as in the paper); k + 2 when the k common objects leave no room for a distractor."),
     max_uses: int | None = typer.Option(None, "--max-uses", help="Most examples one image may appear in (default: 3x the average the request needs, at least 3)."),
     real_fraction: float | None = typer.Option(None, "--real-fraction", help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources are present, else the one source)."),
     seed: int = typer.Option(0, "--seed", help="Global seed: same catalogs + same seed = identical output."),
@@ -42,7 +44,7 @@ def pairs(
     """Sample Common-O examples (paper §3.1-3.2) from image catalogs.
 
     Both images of an example come from the same source (real or synthetic) and different scenes; the number
-    of common objects is balanced; choices are the common objects, distractors (objects in one image first,
+    of common objects follows --common-distribution; choices are the common objects, distractors (objects in one image first,
     then objects in neither) and "No objects are in common", shuffled and lettered. Then:
     `commonlink release build PAIRS_FILE --out RELEASE_DIR`.
     """
@@ -55,21 +57,25 @@ def pairs(
         max_uses=max_uses,
         real_fraction=real_fraction,
         seed=seed,
+        common_distribution=common_distribution,
     )
     config.validate()
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; the pairs file is one file.", f"Pass a file path, e.g. --out {out / 'pairs.jsonl'}.")
     sidecar = meta_path(out)
-    if out.exists() and not overwrite:
-        previous = reusable_pairs(out, config, catalogs)
-        if previous is not None:
-            console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
-            print_stats(previous["stats"])
-            return
-        raise InputError(
-            f"{out} already exists and was not made from these catalogs with these settings.",
-            "Pass --overwrite to replace it, or choose another --out.",
-        )
-    rows, stats = sample_pairs(catalogs, config, progress=stdout_is_terminal())
-    write_pairs(out, rows, pairs_meta(config, catalogs, stats))
+    with output_lock(out, what="commonlink pairs"):  # one run per pairs file: file and sidecar from the same run
+        if out.exists() and not overwrite:
+            previous = reusable_pairs(out, config, catalogs)
+            if previous is not None:
+                console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
+                print_stats(previous["stats"])
+                return
+            raise InputError(
+                f"{out} already exists and was not made from these catalogs with these settings.",
+                "Pass --overwrite to replace it, or choose another --out.",
+            )
+        rows, stats = sample_pairs(catalogs, config, progress=stdout_is_terminal())
+        write_pairs(out, rows, pairs_meta(config, catalogs, stats))
     print_stats(stats)
     console.print(escape(f"Wrote {len(rows):,} examples to {out} (+ {sidecar.name})."), highlight=False, soft_wrap=True)
     console.print(escape(f"Next: commonlink release build {out} --out RELEASE_DIR"), highlight=False, soft_wrap=True)

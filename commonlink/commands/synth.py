@@ -8,6 +8,7 @@ import typer
 
 from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.errors import InputError
+from commonlink.locks import output_lock
 from commonlink.synth.runner import SynthConfig, parse_shard, synthesize
 
 
@@ -17,6 +18,16 @@ def _parse_resolution(text: str) -> tuple[int, int]:
     except ValueError:
         raise InputError(f"--resolution {text!r} is not WIDTHxHEIGHT.", "e.g. --resolution 512x512.") from None
     return width, height
+
+
+def _parse_band(text: str) -> tuple[float, float] | None:
+    if text.strip().lower() in ("off", "none", ""):
+        return None
+    try:
+        low, high = (float(v) for v in text.split("-", 1))
+    except ValueError:
+        raise InputError(f"--area-band {text!r} is not LOW-HIGH.", "e.g. --area-band 0.02-0.22, or --area-band off.") from None
+    return low, high
 
 
 @reports_errors
@@ -32,6 +43,9 @@ def synth(
     min_visible_pixels: int | None = typer.Option(None, "--min-visible-pixels", help="Pixels an object needs to count as present (default 0.05% of the image, at least 16)."),
     max_hidden: float = typer.Option(0.25, "--max-hidden", help="Re-sample a scene when more than this share of (object, view) pairs is hidden."),
     max_attempts: int = typer.Option(5, "--max-attempts", help="Plans tried per scene before keeping the best one."),
+    area_band: str = typer.Option("0.02-0.22", "--area-band", help="Object area band, LOW-HIGH fractions of the image (Common-O: 2-22%), or 'off' for no area gate."),
+    min_in_band: float | None = typer.Option(None, "--min-in-band", help="Re-sample a scene when fewer than this share of its (object, view) pairs fall in --area-band (default 0.8 for scenes of up to 7 objects, 0.55 for more)."),
+    max_yaw: float = typer.Option(15.0, "--max-yaw", help="Objects' random yaw, +- degrees (slight by default; 180 = any direction)."),
     shadows: bool = typer.Option(False, "--shadows", help="Offline: shadow-mapped sunlight (about 2.5x slower) instead of soft contact shadows."),
     shard: str | None = typer.Option(None, "--shard", help="Render only part I/N of the scenes (0 <= I < N), e.g. $SLURM_ARRAY_TASK_ID/8."),
     workers: int = typer.Option(1, "--workers", help="Local render processes."),
@@ -55,14 +69,24 @@ def synth(
         resolution=_parse_resolution(resolution), seed=seed, backend=backend,
         assets=str(assets) if assets is not None else None, min_visible_pixels=min_visible_pixels,
         max_hidden_share=max_hidden, max_attempts=max_attempts, unrealcv_host=host, unrealcv_port=port, shadows=shadows,
+        area_band=_parse_band(area_band), min_in_band=min_in_band, max_yaw=max_yaw,
     )
-    summary = synthesize(
-        out, config, shard=parse_shard(shard), workers=workers, executor=executor, ray_address=ray_address,
-        overwrite=overwrite, progress=progress,
-    )
+    part = parse_shard(shard)
+    # One run per output (per shard when sharded: shards of one folder run side by side).
+    lock_file = None if part == (0, 1) else out.parent / f".{out.name}.shard-{part[0]}-of-{part[1]}.lock"
+    with output_lock(out, what="commonlink synth", lock_file=lock_file):
+        summary = synthesize(
+            out, config, shard=part, workers=workers, executor=executor, ray_address=ray_address,
+            overwrite=overwrite, progress=progress,
+        )
     shard_note = f" (shard {summary.shard[0]}/{summary.shard[1]})" if summary.shard[1] > 1 else ""
     console.print(
         f"Scenes{shard_note}: {summary.scenes_rendered} rendered, {summary.scenes_skipped} already done "
         f"({summary.resampled_scenes} re-sampled); {summary.views_written} images in {summary.elapsed_s:.1f} s."
+    )
+    low, high = summary.area_band
+    console.print(
+        f"Object areas: {100 * summary.in_band_share:.1f}% of {summary.object_views} (object, view) pairs in "
+        f"{100 * low:g}-{100 * high:g}% of the image; {100 * summary.hidden_share:.2f}% hidden."
     )
     console.print(f"Catalog: {summary.catalog_records} images in {Path(summary.out_dir) / 'catalog.jsonl'}")

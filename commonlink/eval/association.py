@@ -40,7 +40,8 @@ import numpy as np
 
 from commonlink import __version__, constants
 from commonlink.errors import InputError
-from commonlink.eval.association_memory import MEMORY_KINDS, MemoryBase
+from commonlink.eval.association_memory import CHAINM_WINDOW, MEMORY_KINDS, MemoryBase
+from commonlink.eval.association_memory import image_name as memory_name
 from commonlink.eval.association_prompts import (
     deduction_prompt,
     parse_concepts,
@@ -58,6 +59,7 @@ from commonlink.eval.backends import (
     generate_resilient,
 )
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache, row_key, run_key
+from commonlink.eval.html_report import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, bootstrap
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.formats.meta import utc_now
@@ -77,6 +79,7 @@ class AssociationSettings:
     forgetting: float = 0.2  #: memory weight removed from every other entry each step
     max_steps: int = 500  #: scored steps after which a chain stops (counted as a full-length chain)
     deduction: bool = True  #: run the deduction step after each correct selection (chains)
+    chainm_window: int = CHAINM_WINDOW  #: ChainM subchains kept in memory (the harness: 5; 0 = all)
 
     def __post_init__(self) -> None:
         if self.memory not in MEMORY_KINDS:
@@ -87,13 +90,9 @@ class AssociationSettings:
 
 # ------------------------------------------------------------------------------------------ naming images
 def image_name(image, options: Sequence[str]) -> str:
-    """How the memory names an image: its first label that is not a concept option (an object name such as
-    "sandwich" in OCL), else its id. The model never sees ids as pictures, so a descriptive label helps."""
-    concepts = set(options)
-    for label in sorted(image.labels):
-        if label not in concepts:
-            return label
-    return image.id
+    """How the memory names an image: its source name (OCL object such as "sandwich", Pangea action phrase),
+    else "unnamed image" (association_memory.image_name). ``options`` is kept for callers' signatures."""
+    return memory_name(image)
 
 
 def deduction_correct(predicted: list[str] | None, gold: Sequence[str]) -> bool:
@@ -222,7 +221,8 @@ def run_chains(chains: list, asker: _Asker, settings: AssociationSettings, *, sh
     """Run chains in lockstep (one batch per step for selections, one for deductions)."""
     runs = []
     for chain in chains:
-        run = _ChainRun(chain, MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=chain.concept_kind))
+        run = _ChainRun(chain, MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=chain.concept_kind,
+                                    chainm_window=settings.chainm_window))
         _skip_warmup(run, chain.options)
         if run.t >= len(chain.steps):
             run.ended = "exhausted"
@@ -332,7 +332,8 @@ def run_single_step(tasks: list, asker: _Asker, settings: AssociationSettings) -
     """Each task: a selection with the task's fixed correct memory, then a deduction on (query, positive)."""
     selection_requests, deduction_requests = [], []
     for task in tasks:
-        memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=task.concept_kind)
+        memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=task.concept_kind,
+                            chainm_window=settings.chainm_window)
         names = [image_name(m, task.options) for m in task.memory]
         # The fixed memory links consecutive memory examples through their shared concept.
         links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
@@ -412,6 +413,7 @@ def evaluate_association(
     n_boot: int = N_BOOTSTRAP,
     group_size: int = 512,
     show_progress: bool = True,
+    report: bool = True,
 ) -> dict:
     """Score one or more models (majority vote when several) on one association config; returns results.
 
@@ -419,7 +421,8 @@ def evaluate_association(
     ``commonlink chains``. Outputs (when ``out_dir`` is given): ``results.json``, ``steps.jsonl`` (per-step log
     with memory snapshots) or ``predictions.jsonl``, ``results.md``; rerunning continues from the cache there.
     ``group_size`` tasks are loaded and run together (the chains of a group advance in lockstep): it bounds
-    memory and is the most requests one step of chains can send at once.
+    memory and is the most requests one step of chains can send at once. With ``report`` (the default),
+    ``report.html`` is written there too.
     """
 
     if group_size < 1:
@@ -510,6 +513,8 @@ def evaluate_association(
         out = Path(out_dir)
         atomic_write_json(out / "results.json", results)
         atomic_write_text(out / "results.md", render_association_table(results))
+        if report:
+            report_beside_run(out, dataset=split)
     return results
 
 

@@ -1,14 +1,25 @@
-"""The memory base of the association protocol (paper §4.3, appendix A.2).
+"""The memory base of the association protocol (paper §4.3, appendix A.2, Table 3).
 
 Each step of a chain leaves *evidence*: the concept(s) deduced for the query and the selected image, and the
-names of those two images. The memory keeps weighted entries ``(concept, object)``:
+names of those two images (the OCL object, the Pangea action phrase: :func:`image_name`). Four strategies:
 
-* a new entry starts at weight ``1.0``;
-* an entry that appears again in a step's evidence gains the repetition weight ``w_r`` (default ``+1.0``);
-* every other entry loses the forgetting decrement ``d_f`` (default ``0.2``) each step and is dropped at ``<= 0``.
+* **NoM** -- no memory;
+* **StructM** -- ``Given the memory: {'eat': ['sandwich', 'pizza']}`` (Table 3, verbatim: the memory is the
+  Python dictionary ``{concept: [objects]}``);
+* **NLM** -- ``Before this question, you have learnt that related pictures may have the following
+  affordance:`` then ``['broccoli', 'orange'] have eat affordance`` per concept (Table 3, verbatim), closed by
+  the harness's ``Based on these knowledge, answer the follwing quesion:`` (the "more detailed memory
+  instruction" of A.2; kept letter for letter, typos included, so prompts equal the authors');
+* **ChainM** -- each step is a subchain ``obj1->concept->obj2`` *concatenated into the prior memory* (§4.3):
+  a subchain that continues from the last object adds only ``->concept->obj2``, after a space, so three steps
+  read ``broccoli->eat->pizza ->eat->baked ->eat->sandwich`` (Table 3 shows the first two); the instruction is
+  the harness's ChainM one (``... the following memory:`` / ``Based on these knowledge ...``).
 
-StructM renders the memory as a ``{concept: [objects]}`` dictionary, NLM as sentences, ChainM keeps the last
-five ``obj -> concept -> obj`` links (no weights, as in the authors' harness). NoM has no memory.
+StructM and NLM weight their entries ``(concept, object)`` by eq. (6): an entry in a step's evidence gains the
+repetition weight ``w_r`` (1.0), every other entry loses the forgetting decrement ``d_f`` (0.2) and is dropped
+at ``<= 0``; a new entry starts at 1.0. ChainM keeps the last ``chainm_window`` subchains (5, as the authors'
+harness does; the paper states no cap; 0 keeps every one). Differences from the paper are listed in
+docs/eval.md ("Association memory: deviations").
 """
 
 from __future__ import annotations
@@ -16,7 +27,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 MEMORY_KINDS = ("nom", "structm", "nlm", "chainm")
-CHAINM_LINKS = 5
+CHAINM_WINDOW = 5
+UNNAMED = "unnamed image"  #: what memory calls an image whose source gives it no name (never an id)
+STRUCTM_INSTRUCTION = "Given the memory:"
+NLM_INSTRUCTION = "Before this question, you have learnt that related pictures may have the following {kind}:"
+CHAINM_INSTRUCTION = "Before this question, you have learnt that related pictures may have the following memory:"
+DETAILED_CLOSING = "Based on these knowledge, answer the follwing quesion:"  # sic: the authors' harness
+UNKNOWN_CONCEPT = "?"  #: ChainM link text when the deduction named no option
+
+
+def image_name(image) -> str:
+    """How memory and review pages call an image: its ``name`` (OCL object, Pangea action phrase), else
+    ``unnamed image`` -- never a hash id or another label, which would read as a wrong object name."""
+    name = getattr(image, "name", None)
+    return name if name else UNNAMED
+
+
+def chain_text(links: list[tuple[str, str, str]]) -> str:
+    """Subchains concatenated into one chain: ``a->c->b ->c->d`` (a subchain continuing from ``b``), or
+    ``a->c->b x->c->y`` where it starts afresh."""
+    parts: list[str] = []
+    previous_end = None
+    for start, concept, end in links:
+        parts.append(f"->{concept}->{end}" if start == previous_end else f"{start}->{concept}->{end}")
+        previous_end = end
+    return " ".join(parts)
 
 
 @dataclass
@@ -27,23 +62,28 @@ class MemoryBase:
     repetition: float = 1.0
     forgetting: float = 0.2
     concept_kind: str = "attribute"  #: word used in NLM sentences ("attribute", "affordance", "action", ...)
+    chainm_window: int = CHAINM_WINDOW  #: ChainM subchains kept (0 = all)
     weights: dict[tuple[str, str], float] = field(default_factory=dict)
     links: list[tuple[str, str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.kind not in MEMORY_KINDS:
             raise ValueError(f"memory kind must be one of {MEMORY_KINDS}, got {self.kind!r}")
+        if self.chainm_window < 0:
+            raise ValueError(f"chainm_window must be >= 0, got {self.chainm_window}")
 
     def update(self, query_name: str, selected_name: str, concepts: list[str]) -> None:
         """Record one step: the query, the image chosen, and the concept(s) deduced for the pair."""
         if self.kind == "nom":
             return
         if self.kind == "chainm":
-            for concept in concepts[:1] or ["?"]:
-                self.links.append((query_name, concept, selected_name))
-            del self.links[:-CHAINM_LINKS]
+            # The harness writes every deduced concept into the link, space-separated.
+            self.links.append((query_name, " ".join(concepts) or UNKNOWN_CONCEPT, selected_name))
+            if self.chainm_window:
+                del self.links[:-self.chainm_window]
             return
-        evidence = {(c, name) for c in concepts for name in (query_name, selected_name)}
+        # in the order the harness writes them: per concept, the query's object, then the selected one
+        evidence = dict.fromkeys((c, name) for c in concepts for name in (query_name, selected_name))
         for key in list(self.weights):
             if key in evidence:
                 self.weights[key] += self.repetition
@@ -51,16 +91,16 @@ class MemoryBase:
                 self.weights[key] = round(self.weights[key] - self.forgetting, 10)
                 if self.weights[key] <= 0:
                     del self.weights[key]
-        for key in sorted(evidence):
+        for key in evidence:
             self.weights.setdefault(key, 1.0)
 
     def by_concept(self) -> dict[str, list[str]]:
-        """``{concept: [objects by weight, then name]}``; concepts ordered by their strongest entry."""
+        """``{concept: [objects by weight]}``, concepts by their strongest entry; ties keep first-seen order."""
         grouped: dict[str, list[tuple[float, str]]] = {}
         for (concept, name), weight in self.weights.items():
             grouped.setdefault(concept, []).append((weight, name))
-        ordered = sorted(grouped.items(), key=lambda kv: (-max(w for w, _ in kv[1]), kv[0]))
-        return {c: [n for _, n in sorted(items, key=lambda wn: (-wn[0], wn[1]))] for c, items in ordered}
+        ordered = sorted(grouped.items(), key=lambda kv: -max(w for w, _ in kv[1]))
+        return {c: [n for _, n in sorted(items, key=lambda wn: -wn[0])] for c, items in ordered}
 
     def render(self) -> str:
         """The memory context inserted before the question ("" for NoM or an empty memory)."""
@@ -69,18 +109,14 @@ class MemoryBase:
         if self.kind == "chainm":
             if not self.links:
                 return ""
-            chain = " ".join(f"{a}->{c}->{b}" for a, c, b in self.links)
-            return f"Before this question, you have learnt the following association chain: {chain}"
+            return f"{CHAINM_INSTRUCTION}\n{chain_text(self.links)}. {DETAILED_CLOSING}"
         memory = self.by_concept()
         if not memory:
             return ""
         if self.kind == "structm":
-            body = "{" + ", ".join(f"'{c}': [" + ", ".join(f"'{n}'" for n in names) + "]" for c, names in memory.items()) + "}"
-            return f"Given the memory: {body}"
-        sentences = "; ".join(
-            "[" + ", ".join(f"'{n}'" for n in names) + f"] have {c} {self.concept_kind}" for c, names in memory.items()
-        )
-        return f"Before this question, you have learnt that related pictures may have the following {self.concept_kind}: {sentences}"
+            return f"{STRUCTM_INSTRUCTION} {memory!r}"
+        sentences = ", ".join(f"{names!r} have {c} {self.concept_kind}" for c, names in memory.items())
+        return f"{NLM_INSTRUCTION.format(kind=self.concept_kind)}\n{sentences}. {DETAILED_CLOSING}"
 
     def snapshot(self) -> dict:
         """A JSON-able copy for the per-step log."""

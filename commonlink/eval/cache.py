@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from commonlink import constants
+from commonlink.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +96,14 @@ def shard_suffix(shard: tuple[int, int] | None) -> str:
     return f".shard-{shard[0]}-of-{shard[1]}" if shard else ""
 
 
-def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int, int] | None = None) -> PredictionCache:
+def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int, int] | None = None, *,
+                   overwrite: bool = False) -> PredictionCache:
     """The cache of a run folder. Each shard writes its own file; every cache file in the folder is read, so
-    a final unsharded run over the same folder finds the answers of all shards (and merges them)."""
+    a final unsharded run over the same folder finds the answers of all shards (and merges them).
+
+    A folder holding another run's files is refused (see :func:`claim_run_folder`)."""
+    if out_dir is not None:
+        claim_run_folder(out_dir, run, overwrite=overwrite)
 
     if out_dir is None:
         return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"{run}{shard_suffix(shard)}.jsonl",
@@ -105,3 +111,57 @@ def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int
     folder = Path(out_dir)
     stem = CACHE_FILENAME.removesuffix(".jsonl")
     return PredictionCache(folder / f"{stem}{shard_suffix(shard)}.jsonl", also_read=sorted(folder.glob(f"{stem}*.jsonl")))
+
+
+#: The files an eval run writes into its folder (``*`` = a shard suffix or nothing); --overwrite removes only these.
+RUN_FILE_PATTERNS = ("results*.json", "results*.md", "predictions*.jsonl", "prediction-cache*.jsonl")
+
+
+def other_runs(out_dir: str | os.PathLike, run: str) -> list[str]:
+    """Files in ``out_dir`` written by a run other than ``run`` (its results, or its cache after a kill)."""
+    folder = Path(out_dir)
+    found = []
+    for path in sorted(folder.glob("results*.json")):
+        try:
+            key = json.loads(path.read_text(encoding="utf-8")).get("run_key")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if key is not None and key != run:
+            found.append(path.name)
+    for path in sorted(folder.glob(f"{CACHE_FILENAME.removesuffix('.jsonl')}*.jsonl")):
+        entry = _first_entry(path)
+        if entry is not None and row_key(run, str(entry.get("row"))) != entry.get("key"):
+            found.append(path.name)
+    return found
+
+
+def _first_entry(path: Path) -> dict | None:
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and "key" in entry:
+                return entry
+    return None
+
+
+def claim_run_folder(out_dir: str | os.PathLike, run: str, *, overwrite: bool = False) -> None:
+    """Refuse an ``out_dir`` holding another run's files (another model, data, prompt or settings): writing
+    there would replace its results. With ``overwrite`` those files (and only the eval's own files) are removed."""
+    folder = Path(out_dir)
+    if not folder.is_dir():
+        return
+    others = other_runs(folder, run)
+    if not others:
+        return
+    if not overwrite:
+        raise InputError(
+            f"--out {folder} holds the results of another run ({', '.join(others)}: another model, dataset, prompt or "
+            "settings); this run would replace them.",
+            "Pick another --out, rerun with that run's options to resume it, or pass --overwrite to replace it.",
+        )
+    for pattern in RUN_FILE_PATTERNS:
+        for path in folder.glob(pattern):
+            path.unlink()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, LazyBackend
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
-from commonlink.eval.imaging import concat_side_by_side
+from commonlink.eval.imaging import ImageProtocol, concat_side_by_side, parse_image_protocol
+from commonlink.eval.html_report import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report import render_markdown_table
@@ -38,6 +40,7 @@ from commonlink.formats.common_o import (
     MULTI_IMAGE_PROMPT,
     QUESTION_TEMPLATE_ID,
     common_o_question,
+    concat_question,
 )
 from commonlink.formats.meta import utc_now
 from commonlink.loaders.common_o import open_common_o
@@ -45,22 +48,44 @@ from commonlink.loaders.common_o import open_common_o
 __all__ = ["evaluate_common_o", "common_o_request", "score_predictions", "render_markdown_table", "default_out_dir"]
 
 
-def common_o_request(example, *, concat: bool = False) -> GenerationRequest:
-    """The model call for one example: both images (or one side-by-side image) and the paper's prompt."""
+#: ``question`` modes: the row's own question verbatim when it has one (the authors' text), or always built.
+QUESTION_MODES = ("dataset", "built")
+#: A run stops when more than this share of the requested rows cannot be read (``max_unreadable_share``).
+MAX_UNREADABLE_SHARE = 0.05
+
+
+def question_text(example, *, concat: bool = False, question: str = "dataset") -> tuple[str, str]:
+    """(prompt, source): the row's question verbatim (``"dataset"``; with ``concat``, the paper's left/right
+    sentence in front) when it has one and ``question="dataset"``, else the paper's prompt built from the
+    choices (``"built"``)."""
+    if question not in QUESTION_MODES:
+        raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
+    if question == "dataset" and getattr(example, "question_source", "built") == "dataset":
+        return (concat_question(example.question) if concat else example.question), "dataset"
+    return common_o_question(example.choices, concat=concat), "built"
+
+
+def common_o_request(example, *, concat: bool = False, image_protocol: ImageProtocol | str | None = None,
+                     question: str = "dataset") -> GenerationRequest:
+    """The model call for one example: both images sized by the image protocol (default: the paper's shorter
+    side 384 px), or one side-by-side image of them, and the question (see :func:`question_text`)."""
+    protocol = parse_image_protocol(image_protocol)
     if example.image_1 is None:  # loaded without pixels (a cache lookup): the request id is all that is needed
         images = [None] if concat else [None, None]
     else:
-        images = [concat_side_by_side(example.image_1, example.image_2)] if concat else [example.image_1, example.image_2]
+        first, second = protocol.apply(example.image_1), protocol.apply(example.image_2)
+        images = [concat_side_by_side(first, second)] if concat else [first, second]
     return GenerationRequest(
         id=example.id,
         images=images,
-        prompt=common_o_question(example.choices, concat=concat),
+        prompt=question_text(example, concat=concat, question=question)[0],
         choices=list(example.choices),
         multi_select=True,
     )
 
 
-def _example_meta(example) -> dict:
+def _example_meta(example, *, question: str = "dataset") -> dict:
+    extra = getattr(example, "extra", None) or {}
     return {
         "id": example.id,
         "row_index": example.row_index,
@@ -71,7 +96,30 @@ def _example_meta(example) -> dict:
         "choices": list(example.choices),
         "ground_truth": list(example.ground_truth),
         "ground_truth_letters": list(example.answer_letters),
+        "question_source": question_text(example, question=question)[1],
+        "list_encodings": extra.get("list_encodings"),
+        "ground_truth_as": extra.get("ground_truth_as"),
+        "answer_checked": extra.get("answer_checked"),
     }
+
+
+def row_reading_summary(records: Iterable[dict]) -> dict:
+    """How the scored rows were read: question used, list encodings per field, ground truth as names or
+    letters, rows whose ``answer`` column was read and agreed."""
+    questions: dict[str, int] = {}
+    encodings: dict[str, dict[str, int]] = {}
+    truth_as: dict[str, int] = {}
+    answer_checked = 0
+    for record in records:
+        source = record.get("question_source") or "built"
+        questions[source] = questions.get(source, 0) + 1
+        for field, encoding in (record.get("list_encodings") or {}).items():
+            encodings.setdefault(field, {})
+            encodings[field][encoding] = encodings[field].get(encoding, 0) + 1
+        if record.get("ground_truth_as"):
+            truth_as[record["ground_truth_as"]] = truth_as.get(record["ground_truth_as"], 0) + 1
+        answer_checked += bool(record.get("answer_checked"))
+    return {"question_source": questions, "list_encodings": encodings, "ground_truth_as": truth_as, "answer_column_checked": answer_checked}
 
 
 def score_output(meta: dict, output: str) -> dict:
@@ -132,6 +180,11 @@ def evaluate_common_o(
     similarity_model: str | None = None,
     similarity: bool = False,
     show_progress: bool = True,
+    image_protocol: str | ImageProtocol | None = None,
+    question: str = "dataset",
+    max_unreadable_share: float = MAX_UNREADABLE_SHARE,
+    report: bool = True,
+    overwrite: bool = False,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
 
@@ -139,13 +192,22 @@ def evaluate_common_o(
     ``none`` runs a weight-free baseline. ``backend_instance`` reuses an already loaded backend (several
     splits in one process). Rerunning with the same arguments continues from the prediction cache.
     ``similarity=True`` (or a ``similarity_model``) adds the object-similarity analysis.
+    ``image_protocol`` sizes the images (default ``shorter-side-384``, the paper's; ``native``;
+    ``max-pixels-N``); ``question="dataset"`` sends a row's own question verbatim, ``"built"`` always the
+    paper's prompt built from the choices. More than ``max_unreadable_share`` of the rows unreadable stops
+    the run with an error naming the first ones.
 
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
     the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
+
+    With ``report`` (the default), ``report.html`` (and its thumbnail folder) is written beside the results.
     """
 
     settings = settings or GenerationSettings(seed=seed)
+    protocol = parse_image_protocol(image_protocol)
+    if question not in QUESTION_MODES:
+        raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
     dataset = open_common_o(data, split, revision=revision)
     embedder = None
     if similarity or similarity_model:  # load it now: a wrong path must fail before hours of generation
@@ -165,15 +227,18 @@ def evaluate_common_o(
             backend=info.backend,
             prompt=template,
             concat_images=concat_images,
+            image_protocol=protocol.spec,
+            question=question,
             settings=settings.to_dict(),
             # only when set, so runs with default options keep the keys (and caches) they had
             **({"backend_options": info.output_options} if info.output_options else {}),
         )
-        cache = open_run_cache(out_dir, run, shard)
+        cache = open_run_cache(out_dir, run, shard, overwrite=overwrite)
         outcome = run_over_split(
             dataset,
             indices,
-            build=lambda ex: [(common_o_request(ex, concat=concat_images), _example_meta(ex))],
+            build=lambda ex: [(common_o_request(ex, concat=concat_images, image_protocol=protocol, question=question),
+                               _example_meta(ex, question=question))],
             finish=score_output,
             backend=model_backend,
             settings=settings,
@@ -183,6 +248,7 @@ def evaluate_common_o(
             total=len(indices),
             description=f"Common-O {split}",
             show_progress=show_progress,
+            max_row_errors=unreadable_limit(len(indices), max_unreadable_share),
         )
         generate_s = model_backend.generate_seconds
         info = model_backend.info  # a lazy backend knows its dtype/device once loaded
@@ -200,7 +266,8 @@ def evaluate_common_o(
         "backend_details": info.details,
         "batch_invariant": info.batch_invariant,
         "shard": list(shard) if shard else None,
-        "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images},
+        "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images, "question": question},
+        "image_protocol": protocol.to_dict(),
         "generation": settings.to_dict(),
         "batch_size": batch_size or info.default_batch_size,
         "final_batch_size": outcome.final_batch_size,
@@ -215,6 +282,7 @@ def evaluate_common_o(
             "rows_in_split": len(dataset),
             "rows_requested": len(indices),
             "rows_scored": len(records),
+            "row_reading": row_reading_summary(records),
         },
         "metrics": common_o_metrics(records, seed=seed, n_boot=n_boot),
         "skipped": len(outcome.skipped),
@@ -233,7 +301,16 @@ def evaluate_common_o(
         results["object_similarity"] = object_similarity_analysis(records, embedder=embedder)
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records, suffix=shard_suffix(shard))
+        if report and shard is None:  # a shard's rows are a part of the run: the merging run writes the page
+            report_beside_run(out_dir, dataset=dataset)
     return results
+
+
+def unreadable_limit(n_rows: int, share: float) -> int:
+    """Rows that may fail to be read before a run over ``n_rows`` stops (``share`` of them, rounded down)."""
+    if not 0 <= share <= 1:
+        raise InputError(f"--max-unreadable-share {share} must be between 0 and 1.", "e.g. 0.05 (the default) or 1 to never stop.")
+    return int(share * n_rows)
 
 
 def write_outputs(out_dir: Path, results: dict, records: Iterable[dict], *, suffix: str = "") -> None:
@@ -242,6 +319,18 @@ def write_outputs(out_dir: Path, results: dict, records: Iterable[dict], *, suff
     write_jsonl(out_dir / f"predictions{suffix}.jsonl", records)
     atomic_write_json(out_dir / f"results{suffix}.json", results)
     atomic_write_text(out_dir / f"results{suffix}.md", render_markdown_table(results, breakdowns=True) + "\n")
+
+
+def refuse_duplicate_ids(predictions: Path, lines: list[dict]) -> None:
+    """Each example is scored once: a predictions file listing an id twice (two runs concatenated) is refused."""
+    counts = Counter(str(line.get("id")) for line in lines)
+    doubled = sorted(i for i, n in counts.items() if n > 1)
+    if doubled:
+        raise InputError(
+            f"{predictions} lists {len(doubled)} id(s) more than once (duplicate predictions, e.g. {', '.join(doubled[:5])}); "
+            "each example must be scored once.",
+            "Keep one line per id (e.g. the predictions.jsonl of one run, not several concatenated).",
+        )
 
 
 _FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",
@@ -268,6 +357,7 @@ def score_predictions(
 
     predictions = Path(predictions)
     lines = list(read_jsonl(predictions))
+    refuse_duplicate_ids(predictions, lines)
     for n, line in enumerate(lines, start=1):
         needed = ("id", "raw_output") if data is not None else (*_FACT_FIELDS, "raw_output")
         missing = [k for k in needed if k not in line]

@@ -1,12 +1,80 @@
-"""Image preparation for model input: pixel cap, side-by-side concatenation, data URLs."""
+"""Image preparation for model input: the image protocol, pixel cap, side-by-side concatenation, data URLs."""
 
 from __future__ import annotations
 
 import base64
 import io
 import math
+import re
+from dataclasses import dataclass
 
 from PIL import Image
+
+from commonlink.errors import InputError
+
+#: The paper's protocol (§3.2): "Images are resized, maintaining the aspect ratio, with the smallest size of 384px".
+PAPER_SHORTER_SIDE = 384
+DEFAULT_IMAGE_PROTOCOL = f"shorter-side-{PAPER_SHORTER_SIDE}"
+
+
+@dataclass(frozen=True)
+class ImageProtocol:
+    """How each image is sized before the model sees it (before any side-by-side concatenation).
+
+    * ``shorter-side-N`` (default ``shorter-side-384``, the paper's): resized, aspect kept, so that the
+      shorter side is exactly N pixels (smaller images are enlarged, as a resize to a fixed size does);
+    * ``native``: as stored;
+    * ``max-pixels-N``: as stored, downscaled (aspect kept) only when width x height exceeds N.
+
+    The ``--max-pixels`` safety cap of the generation settings still applies afterwards (0 turns it off).
+    """
+
+    name: str  #: "shorter-side" | "native" | "max-pixels"
+    value: int = 0
+
+    @property
+    def spec(self) -> str:
+        return self.name if self.name == "native" else f"{self.name}-{self.value}"
+
+    def to_dict(self) -> dict:
+        return {"protocol": self.spec, "kind": self.name, "value": self.value or None}
+
+    def apply(self, img: Image.Image) -> Image.Image:
+        if img is None or self.name == "native":
+            return img
+        if self.name == "max-pixels":
+            return cap_pixels(img, self.value)
+        return resize_shorter_side(img, self.value)
+
+
+def parse_image_protocol(text: str | ImageProtocol | None) -> ImageProtocol:
+    """``"shorter-side-384"``, ``"native"`` or ``"max-pixels-1048576"`` (``"paper"`` = the paper's default)."""
+    if isinstance(text, ImageProtocol):
+        return text
+    spec = (text or DEFAULT_IMAGE_PROTOCOL).strip().lower()
+    if spec == "paper":
+        spec = DEFAULT_IMAGE_PROTOCOL
+    if spec == "native":
+        return ImageProtocol("native")
+    match = re.fullmatch(r"(shorter-side|max-pixels)-(\d+)", spec)
+    if match is None or int(match.group(2)) < 1:
+        raise InputError(
+            f"--image-protocol {text!r} is not an image protocol.",
+            f"Use {DEFAULT_IMAGE_PROTOCOL} (the paper's, default), shorter-side-N, native, or max-pixels-N.",
+        )
+    return ImageProtocol(match.group(1), int(match.group(2)))
+
+
+def resize_shorter_side(img: Image.Image, side: int) -> Image.Image:
+    """``img`` resized (aspect kept, bicubic) so that its shorter side is ``side`` pixels."""
+    if min(img.width, img.height) == side:
+        return img
+    scale = side / min(img.width, img.height)
+    if img.width <= img.height:
+        size = (side, max(1, round(img.height * scale)))
+    else:
+        size = (max(1, round(img.width * scale)), side)
+    return img.convert("RGB").resize(size, Image.Resampling.BICUBIC)
 
 
 def cap_pixels(img: Image.Image, max_pixels: int) -> Image.Image:

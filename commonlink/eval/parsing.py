@@ -5,18 +5,23 @@ The paper asks for a last line ``Answer: <letters>`` but publishes no parser, so
 
 1. Reasoning is dropped: every closed ``<think>...</think>`` block, and everything before a lone ``</think>``
    (chat templates that open the block in the prompt). An unterminated ``<think>`` means the generation was
-   cut off while reasoning: the output is unparseable.
+   cut off while reasoning: the output is unparseable. (One left-to-right scan: time linear in the output.)
 2. Markdown and LaTeX wrappers are removed (``**``, ``__``, backticks, ``#``, ``\\boxed{}``, ``\\text{}``).
 3. The answer is the text after the *last* ``Answer:`` marker (any case; ``Final answer:``, ``answer is``
    too), on its line, or on the next non-empty line when that line is empty. A prose ``answer is`` (no colon)
    whose text does not parse yields to the last ``Answer:`` line. Without any marker, the last non-empty line
    is tried and must parse entirely.
-4. Inside the answer, choice *names* are matched first (longest first, case-insensitive, whole words), so
+4. Remarks are dropped before anything is matched: a parenthesised or bracketed remark that is not a letter
+   group and not part of a choice name (``Answer: D, E (the silver knife is not in image 2)`` is D, E, not a
+   hallucinated "silver knife"; ``mallard (fake duck)`` stays a name).
+5. Inside the answer, choice *names* are matched first (longest first, case-insensitive, whole words), so
    ``Answer: apple, keys`` works; ``none`` / ``no objects (in common)`` pick the "No objects are in common"
-   choice. What remains must be letters of the choices (any case, any separator: ``,``, ``;``, ``/``, ``|``,
-   ``&``, ``and``, spaces, with ``A.``/``(A)``/``[A]`` decorations). A lowercase ``a`` next to matched names
-   is read as the article, not as choice A. Other parenthesised remarks are ignored.
-5. Any other leftover word, or a letter beyond the choices, makes the output unparseable: it is scored as a
+   choice. What remains must be letters of the choices (any case, with or without commas: ``A, C``, ``A C``,
+   or ``;``, ``/``, ``|``, ``&``, ``and``; with ``A.``/``(A)``/``[A]``/``<A>`` decorations, so the template
+   echoed back as ``Answer: <A> <C>`` is A, C). ``a``/``an``/``the`` next to matched names are articles.
+6. A sentence after the letters (``Answer: D, E. The knife is only in image 1``, ``Answer: D, E - because``)
+   is a remark: when the whole payload does not parse, its part before the first sentence break is tried.
+7. Any other leftover word, or a letter beyond the choices, makes the output unparseable: it is scored as a
    wrong, empty prediction and flagged with the reason (nothing is guessed).
 """
 
@@ -40,7 +45,7 @@ class ParsedAnswer:
     found_in: str | None = None
 
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_OPEN, _CLOSE = "<think>", "</think>"
 _MARKER = re.compile(r"answer\s*(?:is\s*)?[:：]|answer\s+is\b", re.I)
 #: The marker the prompt asks for (with a colon); prose "... answer is ..." is only a weaker marker.
 _FORMAL_MARKER = re.compile(r"answer\s*(?:is\s*)?[:：]", re.I)
@@ -51,12 +56,35 @@ _NONE_PHRASES = re.compile(
 )
 _SEPARATORS = re.compile(r"[,;/|&+\s]+")
 _FILLER = {"and", "option", "options", "choice", "choices", "letter", "letters"}
-_DECORATION = ".:)(][}{'\"*"
+_DECORATION = ".:)(][}{><'\"*"
+_ARTICLES = {"a", "an", "the"}
+#: Where a remark after the answer starts: a sentence break, a dash between spaces, "because".
+_REMARK_START = re.compile(r"[.!?]\s+(?=[A-Za-z]{2})|\s[-\u2013\u2014]+\s|\s+because\b", re.I)
+
+
+def _drop_think_blocks(text: str) -> str:
+    """Every closed ``<think>...</think>`` block replaced by a newline (leftmost first, non-nested, like the
+    regex ``<think>.*?</think>``), in one scan: each position is looked at a bounded number of times, so
+    100,000 repeated tags cost as much as reading them (a regex retries from every unclosed tag: quadratic)."""
+    lower = text.lower()
+    parts, pos = [], 0
+    while True:
+        start = lower.find(_OPEN, pos)
+        if start < 0:
+            break
+        end = lower.find(_CLOSE, start + len(_OPEN))
+        if end < 0:
+            break  # unclosed: kept (and reported by the caller); no later block can close either
+        parts.append(text[pos:start])
+        parts.append("\n")
+        pos = end + len(_CLOSE)
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def strip_reasoning(text: str) -> tuple[str, str | None]:
     """Drop ``<think>`` blocks; returns (remaining text, error) where error names an unterminated block."""
-    body = _THINK_BLOCK.sub("\n", text)
+    body = _drop_think_blocks(text)
     lower = body.lower()
     if "</think>" in lower:  # the template opened the block: the answer follows the last close tag
         body = body[lower.rindex("</think>") + len("</think>") :]
@@ -70,7 +98,7 @@ def _clean_markdown(text: str) -> str:
     for _ in range(3):  # nested \boxed{\text{A}}
         text = _WRAPPERS.sub(r"\1", text)
     text = text.replace("**", " ").replace("__", " ").replace("`", " ")
-    return re.sub(r"(?m)^\s*#+\s*", "", text)
+    return re.sub(r"(?m)^[ \t]*#+[ \t]*", "", text)
 
 
 def _answer_payload(text: str, marker: re.Pattern = _MARKER) -> tuple[str | None, str | None]:
@@ -101,22 +129,26 @@ def _unwrap_letter_group(match: re.Match) -> str:
 
 
 def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
-    """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4-5 of the module doc)."""
+    """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4, 5 and 7 of the module doc)."""
     labels = letter_labels(len(choices))
     picked: set[int] = set()
     rest = payload
-    # Names first, longest first, so "glass cup" wins over "cup" and names with spaces stay whole.
-    for idx in sorted(range(len(choices)), key=lambda k: -len(choices[k])):
-        pattern = _name_pattern(choices[idx])
-        if pattern.search(rest):
-            picked.add(idx)
-            rest = pattern.sub(" ", rest)
+    # Names longest first, so "glass cup" wins over "cup" and names with spaces stay whole. Names holding
+    # brackets ("mallard (fake duck)") go before remarks are dropped; all others after, so that a remark
+    # ("(the silver knife is not in image 2)") never counts as naming a choice.
+    order = sorted(range(len(choices)), key=lambda k: -len(choices[k]))
+    bracketed = [k for k in order if any(ch in choices[k] for ch in "()[]")]
+    for idx in bracketed:
+        rest = _take_name(rest, idx, choices, picked)
+    # "(A)" / "[B]" keep their letter; other parenthesised remarks are explanations, not answers.
+    rest = re.sub(r"\(([^()]*)\)|\[([^\[\]]*)\]", _unwrap_letter_group, rest)
+    for idx in order:
+        if idx not in bracketed:
+            rest = _take_name(rest, idx, choices, picked)
     if NO_COMMON_OBJECTS in choices and _NONE_PHRASES.search(rest):
         picked.add(choices.index(NO_COMMON_OBJECTS))
         rest = _NONE_PHRASES.sub(" ", rest)
     names_matched = bool(picked)
-    # "(A)" / "[B]" keep their letter; other parenthesised remarks are explanations, not answers.
-    rest = re.sub(r"\(([^()]*)\)|\[([^\[\]]*)\]", _unwrap_letter_group, rest)
     by_label = {label.lower(): k for k, label in enumerate(labels)}
     for raw in _SEPARATORS.split(rest):
         token = raw.strip(_DECORATION)
@@ -124,8 +156,8 @@ def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
             continue
         if token.lower() in _FILLER:
             continue
-        if token == "a" and names_matched:
-            continue  # "a spoon and a fork": the article, not choice A
+        if names_matched and (token == "a" or token.lower() in _ARTICLES - {"a"}):
+            continue  # "a spoon and the fork": articles, not choice A
         if re.fullmatch(r"[A-Za-z]", token) or (len(choices) > 26 and re.fullmatch(r"[A-Za-z]{2}", token)):
             k = by_label.get(token.lower())
             if k is None:
@@ -138,6 +170,26 @@ def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
     return ParsedAnswer(letters=[labels[k] for k in sorted(picked)], ok=True)
 
 
+def _take_name(rest: str, idx: int, choices: list[str], picked: set[int]) -> str:
+    pattern = _name_pattern(choices[idx])
+    if pattern.search(rest):
+        picked.add(idx)
+        rest = pattern.sub(" ", rest)
+    return rest
+
+
+def _parse_payload(payload: str, choices: list[str]) -> ParsedAnswer:
+    """The whole payload, else (rule 6) its part before a remark sentence, when that part parses."""
+    parsed = parse_choice_letters(payload, choices)
+    if not parsed.ok:
+        remark = _REMARK_START.search(payload)
+        if remark is not None and remark.start() > 0:
+            head = parse_choice_letters(payload[: remark.start()], choices)
+            if head.ok:
+                return head
+    return parsed
+
+
 def parse_common_o_answer(text: str, choices: list[str]) -> ParsedAnswer:
     """The letters a model chose for a Common-O question (see the module doc for the rules)."""
     if not isinstance(text, str) or not text.strip():
@@ -147,13 +199,13 @@ def parse_common_o_answer(text: str, choices: list[str]) -> ParsedAnswer:
     payload, where = _answer_payload(body)
     if payload is None:
         return ParsedAnswer(error=think_error or "no answer line")
-    parsed = parse_choice_letters(payload, choices)
+    parsed = _parse_payload(payload, choices)
     if not parsed.ok and where == "answer_line":
         # "Answer: A, C\nI hope this answer is helpful.": a prose marker that does not parse yields to the
         # last Answer: line the prompt asked for.
         formal, _ = _answer_payload(body, _FORMAL_MARKER) if _FORMAL_MARKER.search(body) else (None, None)
         if formal is not None and formal != payload:
-            retry = parse_choice_letters(formal, choices)
+            retry = _parse_payload(formal, choices)
             if retry.ok:
                 parsed = retry
     if not parsed.ok and where == "last_line":

@@ -1,12 +1,17 @@
-"""Single-image perception baseline (paper §3.2): "Is <object> in this image?" answered yes or no.
+"""Single-image perception baseline (paper §3.2, §4.1, Fig. 3): "Is <object> in this image?" answered yes/no.
 
-For every row, one of its two images is drawn (seeded per row), and two questions are asked about it: one
-object that *is* in that image (from its object list) and one that is *not* (a choice of the same row absent
-from that image). Positives and negatives are therefore balanced and come from the same rows. A row whose
-image has no listed objects, or no absent choice, is skipped with that reason.
+For every row and for *each* of its two images, the paper's question is asked once per choice object
+(every choice but "No objects are in common"): objects in that image (from its object list) and objects
+not in it. An image's answers form its predicted object set, scored like a Common-O answer:
 
-Metrics: accuracy over all questions; hallucination rate = share of absent objects answered "yes";
-recall on present objects; parse failures (neither yes nor no) count as wrong.
+* single-image accuracy: every answer about the image right (exact set match);
+* single-image hallucination rate: absent objects answered "yes" / questions asked about the image;
+  ``hallucination_1plus`` / ``hallucination_2plus``: share of images with 1+ / 2+ such objects.
+
+These carry the same names as the multi-image metrics of ``eval commono``, so the two runs can be set
+side by side (``eval compare``) as in the paper's Figure 3. Per-question figures are reported too:
+``question_accuracy``, ``recall`` on present objects and ``yes_rate_absent``. An answer that is neither
+yes nor no counts as wrong (and as not hallucinated). A row without object lists is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -20,42 +25,44 @@ from commonlink.errors import NotEnoughDataError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, LazyBackend
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
-from commonlink.eval.commono import row_indices, write_outputs
+from commonlink.eval.commono import MAX_UNREADABLE_SHARE, row_indices, unreadable_limit, write_outputs
+from commonlink.eval.imaging import ImageProtocol, parse_image_protocol
 from commonlink.eval.metrics import N_BOOTSTRAP, perception_metrics
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.eval.runner import run_over_split
-from commonlink.formats.common_o import PERCEPTION_PROMPT
+from commonlink.formats.common_o import PERCEPTION_PROMPT, YES_NO_HINT
 from commonlink.formats.meta import utc_now
 from commonlink.loaders.common_o import open_common_o
-from commonlink.seeding import rng_for
 
 
-def perception_items(example, *, seed: int) -> list[tuple[GenerationRequest, dict]]:
-    """The two questions (present, absent) for one row, on one seeded-randomly chosen image."""
-    rng = rng_for(seed, "perception", example.id)
-    side = int(rng.integers(2))
-    image = example.image_1 if side == 0 else example.image_2
-    objects = example.objects_1 if side == 0 else example.objects_2
-    if not objects:
-        raise NotEnoughDataError(f"row {example.row_index}: image_{side + 1} has no object list, so no question can be asked.")
-    present = {o.casefold() for o in objects}
-    absent = [c for c in example.choices if c != NO_COMMON_OBJECTS and c.casefold() not in present]
-    if not absent:
-        raise NotEnoughDataError(f"row {example.row_index}: every choice is in image_{side + 1}; no absent object to ask about.")
-    positive = objects[int(rng.integers(len(objects)))]
-    negative = absent[int(rng.integers(len(absent)))]
+def perception_prompt(yes_no_hint: bool = False) -> str:
+    """The paper's question template; with ``yes_no_hint``, " Answer yes or no." after it."""
+    return PERCEPTION_PROMPT + (YES_NO_HINT if yes_no_hint else "")
+
+
+def perception_items(example, *, image_protocol: ImageProtocol | str | None = None, yes_no_hint: bool = False) -> list[tuple[GenerationRequest, dict]]:
+    """One question per choice object for each of the row's two images (present and absent objects)."""
+    protocol = parse_image_protocol(image_protocol)
+    template = perception_prompt(yes_no_hint)
+    objects_asked = [c for c in example.choices if c != NO_COMMON_OBJECTS]
     items = []
-    for obj, is_present in ((positive, True), (negative, False)):
-        request = GenerationRequest(
-            id=f"{example.id}/image_{side + 1}/{'present' if is_present else 'absent'}/{obj}",
-            images=[image],
-            prompt=PERCEPTION_PROMPT.format(obj),
-            choices=["yes", "no"],
-            multi_select=False,
-        )
-        meta = {"id": request.id, "row_index": example.row_index, "row_id": example.id, "image": f"image_{side + 1}", "object": obj,
-                "present": is_present, "source": example.source}
-        items.append((request, meta))
+    for side, (image, objects) in enumerate(((example.image_1, example.objects_1), (example.image_2, example.objects_2)), start=1):
+        if not objects:
+            raise NotEnoughDataError(f"row {example.row_index}: image_{side} has no object list, so no answer can be checked.")
+        present = {o.casefold() for o in objects}
+        shown = protocol.apply(image)
+        for obj in objects_asked:
+            is_present = obj.casefold() in present
+            request = GenerationRequest(
+                id=f"{example.id}/image_{side}/{'present' if is_present else 'absent'}/{obj}",
+                images=[shown],
+                prompt=template.format(obj),
+                choices=["yes", "no"],
+                multi_select=False,
+            )
+            meta = {"id": request.id, "row_index": example.row_index, "row_id": example.id, "image": f"image_{side}", "object": obj,
+                    "present": is_present, "source": example.source, "questions_about_image": len(objects_asked)}
+            items.append((request, meta))
     return items
 
 
@@ -82,10 +89,17 @@ def evaluate_perception(
     seed: int = 0,
     n_boot: int = N_BOOTSTRAP,
     show_progress: bool = True,
+    image_protocol: str | ImageProtocol | None = None,
+    yes_no_hint: bool = False,
+    max_unreadable_share: float = MAX_UNREADABLE_SHARE,
+    overwrite: bool = False,
 ) -> dict:
-    """Run the single-image yes/no baseline on one split; same outputs and resume rules as Common-O."""
+    """Run the single-image yes/no baseline on one split; same outputs, image protocol and resume rules as
+    Common-O. ``yes_no_hint`` adds " Answer yes or no." to the paper's question (off by default)."""
 
     settings = settings or GenerationSettings(seed=seed, max_new_tokens=64)
+    protocol = parse_image_protocol(image_protocol)
+    template = perception_prompt(yes_no_hint)
     dataset = open_common_o(data, split, revision=revision)
     indices = row_indices(len(dataset), limit, rows, shard)
     own_backend = backend_instance is None
@@ -93,15 +107,16 @@ def evaluate_perception(
     try:
         info = model_backend.info
         run = run_key(task="perception", dataset=dataset.fingerprint, split=split, model=info.fingerprint, backend=info.backend,
-                      prompt=PERCEPTION_PROMPT, sampling_seed=seed, settings=settings.to_dict(),
+                      prompt=template, protocol="every-choice-both-images", image_protocol=protocol.spec, settings=settings.to_dict(),
                       **({"backend_options": info.output_options} if info.output_options else {}))
         outcome = run_over_split(
             dataset, indices,
-            build=lambda ex: perception_items(ex, seed=seed),
+            build=lambda ex: perception_items(ex, image_protocol=protocol, yes_no_hint=yes_no_hint),
             finish=score_perception,
-            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard), run=run,
+            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard, overwrite=overwrite), run=run,
             batch_size=batch_size or info.default_batch_size, total=len(indices),
             description=f"perception {split}", show_progress=show_progress,
+            max_row_errors=unreadable_limit(len(indices), max_unreadable_share),
         )
         generate_s = model_backend.generate_seconds
         info = model_backend.info  # a lazy backend knows its dtype/device once loaded
@@ -113,7 +128,8 @@ def evaluate_perception(
         "toolkit_version": __version__,
         "created": utc_now(),
         "model": info.model, "backend": info.backend, "model_fingerprint": info.fingerprint, "backend_details": info.details,
-        "prompt": {"template": PERCEPTION_PROMPT},
+        "prompt": {"template": template, "yes_no_hint": yes_no_hint},
+        "image_protocol": protocol.to_dict(),
         "generation": settings.to_dict(),
         "seed": seed, "bootstrap_resamples": n_boot, "shard": list(shard) if shard else None,
         "dataset": {"source": dataset.source_name, "split": split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,

@@ -134,7 +134,11 @@ def run_over_split(
     total: int | None = None,
     description: str = "eval",
     show_progress: bool = True,
+    max_row_errors: int | None = None,
 ) -> RunOutcome:
+    """Run ``backend`` over the rows ``indices`` of ``split`` (see the module doc). With ``max_row_errors``, a
+    row that cannot be read beyond that many stops the run with a :class:`SchemaError` (so a split the loader
+    cannot read never ends as a score over a handful of rows, or over none)."""
     start = time.perf_counter()
     outcome = RunOutcome()
     state = BatchState(batch_size=max(1, batch_size))
@@ -177,6 +181,14 @@ def run_over_split(
                     raise SchemaError(
                         f"The first {SYSTEMIC_FAILURES} rows all failed; the first: {outcome.skipped[0]['reason']}",
                         "This is a problem with the dataset as a whole (wrong schema or source), not with single rows.",
+                    ) from exc
+                unreadable = [s for s in outcome.skipped if s["id"] is None]
+                if max_row_errors is not None and len(unreadable) > max_row_errors:
+                    examples = "; ".join(f"row {s['row']}: {s['reason']}" for s in unreadable[:3])
+                    raise SchemaError(
+                        f"{len(unreadable)} of the {total if total is not None else rows_read} rows requested cannot be read "
+                        f"(more than the {max_row_errors} allowed; stopped at row {i}), so no score is reported. First: {examples}",
+                        "Fix or drop those rows (the reasons name row, field and value), or allow more with --max-unreadable-share.",
                     ) from exc
                 continue
             rows_read += 1

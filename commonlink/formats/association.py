@@ -54,6 +54,9 @@ class LabelledImage:
     height: int
     origin: dict  #: where the pixels are (see module docstring)
     crop: list[int] | None = None  #: [x1, y1, x2, y2] or None
+    #: what the image shows, for memory and review text: the OCL object name ("sandwich"), the Pangea action
+    #: phrase; None when the source has no name (memory then says the image is unnamed, never shows an id)
+    name: str | None = None
 
     @property
     def pixels(self) -> int:
@@ -61,12 +64,13 @@ class LabelledImage:
 
     def to_json(self) -> dict:
         return {"id": self.id, "labels": self.labels, "width": self.width, "height": self.height,
-                "origin": self.origin, "crop": self.crop}
+                "origin": self.origin, "crop": self.crop, "name": self.name}
 
     @classmethod
     def from_json(cls, data: dict) -> LabelledImage:
         return cls(id=data["id"], labels=list(data["labels"]), width=int(data["width"]), height=int(data["height"]),
-                   origin=dict(data["origin"]), crop=list(data["crop"]) if data.get("crop") else None)
+                   origin=dict(data["origin"]), crop=list(data["crop"]) if data.get("crop") else None,
+                   name=data.get("name") or None)
 
 
 def step_concept_codes(plan: str) -> np.ndarray:
@@ -74,15 +78,12 @@ def step_concept_codes(plan: str) -> np.ndarray:
 
     A bridge step carries the concept of the run before it (its query comes from that run).
     """
-    codes = np.zeros(len(plan), dtype=np.int8)
-    current = 0
-    for t, ch in enumerate(plan):
-        if ch == PLAN_CONCEPT_1:
-            current = 0
-        elif ch == PLAN_CONCEPT_2:
-            current = 1
-        codes[t] = current
-    return codes
+    chars = np.frombuffer(plan.encode("ascii"), dtype=np.uint8)
+    value = (chars == ord(PLAN_CONCEPT_2)).astype(np.int8)
+    on_run = (chars == ord(PLAN_CONCEPT_1)) | (chars == ord(PLAN_CONCEPT_2))
+    # each step takes the value of the last run character at or before it (forward fill, vectorised)
+    last = np.maximum.accumulate(np.where(on_run, np.arange(len(plan)), -1)) if len(plan) else np.zeros(0, dtype=np.int64)
+    return np.where(last >= 0, value[np.maximum(last, 0)], 0).astype(np.int8)
 
 
 def task_file(out_dir: str | os.PathLike, task: str) -> Path:
@@ -142,7 +143,7 @@ def association_features(config: str):
     text, ids = Value("string"), List(Value("string"))
     if config == IMAGES_CONFIG:
         return Features({"id": text, "image": Image(), "labels": ids, "width": Value("int32"), "height": Value("int32"),
-                         "crop": List(Value("int32")), "origin": text})
+                         "crop": List(Value("int32")), "origin": text, "name": text})
     if config == "single_step":
         return Features({"id": text, "concept": text, "concept_kind": text, "query": text, "memory": ids,
                          "memory_concept": text, "candidates": ids, "answer": Value("int32"), "options": ids})

@@ -77,10 +77,46 @@ def dataset_info_entry(
     return entry
 
 
+#: Invisible characters that reorder the text around them (e.g. U+202E makes "gnp.exe" read "exe.png").
+BIDI_CONTROLS = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
+
+
+def neutralise_text(text: str) -> str:
+    """Text safe to show on a Hub page: bidirectional controls removed, ``<`` and ``>`` as HTML entities, so a
+    name or label like ``<script>`` is shown as written instead of being read as markup."""
+    return text.translate(BIDI_CONTROLS).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def neutralise_markdown(body: str) -> str:
+    """:func:`neutralise_text` outside fenced code blocks (inside them markup is not read, and a ``->`` in an
+    example must stay as written); bidirectional controls are removed everywhere."""
+    lines, fenced = [], False
+    for line in body.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        lines.append(line.translate(BIDI_CONTROLS) if fenced or line.lstrip().startswith("```") else neutralise_text(line))
+    return "\n".join(lines)
+
+
+def _neutral_metadata(value: Any, key: str = "") -> Any:
+    if isinstance(value, Mapping):
+        return {k: _neutral_metadata(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_neutral_metadata(v, key) for v in value]
+    if isinstance(value, str):
+        # size categories are Hub vocabulary written with '<' ("1K<n<10K")
+        return value.translate(BIDI_CONTROLS) if key == "size_categories" else neutralise_text(value)
+    return value
+
+
 def render_card(metadata: Mapping[str, Any], body_markdown: str) -> str:
-    """``---\\n<YAML>---\\n\\n<body>``; raises :class:`SchemaError` if the result does not read back."""
+    """``---\\n<YAML>---\\n\\n<body>``; raises :class:`SchemaError` if the result does not read back.
+
+    Names and labels come from users' files: every string is passed through :func:`neutralise_text`.
+    """
+    metadata = _neutral_metadata(dict(metadata))
     header = yaml.safe_dump(dict(metadata), sort_keys=False, allow_unicode=True, width=120)
-    text = f"---\n{header}---\n\n{body_markdown.strip()}\n"
+    text = f"---\n{header}---\n\n{neutralise_markdown(body_markdown.strip())}\n"
     validate_card(text, expected=metadata)
     return text
 
@@ -122,14 +158,15 @@ def validate_card(text: str, *, expected: Mapping[str, Any] | None = None) -> di
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    """A GitHub-flavoured Markdown table (pipes in cells escaped, cells neutralised: the Versions table that
+    ``release push`` adds holds the user's --message)."""
 
     def cell(value: Any) -> str:
         if isinstance(value, float):
             value = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         elif isinstance(value, int):
             value = f"{value:,}"
-        return str(value).replace("|", "\\|").replace("\n", " ")
+        return neutralise_text(str(value)).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from commonlink.constants import CATALOG_FILENAME
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import atomic_write, read_jsonl, safe_join
+from commonlink.fileio import (
+    atomic_write,
+    read_jsonl,
+    remove_stale_temp_files,
+    safe_join,
+)
+from commonlink.locks import output_lock
 
 SOURCES = ("real", "synthetic")
 
@@ -126,40 +132,20 @@ LOCK_FILENAME = ".catalog.lock"
 
 @contextlib.contextmanager
 def catalog_lock(catalog_dir: str | os.PathLike, *, what: str = "commonlink") -> Iterator[None]:
-    """Hold an exclusive lock on a catalog folder while rewriting it, so two writers cannot lose records.
+    """Hold the writer lock of a catalog folder while rewriting it, so two writers cannot lose records.
 
-    An advisory ``flock`` on ``<catalog>/.catalog.lock``: the operating system releases it when the process ends,
-    even on a crash, so a stale lock never blocks a later run. Where ``fcntl`` does not exist (Windows) the
-    lock is skipped.
+    :func:`commonlink.locks.output_lock` on ``<catalog>/.catalog.lock``; while it is held, temporary files
+    that killed writers left in the folder are removed. A folder created only to hold the lock is removed again
+    when the run wrote nothing (e.g. refused its input).
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
     folder = Path(catalog_dir)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder} is a file, not a catalog folder.", "Pick a folder path (new, or an existing catalog).")
     created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
-    lock_path = folder / LOCK_FILENAME
-    with open(lock_path, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise InputError(
-                f"The catalog {folder} is being written by {holder}.",
-                "Wait for that run to finish (or stop it), then run again.",
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{what} (pid {os.getpid()})")
-        handle.flush()
-        try:
+    try:
+        with output_lock(folder, what=what, lock_file=folder / LOCK_FILENAME):
+            remove_stale_temp_files(folder)
             yield
-        finally:
-            if created and [p.name for p in folder.iterdir()] == [LOCK_FILENAME]:
-                # The run wrote nothing (e.g. refused its input): leave no empty folder behind.
-                lock_path.unlink()
-                folder.rmdir()
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    finally:
+        if created and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()

@@ -7,6 +7,8 @@ the eval module. Keep this module free of heavy imports.
 
 from __future__ import annotations
 
+import functools
+import re
 import string
 from typing import Any
 
@@ -20,14 +22,21 @@ MULTI_IMAGE_PROMPT = (
 #: For single-image models that receive the two images concatenated side by side (paper §3.2, second prompt).
 CONCAT_IMAGE_PROMPT = "There are two images provided, one on the left and the other on the right. " + MULTI_IMAGE_PROMPT
 
-#: Single-image perception baseline (paper §3.2).
-PERCEPTION_PROMPT = "Is {} in this image? Answer yes or no."
+#: Single-image perception baseline (paper §3.2, verbatim).
+PERCEPTION_PROMPT = "Is {} in this image?"
+#: Wording added after the paper's perception question only when asked for (``--yes-no-hint``).
+YES_NO_HINT = " Answer yes or no."
 
 QUESTION_TEMPLATE_ID = "which_objects_in_both_v1"
 
 
 def letters(n: int) -> list[str]:
     """A, B, ..., Z, AA, AB, ... for ``n`` choices."""
+    return list(_letters(n))
+
+
+@functools.lru_cache(maxsize=64)
+def _letters(n: int) -> tuple[str, ...]:
     out = []
     for i in range(n):
         label = ""
@@ -38,7 +47,7 @@ def letters(n: int) -> list[str]:
             if k < 0:
                 break
         out.append(label)
-    return out
+    return tuple(out)
 
 
 def format_choices(choices: list[str]) -> str:
@@ -49,6 +58,55 @@ def format_choices(choices: list[str]) -> str:
 def common_o_question(choices: list[str], *, concat: bool = False) -> str:
     template = CONCAT_IMAGE_PROMPT if concat else MULTI_IMAGE_PROMPT
     return template.format(format_choices(choices))
+
+
+#: The sentence the paper's second prompt adds in front of the first one (§3.2).
+CONCAT_PREFIX = CONCAT_IMAGE_PROMPT[: len(CONCAT_IMAGE_PROMPT) - len(MULTI_IMAGE_PROMPT)]
+
+
+def concat_question(question: str) -> str:
+    """The paper's side-by-side prompt for a row's own question: its left/right sentence, then the question."""
+    return question if question.startswith(CONCAT_PREFIX) else CONCAT_PREFIX + question
+
+
+def question_choice_text(question: str) -> str | None:
+    """The text the paper's template put in place of ``{}`` when ``question`` follows either template
+    exactly (the lettered choices, however they were written), else None."""
+    for template in (CONCAT_IMAGE_PROMPT, MULTI_IMAGE_PROMPT):
+        prefix, suffix = template.split("{}")
+        if len(question) > len(prefix) + len(suffix) and question.startswith(prefix) and question.endswith(suffix):
+            return question[len(prefix) : len(question) - len(suffix)]
+    return None
+
+
+_FIRST_LETTER = re.compile(r"(?:^|(?<=[\s:(\[]))\(?A[.)]\s+")
+
+
+def split_lettered(text: str, count: int | None = None) -> list[str] | None:
+    """``"A. apple, B. paring knife, wooden handle, C. keys"`` -> ``["apple", "paring knife, wooden handle",
+    "keys"]``: items cut at the letter markers (``A.``, ``A)``, ``(A)``), so commas inside names stay.
+
+    With ``count``, exactly that many markers must follow one another; without it, as many as are found.
+    Returns None when the text holds no such sequence (fewer than two markers, or fewer than ``count``).
+    The last item runs to the end of ``text``: callers cut a trailing sentence themselves.
+    """
+    first = _FIRST_LETTER.search(text)
+    if first is None:
+        return None
+    labels = letters(count if count else 702)
+    items: list[str] = []
+    pos = first.end()
+    for label in labels[1:]:
+        marker = re.compile(r"[,;]?\s+\(?" + label + r"[.)]\s+")
+        found = marker.search(text, pos)
+        if found is None:
+            break
+        items.append(text[pos : found.start()].strip())
+        pos = found.end()
+    items.append(text[pos:].strip())
+    if len(items) < 2 or (count and len(items) != count):
+        return None
+    return items
 
 
 #: Columns of the published facebook/Common-O parquet files, in their order, with their ``datasets`` types.

@@ -8,6 +8,7 @@ one writer, one clock.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -32,11 +33,54 @@ def meta_path(data_file: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(data_file)}.meta.json")
 
 
+def data_fingerprint(data_file: str | os.PathLike) -> tuple[str, int]:
+    """``(sha256, rows)`` of a JSON-lines file in one pass (rows: non-blank lines)."""
+    digest = hashlib.sha256()
+    rows = 0
+    with open(data_file, "rb") as handle:
+        for line in handle:
+            digest.update(line)
+            rows += bool(line.strip())
+    return digest.hexdigest(), rows
+
+
 def write_meta(data_file: str | os.PathLike, meta: dict) -> Path:
-    """Write the sidecar of ``data_file`` atomically; returns its path."""
+    """Write the sidecar of ``data_file`` atomically, with the file's ``sha256`` and ``rows``; returns its path.
+
+    Written after the data file, so the fingerprint is of the file as it now is: a later reader (a rerun,
+    ``release build``) checks the file against it with :func:`verify_data_file`.
+    """
+    sha256, rows = data_fingerprint(data_file)
     path = meta_path(data_file)
-    atomic_write_json(path, meta)
+    atomic_write_json(path, {**meta, "sha256": sha256, "rows": rows})
     return path
+
+
+def data_file_problem(data_file: str | os.PathLike, meta: dict) -> str | None:
+    """Why ``data_file`` is not the file its sidecar ``meta`` describes (``None`` when it is).
+
+    Compares the sha256 and the row count the sidecar records; a sidecar from before they were recorded is
+    checked on its ``count`` alone.
+    """
+    sha256, rows = data_fingerprint(data_file)
+    expected_rows = meta.get("rows", meta.get("count"))
+    if isinstance(expected_rows, int) and rows != expected_rows:
+        return f"it has {rows} rows where its sidecar {meta_path(data_file).name} records {expected_rows}"
+    if meta.get("sha256") and meta["sha256"] != sha256:
+        return (f"its content differs from what its sidecar {meta_path(data_file).name} records (sha256; "
+                f"{rows} rows, as recorded)")
+    return None
+
+
+def verify_data_file(data_file: str | os.PathLike, meta: dict) -> None:
+    """A :class:`SchemaError` naming ``data_file`` when it was truncated or edited after its sidecar was written."""
+    problem = data_file_problem(data_file, meta)
+    if problem:
+        raise SchemaError(
+            f"{data_file} was changed after it was written: {problem}.",
+            "Rebuild it with the command that made it (`commonlink pairs ... --overwrite`, or `commonlink chains` "
+            "into the same --out), or restore the original file.",
+        )
 
 
 def read_meta(data_file: str | os.PathLike, *, fix: str = "Regenerate the file with `commonlink pairs` or `commonlink chains`.") -> dict:
@@ -59,4 +103,7 @@ def read_meta(data_file: str | os.PathLike, *, fix: str = "Regenerate the file w
     return meta
 
 
-__all__ = ["ASSOCIATION_CHAINS_KIND", "COMMON_O_PAIRS_KIND", "KINDS", "meta_path", "read_meta", "utc_now", "write_meta"]
+__all__ = [
+    "ASSOCIATION_CHAINS_KIND", "COMMON_O_PAIRS_KIND", "KINDS", "data_file_problem", "data_fingerprint", "meta_path",
+    "read_meta", "utc_now", "verify_data_file", "write_meta",
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 from commonlink.errors import InputError, SchemaError
@@ -51,6 +52,22 @@ def check_license(license: str) -> str:
     return license
 
 
+def check_name(name: str | None) -> str | None:
+    """``--name`` is shown as the card's title and ``pretty_name``: one line of printable text."""
+    if name is None:
+        return None
+    if not name.strip():
+        raise InputError("--name is empty.", "Give a short title, e.g. --name 'Common-O extra', or leave --name out.")
+    bad = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) == "Cc"})  # line breaks, tabs, NUL...
+    if bad:
+        what = "a line break" if any(c in name for c in "\r\n") else "control characters"
+        raise InputError(
+            f"--name {name!r} holds {what} ({', '.join(bad)}); the name is the card's one-line title.",
+            "Write the name on one line, e.g. --name 'My set'.",
+        )
+    return name
+
+
 def read_release_manifest(release_dir: str | os.PathLike) -> dict:
     """The folder's ``manifest.json``; clear errors when it is not a release folder."""
     path = Path(release_dir) / MANIFEST_FILENAME
@@ -66,6 +83,6 @@ def read_release_manifest(release_dir: str | os.PathLike) -> dict:
 
 
 __all__ = [
-    "CARD_FILENAME", "DEFAULT_LICENSE", "DEFAULT_VERSION", "MANIFEST_FILENAME", "check_license", "check_version",
+    "CARD_FILENAME", "DEFAULT_LICENSE", "DEFAULT_VERSION", "MANIFEST_FILENAME", "check_license", "check_name", "check_version",
     "is_version", "read_release_manifest", "version_key",
 ]

@@ -52,6 +52,7 @@ class AssociationImage:
     id: str
     labels: list[str]
     _open: Callable[[str], Any] = field(repr=False, compare=False, default=None)
+    name: str | None = None  #: what the image shows (OCL object, Pangea action phrase), None when unnamed
 
     @property
     def image(self) -> Any:
@@ -146,8 +147,10 @@ AssociationTask = SingleStepTask | DeductionTask | Chain
 class _ImageStore:
     """id -> labels, and id -> decoded image (small LRU cache)."""
 
-    def __init__(self, labels: dict[str, list[str]], opener: Callable[[str], Any], cache_size: int = 64):
+    def __init__(self, labels: dict[str, list[str]], opener: Callable[[str], Any], cache_size: int = 64,
+                 names: dict[str, str | None] | None = None):
         self._labels = labels
+        self._names = names or {}
         self._opener = opener
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
@@ -156,7 +159,7 @@ class _ImageStore:
         if image_id not in self._labels:
             raise SchemaError(f"Image id {image_id!r} is referenced by a task but missing from the images table.",
                               "Rebuild the release (or chain files); the images table must hold every referenced image.")
-        return AssociationImage(image_id, self._labels[image_id], self.open)
+        return AssociationImage(image_id, self._labels[image_id], self.open, name=self._names.get(image_id))
 
     def open(self, image_id: str) -> Any:
         img = self._cache.get(image_id)
@@ -312,7 +315,7 @@ def _open_chain_file(path: Path, config: str) -> AssociationSplit:
         img = by_id[image_id]
         return fetcher.open(img.origin, img.crop, what=f"image {image_id}")
 
-    store = _ImageStore(labels, opener)
+    store = _ImageStore(labels, opener, names={img.id: img.name for img in table})
 
     def ref(index: Any) -> AssociationImage:
         if not isinstance(index, int) or not 0 <= index < len(table):
@@ -342,11 +345,13 @@ def _open_release(path_or_repo: str, config: str, revision: str | None) -> Assoc
     ids = list(images["id"])
     labels = {i: list(l) for i, l in zip(ids, images["labels"])}
     row_of = {image_id: row for row, image_id in enumerate(ids)}
+    # releases built before images carried names have no name column: every image is unnamed there
+    names = dict(zip(ids, images["name"])) if "name" in images.column_names else {}
 
     def opener(image_id: str):
         return images[row_of[image_id]]["image"]
 
-    store = _ImageStore(labels, opener)
+    store = _ImageStore(labels, opener, names=names)
     options: list[str] = []
     concept_kind = "concept"
     if len(tasks):

@@ -2,8 +2,11 @@
 
 One loader serves both because our releases use the published columns and types (docs/formats.md). The
 published list columns (``choices``, ``ground_truth_objects``, ``objects_1``, ``objects_2``) are *strings*
-whose encoding is not documented, so :func:`parse_list_field` accepts JSON lists, Python-literal lists and
-comma-separated text, and raises :class:`SchemaError` naming the row and the field when a value fits none.
+whose encoding is not documented: :mod:`commonlink.loaders.common_o_lists` reads every plausible encoding
+(JSON, Python literal, the paper's bracketed unquoted form, comma-separated, lettered), takes ground truth
+as names or letters, cross-checks each row with ``answer``, ``num_choices``, ``num_ground_truth_objects`` and
+the question, and raises :class:`SchemaError` naming the row, the field and the value when a row is
+ambiguous or contradicts itself.
 
 Sources:
 
@@ -19,18 +22,15 @@ Images are decoded with :func:`commonlink.images.open_image` (pixel cap, clear e
 
 from __future__ import annotations
 
-import ast
 import bisect
 import glob
 import hashlib
-import json
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import safe_join
 from commonlink.formats.card import read_card_metadata
@@ -38,94 +38,12 @@ from commonlink.formats.common_o import (
     PROVENANCE_COLUMNS,
     REQUIRED_COLUMNS,
     common_o_question,
-    letters,
 )
 from commonlink.images import open_image
+from commonlink.loaders.common_o_lists import decode_row_lists, parse_list_field
 from commonlink.loaders.types import CommonOExample
 
-_MAX_LIST_TEXT = 100_000  # longer "list" strings are refused rather than parsed (literal_eval cost)
-_LETTER_PREFIX = re.compile(r"^([A-Z]{1,2})[.)]\s+(.*)$", re.S)
-
-
-# ----------------------------------------------------------------------------------------------- list fields
-
-
-def parse_list_field(text: Any, *, row: int | str, field: str) -> list[str]:
-    """Parse a list-valued string field: JSON list, Python-literal list/tuple, or comma-separated text.
-
-    ``'["apple", "keys"]'``, ``"['apple', 'keys']"`` and ``"apple, keys"`` all give ``["apple", "keys"]``;
-    an empty string gives ``[]``. Comma-separated items are split on ``,`` and stripped (so object names
-    must not contain commas in that encoding). Raises :class:`SchemaError` naming ``row`` and ``field`` when
-    the value fits none of these (e.g. a broken ``[...]``, a JSON object, a list of non-strings, empty items).
-    """
-    where = f"row {row}, field {field!r}"
-    if isinstance(text, (list, tuple)):  # already a list (e.g. a Sequence feature)
-        return _as_string_list(list(text), where=where, shown=text)
-    if text is None:
-        raise SchemaError(f"{where}: value is missing (null).", "Every list field needs a value; use '[]' for an empty list.")
-    if not isinstance(text, str):
-        raise SchemaError(f"{where}: expected a string holding a list, got {type(text).__name__}.")
-    stripped = text.strip()
-    if not stripped:
-        return []
-    if len(stripped) > _MAX_LIST_TEXT:
-        raise SchemaError(f"{where}: list text is {len(stripped):,} characters long (limit {_MAX_LIST_TEXT:,}).")
-    if stripped[0] in "[(":
-        try:
-            value = json.loads(stripped)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the decoder's limit
-            try:
-                value = ast.literal_eval(stripped)  # Python-literal lists: ['a', 'b'] — literal_eval only, never eval
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                raise SchemaError(
-                    f"{where}: {_excerpt(stripped)} looks like a list but is neither valid JSON nor a Python literal.",
-                    "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys).",
-                ) from None
-        if not isinstance(value, (list, tuple)):
-            raise SchemaError(f"{where}: {_excerpt(stripped)} is a {type(value).__name__}, not a list.")
-        return _as_string_list(list(value), where=where, shown=stripped)
-    if stripped[0] == "{":
-        raise SchemaError(
-            f"{where}: {_excerpt(stripped)} is an object, not a JSON list, a Python-literal list or comma-separated names.",
-            "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys).",
-        )
-    items = [part.strip() for part in stripped.split(",")]
-    quoted = any(item[:1] in "\"'" or item[-1:] in "\"'" for item in items if item)
-    if quoted or any(ch in stripped for ch in "[]{}"):
-        # Quoted names without brackets ("'apple', 'keys'") are a Python tuple literal. Other text with brackets
-        # or quotes around names is not plain comma-separated names and would be misread, so it is refused.
-        # (An apostrophe inside a name, as in "children's book", is fine.)
-        try:
-            value = ast.literal_eval(f"[{stripped}]")
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise SchemaError(
-                f"{where}: {_excerpt(stripped)} is not a JSON list, a Python-literal list or comma-separated names.",
-                "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys).",
-            ) from None
-        return _as_string_list(value, where=where, shown=stripped)
-    if any(not item for item in items):
-        raise SchemaError(
-            f"{where}: comma-separated list {_excerpt(stripped)} has an empty item.",
-            "Remove the doubled or trailing comma.",
-        )
-    return items
-
-
-def _as_string_list(values: list, *, where: str, shown: Any) -> list[str]:
-    out = []
-    for item in values:
-        if not isinstance(item, str):
-            raise SchemaError(f"{where}: list {_excerpt(str(shown))} holds a {type(item).__name__}, expected only strings.")
-        item = item.strip()
-        if not item:
-            raise SchemaError(f"{where}: list {_excerpt(str(shown))} holds an empty name.")
-        out.append(item)
-    return out
-
-
-def _excerpt(text: str, limit: int = 80) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
-
+__all__ = ["CommonOSplit", "load_common_o", "open_common_o", "parse_list_field"]
 
 # ------------------------------------------------------------------------------------------------ row sources
 
@@ -282,42 +200,35 @@ class CommonOSplit:
     # -- decoding
 
     def _example(self, i: int, row: dict, *, images: bool = True) -> CommonOExample:
-        where = f"{self.source_name} split {self.split!r} row {i}"
-        choices = _strip_letter_prefixes(parse_list_field(row.get("choices"), row=f"{i} of {self.source_name}", field="choices"))
-        if not choices:
-            raise SchemaError(f"{where}, field 'choices': the list of choices is empty.")
-        truth = parse_list_field(row.get("ground_truth_objects"), row=f"{i} of {self.source_name}", field="ground_truth_objects")
-        objects_1 = self._list(row, i, "objects_1")
-        objects_2 = self._list(row, i, "objects_2")
-        ground_truth, answer_letters = _match_ground_truth(truth, choices, where=where)
+        lists = decode_row_lists(row, row_label=f"{i} of {self.source_name}")
         source = str(row.get("real_or_synthetic") or "").strip().lower()
-        question = row.get("question") or common_o_question(choices)
+        question = row.get("question")
+        has_question = isinstance(question, str) and bool(question.strip())
         extra = {k: row[k] for k in PROVENANCE_COLUMNS if k in row and k != "id" and row[k] is not None}
         for key in ("answer", "question_template", "answer_type"):
             if row.get(key) is not None:
                 extra[key] = row[key]
+        extra.update(list_encodings=lists.encodings, ground_truth_as=lists.ground_truth_as, answer_checked=lists.answer_checked)
+        if lists.notes:
+            extra["list_notes"] = lists.notes
         return CommonOExample(
             id=str(row["id"]) if row.get("id") else f"{self.split}-{i}",
             image_1=self._image(row, i, "image_1") if images else None,
             image_2=self._image(row, i, "image_2") if images else None,
-            choices=choices,
-            ground_truth=ground_truth,
-            answer_letters=answer_letters,
-            question=str(question),
+            choices=lists.choices,
+            ground_truth=lists.ground_truth,
+            answer_letters=lists.answer_letters,
+            question=question if has_question else common_o_question(lists.choices),
+            question_source="dataset" if has_question else "built",
             source=source,
-            objects_1=objects_1,
-            objects_2=objects_2,
-            num_objects_image_1=_int_or(row.get("num_objects_image_1"), len(objects_1)),
-            num_objects_image_2=_int_or(row.get("num_objects_image_2"), len(objects_2)),
+            objects_1=lists.objects_1,
+            objects_2=lists.objects_2,
+            num_objects_image_1=_int_or(row.get("num_objects_image_1"), len(lists.objects_1)),
+            num_objects_image_2=_int_or(row.get("num_objects_image_2"), len(lists.objects_2)),
             split=self.split,
             row_index=i,
             extra=extra,
         )
-
-    def _list(self, row: dict, i: int, field: str) -> list[str]:
-        if row.get(field) is None:
-            return []
-        return parse_list_field(row[field], row=f"{i} of {self.source_name}", field=field)
 
     def _image(self, row: dict, i: int, field: str):
         value = row.get(field)
@@ -340,35 +251,6 @@ class CommonOSplit:
                                  "Rebuild the release; images must be embedded as bytes.") from None
             return open_image(local, what=what)
         raise InputError(f"{what}: no image bytes in the row.", "Rebuild the release; images must be embedded as bytes.")
-
-
-def _strip_letter_prefixes(choices: list[str]) -> list[str]:
-    """``["A. apple", "B. keys"]`` -> ``["apple", "keys"]`` when *every* choice carries its own letter."""
-    expected = letters(len(choices))
-    matches = [_LETTER_PREFIX.match(c) for c in choices]
-    if choices and all(m and m.group(1) == letter for m, letter in zip(matches, expected)):
-        return [m.group(2).strip() for m in matches]  # type: ignore[union-attr]
-    return choices
-
-
-def _match_ground_truth(truth: list[str], choices: list[str], *, where: str) -> tuple[list[str], list[str]]:
-    """Map ground-truth names onto the choices (exact, then case-insensitive); returns (names, sorted letters)."""
-    if not truth:
-        truth = [NO_COMMON_OBJECTS]
-    lowered = {c.casefold(): idx for idx, c in reversed(list(enumerate(choices)))}
-    exact = {c: idx for idx, c in reversed(list(enumerate(choices)))}
-    indices = []
-    for name in truth:
-        idx = exact.get(name, lowered.get(name.casefold()))
-        if idx is None:
-            raise SchemaError(
-                f"{where}, field 'ground_truth_objects': {name!r} is not one of the choices {choices}.",
-                "Every ground-truth object must appear among the choices; fix or drop the row.",
-            )
-        indices.append(idx)
-    indices = sorted(set(indices))
-    labels = letters(len(choices))
-    return [choices[k] for k in indices], [labels[k] for k in indices]
 
 
 def _int_or(value: Any, default: int) -> int:

@@ -16,7 +16,7 @@ class CommonOExample:
     choices: list[str]  #: in letter order (choices[0] is "A")
     ground_truth: list[str]  #: objects in both images, or [NO_COMMON_OBJECTS]
     answer_letters: list[str]  #: letters of ``ground_truth`` within ``choices``, sorted
-    question: str
+    question: str  #: the row's own question when it has one (sent verbatim), else the paper's prompt built from the choices
     source: str  #: "real" | "synthetic"
     objects_1: list[str]
     objects_2: list[str]
@@ -24,4 +24,5 @@ class CommonOExample:
     num_objects_image_2: int
     split: str = ""
     row_index: int = -1
+    question_source: str = "built"  #: "dataset" (the row's question column) or "built" (common_o_question)
     extra: dict = field(default_factory=dict)  #: provenance columns (image ids, scene/view ids) when present

@@ -4,7 +4,7 @@ Layout (one parquet folder per config, split ``test``)::
 
     RELEASE_DIR/README.md                       card: configs block, concepts, pool sizes, counts, settings
     RELEASE_DIR/manifest.json                   kind "association", configs, sha256/size of every file
-    RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin
+    RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin, name
     RELEASE_DIR/single_step/test-*.parquet      tasks that reference images by id
     RELEASE_DIR/deduction/test-*.parquet
     RELEASE_DIR/synchronous/test-*.parquet      one row per chain; per-step lists of image ids
@@ -59,7 +59,7 @@ from commonlink.formats.release import (
     MANIFEST_FILENAME,
     read_release_manifest,
 )
-from commonlink.images import open_image
+from commonlink.images import check_image, open_image
 from commonlink.progress import track
 from commonlink.release.association_card import render_association_card
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
@@ -185,6 +185,8 @@ def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
     except Exception as exc:
         raise InputError(f"Image {img.id}: not a readable image ({exc}).", "Fix or remove it from the source.") from exc
     if not dirty:
+        # decoded, so a truncated, oversized or replaced file is refused rather than published
+        check_image(data, what=f"Image {img.id}" + (f" ({path})" if path else ""), size=(img.width, img.height))
         return data
     return clean_image(open_image(data, what=f"image {img.id}")).data
 
@@ -235,7 +237,7 @@ def build_association_release(
         raise InputError("No chain files given.", "Pass the .jsonl files written by `commonlink chains`.")
     out_dir = Path(out_dir).expanduser().resolve()
     name = name or out_dir.name
-    check_options(license=license, version=version)
+    check_options(license=license, version=version, name=name)
     empty: list[str] = []
     inputs = _read_inputs(chain_files, empty)
     notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
@@ -272,7 +274,8 @@ def build_association_release(
                 image_bytes += len(data)
                 width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
                 writer.write({"id": img.id, "image": {"bytes": data, "path": None}, "labels": img.labels, "width": width,
-                              "height": height, "crop": img.crop, "origin": _origin_text(img.origin)})
+                              "height": height, "crop": img.crop, "origin": _origin_text(img.origin),
+                              "name": img.name})
         configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
         for inp in inputs:
             ids = [img.id for img in inp.table]
@@ -289,6 +292,7 @@ def build_association_release(
             "images": len(images), "image_bytes": image_bytes,
             "source": without_local_paths(first.get("source") or {}),
             "construction": without_local_paths(first.get("config", {})),
+            "verification": first.get("verification"),
         }
         card = render_association_card(name=name, version=version, license=license, configs=configs,
                                        features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__)

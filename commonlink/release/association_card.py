@@ -23,6 +23,32 @@ _CONFIG_TEXT = {
 }
 
 
+def negatives_and_preset_line(construction: Mapping[str, Any]) -> str:
+    """The card's one-line statement of how negatives were drawn and which concept set was used."""
+    negatives = construction.get("negatives", "chain")
+    rule = ("a negative shares no label at all with its query (paper eqs. 1, 4, 5)" if negatives == "disjoint"
+            else "a negative only lacks the task's concepts; it may share other labels with its query (not the paper's rule)")
+    preset = construction.get("preset")
+    concepts = (f"concept preset `{preset}` (the paper's named concepts and asynchronous pairs)" if preset
+                else "no concept preset (concepts and pairs chosen by the builder's options)")
+    return f"**Sampling:** negatives `{negatives}`: {rule}; {concepts}."
+
+
+def verification_text(verification: Mapping[str, Any] | None) -> str:
+    """What the card says about the paper's MLLM verification and human review (§4.2)."""
+    if not verification:
+        return ("Not verified: labels come from the source dataset unchanged; the paper's MLLM verification and human "
+                "review (§4.2) were not applied (`commonlink chains verify`), so annotation errors of the source carry over.")
+    model = verification.get("model") or {}
+    who = [f"model `{model.get('model')}` ({model.get('backend')})"] if model else []
+    if verification.get("human_decisions"):
+        who.append("human review decisions")
+    return (f"Verified with {' and '.join(who)}: {verification.get('claims', 0):,} (image, concept) claims asked, "
+            f"{verification.get('rejected', 0):,} rejected; rejected labels were removed from the images and the chain "
+            f"steps and tasks relying on them dropped (every claim and drop: the build's verification.json). "
+            f"Question asked per claim: \"{verification.get('prompt', '')}\"")
+
+
 def render_association_card(*, name: str, version: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any],
                             stats: Mapping[str, Any], seed: Any, toolkit_version: str) -> str:
     """The README.md of an association release (YAML header readable by ``datasets`` and the Hub)."""
@@ -47,6 +73,8 @@ def render_association_card(*, name: str, version: str, license: str, configs: M
     pair_rows = [(" + ".join(p["concepts"]), p["bridge_pool_size"]) for p in stats.get("pairs", [])]
     config_rows = [(c, _CONFIG_TEXT[c], configs[c]["rows"], steps.get(c, "")) for c in order]
     source = stats.get("source") or {}
+    sampling = negatives_and_preset_line(construction)
+    verification = verification_text(stats.get("verification"))
     body = f"""
 # {name}
 
@@ -73,6 +101,8 @@ Chains are pre-sampled to their cap: `positive[t]` is the query of step `t+1` (`
 the first `warmup` steps are warm-up steps (the harness forces the correct choice); `plan` has one character a
 step: `1`/`2` on concept 1/2, `b` a bridge step whose positive carries both concepts.
 
+{sampling}
+
 ## Concepts ({stats.get("concept_kind", "concept")})
 
 Pool = images carrying the concept; negative pool = images carrying none of a task's concepts.
@@ -92,12 +122,12 @@ Source: {source.get("source_type", "?")} `{source.get("source", "")}`; samples r
 {source.get("dropped_unlabelled", "?")}.
 
 Invariants checked while building: a positive always shares the step's concept with its query, a negative
-never carries any of the task's concepts, the two candidates of a step differ. Every chain is drawn from its
-own generator (seed, task, concept(s), chain index), so any chain can be rebuilt alone.
+never carries any of the task's concepts (with disjoint negatives: no label of its query), the two candidates
+of a step differ. Every chain is drawn from its own generator (seed, task, concept(s), chain index), so any
+chain can be rebuilt alone.
 
-## Limitations
+## Verification
 
-Labels come from the source dataset unchanged: the paper's MLLM verification and human review (§4.2) are not
-applied, so annotation errors of the source carry over.
+{verification}
 """
     return render_card(metadata, body)

@@ -12,6 +12,7 @@ from commonlink.formats.meta import (
     read_meta,
 )
 from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
+from commonlink.locks import output_lock
 from commonlink.release.association import build_association_release
 from commonlink.release.common_o import build_common_o_release
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
@@ -43,10 +44,12 @@ def build_release(
     kind = distinct[0]
     options = dict(name=name, version=version, license=license, max_shard_bytes=max_shard_bytes, overwrite=overwrite,
                    progress=progress)
-    if kind == ASSOCIATION_CHAINS_KIND:
-        return build_association_release([Path(p) for p in inputs], Path(out_dir), **options)
-    if kind == COMMON_O_PAIRS_KIND:
-        return build_common_o_release(inputs, out_dir, **options)
+    # One build per --out at a time: a second run into the same folder is refused (it would replace the first).
+    with output_lock(Path(out_dir).expanduser().resolve(), what="commonlink release build"):
+        if kind == ASSOCIATION_CHAINS_KIND:
+            return build_association_release([Path(p) for p in inputs], Path(out_dir), **options)
+        if kind == COMMON_O_PAIRS_KIND:
+            return build_common_o_release(inputs, out_dir, **options)
     raise InputError(
         f"Unknown input kind {kind!r} (from {next(iter(kinds))}.meta.json).",
         f"Inputs must be '{COMMON_O_PAIRS_KIND}' (commonlink pairs) or '{ASSOCIATION_CHAINS_KIND}' (commonlink chains).",

@@ -21,13 +21,13 @@ import hashlib
 import json
 import os
 import re
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from commonlink import __version__
-from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.constants import AREA_BAND, NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
     atomic_write_json,
@@ -37,15 +37,27 @@ from commonlink.fileio import (
     sha256_bytes,
     sha256_file,
 )
-from commonlink.formats.catalog import outside_link_error
+from commonlink.formats.catalog import (
+    CatalogRecord,
+    catalog_file,
+    iter_catalog,
+    outside_link_error,
+)
 from commonlink.formats.common_o import common_o_features, letters
-from commonlink.formats.meta import COMMON_O_PAIRS_KIND, meta_path, read_meta, utc_now
+from commonlink.formats.meta import (
+    COMMON_O_PAIRS_KIND,
+    meta_path,
+    read_meta,
+    utc_now,
+    verify_data_file,
+)
 from commonlink.formats.release import (
     CARD_FILENAME,
     DEFAULT_LICENSE,
     DEFAULT_VERSION,
     MANIFEST_FILENAME,
 )
+from commonlink.images import check_image
 from commonlink.progress import track
 from commonlink.release.datasheet import render_common_o_card
 from commonlink.release.figures import write_common_o_figures
@@ -88,7 +100,7 @@ def build_common_o_release(
     """Write a Common-O release folder from pairs files (one split per file's meta ``split``)."""
     out_dir = Path(out_dir).expanduser().resolve()
     name = name or out_dir.name
-    check_options(license=license, version=version)
+    check_options(license=license, version=version, name=name)
     inputs = _read_inputs(pairs_files)
     seed = _common_seed(inputs)
     config = {
@@ -192,6 +204,28 @@ class _SplitShards:
         return record
 
 
+_INDEXES: OrderedDict[tuple, dict[str, CatalogRecord]] = OrderedDict()
+
+
+def catalog_index(catalog: str) -> dict[str, CatalogRecord]:
+    """``{id: record}`` of a catalog, read once and kept (a few catalogs) while its ``catalog.jsonl`` is unchanged
+    (same inode, size and modification time), so rows checked one at a time do not re-read it."""
+    try:
+        info = os.stat(catalog_file(catalog))
+    except OSError:
+        info = None
+    key = (catalog, info.st_ino, info.st_size, info.st_mtime_ns) if info else None
+    if key is not None and key in _INDEXES:
+        _INDEXES.move_to_end(key)
+        return _INDEXES[key]
+    index = {r.id: r for r in iter_catalog(catalog)}
+    if key is not None:
+        _INDEXES[key] = index
+        while len(_INDEXES) > 4:
+            _INDEXES.popitem(last=False)
+    return index
+
+
 class CatalogImageReader:
     """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
 
@@ -201,6 +235,32 @@ class CatalogImageReader:
 
     def __init__(self) -> None:
         self._folders: dict[tuple[str, str], str] = {}
+        self._records: dict[str, dict[str, CatalogRecord]] = {}
+        self._verified: set[tuple[str, int, int]] = set()
+
+    def verify_image(self, data: bytes, record: CatalogRecord, *, what: str) -> None:
+        """Decode ``data`` (the bytes of ``record``'s file, sha256 already matched) under the pixel cap and check
+        its size against the record; an image used by many rows is decoded once per build."""
+        key = (record.sha256, record.width, record.height)
+        if key not in self._verified:
+            check_image(data, what=what, size=(record.width, record.height))
+            self._verified.add(key)
+
+    def record(self, catalog: str, image_id: str, *, what: str) -> CatalogRecord:
+        """The catalog record of ``image_id`` (each catalog read once); an error when it has none."""
+        records = self._records.get(catalog)
+        if records is None:
+            try:
+                records = self._records[catalog] = catalog_index(catalog)
+            except InputError as exc:
+                raise InputError(f"{what}: {exc.problem}", exc.fix) from None
+        found = records.get(image_id)
+        if found is None:
+            raise SchemaError(
+                f"{what}: id {image_id!r} is not a record of the catalog {catalog}.",
+                "Sample the pairs again from the current catalog (`commonlink pairs ... --overwrite`).",
+            )
+        return found
 
     def path(self, catalog: str, relative: str, *, what: str) -> str:
         head, tail = os.path.split(relative)
@@ -282,23 +342,23 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
         )
     if row["source"] not in ("real", "synthetic"):
         raise SchemaError(f"{where}: source must be 'real' or 'synthetic', got {row['source']!r}.")
+    check_row_types(row, where)
     reader = reader or CatalogImageReader()
     images, objects = [], []
     for key in ("image_1", "image_2"):
         image = row[key]
-        if not isinstance(image, dict) or not image.get("catalog") or not image.get("path"):
-            raise SchemaError(f"{where}: {key} needs 'catalog' and 'path'.", "Regenerate the pairs file.")
+        record = checked_image_record(image, key=key, source=row["source"], where=where, reader=reader)
         data = reader.read(image["catalog"], image["path"], what=f"{where}: {key}")
-        expected = image.get("sha256")
-        if expected and sha256_bytes(data) != expected:
+        if sha256_bytes(data) != record.sha256:
             # The labels in the pairs row describe the image that was sampled; publishing other pixels under
             # them would publish wrong ground truth.
             raise SchemaError(
                 f"{where}: {key} file {image['path']} in {image['catalog']} changed after the pairs were sampled (sha256 differs).",
                 "Restore the original image, or rebuild the catalog and sample the pairs again.",
             )
+        reader.verify_image(data, record, what=f"{where}: {key} file {image['path']} in {image['catalog']}")
         images.append({"bytes": data, "path": os.path.basename(image["path"])})
-        objects.append(image.get("objects") or [])
+        objects.append(image["objects"])
     common = [t for t in truth if t != NO_COMMON_OBJECTS]
     return {
         "image_1": images[0],
@@ -326,6 +386,41 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
     }
 
 
+def check_row_types(row: dict, where: str) -> None:
+    """The row's own fields have the types the published schema needs (never ``None`` stored as ``"None"``)."""
+    for key in ("id", "question", "answer"):
+        if not isinstance(row[key], str) or not row[key]:
+            raise SchemaError(f"{where}: {key!r} must be a non-empty string, got {row[key]!r}.", "Regenerate the pairs file with `commonlink pairs`.")
+    if row.get("question_template") is not None and not isinstance(row["question_template"], str):
+        raise SchemaError(f"{where}: 'question_template' must be a string, got {row['question_template']!r}.", "Regenerate the pairs file.")
+
+
+def checked_image_record(image: Any, *, key: str, source: str, where: str, reader: CatalogImageReader) -> CatalogRecord:
+    """The catalog record an ``image_N`` entry names, after checking that the entry agrees with it (id, path,
+    objects, sha256, size, source): the release publishes the entry's labels as ground truth."""
+    fix = "Sample the pairs again from the current catalog (`commonlink pairs ... --overwrite`)."
+    if not isinstance(image, dict) or not image.get("catalog") or not image.get("path"):
+        raise SchemaError(f"{where}: {key} needs 'catalog' and 'path'.", "Regenerate the pairs file.")
+    for field_name in ("catalog", "path", "id"):
+        if not isinstance(image.get(field_name), str) or not image[field_name]:
+            raise SchemaError(f"{where}: {key} {field_name!r} must be a non-empty string, got {image.get(field_name)!r}.", fix)
+    objects = image.get("objects")
+    if not isinstance(objects, list) or not all(isinstance(o, str) and o for o in objects):
+        raise SchemaError(f"{where}: {key} 'objects' must be a list of object names, got {objects!r}.", fix)
+    record = reader.record(image["catalog"], image["id"], what=f"{where}: {key}")
+    if record.path != image["path"]:
+        raise SchemaError(f"{where}: {key} path {image['path']!r} is not the path {record.path!r} the catalog records for id {record.id!r}.", fix)
+    if sorted(objects) != sorted(record.objects):
+        raise SchemaError(
+            f"{where}: {key} objects {objects} differ from the catalog record of {record.id!r} ({record.objects}).", fix)
+    for field_name, expected in (("sha256", record.sha256), ("width", record.width), ("height", record.height)):
+        if image.get(field_name) is not None and image[field_name] != expected:
+            raise SchemaError(f"{where}: {key} {field_name} {image[field_name]!r} differs from the catalog record ({expected!r}).", fix)
+    if record.source != source:
+        raise SchemaError(f"{where}: {key} is a {record.source} image in its catalog, but the row says {source!r}.", fix)
+    return record
+
+
 class CommonOStatsAccumulator:
     """Counts, row by row, the numbers the datasheet reports (no image data kept)."""
 
@@ -342,6 +437,9 @@ class CommonOStatsAccumulator:
         self.area_min: float | None = None
         self.area_max: float | None = None
         self.images_with_area = 0
+        self.area_pairs = 0
+        self.area_in_band = 0
+        self.synthetic_catalogs: set[str] = set()
 
     def add(self, split: str, row: dict) -> None:
         self.rows[split] += 1
@@ -362,10 +460,28 @@ class CommonOStatsAccumulator:
             if image.get("background"):
                 self.backgrounds[image["background"]] += 1
             areas = [float(v) for v in (image.get("object_area") or {}).values() if v is not None]
+            if (image.get("source") or row["source"]) == "synthetic" and image.get("catalog"):
+                self.synthetic_catalogs.add(str(image["catalog"]))
             if areas:
                 self.images_with_area += 1
+                self.area_pairs += len(areas)
+                self.area_in_band += sum(1 for a in areas if AREA_BAND[0] <= a <= AREA_BAND[1])
                 self.area_min = min(areas + ([self.area_min] if self.area_min is not None else []))
                 self.area_max = max(areas + ([self.area_max] if self.area_max is not None else []))
+
+    def _synthetic_asset_licenses(self) -> dict[str, int] | None:
+        """{licence: assets} summed over the synthetic catalogs' ``synth_config.json`` (None when no catalog
+        records it, e.g. catalogs made before asset licences were recorded)."""
+        counts: Counter = Counter()
+        for catalog in sorted(self.synthetic_catalogs):
+            path = Path(catalog) / "synth_config.json"
+            try:
+                recorded = json.loads(path.read_text(encoding="utf-8")).get("asset_licenses")
+            except (OSError, ValueError):
+                continue
+            if isinstance(recorded, dict):
+                counts.update({str(k): int(v) for k, v in recorded.items() if isinstance(v, int)})
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or None
 
     def summary(self) -> dict:
         splits = {}
@@ -396,8 +512,11 @@ class CommonOStatsAccumulator:
             "object_frequency": [[name, count] for name, count in sorted(self.object_freq.items(), key=lambda kv: (-kv[1], kv[0]))],
             "backgrounds": dict(sorted(self.backgrounds.items(), key=lambda kv: (-kv[1], kv[0]))),
             "object_area": (
-                {"images": self.images_with_area, "min": self.area_min, "max": self.area_max} if self.images_with_area else None
+                {"images": self.images_with_area, "min": self.area_min, "max": self.area_max, "pairs": self.area_pairs,
+                 "in_band": self.area_in_band, "band": list(AREA_BAND)}
+                if self.images_with_area else None
             ),
+            "synthetic_asset_licenses": self._synthetic_asset_licenses(),
             "splits": splits,
         }
 
@@ -435,6 +554,7 @@ def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
                 f"{meta_path(path)}: split {split!r} is not a valid split name (letters, digits, '_').",
                 "Regenerate the pairs with `commonlink pairs --split NAME`.",
             )
+        verify_data_file(path, meta)
         inputs.append(_Input(path=path, meta=meta, split=split, sha256=sha256_file(path)))
     return inputs
 
@@ -490,4 +610,7 @@ def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-__all__ = ["ANSWER_TYPE", "CatalogImageReader", "CommonOStatsAccumulator", "build_common_o_release", "published_row"]
+__all__ = [
+    "ANSWER_TYPE", "CatalogImageReader", "CommonOStatsAccumulator", "build_common_o_release", "check_row_types",
+    "checked_image_record", "published_row",
+]

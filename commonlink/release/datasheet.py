@@ -62,6 +62,17 @@ def _dist(d: Mapping[str, Any]) -> str:
     return f"{d['min']}–{d['max']} (mean {d['mean']:.2f})"
 
 
+def baseline_accuracies(split_stats: Mapping[str, Any]) -> tuple[float, float]:
+    """(none, random) accuracy on a split: the floor a model must beat. ``none`` always answers "No objects
+    are in common", so it scores the share of examples with nothing in common; ``random`` (see
+    ``eval/backends/baselines.py``) picks each object choice with probability 1/2 and answers "none" when it
+    picks nothing, so every example is right with probability 2^-(choices - 1): its expected accuracy."""
+    histogram = (split_stats.get("choices_per_example") or {}).get("histogram") or {}
+    n = sum(histogram.values())
+    random = sum(count * 0.5 ** (int(choices) - 1) for choices, count in histogram.items()) / n if n else 0.0
+    return float(split_stats.get("no_common_share", 0.0)), random
+
+
 def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, seed: Any, toolkit_version: str) -> Datasheet:
     """The seven sections for a Common-O build, answered from ``stats`` (``CommonOStatsAccumulator.summary()``)."""
     splits = stats.get("splits", {})
@@ -71,9 +82,17 @@ def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, see
     top_text = ", ".join(f"{n} ({c:,})" for n, c in top) or "none"
     area = stats.get("object_area")
     area_text = (
-        f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image."
+        f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image"
+        + (f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
+           f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports." if area.get("pairs") else ".")
         if area
         else ""
+    )
+    asset_licenses = stats.get("synthetic_asset_licenses")
+    asset_text = (
+        " Rendered objects come from the asset files recorded with the synthetic catalogs ("
+        + "; ".join(f"{n} under {lic}" for lic, n in asset_licenses.items()) + ")."
+        if asset_licenses else ""
     )
     per_split = "; ".join(
         f"{s}: objects per image {_dist(i['objects_per_image'])}, common objects per example {_dist(i['common_objects_per_example'])}, "
@@ -122,7 +141,7 @@ def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, see
             ("How was the data acquired?", " ".join(filter(None, [
                 "Real photos were ingested with their labels from a manifest (`commonlink ingest`)." if stats.get("real_share") else "",
                 "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
-                if stats.get("synthetic_share") else "",
+                + asset_text if stats.get("synthetic_share") else "",
             ])) or "No rows."),
             ("What sampling strategy was used?",
              f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {json.dumps(seed)}; "
@@ -246,6 +265,12 @@ def render_common_o_card(
             split_rows,
         ),
         "",
+        "Baselines (the floor a model must beat): "
+        + "; ".join(f"{split}: `none` {_pct(none)}, `random` {_pct(rnd)} (expected) accuracy"
+                    for split, (none, rnd) in ((s, baseline_accuracies(stats["splits"].get(s, {}))) for s in splits))
+        + ". `none` always answers \"No objects are in common\"; `random` picks each object with probability 1/2 "
+        "(`commonlink eval commono --model none|random`).",
+        "",
         "## Columns",
         "",
         "The columns and types of the published `facebook/Common-O` dataset, then provenance columns. List-valued "
@@ -295,4 +320,4 @@ def _feature_type(feature: Any) -> str:
     return "Image" if type(feature).__name__ == "Image" else f"Value({dtype!r})"
 
 
-__all__: Sequence[str] = ["DATASHEET_SECTIONS", "render_datasheet", "common_o_datasheet", "render_common_o_card", "COLUMN_DESCRIPTIONS"]
+__all__: Sequence[str] = ["baseline_accuracies", "DATASHEET_SECTIONS", "render_datasheet", "common_o_datasheet", "render_common_o_card", "COLUMN_DESCRIPTIONS"]

@@ -58,6 +58,7 @@ from commonlink.formats.release import (
     version_key,
 )
 from commonlink.progress import track
+from commonlink.redact import redact_text, redact_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import HfApi
@@ -321,6 +322,8 @@ def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | Non
     """A Hub client exception -> a :class:`CommonlinkError` saying what failed and what to do (never the token)."""
     status = _status(exc)
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # HF_ENDPOINT / --endpoint may carry user:password@ or ?token=: never in a message
+    endpoint, detail = redact_url(endpoint), redact_text(detail)
     if "xet" in detail.lower():
         return BackendError(
             f"{doing}: the Hub at {endpoint} does not offer Xet storage, which huggingface_hub uses by default "
@@ -386,7 +389,7 @@ def require_token(api: HfApi, endpoint: str) -> str:
     if not token:
         raise InputError(
             "No Hugging Face token found (HF_TOKEN is unset and there is no `hf auth login` cache).",
-            f"Create a write token at {endpoint}/settings/tokens, then `export HF_TOKEN=...` or run `hf auth login`.",
+            f"Create a write token at {redact_url(endpoint)}/settings/tokens, then `export HF_TOKEN=...` or run `hf auth login`.",
         )
     try:
         who = api.whoami(token=token)
@@ -469,7 +472,7 @@ def push_release(
     tags = {r.name: r.target_commit for r in refs.tags}
     head = heads.get("main")
     if head is None:
-        raise BackendError(f"{repo_id} has no main branch on {endpoint}.", "Create it on the Hub, then rerun.")
+        raise BackendError(f"{repo_id} has no main branch on {redact_url(endpoint)}.", "Create it on the Hub, then rerun.")
     result = PushResult(repo_id, version, head, str(repo_url), created)
 
     try:

@@ -8,6 +8,7 @@ killed build never leaves a half-written release where a finished one is expecte
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import uuid
@@ -16,13 +17,17 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from commonlink.errors import InputError
-from commonlink.fileio import sha256_file
+from commonlink.fileio import pid_alive, sha256_file
 from commonlink.formats.release import (
     MANIFEST_FILENAME,
     check_license,
+    check_name,
     check_version,
     read_release_manifest,
 )
+
+#: ``kind`` of the manifest of each release builder.
+RELEASE_KINDS = ("common_o", "association")
 
 
 @dataclass
@@ -38,10 +43,11 @@ class ReleaseResult:
     reused: bool = False  #: the folder already held this exact build; nothing was rewritten
 
 
-def check_options(*, license: str, version: str) -> None:
-    """Refuse at build time what ``release push`` would refuse later."""
+def check_options(*, license: str, version: str, name: str | None = None) -> None:
+    """Refuse at build time what ``release push`` would refuse later (and a name the card cannot show)."""
     check_license(license)
     check_version(version)
+    check_name(name)
 
 
 def hash_files(root: Path) -> dict[str, dict]:
@@ -73,9 +79,35 @@ def verify_release(release_dir: str | os.PathLike) -> list[str]:
     return problems
 
 
+def foreign_entries(root: Path, listed: dict) -> list[str]:
+    """Everything under ``root`` that the manifest's ``listed`` files do not account for: files (relative paths,
+    hidden ones included) and empty folders (with a trailing ``/``)."""
+    keep = set(listed) | {MANIFEST_FILENAME}
+    found = []
+    for folder, dirs, names in os.walk(root):
+        rel_folder = Path(folder).relative_to(root)
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]  # never walked: name them
+        found += [(rel_folder / d).as_posix() for d in sorted(links)]
+        dirs[:] = sorted(d for d in dirs if d not in links)
+        found += [(rel_folder / n).as_posix() for n in sorted(names) if (rel_folder / n).as_posix() not in keep]
+        if not dirs and not names and rel_folder != Path("."):
+            found.append(rel_folder.as_posix() + "/")
+    return found
+
+
+def is_release_manifest(manifest: dict) -> bool:
+    """Whether a manifest was written by ``release build`` (a kind, a build key and a file table)."""
+    return (manifest.get("kind") in RELEASE_KINDS and isinstance(manifest.get("build_key"), str)
+            and isinstance(manifest.get("files"), dict))
+
+
 def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> ReleaseResult | None:
     """The finished release in ``out_dir`` when it is this exact build; ``None`` when the build may proceed;
-    an :class:`InputError` when ``out_dir`` holds something else that may not be replaced."""
+    an :class:`InputError` when ``out_dir`` holds something else that may not be replaced.
+
+    ``--overwrite`` replaces only what this toolkit wrote: a folder whose manifest is a release manifest and
+    lists every file in it. Anything else in the folder is refused, naming the files commonlink did not write.
+    """
     if not out_dir.exists():
         return None
     if not out_dir.is_dir():
@@ -83,12 +115,20 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
     if not any(out_dir.iterdir()):
         return None
     manifest_path = out_dir / MANIFEST_FILENAME
-    if not manifest_path.is_file():
+    manifest = read_release_manifest(out_dir) if manifest_path.is_file() else {}
+    if not is_release_manifest(manifest):
         raise InputError(
-            f"--out {out_dir} already holds files that are not a commonlink release.",
-            "Pick a new or empty folder (commonlink does not delete folders it did not write).",
+            f"--out {out_dir} already holds files that are not a commonlink release"
+            + (f" (its {MANIFEST_FILENAME} was not written by `commonlink release build`)" if manifest_path.is_file() else "")
+            + f": {_listing(foreign_entries(out_dir, {}))}.",
+            "Pick a new or empty folder (commonlink never deletes files it did not write, --overwrite included).",
         )
-    manifest = read_release_manifest(out_dir)
+    foreign = foreign_entries(out_dir, manifest["files"])
+    if foreign:
+        raise InputError(
+            f"--out {out_dir} is a release, but also holds files its manifest does not list: {_listing(foreign)}.",
+            "Move those files out of the folder (--overwrite replaces only what commonlink wrote), or pick another --out.",
+        )
     if manifest.get("build_key") == build_key and not verify_release(out_dir):
         return ReleaseResult(
             out_dir=out_dir, kind=manifest.get("kind", "common_o"), splits=manifest.get("splits", {}),
@@ -103,11 +143,16 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
     return None
 
 
+def _listing(entries: list[str], shown: int = 20) -> str:
+    more = len(entries) - shown
+    return ", ".join(entries[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
     """Rename the finished build over ``out_dir`` (the old folder is moved aside first, then deleted)."""
     old = None
     if out_dir.exists():
-        old = out_dir.parent / f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}"
+        old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(out_dir, old)
     try:
         os.rename(tmp_dir, out_dir)
@@ -119,11 +164,30 @@ def swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def remove_stale_staging(out_dir: Path) -> list[Path]:
+    """Remove the ``.OUT.building-*`` and ``.OUT.old-*`` folders that killed builds of ``out_dir`` left beside it.
+
+    Folders named with the pid of a running process are kept (a build in progress); older names without a pid
+    are from killed builds of earlier versions.
+    """
+    removed = []
+    for kind in ("building", "old"):
+        for folder in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.{kind}-*"):
+            tag = folder.name.rsplit(f".{kind}-", 1)[1]
+            pid, _, rest = tag.partition("-")
+            if rest and pid.isdigit() and (int(pid) == os.getpid() or pid_alive(int(pid))):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 @contextlib.contextmanager
 def stage_release(out_dir: Path) -> Iterator[Path]:
     """A fresh hidden staging folder beside ``out_dir``; swapped into place when the block ends normally,
-    removed when it raises (or is interrupted)."""
-    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{uuid.uuid4().hex[:8]}"
+    removed when it raises (or is interrupted). Staging folders of killed builds are removed first."""
+    remove_stale_staging(out_dir)
+    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp_dir.mkdir(parents=True)
     try:
         yield tmp_dir
@@ -145,6 +209,7 @@ def without_local_paths(value: Any) -> Any:
 
 
 __all__ = [
-    "ReleaseResult", "check_options", "hash_files", "reuse_or_refuse", "stage_release", "swap_into_place",
+    "RELEASE_KINDS", "ReleaseResult", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
+    "remove_stale_staging", "reuse_or_refuse", "stage_release", "swap_into_place",
     "verify_release", "without_local_paths",
 ]

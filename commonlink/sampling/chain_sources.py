@@ -196,26 +196,31 @@ def label_decoder(feature: Any, *, column: str):
 
 def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: str = "labels",
                    split: str | None = None, config: str | None = None, min_pixels: int = 0,
-                   batch_size: int = 256) -> tuple[list[LabelledImage], SourceReport]:
-    """Rows of a Hugging Face dataset with an image column and a label(-list) column."""
+                   batch_size: int = 256, name_column: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
+    """Rows of a Hugging Face dataset with an image column and a label(-list) column; ``name_column`` (a string
+    column such as an object or caption field) names each image for memory and review text."""
     import datasets
 
     ds, split = load_hf_dataset(dataset, split, config)
     columns = list(ds.features)
-    for option, column in (("--image-column", image_column), ("--labels-column", labels_column)):
+    wanted = [("--image-column", image_column), ("--labels-column", labels_column)]
+    if name_column is not None:
+        wanted.append(("--name-column", name_column))
+    for option, column in wanted:
         if column not in columns:
             raise InputError(f"{dataset}: no column {column!r} (columns: {', '.join(columns)}).", f"Pass {option} NAME.")
     if not isinstance(ds.features[image_column], datasets.Image):
         raise SchemaError(f"{dataset}: column {image_column!r} is {ds.features[image_column]}, not an Image.",
                           "Pass --image-column naming the image column.")
     decode = label_decoder(ds.features[labels_column], column=labels_column)
-    ds = ds.select_columns([image_column, labels_column]).cast_column(image_column, datasets.Image(decode=False))
+    ds = ds.select_columns([c for _, c in wanted]).cast_column(image_column, datasets.Image(decode=False))
     dataset_ref = str(Path(dataset).resolve()) if Path(dataset).exists() else dataset
     report = SourceReport(dataset_ref, "hf")
     images = []
     row = 0
     for batch in ds.iter(batch_size=batch_size):
-        for value, labels in zip(batch[image_column], batch[labels_column]):
+        names = batch[name_column] if name_column is not None else [None] * len(batch[image_column])
+        for value, labels, name in zip(batch[image_column], batch[labels_column], names):
             data, path = image_bytes_or_path(value)
             what = f"{dataset} row {row}"
             if data is not None:
@@ -231,7 +236,7 @@ def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: 
             origin = {"type": "hf", "dataset": dataset_ref, "config": config, "split": split, "row": row, "column": image_column}
             images.append(LabelledImage(id=stable_id(f"hf:{dataset_ref}:{config}:{split}:{row}"),
                                         labels=_clean_labels(decode(labels)), width=int(width), height=int(height),
-                                        origin=origin))
+                                        origin=origin, name=(str(name).strip() or None) if name is not None else None))
             row += 1
     report.read = row
     return _keep(images, report, min_pixels), report
@@ -312,13 +317,32 @@ def _pickled_records(pickle_path: str | os.PathLike, expected: str, fix: str) ->
     return list(data)
 
 
+def _object_name(value: Any, names: Sequence[str] | None, *, what: str) -> str | None:
+    """An object's name: the string itself, or an id looked up in ``names``; None when there is none."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise SchemaError(f"{what}: object {value!r} is neither a name nor an integer id.")
+    if names is None:
+        return None  # an id is not a name: the image stays unnamed (the reader notes it once)
+    if not 0 <= int(value) < len(names):
+        raise SchemaError(f"{what}: object id {int(value)} is outside the object names list ({len(names)} names).",
+                          "Pass the --object-names file that matches these annotations.")
+    return names[int(value)]
+
+
 def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.PathLike, labels: str = "attr",
-                    label_names: Sequence[str] | None = None, min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
+                    label_names: Sequence[str] | None = None, min_pixels: int = 0,
+                    object_names: Sequence[str] | None = None) -> tuple[list[LabelledImage], SourceReport]:
     """OCL annotations: a list of ``{name, objects: [{obj, attr: [ids], aff: [ids], box}]}``.
 
     Each object becomes one sample: the crop of its box (``[x1, y1, x2, y2]`` in pixels, clipped to the image)
     labelled with its attribute ids (``labels="attr"``), affordance ids (``"aff"``) or both, named through
-    ``label_names`` or as ``attr_<id>`` / ``aff_<id>``. ``--min-pixels`` applies to the crop.
+    ``label_names`` or as ``attr_<id>`` / ``aff_<id>``. ``--min-pixels`` applies to the crop. The object's
+    ``obj`` (a category name such as ``sandwich``, or an id named through ``object_names``) becomes the
+    sample's ``name``: memory and review text call the image by it, as the paper's examples do.
     """
     if labels not in ("attr", "aff", "both"):
         raise InputError(f"--ocl-labels must be attr, aff or both, not {labels!r}.")
@@ -353,17 +377,24 @@ def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.Path
                 names += _name_labels(obj.get("aff"), names=label_names, prefix="aff", what=f"{owhat} aff")
             crop = [x1, y1, x2, y2]
             images.append(LabelledImage(id=stable_id(f"ocl:{entry['name']}:{k}:{crop}"), labels=_clean_labels(names),
-                                        width=x2 - x1, height=y2 - y1, origin={"type": "file", "path": str(path)}, crop=crop))
+                                        width=x2 - x1, height=y2 - y1, origin={"type": "file", "path": str(path)}, crop=crop,
+                                        name=_object_name(obj.get("obj"), object_names, what=f"{owhat} obj")))
+    unnamed = sum(1 for img in images if img.name is None)
+    if unnamed:
+        report.notes.append(f"{unnamed} object(s) have no name (obj missing, or an id without --object-names): "
+                            "memory calls them 'unnamed image'")
     return _keep(images, report, min_pixels), report
 
 
-def read_pangea_source(pickle_path: str | os.PathLike, *, image_root: str | os.PathLike, labels: str = "action",
+def read_pangea_source(pickle_path: str | os.PathLike, *, image_root: str | os.PathLike, labels: str = "node",
                        label_names: Sequence[str] | None = None, min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
     """Pangea annotations: tuples ``(dataset, image, action_labels, node_labels)``.
 
     The image is looked up as ``<image_root>/<dataset>/<image>``, then ``<image_root>/<image>``. Labels are the
-    action labels (``labels="action"``), node labels (``"node"``) or both; ids are named via ``label_names``
-    or as ``action_<id>`` / ``node_<id>``; names given as strings are used as they are.
+    VerbNet node labels (``labels="node"``, the default: the paper's action concepts ``hit``, ``run``... are
+    nodes), the action labels (``"action"``) or both; ids are named via ``label_names`` or as ``action_<id>`` /
+    ``node_<id>``; names given as strings are used as they are. The action labels, joined by spaces, become
+    the sample's ``name`` (as in the authors' harness).
     """
     if labels not in ("action", "node", "both"):
         raise InputError(f"--pangea-labels must be action, node or both, not {labels!r}.")
@@ -380,13 +411,16 @@ def read_pangea_source(pickle_path: str | os.PathLike, *, image_root: str | os.P
         dataset, image, action_ids, node_ids = entry
         path = _resolve_image(image_root, [f"{dataset}/{image}", str(image)], what=what)
         width, height = image_size(path, what=what)
+        actions = _name_labels(action_ids, names=label_names, prefix="action", what=f"{what} action_labels")
         names: list[str] = []
         if labels in ("action", "both"):
-            names += _name_labels(action_ids, names=label_names, prefix="action", what=f"{what} action_labels")
+            names += actions
         if labels in ("node", "both"):
             names += _name_labels(node_ids, names=label_names, prefix="node", what=f"{what} node_labels")
+        # The authors' harness calls a Pangea image by its action phrase (" ".join(action_labels)).
+        phrase = " ".join(a for a in (str(x).strip() for x in actions) if a) or None
         images.append(LabelledImage(id=stable_id(f"pangea:{dataset}/{image}"), labels=_clean_labels(names),
-                                    width=width, height=height, origin={"type": "file", "path": str(path)}))
+                                    width=width, height=height, origin={"type": "file", "path": str(path)}, name=phrase))
     return _keep(images, report, min_pixels), report
 
 
@@ -415,8 +449,9 @@ def detect_source_type(source: str) -> str:
 def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, labels_field: str = "objects",
                 image_column: str = "image", labels_column: str = "labels", split: str | None = None,
                 hf_config: str | None = None, manifest: str | None = None, image_root: str | None = None,
-                ocl_labels: str = "attr", pangea_labels: str = "action",
-                label_names: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
+                ocl_labels: str = "attr", pangea_labels: str = "node",
+                label_names: str | None = None, object_names: str | None = None,
+                name_column: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
     """Read any supported source into labelled images, dropping unlabelled ones and those under ``min_pixels``."""
     kind = detect_source_type(source) if source_type == "auto" else source_type
     if kind not in SOURCE_TYPES:
@@ -425,13 +460,14 @@ def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, 
         return read_catalog_source(source, labels_field=labels_field, min_pixels=min_pixels)
     if kind == "hf":
         return read_hf_source(source, image_column=image_column, labels_column=labels_column, split=split,
-                              config=hf_config, min_pixels=min_pixels)
+                              config=hf_config, min_pixels=min_pixels, name_column=name_column)
     if kind == "manifest":
         return read_manifest_source(source, manifest=manifest, min_pixels=min_pixels)
     names = read_label_names(label_names)
     root = image_root or str(Path(source).resolve().parent)
     if kind == "ocl":
-        return read_ocl_source(source, image_root=root, labels=ocl_labels, label_names=names, min_pixels=min_pixels)
+        return read_ocl_source(source, image_root=root, labels=ocl_labels, label_names=names, min_pixels=min_pixels,
+                               object_names=read_label_names(object_names))
     return read_pangea_source(source, image_root=root, labels=pangea_labels, label_names=names, min_pixels=min_pixels)
 
 

@@ -2,8 +2,9 @@
 
 Two samples are associated when their label sets intersect. For every chosen concept ``c`` the *positive pool*
 holds the images labelled ``c``; the *negative pool* of a task holds the images that carry none of the task's
-concepts (``negatives="chain"``) or, stricter and as in the paper's eq. (1), additionally share no label at all
-with the step's query (``negatives="disjoint"``). From the pools:
+concepts. By default (``negatives="disjoint"``, the paper's eqs. 1, 4, 5: ``y_query ∩ y_q = ∅``) a negative
+also shares no label at all with the step's query; ``negatives="chain"`` (the earlier default) only asks that
+it lack the task's concepts. From the pools:
 
 * **single_step** -- a query, ``memory_size`` memory images that share the concept, and two candidates (the
   positive and a negative, shuffled) with the answer index;
@@ -18,7 +19,8 @@ Every unit (one task, one chain) has its own generator ``rng_for(seed, kind, con
 chain can be rebuilt alone and results do not depend on build order. Chains are drawn with numpy a chain at a
 time and written as they are made (memory stays flat as the number of chains grows). Invariants are checked
 on every task: a positive shares the step's concept with its query, a negative carries none of the task's
-concepts, the two candidates differ, and a positive is never its own query.
+concepts (and, with disjoint negatives, no label of its query), the two candidates differ, and a positive is
+never its own query.
 
 Files written into the output folder (see README "chains"): ``images.jsonl`` (the image table) and one
 ``<task>.jsonl`` per task type with a ``<task>.jsonl.meta.json`` sidecar of kind ``association_chains``.
@@ -65,10 +67,16 @@ from commonlink.formats.meta import (
 )
 from commonlink.progress import track
 from commonlink.sampling.chain_sources import SourceReport
+from commonlink.sampling.presets import (
+    ConceptPreset,
+    apply_aliases,
+    check_preset_labels,
+)
 from commonlink.seeding import rng_for
 
-NEGATIVE_MODES = ("chain", "disjoint")
+NEGATIVE_MODES = ("disjoint", "chain")
 _MAX_VECTOR_ROUNDS = 32
+_DISJOINT_TRIES = 4
 
 
 class ChainInvariantError(CommonlinkError):
@@ -94,7 +102,8 @@ class ChainConfig:
     warmup: int = 3  #: warm-up steps at the start of each chain (the correct choice is forced in eval)
     async_run: int = 3  #: steps on one concept before a bridge
     bridge_steps: int = 1
-    negatives: str = "chain"
+    negatives: str = "disjoint"  #: disjoint: a negative shares no label with its query (paper eq. 1); chain: lacks the task's concepts
+    preset: str | None = None  #: the paper's concept set the concepts and pairs came from (sampling.presets)
     concept_kind: str = "concept"  #: what the labels are (attribute, affordance, action, object): used by prompts
     tasks: list[str] = field(default_factory=lambda: list(TASKS))
 
@@ -139,6 +148,7 @@ class LabelIndex:
         self._members = [np.asarray(m, dtype=np.int32) for m in members]
         self._has: dict[str, np.ndarray] = {}
         self._bits: np.ndarray | None = None
+        self._digits: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.images)
@@ -146,6 +156,12 @@ class LabelIndex:
     def pool(self, concept: str) -> np.ndarray:
         """Indices of the images labelled ``concept`` (sorted)."""
         return self._members[self.label_id[concept]] if concept in self.label_id else np.zeros(0, dtype=np.int32)
+
+    def digits(self) -> np.ndarray:
+        """``str(i)`` for every image index (at least 0 and 1), as an object array: integer arrays to text by lookup."""
+        if self._digits is None:
+            self._digits = np.array([str(i) for i in range(max(2, len(self.images)))], dtype=object)
+        return self._digits
 
     def pool_sizes(self) -> dict[str, int]:
         return {name: len(m) for name, m in zip(self.label_names, self._members)}
@@ -170,16 +186,25 @@ class LabelIndex:
         return np.flatnonzero(~mask).astype(np.int32)
 
     def label_bits(self) -> np.ndarray:
-        """Packed label sets (images x ceil(labels/8) bytes): overlap tests for many pairs at once."""
+        """Packed label sets: one uint64 per image when there are at most 64 labels (an overlap test is one
+        AND), else images x ceil(labels/8) bytes. For overlap tests of many pairs at once."""
         if self._bits is None:
-            bits = np.zeros((len(self.images), max(1, (len(self.label_names) + 7) // 8)), dtype=np.uint8)
-            for lid, members in enumerate(self._members):
-                bits[members, lid // 8] |= np.uint8(0x80 >> (lid % 8))
+            if len(self.label_names) <= 64:
+                bits = np.zeros(len(self.images), dtype=np.uint64)
+                for lid, members in enumerate(self._members):
+                    bits[members] |= np.uint64(1) << np.uint64(lid)
+            else:
+                bits = np.zeros((len(self.images), (len(self.label_names) + 7) // 8), dtype=np.uint8)
+                for lid, members in enumerate(self._members):
+                    bits[members, lid // 8] |= np.uint8(0x80 >> (lid % 8))
             self._bits = bits
         return self._bits
 
     def share_any_label(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per pair (a[i], b[i]): whether the two images share a label."""
         bits = self.label_bits()
+        if bits.ndim == 1:
+            return (bits[a] & bits[b]) != 0
         return (bits[a] & bits[b]).any(axis=1)
 
     def suggest(self, name: str) -> list[str]:
@@ -272,6 +297,19 @@ class ChainArrays:
                 "positive": self.positive.tolist(), "negative": self.negative.tolist(), "answer": self.answer.tolist(),
                 "plan": self.plan, "warmup": self.warmup, "num_steps": int(len(self.positive))}
 
+    def to_line(self, digits: np.ndarray | None = None) -> str:
+        """``json.dumps(self.to_json(), separators=(",", ":"))``, assembled from parts: the integer arrays are
+        most of a chain file. ``digits`` (``str(i)`` for every image index, an object array) turns an array into
+        text by lookup, about twice as fast as the JSON encoder."""
+        def ints(values: np.ndarray) -> str:
+            if digits is not None:
+                return "[" + ",".join(digits[values].tolist()) + "]"
+            return json.dumps(values.tolist(), separators=(",", ":"))
+        return (f'{{"id":{json.dumps(self.id, ensure_ascii=False)},"kind":{json.dumps(self.kind)},'
+                f'"concepts":{json.dumps(self.concepts, ensure_ascii=False, separators=(",", ":"))},"start":{int(self.start)},'
+                f'"positive":{ints(self.positive)},"negative":{ints(self.negative)},"answer":{ints(self.answer)},'
+                f'"plan":{json.dumps(self.plan)},"warmup":{int(self.warmup)},"num_steps":{len(self.positive)}}}')
+
 
 class AssociationBuilder:
     """Draws every task from the pools of a :class:`LabelIndex`; each method rebuilds one unit alone."""
@@ -308,8 +346,12 @@ class AssociationBuilder:
         for _ in range(_MAX_VECTOR_ROUNDS):
             if len(bad) == 0:
                 return negatives
-            negatives[bad] = pool[rng.integers(0, len(pool), size=len(bad))]
-            bad = bad[self.index.share_any_label(queries[bad], negatives[bad])]
+            # _DISJOINT_TRIES candidates per clash at once: most clashes resolve in one round
+            tries = pool[rng.integers(0, len(pool), size=(len(bad), _DISJOINT_TRIES))]
+            fits = ~self.index.share_any_label(np.repeat(queries[bad], _DISJOINT_TRIES), tries.ravel()).reshape(tries.shape)
+            found = fits.any(axis=1)
+            negatives[bad[found]] = tries[found, fits[found].argmax(axis=1)]
+            bad = bad[~found]
         for t in bad:  # rare: search the exact pool of this query
             ok = pool[~self.index.share_any_label(np.full(len(pool), queries[t]), pool)]
             if len(ok) == 0:
@@ -418,12 +460,57 @@ class AssociationBuilder:
         for c in chain_concepts:
             if self.index.has(c)[negatives].any():
                 problems.append(f"a negative carries {c!r}")
+        if self.config.negatives == "disjoint" and self.index.share_any_label(queries, negatives).any():
+            problems.append("a negative shares a label with its query")
         if (positives == negatives).any():
             problems.append("an image is both candidates of a step")
         if (positives == queries).any():
             problems.append("a positive is its own query")
         if problems:
             raise ChainInvariantError(f"{task_id}: {'; '.join(problems)}.", "This is a bug in commonlink; please report it with the seed and config.")
+
+    def invalid_steps(self, concepts: Sequence[str], plan: str, start: int, positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
+        """Per step, whether it breaks an invariant (the same rules :meth:`check_chain` enforces)."""
+        positive = np.asarray(positive, dtype=np.int32)
+        negative = np.asarray(negative, dtype=np.int32)
+        queries = np.concatenate(([start], positive[:-1])).astype(np.int32)
+        codes = step_concept_codes(plan)
+        has = [self.index.has(c) for c in concepts]
+        if not len(plan):
+            return np.zeros(0, dtype=bool)
+        table = np.stack(has)
+        bad = ~(table[codes, positive] & table[codes, queries])  # both carry the step's concept
+        for mask in has:
+            bad |= mask[negative]
+        bad |= positive == negative
+        bad |= positive == queries
+        if self.config.negatives == "disjoint":
+            bad |= self.index.share_any_label(queries, negative)
+        bridges = np.frombuffer(plan.encode("ascii"), dtype=np.uint8) == ord(PLAN_BRIDGE)
+        for mask in has:
+            bad |= bridges & ~mask[positive]
+        return bad
+
+    def check_row(self, task: str, row: dict) -> None:
+        """Raise :class:`ChainInvariantError` if a task-file row (any task type) breaks an invariant."""
+        if task in ("synchronous", "asynchronous"):
+            self.check_chain(ChainArrays(row["id"], task, list(row["concepts"]), int(row["start"]),
+                                         np.asarray(row["positive"], dtype=np.int32), np.asarray(row["negative"], dtype=np.int32),
+                                         np.asarray(row["answer"], dtype=np.uint8), row["plan"], int(row["warmup"])))
+        elif task == "single_step":
+            positive = row["candidates"][row["answer"]]
+            negative = row["candidates"][1 - row["answer"]]
+            concept = row["concept"]
+            if not all(self.index.has(concept)[m] for m in row["memory"]):
+                raise ChainInvariantError(f"{row['id']}: a memory image lacks {concept!r}.")
+            self._check_step(row["id"], concept, [concept], np.asarray([row["query"]]), np.asarray([positive]), np.asarray([negative]))
+        elif task == "deduction":
+            has = self.index.has(row["concept"])
+            if not (has[row["image_1"]] and has[row["image_2"]]) or row["image_1"] == row["image_2"]:
+                raise ChainInvariantError(f"{row['id']}: the two images do not both carry {row['concept']!r}.")
+            shared = set(self.index.images[row["image_1"]].labels) & set(self.index.images[row["image_2"]].labels)
+            if row["gold"] != [c for c in self.options if c in shared]:
+                raise ChainInvariantError(f"{row['id']}: gold {row['gold']} is not the options both images carry.")
 
     def check_chain(self, chain: ChainArrays) -> None:
         """Raise :class:`ChainInvariantError` if any step of ``chain`` breaks an invariant."""
@@ -448,6 +535,30 @@ class BuildPlan:
     negative_pool_sizes: dict[str, int]
     bridge_pool_sizes: dict[str, int]  #: "a+b" -> size
     notes: list[str]
+
+
+def use_preset(images: Sequence[LabelledImage], config: ChainConfig, preset: ConceptPreset | None) -> list[LabelledImage]:
+    """Take the paper's concepts and pairs from ``preset`` where ``config`` does not name its own.
+
+    Labels that are aliases of the preset's concepts are renamed (Pangea ``hit-18.1`` -> ``hit``); the preset's
+    name is recorded in ``config.preset`` (and so in every meta sidecar and the release card). A concept the
+    source does not carry is an error that names it.
+    """
+    if preset is None:
+        config.preset = None
+        return list(images)
+    images = apply_aliases(images, preset)
+    labels = {label for img in images for label in img.labels}
+    wants_pairs = config.pairs is None and "asynchronous" in config.tasks
+    needed = [*(preset.concepts if config.concepts is None else ()), *(c for p in preset.pairs for c in p if wants_pairs)]
+    check_preset_labels(preset, labels, needed)
+    used = config.concepts is None or wants_pairs
+    if config.concepts is None:
+        config.concepts = list(preset.concepts)
+    if wants_pairs:
+        config.pairs = [list(p) for p in preset.pairs]
+    config.preset = preset.name if used else None  # --concepts (and --pairs) given: the preset supplied nothing
+    return images
 
 
 def plan_build(index: LabelIndex, config: ChainConfig) -> BuildPlan:
@@ -535,11 +646,14 @@ def _iter_units(plan: BuildPlan, config: ChainConfig, task: str) -> list[tuple]:
     return [(tuple(p), i) for p in plan.pairs for i in range(config.chains_per_concept)]
 
 
-def _rows(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterator[dict]:
+def _lines(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterator[str]:
     method = getattr(builder, task)
     for unit, number in units:
         made = method(unit, number)
-        yield made.to_json() if isinstance(made, ChainArrays) else made
+        if isinstance(made, ChainArrays):
+            yield made.to_line(builder.index.digits())
+        else:
+            yield json.dumps(made, ensure_ascii=False, separators=(",", ":"))
 
 
 def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLike, config: ChainConfig, *,
@@ -590,12 +704,12 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
             files[task] = path
             continue
         units = _iter_units(plan, config, task)
-        rows = _rows(builder, task, units)
+        lines = _lines(builder, task, units)
         if progress:
-            rows = track(rows, f"{task} ({len(units)})", total=len(units), unit="tasks")
+            lines = track(lines, f"{task} ({len(units)})", total=len(units), unit="tasks")
         with atomic_write(path, "w") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+            for line in lines:
+                handle.write(line + "\n")
         meta["created"] = utc_now()
         meta["sha256"] = sha256_file(path)
         write_meta(path, meta)

@@ -2,8 +2,9 @@
 
 An example pairs two images of the same source (``real`` | ``synthetic``) from different scenes. Its ground
 truth is the set of objects visible in both images ("No objects are in common" when there is none). The
-number of common objects ``k`` is drawn first, balanced over ``k = 0..max_common``; a pair with exactly ``k``
-common objects is then found through an object -> image index:
+number of common objects ``k`` is drawn first, from the ``common_distribution`` over ``k = 0..max_common``
+(default ``none=0.1``: 10% with nothing in common, the rest even over 1..max_common); a pair with exactly
+``k`` common objects is then found through an object -> image index:
 
 * the eligible images of a source are held as a compact index (object ids per image and images per object,
   both in CSR form, integer scene codes), never as records, so memory grows by a few bytes per image;
@@ -46,7 +47,13 @@ from commonlink.formats.catalog import (
     iter_catalog,
 )
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
-from commonlink.formats.meta import COMMON_O_PAIRS_KIND, read_meta, utc_now, write_meta
+from commonlink.formats.meta import (
+    COMMON_O_PAIRS_KIND,
+    data_file_problem,
+    read_meta,
+    utc_now,
+    write_meta,
+)
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 
@@ -58,6 +65,11 @@ PAPER_REAL_FRACTION = 0.45
 #: Auto ``max_uses``: this many times the average number of uses the request needs, and at least 3.
 AUTO_MAX_USES_FACTOR = 3
 AUTO_MAX_USES_MIN = 3
+#: Default share of examples with nothing in common. Uniform over k = 0..K gives 1/(K+1): 12.5% for main's
+#: K = 7, but 25% for K = 3, where always answering "No objects are in common" scores 25%. A fixed 10% keeps
+#: that floor low whatever K, close to the paper's own sample (2 of the 18 randomly drawn examples of its
+#: Figure 7, 11%, have nothing in common).
+DEFAULT_COMMON_DISTRIBUTION = "none=0.1"
 
 
 @dataclass
@@ -67,12 +79,14 @@ class PairsConfig:
     split: str = "main"  #: "main" (Common-O Bench) or "challenge" (Common-O Complex)
     count: int = 1000  #: examples to sample
     objects: tuple[int, int] | None = None  #: eligible visible-object counts; None: 3-7 main, 8-16 challenge
-    max_common: int | None = None  #: k is balanced over 0..max_common; None: the upper object bound
-    choices: int = 8  #: minimum number of lettered choices
+    max_common: int | None = None  #: k ranges over 0..max_common; None: the upper object bound
+    choices: int = 8  #: lettered choices per example (more only when k + 2 exceed it, see build_choices)
     max_uses: int | None = None  #: cap on examples an image appears in; None: auto (see AUTO_MAX_USES_*)
     real_fraction: float | None = None  #: share of real examples; None: split default (see resolve_real_fraction)
     seed: int = 0
     check_files: bool = True  #: verify that the images of the sampled pairs exist inside their catalogs
+    #: how k is drawn over 0..max_common: "uniform", "none=P" (share P for k = 0, the rest even) or weights "w0,w1,..."
+    common_distribution: str = DEFAULT_COMMON_DISTRIBUTION
 
     def object_range(self) -> tuple[int, int]:
         return tuple(self.objects) if self.objects is not None else DEFAULT_OBJECT_RANGE[self.split]  # type: ignore[return-value]
@@ -100,6 +114,32 @@ class PairsConfig:
             raise InputError(f"--max-uses {self.max_uses}: need at least 1.", "Leave it out for the automatic cap.")
         if self.real_fraction is not None and not 0.0 <= self.real_fraction <= 1.0:
             raise InputError(f"--real-fraction {self.real_fraction}: need a share between 0 and 1.", "e.g. --real-fraction 0.45.")
+        common_weights(self.common_distribution, k_max)
+
+
+def common_weights(spec: str, k_max: int) -> list[float] | None:
+    """Weights of k = 0..k_max for ``--common-distribution`` (None for "uniform", drawn exactly as before)."""
+    text = (spec or "").strip().lower().replace(" ", "")
+    fix = "Use uniform, none=P (e.g. none=0.1: 10% with nothing in common, the rest even), or one weight per k (e.g. 1,2,2,1)."
+    if text == "uniform":
+        return None
+    if text.startswith("none="):
+        try:
+            share = float(text[5:])
+        except ValueError:
+            raise InputError(f"--common-distribution {spec!r}: {text[5:]!r} is not a number.", fix) from None
+        if not 0.0 <= share <= 1.0:
+            raise InputError(f"--common-distribution {spec!r}: the share must be between 0 and 1.", fix)
+        if k_max == 0:
+            return [1.0]
+        return [share] + [(1.0 - share) / k_max] * k_max
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        raise InputError(f"--common-distribution {spec!r} is not a distribution.", fix) from None
+    if len(weights) != k_max + 1 or any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise InputError(f"--common-distribution {spec!r}: need {k_max + 1} weights >= 0 (k = 0..{k_max}) with a positive sum.", fix)
+    return weights
 
 
 def resolve_real_fraction(config: PairsConfig, eligible: dict[str, int]) -> float:
@@ -294,6 +334,19 @@ def _balanced_quota(n: int, k_max: int, rng: np.random.Generator) -> list[int]:
     return quota
 
 
+def _weighted_quota(n: int, weights: list[float], rng: np.random.Generator) -> list[int]:
+    """``n`` examples split by ``weights`` (largest remainders; ties broken by ``rng``): the counts are exact,
+    not drawn, so a split of 1,000 with none=0.1 has exactly 100 examples with nothing in common."""
+    share = np.asarray(weights, dtype=np.float64) / float(sum(weights))
+    exact = share * n
+    quota = np.floor(exact).astype(np.int64)
+    rest = n - int(quota.sum())
+    if rest:
+        order = np.lexsort((rng.random(len(weights)), -(exact - quota)))  # largest remainder first, random ties
+        quota[order[:rest]] += 1
+    return [int(q) for q in quota]
+
+
 def _sample_source(
     pool: _SourcePool,
     n: int,
@@ -304,66 +357,94 @@ def _sample_source(
     split: str,
     source_name: str,
     progress,
+    common_distribution: str = DEFAULT_COMMON_DISTRIBUTION,
 ) -> _SourceResult:
+    """Draw ``n`` pairs of one source, each with its scheduled number of common objects k (drawn from
+    ``common_distribution`` over 0..k_max); a k that runs out hands its unserved examples to other feasible k."""
     rng = rng_for(seed, "pairs", split, source_name, "search")
-    quota = _balanced_quota(n, k_max, rng)
+    weights = common_weights(common_distribution, k_max)
+    quota = _balanced_quota(n, k_max, rng) if weights is None else _weighted_quota(n, weights, rng)
+    # an exhausted k's quota goes where the planned count is furthest below its weight (evenly for uniform)
+    target_weight = np.asarray(weights if weights is not None else [1.0] * (k_max + 1), dtype=np.float64)
     schedule = np.repeat(np.arange(k_max + 1), quota)
     rng.shuffle(schedule)
-    planned = np.asarray(quota, dtype=np.int64)  # examples still planned + achieved, per k
-    achieved = [0] * (k_max + 1)
-    moved: dict[int, int] = {}
-    reason: dict[int, str] = {}
-    exhausted = np.zeros(k_max + 1, dtype=bool)
-    for k in range(k_max + 1):
-        if int(np.count_nonzero(pool.n_objects >= k)) < 2:
-            exhausted[k], reason[k] = True, f"fewer than two {source_name} images show {k}+ objects"
-        elif k + 2 > n_vocab_source:
-            # every example needs its k objects plus two distractors from the source's object names
-            exhausted[k], reason[k] = True, f"only {n_vocab_source} {source_name} object names: no room for 2 distractors"
-    uses = np.zeros(pool.m, dtype=np.int64)
-    available = np.ones(pool.m, dtype=bool)
-    partners: dict[int, list[int]] = {}
-    anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
-    cursor = [0] * (k_max + 1)
-    pairs: list[tuple[int, int, int]] = []
-    examined = 0
-    # code[b] = 1 + |objects(a) & objects(b)| for a valid partner b of the anchor a, 0 for an invalid one
-    code = np.empty(pool.m, dtype=np.uint8)
-    all_ks = (1 << (k_max + 1)) - 1
-    # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
-    # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
-    # upper bound: anchors that cannot reach k are skipped without any array work.
-    reachable = [all_ks] * pool.m
+    search = _PairSearch(pool, k_max, cap, n_vocab_source, source_name, rng)
+    scheduler = _KSchedule(schedule, quota, k_max, source_name, rng, search.exhausted, search.reason, target_weight)
     task = progress.add_task(f"sampling {source_name} pairs", total=n)
+    pairs: list[tuple[int, int, int]] = []
+    achieved = [0] * (k_max + 1)
+    i = 0
+    while i < len(schedule):
+        k = int(schedule[i])
+        found = k_max if search.exhausted[k] else search.find_pair(k)
+        if isinstance(found, int):  # k is used up: reschedule from position i on (i itself included)
+            scheduler.exhaust(k, found, i)
+            if search.exhausted.all():
+                break
+            continue
+        a, b = found
+        search.take(a, b)
+        pairs.append((int(pool.members[a]), int(pool.members[b]), k))
+        achieved[k] += 1
+        if len(pairs) % 64 == 0:
+            progress.advance(task, 64)
+        i += 1
+    return _SourceResult(pairs, quota, achieved, scheduler.moved, search.reason, search.uses, cap, search.examined)
 
-    def search(k: int) -> tuple[int, int] | int:
+
+class _PairSearch:
+    """Exact-k partner search over one source: which images are still available, how often each was used, the
+    pairs already drawn, and per anchor an upper bound on the k it can still reach."""
+
+    def __init__(self, pool: _SourcePool, k_max: int, cap: int, n_vocab_source: int, source_name: str, rng) -> None:
+        self.pool, self.cap, self.rng = pool, cap, rng
+        self.exhausted = np.zeros(k_max + 1, dtype=bool)
+        self.reason: dict[int, str] = {}
+        for k in range(k_max + 1):
+            if int(np.count_nonzero(pool.n_objects >= k)) < 2:
+                self.exhausted[k], self.reason[k] = True, f"fewer than two {source_name} images show {k}+ objects"
+            elif k + 1 > n_vocab_source:
+                # every example needs its k objects plus a distractor from the source's object names
+                self.exhausted[k], self.reason[k] = True, f"only {n_vocab_source} {source_name} object names: no room for a distractor"
+        self.uses = np.zeros(pool.m, dtype=np.int64)
+        self.available = np.ones(pool.m, dtype=bool)
+        self.partners: dict[int, list[int]] = {}
+        self.anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
+        self.cursor = [0] * (k_max + 1)
+        self.examined = 0
+        # code[b] = 1 + |objects(a) & objects(b)| for a valid partner b of the anchor a, 0 for an invalid one
+        self.code = np.empty(pool.m, dtype=np.uint8)
+        # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
+        # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
+        # upper bound: anchors that cannot reach k are skipped without any array work.
+        self.reachable = [(1 << (k_max + 1)) - 1] * pool.m
+
+    def find_pair(self, k: int) -> tuple[int, int] | int:
         """One pass at most over the anchors of k; returns (a, b), or the largest k any anchor may still reach."""
-        nonlocal examined
-        order = anchors[k]
-        bit = 1 << k
+        pool, code, order, bit = self.pool, self.code, self.anchors[k], 1 << k
         seen_max = -1
         for _ in range(len(order)):
-            a = int(order[cursor[k]])
-            cursor[k] = (cursor[k] + 1) % len(order)
-            if not available[a]:
+            a = int(order[self.cursor[k]])
+            self.cursor[k] = (self.cursor[k] + 1) % len(order)
+            if not self.available[a]:
                 continue
-            if not reachable[a] & bit:
-                seen_max = max(seen_max, reachable[a].bit_length() - 1)
+            if not self.reachable[a] & bit:
+                seen_max = max(seen_max, self.reachable[a].bit_length() - 1)
                 continue
-            examined += 1
+            self.examined += 1
             objs = pool.objects_of(a)
             shared = np.bincount(
                 np.concatenate([pool.posting[pool.posting_ptr[o] : pool.posting_ptr[o + 1]] for o in objs]),
                 minlength=pool.m,
             )
             np.add(shared, 1, out=code, casting="unsafe")  # at most 17 (16 objects + 1): fits uint8
-            np.multiply(code, available, out=code)
+            np.multiply(code, self.available, out=code)
             code[pool.scene_members(a)] = 0  # different scenes only (this also excludes a itself)
-            used = partners.get(a)
+            used = self.partners.get(a)
             if used:
                 code[used] = 0  # no unordered pair twice
             top = int(code.max())  # 1 + the largest intersection with a valid partner, 0 if none
-            reachable[a] = (1 << top) - 1
+            self.reachable[a] = (1 << top) - 1
             seen_max = max(seen_max, top - 1)
             if top <= k:
                 continue
@@ -371,20 +452,41 @@ def _sample_source(
             if len(hits) == 0:
                 continue
             # prefer the least-used partners: spreads image reuse without changing which k is drawn
-            hit_uses = uses[hits]
+            hit_uses = self.uses[hits]
             least = hits[hit_uses == hit_uses.min()]
-            return a, int(least[rng.integers(len(least))])
+            return a, int(least[self.rng.integers(len(least))])
         return seen_max
 
-    def mark_exhausted(k: int, seen_max: int, i: int) -> None:
+    def take(self, a: int, b: int) -> None:
+        """Record the pair (a, b): both images used once more (unavailable at the cap), the pair never again."""
+        for x, y in ((a, b), (b, a)):
+            self.uses[x] += 1
+            if self.uses[x] >= self.cap:
+                self.available[x] = False
+            self.partners.setdefault(x, []).append(y)
+
+
+class _KSchedule:
+    """The per-example schedule of k; when a k runs out, its unserved examples move to the feasible k furthest
+    below its weight (shares ``exhausted`` and ``reason`` with the search)."""
+
+    def __init__(self, schedule: np.ndarray, quota, k_max: int, source_name: str, rng, exhausted: np.ndarray,
+                 reason: dict[int, str], target_weight: np.ndarray) -> None:
+        self.schedule, self.k_max, self.source_name, self.rng = schedule, k_max, source_name, rng
+        self.target_weight = target_weight  # an exhausted k's examples go where planned/weight is lowest
+        self.planned = np.asarray(quota, dtype=np.int64)  # examples still planned + achieved, per k
+        self.exhausted, self.reason = exhausted, reason
+        self.moved: dict[int, int] = {}
+
+    def exhaust(self, k: int, seen_max: int, i: int) -> None:
+        exhausted, schedule, name = self.exhausted, self.schedule, self.source_name
         exhausted[k] = True
-        reason.setdefault(k, f"no pair of {source_name} images from different scenes is left sharing exactly {k} objects")
+        self.reason.setdefault(k, f"no pair of {name} images from different scenes is left sharing exactly {k} objects")
         # a full pass over the anchors of k covered every image that can anchor a larger k
-        for k2 in range(k + 1, k_max + 1):
+        for k2 in range(k + 1, self.k_max + 1):
             if not exhausted[k2] and k2 > seen_max:
                 exhausted[k2] = True
-                reason.setdefault(k2, f"no pair of {source_name} images from different scenes shares {k2} objects")
-        # move the unserved rest of every exhausted k to the feasible k with the fewest planned examples
+                self.reason.setdefault(k2, f"no pair of {name} images from different scenes shares {k2} objects")
         later = np.arange(i, len(schedule))
         for k_gone in np.flatnonzero(exhausted):
             positions = later[schedule[i:] == k_gone]
@@ -393,41 +495,18 @@ def _sample_source(
             feasible = np.flatnonzero(~exhausted)
             if len(feasible) == 0:
                 return
-            moved[int(k_gone)] = moved.get(int(k_gone), 0) + len(positions)
-            planned[k_gone] -= len(positions)
+            self.moved[int(k_gone)] = self.moved.get(int(k_gone), 0) + len(positions)
+            self.planned[k_gone] -= len(positions)
             new_ks = []
+            weighted = feasible[self.target_weight[feasible] > 0]
             for _ in positions:
-                target = feasible[np.argmin(planned[feasible])]
-                planned[target] += 1
+                if len(weighted):
+                    target = weighted[np.argmin(self.planned[weighted] / self.target_weight[weighted])]
+                else:
+                    target = feasible[np.argmin(self.planned[feasible])]
+                self.planned[target] += 1
                 new_ks.append(target)
-            schedule[positions] = rng.permutation(np.asarray(new_ks))
-
-    i = 0
-    while i < len(schedule):
-        k = int(schedule[i])
-        if exhausted[k]:
-            mark_exhausted(k, k_max, i)  # reschedules position i too
-            if exhausted.all():
-                break
-            continue
-        found = search(k)
-        if isinstance(found, int):
-            mark_exhausted(k, found, i)
-            if exhausted.all():
-                break
-            continue
-        a, b = found
-        pairs.append((int(pool.members[a]), int(pool.members[b]), k))
-        achieved[k] += 1
-        for x, y in ((a, b), (b, a)):
-            uses[x] += 1
-            if uses[x] >= cap:
-                available[x] = False
-            partners.setdefault(x, []).append(y)
-        if len(pairs) % 64 == 0:
-            progress.advance(task, 64)
-        i += 1
-    return _SourceResult(pairs, quota, achieved, moved, reason, uses, cap, examined)
+            schedule[positions] = self.rng.permutation(np.asarray(new_ks))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -518,13 +597,16 @@ def build_choices(
     """Lettered choices for two object sets: ``(choices, ground_truth, answer)``.
 
     Choices are the common objects, distractors (objects in only one image first, then objects in neither,
-    drawn from ``vocabulary``) and "No objects are in common", shuffled; there are ``max(min_choices, k + 3)``
-    of them, so every ground-truth object fits with two distractors. ``ground_truth`` lists the common objects
+    drawn from ``vocabulary``) and "No objects are in common", shuffled; there are ``max(min_choices, k + 2)``
+    of them: exactly ``min_choices`` (8 by default, as every list the paper prints) while the k common objects
+    leave room for a distractor, else every common object, "No objects are in common" and one distractor (so
+    the answer is never simply "every object listed"). With 8 choices: k <= 6 gives 8 choices; k = 7 gives 9;
+    the challenge split's k = 8..16 gives k + 2. ``ground_truth`` lists the common objects
     in letter order (or the "none" choice); ``answer`` is their letters, e.g. ``"A, C"``.
     """
     set_1, set_2 = set(objects_1), set(objects_2)
     common = sorted(set_1 & set_2)
-    n_choices = max(min_choices, len(common) + 3)
+    n_choices = max(min_choices, len(common) + 2)
     n_distractors = n_choices - 1 - len(common)
     only_one = sorted(set_1 ^ set_2)
     distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors]]
@@ -609,7 +691,8 @@ def sample_pairs(
                 raise _too_few(name, m, n, lo, hi, index, f"{n:,} distinct pairs from different scenes, and there are {distinct:,}")
             if 2 * n > m * cap:
                 raise _too_few(name, m, n, lo, hi, index, f"{2 * n:,} image slots, and --max-uses {cap} allows {m * cap:,}")
-            result = _sample_source(pool, n, k_max, cap, n_vocab, config.seed, config.split, name, bar)
+            result = _sample_source(pool, n, k_max, cap, n_vocab, config.seed, config.split, name, bar,
+                                    common_distribution=config.common_distribution)
             if len(result.pairs) < n:
                 reasons = "; ".join(f"{k}: {why}" for k, why in sorted(result.exhausted_reason.items()))
                 raise NotEnoughDataError(
@@ -754,7 +837,15 @@ def reusable_pairs(path: str | os.PathLike, config: PairsConfig, catalog_dirs: S
         previous = read_meta(path)
     except CommonlinkError:
         return None
-    return previous if same_inputs(previous, config, catalog_dirs) else None
+    if not same_inputs(previous, config, catalog_dirs):
+        return None
+    problem = data_file_problem(path, previous)
+    if problem:  # truncated or edited since: never "kept", and never silently replaced either
+        raise InputError(
+            f"{path} was made from these catalogs with these settings, but {problem}.",
+            "Pass --overwrite to sample it again, or restore the original file.",
+        )
+    return previous
 
 
 def write_pairs(path: str | os.PathLike, rows: Iterable[dict], meta: dict) -> int:

@@ -1,11 +1,13 @@
 """Scene synthesis: seeded scene plans (pure data) and the backends that render them.
 
-- ``assets``: the asset file (objects and floors for both backends); ``models`` / ``floors``: procedural meshes and
-  floor textures of the built-in assets.
+- ``assets``: the asset file (objects and floors for both backends, with each asset's source and licence);
+  ``models`` / ``models_household`` (built from ``shapes``) / ``floors``: procedural meshes and floor textures of
+  the built-in assets.
 - ``plan``: :func:`~commonlink.synth.plan.plan_scene`, one seeded plan per (seed, scene index).
-- ``offline``: the embedded CPU renderer (pyrender on EGL) with exact instance masks.
-- ``unrealcv_backend``: the same plans on a running Unreal Engine through the ``unrealcv`` client;
-  ``fake_server``: a local server speaking UnrealCV's wire protocol, for tests and benchmarks.
+- ``render``: the :class:`~commonlink.synth.render.Renderer` interface; ``render.offline``: the embedded CPU renderer
+  (pyrender on EGL) with exact instance masks; ``render.unrealcv``: the same plans on a running Unreal Engine through the ``unrealcv`` client;
+  ``render.unreal_check``: the preflight of ``commonlink unreal check`` (the test server modelled on the plugin is
+  ``commonlink.testing.unrealcv_server``; the Unreal Editor script is ``tools/unreal/commonlink_import.py``).
 - ``visibility``: which objects an image shows, from its instance mask.
 - ``runner``: :func:`~commonlink.synth.runner.synthesize`, the resumable scene loop behind ``commonlink synth``
   (shards, worker processes, Ray); ``sheet``: contact sheets of renders.

@@ -15,7 +15,8 @@ spawns (``vset /objects/spawn <ue_class>``; its pivot must be the bottom centre,
 size-normalise every object; ``mesh`` is the offline renderer's source: ``procedural:<model>`` (see
 ``commonlink.synth.models``), ``pybullet_data:<file>`` (a mesh shipped in the ``pybullet`` wheel) or a path
 to an .obj/.glb/.ply file relative to the asset file. Optional: ``mesh_up`` (``z`` default, or ``y`` for
-y-up meshes), ``color`` ([r, g, b] for untextured meshes). Floors: ``texture`` is ``procedural:<name>``
+y-up meshes), ``color`` ([r, g, b] for untextured meshes), ``source`` and ``license`` (where the shape comes
+from and the licence its renders are under; every built-in asset records both). Floors: ``texture`` is ``procedural:<name>``
 (see ``commonlink.synth.floors``) or an image path relative to the asset file.
 """
 
@@ -46,6 +47,8 @@ class Asset:
     mesh: str | None = None
     mesh_up: str = "z"
     color: tuple[int, int, int] | None = None
+    source: str | None = None  #: where the shape comes from (procedural model, package file, your own mesh)
+    license: str | None = None  #: the licence its renders are under
 
     @property
     def largest_extent(self) -> float:
@@ -128,7 +131,16 @@ def _parse_asset(path: str, i: int, raw: object, seen: set[str]) -> Asset:
         mesh=raw.get("mesh"),
         mesh_up=up,
         color=tuple(int(c) for c in color) if color else None,  # type: ignore[arg-type]
+        source=_optional_text(path, f"{where} ({name})", raw, "source"),
+        license=_optional_text(path, f"{where} ({name})", raw, "license"),
     )
+
+
+def _optional_text(path: str, where: str, raw: dict, key: str) -> str | None:
+    value = raw.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise _fail(path, where, f"'{key}' must be a non-empty string when given")
+    return value.strip() if value else None
 
 
 def _parse_floor(path: str, i: int, raw: object, seen: set[str]) -> FloorMaterial:

@@ -2,8 +2,8 @@
 
 Every builder returns one ``trimesh.Trimesh`` with per-vertex colours, in centimetres, z up, resting on
 z = 0 and centred on the z axis (the pivot convention the scene planner and the UnrealCV asset file share).
-Parts are split at sharp edges before colouring so that boxes and caps shade flat while round parts stay
-smooth. ``trimesh`` is imported lazily: this module is only loaded by the renderer.
+The primitives live in :mod:`commonlink.synth.shapes`; more household models in
+:mod:`commonlink.synth.models_household`. :data:`PROCEDURAL_MODELS` lists them all.
 """
 
 from __future__ import annotations
@@ -13,110 +13,41 @@ from collections.abc import Callable
 
 import numpy as np
 
-Color = tuple[int, int, int]
-
-# Named colours keep the builders readable.
-RED: Color = (196, 30, 36)
-DARK_RED: Color = (120, 16, 20)
-ORANGE: Color = (240, 120, 20)
-YELLOW: Color = (245, 205, 40)
-GREEN: Color = (60, 150, 50)
-DARK_GREEN: Color = (30, 95, 35)
-BLUE: Color = (40, 90, 200)
-LIGHT_BLUE: Color = (150, 200, 235)
-PURPLE: Color = (120, 60, 160)
-PINK: Color = (240, 140, 180)
-BROWN: Color = (110, 70, 35)
-TAN: Color = (205, 160, 100)
-WOOD: Color = (160, 110, 60)
-WHITE: Color = (240, 240, 235)
-CREAM: Color = (245, 235, 210)
-GREY: Color = (150, 150, 155)
-SILVER: Color = (200, 200, 210)
-DARK: Color = (35, 35, 40)
-GOLD: Color = (220, 175, 50)
-TERRACOTTA: Color = (190, 95, 55)
-
-
-def _tm():
-    import trimesh
-
-    return trimesh
-
-
-def _move(mesh, x: float = 0.0, y: float = 0.0, z: float = 0.0):
-    mesh.apply_translation([x, y, z])
-    return mesh
-
-
-def _rot(mesh, axis: str, degrees: float):
-    tm = _tm()
-    vec = {"x": [1, 0, 0], "y": [0, 1, 0], "z": [0, 0, 1]}[axis]
-    mesh.apply_transform(tm.transformations.rotation_matrix(math.radians(degrees), vec))
-    return mesh
-
-
-def part(mesh, color: Color):
-    """Split at sharp edges (flat faces shade flat) and paint every vertex ``color``."""
-    mesh = mesh.smooth_shaded
-    mesh.visual.vertex_colors = np.tile(np.array([*color, 255], dtype=np.uint8), (len(mesh.vertices), 1))
-    return mesh
-
-
-def box(sx: float, sy: float, sz: float, color: Color, x: float = 0, y: float = 0, z: float = 0):
-    """Axis-aligned box whose bottom face sits at height ``z``."""
-    return part(_move(_tm().creation.box(extents=[sx, sy, sz]), x, y, z + sz / 2), color)
-
-
-def cylinder(r: float, h: float, color: Color, x: float = 0, y: float = 0, z: float = 0, sections: int = 32):
-    return part(_move(_tm().creation.cylinder(radius=r, height=h, sections=sections), x, y, z + h / 2), color)
-
-
-def sphere(r: float, color: Color, x: float = 0, y: float = 0, z: float = 0, scale=(1.0, 1.0, 1.0), subdivisions=3):
-    mesh = _tm().creation.icosphere(subdivisions=subdivisions, radius=r)
-    mesh.apply_scale(scale)
-    return part(_move(mesh, x, y, z), color)
-
-
-def cone(r: float, h: float, color: Color, x: float = 0, y: float = 0, z: float = 0, sections: int = 32):
-    return part(_move(_tm().creation.cone(radius=r, height=h, sections=sections), x, y, z), color)
-
-
-def torus(major: float, minor: float, color: Color, x: float = 0, y: float = 0, z: float = 0):
-    return part(_move(_tm().creation.torus(major, minor, major_sections=40, minor_sections=20), x, y, z), color)
-
-
-def lathe(profile: list[tuple[float, float]], color: Color, z: float = 0, sections: int = 40):
-    """Surface of revolution about the z axis from (radius, height) points."""
-    return part(_move(_tm().creation.revolve(np.asarray(profile, dtype=float), sections=sections), 0, 0, z), color)
-
-
-def capsule_between(p0, p1, r: float, color: Color):
-    """A capsule of radius ``r`` from point ``p0`` to ``p1``."""
-    tm = _tm()
-    p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
-    length = float(np.linalg.norm(p1 - p0))
-    mesh = tm.creation.capsule(height=max(length, 1e-3), radius=r, count=[16, 16])
-    mesh.apply_translation(-mesh.bounds.mean(axis=0))  # centre it whatever trimesh's convention
-    direction = (p1 - p0) / max(length, 1e-9)
-    mesh.apply_transform(tm.geometry.align_vectors([0, 0, 1], direction))
-    mesh.apply_translation((p0 + p1) / 2)
-    return part(mesh, color)
-
-
-def _upper_half(mesh, z: float):
-    """The faces of ``mesh`` above height ``z`` (an open arc, e.g. a handle), keeping its colours."""
-    keep = mesh.triangles_center[:, 2] >= z
-    return mesh.submesh([keep.nonzero()[0]], append=True)
-
-
-def combine(*parts):
-    """Concatenate parts and re-seat the result on z = 0, centred on the z axis."""
-    mesh = _tm().util.concatenate(list(parts))
-    lo, hi = mesh.bounds
-    mesh.apply_translation([-(lo[0] + hi[0]) / 2, -(lo[1] + hi[1]) / 2, -lo[2]])
-    return mesh
-
+from commonlink.synth.models_household import HOUSEHOLD_MODELS
+from commonlink.synth.shapes import (
+    BLUE,
+    BROWN,
+    CREAM,
+    DARK,
+    DARK_GREEN,
+    DARK_RED,
+    GOLD,
+    GREEN,
+    GREY,
+    LIGHT_BLUE,
+    ORANGE,
+    PINK,
+    PURPLE,
+    RED,
+    SILVER,
+    TAN,
+    TERRACOTTA,
+    WHITE,
+    WOOD,
+    YELLOW,
+    box,
+    capsule_between,
+    combine,
+    cone,
+    cylinder,
+    lathe,
+    part,
+    rotated,
+    sphere,
+    torus,
+    trimesh_module,
+    upper_half,
+)
 
 # --- the models -------------------------------------------------------------------------------------------
 
@@ -171,7 +102,7 @@ def cup():
 
 def teacup():
     body = lathe([(0, 0), (2.2, 0), (2.3, 0.5), (4.2, 3.0), (4.8, 5.6), (4.5, 5.6), (3.9, 3.2), (2.0, 1.0), (0, 1.0)], WHITE)
-    handle = _rot(torus(1.6, 0.38, WHITE), "x", 90)
+    handle = rotated(torus(1.6, 0.38, WHITE), "x", 90)
     handle.apply_translation([5.2, 0, 3.4])
     saucer = lathe([(0, 0), (4.5, 0), (7.0, 0.8), (7.2, 1.0), (4.5, 0.6), (0, 0.6)], LIGHT_BLUE)
     body.apply_translation([0, 0, 0.6])
@@ -212,16 +143,16 @@ def gift_box():
     body = box(16, 16, 12, RED)
     ribbon_a = box(2.5, 16.3, 12.3, GOLD, z=-0.15)
     ribbon_b = box(16.3, 2.5, 12.3, GOLD, z=-0.15)
-    bow1 = _rot(torus(2.0, 0.6, GOLD), "x", 90)
+    bow1 = rotated(torus(2.0, 0.6, GOLD), "x", 90)
     bow1.apply_translation([-2, 0, 13.5])
-    bow2 = _rot(torus(2.0, 0.6, GOLD), "x", 90)
+    bow2 = rotated(torus(2.0, 0.6, GOLD), "x", 90)
     bow2.apply_translation([2, 0, 13.5])
     return combine(body, ribbon_a, ribbon_b, bow1, bow2)
 
 
 def tennis_ball():
     ball = sphere(3.3, (200, 225, 60), z=3.3)
-    seam = _rot(torus(3.28, 0.18, WHITE), "x", 70)
+    seam = rotated(torus(3.28, 0.18, WHITE), "x", 70)
     seam.apply_translation([0, 0, 3.3])
     return combine(ball, seam)
 
@@ -230,7 +161,7 @@ def basketball():
     ball = sphere(12, ORANGE, z=12)
     lines = []
     for axis, deg in (("x", 90), ("y", 90), ("z", 0)):
-        ring = _rot(torus(12.0, 0.3, DARK), axis, deg)
+        ring = rotated(torus(12.0, 0.3, DARK), axis, deg)
         ring.apply_translation([0, 0, 12])
         lines.append(ring)
     return combine(ball, *lines)
@@ -324,7 +255,7 @@ def mushroom():
 
 
 def pyramid():
-    tm = _tm()
+    tm = trimesh_module()
     verts = np.array([[-8, -8, 0], [8, -8, 0], [8, 8, 0], [-8, 8, 0], [0, 0, 11]], float)
     faces = np.array([[0, 2, 1], [0, 3, 2], [0, 1, 4], [1, 2, 4], [2, 3, 4], [3, 0, 4]])
     return combine(part(tm.Trimesh(verts, faces), (215, 185, 120)))
@@ -332,18 +263,18 @@ def pyramid():
 
 def ring():
     band = torus(1.4, 0.28, GOLD)
-    band = _rot(band, "x", 90)
+    band = rotated(band, "x", 90)
     band.apply_translation([0, 0, 1.68])
     gem = sphere(0.55, (90, 170, 255), z=3.3, subdivisions=1)
     return combine(band, gem)
 
 
 def hammer():
-    handle = _rot(cylinder(1.2, 26, WOOD), "y", 90)
+    handle = rotated(cylinder(1.2, 26, WOOD), "y", 90)
     handle.apply_translation([0, 0, 1.5])
     head = box(3, 10, 3, GREY, x=13, z=0)
     claw = box(3, 4, 3, GREY, x=13, y=-6.5, z=0.5)
-    grip = _rot(cylinder(1.35, 9, DARK), "y", 90)
+    grip = rotated(cylinder(1.35, 9, DARK), "y", 90)
     grip.apply_translation([-8.5, 0, 1.5])
     return combine(handle, head, claw, grip)
 
@@ -359,7 +290,7 @@ def teapot():
     body = lathe([(0, 0), (5, 0), (7.5, 3), (8, 6), (6.5, 10), (3.5, 11), (0, 11)], (60, 130, 120), sections=48)
     lid_knob = sphere(1.2, (60, 130, 120), z=12)
     spout = capsule_between([6.5, 0, 4], [12, 0, 10], 1.1, (60, 130, 120))
-    handle = _rot(torus(3.5, 0.7, (60, 130, 120)), "x", 90)
+    handle = rotated(torus(3.5, 0.7, (60, 130, 120)), "x", 90)
     handle.apply_translation([-8, 0, 6])
     return combine(body, lid_knob, spout, handle)
 
@@ -396,13 +327,13 @@ def top_hat():
 
 def bucket():
     body = lathe([(0, 0), (9, 0), (12, 22), (11.5, 22), (8.6, 0.8), (0, 0.8)], (40, 120, 200), sections=48)
-    handle = _rot(torus(12.0, 0.35, SILVER), "x", 90)
+    handle = rotated(torus(12.0, 0.35, SILVER), "x", 90)
     handle.apply_translation([0, 0, 20])
-    return combine(body, _upper_half(handle, 20.2))
+    return combine(body, upper_half(handle, 20.2))
 
 
 def carrot():
-    root = _rot(cone(3.4, 17, ORANGE), "y", 90)
+    root = rotated(cone(3.4, 17, ORANGE), "y", 90)
     root.apply_translation([-8, 0, 3.4])
     leaves = [capsule_between([-8, 0, 3.4], [-14, dy, 3.4 + dz], 0.7, GREEN) for dy, dz in ((-1.5, 2), (0, 3), (1.5, 2), (0.5, 0.5))]
     return combine(root, *leaves)
@@ -439,11 +370,11 @@ def pear():
 
 
 def dumbbell():
-    bar = _rot(cylinder(1.2, 30, SILVER), "y", 90)
+    bar = rotated(cylinder(1.2, 30, SILVER), "y", 90)
     bar.apply_translation([0, 0, 6])
     plates = []
     for x in (-11, -8.5, 8.5, 11):
-        plate_ = _rot(cylinder(6, 2.2, DARK), "y", 90)
+        plate_ = rotated(cylinder(6, 2.2, DARK), "y", 90)
         plate_.apply_translation([x, 0, 6])
         plates.append(plate_)
     return combine(bar, *plates)
@@ -456,7 +387,7 @@ def toy_car():
     wheels = []
     for wx in (-6.5, 6.5):
         for wy in (-4.6, 4.6):
-            wheel = _rot(cylinder(2.4, 1.6, DARK), "x", 90)
+            wheel = rotated(cylinder(2.4, 1.6, DARK), "x", 90)
             wheel.apply_translation([wx, wy, 2.4])
             wheels.append(wheel)
     lights = [box(0.3, 1.6, 1.0, YELLOW, x=10.05, y=s * 3, z=4.4) for s in (-1, 1)]
@@ -464,7 +395,7 @@ def toy_car():
 
 
 def toy_house():
-    tm = _tm()
+    tm = trimesh_module()
     walls = box(16, 14, 11, CREAM)
     verts = np.array([[-9, -8, 11], [9, -8, 11], [9, 8, 11], [-9, 8, 11], [-9, 0, 18], [9, 0, 18]], float)
     faces = np.array([[0, 1, 5], [0, 5, 4], [2, 3, 4], [2, 4, 5], [0, 4, 3], [1, 2, 5], [0, 3, 2], [0, 2, 1]])
@@ -487,15 +418,15 @@ def rocket():
 
 def lollipop():
     stick = cylinder(0.35, 14, WHITE)
-    candy = _rot(cylinder(4.5, 1.6, (230, 60, 140), sections=40), "x", 90)
+    candy = rotated(cylinder(4.5, 1.6, (230, 60, 140), sections=40), "x", 90)
     candy.apply_translation([0, 0, 17])
-    swirl = _rot(torus(2.6, 0.5, WHITE), "x", 90)
+    swirl = rotated(torus(2.6, 0.5, WHITE), "x", 90)
     swirl.apply_translation([0, 0.85, 17])
     return combine(stick, candy, swirl)
 
 
 def ice_cream():
-    cone_ = _rot(cone(3.2, 11, TAN), "x", 180)
+    cone_ = rotated(cone(3.2, 11, TAN), "x", 180)
     cone_.apply_translation([0, 0, 11])
     scoop = sphere(3.8, PINK, z=13.0)
     cherry = sphere(0.9, RED, z=17.3, subdivisions=2)
@@ -524,7 +455,7 @@ def cake():
 
 
 def pumpkin():
-    tm = _tm()
+    tm = trimesh_module()
     body = tm.creation.icosphere(subdivisions=4, radius=10)
     v = body.vertices
     ang = np.arctan2(v[:, 1], v[:, 0])
@@ -539,7 +470,7 @@ def snowman():
     base = sphere(7, WHITE, z=6.5)
     middle = sphere(5, WHITE, z=16)
     head = sphere(3.5, WHITE, z=23.5)
-    nose = _rot(cone(0.6, 3.2, ORANGE, sections=16), "y", 90)
+    nose = rotated(cone(0.6, 3.2, ORANGE, sections=16), "y", 90)
     nose.apply_translation([3.3, 0, 23.8])
     eyes = [sphere(0.45, DARK, x=3.05, y=s * 1.2, z=24.9, subdivisions=1) for s in (-1, 1)]
     buttons = [sphere(0.6, DARK, x=4.85, z=z, subdivisions=1) for z in (14.5, 16.5, 18.4)]
@@ -550,9 +481,9 @@ def snowman():
 
 
 def alarm_clock():
-    case = _rot(cylinder(6, 4.5, RED, sections=40), "x", 90)
+    case = rotated(cylinder(6, 4.5, RED, sections=40), "x", 90)
     case.apply_translation([0, 0, 8])
-    dial = _rot(cylinder(5.0, 0.3, WHITE, sections=40), "x", 90)
+    dial = rotated(cylinder(5.0, 0.3, WHITE, sections=40), "x", 90)
     dial.apply_translation([0, -2.3, 8])
     hands = [box(0.5, 0.3, 3.8, DARK, y=-2.5, z=8), box(2.8, 0.3, 0.5, DARK, x=1.4, y=-2.5, z=7.8)]
     bells = [sphere(2.2, GOLD, x=s * 3.6, z=13.6, scale=(1, 1, 0.75), subdivisions=2) for s in (-1, 1)]
@@ -564,11 +495,11 @@ def alarm_clock():
 def watering_can():
     body = cylinder(6, 12, GREEN)
     spout = capsule_between([5, 0, 3], [15, 0, 13], 0.9, GREEN)
-    rose = _rot(cone(2.0, 2.0, GREEN, sections=20), "y", -45)
+    rose = rotated(cone(2.0, 2.0, GREEN, sections=20), "y", -45)
     rose.apply_translation([15, 0, 13])
-    handle = _rot(torus(5, 0.8, DARK_GREEN), "x", 90)
+    handle = rotated(torus(5, 0.8, DARK_GREEN), "x", 90)
     handle.apply_translation([-1, 0, 12])
-    return combine(body, spout, rose, _upper_half(handle, 12))
+    return combine(body, spout, rose, upper_half(handle, 12))
 
 
 #: Procedural model name -> builder. Asset files refer to these as ``procedural:<name>``.
@@ -582,3 +513,4 @@ PROCEDURAL_MODELS: dict[str, Callable] = {
         alarm_clock, watering_can, teddy_bear,
     )
 }
+PROCEDURAL_MODELS.update(HOUSEHOLD_MODELS)

@@ -1,15 +1,18 @@
 """Scene plans: pure, seeded data that says what a scene contains and where its cameras are (no renderer).
 
-Following Common-O §3.1/§8: N distinct assets, each in one of 16 floor positions (a 4x4 grid, one object per
-cell, the cells drawn inside a block just big enough for N so that few objects stay close together), a random
-yaw and a slight random tilt, a scale that fits the asset's largest extent inside its cell while keeping its
-aspect ratio (so objects never interpenetrate), lighting, and several cameras around the scene at varied
-azimuth and elevation, each placed as close as its field of view allows with every object in frame, so that
-objects are large in the images (the paper reports 2-22% of the image per object).
+Following Common-O §3.1/§8: N distinct assets, each at one of 16 floor positions (the centres of a 4x4 grid,
+drawn at random among all 16), a slight random rotation (yaw within +-``max_yaw_deg``, a small tilt), a uniform
+scale that keeps the aspect ratio and gives each object a maximum size set by the room around its position
+(the distance to its nearest neighbour, capped), so that objects never interpenetrate, lighting, and four cameras,
+one on each side of the grid at varied elevation, each placed as close as its field of view allows with every
+object in frame. Together these put objects in the paper's band of 2-22% of the image from every camera, for
+3-7 objects as for 8-16 (checked on renders by ``benchmarks/bench_synth.py``).
 
 Coordinates are Unreal Engine's (left-handed: x forward, y right, z up; centimetres; rotations are
 (pitch, yaw, roll) in degrees) so the UnrealCV backend sends them as they are. Each scene's generator is
-``rng_for(seed, "scene", index, attempt)``: any scene (and any re-sampling attempt) can be redone alone.
+``rng_for(seed, "scene", index, "content")`` for what it holds (objects, floor) and
+``rng_for(seed, "scene", index, attempt)`` for the layout, cameras and light: any scene (and any re-sampling
+attempt) can be redone alone, and a re-sampled scene holds the same objects.
 """
 
 from __future__ import annotations
@@ -24,15 +27,14 @@ from commonlink.seeding import rng_for
 from commonlink.synth.assets import AssetCatalog
 
 PLAN_FORMAT = "commonlink-scene-plan/1"
-#: Limits, in cells, that keep objects apart: footprint diagonal at scale, footprint circle radius (tilt
-#: included), and how far from the cell centre that circle may reach after jitter.
-FOOTPRINT_DIAGONAL = 0.94
-MAX_RADIUS = 0.47
-JITTER_LIMIT = 0.48
+#: Positions on the floor: the centres of a GRID x GRID grid (the paper's 16 positions).
+GRID = 4
 
 #: Bump when the layout or framing rules change: a catalog's scenes must all come from one set of rules,
 #: so `commonlink synth` refuses to resume a catalog made with another plan version.
-PLAN_VERSION = 2
+#: 3: all 16 positions, slight yaw, per-object maximum size from the room around it, cameras on the grid's sides.
+PLAN_VERSION = 3
+
 
 
 @dataclass
@@ -83,14 +85,29 @@ class PlanConfig:
     views: int = 4
     width: int = 512
     height: int = 512
-    grid: int = 4
-    cell_cm: float = 30.0
-    fill: tuple[float, float] = (0.8, 0.9)  #: largest extent as a fraction of the cell
-    max_tilt_deg: float = 6.0
-    elevation_deg: tuple[float, float] = (28.0, 58.0)
-    fov_deg: tuple[float, float] = (42.0, 55.0)
+    grid: int = GRID
+    cell_cm: float = 30.0  #: spacing of the positions
+    #: An object's largest horizontal extent, as a fraction of its room: the distance (in cells, Chebyshev) to
+    #: its nearest neighbour, capped at ``max_room_cells``, so a lone object may grow past one cell but never
+    #: into another. Its height is capped at ``max_height`` times the room (tall things may stand taller than
+    #: wide, as long as they stay in proportion).
+    fill: tuple[float, float] = (0.94, 0.99)
+    max_room_cells: float = 1.6
+    max_height: float = 1.5
+    #: Weight of a position next to an already chosen one when drawing positions one by one (1 = uniform):
+    #: below 1, objects spread over the 16 positions with more room each, so they can be larger.
+    neighbour_weight: float = 0.25
+    gap_cm: float = 1.0  #: least distance between two objects' footprints
+    max_yaw_deg: float = 15.0  #: "slight random rotation"; 180 turns objects over the full circle
+    max_tilt_deg: float = 4.0
+    elevation_deg: tuple[float, float] = (50.0, 70.0)
+    fov_deg: tuple[float, float] = (28.0, 36.0)
+    #: Cameras stand on the four sides of the grid (azimuths 0, 90, 180, 270 plus a shared random turn and
+    #: their own jitter, degrees): the grid's side, not its diagonal, then spans the image.
+    azimuth_turn_deg: float = 15.0
+    azimuth_jitter_deg: float = 8.0
     frame_margin: float = 0.98  #: the outermost object reaches this fraction of the half field of view
-    distance_factor: tuple[float, float] = (1.0, 1.06)  #: times the distance that just frames every object
+    distance_factor: tuple[float, float] = (1.0, 1.02)  #: times the distance that just frames every object
     off_centre: float = 0.2  #: largest shift of the framing, as a fraction of the room left around the objects
 
     def check(self, catalog: AssetCatalog) -> None:
@@ -111,6 +128,9 @@ class PlanConfig:
             raise InputError(f"--views {self.views}: need at least one camera.", "e.g. --views 4.")
         if self.width < 16 or self.height < 16:
             raise InputError(f"--resolution {self.width}x{self.height} is too small.", "Use at least 16x16, e.g. 512x512.")
+        if not 0.0 <= self.max_yaw_deg <= 180.0:
+            raise InputError(f"--max-yaw {self.max_yaw_deg}: must be between 0 and 180 degrees.",
+                             "e.g. --max-yaw 20 (slight, the default) or --max-yaw 180 (any direction).")
 
 
 @dataclass
@@ -172,71 +192,147 @@ def _box_corners(size, scale: float) -> np.ndarray:
     return np.array([[x, y, z] for x in (-sx / 2, sx / 2) for y in (-sy / 2, sy / 2) for z in (0.0, sz)])
 
 
-def fit_scale(size_cm, cell_cm: float, fill: float) -> float:
-    """Uniform scale putting the largest extent at ``fill`` of the cell, shrunk further if the footprint's
-    diagonal (any yaw) would pass 94% of the cell; the aspect ratio is kept."""
-    largest = max(size_cm)
-    footprint_diagonal = math.hypot(size_cm[0], size_cm[1])
-    return min(fill * cell_cm / largest, FOOTPRINT_DIAGONAL * cell_cm / footprint_diagonal)
+def _convex_hull(points: np.ndarray) -> np.ndarray:
+    """Counter-clockwise convex hull of 2-D points (Andrew's monotone chain)."""
+    pts = sorted({(round(float(x), 9), round(float(y), 9)) for x, y in points})
+    if len(pts) <= 2:
+        return np.array(pts, float)
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    lower, upper = [], []
+    for p in pts:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
+            lower.pop()
+        lower.append(p)
+    for p in reversed(pts):
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
+            upper.pop()
+        upper.append(p)
+    return np.array(lower[:-1] + upper[:-1], float)
 
 
-def footprint_radius(size_cm, scale: float, rotation) -> float:
-    """Largest horizontal distance from the pivot of the (rotated, scaled) bounding box: the radius of the
-    circle the object's footprint stays in, tilt included."""
+def footprint(size_cm, scale: float, rotation, location) -> np.ndarray:
+    """The floor polygon under an object: convex hull of its (scaled, rotated, tilted) bounding box seen from
+    above, placed at ``location``."""
     corners = _box_corners(size_cm, scale) @ ue_rotation_matrix(*rotation).T
-    return max(float(np.hypot(corners[:, 0], corners[:, 1]).max()), math.hypot(size_cm[0], size_cm[1]) * scale / 2)
+    return _convex_hull(corners[:, :2] + np.asarray(location[:2], float))
 
 
-def _choose_cells(rng: np.random.Generator, n: int, grid: int) -> list[int]:
-    """``n`` distinct cells of the grid, drawn inside a randomly placed near-square block just big enough
-    for them (2x2 for 3-4 objects, 3x3 for 7-9, the whole 4x4 grid for 13-16), so that a few objects are not
-    spread over the whole floor with the camera pulled back to frame them all."""
-    shapes = [(r, c) for r in range(1, grid + 1) for c in range(1, grid + 1) if r * c >= n and abs(r - c) <= 1]
-    smallest = min(r * c for r, c in shapes)
-    shapes = [s for s in shapes if s[0] * s[1] == smallest]
-    rows, cols = shapes[int(rng.integers(len(shapes)))]
-    top, left = int(rng.integers(grid - rows + 1)), int(rng.integers(grid - cols + 1))
-    block = [(top + r) * grid + left + c for r in range(rows) for c in range(cols)]
-    return [int(c) for c in rng.choice(block, size=n, replace=False)]
+def footprints_overlap(a: np.ndarray, b: np.ndarray, gap: float = 0.0) -> bool:
+    """Whether two convex polygons come closer than ``gap`` along every edge normal of either (separating axes)."""
+    for poly in (a, b):
+        edges = np.roll(poly, -1, axis=0) - poly
+        normals = np.stack([edges[:, 1], -edges[:, 0]], axis=1)
+        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+        pa, pb = a @ normals.T, b @ normals.T
+        if ((pa.max(axis=0) + gap <= pb.min(axis=0)) | (pb.max(axis=0) + gap <= pa.min(axis=0))).any():
+            return False
+    return True
+
+
+def room_cells(cells: list[tuple[int, int]], cap: float) -> list[float]:
+    """For each position, the Chebyshev distance in cells to the nearest other chosen position, capped: the
+    room its object may fill without reaching a neighbour's (axis-aligned footprints of half that size on
+    both sides just touch)."""
+    rooms = []
+    for i, (r, c) in enumerate(cells):
+        others = [max(abs(r - r2), abs(c - c2)) for j, (r2, c2) in enumerate(cells) if j != i]
+        rooms.append(min([cap, *others]))
+    return rooms
+
+
+def bulk(size_cm) -> float:
+    """How much of its largest horizontal extent's square an object shows: the mean of its bounding box's three
+    face areas over that square (about 1 for a cube, small for a hammer or a plate)."""
+    sx, sy, sz = size_cm
+    return (sx * sy + sx * sz + sy * sz) / 3 / max(sx, sy) ** 2
+
+
+def choose_positions(rng: np.random.Generator, n: int, grid: int, neighbour_weight: float) -> list[tuple[int, int]]:
+    """``n`` distinct (row, column) positions of the grid, drawn one by one among all of them; a position next
+    to (8-neighbourhood) an already chosen one is drawn with weight ``neighbour_weight`` instead of 1."""
+    chosen: list[tuple[int, int]] = []
+    free = [divmod(c, grid) for c in range(grid * grid)]
+    for _ in range(n):
+        weights = np.array([neighbour_weight if any(max(abs(r - a), abs(c - b)) <= 1 for a, b in chosen) else 1.0
+                            for r, c in free])
+        pick = int(rng.choice(len(free), p=weights / weights.sum()))
+        chosen.append(free.pop(pick))
+    return chosen
 
 
 def _r(values, digits: int = 3):
     return tuple(round(float(v), digits) for v in values)
 
 
+def _lift(size_cm, scale: float, rotation) -> float:
+    """Height that puts the lowest corner of the tilted box on the floor (tilted objects rest on it)."""
+    corners = _box_corners(size_cm, scale) @ ue_rotation_matrix(*rotation).T
+    return -float(corners[:, 2].min())
+
+
+def _separate(sizes, scales: list[float], rotations, locations, gap: float) -> list[float]:
+    """Shrink objects (the larger of a pair first, 6% a step) until no two footprints come within ``gap``."""
+    scales = list(scales)
+    for _ in range(60):
+        moved = False
+        polys = [footprint(sizes[i], scales[i], rotations[i], locations[i]) for i in range(len(scales))]
+        for i in range(len(scales)):
+            for j in range(i + 1, len(scales)):
+                if footprints_overlap(polys[i], polys[j], gap):
+                    k = i if scales[i] * max(sizes[i]) >= scales[j] * max(sizes[j]) else j
+                    scales[k] *= 0.94
+                    polys[k] = footprint(sizes[k], scales[k], rotations[k], locations[k])
+                    moved = True
+        if not moved:
+            break
+    return scales
+
+
 def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int, attempt: int = 0) -> ScenePlan:
     """Draw scene ``index`` (re-sampling ``attempt``) of a run seeded with ``seed``."""
+    # What the scene holds (object count, objects, floor) does not depend on the attempt: a re-sampled plan
+    # re-draws positions, rotations, sizes, cameras and light only, so the checks that trigger re-sampling
+    # (hidden objects, area band) cannot favour small scenes or compact objects.
+    content = rng_for(seed, "scene", index, "content")
+    n = int(content.integers(config.min_objects, config.max_objects + 1))
+    assets = [catalog.assets[i] for i in content.choice(len(catalog.assets), size=n, replace=False)]
+    floor = catalog.floors[int(content.integers(len(catalog.floors)))]
     rng = rng_for(seed, "scene", index, attempt)
-    n = int(rng.integers(config.min_objects, config.max_objects + 1))
-    assets = [catalog.assets[i] for i in rng.choice(len(catalog.assets), size=n, replace=False)]
-    floor = catalog.floors[int(rng.integers(len(catalog.floors)))]
-    cells = _choose_cells(rng, n, config.grid)
+    cells = choose_positions(rng, n, config.grid, config.neighbour_weight)
     cell = config.cell_cm
     origin = -config.grid * cell / 2  # the grid is centred on the world origin
+    rooms = room_cells(cells, config.max_room_cells)
+    # Thin and flat things (a hammer, a whisk) look small for their largest extent: give them the positions
+    # with the most room (stable order, so ties keep the drawn order).
+    by_room = sorted(range(n), key=lambda k: -rooms[k])
+    by_bulk = sorted(range(n), key=lambda k: bulk(assets[k].size_cm))
+    order = [0] * n
+    for position, asset_index in zip(by_room, by_bulk):
+        order[position] = asset_index
+    assets = [assets[k] for k in order]
+
+    sizes, scales, rotations, locations = [], [], [], []
+    for asset, (row, col), room in zip(assets, cells, rooms):
+        sx, sy, sz = asset.size_cm
+        largest = float(rng.uniform(*config.fill)) * room * cell
+        yaw = float(rng.uniform(-config.max_yaw_deg, config.max_yaw_deg))
+        pitch, roll = (float(v) for v in rng.uniform(-config.max_tilt_deg, config.max_tilt_deg, size=2))
+        sizes.append(asset.size_cm)
+        scales.append(min(largest / max(sx, sy), config.max_height * room * cell / sz))
+        rotations.append((round(pitch, 3), round(yaw, 3), round(roll, 3)))
+        locations.append((origin + (row + 0.5) * cell, origin + (col + 0.5) * cell))
+    scales = _separate(sizes, scales, rotations, locations, config.gap_cm)
 
     objects: list[ObjectPlacement] = []
-    for asset, c in zip(assets, cells):
-        row, col = divmod(int(c), config.grid)
-        scale = fit_scale(asset.size_cm, cell, float(rng.uniform(*config.fill)))
-        yaw = float(rng.uniform(-180, 180))
-        pitch, roll = (float(v) for v in rng.uniform(-config.max_tilt_deg, config.max_tilt_deg, size=2))
-        # A tilt moves the top of a tall object sideways: shrink until the footprint circle fits the cell.
-        radius = footprint_radius(asset.size_cm, scale, (pitch, yaw, roll))
-        if radius > MAX_RADIUS * cell:
-            scale *= MAX_RADIUS * cell / radius
-        scale = math.floor(scale * 1e5) / 1e5  # stored with 5 decimals: round down so the limits still hold
-        radius = footprint_radius(asset.size_cm, scale, (pitch, yaw, roll))
-        # Slack left in the cell by the footprint's circle: jitter the position inside it (neighbours keep a
-        # gap of at least 2 * (0.5 - JITTER_LIMIT) cells).
-        slack = max(0.0, JITTER_LIMIT * cell - radius)
-        jx, jy = rng.uniform(-slack, slack, size=2) / math.sqrt(2) if slack > 0 else (0.0, 0.0)
-        corners = _box_corners(asset.size_cm, scale) @ ue_rotation_matrix(pitch, yaw, roll).T
-        lift = -float(corners[:, 2].min())  # tilted objects rest on the floor instead of sinking into it
-        x = origin + (row + 0.5) * cell + jx
-        y = origin + (col + 0.5) * cell + jy
+    for asset, (row, col), scale, rotation, (x, y) in zip(assets, cells, scales, rotations, locations):
+        scale = math.floor(scale * 1e5) / 1e5  # stored with 5 decimals: round down so the gaps still hold
         objects.append(ObjectPlacement(
             name=asset.name, asset=asset.name, ue_class=asset.ue_class, cell=(row, col),
-            location=_r((x, y, lift)), rotation=_r((pitch, yaw, roll)), scale=scale, size_cm=asset.size_cm,
+            location=_r((x, y, _lift(asset.size_cm, scale, rotation))), rotation=rotation, scale=scale,
+            size_cm=asset.size_cm,
         ))
 
     cameras = _cameras(config, objects, rng)
@@ -256,9 +352,9 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
 
 
 def _object_points(objects: list[ObjectPlacement], samples: int = 16) -> np.ndarray:
-    """Points outlining every object for framing: the ellipses inscribed in the bottom and top faces of its
-    (rotated, scaled) bounding box, plus the box's corners pulled 15% towards its axis. Most objects are
-    rounder than their box; framing the full box corners leaves a wide empty border around round ones."""
+    """Points outlining every object for framing: the corners of its (rotated, scaled) bounding box, which holds
+    the whole mesh, so that no object is cut by the image border, and the ellipses inscribed in its bottom and
+    top faces."""
     angles = np.linspace(0, 2 * math.pi, samples, endpoint=False)
     points = []
     for o in objects:
@@ -266,7 +362,6 @@ def _object_points(objects: list[ObjectPlacement], samples: int = 16) -> np.ndar
         ring = np.stack([sx / 2 * np.cos(angles), sy / 2 * np.sin(angles)], axis=1)
         local = [np.column_stack([ring, np.full(samples, z)]) for z in (0.0, sz)]
         corners = _box_corners(o.size_cm, o.scale)
-        corners[:, :2] *= 0.85
         local = np.concatenate(local + [corners])
         points.append(local @ ue_rotation_matrix(*o.rotation).T + np.asarray(o.location, float))
     return np.concatenate(points)
@@ -306,10 +401,11 @@ def frame_points(points: np.ndarray, forward, right, up, tan_h: float, tan_v: fl
 
 def _cameras(config: PlanConfig, objects: list[ObjectPlacement], rng: np.random.Generator) -> list[CameraPose]:
     points = _object_points(objects)
-    start = float(rng.uniform(0, 360))
+    turn = float(rng.uniform(-config.azimuth_turn_deg, config.azimuth_turn_deg))
     cameras = []
     for k in range(config.views):
-        azimuth = (start + 360.0 * k / config.views + float(rng.uniform(-18, 18))) % 360
+        jitter = float(rng.uniform(-config.azimuth_jitter_deg, config.azimuth_jitter_deg))
+        azimuth = (turn + 360.0 * k / config.views + jitter) % 360
         elevation = float(rng.uniform(*config.elevation_deg))
         fov = float(rng.uniform(*config.fov_deg))
         # Frame with a small margin (the outermost object stops 1% of the image short of the edge).

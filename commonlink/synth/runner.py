@@ -33,20 +33,25 @@ import numpy as np
 from PIL import Image
 
 from commonlink import __version__
+from commonlink.constants import MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, MissingDependencyError
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
+from commonlink.fileio import (
+    atomic_write_json,
+    pid_alive,
+    read_jsonl,
+    sha256_bytes,
+    write_jsonl,
+)
 from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
 from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
+from commonlink.synth.render.base import Renderer
 from commonlink.synth.render.offline import OfflineRenderer
+from commonlink.synth.render.unreal_check import refuse_placeholder_classes, require_project_ready
 from commonlink.synth.render.unrealcv import UnrealCVBackend
-from commonlink.synth.visibility import (
-    default_min_visible_pixels,
-    hidden_share,
-    object_areas,
-)
+from commonlink.synth.visibility import AREA_BAND, band_counts, default_min_visible_pixels, hidden_share, object_areas
 
 SYNTH_CONFIG_FILE = "synth_config.json"
 SCENES_DIR = "scenes"
@@ -67,6 +72,11 @@ class SynthConfig:
     assets: str | None = None  #: asset file; None = the built-in one
     min_visible_pixels: int | None = None  #: None = 0.05% of the image (at least 16 px)
     max_hidden_share: float = 0.25  #: re-sample a plan when more (object, view) pairs than this are hidden
+    #: Object area band (fraction of the image; Common-O reports 2-22%) and the share of a scene's (object, view)
+    #: pairs that must fall in it; a plan below it is re-sampled. None: no area gate.
+    area_band: tuple[float, float] | None = AREA_BAND
+    min_in_band: float | None = None  #: None: 0.8 for scenes of up to 7 objects, 0.55 for more (see min_in_band_for)
+    max_yaw: float = 15.0  #: objects' yaw range, +- degrees (180: any direction)
     max_attempts: int = 5  #: plans tried per scene before keeping the best one
     unrealcv_host: str = "127.0.0.1"
     unrealcv_port: int = 9000
@@ -84,8 +94,26 @@ class SynthConfig:
             raise InputError(f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}.", "Use --backend offline or --backend unrealcv.")
         if not 0.0 <= self.max_hidden_share <= 1.0:
             raise InputError(f"--max-hidden {self.max_hidden_share}: must be between 0 and 1.", "e.g. --max-hidden 0.25.")
+        if self.area_band is not None:
+            self.area_band = tuple(float(v) for v in self.area_band)  # type: ignore[assignment]
+            low, high = self.area_band
+            if not 0.0 <= low < high <= 1.0:
+                raise InputError(f"--area-band {low}-{high}: need 0 <= LOW < HIGH <= 1 (fractions of the image).",
+                                 "e.g. --area-band 0.02-0.22, or --area-band off to drop the gate.")
+        if self.min_in_band is not None and not 0.0 <= self.min_in_band <= 1.0:
+            raise InputError(f"--min-in-band {self.min_in_band}: must be between 0 and 1.", "e.g. --min-in-band 0.7.")
         if self.max_attempts < 1:
             raise InputError(f"--max-attempts {self.max_attempts}: must be >= 1.", "e.g. --max-attempts 5.")
+        if self.min_visible_pixels is not None and self.min_visible_pixels < 1:
+            raise InputError(f"--min-visible-pixels {self.min_visible_pixels}: must be at least 1 pixel.",
+                             "Leave it out for the default (0.05% of the image, at least 16), or e.g. --min-visible-pixels 50.")
+        width, height = self.resolution
+        if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
+            raise InputError(
+                f"--resolution {width}x{height}: each side must be at least 1 and the image at most {MAX_IMAGE_PIXELS:,} "
+                "pixels (the pixel cap every commonlink image reader enforces).",
+                "e.g. --resolution 512x512 or 1024x768 (raise COMMONLINK_MAX_IMAGE_PIXELS for bigger renders).",
+            )
 
     @property
     def pixel_threshold(self) -> int:
@@ -95,7 +123,7 @@ class SynthConfig:
 
     def plan_config(self) -> PlanConfig:
         return PlanConfig(min_objects=self.objects[0], max_objects=self.objects[1], views=self.views,
-                          width=self.resolution[0], height=self.resolution[1])
+                          width=self.resolution[0], height=self.resolution[1], max_yaw_deg=self.max_yaw)
 
     def content(self, catalog: AssetCatalog) -> dict:
         """The options that change the output (a resumed run must match them); not the scene count or the
@@ -104,7 +132,8 @@ class SynthConfig:
             "plan_version": PLAN_VERSION, "objects": list(self.objects), "views": self.views, "resolution": list(self.resolution), "seed": self.seed,
             "backend": self.backend, "assets_sha256": catalog.sha256, "min_visible_pixels": self.pixel_threshold,
             "max_hidden_share": self.max_hidden_share, "max_attempts": self.max_attempts, "mask_tolerance": self.mask_tolerance,
-            "shadows": self.shadows,
+            "shadows": self.shadows, "area_band": list(self.area_band) if self.area_band else None,
+            "min_in_band": self.min_in_band, "max_yaw": self.max_yaw,
         }
 
 
@@ -119,6 +148,19 @@ class SynthSummary:
     resampled_scenes: int
     elapsed_s: float
     shard: tuple[int, int] = (0, 1)
+    #: Over every scene in the catalog: (object, view) pairs planned, inside the area band, and hidden.
+    object_views: int = 0
+    in_band: int = 0
+    hidden: int = 0
+    area_band: tuple[float, float] = AREA_BAND
+
+    @property
+    def in_band_share(self) -> float:
+        return self.in_band / self.object_views if self.object_views else 0.0
+
+    @property
+    def hidden_share(self) -> float:
+        return self.hidden / self.object_views if self.object_views else 0.0
 
     @property
     def scenes_per_s(self) -> float:
@@ -163,18 +205,16 @@ def _clean_stale_temp_dirs(scenes_root: Path) -> None:
             continue
         with contextlib.suppress(ValueError):
             pid = int(parts[2])
-            if pid == os.getpid() or not _pid_alive(pid):
+            if pid == os.getpid() or not pid_alive(pid):
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def asset_licenses(catalog: AssetCatalog) -> dict[str, int]:
+    """{licence: number of assets} of an asset file (``"unknown"`` where an asset records none), for the card."""
+    counts: dict[str, int] = {}
+    for asset in catalog.assets:
+        counts[asset.license or "unknown"] = counts.get(asset.license or "unknown", 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCatalog, overwrite: bool) -> None:
@@ -196,20 +236,21 @@ def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCat
                 (out_dir / "catalog.jsonl").unlink()
     atomic_write_json(path, {
         "kind": "commonlink_synth", "toolkit_version": __version__, "seed": config.seed, "config": content,
-        "assets_file": catalog.path, "scenes": config.scenes, "updated": utc_now(),
+        "assets_file": catalog.path, "assets": len(catalog.assets), "asset_licenses": asset_licenses(catalog),
+        "scenes": config.scenes, "updated": utc_now(),
     })
 
 
 # --- backends ----------------------------------------------------------------------------------------------
 
 
-def open_backend(config: SynthConfig, catalog: AssetCatalog):
-    """A renderer with ``render(plan) -> list[RenderedView]`` and ``close()``."""
+def open_backend(config: SynthConfig, catalog: AssetCatalog) -> Renderer:
+    """The renderer ``config.backend`` names (see :class:`commonlink.synth.render.Renderer`)."""
     width, height = config.resolution
     if config.backend == "offline":
-
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)
-
+    # Refuse placeholder classes, then every class the game lacks (all at once), before rendering anything.
+    require_project_ready(config.unrealcv_host, config.unrealcv_port, catalog)
     return UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
                            mask_tolerance=config.mask_tolerance)
 
@@ -227,6 +268,15 @@ def _png_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+def min_in_band_for(n_objects: int, chosen: float | None) -> float:
+    """The share of a scene's (object, view) pairs that must fall in the area band: ``chosen``, or by default 0.8
+    for up to 7 objects and 0.55 for more (16 objects on 16 positions leave thin objects little room, and
+    re-sampling such scenes again and again would mostly cost time)."""
+    if chosen is not None:
+        return chosen
+    return 0.8 if n_objects <= 7 else 0.55
+
+
 def plan_and_render(config: SynthConfig, catalog: AssetCatalog, backend, index: int):
     """Plan scene ``index``, render it, and re-sample (at most ``max_attempts`` plans) while too many objects
     are hidden; returns (plan, views, attempts) for the best plan seen."""
@@ -237,12 +287,18 @@ def plan_and_render(config: SynthConfig, catalog: AssetCatalog, backend, index: 
         plan = plan_scene(plan_config, catalog, config.seed, index, attempt)
         views = backend.render(plan)
         share = hidden_share([v.instance for v in views], len(plan.objects), threshold)
-        if best is None or share < best[2]:
-            best = (plan, views, share)
-        if share <= config.max_hidden_share:
+        in_band = 1.0
+        if config.area_band is not None:
+            inside, total = band_counts([v.instance for v in views], len(plan.objects), config.area_band)
+            in_band = inside / total if total else 1.0
+        if best is None or in_band - share > best[3] - best[2]:
+            best = (plan, views, share, in_band)
+        if share <= config.max_hidden_share and in_band >= min_in_band_for(len(plan.objects), config.min_in_band):
             break
-    plan, views, share = best  # type: ignore[misc]
+    plan, views, share, in_band = best  # type: ignore[misc]
     plan.extra.update({"attempts": attempt + 1, "hidden_share": round(share, 4), "min_visible_pixels": threshold})
+    if config.area_band is not None:
+        plan.extra.update({"area_band": list(config.area_band), "in_band_share": round(in_band, 4)})
     return plan, views, attempt + 1
 
 
@@ -301,21 +357,45 @@ def render_scene(out_dir: str | os.PathLike, config: SynthConfig, catalog: Asset
     return {"views": len(views), "attempts": attempts, "skipped": False}
 
 
-def rebuild_catalog(out_dir: str | os.PathLike) -> int:
-    """(Re)write ``catalog.jsonl`` from every finished scene folder, in scene order; returns the record count."""
+@dataclass
+class AreaTally:
+    """(object, view) pairs of a catalog's renders: planned, inside the area band, hidden (not listed)."""
+
+    band: tuple[float, float] = AREA_BAND
+    object_views: int = 0
+    in_band: int = 0
+    hidden: int = 0
+
+    def add(self, record: CatalogRecord) -> None:
+        planned = list(record.extra.get("planned_objects") or record.objects)
+        areas = record.object_area or {}
+        low, high = self.band
+        self.object_views += len(planned)
+        self.hidden += sum(1 for name in planned if name not in areas)
+        self.in_band += sum(1 for name in planned if low <= areas.get(name, 0.0) <= high)
+
+
+def rebuild_catalog(out_dir: str | os.PathLike, tally: AreaTally | None = None) -> int:
+    """(Re)write ``catalog.jsonl`` from every finished scene folder, in scene order; returns the record count.
+    ``tally``, when given, counts the object areas of every record on the way."""
     root = Path(out_dir) / SCENES_DIR
     folders = sorted(p for p in root.glob("scene_*") if (p / "records.jsonl").is_file()) if root.is_dir() else []
 
     def records():
         for folder in folders:
             for row in read_jsonl(folder / "records.jsonl"):
-                yield CatalogRecord.from_json(row, where=str(folder / "records.jsonl"))
+                record = CatalogRecord.from_json(row, where=str(folder / "records.jsonl"))
+                if tally is not None:
+                    tally.add(record)
+                yield record
 
     # Shards may share one folder: take the catalog writer lock, waiting for a sibling shard's rebuild.
     deadline = time.monotonic() + 120
     while True:
         try:
             with catalog_lock(out_dir, what="commonlink synth"):
+                if tally is not None:
+                    tally.object_views = tally.in_band = tally.hidden = 0
                 return write_catalog(out_dir, records())
         except InputError:
             if time.monotonic() > deadline:
@@ -421,6 +501,8 @@ def synthesize(
         )
     catalog = load_assets(config.assets)
     config.plan_config().check(catalog)
+    if config.backend == "unrealcv":
+        refuse_placeholder_classes(catalog)  # before the output folder is touched
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a folder.", "Choose a folder path for the catalog.")
     (out / SCENES_DIR).mkdir(parents=True, exist_ok=True)
@@ -454,11 +536,13 @@ def synthesize(
             with contextlib.suppress(Exception):
                 rebuild_catalog(out)
             raise
-    records = rebuild_catalog(out)
+    tally = AreaTally(band=config.area_band or AREA_BAND)
+    records = rebuild_catalog(out, tally)
     return SynthSummary(
         out_dir=str(out), scenes_in_shard=len(indices), scenes_rendered=counts["rendered"],
         scenes_skipped=len(indices) - len(todo), views_written=counts["views"], catalog_records=records,
         resampled_scenes=counts["resampled"], elapsed_s=round(time.perf_counter() - started, 3), shard=shard,
+        object_views=tally.object_views, in_band=tally.in_band, hidden=tally.hidden, area_band=tally.band,
     )
 
 

@@ -12,6 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from commonlink.constants import AREA_BAND
+
+__all__ = ["AREA_BAND", "band_counts", "default_min_visible_pixels", "hidden_share", "instance_ids_from_colors", "object_areas"]
+
 #: Default pixel threshold: 0.05% of the image, at least 16 pixels (131 px at 512x512).
 MIN_VISIBLE_FRACTION = 0.0005
 MIN_VISIBLE_FLOOR = 16
@@ -41,6 +45,17 @@ def hidden_share(instances: Sequence[np.ndarray], n_objects: int, min_pixels: in
         counts = np.bincount(instance.ravel().astype(np.int64), minlength=n_objects + 1)
         hidden += int((counts[1 : n_objects + 1] < min_pixels).sum())
     return hidden / (n_objects * len(instances))
+
+
+def band_counts(instances: Sequence[np.ndarray], n_objects: int, band: tuple[float, float]) -> tuple[int, int]:
+    """(pairs inside ``band``, all pairs) over the (object, view) pairs of a scene's instance masks; an object's
+    area is its visible pixels over the image's."""
+    inside = 0
+    low, high = band
+    for instance in instances:
+        area = np.bincount(instance.ravel().astype(np.int64), minlength=n_objects + 1)[1 : n_objects + 1] / instance.size
+        inside += int(((area >= low) & (area <= high)).sum())
+    return inside, n_objects * len(instances)
 
 
 def instance_ids_from_colors(mask_rgb: np.ndarray, colors: Sequence[Sequence[int]], tolerance: int = 3) -> np.ndarray:

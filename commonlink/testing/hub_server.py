@@ -205,6 +205,12 @@ class HubStore:
         return {p.name for p in (self.root / "lfs").iterdir() if re.fullmatch(r"[0-9a-f]{64}", p.name)}
 
 
+#: Credentials of the test Hub that :func:`tests/conftest.py::hub` starts (a write token, its user, an org).
+TEST_WRITE_TOKEN = "hf_test_write_token_0123456789"
+TEST_USER = "alice"
+TEST_ORG = "commonlink-test"
+
+
 class HubServer:
     """The server: a :class:`HubStore` behind a ``ThreadingHTTPServer`` on a free loopback port.
 

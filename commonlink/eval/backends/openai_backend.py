@@ -18,7 +18,6 @@ import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from commonlink.errors import BackendError, InputError, MissingDependencyError
 from commonlink.eval.backends.base import (
@@ -29,6 +28,7 @@ from commonlink.eval.backends.base import (
     message_parts,
 )
 from commonlink.eval.imaging import image_data_url
+from commonlink.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,7 @@ def _check_key_variable(api_key_env: str) -> None:
 
 def _redacted_url(url: str) -> str:
     """``url`` without what may be a credential (``user:password@``, query values), for result files and keys."""
-
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return redact_url(url)
 
 
 def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png",

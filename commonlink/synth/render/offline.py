@@ -30,6 +30,7 @@ from commonlink.synth.assets import Asset, AssetCatalog, FloorMaterial
 from commonlink.synth.floors import PROCEDURAL_FLOORS, TILE_CM
 from commonlink.synth.models import PROCEDURAL_MODELS
 from commonlink.synth.plan import CameraPose, Lighting, ScenePlan, ue_rotation_matrix
+from commonlink.synth.render.base import RenderedView
 
 #: Diagonal matrix that turns Unreal's left-handed coordinates into right-handed ones (and back).
 MIRROR = np.diag([1.0, -1.0, 1.0])
@@ -106,15 +107,6 @@ void main()
     frag_color = clamp(vec4(pow(result.xyz, vec3(1.0 / 2.2)), result.a * base_color.a), 0.0, 1.0);
 }
 """
-
-
-@dataclass
-class RenderedView:
-    """One camera's output: ``rgb`` (H, W, 3) uint8 and ``instance`` (H, W) uint16 (0 = no object, k + 1 =
-    the plan's k-th object)."""
-
-    rgb: np.ndarray
-    instance: np.ndarray
 
 
 @dataclass
@@ -325,9 +317,9 @@ class OfflineRenderer:
         """
         pyrender = self._pyrender
         if self._scene is None:
-            self._scene = pyrender.Scene(bg_color=[*BACKGROUND_RGB, 1.0])
+            self._scene = _ordered_scene_class()(bg_color=[*BACKGROUND_RGB, 1.0])
             self._sun = pyrender.DirectionalLight()
-            self._sun_node = self._scene.add(self._sun)
+            self._sun_node = self._scene.add(self._sun, name="light:sun")
         scene = self._scene
         scene.ambient_light = [lighting.ambient] * 3
         self._sun.color = list(lighting.sun_color)
@@ -355,7 +347,8 @@ class OfflineRenderer:
 
     def _pooled_node(self, key: tuple, make_mesh):
         if key not in self._pool:
-            self._pool[key] = self._scene.add(make_mesh())
+            # Unique names: the scene draws in name order (see _ordered_scene_class).
+            self._pool[key] = self._scene.add(make_mesh(), name=":".join(str(k) for k in key))
         return self._pool[key]
 
     def render_view(self, scene, nodes, camera: CameraPose, lighting: Lighting, seg_colors=None):
@@ -364,9 +357,10 @@ class OfflineRenderer:
         cam = pyrender.PerspectiveCamera(yfov=vertical_fov(camera.fov, self.width, self.height), znear=5.0, zfar=5000.0,
                                          aspectRatio=self.width / self.height)
         pose = camera_pose_gl(camera.location, camera.rotation)
-        cam_node = scene.add(cam, pose=pose)
+        cam_node = scene.add(cam, pose=pose, name="camera")
         # A dim fill light from the camera keeps the shadowed sides readable.
-        fill = scene.add(pyrender.DirectionalLight(color=[1.0, 1.0, 1.0], intensity=lighting.fill_intensity), pose=pose)
+        fill = scene.add(pyrender.DirectionalLight(color=[1.0, 1.0, 1.0], intensity=lighting.fill_intensity), pose=pose,
+                         name="light:fill")
         try:
             flags = pyrender.RenderFlags.SHADOWS_DIRECTIONAL if self.shadows else pyrender.RenderFlags.NONE
             rgb, _ = self._renderer.render(scene, flags=flags)
@@ -418,6 +412,29 @@ class OfflineRenderer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@lru_cache(maxsize=1)
+def _ordered_scene_class():
+    """A pyrender Scene whose mesh and light nodes come out in name order instead of set order.
+
+    pyrender keeps nodes in Python sets of objects hashed by address, and iterates them when it sums the lights
+    in the shader and when it breaks ties in its draw order. Summing sun + fill or fill + sun rounds differently
+    in the last bit, so a fresh process could write a pixel one level off (a different PNG, id and catalog).
+    Name order is the same in every process, whatever was rendered before."""
+    pyrender, _ = _import_pyrender()
+
+    class OrderedScene(pyrender.Scene):
+        @property
+        def mesh_nodes(self):
+            return sorted(self._mesh_nodes, key=lambda n: n.name or "")
+
+        @property
+        def light_nodes(self):
+            return sorted(self._point_light_nodes | self._spot_light_nodes | self._directional_light_nodes,
+                          key=lambda n: n.name or "")
+
+    return OrderedScene
 
 
 @lru_cache(maxsize=1)

@@ -1,11 +1,31 @@
-"""The UnrealCV backend: renders a scene plan in a running Unreal Engine through the ``unrealcv`` client.
+"""The UnrealCV backend: renders a scene plan in a running Unreal Engine 5 through the ``unrealcv`` client.
 
-Per scene: spawn the floor and every object by the Unreal class the asset file names
-(``vset /objects/spawn <Class> <name>``), set location, rotation and scale, read each object's mask colour
-(``vget /object/<name>/color``), then per camera set location/rotation/fov and capture ``lit png`` and
-``object_mask png``. Mask colours are matched with a tolerance (Unreal's are not exact). Everything spawned is
-destroyed after the scene. An ``error ...`` reply raises :class:`UnrealCVCommandError` naming the command; a
-dropped connection reconnects, removes what the broken attempt left behind, and redoes the scene.
+Written against the UnrealCV plugin's source (github.com/unrealcv/unrealcv, branch ``5.2``, plugin 1.0.1; paths
+below under ``Source/UnrealCV/Private/``), which differs from what a first reading of its docs suggests:
+
+* The plugin colours actors once, when Play starts (``Controller/WorldController.cpp`` InitWorld ->
+  ``Controller/ObjectAnnotator.cpp`` AnnotateWorld), and the mask camera draws only coloured actors
+  (``Sensor/CameraSensor/AnnotationCamSensor.cpp``). Actors we spawn later are therefore missing from
+  ``object_mask`` until we colour them, and ``vget /object/X/color`` of an uncoloured actor answers an unset
+  colour without an error. So on every connection we read the level actors' colours, choose a palette far from
+  black and from them (:func:`choose_palette`), colour every actor we spawn with ``vset /object/X/color``, read
+  the colours back, and match masks against our palette only. An object absent from every view's mask (with 3
+  or more views) is an :class:`ObjectMissingFromMaskError`, never a silently relabelled image.
+* Camera 0 is the player pawn (``Commands/CameraHandler.cpp``, ``Sensor/CameraSensor/PawnCamSensor.cpp``):
+  setting its location moves the pawn, its rotation goes through ``ClientSetRotation``, and the sensor copies the
+  pawn's eyes once per frame. We never touch it: we spawn our own camera (``vset /cameras/spawn``, which answers
+  the *actor* name) and find its id in ``vget /cameras`` by moving the actor to a marker location and reading
+  every camera's location (sensor names are all ``FusionCameraSensor``, and a freed slot is reused).
+* ``vset /objects/spawn`` only finds classes already loaded (``Commands/ObjectHandler.cpp``), spawns at the
+  origin, answers the actor's name and silently keeps the automatic ``<Class>_<n>`` name when the rename fails;
+  renaming onto an existing name can crash Unreal (comment in ``SetName``). Our names are unique per backend, per
+  connection and per render attempt; we use the name the plugin answers, remember it until the actor is
+  destroyed, and a reconnect removes every actor we spawned: our ``cl_`` names, names we were given, and
+  automatic names of our classes that were not in the level when we first connected.
+* At most 32 requests run per frame (``Server/UnrealcvServer.cpp``): commands go in batches (one round trip of
+  latency each) rather than one request per frame.
+
+A dropped connection reconnects, removes what the broken attempt left behind and redoes the scene.
 """
 
 from __future__ import annotations
@@ -14,8 +34,11 @@ import contextlib
 import io
 import logging
 import re
+import secrets
 import threading
 import time
+import warnings
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from PIL import Image
@@ -23,18 +46,20 @@ from PIL import Image
 from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
-from commonlink.synth.render.offline import RenderedView
+from commonlink.synth.render.base import RenderedView
 from commonlink.synth.visibility import instance_ids_from_colors
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
 NAME_PREFIX = "cl_"
-_COLOR_RE = re.compile(r"R=(\d+),\s*G=(\d+),\s*B=(\d+)")
+#: With this many views or more, an object absent from every view's mask means it was not drawn in the mask.
+MIN_VIEWS_FOR_ABSENCE_CHECK = 3
+_COLOR_RE = re.compile(r"R=(\d+),\s*G=(\d+),\s*B=(\d+)(?:,\s*A=(\d+))?")
+_CONNECTION_ERRORS = (ConnectionError, TimeoutError, OSError, AssertionError)  # AssertionError: reply ids out of step
 
 
 def _quiet_client_receive_thread() -> None:
     """The client's receive thread dies with a ConnectionError traceback when the server drops the socket; the
     backend handles the drop (reconnect, redo the scene), so hide that one traceback and keep all others."""
-
     previous = threading.excepthook
     if getattr(previous, "_commonlink_quiet", False):
         return
@@ -51,27 +76,42 @@ def _quiet_client_receive_thread() -> None:
 class UnrealCVCommandError(BackendError):
     """The Unreal side answered ``error ...`` to a command."""
 
-    def __init__(self, command: str, reply: str):
+    def __init__(self, command: str, reply: str, fix: str | None = None):
         super().__init__(
             f"UnrealCV answered {reply!r} to the command {command!r}.",
-            "Check that the Unreal project has the classes the asset file names (spawned by class name, e.g. "
-            "BP_Apple_C) and that the UnrealCV plugin version supports this command.",
+            fix or "Run `commonlink unreal check --assets FILE` to see which classes the project lacks, and check that "
+            "the UnrealCV plugin is the 5.2 branch (1.0.x).",
         )
         self.command = command
         self.reply = reply
 
 
-def _fmt(values) -> str:
-    # UnrealCV parses plain fixed-point numbers: no exponents.
+class ObjectMissingFromMaskError(BackendError):
+    """A planned object never appeared in any view's object mask: its labels would be wrong."""
+
+
+def fmt_floats(values) -> str:
+    # The plugin's [float] pattern is [-+]?\d*[.]?\d+ (Server/CommandDispatcher.cpp): no exponents.
     return " ".join(f"{float(v):.4f}" for v in values)
 
 
-def parse_color(reply: str) -> tuple[int, int, int]:
-    """``"(R=12,G=34,B=56,A=255)"`` -> (12, 34, 56)."""
+def parse_color(reply: str) -> tuple[int, int, int] | None:
+    """``"(R=12,G=34,B=56,A=255)"`` -> (12, 34, 56); an unset colour (alpha 0: no annotation yet) -> None."""
     match = _COLOR_RE.search(reply)
     if not match:
-        raise BackendError(f"Unexpected reply to a colour query: {reply!r}.", "Update the UnrealCV plugin to 1.x.")
-    return tuple(int(v) for v in match.groups())  # type: ignore[return-value]
+        raise BackendError(f"Unexpected reply to a colour query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x).")
+    r, g, b, a = match.groups()
+    if a is not None and int(a) == 0:
+        return None
+    return int(r), int(g), int(b)
+
+
+def parse_vector(reply: str) -> tuple[float, float, float]:
+    try:
+        x, y, z = (float(v) for v in str(reply).split()[:3])
+    except ValueError:
+        raise BackendError(f"Unexpected reply to a location query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x).") from None
+    return x, y, z
 
 
 def decode_png(data, what: str) -> np.ndarray:
@@ -80,30 +120,45 @@ def decode_png(data, what: str) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(bytes(data))).convert("RGB"))
 
 
-class UnrealCVBackend:
-    """Render plans on ``host:port``; keeps one connection open across scenes."""
+def choose_palette(count: int, avoid: Iterable[Sequence[int]], min_distance: int) -> list[tuple[int, int, int]]:
+    """``count`` mask colours, each at least ``min_distance`` (largest channel difference) from the others, from
+    black and from every colour in ``avoid`` (the level's); chosen farthest-first so they spread out. Dark
+    colours (every channel below 64) are never used. Deterministic for the same inputs."""
+    levels = np.arange(64, 256, 16)  # 64..240
+    candidates = np.stack(np.meshgrid(levels, levels, levels, indexing="ij"), axis=-1).reshape(-1, 3).astype(np.int32)
+    blockers = np.array([[0, 0, 0], *[tuple(c)[:3] for c in avoid]], dtype=np.int32)
+    nearest = np.full(len(candidates), 1 << 16, dtype=np.int32)
+    for start in range(0, len(blockers), 512):  # chunked: big levels have thousands of colours
+        chunk = blockers[start : start + 512]
+        nearest = np.minimum(nearest, np.abs(candidates[:, None, :] - chunk[None, :, :]).max(axis=2).min(axis=1))
+    chosen: list[tuple[int, int, int]] = []
+    for _ in range(count):
+        best = int(np.argmax(nearest))
+        if nearest[best] < min_distance:
+            raise BackendError(
+                f"Cannot choose {count} object mask colours at least {min_distance} apart from each other and from the "
+                f"{len(blockers) - 1} colours the level's actors already have (found {len(chosen)}).",
+                "Use a level with fewer actors (the plugin gives each level actor its own colour when Play starts).",
+            )
+        color = candidates[best]
+        chosen.append((int(color[0]), int(color[1]), int(color[2])))
+        nearest = np.minimum(nearest, np.abs(candidates - color).max(axis=1))
+    return chosen
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        catalog: AssetCatalog,
-        *,
-        width: int,
-        height: int,
-        camera_id: int = 0,
-        mask_tolerance: int = 3,
-        reconnect_attempts: int = 3,
-        timeout: float = 60.0,
-    ):
-        self.host, self.port, self.catalog = host, int(port), catalog
-        self.width, self.height, self.camera_id = width, height, camera_id
-        self.mask_tolerance, self.reconnect_attempts, self.timeout = mask_tolerance, reconnect_attempts, timeout
+
+class UnrealCVConnection:
+    """One connection of the real ``unrealcv`` client: connect with retries, single requests, batches with a
+    timeout, and error replies turned into :class:`UnrealCVCommandError`."""
+
+    def __init__(self, host: str, port: int, timeout: float = 60.0):
+        self.host, self.port, self.timeout = host, int(port), timeout
         self._client = None
-        self.reconnects = 0  #: connections re-opened after a drop (for logs and tests)
 
-    # -- connection ---------------------------------------------------------------------------------------
-    def _connect(self) -> None:
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and self._client.isconnected()
+
+    def open(self) -> None:
         try:
             import unrealcv
         except ImportError as exc:
@@ -117,50 +172,52 @@ class UnrealCVBackend:
             client = unrealcv.Client((self.host, self.port))
             # The client's own retry loop sleeps ~1 min on a dead socket; we reconnect and redo the scene instead.
             client.RECONNECT_ATTEMPTS = 0
-            with contextlib.redirect_stdout(io.StringIO()):  # the client prints connection chatter
+            # The client prints connection chatter, and warns that the plugin has no `vget /unrealcv/commands`
+            # (no branch has it: Commands/PluginHandler.cpp registers `vget /unrealcv/help` only).
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*UnrealCV server.*", category=UserWarning)
                 connected = client.connect(timeout=self.timeout)
             if connected:
                 break
         if not connected:
             raise BackendError(
                 f"Could not connect to UnrealCV at {self.host}:{self.port} (nothing listening, or another client is connected).",
-                "Start the Unreal project with the UnrealCV plugin (port 9000 by default, see unrealcv.ini), close other "
-                "clients, or pass --host/--port.",
+                "Open the project in Unreal Editor 5.2-5.5 with the UnrealCV plugin (branch 5.2) and press Play; the port "
+                "is 9000 unless unrealcv.ini or -cvport says otherwise (docs/unreal.md). Close other clients, or pass --host/--port.",
             )
         self._client = client
-        self._request(f"vset /camera/{self.camera_id}/size {self.width} {self.height}")
-        self._remove_leftovers()
 
-    def _drop(self) -> None:
+    def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
                 client.disconnect()
 
-    def close(self) -> None:
-        self._drop()
-
-    def _check(self, command: str, reply):
+    @staticmethod
+    def check(command: str, reply):
         if reply is None:
             raise ConnectionError(f"no reply to {command!r}")
         if isinstance(reply, str) and reply.startswith("error"):
             raise UnrealCVCommandError(command, reply)
         return reply
 
-    def _request(self, command: str):
+    def request(self, command: str):
         if self._client is None:
             raise ConnectionError("not connected")
-        return self._check(command, self._client.request(command, timeout=self.timeout))
+        return self.check(command, self._client.request(command, timeout=self.timeout))
 
-    def _batch(self, commands: list[str]) -> list:
+    def batch(self, commands: list[str], *, check: bool = True) -> list:
         """Send several commands back to back and wait for all replies (one round trip of latency).
 
         The client's ``request_batch`` has no timeout (it waits forever on a frozen Unreal, or after its receive
-        thread died), so it runs in a helper thread and we wait at most ``timeout`` seconds for it.
+        thread died), so it runs in a helper thread and we wait at most ``timeout`` seconds for it. With
+        ``check=False`` error replies are returned as they are (the caller decides per command).
         """
         client = self._client
         if client is None:
             raise ConnectionError("not connected")
+        if not commands:
+            return []
         outcome: dict = {}
 
         def call() -> None:
@@ -179,12 +236,159 @@ class UnrealCVBackend:
             raise TimeoutError(f"no reply within {self.timeout:g}s to a batch of {len(commands)} commands (first: {commands[0]!r})")
         if "error" in outcome:
             raise outcome["error"]
-        return [self._check(c, r) for c, r in zip(commands, outcome["replies"])]
+        replies = outcome["replies"]
+        if any(r is None for r in replies):
+            raise ConnectionError("connection lost during a batch")
+        return [self.check(c, r) for c, r in zip(commands, replies)] if check else replies
 
-    def _remove_leftovers(self) -> None:
-        names = [n for n in str(self._request("vget /objects")).split() if n.startswith(NAME_PREFIX)]
-        if names:
-            self._batch([f"vset /object/{n}/destroy" for n in names])
+    def require_playing(self) -> list[str]:
+        """The sensor names of ``vget /cameras``; none means the game is not running (no pawn, no game world)."""
+        reply = str(self.request("vget /cameras")).strip()
+        # An empty list is an OK status with no body, which the plugin sends as "ok" (Server/ExecStatus.cpp).
+        cameras = [] if reply == "ok" else reply.split()
+        if not cameras:
+            raise BackendError(
+                f"Unreal at {self.host}:{self.port} answers but is not playing: it has no cameras (camera 0 is the player "
+                "pawn, which exists only after Play, and the plugin colours the level for object masks when Play starts).",
+                "Press Play in the Unreal Editor (or start the packaged game) and rerun.",
+            )
+        return cameras
+
+
+    def spawn_camera(self, name: str, on_spawned=None) -> tuple[str, int]:
+        """``vset /cameras/spawn``, renamed to ``name`` when the plugin allows; returns (actor name, camera id).
+
+        The spawn answers the *actor* name, while ids index ``vget /cameras``, whose spawned sensors are all named
+        ``FusionCameraSensor`` (``Actor/FusionCameraActor.cpp``) in the engine's object order: put the actor at a
+        marker location nothing else has and look for the camera there. ``on_spawned(name)`` is called at once
+        with every name the actor has, so a caller can clean it up whatever fails next.
+        """
+        actor = str(self.request("vset /cameras/spawn"))
+        if on_spawned is not None:
+            on_spawned(actor)
+        if not is_error(self.batch([f"vset /object/{actor}/name {name}"], check=False)[0]):
+            actor = name
+            if on_spawned is not None:
+                on_spawned(actor)
+        marker = (-91234.5, 81234.25 + secrets.randbelow(1000), -71234.75)
+        self.request(f"vset /object/{actor}/location {fmt_floats(marker)}")
+        cameras = self.require_playing()
+        ids = range(1, len(cameras))  # id 0 is the pawn's sensor (listed first by USensorBPLib::GetFusionSensorList)
+        replies = self.batch([f"vget /camera/{i}/location" for i in ids], check=False)
+        found = [i for i, r in zip(ids, replies) if not is_error(r) and np.allclose(parse_vector(str(r)), marker, atol=0.01)]
+        if len(found) != 1:
+            raise BackendError(
+                f"Spawned the camera {actor} but could not find its id among the {len(cameras)} cameras of `vget /cameras`.",
+                "Use the UnrealCV plugin's 5.2 branch (1.0.x), whose `vset /cameras/spawn` spawns a FusionCameraActor.",
+            )
+        return actor, found[0]
+
+
+def is_error(reply) -> bool:
+    return isinstance(reply, str) and reply.startswith("error")
+
+
+class UnrealCVBackend:
+    """Render plans on ``host:port``; keeps one connection (and one spawned camera) open across scenes."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        catalog: AssetCatalog,
+        *,
+        width: int,
+        height: int,
+        mask_tolerance: int = 3,
+        reconnect_attempts: int = 3,
+        timeout: float = 60.0,
+    ):
+        self.host, self.port, self.catalog = host, int(port), catalog
+        self.width, self.height = width, height
+        self.mask_tolerance, self.reconnect_attempts, self.timeout = mask_tolerance, reconnect_attempts, timeout
+        #: Palette colours stay this far (largest channel difference) from each other and from level colours: both
+        #: sides of a pair may drift by the matching tolerance, so keep well over twice it (at least 24 levels).
+        self.min_color_distance = max(24, 4 * mask_tolerance + 8)
+        self._conn = UnrealCVConnection(host, port, timeout)
+        self._token = secrets.token_hex(3)  # names unique per backend: never reuse another run's (destroyed) names
+        self._session = 0
+        self._renders = 0
+        self._baseline: set[str] | None = None  #: actor names in the level when we first connected
+        self._owned: set[str] = set()  #: names the plugin gave our spawns and that are not destroyed yet
+        # A class given by path (/Game/Props/BP_Mug.BP_Mug_C) names its actors after its short name (BP_Mug_C_0).
+        short = {c.rsplit("/", 1)[-1].rsplit(".", 1)[-1] for c in catalog.by_ue_class()}
+        classes = "|".join([re.escape(c) for c in sorted(short)] + ["FusionCameraActor"])
+        self._auto_name = re.compile(rf"^(?:{classes})_\d+$")
+        self.level_colors: dict[str, tuple[int, int, int]] = {}
+        self.palette: list[tuple[int, int, int]] = []
+        self.camera_actor: str | None = None
+        self.camera_id: int | None = None
+        self.reconnects = 0  #: connections re-opened after a drop (for logs and tests)
+        self.renamed: list[tuple[str, str]] = []  #: (name asked for, name the plugin kept) when a rename failed
+
+    # -- connection ---------------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        self._conn.open()
+        self._session += 1
+        try:
+            self._set_up()
+        except BaseException:
+            self._conn.close()  # half set up (no camera yet): the next render starts from a fresh connection
+            raise
+
+    def _set_up(self) -> None:
+        self._conn.require_playing()
+        names = str(self._conn.request("vget /objects")).split()
+        if self._baseline is None:
+            self._baseline = {n for n in names if not n.startswith(NAME_PREFIX)}
+        leftovers = [n for n in names if self._is_ours(n)]
+        self._destroy(leftovers)
+        level = [n for n in names if n not in set(leftovers)]
+        replies = self._conn.batch([f"vget /object/{n}/color" for n in level], check=False)
+        self.level_colors = {}
+        for name, reply in zip(level, replies):
+            if not is_error(reply):
+                color = parse_color(str(reply))
+                if color is not None:
+                    self.level_colors[name] = color
+        self.palette = []
+        self._spawn_camera()
+
+    def _is_ours(self, name: str) -> bool:
+        if name.startswith(NAME_PREFIX) or name in self._owned:
+            return True
+        # A spawn whose reply was lost and whose rename failed keeps an automatic name: not in the level before.
+        return self._baseline is not None and name not in self._baseline and bool(self._auto_name.match(name))
+
+    def _destroy(self, names: Sequence[str]) -> None:
+        names = list(dict.fromkeys(names))
+        replies = self._conn.batch([f"vset /object/{n}/destroy" for n in names], check=False)
+        for name, reply in zip(names, replies):
+            if not is_error(reply) or "Cannot find object" in str(reply):
+                self._owned.discard(name)
+
+    def _spawn_camera(self) -> None:
+        """Spawn our own camera and find its id (the pawn's camera 0 is never moved)."""
+        wanted = f"{NAME_PREFIX}{self._token}_{self._session}_camera"
+        self.camera_actor, self.camera_id = self._conn.spawn_camera(wanted, on_spawned=self._owned.add)
+        self._owned.add(self.camera_actor)
+        self._conn.request(f"vset /camera/{self.camera_id}/size {self.width} {self.height}")
+
+    def open(self) -> None:
+        """Connect and set up (level colours, our camera) now instead of at the first render."""
+        if not self._conn.connected:
+            self._connect()
+
+    def close(self) -> None:
+        if self._conn.connected:
+            with contextlib.suppress(*_CONNECTION_ERRORS, BackendError):
+                self._destroy(sorted(self._owned))
+        self._conn.close()
+
+    def palette_for(self, count: int) -> list[tuple[int, int, int]]:
+        if len(self.palette) < count:
+            self.palette = choose_palette(max(count, 17), self.level_colors.values(), self.min_color_distance)
+        return self.palette[:count]
 
     # -- rendering ----------------------------------------------------------------------------------------
     def render(self, plan: ScenePlan) -> list[RenderedView]:
@@ -193,57 +397,100 @@ class UnrealCVBackend:
         last: Exception | None = None
         for attempt in range(self.reconnect_attempts + 1):
             try:
-                if self._client is None:
+                if not self._conn.connected:
                     if attempt or last is not None:
                         self.reconnects += 1
                     self._connect()
                 return self._render_once(plan)
-            except (ConnectionError, TimeoutError, OSError, AssertionError) as exc:
-                # AssertionError: the client's reply-id check failed, i.e. the stream is out of step.
+            except _CONNECTION_ERRORS as exc:
                 last = exc
-                self._drop()
+                self._conn.close()
         raise BackendError(
             f"Lost the UnrealCV connection to {self.host}:{self.port} {self.reconnect_attempts + 1} times while rendering "
             f"scene {plan.scene_id} ({type(last).__name__}: {last}).",
             "Check that Unreal is still running; rerun the same command to resume from the last finished scene.",
         )
 
+    def _spawn(self, classes: list[str], names: list[str]) -> list[str]:
+        """Spawn in one batch; returns the names the plugin gave (remembered at once, for cleanup)."""
+        commands = [f"vset /objects/spawn {c} {n}" for c, n in zip(classes, names)]
+        replies = self._conn.batch(commands, check=False)
+        actual, failure = [], None
+        for command, wanted, reply in zip(commands, names, replies):
+            if is_error(reply):
+                failure = failure or (command, str(reply))
+                continue
+            name = str(reply).strip()
+            self._owned.add(name)
+            actual.append(name)
+            if name != wanted:
+                # SetActorName failed (another object has that name): the plugin keeps the automatic name.
+                self.renamed.append((wanted, name))
+        if failure is not None:
+            self._destroy(actual)
+            raise UnrealCVCommandError(*failure)
+        return actual
+
     def _render_once(self, plan: ScenePlan) -> list[RenderedView]:
-        spawned: list[str] = []
+        self._renders += 1
+        tag = f"{NAME_PREFIX}{self._token}_{self._session}_{plan.scene_id}_{self._renders}"
+        floor = self.catalog.floor(plan.floor.material)
+        classes = [o.ue_class for o in plan.objects] + [floor.ue_class]
+        spawned = self._spawn(classes, [f"{tag}_{k}" for k in range(len(plan.objects))] + [f"{tag}_floor"])
         try:
-            floor = self.catalog.floor(plan.floor.material)
-            floor_name = self._request(f"vset /objects/spawn {floor.ue_class} {NAME_PREFIX}{plan.scene_id}_floor")
-            spawned.append(str(floor_name))
-            self._request(f"vset /object/{floor_name}/location 0.0000 0.0000 0.0000")
-            names = []
-            for k, obj in enumerate(plan.objects):
-                name = str(self._request(f"vset /objects/spawn {obj.ue_class} {NAME_PREFIX}{plan.scene_id}_{k}"))
-                spawned.append(name)
-                names.append(name)
-            setup = []
+            names, floor_name = spawned[:-1], spawned[-1]
+            colors = self.palette_for(len(spawned))
+            setup = [f"vset /object/{floor_name}/location 0.0000 0.0000 0.0000"]
             for name, obj in zip(names, plan.objects):
                 setup += [
-                    f"vset /object/{name}/location {_fmt(obj.location)}",
-                    f"vset /object/{name}/rotation {_fmt(obj.rotation)}",
-                    f"vset /object/{name}/scale {_fmt([obj.scale] * 3)}",
+                    f"vset /object/{name}/location {fmt_floats(obj.location)}",
+                    f"vset /object/{name}/rotation {fmt_floats(obj.rotation)}",
+                    f"vset /object/{name}/scale {fmt_floats([obj.scale] * 3)}",
                 ]
-            replies = self._batch(setup + [f"vget /object/{name}/color" for name in names])
-            colors = [parse_color(str(r)) for r in replies[len(setup):]]
-            views = []
+            setup += [f"vset /object/{n}/color {r} {g} {b}" for n, (r, g, b) in zip(spawned, colors)]
+            readback = [f"vget /object/{n}/color" for n in spawned]
+            replies = self._conn.batch(setup + readback)
+            for name, cls, color, reply in zip(spawned, classes, colors, replies[len(setup):]):
+                if parse_color(str(reply)) != color:
+                    raise BackendError(
+                        f"The actor {name} (class {cls}) did not take its object mask colour {color} (reads {reply!r}): "
+                        "the plugin only colours mesh components, so it would be missing from every object mask.",
+                        "Give the Blueprint a StaticMeshComponent (the editor tool tools/unreal/commonlink_import.py does).",
+                    )
+            object_colors = colors[: len(names)]
             cam = f"/camera/{self.camera_id}"
+            views = []
             for camera in plan.cameras:
-                self._batch([
-                    f"vset {cam}/location {_fmt(camera.location)}",
-                    f"vset {cam}/rotation {_fmt(camera.rotation)}",
+                # A spawned camera moves at once (SetSensorLocation), so pose and captures share one round trip.
+                lit, mask = self._conn.batch([
+                    f"vset {cam}/location {fmt_floats(camera.location)}",
+                    f"vset {cam}/rotation {fmt_floats(camera.rotation)}",
                     f"vset {cam}/fov {camera.fov:.4f}",
-                ])
-                lit, mask = self._batch([f"vget {cam}/lit png", f"vget {cam}/object_mask png"])
+                    f"vget {cam}/lit png",
+                    f"vget {cam}/object_mask png",
+                ])[3:]
                 rgb = decode_png(lit, "lit")
-                mask_rgb = decode_png(mask, "object_mask")
-                views.append(RenderedView(rgb=rgb, instance=instance_ids_from_colors(mask_rgb, colors, self.mask_tolerance)))
+                ids = instance_ids_from_colors(decode_png(mask, "object_mask"), object_colors, self.mask_tolerance)
+                views.append(RenderedView(rgb=rgb, instance=ids))
+            self._check_every_object_drawn(plan, names, views)
             return views
         finally:
-            if spawned and self._client is not None and self._client.isconnected():
+            if self._conn.connected:
                 # Best effort: a failure here must not hide the original error; leftovers are removed on reconnect.
-                with contextlib.suppress(ConnectionError, TimeoutError, OSError, AssertionError, BackendError):
-                    self._batch([f"vset /object/{n}/destroy" for n in spawned])
+                with contextlib.suppress(*_CONNECTION_ERRORS, BackendError):
+                    self._destroy(spawned)
+
+    def _check_every_object_drawn(self, plan: ScenePlan, names: list[str], views: list[RenderedView]) -> None:
+        if len(views) < MIN_VIEWS_FOR_ABSENCE_CHECK:
+            return  # one or two views can legitimately hide an object behind others
+        seen = np.zeros(len(names) + 1, dtype=np.int64)
+        for view in views:
+            seen += np.bincount(view.instance.ravel().astype(np.int64), minlength=len(names) + 1)[: len(names) + 1]
+        missing = [f"{o.name} ({name}, class {o.ue_class})" for k, (o, name) in enumerate(zip(plan.objects, names)) if seen[k + 1] == 0]
+        if missing:
+            raise ObjectMissingFromMaskError(
+                f"Scene {plan.scene_id}: {', '.join(missing)} appear in no view's object mask although the cameras frame "
+                f"them ({len(views)} views): their labels would be wrong.",
+                "Check that the class's Blueprint has a visible StaticMeshComponent (not hidden in game) and that "
+                "`commonlink unreal check` passes; the plugin draws only coloured mesh components in masks.",
+            )

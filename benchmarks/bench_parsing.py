@@ -1,0 +1,100 @@
+"""Answer-parser benchmark (issues 12 and 18): the Common-O answer parser must be linear in its input.
+
+Issue 18 found the parser quadratic in repeated ``<think>`` tags (100,000 repeats took over a minute in
+``eval score``): ``re.sub(r"<think>.*?</think>")`` retries from every unclosed tag to the end of the text. The
+parser now strips reasoning in one left-to-right scan. Measured here, in the same run on the same inputs:
+
+1. parse time of ``"<think>" * n + "Answer: A"`` for n and 10 n: linear means a ratio near 10 (target <= 15);
+2. the same input through the previous regex stripping (the peer a user would otherwise have): the ratio
+   peer / ours at the same n;
+3. other long adversarial outputs (closed blocks, lone closing tags, ``#`` lines, long runs of letters and
+   spaces or open brackets after ``Answer:``): growth from 1x to 2x the size (linear = 2, target <= 3), and
+   time per MB.
+
+    .venv/bin/python benchmarks/bench_parsing.py [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+
+CHOICES = ["silver grater", "No objects are in common", "dark chocolate bar wrapped in foil", "silver straw", "silver whisk", "silver knife",
+           "tangerine", "mallard (fake duck)"]
+
+
+def _timed(fn, *args, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(*args)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _regex_strip(text: str) -> str:
+    """The previous parser's reasoning stripping (the peer)."""
+    return re.sub(r"<think>.*?</think>", "\n", text, flags=re.S | re.I)
+
+
+def run(quick: bool) -> list[dict]:
+    from commonlink.eval.parsing import parse_common_o_answer
+
+    n = 10_000 if quick else 100_000
+    small = n // 10
+    rows = []
+    ours_small = _timed(parse_common_o_answer, "<think>" * small + "Answer: A", CHOICES)
+    ours = _timed(parse_common_o_answer, "<think>" * n + "Answer: A", CHOICES)
+    growth = ours / ours_small if ours_small > 0 else None
+    rows.append({"benchmark": "bench_parsing", "figure": f"parse time, {n:,} repeated <think>", "value": round(ours, 5), "unit": "s",
+                 "peer": None, "ratio": None, "target": None, "met": None})
+    rows.append({"benchmark": "bench_parsing", "figure": f"growth: time({n:,}) / time({small:,}) repeated <think> (linear = 10)",
+                 "value": round(growth, 2) if growth else None, "unit": "x", "peer": None, "ratio": None, "target": "<= 15",
+                 "met": bool(growth is not None and growth <= 15)})
+    # the peer is quadratic: time it at a size it finishes quickly, and ours on the very same input
+    peer_n = 5_000 if quick else 20_000
+    text = "<think>" * peer_n + "Answer: A"
+    peer = _timed(_regex_strip, text, repeats=1)
+    ours_same = _timed(parse_common_o_answer, text, CHOICES)
+    rows.append({"benchmark": "bench_parsing", "figure": f"reasoning stripping on {peer_n:,} repeated <think>: previous regex / ours",
+                 "value": round(ours_same, 5), "unit": "s", "peer": "re.sub(r'<think>.*?</think>') (the previous parser)",
+                 "ratio": round(peer / ours_same, 1) if ours_same > 0 else None, "target": ">= 10", "met": bool(ours_same > 0 and peer / ours_same >= 10)})
+    size = 500_000 if quick else 2_000_000
+    adversarial = {
+        "closed <think> blocks": lambda m: "<think>x</think>" * (m // 16) + "Answer: D",
+        "lone </think>": lambda m: "</think>" * (m // 8) + "Answer: D",
+        "'#' lines": lambda m: "#\n" * (m // 2) + "Answer: D",
+        "letters and spaces after Answer:": lambda m: "Answer: " + "A " * (m // 2),
+        "open brackets after Answer:": lambda m: "Answer: D " + "(" * m,
+    }
+    for name, make in adversarial.items():
+        one = _timed(parse_common_o_answer, make(size), CHOICES, repeats=2)
+        two = _timed(parse_common_o_answer, make(2 * size), CHOICES, repeats=2)
+        growth = two / one if one > 0 else None
+        rows.append({"benchmark": "bench_parsing", "figure": f"growth: time(2 x {size / 1e6:g} MB) / time({size / 1e6:g} MB), {name} (linear = 2)",
+                     "value": round(growth, 2) if growth else None, "unit": "x", "peer": None, "ratio": None, "target": "<= 3",
+                     "met": bool(growth is not None and growth <= 3)})
+        rows.append({"benchmark": "bench_parsing", "figure": f"parse time per MB, {name}", "value": round(two / (2 * size / 1e6), 4),
+                     "unit": "s/MB", "peer": None, "ratio": None, "target": None, "met": None})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller inputs (well under a minute)")
+    parser.add_argument("--json", type=Path, help="also write the rows as a JSON list to this file")
+    args = parser.parse_args()
+    rows = run(args.quick)
+    for row in rows:
+        extra = f" (peer ratio {row['ratio']}x)" if row["ratio"] is not None else ""
+        target = f" target {row['target']}: {'met' if row['met'] else 'NOT met'}" if row["target"] else ""
+        print(f"{row['figure']}: {row['value']} {row['unit']}{extra}{target}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""Benchmark of `commonlink eval report` (CPU, nothing downloaded).
+
+    .venv/bin/python benchmarks/bench_report.py [--rows 10000] [--images 2000] [--size 384] [--no-peer] [--no-browser]
+
+Work: a Common-O split of ``--rows`` rows (default 10,000) whose 384x384 PNG images are drawn from a pool of
+``--images`` distinct pictures (a release reuses its catalog images across pairs; ``--images 0`` makes every
+image distinct, the worst case), and two scripted "models" whose outputs carry a few hundred characters of
+reasoning before the answer, like a real model's. Measured:
+
+1. ``write_report`` for one run and for the two runs side by side: seconds (target: under 30 s for 10,000 rows
+   on 2 cores) and page weight (HTML, thumbnails, total, bytes per row).
+2. The peer a user would otherwise write in a notebook, on the same rows in the same run: pandas
+   ``DataFrame.to_html(escape=False)`` of predictions.jsonl with every image decoded from the parquet rows,
+   thumbnailed with ``Image.thumbnail`` and embedded as base64 (no paging, no filters, no escaping).
+3. With Debian's chromium + chromedriver and selenium: how long the 10,000-row page takes to load in a headless
+   browser and to apply a filter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from commonlink.eval.backends.base import BackendInfo  # noqa: E402
+from commonlink.eval.commono import evaluate_common_o  # noqa: E402
+from commonlink.eval.html_report import write_report  # noqa: E402
+from commonlink.testing.tiny_models import common_o_rows  # noqa: E402
+
+
+def picture(k: int, size: int) -> bytes:
+    """A render-like picture: a gradient floor, a few shaded shapes, sensor noise (PNG of ~100-200 KB at 384²)."""
+    rng = np.random.default_rng(k)
+    y = np.linspace(0, 1, size)[:, None, None]
+    base = (np.array([90, 70, 50]) + 80 * y + rng.normal(0, 6, (size, size, 3))).clip(0, 255).astype(np.uint8)
+    img = Image.fromarray(base)
+    draw = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(3, 8))):
+        x0, y0 = (int(v) for v in rng.integers(0, size - 60, 2))
+        w, h = (int(v) for v in rng.integers(30, 110, 2))
+        colour = tuple(int(v) for v in rng.integers(30, 255, 3))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)((x0, y0, x0 + w, y0 + h), fill=colour, outline=(20, 20, 20))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def write_split(root: Path, n_rows: int, n_images: int, size: int) -> None:
+    """Stream the rows into parquet row groups (the images would not fit in memory as one table)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from commonlink.loaders.common_o import common_o_features
+
+    features = common_o_features(provenance=False)
+    schema = features.arrow_schema
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    pool = [picture(k, size) for k in range(n_images)] if n_images else None
+    rng = np.random.default_rng(1)
+    with pq.ParquetWriter(root / "data" / "main-00000-of-00001.parquet", schema) as writer:
+        for start in range(0, n_rows, 500):
+            rows = common_o_rows(min(500, n_rows - start), seed=start, image_size=(8, 8))
+            for i, row in enumerate(rows):
+                for key in ("image_1", "image_2"):
+                    data = pool[int(rng.integers(n_images))] if pool else picture(2 * (start + i) + (key == "image_2"), size)
+                    row[key] = {"bytes": data, "path": None}
+            writer.write_table(pa.Table.from_pylist([features.encode_example(r) for r in rows], schema=schema))
+
+
+class Talker:
+    """A scripted model: a seeded paragraph of reasoning, then an answer (right about half the time)."""
+
+    WORDS = "the left image shows a table with several objects while the right one has a shelf and a lamp near a cup".split()
+
+    def __init__(self, name: str, seed: int):
+        self.info = BackendInfo(backend="scripted", model=name, fingerprint=f"scripted:{name}", batch_invariant=True, default_batch_size=64,
+                                uses_images=False)
+        self.generate_seconds = 0.0
+        self.seed = seed
+
+    def generate(self, requests, settings):
+        out = []
+        for r in requests:
+            rng = np.random.default_rng([self.seed, int(r.id.rsplit("-", 1)[1])])
+            words = " ".join(rng.choice(self.WORDS, size=int(rng.integers(40, 90))))
+            picks = sorted({chr(65 + int(k)) for k in rng.integers(0, len(r.choices), size=int(rng.integers(1, 4)))})
+            out.append(f"{words}.\nAnswer: {', '.join(picks)}")
+        return out
+
+    def close(self):
+        pass
+
+
+def peer_report(run_dir: Path, data_dir: Path, out: Path, size: int) -> float:
+    """The notebook way: pandas to_html with base64 thumbnails of every row's images."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    start = time.perf_counter()
+    df = pd.read_json(run_dir / "predictions.jsonl", lines=True)
+    table = pq.read_table(next((data_dir / "data").glob("*.parquet")), columns=["image_1", "image_2"])
+    thumbs = {"image_1": [], "image_2": []}
+    for key in thumbs:
+        for cell in table.column(key).to_pylist():
+            img = Image.open(io.BytesIO(cell["bytes"])).convert("RGB")
+            img.thumbnail((size, size))
+            buf = io.BytesIO()
+            img.save(buf, format="JPEG", quality=82)
+            thumbs[key].append(f'<img src="data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}">')
+    df["image_1"], df["image_2"] = thumbs["image_1"], thumbs["image_2"]
+    cols = ["id", "image_1", "image_2", "choices", "ground_truth_letters", "parsed_letters", "correct", "hallucinated_objects", "raw_output"]
+    out.write_text(df[cols].to_html(escape=False), encoding="utf-8")
+    return time.perf_counter() - start
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process, all threads (user + system): what the work costs whatever else the machine runs."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def read_floor(split: Path) -> float:
+    """Seconds for pyarrow to read the image columns, the least any report with these images must spend."""
+    import pyarrow.parquet as pq
+
+    start = time.perf_counter()
+    for path in sorted((split / "data").glob("*.parquet")):
+        handle = pq.ParquetFile(path)
+        for group in range(handle.num_row_groups):
+            handle.read_row_group(group, columns=["image_1", "image_2"])
+    return time.perf_counter() - start
+
+
+def browser_timing(page: Path) -> dict | None:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return None
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        return None
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    profile = tempfile.mkdtemp(prefix="bench-report-chromium-")
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--window-size=1400,1800", f"--user-data-dir={profile}"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        start = time.perf_counter()
+        driver.get(page.resolve().as_uri())
+        load = time.perf_counter() - start
+        filter_ms = driver.execute_script(
+            "var s=document.getElementById('f-show'); var t=performance.now(); s.value='wrong'; s.dispatchEvent(new Event('change'));"
+            "return performance.now()-t;")
+        cards = len(driver.find_elements("css selector", "#cards article.card"))
+        status = driver.find_element("id", "status").text
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+    return {"load_s": load, "filter_ms": filter_ms, "cards": cards, "status": status}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--images", type=int, default=2_000, help="distinct pictures the rows draw from (0: every image distinct)")
+    parser.add_argument("--size", type=int, default=384)
+    parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it (default: a temporary one)")
+    args = parser.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
+    try:
+        t = time.perf_counter()
+        if not (args.keep and list((root / "split" / "data").glob("*.parquet"))):  # --keep: a second run reuses the split
+            write_split(root / "split", args.rows, args.images, args.size)
+        print(f"setup: {args.rows:,} rows, {args.images or 2 * args.rows:,} distinct {args.size}x{args.size} PNGs "
+              f"({sum(p.stat().st_size for p in (root / 'split').rglob('*.parquet')) / 1e6:.0f} MB parquet) in {time.perf_counter() - t:.1f}s")
+        cpu = cpu_seconds()
+        floor = read_floor(root / "split")
+        floor_cpu = cpu_seconds() - cpu
+        print(f"floor: pyarrow reading the two image columns alone (no decoding, no Python objects): {floor:.1f}s wall, {floor_cpu:.1f}s CPU")
+        print(f"machine: {os.cpu_count()} CPUs visible, {len(os.sched_getaffinity(0))} usable, load average {os.getloadavg()[0]:.1f} "
+              "(wall times grow with the load of others; CPU seconds do not)")
+        runs = []
+        for name, seed in (("talker-a", 1), ("talker-b", 2)):
+            run = root / name
+            runs.append(run)
+            if args.keep and (run / "results.json").is_file():  # --keep: a second run reuses the scored runs
+                continue
+            evaluate_common_o(root / "split", "main", out_dir=run, backend_instance=Talker(name, seed), show_progress=False, n_boot=200, report=False)
+        print(f"{'report':<30}{'wall s':>8}{'CPU s':>7}{'HTML MB':>9}{'thumbs MB':>10}{'total MB':>9}{'KB/row':>8}{'thumbs':>8}")
+        results, report_cpu = {}, {}
+        for label, dirs, out in (("one run", runs[:1], root / "one.html"), ("two runs side by side", runs, root / "two.html"),
+                                 ("one run, thumbnails reused", runs[:1], root / "one.html")):
+            cpu = cpu_seconds()
+            s = write_report(dirs, out)
+            results[label], report_cpu[label] = s, cpu_seconds() - cpu
+            print(f"{label:<30}{s.seconds:>8.1f}{report_cpu[label]:>7.1f}{s.html_bytes / 1e6:>9.2f}{s.image_bytes / 1e6:>10.1f}"
+                  f"{s.total_bytes / 1e6:>9.1f}{s.total_bytes / 1e3 / s.cards:>8.1f}{s.images_written:>8}")
+        first = results["one run"]
+        verdict = "PASS" if first.seconds < 30 else "FAIL"
+        print(f"target: {args.rows:,} rows under 30 s -> {first.seconds:.1f}s wall {verdict}; {report_cpu['one run']:.1f} CPU s "
+              f"(<= 60 on 2 cores fits 30 s when the machine is ours); {first.seconds / floor:.2f}x the wall time pyarrow needs just "
+              f"to read the images")
+        if not args.no_peer:
+            cpu = cpu_seconds()
+            peer_s = peer_report(runs[0], root / "split", root / "peer.html", 224)
+            peer_cpu = cpu_seconds() - cpu
+            peer_mb = (root / "peer.html").stat().st_size / 1e6
+            print(f"peer (pandas to_html + base64 thumbnails, same rows): {peer_s:.1f}s wall, {peer_cpu:.1f} CPU s, {peer_mb:.1f} MB in one page "
+                  f"-> commonlink {peer_s / first.seconds:.2f}x the peer's wall speed, {peer_cpu / report_cpu['one run']:.2f}x in CPU; "
+                  f"its page weighs {peer_mb / (first.total_bytes / 1e6):.2f}x ours")
+        if not args.no_browser:
+            timing = browser_timing(results["two runs side by side"].path)
+            if timing is None:
+                print("browser: skipped (needs selenium and Debian's chromium + chromium-driver)")
+            else:
+                print(f"browser (headless chromium, two-run page): loaded in {timing['load_s']:.2f}s with {timing['cards']} cards drawn; "
+                      f"filter 'wrong only' applied in {timing['filter_ms']:.0f} ms ({timing['status']})")
+        print(json.dumps({"rows": args.rows, "distinct_images": args.images, "report_s": round(first.seconds, 2),
+                          "report_cpu_s": round(report_cpu["one run"], 2), "floor_s": round(floor, 2),
+                          "page_bytes": first.html_bytes, "thumb_bytes": first.image_bytes}))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

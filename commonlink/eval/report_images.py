@@ -1,0 +1,150 @@
+"""Thumbnails for the HTML report: small JPEGs in a folder beside the page, or embedded as data URLs.
+
+An image is identified by a key (the SHA-256 of its stored bytes, or a caller-given id), so an image shared by
+several examples or several runs is decoded and written once, and a rerun of the report reuses the thumbnails
+already in the folder. Decoding goes through :func:`commonlink.images.open_image` (pixel cap, clear errors).
+Work is spread over a small thread pool: Pillow releases the GIL while it decodes, resizes and encodes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import os
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from PIL import Image
+
+from commonlink.errors import InputError
+from commonlink.images import open_image
+
+IMAGE_MODES = ("folder", "embed", "none")
+THUMB_QUALITY = 82
+_THUMB_NAME = re.compile(r"^[0-9a-f]{24}-\d+\.jpg$")
+
+
+@dataclass
+class ImageJob:
+    """One picture to show: ``key`` identifies it; ``load`` returns its bytes or a PIL image."""
+
+    key: str
+    load: Callable[[], Any]
+
+
+def bytes_key(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:24]
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def default_workers() -> int:
+    try:
+        return max(1, min(4, len(os.sched_getaffinity(0))))
+    except AttributeError:  # not on Linux
+        return max(1, min(4, os.cpu_count() or 1))
+
+
+class ThumbnailStore:
+    """Makes each thumbnail once and hands out the URL the page uses for it.
+
+    ``mode`` is ``folder`` (JPEG files in ``folder``, linked relatively from the page), ``embed`` (data URLs in
+    the page itself: one file to send, but about 4/3 the bytes) or ``none`` (no images).
+    """
+
+    def __init__(self, mode: str, folder: Path, *, size: int = 224, workers: int | None = None):
+        if mode not in IMAGE_MODES:
+            raise InputError(f"--images {mode!r} is not an image mode.", f"Use one of: {', '.join(IMAGE_MODES)}.")
+        if size < 16:
+            raise InputError(f"--thumb-size {size} is too small to see anything.", "Use at least 16 (default 224).")
+        self.mode = mode
+        self.folder = folder
+        self.size = size
+        self.workers = workers or default_workers()
+        self._urls: dict[str, str] = {}
+        self.written = 0
+        self.reused = 0
+        self.bytes = 0
+
+    def urls(self, jobs: Sequence[ImageJob | None]) -> list[str | None]:
+        """The URL of each job's thumbnail (``None`` for a ``None`` job or in mode ``none``), making new ones."""
+        if self.mode == "none":
+            return [None] * len(jobs)
+        todo: dict[str, ImageJob] = {}
+        for job in jobs:
+            if job is not None and job.key not in self._urls and job.key not in todo:
+                todo[job.key] = job
+        if todo:
+            if self.mode == "folder":
+                self.folder.mkdir(parents=True, exist_ok=True)
+            work = list(todo.values())
+            if self.workers > 1 and len(work) > 1:
+                with ThreadPoolExecutor(self.workers) as pool:
+                    made = list(pool.map(self._make, work))
+            else:
+                made = [self._make(job) for job in work]
+            for job, (url, size, fresh) in zip(work, made):
+                self._urls[job.key] = url
+                self.bytes += size
+                self.written += fresh
+                self.reused += not fresh
+        return [None if job is None else self._urls[job.key] for job in jobs]
+
+    def _file_name(self, key: str) -> str:
+        return f"{key}-{self.size}.jpg"
+
+    def _make(self, job: ImageJob) -> tuple[str, int, bool]:
+        """(URL, thumbnail bytes, newly made); runs in the pool, so it touches no shared counters."""
+        name = self._file_name(job.key)
+        path = self.folder / name
+        if self.mode == "folder" and path.is_file():
+            return f"{quote(self.folder.name)}/{name}", path.stat().st_size, False
+        data = self._thumbnail(job)
+        if self.mode == "embed":
+            return "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii"), len(data), True
+        # Written whole under a temporary name, then renamed: a killed run never leaves a half thumbnail that a
+        # rerun would reuse. (No fsync: a thumbnail is cheap to remake, and thousands of fsyncs are not.)
+        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return f"{quote(self.folder.name)}/{name}", len(data), True
+
+    def _thumbnail(self, job: ImageJob) -> bytes:
+        source = job.load()
+        if isinstance(source, (bytes, bytearray)):
+            img = open_image(bytes(source), what=f"image {job.key}", draft=(self.size, self.size))
+        else:
+            img = source
+        if not isinstance(img, Image.Image):
+            raise InputError(f"image {job.key}: got {type(img).__name__}, not an image.", "Check the dataset the run was made on.")
+        img = img.convert("RGB")
+        scale = self.size / max(img.width, img.height)
+        if scale < 1:
+            size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+            # reducing_gap: a fast integer downscale first, then a bicubic resize (same look, a fraction of the time)
+            img = img.resize(size, Image.Resampling.BICUBIC, reducing_gap=2.0)
+        out = io.BytesIO()
+        img.save(out, format="JPEG", quality=THUMB_QUALITY, optimize=False)
+        return out.getvalue()
+
+    def prune(self) -> int:
+        """Delete thumbnails in the folder that the page no longer uses (left by an earlier report); returns how many."""
+        if self.mode != "folder" or not self.folder.is_dir():
+            return 0
+        used = {url.rsplit("/", 1)[-1] for url in self._urls.values() if not url.startswith("data:")}
+        removed = 0
+        for path in self.folder.iterdir():
+            if _THUMB_NAME.match(path.name) and path.name not in used:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed += 1
+        return removed
