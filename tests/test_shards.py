@@ -107,3 +107,25 @@ def test_nested_and_list_columns_keep_the_codec(tmp_path):
     codecs = {group.column(i).path_in_schema: group.column(i).compression for i in range(group.num_columns)}
     assert codecs == {"image.bytes": "UNCOMPRESSED", "image.path": "SNAPPY", "crop.list.element": "SNAPPY", "ids.list.element": "SNAPPY"}
     assert Dataset.from_parquet(str(writer.shards[0].path))[2]["crop"] == [2, 3]
+
+
+def test_with_one_codec_the_writer_reproduces_the_recorded_release_bytes(tmp_path, monkeypatch):
+    """The per-row rewrite changes no byte: with image bytes through the shard codec again (the old behaviour),
+    a fixed build gives the shard bytes recorded before this change."""
+    import functools
+
+    import PIL
+    import pyarrow
+
+    import commonlink.release.common_o as common_o
+    import test_release_build as golden
+
+    if {"pyarrow": pyarrow.__version__, "PIL": PIL.__version__} != golden.GOLDEN_ENCODERS:
+        pytest.skip("golden shards were recorded with other encoder versions")
+    monkeypatch.setattr(common_o, "ShardWriter", functools.partial(ShardWriter, image_compression="snappy"))
+    real = golden.make_catalog(tmp_path / "cat-real", 12)
+    synthetic = golden.make_catalog(tmp_path / "cat-syn", 12, source="synthetic", fmt="PNG", size=(40, 30))
+    golden.make_pairs(tmp_path / "main.jsonl", tmp_path / "cat-real", real, 10, split="main")
+    golden.make_pairs(tmp_path / "challenge.jsonl", tmp_path / "cat-syn", synthetic, 7, split="challenge")
+    result = golden.build_release([tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], tmp_path / "release", progress=False)
+    assert {p: i["sha256"] for p, i in result.files.items() if p.startswith("data/")} == golden.GOLDEN_SHARDS_ONE_CODEC

@@ -82,7 +82,9 @@ class ShardWriter:
     ``out_dir``: folder of the shards (e.g. ``RELEASE_DIR/data``); ``prefix``: the split name;
     ``features``: a ``datasets.Features`` (column order and types; rows must have exactly these keys);
     ``max_shard_bytes``: cap on a shard's payload (a single larger row still gets its own shard);
-    ``overwrite``: replace final shards of the same prefix already in ``out_dir`` (refused otherwise).
+    ``overwrite``: replace final shards of the same prefix already in ``out_dir`` (refused otherwise);
+    ``compression``: codec of every column but the image bytes, which get ``image_compression`` (default none:
+    JPEG/PNG bytes are compressed already).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class ShardWriter:
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
         compression: str = "snappy",
+        image_compression: str = "none",
         overwrite: bool = False,
     ):
         from datasets import Image
@@ -143,7 +146,7 @@ class ShardWriter:
         #: Image payloads are JPEG/PNG files, compressed already: a second codec pass over them costs time (a
         #: third of the write at 64 px) and saves nothing, so their bytes are stored as they are.
         self._column_compression = {
-            ".".join(path): "none" if path[0] in self.image_columns and path[-1] == "bytes" else compression
+            ".".join(path): image_compression if path[0] in self.image_columns and path[-1] == "bytes" else compression
             for path in _leaf_paths(self.schema)
         }
 
