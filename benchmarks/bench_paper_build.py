@@ -7,9 +7,9 @@ The paper's sizes (Common-O Bench ``main`` 10,426 rows, 45% real; Common-O Compl
 synthetic only) built the way a user builds them, each stage in its own fresh process (wall time and peak
 resident memory, VmHWM, per stage):
 
-0. ``photos`` (a stand-in, not counted in the total): no phone photos are at hand, so photo-like JPEGs
+1. ``photos`` (a stand-in, not counted in the total): no phone photos are at hand, so photo-like JPEGs
    (1024x768, smooth backgrounds with 3-7 coloured object shapes, EXIF with GPS that ingest must strip) and a
-   manifest naming their objects (from the renderer's 53 object names, themed groups, 4 views a scene);
+   manifest naming their objects (the renderer's object names, themed sets of 10, 4 views a scene);
 2. ``ingest``: ``ingest_photos`` of those photos into the real catalog (decode, orient, strip, re-encode, hash,
    near-duplicate check);
 3. ``render-main`` / ``render-challenge``: the embedded offline renderer (3-7 objects, 8-16 objects; 4 views a
