@@ -24,8 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from commonlink.fileio import atomic_write_json, sha256_file
-from commonlink.testing.hub_server import HubServer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
+from commonlink.fileio import atomic_write_json, sha256_file  # noqa: E402
+from commonlink.testing.hub_server import HubServer  # noqa: E402
+
+BENCH = "bench_hub_push.py"
 
 TOKEN = "hf_bench_token"
 REPO = "bench/push"  # the token's user is "bench", so it may write there
@@ -76,7 +81,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--shard-mb", type=float, default=2.0)
+    add_contract_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.shards, args.shard_mb = 4, 1.0
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         release = make_release(tmp / "v1", "1.0.0", {"main": args.shards, "challenge": 2}, args.shard_mb, seed=0)
@@ -124,6 +132,17 @@ def main() -> None:
     print(f"no-op rerun: {noop_bytes} bytes sent, {noop_s:.2f} s = {noop_s / fresh_s:.2f} x the fresh push time")
     print(f"next version, challenge split changed: sent {v2_bytes / mb:.2f} MB of {total / mb:.1f} MB "
           f"(changed shards {changed / mb:.2f} MB) -> {v2_bytes / total:.3f} x the release size, in {v2_s:.2f} s")
+    missing = total - arrived
+    rows = [
+        result_row(BENCH, "push resumed after a kill: bytes sent beyond the missing objects, share of the release",
+                   (resume_bytes - missing) / total, "x", target="<= 0.01"),
+        result_row(BENCH, "push resumed after a kill: bytes sent", resume_bytes / mb, "MB", peer="a fresh push of the whole release",
+                   ratio=resume_bytes / fresh_bytes),
+        result_row(BENCH, "no-op push of a finished version: bytes sent", noop_bytes, "B", target="== 0"),
+        result_row(BENCH, "next version, one split changed: bytes sent / changed shards' bytes", v2_bytes / changed, "x", target="<= 1.0"),
+    ]
+    print_rows(rows)
+    write_rows(args.json, rows)
 
 
 def make_release_manifest_refresh(root: Path) -> None:

@@ -1,6 +1,6 @@
 """Benchmark of `commonlink stats` and the release figures (CPU, no model download).
 
-    .venv/bin/python benchmarks/bench_stats.py [--masks 120] [--renders 400] [--rows 10000]
+    .venv/bin/python benchmarks/bench_stats.py [--quick] [--json ROWS] [--masks 120] [--renders 400] [--rows 10000]
 
 1. Mask selection (the SAM automatic path after the model): ``select_object_masks`` on ``--masks`` candidate
    masks of a 1024x768 photo against a naive baseline in the same run that compares every pair of masks at
@@ -29,6 +29,9 @@ from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E40
 from commonlink.catalog.sam_masks import NESTED_OVERLAP, select_object_masks  # noqa: E402
 from commonlink.catalog.areas import compute_object_stats  # noqa: E402
 from commonlink.release.figures import write_common_o_figures  # noqa: E402
+from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
+
+BENCH = "bench_stats.py"
 
 
 def random_masks(n: int, h: int = 768, w: int = 1024, seed: int = 0) -> list[dict]:
@@ -99,11 +102,14 @@ def pairs_rows(n: int) -> dict[str, list[dict]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--masks", type=int, default=120)
     parser.add_argument("--renders", type=int, default=400)
     parser.add_argument("--rows", type=int, default=10000)
+    add_contract_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.masks, args.renders, args.rows = 60, 120, 4000
 
     masks = random_masks(args.masks)
     pixels = 768 * 1024
@@ -137,6 +143,14 @@ def main() -> None:
             times[n] = time.perf_counter() - t
             print(f"[figures] {n} rows: {times[n]:.2f}s")
         print(f"[figures] time ratio {args.rows} vs 1000 rows: {times[args.rows] / times[1000]:.2f}x")
+    rows = [
+        result_row(BENCH, f"SAM mask selection, {args.masks} masks of a 1024x768 photo", t_fast, "s",
+                   peer="naive pairwise comparison at full resolution", ratio=t_slow / t_fast),
+        result_row(BENCH, f"render-mask stats peak traced memory, {big} vs {small} renders", peaks[big] / peaks[small], "x", target="<= 1.5"),
+        result_row(BENCH, f"release figures time, {args.rows:,} vs 1,000 rows", times[args.rows] / times[1000], "x"),
+    ]
+    print_rows(rows)
+    write_rows(args.json, rows)
 
 
 if __name__ == "__main__":

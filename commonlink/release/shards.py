@@ -82,7 +82,9 @@ class ShardWriter:
     ``out_dir``: folder of the shards (e.g. ``RELEASE_DIR/data``); ``prefix``: the split name;
     ``features``: a ``datasets.Features`` (column order and types; rows must have exactly these keys);
     ``max_shard_bytes``: cap on a shard's payload (a single larger row still gets its own shard);
-    ``overwrite``: replace final shards of the same prefix already in ``out_dir`` (refused otherwise).
+    ``overwrite``: replace final shards of the same prefix already in ``out_dir`` (refused otherwise);
+    ``compression``: codec of every column but the image bytes, which get ``image_compression`` (default none:
+    JPEG/PNG bytes are compressed already).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class ShardWriter:
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
         compression: str = "snappy",
+        image_compression: str = "none",
         overwrite: bool = False,
     ):
         from datasets import Image
@@ -126,8 +129,7 @@ class ShardWriter:
         self._shard_data_bytes: list[int] = []
         self._writer = None
         self._is_image = [name in self.image_columns for name in self.columns]
-        self._buffer_rows = 0
-        self._buffer_bytes = 0
+        self._buffer_bytes = 0  # payload of the rows in self._rows
         self._current_bytes = 0  # payload written or buffered into the current shard
         self._closed = False
         # Dictionary encoding and min/max statistics are useless on image bytes and cost time: keep them for
@@ -141,43 +143,51 @@ class ShardWriter:
         #: per-row text (questions, choice lists) it is built, found useless and dropped, row group after row group.
         self.dictionary_columns = [c for c in self._plain_columns if c not in set(self._string_names) or c in DICTIONARY_STRING_COLUMNS]
         self._rows: list[dict] = []  # the current row group, split into columns by _flush
+        #: Image payloads are JPEG/PNG files, compressed already: a second codec pass over them costs time (a
+        #: third of the write at 64 px) and saves nothing, so their bytes are stored as they are.
+        self._column_compression = {
+            ".".join(path): image_compression if path[0] in self.image_columns and path[-1] == "bytes" else compression
+            for path in _leaf_paths(self.schema)
+        }
 
     # -- writing
 
     def write(self, row: dict) -> None:
         """Add one row (a dict with exactly the feature columns)."""
-        if self._closed:
-            raise RuntimeError("ShardWriter is closed")
-        if row.keys() != self._column_set:
-            missing = [c for c in self.columns if c not in row]
-            unknown = [c for c in row if c not in self._column_set]
-            raise SchemaError(
-                f"Row for split {self.prefix!r} does not match the features: missing {missing or 'none'}, unknown {unknown or 'none'}.",
-                "Give every feature column and nothing else.",
-            )
-        row = dict(row)  # held until the row group is written: the caller may reuse its dict meanwhile
-        # Image bytes are counted exactly; the small columns are estimated from the rows written so far and
-        # corrected in _flush, where Arrow measures them in one go (cheaper than measuring every string here).
+        # The per-row path is kept short (it runs once a row; everything else runs once a row group): the row
+        # is copied (the caller may reuse its dict), image sizes are counted exactly, the small columns are
+        # estimated from the last row group and corrected in _flush, where Arrow measures them in one go.
+        if row.keys() != self._column_set or self._closed:
+            self._refuse(row)
+        row = dict(row)
         size = self._small_bytes_per_row
         for name in self._image_names:
             value = row[name]
             if value.__class__ is not dict or value.get("bytes") is None:
                 value = row[name] = _encode_image(value, column=name)
             size += len(value["bytes"])
-        if self._writer is not None and self._current_bytes + size > self.max_shard_bytes and self._current_rows() > 0:
+        if self._current_bytes + size > self.max_shard_bytes and self._writer is not None and (self._rows or self._current_rows()):
             self._finish_shard()
         if self._writer is None:
             self._open_shard()
         # Rows are kept whole and split into columns once per row group (one list comprehension a column),
         # which costs far less per row than appending to every column here.
-        self._rows.append(row)
-        self._buffer_rows += 1
+        rows = self._rows
+        rows.append(row)
         self._buffer_bytes += size
         self._current_bytes += size
-        self._shard_rows[-1] += 1
-        self._shard_data_bytes[-1] += size
-        if self._buffer_rows >= self.row_group_rows or self._buffer_bytes >= self.row_group_bytes:
+        if len(rows) >= self.row_group_rows or self._buffer_bytes >= self.row_group_bytes:
             self._flush()
+
+    def _refuse(self, row: dict) -> None:
+        if self._closed:
+            raise RuntimeError("ShardWriter is closed")
+        missing = [c for c in self.columns if c not in row]
+        unknown = [c for c in row if c not in self._column_set]
+        raise SchemaError(
+            f"Row for split {self.prefix!r} does not match the features: missing {missing or 'none'}, unknown {unknown or 'none'}.",
+            "Give every feature column and nothing else.",
+        )
 
     def write_many(self, rows) -> int:
         count = 0
@@ -188,7 +198,7 @@ class ShardWriter:
 
     @property
     def rows_written(self) -> int:
-        return sum(self._shard_rows)
+        return sum(self._shard_rows) + len(self._rows)
 
     def close(self) -> list[ShardInfo]:
         """Finish the last shard and rename every shard to its final ``-of-{n:05d}`` name."""
@@ -253,7 +263,7 @@ class ShardWriter:
         self._writer = pq.ParquetWriter(
             tmp,
             self.schema,
-            compression=self.compression,
+            compression=self._column_compression,
             use_dictionary=self.dictionary_columns,
             write_statistics=self._plain_columns,
         )
@@ -261,9 +271,9 @@ class ShardWriter:
     def _flush(self) -> None:
         import pyarrow as pa
 
-        if not self._buffer_rows or self._writer is None:
-            return
         rows = self._rows
+        if not rows or self._writer is None:
+            return
         arrays = []
         for field, name, is_image in zip(self.schema, self.columns, self._is_image):
             if is_image:
@@ -276,15 +286,16 @@ class ShardWriter:
             else:
                 arrays.append(pa.array([r[name] for r in rows], field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
-        image_payload = sum(table.column(name).combine_chunks().field(0).nbytes for name in self._image_names)
+        count = len(rows)
+        image_payload = sum(table.column(name).chunk(0).field(0).nbytes for name in self._image_names)
         small = table.nbytes - image_payload  # offsets, paths and every non-image column
-        estimated = self._buffer_rows * self._small_bytes_per_row
-        self._current_bytes += small - estimated
-        self._shard_data_bytes[-1] += small - estimated
-        self._small_bytes_per_row = max(1, small // self._buffer_rows)
-        self._writer.write_table(table, row_group_size=self._buffer_rows)
+        correction = small - count * self._small_bytes_per_row
+        self._current_bytes += correction
+        self._shard_rows[-1] += count
+        self._shard_data_bytes[-1] += self._buffer_bytes + correction
+        self._small_bytes_per_row = max(1, small // count)
+        self._writer.write_table(table, row_group_size=count)
         self._rows = []
-        self._buffer_rows = 0
         self._buffer_bytes = 0
 
     def _finish_shard(self) -> None:
@@ -292,6 +303,21 @@ class ShardWriter:
         if self._writer is not None:
             self._writer.close()  # a zero-row shard keeps the schema and has no row group
             self._writer = None
+
+
+def _leaf_paths(schema) -> list[tuple[str, ...]]:
+    """Parquet column paths of an Arrow schema, as Parquet spells them (``image.bytes``, ``crop.list.element``).
+
+    Asked of Parquet itself (the schema of an empty file written to memory): a per-column compression dict
+    silently leaves any column it does not name exactly uncompressed.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, schema).close()
+    parquet_schema = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    return [tuple(parquet_schema.column(i).path.split(".")) for i in range(len(parquet_schema))]
 
 
 def _encode_image(value: Any, *, column: str) -> dict:

@@ -1,0 +1,327 @@
+"""Benchmark: a paper-sized Common-O build, end to end, stage by stage.
+
+    .venv/bin/python benchmarks/bench_paper_build.py [--quick] [--json ROWS] [--scale 1] [--executor local|ray]
+                                                      [--ray-address ADDR] [--workers N] [--keep DIR]
+
+The paper's sizes (Common-O Bench ``main`` 10,426 rows, 45% real; Common-O Complex ``challenge`` 12,600 rows,
+synthetic only) built the way a user builds them, each stage in its own fresh process (wall time and peak
+resident memory, VmHWM, per stage):
+
+1. ``photos`` (a stand-in, not counted in the total): no phone photos are at hand, so photo-like JPEGs
+   (1024x768, smooth backgrounds with 3-7 coloured object shapes, EXIF with GPS that ingest must strip) and a
+   manifest naming their objects (the renderer's object names, themed sets of 10, 4 views a scene);
+2. ``ingest``: ``ingest_photos`` of those photos into the real catalog (decode, orient, strip, re-encode, hash,
+   near-duplicate check);
+3. ``render-main`` / ``render-challenge``: the embedded offline renderer (3-7 objects, 8-16 objects; 4 views a
+   scene at ``--resolution``), ``--executor local`` (``--workers`` processes) or ``--executor ray``;
+4. ``pairs-main`` / ``pairs-challenge``: ``sample_pairs`` (main: real + synthetic catalogs, 45% real);
+5. ``release``: ``build_release`` of both splits (parquet shards, card, figures, manifest);
+6. ``baselines``: the weight-free ``none`` and ``random`` baselines scored on both splits.
+
+Image counts (ours; the paper does not publish them): 1,200 real photos (300 scenes), 400 synthetic main
+scenes and 600 challenge scenes, 4 views each, multiplied by ``--scale`` like the row counts.
+
+``--quick`` builds at 1/20 and at 1/40 of the paper's size and extrapolates each stage to full size with the
+line through the two points (time = fixed + per-unit x size), and says so in every figure it reports. Peak
+memory of every stage at the two sizes gives the flatness ratio (target <= 1.3). The projected time on N Ray
+workers divides the render CPU time by N (scenes are independent Ray tasks) and keeps the other stages at their
+CPU time (they run on one machine). The "idle 2-core estimate" is the CPU time with rendering shared by its
+worker processes: on a shared machine wall time mostly measures the other jobs. Target: the whole build under 30 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
+
+BENCH = "bench_paper_build.py"
+PAPER = {"main_rows": 10_426, "challenge_rows": 12_600, "real_fraction": 0.45,
+         "real_scenes": 300, "main_scenes": 400, "challenge_scenes": 600, "views": 4}
+STAGES = ("photos", "ingest", "render-main", "render-challenge", "pairs-main", "pairs-challenge", "release", "baselines")
+RENDER_STAGES = ("render-main", "render-challenge")
+NOT_COUNTED = ("photos",)  # the stand-in for photos a user already has
+
+
+def sizes(scale: float) -> dict:
+    return {
+        "main_rows": max(16, round(PAPER["main_rows"] * scale)),
+        "challenge_rows": max(16, round(PAPER["challenge_rows"] * scale)),
+        "real_scenes": max(3, round(PAPER["real_scenes"] * scale)),
+        "main_scenes": max(3, round(PAPER["main_scenes"] * scale)),
+        "challenge_scenes": max(3, round(PAPER["challenge_scenes"] * scale)),
+    }
+
+
+# -- stages (each runs in a child process: `--stage NAME`)
+
+
+def object_names() -> list[str]:
+    from commonlink.synth.assets import load_assets
+
+    return sorted(asset.name for asset in load_assets().assets)
+
+
+def make_photos(folder: Path, scenes: int, views: int, seed: int = 0) -> Path:
+    """Photo-like JPEGs and their manifest: a smooth background, 3-7 object shapes, EXIF GPS + orientation."""
+    from PIL import Image, ImageDraw, ImageFilter
+
+    names = object_names()
+    rng = np.random.default_rng(seed)
+    groups = [names[i : i + 10] for i in range(0, len(names) - 9, 10)]  # themed sets of 10 (people photograph sets)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["file,objects,scene,view"]
+    for scene in range(scenes):
+        group = groups[int(rng.integers(len(groups)))]
+        pool = sorted(set(group) | set(rng.choice(names, size=3, replace=False).tolist()))
+        objects = sorted(rng.choice(pool, size=int(rng.integers(3, 8)), replace=False).tolist())
+        colours = {name: tuple(int(c) for c in rng.integers(30, 226, 3)) for name in objects}
+        for view in range(views):
+            base = (rng.random((6, 8, 3)) * 255).astype(np.uint8)
+            image = Image.fromarray(base).resize((1024, 768), Image.BICUBIC)
+            draw = ImageDraw.Draw(image)
+            for name in objects:
+                x, y = int(rng.integers(60, 900)), int(rng.integers(60, 640))
+                w, h = int(rng.integers(40, 160)), int(rng.integers(40, 160))
+                (draw.ellipse if names.index(name) % 2 else draw.rectangle)((x, y, x + w, y + h), fill=colours[name])
+            image = image.filter(ImageFilter.GaussianBlur(1.2))
+            grain = rng.integers(-8, 9, (768, 1024, 3), dtype=np.int16)  # sensor noise, so JPEGs have photo-like sizes
+            image = Image.fromarray(np.clip(np.asarray(image, dtype=np.int16) + grain, 0, 255).astype(np.uint8))
+            exif = Image.Exif()
+            exif[0x0112] = 1
+            exif[0x8825] = {1: "N", 2: (48.0, 51.0, float(scene % 60)), 3: "E", 4: (2.0, 17.0, 40.0)}
+            file = f"scene{scene:05d}_{view}.jpg"
+            image.save(folder / file, quality=88, exif=exif)
+            lines.append(f"{file},{';'.join(objects)},scene-{scene:05d},{view}")
+    manifest = folder.parent / "photos.csv"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
+def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
+    n = sizes(scale)
+    if stage == "photos":
+        make_photos(work / "photos", n["real_scenes"], PAPER["views"])
+        return {"photos": n["real_scenes"] * PAPER["views"]}
+    if stage == "ingest":
+        from commonlink.catalog.ingest import ingest_photos
+
+        report = ingest_photos(work / "photos", work / "photos.csv", work / "catalog-real", progress=False)
+        return {"added": len(report.added), "refused": len(report.refused)}
+    if stage in RENDER_STAGES:
+        from commonlink.synth.runner import SynthConfig, synthesize
+
+        split = stage.split("-")[1]
+        objects = (3, 7) if split == "main" else (8, 16)
+        config = SynthConfig(scenes=n[f"{split}_scenes"], objects=objects, views=PAPER["views"],
+                             resolution=(options["resolution"], options["resolution"]), seed=0)
+        cluster = {}
+        if options["executor"] == "ray":
+            import ray  # connect here (timed with the stage) to report what the scenes ran on
+
+            ray.init(address=options["ray_address"], include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+            cluster = {"ray_nodes": len(ray.nodes()), "ray_cpus": ray.cluster_resources().get("CPU", 0)}
+        try:
+            summary = synthesize(work / f"catalog-{split}", config, workers=options["workers"], executor=options["executor"],
+                                 ray_address=options["ray_address"], progress=False)
+        finally:
+            if cluster:
+                ray.shutdown()
+        return {"scenes": summary.scenes_rendered, "images": summary.catalog_records, **cluster}
+    if stage.startswith("pairs-"):
+        from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+
+        split = stage.split("-")[1]
+        catalogs = [work / "catalog-main", work / "catalog-real"] if split == "main" else [work / "catalog-challenge"]
+        config = PairsConfig(split=split, count=n[f"{split}_rows"], seed=0,
+                             real_fraction=PAPER["real_fraction"] if split == "main" else None)
+        rows, stats = sample_pairs(catalogs, config)
+        write_pairs(work / f"pairs-{split}.jsonl", rows, pairs_meta(config, catalogs, stats))
+        return {"rows": len(rows), "real_fraction": stats["real_fraction"]["achieved"]}
+    if stage == "release":
+        from commonlink.release.build import build_release
+
+        result = build_release([work / "pairs-main.jsonl", work / "pairs-challenge.jsonl"], work / "release",
+                               name="commonlink paper-sized build", overwrite=True, progress=False)
+        size = sum(p.stat().st_size for p in (work / "release").rglob("*") if p.is_file())
+        return {"rows": {split: info["rows"] for split, info in result.splits.items()}, "release_bytes": size}
+    if stage == "baselines":
+        from commonlink.eval.commono import evaluate_common_o
+
+        scores = {}
+        for split in ("main", "challenge"):
+            for model in ("none", "random"):
+                result = evaluate_common_o(work / "release", split, model, "transformers", work / "eval" / f"{split}-{model}",
+                                           seed=0, show_progress=False)
+                overall = result["metrics"]["overall"]
+                scores[f"{split}-{model}"] = {"rows": result["metrics"]["overall"].get("n", result.get("rows")),
+                                              "accuracy": round(overall["accuracy"], 4)}
+        return {"scored": scores}
+    raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (render worker processes); Ray workers are not
+    children of the stage and are not counted."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def stage_child(stage: str, work: Path, scale: float, options: dict) -> None:
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    info = run_stage(stage, work, scale, options)
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print("STAGE-RESULT " + json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": hwm / 1024, "info": info}, default=str))
+
+
+def build(work: Path, scale: float, options: dict, log=print) -> dict[str, dict]:
+    """Every stage in its own process, in order; returns {stage: {seconds, peak_rss_mb, info}}."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
+    results = {}
+    for stage in STAGES:
+        command = [sys.executable, __file__, "--stage", stage, "--work", str(work), "--scale", repr(scale),
+                   "--resolution", str(options["resolution"]), "--workers", str(options["workers"]),
+                   "--executor", options["executor"], *(["--ray-address", options["ray_address"]] if options["ray_address"] else [])]
+        proc = subprocess.run(command, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise SystemExit(f"stage {stage} failed at scale {scale}:\n{proc.stderr[-3000:]}")
+        line = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("STAGE-RESULT "))
+        results[stage] = json.loads(line.split(" ", 1)[1])
+        r = results[stage]
+        log(f"  {stage:18s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s CPU  peak RSS {r['peak_rss_mb']:7.0f} MB  {r['info']}")
+    return results
+
+
+def extrapolate(small: dict, large: dict, s_small: float, s_large: float, target: float = 1.0, key: str = "seconds") -> dict[str, float]:
+    """Per stage, ``key`` (wall or CPU seconds) at ``target`` scale on the line through two measured sizes
+    (fixed + per-unit cost; neither part allowed below zero)."""
+    out = {}
+    for stage in STAGES:
+        t1, t2 = small[stage][key], large[stage][key]
+        per_unit = (t2 - t1) / (s_large - s_small)
+        fixed = t2 - per_unit * s_large
+        if per_unit < 0:  # timing noise: no growth measured; keep the larger measurement
+            fixed, per_unit = max(t1, t2), 0.0
+        elif fixed < 0:  # purely proportional
+            fixed, per_unit = 0.0, t2 / s_large
+        out[stage] = fixed + per_unit * target
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the paper's size to build (full run)")
+    parser.add_argument("--resolution", type=int, default=384, help="rendered image side in pixels (the demo's default)")
+    parser.add_argument("--workers", type=int, default=2, help="render processes for --executor local")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local")
+    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. ray://head:10001); default: a local one")
+    parser.add_argument("--ray-workers", default="1,4,16,64", help="worker counts for the projected times")
+    parser.add_argument("--keep", type=Path, default=None, help="build here and keep it (default: a temporary folder)")
+    parser.add_argument("--stage", help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    add_contract_arguments(parser)
+    args = parser.parse_args()
+    options = {"resolution": args.resolution, "workers": args.workers, "executor": args.executor, "ray_address": args.ray_address}
+    if args.stage:
+        stage_child(args.stage, args.work, args.scale, options)
+        return
+
+    scales = [1 / 40, 1 / 20] if args.quick else [1 / 20, args.scale]
+    root = args.keep or Path(tempfile.mkdtemp(prefix="paper-build-"))
+    measured = {}
+    try:
+        for scale in scales:
+            work = root / f"scale-{scale:.4f}"
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            n = sizes(scale)
+            print(f"[build at {scale:.4g} of the paper's size: {n['main_rows']:,} main + {n['challenge_rows']:,} challenge rows, "
+                  f"{n['real_scenes'] * 4} photos, {(n['main_scenes'] + n['challenge_scenes']) * 4} renders at {args.resolution} px, "
+                  f"executor {args.executor}]")
+            measured[scale] = build(work, scale, options)
+            if args.keep is None and scale != scales[-1]:
+                shutil.rmtree(work, ignore_errors=True)
+        small, large = measured[scales[0]], measured[scales[1]]
+        if args.quick or args.scale != 1.0:
+            seconds = extrapolate(small, large, scales[0], scales[1])
+            cpu = extrapolate(small, large, scales[0], scales[1], key="cpu_seconds")
+            how = f"projected from builds at {scales[0]:.3g} and {scales[1]:.3g} of the paper's size (a line through both, per stage)"
+        else:
+            seconds = {s: large[s]["seconds"] for s in STAGES}
+            cpu = {s: large[s]["cpu_seconds"] for s in STAGES}
+            how = "measured at full size"
+        # A stage cannot take less wall time than its CPU time spread over the processes it runs in: with two
+        # noisy points the wall line can dip below that; the CPU line is the steadier of the two.
+        workers_used = args.workers if args.executor == "local" else 1
+        for stage in STAGES:
+            seconds[stage] = max(seconds[stage], cpu[stage] / (workers_used if stage in RENDER_STAGES else 1))
+        counted = [s for s in STAGES if s not in NOT_COUNTED]
+        total, total_cpu = sum(seconds[s] for s in counted), sum(cpu[s] for s in counted)
+        # What an idle 2-core machine would take: CPU time, render stages shared by their worker processes.
+        idle = sum(cpu[s] / (workers_used if s in RENDER_STAGES else 1) for s in counted)
+        render = sum(seconds[s] for s in RENDER_STAGES)
+        load = os.getloadavg()[0]
+        print(f"\npaper-sized build ({PAPER['main_rows']:,} main + {PAPER['challenge_rows']:,} challenge rows), {how}; "
+              f"load average now {load:.1f} on {os.cpu_count()} CPUs:")
+        for stage in STAGES:
+            note = "  (stand-in for photos a user has; not counted)" if stage in NOT_COUNTED else ""
+            print(f"  {stage:18s} {seconds[stage] / 60:7.1f} min wall {cpu[stage] / 60:7.1f} min CPU{note}")
+        print(f"  {'total':18s} {total / 60:7.1f} min wall {total_cpu / 60:7.1f} min CPU (target < 30 min wall)")
+        print(f"  on an idle machine (CPU time; render shared by {workers_used} processes): about {idle / 60:.1f} min")
+        peaks = {s: large[s]["peak_rss_mb"] / small[s]["peak_rss_mb"] for s in STAGES}
+        worst = max(peaks, key=peaks.get)
+        print("peak RSS per stage, larger vs smaller build: " + ", ".join(f"{s} {large[s]['peak_rss_mb']:.0f}/{small[s]['peak_rss_mb']:.0f} MB" for s in STAGES))
+        release_bytes = large["release"]["info"]["release_bytes"]
+        release_full = release_bytes / scales[1]
+        print(f"release size: {release_bytes / 1e6:.1f} MB at {scales[1]:.4g} -> {release_full / 1e9:.2f} GB at full size "
+              f"(proportional: every row carries its two images)")
+        workers = [int(w) for w in args.ray_workers.split(",")]
+        render_cpu = sum(cpu[s] for s in RENDER_STAGES)
+        if args.executor == "ray":
+            print("  (--executor ray: the render tasks' CPU time is spent in Ray's workers and is not in these CPU figures)")
+        idle_rest = idle - sum(cpu[s] / workers_used for s in RENDER_STAGES)
+
+        def on_ray(n_workers: int) -> float:
+            """Idle-machine estimate with the render CPU time spread over N Ray workers (one scene a task)."""
+            return idle_rest + render_cpu / n_workers
+
+        for n_workers in workers:
+            print(f"  projected on {n_workers:3d} Ray workers: {on_ray(n_workers) / 60:6.1f} min on an idle driver machine "
+                  f"(render {render_cpu / n_workers / 60:.1f} min; {(total - render + render / n_workers) / 60:.1f} min with "
+                  f"the other stages as slow as on this machine)")
+        label = "" if how == "measured at full size" else f" [projected from {scales[0]:.3g} and {scales[1]:.3g} builds]"
+        rows = [
+            result_row(BENCH, f"paper-sized build end to end, 10,426 + 12,600 rows, wall on this machine{label}", total / 60, "min", target="< 30"),
+            result_row(BENCH, f"paper-sized build, CPU time of all stages{label}", total_cpu / 60, "min"),
+            result_row(BENCH, f"paper-sized build, idle 2-core estimate (CPU time, render / {workers_used} processes){label}",
+                       idle / 60, "min", target="< 30"),
+            result_row(BENCH, f"of which rendering, wall (offline, {args.resolution} px, {args.workers} processes){label}", render / 60, "min"),
+            result_row(BENCH, f"paper-sized build with rendering on {max(workers)} Ray workers (idle-machine estimate){label}",
+                       on_ray(max(workers)) / 60, "min"),
+            result_row(BENCH, f"build peak RSS, worst stage ({worst}), {scales[1]:.3g} vs {scales[0]:.3g} of paper size",
+                       peaks[worst], "x", target="<= 1.3"),
+            result_row(BENCH, f"paper-sized release size (proportional from {scales[1]:.3g}){label}", release_full / 1e9, "GB"),
+        ]
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print_rows(rows)
+    write_rows(args.json, rows)
+
+
+if __name__ == "__main__":
+    main()
