@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from _results import add_contract_arguments, result_row, write_rows
+
 
 def build_chains(root: Path, chains: int, steps: int) -> Path:
     from commonlink.formats.association import LabelledImage
@@ -71,7 +73,10 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=16)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=8)
+    add_contract_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.chains, args.steps = 8, 4
 
     from commonlink.eval.association import AssociationSettings, Asker, run_chains
     from commonlink.eval.backends import GenerationSettings, load_backend
@@ -120,6 +125,13 @@ def main() -> None:
         "target_speedup": 2.0, "identical_step_logs": same,
     }
     print(json.dumps(report, indent=2))
+    bench = "bench_association_eval.py"
+    write_rows(args.json, [
+        result_row(bench, "model requests per scored chain step (random baseline)", per_step, "requests", target="<= 2"),
+        result_row(bench, f"{len(chains)} chains x {args.steps} steps in lockstep, tiny LLaVA on CPU", batched_s, "s",
+                   peer="the same chains one by one (identical step logs: " + ("yes" if same else "NO") + ")",
+                   ratio=single_s / batched_s, target=">= 2"),
+    ])
 
 
 if __name__ == "__main__":

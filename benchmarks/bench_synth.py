@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 from commonlink.synth.assets import load_assets  # noqa: E402
 from commonlink.testing.unrealcv_server import FakeUnrealCVServer  # noqa: E402
 from commonlink.synth.render.offline import OfflineRenderer  # noqa: E402
@@ -200,8 +201,14 @@ def main() -> None:
     parser.add_argument("--band-scenes", type=int, default=40, help="scenes per split for the object-area shares")
     parser.add_argument("--band-resolution", type=int, default=512)
     parser.add_argument("--skip", default="", help="comma list of parts to skip: offline,band,unrealcv,memory")
+    add_contract_arguments(parser)
     args = parser.parse_args()
+    if args.quick:  # a reduced run: fewer scenes, smaller band and memory runs (the shares are then rougher)
+        args.scenes, args.ue_scenes, args.band_scenes, args.band_resolution = 2, 1, 8, 256
+        args.memory_scenes, args.memory_resolution = "10,40", 64
     skip = set(filter(None, args.skip.split(",")))
+    rows: list[dict] = []
+    bench = "bench_synth.py"
     catalog = load_assets()
     import os
 
@@ -216,6 +223,12 @@ def main() -> None:
                 label = "shadow maps" if shadows else "contact shadows (default)"
                 print(f"  {n:2d} objects, {label:26s}: {rate:6.2f} views/s   (target >= 10: {'met' if rate >= 10 else 'NOT met'})"
                       f"   CPU {cpu * 1000:5.0f} ms/view   ratio to a bare pyrender loop {rate / bare:.2f}")
+                if not shadows:
+                    rows.append(result_row(bench, f"offline views/s at {args.resolution}², {n} objects (end to end, files written)",
+                                           rate, "views/s", peer="bare pyrender loop, same plans and meshes, no files",
+                                           ratio=rate / bare))
+                    rows.append(result_row(bench, f"offline views/s at {args.resolution}², {n} objects: absolute", rate, "views/s",
+                                           target=">= 10"))
             print(f"  {n:2d} objects, bare pyrender loop (same plans and meshes, lit + seg pass, no files): {bare:6.2f} views/s")
 
     if "band" not in skip:
@@ -227,6 +240,9 @@ def main() -> None:
             print(f"  {split:9s} ({objects[0]}-{objects[1]} objects): {100 * summary.in_band_share:5.1f}% of {summary.object_views} "
                   f"(object, view) pairs in 2-22% (target >= {100 * target:.0f}%), {100 * summary.hidden_share:.2f}% hidden "
                   f"(target < 1%): {'met' if ok else 'NOT met'};  {summary.resampled_scenes} scenes re-sampled;  {rate:5.2f} views/s")
+            rows.append(result_row(bench, f"{split}: (object, view) pairs in 2-22% of the image, {args.band_scenes} scenes",
+                                   100 * summary.in_band_share, "%", target=f">= {100 * target:.0f}"))
+            rows.append(result_row(bench, f"{split}: hidden (object, view) pairs", 100 * summary.hidden_share, "%", target="< 1"))
 
     if "unrealcv" not in skip:
         res = args.ue_resolution
@@ -239,6 +255,9 @@ def main() -> None:
             label = "no frame time (protocol + render cost)" if frame_ms == 0 else f"{frame_ms:g} ms frames (32 requests/frame)"
             print(f"  {label:40s}: raw client {raw_mean * 1000:7.1f} ms/view   backend {ours * 1000:7.1f} ms/view   "
                   f"ratio {ours / raw_mean:.2f} (target <= 1.2: {'met' if ours / raw_mean <= 1.2 else 'NOT met'})")
+            rows.append(result_row(bench, f"UnrealCV backend time per view, {label} (ratio = raw / backend)", ours * 1000, "ms/view",
+                                   peer="raw unrealcv client, same commands one round trip each", ratio=raw_mean / ours,
+                                   target=">= 0.83"))
 
     if "memory" not in skip:
         checkpoints = [int(v) for v in args.memory_scenes.split(",")]
@@ -250,7 +269,9 @@ def main() -> None:
             print(f"  after {n:4d} scenes: {mb:7.1f} MB")
         first, last = marks[checkpoints[0]], marks[checkpoints[-1]]
         print(f"  ratio {last / first:.3f} (target: flat, ~1.0)")
+        rows.append(result_row(bench, f"peak RSS after {checkpoints[-1]} vs {checkpoints[0]} scenes", last / first, "x", target="<= 1.1"))
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    write_rows(args.json, rows)
 
 
 if __name__ == "__main__":
