@@ -65,7 +65,7 @@ def write_split(root: Path, n_rows: int, n_images: int, size: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from commonlink.loaders.common_o import common_o_features
+    from commonlink.formats.common_o import common_o_features
 
     features = common_o_features(provenance=False)
     schema = features.arrow_schema
