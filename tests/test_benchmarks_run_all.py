@@ -102,6 +102,7 @@ def test_only_reruns_named_scripts_and_keeps_the_rest(bench_dir):
         run_all.main(["--bench-dir", str(folder), "--docs", str(docs), "--only", "bench_nope.py"])
 
 
+@pytest.mark.slow
 def test_a_script_past_its_timeout_is_a_failure_row(tmp_path):
     folder = tmp_path / "b"
     folder.mkdir()

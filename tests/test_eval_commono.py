@@ -445,6 +445,7 @@ def test_cli_commono_score_compare(data_dir, tmp_path):
     assert result.exit_code == 1 and "Unknown --backend" in result.output
 
 
+@pytest.mark.slow
 def test_similarity_analysis(data_dir, tmp_path):
     def record(names, correct):
         return {"ground_truth": names, "correct": correct}

@@ -112,6 +112,7 @@ def test_association_single_step_writes_the_lmms_eval_layout(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ VLMEvalKit export
+@pytest.mark.slow
 def test_vlmevalkit_export_reads_as_vlmevalkit_reads_it_and_scores_like_us(release, tmp_path):
     chains = _chains(tmp_path)
     written = export_vlmevalkit(tmp_path / "vlm", data=release, association=chains, show_progress=False)

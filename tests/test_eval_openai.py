@@ -95,6 +95,7 @@ def data_dir(tmp_path):
     return write_common_o_split(tmp_path / "data", common_o_rows(6, seed=4))
 
 
+@pytest.mark.slow
 def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("MY_KEY", SECRET)
     with ChatServer() as server:
@@ -264,6 +265,7 @@ def test_concurrent_requests_stay_bounded_retry_failures_and_count_tokens_and_co
     assert usage["cost_usd"] == pytest.approx((usage["prompt_tokens"] * 2.0 + usage["completion_tokens"] * 8.0) / 1e6)
 
 
+@pytest.mark.slow
 def test_a_slow_request_holds_up_only_its_own_slot(monkeypatch):
     """The pool is not a batch barrier: with 2 slots, one slow request (1.5 s) and eight fast ones (10 ms), the other
     slot answers all eight fast ones while the slow one is still running (it finishes last)."""

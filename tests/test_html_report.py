@@ -368,6 +368,7 @@ def side_by_side(runs, tmp_path_factory):
     return write_report([runs["alpha"], runs["beta"]], tmp_path_factory.mktemp("page") / "report.html", seed=3)
 
 
+@pytest.mark.slow
 def test_browser_filters_change_what_is_shown(browser, side_by_side, runs):
     _open(browser, side_by_side.path)
     alpha = _predictions(runs["alpha"])
@@ -430,6 +431,7 @@ def test_browser_random_mistakes_table_and_paging(browser, side_by_side):
     assert not browser.find_element("id", "mistakes").is_displayed()
 
 
+@pytest.mark.slow
 def test_browser_pages_through_many_rows(browser, chain_run, tmp_path):
     # 60 rows on 3 pages of 25
     data = tmp_path / "data"

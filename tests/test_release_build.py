@@ -366,6 +366,7 @@ GOLDEN_SHARDS_ONE_CODEC = {
 GOLDEN_ENCODERS = {"pyarrow": "26.0.1", "PIL": "13.0.0"}
 
 
+@pytest.mark.slow
 def test_release_shard_bytes_are_unchanged_from_the_recorded_build(tmp_path):
     import PIL
     import pyarrow

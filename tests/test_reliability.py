@@ -63,6 +63,7 @@ def test_overwrite_never_deletes_a_folder_that_only_holds_a_manifest_json(releas
     assert (out / "thesis.tex").read_text() == "x" and (out / "sub" / "notes.md").read_text() == "y"
 
 
+@pytest.mark.slow
 def test_overwrite_refuses_a_release_holding_files_it_does_not_list(release_inputs, tmp_path):
     _, _, pairs = release_inputs
     out = tmp_path / "v"
@@ -313,6 +314,7 @@ def test_temp_files_of_killed_catalog_merge_and_chains_runs_are_removed(pair_cat
 # ------------------------------------------------------------------------------------------ 7. secrets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["versions", "push"])
 def test_a_password_in_hf_endpoint_is_masked_in_release_errors(release_inputs, tmp_path, monkeypatch, command):
     from commonlink.testing.hub_server import HubServer

@@ -109,6 +109,7 @@ def test_nested_and_list_columns_keep_the_codec(tmp_path):
     assert Dataset.from_parquet(str(writer.shards[0].path))[2]["crop"] == [2, 3]
 
 
+@pytest.mark.slow
 def test_with_one_codec_the_writer_reproduces_the_recorded_release_bytes(tmp_path, monkeypatch):
     """The per-row rewrite changes no byte: with image bytes through the shard codec again (the old behaviour),
     a fixed build gives the shard bytes recorded before this change."""

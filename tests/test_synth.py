@@ -151,6 +151,7 @@ def _footprint_pixels(o, step: float = 0.5) -> set[tuple[int, int]]:
     return {(int(round(x / step)), int(round(y / step))) for x, y in inside}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objects", [(3, 7), (8, 16)])
 def test_plan_layout_follows_the_paper(catalog, objects):
     config = PlanConfig(min_objects=objects[0], max_objects=objects[1], views=4)
@@ -356,6 +357,7 @@ def test_resampling_is_bounded(tmp_path):
     assert summary.resampled_scenes == 1 and all(r.objects == [] for r in read_catalog(tmp_path / "c"))
 
 
+@pytest.mark.slow
 def test_area_band_gate_resamples_and_the_summary_counts_every_pair(tmp_path):
     from PIL import Image
 
@@ -459,6 +461,7 @@ def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch)
         synthesize(out, tiny(2), progress=False)
 
 
+@pytest.mark.slow
 def test_renders_are_byte_identical_across_fresh_processes(tmp_path):
     """`synth` from scratch twice, each in a fresh interpreter: the same files, byte for byte (ids and
     catalog.jsonl included). pyrender keeps lights and meshes in sets ordered by memory address; summing the sun

@@ -326,6 +326,7 @@ def test_object_absent_from_every_mask_is_a_loud_error(catalog, plan):
         assert _ours(server) == []
 
 
+@pytest.mark.slow
 def test_a_hung_server_times_out_and_the_scene_is_redone(server, catalog, plan, offline_views):
     """A frozen Unreal (connection open, no reply) inside a batch of commands must not hang the render forever."""
     backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES, timeout=1)
@@ -353,6 +354,7 @@ def test_error_reply_names_the_command_and_cleans_up(server, catalog, plan):
     assert _ours(server) == []
 
 
+@pytest.mark.slow
 def test_not_playing_and_no_server_are_clear_errors(catalog, plan):
     with FakeUnrealCVServer(catalog, playing=False) as server:
         backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES, reconnect_attempts=0)
@@ -384,6 +386,7 @@ def test_palette_avoids_black_level_colours_and_itself():
 # --- synth --backend unrealcv -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_synth_with_the_unrealcv_backend(server, tmp_path, user_assets):
     config = SynthConfig(scenes=2, objects=(3, 4), views=2, resolution=(RES, RES), seed=7, min_visible_pixels=4,
                          backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port, assets=str(user_assets))
@@ -410,6 +413,7 @@ def test_synth_refuses_placeholder_classes_before_connecting(server, tmp_path):
     assert server.connections == 0 and not (tmp_path / "ue").exists()
 
 
+@pytest.mark.slow
 def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path, user_assets):
     config = SynthConfig(scenes=3, objects=(3, 3), views=1, resolution=(RES, RES), seed=8, min_visible_pixels=4,
                          backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port, assets=str(user_assets))
@@ -422,6 +426,7 @@ def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path, user_as
     assert _ours(server) == []
 
 
+@pytest.mark.slow
 def test_preflight_json_is_plain_data(server, user_assets):
     from commonlink.synth.render.unreal_check import check_project
 

@@ -55,6 +55,7 @@ def _ours(server):
     return sorted(set(server.actors) - {a.name for a in default_level()})
 
 
+@pytest.mark.slow
 def test_every_missing_class_is_reported_at_once(broken_project, catalog):
     server, missing, big, centred = broken_project
     report = check_project(server.host, server.port, catalog)
@@ -81,6 +82,7 @@ def test_every_missing_class_is_reported_at_once(broken_project, catalog):
     assert all(cls in info.value.problem for cls in missing | {big.ue_class, centred.ue_class})
 
 
+@pytest.mark.slow
 def test_synth_runs_the_check_first_and_renders_nothing(broken_project, user_assets, tmp_path):
     server, missing, _, _ = broken_project
     config = SynthConfig(scenes=2, objects=(3, 3), views=1, resolution=(48, 48), backend="unrealcv",
@@ -92,6 +94,7 @@ def test_synth_runs_the_check_first_and_renders_nothing(broken_project, user_ass
     assert not any(c.startswith("vset /objects/spawn") and "cl_check_" not in c for c in server.log)  # no scene
 
 
+@pytest.mark.slow
 def test_cli_unreal_check(broken_project, user_assets, tmp_path):
     server, missing, _, _ = broken_project
     runner = CliRunner()
