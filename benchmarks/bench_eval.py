@@ -188,10 +188,10 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
             warm = write_common_o_split(Path(tmp) / "warm", common_o_rows(16, seed=2))
             # 64x48 images sent as stored (image_protocol native): the figure is about request scheduling, not PNG encoding
             evaluate_common_o(warm, "main", "served-vlm", "openai", Path(tmp) / "warm-out", show_progress=False, n_boot=10, backend_options=options,
-                              image_protocol="native")
+                              image_protocol="native", report=False)
             start, cpu_start = time.perf_counter(), time.process_time()
             results = evaluate_common_o(data, "main", "served-vlm", "openai", Path(tmp) / "out", show_progress=False, n_boot=100,
-                                        backend_options=options, image_protocol="native")
+                                        backend_options=options, image_protocol="native", report=False)  # the HTML report is bench_report's
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     finally:
         server.terminate()
