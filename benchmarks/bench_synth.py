@@ -204,7 +204,7 @@ def main() -> None:
     add_contract_arguments(parser)
     args = parser.parse_args()
     if args.quick:  # a reduced run: fewer scenes, smaller band and memory runs (the shares are then rougher)
-        args.scenes, args.ue_scenes, args.band_scenes, args.band_resolution = 2, 1, 8, 256
+        args.scenes, args.band_scenes, args.band_resolution = 2, 8, 256  # UnrealCV keeps its 3 scenes: 1 is too noisy
         args.memory_scenes, args.memory_resolution = "10,40", 64
     skip = set(filter(None, args.skip.split(",")))
     rows: list[dict] = []
