@@ -25,16 +25,21 @@ import multiprocessing
 import random
 import statistics
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from _results import result_row
+
+from commonlink.testing.openai_server import LatencyServer
 
 BENCHMARK = "bench_eval.py"
 
 
-def row(figure: str, value, unit: str, peer: str | None = None, ratio: float | None = None, target: str | None = None, met: bool | None = None) -> dict:
-    return {"benchmark": BENCHMARK, "figure": figure, "value": value, "unit": unit, "peer": peer, "ratio": ratio, "target": target, "met": met}
+def row(figure: str, value, unit: str, peer: str | None = None, ratio: float | None = None, target: str | None = None,
+        met: bool | None = None) -> dict:
+    """A contract row (``benchmarks/_results.py``): ``met`` is worked out there from ``target`` and the reported
+    ratio or value, so the table never disagrees with its own numbers (the ``met`` argument is ignored)."""
+    return result_row(BENCHMARK, figure, value, unit, peer=peer, ratio=ratio, target=target)
 
 
 class DecodedSplit:
@@ -137,35 +142,11 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
 
 
 def _serve(port_queue, latency_s: tuple[float, float], seed: int) -> None:
-    """A chat-completions server answering each request after a seeded random delay in ``latency_s`` (run in its own
-    process, as a real server is: its threads must not share the client's interpreter lock)."""
-    rng = random.Random(seed)
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                delay = rng.uniform(*latency_s)
-            time.sleep(delay)
-            data = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                               "choices": [{"index": 0, "message": {"role": "assistant", "content": "Answer: A"}, "finish_reason": "stop"}],
-                               "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    port_queue.put(httpd.server_address[1])
-    httpd.serve_forever()
+    """The test chat-completions server, seeded delays in ``latency_s``, in its own process as a real server runs
+    (its threads must not share the client's interpreter lock)."""
+    server = LatencyServer(latency_s=latency_s, seed=seed)
+    port_queue.put(server.httpd.server_address[1])
+    server.serve_forever()
 
 
 def openai_concurrency(requests: int, concurrency: int) -> list[dict]:

@@ -17,6 +17,7 @@ from commonlink.cli import app
 from commonlink.errors import BackendError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.commono import evaluate_common_o
+from commonlink.testing.openai_server import LatencyServer
 from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
 
 SECRET = "sk-test-0123456789-very-secret"
@@ -176,76 +177,6 @@ def test_switches_to_max_completion_tokens_when_the_server_asks(monkeypatch):
         out = backend.generate([GenerationRequest("r", [], "hi"), GenerationRequest("s", [], "ho")], GenerationSettings(max_new_tokens=7))
     assert out == ["Answer: A", "Answer: A"]
     assert all(b["max_completion_tokens"] == 7 and "max_tokens" not in b for b in server.bodies)
-
-
-class LatencyServer:
-    """A chat-completions server with injected latency (uniform in ``latency_s``) and failures: each request
-    whose number is in ``fail_first_try`` gets ``status`` once, then succeeds. Counts requests in flight."""
-
-    def __init__(self, *, latency_s=(0.05, 0.1), fail_every=0, status=503, seed=0, slow=None):
-        import random
-
-        self.rng = random.Random(seed)
-        self.latency_s = latency_s
-        self.fail_every = fail_every
-        self.status = status
-        self.slow = dict(slow or {})  #: prompt text -> latency of that request
-        self.seen = 0
-        self.finished: list[str] = []  #: prompt texts in the order their replies were sent
-        self.in_flight = self.max_in_flight = 0
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.seen += 1
-                    n = server.seen
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                    delay = server.slow.get(body["messages"][-1]["content"][-1]["text"]) or server.rng.uniform(*server.latency_s)
-                try:
-                    time.sleep(delay)
-                    with server.lock:
-                        server.finished.append(body["messages"][-1]["content"][-1]["text"])
-                    if server.fail_every and n % server.fail_every == 0:
-                        payload, status, headers = {"error": {"message": "overloaded"}}, server.status, {"retry-after-ms": "1"}
-                    else:
-                        text = body["messages"][-1]["content"][-1]["text"]
-                        payload = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "Answer: A"}, "finish_reason": "stop"}],
-                                   "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2, "total_tokens": len(text.split()) + 2}}
-                        status, headers = 200, {}
-                    data = json.dumps(payload).encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def test_concurrent_requests_stay_bounded_retry_failures_and_count_tokens_and_cost(data_dir, tmp_path, monkeypatch):
