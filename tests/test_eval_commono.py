@@ -389,6 +389,15 @@ def test_perception_baseline_by_hand(data_dir, tmp_path):
     records = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert {(r["row_id"], r["image"], r["object"]) for r in records} == asked
     assert {(r["row_id"], r["image"], r["object"]) for r in records if r["present"]} == present
+    # the same run in lmms-eval's convention: one logged sample per question, aggregated keys equal ours
+    lmms = json.loads((tmp_path / "lmms_eval" / "results.json").read_text())
+    assert lmms["results"]["common_o_perception"]["acc,none"] == overall["accuracy"]
+    assert lmms["results"]["common_o_perception"]["question_acc,none"] == pytest.approx(overall["question_accuracy"])
+    samples = [json.loads(x) for x in (tmp_path / "lmms_eval" / "samples_common_o_perception.jsonl").read_text().splitlines()]
+    assert len(samples) == len(records) == lmms["n-samples"]["common_o_perception"]["effective"]
+    assert {s["target"] for s in samples if s["doc"]["present"]} == {"yes"} and {s["filtered_resps"][0] for s in samples} == {"no"}
+    assert sum(s["question_acc"] for s in samples) == len(asked - present)
+    assert samples[0]["arguments"][0][0] == f"Is {samples[0]['doc']['object']} in this image?"
 
 
 @pytest.mark.slow
