@@ -237,6 +237,7 @@ def main() -> None:
         args.images, args.chains, args.no_release = 5_000, 200, True
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from commonlink.release.association import build_association_release
+    from commonlink.release.staging import ReleaseOptions
 
     with tempfile.TemporaryDirectory(prefix="bench-chains-") as tmp:
         tmp = Path(tmp)
@@ -310,7 +311,7 @@ def main() -> None:
                 else:
                     inline += sizes[ids[row["image_1"]]] + sizes[ids[row["image_2"]]]
         t0 = time.perf_counter()
-        build_association_release(list(full["files"].values()), tmp / "release", progress=False)
+        build_association_release(list(full["files"].values()), tmp / "release", ReleaseOptions(progress=False))
         release_seconds = time.perf_counter() - t0
         release_bytes = folder_bytes(tmp / "release")
         images_bytes = folder_bytes(tmp / "release" / "images")

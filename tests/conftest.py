@@ -6,9 +6,12 @@ may import for their own tests too; test files never import one another.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from commonlink.testing.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN, HubServer
+from commonlink.testing.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -17,6 +20,38 @@ def private_commonlink_home(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
         yield
+
+
+@pytest.fixture()
+def fresh_commonlink_home(monkeypatch, tmp_path) -> Path:
+    """A ``COMMONLINK_HOME`` of this test's own (prediction caches, model-hash memo), for tests that count what
+    a run generates or caches."""
+    home = tmp_path / "home"
+    monkeypatch.setattr("commonlink.constants.COMMONLINK_HOME", home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def tiny_llava(tmp_path_factory) -> Path:
+    """The folder of a tiny random LLaVA (``commonlink.testing.tiny_models.build_tiny_llava``, default arguments),
+    built once per session. Shared: copy it before changing any of its files."""
+    return build_tiny_llava(tmp_path_factory.mktemp("tiny-llava"))
+
+
+@pytest.fixture(scope="session")
+def common_o_split(tmp_path_factory):
+    """``common_o_split(n, seed=S, shards=1, split="main")``: the folder of a tiny Common-O split of ``n`` rows
+    (``commonlink.testing.tiny_models``), written once per session for each set of arguments. Shared: write
+    runs elsewhere, never into it."""
+    made: dict[tuple, Path] = {}
+
+    def make(n: int, *, seed: int, shards: int = 1, split: str = "main") -> Path:
+        key = (n, seed, shards, split)
+        if key not in made:
+            made[key] = write_common_o_split(tmp_path_factory.mktemp("common-o"), common_o_rows(n, seed=seed), split=split, shards=shards)
+        return made[key]
+
+    return make
 
 
 @pytest.fixture()

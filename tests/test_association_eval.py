@@ -7,10 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from PIL import Image
 
-from commonlink.formats.association import LabelledImage
-from commonlink.sampling.chains import ChainConfig, build_chain_files
 from commonlink.eval.association import (
     AssociationSettings,
     Asker,
@@ -23,31 +20,15 @@ from commonlink.eval.backends import GenerationSettings
 from commonlink.eval.backends.base import BackendInfo
 from commonlink.eval.cache import PredictionCache
 from commonlink.loaders.association import open_association
+from commonlink.testing.tiny_chains import TINY_CONCEPTS, write_tiny_chain_files
 
-CONCEPTS = ["metal", "furry", "ripe", "painted"]
-
-
-def _labelled_images(root, n=60, seed=0):
-    rng = np.random.default_rng(seed)
-    images = []
-    for i in range(n):
-        labels = [str(c) for c in rng.choice(CONCEPTS, size=int(rng.integers(1, 3)), replace=False)]
-        labels.append(f"thing{i % 7}")  # an object-like name the memory can use
-        path = root / f"img{i:03d}.png"
-        Image.new("RGB", (24, 24), tuple(int(v) for v in rng.integers(0, 255, 3))).save(path)
-        images.append(LabelledImage(id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}))
-    return images
+CONCEPTS = list(TINY_CONCEPTS)
 
 
 @pytest.fixture(scope="module")
 def chain_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("assoc")
-    (root / "imgs").mkdir()
-    images = _labelled_images(root / "imgs")
-    cfg = ChainConfig(seed=3, concepts=["metal", "furry", "ripe", "painted"], pairs=[["metal", "furry"]], chains_per_concept=3,
-                      max_steps=12, warmup=3, single_step_per_concept=5, deductions_per_concept=5, min_pool=3, memory_size=3)
-    build_chain_files(images, root / "chains", cfg, progress=False)
-    return root / "chains"
+    return write_tiny_chain_files(tmp_path_factory.mktemp("assoc"), chains_per_concept=3, max_steps=12, single_step_per_concept=5,
+                                  deductions_per_concept=5)
 
 
 class Scripted:
@@ -285,11 +266,9 @@ def test_moe_and_random_baseline_via_cli(chain_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_llava_through_transformers(chain_dir, tmp_path):
+def test_tiny_llava_through_transformers(chain_dir, tmp_path, tiny_llava):
     pytest.importorskip("transformers")
-    from commonlink.testing.tiny_models import build_tiny_llava
-
-    model_dir = build_tiny_llava(tmp_path / "llava")
+    model_dir = tiny_llava
     res1 = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b1",
                                 batch_size=1, limit=3, settings=AssociationSettings(max_steps=3),
                                 show_progress=False, n_boot=20)

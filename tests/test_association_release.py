@@ -12,7 +12,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.formats.catalog import CatalogRecord, write_catalog
-from commonlink.release.staging import verify_release
+from commonlink.release.staging import ReleaseOptions, verify_release
 from commonlink.release.association import build_association_release
 from commonlink.cli import app
 from commonlink.errors import InputError
@@ -21,6 +21,7 @@ from commonlink.loaders import load_association, open_association
 from commonlink.loaders.association import Chain, ChainStep, DeductionTask, SingleStepTask
 
 CONFIGS = ("single_step", "deduction", "synchronous", "asynchronous")
+QUIET = ReleaseOptions(progress=False)
 
 
 def _jpeg_with_gps(size, colour) -> bytes:
@@ -99,7 +100,7 @@ def test_card_manifest_and_rerun(release):
     assert manifest["kind"] == "association" and manifest["seed"] == 5
     assert manifest["configs"]["synchronous"]["rows"] == 9 and verify_release(out) == []
     files = sorted(str(p) for p in chains.glob("*.jsonl"))
-    again = build_association_release(files, out, name="assoc-test", license="cc-by-4.0", max_shard_bytes=500_000_000, progress=False)
+    again = build_association_release(files, out, ReleaseOptions(name="assoc-test", license="cc-by-4.0", max_shard_bytes=500_000_000, progress=False))
     assert again.reused and again.splits["synchronous"]["rows"] == 9
 
 
@@ -143,7 +144,7 @@ def test_ocl_crops_are_released_as_crops(tmp_path):
                                          "--negatives", "chain"])  # every crop carries attr_2: no disjoint negative exists
     assert built.exit_code == 0, built.output
     out = tmp_path / "release"
-    build_association_release([chains / "synchronous.jsonl"], out, progress=False)
+    build_association_release([chains / "synchronous.jsonl"], out, QUIET)
     images = datasets.load_dataset(str(out), "images", split="test")
     for row in images:
         x1, y1, x2, y2 = row["crop"]
@@ -155,17 +156,17 @@ def test_ocl_crops_are_released_as_crops(tmp_path):
 def test_release_refuses_bad_inputs(release, tmp_path):
     _, chains, _ = release
     with pytest.raises(InputError) as err:
-        build_association_release([chains / "images.jsonl"], tmp_path / "r1", progress=False)
+        build_association_release([chains / "images.jsonl"], tmp_path / "r1", QUIET)
     assert "no task files" in err.value.problem
     with pytest.raises(InputError) as err:
-        build_association_release([chains / "synchronous.jsonl", chains / "synchronous.jsonl"], tmp_path / "r2", progress=False)
+        build_association_release([chains / "synchronous.jsonl", chains / "synchronous.jsonl"], tmp_path / "r2", QUIET)
     assert "Two inputs" in err.value.problem
     rows = list(read_jsonl(chains / "deduction.jsonl"))
     tampered = tmp_path / "deduction.jsonl"
     tampered.write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
     (tmp_path / "deduction.jsonl.meta.json").write_text((chains / "deduction.jsonl.meta.json").read_text())
     with pytest.raises(Exception) as err:
-        build_association_release([tampered], tmp_path / "r3", progress=False)
+        build_association_release([tampered], tmp_path / "r3", QUIET)
     assert "changed after it was built" in str(err.value)
 
 
@@ -179,14 +180,14 @@ def test_empty_task_file_is_left_out_of_the_release(release, tmp_path):
                                 "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "1"])
     assert built.exit_code == 0, built.output
     assert (chains / "asynchronous.jsonl").read_text() == ""  # metal and furry share no image: no bridge
-    result = build_association_release(sorted(chains.glob("*.jsonl")), tmp_path / "rel", progress=False)
+    result = build_association_release(sorted(chains.glob("*.jsonl")), tmp_path / "rel", QUIET)
     assert "asynchronous" not in result.splits and result.splits["synchronous"]["rows"] == 4
     assert any("asynchronous" in note for note in result.notes)
     for config in result.splits:
         assert len(datasets.load_dataset(str(tmp_path / "rel"), config, split="test")) == result.splits[config]["rows"]
     assert verify_release(tmp_path / "rel") == []
     with pytest.raises(InputError, match="no rows"):
-        build_association_release([chains / "asynchronous.jsonl"], tmp_path / "rel2", progress=False)
+        build_association_release([chains / "asynchronous.jsonl"], tmp_path / "rel2", QUIET)
 
 
 def test_png_text_chunks_are_not_published(tmp_path):

@@ -410,14 +410,12 @@ def test_resample_mode_redraws_rejected_positives_from_verified_images(ocl_build
 
 
 @pytest.mark.slow
-def test_verify_through_the_transformers_backend_with_a_tiny_llava(ocl_build, tmp_path):
+def test_verify_through_the_transformers_backend_with_a_tiny_llava(ocl_build, tmp_path, tiny_llava):
     """The production path: load_backend("transformers", folder) on a tiny random LLaVA; whatever it says, the
     verified files are consistent and the release invariants hold."""
     pytest.importorskip("transformers")
-    from commonlink.testing.tiny_models import build_tiny_llava
-
     _, out = ocl_build
-    model_dir = build_tiny_llava(tmp_path / "llava")
+    model_dir = tiny_llava
     result = CliRunner().invoke(app, ["chains", "verify", str(out / "deduction.jsonl"), "--out", str(tmp_path / "v"),
                                       "--model", str(model_dir), "--backend", "transformers", "--max-new-tokens", "4"])
     assert result.exit_code == 0, result.output

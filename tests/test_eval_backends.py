@@ -26,31 +26,21 @@ from commonlink.testing.tiny_models import (
     build_remote_code_vlm,
     build_tiny_gemma3,
     build_tiny_idefics3,
-    build_tiny_llava,
-    common_o_rows,
-    write_common_o_split,
 )
 
 FAST = {"n_boot": 20, "show_progress": False}
 SETTINGS = GenerationSettings(max_new_tokens=4)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_commonlink_home(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path_factory.mktemp("commonlink-home"))
-        yield
+@pytest.fixture(scope="module")
+def data_dir(common_o_split):
+    return common_o_split(3, seed=5)
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    return write_common_o_split(tmp_path_factory.mktemp("data"), common_o_rows(3, seed=5))
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(tmp_path_factory, tiny_llava):
     root = tmp_path_factory.mktemp("models")
-    return {"llava": build_tiny_llava(root / "llava"), "idefics3": build_tiny_idefics3(root / "idefics3"), "gemma3": build_tiny_gemma3(root / "gemma3")}
+    return {"llava": tiny_llava, "idefics3": build_tiny_idefics3(root / "idefics3"), "gemma3": build_tiny_gemma3(root / "gemma3")}
 
 
 # ------------------------------------------------------------------------------------------ registry and options

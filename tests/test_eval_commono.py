@@ -18,7 +18,7 @@ from commonlink.eval.commono import common_o_request, evaluate_common_o, score_p
 from commonlink.eval.perception import evaluate_perception
 from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, common_o_question, format_choices
 from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
-from commonlink.testing.tiny_models import build_tiny_idefics3, build_tiny_llava, common_o_rows, write_common_o_split
+from commonlink.testing.tiny_models import build_tiny_idefics3, common_o_rows, write_common_o_split
 from commonlink.loaders.common_o import open_common_o
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
@@ -34,20 +34,15 @@ def hub_offline():
 
 
 @pytest.fixture(scope="session")
-def tiny_vlm(tmp_path_factory):
-    return build_tiny_llava(tmp_path_factory.mktemp("tiny-llava"))
-
-
-@pytest.fixture(scope="session")
-def tiny_backend(tiny_vlm):
-    backend = load_backend("transformers", str(tiny_vlm))
+def tiny_backend(tiny_llava):
+    backend = load_backend("transformers", str(tiny_llava))
     yield backend
     backend.close()
 
 
 @pytest.fixture(scope="session")
-def data_dir(tmp_path_factory):
-    return write_common_o_split(tmp_path_factory.mktemp("common-o"), common_o_rows(8, seed=1), shards=2)
+def data_dir(common_o_split):
+    return common_o_split(8, seed=1, shards=2)
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +78,7 @@ def _outputs(out_dir):
 
 
 @pytest.mark.slow
-def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_vlm):
+def test_tiny_model_loads_through_from_pretrained(tiny_backend, tiny_llava):
     info = tiny_backend.info
     assert info.backend == "transformers" and info.details["model_class"] == "LlavaForConditionalGeneration"
     assert info.details["dtype"] == "float32" and info.details["device"] == "cpu"  # CPU: fp32
@@ -185,23 +180,23 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
 
 
 @pytest.mark.slow
-def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_vlm, data_dir, tmp_path):
+def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_llava, data_dir, tmp_path):
     """A rerun in the same folder with another --dtype (or engine args, image format) must not reuse answers
     generated under the old one."""
     from commonlink.eval.backends import LazyBackend
 
     out = tmp_path / "run"
-    first = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1, **FAST)
+    first = evaluate_common_o(data_dir, "main", str(tiny_llava), "transformers", out, settings=SETTINGS, limit=1, **FAST)
     assert first["timing"]["generated"] == 1
-    same = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1, **FAST)
+    same = evaluate_common_o(data_dir, "main", str(tiny_llava), "transformers", out, settings=SETTINGS, limit=1, **FAST)
     assert same["timing"]["from_cache"] == 1
-    bf16 = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, limit=1,
+    bf16 = evaluate_common_o(data_dir, "main", str(tiny_llava), "transformers", out, settings=SETTINGS, limit=1,
                              backend_options={"dtype": "bfloat16"}, overwrite=True, **FAST)  # another run: same folder only with overwrite
     assert bf16["timing"]["from_cache"] == 0 and bf16["timing"]["generated"] == 1
     assert bf16["run_key"] != first["run_key"]
     # the same rule for the other backends, known before anything is loaded
-    assert (LazyBackend("vllm", str(tiny_vlm), quantization="fp8").info.output_options
-            != LazyBackend("vllm", str(tiny_vlm)).info.output_options)
+    assert (LazyBackend("vllm", str(tiny_llava), quantization="fp8").info.output_options
+            != LazyBackend("vllm", str(tiny_llava)).info.output_options)
     assert LazyBackend("openai", "m", image_format="jpeg").info.output_options != LazyBackend("openai", "m").info.output_options
 
 
@@ -216,7 +211,7 @@ def test_rescoring_records_the_bootstrap_it_used(data_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp_path):
+def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_llava, data_dir, tmp_path):
     """First run of a Hub model id with an empty HF cache (the usual case on a fresh GPU machine): the commit must be
     known before loading, or the download changes the model fingerprint under the run. Real clients, local Hub."""
     import os
@@ -232,7 +227,7 @@ def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp
         env.update(hub.client_env(token="hf_writer"), HF_HOME=str(tmp_path / "hf-home"), COMMONLINK_HOME=str(tmp_path / "cl-home"),
                    PYTHONPATH=str(root), COLUMNS="200")
         upload = (f"from huggingface_hub import HfApi; api = HfApi(); api.create_repo('org/tiny-vlm'); "
-                  f"api.upload_folder(repo_id='org/tiny-vlm', folder_path={str(tiny_vlm)!r}); print(api.model_info('org/tiny-vlm').sha)")
+                  f"api.upload_folder(repo_id='org/tiny-vlm', folder_path={str(tiny_llava)!r}); print(api.model_info('org/tiny-vlm').sha)")
         done = subprocess.run([sys.executable, "-c", upload], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         commit = done.stdout.split()[-1]
@@ -247,12 +242,12 @@ def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_vlm, data_dir, tmp
 
 
 @pytest.mark.slow
-def test_model_folder_changed_while_loading_is_a_clear_error(tiny_vlm, data_dir, tmp_path):
+def test_model_folder_changed_while_loading_is_a_clear_error(tiny_llava, data_dir, tmp_path):
     import shutil
 
     from commonlink.eval.backends import LazyBackend
 
-    model = shutil.copytree(tiny_vlm, tmp_path / "model")
+    model = shutil.copytree(tiny_llava, tmp_path / "model")
     lazy = LazyBackend("transformers", str(model))
     (model / "generation_config.json").write_text((model / "generation_config.json").read_text().replace("}", ', "max_length": 77}', 1))
     with pytest.raises(BackendError) as err:
@@ -268,11 +263,11 @@ def test_compare_on_a_folder_of_unmerged_shards_says_how_to_merge(data_dir, tmp_
 
 
 @pytest.mark.slow
-def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, tmp_path, monkeypatch):
+def test_shards_merge_without_loading_the_model(tiny_llava, data_dir, reference, tmp_path, monkeypatch):
     ref_results, ref_dir = reference
     out = tmp_path / "sharded"
     for k in range(2):  # what two processes (one per GPU) would run
-        part = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, shard=(k, 2), **FAST)
+        part = evaluate_common_o(data_dir, "main", str(tiny_llava), "transformers", out, settings=SETTINGS, shard=(k, 2), **FAST)
         assert part["dataset"]["rows_scored"] == 4 and part["backend_details"]["dtype"] == "float32"
         assert (out / f"results.shard-{k}-of-2.json").is_file() and (out / f"prediction-cache.shard-{k}-of-2.jsonl").is_file()
     assert [r["row_index"] for r in map(json.loads, (out / "predictions.shard-1-of-2.jsonl").read_text().splitlines())] == [1, 3, 5, 7]
@@ -281,7 +276,7 @@ def test_shards_merge_without_loading_the_model(tiny_vlm, data_dir, reference, t
         raise AssertionError("the model was loaded although every prediction is cached")
 
     monkeypatch.setattr("commonlink.eval.backends.load_backend", must_not_load)
-    merged = evaluate_common_o(data_dir, "main", str(tiny_vlm), "transformers", out, settings=SETTINGS, batch_size=1, **FAST)
+    merged = evaluate_common_o(data_dir, "main", str(tiny_llava), "transformers", out, settings=SETTINGS, batch_size=1, **FAST)
     assert merged["timing"]["from_cache"] == 8 and merged["timing"]["generated"] == 0
     assert merged["metrics"] == ref_results["metrics"] and merged["model_fingerprint"] == ref_results["model_fingerprint"]
     assert _outputs(out) == _outputs(ref_dir)
@@ -409,11 +404,11 @@ def test_perception_with_the_tiny_model(tiny_backend, data_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_rejects_a_top_p_outside_0_1_before_loading_anything(tiny_vlm, data_dir, tmp_path):
+def test_cli_rejects_a_top_p_outside_0_1_before_loading_anything(tiny_llava, data_dir, tmp_path):
     """--top-p must be in (0, 1]: vLLM's SamplingParams and OpenAI servers reject other values only once the model is
     loaded (a traceback, or every row skipped); transformers silently decodes top-p 0 as greedy."""
     for value in ("0", "1.5"):
-        result = CliRunner().invoke(app, ["eval", "commono", "--model", str(tiny_vlm), "--data", str(data_dir), "--out", str(tmp_path / value),
+        result = CliRunner().invoke(app, ["eval", "commono", "--model", str(tiny_llava), "--data", str(data_dir), "--out", str(tmp_path / value),
                                           "--temperature", "0.7", "--top-p", value, "--limit", "1", "--quiet"])
         assert result.exit_code == 1 and "--top-p" in result.output, result.output
         assert not (tmp_path / value / "results.json").exists()
@@ -487,9 +482,9 @@ def test_similarity_analysis(data_dir, tmp_path):
 @pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_vllm_backend_on_gpu(tiny_vlm, data_dir, tmp_path):
+def test_vllm_backend_on_gpu(tiny_llava, data_dir, tmp_path):
     pytest.importorskip("vllm")
-    results = evaluate_common_o(data_dir, "main", str(tiny_vlm), "vllm", tmp_path, settings=SETTINGS, backend_options={"max_model_len": 1024}, **FAST)
+    results = evaluate_common_o(data_dir, "main", str(tiny_llava), "vllm", tmp_path, settings=SETTINGS, backend_options={"max_model_len": 1024}, **FAST)
     assert results["dataset"]["rows_scored"] == 8
 
 

@@ -10,7 +10,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PIL import Image
 from typer.testing import CliRunner
@@ -21,10 +20,8 @@ from commonlink.eval.association import evaluate_association
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.perception import evaluate_perception
-from commonlink.formats.association import LabelledImage
-from commonlink.sampling.chains import ChainConfig, build_chain_files
 from commonlink.testing import vllm_double
-from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+from commonlink.testing.tiny_chains import write_tiny_chain_files
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = json.loads((ROOT / "commonlink" / "testing" / "data" / "vllm_api.json").read_text())
@@ -39,11 +36,10 @@ def _recorder():
 
 
 @pytest.fixture(autouse=True)
-def fake_vllm(monkeypatch, tmp_path):
+def fake_vllm(monkeypatch, fresh_commonlink_home):
     monkeypatch.setitem(sys.modules, "vllm", vllm_double)
     monkeypatch.setattr(vllm_double, "INSTANCES", [])
     monkeypatch.setattr(vllm_double, "responder", vllm_double.default_responder)
-    monkeypatch.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path / "home")
     return vllm_double
 
 
@@ -74,8 +70,8 @@ def test_the_double_refuses_what_vllm_refuses():
 
 
 @pytest.fixture()
-def common_o_data(tmp_path):
-    return write_common_o_split(tmp_path / "data", common_o_rows(4, seed=2))
+def common_o_data(common_o_split):
+    return common_o_split(4, seed=2)
 
 
 def test_common_o_and_perception_size_the_image_limit_from_the_task(common_o_data, tmp_path, fake_vllm):
@@ -110,25 +106,9 @@ def test_system_prompt_gen_args_and_processor_options_reach_vllm(common_o_data, 
         load_backend("vllm", "org/vlm").generate([GenerationRequest("r", [], "hi")], GenerationSettings(extra={"beams": 2}))
 
 
-def _chain_data(root: Path) -> Path:
-    rng = np.random.default_rng(0)
-    (root / "imgs").mkdir(parents=True)
-    concepts = ["metal", "furry", "ripe", "painted"]
-    images = []
-    for i in range(60):
-        labels = [str(c) for c in rng.choice(concepts, size=int(rng.integers(1, 3)), replace=False)] + [f"thing{i % 7}"]
-        path = root / "imgs" / f"img{i:03d}.png"
-        Image.new("RGB", (24, 24), tuple(int(v) for v in rng.integers(0, 255, 3))).save(path)
-        images.append(LabelledImage(id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}))
-    cfg = ChainConfig(seed=3, concepts=concepts, pairs=[["metal", "furry"]], chains_per_concept=2, max_steps=8, warmup=3,
-                      single_step_per_concept=3, deductions_per_concept=3, min_pool=3, memory_size=3)
-    build_chain_files(images, root / "chains", cfg, progress=False)
-    return root / "chains"
-
-
 def test_eval_association_backend_vllm_sends_three_images_vllm_accepts(tmp_path, fake_vllm):
     """The bug this fixes: a hard-coded limit of 2 made vLLM refuse every association selection (3 images)."""
-    data = _chain_data(tmp_path)
+    data = write_tiny_chain_files(tmp_path)  # 4 concepts x 3 single-step tasks
     fake_vllm.responder = lambda conversation, params: "Image1" if "Image1" in json.dumps(conversation[-1]["content"][-1]) else "metal"
     result = CliRunner().invoke(app, ["eval", "association", "--data", str(data), "--config", "single_step", "--model", "org/vlm",
                                       "--backend", "vllm", "--backend-arg", "gpu_memory_utilization=0.5", "--out", str(tmp_path / "out"),

@@ -10,7 +10,6 @@ import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 from typer.testing import CliRunner
@@ -228,28 +227,14 @@ def test_truncated_output_says_where_the_whole_is(runs, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- association
-CONCEPTS = ["metal", "furry", "ripe", "painted"]
-
-
 @pytest.fixture(scope="module")
 def chain_run(tmp_path_factory):
     from commonlink.eval.association import evaluate_association
     from commonlink.loaders.association import open_association
-    from commonlink.sampling.chain_sources import LabelledImage
-    from commonlink.sampling.chains import ChainConfig, build_chain_files
+    from commonlink.testing.tiny_chains import write_tiny_chain_files
 
     root = tmp_path_factory.mktemp("report-chains")
-    (root / "imgs").mkdir()
-    rng = np.random.default_rng(0)
-    images = []
-    for i in range(60):
-        labels = [str(c) for c in rng.choice(CONCEPTS, size=int(rng.integers(1, 3)), replace=False)] + [f"thing{i % 7}"]
-        path = root / "imgs" / f"img{i:03d}.png"
-        Image.new("RGB", (48, 36), tuple(int(v) for v in rng.integers(0, 255, 3))).save(path)
-        images.append(LabelledImage(id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}))
-    cfg = ChainConfig(seed=3, concepts=CONCEPTS, pairs=[["metal", "furry"]], chains_per_concept=2, max_steps=12, warmup=3,
-                      single_step_per_concept=3, deductions_per_concept=3, min_pool=3, memory_size=3)
-    build_chain_files(images, root / "chains", cfg, progress=False)
+    write_tiny_chain_files(root, image_size=(48, 36), max_steps=12)
     split = open_association(root / "chains", "synchronous")
     answers = {(c.id, s.index): s.answer for c in split for s in c.steps}
     k_of = {c.id: 1 + i % 3 for i, c in enumerate(split)}  # chain i: right for 1 + i % 3 scored steps, then wrong

@@ -12,7 +12,7 @@ import yaml
 from PIL import Image
 
 from commonlink.release.build import build_release
-from commonlink.release.staging import verify_release
+from commonlink.release.staging import ReleaseOptions, verify_release
 from commonlink.release.shards import ShardWriter, parse_size
 from commonlink.formats.card import read_card_metadata, size_category
 from commonlink.release.datasheet import DATASHEET_SECTIONS
@@ -240,6 +240,32 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
     with pytest.raises(InputError, match="license"):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", license="Not A License", progress=False)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_an_options_record_and_keywords_build_the_same_release(tmp_path):
+    records = make_catalog(tmp_path / "cat", 4)
+    pairs = tmp_path / "a.jsonl"
+    make_pairs(pairs, tmp_path / "cat", records, 3)
+    options = ReleaseOptions(name="Same", version="1.2.0", license="cc-by-4.0", max_shard_bytes=parse_size("4KB"), progress=False)
+    first = build_release([pairs], tmp_path / "rel", options)
+    recorded = json.loads((tmp_path / "rel" / "manifest.json").read_text())["config"]
+    assert not first.reused and len(first.splits["main"]["files"]) > 1  # the small shard size was applied
+    assert {k: recorded[k] for k in ("name", "version", "license", "max_shard_bytes")} == {
+        "name": "Same", "version": "1.2.0", "license": "cc-by-4.0", "max_shard_bytes": 4000}
+    again = build_release([pairs], tmp_path / "rel", name="Same", version="1.2.0", license="cc-by-4.0",
+                          max_shard_bytes=parse_size("4KB"), progress=False)
+    assert again.reused  # the same options as keywords: the same build, kept
+    changed = build_release([pairs], tmp_path / "rel", options, version="1.2.1", overwrite=True)  # keywords change fields
+    manifest = json.loads((tmp_path / "rel" / "manifest.json").read_text())
+    assert not changed.reused and (manifest["name"], manifest["version"]) == ("Same", "1.2.1")
+    build_release([pairs], tmp_path / "Folder Title", ReleaseOptions(name="", progress=False))
+    assert json.loads((tmp_path / "Folder Title" / "manifest.json").read_text())["name"] == "Folder Title"
+    with pytest.raises(TypeError, match="unknown release option.*nme; the options are name, version, license"):
+        build_release([pairs], tmp_path / "other", nme="typo")
+    with pytest.raises(InputError, match="X.Y.Z"):  # refused when the record is made, before any input is read
+        ReleaseOptions(version="1.0")
+    assert not (tmp_path / "other").exists()
 
 
 def test_shard_writer_empty_split_abort_and_overwrite(tmp_path):

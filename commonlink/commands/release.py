@@ -10,7 +10,7 @@ from rich.table import Table
 
 from commonlink.commands._common import console, err_console, reports_errors
 from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
-from commonlink.release.build import build_release
+from commonlink.release.build import ReleaseOptions, build_release
 from commonlink.release.shards import parse_size
 
 
@@ -32,16 +32,9 @@ def build(
 
     The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.loaders.common_o.load_common_o`.
     """
-    result = build_release(
-        inputs,
-        out,
-        name=name,
-        version=version,
-        license=license,
-        max_shard_bytes=parse_size(max_shard_size),
-        overwrite=overwrite,
-        progress=progress,
-    )
+    options = ReleaseOptions(name=name, version=version, license=license, max_shard_bytes=parse_size(max_shard_size),
+                             overwrite=overwrite, progress=progress)
+    result = build_release(inputs, out, options)
     table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")
     table.add_column("split / config")
     table.add_column("rows", justify="right")

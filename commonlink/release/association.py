@@ -54,18 +54,17 @@ from commonlink.formats.association import (
 from commonlink.formats.meta import utc_now
 from commonlink.formats.release import (
     CARD_FILENAME,
-    DEFAULT_LICENSE,
-    DEFAULT_VERSION,
     MANIFEST_FILENAME,
     read_release_manifest,
 )
 from commonlink.images import check_image, open_image
 from commonlink.progress import track
 from commonlink.release.association_card import render_association_card
-from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
+from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
+    DEFAULT_RELEASE_OPTIONS,
+    ReleaseOptions,
     ReleaseResult,
-    check_options,
     hash_files,
     reuse_or_refuse,
     stage_release,
@@ -224,51 +223,44 @@ def _task_rows(inp: _ChainInput, ids: list[str], options: list[str], concept_kin
 def build_association_release(
     chain_files: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
-    *,
-    name: str | None = None,
-    version: str = DEFAULT_VERSION,
-    license: str = DEFAULT_LICENSE,
-    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
-    overwrite: bool = False,
-    progress: bool = True,
-):
-    """Write an association release folder (layout in the module docstring); returns a ``ReleaseResult``."""
+    options: ReleaseOptions = DEFAULT_RELEASE_OPTIONS,
+) -> ReleaseResult:
+    """Write an association release folder (layout in the module docstring)."""
     if not chain_files:
         raise InputError("No chain files given.", "Pass the .jsonl files written by `commonlink chains`.")
     out_dir = Path(out_dir).expanduser().resolve()
-    name = name or out_dir.name
-    check_options(license=license, version=version, name=name)
+    options = options.named_for(out_dir)
     empty: list[str] = []
     inputs = _read_inputs(chain_files, empty)
     notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
              "one)." for task in empty]
     first = inputs[0].meta
-    options = list(first.get("options") or [])
+    concept_options = list(first.get("options") or [])
     concept_kind = first.get("concept_kind", "concept")
     seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
     config = {
-        "kind": "association", "name": name, "version": version, "license": license, "max_shard_bytes": int(max_shard_bytes),
+        "kind": "association", **options.recorded(),
         "inputs": [{"file": inp.path.name, "task": inp.task, "sha256": sha256_file(inp.path), "rows": inp.meta.get("rows"),
                     "seed": inp.meta.get("seed"), "toolkit_version": inp.meta.get("toolkit_version"),
                     "config": without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
     }
     build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
-    reused = reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
+    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
         reused.splits = read_release_manifest(out_dir).get("configs", {})
         reused.notes = notes
         return reused
 
-    images = _referenced_images(inputs, progress)
+    images = _referenced_images(inputs, options.progress)
     with stage_release(out_dir) as tmp_dir:
         configs: dict[str, dict] = {}
         features_by_config: dict[str, Any] = {}
         fetcher = ImageFetcher()
         features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
         image_bytes = 0
-        with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=max_shard_bytes) as writer:
-            for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not progress):
+        with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
+            for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
                 img = images[image_id]
                 data = release_image_bytes(fetcher, img)
                 image_bytes += len(data)
@@ -280,13 +272,13 @@ def build_association_release(
         for inp in inputs:
             ids = [img.id for img in inp.table]
             features = features_by_config[inp.task] = association_features(inp.task)
-            with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=max_shard_bytes) as writer:
-                rows = _task_rows(inp, ids, options, concept_kind)
-                for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not progress):
+            with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
+                rows = _task_rows(inp, ids, concept_options, concept_kind)
+                for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not options.progress):
                     writer.write(row)
             configs[inp.task] = _config_info(writer, inp.task)
         stats = {
-            "concepts": first.get("concepts", []), "pairs": first.get("pairs", []), "options": options,
+            "concepts": first.get("concepts", []), "pairs": first.get("pairs", []), "options": concept_options,
             "concept_kind": concept_kind, "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
             "steps": {inp.task: inp.meta.get("steps") for inp in inputs if inp.task in ("synchronous", "asynchronous")},
             "images": len(images), "image_bytes": image_bytes,
@@ -294,12 +286,12 @@ def build_association_release(
             "construction": without_local_paths(first.get("config", {})),
             "verification": first.get("verification"),
         }
-        card = render_association_card(name=name, version=version, license=license, configs=configs,
+        card = render_association_card(name=options.name, version=options.version, license=options.license, configs=configs,
                                        features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__)
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
         manifest = {
-            "toolkit_version": __version__, "name": name, "version": version, "kind": "association", "seed": seed,
+            "toolkit_version": __version__, "name": options.name, "version": options.version, "kind": "association", "seed": seed,
             "build_key": build_key, "created": utc_now(),
             "config": config, "configs": {c: {"rows": i["rows"], "files": i["files"]} for c, i in configs.items()},
             "stats": stats, "files": files,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from commonlink.errors import InputError
 from commonlink.formats.meta import (
@@ -11,26 +12,28 @@ from commonlink.formats.meta import (
     COMMON_O_PAIRS_KIND,
     read_meta,
 )
-from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
 from commonlink.locks import output_lock
 from commonlink.release.association import build_association_release
 from commonlink.release.common_o import build_common_o_release
-from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
-from commonlink.release.staging import ReleaseResult
+from commonlink.release.staging import (
+    DEFAULT_RELEASE_OPTIONS,
+    ReleaseOptions,
+    ReleaseResult,
+)
 
 
 def build_release(
     inputs: list[str | os.PathLike],
     out_dir: str | os.PathLike,
-    *,
-    name: str | None = None,
-    version: str = DEFAULT_VERSION,
-    license: str = DEFAULT_LICENSE,
-    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
-    overwrite: bool = False,
-    progress: bool = True,
+    options: ReleaseOptions = DEFAULT_RELEASE_OPTIONS,
+    **changes: Any,
 ) -> ReleaseResult:
-    """Build a release from pairs files (Common-O) or chain files (association), chosen by their meta ``kind``."""
+    """Build a release from pairs files (Common-O) or chain files (association), chosen by their meta ``kind``.
+
+    ``options`` is a :class:`ReleaseOptions`; its fields may also be given as keywords (``name=``, ``version=``,
+    ``license=``, ``max_shard_bytes=``, ``overwrite=``, ``progress=``), which change those of ``options``.
+    """
+    options = options.with_changes(**changes)
     if not inputs:
         raise InputError("No input files given.", "Pass one or more pairs files: commonlink release build PAIRS.jsonl --out DIR")
     kinds = {str(p): read_meta(p)["kind"] for p in inputs}
@@ -42,18 +45,16 @@ def build_release(
             "Build Common-O pairs and association chains into separate release folders.",
         )
     kind = distinct[0]
-    options = dict(name=name, version=version, license=license, max_shard_bytes=max_shard_bytes, overwrite=overwrite,
-                   progress=progress)
     # One build per --out at a time: a second run into the same folder is refused (it would replace the first).
     with output_lock(Path(out_dir).expanduser().resolve(), what="commonlink release build"):
         if kind == ASSOCIATION_CHAINS_KIND:
-            return build_association_release([Path(p) for p in inputs], Path(out_dir), **options)
+            return build_association_release([Path(p) for p in inputs], Path(out_dir), options)
         if kind == COMMON_O_PAIRS_KIND:
-            return build_common_o_release(inputs, out_dir, **options)
+            return build_common_o_release(inputs, out_dir, options)
     raise InputError(
         f"Unknown input kind {kind!r} (from {next(iter(kinds))}.meta.json).",
         f"Inputs must be '{COMMON_O_PAIRS_KIND}' (commonlink pairs) or '{ASSOCIATION_CHAINS_KIND}' (commonlink chains).",
     )
 
 
-__all__ = ["build_release"]
+__all__ = ["ReleaseOptions", "build_release"]

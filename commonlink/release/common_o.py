@@ -51,20 +51,16 @@ from commonlink.formats.meta import (
     utc_now,
     verify_data_file,
 )
-from commonlink.formats.release import (
-    CARD_FILENAME,
-    DEFAULT_LICENSE,
-    DEFAULT_VERSION,
-    MANIFEST_FILENAME,
-)
+from commonlink.formats.release import CARD_FILENAME, MANIFEST_FILENAME
 from commonlink.images import check_image
 from commonlink.progress import track
 from commonlink.release.datasheet import render_common_o_card
 from commonlink.release.figures import write_common_o_figures
-from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES, ShardWriter
+from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
+    DEFAULT_RELEASE_OPTIONS,
+    ReleaseOptions,
     ReleaseResult,
-    check_options,
     hash_files,
     reuse_or_refuse,
     stage_release,
@@ -89,26 +85,16 @@ class _Input:
 def build_common_o_release(
     pairs_files: list[str | os.PathLike],
     out_dir: str | os.PathLike,
-    *,
-    name: str | None = None,
-    version: str = DEFAULT_VERSION,
-    license: str = DEFAULT_LICENSE,
-    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
-    overwrite: bool = False,
-    progress: bool = True,
+    options: ReleaseOptions = DEFAULT_RELEASE_OPTIONS,
 ) -> ReleaseResult:
     """Write a Common-O release folder from pairs files (one split per file's meta ``split``)."""
     out_dir = Path(out_dir).expanduser().resolve()
-    name = name or out_dir.name
-    check_options(license=license, version=version, name=name)
+    options = options.named_for(out_dir)
     inputs = _read_inputs(pairs_files)
     seed = _common_seed(inputs)
     config = {
         "kind": "common_o",
-        "name": name,
-        "version": version,
-        "license": license,
-        "max_shard_bytes": int(max_shard_bytes),
+        **options.recorded(),
         "answer_type": ANSWER_TYPE,
         "inputs": [
             {"file": inp.path.name, "sha256": inp.sha256, "split": inp.split, "count": inp.meta.get("count"), "seed": inp.meta.get("seed"),
@@ -118,28 +104,28 @@ def build_common_o_release(
     }
     build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
 
-    reused = reuse_or_refuse(out_dir, build_key, overwrite=overwrite)
+    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
         return reused
 
     with stage_release(out_dir) as tmp_dir:
         features = common_o_features()
-        shards = _SplitShards(tmp_dir / "data", features, max_shard_bytes=max_shard_bytes, progress=progress)
+        shards = _SplitShards(tmp_dir / "data", features, max_shard_bytes=options.max_shard_bytes, progress=options.progress)
         for split in dict.fromkeys(inp.split for inp in inputs):
             shards.write_split(split, [inp for inp in inputs if inp.split == split])
 
         figures = write_common_o_figures(dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0)
         summary = shards.stats.summary()
         card = render_common_o_card(
-            name=name, version=version, license=license, splits=shards.splits, stats=summary, figures=figures,
+            name=options.name, version=options.version, license=options.license, splits=shards.splits, stats=summary, figures=figures,
             features=features, seed=seed, toolkit_version=__version__, config=config,
         )
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
         manifest = {
             "toolkit_version": __version__,
-            "name": name,
-            "version": version,
+            "name": options.name,
+            "version": options.version,
             "kind": "common_o",
             "seed": seed,
             "build_key": build_key,

@@ -1,4 +1,4 @@
-"""What every release builder shares: option checks, the staging folder and its atomic swap into place,
+"""What every release builder shares: its options, option checks, the staging folder and its atomic swap into place,
 the file table of the manifest, reuse of an identical finished build, and publishable (path-free) records.
 
 A build writes into a hidden folder beside ``--out`` and renames it into place only when complete, so a
@@ -12,19 +12,22 @@ import glob
 import os
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterator
 
 from commonlink.errors import InputError
 from commonlink.fileio import pid_alive, sha256_file
 from commonlink.formats.release import (
+    DEFAULT_LICENSE,
+    DEFAULT_VERSION,
     MANIFEST_FILENAME,
     check_license,
     check_name,
     check_version,
     read_release_manifest,
 )
+from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
 
 #: ``kind`` of the manifest of each release builder.
 RELEASE_KINDS = ("common_o", "association")
@@ -48,6 +51,45 @@ def check_options(*, license: str, version: str, name: str | None = None) -> Non
     check_license(license)
     check_version(version)
     check_name(name)
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """How to build a release (the flags of ``commonlink release build``), the same for every builder.
+
+    Checked when made: what ``release push`` would refuse later is refused before any input is read.
+    """
+
+    name: str | None = None  #: the card's title (default, or when empty: the release folder's name)
+    version: str = DEFAULT_VERSION  #: X.Y.Z, recorded in the card and manifest; the Hub tag on push
+    license: str = DEFAULT_LICENSE  #: Hub license id shown on the card
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES  #: largest parquet shard
+    overwrite: bool = False  #: replace a different release already in the folder (only what commonlink wrote)
+    progress: bool = True  #: show progress bars
+
+    def __post_init__(self) -> None:
+        check_options(license=self.license, version=self.version, name=self.name or None)
+
+    def with_changes(self, **changes: Any) -> ReleaseOptions:
+        """A copy with some fields changed; an unknown field name is a ``TypeError`` that lists the fields."""
+        known = [f.name for f in fields(self)]
+        unknown = sorted(set(changes) - set(known))
+        if unknown:
+            raise TypeError(f"unknown release option(s) {', '.join(unknown)}; the options are {', '.join(known)}")
+        return replace(self, **changes)
+
+    def named_for(self, out_dir: Path) -> ReleaseOptions:
+        """These options with the name defaulted to the release folder's name (``out_dir`` resolved)."""
+        return self if self.name else replace(self, name=out_dir.name)
+
+    def recorded(self) -> dict[str, Any]:
+        """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
+        release's bytes and card; ``overwrite`` and ``progress`` do not."""
+        return {"name": self.name, "version": self.version, "license": self.license, "max_shard_bytes": int(self.max_shard_bytes)}
+
+
+#: The options of a build given none (a frozen record, so one instance serves every default).
+DEFAULT_RELEASE_OPTIONS = ReleaseOptions()
 
 
 def hash_files(root: Path) -> dict[str, dict]:
@@ -209,7 +251,7 @@ def without_local_paths(value: Any) -> Any:
 
 
 __all__ = [
-    "RELEASE_KINDS", "ReleaseResult", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
+    "DEFAULT_RELEASE_OPTIONS", "RELEASE_KINDS", "ReleaseOptions", "ReleaseResult", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
     "remove_stale_staging", "reuse_or_refuse", "stage_release", "swap_into_place",
     "verify_release", "without_local_paths",
 ]
