@@ -180,6 +180,9 @@ class TransformersBackend:
         if limit is not None and (images_per_request or 0) > limit:
             raise InputError(f"{MOLMO_SEES_ONE_IMAGE}, and this task sends {images_per_request} images a request.",
                              "Run Common-O with --concat-images (the pair side by side in one image); association steps (3 images) cannot run with Molmo.")
+        if image_placeholder and self.adapter in FAMILY_ADAPTERS:
+            raise InputError(f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes the "
+                             "prompt the way its model family expects.", "Drop image_placeholder.")
         load_kwargs = dict(revision=revision, trust_remote_code=bool(trust_remote_code))
         model_load_kwargs = dict(load_kwargs, dtype=torch_dtype, **(model_kwargs or {}))
         if attn_implementation:
