@@ -185,6 +185,8 @@ def test_molmo_takes_one_image_so_common_o_runs_with_concatenated_pairs(models, 
     single = GenerationRequest("one", row_images(rows[0])[:1], rows[0]["question"])
     out = backend.generate([pair, single], SETTINGS)
     assert "sees one image a prompt" in out[0].reason and isinstance(out[1], str)
+    with pytest.raises(InputError, match="--gen-arg repetition_penalt=... is not a transformers GenerationConfig field"):
+        backend.generate([single], GenerationSettings(max_new_tokens=4, extra={"repetition_penalt": 1.1}))
     call = backend.model.received[-1]
     assert call["images"] == 1 and call["generation_config"]["max_new_tokens"] == 6 and call["generation_config"]["do_sample"] is False
     text = backend.tokenizer.decode(call["prompt_ids"])

@@ -117,7 +117,9 @@ class MiniCPMChat(FamilyAdapter):
         self.model = transformers.AutoModel.from_pretrained(model, **load_kwargs)
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(model, **tokenizer_kwargs)
         params = inspect.signature(self.model.chat).parameters
-        self.takes_system_prompt = "system_prompt" in params  # 2.5 (late) / 2.6; o-2.6 takes a system message instead
+        # where a system prompt goes: chat(system_prompt=...) in 2.5 (later revisions) and 2.6; a {"role": "system"}
+        # message in o-2.6 (the omni chat, which has omni_input); earlier versions assert user/assistant roles only
+        self.system_via = "argument" if "system_prompt" in params else "message" if "omni_input" in params else None
         self.batches = "processor" in params and "msgs" in params  # 2.6 / o-2.6: msgs may be a list of conversations
         self.chat_args = [p for p in params if p not in MINICPM_OWN_ARGS]
         self.options = self.checked(options, "--backend-arg processor.KEY:", greedy=True, sampled=True)
@@ -143,13 +145,16 @@ class MiniCPMChat(FamilyAdapter):
             kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
         kwargs.update(self.checked(settings.extra, "--gen-arg", greedy=settings.greedy, sampled=not settings.greedy))
         kwargs.update(self.options)
-        if settings.system_prompt and self.takes_system_prompt:
+        if settings.system_prompt and self.system_via is None:
+            raise InputError("This MiniCPM-V version's chat() has no system_prompt argument and accepts only user/assistant turns.",
+                             "Drop --system-prompt (or put the instruction into the question yourself).")
+        if settings.system_prompt and self.system_via == "argument":
             kwargs["system_prompt"] = settings.system_prompt
         return kwargs
 
     def conversation(self, request: GenerationRequest, settings: GenerationSettings) -> list[dict]:
         msgs = [{"role": "user", "content": [value for _, value in texts_and_images(request)]}]
-        if settings.system_prompt and not self.takes_system_prompt:
+        if settings.system_prompt and self.system_via == "message":
             msgs.insert(0, {"role": "system", "content": settings.system_prompt})
         return msgs
 
@@ -193,6 +198,10 @@ class MolmoGenerate(FamilyAdapter):
         text = "".join(value for kind, value in parts if kind == "text")
         if settings.system_prompt:  # Molmo has no system turn: the instruction goes before the question
             text = f"{settings.system_prompt}\n\n{text}"
+        unknown = [k for k in settings.extra if not hasattr(self.transformers.GenerationConfig(), k)]
+        if unknown:  # GenerationConfig keeps any attribute without a word; generate would never read a misspelt one
+            raise InputError(f"--gen-arg {unknown[0]}=... is not a transformers GenerationConfig field, so Molmo's generate_from_batch would ignore it.",
+                             "Use GenerationConfig fields, e.g. repetition_penalty, top_k, num_beams, no_repeat_ngram_size.")
         inputs = self.processor.process(images=images or None, text=text, **self.options)
         inputs = {k: v.to(self.device()).unsqueeze(0) for k, v in inputs.items()}
         if "images" in inputs:
