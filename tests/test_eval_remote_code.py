@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import BackendError, InputError
+from commonlink.eval.association_prompts import ImageSlot
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.imaging import concat_side_by_side
@@ -222,3 +223,24 @@ def test_phi3_vision_gets_one_prompt_string_with_numbered_image_tags(models, dat
                                                                     clean_up_tokenization_spaces=False)[0]
     with pytest.raises(TypeError):  # why the generic adapter cannot run it: the processor takes one string, not a batch
         backend.processor([prompt], row_images(rows[0]))
+
+
+# ------------------------------------------------------------------------------------------ interleaved prompts
+def test_interleaved_association_prompts_keep_image_and_text_order(models):
+    images = [Image.new("RGB", (40 + i, 30), c) for i, c in enumerate(("red", "green", "blue"))]
+    request = GenerationRequest("step", images, ["Query:", ImageSlot(0), "Candidates:", ImageSlot(2), "or", ImageSlot(1), "Which?"])
+    settings = GenerationSettings(max_new_tokens=3)
+    minicpm = load_backend("transformers", str(models["minicpm-chat"]), trust_remote_code=True, images_per_request=3)
+    assert isinstance(minicpm.generate([request], settings)[0], str)
+    call = minicpm.model.received[-1]
+    assert "Query:\n(<image>./</image>)\nCandidates:\n(<image>./</image>)\nor\n(<image>./</image>)\nWhich?" in call["prompts"][0]
+    assert call["image_sizes"] == [[(40, 30), (42, 30), (41, 30)]]  # the images in the order the prompt names them
+    mplug = load_backend("transformers", str(models["mplug-owl3"]), trust_remote_code=True, images_per_request=3, processor={"cut_enable": False})
+    mplug.generate([request], settings)
+    assert "Query:" + "<|image|>" * 4 + "Candidates:" in mplug.model.received[-1]["prompt"] and mplug.model.received[-1]["image_views"] == 3
+    phi3 = load_backend("transformers", str(models["phi3-vision"]), trust_remote_code=True, images_per_request=3)
+    phi3.generate([request], settings)
+    ids = phi3.model.received[-1]["prompt_ids"]
+    assert [t for i, t in enumerate(ids) if t < 0 and (i == 0 or ids[i - 1] != t)] == [-1, -2, -3]  # tags numbered in prompt order
+    with pytest.raises(InputError, match="sees one image a prompt"):
+        load_backend("transformers", str(models["molmo"]), trust_remote_code=True, images_per_request=3)
