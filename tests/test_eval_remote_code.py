@@ -135,6 +135,8 @@ def test_minicpm_sampling_and_gen_args_reach_chat_and_ignored_ones_are_refused(m
     sliced = load_backend("transformers", str(models["minicpm-chat"]), trust_remote_code=True, processor={"max_inp_length": 9})
     sliced.generate([request], GenerationSettings(max_new_tokens=2))
     assert sliced.info.output_options == {"processor": {"max_inp_length": 9}}
+    with pytest.raises(InputError, match=r"--backend-arg processor.num_beams=\.\.\. would be silently ignored"):
+        load_backend("transformers", str(models["minicpm-chat"]), trust_remote_code=True, processor={"num_beams": 2})
 
 
 # ------------------------------------------------------------------------------------------ mPLUG-Owl3

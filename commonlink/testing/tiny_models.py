@@ -138,10 +138,13 @@ class TinyRemoteForCausalLM(LlavaForConditionalGeneration):
 
 
 def build_remote_code_vlm(out_dir: str | Path, *, seed: int = 0) -> Path:
-    """A tiny model that ships its own code (``auto_map`` in config.json, as MiniCPM-V, mPLUG-Owl3 or Molmo do),
-    registered only for ``AutoModelForCausalLM``: transformers loads it only with ``trust_remote_code=True``.
+    """A tiny model that ships its own code (``auto_map`` in config.json), registered only for
+    ``AutoModelForCausalLM``: transformers loads it only with ``trust_remote_code=True``, and then the generic
+    causal-LM adapter runs it with the processor and chat template.
 
     The code is a thin subclass of LLaVA (so it runs offline); what matters is the loading path it exercises.
+    Families whose code brings its own entry point (MiniCPM-V, Molmo, mPLUG-Owl3, Phi-3-vision) are modelled in
+    :mod:`commonlink.testing.remote_code_models`.
     """
     out_dir = build_tiny_llava(out_dir, seed=seed)
     (out_dir / "configuration_tiny_remote.py").write_text(REMOTE_CONFIG_CODE, encoding="utf-8")
@@ -157,7 +160,7 @@ def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
     """Save a tiny random Gemma 3 (SigLIP vision tower, average-pooled soft tokens, Gemma 3 text model) to ``out_dir``.
 
     transformers maps Gemma 3 in both ``AutoModelForImageTextToText`` and ``AutoModelForCausalLM``, so it
-    exercises the causal-LM-plus-processor adapter (``--backend-arg model_class=causal-lm``) with a real model.
+    exercises the causal-LM-plus-processor adapter (``--backend-arg adapter=causal-lm``) with a real model.
     """
     import torch
     from tokenizers import Tokenizer

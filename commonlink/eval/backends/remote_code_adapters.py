@@ -122,17 +122,17 @@ class MiniCPMChat(FamilyAdapter):
         self.system_via = "argument" if "system_prompt" in params else "message" if "omni_input" in params else None
         self.batches = "processor" in params and "msgs" in params  # 2.6 / o-2.6: msgs may be a list of conversations
         self.chat_args = [p for p in params if p not in MINICPM_OWN_ARGS]
-        self.options = self.checked(options, "--backend-arg processor.KEY:", greedy=True, sampled=True)
+        self.options = self.checked(options, "--backend-arg processor.{key}=...", greedy=False, sampled=False)
 
     def checked(self, options: dict, flag: str, *, greedy: bool, sampled: bool) -> dict:
         """``options`` if chat() would use every one of them; else an InputError naming what it would use."""
         keys = list(self.chat_args) + (list(MINICPM_BEAM_KEYS) if greedy else []) + (list(MINICPM_SAMPLING_KEYS) if sampled else [])
         unknown = [k for k in options if k not in keys]
         if unknown:
-            mode = "greedy" if not sampled else "sampled" if not greedy else "any"
+            what = ("its named arguments" if not (greedy or sampled) else
+                    f"the keys of its own generation config for {'greedy' if greedy else 'sampled'} decoding and its named arguments")
             raise InputError(
-                f"{flag} {unknown[0]}=... would be silently ignored by MiniCPM-V's chat() with {mode} decoding: it keeps only the "
-                "keys of its own generation config and its named arguments.",
+                f"{flag.format(key=unknown[0])} would be silently ignored by MiniCPM-V's chat(): it uses only {what}.",
                 f"Use one of: {', '.join(dict.fromkeys(keys))}.",
             )
         return dict(options)
@@ -143,7 +143,7 @@ class MiniCPMChat(FamilyAdapter):
             kwargs.update(num_beams=1, repetition_penalty=1.0)  # plain greedy, not chat()'s 3-beam default
         else:
             kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
-        kwargs.update(self.checked(settings.extra, "--gen-arg", greedy=settings.greedy, sampled=not settings.greedy))
+        kwargs.update(self.checked(settings.extra, "--gen-arg {key}=...", greedy=settings.greedy, sampled=not settings.greedy))
         kwargs.update(self.options)
         if settings.system_prompt and self.system_via is None:
             raise InputError("This MiniCPM-V version's chat() has no system_prompt argument and accepts only user/assistant turns.",
