@@ -32,7 +32,6 @@ SYSTEM = "Answer with letters only."
 SETTINGS = GenerationSettings(max_new_tokens=6, system_prompt=SYSTEM)
 BUILDERS = {"minicpm-chat": build_minicpmv_double, "mplug-owl3": build_mplug_owl3_double, "molmo": build_molmo_double,
             "phi3-vision": build_phi3_vision_double}
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -73,6 +72,7 @@ def run(backend, data_dir, out_dir, settings=SETTINGS, **kwargs):
 
 
 # ------------------------------------------------------------------------------------------ consent and detection
+@pytest.mark.slow
 @pytest.mark.parametrize("adapter", list(BUILDERS))
 def test_each_family_needs_trust_remote_code_and_auto_finds_its_adapter(models, adapter):
     with pytest.raises(BackendError, match="ships its own Python code") as err:
@@ -96,6 +96,7 @@ def test_remote_code_of_an_unknown_family_is_refused_naming_the_adapters(tmp_pat
 
 
 # ------------------------------------------------------------------------------------------ MiniCPM-V: model.chat
+@pytest.mark.slow
 def test_minicpm_chat_scores_common_o_with_both_images_the_question_and_greedy_settings(models, data_dir, rows, tmp_path):
     backend = load_backend("transformers", str(models["minicpm-chat"]), trust_remote_code=True, images_per_request=2)
     results, preds = run(backend, data_dir, tmp_path / "run", batch_size=2)
@@ -118,6 +119,7 @@ def test_minicpm_chat_scores_common_o_with_both_images_the_question_and_greedy_s
     assert [p["raw_output"] for p in one_by_one] == [p["raw_output"] for p in preds]
 
 
+@pytest.mark.slow
 def test_minicpm_sampling_and_gen_args_reach_chat_and_ignored_ones_are_refused(models):
     backend = load_backend("transformers", str(models["minicpm-chat"]), trust_remote_code=True)
     request = GenerationRequest("r", [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (40, 30), "blue")], "Which objects")
@@ -140,6 +142,7 @@ def test_minicpm_sampling_and_gen_args_reach_chat_and_ignored_ones_are_refused(m
 
 
 # ------------------------------------------------------------------------------------------ mPLUG-Owl3
+@pytest.mark.slow
 def test_mplug_owl3_scores_common_o_through_init_processor_and_generate(models, data_dir, rows, tmp_path):
     backend = load_backend("transformers", str(models["mplug-owl3"]), trust_remote_code=True, images_per_request=2)
     _, preds = run(backend, data_dir, tmp_path / "run", batch_size=2)
@@ -156,6 +159,7 @@ def test_mplug_owl3_scores_common_o_through_init_processor_and_generate(models, 
     assert preds[0]["raw_output"] == backend.model.generate(**inputs, tokenizer=backend.tokenizer, max_new_tokens=6, decode_text=True, do_sample=False)[0]
 
 
+@pytest.mark.slow
 def test_mplug_owl3_processor_options_and_gen_args_take_effect(models):
     uncut = load_backend("transformers", str(models["mplug-owl3"]), trust_remote_code=True, processor={"cut_enable": False})
     request = GenerationRequest("r", [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (40, 30), "blue")], "Which objects")
@@ -169,6 +173,7 @@ def test_mplug_owl3_processor_options_and_gen_args_take_effect(models):
 
 
 # ------------------------------------------------------------------------------------------ Molmo
+@pytest.mark.slow
 def test_molmo_takes_one_image_so_common_o_runs_with_concatenated_pairs(models, data_dir, rows, tmp_path):
     with pytest.raises(InputError, match="sees one image a prompt") as err:
         evaluate_common_o(data_dir, "main", str(models["molmo"]), "transformers", tmp_path / "pairs", settings=SETTINGS,
@@ -208,6 +213,7 @@ def test_molmo_takes_one_image_so_common_o_runs_with_concatenated_pairs(models, 
 
 
 # ------------------------------------------------------------------------------------------ Phi-3-vision
+@pytest.mark.slow
 def test_phi3_vision_gets_one_prompt_string_with_numbered_image_tags(models, data_dir, rows, tmp_path):
     backend = load_backend("transformers", str(models["phi3-vision"]), trust_remote_code=True, images_per_request=2)
     _, preds = run(backend, data_dir, tmp_path / "run", batch_size=2)
@@ -228,6 +234,7 @@ def test_phi3_vision_gets_one_prompt_string_with_numbered_image_tags(models, dat
 
 
 # ------------------------------------------------------------------------------------------ interleaved prompts
+@pytest.mark.slow
 def test_interleaved_association_prompts_keep_image_and_text_order(models):
     images = [Image.new("RGB", (40 + i, 30), c) for i, c in enumerate(("red", "green", "blue"))]
     request = GenerationRequest("step", images, ["Query:", ImageSlot(0), "Candidates:", ImageSlot(2), "or", ImageSlot(1), "Which?"])
