@@ -31,8 +31,8 @@ INIT_RANGE = 0.5
 
 def _text_config(vocab_size: int) -> dict:
     # a wide initializer so that the random model's answers depend visibly on the images and prompt it gets
-    return dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=0, initializer_range=INIT_RANGE)
+    return {"vocab_size": vocab_size, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "num_key_value_heads": 2, "max_position_embeddings": 4096, "pad_token_id": 0, "initializer_range": INIT_RANGE}
 
 
 def _write_model(out_dir: Path, family: str, config: dict, tokenizer, *, seed: int, auto_class: str) -> Path:

@@ -70,7 +70,7 @@ class MiniCPMV(PreTrainedModel):
         assert len(images_list) == len(msgs_list), "The batch dim of images_list and msgs_list should be the same."
 
         prompts_lists, input_images_lists = [], []
-        for image, msgs in zip(images_list, msgs_list):
+        for image, msgs in zip(images_list, msgs_list):  # noqa: PLR1704 - shadowing as in the real chat()
             copy_msgs = deepcopy(msgs)
             assert len(msgs) > 0, "msgs is empty"
             assert sampling or not stream, "if use stream mode, make sure sampling=True"

@@ -22,7 +22,7 @@ IMAGE_DEFAULTS = {"max_crops": 12, "overlap_margins": [4, 4], "base_image_input_
 
 
 class MolmoProcessor(ProcessorMixin):
-    attributes = ["tokenizer"]
+    attributes = ["tokenizer"]  # noqa: RUF012 - ProcessorMixin reads this class list
     tokenizer_class = "AutoTokenizer"
 
     def __init__(self, tokenizer=None, **kwargs):

@@ -18,7 +18,7 @@ from .tiny_vlm_core import TOKENS_PER_IMAGE, image_patches
 
 
 class Phi3VProcessor(ProcessorMixin):
-    attributes = ["tokenizer"]
+    attributes = ["tokenizer"]  # noqa: RUF012 - ProcessorMixin reads this class list
     tokenizer_class = "AutoTokenizer"
 
     def __init__(self, tokenizer=None, **kwargs):
