@@ -102,7 +102,7 @@ def test_three_architectures_score_common_o_through_their_adapter(models, data_d
     results = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / arch, settings=SETTINGS, batch_size=2, **FAST)
     assert results["dataset"]["rows_scored"] == 3 and results["skipped"] == 0
     assert results["model_fingerprint"] == backend.info.fingerprint
-    assert (model_class != "auto") == ("model_class" in backend.info.output_options)  # the adapter is part of the cache key
+    assert (model_class != "auto") == ("adapter" in backend.info.output_options)  # the adapter is part of the cache key
 
 
 @pytest.mark.slow

@@ -78,7 +78,7 @@ MAX_PIXELS = typer.Option(1_048_576, "--max-pixels", help="Downscale each image 
 SYSTEM_PROMPT = typer.Option(None, "--system-prompt", help="A system message sent before every request (part of the cache key).")
 GEN_ARG = typer.Option([], "--gen-arg", help="Decoding option KEY=VALUE for the backend's generate call (repeatable), e.g. top_k=20, repetition_penalty=1.05.")
 BACKEND_ARG = typer.Option([], "--backend-arg", help=(
-    "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, model_class=causal-lm, "
+    "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, adapter=minicpm-chat, "
     "tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. See docs/eval.md."))
 TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust).")
 CONCURRENCY = typer.Option(None, "--concurrency", min=1, help="openai: requests in flight at once (default 8).")

@@ -56,7 +56,7 @@ def build_tiny_llava(out_dir: str | Path, *, seed: int = 0, image_size: int = 32
     )
 
     out_dir = Path(out_dir)
-    tokenizer = _bpe_tokenizer(["<pad>", "<s>", "</s>", "<unk>", "<image>"])
+    tokenizer = bpe_tokenizer(["<pad>", "<s>", "</s>", "<unk>", "<image>"])
     image_processor = LlavaImageProcessorPil(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size})
     processor = LlavaProcessor(
         image_processor=image_processor, tokenizer=tokenizer, patch_size=patch_size, vision_feature_select_strategy="default",
@@ -77,7 +77,7 @@ def build_tiny_llava(out_dir: str | Path, *, seed: int = 0, image_size: int = 32
     return out_dir
 
 
-def _bpe_tokenizer(special_tokens: list[str], vocab_size: int = 400):
+def bpe_tokenizer(special_tokens: list[str], vocab_size: int = 400):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -106,7 +106,7 @@ def build_tiny_idefics3(out_dir: str | Path, *, seed: int = 0) -> Path:
     out_dir = Path(out_dir)
     specials = ["<pad>", "<s>", "</s>", "<unk>", "<image>", "<fake_token_around_image>", "<end_of_utterance>", "<global-img>"]
     specials += [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
-    tokenizer = _bpe_tokenizer(specials)
+    tokenizer = bpe_tokenizer(specials)
     image_processor = Idefics3ImageProcessorPil(size={"longest_edge": 64}, max_image_size={"longest_edge": 32}, do_image_splitting=False)
     # image_seq_len = (image_size / patch_size)^2 / scale_factor^2 = (32 / 8)^2 / 2^2
     processor = Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4, chat_template=CHAT_TEMPLATE)
@@ -138,10 +138,13 @@ class TinyRemoteForCausalLM(LlavaForConditionalGeneration):
 
 
 def build_remote_code_vlm(out_dir: str | Path, *, seed: int = 0) -> Path:
-    """A tiny model that ships its own code (``auto_map`` in config.json, as MiniCPM-V, mPLUG-Owl3 or Molmo do),
-    registered only for ``AutoModelForCausalLM``: transformers loads it only with ``trust_remote_code=True``.
+    """A tiny model that ships its own code (``auto_map`` in config.json), registered only for
+    ``AutoModelForCausalLM``: transformers loads it only with ``trust_remote_code=True``, and then the generic
+    causal-LM adapter runs it with the processor and chat template.
 
     The code is a thin subclass of LLaVA (so it runs offline); what matters is the loading path it exercises.
+    Families whose code brings its own entry point (MiniCPM-V, Molmo, mPLUG-Owl3, Phi-3-vision) are modelled in
+    :mod:`commonlink.testing.remote_code_models`.
     """
     out_dir = build_tiny_llava(out_dir, seed=seed)
     (out_dir / "configuration_tiny_remote.py").write_text(REMOTE_CONFIG_CODE, encoding="utf-8")
@@ -157,7 +160,7 @@ def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
     """Save a tiny random Gemma 3 (SigLIP vision tower, average-pooled soft tokens, Gemma 3 text model) to ``out_dir``.
 
     transformers maps Gemma 3 in both ``AutoModelForImageTextToText`` and ``AutoModelForCausalLM``, so it
-    exercises the causal-LM-plus-processor adapter (``--backend-arg model_class=causal-lm``) with a real model.
+    exercises the causal-LM-plus-processor adapter (``--backend-arg adapter=causal-lm``) with a real model.
     """
     import torch
     from tokenizers import Tokenizer
@@ -173,7 +176,7 @@ def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
 
     out_dir = Path(out_dir)
     specials = ["<pad>", "<s>", "</s>", "<unk>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"]
-    base = _bpe_tokenizer(specials)
+    base = bpe_tokenizer(specials)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_str(base.backend_tokenizer.to_str()), bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
         extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"},

@@ -1,16 +1,26 @@
-"""Local inference with Hugging Face transformers: ``AutoProcessor`` + an auto model class.
+"""Local inference with Hugging Face transformers: a model adapter loads the model and calls it its family's way.
 
-Model adapters (``--backend-arg model_class=...``): ``auto`` (default) tries ``AutoModelForImageTextToText``,
-then ``AutoModelForVision2Seq`` (transformers 4.x; folded into the first in 5.x), then
-``AutoModelForCausalLM`` with the processor (Phi-3-vision, MiniCPM-V, mPLUG-Owl3, Molmo and other models
-shipped as causal LMs); ``image-text-to-text``, ``vision2seq`` or ``causal-lm`` picks one. Models with their
-own code load only with ``--trust-remote-code`` (the user's explicit choice; never on by default).
-``processor.KEY=VALUE`` backend args go to ``AutoProcessor.from_pretrained`` (e.g. Qwen's ``min_pixels`` /
-``max_pixels``), ``model.KEY=VALUE`` to the model's ``from_pretrained``; ``image_placeholder`` (e.g.
-``<|image_{n}|>``) formats prompts for chat templates that take plain-text content with numbered image tags.
+Model adapters (``--backend-arg adapter=...``; ``model_class`` is an older name for the same option):
 
-The model's own chat template places the images (``{"type": "image"}`` parts) and the text; generation is
-batched with left padding (so every row's answer starts right after its prompt) and greedy by default.
+* ``auto`` (default): a model whose config.json names a remote-code family (``model_type`` / ``architectures``,
+  see ``model_families``) gets that family's adapter; any other model tries ``AutoModelForImageTextToText``, then
+  ``AutoModelForVision2Seq`` (transformers 4.x; folded into the first in 5.x), then ``AutoModelForCausalLM`` with
+  the processor. A model with its own code of no known family that registers none of those classes is refused
+  with the list of adapters.
+* generic: ``image-text-to-text``, ``vision2seq`` or ``causal-lm``: ``AutoProcessor`` + that auto class; the
+  model's own chat template places the images (``{"type": "image"}`` parts) and the text; batched with left
+  padding.
+* family (``remote_code_adapters``; they need ``--trust-remote-code``): ``minicpm-chat`` (MiniCPM-V's
+  ``model.chat``), ``molmo`` (``generate_from_batch``), ``mplug-owl3`` (``init_processor`` + ``generate``),
+  ``phi3-vision`` (one prompt string with ``<|image_N|>`` tags).
+
+Models with their own code load only with ``--trust-remote-code`` (the user's explicit choice; never on by
+default). ``processor.KEY=VALUE`` backend args are processor options: for the generic adapters and phi3-vision
+they go to ``AutoProcessor.from_pretrained`` (e.g. Qwen's ``min_pixels`` / ``max_pixels``), for molmo to
+``processor.process``, for mplug-owl3 to the processor call (``cut_enable``), for minicpm-chat to ``chat``
+(``max_slice_nums``, ``max_inp_length``, ...). ``model.KEY=VALUE`` go to the model's ``from_pretrained``;
+``image_placeholder`` (e.g. ``<|image_{n}|>``) formats prompts for generic chat templates that take plain-text
+content with numbered image tags. Greedy decoding by default.
 dtype/device follow the hardware: bf16 (or fp16 where bf16 is unsupported) spread over the visible GPUs with
 ``device_map="auto"``, fp32 on CPU.
 
@@ -36,6 +46,15 @@ from commonlink.eval.backends.base import (
     message_parts,
 )
 from commonlink.eval.backends.fingerprint import model_fingerprint
+from commonlink.eval.backends.model_families import (
+    FAMILY_ADAPTERS,
+    FAMILY_MAX_IMAGES,
+    GENERIC_ADAPTERS,
+    MOLMO_SEES_ONE_IMAGE,
+    read_model_config,
+    resolve_adapter,
+)
+from commonlink.eval.backends.remote_code_adapters import FAMILY_CLASSES
 
 
 def _import_torch_transformers():
@@ -70,15 +89,18 @@ def choose_dtype_and_device(dtype: str = "auto", device: str = "auto"):
     return torch_dtype, device
 
 
-MODEL_CLASSES = {
-    "image-text-to-text": "AutoModelForImageTextToText",
-    "vision2seq": "AutoModelForVision2Seq",
-    "causal-lm": "AutoModelForCausalLM",
-}
+MODEL_CLASSES = GENERIC_ADAPTERS
+
+
+def chosen_adapter(adapter: str, model_class: str | None) -> str:
+    """``adapter``, or ``model_class`` (its older name) when only that was given."""
+    if model_class is not None and adapter not in ("auto", model_class):
+        raise InputError(f"--backend-arg adapter={adapter} and model_class={model_class} disagree.", "Give only adapter=... (model_class is its older name).")
+    return model_class or adapter
 
 
 def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto", attn_implementation: str | None = None,
-                 model_class: str = "auto", processor: dict | None = None, model_kwargs: dict | None = None,
+                 adapter: str = "auto", model_class: str | None = None, processor: dict | None = None, model_kwargs: dict | None = None,
                  image_placeholder: str | None = None, **_) -> BackendInfo:
     """What the backend for ``model`` will report, known without loading it (for cache keys)."""
     try:
@@ -88,8 +110,9 @@ def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto"
     except ImportError:
         on_gpu = False
     # Only explicit choices: "auto" stays "auto" so a CPU merge of GPU shards still finds their answers.
+    adapter = chosen_adapter(adapter, model_class)
     chosen = (("dtype", None if dtype == "auto" else dtype), ("attn_implementation", attn_implementation),
-              ("model_class", None if model_class == "auto" else model_class), ("processor", processor or None),
+              ("adapter", None if adapter == "auto" else adapter), ("processor", processor or None),
               ("model", model_kwargs or None), ("image_placeholder", image_placeholder))
     options = {k: v for k, v in chosen if v is not None}
     return BackendInfo(backend="transformers", model=str(model), fingerprint=model_fingerprint(str(model), revision),
@@ -99,10 +122,8 @@ def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto"
 def _model_classes(transformers, model_class: str) -> list:
     if model_class == "auto":
         names = list(MODEL_CLASSES.values())
-    elif model_class in MODEL_CLASSES:
-        names = [MODEL_CLASSES[model_class]]
     else:
-        raise InputError(f"--backend-arg model_class={model_class} is not a model adapter.", f"Use auto or one of: {', '.join(MODEL_CLASSES)}.")
+        names = [MODEL_CLASSES[model_class]]
     classes = [getattr(transformers, n) for n in names if hasattr(transformers, n)]
     if not classes:
         raise InputError(f"transformers {transformers.__version__} has no {names[0]}.",
@@ -143,24 +164,40 @@ class TransformersBackend:
         device: str = "auto",
         trust_remote_code: bool = False,
         attn_implementation: str | None = None,
-        model_class: str = "auto",
+        adapter: str = "auto",
+        model_class: str | None = None,
         processor: dict | None = None,
         model_kwargs: dict | None = None,
         image_placeholder: str | None = None,
+        images_per_request: int | None = None,
     ):
         torch, transformers = _import_torch_transformers()
         self._torch = torch
         torch_dtype, device_arg = choose_dtype_and_device(dtype, device)
+        requested = chosen_adapter(adapter, model_class)
+        self.adapter = resolve_adapter(requested, read_model_config(model, revision), model=str(model), trust_remote_code=bool(trust_remote_code))
+        limit = FAMILY_MAX_IMAGES.get(self.adapter)
+        if limit is not None and (images_per_request or 0) > limit:
+            raise InputError(f"{MOLMO_SEES_ONE_IMAGE}, and this task sends {images_per_request} images a request.",
+                             "Run Common-O with --concat-images (the pair side by side in one image); association steps (3 images) cannot run with Molmo.")
+        if image_placeholder and self.adapter in FAMILY_ADAPTERS:
+            raise InputError(f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes the "
+                             "prompt the way its model family expects.", "Drop image_placeholder.")
         load_kwargs = dict(revision=revision, trust_remote_code=bool(trust_remote_code))
+        model_load_kwargs = dict(load_kwargs, dtype=torch_dtype, **(model_kwargs or {}))
+        if attn_implementation:
+            model_load_kwargs["attn_implementation"] = attn_implementation
+        if device_arg == "auto":
+            model_load_kwargs["device_map"] = "auto"
         self.image_placeholder = image_placeholder
+        self.family = None
         try:
-            self.processor = transformers.AutoProcessor.from_pretrained(model, **load_kwargs, **(processor or {}))
-            kwargs = dict(load_kwargs, dtype=torch_dtype, **(model_kwargs or {}))
-            if attn_implementation:
-                kwargs["attn_implementation"] = attn_implementation
-            if device_arg == "auto":
-                kwargs["device_map"] = "auto"
-            self.model = load_model(transformers, model, model_class, kwargs)
+            if self.adapter in FAMILY_ADAPTERS:
+                self.family = FAMILY_CLASSES[self.adapter](transformers, model, model_load_kwargs, load_kwargs, processor or {})
+                self.model, self.processor, self.tokenizer = self.family.model, self.family.processor, self.family.tokenizer
+            else:
+                self.processor = transformers.AutoProcessor.from_pretrained(model, **load_kwargs, **(processor or {}))
+                self.model = load_model(transformers, model, self.adapter, model_load_kwargs)
         except (OSError, ValueError, KeyError) as exc:
             if _remote_code_refused(exc) and not trust_remote_code:
                 raise BackendError(
@@ -168,13 +205,32 @@ class TransformersBackend:
                     "Add --trust-remote-code if you trust the code of this model (read it first), or use a model transformers supports natively.",
                 ) from exc
             raise BackendError(
-                f"Could not load {model!r} with AutoProcessor and {model_class} model adapter ({exc}).",
+                f"Could not load {model!r} with the {self.adapter} model adapter ({exc}).",
                 "Give a local folder or a Hub id of an image-text-to-text model (e.g. Qwen/Qwen2.5-VL-7B-Instruct); "
-                "models with custom code also need --trust-remote-code.",
+                "models with custom code also need --trust-remote-code (and, if auto does not recognise them, --backend-arg adapter=...).",
             ) from exc
         if device_arg != "auto":
             self.model.to(device_arg)
         self.model.eval()
+        if self.family is None:
+            self._check_generic_processor(model)
+        self.generate_seconds = 0.0
+        self.info = planned_info(model, revision=revision, dtype=dtype, attn_implementation=attn_implementation, adapter=requested,
+                                 processor=processor, model_kwargs=model_kwargs, image_placeholder=image_placeholder)
+        self.info.details.update({
+                "dtype": str(torch_dtype).replace("torch.", ""),
+                "device": str(getattr(self.model, "hf_device_map", None) or self.model.device),
+                "revision": revision,
+                "transformers_version": transformers.__version__,
+                "torch_version": torch.__version__,
+                "adapter": self.adapter,
+                "model_class": type(self.model).__name__,
+                "trust_remote_code": bool(trust_remote_code),
+            })
+        if self.family is None:
+            self.info.details["padding_side"] = "left"
+
+    def _check_generic_processor(self, model: str) -> None:
         self.tokenizer = getattr(self.processor, "tokenizer", None)
         if self.tokenizer is None:
             raise BackendError(f"{model!r}: the processor has no tokenizer.", "Use a processor that bundles a tokenizer.")
@@ -186,19 +242,6 @@ class TransformersBackend:
                 f"{model!r} has no chat template, so the images and prompt cannot be formatted for it.",
                 "Use an instruction-tuned checkpoint that ships a chat template (chat_template.jinja).",
             )
-        self.generate_seconds = 0.0
-        self.info = planned_info(model, revision=revision, dtype=dtype, attn_implementation=attn_implementation, model_class=model_class,
-                                 processor=processor, model_kwargs=model_kwargs, image_placeholder=image_placeholder)
-        self.info.details.update({
-                "dtype": str(torch_dtype).replace("torch.", ""),
-                "device": str(getattr(self.model, "hf_device_map", None) or self.model.device),
-                "revision": revision,
-                "transformers_version": transformers.__version__,
-                "torch_version": torch.__version__,
-                "model_class": type(self.model).__name__,
-                "trust_remote_code": bool(trust_remote_code),
-                "padding_side": "left",
-            })
 
     def _chat_text(self, request: GenerationRequest, settings: GenerationSettings) -> str:
         if self.image_placeholder:
@@ -211,6 +254,10 @@ class TransformersBackend:
         return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
+        if self.family is not None:
+            outputs = self.family.generate(requests, settings)
+            self.generate_seconds = self.family.generate_seconds
+            return outputs
         torch = self._torch
         if not settings.greedy and len(requests) > 1:
             # One random stream per batch would make a row's sample depend on its batch mates (and change on
