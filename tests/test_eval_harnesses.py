@@ -283,7 +283,7 @@ def test_vlmevalkit_images_are_named_by_content(tmp_path):
 
 # ------------------------------------------------------------------------------------------ the real VLMEvalKit
 VLMEVAL_DRIVER = """
-import json, os, sys
+import itertools, json, os, re, sys
 from functools import partial
 from pathlib import Path
 
@@ -309,8 +309,17 @@ class ContentHashModel(BaseModel):
         return answer
 
 
+def answer_options(text):
+    if "Options: [Image1, Image2]" in text:
+        return ["Image1", "Image2"]
+    letters = re.findall(r"(?:^|, |: )([A-Z])\\. ", text)
+    return [f"Answer: {x}" for x in letters] + [f"Answer: {x}, {y}" for x, y in itertools.combinations(letters, 2)]
+
+
 class TinyLlava(BaseModel):
-    # a local HF LLaVA on CPU, called as VLMEvalKit's own LLaVA_Next.generate_inner calls its model (which needs CUDA)
+    # A local HF LLaVA on CPU, called as VLMEvalKit's own LLaVA_Next.generate_inner calls its model (which needs
+    # CUDA). Its random weights would write unreadable text; decoding is constrained to answers in the asked
+    # format, so the scores compared are not all zero (the model still picks the answer).
     INTERLEAVE = True
 
     def __init__(self, model_path):
@@ -329,8 +338,16 @@ class TinyLlava(BaseModel):
                 images.append(Image.open(m["value"]).convert("RGB"))
         prompt = self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
         inputs = self.processor(text=prompt, images=images, return_tensors="pt")
-        output = self.model.generate(**inputs, do_sample=False, max_new_tokens=6)
-        answer = self.processor.decode(output[0][inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        tok, start = self.processor.tokenizer, inputs["input_ids"].shape[1]
+        text = "".join(m["value"] for m in message if m["type"] == "text")
+        sequences = [tok(o, add_special_tokens=False).input_ids + [tok.eos_token_id] for o in answer_options(text)]
+
+        def allowed(batch, ids):
+            done = ids[start:].tolist()
+            return sorted({s[len(done)] for s in sequences if len(s) > len(done) and s[:len(done)] == done}) or [tok.eos_token_id]
+
+        output = self.model.generate(**inputs, do_sample=False, max_new_tokens=16, prefix_allowed_tokens_fn=allowed)
+        answer = self.processor.decode(output[0][start:], skip_special_tokens=True)
         SENT.setdefault("tiny_llava", {})[content_key(vlmeval_message_parts(message))] = answer
         return answer
 
@@ -341,9 +358,13 @@ all_data = ["CommonO", "CommonO_Challenge", "CommonO_AssocSingleStep"]
 commonlink_vlmeval.main(["--data", *all_data, "--model", "content_hash", "tiny_llava", "--work-dir", f"{work}/xlsx"])
 os.environ["PRED_FORMAT"] = "json"
 commonlink_vlmeval.main(["--data", *all_data, "--model", "content_hash", "--work-dir", f"{work}/json"])
+del os.environ["PRED_FORMAT"]
+config = {"model": {"content_hash": {}}, "data": {"CommonO_Challenge": {"class": "CommonLinkDataset", "dataset": "CommonO_Challenge"}}}
+Path(work, "config.json").write_text(json.dumps(config))
+commonlink_vlmeval.main(["--config", f"{work}/config.json", "--work-dir", f"{work}/config"])
 
 out = {"sent": SENT, "status": {}, "predictions": {}, "files": {}}
-for fmt in ("xlsx", "json"):
+for fmt in ("xlsx", "json", "config"):
     for status_file in Path(work, fmt).glob("*/T*/status.json"):
         model = status_file.parent.parent.name
         status = json.loads(status_file.read_text())
@@ -389,13 +410,16 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
     out = json.loads(line.removeprefix("RESULT "))
     assert (export / "images" / "CommonO").is_dir()  # LMUData defaulted to the exported folder
 
-    for key, datasets in out["status"].items():  # every run evaluated, no error, acc as its primary metric
-        assert set(datasets) == {"CommonO", "CommonO_Challenge", "CommonO_AssocSingleStep"}, key
+    # every run (--data with xlsx and json prediction files, --config naming the class) evaluated without error
+    assert sorted(out["status"]) == ["config/content_hash", "json/content_hash", "xlsx/content_hash", "xlsx/tiny_llava"]
+    for key, datasets in out["status"].items():
+        fmt, model = key.split("/")
+        assert set(datasets) == ({"CommonO_Challenge"} if fmt == "config" else {"CommonO", "CommonO_Challenge", "CommonO_AssocSingleStep"}), key
         for name, entry in datasets.items():
             assert entry["status"] == "done" and not entry.get("error_message") and entry["primary_metric"] == "acc", (key, name, entry)
-        fmt, model = key.split("/")
         assert {f"{model}_{name}_acc.csv" for name in datasets} <= set(out["files"][key])  # VLMEvalKit's score files
-        assert {f"{model}_{name}_results.{fmt}" for name in datasets} <= set(out["files"][key])
+        assert {f"{model}_{name}_results.{'json' if fmt == 'json' else 'xlsx'}" for name in datasets} <= set(out["files"][key])
+    assert out["predictions"]["config/content_hash/CommonO_Challenge"] == out["predictions"]["xlsx/content_hash/CommonO_Challenge"]
 
     hashed = ContentHashBackend()
     for name, split in (("CommonO", "main"), ("CommonO_Challenge", "challenge")):
@@ -417,7 +441,7 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
         rescored = score_predictions(tmp_path / f"llava-{split}.jsonl", release, split, n_boot=20)["metrics"]["overall"]
         metrics = out["status"]["xlsx/tiny_llava"][name]["metrics"]
         assert metrics["acc"] == pytest.approx(rescored["accuracy"]) and metrics["hallucination_rate"] == pytest.approx(rescored["hallucination_rate"])
-        assert metrics["parse_failure_rate"] == pytest.approx(rescored["parse_failure_rate"])
+        assert metrics["parse_failure_rate"] == pytest.approx(rescored["parse_failure_rate"]) and rescored["parse_failure_rate"] == 0
 
     single_step = {"settings": AssociationSettings(deduction=False), **FAST}
     ours = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_instances=[hashed], **single_step)["metrics"]["summary"]
@@ -429,6 +453,7 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
                                     **single_step)["metrics"]["summary"]
     metrics = out["status"]["xlsx/tiny_llava"]["CommonO_AssocSingleStep"]["metrics"]
     assert metrics["acc"] == pytest.approx(replayed["avg_success_ratio"]) and metrics["unparseable_rate"] == pytest.approx(replayed["unparseable_rate"])
+    assert 0 < replayed["avg_success_ratio"] < 1 and replayed["n"] == 16
 
 
 # ------------------------------------------------------------------------------------------ the real lmms-eval
