@@ -9,8 +9,9 @@ association release, ``association_single_step`` (each task's selection request,
 already in the prompt, written as one row: images, prompt segments, answer, concept).
 
 VLMEvalKit: one TSV per dataset (``CommonO``, ``CommonO_Challenge``, ``CommonO_AssocSingleStep``) in its format
-(base64 images, ``index``, ``question``, ``answer``) to put in ``$LMUData``, and ``commonlink_vlmeval.py`` with
-the dataset class; ``import commonlink_vlmeval; commonlink_vlmeval.register()`` before ``build_dataset``.
+(``index``, base64 ``image`` list, content-named ``image_path``, ``question``, ``answer``) and
+``commonlink_vlmeval.py`` with the dataset class; ``python commonlink_vlmeval.py --data CommonO --model ...`` runs
+VLMEvalKit's run.py with the datasets registered (``register()`` does it from Python).
 """
 
 from __future__ import annotations
