@@ -291,7 +291,7 @@ def _common_o_lines(data, split: str, revision: str | None, show_progress: bool)
             yield {"index": i, **_image_columns([_png(img) for img in request.images]), "question": request.prompt,
                    "answer": ", ".join(example.answer_letters), "choices": json.dumps(list(example.choices)),
                    "ground_truth_objects": json.dumps(list(example.ground_truth)), "real_or_synthetic": raw.get("real_or_synthetic") or "",
-                   "id": example.id}
+                   "num_objects_image_1": example.num_objects_image_1, "num_objects_image_2": example.num_objects_image_2, "id": example.id}
             progress.advance(bar)
 
 
@@ -302,7 +302,8 @@ def _association_lines(association, revision: str | None, show_progress: bool):
                "answer": f"Image{row['answer'] + 1}", "concept": row["concept"], "id": row["id"]}
 
 
-COMMON_O_FIELDS = ["index", "image", "image_path", "question", "answer", "choices", "ground_truth_objects", "real_or_synthetic", "id"]
+COMMON_O_FIELDS = ["index", "image", "image_path", "question", "answer", "choices", "ground_truth_objects", "real_or_synthetic",
+                   "num_objects_image_1", "num_objects_image_2", "id"]
 ASSOCIATION_FIELDS = ["index", "image", "image_path", "question", "segments", "answer", "concept", "id"]
 
 

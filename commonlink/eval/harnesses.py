@@ -153,7 +153,8 @@ def vlmeval_records(table) -> list[dict]:
                             "unparseable": choice is None, "failed": failed})
             continue
         doc = {"choices": r["choices"], "ground_truth_objects": r["ground_truth_objects"], "id": _cell(r.get("id")) or str(r["index"]),
-               "real_or_synthetic": _cell(r.get("real_or_synthetic")) or None}
+               "real_or_synthetic": _cell(r.get("real_or_synthetic")) or None,
+               **{k: int(float(r[k])) for k in ("num_objects_image_1", "num_objects_image_2") if _cell(r.get(k))}}
         records.append({"index": r["index"], **common_o_score(doc, prediction), "failed": failed})
     return records
 
