@@ -34,7 +34,7 @@ from commonlink.eval.commono import (
     score_predictions,
 )
 from commonlink.eval.harness_export import export_lmms_eval, export_vlmevalkit
-from commonlink.eval.harnesses import vlmeval_messages, vlmeval_score
+from commonlink.eval.harnesses import vlmeval_messages, vlmeval_records, vlmeval_score
 from commonlink.formats.association import LabelledImage
 from commonlink.loaders.common_o import open_common_o
 from commonlink.sampling.chains import ChainConfig, build_chain_files
@@ -149,6 +149,8 @@ def test_association_single_step_writes_the_lmms_eval_layout(tmp_path):
 # $LMUData/images/NAME/<image_path> unless a readable file is already there. infer_data_job drops `image`, adds
 # `prediction` and writes the table as xlsx (PRED_FORMAT: tsv with QUOTE_ALL, or json records); an empty answer
 # comes back from xlsx/tsv as NaN. evaluate(eval_file) reads that file with vlmeval.smp.load.
+# The default test run cannot import vlmeval (its own environment; see the real run below), so these tests do what
+# it does with pandas.
 def _to_list(cell) -> list[str]:
     """vlmeval.smp.toliststr of a TSV cell."""
     return [str(x) for x in ast.literal_eval(cell)] if cell.startswith("[") and cell.endswith("]") else [cell]
@@ -170,12 +172,17 @@ def _dump_images(line, folder: Path) -> list[str]:
 
 
 def _prediction_round_trip(table, fmt: str, path: Path):
-    """What vlmeval.smp.load returns for the prediction file infer_data_job dumps (tsv: QUOTE_ALL; json: records)."""
+    """What vlmeval.smp.load returns for the prediction file infer_data_job dumps (its dump/load in
+    vlmeval/smp/file.py: xlsx through xlsxwriter without formulas, tsv with QUOTE_ALL, json as records)."""
     import csv
 
     import pandas as pd
 
     table = table.drop(columns=["image"])
+    if fmt == "xlsx":
+        with pd.ExcelWriter(path, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
+            table.to_excel(writer, index=False)
+        return pd.read_excel(path)
     if fmt == "tsv":
         table.to_csv(path, sep="\t", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)
         return pd.read_csv(path, sep="\t")
@@ -242,8 +249,10 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
         expected = evaluate_common_o(release, split, "m", "fixed", None, backend_instance=scripted, **FAST)
         overall = expected["metrics"]["overall"]
         assert overall["parse_failure_rate"] > 0 and (split != "main" or overall["accuracy"] > 0)  # not a comparison of zeros
-        for fmt in ("tsv", "json"):
+        for fmt in ("xlsx", "tsv", "json"):  # xlsx: VLMEvalKit's default PRED_FORMAT
             loaded = _prediction_round_trip(table, fmt, tmp_path / f"{name}.{fmt}")
+            records = vlmeval_records(loaded)  # the per-row results file: the empty answer is empty, not "nan"
+            assert records[0]["raw_output"] == "" and records[1]["failed"] and [r["raw_output"] for r in records[2:]] == answers[2:]
             scored = vlmeval_score(loaded)
             assert scored == {"acc": overall["accuracy"], "hallucination_rate": overall["hallucination_rate"],
                               "parse_failure_rate": overall["parse_failure_rate"], "n": overall["n"], "failed": 1}
@@ -255,7 +264,7 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
     ours = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_instances=[ContentHashBackend()],
                                 settings=AssociationSettings(deduction=False), **FAST)["metrics"]["summary"]
     assert 0 < ours["avg_success_ratio"] < 1
-    for fmt in ("tsv", "json"):
+    for fmt in ("xlsx", "tsv", "json"):
         scored = vlmeval_score(_prediction_round_trip(table, fmt, tmp_path / f"assoc.{fmt}"))
         assert scored == {"acc": ours["avg_success_ratio"], "unparseable_rate": ours["unparseable_rate"], "n": ours["n"], "failed": 0}
 
