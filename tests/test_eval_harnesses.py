@@ -204,8 +204,12 @@ class Scripted(ContentHashBackend):
 
 def test_vlmevalkit_module_keeps_every_exported_dataset_and_our_prompt(release, tmp_path):
     export_vlmevalkit(tmp_path / "vlm", data=release, show_progress=False)
+    for name in ("CommonO", "CommonO_Challenge"):  # what VLMEvalKit's LOCALIZE leaves beside a TSV over 1 GB
+        (tmp_path / "vlm" / f"{name}_local.tsv").write_text("index\timage_path\n")
     again = write_common_o_split(tmp_path / "other", common_o_rows(3, seed=9), split="challenge")
     export_vlmevalkit(tmp_path / "vlm", data=again, splits=("challenge",), show_progress=False)  # one split again
+    # VLMEvalKit would keep serving the stale localized copy of the re-exported split
+    assert not (tmp_path / "vlm" / "CommonO_Challenge_local.tsv").exists() and (tmp_path / "vlm" / "CommonO_local.tsv").exists()
     source = (tmp_path / "vlm" / "commonlink_vlmeval.py").read_text()
     module = ast.parse(source)
     names = next(ast.literal_eval(n.value) for n in module.body if isinstance(n, ast.Assign) and n.targets[0].id == "DATASETS")
@@ -371,9 +375,14 @@ del os.environ["PRED_FORMAT"]
 config = {"model": {"content_hash": {}}, "data": {"CommonO_Challenge": {"class": "CommonLinkDataset", "dataset": "CommonO_Challenge"}}}
 Path(work, "config.json").write_text(json.dumps(config))
 commonlink_vlmeval.main(["--config", f"{work}/config.json", "--work-dir", f"{work}/config"])
+# A TSV over 1 GB (the real Common-O main split) is first rewritten by VLMEvalKit's LOCALIZE into NAME_local.tsv
+# with the images as files under their image_path names; take that path at this size.
+import vlmeval.dataset.image_base as image_base
+image_base.file_size = lambda f, unit="GB": 2
+commonlink_vlmeval.main(["--data", "CommonO_Challenge", "CommonO_AssocSingleStep", "--model", "content_hash", "--work-dir", f"{work}/localized"])
 
 out = {"sent": SENT, "status": {}, "predictions": {}, "files": {}}
-for fmt in ("xlsx", "json", "config"):
+for fmt in ("xlsx", "json", "config", "localized"):
     for status_file in Path(work, fmt).glob("*/T*/status.json"):
         model = status_file.parent.parent.name
         status = json.loads(status_file.read_text())
@@ -420,15 +429,26 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
     assert (export / "images" / "CommonO").is_dir()  # LMUData defaulted to the exported folder
 
     # every run (--data with xlsx and json prediction files, --config naming the class) evaluated without error
-    assert sorted(out["status"]) == ["config/content_hash", "json/content_hash", "xlsx/content_hash", "xlsx/tiny_llava"]
+    assert sorted(out["status"]) == ["config/content_hash", "json/content_hash", "localized/content_hash", "xlsx/content_hash", "xlsx/tiny_llava"]
+    expected = {"config": {"CommonO_Challenge"}, "localized": {"CommonO_Challenge", "CommonO_AssocSingleStep"}}
     for key, datasets in out["status"].items():
         fmt, model = key.split("/")
-        assert set(datasets) == ({"CommonO_Challenge"} if fmt == "config" else {"CommonO", "CommonO_Challenge", "CommonO_AssocSingleStep"}), key
+        assert set(datasets) == expected.get(fmt, {"CommonO", "CommonO_Challenge", "CommonO_AssocSingleStep"}), key
         for name, entry in datasets.items():
             assert entry["status"] == "done" and not entry.get("error_message") and entry["primary_metric"] == "acc", (key, name, entry)
         assert {f"{model}_{name}_acc.csv" for name in datasets} <= set(out["files"][key])  # VLMEvalKit's score files
         assert {f"{model}_{name}_results.{'json' if fmt == 'json' else 'xlsx'}" for name in datasets} <= set(out["files"][key])
     assert out["predictions"]["config/content_hash/CommonO_Challenge"] == out["predictions"]["xlsx/content_hash/CommonO_Challenge"]
+    # the localized copies (no base64 left, images found by their image_path names) give the same answers
+    import pandas as pd
+
+    localized = pd.read_csv(export / "CommonO_Challenge_local.tsv", sep="\t")
+    assert "image" not in localized.columns and len(localized) == 10
+    assert localized["image_path"][0] == pd.read_csv(export / "CommonO_Challenge.tsv", sep="\t")["image_path"][0]
+    for name in ("CommonO_Challenge", "CommonO_AssocSingleStep"):
+        assert out["predictions"][f"localized/content_hash/{name}"] == out["predictions"][f"xlsx/content_hash/{name}"]
+    export_vlmevalkit(export, data=release, splits=("challenge",), show_progress=False)  # re-export: the stale copy goes
+    assert not (export / "CommonO_Challenge_local.tsv").exists() and (export / "CommonO_AssocSingleStep_local.tsv").exists()
 
     hashed = ContentHashBackend()
     for name, split in (("CommonO", "main"), ("CommonO_Challenge", "challenge")):

@@ -322,6 +322,12 @@ def _exported_names(module: Path, out: Path) -> list[str]:
     return []
 
 
+def _forget_localized(out: Path, name: str) -> None:
+    """VLMEvalKit turns a TSV over 1 GB into NAME_local.tsv (images moved to files) once and reuses that file as
+    long as it exists: left there, it would keep serving the previous export."""
+    (out / f"{name}_local.tsv").unlink(missing_ok=True)
+
+
 def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
                       revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True) -> list[Path]:
     """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
@@ -331,11 +337,13 @@ def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "
     written, names = [], _exported_names(module, out)
     for split in splits:
         name = VLMEVAL_NAMES.get(split, f"CommonO_{split}")
+        _forget_localized(out, name)
         _write_tsv(out / f"{name}.tsv", COMMON_O_FIELDS, _common_o_lines(data, split, revision, show_progress))
         written.append(out / f"{name}.tsv")
         names.append(name)
     if association is not None:
         name = VLMEVAL_NAMES["association"]
+        _forget_localized(out, name)
         if not _write_tsv(out / f"{name}.tsv", ASSOCIATION_FIELDS, _association_lines(association, revision, show_progress)):
             (out / f"{name}.tsv").unlink()
             raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
