@@ -6,8 +6,9 @@
 #     scripts/harness_site.sh /tmp/commonlink-harness
 #     COMMONLINK_HARNESS_SITE=/tmp/commonlink-harness .venv/bin/python -m pytest tests/test_eval_harnesses.py
 #
-# VLMEvalKit is not on PyPI (it installs from its git repository with all its model dependencies), so it is not
-# installed here; its export is checked against its file format and its dataset API without importing it.
+# VLMEvalKit is not on PyPI (it installs from its git repository, with torchvision and many model dependencies,
+# into its own environment): docs/eval.md says how; COMMONLINK_VLMEVAL_PYTHON=<that env's python> makes
+# tests/test_eval_harnesses.py run it.
 set -euo pipefail
 SITE="${1:?usage: scripts/harness_site.sh TARGET_DIR}"
 PY="${PYTHON:-.venv/bin/python}"

@@ -32,5 +32,6 @@ def lmms_eval(out: Path = OUT, data: str = DATA, association: str = ASSOCIATION,
 def vlmevalkit(out: Path = OUT, data: str = DATA, association: str = ASSOCIATION, revision: str = REVISION, split: list[str] = SPLITS) -> None:
     """VLMEvalKit TSV files and a dataset class (commonlink_vlmeval.py) scored with commonlink's parser and metrics."""
     written = export_vlmevalkit(out, data=data, association=association, revision=revision, splits=tuple(split))
-    console.print(f"Wrote {', '.join(p.name for p in written)} to {out}. Copy the .tsv files to $LMUData and call "
-                  "commonlink_vlmeval.register() before vlmeval's build_dataset.", highlight=False)
+    console.print(f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "
+                  f"{' '.join(p.stem for p in written if p.suffix == '.tsv')} --model ... (VLMEvalKit's run.py options; commonlink must be "
+                  "installed in VLMEvalKit's environment).", highlight=False)

@@ -9,12 +9,14 @@ association release, ``association_single_step`` (each task's selection request,
 already in the prompt, written as one row: images, prompt segments, answer, concept).
 
 VLMEvalKit: one TSV per dataset (``CommonO``, ``CommonO_Challenge``, ``CommonO_AssocSingleStep``) in its format
-(base64 images, ``index``, ``question``, ``answer``) to put in ``$LMUData``, and ``commonlink_vlmeval.py`` with
-the dataset class; ``import commonlink_vlmeval; commonlink_vlmeval.register()`` before ``build_dataset``.
+(``index``, base64 ``image`` list, content-named ``image_path``, ``question``, ``answer``) and
+``commonlink_vlmeval.py`` with the dataset class; ``python commonlink_vlmeval.py --data CommonO --model ...`` runs
+VLMEvalKit's run.py with the datasets registered (``register()`` does it from Python).
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import csv
 import io
@@ -28,7 +30,7 @@ from commonlink.eval.association import AssociationSettings, single_step_selecti
 from commonlink.eval.association_prompts import ImageSlot
 from commonlink.eval.commono import common_o_request
 from commonlink.eval.harnesses import IMAGE_KEY
-from commonlink.fileio import atomic_write_text
+from commonlink.fileio import atomic_write, atomic_write_text, sha256_bytes
 from commonlink.loaders.association import open_association
 from commonlink.loaders.common_o import open_common_o
 from commonlink.progress import make_progress
@@ -101,24 +103,47 @@ metadata:
   source: {source}
 """
 
-VLMEVAL_MODULE = HEADER + '''"""Common-O and association single-step for VLMEvalKit: put the exported TSV files in $LMUData, then
+VLMEVAL_MODULE = HEADER + '''"""Common-O and association single-step for VLMEvalKit (https://github.com/open-compass/VLMEvalKit).
+
+Run them with VLMEvalKit's own run.py and any of its models; this file registers the datasets, then runs it:
+
+    python commonlink_vlmeval.py --data CommonO CommonO_Challenge CommonO_AssocSingleStep --model MODEL [run.py options]
+
+The TSV files are read from $LMUData (default when run this way: this file's folder). From your own Python code:
 
     import commonlink_vlmeval
-    commonlink_vlmeval.register()          # adds the class to vlmeval.dataset.DATASET_CLASSES
-    dataset = vlmeval.dataset.build_dataset("CommonO")
+    commonlink_vlmeval.register()          # then vlmeval.dataset.build_dataset("CommonO") finds the class
 """
 
-from vlmeval.dataset.image_base import ImageBaseDataset
-from vlmeval.smp import load
+import os
+import os.path as osp
+import runpy
+import sys
 
-from commonlink.eval.harnesses import vlmeval_messages, vlmeval_score
+import pandas as pd
+from vlmeval.dataset.image_base import ImageBaseDataset
+from vlmeval.smp import LMUDataRoot, d2df, dump, get_intermediate_file_path, load
+
+from commonlink.eval.harnesses import vlmeval_messages, vlmeval_metrics, vlmeval_records
+
+DATASETS = %(names)r
 
 
 class CommonLinkDataset(ImageBaseDataset):
-    TYPE = "VQA"
+    TYPE = "VQA"  # free-form answers, parsed by commonlink (no judge model)
     MODALITY = "IMAGE"
-    DATASET_URL = {name: "" for name in %(names)r}  # local TSV files in $LMUData (load_data: NAME.tsv)
+    DATASET_URL = {name: "" for name in DATASETS}  # local TSV files: $LMUData/NAME.tsv
     DATASET_MD5 = {}
+    # Always our prompt: models that build their own prompt for VQA datasets (MiniCPM-V, Molmo, XComposer) would
+    # replace it otherwise, and the score would no longer compare with commonlink's.
+    force_use_dataset_prompt = True
+
+    def load_data(self, dataset):
+        path = osp.join(LMUDataRoot(), f"{dataset}.tsv")
+        if not osp.isfile(path):  # VLMEvalKit would try to download it from the URL "NAME.tsv"
+            raise FileNotFoundError(f"{path} does not exist: put the files written by `commonlink export vlmevalkit` in "
+                                    "$LMUData (or run this file, which reads them from its own folder).")
+        return super().load_data(dataset)
 
     def build_prompt(self, line):
         if isinstance(line, int):
@@ -126,16 +151,43 @@ class CommonLinkDataset(ImageBaseDataset):
         return vlmeval_messages(line, self.dump_image(line))
 
     def evaluate(self, eval_file, **judge_kwargs):
-        return vlmeval_score(load(eval_file))
+        records = vlmeval_records(load(eval_file))
+        dump(pd.DataFrame(records), get_intermediate_file_path(eval_file, "_results"))  # per row: parsed answer, correct
+        metrics = vlmeval_metrics(records)
+        dump(d2df(metrics), get_intermediate_file_path(eval_file, "_acc"))
+        return metrics
 
 
 def register():
-    """Make vlmeval's build_dataset (and run.py's --data) know the datasets of this file."""
+    """Make vlmeval's build_dataset (run.py --data NAME) and run.py --config ("class": "CommonLinkDataset") find
+    the datasets of this file."""
     from vlmeval import dataset
 
     if CommonLinkDataset not in dataset.DATASET_CLASSES:
         dataset.DATASET_CLASSES.append(CommonLinkDataset)
+        dataset.SUPPORTED_DATASETS.extend(DATASETS)
+    dataset.CommonLinkDataset = CommonLinkDataset
     return CommonLinkDataset
+
+
+def main(argv):
+    """VLMEvalKit's run.py with the datasets registered. run.py is looked for beside the vlmeval package (a git
+    checkout installed with pip install -e ., as vlmeval.tools finds it for vlmutil run) or at $VLMEVALKIT_RUN."""
+    import vlmeval
+
+    run_py = os.environ.get("VLMEVALKIT_RUN") or osp.join(osp.dirname(osp.dirname(osp.abspath(vlmeval.__file__))), "run.py")
+    if not osp.isfile(run_py):
+        sys.exit(f"VLMEvalKit's run.py is not at {run_py}. Install VLMEvalKit from a git checkout (git clone "
+                 "https://github.com/open-compass/VLMEvalKit; cd VLMEvalKit; pip install -e .), or set VLMEVALKIT_RUN "
+                 "to the path of its run.py.")
+    os.environ.setdefault("LMUData", osp.dirname(osp.abspath(__file__)))
+    register()
+    sys.argv = [run_py, *argv]
+    runpy.run_path(run_py, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
 '''
 
 
@@ -209,13 +261,71 @@ def export_lmms_eval(out_dir: str | os.PathLike, *, data: str | os.PathLike = "f
     return written
 
 
-def _write_tsv(path: Path, lines: list[dict]) -> None:
-    """A TSV as VLMEvalKit reads it (``pandas.read_csv(sep="\\t")``: a header line, minimal quoting)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(lines[0]) if lines else ["index"], delimiter="\t", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(lines)
-    atomic_write_text(path, buffer.getvalue())
+def _write_tsv(path: Path, fields: list[str], lines) -> int:
+    """Stream rows into a TSV as VLMEvalKit reads it (``pandas.read_csv(sep="\\t")``: a header line, minimal
+    quoting), atomically; returns the row count."""
+    count = 0
+    with atomic_write(path) as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        for line in lines:
+            writer.writerow(line)
+            count += 1
+    return count
+
+
+def _image_columns(pngs: list[bytes]) -> dict:
+    """``image`` (VLMEvalKit's list of base64 PNGs) and ``image_path``: the file names its ``dump_image`` writes them
+    to under ``$LMUData/images/NAME/``. Named by content: it keeps any file already there, so names made from the
+    row index alone (its default) would show a re-exported release the previous export's pictures."""
+    return {"image": str([base64.b64encode(b).decode() for b in pngs]), "image_path": str([f"{sha256_bytes(b)[:24]}.png" for b in pngs])}
+
+
+def _common_o_lines(data, split: str, revision: str | None, show_progress: bool):
+    source = open_common_o(data, split, revision=revision)
+    with make_progress("rows", disable=not show_progress) as progress:
+        bar = progress.add_task(f"Common-O {split}", total=len(source))
+        for i in range(len(source)):
+            example, raw = source.get(i), source.raw_row(i)
+            request = common_o_request(example)  # images sized and question chosen as `eval commono` does by default
+            yield {"index": i, **_image_columns([_png(img) for img in request.images]), "question": request.prompt,
+                   "answer": ", ".join(example.answer_letters), "choices": json.dumps(list(example.choices)),
+                   "ground_truth_objects": json.dumps(list(example.ground_truth)), "real_or_synthetic": raw.get("real_or_synthetic") or "",
+                   "num_objects_image_1": example.num_objects_image_1, "num_objects_image_2": example.num_objects_image_2, "id": example.id}
+            progress.advance(bar)
+
+
+def _association_lines(association, revision: str | None, show_progress: bool):
+    for i, row in enumerate(_association_rows(association, revision, show_progress)):
+        text = "".join("" if isinstance(s, dict) else s for s in json.loads(row["segments"]))
+        yield {"index": i, **_image_columns(row["images"]), "question": text, "segments": row["segments"],
+               "answer": f"Image{row['answer'] + 1}", "concept": row["concept"], "id": row["id"]}
+
+
+COMMON_O_FIELDS = ["index", "image", "image_path", "question", "answer", "choices", "ground_truth_objects", "real_or_synthetic",
+                   "num_objects_image_1", "num_objects_image_2", "id"]
+ASSOCIATION_FIELDS = ["index", "image", "image_path", "question", "segments", "answer", "concept", "id"]
+
+
+def _exported_names(module: Path, out: Path) -> list[str]:
+    """Datasets of an earlier export into the same folder whose TSV is still there (exporting one split must not
+    unregister the others)."""
+    if not module.is_file():
+        return []
+    for node in ast.parse(module.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["DATASETS"]:
+            try:
+                names = ast.literal_eval(node.value)
+            except ValueError:
+                return []
+            return [n for n in names if isinstance(n, str) and (out / f"{n}.tsv").is_file()]
+    return []
+
+
+def _forget_localized(out: Path, name: str) -> None:
+    """VLMEvalKit turns a TSV over 1 GB into NAME_local.tsv (images moved to files) once and reuses that file as
+    long as it exists: left there, it would keep serving the previous export."""
+    (out / f"{name}_local.tsv").unlink(missing_ok=True)
 
 
 def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
@@ -223,29 +333,21 @@ def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "
     """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written, names = [], []
-    for split in splits:
-        source = open_common_o(data, split, revision=revision)
-        lines = []
-        for i in range(len(source)):
-            example, raw = source.get(i), source.raw_row(i)
-            request = common_o_request(example)  # images sized and question chosen as `eval commono` does by default
-            lines.append({"index": i, "image": str([base64.b64encode(_png(img)).decode() for img in request.images]),
-                          "question": request.prompt, "answer": ", ".join(example.answer_letters),
-                          "choices": json.dumps(list(example.choices)), "ground_truth_objects": json.dumps(list(example.ground_truth)),
-                          "real_or_synthetic": raw.get("real_or_synthetic") or "", "id": example.id})
-        names.append(VLMEVAL_NAMES.get(split, f"CommonO_{split}"))
-        written.append(out / f"{names[-1]}.tsv")
-        _write_tsv(written[-1], lines)
-    if association is not None:
-        lines = []
-        for i, row in enumerate(_association_rows(association, revision, show_progress)):
-            text = "".join("" if isinstance(s, dict) else s for s in json.loads(row["segments"]))
-            lines.append({"index": i, "image": str([base64.b64encode(b).decode() for b in row["images"]]), "question": text,
-                          "segments": row["segments"], "answer": row["answer"], "concept": row["concept"], "id": row["id"]})
-        names.append(VLMEVAL_NAMES["association"])
-        written.append(out / f"{names[-1]}.tsv")
-        _write_tsv(written[-1], lines)
     module = out / "commonlink_vlmeval.py"
-    atomic_write_text(module, VLMEVAL_MODULE % {"names": names})
+    written, names = [], _exported_names(module, out)
+    for split in splits:
+        name = VLMEVAL_NAMES.get(split, f"CommonO_{split}")
+        _forget_localized(out, name)
+        _write_tsv(out / f"{name}.tsv", COMMON_O_FIELDS, _common_o_lines(data, split, revision, show_progress))
+        written.append(out / f"{name}.tsv")
+        names.append(name)
+    if association is not None:
+        name = VLMEVAL_NAMES["association"]
+        _forget_localized(out, name)
+        if not _write_tsv(out / f"{name}.tsv", ASSOCIATION_FIELDS, _association_lines(association, revision, show_progress)):
+            (out / f"{name}.tsv").unlink()
+            raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
+        written.append(out / f"{name}.tsv")
+        names.append(name)
+    atomic_write_text(module, VLMEVAL_MODULE % {"names": list(dict.fromkeys(names))})
     return [*written, module]

@@ -14,6 +14,7 @@ image files VLMEvalKit dumped, :func:`vlmeval_score` scores its prediction table
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 from commonlink.eval.association_prompts import parse_selection
@@ -108,6 +109,12 @@ def association_aggregate(items: list[dict]) -> float:
 
 
 # ------------------------------------------------------------------------------------------ VLMEvalKit
+#: What VLMEvalKit writes as the prediction of a row it could not get an answer for (``vlmeval.smp.file.INFER_FAIL_MSG``,
+#: the start of its API and ``SKIP_ERR`` failure texts). Such rows are left out of the scores and counted as
+#: ``failed``, as ``commonlink eval`` leaves out requests its backend could not answer.
+VLMEVAL_FAIL_MARKER = "Failed to obtain answer"
+
+
 def vlmeval_messages(line, image_paths: Sequence[str]) -> list[dict]:
     """VLMEvalKit's message list (``{"type": "image"|"text", "value": ...}``) for one TSV line."""
     segments = json.loads(line["segments"]) if "segments" in line and isinstance(line["segments"], str) else None
@@ -116,18 +123,54 @@ def vlmeval_messages(line, image_paths: Sequence[str]) -> list[dict]:
     return [{"type": "image", "value": image_paths[s[IMAGE_KEY]]} if isinstance(s, dict) else {"type": "text", "value": s} for s in segments if s]
 
 
-def vlmeval_score(table) -> dict:
-    """Scores of a VLMEvalKit prediction table (a pandas DataFrame with our TSV columns and ``prediction``)."""
-    rows = [dict(r) for _, r in table.iterrows()]
-    if rows and "segments" in rows[0]:
-        records = [{"concept": r["concept"], "correct": parse_selection(str(r["prediction"])) == int(r["answer"]),
-                    "unparseable": parse_selection(str(r["prediction"])) is None, "failed": False} for r in rows]
-        summary = ratio_metrics(records, ["correct"], seed=0, n_boot=2)["summary"]
-        return {"acc": summary["avg_success_ratio"], "n": summary["n"]}
+def _cell(value) -> str:
+    """A prediction-table cell as text: VLMEvalKit's xlsx/tsv round trip turns an empty string into NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def _table_rows(table) -> list[dict]:
+    """Rows of what ``vlmeval.smp.load`` returns for a prediction file: a DataFrame (xlsx, tsv) or, for
+    ``PRED_FORMAT=json``, the list of row dicts its ``dump`` wrote."""
+    if isinstance(table, list):
+        return [dict(r) for r in table]
+    return [dict(r) for _, r in table.iterrows()]
+
+
+def vlmeval_records(table) -> list[dict]:
+    """One scored record per row of a VLMEvalKit prediction table (our TSV columns plus ``prediction``): the
+    fields of our predictions.jsonl for Common-O, concept / parsed choice / correct for association."""
     records = []
-    for r in rows:
-        doc = {"choices": r["choices"], "ground_truth_objects": r["ground_truth_objects"], "id": str(r["index"]),
-               "real_or_synthetic": r.get("real_or_synthetic")}
-        records.append(common_o_score(doc, str(r["prediction"])))
-    overall = common_o_metrics(records, seed=0, n_boot=2)["overall"]
-    return {"acc": overall.get("accuracy"), "hallucination_rate": overall.get("hallucination_rate"), "n": overall["n"]}
+    for r in _table_rows(table):
+        prediction = _cell(r.get("prediction"))
+        failed = VLMEVAL_FAIL_MARKER in prediction
+        if "segments" in r:
+            choice = parse_selection(prediction)
+            truth = parse_selection(_cell(r["answer"]))
+            records.append({"index": r["index"], "id": _cell(r.get("id")), "concept": _cell(r["concept"]), "answer": _cell(r["answer"]),
+                            "prediction": prediction, "parsed": None if choice is None else f"Image{choice + 1}", "correct": choice == truth,
+                            "unparseable": choice is None, "failed": failed})
+            continue
+        doc = {"choices": r["choices"], "ground_truth_objects": r["ground_truth_objects"], "id": _cell(r.get("id")) or str(r["index"]),
+               "real_or_synthetic": _cell(r.get("real_or_synthetic")) or None,
+               **{k: int(float(r[k])) for k in ("num_objects_image_1", "num_objects_image_2") if _cell(r.get(k))}}
+        records.append({"index": r["index"], **common_o_score(doc, prediction), "failed": failed})
+    return records
+
+
+def vlmeval_metrics(records: list[dict]) -> dict:
+    """Our headline metrics of scored records (:func:`vlmeval_records`), under VLMEvalKit's ``acc`` key (its run
+    report picks ``acc`` as the primary metric). Fractions, as ``commonlink eval`` reports them."""
+    failed = sum(bool(r["failed"]) for r in records)
+    if records and "concept" in records[0]:
+        summary = ratio_metrics(records, ["correct"], seed=0, n_boot=2)["summary"]
+        return {"acc": summary["avg_success_ratio"], "unparseable_rate": summary["unparseable_rate"], "n": summary["n"], "failed": failed}
+    overall = common_o_metrics([r for r in records if not r["failed"]], seed=0, n_boot=2)["overall"]
+    return {"acc": overall.get("accuracy"), "hallucination_rate": overall.get("hallucination_rate"),
+            "parse_failure_rate": overall.get("parse_failure_rate"), "n": overall["n"], "failed": failed}
+
+
+def vlmeval_score(table) -> dict:
+    """Scores of a VLMEvalKit prediction table (``vlmeval.smp.load`` of its xlsx / tsv / json prediction file)."""
+    return vlmeval_metrics(vlmeval_records(table))

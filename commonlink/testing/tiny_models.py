@@ -226,9 +226,10 @@ def common_o_rows(n: int, *, seed: int = 0, encoding: str = "json", image_size: 
         objects_2 = common + [str(o) for o in rng.choice(others, size=3 - len(common), replace=False)]
         pool = sorted(set(objects_1) | set(objects_2))
         choices = [str(c) for c in rng.permutation(pool)][: num_choices - 1]
-        for c in common:
-            if c not in choices:
-                choices[-1] = c
+        # common objects cut off by the choice limit take the places of other objects, last first
+        free = [k for k in range(len(choices) - 1, -1, -1) if choices[k] not in common]
+        for k, c in zip(free, [c for c in common if c not in choices]):
+            choices[k] = c
         choices.insert(int(rng.integers(0, len(choices) + 1)), NO_COMMON_OBJECTS)
         truth = common or [NO_COMMON_OBJECTS]
         labels = letters(len(choices))
