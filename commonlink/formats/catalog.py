@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -69,11 +70,21 @@ class CatalogRecord:
             if not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] < 0:
                 raise SchemaError(f"{where}: '{key}' must be a whole number of pixels, got {data[key]!r}.",
                                   "Fix that line, or rebuild the catalog with commonlink.")
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        extra = dict(kwargs.pop("extra", {}) or {})
-        extra.update({k: v for k, v in data.items() if k not in known})
+        known = _field_names(cls)
+        if data.keys() <= known:  # the usual record: no unknown keys (saves two passes on every catalog line)
+            kwargs = dict(data)
+            extra = dict(kwargs.pop("extra", {}) or {})
+        else:
+            kwargs = {k: v for k, v in data.items() if k in known}
+            extra = dict(kwargs.pop("extra", {}) or {})
+            extra.update({k: v for k, v in data.items() if k not in known})
         return cls(**kwargs, extra=extra)
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of a record dataclass (``dataclasses.fields`` costs more than the rest of a record's check)."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def catalog_file(catalog_dir: str | os.PathLike) -> Path:
