@@ -38,7 +38,7 @@ from commonlink.errors import (
     NotEnoughDataError,
     SchemaError,
 )
-from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
+from commonlink.fileio import jsonl_lines, parse_jsonl_line, sha256_file, write_jsonl
 from commonlink.formats.catalog import (
     SOURCES,
     CatalogRecord,
@@ -176,7 +176,8 @@ class _Index:
     image_ids: list[str]  #: record ids, to check that pass 2 reads the same catalog
 
     def object_names(self, g: int) -> list[str]:
-        return [self.vocab[o] for o in self.obj_ids[self.obj_ptr[g] : self.obj_ptr[g + 1]]]
+        vocab = self.vocab
+        return [vocab[o] for o in self.obj_ids[self.obj_ptr.item(g) : self.obj_ptr.item(g + 1)].tolist()]
 
 
 def _resolve_catalogs(catalog_dirs: Sequence[str | os.PathLike]) -> list[Path]:
@@ -226,7 +227,7 @@ def _build_index(catalogs: list[Path], object_range: tuple[int, int], progress) 
                     "Rename that object in the catalog.",
                 )
             s = SOURCES.index(record.source)
-            ids = sorted(name_ids.setdefault(n, len(name_ids)) for n in names)
+            ids = sorted([name_ids.setdefault(n, len(name_ids)) for n in names])
             source_objs[s].update(ids)
             if not lo <= len(ids) <= hi:
                 continue
@@ -392,6 +393,11 @@ def _sample_source(
     return _SourceResult(pairs, quota, achieved, scheduler.moved, search.reason, search.uses, cap, search.examined)
 
 
+#: An invalid partner's intersection count in the search is set to this, or has it added (an image at its cap):
+#: counts are at most 16, so the result stays negative and never equals a k.
+_INVALID_PARTNER = -64
+
+
 class _PairSearch:
     """Exact-k partner search over one source: which images are still available, how often each was used, the
     pairs already drawn, and per anchor an upper bound on the k it can still reach."""
@@ -407,13 +413,14 @@ class _PairSearch:
                 # every example needs its k objects plus a distractor from the source's object names
                 self.exhausted[k], self.reason[k] = True, f"only {n_vocab_source} {source_name} object names: no room for a distractor"
         self.uses = np.zeros(pool.m, dtype=np.int64)
-        self.available = np.ones(pool.m, dtype=bool)
+        self.available = bytearray(b"\x01") * pool.m  # a bytearray: read once per anchor visited, cheaply
+        # added to the intersection counts: 0 for an available image, _INVALID_PARTNER for one at its cap
+        self.penalty = np.zeros(pool.m, dtype=np.int64)
         self.partners: dict[int, list[int]] = {}
         self.anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
         self.cursor = [0] * (k_max + 1)
         self.examined = 0
-        # code[b] = 1 + |objects(a) & objects(b)| for a valid partner b of the anchor a, 0 for an invalid one
-        self.code = np.empty(pool.m, dtype=np.uint8)
+        self.posting_ptr = pool.posting_ptr.tolist()  # one Python int per object name: fast slice bounds
         # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
         # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
         # upper bound: anchors that cannot reach k are skipped without any array work.
@@ -421,40 +428,44 @@ class _PairSearch:
 
     def find_pair(self, k: int) -> tuple[int, int] | int:
         """One pass at most over the anchors of k; returns (a, b), or the largest k any anchor may still reach."""
-        pool, code, order, bit = self.pool, self.code, self.anchors[k], 1 << k
+        pool, order, bit = self.pool, self.anchors[k], 1 << k
+        posting, posting_ptr, obj_ids, obj_ptr = pool.posting, self.posting_ptr, pool.obj_ids, pool.obj_ptr
+        available, reachable = self.available, self.reachable
+        n_order, cursor = len(order), self.cursor[k]
         seen_max = -1
-        for _ in range(len(order)):
-            a = int(order[self.cursor[k]])
-            self.cursor[k] = (self.cursor[k] + 1) % len(order)
-            if not self.available[a]:
+        for _ in range(n_order):
+            a = order.item(cursor)
+            cursor = cursor + 1 if cursor + 1 < n_order else 0
+            if not available[a]:
                 continue
-            if not self.reachable[a] & bit:
-                seen_max = max(seen_max, self.reachable[a].bit_length() - 1)
+            if not reachable[a] & bit:
+                seen_max = max(seen_max, reachable[a].bit_length() - 1)
                 continue
             self.examined += 1
-            objs = pool.objects_of(a)
+            objs = obj_ids[obj_ptr.item(a) : obj_ptr.item(a + 1)].tolist()
+            # shared[b] = |objects(a) & objects(b)| for a valid partner b, negative for an invalid one
             shared = np.bincount(
-                np.concatenate([pool.posting[pool.posting_ptr[o] : pool.posting_ptr[o + 1]] for o in objs]),
-                minlength=pool.m,
+                np.concatenate([posting[posting_ptr[o] : posting_ptr[o + 1]] for o in objs]), minlength=pool.m
             )
-            np.add(shared, 1, out=code, casting="unsafe")  # at most 17 (16 objects + 1): fits uint8
-            np.multiply(code, self.available, out=code)
-            code[pool.scene_members(a)] = 0  # different scenes only (this also excludes a itself)
+            shared += self.penalty  # images at their cap
+            shared[pool.scene_members(a)] = _INVALID_PARTNER  # different scenes only (this also excludes a itself)
             used = self.partners.get(a)
             if used:
-                code[used] = 0  # no unordered pair twice
-            top = int(code.max())  # 1 + the largest intersection with a valid partner, 0 if none
-            self.reachable[a] = (1 << top) - 1
+                shared[used] = _INVALID_PARTNER  # no unordered pair twice
+            top = max(int(shared.max()) + 1, 0)  # 1 + the largest intersection with a valid partner, 0 if none
+            reachable[a] = (1 << top) - 1
             seen_max = max(seen_max, top - 1)
             if top <= k:
                 continue
-            hits = np.flatnonzero(code == k + 1)
+            hits = np.flatnonzero(shared == k)
             if len(hits) == 0:
                 continue
+            self.cursor[k] = cursor
             # prefer the least-used partners: spreads image reuse without changing which k is drawn
             hit_uses = self.uses[hits]
             least = hits[hit_uses == hit_uses.min()]
             return a, int(least[self.rng.integers(len(least))])
+        self.cursor[k] = cursor
         return seen_max
 
     def take(self, a: int, b: int) -> None:
@@ -462,7 +473,8 @@ class _PairSearch:
         for x, y in ((a, b), (b, a)):
             self.uses[x] += 1
             if self.uses[x] >= self.cap:
-                self.available[x] = False
+                self.available[x] = 0
+                self.penalty[x] = _INVALID_PARTNER
             self.partners.setdefault(x, []).append(y)
 
 
@@ -514,6 +526,9 @@ class _KSchedule:
 # ----------------------------------------------------------------------------------------------------------
 
 
+_IMAGE_KEYS = {1: "image_1", 2: "image_2"}
+
+
 def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files: bool) -> None:
     """Stream the catalogs once more and put the record of each used image into its rows.
 
@@ -533,12 +548,14 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
         folder_text = str(folder)
         path = catalog_file(folder)
         pos, end = np.searchsorted(slot_catalog, [ci, ci + 1]).tolist()
-        for row, data in enumerate(read_jsonl(path)):
+        # only the lines of used images are parsed (pass 1 checked every line of this file)
+        for row, (lineno, line) in enumerate(jsonl_lines(path)):
             if pos == end:
                 break
-            if row != slot_row[pos]:
+            if row != slot_row.item(pos):
                 continue
-            g = int(slots[pos, 0])
+            data = parse_jsonl_line(path, lineno, line)
+            g = slots.item(pos, 0)
             if data.get("id") != index.image_ids[g]:
                 raise InputError(
                     f"{path} changed while pairs were being sampled (row {row + 1} is now image {data.get('id')!r}).",
@@ -546,8 +563,8 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
                 )
             if check_files and not _image_exists(folder, data["path"]):
                 missing.append(str(folder / data["path"]))
-            while pos < end and slots[pos, 0] == g:
-                rows[int(slots[pos, 1])][f"image_{int(slots[pos, 2])}"] = _image_entry(folder_text, data, shared)
+            while pos < end and slots.item(pos, 0) == g:
+                rows[slots.item(pos, 1)][_IMAGE_KEYS[slots.item(pos, 2)]] = _image_entry(folder_text, data, shared)
                 pos += 1
         if pos < end:
             raise InputError(f"{path} got shorter while pairs were being sampled.", "Rerun `commonlink pairs`.")
@@ -563,7 +580,8 @@ def _image_exists(folder: Path, relative: str) -> bool:
     # Plain relative paths are the norm and need one stat; anything else goes through safe_join (via
     # image_path), which refuses absolute paths and '..' with a clear error. Symlinks that lead out of the
     # catalog are refused by image_path when the release build opens the image.
-    if os.path.isabs(relative) or ".." in Path(relative).parts:
+    # (The substring test first: building a Path for every image costs more than the stat.)
+    if os.path.isabs(relative) or (".." in relative and ".." in Path(relative).parts):
         return image_path(folder, CatalogRecord("", relative, [], "real", "", 0, 0, "")).is_file()
     return os.path.isfile(os.path.join(folder, relative))
 
@@ -583,7 +601,7 @@ def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
         "scene_id": record["scene_id"],
         "view": shared.setdefault(view, view) if isinstance(view, str) else view,
         "background": shared.setdefault(background, background) if isinstance(background, str) else background,
-        "objects": [shared.setdefault(o, o) for o in record["objects"]],
+        "objects": list(map(shared.setdefault, record["objects"], record["objects"])),
         "object_area": {shared.setdefault(o, o): v for o, v in area.items()} if area is not None else None,
         "width": record["width"],
         "height": record["height"],
@@ -609,7 +627,7 @@ def build_choices(
     n_choices = max(min_choices, len(common) + 2)
     n_distractors = n_choices - 1 - len(common)
     only_one = sorted(set_1 ^ set_2)
-    distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors]]
+    distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors].tolist()]
     if len(distractors) < n_distractors:
         union = set_1 | set_2
         neither = sorted(set(vocabulary) - union)
@@ -620,9 +638,9 @@ def build_choices(
                 f"{n_choices - 1}.",
                 "Lower --choices, or add catalogs with more kinds of objects.",
             )
-        distractors += [neither[j] for j in rng.choice(len(neither), size=need, replace=False)]
+        distractors += [neither[j] for j in rng.choice(len(neither), size=need, replace=False).tolist()]
     options = common + distractors + [NO_COMMON_OBJECTS]
-    choices = [options[j] for j in rng.permutation(len(options))]
+    choices = [options[j] for j in rng.permutation(len(options)).tolist()]
     truth_set = set(common) if common else {NO_COMMON_OBJECTS}
     labels = letters(len(choices))
     truth_positions = [j for j, c in enumerate(choices) if c in truth_set]
