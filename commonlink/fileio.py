@@ -146,6 +146,10 @@ def read_jsonl_numbered(
         yield lineno, parse_jsonl_line(path, lineno, line, fix=fix)
 
 
+_JSON_DECODER = json.JSONDecoder()  # json.loads' own settings
+_JSON_WHITESPACE = " \t\n\r"  # the whitespace JSON allows around a value
+
+
 def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of each non-blank line of a JSON-lines file, unparsed (a reader that needs only
     some lines parses those with :func:`parse_jsonl_line`). A UTF-8 byte-order mark is accepted."""
@@ -162,6 +166,16 @@ def parse_jsonl_line(
     path: str | os.PathLike, lineno: int, line: str, *, fix: str = "Fix or remove that line; each line must be one JSON object."
 ) -> dict:
     """One line of a JSON-lines file as an object; a malformed line is a :class:`SchemaError` naming it."""
+    if line[:1] == "{":
+        # What json.loads does for a line that starts with "{" (no BOM, no leading space), minus its per-call
+        # overhead (a third of the cost of a catalog record); anything else goes through json.loads itself.
+        try:
+            obj, end = _JSON_DECODER.raw_decode(line)
+        except ValueError:
+            pass
+        else:
+            if not line[end:].strip(_JSON_WHITESPACE):
+                return obj
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
