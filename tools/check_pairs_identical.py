@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,8 +50,22 @@ def cases(quick: bool) -> list[tuple[str, list[str], dict]]:
         out.append((f"two-catalogs-s{seed}", ["real", "synthetic"], {"count": 600, "seed": seed}))
         out.append((f"suite-s{seed}", ["suite-real", "suite-synthetic"], {"count": 60, "seed": seed}))
     out.append(("suite-k-max-2", ["suite-real", "suite-synthetic"], {"count": 40, "max_common": 2, "seed": 11}))
+    for broken in BROKEN:  # each stops with an error whose text must not change
+        out.append((f"broken-{broken}", [f"broken-{broken}"], {"count": 100, "seed": 0}))
     out.append(("no-file-check", ["t2000"], {"count": 500, "seed": 0, "check_files": False}))
     return out
+
+
+#: catalogs with one fault each: (name, line to change (0-based), how)
+BROKEN = {
+    "source": (40, lambda rec: {**rec, "source": "video"}),
+    "objects": (41, lambda rec: {**rec, "objects": "apple"}),
+    "missing-field": (42, lambda rec: {k: v for k, v in rec.items() if k not in ("sha256", "width")}),
+    "width": (43, lambda rec: {**rec, "width": True}),
+    "reserved-name": (44, lambda rec: {**rec, "objects": rec["objects"] + ["No objects are in common"]}),
+    "json": (45, None),
+    "missing-file": (46, "unlink"),
+}
 
 
 def build_catalogs(folder: Path, quick: bool) -> None:
@@ -71,6 +86,21 @@ def build_catalogs(folder: Path, quick: bool) -> None:
         (folder / name).mkdir()
         (folder / name / "images").symlink_to(both / "images")
         write_catalog(folder / name, part)
+    base = make_catalog(folder / "broken-base", 300, seed=3)
+    lines = (base / "catalog.jsonl").read_text().splitlines(keepends=True)
+    for name, (line, change) in BROKEN.items():
+        target = folder / f"broken-{name}"
+        target.mkdir()
+        shutil.copytree(base / "images", target / "images")
+        changed = list(lines)
+        if change is None:
+            changed[line] = changed[line][:-5] + "\n"  # cut short: not JSON
+        elif change == "unlink":
+            (target / json.loads(changed[line])["path"]).unlink()
+        else:
+            changed[line] = json.dumps(change(json.loads(changed[line]))) + "\n"
+        changed.insert(10, "\n")  # a blank line: record numbers and file lines differ from here on
+        (target / "catalog.jsonl").write_text("".join(changed))
     write_scene_catalog(folder / "suite-real", "real", family_scenes(24, seed=1), views=3, seed=1)
     write_scene_catalog(folder / "suite-synthetic", "synthetic", family_scenes(30, seed=2), views=4, hide=True, seed=2)
 

@@ -44,7 +44,7 @@ from commonlink.formats.catalog import (
     CatalogRecord,
     catalog_file,
     image_path,
-    iter_catalog,
+    iter_catalog_rows,
 )
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.formats.meta import (
@@ -211,33 +211,36 @@ def _build_index(catalogs: list[Path], object_range: tuple[int, int], progress) 
     image_ids: list[str] = []
     images_read = duplicates = 0
     task = progress.add_task("reading catalogs", total=None)
+    # bound methods: this loop runs once per catalog line
+    add_seen, new_id, name_id, scene_code = seen_ids.add, image_ids.append, name_ids.setdefault, scene_codes.setdefault
     for ci, folder in enumerate(catalogs):
-        for row, record in enumerate(iter_catalog(folder)):
+        for row, record in enumerate(iter_catalog_rows(folder)):
             images_read += 1
             if images_read % 1024 == 0:  # batched: a rich update per record costs more than the record
                 progress.advance(task, 1024)
-            if record.id in seen_ids:  # the same image listed twice (e.g. overlapping catalogs): keep the first
+            image_id = record["id"]
+            if image_id in seen_ids:  # the same image listed twice (e.g. overlapping catalogs): keep the first
                 duplicates += 1
                 continue
-            seen_ids.add(record.id)
-            names = set(record.objects)
+            add_seen(image_id)
+            names = set(record["objects"])
             if NO_COMMON_OBJECTS in names:
                 raise SchemaError(
                     f"{catalog_file(folder)}, row {row + 1}: object name {NO_COMMON_OBJECTS!r} is reserved for the answer choice.",
                     "Rename that object in the catalog.",
                 )
-            s = SOURCES.index(record.source)
-            ids = sorted([name_ids.setdefault(n, len(name_ids)) for n in names])
+            s = SOURCES.index(record["source"])
+            ids = sorted([name_id(n, len(name_ids)) for n in names])
             source_objs[s].update(ids)
             if not lo <= len(ids) <= hi:
                 continue
             cat_idx.append(ci)
             row_idx.append(row)
             src.append(s)
-            scene.append(scene_codes.setdefault((s, str(record.scene_id)), len(scene_codes)))
+            scene.append(scene_code((s, str(record["scene_id"])), len(scene_codes)))
             counts.append(len(ids))
             obj_flat.extend(ids)
-            image_ids.append(record.id)
+            new_id(image_id)
     # Object ids in name order, so that the output does not depend on which catalog named an object first.
     vocab = sorted(name_ids)
     remap = np.empty(len(name_ids), dtype=np.int32)
