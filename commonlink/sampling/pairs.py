@@ -388,7 +388,7 @@ def _sample_source(
             continue
         a, b = found
         search.take(a, b)
-        pairs.append((int(pool.members[a]), int(pool.members[b]), k))
+        pairs.append((pool.members.item(a), pool.members.item(b), k))
         achieved[k] += 1
         if len(pairs) % 64 == 0:
             progress.advance(task, 64)
@@ -473,9 +473,11 @@ class _PairSearch:
 
     def take(self, a: int, b: int) -> None:
         """Record the pair (a, b): both images used once more (unavailable at the cap), the pair never again."""
+        uses = self.uses
         for x, y in ((a, b), (b, a)):
-            self.uses[x] += 1
-            if self.uses[x] >= self.cap:
+            used = uses.item(x) + 1
+            uses[x] = used
+            if used >= self.cap:
                 self.available[x] = 0
                 self.penalty[x] = _INVALID_PARTNER
             self.partners.setdefault(x, []).append(y)
@@ -648,7 +650,7 @@ def build_choices(
     labels = letters(len(choices))
     truth_positions = [j for j, c in enumerate(choices) if c in truth_set]
     ground_truth = [choices[j] for j in truth_positions]
-    answer = ", ".join(labels[j] for j in truth_positions)
+    answer = ", ".join([labels[j] for j in truth_positions])
     return choices, ground_truth, answer
 
 
@@ -732,18 +734,16 @@ def sample_pairs(
         vocab_names = {name: [index.vocab[o] for o in ids] for name, ids in index.source_vocab.items()}
         choice_rng = rng_for(config.seed, "pairs", config.split, "choices")
         rows = []
-        slots = np.empty((len(order), 2, 3), dtype=np.int64)
         choice_counts: dict[int, int] = {}
-        for i, j in enumerate(order):
+        split, n_choices, object_names = config.split, config.choices, index.object_names
+        for i, j in enumerate(order.tolist()):
             name, a, b = jobs[j]
-            choices, truth, answer = build_choices(
-                index.object_names(a), index.object_names(b), vocab_names[name], config.choices, choice_rng
-            )
+            choices, truth, answer = build_choices(object_names(a), object_names(b), vocab_names[name], n_choices, choice_rng)
             choice_counts[len(choices)] = choice_counts.get(len(choices), 0) + 1
             rows.append(
                 {
-                    "id": f"{config.split}-{i:08d}",
-                    "split": config.split,
+                    "id": f"{split}-{i:08d}",
+                    "split": split,
                     "source": name,
                     "image_1": None,
                     "image_2": None,
@@ -754,7 +754,12 @@ def sample_pairs(
                     "question_template": QUESTION_TEMPLATE_ID,
                 }
             )
-            slots[i] = ((a, i, 1), (b, i, 2))
+        # (global image, row, 1 | 2) for every image of every row
+        slots = np.empty((len(order), 2, 3), dtype=np.int64)
+        images = np.array([(a, b) for _, a, b in jobs], dtype=np.int64).reshape(-1, 2)
+        slots[:, :, 0] = images[order]
+        slots[:, :, 1] = np.arange(len(order))[:, None]
+        slots[:, :, 2] = (1, 2)
         _fill_images(index, rows, slots.reshape(-1, 3), config.check_files)
     stats = _stats(config, index, eligible, real_fraction, results, choice_counts, len(rows))
     return rows, stats
