@@ -419,6 +419,7 @@ class _PairSearch:
         self.available = bytearray(b"\x01") * pool.m  # a bytearray: read once per anchor visited, cheaply
         # added to the intersection counts: 0 for an available image, _INVALID_PARTNER for one at its cap
         self.penalty = np.zeros(pool.m, dtype=np.int64)
+        self.n_capped = 0  # images at their cap (none: the penalty is all zeros and is not added)
         self.partners: dict[int, list[int]] = {}
         self.anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
         self.cursor = [0] * (k_max + 1)
@@ -433,6 +434,7 @@ class _PairSearch:
         """One pass at most over the anchors of k; returns (a, b), or the largest k any anchor may still reach."""
         pool, order, bit = self.pool, self.anchors[k], 1 << k
         posting, posting_ptr, obj_ids, obj_ptr = pool.posting, self.posting_ptr, pool.obj_ids, pool.obj_ptr
+        scene_of, scene_order, scene_start = pool.scene, pool.scene_order, pool.scene_start
         available, reachable = self.available, self.reachable
         n_order, cursor = len(order), self.cursor[k]
         seen_max = -1
@@ -450,8 +452,11 @@ class _PairSearch:
             shared = np.bincount(
                 np.concatenate([posting[posting_ptr[o] : posting_ptr[o + 1]] for o in objs]), minlength=pool.m
             )
-            shared += self.penalty  # images at their cap
-            shared[pool.scene_members(a)] = _INVALID_PARTNER  # different scenes only (this also excludes a itself)
+            if self.n_capped:
+                shared += self.penalty  # images at their cap
+            scene = scene_of.item(a)
+            # different scenes only (this also excludes a itself)
+            shared[scene_order[scene_start.item(scene) : scene_start.item(scene + 1)]] = _INVALID_PARTNER
             used = self.partners.get(a)
             if used:
                 shared[used] = _INVALID_PARTNER  # no unordered pair twice
@@ -480,6 +485,7 @@ class _PairSearch:
             if used >= self.cap:
                 self.available[x] = 0
                 self.penalty[x] = _INVALID_PARTNER
+                self.n_capped += 1
             self.partners.setdefault(x, []).append(y)
 
 
@@ -566,11 +572,15 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
                     f"{path} changed while pairs were being sampled (row {row + 1} is now image {data.get('id')!r}).",
                     "Rerun `commonlink pairs` once the catalog is no longer being written.",
                 )
-            if check_files and not _image_exists(folder, data["path"]):
+            if check_files and not _image_exists(folder, folder_text, data["path"]):
                 missing.append(str(folder / data["path"]))
-            while pos < end and slots.item(pos, 0) == g:
-                rows[slots.item(pos, 1)][_IMAGE_KEYS[slots.item(pos, 2)]] = _image_entry(folder_text, data, shared)
+            entry = _image_entry(folder_text, data, shared)
+            while True:  # every use of this image
+                rows[slots.item(pos, 1)][_IMAGE_KEYS[slots.item(pos, 2)]] = entry
                 pos += 1
+                if pos == end or slots.item(pos, 0) != g:
+                    break
+                entry = _copy_entry(entry)
         if pos < end:
             raise InputError(f"{path} got shorter while pairs were being sampled.", "Rerun `commonlink pairs`.")
     if missing:
@@ -581,14 +591,14 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
         )
 
 
-def _image_exists(folder: Path, relative: str) -> bool:
+def _image_exists(folder: Path, folder_text: str, relative: str) -> bool:
     # Plain relative paths are the norm and need one stat; anything else goes through safe_join (via
     # image_path), which refuses absolute paths and '..' with a clear error. Symlinks that lead out of the
     # catalog are refused by image_path when the release build opens the image.
     # (The substring test first: building a Path for every image costs more than the stat.)
     if os.path.isabs(relative) or (".." in relative and ".." in Path(relative).parts):
         return image_path(folder, CatalogRecord("", relative, [], "real", "", 0, 0, "")).is_file()
-    return os.path.isfile(os.path.join(folder, relative))
+    return os.path.isfile(os.path.join(folder_text, relative))
 
 
 def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
@@ -612,6 +622,12 @@ def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
         "height": record["height"],
         "sha256": record["sha256"],
     }
+
+
+def _copy_entry(entry: dict) -> dict:
+    """Another use of an image: the same fields, its own lists and dicts."""
+    area = entry["object_area"]
+    return {**entry, "objects": list(entry["objects"]), "object_area": dict(area) if area is not None else None}
 
 
 def build_choices(
