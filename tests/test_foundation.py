@@ -4,7 +4,13 @@ import re
 import pytest
 
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import atomic_write, parse_jsonl_line, read_jsonl, safe_join, write_jsonl
+from commonlink.fileio import (
+    atomic_write,
+    parse_jsonl_line,
+    read_jsonl,
+    safe_join,
+    write_jsonl,
+)
 from commonlink.seeding import rng_for
 
 

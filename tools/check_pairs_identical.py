@@ -108,7 +108,12 @@ def build_catalogs(folder: Path, quick: bool) -> None:
 def worker(catalogs: Path, out: Path, quick: bool) -> None:
     """Runs inside the process whose PYTHONPATH selects the commonlink under test."""
     from commonlink.errors import CommonlinkError
-    from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+    from commonlink.sampling.pairs import (
+        PairsConfig,
+        pairs_meta,
+        sample_pairs,
+        write_pairs,
+    )
 
     for name, folders, kwargs in cases(quick):
         dirs = [catalogs / f for f in folders]

@@ -12,6 +12,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 from commonlink.constants import CATALOG_FILENAME
@@ -84,7 +85,7 @@ def record_problem(data: dict) -> tuple[str, str | None] | None:
     if data["source"] not in SOURCES:
         return f"source must be one of {SOURCES}, got {data['source']!r}.", None
     objects = data["objects"]
-    if not isinstance(objects, list) or not all(isinstance(o, str) for o in objects):
+    if not isinstance(objects, list) or not all(map(isinstance, objects, repeat(str))):
         return "'objects' must be a list of strings.", None
     for key in ("id", "path", "sha256"):
         value = data[key]

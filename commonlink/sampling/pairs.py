@@ -230,7 +230,10 @@ def _build_index(catalogs: list[Path], object_range: tuple[int, int], progress) 
                     "Rename that object in the catalog.",
                 )
             s = SOURCES.index(record["source"])
-            ids = sorted([name_id(n, len(name_ids)) for n in names])
+            try:
+                ids = sorted(map(name_ids.__getitem__, names))
+            except KeyError:  # a new object name: ids in order of first appearance
+                ids = sorted([name_id(n, len(name_ids)) for n in names])
             source_objs[s].update(ids)
             if not lo <= len(ids) <= hi:
                 continue
