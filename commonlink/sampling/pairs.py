@@ -176,8 +176,7 @@ class _Index:
     image_ids: list[str]  #: record ids, to check that pass 2 reads the same catalog
 
     def object_names(self, g: int) -> list[str]:
-        vocab = self.vocab
-        return [vocab[o] for o in self.obj_ids[self.obj_ptr.item(g) : self.obj_ptr.item(g + 1)].tolist()]
+        return list(map(self.vocab.__getitem__, self.obj_ids[self.obj_ptr.item(g) : self.obj_ptr.item(g + 1)].tolist()))
 
 
 def _resolve_catalogs(catalog_dirs: Sequence[str | os.PathLike]) -> list[Path]:
@@ -382,7 +381,7 @@ def _sample_source(
     achieved = [0] * (k_max + 1)
     i = 0
     while i < len(schedule):
-        k = int(schedule[i])
+        k = schedule.item(i)
         found = k_max if search.exhausted[k] else search.find_pair(k)
         if isinstance(found, int):  # k is used up: reschedule from position i on (i itself included)
             scheduler.exhaust(k, found, i)
