@@ -426,7 +426,9 @@ class _PairSearch:
         self.anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
         self.cursor = [0] * (k_max + 1)
         self.examined = 0
-        self.posting_ptr = pool.posting_ptr.tolist()  # one Python int per object name: fast slice bounds
+        # the posting list of each object name as a view, made once (slicing per anchor costs more than the bincount)
+        bounds = pool.posting_ptr.tolist()
+        self.postings = [pool.posting[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
         # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
         # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
         # upper bound: anchors that cannot reach k are skipped without any array work.
@@ -435,7 +437,7 @@ class _PairSearch:
     def find_pair(self, k: int) -> tuple[int, int] | int:
         """One pass at most over the anchors of k; returns (a, b), or the largest k any anchor may still reach."""
         pool, order, bit = self.pool, self.anchors[k], 1 << k
-        posting, posting_ptr, obj_ids, obj_ptr = pool.posting, self.posting_ptr, pool.obj_ids, pool.obj_ptr
+        postings, obj_ids, obj_ptr = self.postings, pool.obj_ids, pool.obj_ptr
         scene_of, scene_order, scene_start = pool.scene, pool.scene_order, pool.scene_start
         available, reachable = self.available, self.reachable
         n_order, cursor = len(order), self.cursor[k]
@@ -451,9 +453,7 @@ class _PairSearch:
             self.examined += 1
             objs = obj_ids[obj_ptr.item(a) : obj_ptr.item(a + 1)].tolist()
             # shared[b] = |objects(a) & objects(b)| for a valid partner b, negative for an invalid one
-            shared = np.bincount(
-                np.concatenate([posting[posting_ptr[o] : posting_ptr[o + 1]] for o in objs]), minlength=pool.m
-            )
+            shared = np.bincount(np.concatenate(list(map(postings.__getitem__, objs))), minlength=pool.m)
             if self.n_capped:
                 shared += self.penalty  # images at their cap
             scene = scene_of.item(a)
