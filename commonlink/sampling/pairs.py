@@ -319,13 +319,6 @@ class _SourcePool:
         self.scene_start = np.zeros(self.n_scenes + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.scene, minlength=self.n_scenes), out=self.scene_start[1:])
 
-    def objects_of(self, i: int) -> np.ndarray:
-        return self.obj_ids[self.obj_ptr[i] : self.obj_ptr[i + 1]]
-
-    def scene_members(self, i: int) -> np.ndarray:
-        c = self.scene[i]
-        return self.scene_order[self.scene_start[c] : self.scene_start[c + 1]]
-
     def max_distinct_pairs(self) -> int:
         """Unordered pairs of images from different scenes."""
         sizes = np.diff(self.scene_start)
