@@ -394,6 +394,7 @@ def _sample_source(
 #: An invalid partner's intersection count in the search is set to this, or has it added (an image at its cap):
 #: counts are at most 16, so the result stays negative and never equals a k.
 _INVALID_PARTNER = -64
+_array_max, _array_min = np.maximum.reduce, np.minimum.reduce
 
 
 class _PairSearch:
@@ -455,18 +456,19 @@ class _PairSearch:
             used = self.partners.get(a)
             if used:
                 shared[used] = _INVALID_PARTNER  # no unordered pair twice
-            top = max(int(shared.max()) + 1, 0)  # 1 + the largest intersection with a valid partner, 0 if none
+            # (ufunc reductions called directly: ndarray.max and np.flatnonzero add a Python layer per call)
+            top = max(int(_array_max(shared)) + 1, 0)  # 1 + the largest intersection with a valid partner, 0 if none
             reachable[a] = (1 << top) - 1
             seen_max = max(seen_max, top - 1)
             if top <= k:
                 continue
-            hits = np.flatnonzero(shared == k)
+            hits = (shared == k).nonzero()[0]
             if len(hits) == 0:
                 continue
             self.cursor[k] = cursor
             # prefer the least-used partners: spreads image reuse without changing which k is drawn
             hit_uses = self.uses[hits]
-            least = hits[hit_uses == hit_uses.min()]
+            least = hits[hit_uses == _array_min(hit_uses)]
             return a, int(least[self.rng.integers(len(least))])
         self.cursor[k] = cursor
         return seen_max
