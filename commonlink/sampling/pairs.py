@@ -251,8 +251,9 @@ def _build_index(catalogs: list[Path], object_range: tuple[int, int], progress) 
     obj_ids = remap[np.frombuffer(obj_flat, dtype=np.int32)] if obj_flat else np.zeros(0, dtype=np.int32)
     obj_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(counts, dtype=np.int64), out=obj_ptr[1:])
-    for i in range(len(counts)):  # keep ids sorted per image after the remap
-        obj_ids[obj_ptr[i] : obj_ptr[i + 1]].sort()
+    if len(obj_ids):  # keep ids sorted per image after the remap: one sort by (image, id)
+        image_of = np.repeat(np.arange(len(counts)), np.frombuffer(counts, dtype=np.int64))
+        obj_ids = obj_ids[np.lexsort((obj_ids, image_of))]
     source_vocab = {
         name: np.sort(remap[np.fromiter(source_objs[s], dtype=np.int64)]) if source_objs[s] else np.zeros(0, dtype=np.int32)
         for s, name in enumerate(SOURCES)
