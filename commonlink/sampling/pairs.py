@@ -25,6 +25,7 @@ import math
 import os
 from array import array
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -423,7 +424,7 @@ class _PairSearch:
         self.examined = 0
         # the posting list of each object name as a view, made once (slicing per anchor costs more than the bincount)
         bounds = pool.posting_ptr.tolist()
-        self.postings = [pool.posting[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+        self.postings = [pool.posting[lo:hi] for lo, hi in pairwise(bounds)]
         # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
         # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
         # upper bound: anchors that cannot reach k are skipped without any array work.
