@@ -25,8 +25,8 @@ import math
 import os
 from array import array
 from collections.abc import Iterable, Sequence
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
