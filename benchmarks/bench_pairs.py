@@ -101,7 +101,8 @@ def cooccurrence_sampler(folder: Path, config: PairsConfig, stats: dict) -> tupl
     k draws pairs with C == k in a seeded random order under the same per-image cap (k = 0, the dense
     complement of C, by rejection: almost every random pair shares nothing). Then it builds the same rows with
     commonlink's own choice builder and question text, and checks that each used image file exists: the same
-    output and the same checks as ``sample_pairs``. It is handed the feasible counts per k that ours found (it
+    output and the same file checks as ``sample_pairs`` (not its check of every catalog record: an advantage to
+    the peer, ~3% of our time at 5,000 images). It is handed the feasible counts per k that ours found (it
     does no feasibility search of its own) - an advantage to the peer.
     Returns (rows, achieved counts per source and k).
     """
@@ -244,8 +245,8 @@ def main() -> None:
         # The ratio is on CPU time (both run in this process, single-threaded): on a shared machine the wall
         # clock of a seconds-long run mostly measures the scheduler. Wall is printed alongside.
         ratio = (peer_cpu / peer_found) / (ours_cpu / args.count)
-        print(f"  ours vs peer, time per example: {ratio:.2f}x (wall), "
-              f"{(peer_cpu / peer_found) / (ours_cpu / args.count):.2f}x (CPU)")
+        wall_ratio = (peer_s / peer_found) / (ours_s / args.count)
+        print(f"  ours vs peer, time per example: {wall_ratio:.2f}x (wall), {ratio:.2f}x (CPU)")
         result_rows = [result_row(BENCH, f"pairs sampled end to end ({args.count:,} from {args.images:,} images; CPU time)",
                                   args.count / ours_cpu, "examples/s", peer="sparse co-occurrence (X Xᵀ) sampler, same feasible counts",
                                   ratio=ratio, target=">= 1.0")]

@@ -142,19 +142,47 @@ def read_jsonl_numbered(
     A UTF-8 byte-order mark (as spreadsheet and Windows editors write) is accepted.
     """
     path = Path(path)
+    for lineno, line in jsonl_lines(path):
+        yield lineno, parse_jsonl_line(path, lineno, line, fix=fix)
+
+
+_JSON_DECODER = json.JSONDecoder()  # json.loads' own settings
+_JSON_WHITESPACE = " \t\n\r"  # the whitespace JSON allows around a value
+
+
+def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each non-blank line of a JSON-lines file, unparsed (a reader that needs only
+    some lines parses those with :func:`parse_jsonl_line`). A UTF-8 byte-order mark is accepted."""
+    path = Path(path)
     if not path.is_file():
         raise InputError(f"File not found: {path}", "Check the path, or create the file first.")
     with path.open("r", encoding="utf-8-sig") as handle:
         for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SchemaError(f"{path}, line {lineno}: not valid JSON ({exc.msg}).", fix) from exc
-            if not isinstance(obj, dict):
-                raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}.", fix)
-            yield lineno, obj
+            if line.strip():
+                yield lineno, line
+
+
+def parse_jsonl_line(
+    path: str | os.PathLike, lineno: int, line: str, *, fix: str = "Fix or remove that line; each line must be one JSON object."
+) -> dict:
+    """One line of a JSON-lines file as an object; a malformed line is a :class:`SchemaError` naming it."""
+    if line[:1] == "{":
+        # What json.loads does for a line that starts with "{" (no BOM, no leading space), minus its per-call
+        # overhead (a third of the cost of a catalog record); anything else goes through json.loads itself.
+        try:
+            obj, end = _JSON_DECODER.raw_decode(line)
+        except ValueError:
+            pass
+        else:
+            if not line[end:].strip(_JSON_WHITESPACE):
+                return obj
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}, line {lineno}: not valid JSON ({exc.msg}).", fix) from exc
+    if not isinstance(obj, dict):
+        raise SchemaError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}.", fix)
+    return obj
 
 
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:

@@ -1,9 +1,16 @@
 import json
+import re
 
 import pytest
 
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import atomic_write, read_jsonl, safe_join, write_jsonl
+from commonlink.fileio import (
+    atomic_write,
+    parse_jsonl_line,
+    read_jsonl,
+    safe_join,
+    write_jsonl,
+)
 from commonlink.seeding import rng_for
 
 
@@ -25,6 +32,44 @@ def test_jsonl_roundtrip_and_bad_line(tmp_path):
     path.write_text(json.dumps({"a": 1}) + "\n{oops\n")
     with pytest.raises(SchemaError, match="line 2"):
         list(read_jsonl(path))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"a": 1, "b": [1, 2.5, null, true], "c": {"d": "\\u00e9\\ud83d\\ude00"}}\n',
+        '{"a": 1}',  # no newline (the last line of a file)
+        '{"a": 1} \t\r\n',  # whitespace JSON allows after a value
+        '{"a": 1}\x0b\n',  # whitespace to Python, not to JSON: "Extra data"
+        '{"a": 1}\u00a0\n',
+        '{"a": 1} {"b": 2}\n',
+        '{"a": 1}]\n',
+        '{"a": NaN, "b": -Infinity}\n',  # json.loads accepts these
+        '{"a": "tab\tinside"}\n',  # a raw control character in a string: rejected
+        '{"a": 1, "a": 2}\n',  # duplicate keys: the last wins
+        '{"a": \n',
+        '{oops\n',
+        ' {"a": 1}\n',  # leading space: json.loads' path
+        '\ufeff{"a": 1}\n',
+        '[{"a": 1}]\n',
+        '"{"\n',
+        "{}\n",
+    ],
+)
+def test_parse_jsonl_line_is_json_loads(line):
+    """The raw_decode fast path gives what json.loads gives: the same object, or the same error."""
+    try:
+        expected = json.loads(line)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(SchemaError, match=re.escape(f"f.jsonl, line 3: not valid JSON ({exc.msg}).")):
+            parse_jsonl_line("f.jsonl", 3, line)
+        return
+    if not isinstance(expected, dict):
+        with pytest.raises(SchemaError, match=f"expected a JSON object, got {type(expected).__name__}"):
+            parse_jsonl_line("f.jsonl", 3, line)
+        return
+    got = parse_jsonl_line("f.jsonl", 3, line)
+    assert json.dumps(got) == json.dumps(expected) and list(got) == list(expected)
 
 
 def test_safe_join_refuses_escape(tmp_path):

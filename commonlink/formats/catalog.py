@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 from commonlink.constants import CATALOG_FILENAME
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
     atomic_write,
+    jsonl_lines,
+    parse_jsonl_line,
     read_jsonl,
     remove_stale_temp_files,
     safe_join,
@@ -53,43 +57,84 @@ class CatalogRecord:
 
     @classmethod
     def from_json(cls, data: dict, *, where: str = "catalog") -> CatalogRecord:
-        required = ("id", "path", "objects", "source", "scene_id", "width", "height", "sha256")
-        missing = [k for k in required if k not in data]
-        if missing:
-            raise SchemaError(f"{where}: missing field(s) {', '.join(missing)}.", "Rebuild the catalog with commonlink.")
-        if data["source"] not in SOURCES:
-            raise SchemaError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}.")
-        if not isinstance(data["objects"], list) or not all(isinstance(o, str) for o in data["objects"]):
-            raise SchemaError(f"{where}: 'objects' must be a list of strings.")
-        for key in ("id", "path", "sha256"):
-            if not isinstance(data[key], str) or not data[key]:
-                raise SchemaError(f"{where}: '{key}' must be a non-empty string, got {data[key]!r}.",
-                                  "Fix that line, or rebuild the catalog with commonlink.")
-        for key in ("width", "height"):
-            if not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] < 0:
-                raise SchemaError(f"{where}: '{key}' must be a whole number of pixels, got {data[key]!r}.",
-                                  "Fix that line, or rebuild the catalog with commonlink.")
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        extra = dict(kwargs.pop("extra", {}) or {})
-        extra.update({k: v for k, v in data.items() if k not in known})
+        problem = record_problem(data)
+        if problem is not None:
+            raise SchemaError(f"{where}: {problem[0]}", problem[1])
+        known = _field_names(cls)
+        if data.keys() <= known:  # the usual record: no unknown keys (saves two passes on every catalog line)
+            kwargs = dict(data)
+            extra = dict(kwargs.pop("extra", {}) or {})
+        else:
+            kwargs = {k: v for k, v in data.items() if k in known}
+            extra = dict(kwargs.pop("extra", {}) or {})
+            extra.update({k: v for k, v in data.items() if k not in known})
         return cls(**kwargs, extra=extra)
+
+
+REQUIRED_FIELDS = ("id", "path", "objects", "source", "scene_id", "width", "height", "sha256")
+_REQUIRED = frozenset(REQUIRED_FIELDS)
+_FIX_LINE = "Fix that line, or rebuild the catalog with commonlink."
+
+
+def record_problem(data: dict) -> tuple[str, str | None] | None:
+    """What is wrong with a catalog record as read from JSON, as ``(problem, fix)``, or None when it is valid
+    (the checks of :meth:`CatalogRecord.from_json`; the first problem found)."""
+    if not data.keys() >= _REQUIRED:
+        missing = [k for k in REQUIRED_FIELDS if k not in data]
+        return f"missing field(s) {', '.join(missing)}.", "Rebuild the catalog with commonlink."
+    if data["source"] not in SOURCES:
+        return f"source must be one of {SOURCES}, got {data['source']!r}.", None
+    objects = data["objects"]
+    if not isinstance(objects, list) or not all(map(isinstance, objects, repeat(str))):
+        return "'objects' must be a list of strings.", None
+    for key in ("id", "path", "sha256"):
+        value = data[key]
+        if not isinstance(value, str) or not value:
+            return f"'{key}' must be a non-empty string, got {value!r}.", _FIX_LINE
+    for key in ("width", "height"):
+        value = data[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"'{key}' must be a whole number of pixels, got {value!r}.", _FIX_LINE
+    return None
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of a record dataclass (``dataclasses.fields`` costs more than the rest of a record's check)."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def catalog_file(catalog_dir: str | os.PathLike) -> Path:
     return Path(catalog_dir) / CATALOG_FILENAME
 
 
-def iter_catalog(catalog_dir: str | os.PathLike) -> Iterator[CatalogRecord]:
-    """Stream the records of a catalog folder."""
+def _existing_catalog_file(catalog_dir: str | os.PathLike) -> Path:
     path = catalog_file(catalog_dir)
     if not path.is_file():
         raise InputError(
             f"{catalog_dir} is not an image catalog (no {CATALOG_FILENAME}).",
             "Create one with `commonlink ingest` (photos) or `commonlink synth` (renders).",
         )
+    return path
+
+
+def iter_catalog(catalog_dir: str | os.PathLike) -> Iterator[CatalogRecord]:
+    """Stream the records of a catalog folder."""
+    path = _existing_catalog_file(catalog_dir)
     for lineno, row in enumerate(read_jsonl(path), start=1):
         yield CatalogRecord.from_json(row, where=f"{path}, line {lineno}")
+
+
+def iter_catalog_rows(catalog_dir: str | os.PathLike) -> Iterator[dict]:
+    """Stream the records of a catalog folder as JSON objects, with every check of :func:`iter_catalog` (the
+    same errors) but no :class:`CatalogRecord` built: for a reader that needs a few fields of every record."""
+    path = _existing_catalog_file(catalog_dir)
+    for lineno, (file_line, text) in enumerate(jsonl_lines(path), start=1):  # lineno counts records, as above
+        row = parse_jsonl_line(path, file_line, text)
+        problem = record_problem(row)
+        if problem is not None:
+            raise SchemaError(f"{path}, line {lineno}: {problem[0]}", problem[1])
+        yield row
 
 
 def read_catalog(catalog_dir: str | os.PathLike) -> list[CatalogRecord]:

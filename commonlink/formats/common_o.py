@@ -52,7 +52,7 @@ def _letters(n: int) -> tuple[str, ...]:
 
 def format_choices(choices: list[str]) -> str:
     """``A. apple, B. keys, ...``: the lettered list inserted into the prompt."""
-    return ", ".join(f"{letter}. {choice}" for letter, choice in zip(letters(len(choices)), choices))
+    return ", ".join([f"{letter}. {choice}" for letter, choice in zip(_letters(len(choices)), choices)])
 
 
 def common_o_question(choices: list[str], *, concat: bool = False) -> str:

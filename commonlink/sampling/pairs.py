@@ -26,6 +26,7 @@ import os
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +39,13 @@ from commonlink.errors import (
     NotEnoughDataError,
     SchemaError,
 )
-from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
+from commonlink.fileio import jsonl_lines, parse_jsonl_line, sha256_file, write_jsonl
 from commonlink.formats.catalog import (
     SOURCES,
     CatalogRecord,
     catalog_file,
     image_path,
-    iter_catalog,
+    iter_catalog_rows,
 )
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.formats.meta import (
@@ -176,7 +177,7 @@ class _Index:
     image_ids: list[str]  #: record ids, to check that pass 2 reads the same catalog
 
     def object_names(self, g: int) -> list[str]:
-        return [self.vocab[o] for o in self.obj_ids[self.obj_ptr[g] : self.obj_ptr[g + 1]]]
+        return list(map(self.vocab.__getitem__, self.obj_ids[self.obj_ptr.item(g) : self.obj_ptr.item(g + 1)].tolist()))
 
 
 def _resolve_catalogs(catalog_dirs: Sequence[str | os.PathLike]) -> list[Path]:
@@ -210,33 +211,39 @@ def _build_index(catalogs: list[Path], object_range: tuple[int, int], progress) 
     image_ids: list[str] = []
     images_read = duplicates = 0
     task = progress.add_task("reading catalogs", total=None)
+    # bound methods: this loop runs once per catalog line
+    add_seen, new_id, name_id, scene_code = seen_ids.add, image_ids.append, name_ids.setdefault, scene_codes.setdefault
     for ci, folder in enumerate(catalogs):
-        for row, record in enumerate(iter_catalog(folder)):
+        for row, record in enumerate(iter_catalog_rows(folder)):
             images_read += 1
             if images_read % 1024 == 0:  # batched: a rich update per record costs more than the record
                 progress.advance(task, 1024)
-            if record.id in seen_ids:  # the same image listed twice (e.g. overlapping catalogs): keep the first
+            image_id = record["id"]
+            if image_id in seen_ids:  # the same image listed twice (e.g. overlapping catalogs): keep the first
                 duplicates += 1
                 continue
-            seen_ids.add(record.id)
-            names = set(record.objects)
+            add_seen(image_id)
+            names = set(record["objects"])
             if NO_COMMON_OBJECTS in names:
                 raise SchemaError(
                     f"{catalog_file(folder)}, row {row + 1}: object name {NO_COMMON_OBJECTS!r} is reserved for the answer choice.",
                     "Rename that object in the catalog.",
                 )
-            s = SOURCES.index(record.source)
-            ids = sorted(name_ids.setdefault(n, len(name_ids)) for n in names)
+            s = SOURCES.index(record["source"])
+            try:
+                ids = sorted(map(name_ids.__getitem__, names))
+            except KeyError:  # a new object name: ids in order of first appearance
+                ids = sorted([name_id(n, len(name_ids)) for n in names])
             source_objs[s].update(ids)
             if not lo <= len(ids) <= hi:
                 continue
             cat_idx.append(ci)
             row_idx.append(row)
             src.append(s)
-            scene.append(scene_codes.setdefault((s, str(record.scene_id)), len(scene_codes)))
+            scene.append(scene_code((s, str(record["scene_id"])), len(scene_codes)))
             counts.append(len(ids))
             obj_flat.extend(ids)
-            image_ids.append(record.id)
+            new_id(image_id)
     # Object ids in name order, so that the output does not depend on which catalog named an object first.
     vocab = sorted(name_ids)
     remap = np.empty(len(name_ids), dtype=np.int32)
@@ -245,8 +252,9 @@ def _build_index(catalogs: list[Path], object_range: tuple[int, int], progress) 
     obj_ids = remap[np.frombuffer(obj_flat, dtype=np.int32)] if obj_flat else np.zeros(0, dtype=np.int32)
     obj_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(counts, dtype=np.int64), out=obj_ptr[1:])
-    for i in range(len(counts)):  # keep ids sorted per image after the remap
-        obj_ids[obj_ptr[i] : obj_ptr[i + 1]].sort()
+    if len(obj_ids):  # keep ids sorted per image after the remap: one sort by (image, id)
+        image_of = np.repeat(np.arange(len(counts)), np.frombuffer(counts, dtype=np.int64))
+        obj_ids = obj_ids[np.lexsort((obj_ids, image_of))]
     source_vocab = {
         name: np.sort(remap[np.fromiter(source_objs[s], dtype=np.int64)]) if source_objs[s] else np.zeros(0, dtype=np.int32)
         for s, name in enumerate(SOURCES)
@@ -313,13 +321,6 @@ class _SourcePool:
         self.scene_start = np.zeros(self.n_scenes + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.scene, minlength=self.n_scenes), out=self.scene_start[1:])
 
-    def objects_of(self, i: int) -> np.ndarray:
-        return self.obj_ids[self.obj_ptr[i] : self.obj_ptr[i + 1]]
-
-    def scene_members(self, i: int) -> np.ndarray:
-        c = self.scene[i]
-        return self.scene_order[self.scene_start[c] : self.scene_start[c + 1]]
-
     def max_distinct_pairs(self) -> int:
         """Unordered pairs of images from different scenes."""
         sizes = np.diff(self.scene_start)
@@ -375,7 +376,7 @@ def _sample_source(
     achieved = [0] * (k_max + 1)
     i = 0
     while i < len(schedule):
-        k = int(schedule[i])
+        k = schedule.item(i)
         found = k_max if search.exhausted[k] else search.find_pair(k)
         if isinstance(found, int):  # k is used up: reschedule from position i on (i itself included)
             scheduler.exhaust(k, found, i)
@@ -384,12 +385,18 @@ def _sample_source(
             continue
         a, b = found
         search.take(a, b)
-        pairs.append((int(pool.members[a]), int(pool.members[b]), k))
+        pairs.append((pool.members.item(a), pool.members.item(b), k))
         achieved[k] += 1
         if len(pairs) % 64 == 0:
             progress.advance(task, 64)
         i += 1
     return _SourceResult(pairs, quota, achieved, scheduler.moved, search.reason, search.uses, cap, search.examined)
+
+
+#: An invalid partner's intersection count in the search is set to this, or has it added (an image at its cap):
+#: counts are at most 16, so the result stays negative and never equals a k.
+_INVALID_PARTNER = -64
+_array_max, _array_min = np.maximum.reduce, np.minimum.reduce
 
 
 class _PairSearch:
@@ -407,13 +414,17 @@ class _PairSearch:
                 # every example needs its k objects plus a distractor from the source's object names
                 self.exhausted[k], self.reason[k] = True, f"only {n_vocab_source} {source_name} object names: no room for a distractor"
         self.uses = np.zeros(pool.m, dtype=np.int64)
-        self.available = np.ones(pool.m, dtype=bool)
+        self.available = bytearray(b"\x01") * pool.m  # a bytearray: read once per anchor visited, cheaply
+        # added to the intersection counts: 0 for an available image, _INVALID_PARTNER for one at its cap
+        self.penalty = np.zeros(pool.m, dtype=np.int64)
+        self.n_capped = 0  # images at their cap (none: the penalty is all zeros and is not added)
         self.partners: dict[int, list[int]] = {}
         self.anchors = [rng.permutation(np.flatnonzero(pool.n_objects >= k)).astype(np.int32) for k in range(k_max + 1)]
         self.cursor = [0] * (k_max + 1)
         self.examined = 0
-        # code[b] = 1 + |objects(a) & objects(b)| for a valid partner b of the anchor a, 0 for an invalid one
-        self.code = np.empty(pool.m, dtype=np.uint8)
+        # the posting list of each object name as a view, made once (slicing per anchor costs more than the bincount)
+        bounds = pool.posting_ptr.tolist()
+        self.postings = [pool.posting[lo:hi] for lo, hi in pairwise(bounds)]
         # Per anchor, a bit set of the k it may still reach (0..largest intersection with a valid partner).
         # Partners only ever become invalid (uses reach the cap, pairs get used), so a set computed once stays an
         # upper bound: anchors that cannot reach k are skipped without any array work.
@@ -421,48 +432,59 @@ class _PairSearch:
 
     def find_pair(self, k: int) -> tuple[int, int] | int:
         """One pass at most over the anchors of k; returns (a, b), or the largest k any anchor may still reach."""
-        pool, code, order, bit = self.pool, self.code, self.anchors[k], 1 << k
+        pool, order, bit = self.pool, self.anchors[k], 1 << k
+        postings, obj_ids, obj_ptr = self.postings, pool.obj_ids, pool.obj_ptr
+        scene_of, scene_order, scene_start = pool.scene, pool.scene_order, pool.scene_start
+        available, reachable = self.available, self.reachable
+        n_order, cursor = len(order), self.cursor[k]
         seen_max = -1
-        for _ in range(len(order)):
-            a = int(order[self.cursor[k]])
-            self.cursor[k] = (self.cursor[k] + 1) % len(order)
-            if not self.available[a]:
+        for _ in range(n_order):
+            a = order.item(cursor)
+            cursor = cursor + 1 if cursor + 1 < n_order else 0
+            if not available[a]:
                 continue
-            if not self.reachable[a] & bit:
-                seen_max = max(seen_max, self.reachable[a].bit_length() - 1)
+            if not reachable[a] & bit:
+                seen_max = max(seen_max, reachable[a].bit_length() - 1)
                 continue
             self.examined += 1
-            objs = pool.objects_of(a)
-            shared = np.bincount(
-                np.concatenate([pool.posting[pool.posting_ptr[o] : pool.posting_ptr[o + 1]] for o in objs]),
-                minlength=pool.m,
-            )
-            np.add(shared, 1, out=code, casting="unsafe")  # at most 17 (16 objects + 1): fits uint8
-            np.multiply(code, self.available, out=code)
-            code[pool.scene_members(a)] = 0  # different scenes only (this also excludes a itself)
+            objs = obj_ids[obj_ptr.item(a) : obj_ptr.item(a + 1)].tolist()
+            # shared[b] = |objects(a) & objects(b)| for a valid partner b, negative for an invalid one
+            shared = np.bincount(np.concatenate(list(map(postings.__getitem__, objs))), minlength=pool.m)
+            if self.n_capped:
+                shared += self.penalty  # images at their cap
+            scene = scene_of.item(a)
+            # different scenes only (this also excludes a itself)
+            shared[scene_order[scene_start.item(scene) : scene_start.item(scene + 1)]] = _INVALID_PARTNER
             used = self.partners.get(a)
             if used:
-                code[used] = 0  # no unordered pair twice
-            top = int(code.max())  # 1 + the largest intersection with a valid partner, 0 if none
-            self.reachable[a] = (1 << top) - 1
+                shared[used] = _INVALID_PARTNER  # no unordered pair twice
+            # (ufunc reductions called directly: ndarray.max and np.flatnonzero add a Python layer per call)
+            top = max(int(_array_max(shared)) + 1, 0)  # 1 + the largest intersection with a valid partner, 0 if none
+            reachable[a] = (1 << top) - 1
             seen_max = max(seen_max, top - 1)
             if top <= k:
                 continue
-            hits = np.flatnonzero(code == k + 1)
+            hits = (shared == k).nonzero()[0]
             if len(hits) == 0:
                 continue
+            self.cursor[k] = cursor
             # prefer the least-used partners: spreads image reuse without changing which k is drawn
             hit_uses = self.uses[hits]
-            least = hits[hit_uses == hit_uses.min()]
+            least = hits[hit_uses == _array_min(hit_uses)]
             return a, int(least[self.rng.integers(len(least))])
+        self.cursor[k] = cursor
         return seen_max
 
     def take(self, a: int, b: int) -> None:
         """Record the pair (a, b): both images used once more (unavailable at the cap), the pair never again."""
+        uses = self.uses
         for x, y in ((a, b), (b, a)):
-            self.uses[x] += 1
-            if self.uses[x] >= self.cap:
-                self.available[x] = False
+            used = uses.item(x) + 1
+            uses[x] = used
+            if used >= self.cap:
+                self.available[x] = 0
+                self.penalty[x] = _INVALID_PARTNER
+                self.n_capped += 1
             self.partners.setdefault(x, []).append(y)
 
 
@@ -514,6 +536,9 @@ class _KSchedule:
 # ----------------------------------------------------------------------------------------------------------
 
 
+_IMAGE_KEYS = {1: "image_1", 2: "image_2"}
+
+
 def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files: bool) -> None:
     """Stream the catalogs once more and put the record of each used image into its rows.
 
@@ -533,22 +558,28 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
         folder_text = str(folder)
         path = catalog_file(folder)
         pos, end = np.searchsorted(slot_catalog, [ci, ci + 1]).tolist()
-        for row, data in enumerate(read_jsonl(path)):
+        # only the lines of used images are parsed (pass 1 checked every line of this file)
+        for row, (lineno, line) in enumerate(jsonl_lines(path)):
             if pos == end:
                 break
-            if row != slot_row[pos]:
+            if row != slot_row.item(pos):
                 continue
-            g = int(slots[pos, 0])
+            data = parse_jsonl_line(path, lineno, line)
+            g = slots.item(pos, 0)
             if data.get("id") != index.image_ids[g]:
                 raise InputError(
                     f"{path} changed while pairs were being sampled (row {row + 1} is now image {data.get('id')!r}).",
                     "Rerun `commonlink pairs` once the catalog is no longer being written.",
                 )
-            if check_files and not _image_exists(folder, data["path"]):
+            if check_files and not _image_exists(folder, folder_text, data["path"]):
                 missing.append(str(folder / data["path"]))
-            while pos < end and slots[pos, 0] == g:
-                rows[int(slots[pos, 1])][f"image_{int(slots[pos, 2])}"] = _image_entry(folder_text, data, shared)
+            entry = _image_entry(folder_text, data, shared)
+            while True:  # every use of this image
+                rows[slots.item(pos, 1)][_IMAGE_KEYS[slots.item(pos, 2)]] = entry
                 pos += 1
+                if pos == end or slots.item(pos, 0) != g:
+                    break
+                entry = _copy_entry(entry)
         if pos < end:
             raise InputError(f"{path} got shorter while pairs were being sampled.", "Rerun `commonlink pairs`.")
     if missing:
@@ -559,13 +590,14 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
         )
 
 
-def _image_exists(folder: Path, relative: str) -> bool:
+def _image_exists(folder: Path, folder_text: str, relative: str) -> bool:
     # Plain relative paths are the norm and need one stat; anything else goes through safe_join (via
     # image_path), which refuses absolute paths and '..' with a clear error. Symlinks that lead out of the
     # catalog are refused by image_path when the release build opens the image.
-    if os.path.isabs(relative) or ".." in Path(relative).parts:
+    # (The substring test first: building a Path for every image costs more than the stat.)
+    if os.path.isabs(relative) or (".." in relative and ".." in Path(relative).parts):
         return image_path(folder, CatalogRecord("", relative, [], "real", "", 0, 0, "")).is_file()
-    return os.path.isfile(os.path.join(folder, relative))
+    return os.path.isfile(os.path.join(folder_text, relative))
 
 
 def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
@@ -583,12 +615,18 @@ def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
         "scene_id": record["scene_id"],
         "view": shared.setdefault(view, view) if isinstance(view, str) else view,
         "background": shared.setdefault(background, background) if isinstance(background, str) else background,
-        "objects": [shared.setdefault(o, o) for o in record["objects"]],
+        "objects": list(map(shared.setdefault, record["objects"], record["objects"])),
         "object_area": {shared.setdefault(o, o): v for o, v in area.items()} if area is not None else None,
         "width": record["width"],
         "height": record["height"],
         "sha256": record["sha256"],
     }
+
+
+def _copy_entry(entry: dict) -> dict:
+    """Another use of an image: the same fields, its own lists and dicts."""
+    area = entry["object_area"]
+    return {**entry, "objects": list(entry["objects"]), "object_area": dict(area) if area is not None else None}
 
 
 def build_choices(
@@ -609,7 +647,7 @@ def build_choices(
     n_choices = max(min_choices, len(common) + 2)
     n_distractors = n_choices - 1 - len(common)
     only_one = sorted(set_1 ^ set_2)
-    distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors]]
+    distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors].tolist()]
     if len(distractors) < n_distractors:
         union = set_1 | set_2
         neither = sorted(set(vocabulary) - union)
@@ -620,14 +658,14 @@ def build_choices(
                 f"{n_choices - 1}.",
                 "Lower --choices, or add catalogs with more kinds of objects.",
             )
-        distractors += [neither[j] for j in rng.choice(len(neither), size=need, replace=False)]
+        distractors += [neither[j] for j in rng.choice(len(neither), size=need, replace=False).tolist()]
     options = common + distractors + [NO_COMMON_OBJECTS]
-    choices = [options[j] for j in rng.permutation(len(options))]
+    choices = [options[j] for j in rng.permutation(len(options)).tolist()]
     truth_set = set(common) if common else {NO_COMMON_OBJECTS}
     labels = letters(len(choices))
     truth_positions = [j for j, c in enumerate(choices) if c in truth_set]
     ground_truth = [choices[j] for j in truth_positions]
-    answer = ", ".join(labels[j] for j in truth_positions)
+    answer = ", ".join([labels[j] for j in truth_positions])
     return choices, ground_truth, answer
 
 
@@ -711,18 +749,16 @@ def sample_pairs(
         vocab_names = {name: [index.vocab[o] for o in ids] for name, ids in index.source_vocab.items()}
         choice_rng = rng_for(config.seed, "pairs", config.split, "choices")
         rows = []
-        slots = np.empty((len(order), 2, 3), dtype=np.int64)
         choice_counts: dict[int, int] = {}
-        for i, j in enumerate(order):
+        split, n_choices, object_names = config.split, config.choices, index.object_names
+        for i, j in enumerate(order.tolist()):
             name, a, b = jobs[j]
-            choices, truth, answer = build_choices(
-                index.object_names(a), index.object_names(b), vocab_names[name], config.choices, choice_rng
-            )
+            choices, truth, answer = build_choices(object_names(a), object_names(b), vocab_names[name], n_choices, choice_rng)
             choice_counts[len(choices)] = choice_counts.get(len(choices), 0) + 1
             rows.append(
                 {
-                    "id": f"{config.split}-{i:08d}",
-                    "split": config.split,
+                    "id": f"{split}-{i:08d}",
+                    "split": split,
                     "source": name,
                     "image_1": None,
                     "image_2": None,
@@ -733,7 +769,12 @@ def sample_pairs(
                     "question_template": QUESTION_TEMPLATE_ID,
                 }
             )
-            slots[i] = ((a, i, 1), (b, i, 2))
+        # (global image, row, 1 | 2) for every image of every row
+        slots = np.empty((len(order), 2, 3), dtype=np.int64)
+        images = np.array([(a, b) for _, a, b in jobs], dtype=np.int64).reshape(-1, 2)
+        slots[:, :, 0] = images[order]
+        slots[:, :, 1] = np.arange(len(order))[:, None]
+        slots[:, :, 2] = (1, 2)
         _fill_images(index, rows, slots.reshape(-1, 3), config.check_files)
     stats = _stats(config, index, eligible, real_fraction, results, choice_counts, len(rows))
     return rows, stats
