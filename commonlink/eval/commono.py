@@ -323,21 +323,6 @@ def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False, prompts:
         }
 
 
-def perception_lmms_eval_samples(records: Iterable[dict], template: str) -> Iterator[dict]:
-    """Single-image yes/no questions as lmms-eval per-sample entries (doc_id = question number in the run,
-    filtered = the parsed yes/no, or "" when unreadable)."""
-    for doc_id, r in enumerate(records):
-        yield {
-            "doc_id": doc_id,
-            "doc": {k: r[k] for k in ("id", "row_index", "image", "object", "present", "source") if k in r},
-            "target": "yes" if r["present"] else "no",
-            "prompt": template.format(r["object"]),
-            "response": r["raw_output"],
-            "filtered": "" if r["answer"] is None else ("yes" if r["answer"] else "no"),
-            "scores": {"question_acc": float(r["correct"])},
-        }
-
-
 def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "", prompts: dict[int, str] | None = None) -> None:
     """``predictions{suffix}.jsonl``, ``results{suffix}.json`` and ``results{suffix}.md``, each written atomically,
     and the same run in lmms-eval's convention under ``lmms_eval/`` (see :mod:`commonlink.eval.results`)."""
@@ -345,17 +330,10 @@ def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suff
     write_jsonl(out_dir / f"predictions{suffix}.jsonl", records)
     atomic_write_json(out_dir / f"results{suffix}.json", results)
     atomic_write_text(out_dir / f"results{suffix}.md", render_markdown_table(results, breakdowns=True) + "\n")
-    split = results.get("dataset", {}).get("split", "main")
-    overall = results["metrics"]["overall"]
     if results.get("task") == "common_o":
-        metrics = lmms_eval_metrics(overall, {"acc": "accuracy", "hallucination_rate": "hallucination_rate", "parse_failure_rate": "parse_failure_rate"})
+        split = results.get("dataset", {}).get("split", "main")
+        metrics = lmms_eval_metrics(results["metrics"]["overall"], {"acc": "accuracy", "hallucination_rate": "hallucination_rate", "parse_failure_rate": "parse_failure_rate"})
         write_lmms_eval_files(out_dir, LMMS_TASKS.get(split, f"common_o_{split}"), results, metrics, lmms_eval_samples(records, concat=bool(results.get("prompt", {}).get("concat_images")), prompts=prompts), suffix=suffix)
-    elif results.get("task") == "perception":
-        # per image (the paper's unit) as ours; question accuracy beside it
-        metrics = lmms_eval_metrics(overall, {"acc": "accuracy", "hallucination_rate": "hallucination_rate", "question_acc": "question_accuracy",
-                                              "parse_failure_rate": "parse_failure_rate"})
-        task = f"{LMMS_TASKS.get(split, f'common_o_{split}')}_perception"
-        write_lmms_eval_files(out_dir, task, results, metrics, perception_lmms_eval_samples(records, results["prompt"]["template"]), suffix=suffix)
 
 
 def refuse_duplicate_ids(predictions: Path, lines: list[dict]) -> None:

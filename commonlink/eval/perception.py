@@ -17,6 +17,7 @@ yes nor no counts as wrong (and as not hallucinated). A row without object lists
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from commonlink.constants import NO_COMMON_OBJECTS
@@ -24,11 +25,11 @@ from commonlink.errors import NotEnoughDataError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
-from commonlink.eval.commono import MAX_UNREADABLE_SHARE, row_indices, unreadable_limit, write_outputs
+from commonlink.eval.commono import LMMS_TASKS, MAX_UNREADABLE_SHARE, row_indices, unreadable_limit, write_outputs
 from commonlink.eval.imaging import ImageProtocol, parse_image_protocol
 from commonlink.eval.metrics import N_BOOTSTRAP, perception_metrics
 from commonlink.eval.parsing import parse_yes_no
-from commonlink.eval.results import results_header, timing
+from commonlink.eval.results import lmms_eval_metrics, results_header, timing, write_lmms_eval_files
 from commonlink.eval.runner import open_backends, run_over_split
 from commonlink.formats.common_o import PERCEPTION_PROMPT, YES_NO_HINT
 from commonlink.loaders.common_o import open_common_o
@@ -132,4 +133,30 @@ def evaluate_perception(
     })
     if out_dir is not None:
         write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
+        write_perception_lmms_eval(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
     return results
+
+
+def perception_lmms_eval_samples(records: Iterable[dict], template: str) -> Iterator[dict]:
+    """Single-image yes/no questions as lmms-eval per-sample entries (doc_id = question number in the run,
+    filtered = the parsed yes/no, or "" when unreadable)."""
+    for doc_id, r in enumerate(records):
+        yield {
+            "doc_id": doc_id,
+            "doc": {k: r[k] for k in ("id", "row_index", "image", "object", "present", "source") if k in r},
+            "target": "yes" if r["present"] else "no",
+            "prompt": template.format(r["object"]),
+            "response": r["raw_output"],
+            "filtered": "" if r["answer"] is None else ("yes" if r["answer"] else "no"),
+            "scores": {"question_acc": float(r["correct"])},
+        }
+
+
+def write_perception_lmms_eval(out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "") -> None:
+    """The run in lmms-eval's convention (task ``common_o_perception``, ``common_o_challenge_perception``, ...):
+    accuracy and hallucination per image (the paper's unit) as ours, question accuracy beside them."""
+    metrics = lmms_eval_metrics(results["metrics"]["overall"], {"acc": "accuracy", "hallucination_rate": "hallucination_rate",
+                                                                "question_acc": "question_accuracy", "parse_failure_rate": "parse_failure_rate"})
+    split = results["dataset"]["split"]
+    task = f"{LMMS_TASKS.get(split, f'common_o_{split}')}_perception"
+    write_lmms_eval_files(out_dir, task, results, metrics, perception_lmms_eval_samples(records, results["prompt"]["template"]), suffix=suffix)
