@@ -126,3 +126,9 @@ def test_eval_association_backend_vllm_sends_three_images_vllm_accepts(tmp_path,
                                n_boot=20, show_progress=False)
     assert out["requests"]["failed"] == 12 and out["metrics"]["summary"]["failed"] == 12
     assert all(len([p for p in c[-1]["content"] if p["type"] == "image_pil"]) <= 2 for call in fake_vllm.INSTANCES[-1].calls for c in call.conversations)
+
+
+def test_a_model_path_that_does_not_exist_is_refused_before_vllm_starts(tmp_path):
+    with pytest.raises(InputError, match="no such folder"):
+        load_backend("vllm", str(tmp_path / "no-such-model"))
+    assert vllm_double.INSTANCES == []

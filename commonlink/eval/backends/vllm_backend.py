@@ -28,6 +28,7 @@ from commonlink.eval.backends.base import (
     GenerationSettings,
     RequestFailure,
     chat_messages,
+    check_local_model,
     free_accelerator_memory,
 )
 from commonlink.eval.backends.fingerprint import model_fingerprint
@@ -70,6 +71,7 @@ class VLLMBackend:
             import vllm
         except ImportError as exc:
             raise MissingDependencyError("vllm", "vllm", "The vllm backend") from exc
+        check_local_model(model)
         images = int(images_per_request or DEFAULT_IMAGES_PER_REQUEST)
         limit = engine_args.pop("limit_mm_per_prompt", None) or {"image": images}
         if not isinstance(limit, dict) or not isinstance(limit.get("image", images), int):
