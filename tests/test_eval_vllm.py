@@ -132,3 +132,16 @@ def test_a_model_path_that_does_not_exist_is_refused_before_vllm_starts(tmp_path
     with pytest.raises(InputError, match="no such folder"):
         load_backend("vllm", str(tmp_path / "no-such-model"))
     assert vllm_double.INSTANCES == []
+
+
+@pytest.mark.parametrize("settings,text", [
+    (GenerationSettings(extra={"top_k": -5}), "top_k must be 0 (disable), or at least 1, got -5."),
+    (GenerationSettings(temperature=3.0), "temperature must be in [0, 2], got 3.0."),
+    (GenerationSettings(extra={"min_p": 1.5}), "min_p must be in [0, 1], got 1.5."),
+])
+def test_values_out_of_vllms_ranges_are_input_errors_with_vllms_text(settings, text):
+    """vLLM's SamplingParams raises VLLMValidationError (not a TypeError or ValueError) for a value out of range: the
+    backend turns it into an InputError with vLLM's own words, not a traceback."""
+    with pytest.raises(InputError) as err:
+        load_backend("vllm", "org/vlm").generate([GenerationRequest("r", [], "hi")], settings)
+    assert text in err.value.problem and "--gen-arg" in err.value.fix

@@ -122,8 +122,9 @@ class VLLMBackend:
                 seed=settings.seed,
                 **settings.extra,
             )
-        except TypeError as exc:
-            raise InputError(f"vLLM's SamplingParams refused a --gen-arg: {exc}.", "Use SamplingParams field names, e.g. --gen-arg top_k=20.") from exc
+        except Exception as exc:  # TypeError: an unknown field; vllm.exceptions.VLLMValidationError (not a ValueError): a value out of range
+            raise InputError(f"vLLM's SamplingParams refused a --gen-arg or a generation setting: {exc}",
+                             "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature in [0, 2].") from exc
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
         results: list[str | RequestFailure | None] = [None] * len(requests)
