@@ -145,3 +145,10 @@ def test_values_out_of_vllms_ranges_are_input_errors_with_vllms_text(settings, t
     with pytest.raises(InputError) as err:
         load_backend("vllm", "org/vlm").generate([GenerationRequest("r", [], "hi")], settings)
     assert text in err.value.problem and "--gen-arg" in err.value.fix
+
+
+def test_the_double_refuses_an_unknown_content_part_as_vllm_does(fake_vllm):
+    llm = fake_vllm.LLM("org/vlm")
+    with pytest.raises(fake_vllm.VLLMValidationError, match=r"^Unsupported chat content part type: 'image'\. Supported types: .*image_pil"):
+        llm.chat([{"role": "user", "content": [{"type": "image"}, "hi"]}])
+    assert llm.chat([{"role": "user", "content": ["a bare string part", {"type": "text", "text": "hi"}]}])[0].outputs[0].text == "Answer: A"

@@ -201,11 +201,17 @@ class LLM:
             if isinstance(content, str):
                 continue
             for part in content:
+                if isinstance(part, str):  # vLLM takes a bare string as a text part
+                    continue
                 kind = part.get("type")
                 if kind is None:
                     raise VLLMValidationError("Missing 'type' field in multimodal part.", parameter="type")
-                if kind not in RECORDED["chat_content_part_types"]:
-                    raise ValueError(f"Unknown part type: {kind}")
+                if not isinstance(kind, str):
+                    raise VLLMValidationError("Invalid 'type' field in multimodal part.", parameter="type")
+                if kind not in RECORDED["chat_content_part_types"]:  # parse_chat_message_content_part's refusal
+                    supported = ", ".join(sorted(RECORDED["chat_content_part_types"]))
+                    raise VLLMValidationError(f"Unsupported chat content part type: {kind!r}. Supported types: {supported}.",
+                                              parameter="type", value=kind)
                 if kind in IMAGE_PART_TYPES:
                     images += 1
         limit = self._limit("image")
