@@ -342,6 +342,16 @@ def test_verify_refuses_bad_input(ocl_build, tmp_path):
     assert vague.exit_code == 1 and "keep or reject" in vague.output
 
 
+def test_a_bad_decisions_file_is_refused_before_the_model_is_asked(ocl_build, tmp_path):
+    """Decisions are read before the (possibly hours-long) model pass: a typo in them must not cost that pass."""
+    _, out = ocl_build
+    (tmp_path / "d.csv").write_text("image_id,concept,decision\nnot-an-image,metal,reject\n")
+    backend = ScriptedBackend(lambda request: "Yes")
+    with pytest.raises(InputError, match="not-an-image"):
+        verify_tasks([out], tmp_path / "v", backend_instance=backend, decisions=tmp_path / "d.csv", progress=False)
+    assert backend.requests == [] and not (tmp_path / "v" / "verification.json").exists()
+
+
 def test_verify_with_the_random_baseline_through_the_cli(ocl_build, tmp_path):
     """The real backend path (load_backend): the random baseline answers Yes/No per claim."""
     _, out = ocl_build

@@ -488,6 +488,14 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     config = config_of(meta)
     concept_kind = meta.get("concept_kind", config.concept_kind)
     claims = all_claims(inputs)
+    # human decisions are read first: a bad decisions file is refused before the model runs, not after it
+    human: dict[tuple[str, str], str] = {}
+    for path in decisions:
+        human.update(read_decisions(path))
+    ids = {img.id: i for i, img in enumerate(table)}
+    unknown = sorted({image_id for image_id, _ in human if image_id not in ids})
+    if unknown:
+        raise InputError(f"The decisions name image(s) not in this build: {unknown[:5]}.", "Pass the decisions exported from these task files.")
     decided: dict[Claim, Decision] = {}
     model_info = None
     if model is not None or backend_instance is not None:
@@ -505,13 +513,6 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         finally:
             if owned:
                 instance.close()
-    human: dict[tuple[str, str], str] = {}
-    for path in decisions:
-        human.update(read_decisions(path))
-    ids = {img.id: i for i, img in enumerate(table)}
-    unknown = sorted({image_id for image_id, _ in human if image_id not in ids})
-    if unknown:
-        raise InputError(f"The decisions name image(s) not in this build: {unknown[:5]}.", "Pass the decisions exported from these task files.")
     for claim in claims:
         image_id = table[claim[0]].id
         verdict = human.get((image_id, claim[1])) or human.get((image_id, "*"))
