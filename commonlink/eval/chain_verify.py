@@ -210,8 +210,13 @@ def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
     return decisions
 
 
+def claim_request_id(image_id: str, concept: str) -> str:
+    """The request id of a claim's question (its prediction-cache key, so it must not change between runs)."""
+    return f"verify/{image_id}/{concept}"
+
+
 def verification_request(image, concept: str, concept_kind: str, image_id: str) -> GenerationRequest:
-    return GenerationRequest(id=f"verify/{image_id}/{concept}", images=[image],
+    return GenerationRequest(id=claim_request_id(image_id, concept), images=[image],
                              prompt=[ImageSlot(0), VERIFY_PROMPT.format(kind=concept_kind, concept=concept)],
                              choices=list(VERIFY_CHOICES), multi_select=False)
 
@@ -226,7 +231,7 @@ def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_k
     for chunk in track(chunks, "verify (claims x64)", total=len(chunks), unit="chunks", disable=not progress):
         todo = []
         for claim in chunk:
-            hit = generator.cached_answer(f"verify/{table[claim[0]].id}/{claim[1]}")  # no image opened for a cached claim
+            hit = generator.cached_answer(claim_request_id(table[claim[0]].id, claim[1]))  # no image opened for a cached claim
             if hit is None:
                 todo.append(claim)
             else:
