@@ -155,3 +155,14 @@ def test_a_base_url_without_v1_gets_the_servers_404_and_the_fix(monkeypatch):
         backend.close()
     assert "404" in err.value.problem and "Invalid URL (POST /chat/completions)" in err.value.problem and "/v1" in err.value.fix
     assert server.statuses == [404] and server.bodies == []
+
+
+def test_a_server_that_asks_for_a_long_wait_is_not_retried_and_the_error_says_so(monkeypatch):
+    """The SDK does not retry when Retry-After exceeds its 2-minute limit: the error must say 0 retries, not max_retries."""
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.01, 0.01), failures=[503] * 5, api_key=SECRET, retry_after_ms="600000") as server:
+        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=4)
+        with pytest.raises(BackendError) as err:
+            backend.generate([GenerationRequest("row-3", [], "hi")], GenerationSettings())
+        backend.close()
+    assert server.statuses == [503] and "row-3" in err.value.problem and "after 0 retries" in err.value.problem

@@ -43,6 +43,16 @@ def sdk_retries(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
 
+def retries_taken(response, default: int) -> int:
+    """How often the SDK retried the request of ``response``: the ``x-stainless-retry-count`` header it sends with
+    every attempt. Fewer than ``max_retries`` when the server said ``x-should-retry: false`` or asked for a wait
+    over the SDK's limit (2 minutes), so an error must not claim every retry was made."""
+    try:
+        return int(response.request.headers.get("x-stainless-retry-count", default))
+    except (AttributeError, RuntimeError, ValueError):  # no request attached (httpx raises RuntimeError)
+        return default
+
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -175,7 +185,8 @@ class OpenAIBackend:
                     ) from None
                 if sdk_retries(status):
                     raise BackendError(
-                        f"HTTP {status} from the server for {request.id}, still after {self.max_retries} retries: {self._scrub(str(exc))[:300]}",
+                        f"HTTP {status} from the server for {request.id}, still after {retries_taken(exc.response, self.max_retries)} retries: "
+                        f"{self._scrub(str(exc))[:300]}",
                         "The server is down or overloaded; rerun later (finished rows are cached), lower --concurrency, or raise "
                         "--backend-arg max_retries.",
                     ) from None
