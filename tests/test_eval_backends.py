@@ -154,3 +154,15 @@ def test_cli_backend_and_gen_args_are_checked_with_the_fix(data_dir, tmp_path):
     assert ok.exit_code == 0, ok.output
     saved = json.loads((tmp_path / "r" / "results.json").read_text())
     assert saved["generation"]["system_prompt"] == "Be brief." and saved["generation"]["extra"] == {"top_k": 20}
+
+
+def test_a_model_path_that_does_not_exist_is_named_with_the_fix(data_dir, tmp_path):
+    """A missing local folder must not reach from_pretrained, which reads it as a Hub id and talks of repo-id syntax."""
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(InputError) as err:
+        load_backend("transformers", str(missing))
+    assert "no such folder" in err.value.problem and str(missing) in err.value.problem and "Hub id" in err.value.fix
+    result = CliRunner().invoke(app, ["eval", "commono", "--backend", "transformers", "--model", str(missing), "--data", str(data_dir),
+                                      "--out", str(tmp_path / "run"), "--quiet"])
+    assert result.exit_code == 1 and "no such folder" in result.output and "Repo id" not in result.output
+    assert not (tmp_path / "run" / "results.json").exists()

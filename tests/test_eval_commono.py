@@ -525,3 +525,12 @@ def test_a_rows_own_question_is_sent_verbatim(tiny_backend, data_dir, tmp_path):
     assert common_o_request(example).prompt == example.question
     assert common_o_request(example, question="built").prompt == common_o_question(example.choices)
     assert common_o_request(example, concat=True).prompt == CONCAT_IMAGE_PROMPT.format(format_choices(example.choices))
+
+
+def test_scoring_an_empty_predictions_file_is_an_error_not_a_table_of_zeros(data_dir, tmp_path):
+    empty = tmp_path / "predictions.jsonl"
+    empty.write_text("")
+    with pytest.raises(InputError, match="holds no predictions"):
+        score_predictions(empty, data_dir)
+    result = CliRunner().invoke(app, ["eval", "score", str(empty), "--data", str(data_dir)])
+    assert result.exit_code == 1 and "holds no predictions" in result.output and "| 0 |" not in result.output

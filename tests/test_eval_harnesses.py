@@ -26,6 +26,7 @@ from commonlink.eval.backends import (
     BACKEND_REGISTRY,
     BackendInfo,
     RequestFailure,
+    message_parts,
     register_backend,
 )
 from commonlink.eval.commono import (
@@ -43,7 +44,6 @@ from commonlink.testing.harness_models import (
     ReplayBackend,
     content_answer,
     content_key,
-    request_parts,
     vlmeval_message_parts,
 )
 from commonlink.testing.tiny_models import (
@@ -242,7 +242,7 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
             message = vlmeval_messages(line, _dump_images(line, tmp_path / "images" / name))
             assert [m["type"] for m in message] == ["image", "image", "text"]
             parts = vlmeval_message_parts(message)
-            assert content_key(parts) == content_key(request_parts(request))
+            assert content_key(parts) == content_key(message_parts(request))
             answers.append(content_answer(parts))
         assert len(set(_to_list(table["image_path"][0]))) == 2 and all(n.endswith(".png") for n in _to_list(table["image_path"][0]))
         # an empty answer and a failed request, as VLMEvalKit writes them

@@ -1,13 +1,11 @@
-"""The openai backend against a local HTTP server speaking the chat-completions protocol."""
+"""The openai backend against a local HTTP server speaking the chat-completions protocol
+(``commonlink.testing.openai_server``)."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from PIL import Image
@@ -23,72 +21,10 @@ from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
 SECRET = "sk-test-0123456789-very-secret"
 
 
-class ChatServer:
-    """Answers ``POST /v1/chat/completions``; fails the first request of each kind with 429 then 503."""
-
-    def __init__(self, *, failures=(429, 503), answer="Answer: A", refuse_max_tokens=False):
-        self.failures = list(failures)
-        self.refuse_max_tokens = refuse_max_tokens
-        self.answer = answer
-        self.bodies: list[dict] = []
-        self.statuses: list[int] = []
-        self.in_flight = self.max_in_flight = 0
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output clean
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                try:
-                    time.sleep(0.02)
-                    if self.path != "/v1/chat/completions":
-                        return self._send(404, {"error": {"message": "not found"}})
-                    if self.headers.get("Authorization") != f"Bearer {SECRET}":
-                        return self._send(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
-                    with server.lock:
-                        failure = server.failures.pop(0) if server.failures else None
-                    if failure:
-                        return self._send(failure, {"error": {"message": "slow down"}}, {"retry-after-ms": "5"})
-                    if server.refuse_max_tokens and "max_tokens" in body:
-                        return self._send(400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error"}})
-                    server.bodies.append(body)
-                    self._send(200, {
-                        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": server.answer}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    })
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-
-            def _send(self, status, payload, headers=None):
-                server.statuses.append(status)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def chat_server(*, failures=(429, 503), answer="Answer: A", refuse_max_tokens=False) -> LatencyServer:
+    """A server that wants the key ``SECRET`` and fails the first requests with ``failures`` (429 then 503 by default)."""
+    return LatencyServer(latency_s=(0.02, 0.02), failures=failures, answer=answer, api_key=SECRET, refuse_max_tokens=refuse_max_tokens,
+                         retry_after_ms="5")
 
 
 @pytest.fixture()
@@ -99,7 +35,7 @@ def data_dir(tmp_path):
 @pytest.mark.slow
 def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("MY_KEY", SECRET)
-    with ChatServer() as server:
+    with chat_server() as server:
         backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=3)
         results = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=50, show_progress=False)
     assert server.statuses.count(429) == 1 and server.statuses.count(503) == 1 and backend.retries == 2
@@ -120,7 +56,7 @@ def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, mon
 
 def test_wrong_key_is_a_clear_error_without_the_key(monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-wrong-key-abcdef")
-    with ChatServer(failures=()) as server:
+    with chat_server(failures=()) as server:
         backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY")
         with pytest.raises(BackendError) as err:
             backend.generate([GenerationRequest("r", [Image.new("RGB", (8, 8))], "hi")], GenerationSettings())
@@ -151,7 +87,7 @@ def test_credentials_in_the_base_url_are_not_recorded():
 
 def test_server_down_after_retries_is_a_backend_error(monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
-    with ChatServer(failures=[503] * 10) as server:
+    with chat_server(failures=[503] * 10) as server:
         backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=2)
         with pytest.raises(BackendError) as err:
             backend.generate([GenerationRequest("row-9", [], "hi")], GenerationSettings())
@@ -160,7 +96,7 @@ def test_server_down_after_retries_is_a_backend_error(monkeypatch):
 
 def test_cli_openai_backend(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
-    with ChatServer(failures=(), answer="<think>both show it</think>\n**Answer:** A") as server:
+    with chat_server(failures=(), answer="<think>both show it</think>\n**Answer:** A") as server:
         result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "served-vlm", "--backend-arg", f"base_url={server.url}",
                                           "--backend-arg", "api_key_env=MY_KEY", "--concurrency", "4", "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet",
                                           "--bootstrap", "50"])
@@ -172,7 +108,7 @@ def test_cli_openai_backend(data_dir, tmp_path, monkeypatch):
 
 def test_switches_to_max_completion_tokens_when_the_server_asks(monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
-    with ChatServer(failures=(), refuse_max_tokens=True) as server:
+    with chat_server(failures=(), refuse_max_tokens=True) as server:
         backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY")
         out = backend.generate([GenerationRequest("r", [], "hi"), GenerationRequest("s", [], "ho")], GenerationSettings(max_new_tokens=7))
     assert out == ["Answer: A", "Answer: A"]
@@ -207,3 +143,26 @@ def test_a_slow_request_holds_up_only_its_own_slot(monkeypatch):
         backend.close()
     assert out == ["Answer: A"] * 9 and server.max_in_flight == 2
     assert server.finished[-1] == "q0" and sorted(server.finished[:-1]) == [f"q{i}" for i in range(1, 9)]
+
+
+def test_a_base_url_without_v1_gets_the_servers_404_and_the_fix(monkeypatch):
+    """OpenAI (and vllm serve) answer an unknown path with 404 "Invalid URL"; the backend stops and names base_url."""
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with chat_server(failures=()) as server:
+        backend = load_backend("openai", "m", base_url=server.url.removesuffix("/v1"), api_key_env="MY_KEY")
+        with pytest.raises(BackendError) as err:
+            backend.generate([GenerationRequest("r", [], "hi")], GenerationSettings())
+        backend.close()
+    assert "404" in err.value.problem and "Invalid URL (POST /chat/completions)" in err.value.problem and "/v1" in err.value.fix
+    assert server.statuses == [404] and server.bodies == []
+
+
+def test_a_server_that_asks_for_a_long_wait_is_not_retried_and_the_error_says_so(monkeypatch):
+    """The SDK does not retry when Retry-After exceeds its 2-minute limit: the error must say 0 retries, not max_retries."""
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.01, 0.01), failures=[503] * 5, api_key=SECRET, retry_after_ms="600000") as server:
+        backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=4)
+        with pytest.raises(BackendError) as err:
+            backend.generate([GenerationRequest("row-3", [], "hi")], GenerationSettings())
+        backend.close()
+    assert server.statuses == [503] and "row-3" in err.value.problem and "after 0 retries" in err.value.problem

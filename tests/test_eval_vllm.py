@@ -126,3 +126,29 @@ def test_eval_association_backend_vllm_sends_three_images_vllm_accepts(tmp_path,
                                n_boot=20, show_progress=False)
     assert out["requests"]["failed"] == 12 and out["metrics"]["summary"]["failed"] == 12
     assert all(len([p for p in c[-1]["content"] if p["type"] == "image_pil"]) <= 2 for call in fake_vllm.INSTANCES[-1].calls for c in call.conversations)
+
+
+def test_a_model_path_that_does_not_exist_is_refused_before_vllm_starts(tmp_path):
+    with pytest.raises(InputError, match="no such folder"):
+        load_backend("vllm", str(tmp_path / "no-such-model"))
+    assert vllm_double.INSTANCES == []
+
+
+@pytest.mark.parametrize("settings,text", [
+    (GenerationSettings(extra={"top_k": -5}), "top_k must be 0 (disable), or at least 1, got -5."),
+    (GenerationSettings(temperature=3.0), "temperature must be in [0, 2], got 3.0."),
+    (GenerationSettings(extra={"min_p": 1.5}), "min_p must be in [0, 1], got 1.5."),
+])
+def test_values_out_of_vllms_ranges_are_input_errors_with_vllms_text(settings, text):
+    """vLLM's SamplingParams raises VLLMValidationError (not a TypeError or ValueError) for a value out of range: the
+    backend turns it into an InputError with vLLM's own words, not a traceback."""
+    with pytest.raises(InputError) as err:
+        load_backend("vllm", "org/vlm").generate([GenerationRequest("r", [], "hi")], settings)
+    assert text in err.value.problem and "--gen-arg" in err.value.fix
+
+
+def test_the_double_refuses_an_unknown_content_part_as_vllm_does(fake_vllm):
+    llm = fake_vllm.LLM("org/vlm")
+    with pytest.raises(fake_vllm.VLLMValidationError, match=r"^Unsupported chat content part type: 'image'\. Supported types: .*image_pil"):
+        llm.chat([{"role": "user", "content": [{"type": "image"}, "hi"]}])
+    assert llm.chat([{"role": "user", "content": ["a bare string part", {"type": "text", "text": "hi"}]}])[0].outputs[0].text == "Answer: A"

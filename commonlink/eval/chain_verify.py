@@ -210,8 +210,13 @@ def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
     return decisions
 
 
+def claim_request_id(image_id: str, concept: str) -> str:
+    """The request id of a claim's question (its prediction-cache key, so it must not change between runs)."""
+    return f"verify/{image_id}/{concept}"
+
+
 def verification_request(image, concept: str, concept_kind: str, image_id: str) -> GenerationRequest:
-    return GenerationRequest(id=f"verify/{image_id}/{concept}", images=[image],
+    return GenerationRequest(id=claim_request_id(image_id, concept), images=[image],
                              prompt=[ImageSlot(0), VERIFY_PROMPT.format(kind=concept_kind, concept=concept)],
                              choices=list(VERIFY_CHOICES), multi_select=False)
 
@@ -226,7 +231,7 @@ def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_k
     for chunk in track(chunks, "verify (claims x64)", total=len(chunks), unit="chunks", disable=not progress):
         todo = []
         for claim in chunk:
-            hit = generator.cached_answer(f"verify/{table[claim[0]].id}/{claim[1]}")  # no image opened for a cached claim
+            hit = generator.cached_answer(claim_request_id(table[claim[0]].id, claim[1]))  # no image opened for a cached claim
             if hit is None:
                 todo.append(claim)
             else:
@@ -488,6 +493,14 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     config = config_of(meta)
     concept_kind = meta.get("concept_kind", config.concept_kind)
     claims = all_claims(inputs)
+    # human decisions are read first: a bad decisions file is refused before the model runs, not after it
+    human: dict[tuple[str, str], str] = {}
+    for path in decisions:
+        human.update(read_decisions(path))
+    ids = {img.id: i for i, img in enumerate(table)}
+    unknown = sorted({image_id for image_id, _ in human if image_id not in ids})
+    if unknown:
+        raise InputError(f"The decisions name image(s) not in this build: {unknown[:5]}.", "Pass the decisions exported from these task files.")
     decided: dict[Claim, Decision] = {}
     model_info = None
     if model is not None or backend_instance is not None:
@@ -505,13 +518,6 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         finally:
             if owned:
                 instance.close()
-    human: dict[tuple[str, str], str] = {}
-    for path in decisions:
-        human.update(read_decisions(path))
-    ids = {img.id: i for i, img in enumerate(table)}
-    unknown = sorted({image_id for image_id, _ in human if image_id not in ids})
-    if unknown:
-        raise InputError(f"The decisions name image(s) not in this build: {unknown[:5]}.", "Pass the decisions exported from these task files.")
     for claim in claims:
         image_id = table[claim[0]].id
         verdict = human.get((image_id, claim[1])) or human.get((image_id, "*"))

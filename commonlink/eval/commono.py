@@ -372,6 +372,9 @@ def score_predictions(
 
     predictions = Path(predictions)
     lines = list(read_jsonl(predictions))
+    if not lines:  # scoring nothing would print a table of zeros that looks like a result
+        raise InputError(f"{predictions} holds no predictions.",
+                         "Give the predictions.jsonl of a run that answered rows (rerun `commonlink eval commono` with the same --out to finish one).")
     refuse_duplicate_ids(predictions, lines)
     for n, line in enumerate(lines, start=1):
         needed = ("id", "raw_output") if data is not None else (*_FACT_FIELDS, "raw_output")

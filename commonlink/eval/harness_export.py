@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import base64
 import csv
-import io
 import json
 import os
 from pathlib import Path
@@ -31,6 +30,7 @@ from commonlink.eval.association_prompts import ImageSlot
 from commonlink.eval.commono import common_o_request
 from commonlink.eval.harnesses import IMAGE_KEY
 from commonlink.fileio import atomic_write, atomic_write_text, sha256_bytes
+from commonlink.images import image_to_png_bytes
 from commonlink.loaders.association import open_association
 from commonlink.loaders.common_o import open_common_o
 from commonlink.progress import make_progress
@@ -191,12 +191,6 @@ if __name__ == "__main__":
 '''
 
 
-def _png(image) -> bytes:
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def _association_rows(association: str | os.PathLike, revision: str | None, show_progress: bool):
     """One row per single-step task: the selection request our eval sends (memory in the prompt), as data."""
     split = open_association(association, "single_step", revision=revision)
@@ -208,7 +202,7 @@ def _association_rows(association: str | os.PathLike, revision: str | None, show
             request = single_step_selection(task, settings)
             segments = [{IMAGE_KEY: s.index} if isinstance(s, ImageSlot) else s for s in request.prompt]
             yield {"id": task.id, "concept": task.concept, "answer": int(task.answer), "segments": json.dumps(segments, ensure_ascii=False),
-                   "images": [_png(img) for img in request.images]}
+                   "images": [image_to_png_bytes(img.convert("RGB")) for img in request.images]}
             progress.advance(bar)
 
 
@@ -288,7 +282,7 @@ def _common_o_lines(data, split: str, revision: str | None, show_progress: bool)
         for i in range(len(source)):
             example, raw = source.get(i), source.raw_row(i)
             request = common_o_request(example)  # images sized and question chosen as `eval commono` does by default
-            yield {"index": i, **_image_columns([_png(img) for img in request.images]), "question": request.prompt,
+            yield {"index": i, **_image_columns([image_to_png_bytes(img.convert("RGB")) for img in request.images]), "question": request.prompt,
                    "answer": ", ".join(example.answer_letters), "choices": json.dumps(list(example.choices)),
                    "ground_truth_objects": json.dumps(list(example.ground_truth)), "real_or_synthetic": raw.get("real_or_synthetic") or "",
                    "num_objects_image_1": example.num_objects_image_1, "num_objects_image_2": example.num_objects_image_2, "id": example.id}

@@ -1,7 +1,7 @@
 """Models for checking a harness export against commonlink's own evaluation, used on both sides.
 
 A *content-hash* model answers from a hash of exactly what it was sent: the texts and the pixels of the images,
-in order. The same request gets the same answer from a commonlink backend (:class:`ContentHashBackend`) and from
+in order (a commonlink request's parts as its backends send them: ``eval.backends.message_parts``). The same request gets the same answer from a commonlink backend (:class:`ContentHashBackend`) and from
 another harness's model class (VLMEvalKit's, built on :func:`content_answer` and :func:`vlmeval_message_parts`),
 while a request that differs anywhere (a prompt, an image, their order) almost surely gets another answer, so
 equal predictions row by row show that the harness sent what ``commonlink eval`` sends. The answers vary (right,
@@ -19,7 +19,12 @@ from collections.abc import Mapping, Sequence
 
 from PIL import Image
 
-from commonlink.eval.backends import BackendInfo, GenerationRequest, GenerationSettings
+from commonlink.eval.backends import (
+    BackendInfo,
+    GenerationRequest,
+    GenerationSettings,
+    message_parts,
+)
 
 #: What a content-hash model says when its hash picks "no answer" (one request in seven).
 UNREADABLE_ANSWER = "I cannot tell."
@@ -51,14 +56,6 @@ def content_answer(parts: Sequence[tuple[str, object]]) -> str:
     return "Answer: " + ", ".join([x for i, x in enumerate(letters) if (h >> (i + 16)) % 2] or letters[:1])
 
 
-def request_parts(request: GenerationRequest) -> list[tuple[str, object]]:
-    """The parts of a commonlink request in the order its backends send them (images first for a plain-text
-    prompt; interleaved where the prompt has image slots; empty text segments dropped)."""
-    if isinstance(request.prompt, str):
-        return [("image", image) for image in request.images] + [("text", request.prompt)]
-    return [("text", s) if isinstance(s, str) else ("image", request.images[s.index]) for s in request.prompt if not isinstance(s, str) or s]
-
-
 def vlmeval_message_parts(message: Sequence[Mapping]) -> list[tuple[str, object]]:
     """The parts of a VLMEvalKit message (``{"type": "image", "value": path}`` / ``{"type": "text", ...}``)."""
     return [("image", Image.open(m["value"])) if m["type"] == "image" else ("text", m["value"]) for m in message]
@@ -76,7 +73,7 @@ class ContentHashBackend:
         return BackendInfo(backend="content-hash", model=model, fingerprint="content-hash", batch_invariant=True, default_batch_size=8)
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str]:
-        return [content_answer(request_parts(r)) for r in requests]
+        return [content_answer(message_parts(r)) for r in requests]
 
     def close(self) -> None:
         pass
@@ -93,7 +90,7 @@ class ReplayBackend:
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str]:
         out = []
         for request in requests:
-            key = content_key(request_parts(request))
+            key = content_key(message_parts(request))
             if key not in self.answers:
                 raise KeyError(f"request {request.id}: the other harness never sent this message (no recorded answer for it)")
             out.append(self.answers[key])

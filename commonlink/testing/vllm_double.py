@@ -10,7 +10,8 @@ signatures below equal the recording, default values included):
 * ``LLM.chat(messages, sampling_params, ...)``: one conversation or a list of them; content parts of the types
   vLLM's chat parser knows; more images in one prompt than ``limit_mm_per_prompt`` allows raises vLLM's
   ``VLLMValidationError`` with its exact text (vLLM's default limit is 999 per modality);
-* ``SamplingParams`` with the same fields and defaults (an unknown field is a ``TypeError``, as msgspec raises);
+* ``SamplingParams`` with the same fields and defaults (an unknown field is a ``TypeError``, as msgspec raises) and
+  the value checks of its ``_verify_args`` that settings can reach (``VLLMValidationError``, its texts);
 * ``RequestOutput``/``CompletionOutput`` with the attributes the backend reads (``outputs[0].text``,
   ``token_ids``, ``prompt_token_ids``).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,13 +106,39 @@ class SamplingParams:
             if key not in fields:
                 raise TypeError(f"Unexpected keyword argument '{key}'")
             setattr(self, key, value)
-        # the checks of vLLM's SamplingParams._verify_args that our settings can reach
+        self._verify_args()
+
+    def _verify_args(self) -> None:
+        """The checks of vLLM's SamplingParams._verify_args that our settings and --gen-arg values can reach, with its
+        texts; vLLM raises VLLMValidationError for them (not a ValueError)."""
+        if not -2.0 <= self.presence_penalty <= 2.0:
+            raise VLLMValidationError(f"presence_penalty must be in [-2, 2], got {self.presence_penalty}.")
+        if not -2.0 <= self.frequency_penalty <= 2.0:
+            raise VLLMValidationError(f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty}.")
+        if not math.isfinite(self.repetition_penalty):
+            raise VLLMValidationError(f"repetition_penalty must be a finite number, got {self.repetition_penalty}.")
+        if self.repetition_penalty <= 0.0:
+            raise VLLMValidationError(f"repetition_penalty must be greater than zero, got {self.repetition_penalty}.")
+        if not math.isfinite(self.temperature):
+            raise VLLMValidationError(f"temperature must be a finite number, got {self.temperature}.", parameter="temperature", value=self.temperature)
         if self.temperature < 0.0:
-            raise ValueError(f"temperature must be non-negative, got {self.temperature}.")
+            raise VLLMValidationError(f"temperature must be non-negative, got {self.temperature}.", parameter="temperature", value=self.temperature)
+        if self.temperature > 2.0:
+            raise VLLMValidationError(f"temperature must be in [0, 2], got {self.temperature}.", parameter="temperature", value=self.temperature)
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
+            raise VLLMValidationError(f"top_p must be in (0, 1], got {self.top_p}.", parameter="top_p", value=self.top_p)
+        if self.top_k < -1:
+            raise VLLMValidationError(f"top_k must be 0 (disable), or at least 1, got {self.top_k}.")
+        if not isinstance(self.top_k, int):
+            raise VLLMValidationError(f"top_k must be an integer, got {type(self.top_k).__name__}")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise VLLMValidationError(f"min_p must be in [0, 1], got {self.min_p}.")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+            raise VLLMValidationError(f"max_tokens must be at least 1, got {self.max_tokens}.", parameter="max_tokens", value=self.max_tokens)
+        if self.min_tokens < 0:
+            raise VLLMValidationError(f"min_tokens must be greater than or equal to 0, got {self.min_tokens}.")
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise VLLMValidationError(f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, got {self.min_tokens}.")
 
 
 @dataclass
@@ -173,11 +201,17 @@ class LLM:
             if isinstance(content, str):
                 continue
             for part in content:
+                if isinstance(part, str):  # vLLM takes a bare string as a text part
+                    continue
                 kind = part.get("type")
                 if kind is None:
                     raise VLLMValidationError("Missing 'type' field in multimodal part.", parameter="type")
-                if kind not in RECORDED["chat_content_part_types"]:
-                    raise ValueError(f"Unknown part type: {kind}")
+                if not isinstance(kind, str):
+                    raise VLLMValidationError("Invalid 'type' field in multimodal part.", parameter="type")
+                if kind not in RECORDED["chat_content_part_types"]:  # parse_chat_message_content_part's refusal
+                    supported = ", ".join(sorted(RECORDED["chat_content_part_types"]))
+                    raise VLLMValidationError(f"Unsupported chat content part type: {kind!r}. Supported types: {supported}.",
+                                              parameter="type", value=kind)
                 if kind in IMAGE_PART_TYPES:
                     images += 1
         limit = self._limit("image")

@@ -78,9 +78,14 @@ def register_backend(name: str, target: str) -> None:
     BACKEND_REGISTRY[name] = target
 
 
+def is_baseline(model: str) -> bool:
+    """``--model random|none`` names a weight-free baseline, unless a folder of that name exists."""
+    return model in BASELINES and not Path(model).exists()
+
+
 def backend_class(backend: str, model: str = "") -> type:
     """The class implementing ``backend`` (the baseline class for ``--model random|none``), imported now."""
-    if model in BASELINES and not Path(model).exists():
+    if is_baseline(model):
         target = BASELINE_TARGET
     elif backend in BACKEND_REGISTRY:
         target = BACKEND_REGISTRY[backend]
@@ -120,7 +125,7 @@ def load_backend(backend: str, model: str, **options) -> Backend:
     """
     options = {k: v for k, v in options.items() if v is not None}
     cls = backend_class(backend, model)
-    if model in BASELINES and not Path(model).exists():
+    if is_baseline(model):
         return cls(model)
     return cls(model, **_accepted(cls, options, backend))
 

@@ -19,8 +19,10 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from commonlink.errors import InputError
 from commonlink.eval.imaging import cap_pixels
 
 log = logging.getLogger(__name__)
@@ -141,6 +143,15 @@ def prompt_text(request: GenerationRequest, image_token: str = "<image>") -> str
 
 def _without_images(request: GenerationRequest) -> GenerationRequest:
     return GenerationRequest(request.id, [None] * len(request.images), request.prompt, request.choices, request.multi_select)
+
+
+def check_local_model(model: str) -> None:
+    """A ``--model`` written as a path (absolute, ``./``, ``../``, ``~``) must exist: transformers and vLLM would
+    otherwise read it as a Hub id and fail with a message about repo-id syntax that hides the real problem."""
+    text = str(model)
+    if text.startswith(("/", "./", "../", "~", ".\\", "..\\")) and not Path(text).expanduser().exists():
+        raise InputError(f"--model {text}: there is no such folder.",
+                         "Check the path (a local model folder holds config.json and the weights), or give a Hub id like org/name.")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

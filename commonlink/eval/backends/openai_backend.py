@@ -36,8 +36,21 @@ from commonlink.redact import redact_url
 
 log = logging.getLogger(__name__)
 
-#: Statuses the SDK retries (openai._base_client.BaseClient._should_retry), besides dropped connections.
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+def sdk_retries(status: int) -> bool:
+    """Whether the SDK retries a reply with this status (openai._base_client.BaseClient._should_retry: 408, 409,
+    429 and every 5xx, unless the server says otherwise with ``x-should-retry``), besides dropped connections."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def retries_taken(response, default: int) -> int:
+    """How often the SDK retried the request of ``response``: the ``x-stainless-retry-count`` header it sends with
+    every attempt. Fewer than ``max_retries`` when the server said ``x-should-retry: false`` or asked for a wait
+    over the SDK's limit (2 minutes), so an error must not claim every retry was made."""
+    try:
+        return int(response.request.headers.get("x-stainless-retry-count", default))
+    except (AttributeError, RuntimeError, ValueError):  # no request attached (httpx raises RuntimeError)
+        return default
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -53,16 +66,11 @@ def _check_key_variable(api_key_env: str) -> None:
         )
 
 
-def _redacted_url(url: str) -> str:
-    """``url`` without what may be a credential (``user:password@``, query values), for result files and keys."""
-    return redact_url(url)
-
-
 def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png",
                  api_key_env: str = "OPENAI_API_KEY", **_) -> BackendInfo:
     """What the backend will report, known without connecting (for cache keys)."""
     _check_key_variable(api_key_env)
-    return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{_redacted_url(base_url or DEFAULT_BASE_URL)}:{model}", batch_invariant=True,
+    return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{redact_url(base_url or DEFAULT_BASE_URL)}:{model}", batch_invariant=True,
                        default_batch_size=max(64, 16 * concurrency), output_options={} if image_format == "png" else {"image_format": image_format})
 
 
@@ -116,7 +124,7 @@ class OpenAIBackend:
             self.usage["cost_usd"] = 0.0
         self.info = planned_info(model, base_url=base_url, concurrency=concurrency, image_format=image_format)
         self.info.details.update({
-                "base_url": _redacted_url(base_url or DEFAULT_BASE_URL),
+                "base_url": redact_url(base_url or DEFAULT_BASE_URL),
                 "api_key": f"from ${api_key_env}" if key else f"none (${api_key_env} not set)",
                 "concurrency": concurrency,
                 "max_retries": max_retries,
@@ -126,7 +134,7 @@ class OpenAIBackend:
             })
 
     def _count_retryable(self, response) -> None:
-        if response.status_code in RETRY_STATUS or response.status_code >= 500:
+        if sdk_retries(response.status_code):
             with self._lock:
                 self.retries += 1
 
@@ -175,9 +183,10 @@ class OpenAIBackend:
                         f"HTTP 404 from the server: {self._scrub(str(exc))[:300]}",
                         "Check --model (the server's model name) and base_url (it usually ends in /v1).",
                     ) from None
-                if status in RETRY_STATUS or status >= 500:
+                if sdk_retries(status):
                     raise BackendError(
-                        f"HTTP {status} from the server for {request.id}, still after {self.max_retries} retries: {self._scrub(str(exc))[:300]}",
+                        f"HTTP {status} from the server for {request.id}, still after {retries_taken(exc.response, self.max_retries)} retries: "
+                        f"{self._scrub(str(exc))[:300]}",
                         "The server is down or overloaded; rerun later (finished rows are cached), lower --concurrency, or raise "
                         "--backend-arg max_retries.",
                     ) from None

@@ -42,6 +42,7 @@ from commonlink.eval.backends.base import (
     GenerationSettings,
     RequestFailure,
     chat_messages,
+    check_local_model,
     free_accelerator_memory,
     message_parts,
 )
@@ -171,6 +172,7 @@ class TransformersBackend:
         image_placeholder: str | None = None,
         images_per_request: int | None = None,
     ):
+        check_local_model(model)
         torch, transformers = _import_torch_transformers()
         self._torch = torch
         torch_dtype, device_arg = choose_dtype_and_device(dtype, device)

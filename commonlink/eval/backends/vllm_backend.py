@@ -28,6 +28,7 @@ from commonlink.eval.backends.base import (
     GenerationSettings,
     RequestFailure,
     chat_messages,
+    check_local_model,
     free_accelerator_memory,
 )
 from commonlink.eval.backends.fingerprint import model_fingerprint
@@ -70,6 +71,7 @@ class VLLMBackend:
             import vllm
         except ImportError as exc:
             raise MissingDependencyError("vllm", "vllm", "The vllm backend") from exc
+        check_local_model(model)
         images = int(images_per_request or DEFAULT_IMAGES_PER_REQUEST)
         limit = engine_args.pop("limit_mm_per_prompt", None) or {"image": images}
         if not isinstance(limit, dict) or not isinstance(limit.get("image", images), int):
@@ -120,8 +122,9 @@ class VLLMBackend:
                 seed=settings.seed,
                 **settings.extra,
             )
-        except TypeError as exc:
-            raise InputError(f"vLLM's SamplingParams refused a --gen-arg: {exc}.", "Use SamplingParams field names, e.g. --gen-arg top_k=20.") from exc
+        except Exception as exc:  # TypeError: an unknown field; vllm.exceptions.VLLMValidationError (not a ValueError): a value out of range
+            raise InputError(f"vLLM's SamplingParams refused a --gen-arg or a generation setting: {exc}",
+                             "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature in [0, 2].") from exc
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
         results: list[str | RequestFailure | None] = [None] * len(requests)
