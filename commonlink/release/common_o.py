@@ -35,7 +35,6 @@ from commonlink.fileio import (
     read_jsonl,
     safe_join,
     sha256_bytes,
-    sha256_file,
 )
 from commonlink.formats.catalog import (
     CatalogRecord,
@@ -540,8 +539,7 @@ def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
                 f"{meta_path(path)}: split {split!r} is not a valid split name (letters, digits, '_').",
                 "Regenerate the pairs with `commonlink pairs --split NAME`.",
             )
-        verify_data_file(path, meta)
-        inputs.append(_Input(path=path, meta=meta, split=split, sha256=sha256_file(path)))
+        inputs.append(_Input(path=path, meta=meta, split=split, sha256=verify_data_file(path, meta)))
     return inputs
 
 
