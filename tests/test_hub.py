@@ -420,6 +420,28 @@ def test_existing_tag_is_refused_rerun_is_a_no_op_and_force_moves_it(hub, tmp_pa
     assert hub.refs(REPO)["tags"]["1.0.0"] == hub.refs(REPO)["heads"]["main"]
 
 
+def test_a_semver_build_version_is_pushed_as_a_git_tag_and_bad_ref_names_are_refused(hub, tmp_path):
+    """`release build` accepts X.Y.Z-pre+build versions, so `push` must land them as tags: '+' is a legal git ref
+    character (the Hub's refs are git refs). Names git refuses are refused before any ref is written."""
+    import urllib.error
+    import urllib.request
+
+    version = "1.0.0-rc.1+build.5"
+    release = make_release(tmp_path / "rc", version=version, shards={"main": [2]}, salt=3)
+    done = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", version)
+    assert done.returncode == 0, done.stderr
+    assert hub.refs(REPO)["tags"][version] == hub.refs(REPO)["heads"]["main"]
+    for bad in ("1.0 .0", "a..b", "v1~1", "x.lock", ".hidden", "end/"):
+        request = urllib.request.Request(f"{hub.url}/api/datasets/{REPO}/tag/main", data=json.dumps({"tag": bad}).encode(),
+                                         method="POST", headers={"Authorization": f"Bearer {WRITE_TOKEN}"})
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            raise AssertionError(f"tag {bad!r} was accepted")
+        except urllib.error.HTTPError as err:
+            assert err.code == 400 and "Invalid tag name" in json.loads(err.read())["error"], bad
+    assert set(hub.refs(REPO)["tags"]) == {version}
+
+
 def test_interrupted_upload_is_finished_by_a_rerun(hub, tmp_path):
     release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2, 2, 2, 2]}, salt=3)
     wanted = {sha256_file(release / p) for p in json.loads((release / "manifest.json").read_text())["files"]

@@ -359,6 +359,22 @@ def _lfs_patterns(files: dict, store: HubStore) -> list[str]:
     return patterns
 
 
+def _ref_name_problem(name: str) -> str | None:
+    """Why git (``git check-ref-format``), and so the Hub, refuses ``name`` as a branch or tag; ``None`` when
+    it is a valid name. SemVer names like ``1.0.0-rc.1+build.5`` are valid: ``+`` is allowed in git refs."""
+    if not name:
+        return "a ref name cannot be empty"
+    if bad := sorted({c for c in name if ord(c) < 0x20 or ord(c) == 0x7F or c in " ~^:?*[\\"}):
+        return f"a ref name cannot contain {', '.join(repr(c) for c in bad)}"
+    if ".." in name or "@{" in name or "//" in name or name == "@":
+        return "a ref name cannot contain '..', '@{' or '//', nor be '@'"
+    if name.startswith("/") or name.endswith(("/", ".")):
+        return "a ref name cannot start with '/' nor end with '/' or '.'"
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return "no part of a ref name can start with '.' or end with '.lock'"
+    return None
+
+
 def _matches(path: str, patterns: list[str]) -> bool:
     name = path.rsplit("/", 1)[-1]
     return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(path, p) for p in patterns)
@@ -853,8 +869,8 @@ class _Handler(BaseHTTPRequestHandler):
                 name, oid = payload.get("tag") or "", HubStore.resolve(repo, target)
             else:
                 name, oid = target, HubStore.resolve(repo, payload.get("startingPoint") or "main")
-            if not name or not re.fullmatch(r"[A-Za-z0-9._/-]+", name) or ".." in name:
-                raise HubError(400, f"Invalid {kind[:-1]} name {name!r}.")
+            if problem := _ref_name_problem(name):
+                raise HubError(400, f"Invalid {kind[:-1]} name {name!r}: {problem}.")
             if name in repo["refs"][kind]:
                 what = "Tag" if kind == "tags" else "Branch"
                 raise HubError(409, f"{what} {name} already exists")
