@@ -629,3 +629,16 @@ def test_versions_table_prints_commit_messages_as_written(monkeypatch):
     result = CliRunner().invoke(app, ["release", "versions", "org/set"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "fix [/] and [red]labels[/red]" in result.output
+
+
+def test_a_refusal_names_what_the_hub_said_not_a_bare_bad_request():
+    """huggingface_hub's 400 error opens with a "Bad request:" line; the Hub's reason is its server_message."""
+    import httpx2 as httpx  # the HTTP client huggingface_hub 2.x raises with
+    from huggingface_hub.errors import BadRequestError
+
+    from commonlink.release.hub import translate_hub_error
+
+    response = httpx.Response(400, request=httpx.Request("POST", f"https://hub.test/api/datasets/{REPO}/tag/main"))
+    exc = BadRequestError("\n\nBad request:\nInvalid tag name 'a b'.", response=response, server_message="Invalid tag name 'a b'.")
+    error = translate_hub_error(exc, endpoint="https://hub.test", repo_id=REPO, doing="Pushing")
+    assert "Invalid tag name 'a b'" in error.problem and "Bad request:)" not in error.problem

@@ -321,7 +321,10 @@ def _status(exc: BaseException) -> int | None:
 def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | None = None, doing: str) -> CommonlinkError:
     """A Hub client exception -> a :class:`CommonlinkError` saying what failed and what to do (never the token)."""
     status = _status(exc)
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # The Hub's own words (HfHubHTTPError.server_message) say what it refused; str(exc) may open with a bare
+    # "Bad request:" line and carry them further down.
+    server = (getattr(exc, "server_message", None) or "").strip()
+    detail = server.splitlines()[0] if server else str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     # HF_ENDPOINT / --endpoint may carry user:password@ or ?token=: never in a message
     endpoint, detail = redact_url(endpoint), redact_text(detail)
     if "xet" in detail.lower():
