@@ -289,11 +289,6 @@ class CatalogImageReader:
             os.close(fd)
 
 
-@functools.lru_cache(maxsize=256)
-def _letters(n: int) -> tuple[str, ...]:
-    return tuple(letters(n))
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items), ensure_ascii=False)
@@ -317,7 +312,7 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
         raise SchemaError(f"{where}: 'choices' repeats a name ({choices}).")
     if not isinstance(truth, list) or not truth or any(t not in position for t in truth):
         raise SchemaError(f"{where}: ground truth {truth} not among the choices.", "Regenerate the pairs file.")
-    labels = _letters(len(choices))
+    labels = letters(len(choices))
     expected = {labels[position[t]] for t in truth}
     given = {part.strip() for part in str(row["answer"]).split(",")}
     if given != expected:
