@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import re
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,6 @@ from commonlink.fileio import (
 )
 from commonlink.formats.catalog import (
     CatalogRecord,
-    catalog_file,
     iter_catalog,
     outside_link_error,
 )
@@ -189,28 +188,6 @@ class _SplitShards:
         return record
 
 
-_INDEXES: OrderedDict[tuple, dict[str, CatalogRecord]] = OrderedDict()
-
-
-def catalog_index(catalog: str) -> dict[str, CatalogRecord]:
-    """``{id: record}`` of a catalog, read once and kept (a few catalogs) while its ``catalog.jsonl`` is unchanged
-    (same inode, size and modification time), so rows checked one at a time do not re-read it."""
-    try:
-        info = os.stat(catalog_file(catalog))
-    except OSError:
-        info = None
-    key = (catalog, info.st_ino, info.st_size, info.st_mtime_ns) if info else None
-    if key is not None and key in _INDEXES:
-        _INDEXES.move_to_end(key)
-        return _INDEXES[key]
-    index = {r.id: r for r in iter_catalog(catalog)}
-    if key is not None:
-        _INDEXES[key] = index
-        while len(_INDEXES) > 4:
-            _INDEXES.popitem(last=False)
-    return index
-
-
 class CatalogImageReader:
     """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
 
@@ -236,7 +213,7 @@ class CatalogImageReader:
         records = self._records.get(catalog)
         if records is None:
             try:
-                records = self._records[catalog] = catalog_index(catalog)
+                records = self._records[catalog] = {r.id: r for r in iter_catalog(catalog)}
             except InputError as exc:
                 raise InputError(f"{what}: {exc.problem}", exc.fix) from None
         found = records.get(image_id)
