@@ -44,16 +44,17 @@ def data_fingerprint(data_file: str | os.PathLike) -> tuple[str, int]:
     return digest.hexdigest(), rows
 
 
-def write_meta(data_file: str | os.PathLike, meta: dict) -> Path:
-    """Write the sidecar of ``data_file`` atomically, with the file's ``sha256`` and ``rows``; returns its path.
+def write_meta(data_file: str | os.PathLike, meta: dict) -> dict:
+    """Write the sidecar of ``data_file`` atomically, with the file's ``sha256`` and ``rows``; returns what it
+    wrote (callers that need the sha256 take it from there instead of hashing the file again).
 
     Written after the data file, so the fingerprint is of the file as it now is: a later reader (a rerun,
     ``release build``) checks the file against it with :func:`verify_data_file`.
     """
     sha256, rows = data_fingerprint(data_file)
-    path = meta_path(data_file)
-    atomic_write_json(path, {**meta, "sha256": sha256, "rows": rows})
-    return path
+    written = {**meta, "sha256": sha256, "rows": rows}
+    atomic_write_json(meta_path(data_file), written)
+    return written
 
 
 def data_file_problem(data_file: str | os.PathLike, meta: dict, fingerprint: tuple[str, int] | None = None) -> str | None:

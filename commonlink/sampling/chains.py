@@ -678,10 +678,9 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     out_dir.mkdir(parents=True, exist_ok=True)
     builder = AssociationBuilder(index, config, plan.options)
     images_path = _write_images(out_dir, index)
-    images_sha = sha256_file(images_path)
     # The image table gets a sidecar too, so `release build OUT/*.jsonl` accepts it (and skips it).
-    write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
-                                               "seed": config.seed, "images": len(index), "sha256": images_sha})
+    images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
+                                          "seed": config.seed, "images": len(index)})["sha256"]
     counts = {task: len(_iter_units(plan, config, task)) for task in config.tasks}
     steps_per_chain = config.warmup + config.max_steps
     base_meta = {
@@ -711,8 +710,7 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
             for line in lines:
                 handle.write(line + "\n")
         meta["created"] = utc_now()
-        meta["sha256"] = sha256_file(path)
-        write_meta(path, meta)
+        write_meta(path, meta)  # records the file's sha256 and rows
         files[task] = path
     total_steps = sum(counts.get(t, 0) for t in ("synchronous", "asynchronous")) * steps_per_chain
     return BuildSummary(out_dir, files, counts, total_steps, skipped, plan)
