@@ -42,6 +42,7 @@ from commonlink.fileio import (
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
     IMAGES_CONFIG,
+    IMAGES_FILENAME,
     SPLIT,
     TASKS,
     ImageFetcher,
@@ -84,6 +85,7 @@ def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | No
     """The task files to release, in task order; files without rows are left out and named in ``empty``
     (datasets.load_dataset cannot open a config without rows)."""
     inputs, seen = [], {}
+    tables: dict[tuple[Path, str | None], list[LabelledImage]] = {}  # the task files of one build share one table
     empty = [] if empty is None else empty
     for file in chain_files:
         path = Path(file)
@@ -101,7 +103,10 @@ def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | No
         if meta.get("rows") == 0:
             empty.append(task)
             continue
-        inputs.append(_ChainInput(path, meta, task, read_image_table(path, meta), sha256))
+        key = ((path.parent / meta.get("images_file", IMAGES_FILENAME)).resolve(), meta.get("images_sha256"))
+        if key not in tables:
+            tables[key] = read_image_table(path, meta)  # hashed against the meta, then parsed: once per table
+        inputs.append(_ChainInput(path, meta, task, tables[key], sha256))
     if not inputs and empty:
         raise InputError(f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
                          "Rebuild with `commonlink chains` (see its notes on why no task was built), or pass other task files.")
