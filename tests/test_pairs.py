@@ -307,3 +307,17 @@ def test_running_out_while_sampling_names_the_reasons(tmp_path):
     assert "Found only 0 of 5 synthetic examples from 8 eligible synthetic images" in text
     assert "3: only 3 synthetic object names: no room for a distractor" in text
     assert "0: no pair of synthetic images" in text and "--choices" in text
+
+
+def test_a_catalog_path_leaving_the_catalog_is_refused_naming_its_line(tmp_path):
+    """An image path with '..' is refused (never read from outside the catalog), and the error says which
+    catalog.jsonl line holds it, so it can be fixed."""
+    real = write_scene_catalog(tmp_path / "real", "real", family_scenes(12, 1), views=2)
+    escaping = tmp_path / "escaping"
+    escaping.mkdir()
+    lines = (real / "catalog.jsonl").read_text().splitlines()
+    (escaping / "catalog.jsonl").write_text("".join(line.replace('"path": "images/', '"path": "../real/images/') + "\n" for line in lines))
+    with pytest.raises(InputError) as err:
+        sample_pairs([escaping], PairsConfig(split="main", count=5, objects=(3, 6), seed=0))
+    assert str(escaping / "catalog.jsonl") in err.value.problem and ", line " in err.value.problem
+    assert "escapes the folder" in err.value.problem

@@ -571,8 +571,11 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
                     f"{path} changed while pairs were being sampled (row {row + 1} is now image {data.get('id')!r}).",
                     "Rerun `commonlink pairs` once the catalog is no longer being written.",
                 )
-            if check_files and not _image_exists(folder, folder_text, data["path"]):
-                missing.append(str(folder / data["path"]))
+            try:
+                if check_files and not _image_exists(folder, folder_text, data["path"]):
+                    missing.append(str(folder / data["path"]))
+            except InputError as exc:  # a path escaping the catalog: say which record holds it
+                raise InputError(f"{path}, line {lineno}: {exc.problem}", exc.fix) from None
             entry = _image_entry(folder_text, data, shared)
             while True:  # every use of this image
                 rows[slots.item(pos, 1)][_IMAGE_KEYS[slots.item(pos, 2)]] = entry
