@@ -369,7 +369,6 @@ def hub_api(endpoint: str | None, token: str | bool | None) -> HfApi:
     try:
         from huggingface_hub import HfApi
     except ImportError as exc:  # pragma: no cover - huggingface_hub is a core dependency
-
         raise MissingDependencyError("huggingface_hub", "all", "Publishing to the Hub") from exc
     return HfApi(endpoint=endpoint, token=token, library_name="commonlink", library_version=__version__)
 

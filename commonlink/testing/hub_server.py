@@ -895,7 +895,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - manual use
-
     parser = argparse.ArgumentParser(description="Run the commonlink test Hub (Hub HTTP API subset) locally.")
     parser.add_argument("--root", required=True, help="folder that stores the repositories")
     parser.add_argument("--port", type=int, default=0)
