@@ -642,3 +642,16 @@ def test_a_refusal_names_what_the_hub_said_not_a_bare_bad_request():
     exc = BadRequestError("\n\nBad request:\nInvalid tag name 'a b'.", response=response, server_message="Invalid tag name 'a b'.")
     error = translate_hub_error(exc, endpoint="https://hub.test", repo_id=REPO, doing="Pushing")
     assert "Invalid tag name 'a b'" in error.problem and "Bad request:)" not in error.problem
+
+
+def test_repo_ids_the_hub_client_refuses_are_refused_before_anything_is_checked_or_sent():
+    """check_repo_id applies huggingface_hub's own rules: a name it would refuse mid-push is refused up front."""
+    import pytest
+
+    from commonlink.errors import InputError
+    from commonlink.release.hub import check_repo_id
+
+    assert check_repo_id("my-lab/common-o-extra") == "my-lab/common-o-extra"
+    for bad in ("common-o", "org/a--b", "org/a..b", "org/name.", "org/-name", "org/" + "a" * 97, "a/b/c"):
+        with pytest.raises(InputError, match="is not a Hub repo id"):
+            check_repo_id(bad)

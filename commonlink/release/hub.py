@@ -151,8 +151,21 @@ class VersionInfo:
 
 
 def check_repo_id(repo_id: str) -> str:
-    if not _REPO_ID_RE.match(repo_id or "") or ".." in repo_id or len(repo_id) > 96:
-        raise InputError(f"--repo {repo_id!r} is not a Hub repo id.", "Write it as ORG/NAME, e.g. --repo my-lab/common-o-extra.")
+    """``repo_id`` when it is ORG/NAME and passes huggingface_hub's own repo-id rules (no '--' or '..', no '-' or
+    '.' at either end, at most 96 characters), so a push never fails on the name after its checks."""
+    reason = None
+    if not _REPO_ID_RE.match(repo_id or ""):
+        reason = "it must be ORG/NAME"
+    else:
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:
+            validate_repo_id(repo_id)
+        except HFValidationError as exc:
+            reason = str(exc).rstrip(".")
+    if reason:
+        raise InputError(f"--repo {repo_id!r} is not a Hub repo id ({reason}).", "Write it as ORG/NAME, e.g. --repo my-lab/common-o-extra.")
     return repo_id
 
 
