@@ -255,6 +255,9 @@ def test_test_hub_speaks_the_hub_conventions(hub):
     created = call("POST", "/api/repos/create", json.dumps({"name": "raw", "organization": ORG, "type": "dataset"}).encode())
     assert created[0] == 200 and json.loads(created[2])["url"] == f"{hub.url}/datasets/{ORG}/raw"
     assert call("POST", "/api/repos/create", json.dumps({"name": "raw", "organization": ORG, "type": "dataset"}).encode())[0] == 409
+    for bad in ("a--b", "a..b", "-ab", "ab.", "ab.git", "a" * 97, "a b"):  # what the Hub refuses (raw HTTP: no client check)
+        refused = call("POST", "/api/repos/create", json.dumps({"name": bad, "organization": ORG, "type": "dataset"}).encode())
+        assert refused[0] == 400 and "'--' and '..' are forbidden" in json.loads(refused[2])["error"], bad
     content = b"0123456789" * 10
     ndjson = b"\n".join(json.dumps(line).encode() for line in (
         {"key": "header", "value": {"summary": "add notes"}},

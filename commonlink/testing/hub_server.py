@@ -79,6 +79,8 @@ LFS_SIZE_THRESHOLD = 10 * 1024 * 1024
 _REPO_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 _INVALID_TOKEN = "Invalid credentials in Authorization header"
+_INVALID_REPO_NAME = ("Only regular characters and '-', '_', '.' are accepted. '--' and '..' are forbidden. '-' and '.' "
+                      'cannot start or end the name. The name cannot end with ".git". Max length is 96.')
 
 
 def git_blob_id(data: bytes) -> str:
@@ -587,8 +589,11 @@ class _Handler(BaseHTTPRequestHandler):
         namespace = payload.get("organization") or user
         if user is None:
             raise HubError(401, _INVALID_TOKEN)
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}", name) or repo_type not in _URL_PREFIX:
-            raise HubError(400, f"Invalid repo name or type: {name!r} ({repo_type}).")
+        if repo_type not in _URL_PREFIX:
+            raise HubError(400, f"Invalid repo type: {repo_type!r}.")
+        if (not re.fullmatch(r"[A-Za-z0-9._-]{1,96}", name) or "--" in name or ".." in name
+                or name[0] in "-." or name[-1] in "-." or name.endswith(".git")):
+            raise HubError(400, _INVALID_REPO_NAME)  # the Hub's own words for the rule
         if not self._can_write(user, namespace):
             raise HubError(403, f'You don\'t have the rights to create a {repo_type} under the namespace "{namespace}"')
         repo_id = f"{namespace}/{name}"
