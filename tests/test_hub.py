@@ -265,6 +265,12 @@ def test_test_hub_speaks_the_hub_conventions(hub):
     ))
     status, _, body = call("POST", f"/api/datasets/{ORG}/raw/commit/main", ndjson, **{"Content-Type": "application/x-ndjson"})
     assert status == 200
+    binary = b"\n".join(json.dumps(line).encode() for line in (  # a binary file sent as a regular (non-LFS) file
+        {"key": "header", "value": {"summary": "add a binary"}},
+        {"key": "file", "value": {"path": "b.bin", "content": base64.b64encode(b"\x89PNG\0\0").decode(), "encoding": "base64"}},
+    ))
+    refused = call("POST", f"/api/datasets/{ORG}/raw/commit/main", binary, **{"Content-Type": "application/x-ndjson"})
+    assert refused[0] == 400 and "contains binary files" in json.loads(refused[2])["error"]
     commit = json.loads(body)["commitOid"]
     assert len(commit) == 40 and hub.history(f"{ORG}/raw")[0]["parents"] == [hub.history(f"{ORG}/raw")[1]["id"]]
     status, headers, body = call("GET", f"/datasets/{ORG}/raw/resolve/main/notes/a.txt", Range="bytes=10-19")

@@ -836,6 +836,11 @@ class _Handler(BaseHTTPRequestHandler):
                     if value.get("encoding", "base64") != "base64":
                         raise HubError(400, f"Unsupported encoding {value.get('encoding')!r}.")
                     data = base64.b64decode(value["content"])
+                    if b"\0" in data or len(data) >= LFS_SIZE_THRESHOLD:  # preupload said "lfs" for these
+                        what = "binary files" if b"\0" in data else "files larger than 10 MiB"
+                        raise HubError(400, f"Your push was rejected because it contains {what}. Please use "
+                                            f"https://huggingface.co/docs/hub/xet to store {what.split()[0]} files. "
+                                            f"Offending files: - {value['path']} (ref: refs/heads/{branch})")
                     files[value["path"]] = {"size": len(data), "blob": store.put_regular(data)}
                 elif key == "lfsFile":
                     sha, path = value["oid"], value["path"]
