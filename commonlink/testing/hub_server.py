@@ -837,9 +837,9 @@ class _Handler(BaseHTTPRequestHandler):
                         raise HubError(400, f"Unsupported encoding {value.get('encoding')!r}.")
                     data = base64.b64decode(value["content"])
                     if b"\0" in data or len(data) >= LFS_SIZE_THRESHOLD:  # preupload said "lfs" for these
-                        what = "binary files" if b"\0" in data else "files larger than 10 MiB"
+                        what, kind = ("binary files", "binary") if b"\0" in data else ("files larger than 10 MiB", "large")
                         raise HubError(400, f"Your push was rejected because it contains {what}. Please use "
-                                            f"https://huggingface.co/docs/hub/xet to store {what.split()[0]} files. "
+                                            f"https://huggingface.co/docs/hub/xet to store {kind} files. "
                                             f"Offending files: - {value['path']} (ref: refs/heads/{branch})")
                     files[value["path"]] = {"size": len(data), "blob": store.put_regular(data)}
                 elif key == "lfsFile":
