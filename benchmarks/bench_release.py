@@ -112,7 +112,8 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
     schema = features.arrow_schema
     rows = list(read_jsonl(pairs_file))
     # Every side gets the same rows; building them once here also warms the page cache for the file reads.
-    records = [published_row(row, split="main", where=f"row {n}") for n, row in enumerate(rows, start=1)]
+    reader = CatalogImageReader()
+    records = [published_row(row, split="main", where=f"row {n}", reader=reader) for n, row in enumerate(rows, start=1)]
     image_mb = sum(len(r["image_1"]["bytes"]) + len(r["image_2"]["bytes"]) for r in records) / 1e6
     out = work / "shards"
 

@@ -232,3 +232,16 @@ def test_rotated_photo_is_upright_and_sized_alike_in_chain_files_and_release(tmp
     assert shown.getpixel((10, 2))[2] > 150 and released.getpixel((10, 2))[2] > 150
     cropped = ImageFetcher().open(img.origin, [0, 0, 10, 20], what="crop")  # boxes stay in file coordinates
     assert cropped.size == (10, 20) and cropped.getpixel((5, 10))[2] > 150
+
+
+def test_the_shared_image_table_is_read_once_per_build(release, tmp_path, monkeypatch):
+    """The task files of one `chains` run share images.jsonl: it is hashed and parsed once, not once per task."""
+    import commonlink.release.association as association_release
+
+    _, chains, _ = release
+    calls = []
+    real = association_release.read_image_table
+    monkeypatch.setattr(association_release, "read_image_table", lambda path, meta=None: calls.append(path) or real(path, meta))
+    tasks = sorted(chains.glob("*.jsonl"))
+    result = build_association_release(tasks, tmp_path / "r", QUIET)
+    assert len(result.splits) == 5 and len(calls) == 1  # four task configs + images, one table read

@@ -269,3 +269,16 @@ def test_chain_lines_are_the_json_of_the_rows_and_plan_codes_fill_forward():
     assert chain.to_line(digits) == chain.to_line()
     assert step_concept_codes("b11b22b1").tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
     assert step_concept_codes("").tolist() == []
+
+
+def test_build_chain_files_holds_the_output_lock_for_library_callers_too(tmp_path):
+    """The one-writer rule lives in build_chain_files, not only in the CLI: a second writer is refused and
+    nothing is written into the folder the first one holds."""
+    from commonlink.locks import output_lock
+
+    out = tmp_path / "chains"
+    with output_lock(out, what="commonlink chains"):
+        with pytest.raises(InputError, match="being written by commonlink chains"):
+            build_chain_files(labelled_set(), out, small_config(), progress=False)
+    assert not out.exists()
+    assert build_chain_files(labelled_set(), out, small_config(), progress=False).files

@@ -255,6 +255,9 @@ def test_test_hub_speaks_the_hub_conventions(hub):
     created = call("POST", "/api/repos/create", json.dumps({"name": "raw", "organization": ORG, "type": "dataset"}).encode())
     assert created[0] == 200 and json.loads(created[2])["url"] == f"{hub.url}/datasets/{ORG}/raw"
     assert call("POST", "/api/repos/create", json.dumps({"name": "raw", "organization": ORG, "type": "dataset"}).encode())[0] == 409
+    for bad in ("a--b", "a..b", "-ab", "ab.", "ab.git", "a" * 97, "a b"):  # what the Hub refuses (raw HTTP: no client check)
+        refused = call("POST", "/api/repos/create", json.dumps({"name": bad, "organization": ORG, "type": "dataset"}).encode())
+        assert refused[0] == 400 and "'--' and '..' are forbidden" in json.loads(refused[2])["error"], bad
     content = b"0123456789" * 10
     ndjson = b"\n".join(json.dumps(line).encode() for line in (
         {"key": "header", "value": {"summary": "add notes"}},
@@ -262,6 +265,12 @@ def test_test_hub_speaks_the_hub_conventions(hub):
     ))
     status, _, body = call("POST", f"/api/datasets/{ORG}/raw/commit/main", ndjson, **{"Content-Type": "application/x-ndjson"})
     assert status == 200
+    binary = b"\n".join(json.dumps(line).encode() for line in (  # a binary file sent as a regular (non-LFS) file
+        {"key": "header", "value": {"summary": "add a binary"}},
+        {"key": "file", "value": {"path": "b.bin", "content": base64.b64encode(b"\x89PNG\0\0").decode(), "encoding": "base64"}},
+    ))
+    refused = call("POST", f"/api/datasets/{ORG}/raw/commit/main", binary, **{"Content-Type": "application/x-ndjson"})
+    assert refused[0] == 400 and "contains binary files" in json.loads(refused[2])["error"]
     commit = json.loads(body)["commitOid"]
     assert len(commit) == 40 and hub.history(f"{ORG}/raw")[0]["parents"] == [hub.history(f"{ORG}/raw")[1]["id"]]
     status, headers, body = call("GET", f"/datasets/{ORG}/raw/resolve/main/notes/a.txt", Range="bytes=10-19")
@@ -418,6 +427,28 @@ def test_existing_tag_is_refused_rerun_is_a_no_op_and_force_moves_it(hub, tmp_pa
     assert "Warning" in forced.stderr and "moved" in forced.stderr
     assert hub.refs(REPO)["tags"]["1.0.0"] != tagged
     assert hub.refs(REPO)["tags"]["1.0.0"] == hub.refs(REPO)["heads"]["main"]
+
+
+def test_a_semver_build_version_is_pushed_as_a_git_tag_and_bad_ref_names_are_refused(hub, tmp_path):
+    """`release build` accepts X.Y.Z-pre+build versions, so `push` must land them as tags: '+' is a legal git ref
+    character (the Hub's refs are git refs). Names git refuses are refused before any ref is written."""
+    import urllib.error
+    import urllib.request
+
+    version = "1.0.0-rc.1+build.5"
+    release = make_release(tmp_path / "rc", version=version, shards={"main": [2]}, salt=3)
+    done = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", version)
+    assert done.returncode == 0, done.stderr
+    assert hub.refs(REPO)["tags"][version] == hub.refs(REPO)["heads"]["main"]
+    for bad in ("1.0 .0", "a..b", "v1~1", "x.lock", ".hidden", "end/"):
+        request = urllib.request.Request(f"{hub.url}/api/datasets/{REPO}/tag/main", data=json.dumps({"tag": bad}).encode(),
+                                         method="POST", headers={"Authorization": f"Bearer {WRITE_TOKEN}"})
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            raise AssertionError(f"tag {bad!r} was accepted")
+        except urllib.error.HTTPError as err:
+            assert err.code == 400 and "Invalid tag name" in json.loads(err.read())["error"], bad
+    assert set(hub.refs(REPO)["tags"]) == {version}
 
 
 def test_interrupted_upload_is_finished_by_a_rerun(hub, tmp_path):
@@ -607,3 +638,29 @@ def test_versions_table_prints_commit_messages_as_written(monkeypatch):
     result = CliRunner().invoke(app, ["release", "versions", "org/set"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "fix [/] and [red]labels[/red]" in result.output
+
+
+def test_a_refusal_names_what_the_hub_said_not_a_bare_bad_request():
+    """huggingface_hub's 400 error opens with a "Bad request:" line; the Hub's reason is its server_message."""
+    import httpx2 as httpx  # the HTTP client huggingface_hub 2.x raises with
+    from huggingface_hub.errors import BadRequestError
+
+    from commonlink.release.hub import translate_hub_error
+
+    response = httpx.Response(400, request=httpx.Request("POST", f"https://hub.test/api/datasets/{REPO}/tag/main"))
+    exc = BadRequestError("\n\nBad request:\nInvalid tag name 'a b'.", response=response, server_message="Invalid tag name 'a b'.")
+    error = translate_hub_error(exc, endpoint="https://hub.test", repo_id=REPO, doing="Pushing")
+    assert "Invalid tag name 'a b'" in error.problem and "Bad request:)" not in error.problem
+
+
+def test_repo_ids_the_hub_client_refuses_are_refused_before_anything_is_checked_or_sent():
+    """check_repo_id applies huggingface_hub's own rules: a name it would refuse mid-push is refused up front."""
+    import pytest
+
+    from commonlink.errors import InputError
+    from commonlink.release.hub import check_repo_id
+
+    assert check_repo_id("my-lab/common-o-extra") == "my-lab/common-o-extra"
+    for bad in ("common-o", "org/a--b", "org/a..b", "org/name.", "org/-name", "org/" + "a" * 97, "a/b/c"):
+        with pytest.raises(InputError, match="is not a Hub repo id"):
+            check_repo_id(bad)

@@ -307,3 +307,37 @@ def test_running_out_while_sampling_names_the_reasons(tmp_path):
     assert "Found only 0 of 5 synthetic examples from 8 eligible synthetic images" in text
     assert "3: only 3 synthetic object names: no room for a distractor" in text
     assert "0: no pair of synthetic images" in text and "--choices" in text
+
+
+def test_a_catalog_path_leaving_the_catalog_is_refused_naming_its_line(tmp_path):
+    """An image path with '..' is refused (never read from outside the catalog), and the error says which
+    catalog.jsonl line holds it, so it can be fixed."""
+    real = write_scene_catalog(tmp_path / "real", "real", family_scenes(12, 1), views=2)
+    escaping = tmp_path / "escaping"
+    escaping.mkdir()
+    lines = (real / "catalog.jsonl").read_text().splitlines()
+    (escaping / "catalog.jsonl").write_text("".join(line.replace('"path": "images/', '"path": "../real/images/') + "\n" for line in lines))
+    with pytest.raises(InputError) as err:
+        sample_pairs([escaping], PairsConfig(split="main", count=5, objects=(3, 6), seed=0))
+    assert str(escaping / "catalog.jsonl") in err.value.problem and ", line " in err.value.problem
+    assert "escapes the folder" in err.value.problem
+
+
+def test_make_pairs_file_keeps_a_rerun_refuses_other_settings_and_holds_the_lock(catalogs, tmp_path):
+    """The CLI's rules (keep an identical rerun, refuse to replace another file without overwrite, one writer
+    per file) live in make_pairs_file, so library callers get them too."""
+    from commonlink.locks import output_lock
+    from commonlink.sampling.pairs import make_pairs_file
+
+    out = tmp_path / "pairs.jsonl"
+    config = PairsConfig(split="main", count=20, seed=3)
+    first = make_pairs_file(list(catalogs), out, config, progress=False)
+    assert not first.kept and first.stats["examples"] == 20 == len(list(read_jsonl(out)))
+    written = out.read_bytes()
+    again = make_pairs_file(list(catalogs), out, config, progress=False)
+    assert again.kept and again.stats == first.stats and out.read_bytes() == written
+    with pytest.raises(InputError, match="already exists"):
+        make_pairs_file(list(catalogs), out, PairsConfig(split="main", count=20, seed=4), progress=False)
+    with output_lock(out, what="commonlink pairs"), pytest.raises(InputError, match="being written"):
+        make_pairs_file(list(catalogs), out, PairsConfig(split="main", count=20, seed=4), overwrite=True, progress=False)
+    assert out.read_bytes() == written

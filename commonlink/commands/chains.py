@@ -24,8 +24,6 @@ from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
 from commonlink.eval.chain_review import export_review
 from commonlink.eval.chain_verify import ON_FAIL, verify_tasks
-from commonlink.fileio import remove_stale_temp_files
-from commonlink.locks import output_lock
 from commonlink.sampling.chain_sources import detect_source_type, read_source
 from commonlink.sampling.chains import (
     NEGATIVE_MODES,
@@ -140,9 +138,7 @@ def chains(
     if config.preset:
         console.print(f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
                       f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools).")
-    with output_lock(out, what="commonlink chains"):  # one run per output folder; temp files of killed runs go
-        remove_stale_temp_files(out)
-        summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
+    summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
     plan = summary.plan
     table = Table(title="Concepts")
     table.add_column("concept")

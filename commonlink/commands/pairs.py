@@ -14,16 +14,8 @@ from commonlink.commands._common import (
     reports_errors,
     stdout_is_terminal,
 )
-from commonlink.errors import InputError
 from commonlink.formats.meta import meta_path
-from commonlink.locks import output_lock
-from commonlink.sampling.pairs import (
-    PairsConfig,
-    pairs_meta,
-    reusable_pairs,
-    sample_pairs,
-    write_pairs,
-)
+from commonlink.sampling.pairs import PairsConfig, make_pairs_file
 
 
 @reports_errors
@@ -59,25 +51,13 @@ def pairs(
         seed=seed,
         common_distribution=common_distribution,
     )
-    config.validate()
-    if out.is_dir():
-        raise InputError(f"--out {out} is a folder; the pairs file is one file.", f"Pass a file path, e.g. --out {out / 'pairs.jsonl'}.")
-    sidecar = meta_path(out)
-    with output_lock(out, what="commonlink pairs"):  # one run per pairs file: file and sidecar from the same run
-        if out.exists() and not overwrite:
-            previous = reusable_pairs(out, config, catalogs)
-            if previous is not None:
-                console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
-                print_stats(previous["stats"])
-                return
-            raise InputError(
-                f"{out} already exists and was not made from these catalogs with these settings.",
-                "Pass --overwrite to replace it, or choose another --out.",
-            )
-        rows, stats = sample_pairs(catalogs, config, progress=stdout_is_terminal())
-        write_pairs(out, rows, pairs_meta(config, catalogs, stats))
-    print_stats(stats)
-    console.print(escape(f"Wrote {len(rows):,} examples to {out} (+ {sidecar.name})."), highlight=False, soft_wrap=True)
+    result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=stdout_is_terminal())
+    if result.kept:
+        console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
+        print_stats(result.stats)
+        return
+    print_stats(result.stats)
+    console.print(escape(f"Wrote {result.stats['examples']:,} examples to {out} (+ {meta_path(out).name})."), highlight=False, soft_wrap=True)
     console.print(escape(f"Next: commonlink release build {out} --out RELEASE_DIR"), highlight=False, soft_wrap=True)
 
 

@@ -44,25 +44,26 @@ def data_fingerprint(data_file: str | os.PathLike) -> tuple[str, int]:
     return digest.hexdigest(), rows
 
 
-def write_meta(data_file: str | os.PathLike, meta: dict) -> Path:
-    """Write the sidecar of ``data_file`` atomically, with the file's ``sha256`` and ``rows``; returns its path.
+def write_meta(data_file: str | os.PathLike, meta: dict) -> dict:
+    """Write the sidecar of ``data_file`` atomically, with the file's ``sha256`` and ``rows``; returns what it
+    wrote (callers that need the sha256 take it from there instead of hashing the file again).
 
     Written after the data file, so the fingerprint is of the file as it now is: a later reader (a rerun,
     ``release build``) checks the file against it with :func:`verify_data_file`.
     """
     sha256, rows = data_fingerprint(data_file)
-    path = meta_path(data_file)
-    atomic_write_json(path, {**meta, "sha256": sha256, "rows": rows})
-    return path
+    written = {**meta, "sha256": sha256, "rows": rows}
+    atomic_write_json(meta_path(data_file), written)
+    return written
 
 
-def data_file_problem(data_file: str | os.PathLike, meta: dict) -> str | None:
+def data_file_problem(data_file: str | os.PathLike, meta: dict, fingerprint: tuple[str, int] | None = None) -> str | None:
     """Why ``data_file`` is not the file its sidecar ``meta`` describes (``None`` when it is).
 
     Compares the sha256 and the row count the sidecar records; a sidecar from before they were recorded is
-    checked on its ``count`` alone.
+    checked on its ``count`` alone. ``fingerprint`` is the file's :func:`data_fingerprint` when already read.
     """
-    sha256, rows = data_fingerprint(data_file)
+    sha256, rows = fingerprint or data_fingerprint(data_file)
     expected_rows = meta.get("rows", meta.get("count"))
     if isinstance(expected_rows, int) and rows != expected_rows:
         return f"it has {rows} rows where its sidecar {meta_path(data_file).name} records {expected_rows}"
@@ -72,15 +73,18 @@ def data_file_problem(data_file: str | os.PathLike, meta: dict) -> str | None:
     return None
 
 
-def verify_data_file(data_file: str | os.PathLike, meta: dict) -> None:
-    """A :class:`SchemaError` naming ``data_file`` when it was truncated or edited after its sidecar was written."""
-    problem = data_file_problem(data_file, meta)
+def verify_data_file(data_file: str | os.PathLike, meta: dict) -> str:
+    """``data_file``'s sha256 (read once: callers that record it need not hash the file again); a
+    :class:`SchemaError` naming ``data_file`` when it was truncated or edited after its sidecar was written."""
+    fingerprint = data_fingerprint(data_file)
+    problem = data_file_problem(data_file, meta, fingerprint)
     if problem:
         raise SchemaError(
-            f"{data_file} was changed after it was written: {problem}.",
+            f"{data_file} was changed after it was built: {problem}.",
             "Rebuild it with the command that made it (`commonlink pairs ... --overwrite`, or `commonlink chains` "
             "into the same --out), or restore the original file.",
         )
+    return fingerprint[0]
 
 
 def read_meta(data_file: str | os.PathLike, *, fix: str = "Regenerate the file with `commonlink pairs` or `commonlink chains`.") -> dict:

@@ -38,11 +38,11 @@ from commonlink.fileio import (
     atomic_write_json,
     atomic_write_text,
     read_jsonl,
-    sha256_file,
 )
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
     IMAGES_CONFIG,
+    IMAGES_FILENAME,
     SPLIT,
     TASKS,
     ImageFetcher,
@@ -51,7 +51,7 @@ from commonlink.formats.association import (
     read_chain_meta,
     read_image_table,
 )
-from commonlink.formats.meta import utc_now
+from commonlink.formats.meta import utc_now, verify_data_file
 from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
@@ -78,12 +78,14 @@ class _ChainInput:
     meta: dict
     task: str
     table: list[LabelledImage]
+    sha256: str
 
 
 def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | None = None) -> list[_ChainInput]:
     """The task files to release, in task order; files without rows are left out and named in ``empty``
     (datasets.load_dataset cannot open a config without rows)."""
     inputs, seen = [], {}
+    tables: dict[tuple[Path, str | None], list[LabelledImage]] = {}  # the task files of one build share one table
     empty = [] if empty is None else empty
     for file in chain_files:
         path = Path(file)
@@ -96,14 +98,15 @@ def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | No
         if task in seen:
             raise InputError(f"Two inputs hold {task} tasks ({seen[task]} and {path}).",
                              "Pass one chain file per task type (single_step, deduction, synchronous, asynchronous).")
-        if meta.get("sha256") and sha256_file(path) != meta["sha256"]:
-            raise SchemaError(f"{path} was changed after it was built (its sha256 differs from the meta).",
-                              "Rebuild it with `commonlink chains`.")
+        sha256 = verify_data_file(path, meta)
         seen[task] = path
         if meta.get("rows") == 0:
             empty.append(task)
             continue
-        inputs.append(_ChainInput(path, meta, task, read_image_table(path, meta)))
+        key = ((path.parent / meta.get("images_file", IMAGES_FILENAME)).resolve(), meta.get("images_sha256"))
+        if key not in tables:
+            tables[key] = read_image_table(path, meta)  # hashed against the meta, then parsed: once per table
+        inputs.append(_ChainInput(path, meta, task, tables[key], sha256))
     if not inputs and empty:
         raise InputError(f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
                          "Rebuild with `commonlink chains` (see its notes on why no task was built), or pass other task files.")
@@ -241,7 +244,7 @@ def build_association_release(
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
     config = {
         "kind": "association", **options.recorded(),
-        "inputs": [{"file": inp.path.name, "task": inp.task, "sha256": sha256_file(inp.path), "rows": inp.meta.get("rows"),
+        "inputs": [{"file": inp.path.name, "task": inp.task, "sha256": inp.sha256, "rows": inp.meta.get("rows"),
                     "seed": inp.meta.get("seed"), "toolkit_version": inp.meta.get("toolkit_version"),
                     "config": without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
     }

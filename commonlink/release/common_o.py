@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import re
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,11 +35,9 @@ from commonlink.fileio import (
     read_jsonl,
     safe_join,
     sha256_bytes,
-    sha256_file,
 )
 from commonlink.formats.catalog import (
     CatalogRecord,
-    catalog_file,
     iter_catalog,
     outside_link_error,
 )
@@ -190,28 +188,6 @@ class _SplitShards:
         return record
 
 
-_INDEXES: OrderedDict[tuple, dict[str, CatalogRecord]] = OrderedDict()
-
-
-def catalog_index(catalog: str) -> dict[str, CatalogRecord]:
-    """``{id: record}`` of a catalog, read once and kept (a few catalogs) while its ``catalog.jsonl`` is unchanged
-    (same inode, size and modification time), so rows checked one at a time do not re-read it."""
-    try:
-        info = os.stat(catalog_file(catalog))
-    except OSError:
-        info = None
-    key = (catalog, info.st_ino, info.st_size, info.st_mtime_ns) if info else None
-    if key is not None and key in _INDEXES:
-        _INDEXES.move_to_end(key)
-        return _INDEXES[key]
-    index = {r.id: r for r in iter_catalog(catalog)}
-    if key is not None:
-        _INDEXES[key] = index
-        while len(_INDEXES) > 4:
-            _INDEXES.popitem(last=False)
-    return index
-
-
 class CatalogImageReader:
     """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
 
@@ -237,7 +213,7 @@ class CatalogImageReader:
         records = self._records.get(catalog)
         if records is None:
             try:
-                records = self._records[catalog] = catalog_index(catalog)
+                records = self._records[catalog] = {r.id: r for r in iter_catalog(catalog)}
             except InputError as exc:
                 raise InputError(f"{what}: {exc.problem}", exc.fix) from None
         found = records.get(image_id)
@@ -290,11 +266,6 @@ class CatalogImageReader:
             os.close(fd)
 
 
-@functools.lru_cache(maxsize=256)
-def _letters(n: int) -> tuple[str, ...]:
-    return tuple(letters(n))
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items), ensure_ascii=False)
@@ -318,7 +289,7 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
         raise SchemaError(f"{where}: 'choices' repeats a name ({choices}).")
     if not isinstance(truth, list) or not truth or any(t not in position for t in truth):
         raise SchemaError(f"{where}: ground truth {truth} not among the choices.", "Regenerate the pairs file.")
-    labels = _letters(len(choices))
+    labels = letters(len(choices))
     expected = {labels[position[t]] for t in truth}
     given = {part.strip() for part in str(row["answer"]).split(",")}
     if given != expected:
@@ -540,8 +511,7 @@ def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
                 f"{meta_path(path)}: split {split!r} is not a valid split name (letters, digits, '_').",
                 "Regenerate the pairs with `commonlink pairs --split NAME`.",
             )
-        verify_data_file(path, meta)
-        inputs.append(_Input(path=path, meta=meta, split=split, sha256=sha256_file(path)))
+        inputs.append(_Input(path=path, meta=meta, split=split, sha256=verify_data_file(path, meta)))
     return inputs
 
 

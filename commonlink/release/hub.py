@@ -151,8 +151,21 @@ class VersionInfo:
 
 
 def check_repo_id(repo_id: str) -> str:
-    if not _REPO_ID_RE.match(repo_id or "") or ".." in repo_id or len(repo_id) > 96:
-        raise InputError(f"--repo {repo_id!r} is not a Hub repo id.", "Write it as ORG/NAME, e.g. --repo my-lab/common-o-extra.")
+    """``repo_id`` when it is ORG/NAME and passes huggingface_hub's own repo-id rules (no '--' or '..', no '-' or
+    '.' at either end, at most 96 characters), so a push never fails on the name after its checks."""
+    reason = None
+    if not _REPO_ID_RE.match(repo_id or ""):
+        reason = "it must be ORG/NAME"
+    else:
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:
+            validate_repo_id(repo_id)
+        except HFValidationError as exc:
+            reason = str(exc).rstrip(".")
+    if reason:
+        raise InputError(f"--repo {repo_id!r} is not a Hub repo id ({reason}).", "Write it as ORG/NAME, e.g. --repo my-lab/common-o-extra.")
     return repo_id
 
 
@@ -321,7 +334,10 @@ def _status(exc: BaseException) -> int | None:
 def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | None = None, doing: str) -> CommonlinkError:
     """A Hub client exception -> a :class:`CommonlinkError` saying what failed and what to do (never the token)."""
     status = _status(exc)
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # The Hub's own words (HfHubHTTPError.server_message) say what it refused; str(exc) may open with a bare
+    # "Bad request:" line and carry them further down.
+    server = (getattr(exc, "server_message", None) or "").strip()
+    detail = server.splitlines()[0] if server else str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     # HF_ENDPOINT / --endpoint may carry user:password@ or ?token=: never in a message
     endpoint, detail = redact_url(endpoint), redact_text(detail)
     if "xet" in detail.lower():
@@ -366,7 +382,6 @@ def hub_api(endpoint: str | None, token: str | bool | None) -> HfApi:
     try:
         from huggingface_hub import HfApi
     except ImportError as exc:  # pragma: no cover - huggingface_hub is a core dependency
-
         raise MissingDependencyError("huggingface_hub", "all", "Publishing to the Hub") from exc
     return HfApi(endpoint=endpoint, token=token, library_name="commonlink", library_version=__version__)
 

@@ -47,7 +47,7 @@ from commonlink.errors import (
     NotEnoughDataError,
     SchemaError,
 )
-from commonlink.fileio import atomic_write, sha256_file
+from commonlink.fileio import atomic_write, remove_stale_temp_files, sha256_file
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
     IMAGES_FILENAME,
@@ -65,6 +65,7 @@ from commonlink.formats.meta import (
     utc_now,
     write_meta,
 )
+from commonlink.locks import output_lock
 from commonlink.progress import track
 from commonlink.sampling.chain_sources import SourceReport
 from commonlink.sampling.presets import (
@@ -661,10 +662,17 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     """Build every task type of ``config.tasks`` into ``out_dir`` (one JSONL + meta sidecar per task).
 
     A task whose meta already records the same settings, source and image table is skipped (rerunning after an
-    interruption redoes only what is missing); every file is written atomically.
+    interruption redoes only what is missing); every file is written atomically. One run per ``out_dir`` at a
+    time (a second is refused, naming the first); temporary files that killed runs left there are removed first.
     """
-
     out_dir = Path(out_dir)
+    with output_lock(out_dir, what="commonlink chains"):
+        remove_stale_temp_files(out_dir)
+        return _build_chain_files(images, out_dir, config, source=source, progress=progress)
+
+
+def _build_chain_files(images: Sequence[LabelledImage], out_dir: Path, config: ChainConfig, *,
+                       source: SourceReport | None, progress: bool) -> BuildSummary:
     small = sum(1 for img in images if img.pixels < config.min_pixels)
     if small:  # readers already drop these; callers passing their own lists get the same rule
         images = [img for img in images if img.pixels >= config.min_pixels]
@@ -678,10 +686,9 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
     out_dir.mkdir(parents=True, exist_ok=True)
     builder = AssociationBuilder(index, config, plan.options)
     images_path = _write_images(out_dir, index)
-    images_sha = sha256_file(images_path)
     # The image table gets a sidecar too, so `release build OUT/*.jsonl` accepts it (and skips it).
-    write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
-                                               "seed": config.seed, "images": len(index), "sha256": images_sha})
+    images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
+                                          "seed": config.seed, "images": len(index)})["sha256"]
     counts = {task: len(_iter_units(plan, config, task)) for task in config.tasks}
     steps_per_chain = config.warmup + config.max_steps
     base_meta = {
@@ -711,8 +718,7 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
             for line in lines:
                 handle.write(line + "\n")
         meta["created"] = utc_now()
-        meta["sha256"] = sha256_file(path)
-        write_meta(path, meta)
+        write_meta(path, meta)  # records the file's sha256 and rows
         files[task] = path
     total_steps = sum(counts.get(t, 0) for t in ("synchronous", "asynchronous")) * steps_per_chain
     return BuildSummary(out_dir, files, counts, total_steps, skipped, plan)

@@ -55,6 +55,7 @@ from commonlink.formats.meta import (
     utc_now,
     write_meta,
 )
+from commonlink.locks import output_lock
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 
@@ -571,8 +572,11 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
                     f"{path} changed while pairs were being sampled (row {row + 1} is now image {data.get('id')!r}).",
                     "Rerun `commonlink pairs` once the catalog is no longer being written.",
                 )
-            if check_files and not _image_exists(folder, folder_text, data["path"]):
-                missing.append(str(folder / data["path"]))
+            try:
+                if check_files and not _image_exists(folder, folder_text, data["path"]):
+                    missing.append(str(folder / data["path"]))
+            except InputError as exc:  # a path escaping the catalog: say which record holds it
+                raise InputError(f"{path}, line {lineno}: {exc.problem}", exc.fix) from None
             entry = _image_entry(folder_text, data, shared)
             while True:  # every use of this image
                 rows[slots.item(pos, 1)][_IMAGE_KEYS[slots.item(pos, 2)]] = entry
@@ -887,6 +891,40 @@ def reusable_pairs(path: str | os.PathLike, config: PairsConfig, catalog_dirs: S
             "Pass --overwrite to sample it again, or restore the original file.",
         )
     return previous
+
+
+@dataclass
+class PairsFileResult:
+    """What :func:`make_pairs_file` did."""
+
+    path: Path
+    stats: dict  #: the statistics of the file (as in its sidecar)
+    kept: bool  #: the file was already built from these catalogs with these settings and was kept as is
+
+
+def make_pairs_file(catalog_dirs: Sequence[str | os.PathLike], out: str | os.PathLike, config: PairsConfig, *,
+                    overwrite: bool = False, progress: bool = True) -> PairsFileResult:
+    """Sample ``config`` from the catalogs into the pairs file ``out`` and its sidecar (``commonlink pairs``).
+
+    One run per ``out`` at a time (a second is refused, naming the first). An existing file made from these
+    catalogs with these settings is kept; any other existing file is refused unless ``overwrite``.
+    """
+    out = Path(out)
+    config.validate()
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; the pairs file is one file.", f"Pass a file path, e.g. --out {out / 'pairs.jsonl'}.")
+    with output_lock(out, what="commonlink pairs"):  # file and sidecar from the same run
+        if out.exists() and not overwrite:
+            previous = reusable_pairs(out, config, catalog_dirs)
+            if previous is not None:
+                return PairsFileResult(out, previous["stats"], kept=True)
+            raise InputError(
+                f"{out} already exists and was not made from these catalogs with these settings.",
+                "Pass --overwrite to replace it, or choose another --out.",
+            )
+        rows, stats = sample_pairs(catalog_dirs, config, progress=progress)
+        write_pairs(out, rows, pairs_meta(config, catalog_dirs, stats))
+    return PairsFileResult(out, stats, kept=False)
 
 
 def write_pairs(path: str | os.PathLike, rows: Iterable[dict], meta: dict) -> int:

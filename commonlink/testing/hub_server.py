@@ -79,6 +79,8 @@ LFS_SIZE_THRESHOLD = 10 * 1024 * 1024
 _REPO_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 _INVALID_TOKEN = "Invalid credentials in Authorization header"
+_INVALID_REPO_NAME = ("Only regular characters and '-', '_', '.' are accepted. '--' and '..' are forbidden. '-' and '.' "
+                      'cannot start or end the name. The name cannot end with ".git". Max length is 96.')
 
 
 def git_blob_id(data: bytes) -> str:
@@ -359,6 +361,22 @@ def _lfs_patterns(files: dict, store: HubStore) -> list[str]:
     return patterns
 
 
+def _ref_name_problem(name: str) -> str | None:
+    """Why git (``git check-ref-format``), and so the Hub, refuses ``name`` as a branch or tag; ``None`` when
+    it is a valid name. SemVer names like ``1.0.0-rc.1+build.5`` are valid: ``+`` is allowed in git refs."""
+    if not name:
+        return "a ref name cannot be empty"
+    if bad := sorted({c for c in name if ord(c) < 0x20 or ord(c) == 0x7F or c in " ~^:?*[\\"}):
+        return f"a ref name cannot contain {', '.join(repr(c) for c in bad)}"
+    if ".." in name or "@{" in name or "//" in name or name == "@":
+        return "a ref name cannot contain '..', '@{' or '//', nor be '@'"
+    if name.startswith("/") or name.endswith(("/", ".")):
+        return "a ref name cannot start with '/' nor end with '/' or '.'"
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return "no part of a ref name can start with '.' or end with '.lock'"
+    return None
+
+
 def _matches(path: str, patterns: list[str]) -> bool:
     name = path.rsplit("/", 1)[-1]
     return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(path, p) for p in patterns)
@@ -571,8 +589,11 @@ class _Handler(BaseHTTPRequestHandler):
         namespace = payload.get("organization") or user
         if user is None:
             raise HubError(401, _INVALID_TOKEN)
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}", name) or repo_type not in _URL_PREFIX:
-            raise HubError(400, f"Invalid repo name or type: {name!r} ({repo_type}).")
+        if repo_type not in _URL_PREFIX:
+            raise HubError(400, f"Invalid repo type: {repo_type!r}.")
+        if (not re.fullmatch(r"[A-Za-z0-9._-]{1,96}", name) or "--" in name or ".." in name
+                or name[0] in "-." or name[-1] in "-." or name.endswith(".git")):
+            raise HubError(400, _INVALID_REPO_NAME)  # the Hub's own words for the rule
         if not self._can_write(user, namespace):
             raise HubError(403, f'You don\'t have the rights to create a {repo_type} under the namespace "{namespace}"')
         repo_id = f"{namespace}/{name}"
@@ -815,6 +836,11 @@ class _Handler(BaseHTTPRequestHandler):
                     if value.get("encoding", "base64") != "base64":
                         raise HubError(400, f"Unsupported encoding {value.get('encoding')!r}.")
                     data = base64.b64decode(value["content"])
+                    if b"\0" in data or len(data) >= LFS_SIZE_THRESHOLD:  # preupload said "lfs" for these
+                        what, kind = ("binary files", "binary") if b"\0" in data else ("files larger than 10 MiB", "large")
+                        raise HubError(400, f"Your push was rejected because it contains {what}. Please use "
+                                            f"https://huggingface.co/docs/hub/xet to store {kind} files. "
+                                            f"Offending files: - {value['path']} (ref: refs/heads/{branch})")
                     files[value["path"]] = {"size": len(data), "blob": store.put_regular(data)}
                 elif key == "lfsFile":
                     sha, path = value["oid"], value["path"]
@@ -853,8 +879,8 @@ class _Handler(BaseHTTPRequestHandler):
                 name, oid = payload.get("tag") or "", HubStore.resolve(repo, target)
             else:
                 name, oid = target, HubStore.resolve(repo, payload.get("startingPoint") or "main")
-            if not name or not re.fullmatch(r"[A-Za-z0-9._/-]+", name) or ".." in name:
-                raise HubError(400, f"Invalid {kind[:-1]} name {name!r}.")
+            if problem := _ref_name_problem(name):
+                raise HubError(400, f"Invalid {kind[:-1]} name {name!r}: {problem}.")
             if name in repo["refs"][kind]:
                 what = "Tag" if kind == "tags" else "Branch"
                 raise HubError(409, f"{what} {name} already exists")
@@ -879,7 +905,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - manual use
-
     parser = argparse.ArgumentParser(description="Run the commonlink test Hub (Hub HTTP API subset) locally.")
     parser.add_argument("--root", required=True, help="folder that stores the repositories")
     parser.add_argument("--port", type=int, default=0)
