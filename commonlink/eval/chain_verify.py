@@ -55,7 +55,6 @@ from commonlink.fileio import (
     atomic_write_json,
     atomic_write_text,
     read_jsonl,
-    sha256_file,
 )
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
@@ -543,9 +542,8 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     with atomic_write(images_path, "w") as handle:
         for i, img in enumerate(new_table):
             handle.write(json.dumps({"index": i, **img.to_json()}, ensure_ascii=False) + "\n")
-    images_sha = sha256_file(images_path)
-    write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
-                             "seed": config.seed, "images": len(new_table), "sha256": images_sha})
+    images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
+                                          "seed": config.seed, "images": len(new_table)})["sha256"]
     verification = {"protocol": VERIFY_PROTOCOL, "model": model_info, "human_decisions": [str(d) for d in decisions] or None,
                     "prompt": VERIFY_PROMPT, "on_fail": on_fail, "claims": len(claims), "rejected": len(rejected),
                     "rejected_by": dict(Counter(d.source for d in rejected.values())), "report": REPORT_FILENAME}
@@ -562,7 +560,7 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         counts = {k: v for k, v in (inp.meta.get("counts") or {}).items()}
         counts[inp.task] = outcome.kept_rows
         task_meta = {**inp.meta, "rows": outcome.kept_rows, "steps": outcome.kept_steps, "counts": counts,
-                     "images_sha256": images_sha, "created": utc_now(), "sha256": sha256_file(path),
+                     "images_sha256": images_sha, "created": utc_now(),
                      "verification": {**verification, "rows_in": outcome.rows, "rows_dropped": outcome.dropped_rows,
                                       "steps_in": outcome.steps, "steps_kept": outcome.kept_steps,
                                       "negatives_redrawn": outcome.redrawn_negatives, "positives_redrawn": len(outcome.resampled)},
