@@ -145,12 +145,6 @@ def _triple(values) -> str:
     return "(" + ", ".join(f"{v:.1f}" for v in values) + ")"
 
 
-def _level_colors(conn: UnrealCVConnection, names: list[str]) -> list[tuple[int, int, int]]:
-    replies = conn.batch([f"vget /object/{n}/color" for n in names], check=False)
-    colors = [parse_color(str(r)) for r in replies if not is_error(r)]
-    return [c for c in colors if c is not None]
-
-
 def _probe_camera_location(distance: float, height: float) -> tuple[float, float, float]:
     """``distance`` from the middle of an object of ``height`` standing on PROBE_SPOT, looking down at PROBE_PITCH."""
     pitch = np.radians(PROBE_PITCH)
@@ -233,7 +227,7 @@ def check_project(
                 _compare(entry, *_bounds(str(reply)), size_tolerance, pivot_tolerance)
             drawable = [(e, n) for e, n in spawned if e.kind == "object" and e.measured_size_cm and min(e.measured_size_cm) > 0]
             if drawable:
-                level_colors = _level_colors(conn, level)
+                level_colors = list(conn.annotation_colors(level).values())
                 _probe_masks(conn, drawable, level_colors, token, owned=spawned_names, progress=progress)
         finally:
             if conn.connected:

@@ -254,6 +254,12 @@ class UnrealCVConnection:
             )
         return cameras
 
+    def annotation_colors(self, names: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+        """{actor: its object mask colour}, read in one batch; actors without one (no mesh component, or spawned
+        after Play and not coloured yet) and actors already gone are left out."""
+        replies = self.batch([f"vget /object/{n}/color" for n in names], check=False)
+        colors = {name: parse_color(str(reply)) for name, reply in zip(names, replies) if not is_error(reply)}
+        return {name: color for name, color in colors.items() if color is not None}
 
     def spawn_camera(self, name: str, on_spawned=None) -> tuple[str, int]:
         """``vset /cameras/spawn``, renamed to ``name`` when the plugin allows; returns (actor name, camera id).
@@ -343,14 +349,8 @@ class UnrealCVBackend:
             self._baseline = {n for n in names if not n.startswith(NAME_PREFIX)}
         leftovers = [n for n in names if self._is_ours(n)]
         self._destroy(leftovers)
-        level = [n for n in names if n not in set(leftovers)]
-        replies = self._conn.batch([f"vget /object/{n}/color" for n in level], check=False)
-        self.level_colors = {}
-        for name, reply in zip(level, replies):
-            if not is_error(reply):
-                color = parse_color(str(reply))
-                if color is not None:
-                    self.level_colors[name] = color
+        gone = set(leftovers)
+        self.level_colors = self._conn.annotation_colors([n for n in names if n not in gone])
         self.palette = []
         self._spawn_camera()
 
