@@ -33,7 +33,7 @@ import numpy as np
 from PIL import Image
 
 from commonlink import __version__
-from commonlink.constants import MAX_IMAGE_PIXELS
+from commonlink.constants import AREA_BAND, MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, MissingDependencyError
 from commonlink.fileio import (
     atomic_write_json,
@@ -49,9 +49,17 @@ from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
 from commonlink.synth.render.base import Renderer
 from commonlink.synth.render.offline import OfflineRenderer
-from commonlink.synth.render.unreal_check import refuse_placeholder_classes, require_project_ready
+from commonlink.synth.render.unreal_check import (
+    refuse_placeholder_classes,
+    require_project_ready,
+)
 from commonlink.synth.render.unrealcv import UnrealCVBackend
-from commonlink.synth.visibility import AREA_BAND, band_counts, default_min_visible_pixels, hidden_share, object_areas
+from commonlink.synth.visibility import (
+    band_counts,
+    default_min_visible_pixels,
+    hidden_share,
+    object_areas,
+)
 
 SYNTH_CONFIG_FILE = "synth_config.json"
 SCENES_DIR = "scenes"

@@ -47,7 +47,7 @@ from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
 from commonlink.synth.render.base import RenderedView
-from commonlink.synth.visibility import instance_ids_from_colors
+from commonlink.synth.visibility import instance_ids_from_colors, object_pixel_counts
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
 NAME_PREFIX = "cl_"
@@ -483,10 +483,8 @@ class UnrealCVBackend:
     def _check_every_object_drawn(self, plan: ScenePlan, names: list[str], views: list[RenderedView]) -> None:
         if len(views) < MIN_VIEWS_FOR_ABSENCE_CHECK:
             return  # one or two views can legitimately hide an object behind others
-        seen = np.zeros(len(names) + 1, dtype=np.int64)
-        for view in views:
-            seen += np.bincount(view.instance.ravel().astype(np.int64), minlength=len(names) + 1)[: len(names) + 1]
-        missing = [f"{o.name} ({name}, class {o.ue_class})" for k, (o, name) in enumerate(zip(plan.objects, names)) if seen[k + 1] == 0]
+        seen = sum(object_pixel_counts(view.instance, len(names)) for view in views)
+        missing = [f"{o.name} ({name}, class {o.ue_class})" for o, name, pixels in zip(plan.objects, names, seen) if pixels == 0]
         if missing:
             raise ObjectMissingFromMaskError(
                 f"Scene {plan.scene_id}: {', '.join(missing)} appear in no view's object mask although the cameras frame "
