@@ -40,6 +40,7 @@ from commonlink.synth.shapes import (
     lathe,
     moved,
     part,
+    ridged_sphere,
     rotated,
     sphere,
     torus,
@@ -293,15 +294,9 @@ def onion():
 
 
 def bell_pepper():
-    tm = trimesh_module()
-    body = tm.creation.icosphere(subdivisions=4, radius=5)
-    v = body.vertices
-    ang = np.arctan2(v[:, 1], v[:, 0])
-    lobes = 1.0 - 0.08 * np.abs(np.cos(2 * ang))
-    body.vertices = v * np.column_stack([lobes, lobes, 1.15 * lobes])
-    body.apply_translation([0, 0, 5.5])
+    body = ridged_sphere(5, (40, 150, 40), ridges=4, depth=0.08, z_scale=1.15, z=5.5)
     stem = capsule_between([0, 0, 10.8], [0.5, 0, 13], 0.55, DARK_GREEN)
-    return combine(part(body, (40, 150, 40)), stem)
+    return combine(body, stem)
 
 
 def bread_loaf():
