@@ -37,6 +37,7 @@ from commonlink.synth.shapes import (
     combine,
     cone,
     cylinder,
+    faces_where,
     lathe,
     moved,
     part,
@@ -59,8 +60,7 @@ def _handle(major: float, minor: float, color, x: float, z: float):
     """A C-shaped side handle (half a torus standing in the xz plane, opening towards -x)."""
     ring = rotated(torus(major, minor, color), "x", 90)
     ring.apply_translation([x, 0, z])
-    keep = ring.triangles_center[:, 0] >= x - 0.2 * major
-    return ring.submesh([keep.nonzero()[0]], append=True)
+    return faces_where(ring, ring.triangles_center[:, 0] >= x - 0.2 * major)
 
 
 # --- kitchen ---------------------------------------------------------------------------------------------------
@@ -583,8 +583,7 @@ def _prism(points_xz, thickness: float, color):
 
 def toy_sailboat():
     hull = sphere(8, (180, 60, 40), z=6.0, scale=(1.5, 0.7, 0.75), subdivisions=3)
-    keep = hull.triangles_center[:, 2] <= 6.0  # the lower half of the ellipsoid: the hull
-    hull = hull.submesh([keep.nonzero()[0]], append=True)
+    hull = faces_where(hull, hull.triangles_center[:, 2] <= 6.0)  # the lower half of the ellipsoid: the hull
     deck = box(23, 10, 0.8, WOOD, z=5.6)
     mast = cylinder(0.5, 22, WOOD, z=6.0)
     sail = _prism([(1.0, 8), (11.5, 8), (1.0, 27)], 0.8, WHITE)

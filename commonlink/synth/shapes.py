@@ -113,10 +113,14 @@ def capsule_between(p0, p1, r: float, color: Color):
     return part(mesh, color)
 
 
-def upper_half(mesh, z: float):
-    """The faces of ``mesh`` above height ``z`` (an open arc, e.g. a handle), keeping its colours."""
-    keep = mesh.triangles_center[:, 2] >= z
+def faces_where(mesh, keep):
+    """The faces of ``mesh`` where the boolean per face ``keep`` holds (an open arc, a hull), keeping its colours."""
     return mesh.submesh([keep.nonzero()[0]], append=True)
+
+
+def upper_half(mesh, z: float):
+    """The faces of ``mesh`` above height ``z`` (an open arc, e.g. a handle)."""
+    return faces_where(mesh, mesh.triangles_center[:, 2] >= z)
 
 
 def combine(*parts):
