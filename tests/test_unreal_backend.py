@@ -119,6 +119,17 @@ def _spawned_names(server, n_objects):
     return [s[3] for s in spawns[-(n_objects + 1):-1]]
 
 
+def _render_with_truth(server, catalog, plan):
+    """Render ``plan`` with a fresh backend (closed afterwards): (backend, views, the ids the views must have)."""
+    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+    try:
+        views = backend.render(plan)
+        expected = _expected_ids(server, views, _spawned_names(server, len(plan.objects)))
+    finally:
+        backend.close()
+    return backend, views, expected
+
+
 def _ours(server):
     return sorted(set(server.actors) - {a.name for a in default_level()})
 
@@ -225,13 +236,7 @@ def test_server_behaves_like_the_plugin(catalog):
 
 
 def test_masks_are_right_with_runtime_spawned_actors(server, catalog, plan, offline_views):
-    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
-    try:
-        views = backend.render(plan)
-        names = _spawned_names(server, len(plan.objects))
-        expected = _expected_ids(server, views, names)
-    finally:
-        backend.close()
+    backend, views, expected = _render_with_truth(server, catalog, plan)
     assert len(views) == len(plan.cameras)
     for view, truth, reference in zip(views, expected, offline_views):
         assert np.array_equal(view.instance, truth)  # every pixel labelled with the actor the image shows
@@ -299,13 +304,7 @@ def test_level_actor_whose_colour_clashes_with_the_palette(catalog, plan):
     level = default_level() + [LevelActor("SM_Prop_Level", prop.ue_class, spot, scale=0.25)]
     with FakeUnrealCVServer(catalog, level=level, record_truth=True) as server:
         server.set_level_color("SM_Prop_Level", naive[0])  # a level actor already wears our first colour
-        backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
-        try:
-            views = backend.render(plan)
-            names = _spawned_names(server, len(plan.objects))
-            expected = _expected_ids(server, views, names)
-        finally:
-            backend.close()
+        backend, views, expected = _render_with_truth(server, catalog, plan)
         assert backend.level_colors["SM_Prop_Level"] == naive[0]
         palette = backend.palette_for(len(plan.objects) + 1)
         assert naive[0] not in palette
