@@ -166,6 +166,29 @@ def test_server_speaks_the_wire_protocol(server):
     assert server.rejected == 1
 
 
+def test_server_vbatch_and_request_ids_as_the_plugin(server):
+    sock = socket.create_connection((server.host, server.port))
+    sock.settimeout(5)
+    assert _read_frame(sock) == b"connected to CommonlinkTestWorld"
+    # `vbatch 2` is answered at once; the next request waits (over many frames) until the second one arrives.
+    sock.sendall(_frame(b"0:vbatch 2") + _frame(b"1:vset /objects/spawn BP_Apple_C cl_b"))
+    assert _read_frame(sock) == b"0:ok"
+    frames = server.frames
+    sock.settimeout(0.3)
+    with pytest.raises(TimeoutError):
+        _read_frame(sock)
+    assert server.frames > frames and "cl_b" not in server.actors  # frames went by; the spawn is still held
+    sock.settimeout(5)
+    sock.sendall(_frame(b"2:vget /object/cl_b/location"))
+    assert _read_frame(sock) == b"1:cl_b"
+    assert _read_frame(sock) == b"2:0.000 0.000 0.000"
+    # Ids are read as numbers (leading zeros dropped), found anywhere in the payload; a line break ends the command.
+    sock.sendall(_frame(b"007:vget /unrealcv/version") + _frame(b"x8:vget /object/cl_b/location\nignored"))
+    assert _read_frame(sock) == b"7:1.0.1"
+    assert _read_frame(sock) == b"8:0.000 0.000 0.000"
+    sock.close()
+
+
 def test_server_behaves_like_the_plugin(catalog):
     import unrealcv
 
