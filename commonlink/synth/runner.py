@@ -48,7 +48,7 @@ from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
 from commonlink.synth.render.base import Renderer
-from commonlink.synth.render.offline import OfflineRenderer
+from commonlink.synth.render.offline import OfflineRenderer, check_sources
 from commonlink.synth.render.unreal_check import (
     refuse_placeholder_classes,
     require_project_ready,
@@ -509,8 +509,11 @@ def synthesize(
         )
     catalog = load_assets(config.assets)
     config.plan_config().check(catalog)
+    # Before the output folder is touched: assets the chosen renderer could not draw.
     if config.backend == "unrealcv":
-        refuse_placeholder_classes(catalog)  # before the output folder is touched
+        refuse_placeholder_classes(catalog)
+    else:
+        check_sources(catalog)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a folder.", "Choose a folder path for the catalog.")
     (out / SCENES_DIR).mkdir(parents=True, exist_ok=True)
