@@ -170,7 +170,6 @@ def _load_assets_cached(path: str, _mtime: int) -> AssetCatalog:
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix.lower() in (".yaml", ".yml"):
-
             data = yaml.safe_load(text)
         else:
             data = json.loads(text)

@@ -36,7 +36,6 @@ GRID = 4
 PLAN_VERSION = 3
 
 
-
 @dataclass
 class ObjectPlacement:
     name: str  #: the object name written to the catalog

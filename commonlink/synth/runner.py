@@ -460,7 +460,6 @@ def _run_ray(out_dir: Path, config: SynthConfig, todo: list[int], ray_address: s
     try:
         import ray
     except ImportError as exc:
-
         raise MissingDependencyError("ray", "ray", "--executor ray") from exc
     started_here = False
     if not ray.is_initialized():

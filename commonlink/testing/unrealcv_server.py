@@ -662,7 +662,6 @@ class FakeUnrealCVServer:
     # -- rendering ----------------------------------------------------------------------------------------
     def _renderer(self, size: tuple[int, int]):
         if size not in self._renderers:
-
             self._renderers[size] = OfflineRenderer(size[0], size[1], self.catalog)
         return self._renderers[size]
 

@@ -122,7 +122,6 @@ class Placement:
 
 def _check_pyopengl() -> None:
     """pyrender's `PyOpenGL==3.1.0` pin is broken with EGL; `pip install commonlink[render]` keeps the pin."""
-
     try:
         installed = version("PyOpenGL")
     except PackageNotFoundError:
@@ -193,7 +192,6 @@ def _resolve_source(source: str, base_dir: Path) -> Path:
 def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | None, size_cm: tuple):
     _, trimesh = _import_pyrender()
     if source.startswith("procedural:"):
-
         name = source.split(":", 1)[1]
         if name not in PROCEDURAL_MODELS:
             raise InputError(f"Unknown procedural model {name!r}.", f"Use one of: {', '.join(sorted(PROCEDURAL_MODELS))}.")
