@@ -98,7 +98,7 @@ class AssetCatalog:
 def _fail(path: str, where: str, problem: str) -> SchemaError:
     return SchemaError(
         f"Asset file {path}, {where}: {problem}.",
-        "Fix that entry; the format is described in README (section `synth`, 'Asset file').",
+        "Fix that entry; the format is described in docs/synth.md ('Asset file').",
     )
 
 
