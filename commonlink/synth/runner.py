@@ -24,6 +24,7 @@ import os
 import shutil
 import socket
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from io import BytesIO
@@ -219,9 +220,7 @@ def _clean_stale_temp_dirs(scenes_root: Path) -> None:
 
 def asset_licenses(catalog: AssetCatalog) -> dict[str, int]:
     """{licence: number of assets} of an asset file (``"unknown"`` where an asset records none), for the card."""
-    counts: dict[str, int] = {}
-    for asset in catalog.assets:
-        counts[asset.license or "unknown"] = counts.get(asset.license or "unknown", 0) + 1
+    counts = Counter(asset.license or "unknown" for asset in catalog.assets)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
