@@ -238,8 +238,9 @@ class FakeUnrealCVServer:
 
     # -- the world ------------------------------------------------------------------------------------------
     def _build_level(self) -> None:
+        known = self.catalog.by_ue_class()
         for actor in self._level:
-            asset = self.catalog.by_ue_class().get(actor.ue_class)
+            asset = known.get(actor.ue_class)
             self.actors[actor.name] = _Actor(
                 name=actor.name, uclass=actor.ue_class, asset=asset, location=list(actor.location),
                 rotation=list(actor.rotation), scale=[float(actor.scale)] * 3, hidden=actor.hidden,
