@@ -112,6 +112,35 @@ def test_yaml_asset_file_with_a_local_mesh(tmp_path):
     assert abs(mesh.bounds[0][2]) < 1e-9  # pivot at the bottom
 
 
+def test_synth_refuses_meshes_it_cannot_draw_before_writing_anything(tmp_path):
+    (tmp_path / "garbage.obj").write_text("this is not a mesh\n")
+    (tmp_path / "assets.yaml").write_text(
+        "format: commonlink-assets/1\n"
+        "assets:\n"
+        "  - {name: apple, ue_class: BP_Apple_C, size_cm: [9, 9, 9.5], mesh: 'procedural:appel'}\n"
+        "  - {name: brick, ue_class: BP_Brick_C, size_cm: [10, 20, 30], mesh: meshes/brick.obj}\n"
+        "  - {name: pear, ue_class: BP_Pear_C, size_cm: [7, 7, 10], mesh: 'procedural:pear'}\n"
+        "  - {name: junk, ue_class: BP_Junk_C, size_cm: [5, 5, 5], mesh: garbage.obj}\n"
+        "floors:\n"
+        "  - {name: wood, ue_class: BP_Wood_C, texture: 'procedural:wood_plank'}\n"
+    )
+    config = SynthConfig(scenes=1, objects=(3, 3), views=1, resolution=(48, 48), assets=str(tmp_path / "assets.yaml"))
+    with pytest.raises(InputError) as info:
+        synthesize(tmp_path / "out", config, progress=False)
+    problem = info.value.problem
+    # Every entry it cannot find, at once, with a suggestion for near-miss names; nothing written.
+    assert "3 entries" in problem and "'procedural:appel' (did you mean apple" in problem
+    assert "mesh file not found" in problem and "brick.obj" in problem and "wood_planks" in problem
+    assert not (tmp_path / "out").exists()
+    # A file that exists but holds no readable triangles is refused when drawn, naming the file and the fix.
+    from commonlink.synth.render.offline import asset_mesh
+
+    catalog = load_assets(tmp_path / "assets.yaml")
+    with pytest.raises(InputError, match="garbage.obj holds no triangles") as info:
+        asset_mesh(catalog.asset("junk"), catalog)
+    assert "Export it as .obj, .glb or .ply" in info.value.fix
+
+
 # --- plans -------------------------------------------------------------------------------------------------
 
 

@@ -119,6 +119,17 @@ def _spawned_names(server, n_objects):
     return [s[3] for s in spawns[-(n_objects + 1):-1]]
 
 
+def _render_with_truth(server, catalog, plan):
+    """Render ``plan`` with a fresh backend (closed afterwards): (backend, views, the ids the views must have)."""
+    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+    try:
+        views = backend.render(plan)
+        expected = _expected_ids(server, views, _spawned_names(server, len(plan.objects)))
+    finally:
+        backend.close()
+    return backend, views, expected
+
+
 def _ours(server):
     return sorted(set(server.actors) - {a.name for a in default_level()})
 
@@ -153,6 +164,29 @@ def test_server_speaks_the_wire_protocol(server):
     assert _read_frame(first) is None
     first.close()
     assert server.rejected == 1
+
+
+def test_server_vbatch_and_request_ids_as_the_plugin(server):
+    sock = socket.create_connection((server.host, server.port))
+    sock.settimeout(5)
+    assert _read_frame(sock) == b"connected to CommonlinkTestWorld"
+    # `vbatch 2` is answered at once; the next request waits (over many frames) until the second one arrives.
+    sock.sendall(_frame(b"0:vbatch 2") + _frame(b"1:vset /objects/spawn BP_Apple_C cl_b"))
+    assert _read_frame(sock) == b"0:ok"
+    frames = server.frames
+    sock.settimeout(0.3)
+    with pytest.raises(TimeoutError):
+        _read_frame(sock)
+    assert server.frames > frames and "cl_b" not in server.actors  # frames went by; the spawn is still held
+    sock.settimeout(5)
+    sock.sendall(_frame(b"2:vget /object/cl_b/location"))
+    assert _read_frame(sock) == b"1:cl_b"
+    assert _read_frame(sock) == b"2:0.000 0.000 0.000"
+    # Ids are read as numbers (leading zeros dropped), found anywhere in the payload; a line break ends the command.
+    sock.sendall(_frame(b"007:vget /unrealcv/version") + _frame(b"x8:vget /object/cl_b/location\nignored"))
+    assert _read_frame(sock) == b"7:1.0.1"
+    assert _read_frame(sock) == b"8:0.000 0.000 0.000"
+    sock.close()
 
 
 def test_server_behaves_like_the_plugin(catalog):
@@ -225,13 +259,7 @@ def test_server_behaves_like_the_plugin(catalog):
 
 
 def test_masks_are_right_with_runtime_spawned_actors(server, catalog, plan, offline_views):
-    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
-    try:
-        views = backend.render(plan)
-        names = _spawned_names(server, len(plan.objects))
-        expected = _expected_ids(server, views, names)
-    finally:
-        backend.close()
+    backend, views, expected = _render_with_truth(server, catalog, plan)
     assert len(views) == len(plan.cameras)
     for view, truth, reference in zip(views, expected, offline_views):
         assert np.array_equal(view.instance, truth)  # every pixel labelled with the actor the image shows
@@ -299,13 +327,7 @@ def test_level_actor_whose_colour_clashes_with_the_palette(catalog, plan):
     level = default_level() + [LevelActor("SM_Prop_Level", prop.ue_class, spot, scale=0.25)]
     with FakeUnrealCVServer(catalog, level=level, record_truth=True) as server:
         server.set_level_color("SM_Prop_Level", naive[0])  # a level actor already wears our first colour
-        backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
-        try:
-            views = backend.render(plan)
-            names = _spawned_names(server, len(plan.objects))
-            expected = _expected_ids(server, views, names)
-        finally:
-            backend.close()
+        backend, views, expected = _render_with_truth(server, catalog, plan)
         assert backend.level_colors["SM_Prop_Level"] == naive[0]
         palette = backend.palette_for(len(plan.objects) + 1)
         assert naive[0] not in palette

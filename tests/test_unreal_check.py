@@ -90,6 +90,7 @@ def test_synth_runs_the_check_first_and_renders_nothing(broken_project, user_ass
     with pytest.raises(InputError, match="does not match the asset file") as info:
         synthesize(tmp_path / "out", config, progress=False)
     assert all(cls in info.value.problem for cls in missing)
+    assert "import the missing meshes" in info.value.fix.lower() and "size_cm" in info.value.fix
     assert read_catalog(tmp_path / "out") == [] or not (tmp_path / "out" / "catalog.jsonl").exists()
     assert not any(c.startswith("vset /objects/spawn") and "cl_check_" not in c for c in server.log)  # no scene
 
@@ -105,6 +106,9 @@ def test_cli_unreal_check(broken_project, user_assets, tmp_path):
     assert {c["ue_class"] for c in data["classes"] if c["status"] == "missing"} == missing
     table = runner.invoke(app, ["unreal", "check", "--assets", str(user_assets), "--host", server.host, "--port", str(server.port)])
     assert table.exit_code == 1 and "could not be spawned" in table.stdout
+    # The table ends with what to do about both kinds of problem found, naming the file to recheck.
+    fix = table.stdout[table.stdout.index("Fix: "):]
+    assert "commonlink_import.py" in fix and "size_cm" in fix and str(user_assets.name) in fix
 
     # A project with every class: exit 0.
     good = load_assets(user_assets)

@@ -39,7 +39,7 @@ def synth(
     resolution: str = typer.Option("512x512", "--resolution", help="Image size WIDTHxHEIGHT."),
     seed: int = typer.Option(0, "--seed", help="Global seed; scene i depends only on (seed, i)."),
     backend: str = typer.Option("offline", "--backend", help="offline (embedded CPU renderer) or unrealcv (a running Unreal Engine)."),
-    assets: Path | None = typer.Option(None, "--assets", help="Asset file (JSON/YAML; see README). Default: the built-in assets."),
+    assets: Path | None = typer.Option(None, "--assets", help="Asset file (JSON/YAML; see docs/synth.md). Default: the built-in assets."),
     min_visible_pixels: int | None = typer.Option(None, "--min-visible-pixels", help="Pixels an object needs to count as present (default 0.05% of the image, at least 16)."),
     max_hidden: float = typer.Option(0.25, "--max-hidden", help="Re-sample a scene when more than this share of (object, view) pairs is hidden."),
     max_attempts: int = typer.Option(5, "--max-attempts", help="Plans tried per scene before keeping the best one."),

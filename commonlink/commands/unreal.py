@@ -49,5 +49,7 @@ def check(
                           _triple(c.expected_size_cm), escape(c.reply or "; ".join(c.problems)))
         console.print(table)
         console.print(escape(report.describe()), highlight=False, soft_wrap=True)
+        if not report.ok:
+            console.print(escape(f"Fix: {report.fix(str(asset_file))}"), highlight=False, soft_wrap=True)
     if not report.ok:
         raise typer.Exit(1)

@@ -98,7 +98,7 @@ class AssetCatalog:
 def _fail(path: str, where: str, problem: str) -> SchemaError:
     return SchemaError(
         f"Asset file {path}, {where}: {problem}.",
-        "Fix that entry; the format is described in README (section `synth`, 'Asset file').",
+        "Fix that entry; the format is described in docs/synth.md ('Asset file').",
     )
 
 
@@ -170,7 +170,6 @@ def _load_assets_cached(path: str, _mtime: int) -> AssetCatalog:
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix.lower() in (".yaml", ".yml"):
-
             data = yaml.safe_load(text)
         else:
             data = json.loads(text)

@@ -42,6 +42,7 @@ from commonlink.synth.shapes import (
     cylinder,
     lathe,
     part,
+    ridged_sphere,
     rotated,
     sphere,
     torus,
@@ -455,15 +456,9 @@ def cake():
 
 
 def pumpkin():
-    tm = trimesh_module()
-    body = tm.creation.icosphere(subdivisions=4, radius=10)
-    v = body.vertices
-    ang = np.arctan2(v[:, 1], v[:, 0])
-    ridge = 1.0 - 0.07 * np.abs(np.cos(4 * ang))
-    body.vertices = v * np.column_stack([ridge, ridge, 0.72 * ridge])
-    body.apply_translation([0, 0, 7.2])
+    body = ridged_sphere(10, ORANGE, ridges=8, depth=0.07, z_scale=0.72, z=7.2)
     stem = capsule_between([0, 0, 13.5], [0.8, 0.3, 17], 0.9, (90, 110, 40))
-    return combine(part(body, ORANGE), stem)
+    return combine(body, stem)
 
 
 def snowman():

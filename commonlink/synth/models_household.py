@@ -37,9 +37,11 @@ from commonlink.synth.shapes import (
     combine,
     cone,
     cylinder,
+    faces_where,
     lathe,
     moved,
     part,
+    ridged_sphere,
     rotated,
     sphere,
     torus,
@@ -58,8 +60,7 @@ def _handle(major: float, minor: float, color, x: float, z: float):
     """A C-shaped side handle (half a torus standing in the xz plane, opening towards -x)."""
     ring = rotated(torus(major, minor, color), "x", 90)
     ring.apply_translation([x, 0, z])
-    keep = ring.triangles_center[:, 0] >= x - 0.2 * major
-    return ring.submesh([keep.nonzero()[0]], append=True)
+    return faces_where(ring, ring.triangles_center[:, 0] >= x - 0.2 * major)
 
 
 # --- kitchen ---------------------------------------------------------------------------------------------------
@@ -293,15 +294,9 @@ def onion():
 
 
 def bell_pepper():
-    tm = trimesh_module()
-    body = tm.creation.icosphere(subdivisions=4, radius=5)
-    v = body.vertices
-    ang = np.arctan2(v[:, 1], v[:, 0])
-    lobes = 1.0 - 0.08 * np.abs(np.cos(2 * ang))
-    body.vertices = v * np.column_stack([lobes, lobes, 1.15 * lobes])
-    body.apply_translation([0, 0, 5.5])
+    body = ridged_sphere(5, (40, 150, 40), ridges=4, depth=0.08, z_scale=1.15, z=5.5)
     stem = capsule_between([0, 0, 10.8], [0.5, 0, 13], 0.55, DARK_GREEN)
-    return combine(part(body, (40, 150, 40)), stem)
+    return combine(body, stem)
 
 
 def bread_loaf():
@@ -588,8 +583,7 @@ def _prism(points_xz, thickness: float, color):
 
 def toy_sailboat():
     hull = sphere(8, (180, 60, 40), z=6.0, scale=(1.5, 0.7, 0.75), subdivisions=3)
-    keep = hull.triangles_center[:, 2] <= 6.0  # the lower half of the ellipsoid: the hull
-    hull = hull.submesh([keep.nonzero()[0]], append=True)
+    hull = faces_where(hull, hull.triangles_center[:, 2] <= 6.0)  # the lower half of the ellipsoid: the hull
     deck = box(23, 10, 0.8, WOOD, z=5.6)
     mast = cylinder(0.5, 22, WOOD, z=6.0)
     sail = _prism([(1.0, 8), (11.5, 8), (1.0, 27)], 0.8, WHITE)

@@ -36,7 +36,6 @@ GRID = 4
 PLAN_VERSION = 3
 
 
-
 @dataclass
 class ObjectPlacement:
     name: str  #: the object name written to the catalog
@@ -276,9 +275,10 @@ def _lift(size_cm, scale: float, rotation) -> float:
 def _separate(sizes, scales: list[float], rotations, locations, gap: float) -> list[float]:
     """Shrink objects (the larger of a pair first, 6% a step) until no two footprints come within ``gap``."""
     scales = list(scales)
+    # Each footprint is rebuilt only when its object shrinks, not again on every pass.
+    polys = [footprint(sizes[i], scales[i], rotations[i], locations[i]) for i in range(len(scales))]
     for _ in range(60):
         moved = False
-        polys = [footprint(sizes[i], scales[i], rotations[i], locations[i]) for i in range(len(scales))]
         for i in range(len(scales)):
             for j in range(i + 1, len(scales)):
                 if footprints_overlap(polys[i], polys[j], gap):

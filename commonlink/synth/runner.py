@@ -24,6 +24,7 @@ import os
 import shutil
 import socket
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from io import BytesIO
@@ -33,7 +34,7 @@ import numpy as np
 from PIL import Image
 
 from commonlink import __version__
-from commonlink.constants import MAX_IMAGE_PIXELS
+from commonlink.constants import AREA_BAND, MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, MissingDependencyError
 from commonlink.fileio import (
     atomic_write_json,
@@ -48,10 +49,18 @@ from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
 from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
 from commonlink.synth.render.base import Renderer
-from commonlink.synth.render.offline import OfflineRenderer
-from commonlink.synth.render.unreal_check import refuse_placeholder_classes, require_project_ready
+from commonlink.synth.render.offline import OfflineRenderer, check_sources
+from commonlink.synth.render.unreal_check import (
+    refuse_placeholder_classes,
+    require_project_ready,
+)
 from commonlink.synth.render.unrealcv import UnrealCVBackend
-from commonlink.synth.visibility import AREA_BAND, band_counts, default_min_visible_pixels, hidden_share, object_areas
+from commonlink.synth.visibility import (
+    band_counts,
+    default_min_visible_pixels,
+    hidden_share,
+    object_areas,
+)
 
 SYNTH_CONFIG_FILE = "synth_config.json"
 SCENES_DIR = "scenes"
@@ -211,9 +220,7 @@ def _clean_stale_temp_dirs(scenes_root: Path) -> None:
 
 def asset_licenses(catalog: AssetCatalog) -> dict[str, int]:
     """{licence: number of assets} of an asset file (``"unknown"`` where an asset records none), for the card."""
-    counts: dict[str, int] = {}
-    for asset in catalog.assets:
-        counts[asset.license or "unknown"] = counts.get(asset.license or "unknown", 0) + 1
+    counts = Counter(asset.license or "unknown" for asset in catalog.assets)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -452,7 +459,6 @@ def _run_ray(out_dir: Path, config: SynthConfig, todo: list[int], ray_address: s
     try:
         import ray
     except ImportError as exc:
-
         raise MissingDependencyError("ray", "ray", "--executor ray") from exc
     started_here = False
     if not ray.is_initialized():
@@ -501,8 +507,11 @@ def synthesize(
         )
     catalog = load_assets(config.assets)
     config.plan_config().check(catalog)
+    # Before the output folder is touched: assets the chosen renderer could not draw.
     if config.backend == "unrealcv":
-        refuse_placeholder_classes(catalog)  # before the output folder is touched
+        refuse_placeholder_classes(catalog)
+    else:
+        check_sources(catalog)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a folder.", "Choose a folder path for the catalog.")
     (out / SCENES_DIR).mkdir(parents=True, exist_ok=True)

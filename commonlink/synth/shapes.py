@@ -85,6 +85,16 @@ def torus(major: float, minor: float, color: Color, x: float = 0, y: float = 0, 
     return part(moved(trimesh_module().creation.torus(major, minor, major_sections=40, minor_sections=20), x, y, z), color)
 
 
+def ridged_sphere(r: float, color: Color, *, ridges: int, depth: float, z_scale: float = 1.0, z: float = 0):
+    """A sphere with ``ridges`` vertical grooves (a pumpkin, a bell pepper), where its radius drops by the fraction
+    ``depth``; ``z_scale`` stretches it vertically, ``z`` is its centre's height."""
+    mesh = trimesh_module().creation.icosphere(subdivisions=4, radius=r)
+    v = mesh.vertices
+    ridge = 1.0 - depth * np.abs(np.cos(ridges / 2 * np.arctan2(v[:, 1], v[:, 0])))
+    mesh.vertices = v * np.column_stack([ridge, ridge, z_scale * ridge])
+    return part(moved(mesh, 0, 0, z), color)
+
+
 def lathe(profile: list[tuple[float, float]], color: Color, z: float = 0, sections: int = 40):
     """Surface of revolution about the z axis from (radius, height) points."""
     return part(moved(trimesh_module().creation.revolve(np.asarray(profile, dtype=float), sections=sections), 0, 0, z), color)
@@ -103,10 +113,14 @@ def capsule_between(p0, p1, r: float, color: Color):
     return part(mesh, color)
 
 
-def upper_half(mesh, z: float):
-    """The faces of ``mesh`` above height ``z`` (an open arc, e.g. a handle), keeping its colours."""
-    keep = mesh.triangles_center[:, 2] >= z
+def faces_where(mesh, keep):
+    """The faces of ``mesh`` where the boolean per face ``keep`` holds (an open arc, a hull), keeping its colours."""
     return mesh.submesh([keep.nonzero()[0]], append=True)
+
+
+def upper_half(mesh, z: float):
+    """The faces of ``mesh`` above height ``z`` (an open arc, e.g. a handle)."""
+    return faces_where(mesh, mesh.triangles_center[:, 2] >= z)
 
 
 def combine(*parts):

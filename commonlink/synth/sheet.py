@@ -17,7 +17,6 @@ def write_sheet(catalog_dir: str | os.PathLike, out_path: str | os.PathLike, *, 
                 title: str | None = None) -> Path:
     """Tile the first ``scenes`` scenes of a synthetic catalog into one PNG, each image captioned with the
     number of visible objects."""
-
     by_scene: dict[str, list] = defaultdict(list)
     order: list[str] = []
     for record in iter_catalog(catalog_dir):

@@ -12,10 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from commonlink.constants import AREA_BAND
-
-__all__ = ["AREA_BAND", "band_counts", "default_min_visible_pixels", "hidden_share", "instance_ids_from_colors", "object_areas"]
-
 #: Default pixel threshold: 0.05% of the image, at least 16 pixels (131 px at 512x512).
 MIN_VISIBLE_FRACTION = 0.0005
 MIN_VISIBLE_FLOOR = 16
@@ -25,15 +21,16 @@ def default_min_visible_pixels(width: int, height: int) -> int:
     return max(MIN_VISIBLE_FLOOR, round(MIN_VISIBLE_FRACTION * width * height))
 
 
+def object_pixel_counts(instance: np.ndarray, n_objects: int) -> np.ndarray:
+    """Visible pixels of each of a plan's ``n_objects`` objects in one instance mask (entry k: id k + 1)."""
+    return np.bincount(instance.ravel().astype(np.int64), minlength=n_objects + 1)[1 : n_objects + 1]
+
+
 def object_areas(instance: np.ndarray, names: Sequence[str], min_pixels: int) -> dict[str, float]:
     """{name: fraction of the image} for every object with at least ``min_pixels`` visible pixels."""
-    counts = np.bincount(instance.ravel().astype(np.int64), minlength=len(names) + 1)
+    counts = object_pixel_counts(instance, len(names))
     total = float(instance.size)
-    return {
-        name: round(float(counts[k + 1]) / total, 6)
-        for k, name in enumerate(names)
-        if counts[k + 1] >= min_pixels
-    }
+    return {name: round(float(count) / total, 6) for name, count in zip(names, counts) if count >= min_pixels}
 
 
 def hidden_share(instances: Sequence[np.ndarray], n_objects: int, min_pixels: int) -> float:
@@ -42,8 +39,7 @@ def hidden_share(instances: Sequence[np.ndarray], n_objects: int, min_pixels: in
         return 0.0
     hidden = 0
     for instance in instances:
-        counts = np.bincount(instance.ravel().astype(np.int64), minlength=n_objects + 1)
-        hidden += int((counts[1 : n_objects + 1] < min_pixels).sum())
+        hidden += int((object_pixel_counts(instance, n_objects) < min_pixels).sum())
     return hidden / (n_objects * len(instances))
 
 
@@ -53,7 +49,7 @@ def band_counts(instances: Sequence[np.ndarray], n_objects: int, band: tuple[flo
     inside = 0
     low, high = band
     for instance in instances:
-        area = np.bincount(instance.ravel().astype(np.int64), minlength=n_objects + 1)[1 : n_objects + 1] / instance.size
+        area = object_pixel_counts(instance, n_objects) / instance.size
         inside += int(((area >= low) & (area <= high)).sum())
     return inside, n_objects * len(instances)
 

@@ -8,7 +8,10 @@ of github.com/unrealcv/unrealcv, branch 5.2), including what the plugin refuses 
   ``uint32 magic 0x9E2B83C1, uint32 payload size`` (little-endian) and the payload; on accept it sends
   ``connected to <project>``; one client at a time (others are rejected); requests ``"<id>:<command>"``, replies
   ``"<id>:<body>"`` with ``ok``, a value, ``error <message>`` or raw PNG bytes; a bad magic or an empty payload
-  closes the connection; at most **32 requests are run per frame** (``MaxRequestsPerTick``).
+  closes the connection; at most **32 requests are taken per frame** (``MaxRequestsPerTick``). ``vbatch N``
+  (``ProcessPendingRequest``) answers ``ok`` at once and holds the next N requests until the last one has arrived,
+  then runs them together in that frame. The id is read with ``FCString::Atoi`` and written back with ``%d``, and
+  the message regex finds the first ``<digits>:`` anywhere in the payload; ``.`` stops at a line break.
 * Dispatch (``Server/CommandDispatcher.cpp``): URI templates become regular expressions (``[str]`` = ``[^ ]*``,
   ``[uint]`` = ``\\d*``, ``[float]`` = ``[-+]?\\d*[.]?\\d+``: no exponents), tried newest first; an unmatched
   command answers ``error No handler found for URI '<command>'``. There is no ``vget /unrealcv/commands``
@@ -218,6 +221,8 @@ class FakeUnrealCVServer:
         self._stalls: list[list] = []  # [substring, remaining count]
         self._rename_failures: list[list] = []  # [substring, remaining count]
         self._stalled = False
+        self._batch: list[tuple[bytes, str]] = []  #: requests held by ``vbatch N`` until the N-th arrives
+        self._batch_left = 0
         self._renderers: dict[tuple[int, int], object] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -233,8 +238,9 @@ class FakeUnrealCVServer:
 
     # -- the world ------------------------------------------------------------------------------------------
     def _build_level(self) -> None:
+        known = self.catalog.by_ue_class()
         for actor in self._level:
-            asset = self.catalog.by_ue_class().get(actor.ue_class)
+            asset = known.get(actor.ue_class)
             self.actors[actor.name] = _Actor(
                 name=actor.name, uclass=actor.ue_class, asset=asset, location=list(actor.location),
                 rotation=list(actor.rotation), scale=[float(actor.scale)] * 3, hidden=actor.hidden,
@@ -327,6 +333,7 @@ class FakeUnrealCVServer:
                     if client is None:
                         client, buffer, self._stalled = conn, b"", False
                         pending.clear()
+                        self._batch, self._batch_left = [], 0
                         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                         self.connections += 1
                         self._send(client, f"connected to {self.project}".encode())
@@ -383,10 +390,12 @@ class FakeUnrealCVServer:
                 break
             payload = buffer[_HEADER.size : _HEADER.size + size]
             buffer = buffer[_HEADER.size + size :]
-            match = re.match(rb"(\d{1,}):(.*)", payload, re.DOTALL)  # FUnrealcvServer::MessageFormat
+            # FUnrealcvServer::MessageFormat with FRegexMatcher::FindNext: unanchored, and ICU's "." stops at a line break.
+            match = re.search(rb"(\d{1,}):(.*)", payload)
             if match is None:
                 continue  # "Malformed raw message": logged and ignored
-            pending.append((match.group(1), match.group(2).decode("utf-8", errors="replace")))
+            request_id = b"%d" % int(match.group(1))  # FCString::Atoi, written back with "%d:"
+            pending.append((request_id, match.group(2).decode("utf-8", errors="replace")))
         return buffer
 
     def _run_frame(self, client: socket.socket, pending: deque) -> None:
@@ -394,11 +403,19 @@ class FakeUnrealCVServer:
         while pending and done < MAX_REQUESTS_PER_FRAME:
             request_id, command = pending.popleft()
             done += 1
-            if self._stalled or self._take(self._stalls, command):
-                self._stalled = True
+            if command.startswith("vbatch"):  # answered at once; the next N requests wait for each other
+                self._batch_left = _atoi(command.replace("vbatch", ""))
+                self._send(client, request_id + b":ok")
                 continue
-            body = self.execute(command)
-            self._send(client, request_id + b":" + body)
+            self._batch.append((request_id, command))
+            self._batch_left = max(self._batch_left, 1) - 1
+            if self._batch_left == 0:
+                batch, self._batch = self._batch, []
+                for held_id, held in batch:
+                    if self._stalled or self._take(self._stalls, held):
+                        self._stalled = True
+                        continue
+                    self._send(client, held_id + b":" + self.execute(held))
         self.max_requests_in_a_frame = max(self.max_requests_in_a_frame, done)
 
     def _end_frame(self) -> None:
@@ -646,7 +663,6 @@ class FakeUnrealCVServer:
     # -- rendering ----------------------------------------------------------------------------------------
     def _renderer(self, size: tuple[int, int]):
         if size not in self._renderers:
-
             self._renderers[size] = OfflineRenderer(size[0], size[1], self.catalog)
         return self._renderers[size]
 
@@ -705,6 +721,12 @@ def default_level() -> list[LevelActor]:
         LevelActor(PAWN_NAME, "DefaultPawn", (-400.0, 0.0, 100.0)),
         LevelActor("UnrealcvWorldController_0", "UnrealcvWorldController"),
     ]
+
+
+def _atoi(text: str) -> int:
+    """``FCString::Atoi``: leading blanks, an optional sign, the digits that follow; 0 when there are none."""
+    match = re.match(r"\s*([-+]?\d+)", text)
+    return int(match.group(1)) if match else 0
 
 
 def _atof(values: list[str]) -> list[float]:

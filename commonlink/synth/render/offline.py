@@ -12,6 +12,7 @@ Heavy imports (pyrender, OpenGL, trimesh) happen inside the functions that need 
 from __future__ import annotations
 
 import atexit
+import difflib
 import math
 import os
 import shutil
@@ -121,7 +122,6 @@ class Placement:
 
 def _check_pyopengl() -> None:
     """pyrender's `PyOpenGL==3.1.0` pin is broken with EGL; `pip install commonlink[render]` keeps the pin."""
-
     try:
         installed = version("PyOpenGL")
     except PackageNotFoundError:
@@ -192,7 +192,6 @@ def _resolve_source(source: str, base_dir: Path) -> Path:
 def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | None, size_cm: tuple):
     _, trimesh = _import_pyrender()
     if source.startswith("procedural:"):
-
         name = source.split(":", 1)[1]
         if name not in PROCEDURAL_MODELS:
             raise InputError(f"Unknown procedural model {name!r}.", f"Use one of: {', '.join(sorted(PROCEDURAL_MODELS))}.")
@@ -201,7 +200,14 @@ def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | N
         path = _resolve_source(source, Path(base_dir))
         if not path.is_file():
             raise InputError(f"Mesh file not found: {path}", "Fix the asset's 'mesh' entry (paths are relative to the asset file).")
-        mesh = trimesh.load(str(path), force="mesh")
+        problem = f"Mesh file {path} holds no triangles the offline renderer can read"
+        fix = "Export it as .obj, .glb or .ply with triangle faces, or fix the asset's 'mesh' entry."
+        try:
+            mesh = trimesh.load(str(path), force="mesh")
+        except (ValueError, KeyError, IndexError, TypeError, OSError) as exc:  # what trimesh's loaders raise on bad files
+            raise InputError(f"{problem} ({type(exc).__name__}: {exc}).", fix) from exc
+        if len(mesh.vertices) == 0 or len(mesh.faces) == 0:  # trimesh reads a garbage .obj as an empty mesh
+            raise InputError(f"{problem}.", fix)
         if mesh_up == "y":
             mesh.apply_transform(trimesh.transformations.rotation_matrix(math.pi / 2, [1, 0, 0]))
         if color is not None:
@@ -219,6 +225,41 @@ def asset_mesh(asset: Asset, catalog: AssetCatalog):
     if not asset.mesh:
         raise InputError(f"Asset {asset.name!r} has no 'mesh' entry, so the offline renderer cannot draw it.", "Add a mesh source to the asset file.")
     return _load_mesh_cached(asset.mesh, str(catalog.base_dir), asset.mesh_up, asset.color, asset.size_cm)
+
+
+def check_sources(catalog: AssetCatalog) -> None:
+    """Refuse an asset file whose meshes or floor textures the offline renderer could not find, naming every bad
+    entry at once, before anything is rendered (the files are only looked up here; they are read when first drawn)."""
+    problems = []
+    for asset in catalog.assets:
+        if not asset.mesh:
+            problems.append(f"asset {asset.name!r} has no 'mesh' entry")
+        elif asset.mesh.startswith("procedural:"):
+            if asset.mesh.split(":", 1)[1] not in PROCEDURAL_MODELS:
+                problems.append(f"asset {asset.name!r}: unknown procedural model {asset.mesh!r}"
+                                + _did_you_mean(asset.mesh.split(":", 1)[1], PROCEDURAL_MODELS))
+        elif not _resolve_source(asset.mesh, catalog.base_dir).is_file():
+            problems.append(f"asset {asset.name!r}: mesh file not found: {_resolve_source(asset.mesh, catalog.base_dir)}")
+    for floor in catalog.floors:
+        texture = floor.texture or "procedural:concrete"
+        if texture.startswith("procedural:"):
+            if texture.split(":", 1)[1] not in PROCEDURAL_FLOORS:
+                problems.append(f"floor {floor.name!r}: unknown procedural floor {texture!r}"
+                                + _did_you_mean(texture.split(":", 1)[1], PROCEDURAL_FLOORS))
+        elif not _resolve_source(texture, catalog.base_dir).is_file():
+            problems.append(f"floor {floor.name!r}: texture file not found: {_resolve_source(texture, catalog.base_dir)}")
+    if problems:
+        raise InputError(
+            f"The offline renderer cannot draw {len(problems)} entries of the asset file {catalog.path}:\n"
+            + "\n".join(f"  - {p}" for p in problems),
+            "Fix those 'mesh' / 'texture' entries: file paths are relative to the asset file, and procedural names "
+            "are those of the built-in asset file (docs/synth.md, 'Asset file').",
+        )
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 @lru_cache(maxsize=32)

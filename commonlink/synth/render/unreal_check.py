@@ -90,6 +90,21 @@ class ProjectCheck:
             lines += [f"  - {c.ue_class} ({c.kind} {c.name!r}): {'; '.join(c.problems)}" for c in self.mismatched]
         return "\n".join(lines) if lines else f"All {len(self.classes)} classes spawn and match the asset file."
 
+    def fix(self, asset_file: str) -> str | None:
+        """What to do about the problems found (None when there are none), naming only the kinds found."""
+        steps = []
+        if self.missing:
+            steps.append("import the missing meshes (tools/unreal/commonlink_import.py) and keep one actor of each class in "
+                         "the level (hidden in game) so the class is loaded when Play starts")
+        if self.mismatched:
+            steps.append("fix what each mismatched line names: size_cm in the asset file (to the measured size), the "
+                         "Blueprint's pivot (bottom centre; a floor's top at its pivot) or a StaticMeshComponent visible in "
+                         "game (the import tool sets all three)")
+        if not steps:
+            return None
+        text = "; ".join(steps)
+        return text[0].upper() + text[1:] + f"; then rerun `commonlink unreal check --asset-file {asset_file}`."
+
     def to_json(self) -> dict:
         return {**asdict(self), "ok": self.ok}
 
@@ -102,8 +117,9 @@ def refuse_placeholder_classes(catalog: AssetCatalog) -> None:
     """The built-in asset file's ``ue_class`` names (BP_Apple_C, ...) are placeholders no Unreal project has."""
     if is_builtin_asset_file(catalog):
         raise InputError(
-            "--backend unrealcv needs an asset file naming your Unreal project's classes; the built-in asset file's "
-            f"ue_class names ({catalog.assets[0].ue_class}, ...) are placeholders for the offline renderer.",
+            f"The built-in asset file's ue_class names ({catalog.assets[0].ue_class}, ...) are placeholders for the offline "
+            "renderer, which no Unreal project has: `synth --backend unrealcv` and `unreal check` need an asset file "
+            "naming your project's classes.",
             "Import your meshes with tools/unreal/commonlink_import.py in the Unreal Editor (docs/unreal.md), which "
             "writes the asset file, then pass it with --assets FILE.",
         )
@@ -143,12 +159,6 @@ def _compare(entry: ClassCheck, low: list[float], high: list[float], size_tolera
 
 def _triple(values) -> str:
     return "(" + ", ".join(f"{v:.1f}" for v in values) + ")"
-
-
-def _level_colors(conn: UnrealCVConnection, names: list[str]) -> list[tuple[int, int, int]]:
-    replies = conn.batch([f"vget /object/{n}/color" for n in names], check=False)
-    colors = [parse_color(str(r)) for r in replies if not is_error(r)]
-    return [c for c in colors if c is not None]
 
 
 def _probe_camera_location(distance: float, height: float) -> tuple[float, float, float]:
@@ -233,7 +243,7 @@ def check_project(
                 _compare(entry, *_bounds(str(reply)), size_tolerance, pivot_tolerance)
             drawable = [(e, n) for e, n in spawned if e.kind == "object" and e.measured_size_cm and min(e.measured_size_cm) > 0]
             if drawable:
-                level_colors = _level_colors(conn, level)
+                level_colors = list(conn.annotation_colors(level).values())
                 _probe_masks(conn, drawable, level_colors, token, owned=spawned_names, progress=progress)
         finally:
             if conn.connected:
@@ -253,9 +263,7 @@ def require_project_ready(host: str, port: int, catalog: AssetCatalog, *, timeou
     if not report.ok:
         raise InputError(
             f"The Unreal project at {host}:{port} does not match the asset file {catalog.path}:\n{report.describe()}",
-            "Import the missing meshes (tools/unreal/commonlink_import.py) and keep one actor of each class in the level "
-            "so the class is loaded, or fix size_cm in the asset file; `commonlink unreal check --asset-file FILE` "
-            "prints this report.",
+            report.fix(catalog.path),
         )
     return report
 

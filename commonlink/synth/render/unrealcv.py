@@ -47,7 +47,7 @@ from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
 from commonlink.synth.render.base import RenderedView
-from commonlink.synth.visibility import instance_ids_from_colors
+from commonlink.synth.visibility import instance_ids_from_colors, object_pixel_counts
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
 NAME_PREFIX = "cl_"
@@ -254,6 +254,12 @@ class UnrealCVConnection:
             )
         return cameras
 
+    def annotation_colors(self, names: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+        """{actor: its object mask colour}, read in one batch; actors without one (no mesh component, or spawned
+        after Play and not coloured yet) and actors already gone are left out."""
+        replies = self.batch([f"vget /object/{n}/color" for n in names], check=False)
+        colors = {name: parse_color(str(reply)) for name, reply in zip(names, replies) if not is_error(reply)}
+        return {name: color for name, color in colors.items() if color is not None}
 
     def spawn_camera(self, name: str, on_spawned=None) -> tuple[str, int]:
         """``vset /cameras/spawn``, renamed to ``name`` when the plugin allows; returns (actor name, camera id).
@@ -343,14 +349,8 @@ class UnrealCVBackend:
             self._baseline = {n for n in names if not n.startswith(NAME_PREFIX)}
         leftovers = [n for n in names if self._is_ours(n)]
         self._destroy(leftovers)
-        level = [n for n in names if n not in set(leftovers)]
-        replies = self._conn.batch([f"vget /object/{n}/color" for n in level], check=False)
-        self.level_colors = {}
-        for name, reply in zip(level, replies):
-            if not is_error(reply):
-                color = parse_color(str(reply))
-                if color is not None:
-                    self.level_colors[name] = color
+        gone = set(leftovers)
+        self.level_colors = self._conn.annotation_colors([n for n in names if n not in gone])
         self.palette = []
         self._spawn_camera()
 
@@ -483,10 +483,8 @@ class UnrealCVBackend:
     def _check_every_object_drawn(self, plan: ScenePlan, names: list[str], views: list[RenderedView]) -> None:
         if len(views) < MIN_VIEWS_FOR_ABSENCE_CHECK:
             return  # one or two views can legitimately hide an object behind others
-        seen = np.zeros(len(names) + 1, dtype=np.int64)
-        for view in views:
-            seen += np.bincount(view.instance.ravel().astype(np.int64), minlength=len(names) + 1)[: len(names) + 1]
-        missing = [f"{o.name} ({name}, class {o.ue_class})" for k, (o, name) in enumerate(zip(plan.objects, names)) if seen[k + 1] == 0]
+        seen = sum(object_pixel_counts(view.instance, len(names)) for view in views)
+        missing = [f"{o.name} ({name}, class {o.ue_class})" for o, name, pixels in zip(plan.objects, names, seen) if pixels == 0]
         if missing:
             raise ObjectMissingFromMaskError(
                 f"Scene {plan.scene_id}: {', '.join(missing)} appear in no view's object mask although the cameras frame "
