@@ -21,7 +21,8 @@ from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
 from commonlink.synth.assets import load_assets
 from commonlink.synth.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
-from commonlink.synth.runner import SynthConfig, parse_shard, synthesize
+from commonlink.sharding import parse_shard
+from commonlink.synth.runner import SynthConfig, synthesize
 from commonlink.synth.visibility import hidden_share, instance_ids_from_colors, object_areas
 
 RES = (64, 64)

@@ -65,18 +65,5 @@ def parse_range(text: str, *, option: str) -> tuple[int, int]:
     return lo, hi
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``"1/4"`` -> (1, 4): this process takes rows 1, 5, 9, ... ; ``None``/empty -> no sharding."""
-    if not text:
-        return None
-    try:
-        k, n = (int(p) for p in text.split("/", 1))
-    except ValueError:
-        raise InputError(f"--shard {text!r} is not K/N.", "e.g. --shard 0/4 (this process takes rows 0, 4, 8, ...).") from None
-    if not (n >= 1 and 0 <= k < n):
-        raise InputError(f"--shard {text}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4.")
-    return k, n
-
-
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, parse_range, parse_shard, reports_errors
+from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, parse_key_values
 from commonlink.eval.cache import shard_suffix
@@ -22,6 +22,7 @@ from commonlink.fileio import atomic_write_text
 from commonlink.eval.html_report import REPORT_FILENAME
 from commonlink.eval.html_report import write_report
 from commonlink.locks import output_lock
+from commonlink.sharding import parse_shard
 
 _BACKEND_HELP = ("transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
                  "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend.")

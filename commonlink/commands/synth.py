@@ -9,7 +9,8 @@ import typer
 from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.errors import InputError
 from commonlink.locks import output_lock
-from commonlink.synth.runner import SynthConfig, parse_shard, synthesize
+from commonlink.sharding import parse_shard
+from commonlink.synth.runner import SynthConfig, synthesize
 
 
 def _parse_resolution(text: str) -> tuple[int, int]:
@@ -71,7 +72,7 @@ def synth(
         max_hidden_share=max_hidden, max_attempts=max_attempts, unrealcv_host=host, unrealcv_port=port, shadows=shadows,
         area_band=_parse_band(area_band), min_in_band=min_in_band, max_yaw=max_yaw,
     )
-    part = parse_shard(shard)
+    part = parse_shard(shard) or (0, 1)
     # One run per output (per shard when sharded: shards of one folder run side by side).
     lock_file = None if part == (0, 1) else out.parent / f".{out.name}.shard-{part[0]}-of-{part[1]}.lock"
     with output_lock(out, what="commonlink synth", lock_file=lock_file):

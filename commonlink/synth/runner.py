@@ -187,19 +187,6 @@ def is_scene_done(out_dir: str | os.PathLike, index: int) -> bool:
     return (scene_dir(out_dir, index) / "records.jsonl").is_file()
 
 
-def parse_shard(text: str | None) -> tuple[int, int]:
-    """``"2/8"`` -> (2, 8): shard 2 (0-based) of 8. ``None`` -> (0, 1)."""
-    if text is None or text == "":
-        return (0, 1)
-    try:
-        i, n = (int(p) for p in text.split("/", 1))
-    except ValueError:
-        raise InputError(f"--shard {text!r} is not I/N.", "Write it as I/N with 0 <= I < N, e.g. --shard 0/4.") from None
-    if n < 1 or not 0 <= i < n:
-        raise InputError(f"--shard {text!r}: need 0 <= I < N.", "Shards are numbered from 0, e.g. --shard 0/4 ... --shard 3/4.")
-    return (i, n)
-
-
 def shard_indices(scenes: int, shard: tuple[int, int]) -> list[int]:
     i, n = shard
     return list(range(i, scenes, n))

@@ -1,0 +1,20 @@
+"""Splitting a job over processes: ``--shard I/N`` (shared by ``synth``, which shards scenes, and ``eval``,
+which shards rows)."""
+
+from __future__ import annotations
+
+from commonlink.errors import InputError
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"2/8"`` -> (2, 8): shard 2 (0-based) of 8; this process takes items 2, 10, 18, ... ``None``/empty -> None
+    (no sharding)."""
+    if not text:
+        return None
+    try:
+        i, n = (int(p) for p in text.split("/", 1))
+    except ValueError:
+        raise InputError(f"--shard {text!r} is not I/N.", "Write it as I/N with 0 <= I < N, e.g. --shard 0/4.") from None
+    if n < 1 or not 0 <= i < n:
+        raise InputError(f"--shard {text!r}: need 0 <= I < N.", "Shards are numbered from 0, e.g. --shard 0/4 ... --shard 3/4.")
+    return (i, n)
