@@ -81,7 +81,7 @@ def main() -> None:
     from commonlink.eval.association import AssociationSettings, Asker, run_chains
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
-    from commonlink.testing.tiny_models import build_tiny_llava
+    from tests.fixtures.tiny_models import build_tiny_llava
     from commonlink.loaders.association import open_association
 
     with tempfile.TemporaryDirectory() as tmp:

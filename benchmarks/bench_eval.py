@@ -36,7 +36,7 @@ from pathlib import Path
 
 from _results import result_row
 
-from commonlink.testing.openai_server import LatencyServer
+from tests.fixtures.openai_server import LatencyServer
 
 BENCHMARK = "bench_eval.py"
 
@@ -94,7 +94,7 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
     from commonlink.eval.metrics import common_o_metrics
     from commonlink.eval.runner import run_over_split
     from commonlink.loaders.common_o import open_common_o
-    from commonlink.testing.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
+    from tests.fixtures.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -234,7 +234,7 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
     from commonlink.eval.backends import GenerationSettings
     from commonlink.eval.commono import evaluate_common_o
     from commonlink.loaders.common_o import open_common_o
-    from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     os.environ.setdefault("COMMONLINK_BENCH_KEY", "sk-bench")
     latency, seed = (0.1, 0.3), 0
@@ -282,7 +282,7 @@ def gpu_throughput(model: str, rows: int) -> list[dict]:
         return [row("GPU examples/s (transformers, vllm)", None, "examples/s", peer="skipped: no GPU")]
     from commonlink.eval.backends import GenerationSettings
     from commonlink.eval.commono import evaluate_common_o
-    from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:

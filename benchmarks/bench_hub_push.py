@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 from commonlink.fileio import atomic_write_json, sha256_file  # noqa: E402
-from commonlink.testing.hub_server import HubServer  # noqa: E402
+from tests.fixtures.hub_server import HubServer  # noqa: E402
 
 BENCH = "bench_hub_push.py"
 

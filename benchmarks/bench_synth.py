@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 from commonlink.synth.assets import load_assets  # noqa: E402
-from commonlink.testing.unrealcv_server import FakeUnrealCVServer  # noqa: E402
+from tests.fixtures.unrealcv_server import FakeUnrealCVServer  # noqa: E402
 from commonlink.synth.render.offline import OfflineRenderer  # noqa: E402
 from commonlink.synth.plan import PlanConfig, plan_scene  # noqa: E402
 from commonlink.synth.runner import SynthConfig, render_scene, synthesize  # noqa: E402

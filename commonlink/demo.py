@@ -25,7 +25,7 @@ from commonlink.eval.commono import evaluate_common_o
 from commonlink.release.build import build_release
 from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from commonlink.synth.runner import SynthConfig, synthesize
-from commonlink.eval.html_report import write_report
+from commonlink.eval.report.html import write_report
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.
 DEMO_SPLITS = {

@@ -1,7 +1,7 @@
 """Record the parts of vLLM's public API that the vllm backend uses, from a downloaded wheel (no install).
 
 vLLM cannot be installed next to the toolkit's torch (it pins its own), and it needs a GPU to run, so the test
-double ``commonlink.testing.vllm_double`` stands in for it in the test suite. This script reads the real
+double ``tests.fixtures.vllm_double`` stands in for it in the test suite. This script reads the real
 wheel's *source* with ``ast`` (nothing is imported or executed) and writes what the double must match:
 
 * the signatures of ``LLM.__init__``, ``LLM.chat`` and ``LLM.generate`` (parameter names, kinds, defaults),
@@ -11,7 +11,7 @@ wheel's *source* with ``ast`` (nothing is imported or executed) and writes what 
 * the error text vLLM raises when a prompt has more images than ``limit_mm_per_prompt`` allows.
 
     pip download --no-deps --only-binary :all: vllm -d /tmp/vllm-wheel
-    python scripts/record_vllm_api.py /tmp/vllm-wheel/vllm-*.whl commonlink/testing/data/vllm_api.json
+    python scripts/record_vllm_api.py /tmp/vllm-wheel/vllm-*.whl tests/fixtures/data/vllm_api.json
 
 ``tests/test_eval_vllm.py`` then checks that the double's signatures equal the recorded ones.
 """

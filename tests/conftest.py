@@ -1,6 +1,6 @@
 """Fixtures shared by the whole suite.
 
-Test inputs (catalogs, pairs files, parquet splits, tiny models) come from :mod:`commonlink.testing`, which users
+Test inputs (catalogs, pairs files, parquet splits, tiny models) come from :mod:`tests.fixtures`, which users
 may import for their own tests too; test files never import one another.
 """
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from commonlink.testing.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN, HubServer
-from commonlink.testing.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
+from tests.fixtures.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN, HubServer
+from tests.fixtures.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -33,7 +33,7 @@ def fresh_commonlink_home(monkeypatch, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_llava(tmp_path_factory) -> Path:
-    """The folder of a tiny random LLaVA (``commonlink.testing.tiny_models.build_tiny_llava``, default arguments),
+    """The folder of a tiny random LLaVA (``tests.fixtures.tiny_models.build_tiny_llava``, default arguments),
     built once per session. Shared: copy it before changing any of its files."""
     return build_tiny_llava(tmp_path_factory.mktemp("tiny-llava"))
 
@@ -41,7 +41,7 @@ def tiny_llava(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def common_o_split(tmp_path_factory):
     """``common_o_split(n, seed=S, shards=1, split="main")``: the folder of a tiny Common-O split of ``n`` rows
-    (``commonlink.testing.tiny_models``), written once per session for each set of arguments. Shared: write
+    (``tests.fixtures.tiny_models``), written once per session for each set of arguments. Shared: write
     runs elsewhere, never into it."""
     made: dict[tuple, Path] = {}
 
@@ -56,6 +56,6 @@ def common_o_split(tmp_path_factory):
 
 @pytest.fixture()
 def hub(tmp_path):
-    """A local server speaking the Hub's HTTP API (``commonlink.testing.hub_server``), with one write token."""
+    """A local server speaking the Hub's HTTP API (``tests.fixtures.hub_server``), with one write token."""
     with HubServer(tmp_path / "hub-store", tokens={TEST_WRITE_TOKEN: TEST_USER}, orgs={TEST_USER: [TEST_ORG]}) as server:
         yield server

@@ -20,7 +20,7 @@ from commonlink.eval.backends import GenerationSettings
 from commonlink.eval.backends.base import BackendInfo
 from commonlink.eval.cache import PredictionCache
 from commonlink.loaders.association import open_association
-from commonlink.testing.tiny_chains import TINY_CONCEPTS, write_tiny_chain_files
+from tests.fixtures.tiny_chains import TINY_CONCEPTS, write_tiny_chain_files
 
 CONCEPTS = list(TINY_CONCEPTS)
 

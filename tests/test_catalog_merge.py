@@ -14,7 +14,7 @@ from commonlink.catalog.merge import merge_catalogs
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
-from commonlink.testing.catalogs import write_tiny_catalog
+from tests.fixtures.catalogs import write_tiny_catalog
 
 
 def make_catalog(root, specs):

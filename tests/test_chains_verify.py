@@ -19,7 +19,7 @@ from commonlink.eval.association import AssociationSettings, evaluate_associatio
 from commonlink.eval.association_memory import MemoryBase, image_name
 from commonlink.eval.association_prompts import prompt_text
 from commonlink.eval.backends import BackendInfo
-from commonlink.eval.chain_verify import VERIFY_PROMPT, verify_tasks
+from commonlink.refine.verify import VERIFY_PROMPT, verify_tasks
 from commonlink.fileio import read_jsonl
 from commonlink.formats.association import read_image_table
 from commonlink.loaders import load_association

@@ -19,8 +19,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.cli import app
-from commonlink.testing.catalogs import family_scenes
-from commonlink.testing.catalogs import write_scene_catalog as make_pairs_catalog
+from tests.fixtures.catalogs import family_scenes
+from tests.fixtures.catalogs import write_scene_catalog as make_pairs_catalog
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
@@ -37,7 +37,7 @@ def inputs(tmp_path_factory):
     for i in range(3):
         Image.new("RGB", (300, 300), (40 * i, 90, 10)).save(photos / f"p{i}.jpg")
     (root / "manifest.csv").write_text("file,objects\n" + "".join(f"p{i}.jpg,apple;keys;mug\n" for i in range(3)))
-    from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     data = write_common_o_split(root / "data", common_o_rows(3, seed=1))
     return {"catalog": catalog, "pairs": pairs, "photos": photos, "manifest": root / "manifest.csv", "data": data}

@@ -22,7 +22,7 @@ from commonlink.eval.backends import (
     register_backend,
 )
 from commonlink.eval.commono import evaluate_common_o
-from commonlink.testing.tiny_models import (
+from tests.fixtures.tiny_models import (
     build_remote_code_vlm,
     build_tiny_gemma3,
     build_tiny_idefics3,

@@ -18,7 +18,7 @@ from commonlink.eval.commono import common_o_request, evaluate_common_o, score_p
 from commonlink.eval.perception import evaluate_perception
 from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, common_o_question, format_choices
 from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
-from commonlink.testing.tiny_models import build_tiny_idefics3, common_o_rows, write_common_o_split
+from tests.fixtures.tiny_models import build_tiny_idefics3, common_o_rows, write_common_o_split
 from commonlink.loaders.common_o import open_common_o
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
@@ -219,7 +219,7 @@ def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_llava, data_dir, t
     import sys
     from pathlib import Path
 
-    from commonlink.testing.hub_server import HubServer
+    from tests.fixtures.hub_server import HubServer
 
     root = Path(__file__).resolve().parents[1]
     with HubServer(tmp_path / "hub-store", tokens={"hf_writer": "alice"}, orgs={"alice": ["org"]}) as hub:

@@ -34,19 +34,19 @@ from commonlink.eval.commono import (
     evaluate_common_o,
     score_predictions,
 )
-from commonlink.eval.harness_export import export_lmms_eval, export_vlmevalkit
-from commonlink.eval.harnesses import vlmeval_messages, vlmeval_records, vlmeval_score
+from commonlink.eval.export.writers import export_lmms_eval, export_vlmevalkit
+from commonlink.eval.export.harnesses import vlmeval_messages, vlmeval_records, vlmeval_score
 from commonlink.formats.association import LabelledImage
 from commonlink.loaders.common_o import open_common_o
 from commonlink.sampling.chains import ChainConfig, build_chain_files
-from commonlink.testing.harness_models import (
+from tests.fixtures.harness_models import (
     ContentHashBackend,
     ReplayBackend,
     content_answer,
     content_key,
     vlmeval_message_parts,
 )
-from commonlink.testing.tiny_models import (
+from tests.fixtures.tiny_models import (
     build_tiny_llava,
     common_o_rows,
     write_common_o_split,
@@ -308,7 +308,7 @@ from vlmeval.config import supported_VLM
 from vlmeval.smp import load
 from vlmeval.vlm.base import BaseModel
 
-from commonlink.testing.harness_models import content_answer, content_key, vlmeval_message_parts
+from tests.fixtures.harness_models import content_answer, content_key, vlmeval_message_parts
 
 SENT = {}  # model -> {content key of the message VLMEvalKit sent: answer}
 
@@ -412,7 +412,7 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
     repo = str(Path(__file__).resolve().parents[1])
     env = {k: v for k, v in os.environ.items() if k not in ("LMUData", "PRED_FORMAT", "EVAL_FORMAT")}
     env.update(PYTHONPATH=repo, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    probe = subprocess.run([python, "-c", "import vlmeval.dataset, commonlink.eval.harnesses"], capture_output=True, text=True, env=env, check=False)
+    probe = subprocess.run([python, "-c", "import vlmeval.dataset, commonlink.eval.export.harnesses"], capture_output=True, text=True, env=env, check=False)
     assert probe.returncode == 0, f"COMMONLINK_VLMEVAL_PYTHON={python} cannot import vlmeval and commonlink: {probe.stderr[-2000:]}"
 
     chains = _chains(tmp_path / "assoc")

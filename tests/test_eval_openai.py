@@ -1,5 +1,5 @@
 """The openai backend against a local HTTP server speaking the chat-completions protocol
-(``commonlink.testing.openai_server``)."""
+(``tests.fixtures.openai_server``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from commonlink.cli import app
 from commonlink.errors import BackendError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.commono import evaluate_common_o
-from commonlink.testing.openai_server import LatencyServer
-from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+from tests.fixtures.openai_server import LatencyServer
+from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
 SECRET = "sk-test-0123456789-very-secret"
 

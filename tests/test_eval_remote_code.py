@@ -1,7 +1,7 @@
 """The transformers backend's adapters for remote-code families with their own entry point (MiniCPM-V's
 ``chat``, Molmo's ``generate_from_batch``, mPLUG-Owl3's ``init_processor`` + ``generate``, Phi-3-vision's single
 prompt string), run end to end on Common-O with tiny random models whose code has the real families' signatures
-(``commonlink.testing.remote_code_models``; each double's files name the real source they follow)."""
+(``tests.fixtures.remote_code_models``; each double's files name the real source they follow)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from commonlink.eval.backends import GenerationRequest, GenerationSettings, load
 from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.imaging import concat_side_by_side
 from commonlink.formats.common_o import concat_question
-from commonlink.testing.remote_code_models import (
+from tests.fixtures.remote_code_models import (
     build_minicpmv_double,
     build_molmo_double,
     build_mplug_owl3_double,
     build_phi3_vision_double,
 )
-from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
 FAST = {"n_boot": 20, "show_progress": False, "image_protocol": "native"}
 SYSTEM = "Answer with letters only."

@@ -1,4 +1,4 @@
-"""The vllm backend against ``commonlink.testing.vllm_double``, a stand-in whose API is checked here against the
+"""The vllm backend against ``tests.fixtures.vllm_double``, a stand-in whose API is checked here against the
 one recorded from the real vLLM wheel (no GPU and no vLLM install are possible in this test environment)."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from commonlink.eval.association import evaluate_association
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.perception import evaluate_perception
-from commonlink.testing import vllm_double
-from commonlink.testing.tiny_chains import write_tiny_chain_files
+from tests.fixtures import vllm_double
+from tests.fixtures.tiny_chains import write_tiny_chain_files
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDED = json.loads((ROOT / "commonlink" / "testing" / "data" / "vllm_api.json").read_text())
+RECORDED = json.loads((ROOT / "tests" / "fixtures" / "data" / "vllm_api.json").read_text())
 FAST = {"n_boot": 20, "show_progress": False}
 
 

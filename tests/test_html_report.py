@@ -18,10 +18,10 @@ from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import BackendInfo
 from commonlink.eval.commono import evaluate_common_o
-from commonlink.eval.html_report import memory_text, write_report
+from commonlink.eval.report.html import memory_text, write_report
 from commonlink.formats.common_o import letters
 from commonlink.seeding import rng_for
-from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
 XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> & </pre>'
 
@@ -175,7 +175,7 @@ def test_without_images_the_dataset_is_not_needed(runs, tmp_path):
 
 
 def test_a_report_that_cannot_be_made_warns_without_failing_the_eval(runs, tmp_path):
-    from commonlink.eval.html_report import report_beside_run
+    from commonlink.eval.report.html import report_beside_run
 
     moved = tmp_path / "run"
     shutil.copytree(runs["alpha"], moved)
@@ -231,7 +231,7 @@ def test_truncated_output_says_where_the_whole_is(runs, tmp_path):
 def chain_run(tmp_path_factory):
     from commonlink.eval.association import evaluate_association
     from commonlink.loaders.association import open_association
-    from commonlink.testing.tiny_chains import write_tiny_chain_files
+    from tests.fixtures.tiny_chains import write_tiny_chain_files
 
     root = tmp_path_factory.mktemp("report-chains")
     write_tiny_chain_files(root, image_size=(48, 36), max_steps=12)
@@ -456,7 +456,7 @@ def test_browser_chain_page_and_screenshots(browser, chain_run, side_by_side, tm
 
 
 def test_thumbnails_of_big_jpegs_and_tiny_pngs(tmp_path):
-    from commonlink.eval.report_images import ImageJob, ThumbnailStore
+    from commonlink.eval.report.images import ImageJob, ThumbnailStore
 
     big = io.BytesIO()
     Image.new("RGB", (2000, 1000), (200, 30, 30)).save(big, format="JPEG")  # decoded at a reduced scale (draft)

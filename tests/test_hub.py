@@ -1,5 +1,5 @@
 """Versioned releases on the Hub (`release push`, `release versions`, loading a version), tested with the real
-``huggingface_hub`` / ``datasets`` clients against the local test Hub (commonlink.testing.hub_server).
+``huggingface_hub`` / ``datasets`` clients against the local test Hub (tests.fixtures.hub_server).
 
 The clients (``huggingface_hub``, ``datasets``) read ``HF_ENDPOINT`` and ``HF_HUB_DISABLE_XET`` when they are
 imported, and other tests in the same pytest process import them with the defaults. So every client call runs in
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
-from commonlink.testing.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN
+from tests.fixtures.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WRITE_TOKEN, USER, ORG = TEST_WRITE_TOKEN, TEST_USER, TEST_ORG
@@ -142,7 +142,7 @@ from commonlink.release.hub import (
     version_key,
 )
 from commonlink.errors import InputError
-from commonlink.testing.hub_server import git_blob_id
+from tests.fixtures.hub_server import git_blob_id
 
 pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
 

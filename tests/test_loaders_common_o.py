@@ -18,8 +18,8 @@ from commonlink.formats.common_o import common_o_features
 from commonlink.loaders.common_o import load_common_o, open_common_o, parse_list_field
 from commonlink.loaders.types import CommonOExample
 
-from commonlink.testing.catalogs import write_rotating_catalog as make_catalog
-from commonlink.testing.catalogs import write_tiny_pairs as make_pairs
+from tests.fixtures.catalogs import write_rotating_catalog as make_catalog
+from tests.fixtures.catalogs import write_tiny_pairs as make_pairs
 
 
 # ------------------------------------------------------------------------------------------------ list fields

@@ -19,7 +19,7 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.formats.common_o import common_o_question, letters
 from commonlink.fileio import read_jsonl
-from commonlink.testing.catalogs import VOCAB, family_scenes, write_scene_catalog
+from tests.fixtures.catalogs import VOCAB, family_scenes, write_scene_catalog
 
 make_catalog = write_scene_catalog
 

@@ -19,7 +19,7 @@ from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file
-from commonlink.testing.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
+from tests.fixtures.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
 from commonlink.formats.common_o import common_o_features
 
 

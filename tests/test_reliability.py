@@ -21,10 +21,10 @@ from commonlink.formats.catalog import write_catalog
 from commonlink.formats.meta import meta_path
 from commonlink.locks import output_lock
 from commonlink.release.build import build_release
-from commonlink.testing.catalogs import family_scenes
-from commonlink.testing.catalogs import write_rotating_catalog as make_catalog
-from commonlink.testing.catalogs import write_scene_catalog as make_pairs_catalog
-from commonlink.testing.catalogs import write_tiny_pairs as make_pairs
+from tests.fixtures.catalogs import family_scenes
+from tests.fixtures.catalogs import write_rotating_catalog as make_catalog
+from tests.fixtures.catalogs import write_scene_catalog as make_pairs_catalog
+from tests.fixtures.catalogs import write_tiny_pairs as make_pairs
 
 runner = CliRunner()
 
@@ -139,7 +139,7 @@ def test_chains_synth_stats_hold_the_lock_of_their_output(pair_catalog, tmp_path
 
 
 def test_eval_into_an_out_of_another_configuration_is_refused_unless_overwrite(tmp_path):
-    from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     data = write_common_o_split(tmp_path / "data", common_o_rows(4, seed=1))
     out = tmp_path / "run"
@@ -317,7 +317,7 @@ def test_temp_files_of_killed_catalog_merge_and_chains_runs_are_removed(pair_cat
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["versions", "push"])
 def test_a_password_in_hf_endpoint_is_masked_in_release_errors(release_inputs, tmp_path, monkeypatch, command):
-    from commonlink.testing.hub_server import HubServer
+    from tests.fixtures.hub_server import HubServer
 
     _, _, pairs = release_inputs
     release = tmp_path / "rel"
@@ -384,7 +384,7 @@ def test_a_push_message_with_markup_is_neutralised_in_the_versions_table():
 
 
 def test_eval_score_refuses_duplicate_ids(tmp_path):
-    from commonlink.testing.tiny_models import common_o_rows, write_common_o_split
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     data = write_common_o_split(tmp_path / "data", common_o_rows(4, seed=1))
     out = tmp_path / "run"

@@ -18,7 +18,7 @@ LAYERS = {
     "catalog": 2, "synth": 2, "loaders": 2,
     "sampling": 3, "release": 3,
     "eval": 4,
-    "testing": 5,
+    "refine": 5,
     "demo": 6,
     "commands": 7,
     "cli": 8,
@@ -33,8 +33,6 @@ LAZY_OK = {
 
 def _modules():
     for path in sorted(PACKAGE.rglob("*.py")):
-        if PACKAGE / "testing" / "data" in path.parents:
-            continue  # model-folder code copied into tiny remote-code models, not modules of the package
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
         name = ".".join(rel.parts).removesuffix(".__init__")
         yield name, path, ast.parse(path.read_text(encoding="utf-8"))
@@ -113,8 +111,8 @@ def test_release_build_cli_refuses_a_non_semver_version_before_writing(tmp_path)
     from typer.testing import CliRunner
 
     from commonlink.cli import app
-    from commonlink.testing.catalogs import write_rotating_catalog as make_catalog
-    from commonlink.testing.catalogs import write_tiny_pairs as make_pairs
+    from tests.fixtures.catalogs import write_rotating_catalog as make_catalog
+    from tests.fixtures.catalogs import write_tiny_pairs as make_pairs
 
     catalog = tmp_path / "cat"
     records = make_catalog(catalog, 8)

@@ -28,7 +28,7 @@ from commonlink.synth.render.unrealcv import (
     choose_palette,
 )
 from commonlink.synth.runner import SynthConfig, synthesize
-from commonlink.testing.unrealcv_server import (
+from tests.fixtures.unrealcv_server import (
     MAGIC,
     PAWN_NAME,
     UNSET_COLOR,

@@ -15,7 +15,7 @@ from commonlink.formats.catalog import read_catalog
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, load_assets
 from commonlink.synth.render.unreal_check import check_project, require_project_ready
 from commonlink.synth.runner import SynthConfig, synthesize
-from commonlink.testing.unrealcv_server import (
+from tests.fixtures.unrealcv_server import (
     ClassShape,
     FakeUnrealCVServer,
     default_level,

@@ -74,7 +74,7 @@ def build_catalogs(folder: Path, quick: bool) -> None:
     from bench_pairs import make_catalog
 
     from commonlink.formats.catalog import read_catalog, write_catalog
-    from commonlink.testing.catalogs import family_scenes, write_scene_catalog
+    from tests.fixtures.catalogs import family_scenes, write_scene_catalog
 
     for n in (300, 2000, 5000) + (() if quick else (20_000,)):
         make_catalog(folder / f"t{n}", n, seed=n)

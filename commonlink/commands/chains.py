@@ -22,8 +22,8 @@ from commonlink.commands.eval import (
 )
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
-from commonlink.eval.chain_review import export_review
-from commonlink.eval.chain_verify import ON_FAIL, verify_tasks
+from commonlink.refine.review import export_review
+from commonlink.refine.verify import ON_FAIL, verify_tasks
 from commonlink.sampling.chain_sources import detect_source_type, read_source
 from commonlink.sampling.chains import (
     NEGATIVE_MODES,

@@ -10,7 +10,7 @@ from commonlink.commands._common import console, reports_errors
 from commonlink.commands.eval import report_line
 from commonlink.demo import run_demo
 from commonlink.errors import InputError
-from commonlink.eval.report import render_markdown_table
+from commonlink.eval.report.tables import render_markdown_table
 
 
 @reports_errors

@@ -17,10 +17,10 @@ from commonlink.eval.commono import (
     score_predictions,
 )
 from commonlink.eval.perception import evaluate_perception
-from commonlink.eval.report import leaderboard, load_results, render_markdown_table
+from commonlink.eval.report.tables import leaderboard, load_results, render_markdown_table
 from commonlink.fileio import atomic_write_text
-from commonlink.eval.html_report import REPORT_FILENAME
-from commonlink.eval.html_report import write_report
+from commonlink.eval.report.html import REPORT_FILENAME
+from commonlink.eval.report.html import write_report
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 

@@ -1,4 +1,4 @@
-"""``commonlink export lmms-eval|vlmevalkit``: thin CLI over :mod:`commonlink.eval.harness_export`."""
+"""``commonlink export lmms-eval|vlmevalkit``: thin CLI over :mod:`commonlink.eval.export.writers`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import console, reports_errors
-from commonlink.eval.harness_export import (
+from commonlink.eval.export.writers import (
     LMMS_TASK_DIR,
     export_lmms_eval,
     export_vlmevalkit,

@@ -59,9 +59,9 @@ from commonlink.eval.cache import (
     PredictionCache,
     run_key,
 )
-from commonlink.eval.html_report import report_beside_run
+from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, chain_metrics, ratio_metrics
-from commonlink.eval.report import render_association_table
+from commonlink.eval.report.tables import render_association_table
 from commonlink.eval.results import (
     lmms_eval_metrics,
     results_header,

@@ -23,10 +23,10 @@ from commonlink.eval.backends import GenerationRequest, GenerationSettings
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.imaging import ImageProtocol, concat_side_by_side, parse_image_protocol
-from commonlink.eval.html_report import report_beside_run
+from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
-from commonlink.eval.report import render_markdown_table
+from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import (
     lmms_eval_metrics,
     results_header,

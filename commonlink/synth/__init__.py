@@ -7,7 +7,7 @@
 - ``render``: the :class:`~commonlink.synth.render.Renderer` interface; ``render.offline``: the embedded CPU renderer
   (pyrender on EGL) with exact instance masks; ``render.unrealcv``: the same plans on a running Unreal Engine through the ``unrealcv`` client;
   ``render.unreal_check``: the preflight of ``commonlink unreal check`` (the test server modelled on the plugin is
-  ``commonlink.testing.unrealcv_server``; the Unreal Editor script is ``tools/unreal/commonlink_import.py``).
+  ``tests.fixtures.unrealcv_server``; the Unreal Editor script is ``tools/unreal/commonlink_import.py``).
 - ``visibility``: which objects an image shows, from its instance mask.
 - ``runner``: :func:`~commonlink.synth.runner.synthesize`, the resumable scene loop behind ``commonlink synth``
   (shards, worker processes, Ray); ``sheet``: contact sheets of renders.

@@ -12,8 +12,8 @@ vLLM schedules requests dynamically (continuous batching), so outputs are *not* 
 batch sizes; for reproducible numbers compare runs made with the same settings, or use the transformers
 backend at batch size 1.
 
-Tested against ``commonlink.testing.vllm_double``, whose signatures are checked against those recorded from
-the real vLLM wheel (``commonlink/testing/data/vllm_api.json``); no GPU run is part of the test suite.
+Tested against ``tests.fixtures.vllm_double``, whose signatures are checked against those recorded from
+the real vLLM wheel (``tests/fixtures/data/vllm_api.json``); no GPU run is part of the test suite.
 """
 
 from __future__ import annotations

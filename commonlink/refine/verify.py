@@ -10,7 +10,7 @@ review* that removes what people judge wrong. Here a *claim* is one (image, conc
 
 :func:`verify_tasks` asks the model about every distinct claim once (``Does this image show the attribute
 "metal"? ... Options: [Yes, No].``; answers cached in the output folder, so a killed run resumes), merges
-human decisions (read back from the review export, see :mod:`commonlink.eval.chain_review`), and then:
+human decisions (read back from the review export, see :mod:`commonlink.refine.review`), and then:
 
 * removes a rejected concept from the image's labels (the annotation is judged absent), so the verified image
   table no longer claims it and deduction golds follow;

@@ -32,9 +32,9 @@ from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.association_memory import MemoryBase
-from commonlink.eval.report import load_results
-from commonlink.eval.report_charts import Series, bar_chart, legend
-from commonlink.eval.report_images import ImageJob, ThumbnailStore, bytes_key, text_key
+from commonlink.eval.report.tables import load_results
+from commonlink.eval.report.charts import Series, bar_chart, legend
+from commonlink.eval.report.images import ImageJob, ThumbnailStore, bytes_key, text_key
 from commonlink.fileio import atomic_write_text, read_jsonl_numbered
 from commonlink.loaders.association import open_association
 from commonlink.loaders.common_o import open_common_o
@@ -154,7 +154,7 @@ def report_beside_run(run_dir: str | Path, *, dataset=None) -> Path | None:
 
 # ------------------------------------------------------------------------------------------------ page frame
 def _asset(name: str) -> str:
-    return resources.files("commonlink.eval").joinpath("report_assets", name).read_text(encoding="utf-8")
+    return resources.files("commonlink.eval.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def _json_for_script(obj) -> str:

@@ -1,6 +1,6 @@
 """``commonlink export lmms-eval|vlmevalkit``: task files for the two harnesses VLM users already run.
 
-Both exports call :mod:`commonlink.eval.harnesses` (our prompts, parser and metrics), so commonlink must be
+Both exports call :mod:`commonlink.eval.export.harnesses` (our prompts, parser and metrics), so commonlink must be
 installed in the harness's environment (``pip install commonlink``).
 
 lmms-eval: a task folder to pass as ``--include_path``: ``common_o`` and ``common_o_challenge`` (the two Common-O
@@ -28,7 +28,7 @@ from commonlink.errors import InputError
 from commonlink.eval.association import AssociationSettings, single_step_selection
 from commonlink.eval.association_prompts import ImageSlot
 from commonlink.eval.commono import common_o_request
-from commonlink.eval.harnesses import IMAGE_KEY
+from commonlink.eval.export.harnesses import IMAGE_KEY
 from commonlink.fileio import atomic_write, atomic_write_text, sha256_bytes
 from commonlink.images import image_to_png_bytes
 from commonlink.loaders.association import open_association
@@ -40,7 +40,7 @@ COMMON_O_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
 VLMEVAL_NAMES = {"main": "CommonO", "challenge": "CommonO_Challenge", "association": "CommonO_AssocSingleStep"}
 HEADER = f"# Written by `commonlink export` (commonlink {__version__}); needs commonlink installed where the harness runs.\n"
 
-LMMS_UTILS = HEADER + '''from commonlink.eval.harnesses import (  # noqa: F401 - referenced by the task YAML files
+LMMS_UTILS = HEADER + '''from commonlink.eval.export.harnesses import (  # noqa: F401 - referenced by the task YAML files
     association_aggregate,
     association_doc_to_messages,
     association_doc_to_target,
@@ -124,7 +124,7 @@ import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval.smp import LMUDataRoot, d2df, dump, get_intermediate_file_path, load
 
-from commonlink.eval.harnesses import vlmeval_messages, vlmeval_metrics, vlmeval_records
+from commonlink.eval.export.harnesses import vlmeval_messages, vlmeval_metrics, vlmeval_records
 
 DATASETS = %(names)r
 

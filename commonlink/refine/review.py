@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commonlink.eval.association_memory import image_name
-from commonlink.eval.chain_verify import row_claims, task_inputs
+from commonlink.refine.verify import row_claims, task_inputs
 from commonlink.fileio import atomic_write, atomic_write_text, read_jsonl
 from commonlink.formats.association import ImageFetcher, LabelledImage
 from commonlink.progress import track
