@@ -119,7 +119,7 @@ def test_with_one_codec_the_writer_reproduces_the_recorded_release_bytes(tmp_pat
     import pyarrow
 
     import commonlink.release.common_o as common_o
-    import test_release_build as golden
+    from tests import test_release_build as golden
 
     if {"pyarrow": pyarrow.__version__, "PIL": PIL.__version__} != golden.GOLDEN_ENCODERS:
         pytest.skip("golden shards were recorded with other encoder versions")
