@@ -50,10 +50,6 @@ class Asset:
     source: str | None = None  #: where the shape comes from (procedural model, package file, your own mesh)
     license: str | None = None  #: the licence its renders are under
 
-    @property
-    def largest_extent(self) -> float:
-        return max(self.size_cm)
-
 
 @dataclass(frozen=True)
 class FloorMaterial:
