@@ -277,6 +277,44 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
     where = f"row {row_label}"
     num_choices = _count(row.get("num_choices"))
     num_truth = _count(row.get("num_ground_truth_objects"))
+    texts, answer_list = _read_row_texts(row, row_label)
+    question_items, question_exact = _question_choices(row, row_label, num_choices)
+    choice_readings, groupings = _choice_readings(row, where, texts["choices"], num_choices, question_items, question_exact)
+
+    truth_count = num_truth if num_truth else None
+    truth_readings = texts["ground_truth_objects"].readings(truth_count) or [texts["ground_truth_objects"].plain()]
+    objects_readings = {}
+    for name, count_field in (("objects_1", "num_objects_image_1"), ("objects_2", "num_objects_image_2")):
+        readings = texts[name].readings(_count(row.get(count_field)) or None)
+        objects_readings[name] = readings or [texts[name].plain()]  # counts of objects only settle groupings
+    answer_readings: list[list[str] | None] = [None]
+    if answer_list is not None:
+        answer_readings = answer_list.readings(truth_count) or [answer_list.plain()]
+        answer_readings = answer_readings[:MAX_READINGS]
+
+    chosen = _settle(row, where, choice_readings, truth_readings, answer_readings, objects_readings, num_truth)
+    labels = letters(len(chosen.choices))
+    notes = []
+    if groupings > 1 or len(truth_readings) > 1:
+        notes.append("comma grouping settled by the row's question, counts and cross-checks")
+    encodings = {name: text.encoding for name, text in texts.items()}
+    if answer_list is not None:
+        encodings["answer"] = answer_list.encoding
+    return RowLists(
+        choices=chosen.choices,
+        ground_truth=[chosen.choices[k] for k in chosen.truth],
+        answer_letters=[labels[k] for k in chosen.truth],
+        objects_1=chosen.objects_1,
+        objects_2=chosen.objects_2,
+        encodings=encodings,
+        ground_truth_as=chosen.truth_as,
+        answer_checked=chosen.answer_ok,
+        notes=notes,
+    )
+
+
+def _read_row_texts(row: dict, row_label: str) -> tuple[dict[str, ListText], ListText | None]:
+    """The row's four list fields as read, and its ``answer`` column when it reads as a list (else None)."""
     texts = {}
     for name in ("choices", "ground_truth_objects", "objects_1", "objects_2"):
         if name in ("objects_1", "objects_2") and row.get(name) is None:
@@ -290,63 +328,65 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
             answer_list = read_list_text(answer_raw, row=row_label, field="answer")
         except SchemaError:
             answer_list = None  # free text: not used for checking (recorded as answer_checked=False)
+    return texts, answer_list
 
-    # The question's own lettered choices, when it follows the paper's template (exact) or letters them.
+
+def _question_choices(row: dict, row_label: str, num_choices: int | None) -> tuple[list[str] | None, bool]:
+    """The question's own lettered choices, and whether they are exact: exact when it follows the paper's
+    template; otherwise letters found in its wording give them, its last item running on into the question."""
     question = row.get("question") if isinstance(row.get("question"), str) else ""
-    question_items: list[str] | None = None
-    question_exact = False
     middle = question_choice_text(question) if question else None
     if middle is not None:
         try:
             q = read_list_text(middle, row=row_label, field="question")
-            question_items = q.items if q.exact else None
-            question_exact = question_items is not None
         except SchemaError:
-            question_items = None
-    elif question:
-        question_items = split_lettered(question, num_choices)  # its last item runs on into the rest of the question
+            return None, False
+        return (q.items, True) if q.exact else (None, False)
+    if question:
+        return split_lettered(question, num_choices), False
+    return None, False
 
-    choice_text = texts["choices"]
+
+def _choice_readings(row: dict, where: str, choice_text: ListText, num_choices: int | None,
+                     question_items: list[str] | None, question_exact: bool) -> tuple[list[list[str]], int]:
+    """The readings of ``choices`` that fit ``num_choices`` (or the question's count) and agree with the
+    question, and how many groupings its commas allowed; :class:`SchemaError` when none fits."""
     count = num_choices if num_choices else (len(question_items) if question_exact and question_items else None)
-    choice_readings = choice_text.readings(count)
-    if choice_readings is None:
+    readings = choice_text.readings(count)
+    if readings is None:
         raise SchemaError(f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} has too many ways to group its commas into {count} names.",
                           "Store the choices as a JSON list.")
-    if not choice_readings and not num_choices:
+    if not readings and not num_choices:
         raise SchemaError(
             f"{where}: the question lists the choices {question_items}, but field 'choices' holds {_excerpt(_shown(row['choices']))}.",
             "The row contradicts itself; fix the question or the choices (or drop the row).",
         )
-    if not choice_readings:
+    if not readings:
         raise SchemaError(
             f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} holds {len(choice_text.plain())} names, but num_choices is {num_choices}.",
             "Fix num_choices or the choices list (a JSON list keeps commas inside names).",
         )
-    groupings = len(choice_readings)
-    choice_readings = [strip_letter_prefixes(r) for r in choice_readings]
+    groupings = len(readings)
+    readings = [strip_letter_prefixes(r) for r in readings]
     if question_items:
         # A question in the paper's template gives the choices exactly; letters found in other wording give
         # them up to where the last one ends, so there only agreement is used (to pick a grouping), never refusal.
-        agreeing = [r for r in choice_readings if _same_names(r, question_items, loose_last=not question_exact)]
+        agreeing = [r for r in readings if _same_names(r, question_items, loose_last=not question_exact)]
         if agreeing:
-            choice_readings = agreeing
+            readings = agreeing
         elif question_exact:
             raise SchemaError(
                 f"{where}: the question lists the choices {question_items}, but field 'choices' holds {_excerpt(_shown(row['choices']))}.",
                 "The row contradicts itself; fix the question or the choices (or drop the row).",
             )
+    return readings, groupings
 
-    truth_count = num_truth if num_truth else None
-    truth_readings = texts["ground_truth_objects"].readings(truth_count) or [texts["ground_truth_objects"].plain()]
-    objects_readings = {}
-    for name, count_field in (("objects_1", "num_objects_image_1"), ("objects_2", "num_objects_image_2")):
-        readings = texts[name].readings(_count(row.get(count_field)) or None)
-        objects_readings[name] = readings or [texts[name].plain()]  # counts of objects only settle groupings
-    answer_readings: list[list[str] | None] = [None]
-    if answer_list is not None:
-        answer_readings = answer_list.readings(truth_count) or [answer_list.plain()]
-        answer_readings = answer_readings[:MAX_READINGS]
 
+def _settle(row: dict, where: str, choice_readings: list[list[str]], truth_readings: list[list[str]],
+            answer_readings: list[list[str] | None], objects_readings: dict[str, list[list[str]]],
+            num_truth: int | None) -> _Candidate:
+    """Check every combination of the fields' readings and keep the one the row supports best;
+    :class:`SchemaError` when none passes, or when the best ones disagree on choices or truth."""
     sizes = [len(choice_readings), len(truth_readings), len(answer_readings), len(objects_readings["objects_1"]), len(objects_readings["objects_2"])]
     if math.prod(sizes) > MAX_COMBINATIONS:
         raise SchemaError(f"{where}: its unquoted lists can be grouped in too many ways ({math.prod(sizes):,}) to settle which is meant.",
@@ -375,25 +415,7 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
             f"question, answer and object lists do not settle it (e.g. {[list(o[0]) for o in options][:2]}).",
             "Store the list fields as JSON lists (names keep their commas), or drop the row.",
         )
-    chosen = top[0]
-    labels = letters(len(chosen.choices))
-    notes = []
-    if groupings > 1 or len(truth_readings) > 1:
-        notes.append("comma grouping settled by the row's question, counts and cross-checks")
-    encodings = {name: text.encoding for name, text in texts.items()}
-    if answer_list is not None:
-        encodings["answer"] = answer_list.encoding
-    return RowLists(
-        choices=chosen.choices,
-        ground_truth=[chosen.choices[k] for k in chosen.truth],
-        answer_letters=[labels[k] for k in chosen.truth],
-        objects_1=chosen.objects_1,
-        objects_2=chosen.objects_2,
-        encodings=encodings,
-        ground_truth_as=chosen.truth_as,
-        answer_checked=chosen.answer_ok,
-        notes=notes,
-    )
+    return top[0]
 
 
 def _shown(value: Any) -> str:
