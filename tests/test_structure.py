@@ -72,7 +72,7 @@ def test_imports_point_down():
 
 def test_no_private_name_crosses_a_module():
     found = []
-    for name, path, tree in _modules():
+    for _, path, tree in _modules():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("commonlink"):
                 found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}.{a.name}"

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -376,7 +376,7 @@ class OfflineRenderer:
         for placement in placements:
             name = placement.mesh.name
             copy = copies[name] = copies.get(name, -1) + 1  # the same asset twice (possible on the test server)
-            node = self._pooled_node(("object", name, copy), lambda: self._pyrender_mesh(placement.mesh, copy))
+            node = self._pooled_node(("object", name, copy), partial(self._pyrender_mesh, placement.mesh, copy))
             scene.set_pose(node, object_pose_gl(placement.location, placement.rotation, placement.scale))
             node.mesh.is_visible = True
             nodes.append(node)
