@@ -54,7 +54,10 @@ def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
 
 def record(wheel: Path) -> dict:
     with zipfile.ZipFile(wheel) as zf:
-        read = lambda path: zf.read(path).decode("utf-8")
+
+        def read(path: str) -> str:
+            return zf.read(path).decode("utf-8")
+
         llm = ast.parse(read("vllm/entrypoints/llm.py"))
         sampling = ast.parse(read("vllm/sampling_params.py"))
         chat_message = read("vllm/renderers/chat_utils/chat_message.py")

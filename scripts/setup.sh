@@ -39,7 +39,7 @@ $PIP install -q --upgrade pip
 TORCH_SPEC=${COMMONLINK_TORCH:-torch==2.13.0}
 .venv/bin/python -c "import torch" >/dev/null 2>&1 || { echo "==> installing $TORCH_SPEC"; $PIP install -q "$TORCH_SPEC"; }
 
-echo "==> installing commonlink[all]"
+echo "==> installing commonlink[all] (the test extra brings pytest and ruff, which the test suite runs)"
 $PIP install -q -e ".[all]"
 # pyrender pins PyOpenGL 3.1.0, which is broken with EGL on current Python; newer PyOpenGL works.
 $PIP install -q "PyOpenGL>=3.1.7" 2>/dev/null

@@ -91,7 +91,7 @@ def test_correct_for_k_steps_then_wrong(chain_dir, tmp_path):
     total_steps = sum(k + 1 for k in k_of.values())
     assert res["requests"]["total"] == 2 * total_steps - len(k_of)
     assert res["requests"]["per_scored_step"] <= 2
-    log = [json.loads(l) for l in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    log = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert sum(1 for e in log if e["warmup"]) == 3 * len(k_of)
     assert (tmp_path / "results.md").read_text().startswith("### association/synchronous")
 

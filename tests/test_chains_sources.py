@@ -132,7 +132,7 @@ def test_ocl_pickle_crops_boxes(tmp_path):
     assert (first.width, first.height) == (40, 30)
     assert ImageFetcher().open(first.origin, first.crop).size == (40, 30)
     affs, _ = read_source(str(root / "ann.pkl"), source_type="ocl", ocl_labels="aff")
-    assert sorted(l for img in affs for l in img.labels) == ["aff_1", "aff_1"]
+    assert sorted(label for img in affs for label in img.labels) == ["aff_1", "aff_1"]
     small, rep = read_source(str(root / "ann.pkl"), source_type="ocl", min_pixels=1300)
     assert rep.dropped_small == 1 and len(small) == 2  # the 40x30 crop is under 1,300 pixels
 
@@ -147,7 +147,7 @@ def test_pangea_pickle_through_cli(tmp_path):
         rows.append((dataset, f"{i}.jpg", actions, [7, 8]))
     (root / "pangea.pkl").write_bytes(pickle.dumps(rows, protocol=2))
     kept, report = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"), pangea_labels="action")
-    assert report.read == 12 and sorted({l for img in kept for l in img.labels}) == ["action_2", "cut", "run"]
+    assert report.read == 12 and sorted({label for img in kept for label in img.labels}) == ["action_2", "cut", "run"]
     nodes, _ = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"))  # default: nodes
     assert all(img.labels == ["node_7", "node_8"] for img in nodes)
     # the action labels name the image, as the authors' harness does (" ".join(action_labels))

@@ -310,7 +310,7 @@ def test_cli_stops_when_the_split_cannot_be_read(tmp_path):
 
 
 def test_a_question_in_other_wording_helps_but_never_refuses():
-    other = "Look at both pictures. Options: " + ", ".join(f"{l}. {c}" for l, c in zip(letters(8), COMMA_CHOICES)) + ". Which are in both?"
+    other = "Look at both pictures. Options: " + ", ".join(f"{letter}. {c}" for letter, c in zip(letters(8), COMMA_CHOICES)) + ". Which are in both?"
     lists = decode_row_lists(_comma_row(question=other, objects_1=None, objects_2=None), row_label="2")
     assert lists.choices == COMMA_CHOICES  # the letters settle the comma inside "paring knife, wooden handle"
     # its letters cannot be cut exactly (the last item runs on), so a disagreement is not a contradiction

@@ -233,65 +233,6 @@ def test_stale_shards_are_those_of_the_release_splits_only(tmp_path):
 # ------------------------------------------------------------------------------------------ against the test Hub
 
 
-def test_test_hub_speaks_the_hub_conventions(hub):
-    """Raw HTTP checks of what the clients rely on: error codes/headers, resolve headers, byte ranges, refs."""
-    import base64
-    import urllib.error
-    import urllib.request
-
-    def call(method: str, path: str, body: bytes | None = None, token: str | None = WRITE_TOKEN, **headers: str):
-        request = urllib.request.Request(hub.url + path, data=body, method=method, headers=headers)
-        if token:
-            request.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, dict(response.headers), response.read()
-        except urllib.error.HTTPError as err:
-            return err.code, dict(err.headers), err.read()
-
-    status, headers, body = call("GET", "/api/whoami-v2", token="hf_nope")
-    assert status == 401 and headers["X-Error-Message"] == "Invalid credentials in Authorization header"
-    assert call("GET", "/api/whoami-v2")[2] and json.loads(call("GET", "/api/whoami-v2")[2])["orgs"][0]["name"] == ORG
-    created = call("POST", "/api/repos/create", json.dumps({"name": "raw", "organization": ORG, "type": "dataset"}).encode())
-    assert created[0] == 200 and json.loads(created[2])["url"] == f"{hub.url}/datasets/{ORG}/raw"
-    assert call("POST", "/api/repos/create", json.dumps({"name": "raw", "organization": ORG, "type": "dataset"}).encode())[0] == 409
-    for bad in ("a--b", "a..b", "-ab", "ab.", "ab.git", "a" * 97, "a b"):  # what the Hub refuses (raw HTTP: no client check)
-        refused = call("POST", "/api/repos/create", json.dumps({"name": bad, "organization": ORG, "type": "dataset"}).encode())
-        assert refused[0] == 400 and "'--' and '..' are forbidden" in json.loads(refused[2])["error"], bad
-    content = b"0123456789" * 10
-    ndjson = b"\n".join(json.dumps(line).encode() for line in (
-        {"key": "header", "value": {"summary": "add notes"}},
-        {"key": "file", "value": {"path": "notes/a.txt", "content": base64.b64encode(content).decode(), "encoding": "base64"}},
-    ))
-    status, _, body = call("POST", f"/api/datasets/{ORG}/raw/commit/main", ndjson, **{"Content-Type": "application/x-ndjson"})
-    assert status == 200
-    binary = b"\n".join(json.dumps(line).encode() for line in (  # a binary file sent as a regular (non-LFS) file
-        {"key": "header", "value": {"summary": "add a binary"}},
-        {"key": "file", "value": {"path": "b.bin", "content": base64.b64encode(b"\x89PNG\0\0").decode(), "encoding": "base64"}},
-    ))
-    refused = call("POST", f"/api/datasets/{ORG}/raw/commit/main", binary, **{"Content-Type": "application/x-ndjson"})
-    assert refused[0] == 400 and "contains binary files" in json.loads(refused[2])["error"]
-    commit = json.loads(body)["commitOid"]
-    assert len(commit) == 40 and hub.history(f"{ORG}/raw")[0]["parents"] == [hub.history(f"{ORG}/raw")[1]["id"]]
-    status, headers, body = call("GET", f"/datasets/{ORG}/raw/resolve/main/notes/a.txt", Range="bytes=10-19")
-    assert status == 206 and body == content[10:20] and headers["X-Repo-Commit"] == commit
-    assert headers["ETag"] == f'"{git_blob_id(content)}"' and headers["Content-Range"] == f"bytes 10-19/{len(content)}"
-    status, headers, _ = call("HEAD", f"/datasets/{ORG}/raw/resolve/main/missing.txt")
-    assert status == 404 and headers["X-Error-Code"] == "EntryNotFound"
-    assert call("GET", f"/datasets/{ORG}/raw/resolve/9.9.9/notes/a.txt")[1]["X-Error-Code"] == "RevisionNotFound"
-    assert call("POST", f"/api/datasets/{ORG}/raw/tag/main", json.dumps({"tag": "0.1.0"}).encode())[0] == 200
-    assert call("POST", f"/api/datasets/{ORG}/raw/tag/main", json.dumps({"tag": "0.1.0"}).encode())[0] == 409
-    refs = json.loads(call("GET", f"/api/datasets/{ORG}/raw/refs")[2])
-    assert refs["tags"] == [{"name": "0.1.0", "ref": "refs/tags/0.1.0", "targetCommit": commit}]
-    tree = json.loads(call("GET", f"/api/datasets/{ORG}/raw/tree/0.1.0?recursive=true&expand=true")[2])
-    assert [(e["type"], e["path"]) for e in tree] == [("file", ".gitattributes"), ("directory", "notes"), ("file", "notes/a.txt")]
-    assert tree[2]["lastCommit"]["id"] == commit and tree[0]["lastCommit"]["title"] == "initial commit"
-    info = call("POST", f"/api/datasets/{ORG}/raw/paths-info/main", b"paths=notes&paths=nope&expand=False",
-                **{"Content-Type": "application/x-www-form-urlencoded"})
-    assert [e["path"] for e in json.loads(info[2])] == ["notes"]
-    assert call("GET", "/api/datasets/../secret")[0] == 400
-
-
 def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
     v1 = make_release(tmp_path / "v1", version="1.0.0", shards={"main": [3, 3], "challenge": [2]}, salt=1)
     done = run_cli(hub, tmp_path, "release", "push", str(v1), "--repo", REPO, "--version", "1.0.0", "-m", "first cut")

@@ -59,7 +59,7 @@ def test_plain_load_dataset_reads_published_types_and_pil_images(tiny):
     assert isinstance(published["image_1"], datasets.Image)
     assert published["num_choices"] == datasets.Value("int64") and published["choices"] == datasets.Value("string")
     for split, rows in tiny["rows"].items():
-        for i, (got, src) in enumerate(zip(ds[split], rows)):
+        for got, src in zip(ds[split], rows):
             assert isinstance(got["image_1"], Image.Image) and isinstance(got["image_2"], Image.Image)
             assert got["image_1"].size == (32, 24)
             assert got["id"] == src["id"]

@@ -1,5 +1,5 @@
-"""The package layout keeps its promises: imports point down, no private names cross modules, and only heavy
-optional dependencies are imported inside functions."""
+"""The package layout keeps its promises: imports point down, no private names cross modules, only heavy
+optional dependencies are imported inside functions, and no module or function grows past what one reader holds."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_imports_point_down():
 
 def test_no_private_name_crosses_a_module():
     found = []
-    for name, path, tree in _modules():
+    for _, path, tree in _modules():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("commonlink"):
                 found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}.{a.name}"
@@ -96,6 +96,34 @@ def test_only_heavy_dependencies_are_imported_inside_functions():
             found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {target}")
     assert not found, "light imports inside functions (move them to the top):\n" + "\n".join(found)
 
+
+
+#: Longest module and function (lines, docstrings and comments included).
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+#: Modules exempt from the module limit: procedural mesh data (one small builder per household object).
+MESH_DATA = {"commonlink/synth/models.py", "commonlink/synth/models_household.py"}
+
+
+def test_no_module_over_600_lines():
+    long = []
+    for _, path, _ in _modules():
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES and rel not in MESH_DATA:
+            long.append(f"{rel}: {lines} lines")
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them along their ideas):\n" + "\n".join(long)
+
+
+def test_no_function_over_80_lines():
+    long = []
+    for _, path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them along their steps):\n" + "\n".join(long)
 
 @pytest.mark.parametrize("version", ["1.0", "v1.0.0", "1.0.0.0", "latest"])
 def test_release_build_refuses_versions_push_would_refuse(tmp_path, version):

@@ -23,6 +23,9 @@ def test_ray_executor_matches_local(tmp_path):
         ray.shutdown()
     assert summary.scenes_rendered == 2 and summary.catalog_records == 4
     synthesize(tmp_path / "local", config, progress=False)
-    files = lambda root: {p.relative_to(root).as_posix(): sha256_file(p) for p in (root / "scenes").rglob("*") if p.is_file()}  # noqa: E731
+
+    def files(root):
+        return {p.relative_to(root).as_posix(): sha256_file(p) for p in (root / "scenes").rglob("*") if p.is_file()}
+
     assert files(tmp_path / "ray") == files(tmp_path / "local")
     assert [r.id for r in read_catalog(tmp_path / "ray")] == [r.id for r in read_catalog(tmp_path / "local")]

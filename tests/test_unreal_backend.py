@@ -4,14 +4,10 @@ loaded classes, failed renames keep the automatic name, 32 requests per frame, t
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 import socket
-import struct
 import threading
-import warnings
 
 import numpy as np
 import pytest
@@ -29,9 +25,6 @@ from commonlink.synth.render.unrealcv import (
 )
 from commonlink.synth.runner import SynthConfig, synthesize
 from tests.fixtures.unrealcv_server import (
-    MAGIC,
-    PAWN_NAME,
-    UNSET_COLOR,
     FakeUnrealCVServer,
     LevelActor,
     default_level,
@@ -71,35 +64,6 @@ def user_assets(tmp_path):
     return path
 
 
-def _frame(payload: bytes) -> bytes:
-    return struct.pack("<II", MAGIC, len(payload)) + payload
-
-
-def _read_frame(sock: socket.socket) -> bytes | None:
-    header = b""
-    while len(header) < 8:
-        chunk = sock.recv(8 - len(header))
-        if not chunk:
-            return None
-        header += chunk
-    magic, size = struct.unpack("<II", header)
-    assert magic == MAGIC
-    body = b""
-    while len(body) < size:
-        body += sock.recv(size - len(body))
-    return body
-
-
-def _client(server):
-    import unrealcv
-
-    client = unrealcv.Client((server.host, server.port))
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert client.connect(timeout=5)
-    return client
-
-
 def _expected_ids(server, views, object_names):
     """Instance ids the views must have: from the server's record of which actor each mask pixel really shows."""
     truths = list(server.mask_truth)[-len(views):]
@@ -132,127 +96,6 @@ def _render_with_truth(server, catalog, plan):
 
 def _ours(server):
     return sorted(set(server.actors) - {a.name for a in default_level()})
-
-
-# --- the test server is the plugin ------------------------------------------------------------------------
-
-
-def test_server_speaks_the_wire_protocol(server):
-    first = socket.create_connection((server.host, server.port))
-    assert _read_frame(first) == b"connected to CommonlinkTestWorld"
-    first.sendall(_frame(b"0:vget /unrealcv/status") + _frame(b"1:vset /objects/spawn BP_Apple_C cl_a"))
-    assert _read_frame(first).startswith(b"0:Is Listening")
-    assert _read_frame(first) == b"1:cl_a"
-    first.sendall(_frame(b"2:vget /object/cl_a/location") + _frame(b"3:vset /object/cl_a/location 1.5 -2 3"))
-    assert _read_frame(first) == b"2:0.000 0.000 0.000"  # spawned at the origin
-    assert _read_frame(first) == b"3:ok"
-    first.sendall(_frame(b"4:vget /no/such/thing") + _frame(b"5:vset /object/cl_a/location 1e3 0 0"))
-    assert _read_frame(first) == b"4:error No handler found for URI 'vget /no/such/thing'"
-    assert _read_frame(first) == b"5:error No handler found for URI 'vset /object/cl_a/location 1e3 0 0'"  # no exponents
-    # 40 requests in one packet: the plugin runs at most 32 per frame.
-    first.sendall(b"".join(_frame(b"%d:vget /objects" % (6 + i)) for i in range(40)))
-    assert all(_read_frame(first).startswith(b"%d:WorldSettings" % (6 + i)) for i in range(40))
-    assert server.max_requests_in_a_frame == 32
-    # One client at a time: a second connection is closed without a greeting.
-    second = socket.create_connection((server.host, server.port))
-    second.settimeout(5)
-    assert _read_frame(second) is None
-    second.close()
-    # A bad magic number closes the connection, as in the plugin.
-    first.sendall(struct.pack("<II", 0x12345678, 3) + b"0:x")
-    first.settimeout(5)
-    assert _read_frame(first) is None
-    first.close()
-    assert server.rejected == 1
-
-
-def test_server_vbatch_and_request_ids_as_the_plugin(server):
-    sock = socket.create_connection((server.host, server.port))
-    sock.settimeout(5)
-    assert _read_frame(sock) == b"connected to CommonlinkTestWorld"
-    # `vbatch 2` is answered at once; the next request waits (over many frames) until the second one arrives.
-    sock.sendall(_frame(b"0:vbatch 2") + _frame(b"1:vset /objects/spawn BP_Apple_C cl_b"))
-    assert _read_frame(sock) == b"0:ok"
-    frames = server.frames
-    sock.settimeout(0.3)
-    with pytest.raises(TimeoutError):
-        _read_frame(sock)
-    assert server.frames > frames and "cl_b" not in server.actors  # frames went by; the spawn is still held
-    sock.settimeout(5)
-    sock.sendall(_frame(b"2:vget /object/cl_b/location"))
-    assert _read_frame(sock) == b"1:cl_b"
-    assert _read_frame(sock) == b"2:0.000 0.000 0.000"
-    # Ids are read as numbers (leading zeros dropped), found anywhere in the payload; a line break ends the command.
-    sock.sendall(_frame(b"007:vget /unrealcv/version") + _frame(b"x8:vget /object/cl_b/location\nignored"))
-    assert _read_frame(sock) == b"7:1.0.1"
-    assert _read_frame(sock) == b"8:0.000 0.000 0.000"
-    sock.close()
-
-
-def test_server_behaves_like_the_plugin(catalog):
-    import unrealcv
-
-    loaded = {a.ue_class for a in catalog.assets[:5]} | {catalog.floors[0].ue_class}
-    level = default_level() + [LevelActor("SM_Table_7", catalog.assets[0].ue_class, (0.0, 0.0, 0.0))]
-    with FakeUnrealCVServer(catalog, loaded_classes=loaded, level=level) as server:
-        client = unrealcv.Client((server.host, server.port))
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert client.connect(timeout=5)
-        # No branch of the plugin has `vget /unrealcv/commands`: the client says the server cannot list commands.
-        assert any("too old to report its supported commands" in str(w.message) for w in caught)
-        assert client.request("vget /unrealcv/commands") == "error No handler found for URI 'vget /unrealcv/commands'"
-        assert client.request("vset /object/missing/location 1 2 3") == "error Cannot find object"
-        # Level actors were coloured from the plugin's colour map when Play started (index = iteration order).
-        assert plugin_color_map(3) == [(0, 0, 0), (0, 0, 255), (0, 255, 0)]
-        r, g, b = plugin_color_map(len(level))[len(level) - 1]
-        assert client.request("vget /object/SM_Table_7/color") == f"(R={r},G={g},B={b},A=255)"
-        assert client.request("vget /object/DirectionalLight_0/color") == UNSET_COLOR  # no mesh, no annotation
-        # Spawning: only loaded classes; a spawned actor has no colour until set, and is absent from masks.
-        unloaded = catalog.assets[7].ue_class
-        assert client.request(f"vset /objects/spawn {unloaded} x") == f"error Can not find a class with name '{unloaded}'"
-        duck = client.request(f"vset /objects/spawn {catalog.assets[1].ue_class} duck")
-        assert duck == "duck" and client.request("vget /object/duck/color") == UNSET_COLOR
-        assert client.request(f"vset /objects/spawn {catalog.assets[1].ue_class} duck") == "error Failed to spawn duck, object exists."
-        # Renaming onto another object's name (here the class itself) fails and the automatic name is kept.
-        kept = client.request(f"vset /objects/spawn {catalog.assets[2].ue_class} {catalog.assets[2].ue_class}")
-        assert kept == f"{catalog.assets[2].ue_class}_0"
-        # Camera 0 is the pawn: its location moves the pawn, the sensor follows the eyes at the next frame.
-        assert client.request("vget /cameras") == "PawnSensor "
-        assert client.request("vset /cameras/spawn") == "FusionCameraActor_0"
-        assert client.request("vget /cameras") == "PawnSensor FusionCameraSensor "
-        assert client.request("vget /camera/1/fov") == "90.000000"
-        assert client.request("vget /camera/7/location") == "error Invalid sensor id"
-        assert client.request("vget /camera/7/fov") == "error Argument Invalid"
-        client.request_batch(["vset /object/duck/location 0 0 5", "vset /object/FusionCameraActor_0/location -150 0 40",
-                              "vset /object/FusionCameraActor_0/rotation -15 0 0", "vset /camera/1/size 64 64"])
-        mask_before = client.request("vget /camera/1/object_mask png")
-        assert "duck" not in server.mask_pixels[-1] and server.mask_pixels[-1].get("SM_Table_7", 0) > 0
-        client.request("vset /object/duck/color 200 10 10")
-        assert client.request("vget /object/duck/color") == "(R=200,G=10,B=10,A=255)"
-        assert client.request("vget /camera/1/object_mask png") != mask_before
-        assert server.mask_pixels[-1]["duck"] > 0
-        client.disconnect()
-
-    # The pawn's pose is copied once per frame: in the same frame camera 0 still reports the old pose.
-    with FakeUnrealCVServer(catalog, frame_seconds=0.02) as server:
-        raw = socket.create_connection((server.host, server.port))
-        assert _read_frame(raw).startswith(b"connected")
-        raw.sendall(_frame(b"0:vset /camera/0/location 10 20 30") + _frame(b"1:vget /camera/0/location"))
-        assert _read_frame(raw) == b"0:ok"
-        assert _read_frame(raw) == b"1:-400.000 0.000 164.000"
-        raw.sendall(_frame(b"2:vget /camera/0/location"))
-        assert _read_frame(raw) == b"2:10.000 20.000 94.000"  # pawn location + eye height, a frame later
-        assert server.actors[PAWN_NAME].location == [10.0, 20.0, 30.0]
-        raw.close()
-
-    # Before Play there is no pawn and no camera 0.
-    with FakeUnrealCVServer(catalog, playing=False) as server:
-        client = _client(server)
-        assert client.request("vget /cameras") == "ok"  # an empty OK status reads "ok"
-        assert client.request("vget /camera/0/lit png") == "error Invalid sensor id"
-        assert client.request(f"vget /object/{PAWN_NAME}/color") == UNSET_COLOR
-        client.disconnect()
 
 
 # --- the backend against it -------------------------------------------------------------------------------

@@ -60,7 +60,6 @@ CACHE_FILENAME = ".stats_cache.jsonl"
 SUMMARY_FILENAME = "stats_summary.json"
 #: What the paper measured with SAM on Common-O (§3.1): objects cover 2–22% of the image.
 PAPER_AREA_RANGE = (0.02, 0.22)
-SAM_METHODS = ("sam-prompt", "sam-auto")
 
 
 @dataclass

@@ -50,7 +50,6 @@ SAM_CHECKPOINTS = {
     "vit_l": ("sam_vit_l_0b3195.pth", "1.2 GB", "https://dl.fbaipublicfiles.com/segment_anything/sam_vit_l_0b3195.pth"),
     "vit_h": ("sam_vit_h_4b8939.pth", "2.6 GB", "https://dl.fbaipublicfiles.com/segment_anything/sam_vit_h_4b8939.pth"),
 }
-SAM_MODELS = tuple(SAM_CHECKPOINTS)
 
 #: Plausible size of one tabletop object, as a fraction of the image (the paper measured 2–22%).
 DEFAULT_MIN_FRACTION = 0.005

@@ -131,7 +131,6 @@ PUBLISHED_COLUMNS: dict[str, str] = {
 PROVENANCE_COLUMNS: tuple[str, ...] = ("id", "image_1_id", "image_2_id", "scene_1_id", "scene_2_id", "view_1", "view_2")
 #: The columns a row must have for the loader to make an example of it.
 REQUIRED_COLUMNS: tuple[str, ...] = ("image_1", "image_2", "choices", "ground_truth_objects")
-LIST_COLUMNS: tuple[str, ...] = ("choices", "ground_truth_objects", "objects_1", "objects_2")
 
 
 def common_o_features(*, provenance: bool = True):

@@ -40,7 +40,7 @@ MAX_COMBINATIONS = 20_000
 _LETTER_PREFIX = re.compile(r"^\(?([A-Z]{1,2})[.)]\s+(.*)$", re.S)
 _LETTERED_START = re.compile(r"^\[?\(?A[.)]\s")
 _LETTER_ITEM = re.compile(r"^[(\[]?([A-Z]{1,2})[.)\]]?$")
-_FIX_ENCODING = "Write the list as JSON (e.g. [\"apple\", \"keys\"]) or as comma-separated names (apple, keys)."
+_FIX_ENCODING = 'Write the list as JSON (e.g. ["apple", "keys"]) or as comma-separated names (apple, keys).'
 
 
 @dataclass
@@ -87,7 +87,9 @@ def _as_string_list(values: list, *, where: str, shown: Any) -> list[str]:
     out = []
     for item in values:
         if not isinstance(item, str):
-            raise SchemaError(f"{where}: list {_excerpt(str(shown))} holds a {type(item).__name__}, expected only strings.")
+            raise SchemaError(
+                f"{where}: list {_excerpt(str(shown))} holds a {type(item).__name__}, expected only strings."
+            )
         item = item.strip()
         if not item:
             raise SchemaError(f"{where}: list {_excerpt(str(shown))} holds an empty name.")
@@ -100,14 +102,19 @@ def _unquoted_ok(inner: str) -> bool:
     ``children's book``, is part of a name), no nested brackets or braces."""
     if any(ch in inner for ch in '"[]{}'):
         return False
-    return all(0 < m.start() < len(inner) - 1 and inner[m.start() - 1].isalnum() and inner[m.start() + 1].isalnum()
-               for m in re.finditer("'", inner))
+    return all(
+        0 < m.start() < len(inner) - 1 and inner[m.start() - 1].isalnum() and inner[m.start() + 1].isalnum()
+        for m in re.finditer("'", inner)
+    )
 
 
 def _segments(text: str, *, where: str, shown: str) -> list[str]:
     segments = text.split(",")
     if any(not s.strip() for s in segments):
-        raise SchemaError(f"{where}: comma-separated list {_excerpt(shown)} has an empty item.", "Remove the doubled or trailing comma.")
+        raise SchemaError(
+            f"{where}: comma-separated list {_excerpt(shown)} has an empty item.",
+            "Remove the doubled or trailing comma.",
+        )
     return segments
 
 
@@ -118,7 +125,9 @@ def read_list_text(text: Any, *, row: int | str, field: str) -> ListText:
     if isinstance(text, (list, tuple)):  # already a list (e.g. a Sequence feature)
         return ListText("list", _as_string_list(list(text), where=where, shown=text))
     if text is None:
-        raise SchemaError(f"{where}: value is missing (null).", "Every list field needs a value; use '[]' for an empty list.")
+        raise SchemaError(
+            f"{where}: value is missing (null).", "Every list field needs a value; use '[]' for an empty list."
+        )
     if not isinstance(text, str):
         raise SchemaError(f"{where}: expected a string holding a list, got {type(text).__name__}.")
     stripped = text.strip()
@@ -146,12 +155,16 @@ def read_list_text(text: Any, *, row: int | str, field: str) -> ListText:
                 return ListText("bracketed", segments=_segments(inner, where=where, shown=stripped))
             raise SchemaError(
                 f"{where}: {_excerpt(stripped)} looks like a list but is neither valid JSON, a Python literal nor "
-                "a bracketed list of unquoted names.", _FIX_ENCODING,
+                "a bracketed list of unquoted names.",
+                _FIX_ENCODING,
             ) from None
         return ListText("python", _checked_list(value, where=where, shown=stripped))
     if stripped[0] == "{":
-        raise SchemaError(f"{where}: {_excerpt(stripped)} is an object, not a JSON list, a Python-literal list or comma-separated names.",
-                          _FIX_ENCODING)
+        raise SchemaError(
+            f"{where}: {_excerpt(stripped)} is an object, not a JSON list, a Python-literal list or "
+            "comma-separated names.",
+            _FIX_ENCODING,
+        )
     segments = stripped.split(",")
     quoted = any(s.strip()[:1] in "\"'" or s.strip()[-1:] in "\"'" for s in segments if s.strip())
     if quoted or any(ch in stripped for ch in "[]{}"):
@@ -160,8 +173,10 @@ def read_list_text(text: Any, *, row: int | str, field: str) -> ListText:
         try:
             value = ast.literal_eval(f"[{stripped}]")
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise SchemaError(f"{where}: {_excerpt(stripped)} is not a JSON list, a Python-literal list or comma-separated names.",
-                              _FIX_ENCODING) from None
+            raise SchemaError(
+                f"{where}: {_excerpt(stripped)} is not a JSON list, a Python-literal list or comma-separated names.",
+                _FIX_ENCODING,
+            ) from None
         return ListText("python", _as_string_list(value, where=where, shown=stripped))
     return ListText("comma", segments=_segments(stripped, where=where, shown=stripped))
 
@@ -241,7 +256,9 @@ def _truth_indices(items: list[str], choices: list[str], field: str) -> tuple[li
     if as_letters is not None and not any(item.casefold() in folded for item in items):
         unknown = [x for x in as_letters if x not in labels]
         if unknown:
-            raise _Mismatch(f"{field} {unknown[0]!r} is not one of the {len(choices)} choice letters ({labels[0]}-{labels[-1]})")
+            raise _Mismatch(
+                f"{field} {unknown[0]!r} is not one of the {len(choices)} choice letters ({labels[0]}-{labels[-1]})"
+            )
         return sorted({labels.index(x) for x in as_letters}), "letters"
     exact = {c: k for k, c in reversed(list(enumerate(choices)))}
     lowered = {c.casefold(): k for k, c in reversed(list(enumerate(choices)))}
@@ -277,64 +294,11 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
     where = f"row {row_label}"
     num_choices = _count(row.get("num_choices"))
     num_truth = _count(row.get("num_ground_truth_objects"))
-    texts = {}
-    for name in ("choices", "ground_truth_objects", "objects_1", "objects_2"):
-        if name in ("objects_1", "objects_2") and row.get(name) is None:
-            texts[name] = ListText("empty", [])
-            continue
-        texts[name] = read_list_text(row.get(name), row=row_label, field=name)
-    answer_list = None
-    answer_raw = _answer_text(row.get("answer"))
-    if answer_raw is not None:
-        try:
-            answer_list = read_list_text(answer_raw, row=row_label, field="answer")
-        except SchemaError:
-            answer_list = None  # free text: not used for checking (recorded as answer_checked=False)
-
-    # The question's own lettered choices, when it follows the paper's template (exact) or letters them.
-    question = row.get("question") if isinstance(row.get("question"), str) else ""
-    question_items: list[str] | None = None
-    question_exact = False
-    middle = question_choice_text(question) if question else None
-    if middle is not None:
-        try:
-            q = read_list_text(middle, row=row_label, field="question")
-            question_items = q.items if q.exact else None
-            question_exact = question_items is not None
-        except SchemaError:
-            question_items = None
-    elif question:
-        question_items = split_lettered(question, num_choices)  # its last item runs on into the rest of the question
-
-    choice_text = texts["choices"]
-    count = num_choices if num_choices else (len(question_items) if question_exact and question_items else None)
-    choice_readings = choice_text.readings(count)
-    if choice_readings is None:
-        raise SchemaError(f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} has too many ways to group its commas into {count} names.",
-                          "Store the choices as a JSON list.")
-    if not choice_readings and not num_choices:
-        raise SchemaError(
-            f"{where}: the question lists the choices {question_items}, but field 'choices' holds {_excerpt(_shown(row['choices']))}.",
-            "The row contradicts itself; fix the question or the choices (or drop the row).",
-        )
-    if not choice_readings:
-        raise SchemaError(
-            f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} holds {len(choice_text.plain())} names, but num_choices is {num_choices}.",
-            "Fix num_choices or the choices list (a JSON list keeps commas inside names).",
-        )
-    groupings = len(choice_readings)
-    choice_readings = [strip_letter_prefixes(r) for r in choice_readings]
-    if question_items:
-        # A question in the paper's template gives the choices exactly; letters found in other wording give
-        # them up to where the last one ends, so there only agreement is used (to pick a grouping), never refusal.
-        agreeing = [r for r in choice_readings if _same_names(r, question_items, loose_last=not question_exact)]
-        if agreeing:
-            choice_readings = agreeing
-        elif question_exact:
-            raise SchemaError(
-                f"{where}: the question lists the choices {question_items}, but field 'choices' holds {_excerpt(_shown(row['choices']))}.",
-                "The row contradicts itself; fix the question or the choices (or drop the row).",
-            )
+    texts, answer_list = _read_row_texts(row, row_label)
+    question_items, question_exact = _question_choices(row, row_label, num_choices)
+    choice_readings, groupings = _choice_readings(
+        row, where, texts["choices"], num_choices, question_items, question_exact
+    )
 
     truth_count = num_truth if num_truth else None
     truth_readings = texts["ground_truth_objects"].readings(truth_count) or [texts["ground_truth_objects"].plain()]
@@ -347,35 +311,7 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
         answer_readings = answer_list.readings(truth_count) or [answer_list.plain()]
         answer_readings = answer_readings[:MAX_READINGS]
 
-    sizes = [len(choice_readings), len(truth_readings), len(answer_readings), len(objects_readings["objects_1"]), len(objects_readings["objects_2"])]
-    if math.prod(sizes) > MAX_COMBINATIONS:
-        raise SchemaError(f"{where}: its unquoted lists can be grouped in too many ways ({math.prod(sizes):,}) to settle which is meant.",
-                          "Store the list fields as JSON lists.")
-    candidates: list[_Candidate] = []
-    first_error: str | None = None
-    for choices, truth_items, answer_items, o1, o2 in itertools.product(
-        choice_readings, truth_readings, answer_readings, objects_readings["objects_1"], objects_readings["objects_2"]
-    ):
-        try:
-            candidates.append(_check(choices, truth_items, answer_items, o1, o2, num_truth))
-        except _Mismatch as exc:
-            first_error = first_error or str(exc)
-    if not candidates:
-        raise SchemaError(f"{where}: {first_error}.", "Every ground-truth object must be one of the choices and agree with answer and "
-                                                       "num_ground_truth_objects; fix or drop the row.")
-    best = max(c.score for c in candidates)
-    top = [c for c in candidates if c.score == best]
-    outcomes = {(tuple(c.choices), tuple(c.truth)) for c in top}
-    if len(outcomes) > 1:
-        fields = [f for f, readings in (("choices", choice_readings), ("ground_truth_objects", truth_readings)) if len(readings) > 1] or ["choices"]
-        shown = "; ".join(f"field {f!r} = {_excerpt(_shown(row.get(f)))}" for f in fields)
-        options = sorted(outcomes)[:3]
-        raise SchemaError(
-            f"{where}: ambiguous list ({shown}): a comma may separate two names or belong to one, and the row's counts, "
-            f"question, answer and object lists do not settle it (e.g. {[list(o[0]) for o in options][:2]}).",
-            "Store the list fields as JSON lists (names keep their commas), or drop the row.",
-        )
-    chosen = top[0]
+    chosen = _settle(row, where, choice_readings, truth_readings, answer_readings, objects_readings, num_truth)
     labels = letters(len(chosen.choices))
     notes = []
     if groupings > 1 or len(truth_readings) > 1:
@@ -394,6 +330,145 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
         answer_checked=chosen.answer_ok,
         notes=notes,
     )
+
+
+def _read_row_texts(row: dict, row_label: str) -> tuple[dict[str, ListText], ListText | None]:
+    """The row's four list fields as read, and its ``answer`` column when it reads as a list (else None)."""
+    texts = {}
+    for name in ("choices", "ground_truth_objects", "objects_1", "objects_2"):
+        if name in ("objects_1", "objects_2") and row.get(name) is None:
+            texts[name] = ListText("empty", [])
+            continue
+        texts[name] = read_list_text(row.get(name), row=row_label, field=name)
+    answer_list = None
+    answer_raw = _answer_text(row.get("answer"))
+    if answer_raw is not None:
+        try:
+            answer_list = read_list_text(answer_raw, row=row_label, field="answer")
+        except SchemaError:
+            answer_list = None  # free text: not used for checking (recorded as answer_checked=False)
+    return texts, answer_list
+
+
+def _question_choices(row: dict, row_label: str, num_choices: int | None) -> tuple[list[str] | None, bool]:
+    """The question's own lettered choices, and whether they are exact: exact when it follows the paper's
+    template; otherwise letters found in its wording give them, its last item running on into the question."""
+    question = row.get("question") if isinstance(row.get("question"), str) else ""
+    middle = question_choice_text(question) if question else None
+    if middle is not None:
+        try:
+            q = read_list_text(middle, row=row_label, field="question")
+        except SchemaError:
+            return None, False
+        return (q.items, True) if q.exact else (None, False)
+    if question:
+        return split_lettered(question, num_choices), False
+    return None, False
+
+
+def _choice_readings(
+    row: dict,
+    where: str,
+    choice_text: ListText,
+    num_choices: int | None,
+    question_items: list[str] | None,
+    question_exact: bool,
+) -> tuple[list[list[str]], int]:
+    """The readings of ``choices`` that fit ``num_choices`` (or the question's count) and agree with the
+    question, and how many groupings its commas allowed; :class:`SchemaError` when none fits."""
+    count = num_choices if num_choices else (len(question_items) if question_exact and question_items else None)
+    readings = choice_text.readings(count)
+    if readings is None:
+        raise SchemaError(
+            f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} has too many ways to group its commas "
+            f"into {count} names.",
+            "Store the choices as a JSON list.",
+        )
+    if not readings and not num_choices:
+        raise _contradicting_question(row, where, question_items)
+    if not readings:
+        raise SchemaError(
+            f"{where}, field 'choices': {_excerpt(_shown(row['choices']))} holds {len(choice_text.plain())} names, "
+            f"but num_choices is {num_choices}.",
+            "Fix num_choices or the choices list (a JSON list keeps commas inside names).",
+        )
+    groupings = len(readings)
+    readings = [strip_letter_prefixes(r) for r in readings]
+    if question_items:
+        # A question in the paper's template gives the choices exactly; letters found in other wording give
+        # them up to where the last one ends, so there only agreement is used (to pick a grouping), never refusal.
+        agreeing = [r for r in readings if _same_names(r, question_items, loose_last=not question_exact)]
+        if agreeing:
+            readings = agreeing
+        elif question_exact:
+            raise _contradicting_question(row, where, question_items)
+    return readings, groupings
+
+
+def _contradicting_question(row: dict, where: str, question_items: list[str] | None) -> SchemaError:
+    return SchemaError(
+        f"{where}: the question lists the choices {question_items}, but field 'choices' holds "
+        f"{_excerpt(_shown(row['choices']))}.",
+        "The row contradicts itself; fix the question or the choices (or drop the row).",
+    )
+
+
+def _settle(
+    row: dict,
+    where: str,
+    choice_readings: list[list[str]],
+    truth_readings: list[list[str]],
+    answer_readings: list[list[str] | None],
+    objects_readings: dict[str, list[list[str]]],
+    num_truth: int | None,
+) -> _Candidate:
+    """Check every combination of the fields' readings and keep the one the row supports best;
+    :class:`SchemaError` when none passes, or when the best ones disagree on choices or truth."""
+    sizes = [
+        len(choice_readings),
+        len(truth_readings),
+        len(answer_readings),
+        len(objects_readings["objects_1"]),
+        len(objects_readings["objects_2"]),
+    ]
+    if math.prod(sizes) > MAX_COMBINATIONS:
+        raise SchemaError(
+            f"{where}: its unquoted lists can be grouped in too many ways ({math.prod(sizes):,}) to settle which "
+            "is meant.",
+            "Store the list fields as JSON lists.",
+        )
+    candidates: list[_Candidate] = []
+    first_error: str | None = None
+    for choices, truth_items, answer_items, o1, o2 in itertools.product(
+        choice_readings, truth_readings, answer_readings, objects_readings["objects_1"], objects_readings["objects_2"]
+    ):
+        try:
+            candidates.append(_check(choices, truth_items, answer_items, o1, o2, num_truth))
+        except _Mismatch as exc:
+            first_error = first_error or str(exc)
+    if not candidates:
+        raise SchemaError(
+            f"{where}: {first_error}.",
+            "Every ground-truth object must be one of the choices and agree with answer and "
+            "num_ground_truth_objects; fix or drop the row.",
+        )
+    best = max(c.score for c in candidates)
+    top = [c for c in candidates if c.score == best]
+    outcomes = {(tuple(c.choices), tuple(c.truth)) for c in top}
+    if len(outcomes) > 1:
+        fields = [
+            f
+            for f, readings in (("choices", choice_readings), ("ground_truth_objects", truth_readings))
+            if len(readings) > 1
+        ] or ["choices"]
+        shown = "; ".join(f"field {f!r} = {_excerpt(_shown(row.get(f)))}" for f in fields)
+        options = sorted(outcomes)[:3]
+        raise SchemaError(
+            f"{where}: ambiguous list ({shown}): a comma may separate two names or belong to one, and the row's "
+            f"counts, question, answer and object lists do not settle it (e.g. {[list(o[0]) for o in options][:2]}).",
+            "Store the list fields as JSON lists (names keep their commas), or drop the row.",
+        )
+    return top[0]
 
 
 def _shown(value: Any) -> str:
@@ -422,7 +497,9 @@ def _check(choices, truth_items, answer_items, o1, o2, num_truth) -> _Candidate:
         raise _Mismatch(f"field 'ground_truth_objects' lists objects and {NO_COMMON_OBJECTS!r} together")
     n_objects = 0 if truth == [none_index] else len(truth)
     if num_truth is not None and num_truth != n_objects and not (n_objects == 0 and num_truth == 1):
-        raise _Mismatch(f"num_ground_truth_objects is {num_truth} but field 'ground_truth_objects' names {n_objects} object(s)")
+        raise _Mismatch(
+            f"num_ground_truth_objects is {num_truth} but field 'ground_truth_objects' names {n_objects} object(s)"
+        )
     answer_ok = False
     if answer_items is not None:
         try:
@@ -432,8 +509,10 @@ def _check(choices, truth_items, answer_items, o1, o2, num_truth) -> _Candidate:
         if answer is not None:
             if answer != truth:
                 labels = letters(len(choices))
-                raise _Mismatch(f"field 'answer' gives {', '.join(labels[k] for k in answer)} but field 'ground_truth_objects' gives "
-                                f"{', '.join(labels[k] for k in truth)}")
+                raise _Mismatch(
+                    f"field 'answer' gives {', '.join(labels[k] for k in answer)} but field 'ground_truth_objects' "
+                    f"gives {', '.join(labels[k] for k in truth)}"
+                )
             answer_ok = True
     # Soft evidence, used only to choose between groupings: the truth is what both object lists share, and
     # the choice names appear in the object lists.

@@ -189,13 +189,6 @@ class ShardWriter:
             "Give every feature column and nothing else.",
         )
 
-    def write_many(self, rows) -> int:
-        count = 0
-        for row in rows:
-            self.write(row)
-            count += 1
-        return count
-
     @property
     def rows_written(self) -> int:
         return sum(self._shard_rows) + len(self._rows)

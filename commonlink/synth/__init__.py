@@ -10,7 +10,7 @@
   ``tests.fixtures.unrealcv_server``; the Unreal Editor script is ``tools/unreal/commonlink_import.py``).
 - ``visibility``: which objects an image shows, from its instance mask.
 - ``runner``: :func:`~commonlink.synth.runner.synthesize`, the resumable scene loop behind ``commonlink synth``
-  (shards, worker processes, Ray); ``sheet``: contact sheets of renders.
+  (shards, worker processes, Ray). Contact sheets of samples are ``commonlink.release.figures.contact_sheet``.
 
 Heavy dependencies (pyrender, OpenGL, trimesh, unrealcv, ray) are imported only by the functions that need them.
 """

@@ -50,10 +50,6 @@ class Asset:
     source: str | None = None  #: where the shape comes from (procedural model, package file, your own mesh)
     license: str | None = None  #: the licence its renders are under
 
-    @property
-    def largest_extent(self) -> float:
-        return max(self.size_cm)
-
 
 @dataclass(frozen=True)
 class FloorMaterial:
@@ -78,16 +74,16 @@ class AssetCatalog:
         return Path(self.path).parent
 
     def asset(self, name: str) -> Asset:
-        for asset in self.assets:
-            if asset.name == name:
-                return asset
-        raise InputError(f"The asset file {self.path} has no object named {name!r}.", "Check the plan or the asset file.")
+        return self._named(self.assets, name, "object")
 
     def floor(self, name: str) -> FloorMaterial:
-        for floor in self.floors:
-            if floor.name == name:
-                return floor
-        raise InputError(f"The asset file {self.path} has no floor named {name!r}.", "Check the plan or the asset file.")
+        return self._named(self.floors, name, "floor")
+
+    def _named(self, entries, name: str, what: str):
+        for entry in entries:
+            if entry.name == name:
+                return entry
+        raise InputError(f"The asset file {self.path} has no {what} named {name!r}.", "Check the plan or the asset file.")
 
     def by_ue_class(self) -> dict[str, Asset | FloorMaterial]:
         table: dict[str, Asset | FloorMaterial] = {a.ue_class: a for a in self.assets}

@@ -50,7 +50,6 @@ from commonlink.synth.shapes import (
 )
 
 GLASS = (185, 215, 225)
-COPPER = (190, 110, 60)
 STEEL = (175, 178, 185)
 LEMON = (250, 220, 50)
 LIME = (120, 190, 50)

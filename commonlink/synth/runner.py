@@ -47,7 +47,7 @@ from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalo
 from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
-from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene
+from commonlink.synth.plan import PLAN_VERSION, PlanConfig, plan_scene
 from commonlink.synth.render.base import Renderer
 from commonlink.synth.render.offline import OfflineRenderer, check_sources
 from commonlink.synth.render.unreal_check import (
@@ -170,10 +170,6 @@ class SynthSummary:
     @property
     def hidden_share(self) -> float:
         return self.hidden / self.object_views if self.object_views else 0.0
-
-    @property
-    def scenes_per_s(self) -> float:
-        return self.scenes_rendered / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
 # --- paths and bookkeeping ---------------------------------------------------------------------------------
@@ -541,10 +537,3 @@ def synthesize(
         object_views=tally.object_views, in_band=tally.in_band, hidden=tally.hidden, area_band=tally.band,
     )
 
-
-def load_plan(out_dir: str | os.PathLike, index: int) -> ScenePlan:
-    """The saved plan of a finished scene."""
-    path = scene_dir(out_dir, index) / "plan.json"
-    if not path.is_file():
-        raise InputError(f"No plan for scene {index} in {out_dir}.", "Render it first with `commonlink synth`.")
-    return ScenePlan.from_json(json.loads(path.read_text(encoding="utf-8")))

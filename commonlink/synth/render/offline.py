@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -188,14 +188,19 @@ def _resolve_source(source: str, base_dir: Path) -> Path:
     return path if path.is_absolute() else base_dir / path
 
 
+def _build_procedural(source: str, builders: dict, what: str):
+    """Build ``procedural:<name>`` with its builder from ``builders`` (the built-in models or floors)."""
+    name = source.split(":", 1)[1]
+    if name not in builders:
+        raise InputError(f"Unknown procedural {what} {name!r}.", f"Use one of: {', '.join(sorted(builders))}.")
+    return builders[name]()
+
+
 @lru_cache(maxsize=256)
 def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | None, size_cm: tuple):
     _, trimesh = _import_pyrender()
     if source.startswith("procedural:"):
-        name = source.split(":", 1)[1]
-        if name not in PROCEDURAL_MODELS:
-            raise InputError(f"Unknown procedural model {name!r}.", f"Use one of: {', '.join(sorted(PROCEDURAL_MODELS))}.")
-        mesh = PROCEDURAL_MODELS[name]()
+        mesh = _build_procedural(source, PROCEDURAL_MODELS, "model")
     else:
         path = _resolve_source(source, Path(base_dir))
         if not path.is_file():
@@ -265,11 +270,7 @@ def _did_you_mean(name: str, known) -> str:
 @lru_cache(maxsize=32)
 def _floor_texture_cached(source: str, base_dir: str) -> np.ndarray:
     if source.startswith("procedural:"):
-        name = source.split(":", 1)[1]
-        if name not in PROCEDURAL_FLOORS:
-            raise InputError(f"Unknown procedural floor {name!r}.", f"Use one of: {', '.join(sorted(PROCEDURAL_FLOORS))}.")
-        return PROCEDURAL_FLOORS[name]()
-
+        return _build_procedural(source, PROCEDURAL_FLOORS, "floor")
     return np.asarray(open_image(_resolve_source(source, Path(base_dir)), what="floor texture").convert("RGB"))
 
 
@@ -376,7 +377,7 @@ class OfflineRenderer:
         for placement in placements:
             name = placement.mesh.name
             copy = copies[name] = copies.get(name, -1) + 1  # the same asset twice (possible on the test server)
-            node = self._pooled_node(("object", name, copy), lambda: self._pyrender_mesh(placement.mesh, copy))
+            node = self._pooled_node(("object", name, copy), partial(self._pyrender_mesh, placement.mesh, copy))
             scene.set_pose(node, object_pose_gl(placement.location, placement.rotation, placement.scale))
             node.mesh.is_visible = True
             nodes.append(node)
