@@ -106,3 +106,38 @@ def test_values_out_of_vllms_ranges_are_input_errors_with_vllms_text(settings, t
         load_backend("vllm", "org/vlm").generate([GenerationRequest("r", [], "hi")], settings)
     assert text in err.value.problem and "--gen-arg" in err.value.fix
 
+
+
+def _recorder():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "record_vllm_api", Path(__file__).resolve().parents[1] / "scripts" / "record_vllm_api.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_double_keeps_the_signatures_recorded_from_the_real_vllm_wheel():
+    """Kept on purpose although its subject is the double: it is what ties the double to the real vLLM (same
+    parameter names, kinds and default values as the recording of vLLM's own LLM/SamplingParams), so a double
+    kinder than vLLM cannot creep in unnoticed."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "data" / "vllm_api.json").read_text())
+    record = _recorder()
+    tree = ast.parse(inspect.getsource(vllm_double))
+    llm = record._class(tree, "LLM")
+    for name in ("__init__", "chat", "generate"):
+        assert record._params(record._method(llm, name)) == recorded[f"LLM.{name}"], name
+    fields = [
+        {"name": n.target.id, "default": ast.unparse(n.value)}
+        for n in record._class(tree, "SamplingParams").body
+        if isinstance(n, ast.AnnAssign) and not n.target.id.startswith("_")
+    ]
+    assert fields == recorded["SamplingParams"]
+    assert recorded["vllm_version"] == vllm_double.__version__
