@@ -114,3 +114,54 @@ def test_ordinary_endpoint_paths_are_kept():
 
     assert redact_url("https://huggingface.co/api/datasets/org/name") == "https://huggingface.co/api/datasets/org/name"
     assert redact_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+
+
+# ------------------------------------------------------------------ 4. answer parsers linear in whitespace runs
+
+COMMON_O_CHOICES = ["apple", "keys", "No objects are in common", "silver knife"]
+RUNS = {"spaces": " ", "nbsp": "\u00a0", "newlines": "\n", "tabs": "\t"}
+
+
+def _slowest(fn, texts) -> float:
+    import time
+
+    worst = 0.0
+    for text in texts:
+        start = time.perf_counter()
+        fn(text)
+        worst = max(worst, time.perf_counter() - start)
+    return worst
+
+
+@pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
+def test_common_o_parser_is_fast_on_long_whitespace_runs(run):
+    from commonlink.eval.parsing import parse_common_o_answer, parse_yes_no
+
+    pad = run * 40_000
+    texts = [f"Answer: A{pad}then a remark", f"Answer: A{pad}because", f"Answer: A. {pad}x", f"answer{pad}is A",
+             f"Answer: keys{pad}", f"{pad}yes{pad}"]
+    # 11 s (spaces) and 23 s (NBSP) before the fix; generous for a loaded machine, the benchmark holds 50 ms
+    assert _slowest(lambda t: parse_common_o_answer(t, COMMON_O_CHOICES), texts) < 1.0
+    assert _slowest(parse_yes_no, texts) < 1.0
+
+
+@pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
+def test_association_parsers_are_fast_on_long_whitespace_runs(run):
+    from commonlink.eval.association_prompts import parse_concepts, parse_selection
+
+    pad = run * 40_000
+    texts = [f"image{pad}2", f"image{pad}", f"Image{pad}-{pad}", f"{pad}[{pad}1{pad}]{pad}.{pad}", f"{pad}[{pad}3",
+             f"Answer:{pad}the second{pad}image", f"final{pad}answer{pad}x"]
+    assert _slowest(parse_selection, texts) < 1.0  # "image" + 30,000 spaces took 8 s before the fix
+    assert _slowest(lambda t: parse_concepts(t, ["red", "round"]), texts) < 1.0
+
+
+def test_parse_results_are_unchanged_on_whitespace_inputs():
+    from commonlink.eval.association_prompts import parse_selection
+    from commonlink.eval.parsing import parse_common_o_answer
+
+    assert parse_common_o_answer("Answer: A, D    because the knife", COMMON_O_CHOICES).letters == ["A", "D"]
+    assert parse_common_o_answer("Answer: A\u00a0\u00a0because x", COMMON_O_CHOICES).letters == ["A"]
+    assert parse_common_o_answer("The answer   is: keys", COMMON_O_CHOICES).letters == ["B"]
+    assert parse_selection("Image  - 2") == 1 and parse_selection("image   1") == 0
+    assert parse_selection("  [ 2 ] . ") == 1 and parse_selection("   ") is None

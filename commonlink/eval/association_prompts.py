@@ -58,7 +58,11 @@ def prompt_text(segments: list[Segment], image_token: str = "<image>") -> str:
     return "".join(image_token if isinstance(s, ImageSlot) else s for s in segments)
 
 
-_IMAGE_CHOICE = re.compile(r"\b(?:image|img|candidate)\s*[_#-]?\s*([12])\b|\b(first|second)\s+(?:candidate\s+)?image\b", re.I)
+# Whitespace runs are taken possessively (``\s*+``): two optional runs around an optional separator would
+# otherwise be retried at every split of a long run ("image" + 30,000 spaces took 8 s).
+_IMAGE_CHOICE = re.compile(r"\b(?:image|img|candidate)\s*+[_#-]?\s*+([12])\b|\b(first|second)\s++(?:candidate\s++)?image\b", re.I)
+_ANSWER_LINE = re.compile(r"\s*+(final\s++)?answer\s*+[:：]", re.I)
+_BARE_CHOICE = re.compile(r"\s*+\[?\s*+([12])\s*+\]?\s*+\.?\s*+")
 
 
 def _strip_reasoning(text: str) -> str:
@@ -75,7 +79,7 @@ def parse_selection(text: str) -> int | None:
     the last ``Answer:`` line wins when present. Naming both candidates is ambiguous (None).
     """
     body = _strip_reasoning(text)
-    answer_lines = [ln for ln in body.splitlines() if re.match(r"\s*(final\s+)?answer\s*[:：]", ln, re.I)]
+    answer_lines = [ln for ln in body.splitlines() if _ANSWER_LINE.match(ln)]
     if answer_lines:
         body = re.split(r"[:：]", answer_lines[-1], maxsplit=1)[1]
     found = set()
@@ -85,7 +89,7 @@ def parse_selection(text: str) -> int | None:
         else:
             found.add(0 if match.group(2).lower() == "first" else 1)
     if not found:
-        bare = re.fullmatch(r"\s*\[?\s*([12])\s*\]?\s*\.?\s*", body)
+        bare = _BARE_CHOICE.fullmatch(body)
         if bare:
             found.add(int(bare.group(1)) - 1)
     return found.pop() if len(found) == 1 else None
