@@ -165,3 +165,77 @@ def test_parse_results_are_unchanged_on_whitespace_inputs():
     assert parse_common_o_answer("The answer   is: keys", COMMON_O_CHOICES).letters == ["B"]
     assert parse_selection("Image  - 2") == 1 and parse_selection("image   1") == 0
     assert parse_selection("  [ 2 ] . ") == 1 and parse_selection("   ") is None
+
+
+# ------------------------------------------------------------------ 5. 16-bit photos reach the model as they look
+
+GREY_16 = 0x8080  # 32,896 of 65,535: the 8-bit grey 128
+
+
+def _png_16bit_grey(size=(64, 48), value=GREY_16) -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((size[1], size[0]), value, dtype=np.uint16)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_sixteen_bit_grey_decodes_as_the_same_eight_bit_grey():
+    import numpy as np
+    from PIL import Image
+
+    from commonlink.eval.imaging import cap_pixels, image_data_url, resize_shorter_side
+    from commonlink.images import open_image, to_rgb
+
+    img = open_image(_png_16bit_grey())
+    assert np.asarray(to_rgb(img)).max() == 128 and np.asarray(to_rgb(img)).min() == 128
+    raw = Image.fromarray(np.full((48, 64), GREY_16, dtype=np.uint16))  # an I;16 image from elsewhere (a PIL dataset)
+    for out in (resize_shorter_side(raw, 96), cap_pixels(raw, 1000)):
+        assert out.mode == "RGB" and set(np.asarray(out).ravel().tolist()) == {128}
+    assert "base64" in image_data_url(raw)
+
+
+def test_sixteen_bit_grey_photo_reaches_the_model_as_the_same_grey(tmp_path):
+    """A release row whose image is a 16-bit grey PNG, scored through the openai backend: the image in the request
+    the API server receives is the same grey (it was 100 % white before)."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from commonlink.eval.backends import load_backend
+    from commonlink.eval.commono import evaluate_common_o
+    from tests.fixtures.openai_server import LatencyServer
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    rows = common_o_rows(1, seed=4)
+    rows[0]["image_1"] = {"bytes": _png_16bit_grey(), "path": None}
+    data = write_common_o_split(tmp_path / "data", rows)
+    with LatencyServer(latency_s=(0.0, 0.0)) as server:
+        backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR")
+        evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=10, show_progress=False)
+    (body,) = server.bodies
+    url = body["messages"][0]["content"][0]["image_url"]["url"]
+    received = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB"))
+    assert received.shape[:2] == (384, 512) and set(received.ravel().tolist()) == {128}
+
+
+def test_ingest_stores_a_sixteen_bit_grey_photo_as_the_same_grey(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from commonlink.catalog.ingest import ingest_photos
+    from commonlink.formats.catalog import image_path, read_catalog
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "grey.png").write_bytes(_png_16bit_grey(size=(400, 300)))
+    (tmp_path / "m.csv").write_text("file,objects\ngrey.png,apple\n")
+    ingest_photos(photos, tmp_path / "m.csv", tmp_path / "cat")
+    (record,) = read_catalog(tmp_path / "cat")
+    with Image.open(image_path(tmp_path / "cat", record)) as img:
+        assert set(np.asarray(img.convert("RGB")).ravel().tolist()) == {128}
