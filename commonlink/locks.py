@@ -12,6 +12,7 @@ exist (Windows) the lock is skipped.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -85,9 +86,9 @@ def _open_lock_file(path: Path) -> int:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
     except OSError as exc:
-        if path.is_symlink() or not path.is_file():
+        if exc.errno == errno.ELOOP or path.is_symlink() or (path.exists() and not path.is_file()):
             raise refusal from None
-        raise exc
+        raise  # a read-only or full disk, no permission: the CLI names the path
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
         os.close(fd)
