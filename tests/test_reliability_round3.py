@@ -239,3 +239,193 @@ def test_ingest_stores_a_sixteen_bit_grey_photo_as_the_same_grey(tmp_path):
     (record,) = read_catalog(tmp_path / "cat")
     with Image.open(image_path(tmp_path / "cat", record)) as img:
         assert set(np.asarray(img.convert("RGB")).ravel().tolist()) == {128}
+
+
+# ------------------------------------------------------------------ 6-7. malformed inputs: clear errors, no traceback
+
+
+@pytest.fixture(scope="module")
+def made_pairs(pair_catalog, tmp_path_factory) -> Path:
+    """A pairs file (and sidecar) sampled from ``pair_catalog``; tests copy both before breaking them."""
+    out = tmp_path_factory.mktemp("made") / "pairs.jsonl"
+    result = invoke("pairs", pair_catalog, "--out", out, "--count", "10")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _inputs(pair_catalog: Path, made_pairs: Path, root: Path) -> dict:
+    """A catalog, a pairs file sampled from it (pointing at this copy) and a photos folder, all in ``root``."""
+    import shutil
+
+    catalog = root / "real"
+    shutil.copytree(pair_catalog, catalog)
+    text = made_pairs.read_text(encoding="utf-8").replace(json.dumps(str(pair_catalog))[1:-1], json.dumps(str(catalog))[1:-1])
+    pairs = root / "pairs.jsonl"
+    pairs.write_text(text, encoding="utf-8")
+    meta = json.loads((made_pairs.parent / "pairs.jsonl.meta.json").read_text(encoding="utf-8"))
+    meta["catalogs"] = [str(catalog)]
+    meta["catalog_sha256"] = {str(catalog): v for v in meta.get("catalog_sha256", {}).values()}
+    _write_sidecar(pairs, meta)
+    photos = root / "photos"
+    photos.mkdir()
+    from PIL import Image
+
+    Image.new("RGB", (400, 300), (90, 120, 30)).save(photos / "p.png")
+    (root / "m.csv").write_text("file,objects\np.png,apple\n", encoding="utf-8")
+    return {"catalog": catalog, "pairs": pairs, "photos": photos, "manifest": root / "m.csv", "root": root}
+
+
+def _write_sidecar(data_file: Path, meta: dict) -> None:
+    """The sidecar as the tool writes it, fingerprint included (so the file itself passes the sidecar check)."""
+    from commonlink.formats.meta import data_fingerprint, meta_path
+
+    sha256, rows = data_fingerprint(data_file)
+    meta_path(data_file).write_text(json.dumps({**meta, "sha256": sha256, "rows": rows}), encoding="utf-8")
+
+
+def _break_catalog_utf8(f: dict) -> Path:
+    path = f["catalog"] / "catalog.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"keys"', b'"k\xffeys"', 1))
+    return path
+
+
+def _break_pairs_utf8(f: dict) -> Path:
+    meta = json.loads((f["pairs"].parent / "pairs.jsonl.meta.json").read_text(encoding="utf-8"))
+    f["pairs"].write_bytes(f["pairs"].read_bytes().replace(b'"main"', b'"ma\xc3\x28in"', 1))
+    _write_sidecar(f["pairs"], meta)
+    return f["pairs"]
+
+
+def _break_sidecar(value):
+    def breaker(f: dict) -> Path:
+        sidecar = f["pairs"].parent / "pairs.jsonl.meta.json"
+        meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        if value == "not-an-object":
+            sidecar.write_text(json.dumps([meta]), encoding="utf-8")
+        else:
+            sidecar.write_text(json.dumps({**meta, "kind": value}), encoding="utf-8")
+        return sidecar
+    return breaker
+
+
+def _break_sidecar_utf8(f: dict) -> Path:
+    sidecar = f["pairs"].parent / "pairs.jsonl.meta.json"
+    sidecar.write_bytes(sidecar.read_bytes().replace(b'"main"', b'"m\xffain"', 1))
+    return sidecar
+
+
+COMMANDS = {
+    "catalog info": lambda f: ["catalog", "info", f["catalog"]],
+    "stats": lambda f: ["stats", f["catalog"]],
+    "pairs": lambda f: ["pairs", f["catalog"], "--out", f["root"] / "new.jsonl", "--count", "10"],
+    "pairs rerun": lambda f: ["pairs", f["catalog"], "--out", f["pairs"], "--count", "10"],
+    "chains": lambda f: ["chains", f["catalog"], "--out", f["root"] / "chains", "--min-pixels", "0"],
+    "catalog merge": lambda f: ["catalog", "merge", f["catalog"], "--out", f["root"] / "merged"],
+    "ingest": lambda f: ["ingest", f["photos"], "--manifest", f["manifest"], "--out", f["catalog"]],
+    "release build": lambda f: ["release", "build", f["pairs"], "--out", f["root"] / "rel", "--name", "t", "--license", "cc-by-4.0",
+                                "--no-progress"],
+}
+MALFORMED = {
+    # (a pairs rerun over a changed catalog stops at the catalog's fingerprint; a pairs rerun keeps a file whose
+    # sidecar matches without reading it: neither reads the broken text)
+    "catalog not UTF-8": (_break_catalog_utf8, [c for c in COMMANDS if c != "pairs rerun"]),
+    "pairs not UTF-8": (_break_pairs_utf8, ["release build"]),
+    "sidecar kind a list": (_break_sidecar(["common_o_pairs"]), ["release build", "pairs rerun"]),
+    "sidecar kind an object": (_break_sidecar({"a": 1}), ["release build", "pairs rerun"]),
+    "sidecar kind a number": (_break_sidecar(3), ["release build", "pairs rerun"]),
+    "sidecar not an object": (_break_sidecar("not-an-object"), ["release build", "pairs rerun"]),
+    "sidecar not UTF-8": (_break_sidecar_utf8, ["release build", "pairs rerun"]),
+}
+CASES = [pytest.param(m, c, id=f"{m} / {c}") for m, (_, commands) in MALFORMED.items() for c in commands]
+
+
+@pytest.mark.parametrize("malformed, command", CASES)
+def test_malformed_input_is_a_clear_error_in_every_command_that_reads_it(malformed, command, pair_catalog, made_pairs, tmp_path):
+    files = _inputs(pair_catalog, made_pairs, tmp_path)
+    broken = MALFORMED[malformed][0](files)
+    result = invoke(*COMMANDS[command](files))
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"{command}: traceback {type(result.exception).__name__}: {result.exception}")
+    assert result.exit_code == 1, result.output
+    assert "Error:" in result.output and "Fix:" in result.output, result.output
+    # the broken file is named (a pairs rerun names the pairs file its sidecar describes)
+    assert broken.name in result.output or (command == "pairs rerun" and "pairs.jsonl" in result.output), result.output
+
+
+DUPLICATE_MANIFESTS = {
+    "csv same name twice": ("m.csv", "file,objects,scene,objects\np.png,apple,k,pear\n", "'objects'"),
+    "csv names differing in case": ("m.csv", "file,Objects,objects\np.png,apple,pear\n", "'objects'"),
+    "csv file column twice": ("m.csv", "file,objects,File\np.png,apple,q.png\n", "'file'"),
+    "jsonl keys differing in case": ("m.jsonl", '{"file": "p.png", "objects": ["apple"], "OBJECTS": ["pear"]}\n', "'objects'"),
+}
+
+
+@pytest.mark.parametrize("command", ["ingest", "chains"])
+@pytest.mark.parametrize("name", DUPLICATE_MANIFESTS)
+def test_duplicate_manifest_column_is_refused_naming_it(name, command, tmp_path):
+    from PIL import Image
+
+    filename, text, column = DUPLICATE_MANIFESTS[name]
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    Image.new("RGB", (400, 300), (90, 120, 30)).save(photos / "p.png")
+    (photos / filename).write_text(text, encoding="utf-8")
+    args = (["ingest", photos, "--manifest", photos / filename, "--out", tmp_path / "cat"] if command == "ingest" else
+            ["chains", photos, "--source-type", "manifest", "--manifest", photos / filename, "--out", tmp_path / "chains",
+             "--min-pixels", "0"])
+    result = invoke(*args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 1 and "Error:" in result.output, result.output
+    assert column in result.output and "twice" in result.output and filename in result.output, result.output
+    assert not (tmp_path / "cat" / "catalog.jsonl").exists()
+
+
+# ------------------------------------------------------------------ 8. stale-staging clean-up: only our own folders
+
+
+def _leftover(folder: Path, *, pid: int, started, token: str | None = None) -> Path:
+    """A staging folder as a killed build leaves it: its files and its marker (pid, process start, token)."""
+    from commonlink.release.staging import STAGING_MARKER
+
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "main-00000-of-00001.parquet").write_bytes(b"x" * 1000)
+    token = token or folder.name.rsplit("-", 1)[1]
+    (folder / STAGING_MARKER).write_text(json.dumps({"pid": pid, "started": started, "token": token}), encoding="utf-8")
+    return folder
+
+
+def test_staging_clean_up_keeps_user_folders_that_match_the_pattern(made_pairs, tmp_path):
+    from commonlink.release.build import build_release
+
+    mine = [tmp_path / ".rel.old-photos", tmp_path / ".rel.building-2024-backup", tmp_path / ".rel.old-1-2"]
+    for folder in mine:
+        folder.mkdir()
+        (folder / "thesis.tex").write_text("precious")
+    forged = _leftover(tmp_path / ".rel.building-1-0badf00d", pid=4_000_001, started="1", token="other-token")
+    build_release([made_pairs], tmp_path / "rel", progress=False)
+    assert all((folder / "thesis.tex").read_text() == "precious" for folder in mine)
+    assert forged.is_dir()  # a marker whose token is not the folder's: not a folder we made
+    assert (tmp_path / "rel" / "manifest.json").is_file()
+
+
+def test_a_leftover_named_with_a_live_reused_pid_is_cleaned(made_pairs, tmp_path):
+    from commonlink.release.build import build_release
+
+    live = os.getppid()  # a running process that is not a build: the pid was reused since the kill
+    reused = _leftover(tmp_path / f".rel.building-{live}-0badf00d0badf00d", pid=live, started="0")
+    old = _leftover(tmp_path / f".rel.old-{live}-feedfacefeedface", pid=live, started="0")
+    dead = _leftover(tmp_path / ".rel.building-4000001-deadbeefdeadbeef", pid=4_000_001, started="7")
+    build_release([made_pairs], tmp_path / "rel", progress=False)
+    assert not reused.exists() and not old.exists() and not dead.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".rel.")]  # the build left nothing either
+
+
+def test_a_running_builds_staging_folder_is_kept(made_pairs, tmp_path):
+    from commonlink.release.build import build_release
+    from commonlink.release.staging import process_start
+
+    live = os.getppid()
+    running = _leftover(tmp_path / f".rel.building-{live}-0badf00d0badf00d", pid=live, started=process_start(live))
+    build_release([made_pairs], tmp_path / "rel", progress=False)
+    assert running.is_dir()
