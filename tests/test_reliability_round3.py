@@ -429,3 +429,33 @@ def test_a_running_builds_staging_folder_is_kept(made_pairs, tmp_path):
     running = _leftover(tmp_path / f".rel.building-{live}-0badf00d0badf00d", pid=live, started=process_start(live))
     build_release([made_pairs], tmp_path / "rel", progress=False)
     assert running.is_dir()
+
+
+# ------------------------------------------------------------------ 12. ingest that ingests nothing fails
+
+
+def test_ingest_that_refuses_every_photo_exits_non_zero(tmp_path):
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    Image.new("RGB", (20, 20), (1, 2, 3)).save(photos / "tiny.png")  # under the pixel minimum
+    (photos / "broken.jpg").write_bytes(b"not a jpeg")
+    (tmp_path / "m.csv").write_text("file,objects\ntiny.png,apple\nbroken.jpg,pear\nmissing.jpg,keys\n", encoding="utf-8")
+    result = invoke("ingest", photos, "--manifest", tmp_path / "m.csv", "--out", tmp_path / "cat")
+    assert result.exit_code == 1, result.output
+    assert "Refused photos (3)" in result.output and "Error:" in result.output and "no photo was ingested" in result.output
+    assert "Fix:" in result.output
+
+
+def test_ingest_rerun_with_every_photo_already_in_the_catalog_still_succeeds(tmp_path):
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    Image.effect_noise((400, 300), 60).convert("RGB").save(photos / "a.png")
+    (tmp_path / "m.csv").write_text("file,objects\na.png,apple\n", encoding="utf-8")
+    args = ("ingest", photos, "--manifest", tmp_path / "m.csv", "--out", tmp_path / "cat")
+    assert invoke(*args).exit_code == 0
+    again = invoke(*args)
+    assert again.exit_code == 0 and "1 already in the catalog" in again.output
