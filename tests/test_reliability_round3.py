@@ -459,3 +459,42 @@ def test_ingest_rerun_with_every_photo_already_in_the_catalog_still_succeeds(tmp
     assert invoke(*args).exit_code == 0
     again = invoke(*args)
     assert again.exit_code == 0 and "1 already in the catalog" in again.output
+
+
+# ------------------------------------------------------------------ 11. one label, two Unicode spellings
+
+CAFE_NFC, CAFE_NFD = "caf\u00e9", "cafe\u0301"
+
+
+def test_catalog_reader_normalises_labels_to_nfc(tmp_path):
+    from commonlink.formats.catalog import iter_catalog_rows, read_catalog
+
+    (tmp_path / "cat").mkdir()
+    rows = [{"id": f"i{k}", "path": f"images/{k}.png", "objects": [spelling, "keys"], "source": "real", "scene_id": f"s{k}",
+             "width": 8, "height": 6, "sha256": "0" * 64, "object_area": {spelling: 0.2}}
+            for k, spelling in enumerate([CAFE_NFC, CAFE_NFD, CAFE_NFD])]
+    rows.append({**rows[0], "id": "both", "objects": [CAFE_NFC, CAFE_NFD]})  # one label written both ways
+    (tmp_path / "cat" / "catalog.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    records = read_catalog(tmp_path / "cat")
+    assert [r.objects for r in records] == [[CAFE_NFC, "keys"]] * 3 + [[CAFE_NFC]]
+    assert all(r.object_area == {CAFE_NFC: 0.2} for r in records)
+    assert [r["objects"] for r in iter_catalog_rows(tmp_path / "cat")] == [r.objects for r in records]
+
+
+def test_pairs_from_a_catalog_with_both_spellings_offer_one_choice(pair_catalog, tmp_path):
+    import shutil
+
+    catalog = tmp_path / "real"
+    shutil.copytree(pair_catalog, catalog)
+    lines = (catalog / "catalog.jsonl").read_text(encoding="utf-8").splitlines()
+    spelled = [line.replace('"keys"', json.dumps(CAFE_NFD if k % 2 else CAFE_NFC, ensure_ascii=False)) for k, line in enumerate(lines)]
+    (catalog / "catalog.jsonl").write_text("\n".join(spelled) + "\n", encoding="utf-8")
+    result = invoke("pairs", catalog, "--out", tmp_path / "p.jsonl", "--count", "10")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "p.jsonl").read_text(encoding="utf-8")
+    assert CAFE_NFC in text and CAFE_NFD not in text
+    for row in map(json.loads, text.splitlines()):
+        assert len(row["choices"]) == len(set(row["choices"]))
+    built = invoke("release", "build", tmp_path / "p.jsonl", "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0",
+                   "--no-progress")
+    assert built.exit_code == 0, built.output  # the rows' object lists match the catalog as read
