@@ -63,11 +63,17 @@ def make_temp_beside(path: str | os.PathLike) -> tuple[int, str]:
     return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
 
 
-def _naming(exc: OSError, path: Path) -> OSError:
+def _naming(exc: OSError, path: str | os.PathLike) -> OSError:
     if exc.filename:
         return exc
     named = OSError(exc.errno, exc.strerror or str(exc), str(path))
     return named
+
+
+def naming_path(exc: OSError, path: str | os.PathLike) -> OSError:
+    """``exc`` when it names a file, else the same error naming ``path``: a full disk fails a ``write`` or an
+    ``fsync``, whose error names no file (the CLI would say "Cannot write a file")."""
+    return _naming(exc, path)
 
 
 def pid_alive(pid: int) -> bool:

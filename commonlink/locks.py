@@ -67,7 +67,13 @@ def output_lock(target: str | os.PathLike, *, what: str = "commonlink", lock_fil
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{what} (pid {os.getpid()})".encode())
-        yield path
+        try:
+            yield path
+        except OSError as exc:
+            if exc.filename:
+                raise
+            # a write or fsync that failed (a full disk) names no file: name the output being written at least
+            raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from exc
     finally:
         if not keep_file:
             with contextlib.suppress(OSError):

@@ -498,3 +498,155 @@ def test_pairs_from_a_catalog_with_both_spellings_offer_one_choice(pair_catalog,
     built = invoke("release", "build", tmp_path / "p.jsonl", "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0",
                    "--no-progress")
     assert built.exit_code == 0, built.output  # the rows' object lists match the catalog as read
+
+
+# ------------------------------------------------------------------ 10. messages that name the file
+
+ENOSPC_TEXT = "No space left on device"
+
+
+def fill_disk(monkeypatch, root: Path) -> None:
+    """Writes into files under ``root`` fail as on a full disk: ``open`` succeeds, ``write`` raises ENOSPC with
+    no file name (as the kernel's write(2) does). Python file objects and pyarrow's writer both fail this way."""
+    import builtins
+    import errno
+    import io
+
+    real_open = builtins.open
+    root_text = str(root)
+
+    class FullFile:
+        def __init__(self, handle):
+            self._handle = handle
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, ENOSPC_TEXT)
+
+        def __getattr__(self, name):
+            return getattr(self._handle, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._handle.close()
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        if isinstance(mode, str) and any(c in mode for c in "wax+") and isinstance(file, (str, os.PathLike)) \
+                and os.path.abspath(os.fspath(file)).startswith(root_text):
+            return FullFile(handle)
+        return handle
+
+    import pyarrow.parquet as pq
+
+    def full_parquet(self, *args, **kwargs):  # pyarrow's own file writer, as it reports a full disk
+        raise OSError(errno.ENOSPC, f"Error writing bytes to file. Detail: [errno 28] {ENOSPC_TEXT}")
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(io, "open", guarded_open)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_parquet)
+
+
+def test_full_disk_during_release_build_names_the_path(made_pairs, tmp_path, monkeypatch):
+    fill_disk(monkeypatch, tmp_path)
+    result = invoke("release", "build", made_pairs, "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0", "--no-progress")
+    monkeypatch.undo()
+    assert result.exit_code == 1 and "no space left" in result.output, result.output
+    assert "a file" not in result.output and str(tmp_path / "rel") in result.output.replace("\n", ""), result.output
+
+
+def test_full_disk_during_catalog_merge_names_the_path(pair_catalog, tmp_path, monkeypatch):
+    fill_disk(monkeypatch, tmp_path)
+    result = invoke("catalog", "merge", pair_catalog, "--out", tmp_path / "merged")
+    monkeypatch.undo()
+    assert result.exit_code == 1 and "no space left" in result.output, result.output
+    assert "a file" not in result.output and str(tmp_path / "merged") in result.output.replace("\n", ""), result.output
+
+
+@pytest.fixture(scope="module")
+def eval_run(tmp_path_factory) -> Path:
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    root = tmp_path_factory.mktemp("eval-run")
+    data = write_common_o_split(root / "data", common_o_rows(4, seed=1))
+    result = invoke("eval", "commono", "--model", "none", "--data", data, "--out", root / "run", "--bootstrap", "10", "--quiet")
+    assert result.exit_code == 0, result.output
+    return root / "run"
+
+
+def test_full_disk_during_eval_report_names_the_path_and_leaves_no_temp_files(eval_run, tmp_path, monkeypatch):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(eval_run, run, ignore=shutil.ignore_patterns("report*"))
+    page = tmp_path / "page" / "report.html"
+    fill_disk(monkeypatch, tmp_path / "page")
+    result = invoke("eval", "report", run, "--out", page)
+    monkeypatch.undo()
+    assert result.exit_code == 1 and "no space left" in result.output, result.output
+    assert "a file" not in result.output and str(tmp_path / "page") in result.output.replace("\n", ""), result.output
+    assert not [p.name for p in (tmp_path / "page").rglob("*.tmp")]
+    again = invoke("eval", "report", run, "--out", page)
+    assert again.exit_code == 0, again.output
+    assert page.is_file() and not [p.name for p in (tmp_path / "page").rglob("*.tmp")]
+
+
+def test_report_rerun_removes_thumbnail_temp_files_of_killed_runs(eval_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(eval_run, run, ignore=shutil.ignore_patterns("report*"))
+    page = tmp_path / "page" / "report.html"
+    assert invoke("eval", "report", run, "--out", page).exit_code == 0
+    thumbs = next(p for p in page.parent.iterdir() if p.is_dir())
+    a_thumb = next(thumbs.glob("*.jpg")).name
+    dead = 4_000_001
+    leftover = thumbs / f".{a_thumb}.{dead}.tmp"
+    leftover.write_bytes(b"half a thumbnail")
+    assert invoke("eval", "report", run, "--out", page).exit_code == 0
+    assert not leftover.exists()
+
+
+def test_rebuild_over_a_tampered_shard_names_the_file(made_pairs, tmp_path):
+    args = ("release", "build", made_pairs, "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0", "--no-progress")
+    assert invoke(*args).exit_code == 0
+    shard = next((tmp_path / "rel" / "data").glob("*.parquet"))
+    shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
+    result = invoke(*args)
+    assert result.exit_code == 1, result.output
+    assert f"data/{shard.name}" in result.output and "different release" not in result.output, result.output
+    assert "--overwrite" in result.output
+    assert invoke(*args, "--overwrite").exit_code == 0  # rebuilt: the manifest matches again
+    from commonlink.release.staging import verify_release
+
+    assert verify_release(tmp_path / "rel") == []
+
+
+def test_a_non_image_in_an_association_release_is_named_by_its_file(tmp_path):
+    from PIL import Image
+
+    from commonlink.formats.catalog import CatalogRecord, write_catalog
+
+    catalog = tmp_path / "catalog"
+    (catalog / "images").mkdir(parents=True)
+    records = []
+    for i in range(16):
+        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"], ["wooden"]][i % 5]
+        path = catalog / "images" / f"{i}.png"
+        Image.new("RGB", (30 + i, 20), (i * 12, 40, 90)).save(path)
+        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real", scene_id=f"s{i}",
+                                     width=30 + i, height=20, sha256="0" * 64))
+    write_catalog(catalog, records)
+    chains = tmp_path / "chains"
+    built = invoke("chains", catalog, "--out", chains, "--min-pixels", "0", "--concepts", "metal,painted,furry", "--pairs", "metal-painted",
+                   "--tasks", "single_step", "--single-steps", "3", "--seed", "5")
+    assert built.exit_code == 0, built.output
+    used = json.loads((chains / "images.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    victim = catalog / used["origin"]["path"] if "path" in used.get("origin", {}) else None
+    assert victim is not None and victim.is_file(), used
+    victim.write_text("this is not an image")
+    files = sorted(chains.glob("*.jsonl"))
+    result = invoke("release", "build", *files, "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0", "--no-progress")
+    assert result.exit_code == 1, result.output
+    assert "BytesIO" not in result.output and victim.name in result.output and used["id"] in result.output, result.output

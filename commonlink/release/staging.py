@@ -172,11 +172,18 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
             f"--out {out_dir} is a release, but also holds files its manifest does not list: {_listing(foreign)}.",
             "Move those files out of the folder (--overwrite replaces only what commonlink wrote), or pick another --out.",
         )
-    if manifest.get("build_key") == build_key and not verify_release(out_dir):
+    problems = verify_release(out_dir)
+    if manifest.get("build_key") == build_key and not problems:
         return ReleaseResult(
             out_dir=out_dir, kind=manifest.get("kind", "common_o"), splits=manifest.get("splits", {}),
             files=manifest.get("files", {}), figures=manifest.get("figures", {}),
             notes=["The folder already holds this exact release (same inputs and options); kept as is."], reused=True,
+        )
+    if not overwrite and manifest.get("build_key") == build_key:
+        raise InputError(
+            f"--out {out_dir} holds this release (same inputs and options), but its files no longer match its manifest: "
+            f"{_listing(problems)}.",
+            "Pass --overwrite to build it again (replacing the changed files), or restore those files.",
         )
     if not overwrite:
         raise InputError(
