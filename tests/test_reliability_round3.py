@@ -32,7 +32,11 @@ def invoke(*args, env: dict | None = None):
 
 
 def test_lone_surrogate_in_model_output_is_cached_and_answered(tmp_path):
-    from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings
+    from commonlink.eval.backends.base import (
+        BackendInfo,
+        GenerationRequest,
+        GenerationSettings,
+    )
     from commonlink.eval.cache import CachedGenerator, PredictionCache
 
     class Echo:  # a backend whose model answers with a lone surrogate (JSON "\ud800" decodes to one)
@@ -62,9 +66,8 @@ def test_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(tmp_pat
     victim.write_text("precious")
     target = tmp_path / "p.jsonl"
     (tmp_path / ".p.jsonl.lock").symlink_to(victim)
-    with pytest.raises(InputError, match=r"\.p\.jsonl\.lock"):
-        with output_lock(target, what="commonlink pairs"):
-            pass
+    with pytest.raises(InputError, match=r"\.p\.jsonl\.lock"), output_lock(target, what="commonlink pairs"):
+        pass
     assert victim.read_text() == "precious"
 
 
@@ -74,9 +77,8 @@ def test_lock_file_that_is_a_hard_link_is_refused(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     os.link(victim, tmp_path / ".p.jsonl.lock")
-    with pytest.raises(InputError, match="link"):
-        with output_lock(tmp_path / "p.jsonl", what="commonlink pairs"):
-            pass
+    with pytest.raises(InputError, match="link"), output_lock(tmp_path / "p.jsonl", what="commonlink pairs"):
+        pass
     assert victim.read_text() == "precious"
 
 
