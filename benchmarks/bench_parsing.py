@@ -10,8 +10,9 @@ parser now strips reasoning in one left-to-right scan. Measured here, in the sam
 3. long whitespace runs (issue 27: spaces, NBSP and newlines inside an answer, e.g. ``"Answer: A" + 40,000
    spaces + text`` took 11 s and ``"image" + 30,000 spaces`` 8 s through quadratic regex backtracking), in both
    the Common-O and the association parser: growth from 4,000 to 40,000 characters (linear = 10, target <= 12),
-   time at 40,000 characters (target < 50 ms), and the ratio to the floor peer, one plain ``str``-method pass
-   over the same text (``str.split`` + ``str.lower().find``: what any parser must at least pay to read it);
+   time at 40,000 characters (target < 50 ms), and the ratio of the floor peer's time to ours: one plain
+   ``str``-method pass over the same text (``str.split`` + ``str.lower().find``: what any parser must at least
+   pay to read it; the previous regex parser is not the peer);
 4. other long adversarial outputs (closed blocks, lone closing tags, ``#`` lines, long runs of letters and
    spaces or open brackets after ``Answer:``): growth from 1x to 2x the size (linear = 2, target <= 3), and
    time per MB.
@@ -119,8 +120,11 @@ def _whitespace_rows() -> list[dict]:
                          "value": round(growth, 2) if growth else None, "unit": "x", "peer": None, "ratio": None, "target": "<= 12",
                          "met": bool(growth is not None and growth <= 12)})
             rows.append({"benchmark": "bench_parsing", "figure": f"parse time, {len(large):,} chars, {label}", "value": round(ten, 5), "unit": "s",
-                         "peer": "one str.split + str.lower().find pass over the same text (the floor)",
-                         "ratio": round(ten / peer, 1) if peer > 0 else None, "target": "< 0.05 s", "met": bool(ten < 0.05)})
+                         "peer": None, "ratio": None, "target": "< 0.05", "met": bool(ten < 0.05)})
+            # ratio < 1: ours costs 1/ratio times one plain pass over the text (a constant factor at every size)
+            rows.append({"benchmark": "bench_parsing", "figure": f"one plain str pass / ours, {len(large):,} chars, {label}",
+                         "value": round(ten, 5), "unit": "s", "peer": "str.split + str.lower().find over the same text (the floor)",
+                         "ratio": round(peer / ten, 3) if ten > 0 else None, "target": None, "met": None})
     return rows
 
 
@@ -131,8 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = run(args.quick)
     for row in rows:
-        extra = f" (ours / peer {row['ratio']}x)" if row["ratio"] is not None and row["figure"].startswith("parse time,") else \
-            (f" (peer ratio {row['ratio']}x)" if row["ratio"] is not None else "")
+        extra = f" (peer ratio {row['ratio']}x)" if row["ratio"] is not None else ""
         target = f" target {row['target']}: {'met' if row['met'] else 'NOT met'}" if row["target"] else ""
         print(f"{row['figure']}: {row['value']} {row['unit']}{extra}{target}")
     if args.json:
