@@ -263,10 +263,14 @@ def test_association_release_decodes_and_size_checks_every_image(tmp_path):
 def test_a_killed_builds_staging_folders_are_removed_by_the_next_build(release_inputs, tmp_path):
     _, _, pairs = release_inputs
     out = tmp_path / "rel"
-    stale = [tmp_path / ".rel.building-0badf00d", tmp_path / ".rel.old-0badf00d"]
-    for folder in stale:
+    from commonlink.release.staging import STAGING_MARKER
+
+    dead = _dead_pid()
+    stale = [tmp_path / f".rel.building-{dead}-0badf00d", tmp_path / f".rel.old-{dead}-0badf00d"]
+    for folder in stale:  # as a killed build leaves them: marked with its pid and the folder's token (issue 27)
         (folder / "data").mkdir(parents=True)
         (folder / "data" / "main-00000-of-00001.parquet").write_bytes(b"x" * 1000)
+        (folder / STAGING_MARKER).write_text(json.dumps({"pid": dead, "started": "1", "token": "0badf00d"}))
     (tmp_path / ".other.building-12345678").mkdir()  # another output's: not ours to remove
     build_release([pairs], out, progress=False)
     assert not any(folder.exists() for folder in stale)

@@ -92,6 +92,7 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
         header = [h.strip().lower() if h else "" for h in (reader.fieldnames or [])]
         if not header:
             raise SchemaError(f"{path}: the manifest is empty.", "Write a header line `file,objects` and one line per photo.")
+        _refuse_duplicates(path, header, reader.fieldnames or [], lineno=1)
         missing = [c for c in ("file", "objects") if c not in header]
         if missing:
             raise SchemaError(
@@ -118,7 +119,9 @@ def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
     fix = ('Write one JSON object a line (JSON lines, not one JSON array), e.g. '
            '{"file": "a.jpg", "objects": ["apple", "keys"]}.')
     for lineno, row in read_jsonl_numbered(path, fix=fix):
-        row = {str(k).strip().lower(): v for k, v in row.items()}
+        keys = [str(k).strip().lower() for k in row]
+        _refuse_duplicates(path, keys, list(row), lineno=lineno)
+        row = dict(zip(keys, row.values()))
         raw_objects = row.get("objects")
         if raw_objects is None:
             objects: list[str] = []
@@ -133,6 +136,23 @@ def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
             )
         entries.append(_entry_from_mapping(row, path=path, lineno=lineno, objects=objects))
     return entries
+
+
+def _refuse_duplicates(path: Path, names: list[str], written: list, *, lineno: int) -> None:
+    """Two columns (keys) with one name (compared stripped and case-folded) would let one silently replace the
+    other's values: refused, naming the column and where it appears."""
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names):
+        if not name:
+            continue  # unnamed columns (trailing commas) carry nothing
+        if name in seen:
+            first = seen[name]
+            raise SchemaError(
+                f"{path}, line {lineno}: the column {name!r} appears twice ({written[first]!r} at position {first + 1} and "
+                f"{written[position]!r} at position {position + 1}); one would silently replace the other's values.",
+                f"Keep one {name!r} column: merge the two (object names separated by ';') or rename the other.",
+            )
+        seen[name] = position
 
 
 def _entry_from_mapping(row: dict, *, path: Path, lineno: int, objects: list[str]) -> ManifestEntry:

@@ -18,7 +18,6 @@ them again:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from PIL import Image, ImageOps
 
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import read_jsonl, sha256_file
-from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, meta_path
+from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, load_sidecar, meta_path
 from commonlink.images import open_image
 
 TASKS = ("single_step", "deduction", "synchronous", "asynchronous")
@@ -164,10 +163,7 @@ def read_chain_meta(chain_file: str | os.PathLike, *, allow_image_table: bool = 
     mp = meta_path(chain_file)
     if not mp.is_file():
         raise InputError(f"{chain_file} has no meta sidecar ({mp.name}).", "Pass the .jsonl files written by `commonlink chains`.")
-    try:
-        meta = json.loads(mp.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{mp}: not valid JSON ({exc.msg}).", "Rebuild the chain files with `commonlink chains`.") from exc
+    meta = load_sidecar(mp, fix="Rebuild the chain files with `commonlink chains`.")
     if allow_image_table and meta.get("kind") == ASSOCIATION_CHAINS_KIND and meta.get("task") == IMAGE_TABLE_TASK:
         return meta
     if meta.get("kind") != ASSOCIATION_CHAINS_KIND or meta.get("task") not in TASKS:

@@ -184,8 +184,10 @@ def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
         with Image.open(io.BytesIO(data)) as probe:
             # PNG text chunks (tEXt/zTXt/iTXt) can hold anything: captions, places, names
             dirty = bool(probe.getexif()) or any(key in probe.info for key in _METADATA_KEYS) or bool(getattr(probe, "text", None))
-    except Exception as exc:
-        raise InputError(f"Image {img.id}: not a readable image ({exc}).", "Fix or remove it from the source.") from exc
+    except Exception as exc:  # Pillow names a BytesIO object, not the file: name the image and its file
+        where = f"Image {img.id} ({path})" if path else f"Image {img.id} ({json.dumps(img.origin, sort_keys=True)})"
+        raise InputError(f"{where}: not a readable image (corrupt or unknown format: {type(exc).__name__}).",
+                         "Fix or remove it from the source, then build the chain files again.") from exc
     if not dirty:
         # decoded, so a truncated, oversized or replaced file is refused rather than published
         check_image(data, what=f"Image {img.id}" + (f" ({path})" if path else ""), size=(img.width, img.height))

@@ -733,7 +733,9 @@ def _already_built(path: Path, meta: dict) -> bool:
         return False
     try:
         old = json.loads(mp.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: rebuilt
+        return False
+    if not isinstance(old, dict):
         return False
     if {k: v for k, v in old.items() if k not in _VOLATILE} != {k: v for k, v in meta.items() if k not in _VOLATILE}:
         return False

@@ -46,6 +46,7 @@ from commonlink.formats.catalog import (
     catalog_file,
     image_path,
     iter_catalog_rows,
+    nfc_labels,
 )
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.formats.meta import (
@@ -565,7 +566,7 @@ def _fill_images(index: _Index, rows: list[dict], slots: np.ndarray, check_files
                 break
             if row != slot_row.item(pos):
                 continue
-            data = parse_jsonl_line(path, lineno, line)
+            data = nfc_labels(parse_jsonl_line(path, lineno, line))  # as pass 1 read it (iter_catalog_rows)
             g = slots.item(pos, 0)
             if data.get("id") != index.image_ids[g]:
                 raise InputError(
