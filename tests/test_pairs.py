@@ -140,7 +140,10 @@ def test_impossible_counts_are_redistributed_and_reported(tmp_path):
     assert all(stats["common_objects"][str(k)] == 0 for k in range(3, 8))
     short = stats["by_source"]["synthetic"]["common_objects_short"]
     assert set(short) == {"3", "4", "5", "6", "7"}
-    assert any("3 common object(s): 0 of" in note for note in stats["notes"])
+    assert stats["common_objects_missing"] == [3, 4, 5, 6, 7]
+    assert any("3 common object(s) could not be filled: 0 of" in note and "share exactly" in note for note in stats["notes"])
+    assert any("went to the counts that could take them" in note for note in stats["notes"])
+    assert stats["baselines"]["none"] == round(15 / 45, 4)
 
 
 def test_build_choices_rules():
@@ -174,8 +177,8 @@ def test_build_choices_rules():
 
 
 def test_common_distribution_default_and_options(catalogs):
-    # default none=0.1: exactly 10% with nothing in common, the rest even over 1..K (K = 3 here)
-    rows, stats = sample_pairs(list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4))
+    # the default is the paper's shares; none=0.1: exactly 10% with nothing in common, the rest even over 1..K (K = 3 here)
+    rows, stats = sample_pairs(list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4, common_distribution="none=0.1"))
     ks = Counter(0 if r["ground_truth"] == [NO_COMMON_OBJECTS] else len(r["ground_truth"]) for r in rows)
     assert ks[0] == 6 and ks[1] + ks[2] + ks[3] == 54 and max(ks[1], ks[2], ks[3]) - min(ks[1], ks[2], ks[3]) <= 2
     assert stats["common_objects"] == stats["common_objects_requested"]
@@ -183,7 +186,7 @@ def test_common_distribution_default_and_options(catalogs):
     rows, _ = sample_pairs(list(catalogs), PairsConfig(count=40, max_common=3, max_uses=6, seed=4, common_distribution="0,1,1,0"))
     assert {len(r["ground_truth"]) for r in rows} == {1, 2} and NO_COMMON_OBJECTS not in {t for r in rows for t in r["ground_truth"]}
     meta = pairs_meta(PairsConfig(count=40, max_common=3), list(catalogs), _)
-    assert meta["config"]["common_distribution"] == "none=0.1"
+    assert meta["config"]["common_distribution"] == "paper"
     for bad in ("none=2", "1,2", "sometimes", "none=x"):
         with pytest.raises(InputError, match="--common-distribution"):
             PairsConfig(count=5, max_common=3, common_distribution=bad).validate()
@@ -305,8 +308,8 @@ def test_running_out_while_sampling_names_the_reasons(tmp_path):
         sample_pairs([folder], PairsConfig(count=5, choices=3, seed=0))
     text = str(info.value)
     assert "Found only 0 of 5 synthetic examples from 8 eligible synthetic images" in text
-    assert "3: only 3 synthetic object names: no room for a distractor" in text
-    assert "0: no pair of synthetic images" in text and "--choices" in text
+    assert "candidate pairs per k from 0: [0, 0, 0, 24, 0, 0, 0, 0]" in text
+    assert "leave room for a distractor up to k = 1" in text and "--choices" in text
 
 
 def test_a_catalog_path_leaving_the_catalog_is_refused_naming_its_line(tmp_path):
