@@ -113,21 +113,19 @@ def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np
     for blocks in orders:
         for block in blocks:
             b = len(block)
-            counts = _block_counts(images, block)
+            # common objects per pair; 255 marks a pair that is no candidate (lower half, same scene)
+            counts = _block_counts(images, block).astype(np.uint8)
             scene = images.scene[block]
-            valid = np.triu(np.ones((b, b), dtype=bool), 1) & (scene[:, None] != scene[None, :])
-            position = np.flatnonzero(valid)
-            k_of = counts.ravel()[position]
-            by_k = np.argsort(k_of, kind="stable")
-            bounds = np.searchsorted(k_of[by_k], np.arange(k_max + 2))
+            counts[~np.triu(scene[:, None] != scene[None, :], 1)] = 255
+            flat = counts.ravel()
+            histogram = np.bincount(flat, minlength=256)
             for k in range(k_max + 1):
-                lo, hi = bounds[k], bounds[k + 1]
-                if lo == hi:
+                if not histogram[k]:
                     continue
-                seen[k] += int(hi - lo)
+                seen[k] += int(histogram[k])
                 limit = CANDIDATE_MIN + CANDIDATE_SPARE * -(-wanted[k] * b // m)
-                pick = by_k[lo:hi] if hi - lo <= limit else by_k[lo + rng.choice(hi - lo, size=limit, replace=False)]
-                i, j = np.divmod(position[pick], b)
+                position = _positions(flat, k, int(histogram[k]), limit, rng)
+                i, j = np.divmod(position, b)
                 a, c = block[i], block[j]
                 found[k].append(np.minimum(a, c).astype(np.int64) * m + np.maximum(a, c))
     candidates = []
@@ -135,6 +133,16 @@ def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np
         codes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
         candidates.append(codes[rng.permutation(len(codes))])
     return candidates, seen, len(orders) == 1
+
+
+def _positions(flat: np.ndarray, k: int, total: int, limit: int, rng: np.random.Generator) -> np.ndarray:
+    """At most ``limit`` positions of ``flat`` holding ``k`` (of ``total``), at random: a common k by drawing
+    positions (no full scan), a rarer one by scanning and sub-sampling."""
+    if total > limit and total * 20 > len(flat):  # dense: ~1.5 * limit / density draws find ~limit hits
+        drawn = rng.integers(len(flat), size=int(1.5 * limit * len(flat) / total) + 16)
+        return np.unique(drawn[flat[drawn] == k])[:limit]
+    position = np.flatnonzero(flat == k)
+    return position if len(position) <= limit else position[rng.choice(len(position), size=limit, replace=False)]
 
 
 def _fill(k: int, want: int, codes: np.ndarray, start: int, m: int, uses: np.ndarray, cap: int,
