@@ -282,7 +282,9 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
     for config in ("single_step", "synchronous"):
         evaluate_association(out, config, ["random"], out_dir=tmp_path / f"eval-{config}", show_progress=False, report=False, n_boot=10)
         logged = "".join(p.read_text() for p in (tmp_path / f"eval-{config}").rglob("*.jsonl"))
-        assert "the image with a" in logged and "unnamed image" not in logged
+        assert logged and "unnamed image" not in logged
+        if config == "synchronous":  # steps.jsonl holds the memory after every step
+            assert "the image with a" in logged
     chain = next(load_association(out, "synchronous"))
     for step in chain.steps:  # invariants on every step: positive shares the concept, negative shares no label
         assert step.concept in step.positive.labels and not set(step.query.labels) & set(step.negative.labels)

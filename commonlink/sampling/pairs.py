@@ -39,7 +39,7 @@ from commonlink.formats.meta import (
 from commonlink.locks import output_lock
 from commonlink.progress import make_progress
 from commonlink.sampling.pair_index import CatalogIndex, build_index, fill_images, resolve_catalogs
-from commonlink.sampling.pair_search import SearchResult, SourceImages, sample_source
+from commonlink.sampling.pair_search import BLOCK, SearchResult, SourceImages, sample_source
 from commonlink.seeding import rng_for
 
 SPLITS = ("main", "challenge")
@@ -344,9 +344,11 @@ def _source_notes(name: str, r: SearchResult) -> list[str]:
     for k, (want, got) in enumerate(zip(r.requested, r.achieved)):
         if got >= want:
             continue
-        why = ("no two images from different scenes share exactly that many objects" if r.exact and not r.candidates[k]
-               else f"{r.candidates[k]:,} candidate pair(s) found" + ("" if r.exact else " among the pairs examined")
-               + ", too few under the use cap")
+        if not r.candidates[k]:
+            why = "no two images from different scenes share exactly that many objects" + (
+                "" if r.exact else f" among the pairs examined (blocks of {BLOCK:,} images)")
+        else:
+            why = f"{r.candidates[k]:,} candidate pair(s) found, too few under the use cap --max-uses"
         notes.append(f"{name}: {k} common object(s) could not be filled: {got} of {want} requested ({why}).")
     if r.moved_to:
         moved = ", ".join(f"k={k}: +{n}" for k, n in sorted(r.moved_to.items()))
