@@ -472,3 +472,19 @@ def _cameras(config: PlanConfig, objects: list[ObjectPlacement], rng: np.random.
             azimuth=round(azimuth, 3), elevation=round(elevation, 3), distance=round(distance, 3),
         ))
     return cameras
+
+
+def common_object_histogram(config: PlanConfig, n_assets: int, seed: int, scenes: int, chunk: int = 1024) -> list[int]:
+    """Pairs of scenes (of ``scenes`` planned ones) by the number of objects they share, 0..max_objects: what a
+    split can reach before rendering (an image shows its scene's objects, less any hidden from its camera).
+    Counted in row chunks, so memory stays ``chunk x scenes``."""
+    members = np.zeros((scenes, n_assets), dtype=np.float32)
+    for index in range(scenes):
+        members[index, scene_asset_indices(config, n_assets, seed, index)] = 1.0
+    histogram = np.zeros(config.max_objects + 1, dtype=np.int64)
+    for start in range(0, scenes, chunk):
+        shared = (members[start : start + chunk] @ members.T).astype(np.int64)
+        rows = np.arange(start, min(start + chunk, scenes))[:, None]
+        later = np.arange(scenes)[None, :] > rows  # each unordered pair once
+        histogram += np.bincount(shared[later], minlength=config.max_objects + 1)[: config.max_objects + 1]
+    return histogram.tolist()
