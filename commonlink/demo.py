@@ -58,7 +58,7 @@ def k_spread_lines(split: str, stats: dict) -> list[str]:
              f"common-object counts ({spread}); baselines `none` {floors['none']:.1%}, `random` {floors['random']:.1%}"]
     if stats["common_objects_missing"]:
         lines.append(f"      {split}: NOT REACHED: k = {', '.join(map(str, stats['common_objects_missing']))} "
-                     "(the catalog has no such pairs to spare; see the notes)")
+                     "(no such pair in the catalog, or none left under the use cap: see the notes)")
     lines += [f"      note: {note}" for note in stats["notes"]]
     return lines
 

@@ -144,6 +144,15 @@ def test_impossible_counts_are_redistributed_and_reported(tmp_path):
     assert any("3 common object(s) could not be filled: 0 of" in note and "share exactly" in note for note in stats["notes"])
     assert any("went to the counts that could take them" in note for note in stats["notes"])
     assert stats["baselines"]["none"] == round(15 / 45, 4)
+    # the card of a release built from it says which counts were not reached, with the floors
+    from commonlink.release.build import build_release
+
+    pairs_file = tmp_path / "pairs.jsonl"
+    write_pairs(pairs_file, rows, pairs_meta(config, [folder], stats))
+    build_release([pairs_file], tmp_path / "release", name="triples", overwrite=True, progress=False)
+    card = " ".join((tmp_path / "release" / "README.md").read_text().split())
+    assert "**Not reached in main:** no example has 3, 4, 5, 6, 7 object(s) in common (the split allows 0–7)" in card
+    assert "main: `none` 33.3%" in card
 
 
 def test_build_choices_rules():
@@ -199,6 +208,7 @@ def test_cli_writes_pairs_and_meta_keeps_and_refuses(catalogs, tmp_path):
     assert result.exit_code == 0, result.output
     assert "Common objects per example" in result.output and "Sources" in result.output
     assert "Choices per example" in result.output and "image reuse max" in result.output
+    assert "Baselines (the floor a model must beat): `none`" in result.output
     rows = list(read_jsonl(out))
     meta = json.loads(meta_path(out).read_text())
     assert len(rows) == 30 == meta["count"]

@@ -99,5 +99,12 @@ def print_stats(stats: dict) -> None:
     )
     per_choice = ", ".join(f"{n:,} with {c}" for c, n in stats["choices_per_example"].items())
     console.print(f"Choices per example: {per_choice}; image reuse max {stats['image_uses_max']}.", highlight=False)
+    floors = stats["baselines"]
+    console.print(f"Baselines (the floor a model must beat): `none` {floors['none']:.1%}, `random` {floors['random']:.1%} "
+                  "expected accuracy.", highlight=False, markup=False)
+    if stats["common_objects_missing"]:
+        console.print(f"[bold red]NOT REACHED:[/] no example has {', '.join(map(str, stats['common_objects_missing']))} "
+                      f"object(s) in common (allowed 0-{stats['max_common']}); their share went to the other counts (notes below).",
+                      highlight=False, soft_wrap=True)
     for note in stats["notes"]:
         console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)
