@@ -65,23 +65,47 @@ def weighted_quota(n: int, weights: list[float], rng: np.random.Generator) -> li
     return [int(q) for q in quota]
 
 
-def _block_counts(images: SourceImages, block: np.ndarray) -> np.ndarray:
-    """Common objects of every pair of ``block`` (an index array), as a ``b x b`` int array (upper part used)."""
+def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of ``block`` (an index array) that share at least one object: sorted local codes ``i * b + j``
+    (i < j) and how many objects each shares. Built object by object (every pair of the block's images showing
+    it), so the work and memory are the sum over objects of their images squared, never ``b x b``."""
     b = len(block)
     starts, ends = images.obj_ptr[block], images.obj_ptr[block + 1]
     lengths = ends - starts
-    local = np.repeat(np.arange(b, dtype=np.int64), lengths)
+    local = np.repeat(np.arange(b, dtype=np.int32), lengths)  # int32 throughout: b * b < 2**31 (b <= 2 * BLOCK)
     flat = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
     objects = images.obj_ids[flat]
     order = np.lexsort((local, objects))  # by object, then image: each object's images form one sorted run
     local, objects = local[order], objects[order]
-    run_end = np.searchsorted(objects, objects, side="right")
+    entries = np.arange(len(objects), dtype=np.int32)
     # every entry pairs with the later entries of its run (same object, larger image index)
-    later = run_end - np.arange(len(objects)) - 1
+    later = np.searchsorted(objects, objects, side="right").astype(np.int32) - entries - 1
     first = np.repeat(local, later)
-    offsets = np.arange(int(later.sum())) - np.repeat(np.cumsum(later) - later, later)
-    second = local[np.repeat(np.arange(len(objects)) + 1, later) + offsets]
-    return np.bincount(first * b + second, minlength=b * b).reshape(b, b)
+    offsets = np.arange(len(first), dtype=np.int32) - np.repeat(np.cumsum(later, dtype=np.int32) - later, later)
+    second = local[np.repeat(entries + 1, later) + offsets]
+    del offsets
+    return np.unique(first * np.int32(b) + second, return_counts=True)
+
+
+def _subsample(values: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
+    return values if len(values) <= limit else values[rng.choice(len(values), size=limit, replace=False)]
+
+
+def _disjoint_pairs(scene: np.ndarray, shared_codes: np.ndarray, total: int, limit: int, rng: np.random.Generator) -> np.ndarray:
+    """At most ``limit`` local codes of pairs (different scenes) that share no object, of ``total`` such pairs:
+    drawn at random and checked when they are common (no ``b x b`` work), else enumerated."""
+    b = len(scene)
+    if total * 10 >= b * b:  # at least a fifth of all pairs: ~2 * limit hits from the draws below
+        draws = int(2 * limit * b * b / 2 / total) + 16
+        i, j = rng.integers(b, size=draws), rng.integers(b, size=draws)
+        low, high = np.minimum(i, j), np.maximum(i, j)
+        codes = low * b + high
+        at = np.minimum(np.searchsorted(shared_codes, codes), max(len(shared_codes) - 1, 0))
+        known = shared_codes[at] == codes if len(shared_codes) else np.zeros(len(codes), dtype=bool)
+        return _subsample(np.unique(codes[(low != high) & (scene[low] != scene[high]) & ~known]), limit, rng)
+    mask = np.triu(scene[:, None] != scene[None, :], 1).ravel()
+    mask[shared_codes] = False
+    return _subsample(np.flatnonzero(mask), limit, rng)
 
 
 def _minhash_order(images: SourceImages, rng: np.random.Generator) -> np.ndarray:
@@ -92,6 +116,25 @@ def _minhash_order(images: SourceImages, rng: np.random.Generator) -> np.ndarray
         rank = rng.permutation(n_objects)[images.obj_ids]
         keys.append(np.minimum.reduceat(rank, images.obj_ptr[:-1]) if len(rank) else np.zeros(images.m, np.int64))
     return np.lexsort(keys)  # last key first: hash 2, then hash 1, then random
+
+
+def _block_candidates(images: SourceImages, block: np.ndarray, k_max: int, wanted: list[int], seen: list[int],
+                      rng: np.random.Generator) -> list[np.ndarray]:
+    """Per k, local codes of candidate pairs of one block (different scenes); adds the block's pairs to ``seen``."""
+    b, scene = len(block), images.scene[block]
+    codes, shared = _shared_pairs(images, block)
+    different = scene[codes // b] != scene[codes % b]
+    codes, shared = codes[different], shared[different]
+    per_scene = np.bincount(np.unique(scene, return_inverse=True)[1])
+    disjoint = b * (b - 1) // 2 - int((per_scene * (per_scene - 1) // 2).sum()) - len(codes)
+    seen[0] += disjoint
+    by_k = [_disjoint_pairs(scene, codes, disjoint, _limit(wanted[0], b, images.m), rng) if disjoint else codes[:0]]
+    order = np.argsort(shared.astype(np.uint8), kind="stable")  # 8-bit keys: a radix sort
+    bounds = np.searchsorted(shared[order], np.arange(k_max + 2))
+    for k in range(1, k_max + 1):
+        seen[k] += int(bounds[k + 1] - bounds[k])
+        by_k.append(_subsample(codes[order[bounds[k] : bounds[k + 1]]], _limit(wanted[k], b, images.m), rng))
+    return by_k
 
 
 def _blocks(images: SourceImages, rng: np.random.Generator) -> list[list[np.ndarray]]:
@@ -112,22 +155,10 @@ def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np
     seen = [0] * (k_max + 1)
     for blocks in orders:
         for block in blocks:
-            b = len(block)
-            # common objects per pair; 255 marks a pair that is no candidate (lower half, same scene)
-            counts = _block_counts(images, block).astype(np.uint8)
-            scene = images.scene[block]
-            counts[~np.triu(scene[:, None] != scene[None, :], 1)] = 255
-            flat = counts.ravel()
-            histogram = np.bincount(flat, minlength=256)
-            for k in range(k_max + 1):
-                if not histogram[k]:
-                    continue
-                seen[k] += int(histogram[k])
-                limit = CANDIDATE_MIN + CANDIDATE_SPARE * -(-wanted[k] * b // m)
-                position = _positions(flat, k, int(histogram[k]), limit, rng)
-                i, j = np.divmod(position, b)
-                a, c = block[i], block[j]
-                found[k].append(np.minimum(a, c).astype(np.int64) * m + np.maximum(a, c))
+            for k, local in enumerate(_block_candidates(images, block, k_max, wanted, seen, rng)):
+                if len(local):
+                    a, c = block[local // len(block)], block[local % len(block)]
+                    found[k].append(np.minimum(a, c).astype(np.int64) * m + np.maximum(a, c))
     candidates = []
     for parts in found:
         codes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
@@ -135,14 +166,9 @@ def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np
     return candidates, seen, len(orders) == 1
 
 
-def _positions(flat: np.ndarray, k: int, total: int, limit: int, rng: np.random.Generator) -> np.ndarray:
-    """At most ``limit`` positions of ``flat`` holding ``k`` (of ``total``), at random: a common k by drawing
-    positions (no full scan), a rarer one by scanning and sub-sampling."""
-    if total > limit and total * 20 > len(flat):  # dense: ~1.5 * limit / density draws find ~limit hits
-        drawn = rng.integers(len(flat), size=int(1.5 * limit * len(flat) / total) + 16)
-        return np.unique(drawn[flat[drawn] == k])[:limit]
-    position = np.flatnonzero(flat == k)
-    return position if len(position) <= limit else position[rng.choice(len(position), size=limit, replace=False)]
+def _limit(wanted: int, b: int, m: int) -> int:
+    """Candidates kept from one block of ``b`` of ``m`` images for a k that needs ``wanted`` pairs."""
+    return CANDIDATE_MIN + CANDIDATE_SPARE * -(-wanted * b // m)
 
 
 def _fill(k: int, want: int, codes: np.ndarray, start: int, m: int, uses: np.ndarray, cap: int,
