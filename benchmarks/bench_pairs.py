@@ -200,6 +200,24 @@ def peak_memory(folder: Path, config: PairsConfig) -> int:
     return peak
 
 
+def memory_by_catalog_size(small: Path, big: Path, args) -> list[dict]:
+    """Peak memory of the same request and of a small one on the small and the big catalog."""
+    rows = []
+    for label, count in (("same request", args.count), ("small request (index cost)", 500)):
+        cfg = PairsConfig(split="main", count=count, seed=0)
+        small_peak = peak_memory(small, cfg)
+        big_peak = peak_memory(big, cfg)
+        print(
+            f"peak memory, {label} ({count} examples): {args.small_images} images {small_peak / 2**20:.1f} MiB, "
+            f"{args.images} images {big_peak / 2**20:.1f} MiB, ratio {big_peak / small_peak:.2f}x"
+            + (" (target <= 1.3x)" if count == args.count else "")
+        )
+        if count == args.count:
+            rows.append(result_row(BENCH, f"pairs peak traced memory, {args.images:,} vs {args.small_images:,} catalog images",
+                                   big_peak / small_peak, "x", target="<= 1.3"))
+    return rows
+
+
 def scaling(sizes: list[int], count: int, repeats: int) -> list[dict]:
     """CPU time (best of ``repeats``) and peak traced memory of the same request on catalogs of ``sizes`` images."""
     import math
@@ -303,18 +321,7 @@ def main() -> None:
             print(f"  (the peer found only {peer_found} of {args.count}: its per-image cap ran out before its random order did)")
 
         print()
-        for label, count in (("same request", args.count), ("small request (index cost)", 500)):
-            cfg = PairsConfig(split="main", count=count, seed=0)
-            small_peak = peak_memory(small, cfg)
-            big_peak = peak_memory(big, cfg)
-            print(
-                f"peak memory, {label} ({count} examples): {args.small_images} images {small_peak / 2**20:.1f} MiB, "
-                f"{args.images} images {big_peak / 2**20:.1f} MiB, ratio {big_peak / small_peak:.2f}x"
-                + (" (target <= 1.3x)" if count == args.count else "")
-            )
-            if count == args.count:
-                result_rows.append(result_row(BENCH, f"pairs peak traced memory, {args.images:,} vs {args.small_images:,} catalog images",
-                                              big_peak / small_peak, "x", target="<= 1.3"))
+        result_rows += memory_by_catalog_size(small, big, args)
     if args.scaling != "off":
         print()
         result_rows += scaling([int(v) for v in args.scaling.split(",")], args.count, repeats=2)
