@@ -318,7 +318,7 @@ def test_running_out_while_sampling_names_the_reasons(tmp_path):
         sample_pairs([folder], PairsConfig(count=5, choices=3, seed=0))
     text = str(info.value)
     assert "Found only 0 of 5 synthetic examples from 8 eligible synthetic images" in text
-    assert "candidate pairs per k from 0: [0, 0, 0, 24, 0, 0, 0, 0]" in text
+    assert "candidate pairs kept per k from 0: [0, 0, 0, 20, 0, 0, 0, 0]" in text  # only k = 3 exists
     assert "leave room for a distractor up to k = 1" in text and "--choices" in text
 
 

@@ -46,7 +46,7 @@ class SearchResult:
     pairs: list[tuple[int, int, int]]  #: (image a, image b, k), indices into the source's images
     requested: list[int]  #: the quota per k from the distribution
     achieved: list[int]
-    candidates: list[int]  #: pairs with each k seen (a pair seen in both block orders counts twice)
+    candidates: list[int]  #: distinct candidate pairs kept per k (all that were found, for a k rarer than its limit)
     exact: bool  #: every pair of the source was examined (one block): a k with no candidate is impossible
     moved_to: dict[int, int] = field(default_factory=dict)  #: k -> examples it received from short k
 
@@ -118,21 +118,19 @@ def _minhash_order(images: SourceImages, rng: np.random.Generator) -> np.ndarray
     return np.lexsort(keys)  # last key first: hash 2, then hash 1, then random
 
 
-def _block_candidates(images: SourceImages, block: np.ndarray, k_max: int, wanted: list[int], seen: list[int],
+def _block_candidates(images: SourceImages, block: np.ndarray, k_max: int, wanted: list[int],
                       rng: np.random.Generator) -> list[np.ndarray]:
-    """Per k, local codes of candidate pairs of one block (different scenes); adds the block's pairs to ``seen``."""
+    """Per k, local codes of candidate pairs of one block (different scenes)."""
     b, scene = len(block), images.scene[block]
     codes, shared = _shared_pairs(images, block)
     different = scene[codes // b] != scene[codes % b]
     codes, shared = codes[different], shared[different]
     per_scene = np.bincount(np.unique(scene, return_inverse=True)[1])
     disjoint = b * (b - 1) // 2 - int((per_scene * (per_scene - 1) // 2).sum()) - len(codes)
-    seen[0] += disjoint
     by_k = [_disjoint_pairs(scene, codes, disjoint, _limit(wanted[0], b, images.m), rng) if disjoint else codes[:0]]
     order = np.argsort(shared.astype(np.uint8), kind="stable")  # 8-bit keys: a radix sort
     bounds = np.searchsorted(shared[order], np.arange(k_max + 2))
     for k in range(1, k_max + 1):
-        seen[k] += int(bounds[k + 1] - bounds[k])
         by_k.append(_subsample(codes[order[bounds[k] : bounds[k + 1]]], _limit(wanted[k], b, images.m), rng))
     return by_k
 
@@ -146,16 +144,15 @@ def _blocks(images: SourceImages, rng: np.random.Generator) -> list[list[np.ndar
 
 
 def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np.random.Generator
-                    ) -> tuple[list[np.ndarray], list[int], bool]:
+                    ) -> tuple[list[np.ndarray], bool]:
     """Candidate pairs per k (codes ``a * m + b``, a < b, distinct, in a seeded random order; at most a few times
-    what the k needs), the pairs with that k seen in all, and whether every pair of the source was examined."""
+    what the k needs), and whether every pair of the source was examined."""
     m = images.m
     orders = _blocks(images, rng)
     found: list[list[np.ndarray]] = [[] for _ in range(k_max + 1)]
-    seen = [0] * (k_max + 1)
     for blocks in orders:
         for block in blocks:
-            for k, local in enumerate(_block_candidates(images, block, k_max, wanted, seen, rng)):
+            for k, local in enumerate(_block_candidates(images, block, k_max, wanted, rng)):
                 if len(local):
                     a, c = block[local // len(block)], block[local % len(block)]
                     found[k].append(np.minimum(a, c).astype(np.int64) * m + np.maximum(a, c))
@@ -163,7 +160,7 @@ def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np
     for parts in found:
         codes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
         candidates.append(codes[rng.permutation(len(codes))])
-    return candidates, seen, len(orders) == 1
+    return candidates, len(orders) == 1
 
 
 def _limit(wanted: int, b: int, m: int) -> int:
@@ -192,8 +189,8 @@ def sample_source(images: SourceImages, n: int, weights: list[float], cap: int, 
     no pair with more than ``k_limit`` common objects (e.g. no room left for a distractor)."""
     k_max = len(weights) - 1
     quota = weighted_quota(n, weights, rng)
-    candidates, seen, exact = find_candidates(images, k_max, quota, rng)
-    result = SearchResult([], list(quota), [0] * (k_max + 1), seen, exact)
+    candidates, exact = find_candidates(images, k_max, quota, rng)
+    result = SearchResult([], list(quota), [0] * (k_max + 1), [len(c) for c in candidates], exact)
     if k_limit is not None:
         candidates = [c if k <= k_limit else c[:0] for k, c in enumerate(candidates)]
     uses = np.zeros(images.m, dtype=np.int64)

@@ -214,7 +214,7 @@ def _sample_source(config: PairsConfig, index: CatalogIndex, s: int, n: int) -> 
         raise NotEnoughDataError(
             f"Found only {len(result.pairs):,} of {n:,} {name} examples from {images.m:,} eligible {name} images "
             f"({lo}-{hi} objects, {index.images_read:,} images read, --max-uses {cap}): every number of common "
-            f"objects ran out (candidate pairs per k from 0: {result.candidates}; {len(index.source_vocab[name])} "
+            f"objects ran out (candidate pairs kept per k from 0: {result.candidates}; {len(index.source_vocab[name])} "
             f"{name} object names leave room for a distractor up to k = {len(index.source_vocab[name]) - 2}).",
             "Add images (more catalogs), raise --max-uses, widen --objects, lower --count or --choices, "
             "or change --real-fraction.",
@@ -348,7 +348,7 @@ def _source_notes(name: str, r: SearchResult) -> list[str]:
             why = "no two images from different scenes share exactly that many objects" + (
                 "" if r.exact else f" among the pairs examined (blocks of {BLOCK:,} images)")
         else:
-            why = f"{r.candidates[k]:,} candidate pair(s) found, too few under the use cap --max-uses"
+            why = f"{r.candidates[k]:,} distinct pair(s) found, too few under the use cap --max-uses"
         notes.append(f"{name}: {k} common object(s) could not be filled: {got} of {want} requested ({why}).")
     if r.moved_to:
         moved = ", ".join(f"k={k}: +{n}" for k, n in sorted(r.moved_to.items()))
