@@ -1,8 +1,9 @@
 """Finding Common-O pairs with exactly ``k`` common objects (docs/sampling.md, "How pairs are found").
 
-The eligible images of one source are cut into blocks of at most ``BLOCK`` images; within a block the number of
-common objects of *every* pair is counted at once (for each object, all pairs of the block's images showing it,
-one ``bincount``), and each pair from different scenes becomes a candidate for its ``k``. Two block orders are
+The eligible images of one source are cut into blocks of at most ``BLOCK`` images; within a block the pairs that
+share objects are listed object by object (every pair of the block's images showing it; one ``unique`` gives
+each pair's count), the pairs that share none are drawn at random and checked, and each pair from different
+scenes becomes a candidate for its ``k`` (a few times what the ``k`` needs are kept). Two block orders are
 used: a seeded random one (a fair sample of all pairs: most common counts) and one that sorts images by a seeded
 min-hash of their object sets, so images that share many objects (the views and sets of one photo shoot or
 scene set) land in one block (the rare high counts). Work and memory are a constant per image (a block's pairs),
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: Images a block (pairs counted per block: ~BLOCK^2 / 2 candidates, a few MB).
+#: Images a block: the work per image is proportional to it (the pairs of its block), and so are the chances of
+#: finding the rarest counts; 1,024 keeps a block's arrays at a few MB.
 BLOCK = 1024
 #: Candidates kept per block and k: this many times the block's fair share of the k's quota (plus a few), so
 #: that pairs lost to the cap and moved quotas still find candidates.
@@ -128,7 +130,7 @@ def _block_candidates(images: SourceImages, block: np.ndarray, k_max: int, wante
     per_scene = np.bincount(np.unique(scene, return_inverse=True)[1])
     disjoint = b * (b - 1) // 2 - int((per_scene * (per_scene - 1) // 2).sum()) - len(codes)
     by_k = [_disjoint_pairs(scene, codes, disjoint, _limit(wanted[0], b, images.m), rng) if disjoint else codes[:0]]
-    order = np.argsort(shared.astype(np.uint8), kind="stable")  # 8-bit keys: a radix sort
+    order = np.argsort(shared.astype(np.uint16), kind="stable")  # 16-bit keys: a radix sort
     bounds = np.searchsorted(shared[order], np.arange(k_max + 2))
     for k in range(1, k_max + 1):
         by_k.append(_subsample(codes[order[bounds[k] : bounds[k + 1]]], _limit(wanted[k], b, images.m), rng))
