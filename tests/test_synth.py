@@ -297,6 +297,15 @@ def test_scenes_of_a_set_share_its_pool_and_are_independent_units(catalog):
     assert scene_asset_indices(config, n, 3, 17) == scenes[17]
     assert plan_scene(config, catalog, 3, 17).extra["set"] == 4
     assert sorted(o.asset for o in plan_scene(config, catalog, 3, 17).objects) == sorted(catalog.assets[i].name for i in scenes[17])
+    # set_share: that share of sets are planned as sets; set_share 0 is the same as set_size 1
+    half = [scene_asset_indices(PlanConfig(set_share=0.5), n, 3, i) for i in range(400)]
+    pooled = sum(len(set().union(*map(set, half[s : s + 4]))) <= 14 and len({len(x) for x in half[s : s + 4]}) == 1
+                 for s in range(0, 400, 4))
+    assert 35 <= pooled <= 75  # ~50 sets of 100 pooled (an independent set passes by chance rarely)
+    assert [scene_asset_indices(PlanConfig(set_share=0.0), n, 3, i) for i in range(8)] == \
+        [scene_asset_indices(PlanConfig(set_size=1), n, 3, i) for i in range(8)]
+    with pytest.raises(InputError, match="--set-share 2"):
+        PlanConfig(set_share=2).check(catalog)
     # set_size 1: scenes draw on their own, as before sets
     alone = [scene_asset_indices(PlanConfig(set_size=1), n, 3, i) for i in range(40)]
     assert len(set().union(*map(set, alone[:4]))) > 14 or len({len(s) for s in alone[:4]}) > 1

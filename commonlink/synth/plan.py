@@ -123,6 +123,9 @@ class PlanConfig:
     set_size: int = DEFAULT_SET_SIZE  #: scenes a set (1: every scene draws its objects on its own)
     #: objects in a set's pool; None: twice ``max_objects`` (room for a scene to share none of the first scene's)
     set_pool: int | None = None
+    #: share of sets planned as sets (the others' scenes draw on their own): scales the share of scene pairs
+    #: that come from one set, and so how many pairs share many objects
+    set_share: float = 1.0
 
     def pool_size(self, n_assets: int) -> int:
         """Objects a set draws its scenes from (never more than the asset file holds)."""
@@ -149,6 +152,8 @@ class PlanConfig:
             raise InputError(f"--resolution {self.width}x{self.height} is too small.", "Use at least 16x16, e.g. 512x512.")
         if self.set_size < 1:
             raise InputError(f"--set-size {self.set_size}: need at least 1 scene a set.", "e.g. --set-size 4 (1: no sets).")
+        if not 0.0 <= self.set_share <= 1.0:
+            raise InputError(f"--set-share {self.set_share}: must be between 0 and 1.", "e.g. --set-share 1 (every set, the default).")
         if self.set_pool is not None and self.set_pool < self.max_objects:
             raise InputError(f"--set-pool {self.set_pool}: a set's pool must hold a whole scene ({self.max_objects} objects).",
                              f"Use --set-pool {self.max_objects} or more, or leave it out (default {2 * self.max_objects}).")
@@ -324,7 +329,9 @@ def scene_asset_indices(config: PlanConfig, n_assets: int, seed: int, index: int
     rest of the pool. Cheap and render-free, so a whole split's contents can be planned in seconds.
     """
     set_index, position = divmod(index, config.set_size)
-    if config.set_size == 1:  # independent scenes: any object count, any assets
+    # (the set's coin has its own generator: the set draws below stay the same whatever the share)
+    in_set = config.set_size > 1 and rng_for(seed, "set", set_index, "shared").random() < config.set_share
+    if not in_set:  # independent scenes: any object count, any assets
         content = rng_for(seed, "scene", index, "content")
         n = int(content.integers(config.min_objects, config.max_objects + 1))
         return content.choice(n_assets, size=n, replace=False).tolist()
