@@ -245,3 +245,46 @@ def test_the_shared_image_table_is_read_once_per_build(release, tmp_path, monkey
     tasks = sorted(chains.glob("*.jsonl"))
     result = build_association_release(tasks, tmp_path / "r", QUIET)
     assert len(result.splits) == 5 and len(calls) == 1  # four task configs + images, one table read
+
+
+def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_releases(tmp_path):
+    """Issue 23: a small multi-object photo catalog (no image names) where one image shows every object builds
+    with the default disjoint negatives (that image left out and counted in the summary and the card); memories
+    and prompts name images by what they show, never "unnamed image"; the release verifies."""
+    from commonlink.eval.association import evaluate_association
+
+    catalog = tmp_path / "catalog"
+    (catalog / "images").mkdir(parents=True)
+    sets = [["red circle", "blue square"], ["red circle"], ["blue square", "green star"], ["green star"], ["yellow cup"],
+            ["red circle", "yellow cup"]]
+    records = []
+    for i in range(19):
+        labels = ["red circle", "blue square", "green star", "yellow cup"] if i == 18 else sets[i % len(sets)]
+        (catalog / "images" / f"{i}.jpg").write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
+        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
+                                     width=30 + i, height=20, sha256="0" * 64))
+    write_catalog(catalog, records)
+    chains, out = tmp_path / "chains", tmp_path / "release"
+    runner = CliRunner()
+    built = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts", "red circle,blue square",
+                                "--pairs", "red circle-blue square", "--chains", "2", "--max-steps", "8", "--warmup", "2",
+                                "--single-steps", "3", "--deductions", "2", "--memory-size", "2", "--seed", "1"])
+    assert built.exit_code == 0, built.output
+    assert "1 image(s) left out" in " ".join(built.output.split())
+    files = sorted(str(p) for p in chains.glob("*.jsonl"))
+    result = runner.invoke(app, ["release", "build", *files, "--out", str(out), "--name", "photos", "--license", "cc-by-4.0", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert verify_release(out) == []
+    card = " ".join((out / "README.md").read_text().split())
+    assert "no disjoint negative exists for them) 1." in card
+    names = list(datasets.load_dataset(str(out), "images", split="test")["name"])
+    assert len(set(names)) == len(names) and all(n.startswith("the image with a") for n in names)
+    for config in ("single_step", "synchronous"):
+        evaluate_association(out, config, ["random"], out_dir=tmp_path / f"eval-{config}", show_progress=False, report=False, n_boot=10)
+        logged = "".join(p.read_text() for p in (tmp_path / f"eval-{config}").rglob("*.jsonl"))
+        assert logged and "unnamed image" not in logged
+        if config == "synchronous":  # steps.jsonl holds the memory after every step
+            assert "the image with a" in logged
+    chain = next(load_association(out, "synchronous"))
+    for step in chain.steps:  # invariants on every step: positive shares the concept, negative shares no label
+        assert step.concept in step.positive.labels and not set(step.query.labels) & set(step.negative.labels)

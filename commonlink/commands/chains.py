@@ -60,7 +60,7 @@ def chains(
     labels_field: str = typer.Option("objects", "--labels-field", help="Catalog: record field holding the labels (objects, or a list field kept in the record)."),
     image_column: str = typer.Option("image", "--image-column", help="HF dataset: the Image column."),
     labels_column: str = typer.Option("labels", "--labels-column", help="HF dataset: the label or label-list column (ClassLabel ids decoded to names)."),
-    name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are unnamed."),
+    name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named by their labels ('the image with a red circle')."),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
     manifest: Path | None = typer.Option(None, "--manifest", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),

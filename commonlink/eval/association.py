@@ -99,7 +99,7 @@ class AssociationSettings:
 # ------------------------------------------------------------------------------------------ naming images
 def image_name(image, options: Sequence[str]) -> str:
     """How the memory names an image: its source name (OCL object such as "sandwich", Pangea action phrase),
-    else "unnamed image" (association_memory.image_name). ``options`` is kept for callers' signatures."""
+    else what its labels say (association_memory.image_name). ``options`` is kept for callers' signatures."""
     return memory_name(image)
 
 

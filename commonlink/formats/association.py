@@ -54,7 +54,7 @@ class LabelledImage:
     origin: dict  #: where the pixels are (see module docstring)
     crop: list[int] | None = None  #: [x1, y1, x2, y2] or None
     #: what the image shows, for memory and review text: the OCL object name ("sandwich"), the Pangea action
-    #: phrase; None when the source has no name (memory then says the image is unnamed, never shows an id)
+    #: phrase; images without one are named by their labels when chains are built (:func:`name_unnamed`)
     name: str | None = None
 
     @property
@@ -70,6 +70,33 @@ class LabelledImage:
         return cls(id=data["id"], labels=list(data["labels"]), width=int(data["width"]), height=int(data["height"]),
                    origin=dict(data["origin"]), crop=list(data["crop"]) if data.get("crop") else None,
                    name=data.get("name") or None)
+
+
+def _with_article(label: str) -> str:
+    return f"{'an' if label[:1].lower() in 'aeiou' else 'a'} {label}"
+
+
+def describe_labels(labels: Sequence[str]) -> str:
+    """An image named by what it shows: "the image with a red circle and a blue square" (labels in order)."""
+    items = [_with_article(label) for label in labels] or ["no label"]
+    listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return f"the image with {listed}"
+
+
+def name_unnamed(images: Sequence[LabelledImage]) -> list[LabelledImage]:
+    """The images, each one without a source name named by its labels; images that would get the same name are
+    numbered ("... (2)", in id order), so every name is distinct and memory never merges two images."""
+    taken = {img.name for img in images if img.name}
+    described: dict[str, list[LabelledImage]] = {}
+    for img in sorted((img for img in images if not img.name), key=lambda img: img.id):
+        described.setdefault(describe_labels(img.labels), []).append(img)
+    names: dict[str, str] = {}
+    for text, group in described.items():
+        for number, img in enumerate(group, 1):
+            name = text if len(group) == 1 and text not in taken else f"{text} ({number})"
+            names[img.id] = name
+    return [img if img.name else LabelledImage(img.id, img.labels, img.width, img.height, img.origin, img.crop, names[img.id])
+            for img in images]
 
 
 def step_concept_codes(plan: str) -> np.ndarray:

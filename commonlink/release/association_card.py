@@ -119,7 +119,9 @@ Task counts: {", ".join(f"{k}: {v:,}" for k, v in counts.items())}. Images store
 
 Source: {source.get("source_type", "?")} `{source.get("source", "")}`; samples read {source.get("read", "?")}, kept
 {source.get("kept", "?")}, dropped under the pixel minimum {source.get("dropped_small", "?")}, unlabelled
-{source.get("dropped_unlabelled", "?")}.
+{source.get("dropped_unlabelled", "?")}; left out because they share a label with every other image (no disjoint
+negative exists for them) {stats.get("left_out_no_disjoint_negative", 0)}. Images without a name in the source are
+named by their labels ("the image with a red circle and a blue square"), one distinct name each.
 
 Invariants checked while building: a positive always shares the step's concept with its query, a negative
 never carries any of the task's concepts (with disjoint negatives: no label of its query), the two candidates

@@ -114,6 +114,7 @@ def build_common_o_release(
 
         figures = write_common_o_figures(dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0)
         summary = shards.stats.summary()
+        _mark_unreached_counts(summary, inputs)
         card = render_common_o_card(
             name=options.name, version=options.version, license=options.license, splits=shards.splits, stats=summary, figures=figures,
             features=features, seed=seed, toolkit_version=__version__, config=config,
@@ -492,6 +493,16 @@ def _distribution(counter: Counter) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ internals
+
+
+def _mark_unreached_counts(summary: dict, inputs: list[_Input]) -> None:
+    """Per split, the numbers of common objects 0..K (K from the pairs files' options) that no row has: the card
+    says so, so that a split that could not reach them never passes for one that did."""
+    for split, info in summary["splits"].items():
+        k_max = max((int(inp.meta.get("config", {}).get("max_common") or 0) for inp in inputs if inp.split == split), default=0)
+        histogram = (info.get("common_objects_per_example") or {}).get("histogram") or {}
+        info["max_common"] = k_max
+        info["common_objects_missing"] = [k for k in range(k_max + 1) if not histogram.get(str(k))]
 
 
 def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:

@@ -299,7 +299,21 @@ def _splits_section(splits: Mapping[str, Mapping[str, Any]], stats: Mapping[str,
         + ". `none` always answers \"No objects are in common\"; `random` picks each object with probability 1/2 "
         "(`commonlink eval commono --model none|random`).",
         "",
+        *_unreached_lines(splits, stats),
     ]
+
+
+def _unreached_lines(splits: Mapping[str, Any], stats: Mapping[str, Any]) -> list[str]:
+    """A warning per split whose rows miss some numbers of common objects its options allow (0..max_common)."""
+    lines = []
+    for split in splits:
+        s = stats["splits"].get(split, {})
+        missing = s.get("common_objects_missing")
+        if missing:
+            lines += [f"**Not reached in {split}:** no example has {', '.join(map(str, missing))} object(s) in common "
+                      f"(the split allows 0–{s.get('max_common')}): the catalogs it was sampled from had no such pairs to "
+                      "spare, and their share went to the other counts (see the pairs file's sidecar notes).", ""]
+    return lines
 
 
 def _columns_section(features: Any) -> list[str]:

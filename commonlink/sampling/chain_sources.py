@@ -382,7 +382,7 @@ def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.Path
     unnamed = sum(1 for img in images if img.name is None)
     if unnamed:
         report.notes.append(f"{unnamed} object(s) have no name (obj missing, or an id without --object-names): "
-                            "memory calls them 'unnamed image'")
+                            "memory names them by their labels ('the image with ...')")
     return _keep(images, report, min_pixels), report
 
 

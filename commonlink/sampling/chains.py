@@ -56,6 +56,7 @@ from commonlink.formats.association import (
     PLAN_CONCEPT_2,
     TASKS,
     LabelledImage,
+    name_unnamed,
     step_concept_codes,
     task_file,
 )
@@ -536,6 +537,7 @@ class BuildPlan:
     negative_pool_sizes: dict[str, int]
     bridge_pool_sizes: dict[str, int]  #: "a+b" -> size
     notes: list[str]
+    left_out_no_negative: int = 0  #: images left out: they share a label with every other image (disjoint mode)
 
 
 def use_preset(images: Sequence[LabelledImage], config: ChainConfig, preset: ConceptPreset | None) -> list[LabelledImage]:
@@ -657,6 +659,25 @@ def _lines(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterat
             yield json.dumps(made, ensure_ascii=False, separators=(",", ":"))
 
 
+def without_disjoint_negative(index: LabelIndex) -> np.ndarray:
+    """Indices of the images that share a label with every other image (no disjoint negative can exist for them;
+    by symmetry they can be no one's negative either). One check per distinct label set: a seeded sample of
+    images first (almost every set finds a disjoint one there), the whole index only when the sample has none."""
+    n = len(index)
+    sample = rng_for(0, "disjoint-check").permutation(n)[:256]
+    by_labels: dict[tuple[str, ...], list[int]] = {}
+    for i, img in enumerate(index.images):
+        by_labels.setdefault(tuple(sorted(set(img.labels))), []).append(i)
+    lonely: list[int] = []
+    for members in by_labels.values():
+        rep = members[0]
+        if not index.share_any_label(np.full(len(sample), rep), sample).all():
+            continue
+        if index.share_any_label(np.full(n, rep), np.arange(n)).all():
+            lonely.extend(members)
+    return np.asarray(sorted(lonely), dtype=np.int64)
+
+
 def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLike, config: ChainConfig, *,
                       source: SourceReport | None = None, progress: bool = True) -> BuildSummary:
     """Build every task type of ``config.tasks`` into ``out_dir`` (one JSONL + meta sidecar per task).
@@ -676,13 +697,34 @@ def _build_chain_files(images: Sequence[LabelledImage], out_dir: Path, config: C
     small = sum(1 for img in images if img.pixels < config.min_pixels)
     if small:  # readers already drop these; callers passing their own lists get the same rule
         images = [img for img in images if img.pixels >= config.min_pixels]
+    images = name_unnamed(images)  # memories, prompts and review pages name every image by what it shows
     index = LabelIndex(images)
     if len(index) == 0:
         raise NotEnoughDataError("The source has no labelled image left to build from.",
                                  "Check the label column/field, and lower --min-pixels if images were dropped as too small.")
-    plan = plan_build(index, config)
+    lonely = without_disjoint_negative(index) if config.negatives == "disjoint" else np.zeros(0, dtype=np.int64)
+    if len(lonely):
+        total = len(index)
+        keep = np.ones(total, dtype=bool)
+        keep[lonely] = False
+        index = LabelIndex([img for img, k in zip(index.images, keep) if k])
+    why = (f"Only {len(index)} usable image(s) remain: {len(lonely)} of {len(lonely) + len(index)} share a label with "
+           "every other image, so no disjoint negative exists for them, and were left out.")
+    fix = "Add images that share no label with these, or use --negatives chain (negatives lack only the chain's concepts)."
+    if len(lonely) and len(index) < 2:
+        raise NotEnoughDataError(why, fix)
+    try:
+        plan = plan_build(index, config)
+    except (NotEnoughDataError, InputError) as exc:
+        if not len(lonely):
+            raise
+        raise NotEnoughDataError(f"{exc.problem} {why}", f"{exc.fix} Or: {fix}") from None
     if small:
         plan.notes.append(f"{small} image(s) under {config.min_pixels:,} pixels left out")
+    if len(lonely):
+        plan.notes.append(f"{len(lonely)} image(s) left out: each shares a label with every other image, so no "
+                          "disjoint negative exists for it (--negatives chain keeps them)")
+    plan.left_out_no_negative = int(len(lonely))
     out_dir.mkdir(parents=True, exist_ok=True)
     builder = AssociationBuilder(index, config, plan.options)
     images_path = _write_images(out_dir, index)
@@ -699,7 +741,7 @@ def _build_chain_files(images: Sequence[LabelledImage], out_dir: Path, config: C
         "concepts": [{"name": c, "pool_size": plan.pool_sizes[c], "negative_pool_size": plan.negative_pool_sizes.get(c)}
                      for c in plan.concepts],
         "pairs": [{"concepts": p, "bridge_pool_size": plan.bridge_pool_sizes[f"{p[0]}+{p[1]}"]} for p in plan.pairs],
-        "counts": counts, "notes": plan.notes,
+        "counts": counts, "notes": plan.notes, "left_out_no_disjoint_negative": plan.left_out_no_negative,
     }
     files, skipped = {}, []
     for task in config.tasks:
