@@ -19,7 +19,6 @@ the existing release.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -65,6 +64,7 @@ from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
+    build_key_of,
     hash_files,
     reuse_or_refuse,
     stage_release,
@@ -248,7 +248,7 @@ def build_association_release(
                     "seed": inp.meta.get("seed"), "toolkit_version": inp.meta.get("toolkit_version"),
                     "config": without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
     }
-    build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
+    build_key = build_key_of(config, __version__)
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
         reused.splits = read_release_manifest(out_dir).get("configs", {})
@@ -290,13 +290,14 @@ def build_association_release(
             "verification": first.get("verification"),
         }
         card = render_association_card(name=options.name, version=options.version, license=options.license, configs=configs,
-                                       features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__)
+                                       features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__,
+                                       card_info=dict(options.card_info))
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
         manifest = {
             "toolkit_version": __version__, "name": options.name, "version": options.version, "kind": "association", "seed": seed,
             "build_key": build_key, "created": utc_now(),
-            "config": config, "configs": {c: {"rows": i["rows"], "files": i["files"]} for c, i in configs.items()},
+            "config": config, "configs": {c: {k: i[k] for k in ("rows", "files", "num_bytes", "download_size")} for c, i in configs.items()},
             "stats": stats, "files": files,
         }
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)

@@ -250,7 +250,8 @@ def _split_cells(line: str) -> list[str]:
     inner = line.strip()
     inner = inner[1:] if inner.startswith("|") else inner
     inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
+    # cells were written by markdown_table (markdown_text): undo its backslash escapes to get the text back
+    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", inner)]
 
 
 def _versions_section(text: str) -> tuple[int, int] | None:
