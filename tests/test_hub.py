@@ -134,13 +134,13 @@ import time
 import pytest
 
 from commonlink.release.hub import (
-    build_card,
     card_with_version,
     check_version,
     plan_push,
     read_versions_table,
     version_key,
 )
+from commonlink.release.hub_card import published_card
 from commonlink.errors import InputError
 from tests.fixtures.hub_server import git_blob_id
 
@@ -202,7 +202,9 @@ def test_card_keeps_the_date_of_a_version_already_on_the_hub(tmp_path):
         {"version": "1.0.0", "date": "2025-12-01", "rows": "main: 6", "message": "first"},
         {"version": "1.1.0", "date": "2025-12-24", "rows": "main: 2", "message": "more"},
     ])
-    rows = read_versions_table(build_card(plan, remote).content.decode())
+    card = published_card(plan.card_text, repo_id=REPO, version=plan.version, rows_summary=plan.rows_summary(),
+                          message=plan.message, remote_card=remote)
+    rows = read_versions_table(card.content.decode())
     assert [(r["version"], r["date"]) for r in rows] == [("1.1.0", "2025-12-24"), ("1.0.0", "2025-12-01")]
     assert rows[0]["rows"] == "main: 2"
 
@@ -565,8 +567,14 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     assert anonymous.value.code == 401 and anonymous.value.headers["X-Error-Code"] == "RepoNotFound"
     files = hub.files_at(repo, "1.0.0")
     manifest = json.loads((out / "manifest.json").read_text())
-    for rel, info in [*manifest["files"].items(), ("manifest.json", {"size": (out / "manifest.json").stat().st_size})]:
-        if rel == "README.md":  # pushed with the Versions table added
+    # the pushed manifest is the release's, naming the repo and listing the card as pushed (repo id, Versions table)
+    pushed_manifest = json.loads(hub.store.regular_path(files["manifest.json"]["blob"]).read_text())
+    card_entry = files["README.md"]
+    assert pushed_manifest == {**manifest, "repo_id": repo, "files": {**manifest["files"], "README.md": {
+        "sha256": hashlib.sha256(hub.store.regular_path(card_entry["blob"]).read_bytes()).hexdigest(), "size": card_entry["size"]}}}
+    assert f'load_dataset("{repo}", split="main")' in hub.store.regular_path(card_entry["blob"]).read_text()
+    for rel, info in manifest["files"].items():
+        if rel == "README.md":  # pushed with the repo id and the Versions table added
             continue
         entry = files[rel]
         assert entry["size"] == info["size"]

@@ -16,10 +16,13 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_bytes, atomic_write_json, sha256_bytes
-from commonlink.formats.release import CARD_FILENAME, MANIFEST_FILENAME
+from commonlink.formats.release import (
+    CARD_FILENAME,
+    MANIFEST_FILENAME,
+    read_release_manifest,
+)
 from commonlink.locks import output_lock
 from commonlink.release.card_info import check_card_info, unanswered_questions
-from commonlink.formats.release import read_release_manifest
 from commonlink.release.staging import build_key_of, is_release_manifest, verify_release
 
 _REBUILD = "Rebuild the release with `commonlink release build ... --card-info FILE --overwrite`."
