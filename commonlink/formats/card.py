@@ -110,12 +110,14 @@ def one_line(text: str) -> str:
     return "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
 
 
-def markdown_text(value: Any) -> str:
+def markdown_text(value: Any, *, at_line_start: bool = True) -> str:
     """Text from data (a label, name, concept, source description, message) as Markdown that renders exactly
     that text and nothing else: on one line (:func:`one_line`) and every character that could start markup
     there escaped, so no raw HTML, link, image, emphasis, code span, table cell break, heading or list can come
     from it (checked against markdown-it-py, a CommonMark renderer, in the tests)."""
     text = _ALWAYS_ESCAPED.sub(lambda m: "\\" + m.group(0), one_line(str(value)))
+    if not at_line_start:  # e.g. a table cell: what only starts a block at the start of a line is left as written
+        return text
     return _LINE_START.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], text, count=1)
 
 
@@ -199,7 +201,7 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
             value = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         elif isinstance(value, int):
             value = f"{value:,}"
-        return markdown_text(value)
+        return markdown_text(value, at_line_start=False)
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)
