@@ -529,7 +529,7 @@ def _association_release(tmp_path: Path) -> Path:
         labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
         (catalog / "images" / f"{i}.png").write_bytes(tiny_png(200 + i))
         records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real",
-                                     scene_id=f"s{i}", width=8, height=8, sha256="0" * 64))
+                                     scene_id=f"s{i}", width=8, height=8, sha256=sha256_file(catalog / "images" / f"{i}.png")))
     write_catalog(catalog, records)
     runner = CliRunner()
     chains = tmp_path / "assoc-chains"
