@@ -16,13 +16,17 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_bytes, atomic_write_json, sha256_bytes
+from commonlink.formats.association import association_features
+from commonlink.formats.common_o import common_o_features
 from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
     read_release_manifest,
 )
 from commonlink.locks import output_lock
+from commonlink.release.association_card import render_association_card
 from commonlink.release.card_info import check_card_info, unanswered_questions
+from commonlink.release.datasheet import render_common_o_card
 from commonlink.release.staging import build_key_of, is_release_manifest, verify_release
 
 _REBUILD = "Rebuild the release with `commonlink release build ... --card-info FILE --overwrite`."
@@ -39,14 +43,8 @@ def render_card_from_manifest(manifest: dict, card_info: Mapping[str, str]) -> s
         raise InputError("The release's manifest does not record split sizes (it was built by an older commonlink), so "
                          "its card cannot be rendered again on its own.", _REBUILD)
     if manifest.get("kind") == "common_o":
-        from commonlink.formats.common_o import common_o_features
-        from commonlink.release.datasheet import render_common_o_card
-
         return render_common_o_card(splits=units, figures=manifest.get("figures") or {}, features=common_o_features(),
                                     config=config, **common)
-    from commonlink.formats.association import association_features
-    from commonlink.release.association_card import render_association_card
-
     features = {c: association_features(c) for c in units}
     return render_association_card(configs=units, features=features, **common)
 
