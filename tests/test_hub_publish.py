@@ -245,6 +245,7 @@ def test_card_metadata_the_hub_refuses_is_refused_with_the_hubs_reason(hub, tmp_
     refused = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", f"{ORG}/bad-card", "--version", "1.0.0")
     said = " ".join(refused.stderr.split())
     assert refused.returncode == 1 and '"license" must be one of [apache-2.0' in said  # the reason, not only the first line
+    assert "refused the card's metadata" in said and "--license" in said
     assert hub.count("PUT") == 0 and hub.count("POST", "/commit/") == 0  # refused before any upload
 
 

@@ -58,6 +58,12 @@ def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | Non
             "Set HF_HUB_DISABLE_XET=1 in the environment (read when huggingface_hub is imported) and rerun; large "
             "files then go through Git LFS.",
         )
+    if detail.startswith("Invalid metadata in README.md"):  # huggingface_hub's ValueError after /api/validate-yaml
+        return InputError(
+            f"{doing}: the Hub refused the card's metadata ({detail}).",
+            "Correct the card's YAML header (e.g. rebuild with a license id the Hub lists: --license cc-by-4.0), then "
+            "push again; nothing was uploaded.",
+        )
     if _network_error(exc):
         return BackendError(
             f"{doing}: cannot reach the Hub at {endpoint} ({type(exc).__name__}: {detail}).",
