@@ -50,3 +50,12 @@ def test_catalog_merge_refuses_a_label_with_a_line_break_naming_the_line(tmp_pat
         merge_catalogs([tmp_path / "a"], tmp_path / "out")
     assert f"{tmp_path / 'a'}, line 2: objects" in refused.value.problem and "line break (U+000A)" in refused.value.problem
     assert not (tmp_path / "out" / "catalog.jsonl").exists()
+
+
+def test_a_vocabulary_name_with_a_bidi_control_is_refused_naming_its_line(tmp_path):
+    from commonlink.catalog.vocabulary import Vocabulary
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("apple\nmug: cup, \u202egum\n", encoding="utf-8")
+    with pytest.raises(SchemaError, match=r"vocab\.txt, line 2: .*bidirectional control \(U\+202E\)"):
+        Vocabulary.from_file(vocab)
