@@ -589,6 +589,8 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     assert pushed.returncode == 0, pushed.stderr
     # the printed hint must work for a release with several configs: it names one
     assert f"datasets.load_dataset({assoc_repo!r}, 'single_step', revision='1.0.0')" in pushed.stdout
+    assoc_card = hub.store.regular_path(hub.files_at(assoc_repo, "1.0.0")["README.md"]["blob"]).read_text()
+    assert f'load_dataset("{assoc_repo}", "synchronous", split="test")' in assoc_card and "REPO_OR_FOLDER" not in assoc_card
     local = {config: [task.id for task in open_association(association, config)]
              for config in ("single_step", "deduction", "synchronous", "asynchronous")}
 
