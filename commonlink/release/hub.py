@@ -272,6 +272,8 @@ def push_release(
     ``strict`` refuses a card that still marks datasheet questions as unanswered; ``move_main`` puts an older
     version on ``main`` on purpose."""
     root = Path(release_dir).expanduser().resolve()
+    if not root.is_dir():  # before the lock, which would create its file beside a folder that is not there
+        raise InputError(f"Release folder {root} does not exist.", "Pass the --out folder of `commonlink release build`.")
     with output_lock(root, what="commonlink release push"):  # the one a `release build` into root takes
         plan = plan_push(root, repo_id, version, message=message, progress=progress)
         notes = _unanswered_notes(plan, strict)
