@@ -283,3 +283,35 @@ def test_pull_downloads_a_version_and_verifies_it(hub, tmp_path):
     assert "data/main-00000-of-00002.parquet" in bad.stderr and not (tmp_path / "bad").exists()
     missing = run_cli(hub, tmp_path, "release", "pull", repo, "--version", "9.9.9", "--out", str(tmp_path / "none"))
     assert missing.returncode == 1 and "no version 9.9.9" in missing.stderr
+
+
+def test_a_newer_version_landing_during_a_push_of_an_older_one_keeps_main_on_the_newer(hub, tmp_path):
+    """Deterministic interleaving: while 0.9.0 is about to commit on main (it read main holding 0.1.0), a push of
+    1.1.0 lands first. The Hub refuses 0.9.0's commit (its parent is no longer main's head: 412); the push starts
+    over, sees 1.1.0 on main, and only tags 0.9.0."""
+    repo = f"{ORG}/interleaved-set"
+    first = make_release(tmp_path / "v010", version="0.1.0", shards={"main": [1]}, salt=31)
+    newer = make_release(tmp_path / "v110", version="1.1.0", shards={"main": [3]}, salt=32)
+    older = make_release(tmp_path / "v090", version="0.9.0", shards={"main": [2]}, salt=33)
+    assert run_cli(hub, tmp_path, "release", "push", str(first), "--repo", repo, "--version", "0.1.0").returncode == 0
+    code = f"""
+import json, subprocess, sys
+import commonlink.release.hub as hub
+original = hub._Publisher._commit
+calls = []
+def commit_after_another_push(self, branch, base, changed, stale):
+    calls.append(branch)
+    if len(calls) == 1:  # another maintainer's push of 1.1.0 lands between our read of main and our commit
+        subprocess.run([sys.executable, "-m", "commonlink.cli", "release", "push", {str(newer)!r}, "--repo", {repo!r},
+                        "--version", "1.1.0"], check=True, capture_output=True)
+    return original(self, branch, base, changed, stale)
+hub._Publisher._commit = commit_after_another_push
+result = hub.push_release({str(older)!r}, {repo!r}, "0.9.0")
+print(json.dumps({{"calls": calls, "main_moved": result.main_moved, "notes": result.notes}}))
+"""
+    result = run_python(hub, tmp_path, code, timeout=240)
+    assert result["calls"] == ["main", "release-0.9.0"]  # first try on main refused (412), second on a side branch
+    assert result["main_moved"] is False and any("main stays on version 1.1.0" in n for n in result["notes"])
+    refs = hub.refs(repo)
+    assert refs["heads"] == {"main": refs["tags"]["1.1.0"]} and {"0.1.0", "0.9.0", "1.1.0"} <= set(refs["tags"])
+    assert sum(r.method == "POST" and "/commit/" in r.path and r.status == 412 for r in hub.requests) == 1
