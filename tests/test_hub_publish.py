@@ -13,9 +13,16 @@ import sys
 import pytest
 
 from commonlink.release.card_info import PUBLISHER_QUESTIONS, PUBLISHER_TO_FILL
-from tests.test_hub import ORG, _pairs_file, client_env, make_release, run_cli, run_python
-from tests.test_hub import REPO_ROOT as ROOT
 from tests.test_card_markup import render_html
+from tests.test_hub import (
+    ORG,
+    _pairs_file,
+    client_env,
+    make_release,
+    run_cli,
+    run_python,
+)
+from tests.test_hub import REPO_ROOT as ROOT
 
 pytestmark = pytest.mark.slow  # client processes against the test Hub
 

@@ -9,12 +9,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from commonlink.commands._common import console, err_console, reports_errors
-from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
-from commonlink.release.build import ReleaseOptions, build_release
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_text
-from commonlink.formats.release import CARD_FILENAME
-from commonlink.release.card_info import card_info_template, read_card_info, unanswered_questions
+from commonlink.formats.release import CARD_FILENAME, DEFAULT_LICENSE, DEFAULT_VERSION
+from commonlink.release.build import ReleaseOptions, build_release
+from commonlink.release.card_info import (
+    card_info_template,
+    read_card_info,
+    unanswered_questions,
+)
 from commonlink.release.card_rebuild import rebuild_card
 from commonlink.release.shards import parse_size
 

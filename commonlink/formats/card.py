@@ -16,11 +16,10 @@ types (so images decode to PIL and strings stay strings) and split sizes (shown 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import yaml
 

@@ -24,7 +24,11 @@ from commonlink.formats.card import (
     render_card,
     size_category,
 )
-from commonlink.release.card_info import PUBLISHER_TO_FILL, QUESTIONS_BY_KEY, publisher_answer
+from commonlink.release.card_info import (
+    PUBLISHER_TO_FILL,
+    QUESTIONS_BY_KEY,
+    publisher_answer,
+)
 
 #: The seven sections of a datasheet, in Gebru et al.'s order.
 DATASHEET_SECTIONS: tuple[str, ...] = (

@@ -16,11 +16,21 @@ from pathlib import Path
 
 from commonlink.errors import CommonlinkError, InputError, SchemaError
 from commonlink.fileio import sha256_file
-from commonlink.formats.release import CARD_FILENAME, MANIFEST_FILENAME, check_version, read_release_manifest
+from commonlink.formats.release import (
+    CARD_FILENAME,
+    MANIFEST_FILENAME,
+    check_version,
+    read_release_manifest,
+)
 from commonlink.locks import output_lock
 from commonlink.progress import track
 from commonlink.release.hub import check_repo_id
-from commonlink.release.hub_client import REPO_TYPE, hub_api, resolve_endpoint, translate_hub_error
+from commonlink.release.hub_client import (
+    REPO_TYPE,
+    hub_api,
+    resolve_endpoint,
+    translate_hub_error,
+)
 from commonlink.release.staging import stage_release
 
 
