@@ -16,7 +16,7 @@ from commonlink.release.staging import ReleaseOptions, verify_release
 from commonlink.release.association import build_association_release
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.fileio import read_jsonl
+from commonlink.fileio import read_jsonl, sha256_file
 from commonlink.loaders import load_association, open_association
 from commonlink.loaders.association import Chain, ChainStep, DeductionTask, SingleStepTask
 
@@ -46,7 +46,7 @@ def release(tmp_path_factory):
         path = catalog / "images" / f"{i}.jpg"
         path.write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
         records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
-                                     width=30 + i, height=20, sha256="0" * 64))
+                                     width=30 + i, height=20, sha256=sha256_file(path)))
     write_catalog(catalog, records)
     chains = root / "chains"
     runner = CliRunner()
@@ -262,7 +262,7 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
         labels = ["red circle", "blue square", "green star", "yellow cup"] if i == 18 else sets[i % len(sets)]
         (catalog / "images" / f"{i}.jpg").write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
         records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
-                                     width=30 + i, height=20, sha256="0" * 64))
+                                     width=30 + i, height=20, sha256=sha256_file(catalog / "images" / f"{i}.jpg")))
     write_catalog(catalog, records)
     chains, out = tmp_path / "chains", tmp_path / "release"
     runner = CliRunner()
@@ -288,3 +288,53 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
     chain = next(load_association(out, "synchronous"))
     for step in chain.steps:  # invariants on every step: positive shares the concept, negative shares no label
         assert step.concept in step.positive.labels and not set(step.query.labels) & set(step.negative.labels)
+
+
+def _fresh_chains(tmp_path):
+    """A catalog with real sha256s and its chain files (built with the CLI, as a user builds them)."""
+    from tests.test_hub import tiny_png
+
+    catalog = tmp_path / "catalog"
+    (catalog / "images").mkdir(parents=True)
+    records = []
+    for i in range(12):
+        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
+        path = catalog / "images" / f"{i}.png"
+        path.write_bytes(tiny_png(300 + i))
+        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real", scene_id=f"s{i}",
+                                     width=8, height=8, sha256=sha256_file(path)))
+    write_catalog(catalog, records)
+    chains = tmp_path / "chains"
+    built = CliRunner().invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts",
+                                     "metal,painted,furry", "--pairs", "metal-painted", "--chains", "2", "--max-steps", "6",
+                                     "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2",
+                                     "--seed", "3", "--negatives", "chain"])
+    assert built.exit_code == 0, built.output
+    table = list(read_jsonl(chains / "images.jsonl"))
+    assert all(row["origin"]["sha256"] == sha256_file(catalog / row["origin"]["relative"]) for row in table)  # recorded
+    return catalog, chains
+
+
+def test_an_image_changed_after_chains_is_refused(tmp_path):
+    catalog, chains = _fresh_chains(tmp_path)
+    from tests.test_hub import tiny_png
+
+    (catalog / "images" / "0.png").write_bytes(tiny_png(999))  # same size, other pixels: labels no longer true
+    done = CliRunner().invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out",
+                                    str(tmp_path / "rel"), "--no-progress"])
+    assert done.exit_code == 1
+    assert "changed since the chain files were built" in done.output and "images/0.png" in done.output
+    assert not (tmp_path / "rel").exists()
+
+
+def test_a_symlink_out_of_the_catalog_is_refused(tmp_path):
+    catalog, chains = _fresh_chains(tmp_path)
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes((catalog / "images" / "1.png").read_bytes())  # even the same bytes: never read from outside
+    (catalog / "images" / "1.png").unlink()
+    (catalog / "images" / "1.png").symlink_to(outside)
+    done = CliRunner().invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out",
+                                    str(tmp_path / "rel"), "--no-progress"])
+    assert done.exit_code == 1
+    assert "symbolic link" in done.output and "escapes the catalog" in done.output
+    assert not (tmp_path / "rel").exists()

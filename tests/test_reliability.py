@@ -370,21 +370,24 @@ def test_release_name_with_a_yaml_document_break_gets_a_real_message(release_inp
 
 
 def test_script_tags_and_bidi_overrides_do_not_reach_the_card(release_inputs, tmp_path):
+    from tests.test_card_markup import live_markup, render_html
+
     _, _, pairs = release_inputs
     out = tmp_path / "rel"
     build_release([pairs], out, name="Set <script>alert(1)</script> \u202egnp.exe", progress=False)
     card = (out / "README.md").read_text(encoding="utf-8")
-    assert "<script" not in card.lower() and "\u202e" not in card
-    assert "&lt;script&gt;" in card
+    assert "\u202e" not in card and "<script" not in card.split("\n---\n", 1)[0]  # nor in the YAML header
+    assert live_markup(card) == [] and "&lt;script&gt;" in render_html(card)  # shown as text, never run
 
 
 def test_a_push_message_with_markup_is_neutralised_in_the_versions_table():
     from commonlink.release.hub import card_with_version
+    from tests.test_card_markup import live_markup, render_html
 
     card = "---\nlicense: mit\n---\n\n# Set\n"
     rows = [{"version": "1.0.0", "date": "2026-01-02", "rows": "main: 6", "message": "fix <script>alert(1)</script> \u202eexe"}]
     text = card_with_version(card, rows)
-    assert "<script" not in text and "\u202e" not in text and "&lt;script&gt;" in text
+    assert "\u202e" not in text and live_markup(text) == [] and "&lt;script&gt;" in render_html(text)
 
 
 def test_eval_score_refuses_duplicate_ids(tmp_path):

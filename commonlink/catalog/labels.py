@@ -21,6 +21,7 @@ from pathlib import Path
 
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import read_jsonl_numbered
+from commonlink.formats.catalog import label_problem
 
 #: Columns with a meaning; any other column is kept in :attr:`ManifestEntry.extra`.
 KNOWN_COLUMNS = ("file", "objects", "scene", "background", "view")
@@ -160,6 +161,8 @@ def _entry_from_mapping(row: dict, *, path: Path, lineno: int, objects: list[str
     if file is None:
         raise SchemaError(f"{path}, line {lineno}: no file name.", "Give every line the photo's path relative to the photos folder.")
     extra = {k: v for k, v in row.items() if k not in KNOWN_COLUMNS and k and v not in (None, "")}
+    _refuse_unfit_labels(path, lineno, [("file", file), *(("objects", o) for o in objects),
+                                        *((key, str(row[key])) for key in ("scene", "background", "view") if row.get(key) is not None)])
     return ManifestEntry(
         file=file.replace("\\", "/"),
         objects=objects,
@@ -169,3 +172,13 @@ def _entry_from_mapping(row: dict, *, path: Path, lineno: int, objects: list[str
         line=lineno,
         extra=extra,
     )
+
+
+def _refuse_unfit_labels(path: Path, lineno: int, values: list[tuple[str, str]]) -> None:
+    """Labels end up on one line of a card, a prompt, a table: a line break or control character in one would
+    break that line (or forge another), so the manifest line holding it is refused."""
+    for key, value in values:
+        problem = label_problem(value)
+        if problem:
+            raise SchemaError(f"{path}, line {lineno}: {key} {value!r} holds {problem}.",
+                              "Write each name on one line, without control characters (check for a quoted field that spans lines).")

@@ -40,6 +40,7 @@ from commonlink.formats.catalog import (
     catalog_file,
     catalog_lock,
     iter_catalog,
+    record_label_problem,
     write_catalog,
 )
 from commonlink.progress import track
@@ -155,6 +156,8 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
     for src in sources:
         for lineno, record in enumerate(iter_catalog(src), start=1):
             origin = f"{src}, line {lineno}"
+            if problem := record_label_problem(record):  # would break the line of a card or prompt it is shown on
+                raise SchemaError(f"{origin}: {problem}.", "Fix that label in the catalog (one line, no control characters), then merge again.")
             same = by_id.get(record.id) or by_sha.get(record.sha256)
             if same is not None:
                 other, other_origin = same

@@ -9,6 +9,9 @@ An image's ``origin`` says where its pixels are, so the release step (possibly o
 them again:
 
 * ``{"type": "file", "path": "/abs/image.jpg"}`` -- an image file (catalogs, manifest folders, OCL, Pangea);
+  ``sha256`` (recorded when the chains are built: the release refuses a file changed since) and, for catalogs and
+  manifest folders, ``catalog`` + ``relative`` (the folder the file must stay in: a symbolic link out of it is
+  refused, as Common-O releases refuse it);
 * ``{"type": "hf", "dataset": "<path or repo id>", "split": "train", "row": 12, "column": "image",
   "config": null}`` -- a row of a Hugging Face dataset.
 
@@ -212,6 +215,17 @@ def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None) ->
 
 
 # ---------------------------------------------------------------------------------------------- pixels
+def with_sha256(origin: dict) -> dict:
+    """``origin`` with the ``sha256`` of its file recorded (computed when missing; origins of images inside a
+    Hugging Face dataset, and of files that are not there, are returned as they are)."""
+    if origin.get("type") != "file" or origin.get("sha256"):
+        return origin
+    try:
+        return {**origin, "sha256": sha256_file(origin["path"])}
+    except FileNotFoundError:  # nothing to record; a release of it says the file is gone
+        return origin
+
+
 class ImageFetcher:
     """Fetches the pixels of a :class:`LabelledImage` origin (keeps HF datasets open between calls)."""
 

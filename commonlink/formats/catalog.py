@@ -78,6 +78,36 @@ _REQUIRED = frozenset(REQUIRED_FIELDS)
 _FIX_LINE = "Fix that line, or rebuild the catalog with commonlink."
 
 
+#: Invisible characters that reorder the text around them (e.g. U+202E makes "gnp.exe" read "exe.png").
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def label_problem(text: str) -> str | None:
+    """What makes ``text`` unfit as a label or name shown on one line (a card row, a prompt), or None: a line
+    break, another control character, or a bidirectional control."""
+    for char in text:
+        category = unicodedata.category(char)
+        if char in "\r\n\x0b\x0c\x85\u2028\u2029":
+            return f"a line break (U+{ord(char):04X})"
+        if category == "Cc":
+            return f"a control character (U+{ord(char):04X})"
+        if char in _BIDI:
+            return f"a bidirectional control (U+{ord(char):04X}), which reorders the text around it"
+    return None
+
+
+def record_label_problem(record: CatalogRecord) -> str | None:
+    """The first label of a record (object names, scene, background, view) that :func:`label_problem` refuses,
+    described with the field it is in; None when every label is fit."""
+    fields = [("objects", name) for name in record.objects]
+    fields += [(key, value) for key in ("scene_id", "background", "view") if isinstance(value := getattr(record, key), str)]
+    for key, value in fields:
+        problem = label_problem(value)
+        if problem:
+            return f"{key} {value!r} holds {problem}"
+    return None
+
+
 def record_problem(data: dict) -> tuple[str, str | None] | None:
     """What is wrong with a catalog record as read from JSON, as ``(problem, fix)``, or None when it is valid
     (the checks of :meth:`CatalogRecord.from_json`; the first problem found)."""

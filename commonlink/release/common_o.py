@@ -17,7 +17,6 @@ inputs with the same options finds the finished release and keeps it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
@@ -59,6 +58,7 @@ from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
+    build_key_of,
     hash_files,
     reuse_or_refuse,
     stage_release,
@@ -100,7 +100,7 @@ def build_common_o_release(
             for inp in inputs
         ],
     }
-    build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
+    build_key = build_key_of(config, __version__)
 
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
@@ -117,7 +117,7 @@ def build_common_o_release(
         _mark_unreached_counts(summary, inputs)
         card = render_common_o_card(
             name=options.name, version=options.version, license=options.license, splits=shards.splits, stats=summary, figures=figures,
-            features=features, seed=seed, toolkit_version=__version__, config=config,
+            features=features, seed=seed, toolkit_version=__version__, config=config, card_info=dict(options.card_info),
         )
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
@@ -130,7 +130,7 @@ def build_common_o_release(
             "build_key": build_key,
             "created": utc_now(),
             "config": config,
-            "splits": {s: {"rows": info["rows"], "files": info["files"]} for s, info in shards.splits.items()},
+            "splits": {s: {k: info[k] for k in ("rows", "files", "num_bytes", "download_size")} for s, info in shards.splits.items()},
             "stats": summary,
             "figures": figures,
             "files": files,

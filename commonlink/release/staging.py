@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import json
 import os
 import shutil
 import uuid
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_json, pid_alive, sha256_file
@@ -28,6 +29,7 @@ from commonlink.formats.release import (
     check_version,
     read_release_manifest,
 )
+from commonlink.release.card_info import check_card_info
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
 
 #: ``kind`` of the manifest of each release builder.
@@ -67,9 +69,14 @@ class ReleaseOptions:
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES  #: largest parquet shard
     overwrite: bool = False  #: replace a different release already in the folder (only what commonlink wrote)
     progress: bool = True  #: show progress bars
+    #: the publisher's answers to the datasheet questions a build cannot answer (``card_info.py``), as
+    #: ``((key, answer), ...)``; ``--card-info FILE``
+    card_info: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_options(license=self.license, version=self.version, name=self.name or None)
+        if isinstance(self.card_info, Mapping):  # given as a dict: keep the frozen record hashable
+            object.__setattr__(self, "card_info", tuple(check_card_info(self.card_info).items()))
 
     def with_changes(self, **changes: Any) -> ReleaseOptions:
         """A copy with some fields changed; an unknown field name is a ``TypeError`` that lists the fields."""
@@ -85,8 +92,17 @@ class ReleaseOptions:
 
     def recorded(self) -> dict[str, Any]:
         """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
-        release's bytes and card; ``overwrite`` and ``progress`` do not."""
-        return {"name": self.name, "version": self.version, "license": self.license, "max_shard_bytes": int(self.max_shard_bytes)}
+        release's bytes and card; ``overwrite`` and ``progress`` do not (nor card info when there is none, so
+        builds without it keep their build key)."""
+        recorded = {"name": self.name, "version": self.version, "license": self.license, "max_shard_bytes": int(self.max_shard_bytes)}
+        if self.card_info:
+            recorded["card_info"] = dict(self.card_info)
+        return recorded
+
+
+def build_key_of(config: Mapping[str, Any], toolkit_version: str) -> str:
+    """The key a finished build is recognised by: the toolkit version and the recorded configuration."""
+    return hashlib.sha256(json.dumps([toolkit_version, config], sort_keys=True, default=str).encode()).hexdigest()
 
 
 #: The options of a build given none (a frozen record, so one instance serves every default).
@@ -310,7 +326,7 @@ def without_local_paths(value: Any) -> Any:
 
 
 __all__ = [
-    "DEFAULT_RELEASE_OPTIONS", "RELEASE_KINDS", "STAGING_MARKER", "ReleaseOptions", "ReleaseResult", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
+    "DEFAULT_RELEASE_OPTIONS", "RELEASE_KINDS", "STAGING_MARKER", "ReleaseOptions", "ReleaseResult", "build_key_of", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
     "process_start", "remove_stale_staging", "reuse_or_refuse", "stage_release", "swap_into_place",
     "verify_release", "without_local_paths",
 ]

@@ -59,6 +59,7 @@ from commonlink.formats.association import (
     name_unnamed,
     step_concept_codes,
     task_file,
+    with_sha256,
 )
 from commonlink.formats.meta import (
     ASSOCIATION_CHAINS_KIND,
@@ -635,7 +636,8 @@ def _write_images(out_dir: Path, index: LabelIndex) -> Path:
     path = out_dir / IMAGES_FILENAME
     with atomic_write(path, "w") as handle:
         for i, img in enumerate(index.images):
-            handle.write(json.dumps({"index": i, **img.to_json()}, ensure_ascii=False) + "\n")
+            # the file's sha256, recorded now: the release refuses an image changed after `chains`
+            handle.write(json.dumps({"index": i, **img.to_json(), "origin": with_sha256(img.origin)}, ensure_ascii=False) + "\n")
     return path
 
 
