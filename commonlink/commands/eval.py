@@ -14,11 +14,14 @@ from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import CommonOTask, score_predictions
 from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
 from commonlink.eval.perception import PerceptionTask
+from commonlink.eval.report.html import REPORT_FILENAME, write_report
+from commonlink.eval.report.tables import (
+    leaderboard,
+    load_results,
+    render_markdown_table,
+)
 from commonlink.eval.task import Task
-from commonlink.eval.report.tables import leaderboard, load_results, render_markdown_table
 from commonlink.fileio import atomic_write_text
-from commonlink.eval.report.html import REPORT_FILENAME
-from commonlink.eval.report.html import write_report
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 

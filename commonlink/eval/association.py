@@ -46,7 +46,12 @@ from commonlink.eval.association_prompts import (
     prompt_text,
     selection_prompt,
 )
-from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings, RequestFailure
+from commonlink.eval.backends.base import (
+    Backend,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+)
 from commonlink.eval.cache import CACHE_FILENAME, CachedGenerator, PredictionCache
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.metrics import chain_metrics, ratio_metrics

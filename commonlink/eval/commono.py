@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -20,22 +19,24 @@ from pathlib import Path
 from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
-from commonlink.eval.evaluator import (  # noqa: F401 - row_indices, unreadable_limit, default_out_dir: long-standing imports from here
-    MAX_UNREADABLE_SHARE,
-    RunOptions,
-    default_out_dir,
-    evaluate,
-    row_indices,
-    unreadable_limit,
+from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.imaging import (
+    ImageProtocol,
+    concat_side_by_side,
+    parse_image_protocol,
 )
-from commonlink.eval.imaging import ImageProtocol, concat_side_by_side, parse_image_protocol
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.similarity import make_embedder, object_similarity_analysis
 from commonlink.eval.task import Task, TaskRun
-from commonlink.fileio import atomic_write_json, atomic_write_text, read_jsonl, write_jsonl
+from commonlink.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    write_jsonl,
+)
 from commonlink.formats.common_o import (
     CONCAT_IMAGE_PROMPT,
     MULTI_IMAGE_PROMPT,
@@ -45,7 +46,7 @@ from commonlink.formats.common_o import (
 )
 from commonlink.loaders.common_o import open_common_o
 
-__all__ = ["CommonOTask", "common_o_request", "default_out_dir", "evaluate_common_o", "render_markdown_table", "score_predictions"]
+__all__ = ["CommonOTask", "common_o_request", "evaluate_common_o", "render_markdown_table", "score_predictions"]
 
 
 #: ``question`` modes: the row's own question verbatim when it has one (the authors' text), or always built.

@@ -28,7 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from commonlink.eval.backends.base import Backend, BackendInfo, GenerationRequest, GenerationSettings
+from commonlink.eval.backends.base import (
+    Backend,
+    BackendInfo,
+    GenerationRequest,
+    GenerationSettings,
+)
 from commonlink.eval.cache import PredictionCache, open_run_cache
 
 __all__ = ["Task", "TaskRun"]
