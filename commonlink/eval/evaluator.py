@@ -24,7 +24,9 @@ from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
 from commonlink.eval.metrics import N_BOOTSTRAP
+from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.results import results_header
+from commonlink.eval.runner import open_backends
 from commonlink.eval.task import Task, TaskRun
 
 __all__ = ["MAX_UNREADABLE_SHARE", "RunOptions", "default_out_dir", "evaluate", "row_indices", "unreadable_limit"]
@@ -86,15 +88,11 @@ def evaluate(task: Task, options: RunOptions) -> dict:
     if out_dir is not None:
         task.write(out_dir, results, outcome, suffix=shard_suffix(options.shard))
         if options.report and task.writes_report and options.shard is None:  # a shard is a part: the merging run writes the page
-            from commonlink.eval.report.html import report_beside_run
-
             report_beside_run(out_dir, dataset=dataset)
     return results
 
 
 def _backends(task: Task, options: RunOptions):
-    from commonlink.eval.runner import open_backends
-
     models = list(options.models)
     if len(models) > 1 and not task.several_models:
         raise InputError(f"{task.name} runs one model; {len(models)} were given.", "Give one --model.")

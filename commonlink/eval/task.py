@@ -35,6 +35,7 @@ from commonlink.eval.backends.base import (
     GenerationSettings,
 )
 from commonlink.eval.cache import PredictionCache, open_run_cache
+from commonlink.eval.runner import run_over_split
 
 __all__ = ["Task", "TaskRun"]
 
@@ -123,8 +124,6 @@ class Task:
     def run(self, run: TaskRun):
         """Answer every row and return the outcome :meth:`results` and :meth:`write` read. Default: the row loop
         over :meth:`requests` / :meth:`score` (a :class:`commonlink.eval.runner.RunOutcome`)."""
-        from commonlink.eval.runner import run_over_split
-
         return run_over_split(
             run.dataset, run.indices, build=self.requests, finish=self.score, backend=run.backends[0], settings=run.settings,
             cache=run.cache, run=run.run_keys[0], batch_size=run.batch_size, total=len(run.indices), description=self.description,
