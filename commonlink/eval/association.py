@@ -1,4 +1,6 @@
-"""The association protocol (Labyrinth of Links §3–5, appendix A.2): single-step, deduction and chains.
+"""The association protocol (Labyrinth of Links §3–5, appendix A.2): single-step, deduction and chains, as one
+eval task (:class:`AssociationTask`, run by :func:`commonlink.eval.evaluator.evaluate`) that drives its own
+episode loop over the evaluator's cached backends.
 
 How a chain is run (synchronous or asynchronous):
 

@@ -1,4 +1,5 @@
-"""The Common-O protocol: prompt each example, run a backend, parse, score, write the result files.
+"""The Common-O task (:class:`CommonOTask`): one request per row, the answer parsed and scored, the result files;
+run by the one evaluator (:func:`commonlink.eval.evaluator.evaluate`), or through :func:`evaluate_common_o`.
 
     >>> results = evaluate_common_o("facebook/Common-O", "main", "Qwen/Qwen2.5-VL-7B-Instruct", "vllm", "runs/qwen")
     >>> print(render_markdown_table(results))

@@ -1,10 +1,11 @@
-"""Drive a backend over the rows of a split: batching, prediction cache, bad-row skipping, progress.
+"""The row loop of the eval tasks: a backend over the rows of a split, with batching, the prediction cache,
+bad-row skipping and progress (what :meth:`commonlink.eval.task.Task.run` does unless a task drives its own loop).
 
-Protocols give two functions: ``build(example) -> [(request, meta), ...]`` (the model calls one row needs)
-and ``finish(meta, output) -> record`` (parse and score one output). The runner keeps at most one batch of
-images in memory, answers cached requests without the model, appends new outputs to the cache after every
-batch, and turns undecodable or malformed rows and failed requests into ``skipped`` entries (row, reason)
-instead of stopping the run.
+A task gives two functions: ``build(example) -> [(request, meta), ...]`` (the model calls one row needs) and
+``finish(meta, output) -> record`` (parse and score one output). The runner keeps at most one batch of images
+in memory, reads rows without their pixels for a backend that does not use images, answers cached requests
+without the model, appends new outputs to the cache after every batch, and turns undecodable or malformed rows
+and failed requests into ``skipped`` entries (row, reason) instead of stopping the run.
 """
 
 from __future__ import annotations
