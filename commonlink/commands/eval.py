@@ -92,14 +92,14 @@ NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (t
 OVERWRITE = typer.Option(False, "--overwrite", help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.")
 
 
-def run_folder_lock(out: Path, shard: str | None):
+def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
     """One process per run folder and shard: a second one writing the same results files is refused."""
-    return output_lock(Path(out) / f"results{shard_suffix(parse_shard(shard))}.json", what="commonlink eval")
+    return output_lock(Path(out) / f"results{shard_suffix(shard)}.json", what="commonlink eval")
 
 
 def run_task(task: Task, out: Path, options: RunOptions) -> dict:
-    """Run ``task`` with the evaluator, holding the run folder's lock (one process per folder and shard)."""
-    with output_lock(Path(out) / f"results{shard_suffix(options.shard)}.json", what="commonlink eval"):
+    """Run ``task`` with the evaluator (:func:`commonlink.eval.evaluator.evaluate`), holding the run folder's lock."""
+    with run_folder_lock(out, options.shard):
         return evaluate(task, options)
 
 
@@ -207,7 +207,7 @@ def score(
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
 
-    with run_folder_lock(out, None) if out is not None else contextlib.nullcontext():
+    with run_folder_lock(out) if out is not None else contextlib.nullcontext():
         results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
 
