@@ -21,9 +21,6 @@ class ImageSlot:
 
 Segment = str | ImageSlot
 
-SELECTION_OPTIONS = ("Image1", "Image2")
-
-
 def selection_prompt(concept_kind: str, memory_context: str) -> list[Segment]:
     """Association step: memory context, question instruction, the three images, output instruction."""
     head = f"{memory_context}\n" if memory_context else ""
