@@ -88,8 +88,11 @@ class AssociationSettings:
     max_steps: int = 500  #: scored steps after which a chain stops (counted as a full-length chain)
     deduction: bool = True  #: run the deduction step after each correct selection (chains)
     chainm_window: int = CHAINM_WINDOW  #: ChainM subchains kept in memory (the harness: 5; 0 = all)
+    deduction_rule: str = "all-shared"  #: when a deduction counts as correct (DEDUCTION_RULES; the paper defines none)
 
     def __post_init__(self) -> None:
+        if self.deduction_rule not in DEDUCTION_RULES:
+            raise InputError(f"--deduction-rule {self.deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}.")
         if self.memory not in MEMORY_KINDS:
             raise InputError(f"--memory {self.memory!r} is not a memory strategy.", f"Use one of: {', '.join(MEMORY_KINDS)}.")
         if self.max_steps < 1:
@@ -103,9 +106,21 @@ def image_name(image, options: Sequence[str]) -> str:
     return memory_name(image)
 
 
-def deduction_correct(predicted: list[str] | None, gold: Sequence[str]) -> bool:
-    """A deduction is correct when it names at least one concept and every concept it names is truly shared."""
-    return bool(predicted) and set(predicted) <= set(gold)
+#: When a deduction counts as correct. The paper scores deductions (Table 3's step) without saying how; the
+#: default is this project's own. all-shared: it names at least one concept and every one it names is shared;
+#: any-shared: at least one concept it names is shared; exact: it names exactly the shared concepts.
+DEDUCTION_RULES = ("all-shared", "any-shared", "exact")
+
+
+def deduction_correct(predicted: list[str] | None, gold: Sequence[str], rule: str = "all-shared") -> bool:
+    """Whether a deduction is correct under ``rule`` (see :data:`DEDUCTION_RULES`); naming nothing never is."""
+    if not predicted:
+        return False
+    if rule == "any-shared":
+        return bool(set(predicted) & set(gold))
+    if rule == "exact":
+        return set(predicted) == set(gold)
+    return set(predicted) <= set(gold)
 
 
 # ------------------------------------------------------------------------------------------ model calls
@@ -265,7 +280,7 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
     return to_deduce
 
 
-def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker) -> None:
+def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker, settings: AssociationSettings) -> None:
     """Ask the deductions in one batch; the deduced concepts (right or wrong) go into each chain's memory."""
     outputs_list = asker.ask([
         deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options) for r, s, _ in to_deduce
@@ -273,7 +288,7 @@ def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker) -> No
     for (run, step, entry), outputs in zip(to_deduce, outputs_list):
         options = run.chain.options
         concepts = majority_concepts([parse_concepts(o, options) if o is not None else None for o in outputs], options)
-        ok = deduction_correct(concepts, step.gold)
+        ok = deduction_correct(concepts, step.gold, settings.deduction_rule)
         run.deductions += 1
         run.deductions_correct += ok
         _remember(run, step, concepts or [])
@@ -298,7 +313,7 @@ def _run_step(active: list[_ChainRun], asker: Asker, settings: AssociationSettin
     steps = [r.chain.steps[r.t] for r in active]
     to_deduce = _select(active, steps, asker, settings)
     if to_deduce:
-        _deduce(to_deduce, asker)
+        _deduce(to_deduce, asker, settings)
     for run in active:
         _advance(run, settings)
 
@@ -351,18 +366,18 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
         records.append({"id": task.id, "concept": task.concept, "candidates": [c.id for c in task.candidates], "answer": task.answer,
                         "choice": choice, "correct": choice == task.answer, "failed": all(o is None for o in sel),
                         "unparseable": choice is None and not all(o is None for o in sel),
-                        "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold),
+                        "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold, settings.deduction_rule),
                         "outputs": sel, "deduction_outputs": ded})
     return records
 
 
-def run_deduction(tasks: list, asker: Asker) -> list[dict]:
+def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
     outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options) for t in tasks])
     records = []
     for task, out in zip(tasks, outputs):
         concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in out], task.options)
         records.append({"id": task.id, "concept": task.concept, "deduction": concepts, "deduction_gold": task.gold,
-                        "deduction_correct": deduction_correct(concepts, task.gold), "failed": all(o is None for o in out),
+                        "deduction_correct": deduction_correct(concepts, task.gold, settings.deduction_rule), "failed": all(o is None for o in out),
                         "unparseable": concepts is None and not all(o is None for o in out), "outputs": out})
     return records
 
@@ -416,7 +431,7 @@ def run_config(split, indices: list[int], config: str, asker: Asker, settings: A
                 entries = run_single_step(tasks, asker, settings)
                 outcome.records.extend(entries)
             else:
-                entries = run_deduction(tasks, asker)
+                entries = run_deduction(tasks, asker, settings)
                 outcome.records.extend(entries)
             if log_file is not None:
                 log_file.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))

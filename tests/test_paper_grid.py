@@ -1,0 +1,84 @@
+"""The papers' experiment grid as defaults: Table 3's deduction options, the deduction scoring rules, the
+perception baseline's generation room, and Common-O §4.2's hallucination-vs-similarity analysis."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from commonlink.errors import InputError
+from commonlink.eval.association import AssociationSettings, deduction_correct, evaluate_association
+from commonlink.eval.association_prompts import deduction_prompt, prompt_text
+from commonlink.loaders.association import load_association
+from commonlink.sampling.chains import build_chain_files, use_preset
+from commonlink.sampling.presets import PRESETS
+from tests.fixtures.tiny_chains import tiny_chain_config, tiny_labelled_images
+
+#: Labyrinth of Links, Table 3, deduction step, output instruction (verbatim, the paper's quotes normalised).
+TABLE_3_OPTIONS = ["break", "carry", "clean", "cut", "open", "push", "sit", "imprint"]
+
+
+@pytest.fixture(scope="module")
+def affordance_build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("aff")
+    images = tiny_labelled_images(root / "imgs", n=80, concepts=tuple(PRESETS["ocl-affordance"].concepts[::-1]))
+    config = replace(tiny_chain_config(concepts=None, pairs=None, tasks=["deduction"], deductions_per_concept=2),
+                     concept_kind="affordance")
+    images = use_preset(images, config, PRESETS["ocl-affordance"])
+    build_chain_files(images, root / "chains", config, progress=False)
+    return root / "chains"
+
+
+def test_affordance_deduction_options_are_table_3s(affordance_build):
+    assert list(PRESETS["ocl-affordance"].concepts) == TABLE_3_OPTIONS
+    meta = json.loads((affordance_build / "deduction.jsonl.meta.json").read_text())
+    assert meta["options"] == TABLE_3_OPTIONS
+    task = next(iter(load_association(affordance_build, "deduction")))
+    assert list(task.options) == TABLE_3_OPTIONS
+    text = prompt_text(deduction_prompt(task.concept_kind, list(task.options)))
+    assert text.endswith("Your response should only include shared affordance in the following options. "
+                         "Options:['break', 'carry', 'clean', 'cut', 'open', 'push', 'sit', 'imprint']")
+
+
+def test_deduction_rules():
+    gold = ["metal", "rusty"]
+    assert deduction_correct(["metal"], gold) and not deduction_correct(["metal", "furry"], gold)
+    assert deduction_correct(["metal", "furry"], gold, "any-shared") and not deduction_correct(["furry"], gold, "any-shared")
+    assert deduction_correct(["rusty", "metal"], gold, "exact") and not deduction_correct(["metal"], gold, "exact")
+    assert not any(deduction_correct(p, gold, rule) for p in (None, []) for rule in ("all-shared", "any-shared", "exact"))
+    with pytest.raises(InputError, match="deduction-rule"):
+        AssociationSettings(deduction_rule="most-shared")
+
+
+class _Deducer:
+    """Names the first and the last option (Table 3's: break and imprint) whatever the images show, so some
+    deductions name one shared concept and one that is not."""
+
+    def __init__(self):
+        from commonlink.eval.backends.base import BackendInfo
+        self.info = BackendInfo(backend="scripted", model="deducer", fingerprint="deducer", batch_invariant=True,
+                                default_batch_size=8, uses_images=False)
+        self.generate_seconds = 0.0
+
+    def generate(self, requests, settings):
+        return [f"{r.choices[0]}, {r.choices[-1]}" for r in requests]
+
+    def close(self):
+        pass
+
+
+def test_deduction_rule_changes_the_score_and_is_recorded(affordance_build, tmp_path):
+    scores = {}
+    for rule in ("all-shared", "any-shared"):
+        results = evaluate_association(affordance_build, "deduction", backend_instances=[_Deducer()], out_dir=tmp_path / rule,
+                                       settings=AssociationSettings(deduction_rule=rule), show_progress=False, report=False, n_boot=10)
+        assert results["association"]["deduction_rule"] == rule
+        records = [json.loads(x) for x in (tmp_path / rule / "predictions.jsonl").read_text().splitlines()]
+        for r in records:
+            named = set(r["deduction"] or [])
+            expected = (named <= set(r["deduction_gold"])) if rule == "all-shared" else bool(named & set(r["deduction_gold"]))
+            assert r["deduction_correct"] == (bool(named) and expected)
+        scores[rule] = sum(r["deduction_correct"] for r in records)
+    assert scores["any-shared"] > scores["all-shared"]
