@@ -82,3 +82,43 @@ def test_deduction_rule_changes_the_score_and_is_recorded(affordance_build, tmp_
             assert r["deduction_correct"] == (bool(named) and expected)
         scores[rule] = sum(r["deduction_correct"] for r in records)
     assert scores["any-shared"] > scores["all-shared"]
+
+
+# ---------------------------------------------------------------------------------------------- perception room
+class _Recorder:
+    """Answers the first choice / "yes" and records the generation settings each call was given."""
+
+    def __init__(self):
+        from commonlink.eval.backends.base import BackendInfo
+        self.info = BackendInfo(backend="scripted", model="recorder", fingerprint="recorder", batch_invariant=True,
+                                default_batch_size=8, uses_images=True)
+        self.generate_seconds = 0.0
+        self.settings = []
+
+    def generate(self, requests, settings):
+        self.settings.append(settings)
+        return ["yes" for _ in requests]
+
+    def close(self):
+        pass
+
+
+def test_perception_and_commono_allow_the_same_generation_length(tmp_path):
+    """A reasoning model cut off at a shorter cap in the single-image baseline would be scored wrong there only."""
+    import inspect
+
+    from commonlink.commands import eval as eval_commands
+    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.eval.perception import evaluate_perception
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    data = write_common_o_split(tmp_path / "data", common_o_rows(2))
+    caps = {}
+    for name, run in (("commono", evaluate_common_o), ("perception", evaluate_perception)):
+        backend = _Recorder()
+        run(data, "main", out_dir=tmp_path / name, backend_instance=backend, show_progress=False, n_boot=10)
+        caps[name] = {s.max_new_tokens for s in backend.settings}
+    assert caps["commono"] == caps["perception"] == {1024}
+    cli = {name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default.default
+           for name in ("commono", "perception")}
+    assert cli["commono"] == cli["perception"] == 1024

@@ -97,7 +97,7 @@ def evaluate_perception(
     """Run the single-image yes/no baseline on one split; same outputs, image protocol and resume rules as
     Common-O. ``yes_no_hint`` adds " Answer yes or no." to the paper's question (off by default)."""
 
-    settings = settings or GenerationSettings(seed=seed, max_new_tokens=64)
+    settings = settings or GenerationSettings(seed=seed)  # as commono: room for reasoning
     protocol = parse_image_protocol(image_protocol)
     template = perception_prompt(yes_no_hint)
     dataset = open_common_o(data, split, revision=revision)
