@@ -122,3 +122,65 @@ def test_perception_and_commono_allow_the_same_generation_length(tmp_path):
     cli = {name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default.default
            for name in ("commono", "perception")}
     assert cli["commono"] == cli["perception"] == 1024
+
+
+# ---------------------------------------------------------------------------------------------- hallucination vs similarity
+class _SimilarityHallucinator:
+    """Answers the objects in common plus every distractor at least ``threshold`` similar to one of them (the
+    behaviour Common-O §4.2 reports), by the same character-trigram embedder the analysis uses by default."""
+
+    def __init__(self, rows, threshold: float, name: str):
+        from commonlink.eval.backends.base import BackendInfo
+        from commonlink.eval.similarity import char_ngram_embedder
+        self.truth = {tuple(json.loads(r["choices"])): json.loads(r["ground_truth_objects"]) for r in rows}
+        self.embed, self.threshold = char_ngram_embedder(), threshold
+        self.info = BackendInfo(backend="scripted", model=name, fingerprint="halluc", batch_invariant=True, default_batch_size=8,
+                                uses_images=True)
+        self.generate_seconds = 0.0
+
+    def generate(self, requests, settings):
+        from commonlink.constants import NO_COMMON_OBJECTS
+        out = []
+        for r in requests:
+            truth = self.truth[tuple(r.choices)]
+            common = [t for t in truth if t != NO_COMMON_OBJECTS]
+            picked = set(truth)
+            for c in r.choices:
+                if common and c not in truth and c != NO_COMMON_OBJECTS:
+                    vectors = self.embed([c, *common])
+                    if max(float(vectors[0] @ v) for v in vectors[1:]) >= self.threshold:
+                        picked.add(c)
+            out.append("Answer: " + ", ".join(chr(65 + k) for k, c in enumerate(r.choices) if c in picked))
+        return out
+
+    def close(self):
+        pass
+
+
+def test_hallucination_by_distractor_similarity_in_results_and_report(tmp_path):
+    from commonlink.eval.commono import evaluate_common_o
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    rows = common_o_rows(40, seed=5)
+    data = write_common_o_split(tmp_path / "data", rows)
+    name = "<script>alert(1)</script>"
+    backend = _SimilarityHallucinator(rows, 0.25, name)
+    results = evaluate_common_o(data, "main", out_dir=tmp_path / "run", backend_instance=backend, similarity=True,
+                                show_progress=False, n_boot=10)
+    analysis = results["hallucination_similarity"]
+    assert analysis["embedding"] == "char-ngram" and len(analysis["bins"]) == 4
+    assert sum(b["n"] for b in analysis["bins"]) == analysis["examples_used"] > 10
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["hallucination_similarity"] == analysis
+    records = [json.loads(x) for x in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    scored = [r for r in records if r["distractor_similarity"] is not None]
+    assert len(scored) == analysis["examples_used"]
+    # per example: it hallucinated exactly when a distractor was at least the threshold similar to a common object
+    assert all((r["hallucinated"] >= 1) == (r["distractor_similarity"] >= 0.25) for r in scored)
+    assert {r["hallucinated"] >= 1 for r in scored} == {True, False}
+    lows = [b["low"] for b in analysis["bins"]]
+    assert lows == sorted(lows) and analysis["bins"][-1]["hallucination_1plus"] > analysis["bins"][0]["hallucination_1plus"]
+    assert analysis["r"] > 0.5
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "Hallucination by distractor similarity: &lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script>alert(1)</script>" not in page
+    assert "Hallucination by distractor similarity" in (tmp_path / "run" / "results.md").read_text()

@@ -122,7 +122,7 @@ def commono(
     backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     concurrency: int = CONCURRENCY,
-    similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analysis (character n-grams unless --similarity-model)."),
+    similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analyses: common-object similarity vs accuracy (Table 6) and hallucination by distractor similarity (§4.2); character trigrams unless --similarity-model."),
     similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,

@@ -34,7 +34,7 @@ from commonlink.eval.results import (
     write_lmms_eval_files,
 )
 from commonlink.eval.runner import open_backends, run_over_split
-from commonlink.eval.similarity import make_embedder, object_similarity_analysis
+from commonlink.eval.similarity import hallucination_similarity_analysis, make_embedder, object_similarity_analysis
 from commonlink.fileio import (
     atomic_write_json,
     atomic_write_text,
@@ -294,6 +294,7 @@ def evaluate_common_o(
     })
     if embedder is not None:
         results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=embedder)
+        results["hallucination_similarity"] = hallucination_similarity_analysis(outcome.records, embedder=embedder)
     if out_dir is not None:
         write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard), prompts=prompts)
         if report and shard is None:  # a shard's rows are a part of the run: the merging run writes the page
@@ -412,7 +413,7 @@ def score_predictions(
     base = {}
     if previous.is_file():
 
-        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity")}
+        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity", "hallucination_similarity")}
     results = dict(base)
     results.update(
         task="common_o",
