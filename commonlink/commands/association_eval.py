@@ -1,4 +1,4 @@
-"""``commonlink eval association``: thin CLI over :func:`commonlink.eval.association.evaluate_association`."""
+"""``commonlink eval association``: thin CLI over :class:`commonlink.eval.association.AssociationTask` and the evaluator."""
 
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from commonlink.commands.eval import (
     backend_options,
     generation_settings,
     print_fresh_report,
-    run_folder_lock,
+    run_task,
 )
 from commonlink.errors import InputError
-from commonlink.eval.association import AssociationSettings, evaluate_association
-from commonlink.eval.commono import default_out_dir
+from commonlink.eval.association import AssociationSettings, AssociationTask
+from commonlink.eval.evaluator import RunOptions, default_out_dir
 
 
 @reports_errors
@@ -74,11 +74,12 @@ def association(
                                    chainm_window=chainm_window, deduction_rule=deduction_rule)
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    with run_folder_lock(out, None):
-        evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
-                             batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
-                             show_progress=not quiet, report=not no_report)
+    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size)
+    run_task(task, out, RunOptions(
+        models=model, backend=backend, out_dir=out, settings=generation, batch_size=batch_size, limit=limit,
+        backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report,
+    ))
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)

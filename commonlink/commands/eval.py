@@ -11,12 +11,10 @@ from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, parse_key_values
 from commonlink.eval.cache import shard_suffix
-from commonlink.eval.commono import (
-    default_out_dir,
-    evaluate_common_o,
-    score_predictions,
-)
-from commonlink.eval.perception import evaluate_perception
+from commonlink.eval.commono import CommonOTask, score_predictions
+from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
+from commonlink.eval.perception import PerceptionTask
+from commonlink.eval.task import Task
 from commonlink.eval.report.tables import leaderboard, load_results, render_markdown_table
 from commonlink.fileio import atomic_write_text
 from commonlink.eval.report.html import REPORT_FILENAME
@@ -96,6 +94,16 @@ def run_folder_lock(out: Path, shard: str | None):
     return output_lock(Path(out) / f"results{shard_suffix(parse_shard(shard))}.json", what="commonlink eval")
 
 
+def run_task(task: Task, out: Path, options: RunOptions) -> dict:
+    """Run ``task`` with the evaluator, holding the run folder's lock (one process per folder and shard)."""
+    with output_lock(Path(out) / f"results{shard_suffix(options.shard)}.json", what="commonlink eval"):
+        return evaluate(task, options)
+
+
+def parse_rows(rows: str | None) -> tuple[int, int] | None:
+    return parse_range(rows, option="--rows") if rows else None
+
+
 @reports_errors
 def commono(
     model: str = MODEL,
@@ -132,16 +140,14 @@ def commono(
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
     out = out or default_out_dir(split, model, backend)
+    task = CommonOTask(data, split, revision=revision, concat_images=concat_images, image_protocol=image_protocol, question=question,
+                       similarity=similarity, similarity_model=similarity_model)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    with run_folder_lock(out, shard):
-        results = evaluate_common_o(
-            data, split, model, backend, out, revision=revision, settings=settings,
-            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
-            concat_images=concat_images, backend_options=options, seed=seed, n_boot=bootstrap,
-            similarity=similarity, similarity_model=similarity_model, show_progress=not quiet, report=not no_report,
-            image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
-        )
+    results = run_task(task, out, RunOptions(
+        models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
+        shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
+    ))
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -176,15 +182,13 @@ def perception(
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
     out = out or default_out_dir(split, model, backend, task="perception")
+    task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    with run_folder_lock(out, shard):
-        results = evaluate_perception(
-            data, split, model, backend, out, revision=revision, settings=settings,
-            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
-            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
-            image_protocol=image_protocol, yes_no_hint=yes_no_hint, overwrite=overwrite,
-        )
+    results = run_task(task, out, RunOptions(
+        models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
+        shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, overwrite=overwrite,
+    ))
     _print_summary(results, out, render_markdown_table, shard)
 
 

@@ -30,7 +30,6 @@ import contextlib
 import hashlib
 import json
 import os
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -47,28 +46,13 @@ from commonlink.eval.association_prompts import (
     prompt_text,
     selection_prompt,
 )
-from commonlink.eval.backends import (
-    Backend,
-    GenerationRequest,
-    GenerationSettings,
-    RequestFailure,
-)
-from commonlink.eval.cache import (
-    CACHE_FILENAME,
-    CachedGenerator,
-    PredictionCache,
-    run_key,
-)
-from commonlink.eval.report.html import report_beside_run
-from commonlink.eval.metrics import N_BOOTSTRAP, chain_metrics, ratio_metrics
+from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings, RequestFailure
+from commonlink.eval.cache import CACHE_FILENAME, CachedGenerator, PredictionCache
+from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.report.tables import render_association_table
-from commonlink.eval.results import (
-    lmms_eval_metrics,
-    results_header,
-    timing,
-    write_lmms_eval_files,
-)
-from commonlink.eval.runner import open_backends
+from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.loaders.association import open_association
 from commonlink.progress import make_progress
@@ -131,6 +115,8 @@ class Asker:
     def __init__(self, backends: list[Backend], cache: PredictionCache, settings: GenerationSettings, run_keys: list[str], batch_size: int):
         self.generators = [CachedGenerator(b, cache, settings, run, batch_size) for b, run in zip(backends, run_keys)]
         self.requests_sent = 0  #: requests asked of the protocol (one per request, whatever the number of models)
+        #: False when no model looks at pixels (the random baseline): requests are built without decoding images
+        self.pixels = any(b.info.uses_images for b in backends)
 
     @property
     def generated(self) -> int:
@@ -175,23 +161,28 @@ def _request_id(kind: str, task_id: str, step: int, segments, images) -> str:
     return f"{task_id}/{step}/{kind}/{digest}"
 
 
-def selection_request(task_id: str, step: int, query, candidates, concept_kind: str, memory: MemoryBase) -> GenerationRequest:
+def selection_request(task_id: str, step: int, query, candidates, concept_kind: str, memory: MemoryBase, *,
+                      pixels: bool = True) -> GenerationRequest:
+    """The selection of one step: query and candidates, the memory in the prompt. ``pixels=False`` (backends that
+    do not use images) leaves the images undecoded (``None``); the request id depends on image ids only."""
     segments = selection_prompt(concept_kind, memory.render())
     images = [query, *candidates]
     return GenerationRequest(
         id=_request_id("select", task_id, step, segments, images),
-        images=[img.image for img in images],
+        images=[img.image if pixels else None for img in images],
         prompt=segments,
         choices=list(SELECTION_CHOICES),
         multi_select=False,
     )
 
 
-def deduction_request(task_id: str, step: int, image_1, image_2, concept_kind: str, options: list[str]) -> GenerationRequest:
+def deduction_request(task_id: str, step: int, image_1, image_2, concept_kind: str, options: list[str], *,
+                      pixels: bool = True) -> GenerationRequest:
+    """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`."""
     segments = deduction_prompt(concept_kind, options)
     return GenerationRequest(
         id=_request_id("deduce", task_id, step, segments, [image_1, image_2]),
-        images=[image_1.image, image_2.image],
+        images=[image_1.image, image_2.image] if pixels else [None, None],
         prompt=segments,
         choices=list(options),
         multi_select=True,
@@ -265,7 +256,8 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
     """Ask every active chain's selection in one batch; the correct ones that await a deduction are returned
     (with deduction off, the memory learns the gold concept at once)."""
     selections = asker.ask([
-        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory) for r, s in zip(active, steps)
+        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory, pixels=asker.pixels)
+        for r, s in zip(active, steps)
     ])
     to_deduce = []
     for run, step, outputs in zip(active, steps, selections):
@@ -283,7 +275,8 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
 def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker, settings: AssociationSettings) -> None:
     """Ask the deductions in one batch; the deduced concepts (right or wrong) go into each chain's memory."""
     outputs_list = asker.ask([
-        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options) for r, s, _ in to_deduce
+        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options, pixels=asker.pixels)
+        for r, s, _ in to_deduce
     ])
     for (run, step, entry), outputs in zip(to_deduce, outputs_list):
         options = run.chain.options
@@ -338,7 +331,7 @@ def chain_summary(run: _ChainRun) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ single step, deduction
-def single_step_selection(task, settings: AssociationSettings) -> GenerationRequest:
+def single_step_selection(task, settings: AssociationSettings, *, pixels: bool = True) -> GenerationRequest:
     """The selection request of a single-step task: the task's fixed, correct memory in the prompt, then the
     query and the two candidates (also what the lmms-eval and VLMEvalKit exports show the model)."""
     memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=task.concept_kind,
@@ -347,15 +340,16 @@ def single_step_selection(task, settings: AssociationSettings) -> GenerationRequ
     # The fixed memory links consecutive memory examples through their shared concept.
     links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
     memory.seed_fixed(links)
-    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory)
+    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory, pixels=pixels)
 
 
 def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
     """Each task: a selection with the task's fixed correct memory, then a deduction on (query, positive)."""
     selection_requests, deduction_requests = [], []
     for task in tasks:
-        selection_requests.append(single_step_selection(task, settings))
-        deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options))
+        selection_requests.append(single_step_selection(task, settings, pixels=asker.pixels))
+        deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options,
+                                                     pixels=asker.pixels))
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]
     records = []
@@ -372,7 +366,8 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
 
 
 def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
-    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options) for t in tasks])
+    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options, pixels=asker.pixels)
+                          for t in tasks])
     records = []
     for task, out in zip(tasks, outputs):
         concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in out], task.options)
@@ -389,35 +384,21 @@ IMAGES_PER_ASSOCIATION_REQUEST = 3
 LMMS_TASK = "association_single_step"
 
 
-def association_run_keys(infos, config: str, split, generation: GenerationSettings) -> list[str]:
-    """The cache key of each model of a run (see :mod:`commonlink.eval.cache`)."""
-    return [
-        run_key(task=f"association/{config}", protocol=PROTOCOL_VERSION, dataset=split.fingerprint, model=i.fingerprint,
-                backend=i.backend, settings=generation.to_dict(),
-                **({"backend_options": i.output_options} if getattr(i, "output_options", None) else {}))
-        for i in infos
-    ]
-
-
-def association_cache(out_dir, run: str) -> PredictionCache:
-    if out_dir is not None:
-        return PredictionCache(Path(out_dir) / CACHE_FILENAME)
-    return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"assoc-{run}.jsonl")
-
-
 @dataclass
 class AssociationOutcome:
-    """What a run of one config produced: chain summaries (chains) or per-task records (the others)."""
+    """What a run of one config produced: chain summaries (chains) or per-task records (the others), and the
+    request counts of the :class:`Asker` that ran it."""
 
     summaries: list[dict] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
+    asker: Asker | None = None
 
 
 def run_config(split, indices: list[int], config: str, asker: Asker, settings: AssociationSettings, *, group_size: int,
                log_path: Path | None, show_progress: bool) -> AssociationOutcome:
     """Run the tasks of one config a group at a time (chains in lockstep within a group), streaming the
     per-step log to ``log_path``, so memory stays flat however many chains a config has."""
-    outcome = AssociationOutcome()
+    outcome = AssociationOutcome(asker=asker)
     chains = config in CHAIN_CONFIGS
     with contextlib.ExitStack() as stack:
         log_file = stack.enter_context(atomic_write(log_path)) if log_path is not None else None
@@ -449,6 +430,71 @@ def config_metrics(config: str, outcome: AssociationOutcome, settings: Associati
     return ratio_metrics(outcome.records, fields, seed=seed, n_boot=n_boot), len(outcome.records)
 
 
+class AssociationTask(Task):
+    """One association config (single_step, deduction, synchronous, asynchronous) as an eval task.
+
+    Chains are episodes: a step's prompt holds the memory built from the previous answers, so this task drives
+    its own loop (:func:`run_config`: groups of tasks, chains in lockstep) over the evaluator's cached backends
+    instead of the row loop; several models (``--moe``) vote on every answer."""
+
+    images_per_request = IMAGES_PER_ASSOCIATION_REQUEST
+    several_models = True
+    shardable = False
+
+    def __init__(self, data: str | os.PathLike, config: str, *, settings: AssociationSettings | None = None, revision: str | None = None,
+                 group_size: int = 512):
+        if group_size < 1:
+            raise InputError(f"--group-size {group_size} must be at least 1.")
+        self.data, self.config, self.revision, self.group_size = data, config, revision, group_size
+        self.settings = settings or AssociationSettings()
+        self.name = self.description = f"association/{config}"
+
+    def default_settings(self, seed: int) -> GenerationSettings:
+        return GenerationSettings(seed=seed, max_new_tokens=64)
+
+    def open(self):
+        return open_association(self.data, self.config, revision=self.revision)
+
+    def check_backends(self, infos) -> None:
+        if any(i.model == "none" for i in infos):
+            raise InputError("The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline.")
+
+    def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
+        return dict(task=f"association/{self.config}", protocol=PROTOCOL_VERSION, dataset=dataset.fingerprint, model=info.fingerprint,
+                    backend=info.backend, settings=settings.to_dict(),
+                    **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}))
+
+    def open_cache(self, out_dir, run_keys, shard, *, overwrite: bool) -> PredictionCache:
+        # One cache file for every model of a --moe run (each under its own run key), so no other-run check here.
+        if out_dir is not None:
+            return PredictionCache(Path(out_dir) / CACHE_FILENAME)
+        return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"assoc-{run_keys[0]}.jsonl")
+
+    def run(self, run: TaskRun) -> AssociationOutcome:
+        asker = Asker(run.backends, run.cache, run.settings, run.run_keys, run.batch_size)
+        log_name = "steps.jsonl" if self.config in CHAIN_CONFIGS else "predictions.jsonl"
+        return run_config(run.dataset, run.indices, self.config, asker, self.settings, group_size=self.group_size,
+                          log_path=run.out_dir / log_name if run.out_dir is not None else None, show_progress=run.show_progress)
+
+    def results(self, run: TaskRun, outcome: AssociationOutcome) -> dict:
+        split, asker = run.dataset, outcome.asker
+        metrics, scored_steps = config_metrics(self.config, outcome, self.settings, seed=run.seed, n_boot=run.n_boot)
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "association": asdict(self.settings),
+            "dataset": {"source": split.source_name, "config": self.config, "revision": split.revision, "fingerprint": split.fingerprint,
+                        "tasks_in_config": len(split), "tasks_run": len(run.indices)},
+            "metrics": metrics,
+            "requests": {"total": asker.requests_sent, "scored_steps": scored_steps,
+                         "per_scored_step": round(asker.requests_sent / scored_steps, 4) if scored_steps else None,
+                         "generated": asker.generated, "from_cache": asker.cached, "failed": asker.failures},
+            "timing": timing(run.wall_s, run.generate_s, from_cache=asker.cached, generated=asker.generated),
+        }
+
+    def write(self, out_dir: Path, results: dict, outcome: AssociationOutcome, *, suffix: str = "") -> None:
+        write_association_outputs(out_dir, results, outcome)
+
+
 def evaluate_association(
     data: str | os.PathLike,
     config: str,
@@ -459,17 +505,13 @@ def evaluate_association(
     settings: AssociationSettings | None = None,
     generation: GenerationSettings | None = None,
     revision: str | None = None,
-    batch_size: int | None = None,
-    limit: int | None = None,
-    backend_options: dict | None = None,
-    backend_instances: Sequence[Backend] | None = None,
-    seed: int = 0,
-    n_boot: int = N_BOOTSTRAP,
     group_size: int = 512,
-    show_progress: bool = True,
-    report: bool = True,
+    **run_options,
 ) -> dict:
-    """Score one or more models (majority vote when several) on one association config; returns results.
+    """Score one or more models (majority vote when several) on one association config; returns results
+    (:class:`AssociationTask` run by :func:`commonlink.eval.evaluator.evaluate`; ``run_options``: its
+    :class:`RunOptions` fields, e.g. ``batch_size``, ``limit``, ``backend_options``, ``backend_instances``,
+    ``seed``, ``n_boot``, ``show_progress``, ``report``).
 
     ``data`` is an association release folder, a Hub repo id, or the chain files written by
     ``commonlink chains``. Outputs (when ``out_dir`` is given): ``results.json``, ``steps.jsonl`` (per-step log
@@ -478,44 +520,8 @@ def evaluate_association(
     memory and is the most requests one step of chains can send at once. With ``report`` (the default),
     ``report.html`` is written there too.
     """
-
-    if group_size < 1:
-        raise InputError(f"--group-size {group_size} must be at least 1.")
-    settings = settings or AssociationSettings()
-    generation = generation or GenerationSettings(seed=seed, max_new_tokens=64)
-    split = open_association(data, config, revision=revision)
-    indices = list(range(len(split)))[: limit if limit is not None else None]
-    with open_backends(backend_instances, backend, models, backend_options, images_per_request=IMAGES_PER_ASSOCIATION_REQUEST) as backends:
-        infos = [b.info for b in backends]
-        if any(i.model == "none" for i in infos):
-            raise InputError("The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline.")
-        runs = association_run_keys(infos, config, split, generation)
-        asker = Asker(backends, association_cache(out_dir, runs[0]), generation, runs, batch_size or min(i.default_batch_size for i in infos))
-        start = time.perf_counter()
-        log_name = "steps.jsonl" if config in CHAIN_CONFIGS else "predictions.jsonl"
-        outcome = run_config(split, indices, config, asker, settings, group_size=group_size,
-                             log_path=Path(out_dir) / log_name if out_dir is not None else None, show_progress=show_progress)
-        metrics, scored_steps = config_metrics(config, outcome, settings, seed=seed, n_boot=n_boot)
-        wall = time.perf_counter() - start
-        generate_s = sum(b.generate_seconds for b in backends)
-        infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded
-    results = results_header(f"association/{config}", infos, generation, seed=seed, n_boot=n_boot, several_models=True)
-    results.update({
-        "protocol": PROTOCOL_VERSION,
-        "association": asdict(settings),
-        "dataset": {"source": split.source_name, "config": config, "revision": split.revision, "fingerprint": split.fingerprint,
-                    "tasks_in_config": len(split), "tasks_run": len(indices)},
-        "metrics": metrics,
-        "requests": {"total": asker.requests_sent, "scored_steps": scored_steps,
-                     "per_scored_step": round(asker.requests_sent / scored_steps, 4) if scored_steps else None,
-                     "generated": asker.generated, "from_cache": asker.cached, "failed": asker.failures},
-        "timing": timing(wall, generate_s, from_cache=asker.cached, generated=asker.generated),
-    })
-    if out_dir is not None:
-        write_association_outputs(Path(out_dir), results, outcome)
-        if report:
-            report_beside_run(Path(out_dir), dataset=split)
-    return results
+    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size)
+    return evaluate(task, RunOptions(models=list(models), backend=backend, out_dir=out_dir, settings=generation, **run_options))
 
 
 def write_association_outputs(out: Path, results: dict, outcome: AssociationOutcome) -> None:
