@@ -166,3 +166,50 @@ def test_the_grid_runs_end_to_end_with_the_tiny_model_and_prints_table_4(chain_d
     tiny = next(f for f in folders if "random" not in f.name)
     assert len((tiny / "predictions.jsonl").read_text().splitlines()) == 3 * 4 * 3
     assert len(open_association(chain_dir, "single_step")) > 3
+
+
+# ---------------------------------------------------------------------------------------------- strategies for association tasks
+class _Chooser:
+    """Reasons first, naming every option, then answers the gold on its last line (a CoT-style answer)."""
+
+    def __init__(self):
+        self.info = BackendInfo(backend="scripted", model="cot", fingerprint="cot", batch_invariant=True, default_batch_size=16,
+                                uses_images=False)
+        self.generate_seconds, self.prompts = 0.0, []
+
+    def generate(self, requests, settings):
+        self.prompts += [prompt_text(r.prompt) for r in requests]
+        return [f"Both could be {', '.join(r.choices)}.\nAnswer: {r.choices[0]}" for r in requests]
+
+    def close(self):
+        pass
+
+
+def test_strategies_are_selectable_for_association_tasks(tmp_path_factory, tmp_path):
+    from commonlink.eval.association import AssociationSettings, evaluate_association
+
+    chains = write_tiny_chain_files(tmp_path_factory.mktemp("assoc-strategy"), tasks=["deduction"], concept_kind="attribute")
+    runs = {}
+    for strategy in ("normal", "comknow", "cot"):
+        backend = _Chooser()
+        results = evaluate_association(chains, "deduction", backend_instances=[backend], out_dir=tmp_path / strategy, n_boot=10,
+                                       settings=AssociationSettings(strategy=strategy), show_progress=False, report=False)
+        assert results["association"]["strategy"] == strategy
+        runs[strategy] = (backend.prompts, [json.loads(x) for x in (tmp_path / strategy / "predictions.jsonl").read_text().splitlines()])
+    normal, comknow, cot = (runs[s][0][0] for s in ("normal", "comknow", "cot"))
+    assert normal.startswith("Generate the common attribute") and "Your response should only include shared attribute" in normal
+    assert comknow.startswith("Common knowledge: An attribute is") and comknow.endswith("\n" + normal)
+    assert "on the last line as 'Answer: <attribute>'" in cot
+    # CoT is read from its Answer line: the reasoning names every option, the answer one
+    assert all(r["deduction"] == [r["outputs"][0].rsplit(": ", 1)[1]] for r in runs["cot"][1])
+    assert all(r["deduction"] is None or len(r["deduction"]) > 1 for r in runs["normal"][1])
+    with pytest.raises(InputError, match="--strategy"):
+        AssociationSettings(strategy="few-shot")
+    # chains: the selection carries the strategy's worked example in front of the memory and Table 3's question
+    chain_dir = write_tiny_chain_files(tmp_path_factory.mktemp("assoc-chains"), tasks=["synchronous"], concept_kind="attribute")
+    backend = _Chooser()
+    evaluate_association(chain_dir, "synchronous", backend_instances=[backend], out_dir=tmp_path / "chains", n_boot=10, limit=1,
+                         settings=AssociationSettings(strategy="one-shot", memory="nom"), show_progress=False, report=False)
+    selection = next(p for p in backend.prompts if "Candidate images" in p)
+    assert selection.startswith('Example: an original image of an object with the attribute "metal"')
+    assert "Answer: Image2.\nDetermine the relationship between the original image" in selection

@@ -46,8 +46,14 @@ from commonlink.eval.association_prompts import (
     prompt_text,
     selection_prompt,
 )
-from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings, RequestFailure
+from commonlink.eval.backends.base import (
+    Backend,
+    GenerationRequest,
+    GenerationSettings,
+    RequestFailure,
+)
 from commonlink.eval.cache import CACHE_FILENAME, CachedGenerator, PredictionCache
+from commonlink.eval.concept_prompts import STRATEGIES, strategy_preamble
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.report.tables import render_association_table
@@ -73,8 +79,11 @@ class AssociationSettings:
     deduction: bool = True  #: run the deduction step after each correct selection (chains)
     chainm_window: int = CHAINM_WINDOW  #: ChainM subchains kept in memory (the harness: 5; 0 = all)
     deduction_rule: str = "all-shared"  #: when a deduction counts as correct (DEDUCTION_RULES; the paper defines none)
+    strategy: str = "normal"  #: prompt strategy (concept_prompts.STRATEGIES; text-only here: see strategy_preamble)
 
     def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise InputError(f"--strategy {self.strategy!r} is not a strategy.", f"Use one of: {', '.join(STRATEGIES)}.")
         if self.deduction_rule not in DEDUCTION_RULES:
             raise InputError(f"--deduction-rule {self.deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}.")
         if self.memory not in MEMORY_KINDS:
@@ -162,10 +171,12 @@ def _request_id(kind: str, task_id: str, step: int, segments, images) -> str:
 
 
 def selection_request(task_id: str, step: int, query, candidates, concept_kind: str, memory: MemoryBase, *,
-                      pixels: bool = True) -> GenerationRequest:
+                      pixels: bool = True, strategy: str = "normal", options: Sequence[str] = ()) -> GenerationRequest:
     """The selection of one step: query and candidates, the memory in the prompt. ``pixels=False`` (backends that
-    do not use images) leaves the images undecoded (``None``); the request id depends on image ids only."""
-    segments = selection_prompt(concept_kind, memory.render())
+    do not use images) leaves the images undecoded (``None``); the request id depends on image ids only.
+    ``strategy``: a prompt strategy's text in front (about ``options``), or CoT's answer line."""
+    segments = selection_prompt(concept_kind, memory.render(), preamble=strategy_preamble(strategy, concept_kind, options),
+                                cot=strategy == "cot")
     images = [query, *candidates]
     return GenerationRequest(
         id=_request_id("select", task_id, step, segments, images),
@@ -177,9 +188,11 @@ def selection_request(task_id: str, step: int, query, candidates, concept_kind: 
 
 
 def deduction_request(task_id: str, step: int, image_1, image_2, concept_kind: str, options: list[str], *,
-                      pixels: bool = True) -> GenerationRequest:
-    """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`."""
-    segments = deduction_prompt(concept_kind, options)
+                      pixels: bool = True, strategy: str = "normal") -> GenerationRequest:
+    """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`;
+    ``strategy``: ComKnow's knowledge in front, or CoT's answer line (One-shot's example is the selection's)."""
+    segments = deduction_prompt(concept_kind, options, preamble=strategy_preamble(strategy, concept_kind, options) if strategy == "comknow" else "",
+                                cot=strategy == "cot")
     return GenerationRequest(
         id=_request_id("deduce", task_id, step, segments, [image_1, image_2]),
         images=[image_1.image, image_2.image] if pixels else [None, None],
@@ -256,7 +269,8 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
     """Ask every active chain's selection in one batch; the correct ones that await a deduction are returned
     (with deduction off, the memory learns the gold concept at once)."""
     selections = asker.ask([
-        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory, pixels=asker.pixels)
+        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory, pixels=asker.pixels,
+                          strategy=settings.strategy, options=r.chain.options)
         for r, s in zip(active, steps)
     ])
     to_deduce = []
@@ -275,12 +289,14 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
 def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker, settings: AssociationSettings) -> None:
     """Ask the deductions in one batch; the deduced concepts (right or wrong) go into each chain's memory."""
     outputs_list = asker.ask([
-        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options, pixels=asker.pixels)
+        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options, pixels=asker.pixels,
+                          strategy=settings.strategy)
         for r, s, _ in to_deduce
     ])
     for (run, step, entry), outputs in zip(to_deduce, outputs_list):
         options = run.chain.options
-        concepts = majority_concepts([parse_concepts(o, options) if o is not None else None for o in outputs], options)
+        concepts = majority_concepts([parse_concepts(o, options, answer_only=settings.strategy == "cot") if o is not None else None
+                                      for o in outputs], options)
         ok = deduction_correct(concepts, step.gold, settings.deduction_rule)
         run.deductions += 1
         run.deductions_correct += ok
@@ -340,7 +356,8 @@ def single_step_selection(task, settings: AssociationSettings, *, pixels: bool =
     # The fixed memory links consecutive memory examples through their shared concept.
     links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
     memory.seed_fixed(links)
-    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory, pixels=pixels)
+    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory, pixels=pixels,
+                             strategy=settings.strategy, options=task.options)
 
 
 def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
@@ -349,14 +366,15 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
     for task in tasks:
         selection_requests.append(single_step_selection(task, settings, pixels=asker.pixels))
         deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options,
-                                                     pixels=asker.pixels))
+                                                     pixels=asker.pixels, strategy=settings.strategy))
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]
     records = []
     for task, sel, ded in zip(tasks, selections, deductions):
         choice = majority_selection([parse_selection(o) if o is not None else None for o in sel])
         gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
-        concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in ded], task.options)
+        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=settings.strategy == "cot") if o is not None else None
+                                      for o in ded], task.options)
         records.append({"id": task.id, "concept": task.concept, "candidates": [c.id for c in task.candidates], "answer": task.answer,
                         "choice": choice, "correct": choice == task.answer, "failed": all(o is None for o in sel),
                         "unparseable": choice is None and not all(o is None for o in sel),
@@ -366,11 +384,12 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
 
 
 def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
-    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options, pixels=asker.pixels)
-                          for t in tasks])
+    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options, pixels=asker.pixels,
+                                           strategy=settings.strategy) for t in tasks])
     records = []
+    cot = settings.strategy == "cot"
     for task, out in zip(tasks, outputs):
-        concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in out], task.options)
+        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=cot) if o is not None else None for o in out], task.options)
         records.append({"id": task.id, "concept": task.concept, "deduction": concepts, "deduction_gold": task.gold,
                         "deduction_correct": deduction_correct(concepts, task.gold, settings.deduction_rule), "failed": all(o is None for o in out),
                         "unparseable": concepts is None and not all(o is None for o in out), "outputs": out})

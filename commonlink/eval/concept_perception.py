@@ -151,12 +151,6 @@ def row_requests(row: ConceptRow, strategies: Sequence[str], instructions: Seque
     return items
 
 
-def answer_line(text: str) -> str:
-    """The payload of the last ``Answer:`` line when there is one (CoT), else the whole text."""
-    lines = [ln for ln in text.splitlines() if ln.strip().lower().startswith(("answer:", "final answer:"))]
-    return lines[-1].split(":", 1)[1] if lines else text
-
-
 def score_request(meta: dict, output: str, rule: str) -> dict:
     """One predictions.jsonl record: the request's facts, the raw output, its parse and whether it is right."""
     record = {**meta, "raw_output": output}
@@ -164,7 +158,7 @@ def score_request(meta: dict, output: str, rule: str) -> dict:
         choice = parse_selection(output) if isinstance(output, str) else None
         record.update(choice=choice, correct=choice == meta["answer"], unparseable=choice is None)
     else:
-        named = parse_concepts(answer_line(output), list(meta["offered"])) if isinstance(output, str) else None
+        named = parse_concepts(output, list(meta["offered"]), answer_only=True) if isinstance(output, str) else None
         record.update(deduction=named, correct=deduction_correct(named, meta["gold"], rule), unparseable=named is None)
     return record
 

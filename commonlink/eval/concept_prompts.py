@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from commonlink.eval.association_prompts import ImageSlot, Segment
+from commonlink.eval.association_prompts import (
+    COT_DEDUCTION_OUTPUT,
+    COT_SELECTION_OUTPUT,
+    ImageSlot,
+    Segment,
+)
 
 STRATEGIES = ("normal", "comknow", "one-shot", "cot")
 STRATEGY_TITLES = {"normal": "Normal", "comknow": "ComKnow", "one-shot": "One-shot", "cot": "CoT"}
@@ -33,12 +38,6 @@ TASK_INSTRUCTION = 'Which candidate image has the {kind} "{concept}", as the ori
 #: Table 3, association step, output instruction (verbatim).
 SELECTION_OUTPUT = ("Your response should be direct and exclusively only include one of the following items. "
                     "Options: [Image1, Image2].")
-#: Ours: CoT asks for the reasoning first and the choice on the last line (parsed from its ``Answer:`` line).
-COT_SELECTION_OUTPUT = ("Think step by step: first say what the original image and each candidate image show, then give "
-                        "your choice on the last line as 'Answer: Image1' or 'Answer: Image2'.")
-COT_DEDUCTION_OUTPUT = ("Think step by step: first say what the two images show, then give the shared {kind} on the last line "
-                        "as 'Answer: <{kind}>'.")
-
 #: Ours (ComKnow): what each kind of concept is, and a gloss of the papers' concepts (OCL attributes and
 #: affordances, Pangea actions); concepts without a gloss get the kind's sentence only.
 KIND_KNOWLEDGE = {
