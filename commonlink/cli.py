@@ -50,6 +50,7 @@ def _main(
 # --- command registration (one line per command; the functions live in commonlink/commands/) ---
 # (areas add their commands below)
 from commonlink.commands import association_eval as _association_eval_cmds  # noqa: E402
+from commonlink.commands import concept_eval as _concept_eval_cmds  # noqa: E402
 from commonlink.commands import catalog as _catalog_cmds  # noqa: E402
 from commonlink.commands import chains as _chains_cmds  # noqa: E402
 from commonlink.commands import demo as _demo_cmds  # noqa: E402
@@ -87,6 +88,7 @@ eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
 eval_app.command("report")(_eval_cmds.report)
 eval_app.command("association")(_association_eval_cmds.association)
+eval_app.command("concept")(_concept_eval_cmds.concept)
 export_app.command("lmms-eval")(_export_cmds.lmms_eval)
 export_app.command("vlmevalkit")(_export_cmds.vlmevalkit)
 app.command("demo")(_demo_cmds.demo)

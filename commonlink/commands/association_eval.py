@@ -44,6 +44,8 @@ def association(
     chainm_window: int = typer.Option(5, "--chainm-window", min=0, help="ChainM: subchains kept (the authors' harness: 5; 0 = all, as the paper words it)."),
     max_steps: int = typer.Option(500, "--max-steps", min=1, help="A chain stops after this many correct scored steps."),
     no_deduction: bool = typer.Option(False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."),
+    strategy: str = typer.Option("normal", "--strategy", help="Prompt strategy (Labyrinth §4.3): normal, comknow (concept knowledge in front), one-shot (a worked example in words), cot (that example with reasoning; answer on a last 'Answer:' line)."),
+    deduction_rule: str = typer.Option("all-shared", "--deduction-rule", help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
     revision: str = REVISION,
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (chains advance in lockstep; one step of every active chain is one batch)."),
@@ -70,7 +72,7 @@ def association(
     if moe and len(model) < 2:
         raise InputError("--moe needs at least two --model options.", "e.g. --model A --model B --model C --moe")
     settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction,
-                                   chainm_window=chainm_window)
+                                   chainm_window=chainm_window, deduction_rule=deduction_rule, strategy=strategy)
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
     task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size)

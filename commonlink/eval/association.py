@@ -55,6 +55,7 @@ from commonlink.eval.backends.base import (
     RequestFailure,
 )
 from commonlink.eval.cache import CACHE_FILENAME, CachedGenerator, PredictionCache
+from commonlink.eval.concept_prompts import STRATEGIES, strategy_preamble
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.report.tables import render_association_table
@@ -79,8 +80,14 @@ class AssociationSettings:
     max_steps: int = 500  #: scored steps after which a chain stops (counted as a full-length chain)
     deduction: bool = True  #: run the deduction step after each correct selection (chains)
     chainm_window: int = CHAINM_WINDOW  #: ChainM subchains kept in memory (the harness: 5; 0 = all)
+    deduction_rule: str = "all-shared"  #: when a deduction counts as correct (DEDUCTION_RULES; the paper defines none)
+    strategy: str = "normal"  #: prompt strategy (concept_prompts.STRATEGIES; text-only here: see strategy_preamble)
 
     def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise InputError(f"--strategy {self.strategy!r} is not a strategy.", f"Use one of: {', '.join(STRATEGIES)}.")
+        if self.deduction_rule not in DEDUCTION_RULES:
+            raise InputError(f"--deduction-rule {self.deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}.")
         if self.memory not in MEMORY_KINDS:
             raise InputError(f"--memory {self.memory!r} is not a memory strategy.", f"Use one of: {', '.join(MEMORY_KINDS)}.")
         if self.max_steps < 1:
@@ -94,9 +101,21 @@ def image_name(image, options: Sequence[str]) -> str:
     return memory_name(image)
 
 
-def deduction_correct(predicted: list[str] | None, gold: Sequence[str]) -> bool:
-    """A deduction is correct when it names at least one concept and every concept it names is truly shared."""
-    return bool(predicted) and set(predicted) <= set(gold)
+#: When a deduction counts as correct. The paper scores deductions (Table 3's step) without saying how; the
+#: default is this project's own. all-shared: it names at least one concept and every one it names is shared;
+#: any-shared: at least one concept it names is shared; exact: it names exactly the shared concepts.
+DEDUCTION_RULES = ("all-shared", "any-shared", "exact")
+
+
+def deduction_correct(predicted: list[str] | None, gold: Sequence[str], rule: str = "all-shared") -> bool:
+    """Whether a deduction is correct under ``rule`` (see :data:`DEDUCTION_RULES`); naming nothing never is."""
+    if not predicted:
+        return False
+    if rule == "any-shared":
+        return bool(set(predicted) & set(gold))
+    if rule == "exact":
+        return set(predicted) == set(gold)
+    return set(predicted) <= set(gold)
 
 
 # ------------------------------------------------------------------------------------------ model calls
@@ -154,10 +173,12 @@ def _request_id(kind: str, task_id: str, step: int, segments, images) -> str:
 
 
 def selection_request(task_id: str, step: int, query, candidates, concept_kind: str, memory: MemoryBase, *,
-                      pixels: bool = True) -> GenerationRequest:
+                      pixels: bool = True, strategy: str = "normal", options: Sequence[str] = ()) -> GenerationRequest:
     """The selection of one step: query and candidates, the memory in the prompt. ``pixels=False`` (backends that
-    do not use images) leaves the images undecoded (``None``); the request id depends on image ids only."""
-    segments = selection_prompt(concept_kind, memory.render())
+    do not use images) leaves the images undecoded (``None``); the request id depends on image ids only.
+    ``strategy``: a prompt strategy's text in front (about ``options``), or CoT's answer line."""
+    segments = selection_prompt(concept_kind, memory.render(), preamble=strategy_preamble(strategy, concept_kind, options),
+                                cot=strategy == "cot")
     images = [query, *candidates]
     return GenerationRequest(
         id=_request_id("select", task_id, step, segments, images),
@@ -169,9 +190,11 @@ def selection_request(task_id: str, step: int, query, candidates, concept_kind: 
 
 
 def deduction_request(task_id: str, step: int, image_1, image_2, concept_kind: str, options: list[str], *,
-                      pixels: bool = True) -> GenerationRequest:
-    """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`."""
-    segments = deduction_prompt(concept_kind, options)
+                      pixels: bool = True, strategy: str = "normal") -> GenerationRequest:
+    """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`;
+    ``strategy``: ComKnow's knowledge in front, or CoT's answer line (One-shot's example is the selection's)."""
+    segments = deduction_prompt(concept_kind, options, preamble=strategy_preamble(strategy, concept_kind, options) if strategy == "comknow" else "",
+                                cot=strategy == "cot")
     return GenerationRequest(
         id=_request_id("deduce", task_id, step, segments, [image_1, image_2]),
         images=[image_1.image, image_2.image] if pixels else [None, None],
@@ -248,7 +271,8 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
     """Ask every active chain's selection in one batch; the correct ones that await a deduction are returned
     (with deduction off, the memory learns the gold concept at once)."""
     selections = asker.ask([
-        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory, pixels=asker.pixels)
+        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory, pixels=asker.pixels,
+                          strategy=settings.strategy, options=r.chain.options)
         for r, s in zip(active, steps)
     ])
     to_deduce = []
@@ -264,16 +288,18 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
     return to_deduce
 
 
-def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker) -> None:
+def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker, settings: AssociationSettings) -> None:
     """Ask the deductions in one batch; the deduced concepts (right or wrong) go into each chain's memory."""
     outputs_list = asker.ask([
-        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options, pixels=asker.pixels)
+        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options, pixels=asker.pixels,
+                          strategy=settings.strategy)
         for r, s, _ in to_deduce
     ])
     for (run, step, entry), outputs in zip(to_deduce, outputs_list):
         options = run.chain.options
-        concepts = majority_concepts([parse_concepts(o, options) if o is not None else None for o in outputs], options)
-        ok = deduction_correct(concepts, step.gold)
+        concepts = majority_concepts([parse_concepts(o, options, answer_only=settings.strategy == "cot") if o is not None else None
+                                      for o in outputs], options)
+        ok = deduction_correct(concepts, step.gold, settings.deduction_rule)
         run.deductions += 1
         run.deductions_correct += ok
         _remember(run, step, concepts or [])
@@ -298,7 +324,7 @@ def _run_step(active: list[_ChainRun], asker: Asker, settings: AssociationSettin
     steps = [r.chain.steps[r.t] for r in active]
     to_deduce = _select(active, steps, asker, settings)
     if to_deduce:
-        _deduce(to_deduce, asker)
+        _deduce(to_deduce, asker, settings)
     for run in active:
         _advance(run, settings)
 
@@ -332,7 +358,8 @@ def single_step_selection(task, settings: AssociationSettings, *, pixels: bool =
     # The fixed memory links consecutive memory examples through their shared concept.
     links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
     memory.seed_fixed(links)
-    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory, pixels=pixels)
+    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory, pixels=pixels,
+                             strategy=settings.strategy, options=task.options)
 
 
 def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
@@ -341,30 +368,32 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
     for task in tasks:
         selection_requests.append(single_step_selection(task, settings, pixels=asker.pixels))
         deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options,
-                                                     pixels=asker.pixels))
+                                                     pixels=asker.pixels, strategy=settings.strategy))
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]
     records = []
     for task, sel, ded in zip(tasks, selections, deductions):
         choice = majority_selection([parse_selection(o) if o is not None else None for o in sel])
         gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
-        concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in ded], task.options)
+        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=settings.strategy == "cot") if o is not None else None
+                                      for o in ded], task.options)
         records.append({"id": task.id, "concept": task.concept, "candidates": [c.id for c in task.candidates], "answer": task.answer,
                         "choice": choice, "correct": choice == task.answer, "failed": all(o is None for o in sel),
                         "unparseable": choice is None and not all(o is None for o in sel),
-                        "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold),
+                        "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold, settings.deduction_rule),
                         "outputs": sel, "deduction_outputs": ded})
     return records
 
 
-def run_deduction(tasks: list, asker: Asker) -> list[dict]:
-    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options, pixels=asker.pixels)
-                          for t in tasks])
+def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
+    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options, pixels=asker.pixels,
+                                           strategy=settings.strategy) for t in tasks])
     records = []
+    cot = settings.strategy == "cot"
     for task, out in zip(tasks, outputs):
-        concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in out], task.options)
+        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=cot) if o is not None else None for o in out], task.options)
         records.append({"id": task.id, "concept": task.concept, "deduction": concepts, "deduction_gold": task.gold,
-                        "deduction_correct": deduction_correct(concepts, task.gold), "failed": all(o is None for o in out),
+                        "deduction_correct": deduction_correct(concepts, task.gold, settings.deduction_rule), "failed": all(o is None for o in out),
                         "unparseable": concepts is None and not all(o is None for o in out), "outputs": out})
     return records
 
@@ -404,7 +433,7 @@ def run_config(split, indices: list[int], config: str, asker: Asker, settings: A
                 entries = run_single_step(tasks, asker, settings)
                 outcome.records.extend(entries)
             else:
-                entries = run_deduction(tasks, asker)
+                entries = run_deduction(tasks, asker, settings)
                 outcome.records.extend(entries)
             if log_file is not None:
                 log_file.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))

@@ -30,7 +30,7 @@ from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
-from commonlink.eval.similarity import make_embedder, object_similarity_analysis
+from commonlink.eval.similarity import hallucination_similarity_analysis, make_embedder, object_similarity_analysis
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import (
     atomic_write_json,
@@ -214,6 +214,7 @@ class CommonOTask(Task):
         }
         if self.embedder is not None:
             results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=self.embedder)
+            results["hallucination_similarity"] = hallucination_similarity_analysis(outcome.records, embedder=self.embedder)
         return results
 
     def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
@@ -333,7 +334,7 @@ def score_predictions(
     previous = predictions.parent / "results.json"
     base = {}
     if previous.is_file():
-        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity")}
+        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity", "hallucination_similarity")}
     results = dict(base)
     results.update(
         task="common_o",

@@ -84,9 +84,6 @@ class PerceptionTask(Task):
         self.template = perception_prompt(yes_no_hint)
         self.description = f"perception {split}"
 
-    def default_settings(self, seed: int) -> GenerationSettings:
-        return GenerationSettings(seed=seed, max_new_tokens=64)
-
     def open(self):
         return open_common_o(self.data, self.split, revision=self.revision)
 

@@ -43,13 +43,16 @@ def verification_text(verification: Mapping[str, Any] | None) -> str:
     if not verification:
         return ("Not verified: labels come from the source dataset unchanged; the paper's MLLM verification and human "
                 "review (§4.2) were not applied (`commonlink chains verify`), so annotation errors of the source carry over.")
-    model = verification.get("model") or {}
-    who = [f"model {code_span(model.get('model'))} ({markdown_text(model.get('backend'))})"] if model else []
+    models = verification.get("models") or ([verification["model"]] if verification.get("model") else [])
+    who = [" then ".join(f"model {code_span(m.get('model'))} ({markdown_text(m.get('backend'))})" for m in models)] if models else []
     if verification.get("human_decisions"):
         who.append("human review decisions")
+    repair = ("chain steps relying on them got a positive or negative redrawn from verified images (or the chain was cut "
+              "there when none fitted)" if verification.get("on_fail") == "resample" else "the chain steps relying on them dropped")
     return (f"Verified with {' and '.join(who)}: {verification.get('claims', 0):,} (image, concept) claims asked, "
-            f"{verification.get('rejected', 0):,} rejected; rejected labels were removed from the images and the chain "
-            f"steps and tasks relying on them dropped (every claim and drop: the build's verification.json). "
+            f"{verification.get('rejected', 0):,} rejected, {verification.get('undecided', 0):,} undecided (kept as labelled "
+            f"unless --undecided reject); rejected labels were corrected in the image table, {repair}, and tasks relying "
+            f"on them dropped (every claim and drop: the build's verification.json). "
             f"Question asked per claim: \"{markdown_text(verification.get('prompt', ''))}\"")
 
 

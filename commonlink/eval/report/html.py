@@ -370,7 +370,8 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
                f"({escape(str(runs[0].get('bootstrap_resamples', '?')))} resamples); bars in the charts show the same.</p>"
                + (legend(labels) if len(runs) > 1 else "")
                + "".join('<div class="charts">' + "".join(_group_chart(runs, labels, key, x_label, stat, title) for key, x_label in _BREAKDOWNS) + "</div>"
-                         for stat, title in (("accuracy", "Accuracy"), ("hallucination_rate", "Hallucination rate"))))
+                         for stat, title in (("accuracy", "Accuracy"), ("hallucination_rate", "Hallucination rate")))
+               + _similarity_bins(runs, labels))
     page = {
         "title": "Common-O: " + " vs ".join(labels) if len(labels) <= 3 else f"Common-O: {len(labels)} models",
         "subtitle": subtitle,
@@ -381,6 +382,24 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
                  "rows": ordered, "mistakes": [mistakes[k] for k in order]},
     }
     return page, len(ordered)
+
+
+def _similarity_bins(runs: list[dict], labels: list[str]) -> str:
+    """Per run with the analysis: hallucination by distractor-similarity bin (Common-O §4.2), every value escaped."""
+    parts = []
+    for label, run in zip(labels, runs):
+        sim = run.get("hallucination_similarity") or {}
+        if not sim.get("bins"):
+            continue
+        r = "n/a" if sim.get("r") is None else f"{sim['r']:.3f}"
+        rows = "".join(f"<tr><td>{b['low']:.3f}–{b['high']:.3f}</td><td>{int(b['n'])}</td>"
+                       + "".join(f"<td>{100 * float(b[k]):.1f}</td>" for k in ("hallucination_rate", "hallucination_1plus", "accuracy"))
+                       + "</tr>" for b in sim["bins"])
+        parts.append(f"<h3>Hallucination by distractor similarity: {escape(label)}</h3><p class=\"note\">{escape(str(sim.get('measure')))}"
+                     f" ({escape(str(sim.get('embedding')))}); Pearson r with 1+ hallucination = {escape(r)} over "
+                     f"{int(sim.get('examples_used') or 0)} examples.</p><table><tr><th>similarity</th><th>n</th><th>halluc. rate %</th>"
+                     f"<th>1+ halluc. %</th><th>accuracy %</th></tr>{rows}</table>")
+    return "".join(parts)
 
 
 # ------------------------------------------------------------------------------------------------ association
