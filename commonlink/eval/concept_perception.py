@@ -30,7 +30,6 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.eval.association import DEDUCTION_RULES, deduction_correct
-from commonlink.eval.association_memory import UNNAMED
 from commonlink.eval.association_memory import image_name as memory_name
 from commonlink.eval.association_prompts import (
     parse_concepts,
@@ -111,8 +110,10 @@ def offered_concepts(task, seed: int) -> list[str]:
 
 
 def _name(image) -> str:
+    """An example image as the one-shot text calls it: "a chair" for a source name, the label description
+    ("the image with a red circle") as it stands."""
     name = memory_name(image)
-    return "an object" if name == UNNAMED else f"a {name}" if name[:1].isalpha() else name
+    return name if name.startswith("the image with") or not name[:1].isalpha() else f"a {name}"
 
 
 # ------------------------------------------------------------------------------------------ requests
