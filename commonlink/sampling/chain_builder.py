@@ -13,7 +13,7 @@ import numpy as np
 from commonlink.errors import NotEnoughDataError
 from commonlink.formats.association import PLAN_BRIDGE, PLAN_CONCEPT_1, PLAN_CONCEPT_2, step_concept_codes
 from commonlink.sampling.chain_config import ChainConfig, ChainInvariantError
-from commonlink.sampling.label_index import LabelIndex
+from commonlink.sampling.label_index import LabelIndex, without_disjoint_negative
 from commonlink.seeding import rng_for
 
 _MAX_VECTOR_ROUNDS = 32
@@ -75,14 +75,45 @@ class AssociationBuilder:
         self.config = config
         self.options = list(options)  #: the deduction option list (gold = shared labels among these)
         self._neg_cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._query_ok: dict[tuple[str, ...], np.ndarray] = {}
+        self._no_negative: np.ndarray | None = None
 
     # -- pools --------------------------------------------------------------------------------------------
+    def without_any_negative(self) -> np.ndarray:
+        """Boolean mask of the images that share a label with every other image when negatives are disjoint: no
+        negative exists for them and they are no one's negative, so they are never a query or a negative. They
+        still serve where no negative is drawn for them: single-step positives, memory and deduction images, and
+        a chain's last positive. All False with ``negatives="chain"``."""
+        if self._no_negative is None:
+            self._no_negative = np.zeros(len(self.index), dtype=bool)
+            if self.config.negatives == "disjoint":
+                self._no_negative[without_disjoint_negative(self.index)] = True
+        return self._no_negative
+
     def negative_pool(self, concepts: Sequence[str]) -> np.ndarray:
+        """The images carrying none of ``concepts`` (with disjoint negatives, less those no query can take)."""
         key = tuple(sorted(concepts))
         pool = self._neg_cache.get(key)
         if pool is None:
-            pool = self._neg_cache[key] = self.index.without(key)
+            pool = self.index.without(key)
+            unusable = self.without_any_negative()
+            pool = self._neg_cache[key] = pool[~unusable[pool]] if unusable.any() else pool
         return pool
+
+    def query_pool(self, concepts: Sequence[str], pool: np.ndarray) -> np.ndarray:
+        """The images of ``pool`` that can be a query in a task on ``concepts``: with disjoint negatives, those for
+        which the task's negative pool holds an image that shares no label with them (paper eq. 1). The others are
+        left out of the query positions only (see :meth:`without_any_negative`)."""
+        if self.config.negatives != "disjoint":
+            return pool
+        key = tuple(sorted(concepts))
+        ok = self._query_ok.get(key)
+        if ok is None:
+            candidates = np.unique(np.concatenate([self.index.pool(c) for c in key]))
+            ok = self._query_ok[key] = np.ones(len(self.index), dtype=bool)
+            ok[without_disjoint_negative(self.index, candidates, self.negative_pool(key))] = False
+        keep = ok[pool]
+        return pool if keep.all() else pool[keep]
 
     def _draw_negatives(self, rng: np.random.Generator, queries: np.ndarray, concepts: Sequence[str]) -> np.ndarray:
         pool = self.negative_pool(concepts)
@@ -126,7 +157,13 @@ class AssociationBuilder:
         cfg = self.config
         rng = rng_for(cfg.seed, "single_step", concept, number)
         pool = self.index.pool(concept)
-        picks = pool[rng.choice(len(pool), size=cfg.memory_size + 2, replace=False)]
+        queries = self.query_pool([concept], pool)
+        if len(queries) == len(pool):
+            picks = pool[rng.choice(len(pool), size=cfg.memory_size + 2, replace=False)]
+        else:  # the query from the images with a disjoint negative; positive and memory from the whole pool
+            first = queries[rng.integers(0, len(queries))]
+            rest = pool[pool != first]
+            picks = np.concatenate(([first], rest[rng.choice(len(rest), size=cfg.memory_size + 1, replace=False)]))
         query, positive, memory = int(picks[0]), int(picks[1]), [int(i) for i in picks[2:]]
         negative = int(self._draw_negatives(rng, np.asarray([query], dtype=np.int32), [concept])[0])
         answer = int(rng.integers(0, 2))
@@ -157,9 +194,28 @@ class AssociationBuilder:
 
     # -- chains ------------------------------------------------------------------------------------------
     def _walk(
+        self,
+        rng: np.random.Generator,
+        start: int,
+        plan_codes: np.ndarray,
+        pools: Sequence[np.ndarray],
+        last_pools: Sequence[np.ndarray],
+    ) -> np.ndarray:
+        """Positives along a plan (query pool ``pools[code]`` per step: each positive is the next step's query),
+        never equal to the step's query. The last positive is no query: where ``last_pools[code]`` (the whole
+        pool) holds more images, it is drawn again from there."""
+        positives = self._walk_queries(rng, start, plan_codes, pools)
+        code = plan_codes[-1]  # chains have at least one step (--max-steps >= 1)
+        full = last_pools[code]
+        if len(full) > len(pools[code]):
+            previous = start if len(positives) == 1 else positives[-2]
+            choice = full[rng.integers(0, len(full) - 1)]
+            positives[-1] = choice if choice != previous else full[-1]
+        return positives
+
+    def _walk_queries(
         self, rng: np.random.Generator, start: int, plan_codes: np.ndarray, pools: Sequence[np.ndarray]
     ) -> np.ndarray:
-        """Positives along a plan (pool ``pools[code]`` per step), never equal to the step's query."""
         positives = np.empty(len(plan_codes), dtype=np.int32)
         for code, pool in enumerate(pools):
             where = np.flatnonzero(plan_codes == code)
@@ -187,9 +243,10 @@ class AssociationBuilder:
         cfg = self.config
         rng = rng_for(cfg.seed, "chains", "synchronous", concept, number)
         pool = self.index.pool(concept)
+        queries = self.query_pool([concept], pool)
         steps = cfg.warmup + cfg.max_steps
-        start = int(pool[rng.integers(0, len(pool))])
-        positive = self._walk(rng, start, np.zeros(steps, dtype=np.int8), [pool])
+        start = int(queries[rng.integers(0, len(queries))])
+        positive = self._walk(rng, start, np.zeros(steps, dtype=np.int8), [queries], [pool])
         queries = np.concatenate(([start], positive[:-1])).astype(np.int32)
         negative = self._draw_negatives(rng, queries, [concept])
         answer = rng.integers(0, 2, size=steps).astype(np.uint8)
@@ -219,8 +276,9 @@ class AssociationBuilder:
             np.int8
         )
         pools = [self.index.pool(first), self.index.pool(second), self.index.both(first, second)]
-        start = int(pools[0][rng.integers(0, len(pools[0]))])
-        positive = self._walk(rng, start, plan_codes, pools)
+        query_pools = [self.query_pool(pair, pool) for pool in pools]
+        start = int(query_pools[0][rng.integers(0, len(query_pools[0]))])
+        positive = self._walk(rng, start, plan_codes, query_pools, pools)
         queries = np.concatenate(([start], positive[:-1])).astype(np.int32)
         negative = self._draw_negatives(rng, queries, [first, second])
         answer = rng.integers(0, 2, size=steps).astype(np.uint8)

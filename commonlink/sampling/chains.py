@@ -35,10 +35,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from commonlink import __version__
-from commonlink.errors import InputError, NotEnoughDataError
+from commonlink.errors import NotEnoughDataError
 from commonlink.fileio import atomic_write, remove_stale_temp_files, sha256_file
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
@@ -145,8 +143,8 @@ def _build_chain_files(images: Sequence[LabelledImage], out_dir: Path, config: C
 
 
 def _index_and_plan(images: Sequence[LabelledImage], config: ChainConfig) -> tuple[LabelIndex, BuildPlan]:
-    """The usable images (pixel floor; with disjoint negatives, not sharing a label with every other image), each
-    named, as a :class:`LabelIndex`, and the plan drawn from it (its notes say what was left out and why)."""
+    """The images over the pixel floor, each named, as a :class:`LabelIndex`, and the plan drawn from it (its notes
+    say what was left out and why, and which images are kept out of query and negative positions)."""
     small = sum(1 for img in images if img.pixels < config.min_pixels)
     if small:  # readers already drop these; callers passing their own lists get the same rule
         images = [img for img in images if img.pixels >= config.min_pixels]
@@ -155,29 +153,9 @@ def _index_and_plan(images: Sequence[LabelledImage], config: ChainConfig) -> tup
     if len(index) == 0:
         raise NotEnoughDataError("The source has no labelled image left to build from.",
                                  "Check the label column/field, and lower --min-pixels if images were dropped as too small.")
-    lonely = without_disjoint_negative(index) if config.negatives == "disjoint" else np.zeros(0, dtype=np.int64)
-    if len(lonely):
-        total = len(index)
-        keep = np.ones(total, dtype=bool)
-        keep[lonely] = False
-        index = LabelIndex([img for img, k in zip(index.images, keep) if k])
-    why = (f"Only {len(index)} usable image(s) remain: {len(lonely)} of {len(lonely) + len(index)} share a label with "
-           "every other image, so no disjoint negative exists for them, and were left out.")
-    fix = "Add images that share no label with these, or use --negatives chain (negatives lack only the chain's concepts)."
-    if len(lonely) and len(index) < 2:
-        raise NotEnoughDataError(why, fix)
-    try:
-        plan = plan_build(index, config)
-    except (NotEnoughDataError, InputError) as exc:
-        if not len(lonely):
-            raise
-        raise NotEnoughDataError(f"{exc.problem} {why}", f"{exc.fix} Or: {fix}") from None
+    plan = plan_build(index, config)
     if small:
         plan.notes.append(f"{small} image(s) under {config.min_pixels:,} pixels left out")
-    if len(lonely):
-        plan.notes.append(f"{len(lonely)} image(s) left out: each shares a label with every other image, so no "
-                          "disjoint negative exists for it (--negatives chain keeps them)")
-    plan.left_out_no_negative = int(len(lonely))
     return index, plan
 
 
@@ -189,10 +167,11 @@ def _base_meta(config: ChainConfig, source: SourceReport | None, plan: BuildPlan
         "config": config.to_json(), "source": dataclasses.asdict(source) if source else None,
         "images_file": IMAGES_FILENAME, "images": images, "images_sha256": images_sha,
         "concept_kind": config.concept_kind, "options": plan.options,
-        "concepts": [{"name": c, "pool_size": plan.pool_sizes[c], "negative_pool_size": plan.negative_pool_sizes.get(c)}
-                     for c in plan.concepts],
-        "pairs": [{"concepts": p, "bridge_pool_size": plan.bridge_pool_sizes[f"{p[0]}+{p[1]}"]} for p in plan.pairs],
-        "counts": counts, "notes": plan.notes, "left_out_no_disjoint_negative": plan.left_out_no_negative,
+        "concepts": [{"name": c, "pool_size": plan.pool_sizes[c], "negative_pool_size": plan.negative_pool_sizes.get(c),
+                      "no_disjoint_negative": plan.no_disjoint_negative.get(c, 0)} for c in plan.concepts],
+        "pairs": [{"concepts": p, "bridge_pool_size": plan.bridge_pool_sizes[f"{p[0]}+{p[1]}"],
+                   "no_disjoint_negative": plan.no_disjoint_negative.get(f"{p[0]}+{p[1]}", 0)} for p in plan.pairs],
+        "counts": counts, "notes": plan.notes, "images_without_disjoint_negative": plan.without_disjoint_negative,
     }
 
 

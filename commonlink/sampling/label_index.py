@@ -95,20 +95,26 @@ class LabelIndex:
         return difflib.get_close_matches(name, self.label_names, n=3, cutoff=0.6)
 
 
-def without_disjoint_negative(index: LabelIndex) -> np.ndarray:
-    """Indices of the images that share a label with every other image (no disjoint negative can exist for them;
-    by symmetry they can be no one's negative either). One check per distinct label set: a seeded sample of
-    images first (almost every set finds a disjoint one there), the whole index only when the sample has none."""
-    n = len(index)
-    sample = rng_for(0, "disjoint-check").permutation(n)[:256]
+def without_disjoint_negative(
+    index: LabelIndex, candidates: np.ndarray | None = None, negatives: np.ndarray | None = None
+) -> np.ndarray:
+    """Indices among ``candidates`` (default: every image) that share a label with every image of ``negatives``
+    (default: every image), so no disjoint negative exists for them there (paper eq. 1). With the defaults these
+    are the images that share a label with every other image: by symmetry they can be no one's negative either.
+
+    One check per distinct label set: a seeded sample of ``negatives`` first (almost every set finds a disjoint
+    one there), all of ``negatives`` only when the sample has none."""
+    candidates = np.arange(len(index)) if candidates is None else np.asarray(candidates)
+    negatives = np.arange(len(index)) if negatives is None else np.asarray(negatives)
+    sample = negatives[rng_for(0, "disjoint-check").permutation(len(negatives))[:256]]
     by_labels: dict[tuple[str, ...], list[int]] = {}
-    for i, img in enumerate(index.images):
-        by_labels.setdefault(tuple(sorted(set(img.labels))), []).append(i)
+    for i in candidates.tolist():
+        by_labels.setdefault(tuple(sorted(set(index.images[i].labels))), []).append(i)
     lonely: list[int] = []
     for members in by_labels.values():
         rep = members[0]
         if not index.share_any_label(np.full(len(sample), rep), sample).all():
             continue
-        if index.share_any_label(np.full(n, rep), np.arange(n)).all():
+        if index.share_any_label(np.full(len(negatives), rep), negatives).all():
             lonely.extend(members)
     return np.asarray(sorted(lonely), dtype=np.int64)
