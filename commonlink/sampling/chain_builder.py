@@ -109,9 +109,13 @@ class AssociationBuilder:
         key = tuple(sorted(concepts))
         ok = self._query_ok.get(key)
         if ok is None:
-            candidates = np.unique(np.concatenate([self.index.pool(c) for c in key]))
-            ok = self._query_ok[key] = np.ones(len(self.index), dtype=bool)
-            ok[without_disjoint_negative(self.index, candidates, self.negative_pool(key))] = False
+            ok = self._query_ok[key] = ~self.without_any_negative()
+            # One concept: an image sharing no label with a query lacks the concept, so every image with a disjoint
+            # image has a negative. A pair's negatives also lack the other concept: check its images against them.
+            if len(key) > 1:
+                candidates = np.unique(np.concatenate([self.index.pool(c) for c in key]))
+                candidates = candidates[ok[candidates]]
+                ok[without_disjoint_negative(self.index, candidates, self.negative_pool(key))] = False
         keep = ok[pool]
         return pool if keep.all() else pool[keep]
 

@@ -71,16 +71,16 @@ class LabelIndex:
 
     def label_bits(self) -> np.ndarray:
         """Packed label sets: one uint64 per image when there are at most 64 labels (an overlap test is one
-        AND), else images x ceil(labels/8) bytes. For overlap tests of many pairs at once."""
+        AND), else images x ceil(labels/64) uint64 words. For overlap tests of many pairs at once."""
         if self._bits is None:
             if len(self.label_names) <= 64:
                 bits = np.zeros(len(self.images), dtype=np.uint64)
                 for lid, members in enumerate(self._members):
                     bits[members] |= np.uint64(1) << np.uint64(lid)
             else:
-                bits = np.zeros((len(self.images), (len(self.label_names) + 7) // 8), dtype=np.uint8)
+                bits = np.zeros((len(self.images), (len(self.label_names) + 63) // 64), dtype=np.uint64)
                 for lid, members in enumerate(self._members):
-                    bits[members, lid // 8] |= np.uint8(0x80 >> (lid % 8))
+                    bits[members, lid // 64] |= np.uint64(1) << np.uint64(lid % 64)
             self._bits = bits
         return self._bits
 
@@ -90,6 +90,16 @@ class LabelIndex:
         if bits.ndim == 1:
             return (bits[a] & bits[b]) != 0
         return (bits[a] & bits[b]).any(axis=1)
+
+    def shares_with_all(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per image of ``a``: whether it shares a label with every image of ``b`` (in blocks of about 4M tests)."""
+        bits = self.label_bits()
+        out = np.empty(len(a), dtype=bool)
+        rows = max(1, (1 << 22) // max(1, len(b) * (1 if bits.ndim == 1 else bits.shape[1])))
+        for lo in range(0, len(a), rows):
+            block = bits[a[lo : lo + rows]][:, None] & bits[b][None, :]
+            out[lo : lo + rows] = (block != 0).all(axis=1) if bits.ndim == 1 else block.any(axis=2).all(axis=1)
+        return out
 
     def suggest(self, name: str) -> list[str]:
         return difflib.get_close_matches(name, self.label_names, n=3, cutoff=0.6)
@@ -102,19 +112,16 @@ def without_disjoint_negative(
     (default: every image), so no disjoint negative exists for them there (paper eq. 1). With the defaults these
     are the images that share a label with every other image: by symmetry they can be no one's negative either.
 
-    One check per distinct label set: a seeded sample of ``negatives`` first (almost every set finds a disjoint
-    one there), all of ``negatives`` only when the sample has none."""
+    A seeded sample of ``negatives`` first, all candidates at once (almost every image finds a disjoint one
+    there); then all of ``negatives``, once per distinct label set of the candidates the sample did not clear."""
     candidates = np.arange(len(index)) if candidates is None else np.asarray(candidates)
     negatives = np.arange(len(index)) if negatives is None else np.asarray(negatives)
     sample = negatives[rng_for(0, "disjoint-check").permutation(len(negatives))[:256]]
     by_labels: dict[tuple[str, ...], list[int]] = {}
-    for i in candidates.tolist():
+    for i in candidates[index.shares_with_all(candidates, sample)].tolist():
         by_labels.setdefault(tuple(sorted(set(index.images[i].labels))), []).append(i)
     lonely: list[int] = []
     for members in by_labels.values():
-        rep = members[0]
-        if not index.share_any_label(np.full(len(sample), rep), sample).all():
-            continue
-        if index.share_any_label(np.full(len(negatives), rep), negatives).all():
+        if index.shares_with_all(np.asarray(members[:1]), negatives)[0]:
             lonely.extend(members)
     return np.asarray(sorted(lonely), dtype=np.int64)
