@@ -30,8 +30,18 @@ def photo_catalog(folder, groups):
     for i, objects in enumerate(groups):
         path = folder / "images" / f"{i}.jpg"
         Image.new("RGB", (32 + i, 24), (i * 9 % 256, 60, 200 - i * 5)).save(path, quality=90)
-        records.append(CatalogRecord(id=f"photo{i:02d}", path=f"images/{i}.jpg", objects=objects, source="real",
-                                     scene_id=f"s{i}", width=32 + i, height=24, sha256=sha256_file(path)))
+        records.append(
+            CatalogRecord(
+                id=f"photo{i:02d}",
+                path=f"images/{i}.jpg",
+                objects=objects,
+                source="real",
+                scene_id=f"s{i}",
+                width=32 + i,
+                height=24,
+                sha256=sha256_file(path),
+            )
+        )
     write_catalog(folder, records)
     return folder
 
@@ -44,14 +54,51 @@ def built(tmp_path_factory):
     catalog = photo_catalog(root / "catalog", GROUPS * 3 + [EVERYTHING])
     chains, release = root / "chains", root / "release"
     runner = CliRunner()
-    result = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts",
-                                 "apple,mug,keys,book", "--pairs", "apple-mug", "--chains", "6", "--max-steps", "12",
-                                 "--single-steps", "25", "--deductions", "10", "--memory-size", "3", "--seed", "11"],
-                           env={"COLUMNS": "240"})
+    result = runner.invoke(
+        app,
+        [
+            "chains",
+            str(catalog),
+            "--out",
+            str(chains),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "apple,mug,keys,book",
+            "--pairs",
+            "apple-mug",
+            "--chains",
+            "6",
+            "--max-steps",
+            "12",
+            "--single-steps",
+            "25",
+            "--deductions",
+            "10",
+            "--memory-size",
+            "3",
+            "--seed",
+            "11",
+        ],
+        env={"COLUMNS": "240"},
+    )
     assert result.exit_code == 0, result.output
     files = sorted(str(p) for p in chains.glob("*.jsonl"))
-    released = runner.invoke(app, ["release", "build", *files, "--out", str(release), "--name", "disjoint-test",
-                                   "--license", "cc-by-4.0", "--no-progress"])
+    released = runner.invoke(
+        app,
+        [
+            "release",
+            "build",
+            *files,
+            "--out",
+            str(release),
+            "--name",
+            "disjoint-test",
+            "--license",
+            "cc-by-4.0",
+            "--no-progress",
+        ],
+    )
     assert released.exit_code == 0, released.output
     table = list(read_jsonl(chains / "images.jsonl"))
     everything = next(row["index"] for row in table if row["id"] == "photo21")
@@ -113,16 +160,28 @@ def test_release_invariants_hold_on_every_row(built):
 def test_a_pair_leaves_out_of_its_queries_images_whose_disjoint_images_all_carry_its_other_concept(tmp_path):
     """photo "x" (apple, pen) has disjoint images, but every one carries mug: it can be a query of apple chains
     (a mug photo is its negative) but not of apple-mug chains, whose negatives carry neither apple nor mug."""
+
     def img(name, labels):
         return LabelledImage(name, labels, 300, 300, {"type": "file", "path": f"/nowhere/{name}.jpg"})
+
     images = [img("x", ["apple", "pen"])]
     images += [img(f"am{i}", ["apple", "mug"]) for i in range(3)] + [img(f"a{i}", ["apple"]) for i in range(3)]
     images += [img(f"m{i}", ["mug"]) for i in range(3)] + [img(f"p{i}", ["pen"]) for i in range(3)]
-    config = ChainConfig(seed=2, concepts=["apple"], pairs=[["apple", "mug"]], chains_per_concept=8, max_steps=30,
-                         single_step_per_concept=0, deductions_per_concept=0, tasks=["synchronous", "asynchronous"])
+    config = ChainConfig(
+        seed=2,
+        concepts=["apple"],
+        pairs=[["apple", "mug"]],
+        chains_per_concept=8,
+        max_steps=30,
+        single_step_per_concept=0,
+        deductions_per_concept=0,
+        tasks=["synchronous", "asynchronous"],
+    )
     summary = build_chain_files(images, tmp_path, config, progress=False)
     assert summary.plan.without_disjoint_negative == 0 and summary.plan.no_disjoint_negative["apple+mug"] == 1
-    assert any(n.startswith("pair apple+mug: 1 more image(s) of its pools are never its queries") for n in summary.plan.notes)
+    assert any(
+        n.startswith("pair apple+mug: 1 more image(s) of its pools are never its queries") for n in summary.plan.notes
+    )
     x = [row["id"] for row in read_jsonl(tmp_path / "images.jsonl")].index("x")
     pair_queries = {q for c in read_jsonl(summary.files["asynchronous"]) for q in [c["start"], *c["positive"][:-1]]}
     apple_queries = {q for c in read_jsonl(summary.files["synchronous"]) for q in [c["start"], *c["positive"][:-1]]}
@@ -132,6 +191,7 @@ def test_a_pair_leaves_out_of_its_queries_images_whose_disjoint_images_all_carry
 def test_the_build_fails_only_when_too_few_usable_images_remain(tmp_path):
     """Chains need 2 images of a pool that can be queries: with 2 they build, with 1 the error says how many of
     the pool's images were usable and why."""
+
     def catalog(name, usable):
         groups = [["apple", "keys"]] * 4 + [["apple"]] * usable + [["keys", "book"]] * 3
         return photo_catalog(tmp_path / name, groups)
@@ -141,11 +201,18 @@ def test_the_build_fails_only_when_too_few_usable_images_remain(tmp_path):
     assert ok.exit_code == 0, ok.output
     assert "4 image(s) share a label with every other image" in " ".join(ok.output.split())
     with pytest.raises(NotEnoughDataError) as err:
-        build_chain_files(_read(catalog("one", 1)), tmp_path / "out1", ChainConfig(concepts=["apple"], tasks=["synchronous"],
-                                                                                  chains_per_concept=2, max_steps=5, min_pixels=0),
-                          progress=False)
-    assert err.value.problem.startswith("Concept 'apple': only 1 of its 5 image(s) can be a query; the request needs at least 2.")
-    assert "The other 4 share a label with every other image, so no disjoint negative exists for them" in err.value.problem
+        build_chain_files(
+            _read(catalog("one", 1)),
+            tmp_path / "out1",
+            ChainConfig(concepts=["apple"], tasks=["synchronous"], chains_per_concept=2, max_steps=5, min_pixels=0),
+            progress=False,
+        )
+    assert err.value.problem.startswith(
+        "Concept 'apple': only 1 of its 5 image(s) can be a query; the request needs at least 2."
+    )
+    assert (
+        "The other 4 share a label with every other image, so no disjoint negative exists for them" in err.value.problem
+    )
 
 
 def _read(catalog):
