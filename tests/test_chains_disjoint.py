@@ -217,3 +217,21 @@ def test_the_build_fails_only_when_too_few_usable_images_remain(tmp_path):
 
 def _read(catalog):
     return read_source(str(catalog), source_type="catalog")[0]
+
+
+def test_a_chain_s_last_positive_may_be_an_image_without_a_disjoint_negative(tmp_path):
+    """The last positive of a chain is never a query, so it is drawn from the whole pool: images that share a label
+    with every other image end chains, and start or continue none."""
+    images = [LabelledImage(f"both{i}", ["apple", "keys"], 300, 300, {"type": "file", "path": "/x"}) for i in range(3)]
+    images += [LabelledImage(f"apple{i}", ["apple"], 300, 300, {"type": "file", "path": "/x"}) for i in range(2)]
+    images += [LabelledImage(f"keys{i}", ["keys"], 300, 300, {"type": "file", "path": "/x"}) for i in range(2)]
+    config = ChainConfig(
+        seed=4, concepts=["apple"], tasks=["synchronous"], chains_per_concept=20, max_steps=3, min_pixels=0
+    )
+    summary = build_chain_files(images, tmp_path, config, progress=False)
+    ids = [row["id"] for row in read_jsonl(tmp_path / "images.jsonl")]
+    lonely = {i for i, name in enumerate(ids) if name.startswith("both")}
+    assert summary.plan.without_disjoint_negative == 3
+    chains = list(read_jsonl(summary.files["synchronous"]))
+    assert not lonely & {q for c in chains for q in [c["start"], *c["positive"][:-1]]}
+    assert lonely & {c["positive"][-1] for c in chains}
