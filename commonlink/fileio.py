@@ -21,13 +21,15 @@ from commonlink.errors import InputError, SchemaError
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", *,
+                 fsync: bool = True) -> Iterator[IO]:
     """Open a temporary file next to ``path``; on success it replaces ``path`` atomically.
 
     On any exception the temporary file is removed and ``path`` is left untouched. The temporary name carries
     the writer's pid (``.NAME.PID.XXXX.tmp``), so :func:`remove_stale_temp_files` can tell one left by a killed
     run from one being written. An ``OSError`` that names no file (a full disk on write or fsync) is raised
-    again naming ``path``.
+    again naming ``path``. ``fsync=False`` leaves durability to the caller (a writer that fsyncs a whole batch of
+    files at once); the rename is still atomic.
     """
     path = Path(path)
     try:
@@ -42,7 +44,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
@@ -104,8 +107,8 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    with atomic_write(path, "wb") as handle:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> None:
+    with atomic_write(path, "wb", fsync=fsync) as handle:
         handle.write(data)
 
 
