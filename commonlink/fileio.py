@@ -112,6 +112,35 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = Tr
         handle.write(data)
 
 
+def fsync_files(paths: Iterable[str | os.PathLike]) -> None:
+    """Make a batch of freshly written (or renamed) files and their folders durable. On journalling file systems
+    the first fsync commits the whole batch, so the later ones cost little: one batch costs about one fsync,
+    where an fsync per file as it is written costs one each. Files gone since are skipped."""
+    folders = set()
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        folders.add(os.path.dirname(os.path.abspath(path)))
+    for folder in sorted(folders):
+        fsync_dir(folder)
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Make a folder's entries (new names, renames) durable; a no-op where folders cannot be fsynced (Windows)."""
+    if os.name != "posix":
+        return
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_write(path, "w") as handle:
         handle.write(text)

@@ -52,9 +52,11 @@ from commonlink.fileio import (
     sha256_bytes,
 )
 from commonlink.formats.catalog import (
+    FILE_STAMP_KEY,
     CatalogRecord,
     catalog_file,
     catalog_lock,
+    file_stamp,
     iter_catalog,
 )
 from commonlink.images import open_image
@@ -374,11 +376,13 @@ class _IngestRun:
         image_file = self.catalog_root / rel_path
         atomic_write_bytes(image_file, clean.data, fsync=False)  # image first: a record never lacks its file
         self.journal.image_written(image_file)  # made durable with its batch, before the batch's records
+        stamp = file_stamp(image_file)  # lets `catalog merge` trust sha256 while the file is unchanged
         record = CatalogRecord(
             id=image_id, path=rel_path, objects=objects, source="real", scene_id=scene or default_scene(entry.file, image_id),
             width=clean.width, height=clean.height, sha256=digest, background=entry.background, view=entry.view,
             extra={"source_dir": self.here, "source_file": entry.file, "source_sha256": source_sha, "source_size": stat.st_size,
                    "source_mtime_ns": stat.st_mtime_ns, "source_format": clean.source_format, "phash": clean.phash,
+                   FILE_STAMP_KEY: stamp,
                    **({"manifest": entry.extra} if entry.extra else {})},
         )
         if previous is not None:

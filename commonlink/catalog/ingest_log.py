@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 
 from commonlink.errors import SchemaError
+from commonlink.fileio import fsync_dir, fsync_files
 from commonlink.formats.catalog import CatalogRecord, write_catalog
 
 JOURNAL_FILENAME = ".ingest-journal.jsonl"
@@ -108,7 +109,7 @@ class CatalogJournal:
         """Append the pending changes to the journal: images fsynced first, then the journal (once each)."""
         if not self._ops:
             return
-        _fsync_files(self._new_images)
+        fsync_files(self._new_images)
         lines = []
         for kind, item in self._ops:
             op = {"set": item.to_json()} if kind == "set" else {"drop": item}
@@ -120,46 +121,20 @@ class CatalogJournal:
             handle.flush()
             os.fsync(handle.fileno())
         if created:
-            _fsync_dir(self.catalog_dir)
+            fsync_dir(self.catalog_dir)
         self.logged += len(lines)
         self._ops.clear()
         self._new_images.clear()
 
     def fold(self, records: dict[str, CatalogRecord]) -> None:
         """Rewrite catalog.jsonl with ``records`` (atomically), then remove the journal it now contains."""
-        _fsync_files(self._new_images)
+        fsync_files(self._new_images)
         self._new_images.clear()
         self._ops.clear()  # everything pending is in ``records`` already
         write_catalog(self.catalog_dir, records.values())
         with contextlib.suppress(FileNotFoundError):
             journal_file(self.catalog_dir).unlink()
         self.indexed, self.logged = len(records), 0
-
-
-def _fsync_files(paths: list[Path]) -> None:
-    """Make freshly written files and their folders durable. On journalling file systems the first fsync
-    commits the whole batch, so the later ones cost little (the point of batching)."""
-    folders = set()
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            folders.add(path.parent)
-    for folder in folders:
-        _fsync_dir(folder)
-
-
-def _fsync_dir(folder: Path) -> None:
-    if os.name != "posix":  # folders cannot be opened for fsync on Windows; renames there are durable already
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = ["JOURNAL_FILENAME", "CatalogJournal", "journal_file", "replay_journal"]

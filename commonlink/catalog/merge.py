@@ -8,11 +8,15 @@
    refused with the list of conflicts, before any file is touched;
 3. every image must exist in its catalog folder; a missing one refuses the merge too;
 4. images are copied (or hard-/symbolic-linked) into the output folder, each atomically and, by default, checked
-   against the record's sha256; an image whose relative path is already taken by another image is stored as
+   against the record's sha256: hashed while copying, unless the record's file stamp (``extra.file_stamp``,
+   size and mtime when the hash was taken; ingest writes it) still matches the file, then the recorded sha256 is
+   trusted (``rehash=True`` hashes every file anyway). A copy keeps its source's mtime, so the stamp carries over
+   to the merged catalog. An image whose relative path is already taken by another image is stored as
    ``<folder>/<id><suffix>`` instead;
 5. files a record names in ``extra`` (:data:`SIDECAR_KEYS`: a render's instance mask and scene plan) come
    along with their image, so ``commonlink stats`` still finds the exact masks after a merge;
-6. ``catalog.jsonl`` is written last, atomically.
+6. the files written are fsynced as one batch (not one fsync each), then ``catalog.jsonl`` is written,
+   atomically.
 
 An interrupted merge therefore leaves the output catalog as it was (plus some image files that the next run
 finds already in place), and re-running the same merge changes nothing.
@@ -20,6 +24,7 @@ finds already in place), and re-running the same merge changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import os
@@ -29,16 +34,19 @@ from pathlib import Path, PurePosixPath
 
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
+    fsync_files,
     make_temp_beside,
     remove_stale_temp_files,
     safe_join,
     sha256_file,
 )
 from commonlink.formats.catalog import (
+    FILE_STAMP_KEY,
     CatalogRecord,
     catalog_file,
     catalog_lock,
     iter_catalog,
+    stamp_matches,
     write_catalog,
 )
 from commonlink.progress import track
@@ -61,6 +69,7 @@ class MergeReport:
     duplicates: int = 0  #: records skipped because an identical one was already taken
     images_written: int = 0  #: image files copied/linked
     images_in_place: int = 0  #: image files already present from an earlier (maybe interrupted) run
+    hashes_reused: int = 0  #: images whose recorded sha256 was trusted (file stamp unchanged), not re-hashed
     renamed: list[dict] = field(default_factory=list)  #: {catalog, id, from, to} for paths that collided
     sidecars_written: int = 0  #: masks and plans copied with their images
     fell_back_to_copy: int = 0  #: hard links that crossed file systems and were copied instead
@@ -89,9 +98,13 @@ def merge_catalogs(
     *,
     link: str = "copy",
     verify: bool = True,
+    rehash: bool = False,
     progress: bool = False,
 ) -> MergeReport:
-    """Merge ``sources`` into ``out_dir`` (created, or extended when it is a catalog already)."""
+    """Merge ``sources`` into ``out_dir`` (created, or extended when it is a catalog already).
+
+    ``verify`` checks every image against its record's sha256, trusting it where the record's file stamp still
+    matches the file; ``rehash`` hashes every image even then."""
     if link not in LINK_MODES:
         raise InputError(f"Unknown link mode {link!r}.", f"Use one of: {', '.join(LINK_MODES)}.")
     if not sources:
@@ -106,10 +119,10 @@ def merge_catalogs(
             unique_sources.append(src)
     report = MergeReport(out_dir=str(out_resolved), sources=[str(s.resolve()) for s in unique_sources], link=link)
     with catalog_lock(out, what="commonlink catalog merge"):
-        return _merge_locked(unique_sources, out, report, link=link, verify=verify, progress=progress)
+        return _merge_locked(unique_sources, out, report, link=link, verify=verify, rehash=rehash, progress=progress)
 
 
-def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *, link: str, verify: bool,
+def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *, link: str, verify: bool, rehash: bool,
                   progress: bool) -> MergeReport:
     existing = list(iter_catalog(out)) if catalog_file(out).is_file() else []
     report.already_present = len(existing)
@@ -129,10 +142,12 @@ def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *,
 
     for folder in {safe_join(out, item.record.path).parent for item in planned}:
         remove_stale_temp_files(folder)  # left by a killed merge (we hold the catalog lock)
+    written: list[Path] = []  # fsynced as one batch before the catalog names them
     for item in track(planned, "Merging images", unit="images", disable=not progress):
-        _transfer(item, out, link=link, verify=verify, report=report)
+        _transfer(item, out, link=link, verify=verify, rehash=rehash, report=report, written=written)
         for source_file, rel in item.sidecars:
-            _copy_sidecar(source_file, safe_join(out, rel), report)
+            _copy_sidecar(source_file, safe_join(out, rel), report, written)
+    fsync_files(written)
     write_catalog(out, [*existing, *(item.record for item in planned)])
     report.added = len(planned)
     return report
@@ -202,7 +217,7 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
                 sidecar_sources[dest_rel] = source_file
                 extra[key] = dest_rel
                 sidecars.append((source_file, dest_rel))
-            merged = CatalogRecord.from_json({**record.to_json(), "path": rel, "extra": extra}, where=origin)
+            merged = dataclasses.replace(record, path=rel, extra=extra)  # validated when read
             planned.append(_Planned(record=merged, source_image=source_image, origin=origin, sidecars=sidecars))
             by_id[record.id] = (merged, origin)
             by_sha[record.sha256] = (merged, origin)
@@ -219,15 +234,14 @@ def _same_bytes(a: Path, b: Path) -> bool:
         return False
 
 
-def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: MergeReport) -> None:
-    """Put one image in place atomically (temporary name, then rename)."""
+def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, rehash: bool, report: MergeReport,
+              written: list[Path]) -> None:
+    """Put one image in place atomically (temporary name, then rename); fsynced later with the whole batch."""
     dest = safe_join(out, item.record.path)
     expected = item.record.sha256
-    if dest.is_file() and not dest.is_symlink() and dest.resolve() != item.source_image.resolve():
-        if sha256_file(dest) == expected:  # left by an interrupted run
-            report.images_in_place += 1
-            return
-    if dest.resolve() == item.source_image.resolve():
+    source_stat = os.stat(item.source_image)
+    trusted = not rehash and stamp_matches(item.record, source_stat)  # the recorded sha256 still describes the file
+    if _already_in_place(item, dest, source_stat, trusted=trusted):
         report.images_in_place += 1
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -235,22 +249,8 @@ def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: Mer
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        actual: str | None = None
-        if link == "copy":
-            actual = _copy_hashing(item.source_image, tmp)
-        else:
-            tmp.unlink()
-            if link == "hardlink":
-                try:
-                    os.link(item.source_image, tmp)
-                except OSError as exc:
-                    if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                        raise
-                    actual = _copy_hashing(item.source_image, tmp)  # other file system: copy instead
-                    report.fell_back_to_copy += 1
-            else:
-                os.symlink(item.source_image.resolve(), tmp)
-        if verify:
+        actual = _put(item.source_image, tmp, link=link, hashing=verify and not trusted, report=report)
+        if verify and not trusted:
             actual = actual or sha256_file(item.source_image)
             if actual != expected:
                 raise SchemaError(
@@ -258,14 +258,59 @@ def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: Mer
                     f"({actual[:16]}... vs {expected[:16]}...): it was changed or damaged after the catalog was written.",
                     "Rebuild that catalog (or restore the image); pass --no-verify only if you know the file is right.",
                 )
+        report.hashes_reused += trusted and verify
+        if link != "symlink" and os.stat(tmp).st_ino != source_stat.st_ino:
+            # A copy keeps its source's mtime, so the stamp (taken again when hashed here) describes it too.
+            os.utime(tmp, ns=(source_stat.st_atime_ns, source_stat.st_mtime_ns))
+        if verify and link != "symlink":
+            item.record.extra[FILE_STAMP_KEY] = [source_stat.st_size, source_stat.st_mtime_ns]
         os.replace(tmp, dest)
+        written.append(dest)
         report.images_written += 1
     finally:
         if tmp.exists() or tmp.is_symlink():
             tmp.unlink()
 
 
-def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
+def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *, trusted: bool) -> bool:
+    """The image is there already: the source itself, or a copy left by an interrupted run (same stamp when the
+    hash is trusted, else the same sha256)."""
+    try:
+        dest_stat = os.stat(dest)
+    except FileNotFoundError:
+        return False
+    if (dest_stat.st_dev, dest_stat.st_ino) == (source_stat.st_dev, source_stat.st_ino):
+        return True
+    if dest.is_symlink():
+        return False
+    if trusted and stamp_matches(item.record, dest_stat):
+        return True
+    return sha256_file(dest) == item.record.sha256
+
+
+def _put(source: Path, tmp: Path, *, link: str, hashing: bool, report: MergeReport) -> str | None:
+    """Copy or link ``source`` to ``tmp``; returns the sha256 when it was computed on the way."""
+    if link == "copy":
+        if hashing:
+            return _copy_hashing(source, tmp)
+        shutil.copyfile(source, tmp)  # kernel-side copy where the platform has one
+        shutil.copymode(source, tmp)
+        return None
+    tmp.unlink()
+    if link == "symlink":
+        os.symlink(source.resolve(), tmp)
+        return None
+    try:
+        os.link(source, tmp)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        report.fell_back_to_copy += 1
+        return _copy_hashing(source, tmp)  # other file system: copy instead
+    return None
+
+
+def _copy_sidecar(src: Path, dest: Path, report: MergeReport, written: list[Path]) -> None:
     """Copy a mask or plan next to its merged image (atomically; skipped when identical bytes are there)."""
     if dest.is_file() and (dest.resolve() == src.resolve() or sha256_file(dest) == sha256_file(src)):
         return
@@ -275,6 +320,7 @@ def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
     try:
         _copy_hashing(src, Path(tmp_name))
         os.replace(tmp_name, dest)
+        written.append(dest)
         report.sidecars_written += 1
     finally:
         if os.path.exists(tmp_name):
@@ -282,13 +328,11 @@ def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
 
 
 def _copy_hashing(src: Path, dest: Path) -> str:
-    """Copy ``src`` to ``dest`` (fsynced) and return the sha256 of the bytes copied."""
+    """Copy ``src`` to ``dest`` (not fsynced: the caller fsyncs the batch) and return the sha256 of the bytes."""
     digest = hashlib.sha256()
     with open(src, "rb") as fin, open(dest, "wb") as fout:
         while chunk := fin.read(1 << 20):
             digest.update(chunk)
             fout.write(chunk)
-        fout.flush()
-        os.fsync(fout.fileno())
     shutil.copymode(src, dest)
     return digest.hexdigest()

@@ -151,6 +151,24 @@ def write_catalog(catalog_dir: str | os.PathLike, records: Iterable[CatalogRecor
     return count
 
 
+#: ``extra`` key: ``[size, mtime_ns]`` of the image file when its ``sha256`` was taken. While the file's size
+#: and modification time still match, readers that would re-hash it (``catalog merge``) may trust ``sha256``.
+FILE_STAMP_KEY = "file_stamp"
+
+
+def file_stamp(path: str | os.PathLike) -> list[int]:
+    """The ``[size, mtime_ns]`` stamp of a file (see :data:`FILE_STAMP_KEY`)."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def stamp_matches(record: CatalogRecord | dict, st: os.stat_result) -> bool:
+    """Whether a record's file stamp equals the size and mtime in ``st`` (False when the record has none)."""
+    extra = record.extra if isinstance(record, CatalogRecord) else record.get("extra") or {}
+    stamp = extra.get(FILE_STAMP_KEY)
+    return isinstance(stamp, list) and len(stamp) == 2 and stamp == [st.st_size, st.st_mtime_ns]
+
+
 def image_path(catalog_dir: str | os.PathLike, record: CatalogRecord) -> Path:
     """Absolute path of a record's image; refuses paths escaping the catalog folder."""
     try:
