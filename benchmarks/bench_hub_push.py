@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 from commonlink.fileio import atomic_write_json, sha256_file  # noqa: E402

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 
 from commonlink.catalog.ingest import PerceptualHashIndex, ingest_photos  # noqa: E402
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402

@@ -31,9 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+from _common import noise_catalog  # noqa: E402
 
-from commonlink.fileio import sha256_bytes, write_jsonl  # noqa: E402
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_release.py"
@@ -42,31 +42,7 @@ VOCABULARY = [f"object_{i:03d}" for i in range(120)]
 
 
 def make_catalog(root: Path, n: int, *, size: int, seed: int = 0) -> None:
-    """``n`` JPEGs of ``size``x``size`` px (noise, so they do not compress to nothing) + catalog.jsonl."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    (root / "images").mkdir(parents=True, exist_ok=True)
-    records = []
-    for i in range(n):
-        pixels = rng.integers(0, 255, (size, size, 3), dtype=np.uint8)
-        buf = io.BytesIO()
-        Image.fromarray(pixels).save(buf, "JPEG", quality=85)
-        data = buf.getvalue()
-        name = f"images/{i:06d}.jpg"
-        (root / name).write_bytes(data)
-        k = int(rng.integers(3, 8))
-        objects = sorted(VOCABULARY[j] for j in rng.choice(len(VOCABULARY), size=k, replace=False))
-        source = "real" if i % 2 == 0 else "synthetic"
-        records.append({
-            "id": sha256_bytes(data)[:16], "path": name, "objects": objects, "source": source,
-            "scene_id": f"scene{i // 4}", "view": str(i % 4), "background": "table", "width": size, "height": size,
-            "sha256": sha256_bytes(data),
-        })
-    write_jsonl(root / "catalog.jsonl", records)
+    noise_catalog(root, n, size=size, seed=seed, vocabulary=VOCABULARY)
 
 
 def sample_with_toolkit(catalog: Path, count: int, out: Path) -> tuple[float, str]:

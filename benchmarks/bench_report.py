@@ -25,7 +25,6 @@ import json
 import os
 import resource
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 
 from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 

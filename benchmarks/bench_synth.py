@@ -24,14 +24,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import resource
-import sys
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+from _common import peak_rss_mib  # noqa: E402
 
 from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 from commonlink.synth.assets import load_assets  # noqa: E402
@@ -174,7 +172,7 @@ def unrealcv_ratio(catalog, plans, res: int, frame_seconds: float) -> tuple[floa
 
 
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mib()
 
 
 def memory_curve(catalog, checkpoints: list[int], resolution: int) -> dict[int, float]:
