@@ -8,10 +8,12 @@ renamed over the target (``os.replace`` is atomic on POSIX and Windows).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -113,20 +115,55 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = Tr
 
 
 def fsync_files(paths: Iterable[str | os.PathLike]) -> None:
-    """Make a batch of freshly written (or renamed) files and their folders durable. On journalling file systems
-    the first fsync commits the whole batch, so the later ones cost little: one batch costs about one fsync,
-    where an fsync per file as it is written costs one each. Files gone since are skipped."""
-    folders = set()
+    """Make a batch of freshly written (or renamed) files and their folders durable, at the cost of about one
+    fsync: on Linux one ``syncfs`` a file system (it flushes the files' data and the folders' entries together;
+    an fsync per new file costs 4-5 ms each on ext4 even when batched); elsewhere, or if ``syncfs`` fails, an
+    fsync per file and per folder. Files gone since are skipped."""
+    folders: dict[str, None] = {}
+    files = []
     for path in paths:
+        files.append(path)
+        folders.setdefault(os.path.dirname(os.path.abspath(path)))
+    if not files:
+        return
+    syncfs = _syncfs()
+    if syncfs is not None:
+        devices: set[int] = set()
+        failed = False
+        for folder in folders:
+            with contextlib.suppress(FileNotFoundError):
+                fd = os.open(folder, os.O_RDONLY)
+                try:
+                    device = os.fstat(fd).st_dev
+                    if device not in devices:
+                        devices.add(device)
+                        failed = failed or syncfs(fd) != 0
+                finally:
+                    os.close(fd)
+        if not failed:
+            return
+    for path in files:
         with contextlib.suppress(FileNotFoundError):
             fd = os.open(path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        folders.add(os.path.dirname(os.path.abspath(path)))
-    for folder in sorted(folders):
+    for folder in folders:
         fsync_dir(folder)
+
+
+@functools.cache
+def _syncfs():
+    """glibc's ``syncfs(fd)`` (Linux), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
 
 
 def fsync_dir(folder: str | os.PathLike) -> None:

@@ -59,6 +59,17 @@ def _run_child(folder: Path, manifest: Path, out: Path, crash: str, after: int) 
                 return result
             return wrapper
         crash = {crash!r}
+        if crash == "mid_image":  # the temporary file of an image written, not yet renamed
+            from commonlink.fileio import make_temp_beside
+            real_write = ingest_mod.atomic_write_bytes
+            def half_write(path, data, **kwargs):
+                calls["n"] += 1
+                if calls["n"] == {after}:
+                    fd, _ = make_temp_beside(path)
+                    os.write(fd, data[: len(data) // 2])
+                    os._exit(137)
+                return real_write(path, data, **kwargs)
+            ingest_mod.atomic_write_bytes = half_write
         if crash == "after_image":
             ingest_mod.atomic_write_bytes = die_after(ingest_mod.atomic_write_bytes)
         elif crash == "after_append":
@@ -87,10 +98,10 @@ def _finish_and_check(folder: Path, manifest: Path, out: Path, kept: int | None 
     assert sorted(r.extra["source_file"] for r in records) == [f"p{i:02d}.png" for i in range(N)]
     assert len(report.added) + report.unchanged == N and not report.refused and not report.updated
     assert not (out / JOURNAL_FILENAME).exists()
-    assert len(list((out / "images").iterdir())) == N  # orphans of the killed run were reused, not duplicated
+    assert len(list((out / "images").iterdir())) == N  # orphans reused, half-written temporary files removed
 
 
-@pytest.mark.parametrize(("crash", "after", "kept"), [("after_image", 5, 4), ("after_append", 3, 6), ("after_fold_rename", 2, 4)])
+@pytest.mark.parametrize(("crash", "after", "kept"), [("mid_image", 5, 4), ("after_image", 5, 4), ("after_append", 3, 6), ("after_fold_rename", 2, 4)])
 def test_a_run_killed_at_each_point_leaves_a_readable_catalog_and_the_next_run_finishes(photos, crash, after, kept):
     folder, manifest, out = photos
     assert _run_child(folder, manifest, out, crash, after) == 137

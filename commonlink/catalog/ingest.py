@@ -48,6 +48,7 @@ from commonlink.errors import CommonlinkError, InputError
 from commonlink.fileio import (
     atomic_write_bytes,
     atomic_write_json,
+    remove_stale_temp_files,
     safe_join,
     sha256_bytes,
 )
@@ -202,6 +203,7 @@ def ingest_photos(
 def _ingest_locked(photos_root: Path, manifest: Path, catalog_root: Path, entries: list[ManifestEntry],
                    vocab: Vocabulary | None, vocab_note: str, min_pixels: int, near_duplicate_distance: int,
                    allow_near_duplicates: bool, checkpoint_every: int, progress: bool) -> IngestReport:
+    remove_stale_temp_files(catalog_root / IMAGES_SUBDIR)  # half-written images of a killed run (we hold the lock)
     existing = _load_catalog(catalog_root, checkpoint_every)
     names_from_data = vocab is None
     if vocab is None:
