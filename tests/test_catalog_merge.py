@@ -251,8 +251,14 @@ def test_merge_trusts_a_recorded_sha256_only_while_the_file_stamp_matches(tmp_pa
 
     records = _stamped_catalog(tmp_path / "a", [1, 2, 3])
     hashed = []
-    real_copy_hashing = merge_mod._copy_hashing
-    monkeypatch.setattr(merge_mod, "_copy_hashing", lambda src, dest: hashed.append(src.name) or real_copy_hashing(src, dest))
+    real_copy_into = merge_mod._copy_into
+
+    def copy_into(source, fd, tmp, source_stat, *, hashing):
+        if hashing:
+            hashed.append(source.name)
+        return real_copy_into(source, fd, tmp, source_stat, hashing=hashing)
+
+    monkeypatch.setattr(merge_mod, "_copy_into", copy_into)
     report = merge_catalogs([tmp_path / "a"], tmp_path / "out")
     assert report.hashes_reused == 3 and hashed == []  # no image read twice
     merged = read_catalog(tmp_path / "out")

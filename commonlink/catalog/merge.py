@@ -28,7 +28,7 @@ import dataclasses
 import errno
 import hashlib
 import os
-import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -87,6 +87,29 @@ class _Planned:
     sidecars: list[tuple[Path, str]] = field(default_factory=list)  #: (source file, destination path in out)
 
 
+class _Joiner:
+    """:func:`safe_join` for many paths under one root, resolving each folder once: ``safe_join`` walks every
+    component of every path (an lstat each), which was a third of a merge's time. A path that needs care (``..``,
+    absolute, a symbolic link as the file itself) goes through ``safe_join`` whole, with its errors."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._folders: dict[str, Path] = {}
+
+    def __call__(self, relative: str) -> Path:
+        head, _, name = relative.rpartition("/")
+        if not name or os.path.isabs(relative) or "\\" in relative or ".." in relative.split("/") or name == ".":
+            return safe_join(self.root, relative)
+        folder = self._folders.get(head)
+        if folder is None:
+            try:
+                folder = self._folders[head] = safe_join(self.root, head or ".")
+            except InputError:
+                return safe_join(self.root, relative)  # the error names the whole path
+        candidate = folder / name
+        return safe_join(self.root, relative) if candidate.is_symlink() else candidate
+
+
 def _differences(a: CatalogRecord, b: CatalogRecord) -> list[str]:
     return [f"{name}: {getattr(a, name)!r} vs {getattr(b, name)!r}" for name in IDENTITY_FIELDS
             if getattr(a, name) != getattr(b, name)]
@@ -140,13 +163,17 @@ def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *,
             "Copy the images back, or rebuild that catalog. Nothing was written.",
         )
 
-    for folder in {safe_join(out, item.record.path).parent for item in planned}:
+    join = _Joiner(out)
+    destinations = [join(item.record.path) for item in planned]
+    for folder in {dest.parent for dest in destinations}:
+        folder.mkdir(parents=True, exist_ok=True)
         remove_stale_temp_files(folder)  # left by a killed merge (we hold the catalog lock)
     written: list[Path] = []  # fsynced as one batch before the catalog names them
-    for item in track(planned, "Merging images", unit="images", disable=not progress):
-        _transfer(item, out, link=link, verify=verify, rehash=rehash, report=report, written=written)
+    for item, dest in track(zip(planned, destinations), "Merging images", total=len(planned), unit="images",
+                            disable=not progress):
+        _transfer(item, dest, link=link, verify=verify, rehash=rehash, report=report, written=written)
         for source_file, rel in item.sidecars:
-            _copy_sidecar(source_file, safe_join(out, rel), report, written)
+            _copy_sidecar(source_file, join(rel), report, written)
     fsync_files(written)
     write_catalog(out, [*existing, *(item.record for item in planned)])
     report.added = len(planned)
@@ -167,6 +194,7 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
     conflicts: list[str] = []
     missing: list[str] = []
     for src in sources:
+        join = _Joiner(src)
         for lineno, record in enumerate(iter_catalog(src), start=1):
             origin = f"{src}, line {lineno}"
             same = by_id.get(record.id) or by_sha.get(record.sha256)
@@ -183,7 +211,7 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
                     report.duplicates += 1
                 continue
             try:
-                source_image = safe_join(src, record.path)
+                source_image = join(record.path)
             except InputError as exc:
                 raise SchemaError(f"{origin}: {exc.problem}", "Rebuild that catalog; image paths must stay inside it.") from None
             if not source_image.is_file():
@@ -204,7 +232,7 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
                 if not isinstance(value, str):
                     continue
                 try:
-                    source_file = safe_join(src, value)
+                    source_file = join(value)
                 except InputError as exc:
                     raise SchemaError(f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it.") from None
                 if not source_file.is_file():
@@ -234,22 +262,19 @@ def _same_bytes(a: Path, b: Path) -> bool:
         return False
 
 
-def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, rehash: bool, report: MergeReport,
+def _transfer(item: _Planned, dest: Path, *, link: str, verify: bool, rehash: bool, report: MergeReport,
               written: list[Path]) -> None:
     """Put one image in place atomically (temporary name, then rename); fsynced later with the whole batch."""
-    dest = safe_join(out, item.record.path)
     expected = item.record.sha256
     source_stat = os.stat(item.source_image)
     trusted = not rehash and stamp_matches(item.record, source_stat)  # the recorded sha256 still describes the file
     if _already_in_place(item, dest, source_stat, trusted=trusted):
         report.images_in_place += 1
         return
-    dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = make_temp_beside(dest)
-    os.close(fd)
     tmp = Path(tmp_name)
     try:
-        actual = _put(item.source_image, tmp, link=link, hashing=verify and not trusted, report=report)
+        actual = _put(item.source_image, fd, tmp, source_stat, link=link, hashing=verify and not trusted, report=report)
         if verify and not trusted:
             actual = actual or sha256_file(item.source_image)
             if actual != expected:
@@ -259,17 +284,15 @@ def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, rehash: boo
                     "Rebuild that catalog (or restore the image); pass --no-verify only if you know the file is right.",
                 )
         report.hashes_reused += trusted and verify
-        if link != "symlink" and os.stat(tmp).st_ino != source_stat.st_ino:
-            # A copy keeps its source's mtime, so the stamp (taken again when hashed here) describes it too.
-            os.utime(tmp, ns=(source_stat.st_atime_ns, source_stat.st_mtime_ns))
-        if verify and link != "symlink":
+        if verify and link != "symlink":  # a copy keeps its source's mtime: the stamp describes it too
             item.record.extra[FILE_STAMP_KEY] = [source_stat.st_size, source_stat.st_mtime_ns]
         os.replace(tmp, dest)
         written.append(dest)
         report.images_written += 1
-    finally:
-        if tmp.exists() or tmp.is_symlink():
+    except BaseException:
+        if os.path.lexists(tmp):
             tmp.unlink()
+        raise
 
 
 def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *, trusted: bool) -> bool:
@@ -288,14 +311,13 @@ def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *
     return sha256_file(dest) == item.record.sha256
 
 
-def _put(source: Path, tmp: Path, *, link: str, hashing: bool, report: MergeReport) -> str | None:
-    """Copy or link ``source`` to ``tmp``; returns the sha256 when it was computed on the way."""
+def _put(source: Path, fd: int, tmp: Path, source_stat: os.stat_result, *, link: str, hashing: bool,
+         report: MergeReport) -> str | None:
+    """Copy ``source`` into the open temporary file ``fd`` (closed here), or replace that file with a link;
+    returns the sha256 when it was computed on the way."""
     if link == "copy":
-        if hashing:
-            return _copy_hashing(source, tmp)
-        shutil.copyfile(source, tmp)  # kernel-side copy where the platform has one
-        shutil.copymode(source, tmp)
-        return None
+        return _copy_into(source, fd, tmp, source_stat, hashing=hashing)
+    os.close(fd)
     tmp.unlink()
     if link == "symlink":
         os.symlink(source.resolve(), tmp)
@@ -305,9 +327,34 @@ def _put(source: Path, tmp: Path, *, link: str, hashing: bool, report: MergeRepo
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
             raise
-        report.fell_back_to_copy += 1
-        return _copy_hashing(source, tmp)  # other file system: copy instead
+        report.fell_back_to_copy += 1  # other file system: copy instead
+        return _copy_into(source, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), tmp, source_stat, hashing=True)
     return None
+
+
+def _copy_into(source: Path, fd: int, tmp: Path, source_stat: os.stat_result, *, hashing: bool) -> str | None:
+    """Copy ``source``'s bytes, permissions and times into the open file ``fd`` (``tmp``) and close it (not fsynced:
+    the caller fsyncs the batch); returns the sha256 of the bytes when ``hashing``."""
+    digest = hashlib.sha256() if hashing else None
+    times = (source_stat.st_atime_ns, source_stat.st_mtime_ns)
+    with_fd = os.utime in os.supports_fd and hasattr(os, "fchmod")
+    try:
+        with open(source, "rb") as fin:
+            while chunk := fin.read(1 << 20):
+                if digest is not None:
+                    digest.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+        if with_fd:
+            os.fchmod(fd, stat.S_IMODE(source_stat.st_mode))
+            os.utime(fd, ns=times)
+    finally:
+        os.close(fd)
+    if not with_fd:  # Windows
+        os.chmod(tmp, stat.S_IMODE(source_stat.st_mode))
+        os.utime(tmp, ns=times)
+    return digest.hexdigest() if digest is not None else None
 
 
 def _copy_sidecar(src: Path, dest: Path, report: MergeReport, written: list[Path]) -> None:
@@ -316,23 +363,11 @@ def _copy_sidecar(src: Path, dest: Path, report: MergeReport, written: list[Path
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = make_temp_beside(dest)
-    os.close(fd)
     try:
-        _copy_hashing(src, Path(tmp_name))
+        _copy_into(src, fd, Path(tmp_name), os.stat(src), hashing=False)
         os.replace(tmp_name, dest)
         written.append(dest)
         report.sidecars_written += 1
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
-
-
-def _copy_hashing(src: Path, dest: Path) -> str:
-    """Copy ``src`` to ``dest`` (not fsynced: the caller fsyncs the batch) and return the sha256 of the bytes."""
-    digest = hashlib.sha256()
-    with open(src, "rb") as fin, open(dest, "wb") as fout:
-        while chunk := fin.read(1 << 20):
-            digest.update(chunk)
-            fout.write(chunk)
-    shutil.copymode(src, dest)
-    return digest.hexdigest()
