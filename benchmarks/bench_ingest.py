@@ -37,7 +37,7 @@ import numpy as np
 from PIL import Image
 
 import _common  # noqa: E402,F401  (puts the repository root on sys.path)
-from _common import load_average, peak_rss_mib, timed  # noqa: E402
+from _common import interleaved, load_average, peak_rss_mib, timed  # noqa: E402
 
 from commonlink.catalog.ingest import PerceptualHashIndex, ingest_photos  # noqa: E402
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
@@ -161,13 +161,11 @@ def bench_index(n: int, queries: int = 200) -> list[dict]:
         return answers
 
     sides = {"ours": ours, "numpy": numpy_scan, "faiss": faiss_flat, "bktree": bktree, "python": python_popcount}
-    per_query, answers = {}, {}
-    for key, func in sides.items():
-        runs = []
-        for _ in range(3 if key != "python" else 1):
-            seconds, answers[key] = timed(func)
-            runs.append(seconds)
-        per_query[key] = min(runs) / (10 if key == "python" else len(asks))
+    answers = {key: func() for key, func in sides.items()}  # checked below; also warms every side
+    # Interleaved (A B C D, D C B A, ...) so the machine's load falls on every side alike; best run of each.
+    runs = interleaved({key: func for key, func in sides.items() if key != "python"}, 5)
+    runs["python"] = [timed(python_popcount)[0]]
+    per_query = {key: min(values) / (10 if key == "python" else len(asks)) for key, values in runs.items()}
     for key in ("numpy", "faiss", "bktree"):
         assert answers[key] == answers["ours"], f"{key} disagrees with the index"
     assert answers["python"] == answers["ours"][:10]
@@ -227,8 +225,7 @@ def make_tiny_photos(folder: Path, n: int, seed: int = 0) -> Path:
 
 def bench_scaling(tmp: Path, small: int, large: int) -> list[dict]:
     """Ingest ``small`` and ``large`` tiny photos from scratch, each in a fresh process; the growth exponent. The
-    small run goes before and after the large one (its mean is used), so a change of load during the large run
-    does not bend the exponent one way."""
+    small run goes before and after the large one and the faster is used (see below)."""
     manifests = {n: make_tiny_photos(tmp / f"tiny{n}", n, seed=n) for n in (small, large)}
     runs: dict[int, list[float]] = {small: [], large: []}
     loads = []
@@ -240,7 +237,8 @@ def bench_scaling(tmp: Path, small: int, large: int) -> list[dict]:
         assert added == n, child.stdout
         runs[n].append(took)
         shutil.rmtree(tmp / f"tcat{n}-{k}")
-    seconds = {n: sum(v) / len(v) for n, v in runs.items()}
+    # The faster small run: a load spike during a small run would flatter the exponent; this errs the other way.
+    seconds = {n: min(v) for n, v in runs.items()}
     exponent = math.log(seconds[large] / seconds[small]) / math.log(large / small)
     note = f"load {min(loads):.1f}-{max(loads):.1f}"
     print(f"[growth] small runs {runs[small][0]:.1f} and {runs[small][1]:.1f} s;  {small:,} tiny photos {seconds[small]:.1f} s, {large:,} {seconds[large]:.1f} s "
