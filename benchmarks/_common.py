@@ -40,20 +40,23 @@ def best_of(fn: Callable, repeats: int = 3) -> float:
 
 
 def interleaved(sides: dict[str, Callable[[], object]], repeats: int = 5, *, before: Callable[[str], None] | None = None,
-                cpu: bool = False) -> dict[str, list[float]]:
+                cpu: bool = False, cpu_out: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Run every side ``repeats`` times, alternating the order each round (A B, B A, A B, ...), so the load of a
     shared machine falls on both sides alike. ``before(name)`` runs untimed before each call (e.g. to remove
-    the last run's output). Returns each side's wall seconds (or CPU seconds with ``cpu=True``), in run order."""
+    the last run's output). Returns each side's wall seconds (or CPU seconds with ``cpu=True``), in run order;
+    ``cpu_out``, when given, receives each side's CPU seconds (all threads of this process) as well."""
     names = list(sides)
     times: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(repeats):
         for name in names if round_ % 2 == 0 else reversed(names):
             if before is not None:
                 before(name)
-            clock = time.process_time if cpu else time.perf_counter
-            start = clock()
+            wall, cpu_start = time.perf_counter(), time.process_time()
             sides[name]()
-            times[name].append(clock() - start)
+            cpu_seconds = time.process_time() - cpu_start
+            times[name].append(cpu_seconds if cpu else time.perf_counter() - wall)
+            if cpu_out is not None:
+                cpu_out.setdefault(name, []).append(cpu_seconds)
     return times
 
 

@@ -12,7 +12,10 @@ images decoded to pixels:
   before timing) and ``for row in ds: row["image_1"].load(); row["image_2"].load()``: PIL images decoded by
   ``datasets``, list columns left as strings.
 
-Target: peer time / our time >= 1.0 (median of the runs).
+Ours decodes the images on one worker thread a few rows ahead (Pillow releases the GIL while decoding), so its
+wall time is what a user waits for; its CPU time (all threads) is reported too, as context.
+
+Target: peer wall time / our wall time >= 1.0 (median of the runs).
 """
 
 from __future__ import annotations
@@ -69,7 +72,8 @@ def main() -> None:
             assert count == args.rows
 
         loads = [load_average()]
-        times = interleaved({"ours": ours, "datasets": peer}, args.repeats)
+        cpu: dict[str, list[float]] = {}
+        times = interleaved({"ours": ours, "datasets": peer}, args.repeats, cpu_out=cpu)
         loads.append(load_average())
     note = f"load {min(loads):.1f}-{max(loads):.1f}"
     ratio = ratio_of_medians(times, "datasets", "ours")
@@ -77,10 +81,17 @@ def main() -> None:
     print(f"[loaders] {args.rows} rows, two {args.size} PNGs each, {args.repeats} interleaved runs ({note})")
     print(f"  commonlink open_common_o   {spread(times['ours'])}  ({args.rows / median:.0f} rows/s)")
     print(f"  datasets load_dataset      {spread(times['datasets'])}")
-    print(f"  -> datasets / ours = {ratio:.3f} (target >= 1.0)")
-    rows = [result_row(BENCH, f"iterate {args.rows} rows, two {args.size} PNGs decoded each ({note})", args.rows / median,
-                       "rows/s", peer="datasets load_dataset(parquet) on the same shards, images .load()ed (interleaved)",
-                       ratio=ratio, target=">= 1.0")]
+    cpu_ratio = ratio_of_medians(cpu, "datasets", "ours")
+    print(f"  -> datasets / ours = {ratio:.3f} wall (target >= 1.0); CPU seconds (all threads) datasets / ours = "
+          f"{cpu_ratio:.3f} (context: ours also checks every row's lists against its answer, and decodes on a worker "
+          "thread while it does)")
+    figure = f"iterate {args.rows} rows, two {args.size} PNGs decoded each ({note})"
+    rows = [result_row(BENCH, figure, args.rows / median, "rows/s",
+                       peer="datasets load_dataset(parquet) on the same shards, images .load()ed (interleaved, wall)",
+                       ratio=ratio, target=">= 1.0"),
+            result_row(BENCH, f"{figure}, CPU time", args.rows / sorted(cpu["ours"])[len(cpu["ours"]) // 2], "rows/CPU-s",
+                       peer="context only: the same datasets loop, CPU seconds (ours checks more, on 2 threads)",
+                       ratio=cpu_ratio)]
     print_rows(rows)
     write_rows(args.json, rows)
 
