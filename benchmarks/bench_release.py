@@ -6,11 +6,13 @@
    samples ``--examples`` pairs from them with ``commonlink.sampling.pairs``.
 2. Shard writing, at ``--size`` and ``--large-size`` (512) px, the same release rows (22 columns, image bytes
    in memory) written by ``ShardWriter`` and by its peers, interleaved, best of ``--repeats``:
-   * bare pyarrow: the same rows built column by column into one Table, one ``pq.write_table`` (target at
-     64 px: ShardWriter >= 0.8x its speed; it holds the whole table in memory, ShardWriter streams);
+   * bare pyarrow: the same rows built column by column into one Table, written with ShardWriter's codecs,
+     dictionary/statistics choices and row groups, so both write the same bytes (checked: sizes within 1%)
+     (target at 64 px: ShardWriter >= 0.8x its speed; it holds the whole table in memory, ShardWriter streams);
    * ``datasets.Dataset.from_generator(rows, features=...)`` then ``.to_parquet()`` (what a Hub user reaches
      for; target >= 1.0x at 64 px and at 512 px);
-   * a bare write of the two image-byte columns alone (the floor any writer of these images pays; less work than
+   * a bare write of the two image-byte columns alone, stored as ShardWriter stores them (no codec, dictionary or
+     statistics) (the floor any writer of these images pays; less work than
      the release's 22 columns, yet held to >= 0.8x at 64 px as a strict reading of "the same bytes");
    and the whole row pipeline (read files, ``published_row``, ``ShardWriter``) against the same generator fed
    to ``datasets`` (target >= 1.0x).
@@ -104,9 +106,29 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
             for record in records:
                 writer.write(record)
 
+    # The peers write the same bytes as ShardWriter: its per-column codecs (none on image bytes), dictionary
+    # encoding and statistics only where it uses them, and its row groups (read back from its own output).
+    probe = ShardWriter(work / "probe", "main", features)
+    settings = {"compression": probe._column_compression, "use_dictionary": probe.dictionary_columns,
+                "write_statistics": probe._plain_columns}
+    probe.abort()
+    shutil.rmtree(work / "probe", ignore_errors=True)
+    writer_only()
+    group_rows = [pq.ParquetFile(path).metadata.row_group(g).num_rows for path in sorted(out.glob("main-*.parquet"))
+                  for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
+    ours_bytes = sum(path.stat().st_size for path in out.glob("main-*.parquet"))
+    cleanup()
+
+    def write_groups(table, path: Path, **options) -> None:
+        with pq.ParquetWriter(path, table.schema, **options) as sink:
+            start = 0
+            for count in group_rows:
+                sink.write_table(table.slice(start, count), row_group_size=count)
+                start += count
+
     def bare_pyarrow() -> None:
         # A pyarrow user who knows the fast path: the whole table in memory, built column by column (image
-        # structs from two flat arrays, not from dicts), one write_table call with pyarrow's defaults.
+        # structs from two flat arrays, not from dicts), written with ShardWriter's settings and row groups.
         arrays = []
         for name, field in zip(schema.names, schema):
             values = [r[name] for r in records]
@@ -115,13 +137,13 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
                                                           pa.array([v["path"] for v in values], pa.string())], fields=list(field.type)))
             else:
                 arrays.append(pa.array(values, field.type))
-        pq.write_table(pa.Table.from_arrays(arrays, schema=schema), work / "bare.parquet")
+        write_groups(pa.Table.from_arrays(arrays, schema=schema), work / "bare.parquet", **settings)
 
     def bare_image_bytes() -> None:
         # The image bytes alone (2 binary columns): the floor any writer of these images pays.
         table = pa.table({"image_1": pa.array([r["image_1"]["bytes"] for r in records], pa.binary()),
                           "image_2": pa.array([r["image_2"]["bytes"] for r in records], pa.binary())})
-        pq.write_table(table, work / "bare.parquet")
+        write_groups(table, work / "bare.parquet", compression="none", use_dictionary=False, write_statistics=False)
 
     def datasets_peer(generate) -> None:
         # A fresh cache folder each time: from_generator would otherwise reload its cache of the last call.
@@ -140,6 +162,12 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
         for number, row in enumerate(rows, start=1):
             yield published_row(row, split="main", where=f"row {number}", reader=reader)
 
+    bare_pyarrow()
+    peer_bytes = (work / "bare.parquet").stat().st_size
+    cleanup()
+    # Same settings, same row groups: the files differ only in the footer (ShardWriter's shard names, sizes).
+    assert abs(peer_bytes - ours_bytes) <= 0.01 * ours_bytes, (peer_bytes, ours_bytes)
+    print(f"  same bytes: ShardWriter {ours_bytes:,} B, bare pyarrow with its settings {peer_bytes:,} B")
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
     best = _timed_best({
@@ -151,9 +179,9 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
           f"({image_mb * 1e3 / (2 * len(rows)):.1f} KB an image); best of {repeats} interleaved runs")
     names = {
         "writer": "ShardWriter: built rows (22 columns, bytes in memory) -> shards",
-        "pyarrow": "peer: bare pyarrow, same rows -> Table -> write_table",
+        "pyarrow": "peer: bare pyarrow, same rows -> Table -> same codecs/encodings/statistics/row groups",
         "datasets": "peer: datasets.Dataset.from_generator(rows, features).to_parquet",
-        "image_bytes": "floor: bare write_table of the 2 image-byte columns only",
+        "image_bytes": "floor: bare write of the 2 image-byte columns only (no codec, dictionary, statistics)",
         "pipeline": "build: read files + published_row + ShardWriter",
         "datasets_pipeline": "peer: same generator (read + published_row) -> datasets",
     }
@@ -171,11 +199,13 @@ def shard_rows(result: dict, size: int, *, targets: dict[str, str | None]) -> li
     ratio = lambda key, peer: best[peer][1] / best[key][1]  # noqa: E731
     return [
         result_row(BENCH, f"shard writing, {size}-px images (MB/s of image bytes, CPU time)", rate("writer"), "MB/s",
-                   peer="bare pyarrow write_table of the same rows", ratio=ratio("writer", "pyarrow"), target=targets.get("pyarrow")),
+                   peer="bare pyarrow, same rows, same codecs/encodings/statistics/row groups (same bytes)",
+                   ratio=ratio("writer", "pyarrow"), target=targets.get("pyarrow")),
         result_row(BENCH, f"shard writing, {size}-px images (MB/s of image bytes, CPU time)", rate("writer"), "MB/s",
-                   peer="datasets from_generator(features).to_parquet", ratio=ratio("writer", "datasets"), target=targets.get("datasets")),
+                   peer="datasets from_generator(features).to_parquet (its own defaults)", ratio=ratio("writer", "datasets"),
+                   target=targets.get("datasets")),
         result_row(BENCH, f"shard writing, {size}-px images, vs image bytes alone (CPU time)", rate("writer"), "MB/s",
-                   peer="bare write_table of the 2 image-byte columns only", ratio=ratio("writer", "image_bytes"),
+                   peer="bare write of the 2 image-byte columns only, stored as ours stores them", ratio=ratio("writer", "image_bytes"),
                    target=targets.get("image_bytes")),
         result_row(BENCH, f"release rows from files + shards, {size}-px images (CPU time)", rate("pipeline"), "MB/s",
                    peer="same row generator into datasets from_generator.to_parquet", ratio=ratio("pipeline", "datasets_pipeline"),
