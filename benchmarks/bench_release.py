@@ -75,6 +75,26 @@ def _timed_best(funcs: dict, repeats: int, cleanup) -> dict[str, tuple[float, fl
     return {key: (min(w for w, _ in values), min(c for _, c in values)) for key, values in runs.items()}
 
 
+def shard_writer_layout(features, work: Path, out: Path, write_ours) -> tuple[dict, list[int], int]:
+    """What the peers need to write the same bytes as ShardWriter: its per-column codecs (none on image bytes),
+    dictionary encoding and statistics only where it uses them (as ParquetWriter options), its row groups (read
+    back from its own output, written by ``write_ours``) and the size of that output."""
+    import pyarrow.parquet as pq
+
+    from commonlink.release.shards import ShardWriter
+
+    probe = ShardWriter(work / "probe", "main", features)
+    settings = {"compression": probe._column_compression, "use_dictionary": probe.dictionary_columns,
+                "write_statistics": probe._plain_columns}
+    probe.abort()
+    shutil.rmtree(work / "probe", ignore_errors=True)
+    write_ours()
+    files = sorted(out.glob("main-*.parquet"))
+    group_rows = [pq.ParquetFile(path).metadata.row_group(g).num_rows for path in files
+                  for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
+    return settings, group_rows, sum(path.stat().st_size for path in files)
+
+
 def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: int) -> dict:
     """Time our writer and its peers on the same rows; returns {key: (wall, cpu)} and the sizes."""
     import datasets
@@ -106,17 +126,7 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
             for record in records:
                 writer.write(record)
 
-    # The peers write the same bytes as ShardWriter: its per-column codecs (none on image bytes), dictionary
-    # encoding and statistics only where it uses them, and its row groups (read back from its own output).
-    probe = ShardWriter(work / "probe", "main", features)
-    settings = {"compression": probe._column_compression, "use_dictionary": probe.dictionary_columns,
-                "write_statistics": probe._plain_columns}
-    probe.abort()
-    shutil.rmtree(work / "probe", ignore_errors=True)
-    writer_only()
-    group_rows = [pq.ParquetFile(path).metadata.row_group(g).num_rows for path in sorted(out.glob("main-*.parquet"))
-                  for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
-    ours_bytes = sum(path.stat().st_size for path in out.glob("main-*.parquet"))
+    settings, group_rows, ours_bytes = shard_writer_layout(features, work, out, writer_only)
     cleanup()
 
     def write_groups(table, path: Path, **options) -> None:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import bisect
 import glob
-from collections import deque
-from concurrent.futures import Future
 import hashlib
 import os
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
