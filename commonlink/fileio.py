@@ -8,6 +8,7 @@ renamed over the target (``os.replace`` is atomic on POSIX and Windows).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
 import json
@@ -159,8 +160,6 @@ def _syncfs():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
-
         return ctypes.CDLL(None, use_errno=True).syncfs
     except (OSError, AttributeError):
         return None

@@ -29,7 +29,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -194,8 +194,6 @@ class CommonOSplit:
     def __iter__(self) -> Iterator[CommonOExample]:
         """Every row in order. Images are decoded on one worker thread a few rows ahead (Pillow's decoders release
         the GIL, so decoding overlaps this thread's row checks); examples and errors come in the same order."""
-        from concurrent.futures import ThreadPoolExecutor
-
         pending: deque = deque()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonlink-decode") as pool:
             try:
