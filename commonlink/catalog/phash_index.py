@@ -18,6 +18,8 @@ class PerceptualHashIndex:
         self._owners: list[tuple[str, str]] = []  # (file, id), by slot
         self._slot: dict[str, int] = {}  # id -> slot
         self._removed = 0  # slots in _owners no longer alive
+        self._xor = np.empty(0, dtype=np.uint64)
+        self._distances = np.empty(0, dtype=np.uint8)
 
     def __len__(self) -> int:
         return len(self._owners) - self._removed
@@ -45,9 +47,12 @@ class PerceptualHashIndex:
         if not len(self) or (len(self) == 1 and exclude in self._slot):
             return None
         used = len(self._owners)
-        xor = self._hashes[:used] ^ np.uint64(int(phash, 16))
+        if len(self._xor) < used:  # scratch buffers reused across queries: no allocation per query
+            self._xor = np.empty(len(self._hashes), dtype=np.uint64)
+            self._distances = np.empty(len(self._hashes), dtype=np.uint8)
+        xor = np.bitwise_xor(self._hashes[:used], np.uint64(int(phash, 16)), out=self._xor[:used])
         if hasattr(np, "bitwise_count"):
-            distances = np.bitwise_count(xor)  # uint8
+            distances = np.bitwise_count(xor, out=self._distances[:used])  # uint8
         else:  # numpy < 2.0
             distances = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1, dtype=np.uint8)
         if self._removed:
