@@ -302,3 +302,24 @@ def test_merge_fsyncs_the_batch_once_at_the_end_not_as_it_copies(tmp_path, monke
     assert report.images_written == 3
     assert events == [("batch", 3), "fsync"]  # no fsync per image: the batch, then catalog.jsonl's own
     assert len(read_catalog(tmp_path / "out")) == 3
+
+
+def test_a_half_written_image_is_replaced_and_a_link_at_the_path_is_never_written_through(tmp_path):
+    """Images go straight to their final names (the catalog names them only after the batch's fsync): what a
+    killed merge left at a path is replaced, and a hard link found there (into another catalog) is unlinked,
+    not overwritten."""
+    import os
+
+    records = make_catalog(tmp_path / "a", [(1, ["duck"], "s1"), (2, ["mug"], "s2")])
+    out = tmp_path / "out"
+    (out / "images").mkdir(parents=True)
+    good = image_path(tmp_path / "a", records[0]).read_bytes()
+    (out / records[0].path).write_bytes(good[: len(good) // 2])  # a kill in the middle of the copy
+    victim = tmp_path / "other_catalog_image.png"
+    victim.write_bytes(b"another catalog's image")
+    os.link(victim, out / records[1].path)
+    report = merge_catalogs([tmp_path / "a"], out)
+    assert report.images_written == 2 and report.images_in_place == 0
+    for record in read_catalog(out):
+        assert sha256_file(image_path(out, record)) == record.sha256
+    assert victim.read_bytes() == b"another catalog's image"

@@ -7,7 +7,8 @@
    the same image described differently (other objects, scene, size...) is a *conflict*, and the merge is
    refused with the list of conflicts, before any file is touched;
 3. every image must exist in its catalog folder; a missing one refuses the merge too;
-4. images are copied (or hard-/symbolic-linked) into the output folder, each atomically and, by default, checked
+4. images are copied (or hard-/symbolic-linked) into the output folder under their final names (nothing names
+   them before step 6, and a re-run replaces a partial one) and, by default, checked
    against the record's sha256: hashed while copying, unless the record's file stamp (``extra.file_stamp``,
    size and mtime when the hash was taken; ingest writes it) still matches the file, then the recorded sha256 is
    trusted (``rehash=True`` hashes every file anyway). A copy keeps its source's mtime, so the stamp carries over
@@ -19,11 +20,13 @@
    atomically.
 
 An interrupted merge therefore leaves the output catalog as it was (plus some image files that the next run
-finds already in place), and re-running the same merge changes nothing.
+finds already in place, or replaces when a kill left one half-written), and re-running the same merge changes
+nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -264,17 +267,23 @@ def _same_bytes(a: Path, b: Path) -> bool:
 
 def _transfer(item: _Planned, dest: Path, *, link: str, verify: bool, rehash: bool, report: MergeReport,
               written: list[Path]) -> None:
-    """Put one image in place atomically (temporary name, then rename); fsynced later with the whole batch."""
+    """Put one image at its path in the output; fsynced later with the whole batch.
+
+    Written under its final name, not a temporary one (a rename per image was most of a merge's cost beyond a
+    plain copy): no record names the path until ``catalog.jsonl`` is written, after the batch's fsync, so a
+    reader never sees a partial image; a killed merge may leave one, which the next run finds not in place and
+    replaces. Whatever is at the path already is unlinked first, never written through (it may be a link into
+    another catalog)."""
     expected = item.record.sha256
     source_stat = os.stat(item.source_image)
     trusted = not rehash and stamp_matches(item.record, source_stat)  # the recorded sha256 still describes the file
     if _already_in_place(item, dest, source_stat, trusted=trusted):
         report.images_in_place += 1
         return
-    fd, tmp_name = make_temp_beside(dest)
-    tmp = Path(tmp_name)
+    with contextlib.suppress(FileNotFoundError):
+        dest.unlink()
     try:
-        actual = _put(item.source_image, fd, tmp, source_stat, link=link, hashing=verify and not trusted, report=report)
+        actual = _put(item.source_image, dest, source_stat, link=link, hashing=verify and not trusted, report=report)
         if verify and not trusted:
             actual = actual or sha256_file(item.source_image)
             if actual != expected:
@@ -283,16 +292,15 @@ def _transfer(item: _Planned, dest: Path, *, link: str, verify: bool, rehash: bo
                     f"({actual[:16]}... vs {expected[:16]}...): it was changed or damaged after the catalog was written.",
                     "Rebuild that catalog (or restore the image); pass --no-verify only if you know the file is right.",
                 )
-        report.hashes_reused += trusted and verify
-        if verify and link != "symlink":  # a copy keeps its source's mtime: the stamp describes it too
-            item.record.extra[FILE_STAMP_KEY] = [source_stat.st_size, source_stat.st_mtime_ns]
-        os.replace(tmp, dest)
-        written.append(dest)
-        report.images_written += 1
     except BaseException:
-        if os.path.lexists(tmp):
-            tmp.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            dest.unlink()
         raise
+    report.hashes_reused += trusted and verify
+    if verify and link != "symlink":  # a copy keeps its source's mtime: the stamp describes it too
+        item.record.extra[FILE_STAMP_KEY] = [source_stat.st_size, source_stat.st_mtime_ns]
+    written.append(dest)
+    report.images_written += 1
 
 
 def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *, trusted: bool) -> bool:
@@ -311,25 +319,23 @@ def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *
     return sha256_file(dest) == item.record.sha256
 
 
-def _put(source: Path, fd: int, tmp: Path, source_stat: os.stat_result, *, link: str, hashing: bool,
+def _put(source: Path, dest: Path, source_stat: os.stat_result, *, link: str, hashing: bool,
          report: MergeReport) -> str | None:
-    """Copy ``source`` into the open temporary file ``fd`` (closed here), or replace that file with a link;
-    returns the sha256 when it was computed on the way."""
-    if link == "copy":
-        return _copy_into(source, fd, tmp, source_stat, hashing=hashing)
-    os.close(fd)
-    tmp.unlink()
+    """Copy or link ``source`` to the free path ``dest``; returns the sha256 when it was computed on the way."""
     if link == "symlink":
-        os.symlink(source.resolve(), tmp)
+        os.symlink(source.resolve(), dest)
         return None
-    try:
-        os.link(source, tmp)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-            raise
-        report.fell_back_to_copy += 1  # other file system: copy instead
-        return _copy_into(source, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), tmp, source_stat, hashing=True)
-    return None
+    if link == "hardlink":
+        try:
+            os.link(source, dest)
+            return None
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                raise
+            report.fell_back_to_copy += 1  # other file system: copy instead
+            hashing = True
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    return _copy_into(source, fd, dest, source_stat, hashing=hashing)
 
 
 def _copy_into(source: Path, fd: int, tmp: Path, source_stat: os.stat_result, *, hashing: bool) -> str | None:
