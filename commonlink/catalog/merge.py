@@ -277,11 +277,13 @@ def _transfer(item: _Planned, dest: Path, *, link: str, verify: bool, rehash: bo
     expected = item.record.sha256
     source_stat = os.stat(item.source_image)
     trusted = not rehash and stamp_matches(item.record, source_stat)  # the recorded sha256 still describes the file
-    if _already_in_place(item, dest, source_stat, trusted=trusted):
+    present = _already_in_place(item, dest, source_stat, trusted=trusted)
+    if present:
         report.images_in_place += 1
         return
-    with contextlib.suppress(FileNotFoundError):
-        dest.unlink()
+    if present is not None:
+        with contextlib.suppress(FileNotFoundError):
+            dest.unlink()
     try:
         actual = _put(item.source_image, dest, source_stat, link=link, hashing=verify and not trusted, report=report)
         if verify and not trusted:
@@ -303,13 +305,13 @@ def _transfer(item: _Planned, dest: Path, *, link: str, verify: bool, rehash: bo
     report.images_written += 1
 
 
-def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *, trusted: bool) -> bool:
+def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *, trusted: bool) -> bool | None:
     """The image is there already: the source itself, or a copy left by an interrupted run (same stamp when the
-    hash is trusted, else the same sha256)."""
+    hash is trusted, else the same sha256). None when nothing is at the path (not even a dangling link)."""
     try:
         dest_stat = os.stat(dest)
     except FileNotFoundError:
-        return False
+        return None if not os.path.lexists(dest) else False
     if (dest_stat.st_dev, dest_stat.st_ino) == (source_stat.st_dev, source_stat.st_ino):
         return True
     if dest.is_symlink():
