@@ -138,6 +138,7 @@ def _ours(server):
 
 
 def test_server_speaks_the_wire_protocol(server):
+    assert server.platform == "linux"  # these tests run where the plugin would serve its Unix socket
     first = socket.create_connection((server.host, server.port))
     assert _read_frame(first) == b"connected to CommonlinkTestWorld"
     first.sendall(_frame(b"0:vget /unrealcv/status") + _frame(b"1:vset /objects/spawn BP_Apple_C cl_a"))
@@ -153,17 +154,28 @@ def test_server_speaks_the_wire_protocol(server):
     first.sendall(b"".join(_frame(b"%d:vget /objects" % (6 + i)) for i in range(40)))
     assert all(_read_frame(first).startswith(b"%d:WorldSettings" % (6 + i)) for i in range(40))
     assert server.max_requests_in_a_frame == 32
-    # One client at a time: a second connection is closed without a greeting.
+    # One client at a time: a second connection is made (the kernel's backlog) but waits without a welcome.
     second = socket.create_connection((server.host, server.port))
-    second.settimeout(5)
-    assert _read_frame(second) is None
-    second.close()
+    second.settimeout(0.5)
+    with pytest.raises(TimeoutError):
+        _read_frame(second)
     # A bad magic number closes the connection, as in the plugin.
     first.sendall(struct.pack("<II", 0x12345678, 3) + b"0:x")
     first.settimeout(5)
     assert _read_frame(first) is None
     first.close()
-    assert server.rejected == 1
+    # On Linux that was the game's one TCP session: the waiting client is never welcomed, the Unix socket serves.
+    with pytest.raises(TimeoutError):
+        _read_frame(second)
+    second.close()
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.settimeout(5)
+    unix.connect(server.unix_socket_path)
+    assert _read_frame(unix) == b"connected to CommonlinkTestWorld"
+    unix.sendall(_frame(b"0:vget /unrealcv/version"))
+    assert _read_frame(unix) == b"0:1.0.1"
+    unix.close()
+    assert server.sessions == ["tcp", "unix"]
 
 
 def test_server_vbatch_and_request_ids_as_the_plugin(server):
