@@ -45,6 +45,7 @@ from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
 from commonlink.synth.render.base import RenderedView
+from commonlink.synth.render.unrealcv_transport import dial, unix_socket_path
 from commonlink.synth.visibility import instance_ids_from_colors, object_pixel_counts
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
@@ -170,8 +171,6 @@ class UnrealCVConnection:
             import unrealcv
         except ImportError as exc:
             raise MissingDependencyError("unrealcv", "render", "--backend unrealcv") from exc
-        from commonlink.synth.render.unrealcv_transport import dial, unix_socket_path
-
         logging.getLogger("unrealcv").setLevel(logging.CRITICAL)
         _quiet_client_receive_thread()
         sock, transport = dial(self.host, self.port, self.connect_timeout)
