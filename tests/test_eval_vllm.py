@@ -152,3 +152,17 @@ def test_the_double_refuses_an_unknown_content_part_as_vllm_does(fake_vllm):
     with pytest.raises(fake_vllm.VLLMValidationError, match=r"^Unsupported chat content part type: 'image'\. Supported types: .*image_pil"):
         llm.chat([{"role": "user", "content": [{"type": "image"}, "hi"]}])
     assert llm.chat([{"role": "user", "content": ["a bare string part", {"type": "text", "text": "hi"}]}])[0].outputs[0].text == "Answer: A"
+
+
+def test_vllms_per_modality_limit_form_is_accepted(fake_vllm):
+    """vLLM's documented form {"image": {"count": 5, "width": 512, "height": 512}} (vllm.config.multimodal
+    ImageDummyOptions: count, default 999, plus the profiling size) passes through; its count is our image cap."""
+    per_modality = {"image": {"count": 5, "width": 512, "height": 512}, "video": 0}
+    backend = load_backend("vllm", "org/vlm", limit_mm_per_prompt=per_modality)
+    assert fake_vllm.INSTANCES[-1].init_kwargs["limit_mm_per_prompt"] == per_modality and backend.max_images == 5
+    backend = load_backend("vllm", "org/vlm", limit_mm_per_prompt={"image": {"width": 448, "height": 448}})
+    assert backend.max_images == 999  # count left out: vLLM's default
+    for bad, says in [({"image": {"count": 5, "size": 512}}, "size"), ({"image": {"count": -1}}, "count"),
+                      ({"image": {"count": 5, "width": 0}}, "width"), ({"image": "5"}, "'5'"), ([5], "mapping")]:
+        with pytest.raises(InputError, match=says):
+            load_backend("vllm", "org/vlm", limit_mm_per_prompt=bad)
