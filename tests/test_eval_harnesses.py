@@ -508,7 +508,9 @@ def run_lmms_eval(tmp_path):
 
     # scripts/setup.sh installs the harness into .harness-site; COMMONLINK_HARNESS_SITE points elsewhere
     site = os.environ.get("COMMONLINK_HARNESS_SITE") or str(Path(__file__).resolve().parents[1] / ".harness-site")
-    if not (Path(site) / "lmms_eval").is_dir():
+    # The harness's own environment (scripts/harness_site.sh); a folder of an older --no-deps install also works.
+    python = Path(site) / "bin" / "python"
+    if not python.is_file() and not (Path(site) / "lmms_eval").is_dir():
         pytest.skip("lmms-eval not installed (scripts/setup.sh puts it in .harness-site; or scripts/harness_site.sh DIR, "
                     "then COMMONLINK_HARNESS_SITE=DIR)")
     driver = tmp_path / "lmms_driver.py"
@@ -517,7 +519,8 @@ def run_lmms_eval(tmp_path):
 
     def run(include: Path, model: str, model_args: str, tasks: str) -> dict:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, repo]), HF_DATASETS_CACHE=str(tmp_path / "hf-datasets"))
-        done = subprocess.run([sys.executable, str(driver), str(include), model, model_args, tasks], capture_output=True, text=True, env=env, check=False,
+        done = subprocess.run([str(python) if python.is_file() else sys.executable, str(driver), str(include), model, model_args, tasks],
+                              capture_output=True, text=True, env=env, check=False,
                               timeout=600)
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
         assert done.returncode == 0 and line, done.stderr[-3000:]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import base64
 import csv
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -341,8 +342,6 @@ VLMEVAL_TOO_OLD = (
 def check_vlmevalkit() -> None:
     """When VLMEvalKit is installed here, refuse one too old for the exported module (it may also be installed
     only in the environment that will run it: then the module checks at import)."""
-    import importlib.util
-
     if importlib.util.find_spec("vlmeval") is None:
         return
     import vlmeval.smp
