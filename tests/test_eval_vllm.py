@@ -40,6 +40,8 @@ def fake_vllm(monkeypatch, fresh_commonlink_home):
     monkeypatch.setitem(sys.modules, "vllm", vllm_double)
     monkeypatch.setattr(vllm_double, "INSTANCES", [])
     monkeypatch.setattr(vllm_double, "responder", vllm_double.default_responder)
+    # "org/vlm" stands for a Hub model the double serves: the Hub lookup says it exists (no network in tests).
+    monkeypatch.setattr("commonlink.loaders.hub_ids.lookup_reason", lambda repo_id, kind, revision=None: (None, True))
     return vllm_double
 
 
