@@ -119,7 +119,7 @@ def test_other_platforms_serve_tcp_sessions_one_after_another(catalog):
         assert set(server.sessions) == {"tcp"} and not os.path.exists(server.unix_socket_path)
 
 
-def test_a_server_that_accepts_and_never_answers_times_out(catalog):
+def test_a_server_that_accepts_and_never_answers_times_out(catalog, user_assets):
     with SilentServer() as silent:
         conn = UnrealCVConnection(silent.host, silent.port, timeout=5, connect_timeout=1.5)
         started = time.monotonic()
@@ -127,6 +127,13 @@ def test_a_server_that_accepts_and_never_answers_times_out(catalog):
             conn.open()
         assert time.monotonic() - started < 4
         assert "--connect-timeout" in info.value.fix
+    with SilentServer() as silent:  # the same through the CLI, with the deadline given there
+        started = time.monotonic()
+        cli = _cli("unreal", "check", "--assets", str(user_assets), "--host", silent.host, "--port", str(silent.port),
+                   "--connect-timeout", "2")
+        took = time.monotonic() - started
+    assert cli.returncode != 0 and "no welcome came within 2 s" in cli.stdout + cli.stderr
+    assert took < 30  # the CLI's start-up included; the deadline itself is 2 s
     # A game that stops answering mid-session: our read timeout, named as a timeout.
     with FakeUnrealCVServer(catalog) as server:
         conn = UnrealCVConnection(server.host, server.port, timeout=1, connect_timeout=5)
