@@ -168,7 +168,8 @@ def backend_seconds_per_view(server, catalog, plans, resolution: int) -> tuple[f
 
 
 def unrealcv_ratio(catalog, plans, res: int, frame_seconds: float) -> tuple[float, float]:
-    with FakeUnrealCVServer(catalog, frame_seconds=frame_seconds) as server:
+    # TCP sessions one after another (a Linux game serves one, then its Unix socket, which the raw client is not given).
+    with FakeUnrealCVServer(catalog, frame_seconds=frame_seconds, platform="windows") as server:
         _, palette = backend_seconds_per_view(server, catalog, plans[:1], res)  # warm-up (server renderer, meshes)
         raw = raw_client_seconds_per_view(server, catalog, plans, palette)
         ours, _ = backend_seconds_per_view(server, catalog, plans, res)

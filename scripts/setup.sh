@@ -43,10 +43,12 @@ echo "==> installing commonlink[all] (the test extra brings pytest and ruff, whi
 $PIP install -q -e ".[all]"
 # pyrender pins PyOpenGL 3.1.0, which is broken with EGL on current Python; newer PyOpenGL works.
 $PIP install -q "PyOpenGL>=3.1.7" 2>/dev/null
-# The real lmms-eval, in a folder of its own (not the venv: it would pull another torch), for the tests that run
-# its task loader and evaluator on the exported tasks (they skip without it).
-if [ ! -d .harness-site/lmms_eval ]; then
-  echo "==> installing lmms-eval into .harness-site (harness tests)"
-  ./scripts/harness_site.sh .harness-site >/dev/null 2>&1 || echo "    (could not install lmms-eval: the harness tests will be skipped)"
+# The real lmms-eval with its dependencies, in an environment of its own that shares this one's torch (nothing is
+# installed into .venv): .harness-site/bin/lmms-eval runs the exported tasks (docs/eval.md), and the harness tests
+# use it (they skip without it).
+if [ ! -x .harness-site/bin/lmms-eval ]; then
+  echo "==> installing lmms-eval into .harness-site (.harness-site/bin/lmms-eval)"
+  ./scripts/harness_site.sh .harness-site >.harness-site.log 2>&1 \
+    || echo "    (could not install lmms-eval, see .harness-site.log: the harness tests will be skipped)"
 fi
 echo "==> ready: $(.venv/bin/commonlink --version)"

@@ -162,8 +162,8 @@ def test_killed_run_resumes_and_matches(tiny_backend, data_dir, reference, tmp_p
     resumed = evaluate_common_o(data_dir, "main", backend_instance=resumed_backend, out_dir=tmp_path / "run", settings=SETTINGS, batch_size=2, **FAST)
     assert resumed_backend.calls == [2, 2]  # only the 4 unfinished rows went to the model
     decoded = []
-    original = type(open_common_o(data_dir, "main"))._image
-    monkeypatch.setattr(type(open_common_o(data_dir, "main")), "_image", lambda self, row, i, f: decoded.append(i) or original(self, row, i, f))
+    original = type(open_common_o(data_dir, "main"))._open_image
+    monkeypatch.setattr(type(open_common_o(data_dir, "main")), "_open_image", lambda self, row, i, f: decoded.append(i) or original(self, row, i, f))
     complete = evaluate_common_o(data_dir, "main", backend_instance=Wrapped(tiny_backend), out_dir=tmp_path / "run", settings=SETTINGS,
                                  batch_size=2, **FAST)
     assert decoded == [] and complete["metrics"] == full["metrics"]  # all cached: no image decoded at all

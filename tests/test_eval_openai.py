@@ -15,7 +15,7 @@ from commonlink.cli import app
 from commonlink.errors import BackendError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.commono import evaluate_common_o
-from tests.fixtures.openai_server import LatencyServer
+from tests.fixtures.openai_server import IMAGES_NOT_SUPPORTED, LatencyServer
 from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
 SECRET = "sk-test-0123456789-very-secret"
@@ -166,3 +166,77 @@ def test_a_server_that_asks_for_a_long_wait_is_not_retried_and_the_error_says_so
             backend.generate([GenerationRequest("row-3", [], "hi")], GenerationSettings())
         backend.close()
     assert server.statuses == [503] and "row-3" in err.value.problem and "after 0 retries" in err.value.problem
+
+
+def _cli_eval(server, data_dir, out, model, *extra):
+    return CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", model, "--backend-arg", f"base_url={server.url}",
+                                    "--backend-arg", "api_key_env=MY_KEY", "--data", str(data_dir), "--out", str(out), "--quiet",
+                                    "--bootstrap", "20", *extra])
+
+
+def test_reasoning_model_scores_every_row_under_the_apis_rules(data_dir, tmp_path, monkeypatch):
+    """o-series / gpt-5 refuse max_tokens, a temperature other than 1 and top_p (400 naming the param): send
+    max_completion_tokens and neither, from the model's name."""
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.0, 0.01), reasoning=True) as server:
+        result = _cli_eval(server, data_dir, tmp_path / "o4", "o4-mini", "--temperature", "0.7")
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "o4" / "results.json").read_text())
+    assert saved["dataset"]["rows_scored"] == 6 and saved["skipped"] == 0
+    assert 400 not in server.statuses and len(server.bodies) == 6
+    assert all(b["max_completion_tokens"] == 1024 and not {"max_tokens", "temperature", "top_p"} & set(b) for b in server.bodies)
+    assert "reasoning model" in saved["backend_details"]["request_rules"]
+
+
+def test_a_refused_parameter_stops_the_run_naming_it_and_the_fix(data_dir, tmp_path, monkeypatch):
+    """A reasoning model behind a name we cannot recognise (an Azure deployment): the API's refusal of temperature
+    stops the run at once with the parameter and the fix, instead of skipping every row."""
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.0, 0.0), reasoning=True) as server:
+        result = _cli_eval(server, data_dir, tmp_path / "dep", "my-deployment")
+        assert result.exit_code != 0
+        assert "'temperature' does not support 0.0 with this model" in result.output
+        assert "parameter temperature" in result.output and "reasoning=true" in result.output
+        # With the fix the same run scores every row.
+        fixed = _cli_eval(server, data_dir, tmp_path / "dep", "my-deployment", "--backend-arg", "reasoning=true")
+    assert fixed.exit_code == 0, fixed.output
+    assert json.loads((tmp_path / "dep" / "results.json").read_text())["dataset"]["rows_scored"] == 6
+
+
+def test_a_run_whose_every_request_was_refused_fails_with_the_apis_reason(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.0, 0.0), refuse_all=IMAGES_NOT_SUPPORTED) as server:
+        result = _cli_eval(server, data_dir, tmp_path / "text-only", "gpt-3.5-turbo")
+    assert result.exit_code != 0
+    assert "No row was scored" in result.output and "image_url is only supported by certain models" in result.output
+    saved = json.loads((tmp_path / "text-only" / "results.json").read_text())  # the reasons stay on disk
+    assert saved["skipped"] == 6 and saved["metrics"]["overall"]["n"] == 0
+
+
+def test_refusing_every_request_stops_before_the_whole_dataset_is_sent(monkeypatch):
+    from commonlink.eval.backends.openai_backend import SYSTEMIC_REFUSALS
+
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.0, 0.0), refuse_all=IMAGES_NOT_SUPPORTED) as server:
+        backend = load_backend("openai", "gpt-3.5-turbo", base_url=server.url, api_key_env="MY_KEY", concurrency=1)
+        requests = [GenerationRequest(f"r{i}", [], "hi") for i in range(SYSTEMIC_REFUSALS + 20)]
+        with pytest.raises(BackendError, match=f"refused the first {SYSTEMIC_REFUSALS} requests") as info:
+            backend.generate(requests, GenerationSettings())
+        backend.close()
+    assert "image_url is only supported by certain models" in str(info.value)
+    assert server.seen <= SYSTEMIC_REFUSALS + 1
+
+
+def test_an_association_run_whose_every_request_was_refused_fails(tmp_path, monkeypatch):
+    """eval association, like eval commono: when the API answered no request, the run exits non-zero instead of
+    reporting chains that all ended at their first step."""
+    from tests.fixtures.tiny_chains import write_tiny_chain_files
+
+    chains = write_tiny_chain_files(tmp_path / "src")
+    monkeypatch.setenv("MY_KEY", SECRET)
+    with LatencyServer(latency_s=(0.0, 0.0), refuse_all=IMAGES_NOT_SUPPORTED) as server:
+        result = CliRunner().invoke(app, ["eval", "association", "--data", str(chains), "--config", "single_step", "--backend", "openai",
+                                          "--model", "gpt-3.5-turbo", "--backend-arg", f"base_url={server.url}", "--backend-arg",
+                                          "api_key_env=MY_KEY", "--out", str(tmp_path / "run"), "--quiet", "--bootstrap", "10"])
+    assert result.exit_code != 0 and "No request was answered" in result.output, result.output
+    assert SECRET not in result.output

@@ -26,6 +26,8 @@ def fake_vllm(monkeypatch, fresh_commonlink_home):
     monkeypatch.setitem(sys.modules, "vllm", vllm_double)
     monkeypatch.setattr(vllm_double, "INSTANCES", [])
     monkeypatch.setattr(vllm_double, "responder", vllm_double.default_responder)
+    # "org/vlm" stands for a Hub model the double serves: the Hub lookup says it exists (no network in tests).
+    monkeypatch.setattr("commonlink.loaders.hub_ids.lookup_reason", lambda repo_id, kind, revision=None: (None, True))
     return vllm_double
 
 
@@ -141,3 +143,17 @@ def test_the_double_keeps_the_signatures_recorded_from_the_real_vllm_wheel():
     ]
     assert fields == recorded["SamplingParams"]
     assert recorded["vllm_version"] == vllm_double.__version__
+
+
+def test_vllms_per_modality_limit_form_is_accepted(fake_vllm):
+    """vLLM's documented form {"image": {"count": 5, "width": 512, "height": 512}} (vllm.config.multimodal
+    ImageDummyOptions: count, default 999, plus the profiling size) passes through; its count is our image cap."""
+    per_modality = {"image": {"count": 5, "width": 512, "height": 512}, "video": 0}
+    backend = load_backend("vllm", "org/vlm", limit_mm_per_prompt=per_modality)
+    assert fake_vllm.INSTANCES[-1].init_kwargs["limit_mm_per_prompt"] == per_modality and backend.max_images == 5
+    backend = load_backend("vllm", "org/vlm", limit_mm_per_prompt={"image": {"width": 448, "height": 448}})
+    assert backend.max_images == 999  # count left out: vLLM's default
+    for bad, says in [({"image": {"count": 5, "size": 512}}, "size"), ({"image": {"count": -1}}, "count"),
+                      ({"image": {"count": 5, "width": 0}}, "width"), ({"image": "5"}, "'5'"), ([5], "mapping")]:
+        with pytest.raises(InputError, match=says):
+            load_backend("vllm", "org/vlm", limit_mm_per_prompt=bad)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -26,7 +27,7 @@ from commonlink.commands.eval import (
     print_fresh_report,
     run_task,
 )
-from commonlink.errors import InputError
+from commonlink.errors import BackendError, InputError
 from commonlink.eval.association import AssociationSettings, AssociationTask
 from commonlink.eval.evaluator import RunOptions, default_out_dir
 
@@ -84,3 +85,15 @@ def association(
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)
+    fail_if_no_request_answered(json.loads((out / "results.json").read_text(encoding="utf-8")), out)
+
+
+def fail_if_no_request_answered(results: dict, out: Path) -> None:
+    """An association run in which every request failed (refused by an API, a dead server) scored nothing: it fails,
+    as ``eval commono`` does, instead of exiting 0 with chains that all ended at their first step."""
+    requests = results.get("requests") or {}
+    if requests.get("failed") and not (requests.get("generated") or requests.get("from_cache")):
+        raise BackendError(
+            f"No request was answered: all {requests['failed']} failed, so no step was scored.",
+            f"Check the model name, endpoint and backend options (the per-step log in {out} has every failed step), then rerun.",
+        )

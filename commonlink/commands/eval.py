@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import console, parse_range, reports_errors
-from commonlink.errors import InputError
+from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, parse_key_values
 from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import CommonOTask, score_predictions
@@ -270,6 +270,21 @@ def _print_summary(results: dict, out: Path, render, shard: str | None = None) -
     print_fresh_report(out)
     if shard:
         console.print(f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.", highlight=False)
+    fail_if_nothing_scored(results, out)
+
+
+def fail_if_nothing_scored(results: dict, out: Path) -> None:
+    """A run that scored no row (every request refused, every row skipped) fails with the first reason, instead of
+    exiting 0 with n = 0 and a table of dashes. results.json keeps every skipped row's reason."""
+    scored = results.get("dataset", {}).get("rows_scored", results["metrics"]["overall"].get("n"))
+    if scored:
+        return
+    skipped = results.get("skipped_rows") or []
+    reason = skipped[0]["reason"] if skipped else "no row was selected"
+    raise BackendError(
+        f"No row was scored ({len(skipped)} skipped); the first reason: {reason}",
+        f"Fix what the reason names and rerun the same command (reasons of every row in {out}/results.json).",
+    )
 
 
 def print_fresh_report(out: Path) -> None:

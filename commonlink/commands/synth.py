@@ -57,6 +57,8 @@ def synth(
     ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local Ray instance)."),
     host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host (--backend unrealcv)."),
     port: int = typer.Option(9000, "--port", help="UnrealCV server port (--backend unrealcv)."),
+    connect_timeout: float = typer.Option(10.0, "--connect-timeout", min=0.1, help="Seconds to wait for UnrealCV to start a session (--backend unrealcv)."),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each UnrealCV reply (--backend unrealcv)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete scenes made with different options instead of refusing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
@@ -73,6 +75,7 @@ def synth(
         resolution=_parse_resolution(resolution), seed=seed, backend=backend,
         assets=str(assets) if assets is not None else None, min_visible_pixels=min_visible_pixels,
         max_hidden_share=max_hidden, max_attempts=max_attempts, unrealcv_host=host, unrealcv_port=port, shadows=shadows,
+        unrealcv_timeout=timeout, unrealcv_connect_timeout=connect_timeout,
         area_band=_parse_band(area_band), min_in_band=min_in_band, max_yaw=max_yaw,
         set_size=set_size, set_pool=set_pool, set_share=set_share,
     )

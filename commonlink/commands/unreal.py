@@ -24,6 +24,8 @@ def check(
     host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host."),
     port: int = typer.Option(9000, "--port", help="UnrealCV server port (unrealcv.ini; 9000 by default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    connect_timeout: float = typer.Option(10.0, "--connect-timeout", min=0.1, help="Seconds to wait for the plugin to start a session."),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each reply."),
 ) -> None:
     """Check a running Unreal game (Play pressed, UnrealCV plugin listening) against an asset file.
 
@@ -36,7 +38,8 @@ def check(
 
     catalog = load_assets(asset_file)
     refuse_placeholder_classes(catalog)
-    report = check_project(host, port, catalog, progress=not as_json and stdout_is_terminal())
+    report = check_project(host, port, catalog, timeout=timeout, connect_timeout=connect_timeout,
+                           progress=not as_json and stdout_is_terminal())
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -40,6 +40,7 @@ from commonlink.formats.association import (
     task_file,
 )
 from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, meta_path
+from commonlink.loaders.hub_ids import require_hub_dataset
 
 CONFIGS = ("single_step", "deduction", "synchronous", "asynchronous")
 RELEASE_SPLIT = "test"
@@ -373,6 +374,8 @@ def open_association(path_or_repo: str | os.PathLike, config: str, revision: str
         if path.is_dir() and not (path / "README.md").is_file():
             raise InputError(f"{path} is neither an association release nor a folder of chain files with {config}.jsonl.",
                              "Pass a folder written by `commonlink release build` or `commonlink chains`.")
+    else:
+        require_hub_dataset(str(path_or_repo), revision, option="--association/--data")
     return _open_release(str(path_or_repo), config, revision)
 
 

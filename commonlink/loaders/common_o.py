@@ -43,6 +43,7 @@ from commonlink.formats.common_o import (
 )
 from commonlink.images import load_opened_image, open_image_lazily
 from commonlink.loaders.common_o_lists import decode_row_lists, parse_list_field
+from commonlink.loaders.hub_ids import require_hub_dataset
 from commonlink.loaders.types import CommonOExample
 
 __all__ = ["CommonOSplit", "load_common_o", "open_common_o", "parse_list_field"]
@@ -347,6 +348,7 @@ def open_common_o(path_or_repo_id: str | os.PathLike, split: str, revision: str 
             f"{text!r} is neither an existing folder/file nor a Hub dataset id.",
             "Give a release folder, a .parquet file, or a repo id like facebook/Common-O.",
         )
+    require_hub_dataset(text, revision)  # at once, instead of ~25 s of download retries ending in a ConnectionError
     return _open_hub(text, split, revision)
 
 

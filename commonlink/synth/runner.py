@@ -89,6 +89,8 @@ class SynthConfig:
     max_attempts: int = 5  #: plans tried per scene before keeping the best one
     unrealcv_host: str = "127.0.0.1"
     unrealcv_port: int = 9000
+    unrealcv_timeout: float = 60.0  #: seconds to wait for a reply (not part of the output's options)
+    unrealcv_connect_timeout: float = 10.0  #: seconds to wait for a session to start
     mask_tolerance: int = 3  #: colour tolerance when reading Unreal object masks
     shadows: bool = False  #: offline: shadow-mapped sunlight (slower) instead of soft contact shadows
     set_size: int = DEFAULT_SET_SIZE  #: scenes planned together from one object pool (1: independent scenes)
@@ -244,10 +246,17 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog) -> Renderer:
     width, height = config.resolution
     if config.backend == "offline":
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)
-    # Refuse placeholder classes, then every class the game lacks (all at once), before rendering anything.
-    require_project_ready(config.unrealcv_host, config.unrealcv_port, catalog)
-    return UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
-                           mask_tolerance=config.mask_tolerance)
+    backend = UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
+                              mask_tolerance=config.mask_tolerance, timeout=config.unrealcv_timeout,
+                              connect_timeout=config.unrealcv_connect_timeout)
+    # Refuse placeholder classes, then every class the game lacks (all at once), before rendering anything; on the
+    # session the renders then use (a Linux game serves one TCP session per run).
+    try:
+        require_project_ready(config.unrealcv_host, config.unrealcv_port, catalog, connection=backend.connection)
+    except BaseException:
+        backend.close()
+        raise
+    return backend
 
 
 # --- one scene ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from commonlink.errors import InputError
 from commonlink.eval.imaging import cap_pixels
+from commonlink.loaders import hub_ids
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ def check_local_model(model: str) -> None:
     if text.startswith(("/", "./", "../", "~", ".\\", "..\\")) and not Path(text).expanduser().exists():
         raise InputError(f"--model {text}: there is no such folder.",
                          "Check the path (a local model folder holds config.json and the weights), or give a Hub id like org/name.")
+    # Neither a path nor a Hub model (or a cached copy): say so now, not after the loader's download retries.
+    hub_ids.require_hub_model(text)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -5,7 +5,13 @@ worker threads kept for the whole run, so at most that many are in flight and a 
 its own slot (a run's batch is large: ``16 x concurrency`` requests by default). Retries are the OpenAI SDK's
 own (``max_retries``; exponential backoff with jitter, the server's ``Retry-After`` honoured; 408/409/429/5xx
 and dropped connections); a request still failing after them stops the run (finished rows are cached, so a
-rerun continues), as do a refused key and an unknown model; other refusals (HTTP 400) skip that row only. Token counts (and a cost, when ``price_input_per_mtok`` /
+rerun continues), as do a refused key, an unknown model and a refused request parameter (a 400 whose ``param`` is
+one we send: it would refuse every row); other refusals (HTTP 400) skip that row only.
+
+Per-model request rules: OpenAI's reasoning models (o-series, gpt-5; :func:`is_reasoning_model`, or
+``reasoning=true``) refuse ``max_tokens`` (they take ``max_completion_tokens``), any ``temperature`` but the
+default 1, and ``top_p``, each with a 400 naming ``param``; for them we send ``max_completion_tokens`` and neither
+(they sample at temperature 1 whatever is asked; ``backend_details.request_rules`` says so). Token counts (and a cost, when ``price_input_per_mtok`` /
 ``price_output_per_mtok`` are given) of the requests this run sent are in ``backend_details.usage``.
 
 The API key is read from an environment variable (default ``OPENAI_API_KEY``) and never printed, logged or
@@ -54,6 +60,31 @@ def retries_taken(response, default: int) -> int:
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Refusals (HTTP 400) in a row, with no request answered, after which a run stops: every row would be refused alike.
+SYSTEMIC_REFUSALS = 32
+
+
+def api_message(exc) -> str:
+    """The API's own error message (``error.message`` of the body), else the SDK's text."""
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message) if message else str(exc)
+#: OpenAI's reasoning models by name (an optional provider prefix, then o1, o3-mini, o4-mini, gpt-5, gpt-5.1-mini, ...).
+_REASONING_NAME = re.compile(r"^(?:[\w.-]+/)?(?:o\d+|gpt-5)(?:[-.:_]|$)", re.IGNORECASE)
+#: Request parameters we set; a 400 naming one of them would refuse every request alike.
+_OUR_PARAMS = ("max_tokens", "max_completion_tokens", "temperature", "top_p", "seed")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether ``model`` names one of OpenAI's reasoning models, which take only their default sampling settings."""
+    return bool(_REASONING_NAME.match(model))
+
+
+def request_rules(reasoning: bool) -> str:
+    if reasoning:
+        return ("reasoning model: max_completion_tokens; temperature and top_p not sent (the API takes only the default, "
+                "temperature 1), so outputs are sampled even with --temperature 0")
+    return "chat model: max_tokens (max_completion_tokens when the server asks), temperature, top_p and seed as set"
 
 
 def _check_key_variable(api_key_env: str) -> None:
@@ -67,11 +98,14 @@ def _check_key_variable(api_key_env: str) -> None:
 
 
 def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png",
-                 api_key_env: str = "OPENAI_API_KEY", **_) -> BackendInfo:
+                 api_key_env: str = "OPENAI_API_KEY", reasoning: bool | None = None, **_) -> BackendInfo:
     """What the backend will report, known without connecting (for cache keys)."""
     _check_key_variable(api_key_env)
+    options: dict = {} if image_format == "png" else {"image_format": image_format}
+    if (is_reasoning_model(model) if reasoning is None else reasoning):
+        options["request_rules"] = "reasoning"  # what is sent differs (no temperature): not the same outputs
     return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{redact_url(base_url or DEFAULT_BASE_URL)}:{model}", batch_invariant=True,
-                       default_batch_size=max(64, 16 * concurrency), output_options={} if image_format == "png" else {"image_format": image_format})
+                       default_batch_size=max(64, 16 * concurrency), output_options=options)
 
 
 class OpenAIBackend:
@@ -89,6 +123,7 @@ class OpenAIBackend:
         image_format: str = "png",
         price_input_per_mtok: float | None = None,
         price_output_per_mtok: float | None = None,
+        reasoning: bool | None = None,
     ):
         try:
             import openai
@@ -116,13 +151,16 @@ class OpenAIBackend:
         self.max_retries = max_retries
         self.image_format = image_format
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="commonlink-openai")
-        self._length_param = "max_tokens"  # what every OpenAI-compatible server knows; see _one for the newer name
+        #: None: from the model's name. Reasoning models get their own request rules (see the module's docstring).
+        self.reasoning = is_reasoning_model(model) if reasoning is None else bool(reasoning)
+        # max_tokens: what every OpenAI-compatible server knows; see _one for the newer name.
+        self._length_param = "max_completion_tokens" if self.reasoning else "max_tokens"
         self.generate_seconds = 0.0
         self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "failed_requests": 0}
         self.prices = (price_input_per_mtok, price_output_per_mtok)
         if self.prices != (None, None):
             self.usage["cost_usd"] = 0.0
-        self.info = planned_info(model, base_url=base_url, concurrency=concurrency, image_format=image_format)
+        self.info = planned_info(model, base_url=base_url, concurrency=concurrency, image_format=image_format, reasoning=self.reasoning)
         self.info.details.update({
                 "base_url": redact_url(base_url or DEFAULT_BASE_URL),
                 "api_key": f"from ${api_key_env}" if key else f"none (${api_key_env} not set)",
@@ -130,6 +168,7 @@ class OpenAIBackend:
                 "max_retries": max_retries,
                 "retry": "openai SDK (exponential backoff with jitter, Retry-After honoured)",
                 "image_format": image_format,
+                "request_rules": request_rules(self.reasoning),
                 "usage": self.usage,
             })
 
@@ -158,9 +197,13 @@ class OpenAIBackend:
 
     def _one(self, request: GenerationRequest, settings: GenerationSettings) -> str | RequestFailure:
         openai = self._openai
-        kwargs = dict(model=self.info.model, messages=self._messages(request, settings), temperature=settings.temperature)
+        kwargs = dict(model=self.info.model, messages=self._messages(request, settings))
+        if not self.reasoning:
+            kwargs["temperature"] = settings.temperature
+            if not settings.greedy:
+                kwargs.update(top_p=settings.top_p)
         if not settings.greedy:
-            kwargs.update(top_p=settings.top_p, seed=settings.seed)
+            kwargs.update(seed=settings.seed)
         if settings.extra:
             kwargs["extra_body"] = dict(settings.extra)  # server-specific fields (top_k, repetition_penalty, ...)
         while True:
@@ -178,6 +221,8 @@ class OpenAIBackend:
                     # Newer OpenAI models refuse max_tokens and ask for max_completion_tokens: switch once, for good.
                     self._length_param = "max_completion_tokens"
                     continue
+                if status == 400 and getattr(exc, "param", None) in _OUR_PARAMS:
+                    raise self._refused_parameter(exc) from None
                 if status == 404:
                     raise BackendError(
                         f"HTTP 404 from the server: {self._scrub(str(exc))[:300]}",
@@ -190,10 +235,17 @@ class OpenAIBackend:
                         "The server is down or overloaded; rerun later (finished rows are cached), lower --concurrency, or raise "
                         "--backend-arg max_retries.",
                     ) from None
+                reason = f"HTTP {status}: {self._scrub(api_message(exc))[:300]}"
                 with self._lock:
                     self.usage["failed_requests"] += 1
+                    refused_all = self.usage["requests"] == 0 and self.usage["failed_requests"] >= SYSTEMIC_REFUSALS
+                if refused_all:  # the same refusal for every row: stop before sending the whole dataset
+                    raise BackendError(
+                        f"The server refused the first {SYSTEMIC_REFUSALS} requests and answered none; the last: {reason}",
+                        "Fix what the server's reason names (model, images, parameters) and rerun; finished rows are cached.",
+                    ) from None
                 log.warning("HTTP %s for %s: skipped", status, request.id)
-                return RequestFailure(f"HTTP {status}: {self._scrub(str(exc))[:300]}")
+                return RequestFailure(reason)
             except openai.APIConnectionError as exc:
                 raise BackendError(
                     f"No connection to the server for {request.id}, still after {self.max_retries} retries: {self._scrub(str(exc))[:300]}",
@@ -203,6 +255,23 @@ class OpenAIBackend:
             if not reply.choices:
                 return RequestFailure("the server returned no choices")
             return reply.choices[0].message.content or ""
+
+    def _refused_parameter(self, exc) -> BackendError:
+        """The API refused a request parameter we set: every request would be refused alike."""
+        param = exc.param
+        if param in ("temperature", "top_p") and not self.reasoning:
+            fix = (f"If {self.info.model} is a reasoning model (o-series, gpt-5, or a deployment of one), add "
+                   "--backend-arg reasoning=true (sends max_completion_tokens, no temperature or top_p); otherwise change "
+                   f"--{param.replace('_', '-')} to a value the model takes.")
+        elif param in ("temperature", "top_p", "max_completion_tokens") and self.reasoning:
+            fix = f"{self.info.model} does not follow OpenAI's reasoning-model rules: add --backend-arg reasoning=false."
+        else:
+            fix = f"Check the model's documented request parameters; --gen-arg/--backend-arg set what commonlink sends ({param})."
+        return BackendError(
+            f"The server refused the request parameter {param} for the model {self.info.model} "
+            f"(HTTP 400 {getattr(exc, 'code', None) or ''}): {self._scrub(api_message(exc))[:300]}",
+            fix,
+        )
 
     def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
         start = time.perf_counter()

@@ -49,6 +49,31 @@ def planned_info(model: str, *, revision: str | None = None, max_model_len: int 
                        output_options=options)
 
 
+#: vLLM's per-modality limit form (``vllm.config.multimodal.ImageDummyOptions``: ``count``, default 999, and the
+#: image size used when profiling memory; extra fields are refused).
+_IMAGE_LIMIT_FIELDS = {"count": 0, "width": 1, "height": 1}  # field: smallest value
+
+
+def image_limit(limit) -> int:
+    """The most images a prompt may have under ``limit_mm_per_prompt``: ``{"image": 3}`` or vLLM's per-modality
+    form ``{"image": {"count": 5, "width": 512, "height": 512}}``; other modalities are vLLM's to check."""
+    fix = ("e.g. --backend-arg 'limit_mm_per_prompt={\"image\": 3}' or vLLM's per-modality form "
+           "'{\"image\": {\"count\": 3, \"width\": 512, \"height\": 512}}' (or leave it out: the task sets it).")
+    if not isinstance(limit, dict):
+        raise InputError(f"--backend-arg limit_mm_per_prompt={limit!r} is not a mapping of modality to limit.", fix)
+    value = limit.get("image", 999)  # MultiModalConfig.get_limit_per_prompt: an unset modality allows 999
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key not in _IMAGE_LIMIT_FIELDS:
+                raise InputError(f"limit_mm_per_prompt image option {key!r} is not one of vLLM's ({', '.join(_IMAGE_LIMIT_FIELDS)}).", fix)
+            if isinstance(item, bool) or not isinstance(item, int) or item < _IMAGE_LIMIT_FIELDS[key]:
+                raise InputError(f"limit_mm_per_prompt image {key}={item!r} must be a whole number >= {_IMAGE_LIMIT_FIELDS[key]}.", fix)
+        return int(value.get("count", 999))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"limit_mm_per_prompt image limit {value!r} is neither a whole number >= 0 nor vLLM's per-modality options.", fix)
+    return value
+
+
 class VLLMBackend:
     planned_info = staticmethod(planned_info)
 
@@ -74,10 +99,7 @@ class VLLMBackend:
         check_local_model(model)
         images = int(images_per_request or DEFAULT_IMAGES_PER_REQUEST)
         limit = engine_args.pop("limit_mm_per_prompt", None) or {"image": images}
-        if not isinstance(limit, dict) or not isinstance(limit.get("image", images), int):
-            raise InputError(f"--backend-arg limit_mm_per_prompt={limit!r} is not a mapping like {{\"image\": 3}}.",
-                             "e.g. --backend-arg 'limit_mm_per_prompt={\"image\": 3}' (or leave it out: the task sets it).")
-        self.max_images = int(limit.get("image", 999))
+        self.max_images = image_limit(limit)
         kwargs = dict(
             model=model,
             revision=revision,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import base64
 import csv
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -122,7 +123,12 @@ import sys
 
 import pandas as pd
 from vlmeval.dataset.image_base import ImageBaseDataset
-from vlmeval.smp import LMUDataRoot, d2df, dump, get_intermediate_file_path, load
+from vlmeval.smp import LMUDataRoot, d2df, dump, load
+
+try:
+    from vlmeval.smp import get_intermediate_file_path
+except ImportError:
+    raise ImportError(%(too_old)r) from None
 
 from commonlink.eval.export.harnesses import vlmeval_messages, vlmeval_metrics, vlmeval_records
 
@@ -322,9 +328,33 @@ def _forget_localized(out: Path, name: str) -> None:
     (out / f"{name}_local.tsv").unlink(missing_ok=True)
 
 
+#: The oldest VLMEvalKit the exported module runs on: the commit that added ``vlmeval.smp.get_intermediate_file_path``
+#: (9cc14cd0, 2025-09-12, "Modify tsv, add split_thinking (#1229)"). No release has it (v0.3rc1 of 2025-06-21 and
+#: older lack it) and ``vlmeval.__version__`` still reads 0.2rc1 after it, so the function itself is checked.
+VLMEVAL_MIN_COMMIT = "9cc14cd0 (2025-09-12)"
+VLMEVAL_TOO_OLD = (
+    f"This VLMEvalKit is too old for commonlink_vlmeval.py: it lacks vlmeval.smp.get_intermediate_file_path, added in "
+    f"commit {VLMEVAL_MIN_COMMIT}; no tagged release has it (v0.3rc1 and older lack it). Update the clone "
+    "(git pull in VLMEvalKit, then pip install -e .) to that commit or later, e.g. e8e78f05 (what commonlink is tested with)."
+)
+
+
+def check_vlmevalkit() -> None:
+    """When VLMEvalKit is installed here, refuse one too old for the exported module (it may also be installed
+    only in the environment that will run it: then the module checks at import)."""
+    if importlib.util.find_spec("vlmeval") is None:
+        return
+    import vlmeval.smp
+
+    if not hasattr(vlmeval.smp, "get_intermediate_file_path"):
+        raise InputError(VLMEVAL_TOO_OLD.replace("commonlink_vlmeval.py", f"commonlink_vlmeval.py (VLMEvalKit at {Path(vlmeval.smp.__file__).parents[2]})"),
+                         "Update VLMEvalKit as the message says, or export from an environment without it and run there.")
+
+
 def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
                       revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True) -> list[Path]:
     """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
+    check_vlmevalkit()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     module = out / "commonlink_vlmeval.py"
@@ -343,5 +373,5 @@ def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "
             raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
         written.append(out / f"{name}.tsv")
         names.append(name)
-    atomic_write_text(module, VLMEVAL_MODULE % {"names": list(dict.fromkeys(names))})
+    atomic_write_text(module, VLMEVAL_MODULE % {"names": list(dict.fromkeys(names)), "too_old": VLMEVAL_TOO_OLD})
     return [*written, module]

@@ -209,15 +209,21 @@ def check_project(
     size_tolerance: float = SIZE_TOLERANCE,
     pivot_tolerance: float = PIVOT_TOLERANCE,
     timeout: float = 60.0,
+    connect_timeout: float = 10.0,
     progress: bool = False,
+    connection: UnrealCVConnection | None = None,
 ) -> ProjectCheck:
-    """Connect to the running game, spawn and measure every class of the asset file, destroy them again."""
+    """Connect to the running game, spawn and measure every class of the asset file, destroy them again.
+
+    With ``connection`` (opened here when it is not) the session is left open for the caller (``synth`` renders
+    on it): a Linux game serves one TCP session per run, so a command keeps one session."""
     entries = [
         ClassCheck(name=a.name, ue_class=a.ue_class, kind="object", expected_size_cm=tuple(a.size_cm))  # type: ignore[arg-type]
         for a in catalog.assets
     ] + [ClassCheck(name=f.name, ue_class=f.ue_class, kind="floor") for f in catalog.floors]
-    conn = UnrealCVConnection(host, port, timeout)
-    conn.open()
+    conn = connection or UnrealCVConnection(host, port, timeout, connect_timeout)
+    if not conn.connected:
+        conn.open()
     try:
         version = str(conn.request("vget /unrealcv/version"))
         scene = str(conn.batch(["vget /scene/name"], check=False)[0])
@@ -249,17 +255,20 @@ def check_project(
             if conn.connected:
                 conn.batch([f"vset /object/{name}/destroy" for name in spawned_names], check=False)
     finally:
-        conn.close()
+        if connection is None:
+            conn.close()
     return ProjectCheck(host=host, port=int(port), plugin_version=version, scene=scene, cameras=len(cameras),
                         level_actors=len(level), classes=entries)
 
 
 def require_project_ready(host: str, port: int, catalog: AssetCatalog, *, timeout: float = 60.0,
-                          progress: bool = False) -> ProjectCheck:
+                          connect_timeout: float = 10.0, progress: bool = False,
+                          connection: UnrealCVConnection | None = None) -> ProjectCheck:
     """What ``synth --backend unrealcv`` runs first: refuse placeholder classes, then every missing or mismatched
     class at once, as one error."""
     refuse_placeholder_classes(catalog)
-    report = check_project(host, port, catalog, timeout=timeout, progress=progress)
+    report = check_project(host, port, catalog, timeout=timeout, connect_timeout=connect_timeout, progress=progress,
+                           connection=connection)
     if not report.ok:
         raise InputError(
             f"The Unreal project at {host}:{port} does not match the asset file {catalog.path}:\n{report.describe()}",

@@ -36,8 +36,6 @@ import logging
 import re
 import secrets
 import threading
-import time
-import warnings
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -47,6 +45,7 @@ from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
 from commonlink.synth.render.base import RenderedView
+from commonlink.synth.render.unrealcv_transport import dial, unix_socket_path
 from commonlink.synth.visibility import instance_ids_from_colors, object_pixel_counts
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
@@ -54,18 +53,21 @@ NAME_PREFIX = "cl_"
 #: With this many views or more, an object absent from every view's mask means it was not drawn in the mask.
 MIN_VIEWS_FOR_ABSENCE_CHECK = 3
 _COLOR_RE = re.compile(r"R=(\d+),\s*G=(\d+),\s*B=(\d+)(?:,\s*A=(\d+))?")
+#: Commands sent before their replies are read (the plugin runs ``MaxRequestsPerTick`` = 32 per frame).
+BATCH_CHUNK = 32
 _CONNECTION_ERRORS = (ConnectionError, TimeoutError, OSError, AssertionError)  # AssertionError: reply ids out of step
 
 
 def _quiet_client_receive_thread() -> None:
-    """The client's receive thread dies with a ConnectionError traceback when the server drops the socket; the
-    backend handles the drop (reconnect, redo the scene), so hide that one traceback and keep all others."""
+    """The client's receive thread dies with a ConnectionError (or socket timeout) traceback when the server drops
+    the socket or stops answering; the backend handles that (reconnect, redo the scene), so hide those tracebacks
+    and keep all others."""
     previous = threading.excepthook
     if getattr(previous, "_commonlink_quiet", False):
         return
 
     def hook(args):
-        if issubclass(args.exc_type, ConnectionError) and args.thread is not None and "receive_loop_queue" in args.thread.name:
+        if issubclass(args.exc_type, OSError) and args.thread is not None and "receive_loop_queue" in args.thread.name:
             return
         previous(args)
 
@@ -147,12 +149,18 @@ def choose_palette(count: int, avoid: Iterable[Sequence[int]], min_distance: int
 
 
 class UnrealCVConnection:
-    """One connection of the real ``unrealcv`` client: connect with retries, single requests, batches with a
-    timeout, and error replies turned into :class:`UnrealCVCommandError`."""
+    """One session with the plugin through the real ``unrealcv`` client: dialled by
+    :func:`~commonlink.synth.render.unrealcv_transport.dial` (TCP, or the Unix socket a Linux game serves after its
+    first TCP session; our connect deadline), a read timeout on the socket, single requests, batches with a
+    timeout, and error replies turned into :class:`UnrealCVCommandError`. One instance serves a whole command
+    (preflight and renders); :meth:`open` again after a drop starts a new session."""
 
-    def __init__(self, host: str, port: int, timeout: float = 60.0):
-        self.host, self.port, self.timeout = host, int(port), timeout
+    def __init__(self, host: str, port: int, timeout: float = 60.0, connect_timeout: float = 10.0):
+        self.host, self.port, self.timeout, self.connect_timeout = host, int(port), timeout, connect_timeout
         self._client = None
+        self._sock = None
+        self.transport: str | None = None  #: "tcp" or "unix" for the open session
+        self.sessions = 0  #: sessions opened so far (a drop and :meth:`open` make a new one)
 
     @property
     def connected(self) -> bool:
@@ -165,33 +173,31 @@ class UnrealCVConnection:
             raise MissingDependencyError("unrealcv", "render", "--backend unrealcv") from exc
         logging.getLogger("unrealcv").setLevel(logging.CRITICAL)
         _quiet_client_receive_thread()
-        connected = False
-        for delay in (0.0, 0.2, 0.5, 1.0):
-            # A server that has not yet noticed the previous client leave rejects us: retry briefly.
-            time.sleep(delay)
-            client = unrealcv.Client((self.host, self.port))
-            # The client's own retry loop sleeps ~1 min on a dead socket; we reconnect and redo the scene instead.
-            client.RECONNECT_ATTEMPTS = 0
-            # The client prints connection chatter, and warns that the plugin has no `vget /unrealcv/commands`
-            # (no branch has it: Commands/PluginHandler.cpp registers `vget /unrealcv/help` only).
-            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*UnrealCV server.*", category=UserWarning)
-                connected = client.connect(timeout=self.timeout)
-            if connected:
-                break
-        if not connected:
-            raise BackendError(
-                f"Could not connect to UnrealCV at {self.host}:{self.port} (nothing listening, or another client is connected).",
-                "Open the project in Unreal Editor 5.2-5.5 with the UnrealCV plugin (branch 5.2) and press Play; the port "
-                "is 9000 unless unrealcv.ini or -cvport says otherwise (docs/unreal.md). Close other clients, or pass --host/--port.",
-            )
-        self._client = client
+        sock, transport = dial(self.host, self.port, self.connect_timeout)
+        endpoint = unix_socket_path(self.port) if transport == "unix" else (self.host, self.port)
+        client = unrealcv.Client(endpoint, "unix" if transport == "unix" else "inet")
+        # The client's own retry loop sleeps ~1 min on a dead socket; we reconnect and redo the scene instead.
+        client.RECONNECT_ATTEMPTS = 0
+        # What Client.connect does after the welcome (its connect has no working timeout, see unrealcv_transport).
+        # The capability probe it would send (`vget /unrealcv/commands`) exists in no plugin branch: skipped.
+        sock.settimeout(self.timeout)
+        client.sock = sock
+        client.t = threading.Thread(target=client.receive_loop_queue, name="unrealcv-receive_loop_queue", daemon=True)
+        client.t.start()
+        self._client, self._sock, self.transport = client, sock, transport
+        self.sessions += 1
 
     def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
                 client.disconnect()
+
+    def _lost(self, what: str) -> Exception:
+        """The error for a reply that never came: a timeout when the socket timed out, else a lost connection."""
+        if self._sock is not None and self._sock.timed_out:
+            return TimeoutError(f"no reply within {self.timeout:g} s to {what} (UnrealCV at {self.host}:{self.port})")
+        return ConnectionError(f"connection lost waiting for the reply to {what}")
 
     @staticmethod
     def check(command: str, reply):
@@ -204,20 +210,35 @@ class UnrealCVConnection:
     def request(self, command: str):
         if self._client is None:
             raise ConnectionError("not connected")
-        return self.check(command, self._client.request(command, timeout=self.timeout))
+        try:
+            reply = self._client.request(command, timeout=self.timeout)
+        except ConnectionError:
+            raise self._lost(repr(command)) from None
+        except TimeoutError:  # the client's own wait on its reply queue
+            raise TimeoutError(f"no reply within {self.timeout:g} s to {command!r} (UnrealCV at {self.host}:{self.port})") from None
+        if reply is None:
+            raise self._lost(repr(command))
+        return self.check(command, reply)
 
     def batch(self, commands: list[str], *, check: bool = True) -> list:
-        """Send several commands back to back and wait for all replies (one round trip of latency).
+        """Send several commands back to back and wait for all replies, :data:`BATCH_CHUNK` at a time.
 
-        The client's ``request_batch`` has no timeout (it waits forever on a frozen Unreal, or after its receive
-        thread died), so it runs in a helper thread and we wait at most ``timeout`` seconds for it. With
-        ``check=False`` error replies are returned as they are (the caller decides per command).
+        Chunks, because the client sends a whole batch before it reads a reply: with hundreds of commands the
+        plugin's replies fill the socket buffers (soonest on a Unix socket, where every small message costs a
+        full buffer slot) and both sides block; the plugin's Unix socket writer then drops replies after 1 s of
+        retries (``WrapAndSendPayloadUDS``). The plugin runs 32 requests per frame anyway. The client's
+        ``request_batch`` has no timeout, so each chunk runs in a helper thread and we wait at most ``timeout``
+        seconds for it. With ``check=False`` error replies are returned as they are (the caller decides).
         """
+        replies: list = []
+        for start in range(0, len(commands), BATCH_CHUNK):
+            replies += self._batch_chunk(commands[start : start + BATCH_CHUNK])
+        return [self.check(c, r) for c, r in zip(commands, replies)] if check else replies
+
+    def _batch_chunk(self, commands: list[str]) -> list:
         client = self._client
         if client is None:
             raise ConnectionError("not connected")
-        if not commands:
-            return []
         outcome: dict = {}
 
         def call() -> None:
@@ -229,17 +250,17 @@ class UnrealCVConnection:
         helper = threading.Thread(target=call, name="commonlink-unrealcv-batch", daemon=True)
         helper.start()
         helper.join(self.timeout)
+        what = f"a batch of {len(commands)} commands (first: {commands[0]!r})"
         if helper.is_alive():
             # Unblock the helper once the connection is dropped (best effort: the queue is a client internal).
             with contextlib.suppress(Exception):
                 client.recv_data_q.put(ConnectionError("connection dropped after a timeout"))
-            raise TimeoutError(f"no reply within {self.timeout:g}s to a batch of {len(commands)} commands (first: {commands[0]!r})")
+            raise TimeoutError(f"no reply within {self.timeout:g} s to {what} (UnrealCV at {self.host}:{self.port})")
+        if isinstance(outcome.get("error"), ConnectionError) or any(r is None for r in outcome.get("replies", [])):
+            raise self._lost(what)
         if "error" in outcome:
             raise outcome["error"]
-        replies = outcome["replies"]
-        if any(r is None for r in replies):
-            raise ConnectionError("connection lost during a batch")
-        return [self.check(c, r) for c, r in zip(commands, replies)] if check else replies
+        return outcome["replies"]
 
     def require_playing(self) -> list[str]:
         """The sensor names of ``vget /cameras``; none means the game is not running (no pawn, no game world)."""
@@ -308,6 +329,8 @@ class UnrealCVBackend:
         mask_tolerance: int = 3,
         reconnect_attempts: int = 3,
         timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        connection: UnrealCVConnection | None = None,
     ):
         self.host, self.port, self.catalog = host, int(port), catalog
         self.width, self.height = width, height
@@ -315,7 +338,10 @@ class UnrealCVBackend:
         #: Palette colours stay this far (largest channel difference) from each other and from level colours: both
         #: sides of a pair may drift by the matching tolerance, so keep well over twice it (at least 24 levels).
         self.min_color_distance = max(24, 4 * mask_tolerance + 8)
-        self._conn = UnrealCVConnection(host, port, timeout)
+        #: Shared with the preflight (``connection``) so that a command uses one session: a Linux game serves one
+        #: TCP session per run, and every reconnect costs a set-up.
+        self._conn = connection or UnrealCVConnection(host, port, timeout, connect_timeout)
+        self._ready_session: int | None = None  #: the connection session our set-up (camera, colours) belongs to
         self._token = secrets.token_hex(3)  # names unique per backend: never reuse another run's (destroyed) names
         self._session = 0
         self._renders = 0
@@ -333,14 +359,24 @@ class UnrealCVBackend:
         self.renamed: list[tuple[str, str]] = []  #: (name asked for, name the plugin kept) when a rename failed
 
     # -- connection ---------------------------------------------------------------------------------------
+    @property
+    def connection(self) -> UnrealCVConnection:
+        return self._conn
+
+    @property
+    def ready(self) -> bool:
+        return self._conn.connected and self._ready_session == self._conn.sessions
+
     def _connect(self) -> None:
-        self._conn.open()
+        if not self._conn.connected:
+            self._conn.open()
         self._session += 1
         try:
             self._set_up()
         except BaseException:
             self._conn.close()  # half set up (no camera yet): the next render starts from a fresh connection
             raise
+        self._ready_session = self._conn.sessions
 
     def _set_up(self) -> None:
         self._conn.require_playing()
@@ -376,7 +412,7 @@ class UnrealCVBackend:
 
     def open(self) -> None:
         """Connect and set up (level colours, our camera) now instead of at the first render."""
-        if not self._conn.connected:
+        if not self.ready:
             self._connect()
 
     def close(self) -> None:
@@ -397,7 +433,7 @@ class UnrealCVBackend:
         last: Exception | None = None
         for attempt in range(self.reconnect_attempts + 1):
             try:
-                if not self._conn.connected:
+                if not self.ready:
                     if attempt or last is not None:
                         self.reconnects += 1
                     self._connect()
