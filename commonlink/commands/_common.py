@@ -14,8 +14,16 @@ from rich.markup import escape
 from commonlink.errors import CommonlinkError, InputError, describe_os_error
 from commonlink.redact import redact_text
 
-console = Console()
-err_console = Console(stderr=True)
+# Off a terminal (a pipe, a log file, a CI job) lines are not wrapped at 80 columns: a wrapped path cannot be
+# copied back into a shell. On a terminal Rich wraps at its width as usual.
+console = Console(soft_wrap=not sys.stdout.isatty())
+err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+
+#: ``--catalog-root``, the same words on every command that reads pairs or chain files
+CATALOG_ROOT_HELP = (
+    "Folder that now holds the catalogs the inputs name (each catalog is looked up as DIR/NAME, NAME being its folder name); "
+    "default: where the files name them, relative to each file."
+)
 
 F = TypeVar("F", bound=Callable)
 

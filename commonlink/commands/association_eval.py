@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, reports_errors
+from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors
 from commonlink.commands.eval import (
     BACKEND_ARG,
     BOOTSTRAP,
@@ -29,6 +29,7 @@ from commonlink.commands.eval import (
 from commonlink.errors import InputError
 from commonlink.eval.association import AssociationSettings, evaluate_association
 from commonlink.eval.commono import default_out_dir
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
 
 @reports_errors
@@ -62,6 +63,7 @@ def association(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
     no_report: bool = NO_REPORT,
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
 
@@ -77,7 +79,7 @@ def association(
     with run_folder_lock(out, None):
         evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
                              batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
-                             show_progress=not quiet, report=not no_report)
+                             show_progress=not quiet, report=not no_report, catalog_root=catalog_root)
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)

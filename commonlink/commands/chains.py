@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors, stdout_is_terminal
 from commonlink.commands.eval import (
     BACKEND_ARG,
     CONCURRENCY,
@@ -22,6 +22,7 @@ from commonlink.commands.eval import (
 )
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.refine.review import export_review
 from commonlink.refine.verify import ON_FAIL, verify_tasks
 from commonlink.sampling.chain_sources import detect_source_type, read_source
@@ -173,6 +174,7 @@ def verify(
     backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     concurrency: int = CONCURRENCY,
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Verify association task files (paper §4.2): drop the steps whose positive does not show its concept.
 
@@ -184,7 +186,7 @@ def verify(
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency) if model else None
     summary = verify_tasks([str(t) for t in tasks], out, model=model, backend=backend, backend_options=options,
                            decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
-                           on_fail=on_fail, progress=stdout_is_terminal())
+                           on_fail=on_fail, progress=stdout_is_terminal(), catalog_root=catalog_root)
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop).")
     console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
@@ -196,9 +198,11 @@ def review(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows of each task file."),
     thumbnail: int = typer.Option(200, "--thumbnail", min=32, help="Thumbnail size in pixels (longest side)."),
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
-    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=thumbnail, progress=stdout_is_terminal())
+    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=thumbnail, progress=stdout_is_terminal(),
+                            catalog_root=catalog_root)
     console.print(f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
                   "open index.html.")
     console.print(f"Then: commonlink chains verify TASKS --decisions {escape(str(summary.out_dir))}/decisions.csv --out VERIFIED",

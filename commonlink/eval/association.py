@@ -453,6 +453,7 @@ def evaluate_association(
     group_size: int = 512,
     show_progress: bool = True,
     report: bool = True,
+    catalog_root: str | os.PathLike | None = None,
 ) -> dict:
     """Score one or more models (majority vote when several) on one association config; returns results.
 
@@ -468,7 +469,7 @@ def evaluate_association(
         raise InputError(f"--group-size {group_size} must be at least 1.")
     settings = settings or AssociationSettings()
     generation = generation or GenerationSettings(seed=seed, max_new_tokens=64)
-    split = open_association(data, config, revision=revision)
+    split = open_association(data, config, revision=revision, catalog_root=catalog_root)
     indices = list(range(len(split)))[: limit if limit is not None else None]
     with open_backends(backend_instances, backend, models, backend_options, images_per_request=IMAGES_PER_ASSOCIATION_REQUEST) as backends:
         infos = [b.info for b in backends]

@@ -91,7 +91,7 @@ class TaskInput:
     meta: dict
 
 
-def task_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[TaskInput], list[LabelledImage], dict]:
+def task_inputs(paths: Sequence[str | os.PathLike], *, catalog_root=None) -> tuple[list[TaskInput], list[LabelledImage], dict]:
     """The task files named (a folder means every task file in it), their image table and its meta.
 
     All must come from one ``commonlink chains`` build (one image table), as a release does.
@@ -123,7 +123,7 @@ def task_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[TaskInput], li
     if len(shas) > 1:
         raise InputError("The task files come from different builds (their image tables differ).",
                          "Verify the files of one `commonlink chains` output folder together.")
-    table = read_image_table(inputs[0].path, inputs[0].meta)
+    table = read_image_table(inputs[0].path, inputs[0].meta, catalog_root=catalog_root)
     return inputs, table, inputs[0].meta
 
 
@@ -470,7 +470,8 @@ class VerifySummary:
 def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, model: str | None = None,
                  backend: str = "transformers", backend_options: dict | None = None, backend_instance: Backend | None = None,
                  decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None, generation: GenerationSettings | None = None,
-                 batch_size: int | None = None, on_fail: str = "drop", progress: bool = True) -> VerifySummary:
+                 batch_size: int | None = None, on_fail: str = "drop", progress: bool = True,
+                 catalog_root: str | os.PathLike | None = None) -> VerifySummary:
     """Verify the claims of chain files with a model and/or human decisions; write verified chain files.
 
     ``decisions``: one or more files of human decisions (later files win); they override the model's answers.
@@ -485,7 +486,7 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     if model is None and backend_instance is None and not decisions:
         raise InputError("Nothing to verify with: no --model and no --decisions.",
                          "Pass --model M --backend B (the paper's MLLM verification), --decisions FILE (human review), or both.")
-    inputs, table, meta = task_inputs(tasks)
+    inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
     out_dir = Path(out_dir)
     if any(inp.path.resolve().parent == out_dir.resolve() for inp in inputs):
         raise InputError(f"--out {out_dir} is the folder of the input task files.", "Write the verified files to a new folder.")
@@ -541,7 +542,7 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     images_path = out_dir / IMAGES_FILENAME
     with atomic_write(images_path, "w") as handle:
         for i, img in enumerate(new_table):
-            handle.write(json.dumps({"index": i, **img.to_json()}, ensure_ascii=False) + "\n")
+            handle.write(json.dumps({"index": i, **img.to_json(images_path)}, ensure_ascii=False) + "\n")
     images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
                                           "seed": config.seed, "images": len(new_table)})["sha256"]
     verification = {"protocol": VERIFY_PROTOCOL, "model": model_info, "human_decisions": [str(d) for d in decisions] or None,

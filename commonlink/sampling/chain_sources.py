@@ -126,7 +126,7 @@ def read_catalog_source(catalog_dir: str | os.PathLike, *, labels_field: str = "
                 labels = [labels]
         images.append(LabelledImage(
             id=record.id, labels=_clean_labels(labels), width=int(record.width), height=int(record.height),
-            origin={"type": "file", "path": str(image_path(catalog_dir, record))},
+            origin={"type": "file", "path": str(image_path(catalog_dir, record)), "catalog": str(catalog_dir)},
         ))
     return _keep(images, report, min_pixels), report
 

@@ -633,7 +633,7 @@ def _write_images(out_dir: Path, index: LabelIndex) -> Path:
     path = out_dir / IMAGES_FILENAME
     with atomic_write(path, "w") as handle:
         for i, img in enumerate(index.images):
-            handle.write(json.dumps({"index": i, **img.to_json()}, ensure_ascii=False) + "\n")
+            handle.write(json.dumps({"index": i, **img.to_json(path)}, ensure_ascii=False) + "\n")
     return path
 
 
