@@ -45,7 +45,7 @@ def association(
     chainm_window: int = typer.Option(5, "--chainm-window", min=0, help="ChainM: subchains kept (the authors' harness: 5; 0 = all, as the paper words it)."),
     max_steps: int = typer.Option(500, "--max-steps", min=1, help="A chain stops after this many correct scored steps."),
     no_deduction: bool = typer.Option(False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."),
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
     revision: str = REVISION,
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (chains advance in lockstep; one step of every active chain is one batch)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N tasks or chains."),

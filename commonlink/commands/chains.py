@@ -197,11 +197,12 @@ def review(
     tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows of each task file."),
-    thumbnail: int = typer.Option(200, "--thumbnail", min=32, help="Thumbnail size in pixels (longest side)."),
+    thumbnail: int = typer.Option(200, "--thumb-size", min=32, help="Longest side of a thumbnail, in pixels (as `eval report --thumb-size`)."),
+    old_thumbnail: int | None = typer.Option(None, "--thumbnail", min=32, hidden=True, help="Old name of --thumb-size."),
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
-    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=thumbnail, progress=stdout_is_terminal(),
+    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=old_thumbnail or thumbnail, progress=stdout_is_terminal(),
                             catalog_root=catalog_root)
     console.print(f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
                   "open index.html.")

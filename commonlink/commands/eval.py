@@ -102,7 +102,7 @@ def commono(
     data: str = DATA,
     split: str = SPLIT,
     backend: str = BACKEND,
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
@@ -151,7 +151,7 @@ def perception(
     data: str = DATA,
     split: str = SPLIT,
     backend: str = BACKEND,
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."),
@@ -196,7 +196,7 @@ def score(
     revision: str = REVISION,
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     bootstrap: int = BOOTSTRAP,
-    out: Path = typer.Option(None, "--out", help="Also write results.json/predictions.jsonl/results.md here."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also write results.json/predictions.jsonl/results.md here."),
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
 
@@ -226,7 +226,7 @@ def compare(
 @reports_errors
 def report(
     runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side."),
-    out: Path = typer.Option(None, "--out", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
+    out: Path = typer.Option(None, "--out", "-o", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
     data: str = typer.Option(None, "--data", help="Dataset to read the images from (default: the one results.json records)."),
     revision: str = REVISION,
     images: str = typer.Option("folder", "--images", help="folder (thumbnails beside the page) | embed (inside the page: one file, bigger) | none."),

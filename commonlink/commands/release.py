@@ -8,7 +8,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, console, err_console, reports_errors
+from commonlink.commands._common import (
+    CATALOG_ROOT_HELP,
+    OLD_PROGRESS,
+    QUIET,
+    console,
+    err_console,
+    reports_errors,
+    shows_progress,
+)
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
 from commonlink.release.build import ReleaseOptions, build_release
@@ -26,7 +34,8 @@ def build(
     license: str = typer.Option(DEFAULT_LICENSE, "--license", help="Hub license id for the card, e.g. cc-by-4.0, mit (default: the Common-O paper's license)."),
     max_shard_size: str = typer.Option("500MB", "--max-shard-size", help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a different release already in --out."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    quiet: bool = QUIET,
+    progress: bool | None = OLD_PROGRESS,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Write a release folder from pairs files: parquet shards in the published Common-O schema, a Hub dataset card
@@ -35,7 +44,7 @@ def build(
     The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.loaders.common_o.load_common_o`.
     """
     options = ReleaseOptions(name=name, version=version, license=license, max_shard_bytes=parse_size(max_shard_size),
-                             overwrite=overwrite, progress=progress, catalog_root=catalog_root)
+                             overwrite=overwrite, progress=shows_progress(quiet, progress), catalog_root=catalog_root)
     result = build_release(inputs, out, options)
     table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")
     table.add_column("split / config")
