@@ -24,6 +24,7 @@ from commonlink.commands.eval import (
     backend_options,
     generation_settings,
     print_fresh_report,
+    run_backend,
     run_folder_lock,
 )
 from commonlink.errors import InputError
@@ -38,7 +39,7 @@ def association(
     config: str = typer.Option(..., "--config", help="single_step | deduction | synchronous | asynchronous."),
     model: list[str] = typer.Option(..., "--model", help="Model id/folder, or 'random'. Repeat with --moe to combine several models."),
     moe: bool = typer.Option(False, "--moe", help="Mixture of experts: ask every --model and take the majority answer at each step."),
-    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai (the same for every --model); vllm is told 3 images a request."),
+    backend: str | None = typer.Option(None, "--backend", show_default=False, help="transformers (default) | vllm | openai (the same for every --model); vllm is told 3 images a request."),
     memory: str = typer.Option("structm", "--memory", help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (obj->concept->obj subchains concatenated, last 5 kept)."),
     repetition: float = typer.Option(1.0, "--repetition", help="Memory weight added when an entry is seen again."),
     forgetting: float = typer.Option(0.2, "--forgetting", help="Memory weight every other entry loses each step (dropped at 0)."),
@@ -74,6 +75,7 @@ def association(
     settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction,
                                    chainm_window=chainm_window)
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
+    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     with run_folder_lock(out, None):

@@ -64,7 +64,7 @@ def chains(
     name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are unnamed."),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
-    manifest: Path | None = typer.Option(None, "--manifest", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
+    manifest: Path | None = typer.Option(None, "--manifest", "-m", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
     image_root: Path | None = typer.Option(None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."),
     ocl_labels: str = typer.Option("attr", "--ocl-labels", help="OCL: concepts from attr, aff or both."),
     pangea_labels: str = typer.Option("node", "--pangea-labels", help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action labels name the image."),

@@ -9,7 +9,7 @@ import typer
 
 from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.errors import InputError
-from commonlink.eval.backends import GenerationSettings, parse_key_values
+from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import (
     default_out_dir,
@@ -24,6 +24,7 @@ from commonlink.eval.report.html import write_report
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 
+DEFAULT_BACKEND = "transformers"
 _BACKEND_HELP = ("transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
                  "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend.")
 _MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
@@ -63,12 +64,26 @@ def backend_options(backend: str, backend_args: list[str] | None, *, trust_remot
     return options
 
 
+def run_backend(models: str | list[str], backend: str | None, backend_args: list[str] | None, *,
+                trust_remote_code: bool = False, concurrency: int | None = None) -> str:
+    """The backend a run uses (``--backend``, default transformers). A weight-free baseline (``--model random|none``,
+    every model of the run) runs on no backend: backend options given with it are refused, not silently ignored."""
+    models = [models] if isinstance(models, str) else list(models)
+    if models and all(is_baseline(m) for m in models):
+        given = [name for name, value in (("--backend", backend), ("--backend-arg", backend_args),
+                                          ("--trust-remote-code", trust_remote_code), ("--concurrency", concurrency)) if value]
+        if given:
+            raise InputError(f"--model {models[0]} is a weight-free baseline: it runs on no backend, so {', '.join(given)} "
+                             "would be ignored.", f"Leave out {', '.join(given)}, or pass a model id or folder to run on a backend.")
+    return backend or DEFAULT_BACKEND
+
+
 # Options shared by every eval command that runs a model (one definition, reused in each signature).
 DATA = typer.Option("facebook/Common-O", "--data", help="Hub dataset id, release folder or parquet file.")
 SPLIT = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release.")
 REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
 MODEL = typer.Option(..., "--model", help=_MODEL_HELP)
-BACKEND = typer.Option("transformers", "--backend", help=_BACKEND_HELP)
+BACKEND = typer.Option(None, "--backend", show_default=False, help=_BACKEND_HELP + " Default: transformers.")
 BATCH_SIZE = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe setting; 1 for transformers).")
 ROWS = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99.")
 SHARD = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge.")
@@ -131,6 +146,7 @@ def commono(
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
+    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
@@ -175,6 +191,7 @@ def perception(
 ) -> None:
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
+    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend, task="perception")
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from commonlink import __version__
 from commonlink.errors import InputError
-from commonlink.eval.backends import GenerationRequest, GenerationSettings
+from commonlink.eval.backends import GenerationRequest, GenerationSettings, is_baseline
 from commonlink.eval.backends.base import Backend
 from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
 from commonlink.eval.imaging import ImageProtocol, concat_side_by_side, parse_image_protocol
@@ -142,8 +142,9 @@ def score_output(meta: dict, output: str) -> dict:
 
 
 def default_out_dir(split: str, model: str, backend: str, task: str = "commono") -> Path:
+    """``eval-runs/TASK-SPLIT-MODEL-BACKEND``; a weight-free baseline runs on no backend: ``eval-runs/TASK-SPLIT-MODEL``."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name if os.path.exists(model) else model).strip("-") or "model"
-    return Path("eval-runs") / f"{task}-{split}-{slug}-{backend}"
+    return Path("eval-runs") / (f"{task}-{split}-{slug}" if is_baseline(model) else f"{task}-{split}-{slug}-{backend}")
 
 
 def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None, shard: tuple[int, int] | None = None) -> list[int]:
