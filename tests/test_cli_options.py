@@ -21,8 +21,22 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: Commands that write their result to a file or folder the user names: each takes ``--out``/``-o``.
 WRITERS = {
-    "ingest", "synth", "pairs", "demo", "release build", "catalog merge", "chains build", "chains verify", "chains review",
-    "eval commono", "eval perception", "eval score", "eval report", "eval association", "export lmms-eval", "export vlmevalkit",
+    "ingest",
+    "synth",
+    "pairs",
+    "demo",
+    "release build",
+    "catalog merge",
+    "chains build",
+    "chains verify",
+    "chains review",
+    "eval commono",
+    "eval perception",
+    "eval score",
+    "eval report",
+    "eval association",
+    "export lmms-eval",
+    "export vlmevalkit",
 }
 #: One concept, one spelling: the visible option, and spellings other commands used for the same thing (which may
 #: survive only as hidden aliases).
@@ -56,7 +70,9 @@ COMMANDS = _commands()
 
 
 def test_the_walk_finds_every_command():
-    assert {"pairs", "release build", "eval commono", "export lmms-eval", "unreal check", "chains review"} <= set(COMMANDS)
+    assert {"pairs", "release build", "eval commono", "export lmms-eval", "unreal check", "chains review"} <= set(
+        COMMANDS
+    )
     assert len(COMMANDS) >= 20
 
 
@@ -78,7 +94,7 @@ def test_shared_options_are_spelled_the_same_everywhere():
             assert not clash, f"{name} spells {canonical} as {sorted(clash)}"
     # a long name means one thing: the same short alias wherever it appears
     shorts = defaultdict(set)
-    for name, command in COMMANDS.items():
+    for command in COMMANDS.values():
         for param in _options(command):
             longs = [o for o in param.opts if o.startswith("--")]
             short = tuple(sorted(o for o in param.opts if not o.startswith("--")))
@@ -89,9 +105,13 @@ def test_shared_options_are_spelled_the_same_everywhere():
 
 
 def test_old_spellings_still_parse_as_hidden_aliases():
-    hidden = {name: {o for p in _options(c, hidden=True) if p.hidden for o in [*p.opts, *p.secondary_opts]}
-              for name, c in COMMANDS.items()}
-    assert {"--progress", "--no-progress"} <= hidden["release build"] and {"--progress", "--no-progress"} <= hidden["synth"]
+    hidden = {
+        name: {o for p in _options(c, hidden=True) if p.hidden for o in [*p.opts, *p.secondary_opts]}
+        for name, c in COMMANDS.items()
+    }
+    assert {"--progress", "--no-progress"} <= hidden["release build"] and {"--progress", "--no-progress"} <= hidden[
+        "synth"
+    ]
     assert "--asset-file" in hidden["unreal check"]
     assert "--thumbnail" in hidden["chains review"]
 
@@ -111,10 +131,15 @@ def test_root_help_shows_no_bool_either():
 def test_paths_are_not_wrapped_off_a_terminal():
     """Piped output (not a TTY): a long path stays on one line, so it can be copied back into a shell."""
     path = "/tmp/" + "/".join(["a-rather-long-folder-name"] * 8) + "/report.html"
-    code = f"from commonlink.commands._common import console, err_console; console.print('Report: {path}'); err_console.print('Saw: {path}')"
+    code = (
+        "from commonlink.commands._common import console, err_console; "
+        f"console.print('Report: {path}'); err_console.print('Saw: {path}')"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "80"}
     env.pop("FORCE_COLOR", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"Report: {path}\n"
     assert done.stderr == f"Saw: {path}\n"
@@ -140,14 +165,30 @@ def test_baseline_runs_are_not_named_after_a_backend_and_refuse_backend_options(
     assert default_out_dir("main", "none", "vllm", task="perception") == Path("eval-runs/perception-main-none")
     assert default_out_dir("main", "org/model", "vllm") == Path("eval-runs/commono-main-org-model-vllm")
     for command in (["eval", "commono"], ["eval", "perception"]):
-        for extra, named in ((["--backend", "vllm"], "--backend"), (["--backend-arg", "dtype=bfloat16"], "--backend-arg"),
-                             (["--trust-remote-code"], "--trust-remote-code")):
+        for extra, named in (
+            (["--backend", "vllm"], "--backend"),
+            (["--backend-arg", "dtype=bfloat16"], "--backend-arg"),
+            (["--trust-remote-code"], "--trust-remote-code"),
+        ):
             result = runner.invoke(app, [*command, "--model", "random", "--data", "nowhere", *extra])
             assert result.exit_code == 1, result.output
             message = " ".join(result.output.split())
             assert "weight-free baseline" in message and named in message, message
-    result = runner.invoke(app, ["eval", "association", "--model", "none", "--data", "nowhere", "--config", "synchronous",
-                                 "--backend", "openai"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "association",
+            "--model",
+            "none",
+            "--data",
+            "nowhere",
+            "--config",
+            "synchronous",
+            "--backend",
+            "openai",
+        ],
+    )
     assert result.exit_code == 1 and "weight-free baseline" in " ".join(result.output.split())
 
 

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.cli import app
@@ -27,8 +28,6 @@ from commonlink.formats.catalog_refs import (
     resolve_catalog_reference,
 )
 from commonlink.formats.meta import read_meta, write_meta
-from PIL import Image
-
 from tests.fixtures.catalogs import family_scenes, write_scene_catalog
 
 runner = CliRunner()
@@ -41,8 +40,18 @@ def _label_catalog(folder: Path) -> None:
         labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"], ["wooden"]][i % 5]
         (folder / "images").mkdir(parents=True, exist_ok=True)
         Image.new("RGB", (30 + i, 20), (i * 12, 40, 90)).save(folder / "images" / f"{i}.png")
-        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real",
-                                     scene_id=f"s{i}", width=30 + i, height=20, sha256="0" * 64))
+        records.append(
+            CatalogRecord(
+                id=f"im{i:02d}",
+                path=f"images/{i}.png",
+                objects=labels,
+                source="real",
+                scene_id=f"s{i}",
+                width=30 + i,
+                height=20,
+                sha256="0" * 64,
+            )
+        )
     write_catalog(folder, records)
 
 
@@ -57,11 +66,36 @@ def work(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("portable") / "work"
     write_scene_catalog(work / "catalogs" / "real", "real", family_scenes(12, seed=1), views=2)
     _label_catalog(work / "catalogs" / "labels")
-    made = _invoke("pairs", work / "catalogs" / "real", "--out", work / "pairs" / "main.jsonl", "--count", "8", "--seed", "2")
+    made = _invoke(
+        "pairs", work / "catalogs" / "real", "--out", work / "pairs" / "main.jsonl", "--count", "8", "--seed", "2"
+    )
     assert made.exit_code == 0, made.output
-    made = _invoke("chains", work / "catalogs" / "labels", "--out", work / "chains", "--min-pixels", "0",
-                   "--concepts", "metal,painted,furry", "--pairs", "metal-painted", "--chains", "2", "--max-steps", "6",
-                   "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "5")
+    made = _invoke(
+        "chains",
+        work / "catalogs" / "labels",
+        "--out",
+        work / "chains",
+        "--min-pixels",
+        "0",
+        "--concepts",
+        "metal,painted,furry",
+        "--pairs",
+        "metal-painted",
+        "--chains",
+        "2",
+        "--max-steps",
+        "6",
+        "--warmup",
+        "1",
+        "--single-steps",
+        "2",
+        "--deductions",
+        "2",
+        "--memory-size",
+        "2",
+        "--seed",
+        "5",
+    )
     assert made.exit_code == 0, made.output
     return work
 
@@ -86,7 +120,9 @@ def test_files_name_catalogs_relative_to_themselves(work):
     text = (work / "pairs" / "main.jsonl").read_text() + (work / "chains" / "images.jsonl").read_text()
     assert str(work) not in text  # no absolute path of this machine left in the files
     # the sampler still recognises its own output: a rerun keeps the file
-    again = _invoke("pairs", work / "catalogs" / "real", "--out", work / "pairs" / "main.jsonl", "--count", "8", "--seed", "2")
+    again = _invoke(
+        "pairs", work / "catalogs" / "real", "--out", work / "pairs" / "main.jsonl", "--count", "8", "--seed", "2"
+    )
     assert again.exit_code == 0 and "kept it" in again.output, again.output
 
 
@@ -163,7 +199,9 @@ def test_files_with_absolute_catalog_paths_still_read(work, tmp_path):
     chain_meta = json.loads((old / "chains" / "synchronous.jsonl.meta.json").read_text())
     chain_meta.pop("images_sha256", None)
     images = read_image_table(old / "chains" / "synchronous.jsonl", chain_meta)
-    assert [img.origin["path"] for img in images] == [str(labels / r["origin"]["path"]) for r in read_jsonl(work / "chains" / "images.jsonl")]
+    assert [img.origin["path"] for img in images] == [
+        str(labels / r["origin"]["path"]) for r in read_jsonl(work / "chains" / "images.jsonl")
+    ]
 
 
 def _fresh(work: Path, tmp_path: Path) -> Path:

@@ -37,7 +37,9 @@ def catalog_reference(catalog_dir: str | os.PathLike, file_path: str | os.PathLi
     return PurePosixPath(*Path(relative).parts).as_posix()
 
 
-def catalog_location(reference: str, file_path: str | os.PathLike, catalog_root: str | os.PathLike | None = None) -> Path:
+def catalog_location(
+    reference: str, file_path: str | os.PathLike, catalog_root: str | os.PathLike | None = None
+) -> Path:
     """Where a stored reference points (nothing checked): ``catalog_root/<name>`` when a root is given, else the
     reference itself when absolute (older files), else the reference taken from the file's folder."""
     in_place = Path(os.path.normpath(os.path.join(_folder_of(file_path), reference)))
@@ -46,19 +48,25 @@ def catalog_location(reference: str, file_path: str | os.PathLike, catalog_root:
     return in_place
 
 
-def resolve_catalog_reference(reference: str, file_path: str | os.PathLike, catalog_root: str | os.PathLike | None = None) -> Path:
+def resolve_catalog_reference(
+    reference: str, file_path: str | os.PathLike, catalog_root: str | os.PathLike | None = None
+) -> Path:
     """The catalog folder a stored reference names, checked to be a catalog; the error names the path looked
     for and the option that relocates catalogs."""
     location = catalog_location(reference, file_path, catalog_root)
     if not (location / CATALOG_FILENAME).is_file():
         if catalog_root is not None:
             how = f"with {CATALOG_ROOT_OPTION} {catalog_root}"
-            fix = (f"Pass as {CATALOG_ROOT_OPTION} the folder that holds the catalog folder {location.name!r} "
-                   f"(catalogs are looked up as ROOT/<catalog folder name>).")
+            fix = (
+                f"Pass as {CATALOG_ROOT_OPTION} the folder that holds the catalog folder {location.name!r} "
+                f"(catalogs are looked up as ROOT/<catalog folder name>)."
+            )
         else:
             how = "relative to the file's folder" if not os.path.isabs(reference) else "as stored"
-            fix = (f"Copy the catalogs along with the file (keeping their relative place), or pass "
-                   f"{CATALOG_ROOT_OPTION} DIR, the folder that now holds the catalog folder {location.name!r}.")
+            fix = (
+                f"Copy the catalogs along with the file (keeping their relative place), or pass "
+                f"{CATALOG_ROOT_OPTION} DIR, the folder that now holds the catalog folder {location.name!r}."
+            )
         raise InputError(
             f"{file_path} names the catalog {reference!r}, looked for at {location} ({how}): "
             f"no image catalog there (no {CATALOG_FILENAME}).",
@@ -77,7 +85,9 @@ class CatalogResolver:
     def __call__(self, reference: str) -> str:
         found = self._found.get(reference)
         if found is None:
-            found = self._found[reference] = str(resolve_catalog_reference(reference, self.file_path, self.catalog_root))
+            found = self._found[reference] = str(
+                resolve_catalog_reference(reference, self.file_path, self.catalog_root)
+            )
         return found
 
     def pairs_row(self, row: dict) -> dict:
@@ -139,4 +149,8 @@ def origin_for_file(origin: dict, file_path: str | os.PathLike) -> dict:
         return origin
     catalog = os.path.abspath(origin["catalog"])
     inside = os.path.relpath(os.path.abspath(origin["path"]), catalog)
-    return {**origin, "catalog": catalog_reference(catalog, file_path), "path": PurePosixPath(*Path(inside).parts).as_posix()}
+    return {
+        **origin,
+        "catalog": catalog_reference(catalog, file_path),
+        "path": PurePosixPath(*Path(inside).parts).as_posix(),
+    }
