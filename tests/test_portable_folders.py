@@ -174,6 +174,41 @@ def test_catalog_root_relocates_and_the_missing_catalog_error_names_path_and_opt
     assert str(tmp_path / "real") in message and "--catalog-root" in message, message
 
 
+def test_every_reader_of_chain_files_takes_catalog_root(work, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(work / "chains", copy / "chains")
+    shutil.copytree(work / "catalogs", tmp_path / "shared" / "cats")
+    root = str(tmp_path / "shared" / "cats")
+    run = tmp_path / "run"
+    assoc = ["eval", "association", "--data", copy / "chains", "--config", "synchronous", "--model", "random"]
+    missing = _invoke(*assoc, "--out", tmp_path / "run-missing", "--quiet")
+    assert missing.exit_code == 1
+    message = " ".join(missing.output.split())
+    assert str(copy / "catalogs" / "labels") in message and "--catalog-root" in message, message
+    scored = _invoke(*assoc, "--out", run, "--quiet", "--no-report", "--catalog-root", root)
+    assert scored.exit_code == 0, scored.output
+    page = _invoke("eval", "report", run, "--out", tmp_path / "page.html", "--quiet", "--catalog-root", root)
+    assert page.exit_code == 0, page.output
+    assert (tmp_path / "page.html").is_file()
+    review = _invoke("chains", "review", copy / "chains", "--out", tmp_path / "review", "--catalog-root", root)
+    assert review.exit_code == 0, review.output
+    verify = _invoke(
+        "chains",
+        "verify",
+        copy / "chains",
+        "--out",
+        tmp_path / "verified",
+        "--decisions",
+        tmp_path / "review" / "decisions.csv",
+        "--catalog-root",
+        root,
+    )
+    assert verify.exit_code == 0, verify.output
+    # the verified table names the catalog relative to its own folder
+    table = list(read_jsonl(tmp_path / "verified" / "images.jsonl"))
+    assert {row["origin"]["catalog"] for row in table} == {"../shared/cats/labels"}
+
+
 def test_files_with_absolute_catalog_paths_still_read(work, tmp_path):
     """Files written before the rule: absolute catalog in pairs rows and sidecar, absolute image paths in the table."""
     real, labels = (work / "catalogs" / "real").resolve(), (work / "catalogs" / "labels").resolve()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, parse_range, reports_errors
+from commonlink.commands._common import CATALOG_ROOT_HELP, console, parse_range, reports_errors
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
@@ -19,6 +19,7 @@ from commonlink.eval.commono import (
 from commonlink.eval.perception import evaluate_perception
 from commonlink.eval.report.tables import leaderboard, load_results, render_markdown_table
 from commonlink.fileio import atomic_write_text
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.eval.report.html import REPORT_FILENAME
 from commonlink.eval.report.html import write_report
 from commonlink.locks import output_lock
@@ -252,11 +253,12 @@ def report(
     chain_steps: int = typer.Option(6, "--chain-steps", help="Association chains: steps shown before (and including) the one that ended the chain."),
     max_output_chars: int = typer.Option(4000, "--max-output-chars", help="Cut longer model outputs on the page (predictions.jsonl keeps them whole)."),
     quiet: bool = QUIET,
+    catalog_root: Path = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards, random mistakes."""
 
     summary = write_report(runs, out, data=data, revision=revision, images=images, thumb_size=thumb_size, seed=seed, chain_steps=chain_steps,
-                           max_output_chars=max_output_chars, show_progress=not quiet)
+                           max_output_chars=max_output_chars, show_progress=not quiet, catalog_root=catalog_root)
     console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)
 
 
