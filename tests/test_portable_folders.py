@@ -265,5 +265,7 @@ def test_reference_rule(tmp_path):
     stored = origin_for_file(origin, table)
     assert stored == {"type": "file", "catalog": "../catalogs/real", "path": "images/0.png"}
     assert CatalogResolver(table).origin(stored) == origin
+    outside = {"type": "file", "catalog": str(catalog), "path": str(tmp_path / "elsewhere.png")}
+    assert origin_for_file(outside, table) == {"type": "file", "path": str(tmp_path / "elsewhere.png")}
     other = {"type": "file", "path": "/data/ocl/0.jpg"}  # not a catalog image: kept as it is
     assert origin_for_file(other, table) == other and CatalogResolver(table).origin(other) == other

@@ -33,7 +33,10 @@ def _folder_of(file_path: str | os.PathLike) -> str:
 
 def catalog_reference(catalog_dir: str | os.PathLike, file_path: str | os.PathLike) -> str:
     """How the file ``file_path`` stores the catalog ``catalog_dir``: relative to the file's folder, POSIX."""
-    relative = os.path.relpath(os.path.abspath(catalog_dir), _folder_of(file_path))
+    try:
+        relative = os.path.relpath(os.path.abspath(catalog_dir), _folder_of(file_path))
+    except ValueError:  # Windows: another drive has no relative path; the absolute one still reads
+        return os.path.abspath(catalog_dir)
     return PurePosixPath(*Path(relative).parts).as_posix()
 
 
@@ -149,6 +152,8 @@ def origin_for_file(origin: dict, file_path: str | os.PathLike) -> dict:
         return origin
     catalog = os.path.abspath(origin["catalog"])
     inside = os.path.relpath(os.path.abspath(origin["path"]), catalog)
+    if inside.split(os.sep, 1)[0] == os.pardir:  # not inside its catalog after all: keep the absolute file path
+        return {key: value for key, value in origin.items() if key != "catalog"}
     return {
         **origin,
         "catalog": catalog_reference(catalog, file_path),
