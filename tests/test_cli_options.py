@@ -200,3 +200,16 @@ def test_unreal_check_reads_the_asset_file_under_either_name(tmp_path):
         assert str(missing) in " ".join(result.output.split()), result.output
     result = runner.invoke(app, ["unreal", "check"])
     assert result.exit_code == 1 and "--assets" in result.output
+
+
+@pytest.mark.parametrize("backend", ["transformers", "openai"])
+def test_a_wrong_backend_option_lists_the_names_as_the_docs_spell_them(backend):
+    from commonlink.errors import InputError
+    from commonlink.eval.backends import LazyBackend
+
+    with pytest.raises(InputError) as caught:
+        LazyBackend(backend, "some/model", dtyp="bfloat16")
+    listed = caught.value.fix.split(": ", 1)[1].rstrip(".").split(", ")
+    docs = (REPO_ROOT / "docs" / "eval.md").read_text(encoding="utf-8")
+    row = next(line for line in docs.splitlines() if line.startswith(f"| {backend} |"))
+    assert listed and all(f"`{name}`" in row for name in listed), (listed, row)
