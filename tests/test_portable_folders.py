@@ -204,6 +204,24 @@ def test_every_reader_of_chain_files_takes_catalog_root(work, tmp_path):
         root,
     )
     assert verify.exit_code == 0, verify.output
+    release = tmp_path / "common-o"
+    assert _build([work / "pairs" / "main.jsonl"], release).exit_code == 0
+    exported = _invoke(
+        "export",
+        "vlmevalkit",
+        "--out",
+        tmp_path / "vlm",
+        "--data",
+        release,
+        "--split",
+        "main",
+        "--association",
+        copy / "chains",
+        "--catalog-root",
+        root,
+    )
+    assert exported.exit_code == 0, exported.output
+    assert (tmp_path / "vlm" / "CommonO_AssocSingleStep.tsv").is_file()
     # the verified table names the catalog relative to its own folder
     table = list(read_jsonl(tmp_path / "verified" / "images.jsonl"))
     assert {row["origin"]["catalog"] for row in table} == {"../shared/cats/labels"}
