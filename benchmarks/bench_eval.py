@@ -16,9 +16,13 @@
    the same run, each against a fresh server drawing the same delays: the bare SDK as a user writes it by hand,
    the sync client on a 16-thread pool and ``AsyncOpenAI`` with a semaphore of 16, the same messages; the ratio
    is against the faster of the two.
-3. GPU examples/s for a 2B-8B model with transformers and vLLM - only where CUDA is present (skipped otherwise).
+3. Weight-free baselines (``none``, ``random``) without image decoding: ``evaluate_common_o`` on rows of two
+   1024x768 JPEGs, as shipped (a backend with ``uses_images=False`` gets rows read without their pixels) vs the same
+   baseline declaring that it uses images (every image decoded and resized, as the evaluator did before), interleaved,
+   same metrics asserted. Figure: seconds per 1,000 rows, ratio without / with decoding, target <= 0.25.
+4. GPU examples/s for a 2B-8B model with transformers and vLLM - only where CUDA is present (skipped otherwise).
 
-    .venv/bin/python benchmarks/bench_eval.py [--quick] [--json out.json]
+    .venv/bin/python benchmarks/bench_eval.py [--quick] [--json out.json] [--only baselines ...]
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from _results import result_row
 from tests.fixtures.openai_server import LatencyServer
 
 BENCHMARK = "bench_eval.py"
+PARTS = ("transformers", "openai", "baselines", "gpu")
 
 
 def row(figure: str, value, unit: str, peer: str | None = None, ratio: float | None = None, target: str | None = None,
@@ -273,6 +278,66 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
                 round(1000 * cpu / requests, 2), "ms")]
 
 
+def _photo_rows(rows: int, size: tuple[int, int]) -> list[dict]:
+    """Common-O rows whose images are photo-like JPEGs of ``size`` (smooth gradients, ~tens of kB, like the
+    published split's photos) instead of the fixtures' tiny noise PNGs: decoding them costs what real rows cost."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from tests.fixtures.tiny_models import common_o_rows
+
+    rng = np.random.default_rng(0)
+    w, h = size
+    ramp = np.linspace(0, 1, w)[None, :, None] * np.linspace(0, 1, h)[:, None, None]
+    jpegs = []
+    for _ in range(16):  # 16 distinct pictures, cycled: every row still decodes its own two images
+        pixels = (ramp * rng.integers(60, 255, 3) + rng.integers(0, 40, (h, w, 3))).clip(0, 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(pixels).save(buf, format="JPEG", quality=90)
+        jpegs.append(buf.getvalue())
+    out = common_o_rows(rows, seed=5, image_size=(8, 8))
+    for i, row in enumerate(out):
+        row["image_1"] = {"bytes": jpegs[(2 * i) % 16], "path": None}
+        row["image_2"] = {"bytes": jpegs[(2 * i + 1) % 16], "path": None}
+    return out
+
+
+def baselines_image_decoding(rows: int, repeats: int, size: tuple[int, int] = (1024, 768)) -> list[dict]:
+    """The weight-free baselines through ``evaluate_common_o`` as shipped (rows read without their images, since
+    the backend declares ``uses_images=False``) and, interleaved in the same process, the same baseline declaring
+    that it uses images, i.e. the evaluator as it was before (every image decoded and resized to the paper's 384 px).
+    Same answers (asserted), fresh run folder and cache each time, no HTML report (that is bench_report's)."""
+    from commonlink.eval.backends.baselines import BaselineBackend
+    from commonlink.eval.commono import evaluate_common_o
+    from tests.fixtures.tiny_models import write_common_o_split
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        data = write_common_o_split(tmp / "data", _photo_rows(rows, size))
+        for name in ("none", "random"):
+            timings: dict[bool, list[float]] = {False: [], True: []}
+            metrics = {}
+            for k in range(repeats):
+                for decode in ((False, True) if k % 2 == 0 else (True, False)):  # alternate which side runs first
+                    backend = BaselineBackend(name)
+                    if decode:
+                        backend.info = dataclasses.replace(backend.info, uses_images=True)
+                    start = time.perf_counter()
+                    results = evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp / f"{name}-{decode}-{k}",
+                                                show_progress=False, n_boot=100, report=False)
+                    timings[decode].append(time.perf_counter() - start)
+                    metrics[decode] = results["metrics"]
+            assert metrics[False] == metrics[True], "the baseline scored differently without images"
+            ours, peer = statistics.median(timings[False]), statistics.median(timings[True])
+            out.append(row(f"`{name}` baseline per 1,000 rows, images not decoded (vs decoded and resized as before; {rows} rows of two "
+                           f"{size[0]}x{size[1]} JPEGs, median of {repeats}, same metrics)", round(1000 * ours / rows, 3), "s",
+                           peer=f"decoding every image {1000 * peer / rows:.2f} s per 1,000 rows", ratio=round(ours / peer, 3), target="<= 0.25"))
+    return out
+
+
 def gpu_throughput(model: str, rows: int) -> list[dict]:
     try:
         import torch
@@ -308,14 +373,22 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--gpu-model", default="Qwen/Qwen2-VL-2B-Instruct")
     parser.add_argument("--gpu-rows", type=int, default=200)
+    parser.add_argument("--only", choices=PARTS, action="append", help="Run only these parts (repeatable; default: all).")
     args = parser.parse_args()
+    parts = args.only or PARTS
     # --quick keeps the rows and tokens (8 rows of 12 tokens made the tiny model's whole run ~70 ms, so the
     # harness's fixed per-run cost - result files, bootstrap - was measured rather than its overhead per batch)
     # and runs fewer repeats
     repeats = 3 if args.quick else 5
-    report = transformers_overhead(args.rows, args.max_new_tokens, args.batch_size, repeats)
-    report += openai_concurrency(200, 16)
-    report += gpu_throughput(args.gpu_model, args.gpu_rows)
+    report = []
+    if "transformers" in parts:
+        report += transformers_overhead(args.rows, args.max_new_tokens, args.batch_size, repeats)
+    if "openai" in parts:
+        report += openai_concurrency(200, 16)
+    if "baselines" in parts:
+        report += baselines_image_decoding(300 if args.quick else 1000, 3)
+    if "gpu" in parts:
+        report += gpu_throughput(args.gpu_model, args.gpu_rows)
     for r in report:
         verdict = "" if r["met"] is None else (" OK" if r["met"] else " ABOVE TARGET")
         ratio = "" if r["ratio"] is None else f" ratio {r['ratio']}"

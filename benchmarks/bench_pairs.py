@@ -13,6 +13,9 @@
 3. Peak traced memory (tracemalloc) of ``sample_pairs`` on a catalog of 5,000 vs one of 20,000 images, for
    the same number of examples (the ratio is the target: within 1.3x), and for a small request to show the
    per-image cost of the index alone.
+4. Growth (``--scaling``, default 5,000,20,000,80,000,160,000 images; off with --quick): CPU time and peak
+   memory of ``sample_pairs`` for the same --count on catalogs of each size, and the growth exponent from the
+   smallest size >= 20,000 to the largest (target <= 1.15: near-linear).
 """
 
 from __future__ import annotations
@@ -197,16 +200,72 @@ def peak_memory(folder: Path, config: PairsConfig) -> int:
     return peak
 
 
+def memory_by_catalog_size(small: Path, big: Path, args) -> list[dict]:
+    """Peak memory of the same request and of a small one on the small and the big catalog."""
+    rows = []
+    for label, count in (("same request", args.count), ("small request (index cost)", 500)):
+        cfg = PairsConfig(split="main", count=count, seed=0)
+        small_peak = peak_memory(small, cfg)
+        big_peak = peak_memory(big, cfg)
+        print(
+            f"peak memory, {label} ({count} examples): {args.small_images} images {small_peak / 2**20:.1f} MiB, "
+            f"{args.images} images {big_peak / 2**20:.1f} MiB, ratio {big_peak / small_peak:.2f}x"
+            + (" (target <= 1.3x)" if count == args.count else "")
+        )
+        if count == args.count:
+            rows.append(result_row(BENCH, f"pairs peak traced memory, {args.images:,} vs {args.small_images:,} catalog images",
+                                   big_peak / small_peak, "x", target="<= 1.3"))
+    return rows
+
+
+def scaling(sizes: list[int], count: int, repeats: int) -> list[dict]:
+    """CPU time (best of ``repeats``) and peak traced memory of the same request on catalogs of ``sizes`` images."""
+    import math
+    import shutil
+
+    rows, times = [], {}
+    config = PairsConfig(split="main", count=count, seed=0)
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-pairs-scale-") as tmp:
+            t0 = time.perf_counter()
+            folder = make_catalog(Path(tmp) / "c", size, seed=3)
+            written = time.perf_counter() - t0
+            cpu = []
+            for _ in range(repeats):
+                c0 = time.process_time()
+                result, stats = sample_pairs([folder], config)
+                cpu.append(time.process_time() - c0)
+                del result
+            peak = peak_memory(folder, config)
+            shutil.rmtree(folder, ignore_errors=True)
+        times[size] = min(cpu)
+        print(f"growth: {size:>7,} images: {min(cpu):6.2f} s CPU (best of {repeats}), peak {peak / 2**20:6.1f} MiB, "
+              f"k reached {sum(1 for n in stats['common_objects'].values() if n)} (catalog written in {written:.0f} s)")
+        rows.append(result_row(BENCH, f"pairs growth: {count:,} examples from {size:,} images (CPU time)", min(cpu), "s"))
+        rows.append(result_row(BENCH, f"pairs growth: peak traced memory at {size:,} images", peak / 2**20, "MiB"))
+    base = min((n for n in sizes if n >= 20_000), default=min(sizes))
+    top = max(sizes)
+    if top > base:
+        exponent = math.log(times[top] / times[base]) / math.log(top / base)
+        print(f"growth exponent {base:,} -> {top:,} images: {exponent:.2f} (1.0 = linear)")
+        rows.append(result_row(BENCH, f"pairs growth exponent, {base:,} -> {top:,} images ({count:,} examples)", exponent, "",
+                               target="<= 1.15"))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=20_000)
     parser.add_argument("--small-images", type=int, default=5_000)
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scaling", default="5000,20000,80000,160000",
+                        help="catalog sizes for the growth measurement (comma-separated; 'off' to skip; off with --quick)")
     add_contract_arguments(parser)
     args = parser.parse_args()
     if args.quick:
         args.images, args.small_images, args.count, args.repeats = 5_000, 1_250, 2_500, 3
+        args.scaling = "off"
 
     with tempfile.TemporaryDirectory(prefix="bench-pairs-") as tmp:
         t0 = time.perf_counter()
@@ -262,18 +321,10 @@ def main() -> None:
             print(f"  (the peer found only {peer_found} of {args.count}: its per-image cap ran out before its random order did)")
 
         print()
-        for label, count in (("same request", args.count), ("small request (index cost)", 500)):
-            cfg = PairsConfig(split="main", count=count, seed=0)
-            small_peak = peak_memory(small, cfg)
-            big_peak = peak_memory(big, cfg)
-            print(
-                f"peak memory, {label} ({count} examples): {args.small_images} images {small_peak / 2**20:.1f} MiB, "
-                f"{args.images} images {big_peak / 2**20:.1f} MiB, ratio {big_peak / small_peak:.2f}x"
-                + (" (target <= 1.3x)" if count == args.count else "")
-            )
-            if count == args.count:
-                result_rows.append(result_row(BENCH, f"pairs peak traced memory, {args.images:,} vs {args.small_images:,} catalog images",
-                                              big_peak / small_peak, "x", target="<= 1.3"))
+        result_rows += memory_by_catalog_size(small, big, args)
+    if args.scaling != "off":
+        print()
+        result_rows += scaling([int(v) for v in args.scaling.split(",")], args.count, repeats=2)
     print_rows(result_rows)
     write_rows(args.json, result_rows)
 

@@ -7,7 +7,13 @@ parser now strips reasoning in one left-to-right scan. Measured here, in the sam
 1. parse time of ``"<think>" * n + "Answer: A"`` for n and 10 n: linear means a ratio near 10 (target <= 15);
 2. the same input through the previous regex stripping (the peer a user would otherwise have): the ratio
    peer / ours at the same n;
-3. other long adversarial outputs (closed blocks, lone closing tags, ``#`` lines, long runs of letters and
+3. long whitespace runs (issue 27: spaces, NBSP and newlines inside an answer, e.g. ``"Answer: A" + 40,000
+   spaces + text`` took 11 s and ``"image" + 30,000 spaces`` 8 s through quadratic regex backtracking), in both
+   the Common-O and the association parser: growth from 4,000 to 40,000 characters (linear = 10, target <= 12),
+   time at 40,000 characters (target < 50 ms), and the ratio of the floor peer's time to ours: one plain
+   ``str``-method pass over the same text (``str.split`` + ``str.lower().find``: what any parser must at least
+   pay to read it; the previous regex parser is not the peer);
+4. other long adversarial outputs (closed blocks, lone closing tags, ``#`` lines, long runs of letters and
    spaces or open brackets after ``Answer:``): growth from 1x to 2x the size (linear = 2, target <= 3), and
    time per MB.
 
@@ -62,6 +68,7 @@ def run(quick: bool) -> list[dict]:
     rows.append({"benchmark": "bench_parsing", "figure": f"reasoning stripping on {peer_n:,} repeated <think>: previous regex / ours",
                  "value": round(ours_same, 5), "unit": "s", "peer": "re.sub(r'<think>.*?</think>') (the previous parser)",
                  "ratio": round(peer / ours_same, 1) if ours_same > 0 else None, "target": ">= 10", "met": bool(ours_same > 0 and peer / ours_same >= 10)})
+    rows.extend(_whitespace_rows())
     size = 500_000 if quick else 2_000_000
     adversarial = {
         "closed <think> blocks": lambda m: "<think>x</think>" * (m // 16) + "Answer: D",
@@ -79,6 +86,45 @@ def run(quick: bool) -> list[dict]:
                      "met": bool(growth is not None and growth <= 3)})
         rows.append({"benchmark": "bench_parsing", "figure": f"parse time per MB, {name}", "value": round(two / (2 * size / 1e6), 4),
                      "unit": "s/MB", "peer": None, "ratio": None, "target": None, "met": None})
+    return rows
+
+
+WHITESPACE_RUNS = {"spaces": " ", "NBSP": "\u00a0", "newlines": "\n"}
+
+
+def _floor_peer(text: str) -> None:
+    """One plain str-method pass over the text: the least any answer parser pays to read it."""
+    text.split()
+    text.lower().find("answer")
+
+
+def _whitespace_rows() -> list[dict]:
+    from commonlink.eval.association_prompts import parse_selection
+    from commonlink.eval.parsing import parse_common_o_answer
+
+    parsers = {
+        "Common-O": (lambda t: parse_common_o_answer(t, CHOICES), lambda run, n: "Answer: A" + run * n + "then a remark, because"),
+        "association": (parse_selection, lambda run, n: "image" + run * n + "two, Answer: image" + run * n),
+    }
+    rows = []
+    for parser_name, (parse, make) in parsers.items():
+        for run_name, run in WHITESPACE_RUNS.items():
+            # make(run, n) holds about n (Common-O) or 2 n (association) run characters; 40,000 in all at 10x
+            n = 40_000 if parser_name == "Common-O" else 20_000
+            small, large = make(run, n // 10), make(run, n)
+            one, ten = _timed(parse, small, repeats=7), _timed(parse, large, repeats=7)
+            peer = _timed(_floor_peer, large, repeats=7)
+            growth = ten / one if one > 0 else None
+            label = f"{parser_name} parser, {run_name} run"
+            rows.append({"benchmark": "bench_parsing", "figure": f"growth: time({len(large):,} chars) / time({len(small):,} chars), {label} (linear = 10)",
+                         "value": round(growth, 2) if growth else None, "unit": "x", "peer": None, "ratio": None, "target": "<= 12",
+                         "met": bool(growth is not None and growth <= 12)})
+            rows.append({"benchmark": "bench_parsing", "figure": f"parse time, {len(large):,} chars, {label}", "value": round(ten, 5), "unit": "s",
+                         "peer": None, "ratio": None, "target": "< 0.05", "met": bool(ten < 0.05)})
+            # ratio < 1: ours costs 1/ratio times one plain pass over the text (a constant factor at every size)
+            rows.append({"benchmark": "bench_parsing", "figure": f"one plain str pass / ours, {len(large):,} chars, {label}",
+                         "value": round(ten, 5), "unit": "s", "peer": "str.split + str.lower().find over the same text (the floor)",
+                         "ratio": round(peer / ten, 3) if ten > 0 else None, "target": None, "met": None})
     return rows
 
 

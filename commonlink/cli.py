@@ -51,6 +51,7 @@ def _main(
 # --- command registration (one line per command; the functions live in commonlink/commands/) ---
 # (areas add their commands below)
 from commonlink.commands import association_eval as _association_eval_cmds  # noqa: E402
+from commonlink.commands import concept_eval as _concept_eval_cmds  # noqa: E402
 from commonlink.commands import catalog as _catalog_cmds  # noqa: E402
 from commonlink.commands import chains as _chains_cmds  # noqa: E402
 from commonlink.commands import demo as _demo_cmds  # noqa: E402
@@ -74,22 +75,25 @@ chains_app.command("build")(_chains_cmds.chains)
 chains_app.command("verify")(_chains_cmds.verify)
 chains_app.command("review")(_chains_cmds.review)
 release_app.command("build")(_release_cmds.build)
+release_app.command("card-info")(_release_cmds.card_info)
+release_app.command("card")(_release_cmds.card)
 catalog_app.command("merge")(_catalog_cmds.merge)
 catalog_app.command("info")(_catalog_cmds.info)
 app.command("stats")(_stats_cmds.stats)
 release_app.command("push")(_hub_cmds.push)
 release_app.command("versions")(_hub_cmds.versions)
+release_app.command("pull")(_hub_cmds.pull)
 eval_app.command("commono")(_eval_cmds.commono)
 eval_app.command("perception")(_eval_cmds.perception)
 eval_app.command("score")(_eval_cmds.score)
 eval_app.command("compare")(_eval_cmds.compare)
 eval_app.command("report")(_eval_cmds.report)
 eval_app.command("association")(_association_eval_cmds.association)
+eval_app.command("concept")(_concept_eval_cmds.concept)
 export_app.command("lmms-eval")(_export_cmds.lmms_eval)
 export_app.command("vlmevalkit")(_export_cmds.vlmevalkit)
 app.command("demo")(_demo_cmds.demo)
 unreal_app.command("check")(_unreal_cmds.check)
-
 
 
 class _FlagsAsFlags:

@@ -46,6 +46,21 @@ class DemoResult:
     eval_runs: dict[str, Path] = field(default_factory=dict)
     results: list[dict] = field(default_factory=list)
     reports: dict[str, object] = field(default_factory=dict)  #: split -> ReportSummary of its side-by-side page
+    pair_stats: dict[str, dict] = field(default_factory=dict)  #: split -> the statistics of its pairs file
+
+
+def k_spread_lines(split: str, stats: dict) -> list[str]:
+    """The demo's account of a split's pairs: examples per number of common objects, the baselines' floors, the
+    counts the catalog could not supply (and why), one line each."""
+    spread = ", ".join(f"k={k}: {n}" for k, n in stats["common_objects"].items() if n)
+    floors = stats["baselines"]
+    lines = [f"      {split}: {stats['examples']} examples over {sum(1 for n in stats['common_objects'].values() if n)} "
+             f"common-object counts ({spread}); baselines `none` {floors['none']:.1%}, `random` {floors['random']:.1%}"]
+    if stats["common_objects_missing"]:
+        lines.append(f"      {split}: NOT REACHED: k = {', '.join(map(str, stats['common_objects_missing']))} "
+                     "(no such pair in the catalog, or none left under the use cap: see the notes)")
+    lines += [f"      note: {note}" for note in stats["notes"]]
+    return lines
 
 
 def run_demo(
@@ -86,6 +101,9 @@ def run_demo(
         rows, stats = sample_pairs([result.catalogs[split]], config, progress=progress)
         write_pairs(pairs_file, rows, pairs_meta(config, [result.catalogs[split]], stats))
         result.pairs[split] = pairs_file
+        result.pair_stats[split] = stats
+        for line in k_spread_lines(split, stats):
+            log(line)
 
     release = out / "release"
     log(f"[3/6] Building the release in {release}")

@@ -63,11 +63,17 @@ def make_temp_beside(path: str | os.PathLike) -> tuple[int, str]:
     return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
 
 
-def _naming(exc: OSError, path: Path) -> OSError:
+def _naming(exc: OSError, path: str | os.PathLike) -> OSError:
     if exc.filename:
         return exc
     named = OSError(exc.errno, exc.strerror or str(exc), str(path))
     return named
+
+
+def naming_path(exc: OSError, path: str | os.PathLike) -> OSError:
+    """``exc`` when it names a file, else the same error naming ``path``: a full disk fails a ``write`` or an
+    ``fsync``, whose error names no file (the CLI would say "Cannot write a file")."""
+    return _naming(exc, path)
 
 
 def pid_alive(pid: int) -> bool:
@@ -157,9 +163,29 @@ def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     if not path.is_file():
         raise InputError(f"File not found: {path}", "Check the path, or create the file first.")
     with path.open("r", encoding="utf-8-sig") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if line.strip():
-                yield lineno, line
+        try:
+            for lineno, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield lineno, line
+        except UnicodeDecodeError as exc:
+            raise not_utf8_error(path, exc) from exc
+
+
+def not_utf8_error(path: str | os.PathLike, exc: UnicodeDecodeError) -> SchemaError:
+    """The error for a text file that is not UTF-8, naming the file, the first undecodable line and its byte
+    (found by reading the file again line by line: the decoder reads ahead, so ``exc`` does not say the line)."""
+    where, byte = "", exc.object[exc.start : exc.start + 1].hex() if isinstance(exc.object, (bytes, bytearray)) else "?"
+    with contextlib.suppress(OSError), open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                where, byte = f", line {lineno}", raw[bad.start : bad.start + 1].hex()
+                break
+    return SchemaError(
+        f"{path}{where}: not UTF-8 text (byte 0x{byte} cannot be decoded); commonlink files are UTF-8.",
+        "Restore the file from the run that wrote it, or re-save it as UTF-8 (a text editor's 'Save with encoding').",
+    )
 
 
 def parse_jsonl_line(

@@ -7,6 +7,7 @@ import os
 import warnings
 from pathlib import Path
 
+import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from commonlink.constants import MAX_IMAGE_PIXELS
@@ -33,8 +34,39 @@ def register_heif() -> bool:
     return True
 
 
-def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, draft: tuple[int, int] | None = None) -> Image.Image:
+#: Pillow's modes of more than 8 bits per sample (16-bit grey PNGs open as ``I;16``, TIFFs as ``I`` or ``F``).
+#: Pillow's convert("RGB"/"L") clips their values at 255, so an ordinary 16-bit photo would turn white.
+HIGH_DEPTH_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
+
+
+def to_eight_bit(img: Image.Image) -> Image.Image:
+    """``img`` with 8 bits per sample: a high-depth grey image (:data:`HIGH_DEPTH_MODES`) is scaled to ``L``
+    (a 16-bit value v becomes round(v / 257), so 8-bit grey g stored as 257 g stays g); others are returned as
+    they are. ``I``/``F`` images whose values all lie in 0..255 are taken as 8-bit values, and ``F`` in 0..1 as
+    fractions."""
+    if img.mode not in HIGH_DEPTH_MODES:
+        return img
+    values = np.asarray(img, dtype=np.float64)
+    high = float(values.max()) if values.size else 0.0
+    if img.mode.startswith("I;16") or high > 255:
+        values = values / 257
+    elif img.mode == "F" and high <= 1.0:
+        values = values * 255
+    return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), "L")
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """``img`` as 8-bit RGB, high-depth grey scaled (not clipped) first (see :func:`to_eight_bit`)."""
+    img = to_eight_bit(img)
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, draft: tuple[int, int] | None = None,
+               keep_depth: bool = False) -> Image.Image:
     """Open and fully decode an image (from a path or bytes), enforcing the pixel cap.
+
+    A high-depth grey image (16-bit PNG) comes back as 8-bit grey of the same look (:func:`to_eight_bit`),
+    unless ``keep_depth`` (instance masks, whose values are ids, not intensities).
 
     ``draft=(w, h)`` lets a JPEG decode straight at a reduced scale no smaller than that (thumbnails: several
     times faster); other formats ignore it.
@@ -57,7 +89,7 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, dr
             if draft is not None and img.format == "JPEG":
                 img.draft("RGB", draft)
             img.load()
-        return img
+        return img if keep_depth else to_eight_bit(img)
     except InputError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:

@@ -12,7 +12,9 @@ exist (Windows) the lock is skipped.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,7 +47,7 @@ def output_lock(target: str | os.PathLike, *, what: str = "commonlink", lock_fil
     path = Path(lock_file) if lock_file is not None else lock_path_for(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -65,13 +67,39 @@ def output_lock(target: str | os.PathLike, *, what: str = "commonlink", lock_fil
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{what} (pid {os.getpid()})".encode())
-        yield path
+        try:
+            yield path
+        except OSError as exc:
+            if exc.filename:
+                raise
+            # a write or fsync that failed (a full disk) names no file: name the output being written at least
+            raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from exc
     finally:
         if not keep_file:
             with contextlib.suppress(OSError):
                 os.unlink(path)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open (create) the lock file without following a link: the lock file is truncated and written, so a
+    link planted in its place would overwrite its target. A symlink, hard link or non-file is refused."""
+    refusal = InputError(
+        f"The lock file {path} is a link or not a regular file; commonlink will not write through it.",
+        f"Remove {path} (commonlink creates it again), then run again.",
+    )
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink() or (path.exists() and not path.is_file()):
+            raise refusal from None
+        raise  # a read-only or full disk, no permission: the CLI names the path
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        raise refusal
+    return fd
 
 
 def _read_holder(fd: int) -> str:

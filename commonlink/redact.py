@@ -1,6 +1,7 @@
 """Masking credentials in URLs before they reach a message, a log line or a result file.
 
-A URL may carry a secret in its user-info (``https://user:token@host``) or its query (``?token=...``);
+A URL may carry a secret in its user-info (``https://user:token@host``), its query (``?token=...`` or a bare
+``?SECRET``), its fragment (``#token=...``) or a path segment after a credential word (``/token/SECRET/``);
 ``HF_ENDPOINT`` and ``--base-url`` are such URLs. :func:`redact_url` masks one URL, :func:`redact_text` every
 URL inside a message; the CLI passes every error message through :func:`redact_text`.
 """
@@ -8,11 +9,15 @@ URL inside a message; the CLI passes every error message through :func:`redact_t
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
 # scheme://... up to whitespace or a quote/bracket that ends a URL quoted inside a message.
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+# Words that make a path segment name a credential: the segment after it is one (``/token/SECRET/``,
+# ``/api-key/SECRET``). Matched against the segment's parts split at - _ . so ``tokenizer`` does not count.
+_CREDENTIAL_WORDS = {"token", "tokens", "secret", "password", "passwd", "key", "apikey", "auth", "credential",
+                     "credentials", "signature", "sig", "session", "bearer"}
 
 
 def redact_url(url: str) -> str:
@@ -25,10 +30,22 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@" + netloc.rsplit("@", 1)[1]
-    query = parts.query
-    if query:
-        query = urlencode([(k, MASK) for k, _ in parse_qsl(query, keep_blank_values=True)], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, _redact_path(parts.path), _redact_query(parts.query),
+                       _redact_query(parts.fragment)))
+
+
+def _redact_query(query: str) -> str:
+    """Every value of ``k=v`` masked, and every bare item (``?SECRET``) masked whole; keys are kept."""
+    items = [item.partition("=") for item in re.split(r"[&;]", query)] if query else []
+    return "&".join(f"{key}={MASK}" if sep else (MASK if key else "") for key, sep, _ in items)
+
+
+def _redact_path(path: str) -> str:
+    segments = path.split("/")
+    for i in range(1, len(segments)):
+        if segments[i] and _CREDENTIAL_WORDS & set(re.split(r"[-_.]", segments[i - 1].lower())):
+            segments[i] = MASK
+    return "/".join(segments)
 
 
 def redact_text(text: str) -> str:

@@ -3,7 +3,6 @@
 import pytest
 
 from commonlink.eval.association_memory import (
-    UNNAMED,
     MemoryBase,
     chain_text,
     image_name,
@@ -106,13 +105,30 @@ def test_structm_and_nlm_text_is_the_papers():
     assert "\n['orange', 'knife'] have cut affordance, ['broccoli', 'orange'] have eat affordance. Based" in n.render()
 
 
-def test_unnamed_images_say_so():
+def test_images_without_a_name_are_named_by_what_they_show():
     class Img:
         def __init__(self, name, labels):
             self.name, self.labels, self.id = name, labels, "105cc6325a037a5d"
 
     assert image_name(Img("sandwich", ["green", "shiny"])) == "sandwich"
-    assert image_name(Img(None, ["green", "shiny"])) == UNNAMED == "unnamed image"
+    assert image_name(Img(None, ["red circle", "blue square"])) == "the image with a red circle and a blue square"
+    assert image_name(Img(None, ["orange", "egg", "cup"])) == "the image with an orange, an egg and a cup"
+    assert "105cc" not in image_name(Img(None, ["green"]))
+
+
+def test_name_unnamed_gives_every_image_its_own_name():
+    from commonlink.formats.association import LabelledImage, name_unnamed
+
+    images = [LabelledImage(i, labels, 8, 8, {}) for i, labels in
+              (("c", ["red circle"]), ("a", ["red circle"]), ("b", ["red circle", "blue square"]))]
+    images.append(LabelledImage("d", ["red circle"], 8, 8, {}, name="mug"))
+    named = {img.id: img.name for img in name_unnamed(images)}
+    assert named == {"a": "the image with a red circle (1)", "c": "the image with a red circle (2)",
+                     "b": "the image with a red circle and a blue square", "d": "mug"}
+    m = MemoryBase("structm")
+    for img in ("a", "c", "b"):
+        m.update(named[img], named["d"], ["red circle"])
+    assert len(m.by_concept()["red circle"]) == 4  # three memory images stay three entries (plus the mug)
 
 
 def test_fixed_memory_has_no_decay():

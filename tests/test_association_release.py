@@ -16,7 +16,7 @@ from commonlink.release.staging import ReleaseOptions, verify_release
 from commonlink.release.association import build_association_release
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.fileio import read_jsonl
+from commonlink.fileio import read_jsonl, sha256_file
 from commonlink.loaders import load_association, open_association
 from commonlink.loaders.association import Chain, ChainStep, DeductionTask, SingleStepTask
 
@@ -46,7 +46,7 @@ def release(tmp_path_factory):
         path = catalog / "images" / f"{i}.jpg"
         path.write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
         records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
-                                     width=30 + i, height=20, sha256="0" * 64))
+                                     width=30 + i, height=20, sha256=sha256_file(path)))
     write_catalog(catalog, records)
     chains = root / "chains"
     runner = CliRunner()
@@ -245,3 +245,96 @@ def test_the_shared_image_table_is_read_once_per_build(release, tmp_path, monkey
     tasks = sorted(chains.glob("*.jsonl"))
     result = build_association_release(tasks, tmp_path / "r", QUIET)
     assert len(result.splits) == 5 and len(calls) == 1  # four task configs + images, one table read
+
+
+def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_releases(tmp_path):
+    """Issue 23: a small multi-object photo catalog (no image names) where one image shows every object builds
+    with the default disjoint negatives (that image left out and counted in the summary and the card); memories
+    and prompts name images by what they show, never "unnamed image"; the release verifies."""
+    from commonlink.eval.association import evaluate_association
+
+    catalog = tmp_path / "catalog"
+    (catalog / "images").mkdir(parents=True)
+    sets = [["red circle", "blue square"], ["red circle"], ["blue square", "green star"], ["green star"], ["yellow cup"],
+            ["red circle", "yellow cup"]]
+    records = []
+    for i in range(19):
+        labels = ["red circle", "blue square", "green star", "yellow cup"] if i == 18 else sets[i % len(sets)]
+        (catalog / "images" / f"{i}.jpg").write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
+        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
+                                     width=30 + i, height=20, sha256=sha256_file(catalog / "images" / f"{i}.jpg")))
+    write_catalog(catalog, records)
+    chains, out = tmp_path / "chains", tmp_path / "release"
+    runner = CliRunner()
+    built = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts", "red circle,blue square",
+                                "--pairs", "red circle-blue square", "--chains", "2", "--max-steps", "8", "--warmup", "2",
+                                "--single-steps", "3", "--deductions", "2", "--memory-size", "2", "--seed", "1"])
+    assert built.exit_code == 0, built.output
+    assert "1 image(s) left out" in " ".join(built.output.split())
+    files = sorted(str(p) for p in chains.glob("*.jsonl"))
+    result = runner.invoke(app, ["release", "build", *files, "--out", str(out), "--name", "photos", "--license", "cc-by-4.0", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert verify_release(out) == []
+    card = " ".join((out / "README.md").read_text().split())
+    assert "no disjoint negative exists for them) 1." in card
+    names = list(datasets.load_dataset(str(out), "images", split="test")["name"])
+    assert len(set(names)) == len(names) and all(n.startswith("the image with a") for n in names)
+    for config in ("single_step", "synchronous"):
+        evaluate_association(out, config, ["random"], out_dir=tmp_path / f"eval-{config}", show_progress=False, report=False, n_boot=10)
+        logged = "".join(p.read_text() for p in (tmp_path / f"eval-{config}").rglob("*.jsonl"))
+        assert logged and "unnamed image" not in logged
+        if config == "synchronous":  # steps.jsonl holds the memory after every step
+            assert "the image with a" in logged
+    chain = next(load_association(out, "synchronous"))
+    for step in chain.steps:  # invariants on every step: positive shares the concept, negative shares no label
+        assert step.concept in step.positive.labels and not set(step.query.labels) & set(step.negative.labels)
+
+
+def _fresh_chains(tmp_path):
+    """A catalog with real sha256s and its chain files (built with the CLI, as a user builds them)."""
+    from tests.test_hub import tiny_png
+
+    catalog = tmp_path / "catalog"
+    (catalog / "images").mkdir(parents=True)
+    records = []
+    for i in range(12):
+        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
+        path = catalog / "images" / f"{i}.png"
+        path.write_bytes(tiny_png(300 + i))
+        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real", scene_id=f"s{i}",
+                                     width=8, height=8, sha256=sha256_file(path)))
+    write_catalog(catalog, records)
+    chains = tmp_path / "chains"
+    built = CliRunner().invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts",
+                                     "metal,painted,furry", "--pairs", "metal-painted", "--chains", "2", "--max-steps", "6",
+                                     "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2",
+                                     "--seed", "3", "--negatives", "chain"])
+    assert built.exit_code == 0, built.output
+    table = list(read_jsonl(chains / "images.jsonl"))
+    assert all(row["origin"]["sha256"] == sha256_file(catalog / row["origin"]["relative"]) for row in table)  # recorded
+    return catalog, chains
+
+
+def test_an_image_changed_after_chains_is_refused(tmp_path):
+    catalog, chains = _fresh_chains(tmp_path)
+    from tests.test_hub import tiny_png
+
+    (catalog / "images" / "0.png").write_bytes(tiny_png(999))  # same size, other pixels: labels no longer true
+    done = CliRunner().invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out",
+                                    str(tmp_path / "rel"), "--no-progress"])
+    assert done.exit_code == 1
+    assert "changed since the chain files were built" in done.output and "images/0.png" in done.output
+    assert not (tmp_path / "rel").exists()
+
+
+def test_a_symlink_out_of_the_catalog_is_refused(tmp_path):
+    catalog, chains = _fresh_chains(tmp_path)
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes((catalog / "images" / "1.png").read_bytes())  # even the same bytes: never read from outside
+    (catalog / "images" / "1.png").unlink()
+    (catalog / "images" / "1.png").symlink_to(outside)
+    done = CliRunner().invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out",
+                                    str(tmp_path / "rel"), "--no-progress"])
+    assert done.exit_code == 1
+    assert "symbolic link" in done.output and "escapes the catalog" in done.output
+    assert not (tmp_path / "rel").exists()

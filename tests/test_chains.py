@@ -282,3 +282,32 @@ def test_build_chain_files_holds_the_output_lock_for_library_callers_too(tmp_pat
             build_chain_files(labelled_set(), out, small_config(), progress=False)
     assert not out.exists()
     assert build_chain_files(labelled_set(), out, small_config(), progress=False).files
+
+
+def test_photo_catalog_with_an_image_overlapping_every_other_builds_with_disjoint_negatives(tmp_path):
+    """A small multi-object photo catalog (no source names) where one image shows every object: by default
+    (disjoint negatives) that image is left out and counted, the rest build, every image gets its own name from
+    its labels, and every negative shares no label with its query."""
+    images = labelled_set(n=60, seed=3)
+    images.append(LabelledImage("everything", list(CONCEPTS), 300, 300, {"type": "file", "path": "/nowhere/all.jpg"}))
+    summary = build_chain_files(images, tmp_path, small_config(), progress=False)
+    assert summary.plan.left_out_no_negative == 1
+    assert any("1 image(s) left out" in note and "disjoint negative" in note for note in summary.plan.notes)
+    meta = json.loads(meta_path(summary.files["synchronous"]).read_text())
+    assert meta["left_out_no_disjoint_negative"] == 1
+    table = read_image_table(summary.files["synchronous"])
+    assert "everything" not in {img.id for img in table}
+    names = [img.name for img in table]
+    assert len(set(names)) == len(names) and all(n.startswith("the image with ") for n in names)
+    labels = [set(img.labels) for img in table]
+    for chain in read_jsonl(summary.files["synchronous"]):
+        for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"]):
+            assert not labels[q] & labels[n]
+
+
+def test_too_few_usable_images_names_how_many_and_why(tmp_path):
+    images = [LabelledImage(f"i{i}", ["metal", "furry"] if i % 2 else ["metal"], 300, 300, {"type": "file", "path": "/x"})
+              for i in range(12)]
+    with pytest.raises(NotEnoughDataError) as err:
+        build_chain_files(images, tmp_path, small_config(concepts=["metal"]), progress=False)
+    assert "Only 0 usable image(s) remain: 12 of 12 share a label with every other image" in err.value.problem

@@ -163,16 +163,20 @@ def test_pangea_preset_renames_verbnet_nodes_and_names_images(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- verify
-def _rejecting(rejected: set[tuple[str, str]], table):
-    """A model that says No exactly to the (image id, concept) claims in ``rejected``."""
-    by_prompt = {}
-    for image_id, concept in rejected:
-        by_prompt.setdefault(concept, set()).add(image_id)
+def _rejecting(rejected: set[tuple[str, str]], table, undecided: set[tuple[str, str]] = frozenset()):
+    """A model that agrees with the labels except on the (image id, concept) claims in ``rejected`` (it says
+    "No." where the label says yes, "Yes." where it says no) and ``undecided`` (it gives no yes or no)."""
+    labels = {img.id: set(img.labels) for img in table}
 
     def answer(request):
         concept = re.search(r'"(.+)"\?', prompt_text(request.prompt)).group(1)
         image_id = request.id.split("/")[1]
-        return "No." if image_id in by_prompt.get(concept, ()) else "Yes"
+        if (image_id, concept) in undecided:
+            return "I cannot tell."
+        present = concept in labels[image_id]
+        if (image_id, concept) in rejected:
+            return "No." if present else "Yes."
+        return "Yes" if present else "No"
     return answer
 
 
@@ -218,7 +222,7 @@ def test_verify_drops_exactly_the_rejected_steps_and_the_release_passes_every_in
     painted = next(img.id for img in table if img.labels == ["painted"])
     rejected = chosen | {(painted, "painted")}
     backend = ScriptedBackend(_rejecting(rejected, table))
-    summary = verify_tasks([out], tmp_path / "verified", backend_instance=backend, progress=False)
+    summary = verify_tasks([out], tmp_path / "verified", backend_instances=backend, on_fail="drop", progress=False)
     asked = {(r.id.split("/")[1], re.search(r'"(.+)"\?', prompt_text(r.prompt)).group(1)) for r in backend.requests}
     assert len(asked) == len(backend.requests) == summary.claims  # each distinct claim asked once
     assert rejected <= asked and summary.rejected == len(rejected)
@@ -283,7 +287,7 @@ def test_verify_drops_exactly_the_rejected_steps_and_the_release_passes_every_in
     # rerunning replays the cached answers: no new model call
     again = ScriptedBackend(lambda r: pytest.fail("asked again"))
     again.info = backend.info
-    verify_tasks([out], tmp_path / "verified", backend_instance=again, progress=False)
+    verify_tasks([out], tmp_path / "verified", backend_instances=again, on_fail="drop", progress=False)
 
 
 def test_unverified_card_says_so(ocl_build, tmp_path):
@@ -325,7 +329,7 @@ def test_review_export_and_decisions_read_back(ocl_build, tmp_path):
     (review / "saved.json").write_text(json.dumps([{"image_id": other, "concept": "metal", "decision": "reject"}]))
     verified = tmp_path / "verified"
     result = CliRunner().invoke(app, ["chains", "verify", str(out), "--out", str(verified), "--decisions", str(review / "decisions.csv"),
-                                      "--decisions", str(review / "saved.json")])
+                                      "--decisions", str(review / "saved.json"), "--on-fail", "drop"])
     assert result.exit_code == 0, result.output
     report = json.loads((verified / "verification.json").read_text())
     assert report["rejected"] == 2 and report["rejected_by"] == {"human": 2}
@@ -355,7 +359,7 @@ def test_a_bad_decisions_file_is_refused_before_the_model_is_asked(ocl_build, tm
     (tmp_path / "d.csv").write_text("image_id,concept,decision\nnot-an-image,metal,reject\n")
     backend = ScriptedBackend(lambda request: "Yes")
     with pytest.raises(InputError, match="not-an-image"):
-        verify_tasks([out], tmp_path / "v", backend_instance=backend, decisions=tmp_path / "d.csv", progress=False)
+        verify_tasks([out], tmp_path / "v", backend_instances=backend, decisions=tmp_path / "d.csv", progress=False)
     assert backend.requests == [] and not (tmp_path / "v" / "verification.json").exists()
 
 
@@ -380,8 +384,9 @@ def test_heavy_rejection_still_gives_a_valid_release(ocl_build, tmp_path, on_fai
                                       "--on-fail", on_fail, "--seed", "4"])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "v" / "verification.json").read_text())
-    rejected = {(d["image_id"], d["concept"]) for d in report["decisions"] if d["decision"] == "reject"}
-    assert len(rejected) > report["claims"] // 4
+    # a rejected absence claim adds the label (the negative shows it): only rejected presence claims must be gone
+    rejected = {(d["image_id"], d["concept"]) for d in report["decisions"] if d["decision"] == "reject" and d["claim"] == "present"}
+    assert len(rejected) > (report["claims"] - report["absence_claims"]) // 4
     files = [str(p) for p in sorted((tmp_path / "v").glob("*.jsonl"))]  # an emptied task file is left out with a note
     release = CliRunner().invoke(app, ["release", "build", *files, "--out", str(tmp_path / "r"), "--name", "v", "--license",
                                        "cc-by-4.0", "--no-progress"])
@@ -395,7 +400,7 @@ def test_resample_mode_redraws_rejected_positives_from_verified_images(ocl_build
     chain = next(read_jsonl(out / "synchronous.jsonl"))
     rejected = {(table[chain["positive"][t]].id, "metal") for t in (4, 7)}
     backend = ScriptedBackend(_rejecting(rejected, table))
-    verify_tasks([out / "synchronous.jsonl"], tmp_path / "v", backend_instance=backend, on_fail="resample", progress=False)
+    verify_tasks([out / "synchronous.jsonl"], tmp_path / "v", backend_instances=backend, on_fail="resample", progress=False)
     report = json.loads((tmp_path / "v" / "verification.json").read_text())
     new = next(read_jsonl(tmp_path / "v" / "synchronous.jsonl"))
     assert new["id"] == chain["id"] and new["num_steps"] == chain["num_steps"]  # nothing dropped: redrawn instead
@@ -406,7 +411,7 @@ def test_resample_mode_redraws_rejected_positives_from_verified_images(ocl_build
     for t in bad:
         assert (table[new["positive"][t]].id, "metal") in asked_keep  # a verified image, not just any labelled one
     with pytest.raises(InputError, match="--on-fail"):
-        verify_tasks([out], tmp_path / "w", backend_instance=backend, on_fail="shrug", progress=False)
+        verify_tasks([out], tmp_path / "w", backend_instances=backend, on_fail="shrug", progress=False)
 
 
 @pytest.mark.slow
@@ -422,3 +427,96 @@ def test_verify_through_the_transformers_backend_with_a_tiny_llava(ocl_build, tm
     report = json.loads((tmp_path / "v" / "verification.json").read_text())
     assert report["model"]["backend"] == "transformers" and report["claims"] == len(report["decisions"]) > 0
     assert all(d["source"] == "model" and isinstance(d["answer"], str) for d in report["decisions"])
+
+
+# ---------------------------------------------------------------------------------------------- ordered verifiers
+def _claim_of(request) -> tuple[str, str]:
+    return request.id.split("/")[1], re.search(r'"(.+)"\?', prompt_text(request.prompt)).group(1)
+
+
+def test_second_verifier_is_asked_only_where_the_first_is_undecided(ocl_build, tmp_path):
+    """App. A.1: "begins with Gemini-1.5-Flash, then GPT4-V once Gemini-1.5-Flash is unable to reach a decision"."""
+    _, out = ocl_build
+    table = read_image_table(out / "synchronous.jsonl")
+    chain = next(read_jsonl(out / "synchronous.jsonl"))
+    vague = {(table[chain["positive"][t]].id, "metal") for t in (3, 5, 9)} | {(table[chain["negative"][2]].id, "metal")}
+    never = {(table[chain["positive"][9]].id, "metal")}  # neither model decides this one
+    rejected_by_second = {(table[chain["positive"][5]].id, "metal")}
+    first = ScriptedBackend(_rejecting(set(), table, undecided=vague))
+    second = ScriptedBackend(_rejecting(rejected_by_second, table, undecided=never))
+    second.info = BackendInfo(backend="scripted", model="second-vlm", fingerprint="second-v1", batch_invariant=True,
+                              default_batch_size=8, uses_images=True)
+    summary = verify_tasks([out / "synchronous.jsonl"], tmp_path / "v", backend_instances=[first, second], progress=False)
+    assert {_claim_of(r) for r in second.requests} == vague and len(second.requests) == len(vague)
+    assert len(first.requests) == summary.claims
+    report = json.loads(summary.report.read_text())
+    assert [(m["model"], m["asked"], m["undecided"]) for m in report["models"]] == [
+        ("scripted-vlm", summary.claims, len(vague)), ("second-vlm", len(vague), 1)]
+    by_claim = {(d["image_id"], d["concept"]): d for d in report["decisions"]}
+    (undecided,) = never
+    assert by_claim[undecided]["decision"] == "undecided" and by_claim[undecided]["applied"] == "keep"
+    assert [a["model"] for a in by_claim[undecided]["asked"]] == ["scripted-vlm", "second-vlm"]
+    (second_no,) = rejected_by_second
+    assert by_claim[second_no]["decision"] == "reject" and by_claim[second_no]["model"] == "second-vlm"
+    negative = (table[chain["negative"][2]].id, "metal")
+    assert by_claim[negative]["claim"] == "absent" and by_claim[negative]["decision"] == "keep"
+    assert report["rejected"] == summary.rejected == 1 and report["undecided"] == summary.undecided == 1
+    assert "undecided: 1" in (tmp_path / "v" / "verification.md").read_text()
+    # the undecided claim kept its label; with --undecided reject it is rejected, but still reported as undecided
+    assert "metal" in read_image_table(tmp_path / "v" / "synchronous.jsonl")[[img.id for img in table].index(undecided[0])].labels
+    strict = verify_tasks([out / "synchronous.jsonl"], tmp_path / "w", backend_instances=[first, second], undecided="reject",
+                          progress=False)
+    report = json.loads(strict.report.read_text())
+    by_claim = {(d["image_id"], d["concept"]): d for d in report["decisions"]}
+    assert by_claim[undecided]["decision"] == "undecided" and by_claim[undecided]["applied"] == "reject"
+    assert strict.rejected == 1 and strict.undecided == 1
+    assert any("no verifier could decide" in r["reason"] for r in report["resampled"] + report["drops"])
+
+
+def test_a_negative_that_shows_the_concept_is_replaced(ocl_build, tmp_path):
+    _, out = ocl_build
+    table = read_image_table(out / "synchronous.jsonl")
+    chain = next(read_jsonl(out / "synchronous.jsonl"))
+    negative = table[chain["negative"][4]].id
+    backend = ScriptedBackend(_rejecting({(negative, "metal")}, table))
+    summary = verify_tasks([out], tmp_path / "v", backend_instances=backend, progress=False)
+    report = json.loads(summary.report.read_text())
+    (decision,) = [d for d in report["decisions"] if (d["image_id"], d["concept"]) == (negative, "metal")]
+    assert decision["claim"] == "absent" and decision["decision"] == "reject" and decision["answer"] == "Yes."
+    verified = read_image_table(tmp_path / "v" / "synchronous.jsonl")
+    assert "metal" in next(img for img in verified if img.id == negative).labels  # the label the source missed
+    new = next(r for r in read_jsonl(tmp_path / "v" / "synchronous.jsonl") if r["id"] == chain["id"])
+    assert new["num_steps"] == chain["num_steps"] and verified[new["negative"][4]].id != negative
+    for task in ("synchronous", "asynchronous"):
+        for row in read_jsonl(tmp_path / "v" / f"{task}.jsonl"):
+            assert all(not {*row["concepts"]} & set(verified[n].labels) for n in row["negative"])
+    for row in read_jsonl(tmp_path / "v" / "single_step.jsonl"):
+        assert verified[row["candidates"][1 - row["answer"]]].id != negative or row["concept"] != "metal"
+    off = verify_tasks([out / "synchronous.jsonl"], tmp_path / "w", backend_instances=backend, negatives=False, progress=False)
+    assert off.rejected == 0 and off.claims < summary.claims
+
+
+def _runs(plan: str) -> list[int]:
+    """Lengths of the runs of one concept between bridges (the last, possibly cut, run included)."""
+    return [len(run) for run in plan.split("b")]
+
+
+def test_asynchronous_chains_keep_their_period_after_verification(ocl_build, tmp_path):
+    """Resample (the default) keeps every kept step's place in the 3-1-3-1 pattern, under heavy rejection."""
+    _, out = ocl_build
+    result = CliRunner().invoke(app, ["chains", "verify", str(out / "asynchronous.jsonl"), "--out", str(tmp_path / "v"),
+                                      "--model", "random", "--seed", "4"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "v" / "verification.json").read_text())
+    assert report["on_fail"] == "resample" and report["rejected"] > report["claims"] // 4
+    before = {row["id"]: row["plan"] for row in read_jsonl(out / "asynchronous.jsonl")}
+    after = {row["id"]: row["plan"] for row in read_jsonl(tmp_path / "v" / "asynchronous.jsonl")}
+    assert after
+    for chain_id, plan in after.items():
+        assert before[chain_id].startswith(plan)  # a prefix of the built plan: cut, never spliced
+        assert all(n == 3 for n in _runs(plan)[:-1]) and _runs(plan)[-1] <= 3
+    # drop mode, by contrast, shortens runs (the reason it is no longer the default)
+    CliRunner().invoke(app, ["chains", "verify", str(out / "asynchronous.jsonl"), "--out", str(tmp_path / "d"),
+                             "--model", "random", "--seed", "4", "--on-fail", "drop"])
+    dropped = [row["plan"] for row in read_jsonl(tmp_path / "d" / "asynchronous.jsonl")]
+    assert any(n < 3 for plan in dropped for n in _runs(plan)[:-1])

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.commands import export as export_commands
-from commonlink.eval.commono import default_out_dir
+from commonlink.eval.evaluator import default_out_dir
 
 runner = CliRunner()
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -3,6 +3,7 @@ batch invariance, resume after a kill, out-of-memory halving, bad rows, concat i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -14,6 +15,7 @@ from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import BackendError, InputError, SchemaError
 from commonlink.eval.backends import GenerationSettings, load_backend
+from commonlink.eval.backends.baselines import BaselineBackend
 from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
 from commonlink.eval.perception import evaluate_perception
 from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, common_o_question, format_choices
@@ -325,6 +327,13 @@ def test_published_schema_list_encodings(encoding, tmp_path):
     assert results["backend"] == "baseline"
 
 
+def _random_looking_at_images():
+    """The random baseline declaring that it uses images, so rows are decoded for it as for a model."""
+    backend = BaselineBackend("random")
+    backend.info = dataclasses.replace(backend.info, uses_images=True, fingerprint="baseline:random-with-images")
+    return backend
+
+
 def test_bad_rows_are_reported_and_skipped(tmp_path):
     rows = common_o_rows(6, seed=3)
     rows[1]["image_2"] = {"bytes": b"\x89PNG\r\n\x1a\n broken", "path": None}  # undecodable image
@@ -332,14 +341,17 @@ def test_bad_rows_are_reported_and_skipped(tmp_path):
     rows[4]["ground_truth_objects"] = '["not a choice"]'
     folder = write_common_o_split(tmp_path / "bad", rows)
     with pytest.raises(SchemaError, match=r"1 of the 6 rows requested cannot be read \(more than the 0 allowed; stopped at row 1\)") as info:
-        evaluate_common_o(folder, "main", "random", out_dir=tmp_path / "stopped", **FAST)  # default: at most 5% unreadable
+        evaluate_common_o(folder, "main", backend_instance=_random_looking_at_images(), out_dir=tmp_path / "stopped", **FAST)  # default: at most 5% unreadable
     assert "field 'image_2'" in str(info.value) and not (tmp_path / "stopped" / "results.json").exists()
-    results = evaluate_common_o(folder, "main", "random", out_dir=tmp_path / "out", max_unreadable_share=0.5, **FAST)
+    results = evaluate_common_o(folder, "main", backend_instance=_random_looking_at_images(), out_dir=tmp_path / "out", max_unreadable_share=0.5, **FAST)
     assert results["skipped"] == 3 and [s["row"] for s in results["skipped_rows"]] == [1, 3, 4]
     reasons = " ".join(s["reason"] for s in results["skipped_rows"])
     assert "image_2" in reasons and "choices" in reasons and "ground_truth_objects" in reasons
     assert results["dataset"]["rows_scored"] == 3
     assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == 3
+    # a baseline never decodes images, so the broken image does not keep it from scoring row 1
+    baseline = evaluate_common_o(folder, "main", "random", out_dir=tmp_path / "baseline", max_unreadable_share=0.5, report=False, **FAST)
+    assert [s["row"] for s in baseline["skipped_rows"]] == [3, 4] and baseline["dataset"]["rows_scored"] == 4
 
 
 def test_a_dataset_broken_as_a_whole_stops_early(tmp_path):

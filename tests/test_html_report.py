@@ -500,3 +500,53 @@ def test_browser_single_step_and_deduction_pages(browser, chain_run, tmp_path):
         wrong = [t["id"] for t in data["rows"] if not t["ok"]]
         _choose(browser, "f-show", "wrong")
         assert _card_ids(browser) == wrong[:25]
+
+
+# ------------------------------------------------------------------ issue 27, item 3: a shared results.json
+def _tampered_run(source: Path, dest: Path, chains: bool = False) -> Path:
+    """A copy of a run whose results.json carries markup in every field the page shows (a shared, edited file)."""
+    shutil.copytree(source, dest)
+    results = json.loads((dest / "results.json").read_text(encoding="utf-8"))
+    metrics = results["metrics"]
+    if chains:
+        for v in metrics["per_concept"].values():
+            v.update(chains=XSS, max_steps=XSS, mean_steps=XSS, mean_steps_se=XSS, deduction_success_ratio=XSS, ended={XSS: XSS})
+        metrics["per_concept"][XSS] = {"chains": XSS, "mean_steps": 1.5}
+        metrics["summary"] = {"chains": XSS, "avg_max_steps": XSS, "avg_mean_steps": XSS}
+    else:
+        metrics["overall"].update(n=XSS, accuracy=XSS, accuracy_se=XSS, hallucination_rate=XSS, parse_failure_rate=XSS)
+    results.update(bootstrap_resamples=XSS, backend=XSS, created=XSS, seed=XSS, toolkit_version=XSS,
+                   generation={"temperature": XSS, "top_p": XSS})
+    if not chains:
+        results["dataset"] = {**(results.get("dataset") or {}), "split": XSS, "revision": XSS}
+    (dest / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    return dest
+
+
+def _outside_data_block(html: str) -> str:
+    head, _, rest = html.partition('id="report-data">')
+    return head + rest.split("</script>", 1)[1]
+
+
+def test_fields_of_a_shared_results_json_are_escaped(runs, chain_run, tmp_path):
+    common_o = write_report([_tampered_run(runs["alpha"], tmp_path / "a")], tmp_path / "a.html", images="none").path
+    chains = write_report([_tampered_run(chain_run[0], tmp_path / "c", chains=True)], tmp_path / "c.html").path
+    for page in (common_o, chains):
+        html = page.read_text(encoding="utf-8")
+        assert "<img src=x" not in _outside_data_block(html) and html.count("<script") == 2
+        assert "&lt;img src=x onerror=" in html  # shown, as text
+
+
+def test_page_policy_runs_only_the_page_own_script(runs):
+    html = (runs["alpha"] / "report.html").read_text(encoding="utf-8")
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html).group(1)
+    script_src = re.search(r"script-src ([^;]*)", policy).group(1)
+    assert "'unsafe-inline'" not in script_src and "'sha256-" in script_src
+
+
+def test_browser_runs_no_markup_from_a_shared_results_json(browser, runs, chain_run, tmp_path):
+    for name, source, chains in (("a", runs["alpha"], False), ("c", chain_run[0], True)):
+        page = write_report([_tampered_run(source, tmp_path / name, chains=chains)], tmp_path / f"{name}.html", images="none").path
+        _open(browser, page)
+        assert browser.execute_script("return window.__pwned === undefined")
+        assert browser.find_elements("css selector", "#cards article.card")  # the page's own script still ran

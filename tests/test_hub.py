@@ -134,13 +134,13 @@ import time
 import pytest
 
 from commonlink.release.hub import (
-    build_card,
     card_with_version,
     check_version,
     plan_push,
     read_versions_table,
     version_key,
 )
+from commonlink.release.hub_card import published_card
 from commonlink.errors import InputError
 from tests.fixtures.hub_server import git_blob_id
 
@@ -202,7 +202,9 @@ def test_card_keeps_the_date_of_a_version_already_on_the_hub(tmp_path):
         {"version": "1.0.0", "date": "2025-12-01", "rows": "main: 6", "message": "first"},
         {"version": "1.1.0", "date": "2025-12-24", "rows": "main: 2", "message": "more"},
     ])
-    rows = read_versions_table(build_card(plan, remote).content.decode())
+    card = published_card(plan.card_text, repo_id=REPO, version=plan.version, rows_summary=plan.rows_summary(),
+                          message=plan.message, remote_card=remote)
+    rows = read_versions_table(card.content.decode())
     assert [(r["version"], r["date"]) for r in rows] == [("1.1.0", "2025-12-24"), ("1.0.0", "2025-12-01")]
     assert rows[0]["rows"] == "main: 2"
 
@@ -472,7 +474,7 @@ def _association_release(tmp_path: Path) -> Path:
         labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
         (catalog / "images" / f"{i}.png").write_bytes(tiny_png(200 + i))
         records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real",
-                                     scene_id=f"s{i}", width=8, height=8, sha256="0" * 64))
+                                     scene_id=f"s{i}", width=8, height=8, sha256=sha256_file(catalog / "images" / f"{i}.png")))
     write_catalog(catalog, records)
     runner = CliRunner()
     chains = tmp_path / "assoc-chains"
@@ -510,8 +512,14 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     assert anonymous.value.code == 401 and anonymous.value.headers["X-Error-Code"] == "RepoNotFound"
     files = hub.files_at(repo, "1.0.0")
     manifest = json.loads((out / "manifest.json").read_text())
-    for rel, info in [*manifest["files"].items(), ("manifest.json", {"size": (out / "manifest.json").stat().st_size})]:
-        if rel == "README.md":  # pushed with the Versions table added
+    # the pushed manifest is the release's, naming the repo and listing the card as pushed (repo id, Versions table)
+    pushed_manifest = json.loads(hub.store.regular_path(files["manifest.json"]["blob"]).read_text())
+    card_entry = files["README.md"]
+    assert pushed_manifest == {**manifest, "repo_id": repo, "files": {**manifest["files"], "README.md": {
+        "sha256": hashlib.sha256(hub.store.regular_path(card_entry["blob"]).read_bytes()).hexdigest(), "size": card_entry["size"]}}}
+    assert f'load_dataset("{repo}", split="main")' in hub.store.regular_path(card_entry["blob"]).read_text()
+    for rel, info in manifest["files"].items():
+        if rel == "README.md":  # pushed with the repo id and the Versions table added
             continue
         entry = files[rel]
         assert entry["size"] == info["size"]
@@ -526,6 +534,8 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     assert pushed.returncode == 0, pushed.stderr
     # the printed hint must work for a release with several configs: it names one
     assert f"datasets.load_dataset({assoc_repo!r}, 'single_step', revision='1.0.0')" in pushed.stdout
+    assoc_card = hub.store.regular_path(hub.files_at(assoc_repo, "1.0.0")["README.md"]["blob"]).read_text()
+    assert f'load_dataset("{assoc_repo}", "synchronous", split="test")' in assoc_card and "REPO_OR_FOLDER" not in assoc_card
     local = {config: [task.id for task in open_association(association, config)]
              for config in ("single_step", "deduction", "synchronous", "asynchronous")}
 

@@ -141,7 +141,19 @@ def test_impossible_counts_are_redistributed_and_reported(tmp_path):
     assert all(stats["common_objects"][str(k)] == 0 for k in range(3, 8))
     short = stats["by_source"]["synthetic"]["common_objects_short"]
     assert set(short) == {"3", "4", "5", "6", "7"}
-    assert any("3 common object(s): 0 of" in note for note in stats["notes"])
+    assert stats["common_objects_missing"] == [3, 4, 5, 6, 7]
+    assert any("3 common object(s) could not be filled: 0 of" in note and "share exactly" in note for note in stats["notes"])
+    assert any("went to the counts that could take them" in note for note in stats["notes"])
+    assert stats["baselines"]["none"] == round(15 / 45, 4)
+    # the card of a release built from it says which counts were not reached, with the floors
+    from commonlink.release.build import build_release
+
+    pairs_file = tmp_path / "pairs.jsonl"
+    write_pairs(pairs_file, rows, pairs_meta(config, [folder], stats))
+    build_release([pairs_file], tmp_path / "release", name="triples", overwrite=True, progress=False)
+    card = " ".join((tmp_path / "release" / "README.md").read_text().split())
+    assert "**Not reached in main:** no example has 3, 4, 5, 6, 7 object(s) in common (the split allows 0–7)" in card
+    assert "main: `none` 33.3%" in card
 
 
 def test_build_choices_rules():
@@ -175,8 +187,8 @@ def test_build_choices_rules():
 
 
 def test_common_distribution_default_and_options(catalogs):
-    # default none=0.1: exactly 10% with nothing in common, the rest even over 1..K (K = 3 here)
-    rows, stats = sample_pairs(list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4))
+    # the default is the paper's shares; none=0.1: exactly 10% with nothing in common, the rest even over 1..K (K = 3 here)
+    rows, stats = sample_pairs(list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4, common_distribution="none=0.1"))
     ks = Counter(0 if r["ground_truth"] == [NO_COMMON_OBJECTS] else len(r["ground_truth"]) for r in rows)
     assert ks[0] == 6 and ks[1] + ks[2] + ks[3] == 54 and max(ks[1], ks[2], ks[3]) - min(ks[1], ks[2], ks[3]) <= 2
     assert stats["common_objects"] == stats["common_objects_requested"]
@@ -184,7 +196,7 @@ def test_common_distribution_default_and_options(catalogs):
     rows, _ = sample_pairs(list(catalogs), PairsConfig(count=40, max_common=3, max_uses=6, seed=4, common_distribution="0,1,1,0"))
     assert {len(r["ground_truth"]) for r in rows} == {1, 2} and NO_COMMON_OBJECTS not in {t for r in rows for t in r["ground_truth"]}
     meta = pairs_meta(PairsConfig(count=40, max_common=3), list(catalogs), _)
-    assert meta["config"]["common_distribution"] == "none=0.1"
+    assert meta["config"]["common_distribution"] == "paper"
     for bad in ("none=2", "1,2", "sometimes", "none=x"):
         with pytest.raises(InputError, match="--common-distribution"):
             PairsConfig(count=5, max_common=3, common_distribution=bad).validate()
@@ -197,6 +209,7 @@ def test_cli_writes_pairs_and_meta_keeps_and_refuses(catalogs, tmp_path):
     assert result.exit_code == 0, result.output
     assert "Common objects per example" in result.output and "Sources" in result.output
     assert "Choices per example" in result.output and "image reuse max" in result.output
+    assert "Baselines (the floor a model must beat): `none`" in result.output
     rows = list(read_jsonl(out))
     meta = json.loads(meta_path(out).read_text())
     assert len(rows) == 30 == meta["count"]
@@ -307,8 +320,8 @@ def test_running_out_while_sampling_names_the_reasons(tmp_path):
         sample_pairs([folder], PairsConfig(count=5, choices=3, seed=0))
     text = str(info.value)
     assert "Found only 0 of 5 synthetic examples from 8 eligible synthetic images" in text
-    assert "3: only 3 synthetic object names: no room for a distractor" in text
-    assert "0: no pair of synthetic images" in text and "--choices" in text
+    assert "candidate pairs kept per k from 0: [0, 0, 0, 20, 0, 0, 0, 0]" in text  # only k = 3 exists
+    assert "leave room for a distractor up to k = 1" in text and "--choices" in text
 
 
 def test_a_catalog_path_leaving_the_catalog_is_refused_naming_its_line(tmp_path):

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.fileio import read_jsonl, write_jsonl
+from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
 from commonlink.formats.association import read_image_table
 from commonlink.formats.catalog import CatalogRecord, write_catalog
 from commonlink.formats.catalog_refs import (
@@ -49,7 +49,7 @@ def _label_catalog(folder: Path) -> None:
                 scene_id=f"s{i}",
                 width=30 + i,
                 height=20,
-                sha256="0" * 64,
+                sha256=sha256_file(folder / "images" / f"{i}.png"),  # the release checks it
             )
         )
     write_catalog(folder, records)
@@ -287,3 +287,21 @@ def test_reference_rule(tmp_path):
     assert origin_for_file(outside, table) == {"type": "file", "path": str(tmp_path / "elsewhere.png")}
     other = {"type": "file", "path": "/data/ocl/0.jpg"}  # not a catalog image: kept as it is
     assert origin_for_file(other, table) == other and CatalogResolver(table).origin(other) == other
+
+
+def test_manifest_folder_images_are_portable_too(tmp_path):
+    """A chain source's image folder with a manifest (not a catalog: no catalog.jsonl) is named relative to the
+    image table as well, and read back wherever the folder now is."""
+    folder = tmp_path / "work" / "photos"
+    (folder / "sub").mkdir(parents=True)
+    origin = {"type": "file", "path": str(folder / "sub" / "a.jpg"), "catalog": str(folder), "relative": "sub/a.jpg", "sha256": "ab"}
+    table = tmp_path / "work" / "chains" / "images.jsonl"
+    stored = origin_for_file(origin, table)
+    assert stored == {"type": "file", "path": "sub/a.jpg", "catalog": "../photos", "relative": "sub/a.jpg", "sha256": "ab"}
+    assert CatalogResolver(table).origin(stored) == origin  # the folder need not be a catalog
+    moved = tmp_path / "elsewhere" / "photos"
+    moved.mkdir(parents=True)
+    assert CatalogResolver(table, moved.parent).origin(stored)["path"] == str(moved / "sub" / "a.jpg")
+    with pytest.raises(InputError) as caught:
+        CatalogResolver(tmp_path / "other" / "chains" / "images.jsonl").origin(stored)
+    assert str(tmp_path / "other" / "photos") in caught.value.problem and "--catalog-root" in caught.value.fix

@@ -144,7 +144,10 @@ def test_manifest_hashes_every_file(tiny):
     manifest = json.loads((tiny["rel"] / "manifest.json").read_text())
     assert manifest["toolkit_version"] == __import__("commonlink").__version__
     assert manifest["kind"] == "common_o" and manifest["seed"] == 3 and manifest["version"] == "0.2.0"
-    assert manifest["splits"]["main"] == {"rows": 20, "files": ["data/main-00000-of-00001.parquet"]}
+    split = manifest["splits"]["main"]
+    assert {k: split[k] for k in ("rows", "files")} == {"rows": 20, "files": ["data/main-00000-of-00001.parquet"]}
+    # the sizes the card shows, so `release card` can render it again from the manifest
+    assert split["download_size"] == (tiny["rel"] / "data/main-00000-of-00001.parquet").stat().st_size and split["num_bytes"] > 0
     on_disk = {p.relative_to(tiny["rel"]).as_posix() for p in tiny["rel"].rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(manifest["files"]) == on_disk
     for rel, info in manifest["files"].items():

@@ -263,10 +263,14 @@ def test_association_release_decodes_and_size_checks_every_image(tmp_path):
 def test_a_killed_builds_staging_folders_are_removed_by_the_next_build(release_inputs, tmp_path):
     _, _, pairs = release_inputs
     out = tmp_path / "rel"
-    stale = [tmp_path / ".rel.building-0badf00d", tmp_path / ".rel.old-0badf00d"]
-    for folder in stale:
+    from commonlink.release.staging import STAGING_MARKER
+
+    dead = _dead_pid()
+    stale = [tmp_path / f".rel.building-{dead}-0badf00d", tmp_path / f".rel.old-{dead}-0badf00d"]
+    for folder in stale:  # as a killed build leaves them: marked with its pid and the folder's token (issue 27)
         (folder / "data").mkdir(parents=True)
         (folder / "data" / "main-00000-of-00001.parquet").write_bytes(b"x" * 1000)
+        (folder / STAGING_MARKER).write_text(json.dumps({"pid": dead, "started": "1", "token": "0badf00d"}))
     (tmp_path / ".other.building-12345678").mkdir()  # another output's: not ours to remove
     build_release([pairs], out, progress=False)
     assert not any(folder.exists() for folder in stale)
@@ -366,21 +370,24 @@ def test_release_name_with_a_yaml_document_break_gets_a_real_message(release_inp
 
 
 def test_script_tags_and_bidi_overrides_do_not_reach_the_card(release_inputs, tmp_path):
+    from tests.test_card_markup import live_markup, render_html
+
     _, _, pairs = release_inputs
     out = tmp_path / "rel"
     build_release([pairs], out, name="Set <script>alert(1)</script> \u202egnp.exe", progress=False)
     card = (out / "README.md").read_text(encoding="utf-8")
-    assert "<script" not in card.lower() and "\u202e" not in card
-    assert "&lt;script&gt;" in card
+    assert "\u202e" not in card and "<script" not in card.split("\n---\n", 1)[0]  # nor in the YAML header
+    assert live_markup(card) == [] and "&lt;script&gt;" in render_html(card)  # shown as text, never run
 
 
 def test_a_push_message_with_markup_is_neutralised_in_the_versions_table():
     from commonlink.release.hub import card_with_version
+    from tests.test_card_markup import live_markup, render_html
 
     card = "---\nlicense: mit\n---\n\n# Set\n"
     rows = [{"version": "1.0.0", "date": "2026-01-02", "rows": "main: 6", "message": "fix <script>alert(1)</script> \u202eexe"}]
     text = card_with_version(card, rows)
-    assert "<script" not in text and "\u202e" not in text and "&lt;script&gt;" in text
+    assert "\u202e" not in text and live_markup(text) == [] and "&lt;script&gt;" in render_html(text)
 
 
 def test_eval_score_refuses_duplicate_ids(tmp_path):

@@ -273,6 +273,67 @@ def test_plan_config_refuses_impossible_requests(catalog):
         PlanConfig(min_objects=8, max_objects=17).check(catalog)
     with pytest.raises(InputError, match="LOW <= HIGH"):
         PlanConfig(min_objects=5, max_objects=3).check(catalog)
+    with pytest.raises(InputError, match="--set-size 0"):
+        PlanConfig(set_size=0).check(catalog)
+    with pytest.raises(InputError, match="--set-pool 5: a set's pool must hold a whole scene"):
+        PlanConfig(set_pool=5).check(catalog)
+
+
+# --- scene sets --------------------------------------------------------------------------------------------
+
+
+def test_scenes_of_a_set_share_its_pool_and_are_independent_units(catalog):
+    from commonlink.synth.plan import scene_asset_indices
+
+    config = PlanConfig()  # sets of 4, pools of 2 x 7
+    n = len(catalog.assets)
+    scenes = [scene_asset_indices(config, n, 3, i) for i in range(40)]
+    for set_start in range(0, 40, 4):
+        group = scenes[set_start : set_start + 4]
+        assert len({len(s) for s in group}) == 1 and 3 <= len(group[0]) <= 7  # one object count a set
+        assert len(set().union(*map(set, group))) <= 14  # all from the set's pool
+        assert all(len(set(s)) == len(s) for s in group)
+    # the same scene planned alone (another shard, a resumed run) holds the same objects
+    assert scene_asset_indices(config, n, 3, 17) == scenes[17]
+    assert plan_scene(config, catalog, 3, 17).extra["set"] == 4
+    assert sorted(o.asset for o in plan_scene(config, catalog, 3, 17).objects) == sorted(catalog.assets[i].name for i in scenes[17])
+    # set_share: that share of sets are planned as sets; set_share 0 is the same as set_size 1
+    half = [scene_asset_indices(PlanConfig(set_share=0.5), n, 3, i) for i in range(400)]
+    pooled = sum(len(set().union(*map(set, half[s : s + 4]))) <= 14 and len({len(x) for x in half[s : s + 4]}) == 1
+                 for s in range(0, 400, 4))
+    assert 35 <= pooled <= 75  # ~50 sets of 100 pooled (an independent set passes by chance rarely)
+    assert [scene_asset_indices(PlanConfig(set_share=0.0), n, 3, i) for i in range(8)] == \
+        [scene_asset_indices(PlanConfig(set_size=1), n, 3, i) for i in range(8)]
+    with pytest.raises(InputError, match="--set-share 2"):
+        PlanConfig(set_share=2).check(catalog)
+    # set_size 1: scenes draw on their own, as before sets
+    alone = [scene_asset_indices(PlanConfig(set_size=1), n, 3, i) for i in range(40)]
+    assert len(set().union(*map(set, alone[:4]))) > 14 or len({len(s) for s in alone[:4]}) > 1
+
+
+def test_demo_scale_plans_reach_many_common_object_counts(catalog):
+    from commonlink.synth.plan import common_object_histogram
+
+    n = len(catalog.assets)
+    main = common_object_histogram(PlanConfig(min_objects=3, max_objects=7), n, 0, 24)
+    challenge = common_object_histogram(PlanConfig(min_objects=8, max_objects=16), n, 0, 16)
+    assert sum(1 for c in main if c) >= 6 and sum(1 for c in challenge if c) >= 8
+    independent = common_object_histogram(PlanConfig(min_objects=3, max_objects=7, set_size=1), n, 0, 24)
+    assert max(k for k, c in enumerate(independent) if c) <= 3  # why sets: independent scenes rarely share more
+
+
+@pytest.mark.slow
+def test_paper_scale_plan_reaches_every_common_object_count(catalog):
+    """Issue 23: planned (not rendered) at the paper's size, 10,586 main and 12,600 challenge rows, with two
+    images a row and each image used about once (scenes = 2 x rows / 4 views), every k of each split occurs."""
+    from commonlink.synth.plan import common_object_histogram
+
+    n = len(catalog.assets)
+    for (lo, hi), rows in (((3, 7), 10_586), ((8, 16), 12_600)):
+        scenes = math.ceil(2 * rows / 4)
+        histogram = common_object_histogram(PlanConfig(min_objects=lo, max_objects=hi), n, 0, scenes)
+        assert all(count > 0 for count in histogram), (lo, hi, histogram)
+        assert histogram[hi] >= 20  # scene pairs with every object in common: 4 x 4 view pairs each
 
 
 # --- visibility --------------------------------------------------------------------------------------------

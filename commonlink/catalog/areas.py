@@ -95,7 +95,7 @@ def mask_area_fractions(mask: np.ndarray, id_to_name: dict[int, str]) -> dict[st
 
 def read_instance_mask(path: Path) -> np.ndarray:
     """An instance-id mask image as a 2-D integer array (8/16-bit grey, or RGB packed as 0xRRGGBB)."""
-    img = open_image(path, what=f"mask {path}")
+    img = open_image(path, what=f"mask {path}", keep_depth=True)
     if img.mode in ("RGB", "RGBA"):
         rgb = np.asarray(img.convert("RGB"), dtype=np.uint32)
         return (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]

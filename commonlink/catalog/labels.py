@@ -21,6 +21,7 @@ from pathlib import Path
 
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import read_jsonl_numbered
+from commonlink.formats.catalog import label_problem
 
 #: Columns with a meaning; any other column is kept in :attr:`ManifestEntry.extra`.
 KNOWN_COLUMNS = ("file", "objects", "scene", "background", "view")
@@ -92,6 +93,7 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
         header = [h.strip().lower() if h else "" for h in (reader.fieldnames or [])]
         if not header:
             raise SchemaError(f"{path}: the manifest is empty.", "Write a header line `file,objects` and one line per photo.")
+        _refuse_duplicates(path, header, reader.fieldnames or [], lineno=1)
         missing = [c for c in ("file", "objects") if c not in header]
         if missing:
             raise SchemaError(
@@ -118,7 +120,9 @@ def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
     fix = ('Write one JSON object a line (JSON lines, not one JSON array), e.g. '
            '{"file": "a.jpg", "objects": ["apple", "keys"]}.')
     for lineno, row in read_jsonl_numbered(path, fix=fix):
-        row = {str(k).strip().lower(): v for k, v in row.items()}
+        keys = [str(k).strip().lower() for k in row]
+        _refuse_duplicates(path, keys, list(row), lineno=lineno)
+        row = dict(zip(keys, row.values()))
         raw_objects = row.get("objects")
         if raw_objects is None:
             objects: list[str] = []
@@ -135,11 +139,30 @@ def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
     return entries
 
 
+def _refuse_duplicates(path: Path, names: list[str], written: list, *, lineno: int) -> None:
+    """Two columns (keys) with one name (compared stripped and case-folded) would let one silently replace the
+    other's values: refused, naming the column and where it appears."""
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names):
+        if not name:
+            continue  # unnamed columns (trailing commas) carry nothing
+        if name in seen:
+            first = seen[name]
+            raise SchemaError(
+                f"{path}, line {lineno}: the column {name!r} appears twice ({written[first]!r} at position {first + 1} and "
+                f"{written[position]!r} at position {position + 1}); one would silently replace the other's values.",
+                f"Keep one {name!r} column: merge the two (object names separated by ';') or rename the other.",
+            )
+        seen[name] = position
+
+
 def _entry_from_mapping(row: dict, *, path: Path, lineno: int, objects: list[str]) -> ManifestEntry:
     file = _optional_text(row.get("file"))
     if file is None:
         raise SchemaError(f"{path}, line {lineno}: no file name.", "Give every line the photo's path relative to the photos folder.")
     extra = {k: v for k, v in row.items() if k not in KNOWN_COLUMNS and k and v not in (None, "")}
+    _refuse_unfit_labels(path, lineno, [("file", file), *(("objects", o) for o in objects),
+                                        *((key, str(row[key])) for key in ("scene", "background", "view") if row.get(key) is not None)])
     return ManifestEntry(
         file=file.replace("\\", "/"),
         objects=objects,
@@ -149,3 +172,13 @@ def _entry_from_mapping(row: dict, *, path: Path, lineno: int, objects: list[str
         line=lineno,
         extra=extra,
     )
+
+
+def _refuse_unfit_labels(path: Path, lineno: int, values: list[tuple[str, str]]) -> None:
+    """Labels end up on one line of a card, a prompt, a table: a line break or control character in one would
+    break that line (or forge another), so the manifest line holding it is refused."""
+    for key, value in values:
+        problem = label_problem(value)
+        if problem:
+            raise SchemaError(f"{path}, line {lineno}: {key} {value!r} holds {problem}.",
+                              "Write each name on one line, without control characters (check for a quoted field that spans lines).")

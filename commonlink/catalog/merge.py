@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
     make_temp_beside,
+    naming_path,
     remove_stale_temp_files,
     safe_join,
     sha256_file,
@@ -39,6 +40,7 @@ from commonlink.formats.catalog import (
     catalog_file,
     catalog_lock,
     iter_catalog,
+    record_label_problem,
     write_catalog,
 )
 from commonlink.progress import track
@@ -154,6 +156,8 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
     for src in sources:
         for lineno, record in enumerate(iter_catalog(src), start=1):
             origin = f"{src}, line {lineno}"
+            if problem := record_label_problem(record):  # would break the line of a card or prompt it is shown on
+                raise SchemaError(f"{origin}: {problem}.", "Fix that label in the catalog (one line, no control characters), then merge again.")
             same = by_id.get(record.id) or by_sha.get(record.sha256)
             if same is not None:
                 other, other_origin = same
@@ -237,7 +241,7 @@ def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: Mer
     try:
         actual: str | None = None
         if link == "copy":
-            actual = _copy_hashing(item.source_image, tmp)
+            actual = _copy_hashing(item.source_image, tmp, name=dest)
         else:
             tmp.unlink()
             if link == "hardlink":
@@ -246,7 +250,7 @@ def _transfer(item: _Planned, out: Path, *, link: str, verify: bool, report: Mer
                 except OSError as exc:
                     if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
                         raise
-                    actual = _copy_hashing(item.source_image, tmp)  # other file system: copy instead
+                    actual = _copy_hashing(item.source_image, tmp, name=dest)  # other file system: copy instead
                     report.fell_back_to_copy += 1
             else:
                 os.symlink(item.source_image.resolve(), tmp)
@@ -273,7 +277,7 @@ def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
     fd, tmp_name = make_temp_beside(dest)
     os.close(fd)
     try:
-        _copy_hashing(src, Path(tmp_name))
+        _copy_hashing(src, Path(tmp_name), name=dest)
         os.replace(tmp_name, dest)
         report.sidecars_written += 1
     finally:
@@ -281,14 +285,18 @@ def _copy_sidecar(src: Path, dest: Path, report: MergeReport) -> None:
             os.unlink(tmp_name)
 
 
-def _copy_hashing(src: Path, dest: Path) -> str:
-    """Copy ``src`` to ``dest`` (fsynced) and return the sha256 of the bytes copied."""
+def _copy_hashing(src: Path, dest: Path, *, name: Path) -> str:
+    """Copy ``src`` to ``dest`` (fsynced) and return the sha256 of the bytes copied; a write error that names no
+    file (a full disk) is raised naming ``name`` (the file being made)."""
     digest = hashlib.sha256()
     with open(src, "rb") as fin, open(dest, "wb") as fout:
-        while chunk := fin.read(1 << 20):
-            digest.update(chunk)
-            fout.write(chunk)
-        fout.flush()
-        os.fsync(fout.fileno())
+        try:
+            while chunk := fin.read(1 << 20):
+                digest.update(chunk)
+                fout.write(chunk)
+            fout.flush()
+            os.fsync(fout.fileno())
+        except OSError as exc:
+            raise naming_path(exc, name) from exc
     shutil.copymode(src, dest)
     return digest.hexdigest()

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from commonlink.errors import InputError, SchemaError
+from commonlink.formats.catalog import label_problem
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -81,6 +82,8 @@ class Vocabulary:
         canonical = normalise_name(name)
         if not canonical:
             raise SchemaError("empty object name.", "Remove the empty name.")
+        if problem := label_problem(canonical):
+            raise SchemaError(f"object name {canonical!r} holds {problem}.", "Write each name without control characters.")
         existing = self._lookup.get(canonical)
         if existing is not None and existing != canonical:
             raise SchemaError(
@@ -93,6 +96,8 @@ class Vocabulary:
 
     def add_alias(self, alias: str, canonical: str) -> None:
         key = normalise_name(alias)
+        if problem := label_problem(key):
+            raise SchemaError(f"synonym {key!r} holds {problem}.", "Write each synonym without control characters.")
         target = self.add(canonical) if normalise_name(canonical) not in self._names else normalise_name(canonical)
         existing = self._lookup.get(key)
         if existing is not None and existing != target:

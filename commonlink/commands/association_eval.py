@@ -1,4 +1,4 @@
-"""``commonlink eval association``: thin CLI over :func:`commonlink.eval.association.evaluate_association`."""
+"""``commonlink eval association``: thin CLI over :class:`commonlink.eval.association.AssociationTask` and the evaluator."""
 
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ from commonlink.commands.eval import (
     generation_settings,
     print_fresh_report,
     run_backend,
-    run_folder_lock,
+    run_task,
 )
 from commonlink.errors import InputError
-from commonlink.eval.association import AssociationSettings, evaluate_association
-from commonlink.eval.commono import default_out_dir
+from commonlink.eval.association import AssociationSettings, AssociationTask
+from commonlink.eval.evaluator import RunOptions, default_out_dir
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
 
@@ -46,6 +46,8 @@ def association(
     chainm_window: int = typer.Option(5, "--chainm-window", min=0, help="ChainM: subchains kept (the authors' harness: 5; 0 = all, as the paper words it)."),
     max_steps: int = typer.Option(500, "--max-steps", min=1, help="A chain stops after this many correct scored steps."),
     no_deduction: bool = typer.Option(False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."),
+    strategy: str = typer.Option("normal", "--strategy", help="Prompt strategy (Labyrinth §4.3): normal, comknow (concept knowledge in front), one-shot (a worked example in words), cot (that example with reasoning; answer on a last 'Answer:' line)."),
+    deduction_rule: str = typer.Option("all-shared", "--deduction-rule", help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones)."),
     out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
     revision: str = REVISION,
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (chains advance in lockstep; one step of every active chain is one batch)."),
@@ -73,15 +75,16 @@ def association(
     if moe and len(model) < 2:
         raise InputError("--moe needs at least two --model options.", "e.g. --model A --model B --model C --moe")
     settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction,
-                                   chainm_window=chainm_window)
+                                   chainm_window=chainm_window, deduction_rule=deduction_rule, strategy=strategy)
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    with run_folder_lock(out, None):
-        evaluate_association(data, config, model, backend, out, settings=settings, generation=generation, revision=revision,
-                             batch_size=batch_size, limit=limit, group_size=group_size, backend_options=options, seed=seed, n_boot=bootstrap,
-                             show_progress=not quiet, report=not no_report, catalog_root=catalog_root)
+    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size, catalog_root=catalog_root)
+    run_task(task, out, RunOptions(
+        models=model, backend=backend, out_dir=out, settings=generation, batch_size=batch_size, limit=limit,
+        backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report,
+    ))
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)

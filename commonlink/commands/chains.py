@@ -24,7 +24,7 @@ from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.refine.review import export_review
-from commonlink.refine.verify import ON_FAIL, verify_tasks
+from commonlink.refine.verify import ON_FAIL, UNDECIDED, verify_tasks
 from commonlink.sampling.chain_sources import detect_source_type, read_source
 from commonlink.sampling.chains import (
     NEGATIVE_MODES,
@@ -61,7 +61,7 @@ def chains(
     labels_field: str = typer.Option("objects", "--labels-field", help="Catalog: record field holding the labels (objects, or a list field kept in the record)."),
     image_column: str = typer.Option("image", "--image-column", help="HF dataset: the Image column."),
     labels_column: str = typer.Option("labels", "--labels-column", help="HF dataset: the label or label-list column (ClassLabel ids decoded to names)."),
-    name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are unnamed."),
+    name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named by their labels ('the image with a red circle')."),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
     manifest: Path | None = typer.Option(None, "--manifest", "-m", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
@@ -163,10 +163,12 @@ def chains(
 def verify(
     tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for the verified chain files, verification.json and verification.md."),
-    model: str | None = typer.Option(None, "--model", help="Model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification)."),
-    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai."),
-    decisions: list[Path] = typer.Option(None, "--decisions", help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the model."),
-    on_fail: str = typer.Option("drop", "--on-fail", help=f"{' or '.join(ON_FAIL)}: a chain step whose positive is rejected is dropped, or its positive redrawn from the images verified for its concept."),
+    model: list[str] = typer.Option(None, "--model", help="Verifier model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification). Repeat for a fallback: the next model is asked only where the ones before could not decide (paper: Gemini-1.5-Flash, then GPT4-V)."),
+    backend: list[str] = typer.Option(["transformers"], "--backend", help="transformers | vllm | openai: one for every --model, or one per --model in the same order."),
+    decisions: list[Path] = typer.Option(None, "--decisions", help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the models."),
+    on_fail: str = typer.Option("resample", "--on-fail", help=f"{' or '.join(ON_FAIL)}: resample redraws a rejected positive (or negative) from verified images, keeping each chain's period (an asynchronous chain is cut where nothing fits); drop removes the step (asynchronous runs get shorter)."),
+    undecided: str = typer.Option("keep", "--undecided", help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. Reported apart from rejections either way."),
+    negatives: bool = typer.Option(True, "--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."),
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
     max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
     seed: int = SEED,
@@ -176,18 +178,26 @@ def verify(
     concurrency: int = CONCURRENCY,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
-    """Verify association task files (paper §4.2): drop the steps whose positive does not show its concept.
+    """Verify association task files (paper §4.2, App. A.1): correct labels the verifiers reject, then repair the tasks.
 
-    Each distinct (image, concept) claim is asked once (answers cached in OUT; rerun to resume). Rejected
-    labels leave the image table; rejected chain steps are dropped (later steps follow on from the last kept
-    image); tasks with a rejected image are dropped. Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
+    Each distinct (image, concept) claim is asked once per model (answers cached in OUT; rerun to resume); a later
+    --model is asked only where the earlier ones were undecided. Rejected labels are corrected in the image table;
+    chain steps relying on them are repaired (--on-fail); tasks with a rejected image are dropped.
+    Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
     """
     generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency) if model else None
-    summary = verify_tasks([str(t) for t in tasks], out, model=model, backend=backend, backend_options=options,
+    models = list(model or [])
+    backends = backend[0] if len(backend) == 1 else list(backend)
+    options = [backend_options(b, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
+               for b in ([backends] * len(models) if isinstance(backends, str) else backends)] if models else None
+    summary = verify_tasks([str(t) for t in tasks], out, models=models, backend=backends, backend_options=options,
                            decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
-                           on_fail=on_fail, progress=stdout_is_terminal(), catalog_root=catalog_root)
+                           on_fail=on_fail, undecided=undecided, negatives=negatives, progress=stdout_is_terminal(),
+                           catalog_root=catalog_root)
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
+    if summary.undecided:
+        console.print(f"[yellow]Note:[/] {summary.undecided:,} claims no verifier could decide were "
+                      f"{'kept as labelled' if undecided == 'keep' else 'rejected'} (--undecided); add a --model to ask them again.")
     console.print(f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop).")
     console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
 

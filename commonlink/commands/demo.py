@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from commonlink.commands._common import QUIET, console, reports_errors
 from commonlink.commands.eval import report_line
-from commonlink.demo import run_demo
+from commonlink.demo import k_spread_lines, run_demo
 from commonlink.errors import InputError
 from commonlink.eval.report.tables import render_markdown_table
 
@@ -31,9 +32,14 @@ def demo(
     except ValueError:
         raise InputError(f"--resolution {resolution!r} is not WIDTHxHEIGHT.", "e.g. --resolution 384x384.") from None
     result = run_demo(out, seed=seed, scale=scale, resolution=(width, height), workers=workers, progress=not quiet,
-                      log=lambda msg: console.print(f"[bold cyan]{msg}[/]", highlight=False, soft_wrap=True))
+                      log=lambda msg: console.print(f"[bold cyan]{escape(msg)}[/]", highlight=False, soft_wrap=True))
     console.print()
     console.print(render_markdown_table(result.results), highlight=False, markup=False, soft_wrap=True)
+    console.print()
+    console.print("[bold]Common objects per example (k spread) and floors[/]")
+    for split, stats in result.pair_stats.items():
+        for line in k_spread_lines(split, stats):
+            console.print(escape(line), highlight=False, soft_wrap=True)
     console.print()
     console.print("[bold]Where everything went[/]")
     for split, path in result.catalogs.items():

@@ -11,17 +11,18 @@ from commonlink.commands._common import CATALOG_ROOT_HELP, console, parse_range,
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
-from commonlink.eval.commono import (
-    default_out_dir,
-    evaluate_common_o,
-    score_predictions,
+from commonlink.eval.commono import CommonOTask, score_predictions
+from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
+from commonlink.eval.perception import PerceptionTask
+from commonlink.eval.report.html import REPORT_FILENAME, write_report
+from commonlink.eval.report.tables import (
+    leaderboard,
+    load_results,
+    render_markdown_table,
 )
-from commonlink.eval.perception import evaluate_perception
-from commonlink.eval.report.tables import leaderboard, load_results, render_markdown_table
+from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
-from commonlink.eval.report.html import REPORT_FILENAME
-from commonlink.eval.report.html import write_report
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 
@@ -107,9 +108,19 @@ NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (t
 OVERWRITE = typer.Option(False, "--overwrite", help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.")
 
 
-def run_folder_lock(out: Path, shard: str | None):
+def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
     """One process per run folder and shard: a second one writing the same results files is refused."""
-    return output_lock(Path(out) / f"results{shard_suffix(parse_shard(shard))}.json", what="commonlink eval")
+    return output_lock(Path(out) / f"results{shard_suffix(shard)}.json", what="commonlink eval")
+
+
+def run_task(task: Task, out: Path, options: RunOptions) -> dict:
+    """Run ``task`` with the evaluator (:func:`commonlink.eval.evaluator.evaluate`), holding the run folder's lock."""
+    with run_folder_lock(out, options.shard):
+        return evaluate(task, options)
+
+
+def parse_rows(rows: str | None) -> tuple[int, int] | None:
+    return parse_range(rows, option="--rows") if rows else None
 
 
 @reports_errors
@@ -124,7 +135,7 @@ def commono(
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
     rows: str = ROWS,
     shard: str = SHARD,
-    max_new_tokens: int = typer.Option(1024, "--max-new-tokens", help="Generation length cap (reasoning models need room)."),
+    max_new_tokens: int = typer.Option(GenerationSettings.max_new_tokens, "--max-new-tokens", help="Generation length cap (reasoning models need room)."),
     temperature: float = TEMPERATURE,
     top_p: float = TOP_P,
     seed: int = SEED,
@@ -138,7 +149,7 @@ def commono(
     backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     concurrency: int = CONCURRENCY,
-    similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analysis (character n-grams unless --similarity-model)."),
+    similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analyses: common-object similarity vs accuracy (Table 6) and hallucination by distractor similarity (§4.2); character trigrams unless --similarity-model."),
     similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
@@ -149,16 +160,14 @@ def commono(
 
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend)
+    task = CommonOTask(data, split, revision=revision, concat_images=concat_images, image_protocol=image_protocol, question=question,
+                       similarity=similarity, similarity_model=similarity_model)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    with run_folder_lock(out, shard):
-        results = evaluate_common_o(
-            data, split, model, backend, out, revision=revision, settings=settings,
-            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
-            concat_images=concat_images, backend_options=options, seed=seed, n_boot=bootstrap,
-            similarity=similarity, similarity_model=similarity_model, show_progress=not quiet, report=not no_report,
-            image_protocol=image_protocol, question=question, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
-        )
+    results = run_task(task, out, RunOptions(
+        models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
+        shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
+    ))
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -174,7 +183,7 @@ def perception(
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."),
     rows: str = ROWS,
     shard: str = SHARD,
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
+    max_new_tokens: int = typer.Option(GenerationSettings.max_new_tokens, "--max-new-tokens", help="Generation length cap (as for commono: reasoning models need room)."),
     temperature: float = TEMPERATURE,
     top_p: float = TOP_P,
     seed: int = SEED,
@@ -194,15 +203,13 @@ def perception(
 
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend, task="perception")
+    task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    with run_folder_lock(out, shard):
-        results = evaluate_perception(
-            data, split, model, backend, out, revision=revision, settings=settings,
-            batch_size=batch_size, limit=limit, rows=parse_range(rows, option="--rows") if rows else None, shard=parse_shard(shard),
-            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet,
-            image_protocol=image_protocol, yes_no_hint=yes_no_hint, overwrite=overwrite,
-        )
+    results = run_task(task, out, RunOptions(
+        models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
+        shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, overwrite=overwrite,
+    ))
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -218,7 +225,7 @@ def score(
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
 
-    with run_folder_lock(out, None) if out is not None else contextlib.nullcontext():
+    with run_folder_lock(out) if out is not None else contextlib.nullcontext():
         results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
 

@@ -17,6 +17,7 @@ from commonlink.commands._common import (
 from commonlink.formats.release import read_release_manifest
 from commonlink.redact import redact_text, redact_url
 from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release, resolve_endpoint
+from commonlink.release.pull import pull_release
 
 
 def _size(n: int) -> str:
@@ -59,13 +60,18 @@ def push(
     message: str | None = typer.Option(None, "--message", "-m", help="What changed; goes in the commit title, the tag and the card's Versions table."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the files, sizes, commit and tag, and stop (no network call)."),
     force: bool = typer.Option(False, "--force", help="Move an existing version tag to the new content (with a warning)."),
+    move_main: bool = typer.Option(False, "--move-main", help="Put this version on main even when main holds a higher one (by default an older version is only tagged)."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse to push while the card still marks datasheet questions as unanswered (default: warn)."),
 ) -> None:
     """Publish a release folder as a version of a Hub dataset repo.
 
     Uploads shards, card, figures and manifest in one commit (only what differs from the Hub, checked by hash),
     removes shards of the release's splits that the new version replaces, tags the commit with the version and adds
-    the version to the card's Versions table. The token comes from HF_TOKEN or `hf auth login` and is checked
-    before anything is uploaded. An interrupted push is finished by running the same command again.
+    the version to the card's Versions table; the card's usage examples name the repo. main always holds the highest
+    version: an older version is only tagged (--move-main puts it on main on purpose). The release folder is locked
+    for the whole push (a rebuild waits) and every file is checked against the manifest as it is committed. The
+    token comes from HF_TOKEN or `hf auth login` and is checked before anything is uploaded. An interrupted push is
+    finished by running the same command again.
     """
     if dry_run:
         plan = plan_push(release_dir, repo, version, message=message, progress=stdout_is_terminal())
@@ -73,7 +79,7 @@ def push(
         return
     result = push_release(
         release_dir, repo, version, private=private, endpoint=endpoint, message=message, force=force,
-        progress=stdout_is_terminal(),
+        progress=stdout_is_terminal(), move_main=move_main, strict=strict,
     )
     for note in result.notes:
         err_console.print(f"[bold yellow]Warning:[/] {escape(note)}", highlight=False, soft_wrap=True)
@@ -82,8 +88,9 @@ def push(
         return
     if result.repo_created:
         console.print(f"Created dataset repo {redact_text(str(result.url))}", highlight=False)
+    where = "main" if result.main_moved else "tag only; main keeps the highest version"
     console.print(
-        f"Pushed {repo} version {version}: commit {result.commit[:12]}, tag {version}; "
+        f"Pushed {repo} version {version}: commit {result.commit[:12]} ({where}), tag {version}; "
         f"{len(result.uploaded)} file(s) sent, {len(result.unchanged)} already there, {len(result.deleted)} removed.\n"
         f"Load it with: datasets.load_dataset({repo!r}, {_config_argument(release_dir)}revision={version!r})",
         highlight=False,
@@ -97,6 +104,22 @@ def _config_argument(release_dir: Path) -> str:
     manifest = read_release_manifest(release_dir)
     configs = [name for name in manifest.get("configs") or {} if name != "images"]
     return f"{configs[0]!r}, " if manifest.get("kind") == "association" and configs else ""
+
+
+@reports_errors
+def pull(
+    repo: str = typer.Argument(..., help="Dataset repo on the Hub, ORG/NAME."),
+    version: str = typer.Option(..., "--version", help="Version X.Y.Z to download (a tag of the repo)."),
+    out: Path = typer.Option(..., "--out", "-o", help="New or empty folder to write the release into."),
+    endpoint: str | None = typer.Option(None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."),
+) -> None:
+    """Download one published version into a folder and verify every file against the version's manifest (sha256
+    and size); nothing is kept when a file does not match."""
+    result = pull_release(repo, version, out, endpoint=endpoint, progress=stdout_is_terminal())
+    for note in result.notes:
+        err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    console.print(f"Downloaded {repo} version {version} into {result.out_dir}: {result.files} files ({_size(result.total_bytes)}), "
+                  "every one matching the version's manifest.", highlight=False, soft_wrap=True)
 
 
 @reports_errors

@@ -17,6 +17,7 @@ from commonlink.catalog.ingest import (
 )
 from commonlink.commands._common import console, reports_errors, stdout_is_terminal
 from commonlink.constants import DEFAULT_MIN_PIXELS
+from commonlink.errors import InputError
 
 _SHOWN_ROWS = 50  # longer lists are in ingest_report.json
 
@@ -62,6 +63,14 @@ def ingest(
         progress=stdout_is_terminal(),
     )
     print_ingest_report(report)
+    counts = report.counts()
+    if report.refused and not (counts["added"] or counts["updated"] or counts["unchanged"]):
+        # every listed photo was refused: a script must not go on with an empty (or unchanged) catalog
+        raise InputError(
+            f"no photo was ingested: all {counts['refused']} photo(s) the manifest lists were refused (reasons above and in "
+            f"{Path(report.catalog_dir) / REPORT_FILENAME}).",
+            "Fix the refused photos or their labels (or lower --min-pixels), then run again.",
+        )
     if strict and report.refused:
         raise typer.Exit(2)
 

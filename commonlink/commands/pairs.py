@@ -26,7 +26,7 @@ def pairs(
     count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
     objects: str | None = typer.Option(None, "--objects", help="Eligible images show LOW-HIGH objects (default 3-7 for main, 8-16 for challenge)."),
     max_common: int | None = typer.Option(None, "--max-common", help="Common-object counts range over 0..K (default K = the upper --objects bound)."),
-    common_distribution: str = typer.Option("none=0.1", "--common-distribution", help="How counts 0..K are spread: none=P (share P with nothing in common, the rest even; default none=0.1), uniform, or weights w0,w1,...,wK."),
+    common_distribution: str = typer.Option("paper", "--common-distribution", help="How counts 0..K are spread: paper (the default: the shares of the paper's own examples, none 8.7%; see docs/sampling.md), none=P (share P with nothing in common, the rest even), uniform, or weights w0,w1,...,wK."),
     choices: int = typer.Option(8, "--choices", help="Lettered choices per example (8 as in the paper); k + 2 when the k common objects leave no room for a distractor."),
     max_uses: int | None = typer.Option(None, "--max-uses", help="Most examples one image may appear in (default: 3x the average the request needs, at least 3)."),
     real_fraction: float | None = typer.Option(None, "--real-fraction", help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources are present, else the one source)."),
@@ -99,5 +99,12 @@ def print_stats(stats: dict) -> None:
     )
     per_choice = ", ".join(f"{n:,} with {c}" for c, n in stats["choices_per_example"].items())
     console.print(f"Choices per example: {per_choice}; image reuse max {stats['image_uses_max']}.", highlight=False)
+    floors = stats["baselines"]
+    console.print(f"Baselines (the floor a model must beat): `none` {floors['none']:.1%}, `random` {floors['random']:.1%} "
+                  "expected accuracy.", highlight=False, markup=False)
+    if stats["common_objects_missing"]:
+        console.print(f"[bold red]NOT REACHED:[/] no example has {', '.join(map(str, stats['common_objects_missing']))} "
+                      f"object(s) in common (allowed 0-{stats['max_common']}); their share went to the other counts (notes below).",
+                      highlight=False, soft_wrap=True)
     for note in stats["notes"]:
         console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)

@@ -17,9 +17,17 @@ from commonlink.commands._common import (
     reports_errors,
     shows_progress,
 )
+from commonlink.errors import InputError
+from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
-from commonlink.formats.release import DEFAULT_LICENSE, DEFAULT_VERSION
+from commonlink.formats.release import CARD_FILENAME, DEFAULT_LICENSE, DEFAULT_VERSION
 from commonlink.release.build import ReleaseOptions, build_release
+from commonlink.release.card_info import (
+    card_info_template,
+    read_card_info,
+    unanswered_questions,
+)
+from commonlink.release.card_rebuild import rebuild_card
 from commonlink.release.shards import parse_size
 
 
@@ -34,6 +42,7 @@ def build(
     license: str = typer.Option(DEFAULT_LICENSE, "--license", help="Hub license id for the card, e.g. cc-by-4.0, mit (default: the Common-O paper's license)."),
     max_shard_size: str = typer.Option("500MB", "--max-shard-size", help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a different release already in --out."),
+    card_info: Path | None = typer.Option(None, "--card-info", help="YAML file answering the datasheet questions the build cannot answer (start from `commonlink release card-info --template`)."),
     quiet: bool = QUIET,
     progress: bool | None = OLD_PROGRESS,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
@@ -43,8 +52,9 @@ def build(
 
     The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.loaders.common_o.load_common_o`.
     """
+    answers = tuple(read_card_info(card_info).items()) if card_info is not None else ()
     options = ReleaseOptions(name=name, version=version, license=license, max_shard_bytes=parse_size(max_shard_size),
-                             overwrite=overwrite, progress=shows_progress(quiet, progress), catalog_root=catalog_root)
+                             overwrite=overwrite, progress=shows_progress(quiet, progress), catalog_root=catalog_root, card_info=answers)
     result = build_release(inputs, out, options)
     table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")
     table.add_column("split / config")
@@ -58,3 +68,46 @@ def build(
         console.print(f"Figures: {', '.join(result.figures.values())}")
     for note in result.notes:
         err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)
+    _report_unanswered(unanswered_questions((Path(result.out_dir) / CARD_FILENAME).read_text(encoding="utf-8")))
+
+
+def _report_unanswered(keys: list[str]) -> None:
+    if keys:
+        err_console.print(
+            f"[yellow]Note:[/] the card still marks {len(keys)} datasheet question(s) as unanswered ({', '.join(keys)}). "
+            "Answer them in a card-info file (`commonlink release card-info --template --out card-info.yaml`), then "
+            "`commonlink release card DIR --card-info card-info.yaml`; `release push` warns (refuses with --strict) until then.",
+            highlight=False, soft_wrap=True,
+        )
+
+
+@reports_errors
+def card_info(
+    template: bool = typer.Option(False, "--template", help="Write the template: one key per question the build cannot answer, the question as a comment."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: print it)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+) -> None:
+    """The card-info file: the publisher's answers to the datasheet questions a build cannot answer from the data
+    (creators and funding, sensitive data, collection process and review, consent, restrictions, maintainers)."""
+    if not template:
+        raise InputError("Nothing to do: `release card-info` writes the template.", "Run `commonlink release card-info --template --out card-info.yaml`.")
+    text = card_info_template()
+    if out is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return
+    if out.exists() and not overwrite:
+        raise InputError(f"{out} exists; it may hold answers already.", "Pick another --out, or pass --overwrite to replace it.")
+    atomic_write_text(out, text)
+    console.print(f"Wrote {out}: fill in the answers, then `commonlink release build ... --card-info {out}`.", highlight=False)
+
+
+@reports_errors
+def card(
+    release_dir: Path = typer.Argument(..., help="Release folder written by `commonlink release build`."),
+    card_info: Path = typer.Option(..., "--card-info", help="YAML file with the publisher's answers (`commonlink release card-info --template`)."),
+) -> None:
+    """Rewrite a built release's card with new card info, keeping its manifest true (no hand edits: a card that
+    differs from the manifest is refused by `release push`). Shards and figures are not touched."""
+    left = rebuild_card(release_dir, read_card_info(card_info))
+    console.print(f"Rewrote the card of {release_dir} and updated its manifest.", highlight=False)
+    _report_unanswered(left)

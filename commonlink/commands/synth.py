@@ -47,6 +47,9 @@ def synth(
     area_band: str = typer.Option("0.02-0.22", "--area-band", help="Object area band, LOW-HIGH fractions of the image (Common-O: 2-22%), or 'off' for no area gate."),
     min_in_band: float | None = typer.Option(None, "--min-in-band", help="Re-sample a scene when fewer than this share of its (object, view) pairs fall in --area-band (default 0.8 for scenes of up to 7 objects, 0.55 for more)."),
     max_yaw: float = typer.Option(15.0, "--max-yaw", help="Objects' random yaw, +- degrees (slight by default; 180 = any direction)."),
+    set_size: int = typer.Option(4, "--set-size", help="Scenes planned as one set from one object pool (pairs within a set share 0..N objects; 1: independent scenes)."),
+    set_pool: int | None = typer.Option(None, "--set-pool", help="Objects in a set's pool (default: twice the upper --objects bound)."),
+    set_share: float = typer.Option(1.0, "--set-share", help="Share of sets planned as sets (the rest: independent scenes); scales the within-set pairs, which share the most objects."),
     shadows: bool = typer.Option(False, "--shadows", help="Offline: shadow-mapped sunlight (about 2.5x slower) instead of soft contact shadows."),
     shard: str | None = typer.Option(None, "--shard", help="Render only part I/N of the scenes (0 <= I < N), e.g. $SLURM_ARRAY_TASK_ID/8."),
     workers: int = typer.Option(1, "--workers", help="Local render processes."),
@@ -72,6 +75,7 @@ def synth(
         assets=str(assets) if assets is not None else None, min_visible_pixels=min_visible_pixels,
         max_hidden_share=max_hidden, max_attempts=max_attempts, unrealcv_host=host, unrealcv_port=port, shadows=shadows,
         area_band=_parse_band(area_band), min_in_band=min_in_band, max_yaw=max_yaw,
+        set_size=set_size, set_pool=set_pool, set_share=set_share,
     )
     part = parse_shard(shard) or (0, 1)
     # One run per output (per shard when sharded: shards of one folder run side by side).

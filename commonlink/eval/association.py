@@ -1,4 +1,6 @@
-"""The association protocol (Labyrinth of Links §3–5, appendix A.2): single-step, deduction and chains.
+"""The association protocol (Labyrinth of Links §3–5, appendix A.2): single-step, deduction and chains, as one
+eval task (:class:`AssociationTask`, run by :func:`commonlink.eval.evaluator.evaluate`) that drives its own
+episode loop over the evaluator's cached backends.
 
 How a chain is run (synchronous or asynchronous):
 
@@ -30,7 +32,6 @@ import contextlib
 import hashlib
 import json
 import os
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -47,28 +48,19 @@ from commonlink.eval.association_prompts import (
     prompt_text,
     selection_prompt,
 )
-from commonlink.eval.backends import (
+from commonlink.eval.backends.base import (
     Backend,
     GenerationRequest,
     GenerationSettings,
     RequestFailure,
 )
-from commonlink.eval.cache import (
-    CACHE_FILENAME,
-    CachedGenerator,
-    PredictionCache,
-    run_key,
-)
-from commonlink.eval.report.html import report_beside_run
-from commonlink.eval.metrics import N_BOOTSTRAP, chain_metrics, ratio_metrics
+from commonlink.eval.cache import CACHE_FILENAME, CachedGenerator, PredictionCache
+from commonlink.eval.concept_prompts import STRATEGIES, strategy_preamble
+from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.report.tables import render_association_table
-from commonlink.eval.results import (
-    lmms_eval_metrics,
-    results_header,
-    timing,
-    write_lmms_eval_files,
-)
-from commonlink.eval.runner import open_backends
+from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.loaders.association import open_association
 from commonlink.progress import make_progress
@@ -88,8 +80,14 @@ class AssociationSettings:
     max_steps: int = 500  #: scored steps after which a chain stops (counted as a full-length chain)
     deduction: bool = True  #: run the deduction step after each correct selection (chains)
     chainm_window: int = CHAINM_WINDOW  #: ChainM subchains kept in memory (the harness: 5; 0 = all)
+    deduction_rule: str = "all-shared"  #: when a deduction counts as correct (DEDUCTION_RULES; the paper defines none)
+    strategy: str = "normal"  #: prompt strategy (concept_prompts.STRATEGIES; text-only here: see strategy_preamble)
 
     def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise InputError(f"--strategy {self.strategy!r} is not a strategy.", f"Use one of: {', '.join(STRATEGIES)}.")
+        if self.deduction_rule not in DEDUCTION_RULES:
+            raise InputError(f"--deduction-rule {self.deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}.")
         if self.memory not in MEMORY_KINDS:
             raise InputError(f"--memory {self.memory!r} is not a memory strategy.", f"Use one of: {', '.join(MEMORY_KINDS)}.")
         if self.max_steps < 1:
@@ -99,13 +97,25 @@ class AssociationSettings:
 # ------------------------------------------------------------------------------------------ naming images
 def image_name(image, options: Sequence[str]) -> str:
     """How the memory names an image: its source name (OCL object such as "sandwich", Pangea action phrase),
-    else "unnamed image" (association_memory.image_name). ``options`` is kept for callers' signatures."""
+    else what its labels say (association_memory.image_name). ``options`` is kept for callers' signatures."""
     return memory_name(image)
 
 
-def deduction_correct(predicted: list[str] | None, gold: Sequence[str]) -> bool:
-    """A deduction is correct when it names at least one concept and every concept it names is truly shared."""
-    return bool(predicted) and set(predicted) <= set(gold)
+#: When a deduction counts as correct. The paper scores deductions (Table 3's step) without saying how; the
+#: default is this project's own. all-shared: it names at least one concept and every one it names is shared;
+#: any-shared: at least one concept it names is shared; exact: it names exactly the shared concepts.
+DEDUCTION_RULES = ("all-shared", "any-shared", "exact")
+
+
+def deduction_correct(predicted: list[str] | None, gold: Sequence[str], rule: str = "all-shared") -> bool:
+    """Whether a deduction is correct under ``rule`` (see :data:`DEDUCTION_RULES`); naming nothing never is."""
+    if not predicted:
+        return False
+    if rule == "any-shared":
+        return bool(set(predicted) & set(gold))
+    if rule == "exact":
+        return set(predicted) == set(gold)
+    return set(predicted) <= set(gold)
 
 
 # ------------------------------------------------------------------------------------------ model calls
@@ -116,6 +126,8 @@ class Asker:
     def __init__(self, backends: list[Backend], cache: PredictionCache, settings: GenerationSettings, run_keys: list[str], batch_size: int):
         self.generators = [CachedGenerator(b, cache, settings, run, batch_size) for b, run in zip(backends, run_keys)]
         self.requests_sent = 0  #: requests asked of the protocol (one per request, whatever the number of models)
+        #: False when no model looks at pixels (the random baseline): requests are built without decoding images
+        self.pixels = any(b.info.uses_images for b in backends)
 
     @property
     def generated(self) -> int:
@@ -160,23 +172,32 @@ def _request_id(kind: str, task_id: str, step: int, segments, images) -> str:
     return f"{task_id}/{step}/{kind}/{digest}"
 
 
-def selection_request(task_id: str, step: int, query, candidates, concept_kind: str, memory: MemoryBase) -> GenerationRequest:
-    segments = selection_prompt(concept_kind, memory.render())
+def selection_request(task_id: str, step: int, query, candidates, concept_kind: str, memory: MemoryBase, *,
+                      pixels: bool = True, strategy: str = "normal", options: Sequence[str] = ()) -> GenerationRequest:
+    """The selection of one step: query and candidates, the memory in the prompt. ``pixels=False`` (backends that
+    do not use images) leaves the images undecoded (``None``); the request id depends on image ids only.
+    ``strategy``: a prompt strategy's text in front (about ``options``), or CoT's answer line."""
+    segments = selection_prompt(concept_kind, memory.render(), preamble=strategy_preamble(strategy, concept_kind, options),
+                                cot=strategy == "cot")
     images = [query, *candidates]
     return GenerationRequest(
         id=_request_id("select", task_id, step, segments, images),
-        images=[img.image for img in images],
+        images=[img.image if pixels else None for img in images],
         prompt=segments,
         choices=list(SELECTION_CHOICES),
         multi_select=False,
     )
 
 
-def deduction_request(task_id: str, step: int, image_1, image_2, concept_kind: str, options: list[str]) -> GenerationRequest:
-    segments = deduction_prompt(concept_kind, options)
+def deduction_request(task_id: str, step: int, image_1, image_2, concept_kind: str, options: list[str], *,
+                      pixels: bool = True, strategy: str = "normal") -> GenerationRequest:
+    """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`;
+    ``strategy``: ComKnow's knowledge in front, or CoT's answer line (One-shot's example is the selection's)."""
+    segments = deduction_prompt(concept_kind, options, preamble=strategy_preamble(strategy, concept_kind, options) if strategy == "comknow" else "",
+                                cot=strategy == "cot")
     return GenerationRequest(
         id=_request_id("deduce", task_id, step, segments, [image_1, image_2]),
-        images=[image_1.image, image_2.image],
+        images=[image_1.image, image_2.image] if pixels else [None, None],
         prompt=segments,
         choices=list(options),
         multi_select=True,
@@ -250,7 +271,9 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
     """Ask every active chain's selection in one batch; the correct ones that await a deduction are returned
     (with deduction off, the memory learns the gold concept at once)."""
     selections = asker.ask([
-        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory) for r, s in zip(active, steps)
+        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory, pixels=asker.pixels,
+                          strategy=settings.strategy, options=r.chain.options)
+        for r, s in zip(active, steps)
     ])
     to_deduce = []
     for run, step, outputs in zip(active, steps, selections):
@@ -265,15 +288,18 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
     return to_deduce
 
 
-def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker) -> None:
+def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker, settings: AssociationSettings) -> None:
     """Ask the deductions in one batch; the deduced concepts (right or wrong) go into each chain's memory."""
     outputs_list = asker.ask([
-        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options) for r, s, _ in to_deduce
+        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options, pixels=asker.pixels,
+                          strategy=settings.strategy)
+        for r, s, _ in to_deduce
     ])
     for (run, step, entry), outputs in zip(to_deduce, outputs_list):
         options = run.chain.options
-        concepts = majority_concepts([parse_concepts(o, options) if o is not None else None for o in outputs], options)
-        ok = deduction_correct(concepts, step.gold)
+        concepts = majority_concepts([parse_concepts(o, options, answer_only=settings.strategy == "cot") if o is not None else None
+                                      for o in outputs], options)
+        ok = deduction_correct(concepts, step.gold, settings.deduction_rule)
         run.deductions += 1
         run.deductions_correct += ok
         _remember(run, step, concepts or [])
@@ -298,7 +324,7 @@ def _run_step(active: list[_ChainRun], asker: Asker, settings: AssociationSettin
     steps = [r.chain.steps[r.t] for r in active]
     to_deduce = _select(active, steps, asker, settings)
     if to_deduce:
-        _deduce(to_deduce, asker)
+        _deduce(to_deduce, asker, settings)
     for run in active:
         _advance(run, settings)
 
@@ -323,7 +349,7 @@ def chain_summary(run: _ChainRun) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ single step, deduction
-def single_step_selection(task, settings: AssociationSettings) -> GenerationRequest:
+def single_step_selection(task, settings: AssociationSettings, *, pixels: bool = True) -> GenerationRequest:
     """The selection request of a single-step task: the task's fixed, correct memory in the prompt, then the
     query and the two candidates (also what the lmms-eval and VLMEvalKit exports show the model)."""
     memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=task.concept_kind,
@@ -332,37 +358,42 @@ def single_step_selection(task, settings: AssociationSettings) -> GenerationRequ
     # The fixed memory links consecutive memory examples through their shared concept.
     links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
     memory.seed_fixed(links)
-    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory)
+    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory, pixels=pixels,
+                             strategy=settings.strategy, options=task.options)
 
 
 def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
     """Each task: a selection with the task's fixed correct memory, then a deduction on (query, positive)."""
     selection_requests, deduction_requests = [], []
     for task in tasks:
-        selection_requests.append(single_step_selection(task, settings))
-        deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options))
+        selection_requests.append(single_step_selection(task, settings, pixels=asker.pixels))
+        deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options,
+                                                     pixels=asker.pixels, strategy=settings.strategy))
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]
     records = []
     for task, sel, ded in zip(tasks, selections, deductions):
         choice = majority_selection([parse_selection(o) if o is not None else None for o in sel])
         gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
-        concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in ded], task.options)
+        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=settings.strategy == "cot") if o is not None else None
+                                      for o in ded], task.options)
         records.append({"id": task.id, "concept": task.concept, "candidates": [c.id for c in task.candidates], "answer": task.answer,
                         "choice": choice, "correct": choice == task.answer, "failed": all(o is None for o in sel),
                         "unparseable": choice is None and not all(o is None for o in sel),
-                        "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold),
+                        "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold, settings.deduction_rule),
                         "outputs": sel, "deduction_outputs": ded})
     return records
 
 
-def run_deduction(tasks: list, asker: Asker) -> list[dict]:
-    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options) for t in tasks])
+def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
+    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options, pixels=asker.pixels,
+                                           strategy=settings.strategy) for t in tasks])
     records = []
+    cot = settings.strategy == "cot"
     for task, out in zip(tasks, outputs):
-        concepts = majority_concepts([parse_concepts(o, task.options) if o is not None else None for o in out], task.options)
+        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=cot) if o is not None else None for o in out], task.options)
         records.append({"id": task.id, "concept": task.concept, "deduction": concepts, "deduction_gold": task.gold,
-                        "deduction_correct": deduction_correct(concepts, task.gold), "failed": all(o is None for o in out),
+                        "deduction_correct": deduction_correct(concepts, task.gold, settings.deduction_rule), "failed": all(o is None for o in out),
                         "unparseable": concepts is None and not all(o is None for o in out), "outputs": out})
     return records
 
@@ -374,35 +405,21 @@ IMAGES_PER_ASSOCIATION_REQUEST = 3
 LMMS_TASK = "association_single_step"
 
 
-def association_run_keys(infos, config: str, split, generation: GenerationSettings) -> list[str]:
-    """The cache key of each model of a run (see :mod:`commonlink.eval.cache`)."""
-    return [
-        run_key(task=f"association/{config}", protocol=PROTOCOL_VERSION, dataset=split.fingerprint, model=i.fingerprint,
-                backend=i.backend, settings=generation.to_dict(),
-                **({"backend_options": i.output_options} if getattr(i, "output_options", None) else {}))
-        for i in infos
-    ]
-
-
-def association_cache(out_dir, run: str) -> PredictionCache:
-    if out_dir is not None:
-        return PredictionCache(Path(out_dir) / CACHE_FILENAME)
-    return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"assoc-{run}.jsonl")
-
-
 @dataclass
 class AssociationOutcome:
-    """What a run of one config produced: chain summaries (chains) or per-task records (the others)."""
+    """What a run of one config produced: chain summaries (chains) or per-task records (the others), and the
+    request counts of the :class:`Asker` that ran it."""
 
     summaries: list[dict] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
+    asker: Asker | None = None
 
 
 def run_config(split, indices: list[int], config: str, asker: Asker, settings: AssociationSettings, *, group_size: int,
                log_path: Path | None, show_progress: bool) -> AssociationOutcome:
     """Run the tasks of one config a group at a time (chains in lockstep within a group), streaming the
     per-step log to ``log_path``, so memory stays flat however many chains a config has."""
-    outcome = AssociationOutcome()
+    outcome = AssociationOutcome(asker=asker)
     chains = config in CHAIN_CONFIGS
     with contextlib.ExitStack() as stack:
         log_file = stack.enter_context(atomic_write(log_path)) if log_path is not None else None
@@ -416,7 +433,7 @@ def run_config(split, indices: list[int], config: str, asker: Asker, settings: A
                 entries = run_single_step(tasks, asker, settings)
                 outcome.records.extend(entries)
             else:
-                entries = run_deduction(tasks, asker)
+                entries = run_deduction(tasks, asker, settings)
                 outcome.records.extend(entries)
             if log_file is not None:
                 log_file.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
@@ -434,6 +451,72 @@ def config_metrics(config: str, outcome: AssociationOutcome, settings: Associati
     return ratio_metrics(outcome.records, fields, seed=seed, n_boot=n_boot), len(outcome.records)
 
 
+class AssociationTask(Task):
+    """One association config (single_step, deduction, synchronous, asynchronous) as an eval task.
+
+    Chains are episodes: a step's prompt holds the memory built from the previous answers, so this task drives
+    its own loop (:func:`run_config`: groups of tasks, chains in lockstep) over the evaluator's cached backends
+    instead of the row loop; several models (``--moe``) vote on every answer."""
+
+    images_per_request = IMAGES_PER_ASSOCIATION_REQUEST
+    several_models = True
+    shardable = False
+
+    def __init__(self, data: str | os.PathLike, config: str, *, settings: AssociationSettings | None = None, revision: str | None = None,
+                 group_size: int = 512, catalog_root: str | os.PathLike | None = None):
+        if group_size < 1:
+            raise InputError(f"--group-size {group_size} must be at least 1.")
+        self.data, self.config, self.revision, self.group_size = data, config, revision, group_size
+        self.catalog_root = catalog_root  #: chain files: where their catalogs are now (``--catalog-root``)
+        self.settings = settings or AssociationSettings()
+        self.name = self.description = f"association/{config}"
+
+    def default_settings(self, seed: int) -> GenerationSettings:
+        return GenerationSettings(seed=seed, max_new_tokens=64)
+
+    def open(self):
+        return open_association(self.data, self.config, revision=self.revision, catalog_root=self.catalog_root)
+
+    def check_backends(self, infos) -> None:
+        if any(i.model == "none" for i in infos):
+            raise InputError("The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline.")
+
+    def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
+        return dict(task=f"association/{self.config}", protocol=PROTOCOL_VERSION, dataset=dataset.fingerprint, model=info.fingerprint,
+                    backend=info.backend, settings=settings.to_dict(),
+                    **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}))
+
+    def open_cache(self, out_dir, run_keys, shard, *, overwrite: bool) -> PredictionCache:
+        # One cache file for every model of a --moe run (each under its own run key), so no other-run check here.
+        if out_dir is not None:
+            return PredictionCache(Path(out_dir) / CACHE_FILENAME)
+        return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"assoc-{run_keys[0]}.jsonl")
+
+    def run(self, run: TaskRun) -> AssociationOutcome:
+        asker = Asker(run.backends, run.cache, run.settings, run.run_keys, run.batch_size)
+        log_name = "steps.jsonl" if self.config in CHAIN_CONFIGS else "predictions.jsonl"
+        return run_config(run.dataset, run.indices, self.config, asker, self.settings, group_size=self.group_size,
+                          log_path=run.out_dir / log_name if run.out_dir is not None else None, show_progress=run.show_progress)
+
+    def results(self, run: TaskRun, outcome: AssociationOutcome) -> dict:
+        split, asker = run.dataset, outcome.asker
+        metrics, scored_steps = config_metrics(self.config, outcome, self.settings, seed=run.seed, n_boot=run.n_boot)
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "association": asdict(self.settings),
+            "dataset": {"source": split.source_name, "config": self.config, "revision": split.revision, "fingerprint": split.fingerprint,
+                        "tasks_in_config": len(split), "tasks_run": len(run.indices)},
+            "metrics": metrics,
+            "requests": {"total": asker.requests_sent, "scored_steps": scored_steps,
+                         "per_scored_step": round(asker.requests_sent / scored_steps, 4) if scored_steps else None,
+                         "generated": asker.generated, "from_cache": asker.cached, "failed": asker.failures},
+            "timing": timing(run.wall_s, run.generate_s, from_cache=asker.cached, generated=asker.generated),
+        }
+
+    def write(self, out_dir: Path, results: dict, outcome: AssociationOutcome, *, suffix: str = "") -> None:
+        write_association_outputs(out_dir, results, outcome)
+
+
 def evaluate_association(
     data: str | os.PathLike,
     config: str,
@@ -444,64 +527,26 @@ def evaluate_association(
     settings: AssociationSettings | None = None,
     generation: GenerationSettings | None = None,
     revision: str | None = None,
-    batch_size: int | None = None,
-    limit: int | None = None,
-    backend_options: dict | None = None,
-    backend_instances: Sequence[Backend] | None = None,
-    seed: int = 0,
-    n_boot: int = N_BOOTSTRAP,
     group_size: int = 512,
-    show_progress: bool = True,
-    report: bool = True,
     catalog_root: str | os.PathLike | None = None,
+    **run_options,
 ) -> dict:
-    """Score one or more models (majority vote when several) on one association config; returns results.
+    """Score one or more models (majority vote when several) on one association config; returns results
+    (:class:`AssociationTask` run by :func:`commonlink.eval.evaluator.evaluate`; ``run_options``: its
+    :class:`RunOptions` fields, e.g. ``batch_size``, ``limit``, ``backend_options``, ``backend_instances``,
+    ``seed``, ``n_boot``, ``show_progress``, ``report``).
 
     ``data`` is an association release folder, a Hub repo id, or the chain files written by
-    ``commonlink chains``. Outputs (when ``out_dir`` is given): ``results.json``, ``steps.jsonl`` (per-step log
-    with memory snapshots) or ``predictions.jsonl``, ``results.md``; rerunning continues from the cache there.
+    ``commonlink chains`` (``catalog_root``: where their catalogs are now). Outputs (when ``out_dir`` is given):
+    ``results.json``, ``steps.jsonl`` (per-step log with memory snapshots) or ``predictions.jsonl``,
+    ``results.md``; rerunning continues from the cache there.
     ``group_size`` tasks are loaded and run together (the chains of a group advance in lockstep): it bounds
     memory and is the most requests one step of chains can send at once. With ``report`` (the default),
     ``report.html`` is written there too.
     """
-
-    if group_size < 1:
-        raise InputError(f"--group-size {group_size} must be at least 1.")
-    settings = settings or AssociationSettings()
-    generation = generation or GenerationSettings(seed=seed, max_new_tokens=64)
-    split = open_association(data, config, revision=revision, catalog_root=catalog_root)
-    indices = list(range(len(split)))[: limit if limit is not None else None]
-    with open_backends(backend_instances, backend, models, backend_options, images_per_request=IMAGES_PER_ASSOCIATION_REQUEST) as backends:
-        infos = [b.info for b in backends]
-        if any(i.model == "none" for i in infos):
-            raise InputError("The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline.")
-        runs = association_run_keys(infos, config, split, generation)
-        asker = Asker(backends, association_cache(out_dir, runs[0]), generation, runs, batch_size or min(i.default_batch_size for i in infos))
-        start = time.perf_counter()
-        log_name = "steps.jsonl" if config in CHAIN_CONFIGS else "predictions.jsonl"
-        outcome = run_config(split, indices, config, asker, settings, group_size=group_size,
-                             log_path=Path(out_dir) / log_name if out_dir is not None else None, show_progress=show_progress)
-        metrics, scored_steps = config_metrics(config, outcome, settings, seed=seed, n_boot=n_boot)
-        wall = time.perf_counter() - start
-        generate_s = sum(b.generate_seconds for b in backends)
-        infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded
-    results = results_header(f"association/{config}", infos, generation, seed=seed, n_boot=n_boot, several_models=True)
-    results.update({
-        "protocol": PROTOCOL_VERSION,
-        "association": asdict(settings),
-        "dataset": {"source": split.source_name, "config": config, "revision": split.revision, "fingerprint": split.fingerprint,
-                    "tasks_in_config": len(split), "tasks_run": len(indices)},
-        "metrics": metrics,
-        "requests": {"total": asker.requests_sent, "scored_steps": scored_steps,
-                     "per_scored_step": round(asker.requests_sent / scored_steps, 4) if scored_steps else None,
-                     "generated": asker.generated, "from_cache": asker.cached, "failed": asker.failures},
-        "timing": timing(wall, generate_s, from_cache=asker.cached, generated=asker.generated),
-    })
-    if out_dir is not None:
-        write_association_outputs(Path(out_dir), results, outcome)
-        if report:
-            report_beside_run(Path(out_dir), dataset=split)
-    return results
+    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size,
+                           catalog_root=catalog_root)
+    return evaluate(task, RunOptions(models=list(models), backend=backend, out_dir=out_dir, settings=generation, **run_options))
 
 
 def write_association_outputs(out: Path, results: dict, outcome: AssociationOutcome) -> None:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from commonlink.formats.association import describe_labels
+
 MEMORY_KINDS = ("nom", "structm", "nlm", "chainm")
 CHAINM_WINDOW = 5
-UNNAMED = "unnamed image"  #: what memory calls an image whose source gives it no name (never an id)
 STRUCTM_INSTRUCTION = "Given the memory:"
 NLM_INSTRUCTION = "Before this question, you have learnt that related pictures may have the following {kind}:"
 CHAINM_INSTRUCTION = "Before this question, you have learnt that related pictures may have the following memory:"
@@ -37,10 +38,11 @@ UNKNOWN_CONCEPT = "?"  #: ChainM link text when the deduction named no option
 
 
 def image_name(image) -> str:
-    """How memory and review pages call an image: its ``name`` (OCL object, Pangea action phrase), else
-    ``unnamed image`` -- never a hash id or another label, which would read as a wrong object name."""
+    """How memory and review pages call an image: its ``name`` (OCL object, Pangea action phrase, or what its
+    labels say, given when the chains were built), else what its labels say ("the image with a red circle")
+    -- never a hash id, which would read as an object name."""
     name = getattr(image, "name", None)
-    return name if name else UNNAMED
+    return name if name else describe_labels(getattr(image, "labels", None) or [])
 
 
 def chain_text(links: list[tuple[str, str, str]]) -> str:

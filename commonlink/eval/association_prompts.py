@@ -21,12 +21,20 @@ class ImageSlot:
 
 Segment = str | ImageSlot
 
-SELECTION_OPTIONS = ("Image1", "Image2")
+#: Ours (CoT strategy): the reasoning first, the answer on a last ``Answer:`` line.
+COT_SELECTION_OUTPUT = ("Think step by step: first say what the original image and each candidate image show, then give "
+                        "your choice on the last line as 'Answer: Image1' or 'Answer: Image2'.")
+COT_DEDUCTION_OUTPUT = ("Think step by step: first say what the two images show, then give the shared {kind} on the last line "
+                        "as 'Answer: <{kind}>'.")
 
 
-def selection_prompt(concept_kind: str, memory_context: str) -> list[Segment]:
-    """Association step: memory context, question instruction, the three images, output instruction."""
-    head = f"{memory_context}\n" if memory_context else ""
+def selection_prompt(concept_kind: str, memory_context: str, *, preamble: str = "", cot: bool = False) -> list[Segment]:
+    """Association step: memory context, question instruction, the three images, output instruction. ``preamble``:
+    a strategy's text in front (ComKnow, a worked example); ``cot``: the answer asked after the reasoning, on a last
+    ``Answer:`` line (:mod:`commonlink.eval.concept_prompts`)."""
+    head = preamble + (f"{memory_context}\n" if memory_context else "")
+    output = COT_SELECTION_OUTPUT if cot else ("Your response should be direct and exclusively only include one of the following "
+                                               "items. Options: [Image1, Image2].")
     return [
         head
         + "Determine the relationship between the original image and the candidate images, and select the images "
@@ -36,20 +44,22 @@ def selection_prompt(concept_kind: str, memory_context: str) -> list[Segment]:
         ImageSlot(1),
         ", Image2:",
         ImageSlot(2),
-        ". Your response should be direct and exclusively only include one of the following items. "
-        "Options: [Image1, Image2].",
+        ". " + output,
     ]
 
 
-def deduction_prompt(concept_kind: str, options: list[str]) -> list[Segment]:
-    """Deduction step: name the concept shared by the original and the selected image (no memory)."""
+def deduction_prompt(concept_kind: str, options: list[str], *, preamble: str = "", cot: bool = False) -> list[Segment]:
+    """Deduction step: name the concept shared by the original and the selected image (no memory); ``preamble``
+    and ``cot`` as for :func:`selection_prompt`."""
     listed = ", ".join(f"'{o}'" for o in options)
+    output = (COT_DEDUCTION_OUTPUT.format(kind=concept_kind) + f" Options:[{listed}]" if cot
+              else f"Your response should only include shared {concept_kind} in the following options. Options:[{listed}]")
     return [
-        f"Generate the common {concept_kind} between the original image and selected images. Original image:",
+        f"{preamble}Generate the common {concept_kind} between the original image and selected images. Original image:",
         ImageSlot(0),
         ". Selected image: ",
         ImageSlot(1),
-        f". Your response should only include shared {concept_kind} in the following options. Options:[{listed}]",
+        f". {output}",
     ]
 
 
@@ -58,7 +68,15 @@ def prompt_text(segments: list[Segment], image_token: str = "<image>") -> str:
     return "".join(image_token if isinstance(s, ImageSlot) else s for s in segments)
 
 
-_IMAGE_CHOICE = re.compile(r"\b(?:image|img|candidate)\s*[_#-]?\s*([12])\b|\b(first|second)\s+(?:candidate\s+)?image\b", re.I)
+# Whitespace runs are taken possessively (``\s*+``): two optional runs around an optional separator would
+# otherwise be retried at every split of a long run ("image" + 30,000 spaces took 8 s).
+_IMAGE_CHOICE = re.compile(r"\b(?:image|img|candidate)\s*+[_#-]?\s*+([12])\b|\b(first|second)\s++(?:candidate\s++)?image\b", re.I)
+# An "Answer:" line: at a line start (the breaks of str.splitlines), blanks within the line only. Found by one
+# search over the whole text instead of splitting it into lines (40,000 newlines made 40,000 strings).
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_ANSWER_LINE = re.compile(rf"(?:^|(?<=[{_BREAKS}]))[^\S{_BREAKS}]*+(?:final[^\S{_BREAKS}]++)?answer[^\S{_BREAKS}]*+[:：]", re.I)
+_LINE_END = re.compile(f"[{_BREAKS}]")
+_BARE_CHOICE = re.compile(r"\s*+\[?\s*+([12])\s*+\]?\s*+\.?\s*+")
 
 
 def _strip_reasoning(text: str) -> str:
@@ -75,9 +93,12 @@ def parse_selection(text: str) -> int | None:
     the last ``Answer:`` line wins when present. Naming both candidates is ambiguous (None).
     """
     body = _strip_reasoning(text)
-    answer_lines = [ln for ln in body.splitlines() if re.match(r"\s*(final\s+)?answer\s*[:：]", ln, re.I)]
-    if answer_lines:
-        body = re.split(r"[:：]", answer_lines[-1], maxsplit=1)[1]
+    last = None
+    for last in _ANSWER_LINE.finditer(body):
+        pass
+    if last is not None:  # the last Answer: line wins: its text after the colon
+        end = _LINE_END.search(body, last.end())
+        body = body[last.end() : end.start() if end else len(body)]
     found = set()
     for match in _IMAGE_CHOICE.finditer(body):
         if match.group(1):
@@ -85,14 +106,22 @@ def parse_selection(text: str) -> int | None:
         else:
             found.add(0 if match.group(2).lower() == "first" else 1)
     if not found:
-        bare = re.fullmatch(r"\s*\[?\s*([12])\s*\]?\s*\.?\s*", body)
+        bare = _BARE_CHOICE.fullmatch(body)
         if bare:
             found.add(int(bare.group(1)) - 1)
     return found.pop() if len(found) == 1 else None
 
 
-def parse_concepts(text: str, options: list[str]) -> list[str] | None:
-    """Options named in the answer (case-insensitive, whole words), in option order; ``None`` if none."""
-    body = _strip_reasoning(text).lower()
+def answer_line(text: str) -> str:
+    """The payload of the last ``Answer:`` line when there is one (a CoT answer), else the whole text."""
+    lines = [ln for ln in text.splitlines() if re.match(r"\s*(final\s+)?answer\s*[:：]", ln, re.IGNORECASE)]
+    return re.split(r"[:：]", lines[-1], maxsplit=1)[1] if lines else text
+
+
+def parse_concepts(text: str, options: list[str], *, answer_only: bool = False) -> list[str] | None:
+    """Options named in the answer (case-insensitive, whole words), in option order; ``None`` if none. With
+    ``answer_only`` (CoT), only the last ``Answer:`` line counts when there is one: the reasoning names others."""
+    body = _strip_reasoning(text)
+    body = (answer_line(body) if answer_only else body).lower()
     picked = [o for o in options if re.search(r"(?<![a-z])" + re.escape(o.lower()) + r"(?![a-z])", body)]
     return picked or None

@@ -38,6 +38,15 @@ def run_key(**parts) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (a JSON ``"\\ud800"`` from a model decodes to one) replaced by U+FFFD.
+
+    A lone surrogate cannot be written as UTF-8: kept, it would fail the cache write on every rerun."""
+    if not any("\ud800" <= ch <= "\udfff" for ch in text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def row_key(run: str, row_id: str) -> str:
     return hashlib.sha256(f"{run}\0{row_id}".encode()).hexdigest()[:40]
 
@@ -79,6 +88,7 @@ class PredictionCache:
         """Append ``(key, row id, output)`` entries and fsync, so a kill right after loses nothing."""
         lines = []
         for key, row_id, output in entries:
+            output = valid_text(output)
             self._entries[key] = output
             lines.append(json.dumps({"key": key, "row": row_id, "output": output}, ensure_ascii=False) + "\n")
         if not lines:
@@ -135,6 +145,8 @@ class CachedGenerator:
             outputs = generate_resilient(self.backend, [requests[i] for i in todo], self.settings, self.state)
             fresh = []
             for i, output in zip(todo, outputs):
+                if isinstance(output, str):
+                    output = valid_text(output)
                 answers[i] = output
                 if isinstance(output, RequestFailure):
                     self.failures += 1

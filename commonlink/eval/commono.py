@@ -1,4 +1,5 @@
-"""The Common-O protocol: prompt each example, run a backend, parse, score, write the result files.
+"""The Common-O task (:class:`CommonOTask`): one request per row, the answer parsed and scored, the result files;
+run by the one evaluator (:func:`commonlink.eval.evaluator.evaluate`), or through :func:`evaluate_common_o`.
 
     >>> results = evaluate_common_o("facebook/Common-O", "main", "Qwen/Qwen2.5-VL-7B-Instruct", "vllm", "runs/qwen")
     >>> print(render_markdown_table(results))
@@ -12,29 +13,25 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from commonlink import __version__
 from commonlink.errors import InputError
-from commonlink.eval.backends import GenerationRequest, GenerationSettings, is_baseline
-from commonlink.eval.backends.base import Backend
-from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
-from commonlink.eval.imaging import ImageProtocol, concat_side_by_side, parse_image_protocol
-from commonlink.eval.report.html import report_beside_run
+from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
+from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.imaging import (
+    ImageProtocol,
+    concat_side_by_side,
+    parse_image_protocol,
+)
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
-from commonlink.eval.results import (
-    lmms_eval_metrics,
-    results_header,
-    timing,
-    write_lmms_eval_files,
-)
-from commonlink.eval.runner import open_backends, run_over_split
-from commonlink.eval.similarity import make_embedder, object_similarity_analysis
+from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.similarity import hallucination_similarity_analysis, make_embedder, object_similarity_analysis
+from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import (
     atomic_write_json,
     atomic_write_text,
@@ -50,13 +47,11 @@ from commonlink.formats.common_o import (
 )
 from commonlink.loaders.common_o import open_common_o
 
-__all__ = ["common_o_request", "default_out_dir", "evaluate_common_o", "render_markdown_table", "score_predictions"]
+__all__ = ["CommonOTask", "common_o_request", "evaluate_common_o", "render_markdown_table", "score_predictions"]
 
 
 #: ``question`` modes: the row's own question verbatim when it has one (the authors' text), or always built.
 QUESTION_MODES = ("dataset", "built")
-#: A run stops when more than this share of the requested rows cannot be read (``max_unreadable_share``).
-MAX_UNREADABLE_SHARE = 0.05
 
 
 def question_text(example, *, concat: bool = False, question: str = "dataset") -> tuple[str, str]:
@@ -141,50 +136,89 @@ def score_output(meta: dict, output: str) -> dict:
     return record
 
 
-def default_out_dir(split: str, model: str, backend: str, task: str = "commono") -> Path:
-    """``eval-runs/TASK-SPLIT-MODEL-BACKEND``; a weight-free baseline runs on no backend: ``eval-runs/TASK-SPLIT-MODEL``."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name if os.path.exists(model) else model).strip("-") or "model"
-    return Path("eval-runs") / (f"{task}-{split}-{slug}" if is_baseline(model) else f"{task}-{split}-{slug}-{backend}")
-
-
-def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None, shard: tuple[int, int] | None = None) -> list[int]:
-    """Row numbers to evaluate: ``rows`` (inclusive range) if given, cut to the first ``limit``, then every
-    N-th row starting at K for ``shard=(K, N)``."""
-    if shard is not None:
-        k, n = shard
-        if not (n >= 1 and 0 <= k < n):
-            raise InputError(f"--shard {k}/{n}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4 for four processes.")
-        return row_indices(n_rows, limit, rows)[k::n]
-    if rows:
-        lo, hi = rows
-        if hi >= n_rows:
-            raise InputError(f"--rows {lo}-{hi}: the split has only {n_rows} rows (0-{n_rows - 1}).", f"Use --rows 0-{n_rows - 1} or less.")
-        indices = list(range(lo, hi + 1))
-    else:
-        indices = list(range(n_rows))
-    return indices[:limit] if limit is not None else indices
-
-
 #: lmms-eval task names of the two published splits (other splits: common_o_SPLIT).
 LMMS_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
 
 
-def common_o_run_key(dataset, split: str, info, settings: GenerationSettings, concat_images: bool, image_protocol: str, question: str) -> str:
-    """The cache key of a run: everything that can change an answer (see :mod:`commonlink.eval.cache`)."""
-    return run_key(
-        task="common_o",
-        dataset=dataset.fingerprint,
-        split=split,
-        model=info.fingerprint,
-        backend=info.backend,
-        prompt=CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT,
-        concat_images=concat_images,
-        image_protocol=image_protocol,
-        question=question,
-        settings=settings.to_dict(),
-        # only when set, so runs with default options keep the keys (and caches) they had
-        **({"backend_options": info.output_options} if info.output_options else {}),
-    )
+class CommonOTask(Task):
+    """Common-O (paper §3.2): one model call per row with both images (or one side-by-side image) and the
+    question; the answer's letters scored against the ground truth (:func:`score_output`)."""
+
+    name = "common_o"
+
+    def __init__(self, data: str | os.PathLike, split: str = "main", *, revision: str | None = None, concat_images: bool = False,
+                 image_protocol: str | ImageProtocol | None = None, question: str = "dataset", similarity: bool = False,
+                 similarity_model: str | None = None):
+        if question not in QUESTION_MODES:
+            raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
+        self.data, self.split, self.revision = data, split, revision
+        self.concat_images, self.question = concat_images, question
+        self.protocol = parse_image_protocol(image_protocol)
+        self.similarity_model, self.with_similarity = similarity_model, similarity or bool(similarity_model)
+        self.images_per_request = 1 if concat_images else 2
+        self.description = f"Common-O {split}"
+        self.embedder = None
+        self.prompts: dict[int, str] = {}  # row -> the prompt sent, for the lmms-eval sample log
+
+    @property
+    def template(self) -> str:
+        return CONCAT_IMAGE_PROMPT if self.concat_images else MULTI_IMAGE_PROMPT
+
+    def open(self):
+        return open_common_o(self.data, self.split, revision=self.revision)
+
+    def prepare(self, dataset) -> None:
+        # load the embedder now: a wrong path must fail before hours of generation
+        self.embedder = make_embedder(self.similarity_model) if self.with_similarity else None
+
+    def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
+        return dict(
+            task="common_o", dataset=dataset.fingerprint, split=self.split, model=info.fingerprint, backend=info.backend,
+            prompt=self.template, concat_images=self.concat_images, image_protocol=self.protocol.spec, question=self.question,
+            settings=settings.to_dict(),
+            # only when set, so runs with default options keep the keys (and caches) they had
+            **({"backend_options": info.output_options} if info.output_options else {}),
+        )
+
+    def requests(self, example) -> list[tuple[GenerationRequest, dict]]:
+        request = common_o_request(example, concat=self.concat_images, image_protocol=self.protocol, question=self.question)
+        self.prompts[example.row_index] = request.prompt
+        return [(request, _example_meta(example, question=self.question))]
+
+    def score(self, meta: dict, output: str) -> dict:
+        return score_output(meta, output)
+
+    def run(self, run: TaskRun):
+        self.prompts = {}
+        return super().run(run)
+
+    def results(self, run: TaskRun, outcome) -> dict:
+        dataset = run.dataset
+        results = {
+            "shard": list(run.shard) if run.shard else None,
+            "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": self.template, "concat_images": self.concat_images, "question": self.question},
+            "image_protocol": self.protocol.to_dict(),
+            "batch_size": run.requested_batch_size or run.infos[0].default_batch_size,
+            "final_batch_size": outcome.final_batch_size,
+            "oom_events": outcome.oom_events,
+            "dataset": {
+                "source": dataset.source_name, "split": self.split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,
+                "rows_in_split": len(dataset), "rows_requested": len(run.indices), "rows_scored": len(outcome.records),
+                "row_reading": row_reading_summary(outcome.records),
+            },
+            "metrics": common_o_metrics(outcome.records, seed=run.seed, n_boot=run.n_boot),
+            "skipped": len(outcome.skipped),
+            "skipped_rows": outcome.skipped,
+            "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated, scored=len(outcome.records)),
+            "run_key": run.run_keys[0],
+        }
+        if self.embedder is not None:
+            results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=self.embedder)
+            results["hallucination_similarity"] = hallucination_similarity_analysis(outcome.records, embedder=self.embedder)
+        return results
+
+    def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
+        write_outputs(out_dir, results, outcome.records, suffix=suffix, prompts=self.prompts)
 
 
 def evaluate_common_o(
@@ -195,118 +229,36 @@ def evaluate_common_o(
     out_dir: str | os.PathLike | None = None,
     *,
     revision: str | None = None,
-    settings: GenerationSettings | None = None,
-    batch_size: int | None = None,
-    limit: int | None = None,
-    rows: tuple[int, int] | None = None,
     concat_images: bool = False,
-    shard: tuple[int, int] | None = None,
-    backend_options: dict | None = None,
-    backend_instance: Backend | None = None,
-    seed: int = 0,
-    n_boot: int = N_BOOTSTRAP,
-    similarity_model: str | None = None,
-    similarity: bool = False,
-    show_progress: bool = True,
     image_protocol: str | ImageProtocol | None = None,
     question: str = "dataset",
-    max_unreadable_share: float = MAX_UNREADABLE_SHARE,
-    report: bool = True,
-    overwrite: bool = False,
+    similarity: bool = False,
+    similarity_model: str | None = None,
+    backend_instance: Backend | None = None,
+    **run_options,
 ) -> dict:
-    """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``).
+    """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``):
+    :class:`CommonOTask` run by :func:`commonlink.eval.evaluator.evaluate`.
 
     ``data`` is a Hub id (``facebook/Common-O``), a release folder or a parquet file. ``model`` ``random`` /
-    ``none`` runs a weight-free baseline. ``backend_options`` go to the backend (see
-    :func:`commonlink.eval.backends.load_backend`); ``backend_instance`` reuses an already loaded backend
-    (several splits in one process). Rerunning with the same arguments continues from the prediction cache.
-    ``similarity=True`` (or a ``similarity_model``) adds the object-similarity analysis.
-    ``image_protocol`` sizes the images (default ``shorter-side-384``, the paper's; ``native``;
-    ``max-pixels-N``); ``question="dataset"`` sends a row's own question verbatim, ``"built"`` always the
-    paper's prompt built from the choices. More than ``max_unreadable_share`` of the rows unreadable stops
-    the run with an error naming the first ones.
+    ``none`` runs a weight-free baseline (rows are then read without decoding their images).
+    ``backend_instance`` reuses an already loaded backend (several splits in one process). Rerunning with the
+    same arguments continues from the prediction cache. ``similarity=True`` (or a ``similarity_model``) adds the
+    object-similarity analysis. ``image_protocol`` sizes the images (default ``shorter-side-384``, the paper's;
+    ``native``; ``max-pixels-N``); ``question="dataset"`` sends a row's own question verbatim, ``"built"``
+    always the paper's prompt built from the choices. ``run_options`` are :class:`RunOptions` fields
+    (``settings``, ``batch_size``, ``limit``, ``rows``, ``shard``, ``backend_options``, ``seed``, ``n_boot``,
+    ``show_progress``, ``max_unreadable_share``, ``report``, ``overwrite``).
 
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
     the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
-
     With ``report`` (the default), ``report.html`` (and its thumbnail folder) is written beside the results.
     """
-
-    settings = settings or GenerationSettings(seed=seed)
-    protocol = parse_image_protocol(image_protocol)
-    if question not in QUESTION_MODES:
-        raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
-    dataset = open_common_o(data, split, revision=revision)
-    # load the embedder now: a wrong path must fail before hours of generation
-    embedder = make_embedder(similarity_model) if similarity or similarity_model else None
-    indices = row_indices(len(dataset), limit, rows, shard)
-    prompts: dict[int, str] = {}  # row -> the prompt sent, for the lmms-eval sample log
-
-    def sent_prompt(request: GenerationRequest, row: int) -> GenerationRequest:
-        prompts[row] = request.prompt
-        return request
-
+    task = CommonOTask(data, split, revision=revision, concat_images=concat_images, image_protocol=image_protocol, question=question,
+                       similarity=similarity, similarity_model=similarity_model)
     instances = [backend_instance] if backend_instance is not None else None
-    with open_backends(instances, backend, [model], backend_options, images_per_request=1 if concat_images else 2) as (model_backend,):
-        run = common_o_run_key(dataset, split, model_backend.info, settings, concat_images, protocol.spec, question)
-        outcome = run_over_split(
-            dataset,
-            indices,
-            build=lambda ex: [(sent_prompt(common_o_request(ex, concat=concat_images, image_protocol=protocol, question=question), ex.row_index),
-                               _example_meta(ex, question=question))],
-            finish=score_output,
-            backend=model_backend,
-            settings=settings,
-            cache=open_run_cache(out_dir, run, shard, overwrite=overwrite),
-            run=run,
-            batch_size=batch_size or model_backend.info.default_batch_size,
-            total=len(indices),
-            description=f"Common-O {split}",
-            show_progress=show_progress,
-            max_row_errors=unreadable_limit(len(indices), max_unreadable_share),
-        )
-        generate_s = model_backend.generate_seconds
-        info = model_backend.info  # a lazy backend knows its dtype/device once loaded
-    results = results_header("common_o", [info], settings, seed=seed, n_boot=n_boot)
-    template = CONCAT_IMAGE_PROMPT if concat_images else MULTI_IMAGE_PROMPT
-    results.update({
-        "shard": list(shard) if shard else None,
-        "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": template, "concat_images": concat_images, "question": question},
-        "image_protocol": protocol.to_dict(),
-        "batch_size": batch_size or info.default_batch_size,
-        "final_batch_size": outcome.final_batch_size,
-        "oom_events": outcome.oom_events,
-        "dataset": {
-            "source": dataset.source_name,
-            "split": split,
-            "revision": dataset.revision,
-            "fingerprint": dataset.fingerprint,
-            "rows_in_split": len(dataset),
-            "rows_requested": len(indices),
-            "rows_scored": len(outcome.records),
-            "row_reading": row_reading_summary(outcome.records),
-        },
-        "metrics": common_o_metrics(outcome.records, seed=seed, n_boot=n_boot),
-        "skipped": len(outcome.skipped),
-        "skipped_rows": outcome.skipped,
-        "timing": timing(outcome.wall_s, generate_s, from_cache=outcome.cached, generated=outcome.generated, scored=len(outcome.records)),
-        "run_key": run,
-    })
-    if embedder is not None:
-        results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=embedder)
-    if out_dir is not None:
-        write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard), prompts=prompts)
-        if report and shard is None:  # a shard's rows are a part of the run: the merging run writes the page
-            report_beside_run(out_dir, dataset=dataset)
-    return results
-
-
-def unreadable_limit(n_rows: int, share: float) -> int:
-    """Rows that may fail to be read before a run over ``n_rows`` stops (``share`` of them, rounded down)."""
-    if not 0 <= share <= 1:
-        raise InputError(f"--max-unreadable-share {share} must be between 0 and 1.", "e.g. 0.05 (the default) or 1 to never stop.")
-    return int(share * n_rows)
+    return evaluate(task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options))
 
 
 def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False, prompts: dict[int, str] | None = None) -> Iterator[dict]:
@@ -372,48 +324,17 @@ def score_predictions(
     """
 
     predictions = Path(predictions)
-    lines = list(read_jsonl(predictions))
-    if not lines:  # scoring nothing would print a table of zeros that looks like a result
-        raise InputError(f"{predictions} holds no predictions.",
-                         "Give the predictions.jsonl of a run that answered rows (rerun `commonlink eval commono` with the same --out to finish one).")
-    refuse_duplicate_ids(predictions, lines)
-    for n, line in enumerate(lines, start=1):
-        needed = ("id", "raw_output") if data is not None else (*_FACT_FIELDS, "raw_output")
-        missing = [k for k in needed if k not in line]
-        if missing:
-            raise InputError(
-                f"{predictions}, line {n}: lacks {', '.join(missing)}.",
-                "Give a predictions.jsonl written by `commonlink eval commono`" + ("" if data is not None else ", or pass --data to take the facts from the dataset") + ".",
-            )
-    records, skipped = [], []
+    lines = _read_predictions(predictions, facts_needed=data is None)
+    skipped: list[dict] = []
     dataset_info: dict = {}
     if data is None:
         records = [score_output({k: line[k] for k in _FACT_FIELDS}, line["raw_output"]) for line in lines]
     else:
-        outputs = {str(line["id"]): line["raw_output"] for line in lines}
-        dataset = open_common_o(data, split, revision=revision)
-        dataset_info = dict(source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint)
-        for i in range(len(dataset)):
-            if not outputs:
-                break
-            try:
-                example = dataset.get(i, images=False)  # scoring needs the text fields only
-            except Exception as exc:  # noqa: BLE001 - reported like in a run
-                skipped.append({"row": i, "id": None, "reason": getattr(exc, "problem", str(exc))})
-                continue
-            if example.id in outputs:
-                records.append(score_output(_example_meta(example), outputs.pop(example.id)))
-        if outputs:
-            missing_ids = sorted(outputs)[:5]
-            raise InputError(
-                f"{len(outputs)} prediction id(s) are not rows of {data} split {split!r} (e.g. {', '.join(missing_ids)}).",
-                "Score against the dataset and split the predictions were made on (see results.json).",
-            )
+        records, skipped, dataset_info = _rescore_against(data, split, revision, {str(line["id"]): line["raw_output"] for line in lines})
     previous = predictions.parent / "results.json"
     base = {}
     if previous.is_file():
-
-        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity")}
+        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity", "hallucination_similarity")}
     results = dict(base)
     results.update(
         task="common_o",
@@ -430,3 +351,45 @@ def score_predictions(
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records)
     return results
+
+
+def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:
+    """The lines of a predictions file, refused when empty, with an id twice, or lacking a needed field."""
+    lines = list(read_jsonl(predictions))
+    if not lines:  # scoring nothing would print a table of zeros that looks like a result
+        raise InputError(f"{predictions} holds no predictions.",
+                         "Give the predictions.jsonl of a run that answered rows (rerun `commonlink eval commono` with the same --out to finish one).")
+    refuse_duplicate_ids(predictions, lines)
+    needed = (*_FACT_FIELDS, "raw_output") if facts_needed else ("id", "raw_output")
+    for n, line in enumerate(lines, start=1):
+        missing = [k for k in needed if k not in line]
+        if missing:
+            raise InputError(
+                f"{predictions}, line {n}: lacks {', '.join(missing)}.",
+                "Give a predictions.jsonl written by `commonlink eval commono`" + (", or pass --data to take the facts from the dataset" if facts_needed else "") + ".",
+            )
+    return lines
+
+
+def _rescore_against(data, split: str, revision: str | None, outputs: dict[str, str]) -> tuple[list[dict], list[dict], dict]:
+    """(records, skipped rows, dataset facts): each output scored against its row of the dataset (read
+    without images); an output whose id is not a row of the split is an error."""
+    records, skipped = [], []
+    dataset = open_common_o(data, split, revision=revision)
+    for i in range(len(dataset)):
+        if not outputs:
+            break
+        try:
+            example = dataset.get(i, images=False)  # scoring needs the text fields only
+        except Exception as exc:  # noqa: BLE001 - reported like in a run
+            skipped.append({"row": i, "id": None, "reason": getattr(exc, "problem", str(exc))})
+            continue
+        if example.id in outputs:
+            records.append(score_output(_example_meta(example), outputs.pop(example.id)))
+    if outputs:
+        missing_ids = sorted(outputs)[:5]
+        raise InputError(
+            f"{len(outputs)} prediction id(s) are not rows of {data} split {split!r} (e.g. {', '.join(missing_ids)}).",
+            "Score against the dataset and split the predictions were made on (see results.json).",
+        )
+    return records, skipped, dict(source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint)

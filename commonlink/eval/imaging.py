@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from commonlink.errors import InputError
+from commonlink.images import to_eight_bit, to_rgb
 
 #: The paper's protocol (§3.2): "Images are resized, maintaining the aspect ratio, with the smallest size of 384px".
 PAPER_SHORTER_SIDE = 384
@@ -74,7 +75,7 @@ def resize_shorter_side(img: Image.Image, side: int) -> Image.Image:
         size = (side, max(1, round(img.height * scale)))
     else:
         size = (max(1, round(img.width * scale)), side)
-    return img.convert("RGB").resize(size, Image.Resampling.BICUBIC)
+    return to_rgb(img).resize(size, Image.Resampling.BICUBIC)
 
 
 def cap_pixels(img: Image.Image, max_pixels: int) -> Image.Image:
@@ -83,12 +84,12 @@ def cap_pixels(img: Image.Image, max_pixels: int) -> Image.Image:
         return img
     scale = math.sqrt(max_pixels / (img.width * img.height))
     size = (max(1, int(img.width * scale)), max(1, int(img.height * scale)))
-    return img.convert("RGB").resize(size, Image.Resampling.BICUBIC)
+    return to_rgb(img).resize(size, Image.Resampling.BICUBIC)
 
 
 def concat_side_by_side(left: Image.Image, right: Image.Image) -> Image.Image:
     """The two images next to each other at a common height (the shorter one's), left first, no gap."""
-    left, right = left.convert("RGB"), right.convert("RGB")
+    left, right = to_rgb(left), to_rgb(right)
     height = min(left.height, right.height)
 
     def at_height(img: Image.Image) -> Image.Image:
@@ -108,9 +109,9 @@ def image_data_url(img: Image.Image, image_format: str = "png") -> str:
     buf = io.BytesIO()
     fmt = image_format.lower()
     if fmt in ("jpg", "jpeg"):
-        img.convert("RGB").save(buf, format="JPEG", quality=95)
+        to_rgb(img).save(buf, format="JPEG", quality=95)
         mime = "jpeg"
     else:
-        img.save(buf, format="PNG")
+        to_eight_bit(img).save(buf, format="PNG")  # a 16-bit PNG would reach the model as the server reads it
         mime = "png"
     return f"data:image/{mime};base64," + base64.b64encode(buf.getvalue()).decode("ascii")

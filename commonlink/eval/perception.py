@@ -22,15 +22,14 @@ from pathlib import Path
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import NotEnoughDataError
-from commonlink.eval.backends import GenerationRequest, GenerationSettings
-from commonlink.eval.backends.base import Backend
-from commonlink.eval.cache import open_run_cache, run_key, shard_suffix
-from commonlink.eval.commono import LMMS_TASKS, MAX_UNREADABLE_SHARE, row_indices, unreadable_limit, write_outputs
+from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
+from commonlink.eval.commono import LMMS_TASKS, write_outputs
+from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.imaging import ImageProtocol, parse_image_protocol
-from commonlink.eval.metrics import N_BOOTSTRAP, perception_metrics
+from commonlink.eval.metrics import perception_metrics
 from commonlink.eval.parsing import parse_yes_no
-from commonlink.eval.results import lmms_eval_metrics, results_header, timing, write_lmms_eval_files
-from commonlink.eval.runner import open_backends, run_over_split
+from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.task import Task, TaskRun
 from commonlink.formats.common_o import PERCEPTION_PROMPT, YES_NO_HINT
 from commonlink.loaders.common_o import open_common_o
 
@@ -71,6 +70,53 @@ def score_perception(meta: dict, output: str) -> dict:
     return dict(meta, raw_output=output, answer=answer, parse_ok=answer is not None, correct=answer is not None and answer == meta["present"])
 
 
+class PerceptionTask(Task):
+    """The single-image yes/no baseline: one question per choice object for each of a row's two images."""
+
+    name = "perception"
+    images_per_request = 1
+    writes_report = False  # the HTML report shows Common-O and association runs
+
+    def __init__(self, data: str | os.PathLike, split: str = "main", *, revision: str | None = None,
+                 image_protocol: str | ImageProtocol | None = None, yes_no_hint: bool = False):
+        self.data, self.split, self.revision, self.yes_no_hint = data, split, revision, yes_no_hint
+        self.protocol = parse_image_protocol(image_protocol)
+        self.template = perception_prompt(yes_no_hint)
+        self.description = f"perception {split}"
+
+    def open(self):
+        return open_common_o(self.data, self.split, revision=self.revision)
+
+    def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
+        return dict(task="perception", dataset=dataset.fingerprint, split=self.split, model=info.fingerprint, backend=info.backend,
+                    prompt=self.template, protocol="every-choice-both-images", image_protocol=self.protocol.spec, settings=settings.to_dict(),
+                    **({"backend_options": info.output_options} if info.output_options else {}))
+
+    def requests(self, example) -> list[tuple[GenerationRequest, dict]]:
+        return perception_items(example, image_protocol=self.protocol, yes_no_hint=self.yes_no_hint)
+
+    def score(self, meta: dict, output: str) -> dict:
+        return score_perception(meta, output)
+
+    def results(self, run: TaskRun, outcome) -> dict:
+        dataset = run.dataset
+        return {
+            "prompt": {"template": self.template, "yes_no_hint": self.yes_no_hint},
+            "image_protocol": self.protocol.to_dict(),
+            "shard": list(run.shard) if run.shard else None,
+            "dataset": {"source": dataset.source_name, "split": self.split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,
+                        "rows_in_split": len(dataset), "rows_requested": len(run.indices), "questions_scored": len(outcome.records)},
+            "metrics": perception_metrics(outcome.records, seed=run.seed, n_boot=run.n_boot),
+            "skipped": len(outcome.skipped), "skipped_rows": outcome.skipped,
+            "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
+            "run_key": run.run_keys[0],
+        }
+
+    def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
+        write_outputs(out_dir, results, outcome.records, suffix=suffix)
+        write_perception_lmms_eval(out_dir, results, outcome.records, suffix=suffix)
+
+
 def evaluate_perception(
     data: str | os.PathLike,
     split: str = "main",
@@ -79,62 +125,17 @@ def evaluate_perception(
     out_dir: str | os.PathLike | None = None,
     *,
     revision: str | None = None,
-    settings: GenerationSettings | None = None,
-    batch_size: int | None = None,
-    limit: int | None = None,
-    rows: tuple[int, int] | None = None,
-    shard: tuple[int, int] | None = None,
-    backend_options: dict | None = None,
-    backend_instance: Backend | None = None,
-    seed: int = 0,
-    n_boot: int = N_BOOTSTRAP,
-    show_progress: bool = True,
     image_protocol: str | ImageProtocol | None = None,
     yes_no_hint: bool = False,
-    max_unreadable_share: float = MAX_UNREADABLE_SHARE,
-    overwrite: bool = False,
+    backend_instance: Backend | None = None,
+    **run_options,
 ) -> dict:
-    """Run the single-image yes/no baseline on one split; same outputs, image protocol and resume rules as
-    Common-O. ``yes_no_hint`` adds " Answer yes or no." to the paper's question (off by default)."""
-
-    settings = settings or GenerationSettings(seed=seed, max_new_tokens=64)
-    protocol = parse_image_protocol(image_protocol)
-    template = perception_prompt(yes_no_hint)
-    dataset = open_common_o(data, split, revision=revision)
-    indices = row_indices(len(dataset), limit, rows, shard)
+    """Run the single-image yes/no baseline on one split (:class:`PerceptionTask`); same outputs, image protocol,
+    shards and resume rules as Common-O (``run_options``: :class:`commonlink.eval.evaluator.RunOptions` fields).
+    ``yes_no_hint`` adds " Answer yes or no." to the paper's question (off by default)."""
+    task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
     instances = [backend_instance] if backend_instance is not None else None
-    with open_backends(instances, backend, [model], backend_options, images_per_request=1) as (model_backend,):
-        info = model_backend.info
-        run = run_key(task="perception", dataset=dataset.fingerprint, split=split, model=info.fingerprint, backend=info.backend,
-                      prompt=template, protocol="every-choice-both-images", image_protocol=protocol.spec, settings=settings.to_dict(),
-                      **({"backend_options": info.output_options} if info.output_options else {}))
-        outcome = run_over_split(
-            dataset, indices,
-            build=lambda ex: perception_items(ex, image_protocol=protocol, yes_no_hint=yes_no_hint),
-            finish=score_perception,
-            backend=model_backend, settings=settings, cache=open_run_cache(out_dir, run, shard, overwrite=overwrite), run=run,
-            batch_size=batch_size or info.default_batch_size, total=len(indices),
-            description=f"perception {split}", show_progress=show_progress,
-            max_row_errors=unreadable_limit(len(indices), max_unreadable_share),
-        )
-        generate_s = model_backend.generate_seconds
-        info = model_backend.info  # a lazy backend knows its dtype/device once loaded
-    results = results_header("perception", [info], settings, seed=seed, n_boot=n_boot)
-    results.update({
-        "prompt": {"template": template, "yes_no_hint": yes_no_hint},
-        "image_protocol": protocol.to_dict(),
-        "shard": list(shard) if shard else None,
-        "dataset": {"source": dataset.source_name, "split": split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,
-                    "rows_in_split": len(dataset), "rows_requested": len(indices), "questions_scored": len(outcome.records)},
-        "metrics": perception_metrics(outcome.records, seed=seed, n_boot=n_boot),
-        "skipped": len(outcome.skipped), "skipped_rows": outcome.skipped,
-        "timing": timing(outcome.wall_s, generate_s, from_cache=outcome.cached, generated=outcome.generated),
-        "run_key": run,
-    })
-    if out_dir is not None:
-        write_outputs(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
-        write_perception_lmms_eval(Path(out_dir), results, outcome.records, suffix=shard_suffix(shard))
-    return results
+    return evaluate(task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options))
 
 
 def perception_lmms_eval_samples(records: Iterable[dict], template: str) -> Iterator[dict]:

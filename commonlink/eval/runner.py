@@ -1,10 +1,11 @@
-"""Drive a backend over the rows of a split: batching, prediction cache, bad-row skipping, progress.
+"""The row loop of the eval tasks: a backend over the rows of a split, with batching, the prediction cache,
+bad-row skipping and progress (what :meth:`commonlink.eval.task.Task.run` does unless a task drives its own loop).
 
-Protocols give two functions: ``build(example) -> [(request, meta), ...]`` (the model calls one row needs)
-and ``finish(meta, output) -> record`` (parse and score one output). The runner keeps at most one batch of
-images in memory, answers cached requests without the model, appends new outputs to the cache after every
-batch, and turns undecodable or malformed rows and failed requests into ``skipped`` entries (row, reason)
-instead of stopping the run.
+A task gives two functions: ``build(example) -> [(request, meta), ...]`` (the model calls one row needs) and
+``finish(meta, output) -> record`` (parse and score one output). The runner keeps at most one batch of images
+in memory, reads rows without their pixels for a backend that does not use images, answers cached requests
+without the model, appends new outputs to the cache after every batch, and turns undecodable or malformed rows
+and failed requests into ``skipped`` entries (row, reason) instead of stopping the run.
 """
 
 from __future__ import annotations
@@ -62,19 +63,31 @@ def _without_images(split, i: int):
 
 
 def prepared_rows(
-    split, indices: Iterable[int], build: Build, *, max_pixels: int = 0, depth: int = 4, is_cached: Callable[[str], bool] | None = None
+    split, indices: Iterable[int], build: Build, *, max_pixels: int = 0, depth: int = 4, is_cached: Callable[[str], bool] | None = None,
+    images: bool = True,
 ) -> Iterator[tuple[int, list | None, Exception | None]]:
     """``(row, items, None)`` or ``(row, None, error)`` for each row, in order, prepared by a worker thread.
 
     Decoding images (and capping them to ``max_pixels``) happens up to ``depth`` rows ahead of the model, so
     it overlaps generation instead of adding to it; the bounded queue keeps memory flat. With ``is_cached``
     (request id -> answered already?), a row whose every request is cached is built without decoding its
-    images, so a resumed run skips the pixels of what it already answered. The worker is stopped and joined
-    when the consumer stops early (an interrupt, an error).
+    images, so a resumed run skips the pixels of what it already answered. With ``images=False`` (a backend
+    that does not look at pixels: the baselines) no row's images are decoded at all. The worker is stopped
+    and joined when the consumer stops early (an interrupt, an error).
     """
     results: queue.Queue = queue.Queue(maxsize=max(1, depth))
     stop = threading.Event()
     end = object()
+
+    def prepare(i: int) -> list:
+        if not images:
+            return build(_without_images(split, i))
+        if is_cached is not None:
+            items = build(_without_images(split, i))
+            if all(is_cached(request.id) for request, _ in items):
+                return items
+        items = build(split.get(i))
+        return [(_capped(request, max_pixels), meta) for request, meta in items] if max_pixels else items
 
     def work() -> None:
         try:
@@ -82,15 +95,7 @@ def prepared_rows(
                 if stop.is_set():
                     return
                 try:
-                    if is_cached is not None:
-                        items = build(_without_images(split, i))
-                        if all(is_cached(request.id) for request, _ in items):
-                            results.put((i, items, None))
-                            continue
-                    items = build(split.get(i))
-                    if max_pixels:
-                        items = [(_capped(request, max_pixels), meta) for request, meta in items]
-                    results.put((i, items, None))
+                    results.put((i, prepare(i), None))
                 except ROW_ERRORS as exc:
                     results.put((i, None, exc))
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread, raised there
@@ -119,6 +124,63 @@ def _capped(request: GenerationRequest, max_pixels: int) -> GenerationRequest:
     return GenerationRequest(request.id, [cap_pixels(img, max_pixels) for img in request.images], request.prompt, request.choices, request.multi_select)
 
 
+class _Batches:
+    """The requests waiting for the model, across rows: sent when a batch of uncached requests is full (cached
+    ones ride along), each answer scored with ``finish``; records kept with (row, position) to sort at the end."""
+
+    def __init__(self, generator: CachedGenerator, finish: Finish, outcome: RunOutcome):
+        self.generator, self.finish, self.outcome = generator, finish, outcome
+        self.pending: list[tuple[int, int, GenerationRequest, dict]] = []  # (row, pos, request, meta)
+        self.done: list[tuple[int, int, dict]] = []
+        self.uncached = 0  # requests in `pending` the model must answer
+
+    def add(self, row: int, items: list) -> int:
+        """Queue a row's requests; returns the rows answered (a flush happens when a batch is full or nothing
+        waiting needs the model)."""
+        self.pending.extend((row, pos, request, meta) for pos, (request, meta) in enumerate(items))
+        self.uncached += sum(not self.generator.is_cached(request.id) for request, _ in items)
+        if self.uncached >= self.generator.state.batch_size or not self.uncached:
+            return self.flush()
+        return 0
+
+    def flush(self) -> int:
+        """Answer everything pending; returns the number of rows it covered."""
+        if not self.pending:
+            return 0
+        outputs = self.generator.answer([p[2] for p in self.pending])
+        for (row, pos, request, meta), output in zip(self.pending, outputs):
+            if isinstance(output, RequestFailure):
+                self.outcome.skipped.append({"row": row, "id": request.id, "reason": output.reason})
+                log.warning("row %d (%s) skipped: %s", row, request.id, output.reason)
+                continue
+            self.done.append((row, pos, self.finish(meta, output)))
+        rows = len({p[0] for p in self.pending})
+        self.pending.clear()
+        self.uncached = 0
+        return rows
+
+
+def _skip_unreadable(outcome: RunOutcome, row: int, exc: Exception, *, rows_read: int, total: int | None, max_row_errors: int | None) -> None:
+    """Record an unreadable row; stop the run when the first rows all fail (the dataset is wrong) or when more
+    than ``max_row_errors`` rows cannot be read."""
+    reason = getattr(exc, "problem", None) or f"{type(exc).__name__}: {exc}"
+    outcome.skipped.append({"row": row, "id": None, "reason": reason})
+    log.warning("row %d skipped: %s", row, reason)
+    if rows_read == len(outcome.skipped) == SYSTEMIC_FAILURES:
+        raise SchemaError(
+            f"The first {SYSTEMIC_FAILURES} rows all failed; the first: {outcome.skipped[0]['reason']}",
+            "This is a problem with the dataset as a whole (wrong schema or source), not with single rows.",
+        ) from exc
+    unreadable = [s for s in outcome.skipped if s["id"] is None]
+    if max_row_errors is not None and len(unreadable) > max_row_errors:
+        examples = "; ".join(f"row {s['row']}: {s['reason']}" for s in unreadable[:3])
+        raise SchemaError(
+            f"{len(unreadable)} of the {total if total is not None else rows_read} rows requested cannot be read "
+            f"(more than the {max_row_errors} allowed; stopped at row {row}), so no score is reported. First: {examples}",
+            "Fix or drop those rows (the reasons name row, field and value), or allow more with --max-unreadable-share.",
+        ) from exc
+
+
 def run_over_split(
     split,
     indices: Iterable[int],
@@ -138,63 +200,30 @@ def run_over_split(
     """Answer every request of the rows ``indices`` through the cache (:class:`CachedGenerator`), score each
     answer with ``finish`` and return the records in row order, with skipped rows and counts. With
     ``max_row_errors``, a row that cannot be read beyond that many stops the run with a :class:`SchemaError` (so
-    a split the loader cannot read never ends as a score over a handful of rows, or over none)."""
+    a split the loader cannot read never ends as a score over a handful of rows, or over none). A backend that
+    does not use images (``BackendInfo.uses_images``, the baselines) gets rows read without their pixels."""
     start = time.perf_counter()
     outcome = RunOutcome()
     generator = CachedGenerator(backend, cache, settings, run, batch_size)
-    done: list[tuple[int, int, dict]] = []  # (row, position within row, record) - sorted at the end
-    pending: list[tuple[int, int, GenerationRequest, dict]] = []  # (row, pos, request, meta)
-
-    def flush(progress, task) -> None:
-        if not pending:
-            return
-        outputs = generator.answer([p[2] for p in pending])
-        for (row, pos, request, meta), output in zip(pending, outputs):
-            if isinstance(output, RequestFailure):
-                outcome.skipped.append({"row": row, "id": request.id, "reason": output.reason})
-                log.warning("row %d (%s) skipped: %s", row, request.id, output.reason)
-                continue
-            done.append((row, pos, finish(meta, output)))
-        progress.advance(task, len({p[0] for p in pending}))
-        pending.clear()
-
-    rows_read = 0
-    uncached = 0  # requests waiting in `pending` that the model must answer (cached ones ride along)
-    cap = settings.max_pixels if backend.info.uses_images else 0
-    rows = prepared_rows(split, indices, build, max_pixels=cap, depth=2 * generator.state.batch_size + 2,
+    batches = _Batches(generator, finish, outcome)
+    images = backend.info.uses_images
+    rows = prepared_rows(split, indices, build, max_pixels=settings.max_pixels if images else 0, depth=2 * generator.state.batch_size + 2,
+                         images=images,
                          # An empty cache (a fresh run) has nothing to skip: don't read rows twice.
                          is_cached=generator.is_cached if len(cache) else None)
+    rows_read = 0
     with make_progress("rows", disable=not show_progress) as progress, contextlib.closing(rows):
         task = progress.add_task(description, total=total)
         for i, items, exc in rows:
             rows_read += 1
             if exc is not None:
-                reason = getattr(exc, "problem", None) or f"{type(exc).__name__}: {exc}"
-                outcome.skipped.append({"row": i, "id": None, "reason": reason})
-                log.warning("row %d skipped: %s", i, reason)
                 progress.advance(task)
-                if rows_read == len(outcome.skipped) == SYSTEMIC_FAILURES:
-                    raise SchemaError(
-                        f"The first {SYSTEMIC_FAILURES} rows all failed; the first: {outcome.skipped[0]['reason']}",
-                        "This is a problem with the dataset as a whole (wrong schema or source), not with single rows.",
-                    ) from exc
-                unreadable = [s for s in outcome.skipped if s["id"] is None]
-                if max_row_errors is not None and len(unreadable) > max_row_errors:
-                    examples = "; ".join(f"row {s['row']}: {s['reason']}" for s in unreadable[:3])
-                    raise SchemaError(
-                        f"{len(unreadable)} of the {total if total is not None else rows_read} rows requested cannot be read "
-                        f"(more than the {max_row_errors} allowed; stopped at row {i}), so no score is reported. First: {examples}",
-                        "Fix or drop those rows (the reasons name row, field and value), or allow more with --max-unreadable-share.",
-                    ) from exc
+                _skip_unreadable(outcome, i, exc, rows_read=rows_read, total=total, max_row_errors=max_row_errors)
                 continue
-            pending.extend((i, pos, request, meta) for pos, (request, meta) in enumerate(items))
-            uncached += sum(not generator.is_cached(request.id) for request, _ in items)
-            if uncached >= generator.state.batch_size or not uncached:
-                flush(progress, task)  # a batch of model calls is full, or everything waiting is answered already
-                uncached = 0
-        flush(progress, task)
-    done.sort(key=lambda item: (item[0], item[1]))
-    outcome.records = [record for _, _, record in done]
+            progress.advance(task, batches.add(i, items))
+        progress.advance(task, batches.flush())
+    batches.done.sort(key=lambda item: (item[0], item[1]))
+    outcome.records = [record for _, _, record in batches.done]
     outcome.skipped.sort(key=lambda s: s["row"])
     outcome.wall_s = time.perf_counter() - start
     outcome.cached, outcome.generated = generator.cached, generator.generated

@@ -8,10 +8,12 @@ config per task, split ``test``) whose features :func:`association_features` giv
 An image's ``origin`` says where its pixels are, so the release step (possibly on another machine) can fetch
 them again:
 
-* ``{"type": "file", "path": "/abs/image.jpg"}`` -- an image file (manifest folders, OCL, Pangea);
-* ``{"type": "file", "catalog": "../catalogs/real", "path": "images/x.jpg"}`` -- an image of a catalog: the
-  catalog relative to the image table's folder, the path inside the catalog (``formats.catalog_refs``; in memory
-  both are absolute, and older tables store only an absolute ``path``);
+* ``{"type": "file", "path": "/abs/image.jpg"}`` -- an image file (catalogs, manifest folders, OCL, Pangea);
+  ``sha256`` (recorded when the chains are built: the release refuses a file changed since) and, for catalogs and
+  manifest folders, ``catalog`` + ``relative`` (the folder the file must stay in: a symbolic link out of it is
+  refused, as Common-O releases refuse it). The image table stores such a folder relative to the table's own
+  folder and ``path`` inside it (``"catalog": "../catalogs/real", "path": "images/x.jpg"``; ``formats.catalog_refs``);
+  in memory both are absolute, and older tables store absolute paths;
 * ``{"type": "hf", "dataset": "<path or repo id>", "split": "train", "row": 12, "column": "image",
   "config": null}`` -- a row of a Hugging Face dataset.
 
@@ -21,7 +23,6 @@ them again:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from PIL import Image, ImageOps
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import read_jsonl, sha256_file
 from commonlink.formats.catalog_refs import CatalogResolver, origin_for_file
-from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, meta_path
+from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, load_sidecar, meta_path
 from commonlink.images import open_image
 
 TASKS = ("single_step", "deduction", "synchronous", "asynchronous")
@@ -59,7 +60,7 @@ class LabelledImage:
     origin: dict  #: where the pixels are (see module docstring)
     crop: list[int] | None = None  #: [x1, y1, x2, y2] or None
     #: what the image shows, for memory and review text: the OCL object name ("sandwich"), the Pangea action
-    #: phrase; None when the source has no name (memory then says the image is unnamed, never shows an id)
+    #: phrase; images without one are named by their labels when chains are built (:func:`name_unnamed`)
     name: str | None = None
 
     @property
@@ -79,6 +80,33 @@ class LabelledImage:
         return cls(id=data["id"], labels=list(data["labels"]), width=int(data["width"]), height=int(data["height"]),
                    origin=resolver.origin(origin) if resolver is not None else origin,
                    crop=list(data["crop"]) if data.get("crop") else None, name=data.get("name") or None)
+
+
+def _with_article(label: str) -> str:
+    return f"{'an' if label[:1].lower() in 'aeiou' else 'a'} {label}"
+
+
+def describe_labels(labels: Sequence[str]) -> str:
+    """An image named by what it shows: "the image with a red circle and a blue square" (labels in order)."""
+    items = [_with_article(label) for label in labels] or ["no label"]
+    listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return f"the image with {listed}"
+
+
+def name_unnamed(images: Sequence[LabelledImage]) -> list[LabelledImage]:
+    """The images, each one without a source name named by its labels; images that would get the same name are
+    numbered ("... (2)", in id order), so every name is distinct and memory never merges two images."""
+    taken = {img.name for img in images if img.name}
+    described: dict[str, list[LabelledImage]] = {}
+    for img in sorted((img for img in images if not img.name), key=lambda img: img.id):
+        described.setdefault(describe_labels(img.labels), []).append(img)
+    names: dict[str, str] = {}
+    for text, group in described.items():
+        for number, img in enumerate(group, 1):
+            name = text if len(group) == 1 and text not in taken else f"{text} ({number})"
+            names[img.id] = name
+    return [img if img.name else LabelledImage(img.id, img.labels, img.width, img.height, img.origin, img.crop, names[img.id])
+            for img in images]
 
 
 def step_concept_codes(plan: str) -> np.ndarray:
@@ -172,10 +200,7 @@ def read_chain_meta(chain_file: str | os.PathLike, *, allow_image_table: bool = 
     mp = meta_path(chain_file)
     if not mp.is_file():
         raise InputError(f"{chain_file} has no meta sidecar ({mp.name}).", "Pass the .jsonl files written by `commonlink chains`.")
-    try:
-        meta = json.loads(mp.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{mp}: not valid JSON ({exc.msg}).", "Rebuild the chain files with `commonlink chains`.") from exc
+    meta = load_sidecar(mp, fix="Rebuild the chain files with `commonlink chains`.")
     if allow_image_table and meta.get("kind") == ASSOCIATION_CHAINS_KIND and meta.get("task") == IMAGE_TABLE_TASK:
         return meta
     if meta.get("kind") != ASSOCIATION_CHAINS_KIND or meta.get("task") not in TASKS:
@@ -200,6 +225,17 @@ def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None, *,
 
 
 # ---------------------------------------------------------------------------------------------- pixels
+def with_sha256(origin: dict) -> dict:
+    """``origin`` with the ``sha256`` of its file recorded (computed when missing; origins of images inside a
+    Hugging Face dataset, and of files that are not there, are returned as they are)."""
+    if origin.get("type") != "file" or origin.get("sha256"):
+        return origin
+    try:
+        return {**origin, "sha256": sha256_file(origin["path"])}
+    except FileNotFoundError:  # nothing to record; a release of it says the file is gone
+        return origin
+
+
 class ImageFetcher:
     """Fetches the pixels of a :class:`LabelledImage` origin (keeps HF datasets open between calls)."""
 

@@ -16,12 +16,17 @@ types (so images decode to PIL and strings stay strings) and split sizes (shown 
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from commonlink.errors import SchemaError
+
+#: Where a card's usage examples name the dataset; ``release push`` writes the repo id in its place.
+REPO_PLACEHOLDER = "REPO_OR_FOLDER"
 
 #: Hub size buckets (``size_categories`` values the Hub accepts), by upper bound.
 _SIZE_BUCKETS: tuple[tuple[int, str], ...] = (
@@ -87,15 +92,42 @@ def neutralise_text(text: str) -> str:
     return text.translate(BIDI_CONTROLS).replace("<", "&lt;").replace(">", "&gt;")
 
 
-def neutralise_markdown(body: str) -> str:
-    """:func:`neutralise_text` outside fenced code blocks (inside them markup is not read, and a ``->`` in an
-    example must stay as written); bidirectional controls are removed everywhere."""
-    lines, fenced = [], False
-    for line in body.split("\n"):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        lines.append(line.translate(BIDI_CONTROLS) if fenced or line.lstrip().startswith("```") else neutralise_text(line))
-    return "\n".join(lines)
+#: Characters that open or close markup anywhere in a line, backslash-escaped in text from data (CommonMark:
+#: "any ASCII punctuation character may be backslash-escaped"): raw HTML and autolinks (``< >``), entities
+#: (``&``), links and images (``[ ]``; ``!`` and ``( )`` mean nothing without them), emphasis (``*``), code
+#: (`` ` ``), table cells (``|``), strikethrough (``~``), headings (``#``), escapes (``\\``), GFM autolinks
+#: (``: @``). ``_`` is escaped unless it sits between two letters or digits (where it cannot open or close
+#: emphasis); ``+ - =`` and ``1.`` / ``1)`` only mean something at the start of a line, so they are escaped there.
+_ALWAYS_ESCAPED = re.compile(r"[\\`*\[\]<>#|~&:@]|(?<![^\W_])_|_(?![^\W_])")
+_LINE_START = re.compile(r"^(\s*)([+=-]|\d+[.)])")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: bidirectional controls removed; line breaks, tabs and other control characters
+    (Unicode ``Cc``, line and paragraph separators) become spaces, so a value can never start a Markdown block."""
+    text = str(text).translate(BIDI_CONTROLS)
+    return "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+
+
+def markdown_text(value: Any, *, at_line_start: bool = True) -> str:
+    """Text from data (a label, name, concept, source description, message) as Markdown that renders exactly
+    that text and nothing else: on one line (:func:`one_line`) and every character that could start markup
+    there escaped, so no raw HTML, link, image, emphasis, code span, table cell break, heading or list can come
+    from it (checked against markdown-it-py, a CommonMark renderer, in the tests)."""
+    text = _ALWAYS_ESCAPED.sub(lambda m: "\\" + m.group(0), one_line(str(value)))
+    if not at_line_start:  # e.g. a table cell: what only starts a block at the start of a line is left as written
+        return text
+    return _LINE_START.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], text, count=1)
+
+
+def code_span(value: Any) -> str:
+    """``value`` as an inline code span (literal text, never markup): on one line, delimited by a backtick run
+    longer than any inside it (CommonMark's rule for code spans holding backticks)."""
+    text = one_line(str(value))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _neutral_metadata(value: Any, key: str = "") -> Any:
@@ -112,11 +144,13 @@ def _neutral_metadata(value: Any, key: str = "") -> Any:
 def render_card(metadata: Mapping[str, Any], body_markdown: str) -> str:
     """``---\\n<YAML>---\\n\\n<body>``; raises :class:`SchemaError` if the result does not read back.
 
-    Names and labels come from users' files: every string is passed through :func:`neutralise_text`.
+    Names and labels come from users' files: every metadata string is passed through :func:`neutralise_text`;
+    in the body, each value from data must be inserted through :func:`markdown_text` or :func:`code_span` (or a
+    :func:`markdown_table` cell) by the card's renderer; bidirectional controls are removed from the whole body.
     """
     metadata = _neutral_metadata(dict(metadata))
     header = yaml.safe_dump(dict(metadata), sort_keys=False, allow_unicode=True, width=120)
-    text = f"---\n{header}---\n\n{neutralise_markdown(body_markdown.strip())}\n"
+    text = f"---\n{header}---\n\n{body_markdown.strip().translate(BIDI_CONTROLS)}\n"
     validate_card(text, expected=metadata)
     return text
 
@@ -158,15 +192,15 @@ def validate_card(text: str, *, expected: Mapping[str, Any] | None = None) -> di
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped, cells neutralised: the Versions table that
-    ``release push`` adds holds the user's --message)."""
+    """A GitHub-flavoured Markdown table; every cell is :func:`markdown_text` (labels, names and the
+    ``--message`` of the Versions table come from users: none becomes markup, a line break or a new row)."""
 
     def cell(value: Any) -> str:
         if isinstance(value, float):
             value = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         elif isinstance(value, int):
             value = f"{value:,}"
-        return neutralise_text(str(value)).replace("|", "\\|").replace("\n", " ")
+        return markdown_text(value, at_line_start=False)
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import json
 import os
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -60,6 +61,7 @@ class CatalogRecord:
         problem = record_problem(data)
         if problem is not None:
             raise SchemaError(f"{where}: {problem[0]}", problem[1])
+        data = nfc_labels(data)
         known = _field_names(cls)
         if data.keys() <= known:  # the usual record: no unknown keys (saves two passes on every catalog line)
             kwargs = dict(data)
@@ -74,6 +76,36 @@ class CatalogRecord:
 REQUIRED_FIELDS = ("id", "path", "objects", "source", "scene_id", "width", "height", "sha256")
 _REQUIRED = frozenset(REQUIRED_FIELDS)
 _FIX_LINE = "Fix that line, or rebuild the catalog with commonlink."
+
+
+#: Invisible characters that reorder the text around them (e.g. U+202E makes "gnp.exe" read "exe.png").
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def label_problem(text: str) -> str | None:
+    """What makes ``text`` unfit as a label or name shown on one line (a card row, a prompt), or None: a line
+    break, another control character, or a bidirectional control."""
+    for char in text:
+        category = unicodedata.category(char)
+        if char in "\r\n\x0b\x0c\x85\u2028\u2029":
+            return f"a line break (U+{ord(char):04X})"
+        if category == "Cc":
+            return f"a control character (U+{ord(char):04X})"
+        if char in _BIDI:
+            return f"a bidirectional control (U+{ord(char):04X}), which reorders the text around it"
+    return None
+
+
+def record_label_problem(record: CatalogRecord) -> str | None:
+    """The first label of a record (object names, scene, background, view) that :func:`label_problem` refuses,
+    described with the field it is in; None when every label is fit."""
+    fields = [("objects", name) for name in record.objects]
+    fields += [(key, value) for key in ("scene_id", "background", "view") if isinstance(value := getattr(record, key), str)]
+    for key, value in fields:
+        problem = label_problem(value)
+        if problem:
+            return f"{key} {value!r} holds {problem}"
+    return None
 
 
 def record_problem(data: dict) -> tuple[str, str | None] | None:
@@ -96,6 +128,21 @@ def record_problem(data: dict) -> tuple[str, str | None] | None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return f"'{key}' must be a whole number of pixels, got {value!r}.", _FIX_LINE
     return None
+
+
+def nfc_labels(data: dict) -> dict:
+    """``data`` (a valid catalog record as JSON) with its object names in Unicode NFC, duplicates dropped: the
+    same label written composed (``café``) and decomposed (``cafe`` + U+0301) in a catalog not made by
+    ``ingest`` is one label, not two choices that look the same. ASCII names (almost all) cost one check."""
+    objects = data["objects"]
+    area = data.get("object_area")
+    if all(map(str.isascii, objects)) and (not isinstance(area, dict) or all(map(str.isascii, area))):
+        return data
+    data = dict(data)
+    data["objects"] = list(dict.fromkeys(unicodedata.normalize("NFC", name) for name in objects))
+    if isinstance(area, dict):
+        data["object_area"] = {unicodedata.normalize("NFC", name): value for name, value in area.items()}
+    return data
 
 
 @functools.cache
@@ -134,7 +181,7 @@ def iter_catalog_rows(catalog_dir: str | os.PathLike) -> Iterator[dict]:
         problem = record_problem(row)
         if problem is not None:
             raise SchemaError(f"{path}, line {lineno}: {problem[0]}", problem[1])
-        yield row
+        yield nfc_labels(row)
 
 
 def read_catalog(catalog_dir: str | os.PathLike) -> list[CatalogRecord]:

@@ -52,12 +52,13 @@ def catalog_location(
 
 
 def resolve_catalog_reference(
-    reference: str, file_path: str | os.PathLike, catalog_root: str | os.PathLike | None = None
+    reference: str, file_path: str | os.PathLike, catalog_root: str | os.PathLike | None = None, *, catalog: bool = True
 ) -> Path:
-    """The catalog folder a stored reference names, checked to be a catalog; the error names the path looked
-    for and the option that relocates catalogs."""
+    """The catalog folder a stored reference names, checked to be a catalog (``catalog=False``: only a folder, as
+    a chain source's manifest folder is); the error names the path looked for and the option that relocates
+    catalogs."""
     location = catalog_location(reference, file_path, catalog_root)
-    if not (location / CATALOG_FILENAME).is_file():
+    if not ((location / CATALOG_FILENAME).is_file() if catalog else location.is_dir()):
         if catalog_root is not None:
             how = f"with {CATALOG_ROOT_OPTION} {catalog_root}"
             fix = (
@@ -70,11 +71,8 @@ def resolve_catalog_reference(
                 f"Copy the catalogs along with the file (keeping their relative place), or pass "
                 f"{CATALOG_ROOT_OPTION} DIR, the folder that now holds the catalog folder {location.name!r}."
             )
-        raise InputError(
-            f"{file_path} names the catalog {reference!r}, looked for at {location} ({how}): "
-            f"no image catalog there (no {CATALOG_FILENAME}).",
-            fix,
-        )
+        missing = f"no image catalog there (no {CATALOG_FILENAME})." if catalog else "no such folder."
+        raise InputError(f"{file_path} names the catalog {reference!r}, looked for at {location} ({how}): {missing}", fix)
     return location
 
 
@@ -83,13 +81,13 @@ class CatalogResolver:
 
     def __init__(self, file_path: str | os.PathLike, catalog_root: str | os.PathLike | None = None) -> None:
         self.file_path, self.catalog_root = file_path, catalog_root
-        self._found: dict[str, str] = {}
+        self._found: dict[tuple[str, bool], str] = {}
 
-    def __call__(self, reference: str) -> str:
-        found = self._found.get(reference)
+    def __call__(self, reference: str, *, catalog: bool = True) -> str:
+        found = self._found.get((reference, catalog))
         if found is None:
-            found = self._found[reference] = str(
-                resolve_catalog_reference(reference, self.file_path, self.catalog_root)
+            found = self._found[(reference, catalog)] = str(
+                resolve_catalog_reference(reference, self.file_path, self.catalog_root, catalog=catalog)
             )
         return found
 
@@ -102,9 +100,10 @@ class CatalogResolver:
         return row
 
     def origin(self, origin: dict) -> dict:
-        """An image-table ``origin`` as held in memory: a catalog file's ``path`` made absolute again."""
+        """An image-table ``origin`` as held in memory: a catalog file's ``path`` made absolute again. The folder
+        is checked to exist only: chains also draw from manifest folders, which are not catalogs."""
         if origin.get("type") == "file" and isinstance(origin.get("catalog"), str):
-            folder = self(origin["catalog"])
+            folder = self(origin["catalog"], catalog=False)
             return {**origin, "catalog": folder, "path": os.path.join(folder, *PurePosixPath(origin["path"]).parts)}
         return origin
 
@@ -146,14 +145,14 @@ def pairs_meta_from_file(meta: dict, file_path: str | os.PathLike) -> dict:
 
 
 def origin_for_file(origin: dict, file_path: str | os.PathLike) -> dict:
-    """An image-table ``origin`` as ``file_path`` stores it: an image of a catalog (``catalog`` set) becomes the
-    catalog's reference plus the image's path inside it; other origins are kept as they are."""
+    """An image-table ``origin`` as ``file_path`` stores it: an image of a catalog or manifest folder (``catalog``
+    set) becomes the folder's reference plus the image's path inside it; other origins are kept as they are."""
     if origin.get("type") != "file" or not origin.get("catalog"):
         return origin
     catalog = os.path.abspath(origin["catalog"])
     inside = os.path.relpath(os.path.abspath(origin["path"]), catalog)
     if inside.split(os.sep, 1)[0] == os.pardir:  # not inside its catalog after all: keep the absolute file path
-        return {key: value for key, value in origin.items() if key != "catalog"}
+        return {key: value for key, value in origin.items() if key not in ("catalog", "relative")}
     return {
         **origin,
         "catalog": catalog_reference(catalog, file_path),

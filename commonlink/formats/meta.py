@@ -98,16 +98,30 @@ def read_meta(data_file: str | os.PathLike, *, fix: str = "Regenerate the file w
             f"{path} has no sidecar {sidecar.name}, so its kind, seed and split are unknown.",
             "Use files written by `commonlink pairs` or `commonlink chains` (they write the .meta.json next to the file).",
         )
-    try:
-        meta = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SchemaError(f"{sidecar}: not valid JSON ({exc}).", fix) from exc
-    if not isinstance(meta, dict) or "kind" not in meta:
+    meta = load_sidecar(sidecar, fix=fix)
+    if "kind" not in meta:
         raise SchemaError(f"{sidecar}: no 'kind' field.", fix)
     return meta
 
 
+def load_sidecar(sidecar: str | os.PathLike, *, fix: str) -> dict:
+    """A sidecar file as a JSON object whose ``kind`` (when present) is a string; a :class:`SchemaError` naming
+    the file for text that is not UTF-8 or not JSON, a value that is not an object, or a ``kind`` of another type."""
+    sidecar = Path(sidecar)
+    try:
+        meta = json.loads(sidecar.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"{sidecar}: not UTF-8 text ({exc.reason} at byte {exc.start}).", fix) from exc
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{sidecar}: not valid JSON ({exc}).", fix) from exc
+    if not isinstance(meta, dict):
+        raise SchemaError(f"{sidecar}: expected a JSON object, got {type(meta).__name__}.", fix)
+    if "kind" in meta and not isinstance(meta["kind"], str):
+        raise SchemaError(f"{sidecar}: 'kind' must be a string such as {COMMON_O_PAIRS_KIND!r}, got {json.dumps(meta['kind'])}.", fix)
+    return meta
+
+
 __all__ = [
-    "ASSOCIATION_CHAINS_KIND", "COMMON_O_PAIRS_KIND", "KINDS", "data_file_problem", "data_fingerprint", "meta_path",
+    "ASSOCIATION_CHAINS_KIND", "COMMON_O_PAIRS_KIND", "KINDS", "data_file_problem", "data_fingerprint", "load_sidecar", "meta_path",
     "read_meta", "utc_now", "verify_data_file", "write_meta",
 ]

@@ -1,28 +1,22 @@
-"""MLLM verification and human review of association task files (Labyrinth of Links §4.2, Tables 16-17).
+"""MLLM verification and human review of association task files (Labyrinth of Links §4.2 and App. A.1).
 
 The paper refines its chains in three steps: a resolution filter (``--min-pixels`` of ``commonlink chains``),
-an *MLLM verification* that asks a model whether each annotation is present in the image, and a *human
-review* that removes what people judge wrong. Here a *claim* is one (image, concept) pair a task relies on:
+an *MLLM verification* that asks whether each annotation is present in the image ("This process begins with
+Gemini-1.5-Flash, then GPT4-V once Gemini-1.5-Flash is unable to reach a decision", App. A.1), and a *human
+review* that removes what people judge wrong.
 
-* a chain step's positive shows the step's concept (a bridge positive: both concepts), and a chain's start
-  image shows the first step's concept;
-* a single-step task's query, positive and memory images show its concept; a deduction task's two images do.
+:func:`verify_tasks` collects every distinct claim of the task files (:mod:`commonlink.refine.claims`: the
+images a task says show its concept, and the negatives it says do not), asks the **first** verifier model about
+each (``Does this image show the attribute "metal"? ... Options: [Yes, No].``), asks the **next** model only
+about the claims the previous ones left *undecided* (no readable yes or no), and so on. Answers are cached in
+the output folder, so a killed run resumes. Human decisions (read back from the review export, see
+:mod:`commonlink.refine.review`) override the models on presence claims. A claim no verifier decided is kept
+(``undecided="keep"``, the default: the dataset's label stands) or rejected (``"reject"``); either way it is
+reported as *undecided*, never as rejected. :mod:`commonlink.refine.repair` then applies the rejections.
 
-:func:`verify_tasks` asks the model about every distinct claim once (``Does this image show the attribute
-"metal"? ... Options: [Yes, No].``; answers cached in the output folder, so a killed run resumes), merges
-human decisions (read back from the review export, see :mod:`commonlink.refine.review`), and then:
-
-* removes a rejected concept from the image's labels (the annotation is judged absent), so the verified image
-  table no longer claims it and deduction golds follow;
-* drops each chain step whose positive (or start) was rejected; the steps after it follow on from the last
-  kept image. Where that splice leaves a later step invalid, its negative is redrawn (seeded) when that
-  suffices, otherwise that step is dropped too and the report says why ("splice");
-* drops single-step and deduction tasks with a rejected claim, and chains left without a scored step.
-
-Every surviving task is checked against the builder's invariants on the verified labels; the output folder is
-a set of chain files (images.jsonl + TASK.jsonl + sidecars with a ``verification`` block) that
-``commonlink release build`` takes as it is, plus ``verification.json`` (every claim's answer and decision,
-every drop with its reason) and ``verification.md``.
+The output folder is a set of chain files (images.jsonl + TASK.jsonl + sidecars with a ``verification``
+block) that ``commonlink release build`` takes as it is, plus ``verification.json`` (every claim's answers and
+decision, every drop with its reason) and ``verification.md``.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ import csv
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +33,6 @@ import numpy as np
 
 from commonlink import __version__
 from commonlink.errors import InputError, SchemaError
-from commonlink.eval.association_memory import image_name
 from commonlink.eval.association_prompts import ImageSlot
 from commonlink.eval.backends import (
     Backend,
@@ -59,21 +52,34 @@ from commonlink.fileio import (
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
     IMAGES_FILENAME,
-    PLAN_BRIDGE,
     TASKS,
     ImageFetcher,
     LabelledImage,
     read_chain_meta,
     read_image_table,
-    step_concept_codes,
     task_file,
 )
 from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, utc_now, write_meta
 from commonlink.progress import track
+from commonlink.refine.claims import (
+    Claim,
+    Decision,
+    model_verdict,
+    row_claims,
+    task_claims,
+)
+from commonlink.refine.repair import (
+    ON_FAIL,
+    Outcome,
+    Repair,
+    verified_table,
+    verify_row,
+)
 from commonlink.sampling.chains import AssociationBuilder, ChainConfig, LabelIndex
-from commonlink.seeding import rng_for
 
-VERIFY_PROTOCOL = "association-verify-v1"
+__all__ = ["ON_FAIL", "UNDECIDED", "VERIFY_PROMPT", "row_claims", "task_inputs", "verify_tasks"]
+
+VERIFY_PROTOCOL = "association-verify-v2"  # v2: ordered verifiers, undecided kept apart, negatives asked
 REPORT_FILENAME = "verification.json"
 CACHE_FILENAME = "verify-answers.cache"  # JSON lines, but not *.jsonl: `release build OUT/*.jsonl` must not take it
 VERIFY_CHOICES = ["Yes", "No"]
@@ -81,6 +87,7 @@ VERIFY_CHOICES = ["Yes", "No"]
 VERIFY_PROMPT = ('Does this image show the {kind} "{concept}"? Your response should be direct and exclusively only '
                  "include one of the following items. Options: [Yes, No].")
 DECISIONS = ("keep", "reject")
+UNDECIDED = ("keep", "reject")  #: what happens to a claim no verifier decided
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -132,49 +139,19 @@ def config_of(meta: dict) -> ChainConfig:
     return ChainConfig(**{k: v for k, v in (meta.get("config") or {}).items() if k in known})
 
 
+
 # ---------------------------------------------------------------------------------------------- claims
-Claim = tuple[int, str]  #: (image index, concept)
-
-
-def row_claims(task: str, row: dict) -> Iterator[tuple[int, Claim]]:
-    """``(step, claim)`` for every claim of a row; step -1 is a chain's start image (or the whole task)."""
-    if task == "single_step":
-        positive = row["candidates"][row["answer"]]
-        for image in (row["query"], positive, *row["memory"]):
-            yield -1, (int(image), row["concept"])
-    elif task == "deduction":
-        yield -1, (int(row["image_1"]), row["concept"])
-        yield -1, (int(row["image_2"]), row["concept"])
-    else:
-        concepts = row["concepts"]
-        codes = step_concept_codes(row["plan"])
-        yield -1, (int(row["start"]), concepts[int(codes[0])])
-        for t, positive in enumerate(row["positive"]):
-            if row["plan"][t] == PLAN_BRIDGE:
-                for concept in concepts:
-                    yield t, (int(positive), concept)
-            else:
-                yield t, (int(positive), concepts[int(codes[t])])
-
-
-def all_claims(inputs: Sequence[TaskInput]) -> list[Claim]:
+def all_claims(inputs: Sequence[TaskInput], negatives: bool = True) -> list[Claim]:
     """Every distinct claim of the task files, in first-seen order (streamed: rows are not kept)."""
     seen: dict[Claim, None] = {}
     for inp in inputs:
         for row in read_jsonl(inp.path):
-            for _, claim in row_claims(inp.task, row):
+            for _, claim in task_claims(inp.task, row, negatives):
                 seen.setdefault(claim, None)
     return list(seen)
 
 
 # ---------------------------------------------------------------------------------------------- decisions
-@dataclass
-class Decision:
-    verdict: str  #: "keep" | "reject"
-    source: str  #: "model" | "human" | "unverified"
-    answer: str | None = None  #: the model's raw answer, or the reviewer's note
-
-
 def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
     """Human decisions ``{(image id, concept): keep|reject}`` from the review export's CSV or saved JSON.
 
@@ -220,21 +197,20 @@ def verification_request(image, concept: str, concept_kind: str, image_id: str) 
                              choices=list(VERIFY_CHOICES), multi_select=False)
 
 
-def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_kind: str, backend: Backend,
-              cache: PredictionCache, run: str, settings: GenerationSettings, batch_size: int, progress: bool) -> dict[Claim, Decision]:
-    """The model's yes/no on every claim (cached answers replayed). Unreadable answers count as rejections."""
+def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_kind: str, generator: CachedGenerator,
+              progress: bool, label: str = "verify") -> dict[Claim, str]:
+    """One model's raw answer to every claim's question (cached answers replayed, no image opened for them)."""
     fetcher = ImageFetcher()
-    generator = CachedGenerator(backend, cache, settings, run, batch_size)
-    decided: dict[Claim, Decision] = {}
+    answers: dict[Claim, str] = {}
     chunks = [claims[i:i + 64] for i in range(0, len(claims), 64)]  # images decoded a chunk at a time
-    for chunk in track(chunks, "verify (claims x64)", total=len(chunks), unit="chunks", disable=not progress):
+    for chunk in track(chunks, f"{label} (claims x64)", total=len(chunks), unit="chunks", disable=not progress):
         todo = []
         for claim in chunk:
-            hit = generator.cached_answer(claim_request_id(table[claim[0]].id, claim[1]))  # no image opened for a cached claim
+            hit = generator.cached_answer(claim_request_id(table[claim[0]].id, claim[1]))
             if hit is None:
                 todo.append(claim)
             else:
-                decided[claim] = _model_decision(hit)
+                answers[claim] = hit
         if not todo:
             continue
         requests = [verification_request(fetcher.open(table[i].origin, table[i].crop, what=f"image {table[i].id}"), c, concept_kind,
@@ -243,217 +219,85 @@ def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_k
             if isinstance(output, RequestFailure):
                 raise InputError(f"The backend gave no answer for {request.id} ({output.reason}).",
                                  "Lower --batch-size or --max-pixels and rerun: answers so far are cached.")
-            decided[claim] = _model_decision(output)
-    return decided
-
-
-def _model_decision(output: str) -> Decision:
-    said = parse_yes_no(output)
-    return Decision("keep" if said else "reject", "model", output)
-
-
-# ---------------------------------------------------------------------------------------------- applying
-@dataclass
-class Drop:
-    task: str
-    id: str
-    step: int | None  #: None: the whole task / chain
-    reason: str
+            answers[claim] = output
+    return answers
 
 
 @dataclass
-class Outcome:
-    rows: int = 0
-    kept_rows: int = 0
-    dropped_rows: int = 0
-    steps: int = 0
-    kept_steps: int = 0
-    redrawn_negatives: int = 0
-    drops: list[Drop] = field(default_factory=list)
-    resampled: list[Drop] = field(default_factory=list)  #: steps kept with a redrawn positive (or start)
+class Verifiers:
+    """The ordered verifier models: names/backends to load one at a time, or ready instances (tests)."""
+
+    models: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    options: list[dict] = field(default_factory=list)
+    instances: list[Backend] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.instances) or len(self.models)
+
+    def open(self, n: int) -> tuple[Backend, bool]:
+        """The ``n``-th verifier and whether the caller must close it."""
+        if self.instances:
+            return self.instances[n], False
+        return load_backend(self.backends[n], self.models[n], **self.options[n]), True
 
 
-def verified_table(table: Sequence[LabelledImage], rejected: set[Claim]) -> list[LabelledImage]:
-    """The image table without the rejected labels (the annotation is judged absent from the image)."""
-    gone: dict[int, set[str]] = {}
-    for index, concept in rejected:
-        gone.setdefault(index, set()).add(concept)
-    return [img if i not in gone else LabelledImage(img.id, [lb for lb in img.labels if lb not in gone[i]], img.width, img.height,
-                                                     img.origin, img.crop, img.name)
-            for i, img in enumerate(table)]
+def verifiers_of(models, backend, backend_options, backend_instances) -> Verifiers:
+    """Normalise ``verify_tasks``' model arguments: one backend name/options for all models, or one per model."""
+    if backend_instances is not None:
+        return Verifiers(instances=[backend_instances] if not isinstance(backend_instances, Sequence) else list(backend_instances))
+    models = [models] if isinstance(models, str) else list(models or [])
+    backends = [backend] * len(models) if isinstance(backend, str) else list(backend)
+    options = [backend_options or {}] * len(models) if not isinstance(backend_options, (list, tuple)) else list(backend_options)
+    if models and (len(backends) != len(models) or len(options) != len(models)):
+        raise InputError(f"{len(models)} verifier models but {len(backends)} backends.",
+                         "Give one --backend for all models, or one per --model, in the same order.")
+    return Verifiers(models, backends, options)
 
 
-def _describe(claim: Claim, table: Sequence[LabelledImage], decision: Decision) -> str:
-    img = table[claim[0]]
-    who = "the model" if decision.source == "model" else "a reviewer"
-    said = f" (answered {decision.answer.strip()[:60]!r})" if decision.source == "model" and decision.answer else ""
-    return f"{who} rejected {claim[1]!r} on image {img.id} ({image_name(img)}){said}"
+def ask_verifiers(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_kind: str, verifiers: Verifiers,
+                  cache: PredictionCache, images_sha: str | None, settings: GenerationSettings, batch_size: int | None,
+                  progress: bool) -> tuple[dict[Claim, Decision], list[dict]]:
+    """Each model in order, asked only about the claims every model before it left undecided (App. A.1)."""
+    decided = {c: Decision("undecided", "model", present=c[1] in table[c[0]].labels) for c in claims}
+    pending = list(claims)
+    infos = []
+    for n in range(len(verifiers)):
+        instance, owned = verifiers.open(n)
+        try:
+            info = instance.info
+            run = run_key(task="association/verify", protocol=VERIFY_PROTOCOL, images=images_sha, model=info.fingerprint,
+                          backend=info.backend, settings=settings.to_dict())
+            generator = CachedGenerator(instance, cache, settings, run, batch_size or info.default_batch_size)
+            answers = ask_model(pending, table, concept_kind, generator, progress, f"verify with {info.model}")
+        finally:
+            if owned:
+                instance.close()
+        infos.append({"model": info.model, "fingerprint": info.fingerprint, "backend": info.backend, "asked": len(pending)})
+        for claim in pending:
+            said = parse_yes_no(answers[claim])
+            d = decided[claim]
+            d.asked.append({"model": info.model, "answer": answers[claim], "said": said})
+            d.verdict, d.answer, d.model = model_verdict(said, d.present), answers[claim], info.model
+        pending = [c for c in pending if decided[c].verdict == "undecided"]
+        infos[-1]["undecided"] = len(pending)
+    return decided, infos
 
 
-ON_FAIL = ("drop", "resample")
-_ATTEMPTS = 16
-
-
-@dataclass
-class Repair:
-    """What a chain's repair may draw from: verified images per concept, and the run's seed and mode."""
-
-    builder: AssociationBuilder
-    trusted: dict[str, np.ndarray]  #: concept -> images whose claim for it was kept (verified, or not asked)
-    on_fail: str = "drop"
-
-    def pool(self, concepts: Sequence[str]) -> np.ndarray:
-        pools = [self.trusted.get(c, np.zeros(0, dtype=np.int32)) for c in concepts]
-        out = pools[0]
-        for other in pools[1:]:
-            out = np.intersect1d(out, other)
-        return out
-
-
-def verify_chain(row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome, task: str) -> dict | None:
-    """The chain with its rejected steps dropped (``on_fail="drop"``) or their positives redrawn from verified
-    images (``"resample"``); later steps are repaired to follow on (see :func:`repair_chain`)."""
-    n = len(row["positive"])
-    outcome.steps += n
-    bad = {t: claim for t, claim in row_claims(task, row) if claim in rejected}
-    drop: set[int] = set()
-    start = int(row["start"])
-    reasons = {t: _describe(claim, table, rejected[claim]) for t, claim in bad.items()}
-    if repair.on_fail == "drop":
-        # A bridge is where an asynchronous chain switches concept: dropping one would strand the next run
-        # (its queries lack the new concept), so a rejected bridge is redrawn from verified bridge images.
-        for t in sorted(t for t in bad if t >= 0 and row["plan"][t] != PLAN_BRIDGE):
-            outcome.drops.append(Drop(task, row["id"], t, reasons[t]))
-            drop.add(t)
-    if -1 in bad:
-        why = "start image: " + _describe(bad[-1], table, rejected[bad[-1]])
-        codes = step_concept_codes(row["plan"])
-        fresh = _pick(repair.pool([row["concepts"][int(codes[0])]]), {int(row["positive"][0])}, rng_for(repair.builder.config.seed, "verify", row["id"], "start"))
-        if fresh is not None:
-            start = fresh
-            outcome.resampled.append(Drop(task, row["id"], -1, why + "; start redrawn from verified images"))
+def final_decisions(claims: Sequence[Claim], table: Sequence[LabelledImage], decided: dict[Claim, Decision],
+                    human: dict[tuple[str, str], str]) -> dict[Claim, Decision]:
+    """Every claim's decision: a human decision (presence claims only: review pages show no negatives) beats
+    the models; a claim nobody was asked about stands ("unverified")."""
+    out = {}
+    for claim in claims:
+        image_id, present = table[claim[0]].id, claim[1] in table[claim[0]].labels
+        verdict = (human.get((image_id, claim[1])) or human.get((image_id, "*"))) if present else None
+        model = decided.get(claim)
+        if verdict is not None:
+            out[claim] = Decision(verdict, "human", model.answer if model else None, present, None, model.asked if model else [])
         else:
-            first = next((t for t in range(n) if t not in drop), None)
-            if first is None:
-                outcome.drops.append(Drop(task, row["id"], None, why))
-                return None
-            drop.add(first)  # the first kept step's positive becomes the start
-            outcome.drops.append(Drop(task, row["id"], first, why + "; this step's positive becomes the start"))
-            start = int(row["positive"][first])
-    keep = [t for t in range(n) if t not in drop]
-    positive = [int(p) for p in row["positive"]]
-    negative = [int(q) for q in row["negative"]]
-    keep = repair_chain(row, repair, start, keep, positive, negative, outcome, task, reasons)
-    warm = int(row["warmup"])
-    if not any(t >= warm for t in keep):
-        outcome.drops.append(Drop(task, row["id"], None, "no scored step left after verification"))
-        return None
-    outcome.kept_steps += len(keep)
-    return {**row, "start": start, "positive": [positive[t] for t in keep], "negative": [negative[t] for t in keep],
-            "answer": [int(row["answer"][t]) for t in keep], "plan": "".join(row["plan"][t] for t in keep),
-            "warmup": sum(t < warm for t in keep), "num_steps": len(keep)}
-
-
-def repair_chain(row: dict, repair: Repair, start: int, keep: list[int], positive: list[int], negative: list[int],
-                 outcome: Outcome, task: str, reasons: dict[int, str]) -> list[int]:
-    """Make every kept step valid again, first invalid step first: redraw its negative (disjoint from the new
-    query) when that suffices, else redraw its positive from the verified images of its pool, else drop it.
-    Edits ``positive``/``negative`` in place; returns the kept step indices. ``reasons``: the rejection behind a
-    step (resample mode keeps rejected steps: their positive lost the label, so they come up invalid here)."""
-    builder = repair.builder
-    concepts = row["concepts"]
-    codes = step_concept_codes(row["plan"])
-    while True:
-        text = "".join(row["plan"][t] for t in keep)
-        current = [np.asarray([v[t] for t in keep], dtype=np.int32) for v in (positive, negative)]
-        invalid = builder.invalid_steps(concepts, text, start, current[0], current[1])
-        if not invalid.any():
-            return keep
-        k = int(np.flatnonzero(invalid)[0])
-        t = keep[k]
-        query = start if k == 0 else positive[keep[k - 1]]
-        rng = rng_for(builder.config.seed, "verify", row["id"], t)
-
-        def valid_with(p: int, q: int) -> bool:
-            trial = [current[0].copy(), current[1].copy()]
-            trial[0][k], trial[1][k] = p, q
-            return not builder.invalid_steps(concepts, text, start, trial[0], trial[1])[k]
-
-        fixed = False
-        for _ in range(_ATTEMPTS):
-            q = _redraw_negative(builder, row, query, rng)
-            if q is not None and valid_with(positive[t], q):
-                negative[t] = q
-                outcome.redrawn_negatives += 1
-                fixed = True
-                break
-        if not fixed:
-            step_concepts = concepts if row["plan"][t] == PLAN_BRIDGE else [concepts[int(codes[t])]]
-            avoid = {query, *([positive[keep[k + 1]]] if k + 1 < len(keep) else [])}
-            for _ in range(_ATTEMPTS):
-                p = _pick(repair.pool(step_concepts), avoid, rng)
-                if p is None:
-                    break
-                q = negative[t] if valid_with(p, negative[t]) else _redraw_negative(builder, row, query, rng)
-                if q is not None and valid_with(p, q):
-                    positive[t], negative[t] = p, q
-                    why = (f"{reasons[t]}; positive redrawn from verified images" if t in reasons else "positive redrawn from "
-                           "verified images: after the dropped step(s) the old one no longer linked to its query")
-                    outcome.resampled.append(Drop(task, row["id"], t, why))
-                    fixed = True
-                    break
-        if not fixed:
-            keep.pop(k)
-            why = (f"{reasons[t]}; no verified image to redraw from" if t in reasons else "splice: after the dropped step(s) "
-                   "no verified image links this step's query and positive through its concept")
-            outcome.drops.append(Drop(task, row["id"], t, why))
-
-
-def _pick(pool: np.ndarray, avoid: set[int], rng: np.random.Generator) -> int | None:
-    """A random image of ``pool`` not in ``avoid`` (None when there is none)."""
-    if len(pool) == 0:
-        return None
-    for _ in range(_ATTEMPTS):
-        choice = int(pool[rng.integers(0, len(pool))])
-        if choice not in avoid:
-            return choice
-    left = [int(i) for i in pool if int(i) not in avoid]
-    return left[int(rng.integers(0, len(left)))] if left else None
-
-
-def _redraw_negative(builder: AssociationBuilder, row: dict, query: int, rng: np.random.Generator) -> int | None:
-    """A negative for ``query`` from the chain's negative pool, or None if none fits."""
-    pool = builder.negative_pool(row["concepts"])
-    if builder.config.negatives == "disjoint" and len(pool):
-        pool = pool[~builder.index.share_any_label(np.full(len(pool), query, dtype=np.int32), pool)]
-    if not len(pool):
-        return None
-    return int(pool[rng.integers(0, len(pool))])
-
-
-def verify_row(task: str, row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome) -> dict | None:
-    builder = repair.builder
-    outcome.rows += 1
-    if task in ("synchronous", "asynchronous"):
-        result = verify_chain(row, repair, rejected, table, outcome, task)
-    else:
-        outcome.steps += 1
-        failed = [claim for _, claim in row_claims(task, row) if claim in rejected]
-        if failed:
-            outcome.drops.append(Drop(task, row["id"], None, _describe(failed[0], table, rejected[failed[0]])))
-            result = None
-        else:
-            outcome.kept_steps += 1
-            result = row
-            if task == "deduction":  # gold follows the verified labels
-                shared = set(builder.index.images[row["image_1"]].labels) & set(builder.index.images[row["image_2"]].labels)
-                result = {**row, "gold": [c for c in builder.options if c in shared]}
-    if result is None:
-        outcome.dropped_rows += 1
-        return None
-    builder.check_row(task, result)
-    outcome.kept_rows += 1
-    return result
+            out[claim] = model or Decision("keep", "unverified", present=present)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- entry point
@@ -464,137 +308,154 @@ class VerifySummary:
     outcomes: dict[str, Outcome]
     claims: int
     rejected: int
+    undecided: int
     report: Path
 
 
-def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, model: str | None = None,
-                 backend: str = "transformers", backend_options: dict | None = None, backend_instance: Backend | None = None,
-                 decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None, generation: GenerationSettings | None = None,
-                 batch_size: int | None = None, on_fail: str = "drop", progress: bool = True,
-                 catalog_root: str | os.PathLike | None = None) -> VerifySummary:
-    """Verify the claims of chain files with a model and/or human decisions; write verified chain files.
-
-    ``decisions``: one or more files of human decisions (later files win); they override the model's answers.
-    ``on_fail``: ``drop`` removes a chain step whose positive was rejected; ``resample`` redraws that positive
-    from the images verified for the step's concept (dropping the step only when none fits).
-    """
-    if on_fail not in ON_FAIL:
-        raise InputError(f"--on-fail {on_fail!r} is not one of {', '.join(ON_FAIL)}.", "Use --on-fail drop or --on-fail resample.")
-    if isinstance(decisions, (str, os.PathLike)):
-        decisions = [decisions]
-    decisions = list(decisions or [])
-    if model is None and backend_instance is None and not decisions:
-        raise InputError("Nothing to verify with: no --model and no --decisions.",
-                         "Pass --model M --backend B (the paper's MLLM verification), --decisions FILE (human review), or both.")
-    inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
-    out_dir = Path(out_dir)
-    if any(inp.path.resolve().parent == out_dir.resolve() for inp in inputs):
-        raise InputError(f"--out {out_dir} is the folder of the input task files.", "Write the verified files to a new folder.")
-    config = config_of(meta)
-    concept_kind = meta.get("concept_kind", config.concept_kind)
-    claims = all_claims(inputs)
-    # human decisions are read first: a bad decisions file is refused before the model runs, not after it
+def _human_decisions(decisions, table: Sequence[LabelledImage]) -> tuple[list[str], dict[tuple[str, str], str]]:
+    """The decision files (later files win), read before any model runs: a bad file must not cost that pass."""
+    paths = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions or [])
     human: dict[tuple[str, str], str] = {}
-    for path in decisions:
+    for path in paths:
         human.update(read_decisions(path))
-    ids = {img.id: i for i, img in enumerate(table)}
+    ids = {img.id for img in table}
     unknown = sorted({image_id for image_id, _ in human if image_id not in ids})
     if unknown:
         raise InputError(f"The decisions name image(s) not in this build: {unknown[:5]}.", "Pass the decisions exported from these task files.")
-    decided: dict[Claim, Decision] = {}
-    model_info = None
-    if model is not None or backend_instance is not None:
-        generation = generation or GenerationSettings(max_new_tokens=16)
-        owned = backend_instance is None
-        instance = backend_instance or load_backend(backend, model, **(backend_options or {}))
-        try:
-            info = instance.info
-            run = run_key(task="association/verify", protocol=VERIFY_PROTOCOL, images=meta.get("images_sha256"), model=info.fingerprint,
-                          backend=info.backend, settings=generation.to_dict())
-            out_dir.mkdir(parents=True, exist_ok=True)
-            decided = ask_model(claims, table, concept_kind, instance, PredictionCache(out_dir / CACHE_FILENAME), run, generation,
-                                batch_size or info.default_batch_size, progress)
-            model_info = {"model": info.model, "fingerprint": info.fingerprint, "backend": info.backend, "generation": generation.to_dict()}
-        finally:
-            if owned:
-                instance.close()
-    for claim in claims:
-        image_id = table[claim[0]].id
-        verdict = human.get((image_id, claim[1])) or human.get((image_id, "*"))
-        if verdict is not None:
-            decided[claim] = Decision(verdict, "human", decided[claim].answer if claim in decided else None)
-        elif claim not in decided:
-            decided[claim] = Decision("keep", "unverified")
-    rejected = {c: d for c, d in decided.items() if d.verdict == "reject"}
+    return [str(p) for p in paths], human
 
-    new_table = verified_table(table, set(rejected))
+
+def _repair_for(table: Sequence[LabelledImage], meta: dict, config: ChainConfig, decided: dict[Claim, Decision],
+                rejected: dict[Claim, Decision], on_fail: str) -> tuple[list[LabelledImage], Repair]:
+    """The verified image table, and what repairs draw from: per concept, the images verified (or assumed) to show it."""
+    new_table = verified_table(table, rejected)
     index = LabelIndex(new_table)
     # the index sorts by id; the task files index the table as written (sorted by id by the builder)
     if [img.id for img in index.images] != [img.id for img in new_table]:
         raise SchemaError("images.jsonl is not sorted by id as `commonlink chains` writes it.", "Rebuild the chain files.")
     builder = AssociationBuilder(index, config, list(meta.get("options") or []))
     trusted: dict[str, list[int]] = {}
-    for (i, concept), decision in decided.items():
-        if decision.verdict == "keep":
+    for i, concept in decided:  # the verified labels: kept presence claims, and negatives a verifier saw it on
+        if concept in new_table[i].labels:
             trusted.setdefault(concept, []).append(i)
-    repair = Repair(builder, {c: np.unique(np.asarray(v, dtype=np.int32)) for c, v in trusted.items()}, on_fail)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    return new_table, Repair(builder, {c: np.unique(np.asarray(v, dtype=np.int32)) for c, v in trusted.items()}, on_fail)
+
+
+def _write_verified(inputs: Sequence[TaskInput], out_dir: Path, new_table: Sequence[LabelledImage], repair: Repair,
+                    rejected: dict[Claim, Decision], verification: dict) -> tuple[dict[str, Outcome], dict[str, Path]]:
+    """The verified image table and task files, each with its meta sidecar."""
     images_path = out_dir / IMAGES_FILENAME
     with atomic_write(images_path, "w") as handle:
         for i, img in enumerate(new_table):
             handle.write(json.dumps({"index": i, **img.to_json(images_path)}, ensure_ascii=False) + "\n")
     images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
-                                          "seed": config.seed, "images": len(new_table)})["sha256"]
-    verification = {"protocol": VERIFY_PROTOCOL, "model": model_info, "human_decisions": [str(d) for d in decisions] or None,
-                    "prompt": VERIFY_PROMPT, "on_fail": on_fail, "claims": len(claims), "rejected": len(rejected),
-                    "rejected_by": dict(Counter(d.source for d in rejected.values())), "report": REPORT_FILENAME}
+                                          "seed": repair.builder.config.seed, "images": len(new_table)})["sha256"]
     outcomes: dict[str, Outcome] = {}
     files: dict[str, Path] = {}
     for inp in inputs:
         outcome = outcomes[inp.task] = Outcome()
-        path = task_file(out_dir, inp.task)
+        path = files[inp.task] = task_file(out_dir, inp.task)
         with atomic_write(path, "w") as handle:
             for row in read_jsonl(inp.path):
                 kept = verify_row(inp.task, row, repair, rejected, new_table, outcome)
                 if kept is not None:
                     handle.write(json.dumps(kept, ensure_ascii=False, separators=(",", ":")) + "\n")
-        counts = {k: v for k, v in (inp.meta.get("counts") or {}).items()}
-        counts[inp.task] = outcome.kept_rows
-        task_meta = {**inp.meta, "rows": outcome.kept_rows, "steps": outcome.kept_steps, "counts": counts,
-                     "images_sha256": images_sha, "created": utc_now(),
-                     "verification": {**verification, "rows_in": outcome.rows, "rows_dropped": outcome.dropped_rows,
-                                      "steps_in": outcome.steps, "steps_kept": outcome.kept_steps,
-                                      "negatives_redrawn": outcome.redrawn_negatives, "positives_redrawn": len(outcome.resampled)},
-                     "verified_from": str(inp.path.resolve())}
-        write_meta(path, task_meta)
-        files[inp.task] = path
-    report = {
+        counts = {**(inp.meta.get("counts") or {}), inp.task: outcome.kept_rows}
+        write_meta(path, {**inp.meta, "rows": outcome.kept_rows, "steps": outcome.kept_steps, "counts": counts,
+                          "images_sha256": images_sha, "created": utc_now(),
+                          "verification": {**verification, **outcome_counts(outcome)}, "verified_from": str(inp.path.resolve())})
+    return outcomes, files
+
+
+def outcome_counts(o: Outcome) -> dict:
+    return {"rows_in": o.rows, "rows_kept": o.kept_rows, "rows_dropped": o.dropped_rows, "steps_in": o.steps,
+            "steps_kept": o.kept_steps, "negatives_redrawn": o.redrawn_negatives, "positives_redrawn": len(o.resampled)}
+
+
+def _report(table, decided: dict[Claim, Decision], outcomes: dict[str, Outcome], verification: dict, undecided: str) -> dict:
+    drops = lambda attr: [{"task": d.task, "id": d.id, "step": d.step, "reason": d.reason}
+                          for o in outcomes.values() for d in getattr(o, attr)]
+    return {
         "toolkit_version": __version__, "created": utc_now(), **verification,
-        "tasks": {t: {"rows_in": o.rows, "rows_kept": o.kept_rows, "rows_dropped": o.dropped_rows, "steps_in": o.steps,
-                      "steps_kept": o.kept_steps, "negatives_redrawn": o.redrawn_negatives, "positives_redrawn": len(o.resampled)}
-                  for t, o in outcomes.items()},
-        "decisions": [{"image_id": table[i].id, "name": table[i].name, "concept": c, "decision": d.verdict, "source": d.source,
-                       "answer": d.answer} for (i, c), d in decided.items()],
-        "drops": [{"task": d.task, "id": d.id, "step": d.step, "reason": d.reason} for o in outcomes.values() for d in o.drops],
-        "resampled": [{"task": d.task, "id": d.id, "step": d.step, "reason": d.reason} for o in outcomes.values() for d in o.resampled],
+        "tasks": {t: outcome_counts(o) for t, o in outcomes.items()},
+        "decisions": [{"image_id": table[i].id, "name": table[i].name, "concept": c, "claim": "present" if d.present else "absent",
+                       "decision": d.verdict, "applied": d.applied(undecided), "source": d.source, "model": d.model,
+                       "answer": d.answer, "asked": d.asked} for (i, c), d in decided.items()],
+        "drops": drops("drops"), "resampled": drops("resampled"),
     }
+
+
+def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, models: Sequence[str] | str | None = None,
+                 backend: Sequence[str] | str = "transformers", backend_options: dict | Sequence[dict] | None = None,
+                 backend_instances: Sequence[Backend] | Backend | None = None,
+                 decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None, generation: GenerationSettings | None = None,
+                 batch_size: int | None = None, on_fail: str = "resample", undecided: str = "keep", negatives: bool = True,
+                 progress: bool = True, catalog_root: str | os.PathLike | None = None) -> VerifySummary:
+    """Verify the claims of chain files with ordered verifier models and/or human decisions; write verified files.
+
+    ``models`` (or ``backend_instances``): the verifiers in order; each later one is asked only where every
+    earlier one was undecided. ``decisions``: files of human decisions (later files win); they override the
+    models. ``on_fail``: ``resample`` (default) or ``drop``, see :mod:`commonlink.refine.repair`. ``undecided``:
+    ``keep`` or ``reject`` a claim no verifier decided. ``negatives``: also ask whether negatives show the concept.
+    ``catalog_root``: where the catalogs of the chain files' images are now (``--catalog-root``).
+    """
+    if on_fail not in ON_FAIL:
+        raise InputError(f"--on-fail {on_fail!r} is not one of {', '.join(ON_FAIL)}.", "Use --on-fail resample or --on-fail drop.")
+    if undecided not in UNDECIDED:
+        raise InputError(f"--undecided {undecided!r} is not one of {', '.join(UNDECIDED)}.", "Use --undecided keep or --undecided reject.")
+    verifiers = verifiers_of(models, backend, backend_options, backend_instances)
+    if not len(verifiers) and not decisions:
+        raise InputError("Nothing to verify with: no --model and no --decisions.",
+                         "Pass --model M --backend B (the paper's MLLM verification; repeat --model for a fallback), "
+                         "--decisions FILE (human review), or both.")
+    inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
+    out_dir = Path(out_dir)
+    if any(inp.path.resolve().parent == out_dir.resolve() for inp in inputs):
+        raise InputError(f"--out {out_dir} is the folder of the input task files.", "Write the verified files to a new folder.")
+    config = config_of(meta)
+    claims = all_claims(inputs, negatives)
+    decision_files, human = _human_decisions(decisions, table)
+    generation = generation or GenerationSettings(max_new_tokens=16)
+    decided, model_infos = {}, []
+    if len(verifiers):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        decided, model_infos = ask_verifiers(claims, table, meta.get("concept_kind", config.concept_kind), verifiers,
+                                             PredictionCache(out_dir / CACHE_FILENAME), meta.get("images_sha256"), generation,
+                                             batch_size, progress)
+    decided = final_decisions(claims, table, decided, human)
+    rejected = {c: d for c, d in decided.items() if d.applied(undecided) == "reject"}
+    new_table, repair = _repair_for(table, meta, config, decided, rejected, on_fail)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    verdicts = Counter(d.verdict for d in decided.values())
+    verification = {"protocol": VERIFY_PROTOCOL, "models": model_infos or None, "generation": generation.to_dict() if model_infos else None,
+                    "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
+                    "human_decisions": decision_files or None, "prompt": VERIFY_PROMPT, "on_fail": on_fail, "undecided_rule": undecided,
+                    "negatives_asked": negatives, "claims": len(claims),
+                    "absence_claims": sum(not d.present for d in decided.values()),
+                    "rejected": verdicts["reject"], "undecided": verdicts["undecided"],
+                    "rejected_by": dict(Counter(d.source for d in decided.values() if d.verdict == "reject")), "report": REPORT_FILENAME}
+    outcomes, files = _write_verified(inputs, out_dir, new_table, repair, rejected, verification)
+    report = _report(table, decided, outcomes, verification, undecided)
     report_path = out_dir / REPORT_FILENAME
     atomic_write_json(report_path, report)
     atomic_write_text(out_dir / "verification.md", render_verification(report))
-    return VerifySummary(out_dir, files, outcomes, len(claims), len(rejected), report_path)
+    return VerifySummary(out_dir, files, outcomes, len(claims), verdicts["reject"], verdicts["undecided"], report_path)
 
 
 def render_verification(report: dict) -> str:
     """A short Markdown summary of a verification report."""
-    who = report["model"]["model"] if report.get("model") else "no model"
+    models = report.get("models") or []
+    who = " then ".join(m["model"] for m in models) or "no model"
     lines = [f"### Verification ({who}{', human decisions' if report.get('human_decisions') else ''})", "",
-             f"Claims asked: {report['claims']}; rejected: {report['rejected']} ({report['rejected_by']}).", "",
-             "| task | rows in | kept | dropped | steps in | steps kept | positives redrawn | negatives redrawn |",
-             "|---|---|---|---|---|---|---|---|"]
+             (f"Claims asked: {report['claims']} ({report.get('absence_claims', 0)} about negatives); rejected: {report['rejected']} "
+              f"({report['rejected_by']}); undecided: {report.get('undecided', 0)} (applied: {report.get('undecided_rule', 'keep')})."), ""]
+    lines += [f"- {m['model']}: asked {m['asked']}, left undecided {m['undecided']}" for m in models]
+    lines += ["", "| task | rows in | kept | dropped | steps in | steps kept | positives redrawn | negatives redrawn |",
+              "|---|---|---|---|---|---|---|---|"]
     for task, t in report["tasks"].items():
         lines.append(f"| {task} | {t['rows_in']} | {t['rows_kept']} | {t['rows_dropped']} | {t['steps_in']} | {t['steps_kept']} | "
                      f"{t['positives_redrawn']} | {t['negatives_redrawn']} |")
-    reasons = Counter(d["reason"].split(":")[0] if d["reason"].startswith(("splice", "start image", "no scored")) else "rejected claim"
-                      for d in report["drops"])
+    reasons = Counter(d["reason"].split(":")[0] if d["reason"].startswith(("splice", "start image", "no scored", "cut", "invalid"))
+                      else "rejected claim" for d in report["drops"])
     lines += ["", "Drops by reason: " + (", ".join(f"{k}: {v}" for k, v in reasons.items()) or "none") + "."]
     return "\n".join(lines) + "\n"

@@ -19,7 +19,6 @@ the existing release.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -38,6 +37,7 @@ from commonlink.fileio import (
     atomic_write_json,
     atomic_write_text,
     read_jsonl,
+    sha256_bytes,
 )
 from commonlink.formats.association import (
     IMAGE_TABLE_TASK,
@@ -60,11 +60,13 @@ from commonlink.formats.release import (
 from commonlink.images import check_image, open_image
 from commonlink.progress import track
 from commonlink.release.association_card import render_association_card
+from commonlink.release.common_o import CatalogImageReader
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
+    build_key_of,
     hash_files,
     reuse_or_refuse,
     stage_release,
@@ -160,11 +162,42 @@ def stored_size(data: bytes) -> tuple[int, int]:
         return probe.size
 
 
-def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
+def source_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: CatalogImageReader | None = None) -> bytes:
+    """The bytes of ``img``'s source file, checked as Common-O releases check theirs: a file of a catalog (or
+    manifest folder) is read through :class:`CatalogImageReader` (a symbolic link out of that folder is refused),
+    and its sha256 must be the one recorded when the chains were built (an image changed since is refused)."""
+    origin = img.origin
+    data, path = fetcher.original_bytes(origin)
+    what = f"Image {img.id}"
+    if data is None:
+        if path is None:
+            raise InputError(f"{what}: its source row has no image.", "Rebuild the chain files from a complete source.")
+        try:
+            if origin.get("catalog") and origin.get("relative"):
+                data = (reader or CatalogImageReader()).read(origin["catalog"], origin["relative"], what=what)
+            else:
+                data = Path(path).read_bytes()
+        except FileNotFoundError:
+            data = None
+        if data is None:
+            raise InputError(f"{what}: file {path} is gone since the chain files were built.",
+                             "Restore the file, or rebuild the chain files.")
+    recorded = origin.get("sha256")
+    if recorded and sha256_bytes(data) != recorded:
+        raise InputError(
+            f"{what}: {path or 'its source'} changed since the chain files were built (its sha256 is not the one in "
+            f"{IMAGES_FILENAME}), so its labels may no longer describe it.",
+            "Restore the original file, or rebuild the chain files (`commonlink chains ... --overwrite`) and then the release.",
+        )
+    return data
+
+
+def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: CatalogImageReader | None = None) -> bytes:
     """Bytes to store for ``img``: the original file when it is clean, else a re-encode without metadata."""
-    data, path = fetcher.original_bytes(img.origin)
+    data = source_image_bytes(fetcher, img, reader)
+    path = img.origin.get("path")
     if img.crop is not None:
-        full = open_image(data if data is not None else path, what=f"image {img.id}")
+        full = open_image(data, what=f"image {img.id}")
         source_format = full.format
         crop = full.crop(tuple(img.crop))
         buf = io.BytesIO()
@@ -173,20 +206,14 @@ def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage) -> bytes:
         else:
             crop.save(buf, format="PNG")
         return buf.getvalue()
-    if data is None:
-        if path is None:
-            raise InputError(f"Image {img.id}: its source row has no image.", "Rebuild the chain files from a complete source.")
-        try:
-            data = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise InputError(f"Image {img.id}: file {path} is gone since the chain files were built.",
-                             "Restore the file, or rebuild the chain files.") from None
     try:
         with Image.open(io.BytesIO(data)) as probe:
             # PNG text chunks (tEXt/zTXt/iTXt) can hold anything: captions, places, names
             dirty = bool(probe.getexif()) or any(key in probe.info for key in _METADATA_KEYS) or bool(getattr(probe, "text", None))
-    except Exception as exc:
-        raise InputError(f"Image {img.id}: not a readable image ({exc}).", "Fix or remove it from the source.") from exc
+    except Exception as exc:  # Pillow names a BytesIO object, not the file: name the image and its file
+        where = f"Image {img.id} ({path})" if path else f"Image {img.id} ({json.dumps(img.origin, sort_keys=True)})"
+        raise InputError(f"{where}: not a readable image (corrupt or unknown format: {type(exc).__name__}).",
+                         "Fix or remove it from the source, then build the chain files again.") from exc
     if not dirty:
         # decoded, so a truncated, oversized or replaced file is refused rather than published
         check_image(data, what=f"Image {img.id}" + (f" ({path})" if path else ""), size=(img.width, img.height))
@@ -249,7 +276,7 @@ def build_association_release(
                     "seed": inp.meta.get("seed"), "toolkit_version": inp.meta.get("toolkit_version"),
                     "config": without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
     }
-    build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
+    build_key = build_key_of(config, __version__)
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
         reused.splits = read_release_manifest(out_dir).get("configs", {})
@@ -260,13 +287,13 @@ def build_association_release(
     with stage_release(out_dir) as tmp_dir:
         configs: dict[str, dict] = {}
         features_by_config: dict[str, Any] = {}
-        fetcher = ImageFetcher()
+        fetcher, reader = ImageFetcher(), CatalogImageReader()
         features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
         image_bytes = 0
         with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
             for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
                 img = images[image_id]
-                data = release_image_bytes(fetcher, img)
+                data = release_image_bytes(fetcher, img, reader)
                 image_bytes += len(data)
                 width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
                 writer.write({"id": img.id, "image": {"bytes": data, "path": None}, "labels": img.labels, "width": width,
@@ -289,15 +316,17 @@ def build_association_release(
             "source": without_local_paths(first.get("source") or {}),
             "construction": without_local_paths(first.get("config", {})),
             "verification": first.get("verification"),
+            "left_out_no_disjoint_negative": first.get("left_out_no_disjoint_negative", 0),
         }
         card = render_association_card(name=options.name, version=options.version, license=options.license, configs=configs,
-                                       features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__)
+                                       features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__,
+                                       card_info=dict(options.card_info))
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
         manifest = {
             "toolkit_version": __version__, "name": options.name, "version": options.version, "kind": "association", "seed": seed,
             "build_key": build_key, "created": utc_now(),
-            "config": config, "configs": {c: {"rows": i["rows"], "files": i["files"]} for c, i in configs.items()},
+            "config": config, "configs": {c: {k: i[k] for k in ("rows", "files", "num_bytes", "download_size")} for c, i in configs.items()},
             "stats": stats, "files": files,
         }
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)

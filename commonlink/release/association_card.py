@@ -7,12 +7,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from commonlink.formats.card import (
+    REPO_PLACEHOLDER,
+    code_span,
     configs_entry,
     dataset_info_entry,
     markdown_table,
+    markdown_text,
     render_card,
     size_category,
 )
+from commonlink.release.card_info import publisher_section
 
 _CONFIG_TEXT = {
     "single_step": "single-step association: a query, K memory images with their shared concept, two candidates (answer = index of the positive)",
@@ -29,9 +33,9 @@ def negatives_and_preset_line(construction: Mapping[str, Any]) -> str:
     rule = ("a negative shares no label at all with its query (paper eqs. 1, 4, 5)" if negatives == "disjoint"
             else "a negative only lacks the task's concepts; it may share other labels with its query (not the paper's rule)")
     preset = construction.get("preset")
-    concepts = (f"concept preset `{preset}` (the paper's named concepts and asynchronous pairs)" if preset
+    concepts = (f"concept preset {code_span(preset)} (the paper's named concepts and asynchronous pairs)" if preset
                 else "no concept preset (concepts and pairs chosen by the builder's options)")
-    return f"**Sampling:** negatives `{negatives}`: {rule}; {concepts}."
+    return f"**Sampling:** negatives {code_span(negatives)}: {rule}; {concepts}."
 
 
 def verification_text(verification: Mapping[str, Any] | None) -> str:
@@ -39,21 +43,27 @@ def verification_text(verification: Mapping[str, Any] | None) -> str:
     if not verification:
         return ("Not verified: labels come from the source dataset unchanged; the paper's MLLM verification and human "
                 "review (§4.2) were not applied (`commonlink chains verify`), so annotation errors of the source carry over.")
-    model = verification.get("model") or {}
-    who = [f"model `{model.get('model')}` ({model.get('backend')})"] if model else []
+    models = verification.get("models") or ([verification["model"]] if verification.get("model") else [])
+    who = [" then ".join(f"model {code_span(m.get('model'))} ({markdown_text(m.get('backend'))})" for m in models)] if models else []
     if verification.get("human_decisions"):
         who.append("human review decisions")
+    repair = ("chain steps relying on them got a positive or negative redrawn from verified images (or the chain was cut "
+              "there when none fitted)" if verification.get("on_fail") == "resample" else "the chain steps relying on them dropped")
     return (f"Verified with {' and '.join(who)}: {verification.get('claims', 0):,} (image, concept) claims asked, "
-            f"{verification.get('rejected', 0):,} rejected; rejected labels were removed from the images and the chain "
-            f"steps and tasks relying on them dropped (every claim and drop: the build's verification.json). "
-            f"Question asked per claim: \"{verification.get('prompt', '')}\"")
+            f"{verification.get('rejected', 0):,} rejected, {verification.get('undecided', 0):,} undecided (kept as labelled "
+            f"unless --undecided reject); rejected labels were corrected in the image table, {repair}, and tasks relying "
+            f"on them dropped (every claim and drop: the build's verification.json). "
+            f"Question asked per claim: \"{markdown_text(verification.get('prompt', ''))}\"")
 
 
-def render_association_card(*, name: str, version: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any],
-                            stats: Mapping[str, Any], seed: Any, toolkit_version: str) -> str:
-    """The README.md of an association release (YAML header readable by ``datasets`` and the Hub)."""
-    order = [c for c in ("single_step", "deduction", "synchronous", "asynchronous", "images") if c in configs]
-    metadata = {
+def _config_order(configs: Mapping[str, dict]) -> list[str]:
+    return [c for c in ("single_step", "deduction", "synchronous", "asynchronous", "images") if c in configs]
+
+
+def association_card_metadata(*, name: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any]) -> dict:
+    """The card's YAML header: Hub tags, one ``configs`` entry and one ``dataset_info`` block per config."""
+    order = _config_order(configs)
+    return {
         "license": license,
         "pretty_name": name,
         "task_categories": ["visual-question-answering"],
@@ -66,21 +76,66 @@ def render_association_card(*, name: str, version: str, license: str, configs: M
             for c in order
         ],
     }
-    counts = stats.get("counts", {})
-    steps = stats.get("steps", {})
-    construction = stats.get("construction", {})
+
+
+def _concepts_section(stats: Mapping[str, Any]) -> str:
+    """Concepts with their pool sizes, the asynchronous pairs, task and image counts."""
     concept_rows = [(c["name"], c["pool_size"], c.get("negative_pool_size", "")) for c in stats.get("concepts", [])]
     pair_rows = [(" + ".join(p["concepts"]), p["bridge_pool_size"]) for p in stats.get("pairs", [])]
-    config_rows = [(c, _CONFIG_TEXT[c], configs[c]["rows"], steps.get(c, "")) for c in order]
+    counts = ", ".join(f"{markdown_text(k)}: {v:,}" for k, v in stats.get("counts", {}).items())
+    pairs = "### Asynchronous pairs\n\n" + markdown_table(["pair", "bridge pool size"], pair_rows) if pair_rows else ""
+    return f"""## Concepts ({markdown_text(stats.get("concept_kind", "concept"))})
+
+Pool = images carrying the concept; negative pool = images carrying none of a task's concepts.
+
+{markdown_table(["concept", "pool size", "negative pool size"], concept_rows) if concept_rows else "(none)"}
+
+{pairs}
+
+Task counts: {counts}. Images stored: {stats.get("images", 0):,}.
+"""
+
+
+def _construction_section(stats: Mapping[str, Any]) -> str:
+    """Construction settings, the source read, and the invariants the builder checks."""
+    construction = stats.get("construction", {})
     source = stats.get("source") or {}
-    sampling = negatives_and_preset_line(construction)
-    verification = verification_text(stats.get("verification"))
+
+    def count(key: str) -> str:
+        return markdown_text(source.get(key, "?"))
+
+    return f"""## Construction settings
+
+{markdown_table(["setting", "value"], [(k, json.dumps(v)) for k, v in construction.items()])}
+
+Source: {markdown_text(source.get("source_type", "?"))} {code_span(source.get("source", ""))}; samples read {count("read")}, kept
+{count("kept")}, dropped under the pixel minimum {count("dropped_small")}, unlabelled {count("dropped_unlabelled")};
+left out because they share a label with every other image (no disjoint negative exists for them)
+{markdown_text(stats.get("left_out_no_disjoint_negative", 0))}. Images without a name in the source are named by
+their labels ("the image with a red circle and a blue square"), one distinct name each.
+
+Invariants checked while building: a positive always shares the step's concept with its query, a negative
+never carries any of the task's concepts (with disjoint negatives: no label of its query), the two candidates
+of a step differ. Every chain is drawn from its own generator (seed, task, concept(s), chain index), so any
+chain can be rebuilt alone.
+"""
+
+
+def render_association_card(*, name: str, version: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any],
+                            stats: Mapping[str, Any], seed: Any, toolkit_version: str,
+                            card_info: Mapping[str, str] | None = None) -> str:
+    """The README.md of an association release (YAML header readable by ``datasets`` and the Hub). Every value
+    from data goes in escaped (``markdown_text``, ``code_span``, table cells); ``card_info`` answers the
+    publisher's questions."""
+    steps = stats.get("steps", {})
+    config_rows = [(c, _CONFIG_TEXT[c], configs[c]["rows"], steps.get(c, "")) for c in _config_order(configs)]
+    repo = json.dumps(REPO_PLACEHOLDER)
     body = f"""
-# {name}
+# {markdown_text(name)}
 
 Association tasks (Labyrinth of Links, "annotation-free association construction") built with
 commonlink {toolkit_version} from a labelled image set: two images are *associated*
-when their label sets intersect. Version {version}, seed `{json.dumps(seed)}`.
+when their label sets intersect. Version {markdown_text(version)}, seed {code_span(json.dumps(seed))}.
 
 ## Configs
 
@@ -88,11 +143,11 @@ when their label sets intersect. Version {version}, seed `{json.dumps(seed)}`.
 
 ```python
 from datasets import load_dataset
-chains = load_dataset("PATH_OR_REPO", "synchronous", split="test")
-images = load_dataset("PATH_OR_REPO", "images", split="test")   # id -> image
+chains = load_dataset({repo}, "synchronous", split="test")
+images = load_dataset({repo}, "images", split="test")   # id -> image
 # or typed tasks with images resolved:
 from commonlink.loaders import load_association
-for chain in load_association("PATH_OR_REPO", "synchronous"):
+for chain in load_association({repo}, "synchronous"):
     step = chain.steps[0]; step.query.image, step.candidates, step.answer
 ```
 
@@ -101,33 +156,14 @@ Chains are pre-sampled to their cap: `positive[t]` is the query of step `t+1` (`
 the first `warmup` steps are warm-up steps (the harness forces the correct choice); `plan` has one character a
 step: `1`/`2` on concept 1/2, `b` a bridge step whose positive carries both concepts.
 
-{sampling}
+{negatives_and_preset_line(stats.get("construction", {}))}
 
-## Concepts ({stats.get("concept_kind", "concept")})
-
-Pool = images carrying the concept; negative pool = images carrying none of a task's concepts.
-
-{markdown_table(["concept", "pool size", "negative pool size"], concept_rows) if concept_rows else "(none)"}
-
-{"### Asynchronous pairs" + chr(10) + chr(10) + markdown_table(["pair", "bridge pool size"], pair_rows) if pair_rows else ""}
-
-Task counts: {", ".join(f"{k}: {v:,}" for k, v in counts.items())}. Images stored: {stats.get("images", 0):,}.
-
-## Construction settings
-
-{markdown_table(["setting", "value"], [(k, json.dumps(v)) for k, v in construction.items()])}
-
-Source: {source.get("source_type", "?")} `{source.get("source", "")}`; samples read {source.get("read", "?")}, kept
-{source.get("kept", "?")}, dropped under the pixel minimum {source.get("dropped_small", "?")}, unlabelled
-{source.get("dropped_unlabelled", "?")}.
-
-Invariants checked while building: a positive always shares the step's concept with its query, a negative
-never carries any of the task's concepts (with disjoint negatives: no label of its query), the two candidates
-of a step differ. Every chain is drawn from its own generator (seed, task, concept(s), chain index), so any
-chain can be rebuilt alone.
-
+{_concepts_section(stats)}
+{_construction_section(stats)}
 ## Verification
 
-{verification}
+{verification_text(stats.get("verification"))}
+
+{publisher_section(card_info)}
 """
-    return render_card(metadata, body)
+    return render_card(association_card_metadata(name=name, license=license, configs=configs, features=features), body)

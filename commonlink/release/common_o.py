@@ -17,7 +17,6 @@ inputs with the same options finds the finished release and keeps it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
@@ -60,6 +59,7 @@ from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
+    build_key_of,
     hash_files,
     reuse_or_refuse,
     stage_release,
@@ -101,7 +101,7 @@ def build_common_o_release(
             for inp in inputs
         ],
     }
-    build_key = hashlib.sha256(json.dumps([__version__, config], sort_keys=True, default=str).encode()).hexdigest()
+    build_key = build_key_of(config, __version__)
 
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
@@ -116,9 +116,10 @@ def build_common_o_release(
 
         figures = write_common_o_figures(dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0)
         summary = shards.stats.summary()
+        _mark_unreached_counts(summary, inputs)
         card = render_common_o_card(
             name=options.name, version=options.version, license=options.license, splits=shards.splits, stats=summary, figures=figures,
-            features=features, seed=seed, toolkit_version=__version__, config=config,
+            features=features, seed=seed, toolkit_version=__version__, config=config, card_info=dict(options.card_info),
         )
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
@@ -131,7 +132,7 @@ def build_common_o_release(
             "build_key": build_key,
             "created": utc_now(),
             "config": config,
-            "splits": {s: {"rows": info["rows"], "files": info["files"]} for s, info in shards.splits.items()},
+            "splits": {s: {k: info[k] for k in ("rows", "files", "num_bytes", "download_size")} for s, info in shards.splits.items()},
             "stats": summary,
             "figures": figures,
             "files": files,
@@ -496,6 +497,16 @@ def _distribution(counter: Counter) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ internals
+
+
+def _mark_unreached_counts(summary: dict, inputs: list[_Input]) -> None:
+    """Per split, the numbers of common objects 0..K (K from the pairs files' options) that no row has: the card
+    says so, so that a split that could not reach them never passes for one that did."""
+    for split, info in summary["splits"].items():
+        k_max = max((int(inp.meta.get("config", {}).get("max_common") or 0) for inp in inputs if inp.split == split), default=0)
+        histogram = (info.get("common_objects_per_example") or {}).get("histogram") or {}
+        info["max_common"] = k_max
+        info["common_objects_missing"] = [k for k in range(k_max + 1) if not histogram.get(str(k))]
 
 
 def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:

@@ -15,11 +15,19 @@ from typing import Any
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.formats.card import (
+    REPO_PLACEHOLDER,
+    code_span,
     configs_entry,
     dataset_info_entry,
     markdown_table,
+    markdown_text,
     render_card,
     size_category,
+)
+from commonlink.release.card_info import (
+    PUBLISHER_TO_FILL,
+    QUESTIONS_BY_KEY,
+    publisher_answer,
 )
 
 #: The seven sections of a datasheet, in Gebru et al.'s order.
@@ -32,7 +40,6 @@ DATASHEET_SECTIONS: tuple[str, ...] = (
     "Distribution",
     "Maintenance",
 )
-PUBLISHER_TO_FILL = "Not recorded by the build; the publisher should state it here before release."
 PAPER = "Ross, Ibrahim et al., *What's in Common? Multimodal Models Hallucinate When Reasoning Across Scenes* (arXiv:2511.03768)"
 
 Datasheet = list[tuple[str, list[tuple[str, str]]]]
@@ -73,82 +80,20 @@ def baseline_accuracies(split_stats: Mapping[str, Any]) -> tuple[float, float]:
     return float(split_stats.get("no_common_share", 0.0)), random
 
 
-def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, seed: Any, toolkit_version: str) -> Datasheet:
-    """The seven sections for a Common-O build, answered from ``stats`` (``CommonOStatsAccumulator.summary()``)."""
-    splits = stats.get("splits", {})
-    total = stats.get("total_rows", 0)
-    split_counts = ", ".join(f"{s}: {info['rows']:,}" for s, info in splits.items()) or "none"
-    top = stats.get("object_frequency", [])[:10]
-    top_text = ", ".join(f"{n} ({c:,})" for n, c in top) or "none"
-    area = stats.get("object_area")
-    area_text = (
-        f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image"
-        + (f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
-           f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports." if area.get("pairs") else ".")
-        if area
-        else ""
-    )
-    asset_licenses = stats.get("synthetic_asset_licenses")
-    asset_text = (
-        " Rendered objects come from the asset files recorded with the synthetic catalogs ("
-        + "; ".join(f"{n} under {lic}" for lic, n in asset_licenses.items()) + ")."
-        if asset_licenses else ""
-    )
-    per_split = "; ".join(
-        f"{s}: objects per image {_dist(i['objects_per_image'])}, common objects per example {_dist(i['common_objects_per_example'])}, "
-        f"{_pct(i['no_common_share'])} with no object in common, choices per example {_dist(i['choices_per_example'])}"
-        for s, i in splits.items()
-    )
-    sources = "; ".join(
-        f"{s}: {_pct(i['real_share'])} real, {_pct(i['synthetic_share'])} synthetic" for s, i in splits.items()
-    )
+def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, seed: Any, toolkit_version: str,
+                       card_info: Mapping[str, str] | None = None) -> Datasheet:
+    """The seven sections for a Common-O build, answered from ``stats`` (``CommonOStatsAccumulator.summary()``);
+    the questions only the publisher can answer take their answers from ``card_info`` (see ``card_info.py``)."""
     return [
         ("Motivation", [
             ("For what purpose was the dataset created?",
              "To test whether multimodal models can reason across scenes: given two images of several objects each, "
              "pick every object present in both (the Common-O task of " + PAPER + "). Evaluation only."),
-            ("Who created the dataset? Who funded its creation?", PUBLISHER_TO_FILL),
-            ("Any other comments?", f"Built with the commonlink toolkit {toolkit_version} (seed {json.dumps(seed)})."),
+            _publisher(card_info, "creators_and_funding"),
+            ("Any other comments?", f"Built with the commonlink toolkit {toolkit_version} (seed {code_span(json.dumps(seed))})."),
         ]),
-        ("Composition", [
-            ("What do the instances represent?",
-             "Each instance is a pair of images (real photos or synthetic renders of household objects), a lettered list of "
-             f"candidate objects, and the set of objects present in both images (or \"{NO_COMMON_OBJECTS}\")."),
-            ("How many instances are there?",
-             f"{total:,} examples ({split_counts}), built from {stats.get('distinct_images', 0):,} distinct images of "
-             f"{stats.get('distinct_scenes', 0):,} scenes showing {stats.get('distinct_objects', 0):,} distinct objects."),
-            ("Is it a sample of a larger set?",
-             "Yes: pairs are sampled (seeded, reproducible) from image catalogs of labelled photos and renders; every image "
-             "pair meeting the sampling options could have been drawn. " + per_split + "."),
-            ("What data does each instance consist of? Is there a label?",
-             "Two images embedded as bytes, the question with lettered choices, the choices, the ground-truth common objects, "
-             "the answer letters, both images' object lists, and provenance ids (example, images, scenes, views). "
-             "The label is the set of objects in common."),
-            ("How are objects distributed?", f"Most frequent objects (counted once per distinct image): {top_text}.{area_text}"),
-            ("Real and synthetic share?", f"Overall {_pct(stats.get('real_share', 0))} real, {_pct(stats.get('synthetic_share', 0))} synthetic ({sources})."),
-            ("Is any information missing from individual instances?", "No; every row has all columns (provenance ids may be null where a catalog did not record them)."),
-            ("Are relationships between instances made explicit?",
-             "Yes: the image_1_id/image_2_id and scene/view columns show which examples share an image or a scene."),
-            ("Are there recommended data splits?", f"The splits above ({', '.join(splits) or 'none'}) are all evaluation splits; there is no training split."),
-            ("Are there errors, sources of noise, or redundancies?",
-             "Labels come from the image catalogs: human labels for photos, scene plans verified by instance masks for renders. "
-             "Ambiguous or heavily occluded objects are the main source of noise. Images are reused across examples by design."),
-            ("Is the dataset self-contained?", "Yes; images are embedded in the parquet files."),
-            ("Does it contain confidential or sensitive data?",
-             "It is meant to show objects only, without people, logos or private information. " + PUBLISHER_TO_FILL),
-        ]),
-        ("Collection Process", [
-            ("How was the data acquired?", " ".join(filter(None, [
-                "Real photos were ingested with their labels from a manifest (`commonlink ingest`)." if stats.get("real_share") else "",
-                "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
-                + asset_text if stats.get("synthetic_share") else "",
-            ])) or "No rows."),
-            ("What sampling strategy was used?",
-             f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {json.dumps(seed)}; "
-             "the exact options are in manifest.json."),
-            ("Who was involved, over what timeframe, with what ethical review?", PUBLISHER_TO_FILL),
-            ("Were individuals notified or did they consent?", "The images are meant to contain no people. " + PUBLISHER_TO_FILL),
-        ]),
+        ("Composition", _composition(stats, card_info)),
+        ("Collection Process", _collection(stats, seed, card_info)),
         ("Preprocessing/Cleaning/Labeling", [
             ("Was any preprocessing/cleaning/labeling done?",
              "Object names were normalised to one vocabulary; photo location metadata is stripped at ingestion; images are "
@@ -157,20 +102,98 @@ def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, see
         ]),
         ("Uses", [
             ("What tasks is it for?", "Multiple-choice, multiple-answer question answering over two images (exact set match, hallucination rate)."),
-            ("What (other) tasks could it be used for?", "Open-ended multi-image question answering; single-image perception probes (\"Is <object> in this image?\")."),
+            ("What (other) tasks could it be used for?", "Open-ended multi-image question answering; single-image perception probes (\"Is \\<object\\> in this image?\")."),
             ("Are there tasks for which it should not be used?", "It is an evaluation benchmark: do not train or fine-tune on it."),
         ]),
         ("Distribution", [
             ("How is it distributed?", "As parquet shards with this card, on the Hugging Face Hub or as a folder; manifest.json lists the sha256 of every file."),
-            ("Under what license?", f"{license}."),
-            ("Any third-party or export restrictions?", PUBLISHER_TO_FILL),
+            ("Under what license?", f"{markdown_text(license)}."),
+            _publisher(card_info, "restrictions"),
         ]),
         ("Maintenance", [
-            ("Who maintains it, and how can they be contacted?", PUBLISHER_TO_FILL),
+            _publisher(card_info, "maintainers"),
             ("Will it be updated? Are older versions kept?",
              "Each release has a version; on the Hub every version is a tag, so `load_dataset(repo, revision=TAG)` keeps loading old versions."),
             ("How can others extend it?", "Rebuild with more catalogs and the same toolkit: the build is deterministic given the seed and inputs."),
         ]),
+    ]
+
+
+def _publisher(card_info: Mapping[str, str] | None, key: str, known: str = "") -> tuple[str, str]:
+    return QUESTIONS_BY_KEY[key].question, publisher_answer(card_info, key, known)
+
+
+def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) -> list[tuple[str, str]]:
+    """The Composition answers: counts, distributions and sources of the rows written."""
+    splits = stats.get("splits", {})
+    total = stats.get("total_rows", 0)
+    split_counts = ", ".join(f"{markdown_text(s)}: {info['rows']:,}" for s, info in splits.items()) or "none"
+    top_text = ", ".join(f"{markdown_text(n)} ({c:,})" for n, c in stats.get("object_frequency", [])[:10]) or "none"
+    area = stats.get("object_area")
+    area_text = (
+        f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image"
+        + (f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
+           f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports." if area.get("pairs") else ".")
+        if area
+        else ""
+    )
+    per_split = "; ".join(
+        f"{markdown_text(s)}: objects per image {_dist(i['objects_per_image'])}, common objects per example "
+        f"{_dist(i['common_objects_per_example'])}, {_pct(i['no_common_share'])} with no object in common, choices per example "
+        f"{_dist(i['choices_per_example'])}"
+        for s, i in splits.items()
+    )
+    sources = "; ".join(
+        f"{markdown_text(s)}: {_pct(i['real_share'])} real, {_pct(i['synthetic_share'])} synthetic" for s, i in splits.items()
+    )
+    return [
+        ("What do the instances represent?",
+         "Each instance is a pair of images (real photos or synthetic renders of household objects), a lettered list of "
+         f"candidate objects, and the set of objects present in both images (or \"{NO_COMMON_OBJECTS}\")."),
+        ("How many instances are there?",
+         f"{total:,} examples ({split_counts}), built from {stats.get('distinct_images', 0):,} distinct images of "
+         f"{stats.get('distinct_scenes', 0):,} scenes showing {stats.get('distinct_objects', 0):,} distinct objects."),
+        ("Is it a sample of a larger set?",
+         "Yes: pairs are sampled (seeded, reproducible) from image catalogs of labelled photos and renders; every image "
+         "pair meeting the sampling options could have been drawn. " + per_split + "."),
+        ("What data does each instance consist of? Is there a label?",
+         "Two images embedded as bytes, the question with lettered choices, the choices, the ground-truth common objects, "
+         "the answer letters, both images' object lists, and provenance ids (example, images, scenes, views). "
+         "The label is the set of objects in common."),
+        ("How are objects distributed?", f"Most frequent objects (counted once per distinct image): {top_text}.{area_text}"),
+        ("Real and synthetic share?", f"Overall {_pct(stats.get('real_share', 0))} real, {_pct(stats.get('synthetic_share', 0))} synthetic ({sources})."),
+        ("Is any information missing from individual instances?", "No; every row has all columns (provenance ids may be null where a catalog did not record them)."),
+        ("Are relationships between instances made explicit?",
+         "Yes: the image_1_id/image_2_id and scene/view columns show which examples share an image or a scene."),
+        ("Are there recommended data splits?",
+         f"The splits above ({', '.join(map(markdown_text, splits)) or 'none'}) are all evaluation splits; there is no training split."),
+        ("Are there errors, sources of noise, or redundancies?",
+         "Labels come from the image catalogs: human labels for photos, scene plans verified by instance masks for renders. "
+         "Ambiguous or heavily occluded objects are the main source of noise. Images are reused across examples by design."),
+        ("Is the dataset self-contained?", "Yes; images are embedded in the parquet files."),
+        _publisher(card_info, "sensitive_data", "It is meant to show objects only, without people, logos or private information."),
+    ]
+
+
+def _collection(stats: Mapping[str, Any], seed: Any, card_info: Mapping[str, str] | None) -> list[tuple[str, str]]:
+    """The Collection Process answers: where the images came from and how pairs were sampled."""
+    asset_licenses = stats.get("synthetic_asset_licenses")
+    asset_text = (
+        " Rendered objects come from the asset files recorded with the synthetic catalogs ("
+        + "; ".join(f"{n} under {markdown_text(lic)}" for lic, n in asset_licenses.items()) + ")."
+        if asset_licenses else ""
+    )
+    return [
+        ("How was the data acquired?", " ".join(filter(None, [
+            "Real photos were ingested with their labels from a manifest (`commonlink ingest`)." if stats.get("real_share") else "",
+            "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
+            + asset_text if stats.get("synthetic_share") else "",
+        ])) or "No rows."),
+        ("What sampling strategy was used?",
+         f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {code_span(json.dumps(seed))}; "
+         "the exact options are in manifest.json."),
+        _publisher(card_info, "collection_process"),
+        _publisher(card_info, "consent", "The images are meant to contain no people."),
     ]
 
 
@@ -213,16 +236,18 @@ def render_common_o_card(
     seed: Any,
     toolkit_version: str,
     config: Mapping[str, Any],
+    card_info: Mapping[str, str] | None = None,
 ) -> str:
-    """README.md of a Common-O release: Hub YAML metadata + summary, usage, tables, figures, datasheet."""
+    """README.md of a Common-O release: Hub YAML metadata + summary, usage, tables, figures, datasheet (the
+    publisher's answers from ``card_info``). Every value from data goes in escaped (``markdown_text``)."""
     total = sum(int(info["rows"]) for info in splits.values())
     first_split = next(iter(splits), "main")
     body = [
-        f"# {name}",
+        f"# {markdown_text(name)}",
         "",
-        f"Version **{version}** of a Common-O style benchmark: two images, a lettered list of objects, and the task of "
+        f"Version **{markdown_text(version)}** of a Common-O style benchmark: two images, a lettered list of objects, and the task of "
         f"picking every object present in both images ({PAPER}). {total:,} examples, built with commonlink {toolkit_version} "
-        f"(seed {json.dumps(seed)}).",
+        f"(seed {code_span(json.dumps(seed))}).",
         "",
         *_usage_section(first_split),
         *_splits_section(splits, stats),
@@ -232,7 +257,8 @@ def render_common_o_card(
         markdown_table(["object", "images"], stats.get("object_frequency", [])[:30]),
         "",
         *_figures_section(figures),
-        render_datasheet(common_o_datasheet(stats, name=name, license=license, seed=seed, toolkit_version=toolkit_version)),
+        render_datasheet(common_o_datasheet(stats, name=name, license=license, seed=seed, toolkit_version=toolkit_version,
+                                            card_info=card_info)),
         *_build_section(toolkit_version, seed, config),
         *_CITATION,
     ]
@@ -264,11 +290,11 @@ def _usage_section(split: str) -> list[str]:
         "```python",
         "from datasets import load_dataset",
         "",
-        f"ds = load_dataset(\"REPO_OR_FOLDER\", split=\"{split}\")   # images decode to PIL",
+        f"ds = load_dataset(\"{REPO_PLACEHOLDER}\", split={json.dumps(split)})   # images decode to PIL",
         "",
         "from commonlink.loaders.common_o import load_common_o   # typed examples: lists parsed, letters resolved",
         "",
-        f"for example in load_common_o(\"REPO_OR_FOLDER\", \"{split}\"):",
+        f"for example in load_common_o(\"{REPO_PLACEHOLDER}\", {json.dumps(split)}):",
         "    example.image_1, example.choices, example.ground_truth",
         "```",
         "",
@@ -294,12 +320,26 @@ def _splits_section(splits: Mapping[str, Mapping[str, Any]], stats: Mapping[str,
         ),
         "",
         "Baselines (the floor a model must beat): "
-        + "; ".join(f"{split}: `none` {_pct(none)}, `random` {_pct(rnd)} (expected) accuracy"
+        + "; ".join(f"{markdown_text(split)}: `none` {_pct(none)}, `random` {_pct(rnd)} (expected) accuracy"
                     for split, (none, rnd) in ((s, baseline_accuracies(stats["splits"].get(s, {}))) for s in splits))
         + ". `none` always answers \"No objects are in common\"; `random` picks each object with probability 1/2 "
         "(`commonlink eval commono --model none|random`).",
         "",
+        *_unreached_lines(splits, stats),
     ]
+
+
+def _unreached_lines(splits: Mapping[str, Any], stats: Mapping[str, Any]) -> list[str]:
+    """A warning per split whose rows miss some numbers of common objects its options allow (0..max_common)."""
+    lines = []
+    for split in splits:
+        s = stats["splits"].get(split, {})
+        missing = s.get("common_objects_missing")
+        if missing:
+            lines += [f"**Not reached in {split}:** no example has {', '.join(map(str, missing))} object(s) in common "
+                      f"(the split allows 0–{s.get('max_common')}): the catalogs it was sampled from had no such pairs to "
+                      "spare, and their share went to the other counts (see the pairs file's sidecar notes).", ""]
+    return lines
 
 
 def _columns_section(features: Any) -> list[str]:
@@ -359,4 +399,4 @@ def _feature_type(feature: Any) -> str:
     return "Image" if type(feature).__name__ == "Image" else f"Value({dtype!r})"
 
 
-__all__: Sequence[str] = ["baseline_accuracies", "DATASHEET_SECTIONS", "render_datasheet", "common_o_datasheet", "render_common_o_card", "COLUMN_DESCRIPTIONS"]
+__all__: Sequence[str] = ["PUBLISHER_TO_FILL", "baseline_accuracies", "DATASHEET_SECTIONS", "render_datasheet", "common_o_datasheet", "render_common_o_card", "COLUMN_DESCRIPTIONS"]

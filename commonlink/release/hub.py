@@ -1,27 +1,35 @@
 """Publish release folders as versions of a Hugging Face Hub dataset repo, and list those versions.
 
-A version is one commit on ``main`` holding the release's files (shards, card, figures, manifest) plus a git tag
-named after the version (``1.2.0``), so ``datasets.load_dataset(repo, revision="1.2.0")`` and
+A version is one commit holding the release's files (shards, card, figures, manifest) plus a git tag named after
+the version (``1.2.0``), so ``datasets.load_dataset(repo, revision="1.2.0")`` and
 ``commonlink.loaders.load_common_o(repo, split, revision="1.2.0")`` read exactly that version forever.
+``main`` always holds the highest version (semantic-version order).
 
 How a push goes (every step through the real ``huggingface_hub`` client):
 
-1. Local checks, no network: the folder has ``README.md`` and ``manifest.json``, every file the manifest lists is
-   there with its recorded sha256 and size, and the manifest's version equals ``--version``.
+1. The release folder's writer lock is taken for the whole push (a ``release build`` into the folder is refused
+   until the push ends). Local checks, no network: the folder has ``README.md`` and ``manifest.json``, every file
+   the manifest lists is there with its recorded sha256 and size, the manifest's version equals ``--version``;
+   datasheet questions the card still marks unanswered are reported (``strict``: refused).
 2. Token: ``HF_TOKEN`` or the ``huggingface_hub`` login cache; ``whoami`` checks it before anything is uploaded.
    The token is never printed or logged.
 3. The repo is created when missing. If the version tag exists, the push stops unless the tag already holds
    exactly this release (then there is nothing to do) or ``force=True`` (the tag is moved, with a warning).
-4. The files on ``main`` are compared with the release by hash (LFS sha256 or git blob id): only files that
-   differ are sent, stale shards of the release's splits (and stale figures) are deleted, all in **one commit**
-   whose parent is the ``main`` head that was compared (a concurrent push makes it fail instead of mixing).
+4. Where the commit goes: on ``main`` when the version is at least the one ``main`` holds (its manifest's
+   version); an older version is committed on a side branch ``release-X.Y.Z`` started from ``main``, tagged, and
+   the branch deleted, so ``main`` stays on the highest version (``move_main=True`` commits it on ``main`` on
+   purpose). The files of the base commit are compared with the release by hash (LFS sha256 or git blob id):
+   only files that differ are sent, stale shards of the release's splits (and stale figures) are deleted, all in
+   **one commit** whose parent is the head that was compared; if another push moved it meanwhile, the Hub
+   refuses (412) and the push starts over from the new head (so interleaved pushes never leave ``main`` on an
+   older version). Every file is opened and hashed once more as the commit is made, and compared with the
+   manifest: a file changed since the build stops the push before anything is sent.
    Large files go through Git LFS; the LFS batch API skips objects the Hub already has, so a rerun after an
    interrupted push sends only what is missing.
 5. The commit is tagged with the version.
 
-The card pushed is the release's ``README.md`` with a ``## Versions`` table (version, date, rows per split,
-message) carried over from the card on the Hub and updated with this version. The release folder itself is not
-modified (its manifest keeps matching it).
+The card and manifest pushed are built by :mod:`commonlink.release.hub_card` (repo id in the usage examples, the
+Versions table, the manifest listing that card); the release folder itself is not modified.
 
 ``--endpoint`` goes to ``HfApi(endpoint=...)`` for every call made here. ``datasets`` and the loaders read the
 endpoint from ``HF_ENDPOINT`` when they are imported; set it in the environment to load from a private Hub.
@@ -31,7 +39,6 @@ Servers without Xet storage need ``HF_HUB_DISABLE_XET=1`` (also read at import).
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 import re
@@ -40,15 +47,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from commonlink import __version__
-from commonlink.errors import (
-    BackendError,
-    CommonlinkError,
-    InputError,
-    MissingDependencyError,
-    SchemaError,
-)
+from commonlink.errors import BackendError, CommonlinkError, InputError, SchemaError
 from commonlink.fileio import sha256_bytes, sha256_file
-from commonlink.formats.card import markdown_table
 from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
@@ -57,42 +57,37 @@ from commonlink.formats.release import (
     read_release_manifest,
     version_key,
 )
+from commonlink.locks import output_lock
 from commonlink.progress import track
-from commonlink.redact import redact_text, redact_url
+from commonlink.redact import redact_url
+from commonlink.release.card_info import PUBLISHER_QUESTIONS, unanswered_questions
+from commonlink.release.hub_card import (
+    ReleaseFile,
+    card_with_version,
+    published_card,
+    published_manifest,
+    read_versions_table,
+)
+from commonlink.release.hub_client import (
+    REPO_TYPE,
+    hub_api,
+    read_remote_text,
+    remote_files,
+    require_token,
+    resolve_endpoint,
+    translate_hub_error,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import HfApi
 
-REPO_TYPE = "dataset"
-VERSIONS_HEADING = "## Versions"
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VERSION_COLUMNS = ("version", "date", "rows", "message")
+#: How many times a push starts over when another commit moved the branch under it (Hub answer 412).
+_ATTEMPTS = 3
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # records
-
-
-@dataclass
-class ReleaseFile:
-    """One file of the release as it will be stored in the repo."""
-
-    path: str  #: path in the repo (= relative path in the release folder)
-    size: int
-    sha256: str
-    source: Path | None = None  #: file on disk; None when ``content`` holds the bytes (the card)
-    content: bytes | None = None
-
-    def git_blob_id(self) -> str:
-        """The git object id of the file (what the Hub reports for files not stored with LFS)."""
-        digest = hashlib.sha1(b"blob %d\0" % self.size)
-        if self.content is not None:
-            digest.update(self.content)
-        else:
-            with open(self.source, "rb") as handle:  # type: ignore[arg-type]
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
-        return digest.hexdigest()
 
 
 @dataclass
@@ -109,6 +104,9 @@ class PushPlan:
     units: dict[str, dict]  #: manifest splits (Common-O) or configs (association): {name: {"rows", "files"}}
     kind: str
     message: str | None
+    manifest: dict = field(default_factory=dict)  #: the manifest the files were checked against (read once)
+    card_text: str = ""  #: the release's card, as checked against the manifest
+    unanswered: list[str] = field(default_factory=list)  #: publisher questions the card still marks (keys)
 
     @property
     def total_bytes(self) -> int:
@@ -132,6 +130,7 @@ class PushResult:
     unchanged: list[str] = field(default_factory=list)  #: paths already on the Hub with the same content
     already_published: bool = False  #: the tag already held exactly this release; nothing was sent
     tag_moved: bool = False  #: ``force`` moved an existing tag
+    main_moved: bool = True  #: the commit went on ``main`` (False: an older version, only tagged)
     notes: list[str] = field(default_factory=list)
 
 
@@ -188,7 +187,8 @@ def plan_push(
 ) -> PushPlan:
     """Check a release folder and list what pushing it as ``version`` sends. Makes no network call.
 
-    Every file is hashed once here (sha256, checked against the manifest); the push reuses those hashes.
+    Every file is hashed here (sha256, checked against the manifest); the push hashes the files it sends once
+    more as it commits them.
     """
     root = Path(release_dir)
     check_repo_id(repo_id)
@@ -224,13 +224,17 @@ def plan_push(
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise InputError(
             f"{root} does not match its manifest: {shown}.",
-            "Rebuild the release (`commonlink release build ... --overwrite`) instead of editing its files.",
+            "Rebuild the release (`commonlink release build ... --overwrite`) instead of editing its files; to change "
+            "only the card, `commonlink release card DIR --card-info FILE` rewrites it and keeps the manifest true.",
         )
-    if CARD_FILENAME not in {f.path for f in files}:
-        card = root / CARD_FILENAME  # older manifests may not list the card: take it as it is
-        files.append(ReleaseFile(CARD_FILENAME, card.stat().st_size, sha256_file(card), source=card))
-    manifest_path = root / MANIFEST_FILENAME
-    files.append(ReleaseFile(MANIFEST_FILENAME, manifest_path.stat().st_size, sha256_file(manifest_path), source=manifest_path))
+    # the card and manifest are pushed as built in memory (hub_card): keep the bytes that were checked
+    card_bytes = (root / CARD_FILENAME).read_bytes()
+    if CARD_FILENAME in manifest["files"] and sha256_bytes(card_bytes) != manifest["files"][CARD_FILENAME].get("sha256"):
+        raise InputError(f"{root} does not match its manifest: {CARD_FILENAME}: content differs from the manifest.",
+                         "Change a card with `commonlink release card DIR --card-info FILE` (or rebuild), not by hand.")
+    files = [f for f in files if f.path != CARD_FILENAME] + [ReleaseFile.of_bytes(CARD_FILENAME, card_bytes)]
+    files.append(ReleaseFile.of_bytes(MANIFEST_FILENAME, (root / MANIFEST_FILENAME).read_bytes()))
+    card_text = card_bytes.decode("utf-8")
     units = manifest.get("splits") or manifest.get("configs") or {}
     kind = str(manifest.get("kind") or "common_o")
     title = f"Release {version}" + (f": {message}" if message else "")
@@ -239,188 +243,189 @@ def plan_push(
         f"built with commonlink {manifest.get('toolkit_version') or '?'}, pushed with commonlink {__version__}."
     )
     return PushPlan(root, repo_id, version, version, title.splitlines()[0][:200], description,
-                    sorted(files, key=lambda f: f.path), units, kind, message)
+                    sorted(files, key=lambda f: f.path), units, kind, message, manifest, card_text,
+                    unanswered_questions(card_text))
+
+
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the card's Versions table
+# pushing
 
 
-def _split_cells(line: str) -> list[str]:
-    inner = line.strip()
-    inner = inner[1:] if inner.startswith("|") else inner
-    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
+def push_release(
+    release_dir: str | os.PathLike,
+    repo_id: str,
+    version: str,
+    *,
+    private: bool = False,
+    endpoint: str | None = None,
+    message: str | None = None,
+    force: bool = False,
+    token: str | None = None,
+    progress: bool = False,
+    move_main: bool = False,
+    strict: bool = False,
+) -> PushResult:
+    """Publish ``release_dir`` as ``version`` of the dataset repo ``repo_id`` (see the module docstring).
+
+    ``strict`` refuses a card that still marks datasheet questions as unanswered; ``move_main`` puts an older
+    version on ``main`` on purpose."""
+    root = Path(release_dir).expanduser().resolve()
+    if not root.is_dir():  # before the lock, which would create its file beside a folder that is not there
+        raise InputError(f"Release folder {root} does not exist.", "Pass the --out folder of `commonlink release build`.")
+    with output_lock(root, what="commonlink release push"):  # the one a `release build` into root takes
+        plan = plan_push(root, repo_id, version, message=message, progress=progress)
+        notes = _unanswered_notes(plan, strict)
+        endpoint = resolve_endpoint(endpoint)
+        api = hub_api(endpoint, token)
+        require_token(api, endpoint)  # before anything is created or uploaded
+        result = _Publisher(api, plan, endpoint, force=force, move_main=move_main).publish(private=private)
+    result.notes[:0] = notes
+    return result
 
 
-def _versions_section(text: str) -> tuple[int, int] | None:
-    """(start, end) character span of the ``## Versions`` section (heading included), or None."""
-    match = re.search(rf"^{re.escape(VERSIONS_HEADING)}[ \t]*$", text, flags=re.M)
-    if not match:
-        return None
-    following = re.search(r"^#{1,2} ", text[match.end():], flags=re.M)
-    end = match.end() + following.start() if following else len(text)
-    return match.start(), end
-
-
-def read_versions_table(card_text: str) -> list[dict[str, str]]:
-    """Rows of a card's ``## Versions`` table as ``{version, date, rows, message}`` dicts."""
-    span = _versions_section(card_text)
-    if span is None:
+def _unanswered_notes(plan: PushPlan, strict: bool) -> list[str]:
+    if not plan.unanswered:
         return []
-    rows = []
-    for line in card_text[span[0]:span[1]].splitlines():
-        if not line.strip().startswith("|"):
-            continue
-        cells = _split_cells(line)
-        if not cells or cells[0].lower() == "version" or set(cells[0]) <= set("-: "):
-            continue
-        cells = (cells + [""] * len(_VERSION_COLUMNS))[: len(_VERSION_COLUMNS)]
-        rows.append(dict(zip(_VERSION_COLUMNS, cells)))
-    return rows
+    questions = "; ".join(q.question for q in PUBLISHER_QUESTIONS if q.key in plan.unanswered)
+    text = (f"the card still marks {len(plan.unanswered)} datasheet question(s) as unanswered "
+            f"({', '.join(plan.unanswered)}: {questions})")
+    fix = ("Answer them in a card-info file (`commonlink release card-info --template --out card-info.yaml`), then "
+           f"`commonlink release card {plan.release_dir} --card-info card-info.yaml` and push again.")
+    if strict:
+        raise InputError(f"--strict: {text}.", fix)
+    return [f"{text[0].upper()}{text[1:]}. {fix}"]
 
 
-def card_with_version(card_text: str, rows: list[dict[str, str]], repo_id: str = "REPO") -> str:
-    """``card_text`` with its ``## Versions`` section replaced by (or appended as) a table of ``rows``."""
+class _Publisher:
+    """One push against the Hub: where the commit goes, what it sends, the tag."""
 
-    ordered = sorted(rows, key=lambda r: version_key(r["version"]) if is_version(r["version"]) else (-1,), reverse=True)
-    table = markdown_table(list(_VERSION_COLUMNS), [[r.get(c, "") for c in _VERSION_COLUMNS] for r in ordered])
-    section = (
-        f"{VERSIONS_HEADING}\n\nEach version is a git tag of this repo: "
-        f"`load_dataset(\"{repo_id}\", revision=\"X.Y.Z\")` reads exactly that version.\n\n"
-        f"{table}\n"
-    )
-    span = _versions_section(card_text)
-    if span is None:
-        return card_text.rstrip("\n") + "\n\n" + section
-    tail = card_text[span[1]:]
-    return card_text[: span[0]] + section + ("\n" + tail if tail else "")
+    def __init__(self, api: HfApi, plan: PushPlan, endpoint: str, *, force: bool, move_main: bool) -> None:
+        self.api, self.plan, self.endpoint = api, plan, endpoint
+        self.force, self.move_main = force, move_main
+        self.repo_id = plan.repo_id
+        self.doing = f"Pushing {plan.release_dir} to {plan.repo_id}"
 
+    def publish(self, *, private: bool) -> PushResult:
+        try:
+            created = not self.api.repo_exists(self.repo_id, repo_type=REPO_TYPE)
+            url = str(self.api.create_repo(self.repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True))
+            for attempt in range(_ATTEMPTS):
+                try:
+                    return self._attempt(PushResult(self.repo_id, self.plan.version, "", url, created))
+                except Exception as exc:  # 412: another commit moved the branch since it was read: start over
+                    if getattr(getattr(exc, "response", None), "status_code", None) != 412 or attempt == _ATTEMPTS - 1:
+                        raise
+        except CommonlinkError:
+            raise
+        except Exception as exc:
+            raise translate_hub_error(exc, endpoint=self.endpoint, repo_id=self.repo_id, doing=self.doing) from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
-def _version_row(plan: PushPlan, date: str) -> dict[str, str]:
-    return {"version": plan.version, "date": date, "rows": plan.rows_summary(), "message": (plan.message or "").strip()}
+    def _attempt(self, result: PushResult) -> PushResult:
+        plan = self.plan
+        refs = self.api.list_repo_refs(self.repo_id, repo_type=REPO_TYPE)
+        heads = {r.name: r.target_commit for r in refs.branches}
+        tags = {r.name: r.target_commit for r in refs.tags}
+        head = heads.get("main")
+        if head is None:
+            raise BackendError(f"{self.repo_id} has no main branch on {redact_url(self.endpoint)}.", "Create it on the Hub, then rerun.")
+        result.commit = head
+        if plan.tag in tags and self._already_published(tags[plan.tag], result):
+            return result
+        branch, base = self._target_branch(head, heads, result)
+        remote = remote_files(self.api, self.repo_id, base)
+        target = self._target_files(read_remote_text(self.api, self.repo_id, CARD_FILENAME, base))
+        changed = [f for f in target if not _same_content(f, remote.get(f.path))]
+        stale = _stale_paths(plan, remote)
+        result.unchanged = sorted(f.path for f in target if f not in changed)
+        result.commit = self._commit(branch, base, changed, stale) if changed or stale else base
+        result.uploaded, result.deleted = sorted(f.path for f in changed), stale
+        if plan.tag in tags:
+            self.api.delete_tag(self.repo_id, tag=plan.tag, repo_type=REPO_TYPE)
+            result.tag_moved = True
+        self.api.create_tag(self.repo_id, tag=plan.tag, revision=result.commit, tag_message=plan.commit_message, repo_type=REPO_TYPE)
+        if branch != "main":
+            self.api.delete_branch(self.repo_id, branch=branch, repo_type=REPO_TYPE)  # the tag keeps the commit
+        others = _unreferenced_data(plan, remote, stale)
+        if others:
+            result.notes.append("Data files on the Hub that this release does not list were kept (older splits or configs): "
+                                + ", ".join(others[:5]) + (" ..." if len(others) > 5 else ""))
+        return result
 
+    def _target_files(self, remote_card: str | None) -> list[ReleaseFile]:
+        """The files the version holds: shards and figures as built, the card and manifest as published."""
+        plan = self.plan
+        card = published_card(plan.card_text, repo_id=self.repo_id, version=plan.version, rows_summary=plan.rows_summary(),
+                              message=plan.message, remote_card=remote_card)
+        manifest = published_manifest(plan.manifest, repo_id=self.repo_id, card=card)
+        return [f for f in plan.files if f.path not in (CARD_FILENAME, MANIFEST_FILENAME)] + [card, manifest]
 
-def build_card(plan: PushPlan, remote_card: str | None) -> ReleaseFile:
-    """The card to push: the release's card plus the Versions table merged from the card on the Hub.
+    def _already_published(self, tagged: str, result: PushResult) -> bool:
+        """True when the tag holds exactly this release; an error when it holds other content (unless ``force``)."""
+        tagged_files = remote_files(self.api, self.repo_id, tagged)
+        target = self._target_files(read_remote_text(self.api, self.repo_id, CARD_FILENAME, tagged))
+        if all(_same_content(f, tagged_files.get(f.path)) for f in target):
+            result.commit, result.already_published, result.unchanged = tagged, True, [f.path for f in target]
+            return True
+        if not self.force:
+            raise InputError(
+                f"Version {self.plan.tag} of {self.repo_id} is already published (commit {tagged[:12]}) with different "
+                "content; published versions are never changed.",
+                "Push under a new version number (e.g. bump X.Y.Z), or pass --force to move the tag "
+                "(anyone who loaded the old version will get different data).",
+            )
+        result.notes.append(f"--force: tag {self.plan.tag} moved away from commit {tagged[:12]}; anyone who loaded "
+                            f"{self.plan.tag} before will now get different data.")
+        return False
 
-    A row the Hub card already has for this version keeps its date, so a rerun of an interrupted push produces
-    the same bytes (and so the same commit content).
-    """
-    local = (plan.release_dir / CARD_FILENAME).read_text(encoding="utf-8")
-    rows = {r["version"]: r for r in read_versions_table(local)}
-    if remote_card:
-        rows.update({r["version"]: r for r in read_versions_table(remote_card)})
-    date = rows.get(plan.version, {}).get("date") or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
-    rows[plan.version] = _version_row(plan, date)
-    content = card_with_version(local, list(rows.values()), plan.repo_id).encode("utf-8")
-    return ReleaseFile(CARD_FILENAME, len(content), sha256_bytes(content), content=content)
+    def _target_branch(self, head: str, heads: dict[str, str], result: PushResult) -> tuple[str, str]:
+        """(branch, base commit) the version is committed on: ``main``, or a side branch for an older version."""
+        version = self.plan.version
+        on_main = _version_at(self.api, self.repo_id, head)
+        if on_main is None or version_key(version) >= version_key(on_main):
+            return "main", head
+        if self.move_main:
+            result.notes.append(f"--move-main: main moves from version {on_main} back to {version}; "
+                                f"`load_dataset({self.repo_id!r})` without a revision now reads {version}.")
+            return "main", head
+        result.main_moved = False
+        result.notes.append(f"main stays on version {on_main}, the highest published; {version} is older, so it was only "
+                            f"tagged (load it with revision={version!r}). Pass --move-main to put it on main on purpose.")
+        branch = f"release-{version}"
+        if branch not in heads:  # a rerun after an interrupted push finds its branch and finishes on it
+            self.api.create_branch(self.repo_id, branch=branch, revision=head, repo_type=REPO_TYPE)
+            return branch, head
+        return branch, heads[branch]
 
+    def _commit(self, branch: str, base: str, changed: list[ReleaseFile], stale: list[str]) -> str:
+        """One commit on ``branch`` (parent ``base``): the card's metadata checked by the Hub first, large files
+        uploaded and checked against the manifest, then the commit; nothing is committed when a check fails."""
+        from huggingface_hub import CommitOperationAdd
 
-# ---------------------------------------------------------------------------------------------------------------
-# Hub access
-
-
-def _network_error(exc: BaseException) -> bool:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"TransportError", "NetworkError", "ConnectError", "TimeoutException", "RemoteProtocolError"}) or isinstance(exc, ConnectionError)
-
-
-def _status(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None)
-
-
-def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | None = None, doing: str) -> CommonlinkError:
-    """A Hub client exception -> a :class:`CommonlinkError` saying what failed and what to do (never the token)."""
-    status = _status(exc)
-    # The Hub's own words (HfHubHTTPError.server_message) say what it refused; str(exc) may open with a bare
-    # "Bad request:" line and carry them further down.
-    server = (getattr(exc, "server_message", None) or "").strip()
-    detail = server.splitlines()[0] if server else str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    # HF_ENDPOINT / --endpoint may carry user:password@ or ?token=: never in a message
-    endpoint, detail = redact_url(endpoint), redact_text(detail)
-    if "xet" in detail.lower():
-        return BackendError(
-            f"{doing}: the Hub at {endpoint} does not offer Xet storage, which huggingface_hub uses by default "
-            f"({detail}).",
-            "Set HF_HUB_DISABLE_XET=1 in the environment (read when huggingface_hub is imported) and rerun; large "
-            "files then go through Git LFS.",
+        card = next((f for f in changed if f.path == CARD_FILENAME), None)
+        if card is not None:  # what create_commit asks first (POST /api/validate-yaml), before any upload here
+            self.api._validate_yaml(card.content.decode("utf-8"), repo_type=REPO_TYPE)  # type: ignore[union-attr]
+        operations = _operations(changed, stale, self.plan)
+        additions = [op for op in operations if isinstance(op, CommitOperationAdd)]
+        self.api.preupload_lfs_files(self.repo_id, additions=additions, repo_type=REPO_TYPE, revision=branch)
+        _check_uploaded(additions, self.plan)
+        commit = self.api.create_commit(
+            self.repo_id, operations, commit_message=self.plan.commit_message,
+            commit_description=self.plan.commit_description, repo_type=REPO_TYPE, revision=branch, parent_commit=base,
         )
-    if _network_error(exc):
-        return BackendError(
-            f"{doing}: cannot reach the Hub at {endpoint} ({type(exc).__name__}: {detail}).",
-            "Check the network or --endpoint, then rerun the same command: files already uploaded are not sent again.",
-        )
-    if status == 401:
-        return InputError(
-            f"{doing}: the Hub at {endpoint} rejected the token (401 Unauthorized).",
-            f"Create a token with write access at {endpoint}/settings/tokens and set HF_TOKEN, or run `hf auth login --force`.",
-        )
-    if status == 403:
-        return InputError(
-            f"{doing}: the token has no write access to {repo_id or 'this repo'} (403 Forbidden).",
-            "Use a token with write access to that user or organisation, or push to a namespace you own.",
-        )
-    if status == 404 and repo_id:
-        return InputError(f"{doing}: {repo_id} was not found on {endpoint}.", "Check the repo id (ORG/NAME) and the endpoint.")
-    if status == 412:
-        return BackendError(
-            f"{doing}: {repo_id} changed on the Hub while pushing (someone else committed).",
-            "Rerun the same command; it compares with the new head and sends only what is missing.",
-        )
-    if status is not None and status >= 500:
-        return BackendError(
-            f"{doing}: the Hub at {endpoint} failed ({status} server error).",
-            "Rerun the same command: files already uploaded are not sent again, and a commit that already landed is "
-            "only tagged. If it keeps failing, check the Hub's status page or the endpoint.",
-        )
-    return BackendError(f"{doing}: the Hub answered {status or 'an error'} ({detail}).", "Check the repo id and endpoint, then rerun the command.")
+        return commit.oid
 
 
-def hub_api(endpoint: str | None, token: str | bool | None) -> HfApi:
+def _version_at(api: HfApi, repo_id: str, revision: str) -> str | None:
+    """The version whose manifest ``revision`` holds (None: no manifest, or no version in it)."""
+    text = read_remote_text(api, repo_id, MANIFEST_FILENAME, revision)
     try:
-        from huggingface_hub import HfApi
-    except ImportError as exc:  # pragma: no cover - huggingface_hub is a core dependency
-        raise MissingDependencyError("huggingface_hub", "all", "Publishing to the Hub") from exc
-    return HfApi(endpoint=endpoint, token=token, library_name="commonlink", library_version=__version__)
-
-
-def resolve_endpoint(endpoint: str | None) -> str:
-    if endpoint:
-        if not re.match(r"^https?://", endpoint):
-            raise InputError(f"--endpoint {endpoint!r} is not an http(s) URL.", "e.g. --endpoint https://huggingface.co")
-        return endpoint.rstrip("/")
-    from huggingface_hub import constants
-
-    return constants.ENDPOINT.rstrip("/")
-
-
-def require_token(api: HfApi, endpoint: str) -> str:
-    """The user name the token belongs to; a clear error when there is no token or the Hub rejects it."""
-    from huggingface_hub import get_token
-
-    token = api.token if isinstance(api.token, str) else get_token()
-    if not token:
-        raise InputError(
-            "No Hugging Face token found (HF_TOKEN is unset and there is no `hf auth login` cache).",
-            f"Create a write token at {redact_url(endpoint)}/settings/tokens, then `export HF_TOKEN=...` or run `hf auth login`.",
-        )
-    try:
-        who = api.whoami(token=token)
-    except Exception as exc:
-        raise translate_hub_error(exc, endpoint=endpoint, doing="Checking the token") from None
-    return str(who.get("name") or "?")
-
-
-def _remote_files(api: HfApi, repo_id: str, revision: str) -> dict[str, Any]:
-    from huggingface_hub.hf_api import RepoFile
-
-    return {
-        entry.path: entry
-        for entry in api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=REPO_TYPE)
-        if isinstance(entry, RepoFile)
-    }
+        version = json.loads(text).get("version") if text else None
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return version if isinstance(version, str) and is_version(version) else None
 
 
 def _same_content(local: ReleaseFile, remote: Any) -> bool:
@@ -429,16 +434,6 @@ def _same_content(local: ReleaseFile, remote: Any) -> bool:
     if remote.lfs is not None:
         return remote.lfs.sha256 == local.sha256
     return remote.blob_id == local.git_blob_id()
-
-
-def _read_remote_text(api: HfApi, repo_id: str, path: str, revision: str) -> str | None:
-    from huggingface_hub.errors import EntryNotFoundError
-
-    try:
-        local = api.hf_hub_download(repo_id, path, repo_type=REPO_TYPE, revision=revision)
-    except EntryNotFoundError:
-        return None
-    return Path(local).read_text(encoding="utf-8")
 
 
 def _stale_paths(plan: PushPlan, remote: dict[str, Any]) -> list[str]:
@@ -458,113 +453,49 @@ def _stale_paths(plan: PushPlan, remote: dict[str, Any]) -> list[str]:
     return sorted(stale)
 
 
-def push_release(
-    release_dir: str | os.PathLike,
-    repo_id: str,
-    version: str,
-    *,
-    private: bool = False,
-    endpoint: str | None = None,
-    message: str | None = None,
-    force: bool = False,
-    token: str | None = None,
-    progress: bool = False,
-) -> PushResult:
-    """Publish ``release_dir`` as ``version`` of the dataset repo ``repo_id`` (see the module docstring)."""
-    plan = plan_push(release_dir, repo_id, version, message=message, progress=progress)
-    endpoint = resolve_endpoint(endpoint)
-    api = hub_api(endpoint, token)
-    require_token(api, endpoint)  # before anything is created or uploaded
-
-    doing = f"Pushing {plan.release_dir} to {repo_id}"
-    try:
-        created = not api.repo_exists(repo_id, repo_type=REPO_TYPE)
-        repo_url = api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
-        refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
-    except Exception as exc:
-        raise translate_hub_error(exc, endpoint=endpoint, repo_id=repo_id, doing=doing) from None
-    heads = {r.name: r.target_commit for r in refs.branches}
-    tags = {r.name: r.target_commit for r in refs.tags}
-    head = heads.get("main")
-    if head is None:
-        raise BackendError(f"{repo_id} has no main branch on {redact_url(endpoint)}.", "Create it on the Hub, then rerun.")
-    result = PushResult(repo_id, version, head, str(repo_url), created)
-
-    try:
-        if plan.tag in tags:
-            tagged = tags[plan.tag]
-            tagged_files = _remote_files(api, repo_id, tagged)
-            card = build_card(plan, _read_remote_text(api, repo_id, CARD_FILENAME, tagged))
-            target = [f for f in plan.files if f.path != CARD_FILENAME] + [card]
-            if all(_same_content(f, tagged_files.get(f.path)) for f in target):
-                result.commit, result.already_published = tagged, True
-                result.unchanged = [f.path for f in target]
-                return result
-            if not force:
-                raise InputError(
-                    f"Version {plan.tag} of {repo_id} is already published (commit {tagged[:12]}) with different "
-                    "content; published versions are never changed.",
-                    "Push under a new version number (e.g. bump X.Y.Z), or pass --force to move the tag "
-                    "(anyone who loaded the old version will get different data).",
-                )
-            result.notes.append(
-                f"--force: tag {plan.tag} moved away from commit {tagged[:12]}; anyone who loaded {plan.tag} before "
-                "will now get different data."
-            )
-
-        remote = _remote_files(api, repo_id, head)
-        card = build_card(plan, _read_remote_text(api, repo_id, CARD_FILENAME, head))
-        target = [f for f in plan.files if f.path != CARD_FILENAME] + [card]
-        changed = [f for f in target if not _same_content(f, remote.get(f.path))]
-        stale = _stale_paths(plan, remote)
-        result.unchanged = sorted(f.path for f in target if f not in changed)
-        if changed or stale:
-            commit = api.create_commit(
-                repo_id,
-                _operations(changed, stale),
-                commit_message=plan.commit_message,
-                commit_description=plan.commit_description,
-                repo_type=REPO_TYPE,
-                revision="main",
-                parent_commit=head,
-            )
-            result.commit = commit.oid
-        else:
-            result.commit = head  # an earlier, interrupted run already committed this release
-        result.uploaded = sorted(f.path for f in changed)
-        result.deleted = stale
-        if plan.tag in tags:
-            api.delete_tag(repo_id, tag=plan.tag, repo_type=REPO_TYPE)
-            result.tag_moved = True
-        api.create_tag(repo_id, tag=plan.tag, revision=result.commit, tag_message=plan.commit_message, repo_type=REPO_TYPE)
-    except CommonlinkError:
-        raise
-    except Exception as exc:
-        raise translate_hub_error(exc, endpoint=endpoint, repo_id=repo_id, doing=doing) from None
-    others = _unreferenced_data(plan, remote, stale)
-    if others:
-        result.notes.append(
-            "Data files on the Hub that this release does not list were kept (older splits or configs): "
-            + ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-        )
-    return result
-
-
 def _unreferenced_data(plan: PushPlan, remote: dict[str, Any], stale: list[str]) -> list[str]:
     ours = {f.path for f in plan.files}
     return sorted(p for p in remote if p.endswith(".parquet") and p not in ours and p not in stale)
 
 
-def _operations(changed: list[ReleaseFile], stale: list[str]) -> list:
+#: Files up to this size are read into memory when committed (sent as the bytes that were checked); larger ones
+#: are uploaded from disk and checked by the hash of what was uploaded. The Hub's limit for non-LFS files.
+_IN_MEMORY_BYTES = 10 * 1024 * 1024
+
+
+def _operations(changed: list[ReleaseFile], stale: list[str], plan: PushPlan) -> list:
+    """The commit's operations; a file up to :data:`_IN_MEMORY_BYTES` is read now and checked against the manifest
+    (what is sent is what was checked)."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     ops: list = []
     for f in changed:
-        op = CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.content if f.content is not None else str(f.source))
-        op.upload_info.sha256 = bytes.fromhex(f.sha256)  # already hashed while checking the manifest
-        ops.append(op)
+        if f.content is None and f.size <= _IN_MEMORY_BYTES:
+            data = f.source.read_bytes()  # type: ignore[union-attr]
+            _check_against_manifest(plan, f.path, sha256_bytes(data))
+            ops.append(CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=data))
+        else:
+            ops.append(CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.content if f.content is not None else str(f.source)))
     ops.extend(CommitOperationDelete(path_in_repo=p) for p in stale)
     return ops
+
+
+def _check_uploaded(ops: list, plan: PushPlan) -> None:
+    """After the large files are uploaded: the sha256 ``huggingface_hub`` computed of each (from the bytes it sent
+    through Xet, or read for the LFS upload the server checks against it) must be the manifest's."""
+    for op in ops:
+        if getattr(op, "upload_info", None) is not None and not isinstance(op.path_or_fileobj, bytes):
+            digest = op.upload_info.sha256.hex() if op.upload_info.is_hashed else sha256_file(op.path_or_fileobj)
+            _check_against_manifest(plan, op.path_in_repo, digest)
+
+
+def _check_against_manifest(plan: PushPlan, path: str, digest: str) -> None:
+    if digest != plan.manifest.get("files", {}).get(path, {}).get("sha256"):
+        raise InputError(
+            f"{plan.release_dir / path} changed after the push checked it (its sha256 no longer matches "
+            f"{MANIFEST_FILENAME}); nothing was committed, so version {plan.version} does not mix two builds.",
+            "Let whatever is writing the release folder finish (or rebuild it), then push again.",
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -586,7 +517,7 @@ def list_versions(repo_id: str, *, endpoint: str | None = None, token: str | Non
             commits = api.list_repo_commits(repo_id, repo_type=REPO_TYPE, revision=ref.target_commit)
             top = commits[0] if commits else None
             rows: dict[str, int] = {}
-            manifest_text = _read_remote_text(api, repo_id, MANIFEST_FILENAME, ref.target_commit)
+            manifest_text = read_remote_text(api, repo_id, MANIFEST_FILENAME, ref.target_commit)
             if manifest_text:
                 with_rows = json.loads(manifest_text)
                 units = with_rows.get("splits") or with_rows.get("configs") or {}
@@ -599,3 +530,10 @@ def list_versions(repo_id: str, *, endpoint: str | None = None, token: str | Non
     except Exception as exc:
         raise translate_hub_error(exc, endpoint=endpoint, repo_id=repo_id, doing=doing) from None
     return sorted(versions, key=lambda v: version_key(v.version), reverse=True)
+
+
+__all__ = [
+    "REPO_TYPE", "PushPlan", "PushResult", "ReleaseFile", "VersionInfo", "card_with_version", "check_repo_id", "hub_api",
+    "list_versions", "plan_push", "push_release", "read_versions_table", "require_token", "resolve_endpoint",
+    "translate_hub_error",
+]

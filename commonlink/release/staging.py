@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
+import json
 import os
 import shutil
 import uuid
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from commonlink.errors import InputError
-from commonlink.fileio import pid_alive, sha256_file
+from commonlink.fileio import atomic_write_json, pid_alive, sha256_file
 from commonlink.formats.release import (
     DEFAULT_LICENSE,
     DEFAULT_VERSION,
@@ -27,6 +29,7 @@ from commonlink.formats.release import (
     check_version,
     read_release_manifest,
 )
+from commonlink.release.card_info import check_card_info
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
 
 #: ``kind`` of the manifest of each release builder.
@@ -69,9 +72,14 @@ class ReleaseOptions:
     #: where the inputs' catalogs are looked up instead of where the files name them (``--catalog-root``;
     #: formats.catalog_refs); not recorded: it changes no byte of the release
     catalog_root: str | os.PathLike | None = None
+    #: the publisher's answers to the datasheet questions a build cannot answer (``card_info.py``), as
+    #: ``((key, answer), ...)``; ``--card-info FILE``
+    card_info: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_options(license=self.license, version=self.version, name=self.name or None)
+        if isinstance(self.card_info, Mapping):  # given as a dict: keep the frozen record hashable
+            object.__setattr__(self, "card_info", tuple(check_card_info(self.card_info).items()))
 
     def with_changes(self, **changes: Any) -> ReleaseOptions:
         """A copy with some fields changed; an unknown field name is a ``TypeError`` that lists the fields."""
@@ -87,8 +95,17 @@ class ReleaseOptions:
 
     def recorded(self) -> dict[str, Any]:
         """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
-        release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not."""
-        return {"name": self.name, "version": self.version, "license": self.license, "max_shard_bytes": int(self.max_shard_bytes)}
+        release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not (nor card info when there is none, so
+        builds without it keep their build key)."""
+        recorded = {"name": self.name, "version": self.version, "license": self.license, "max_shard_bytes": int(self.max_shard_bytes)}
+        if self.card_info:
+            recorded["card_info"] = dict(self.card_info)
+        return recorded
+
+
+def build_key_of(config: Mapping[str, Any], toolkit_version: str) -> str:
+    """The key a finished build is recognised by: the toolkit version and the recorded configuration."""
+    return hashlib.sha256(json.dumps([toolkit_version, config], sort_keys=True, default=str).encode()).hexdigest()
 
 
 #: The options of a build given none (a frozen record, so one instance serves every default).
@@ -174,11 +191,18 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
             f"--out {out_dir} is a release, but also holds files its manifest does not list: {_listing(foreign)}.",
             "Move those files out of the folder (--overwrite replaces only what commonlink wrote), or pick another --out.",
         )
-    if manifest.get("build_key") == build_key and not verify_release(out_dir):
+    problems = verify_release(out_dir)
+    if manifest.get("build_key") == build_key and not problems:
         return ReleaseResult(
             out_dir=out_dir, kind=manifest.get("kind", "common_o"), splits=manifest.get("splits", {}),
             files=manifest.get("files", {}), figures=manifest.get("figures", {}),
             notes=["The folder already holds this exact release (same inputs and options); kept as is."], reused=True,
+        )
+    if not overwrite and manifest.get("build_key") == build_key:
+        raise InputError(
+            f"--out {out_dir} holds this release (same inputs and options), but its files no longer match its manifest: "
+            f"{_listing(problems)}.",
+            "Pass --overwrite to build it again (replacing the changed files), or restore those files.",
         )
     if not overwrite:
         raise InputError(
@@ -193,48 +217,99 @@ def _listing(entries: list[str], shown: int = 20) -> str:
     return ", ".join(entries[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
+#: The marker file inside every staging folder a build makes (``.OUT.building-PID-TOKEN``, and the old release
+#: moved aside as ``.OUT.old-PID-TOKEN``): the writer's pid, its process start time and the folder's token.
+#: Clean-up removes only folders whose marker matches their name, so a user's folder that happens to match the
+#: name pattern is never deleted; the start time tells a killed build from a live process that reused its pid.
+STAGING_MARKER = ".commonlink-staging"
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``), or None where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields_after_name = stat.rsplit(")", 1)[-1].split()
+    return fields_after_name[19] if len(fields_after_name) > 19 else None  # field 22 of the whole line
+
+
+def _staging_name(out_dir: Path, kind: str) -> tuple[Path, str]:
+    token = uuid.uuid4().hex[:16]
+    return out_dir.parent / f".{out_dir.name}.{kind}-{os.getpid()}-{token}", token
+
+
+def _mark(folder: Path, token: str) -> None:
+    atomic_write_json(folder / STAGING_MARKER, {"pid": os.getpid(), "started": process_start(os.getpid()), "token": token})
+
+
 def swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
-    """Rename the finished build over ``out_dir`` (the old folder is moved aside first, then deleted)."""
+    """Rename the finished build over ``out_dir`` (the old folder is moved aside and marked first, then deleted)."""
+    with contextlib.suppress(FileNotFoundError):
+        (tmp_dir / STAGING_MARKER).unlink()  # the release itself carries no marker
     old = None
     if out_dir.exists():
-        old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        old, token = _staging_name(out_dir, "old")
         os.rename(out_dir, old)
+        with contextlib.suppress(OSError):  # unmarked, a leftover is kept (never deleted by guess)
+            _mark(old, token)
     try:
         os.rename(tmp_dir, out_dir)
     except BaseException:
         if old is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (old / STAGING_MARKER).unlink()
             os.rename(old, out_dir)
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _is_stale_staging(folder: Path) -> bool:
+    """Whether ``folder`` is a staging folder a build made (its marker matches its name) whose build is gone:
+    its pid is not running, or runs a process started at another time (the pid was reused)."""
+    marker_path = folder / STAGING_MARKER
+    if folder.is_symlink() or not folder.is_dir() or marker_path.is_symlink() or not marker_path.is_file():
+        return False
+    try:
+        marker = json.loads(marker_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(marker, dict):
+        return False
+    pid, token = marker.get("pid"), marker.get("token")
+    if not (isinstance(pid, int) and isinstance(token, str) and token and folder.name.endswith(f"-{pid}-{token}")):
+        return False
+    if not pid_alive(pid):
+        return True
+    started = process_start(pid)
+    return started is not None and marker.get("started") is not None and started != marker.get("started")
+
+
 def remove_stale_staging(out_dir: Path) -> list[Path]:
     """Remove the ``.OUT.building-*`` and ``.OUT.old-*`` folders that killed builds of ``out_dir`` left beside it.
 
-    Folders named with the pid of a running process are kept (a build in progress); older names without a pid
-    are from killed builds of earlier versions.
+    Only folders carrying a build's marker (:data:`STAGING_MARKER`) that matches their name are removed, and
+    only when that build is gone (see :func:`_is_stale_staging`); anything else with such a name is left alone.
     """
     removed = []
     for kind in ("building", "old"):
         for folder in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.{kind}-*"):
-            tag = folder.name.rsplit(f".{kind}-", 1)[1]
-            pid, _, rest = tag.partition("-")
-            if rest and pid.isdigit() and (int(pid) == os.getpid() or pid_alive(int(pid))):
-                continue
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
+            if _is_stale_staging(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
     return removed
 
 
 @contextlib.contextmanager
 def stage_release(out_dir: Path) -> Iterator[Path]:
-    """A fresh hidden staging folder beside ``out_dir``; swapped into place when the block ends normally,
+    """A fresh hidden, marked staging folder beside ``out_dir``; swapped into place when the block ends normally,
     removed when it raises (or is interrupted). Staging folders of killed builds are removed first."""
     remove_stale_staging(out_dir)
-    tmp_dir = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp_dir, token = _staging_name(out_dir, "building")
     tmp_dir.mkdir(parents=True)
     try:
+        _mark(tmp_dir, token)
         yield tmp_dir
         swap_into_place(tmp_dir, out_dir)
     except BaseException:
@@ -254,7 +329,7 @@ def without_local_paths(value: Any) -> Any:
 
 
 __all__ = [
-    "DEFAULT_RELEASE_OPTIONS", "RELEASE_KINDS", "ReleaseOptions", "ReleaseResult", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
-    "remove_stale_staging", "reuse_or_refuse", "stage_release", "swap_into_place",
+    "DEFAULT_RELEASE_OPTIONS", "RELEASE_KINDS", "STAGING_MARKER", "ReleaseOptions", "ReleaseResult", "build_key_of", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
+    "process_start", "remove_stale_staging", "reuse_or_refuse", "stage_release", "swap_into_place",
     "verify_release", "without_local_paths",
 ]

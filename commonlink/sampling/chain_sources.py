@@ -126,7 +126,8 @@ def read_catalog_source(catalog_dir: str | os.PathLike, *, labels_field: str = "
                 labels = [labels]
         images.append(LabelledImage(
             id=record.id, labels=_clean_labels(labels), width=int(record.width), height=int(record.height),
-            origin={"type": "file", "path": str(image_path(catalog_dir, record)), "catalog": str(catalog_dir)},
+            origin={"type": "file", "path": str(image_path(catalog_dir, record)), "catalog": str(catalog_dir),
+                    "relative": record.path, "sha256": record.sha256},
         ))
     return _keep(images, report, min_pixels), report
 
@@ -156,7 +157,8 @@ def read_manifest_source(folder: str | os.PathLike, *, manifest: str | os.PathLi
         width, height = image_size(path, what=f"{manifest_path}, line {entry.line}")
         rel = path.relative_to(folder).as_posix()
         images.append(LabelledImage(id=stable_id(f"manifest:{rel}"), labels=_clean_labels(entry.objects),
-                                    width=width, height=height, origin={"type": "file", "path": str(path)}))
+                                    width=width, height=height,
+                                    origin={"type": "file", "path": str(path), "catalog": str(folder), "relative": entry.file}))
     return _keep(images, report, min_pixels), report
 
 
@@ -382,7 +384,7 @@ def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.Path
     unnamed = sum(1 for img in images if img.name is None)
     if unnamed:
         report.notes.append(f"{unnamed} object(s) have no name (obj missing, or an id without --object-names): "
-                            "memory calls them 'unnamed image'")
+                            "memory names them by their labels ('the image with ...')")
     return _keep(images, report, min_pixels), report
 
 

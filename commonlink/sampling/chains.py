@@ -56,8 +56,10 @@ from commonlink.formats.association import (
     PLAN_CONCEPT_2,
     TASKS,
     LabelledImage,
+    name_unnamed,
     step_concept_codes,
     task_file,
+    with_sha256,
 )
 from commonlink.formats.meta import (
     ASSOCIATION_CHAINS_KIND,
@@ -536,6 +538,7 @@ class BuildPlan:
     negative_pool_sizes: dict[str, int]
     bridge_pool_sizes: dict[str, int]  #: "a+b" -> size
     notes: list[str]
+    left_out_no_negative: int = 0  #: images left out: they share a label with every other image (disjoint mode)
 
 
 def use_preset(images: Sequence[LabelledImage], config: ChainConfig, preset: ConceptPreset | None) -> list[LabelledImage]:
@@ -633,7 +636,10 @@ def _write_images(out_dir: Path, index: LabelIndex) -> Path:
     path = out_dir / IMAGES_FILENAME
     with atomic_write(path, "w") as handle:
         for i, img in enumerate(index.images):
-            handle.write(json.dumps({"index": i, **img.to_json(path)}, ensure_ascii=False) + "\n")
+            # the file's sha256, recorded now (the release refuses an image changed after `chains`); catalogs named
+            # relative to the table (formats.catalog_refs)
+            handle.write(json.dumps({"index": i, **dataclasses.replace(img, origin=with_sha256(img.origin)).to_json(path)},
+                                    ensure_ascii=False) + "\n")
     return path
 
 
@@ -657,6 +663,25 @@ def _lines(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterat
             yield json.dumps(made, ensure_ascii=False, separators=(",", ":"))
 
 
+def without_disjoint_negative(index: LabelIndex) -> np.ndarray:
+    """Indices of the images that share a label with every other image (no disjoint negative can exist for them;
+    by symmetry they can be no one's negative either). One check per distinct label set: a seeded sample of
+    images first (almost every set finds a disjoint one there), the whole index only when the sample has none."""
+    n = len(index)
+    sample = rng_for(0, "disjoint-check").permutation(n)[:256]
+    by_labels: dict[tuple[str, ...], list[int]] = {}
+    for i, img in enumerate(index.images):
+        by_labels.setdefault(tuple(sorted(set(img.labels))), []).append(i)
+    lonely: list[int] = []
+    for members in by_labels.values():
+        rep = members[0]
+        if not index.share_any_label(np.full(len(sample), rep), sample).all():
+            continue
+        if index.share_any_label(np.full(n, rep), np.arange(n)).all():
+            lonely.extend(members)
+    return np.asarray(sorted(lonely), dtype=np.int64)
+
+
 def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLike, config: ChainConfig, *,
                       source: SourceReport | None = None, progress: bool = True) -> BuildSummary:
     """Build every task type of ``config.tasks`` into ``out_dir`` (one JSONL + meta sidecar per task).
@@ -676,13 +701,34 @@ def _build_chain_files(images: Sequence[LabelledImage], out_dir: Path, config: C
     small = sum(1 for img in images if img.pixels < config.min_pixels)
     if small:  # readers already drop these; callers passing their own lists get the same rule
         images = [img for img in images if img.pixels >= config.min_pixels]
+    images = name_unnamed(images)  # memories, prompts and review pages name every image by what it shows
     index = LabelIndex(images)
     if len(index) == 0:
         raise NotEnoughDataError("The source has no labelled image left to build from.",
                                  "Check the label column/field, and lower --min-pixels if images were dropped as too small.")
-    plan = plan_build(index, config)
+    lonely = without_disjoint_negative(index) if config.negatives == "disjoint" else np.zeros(0, dtype=np.int64)
+    if len(lonely):
+        total = len(index)
+        keep = np.ones(total, dtype=bool)
+        keep[lonely] = False
+        index = LabelIndex([img for img, k in zip(index.images, keep) if k])
+    why = (f"Only {len(index)} usable image(s) remain: {len(lonely)} of {len(lonely) + len(index)} share a label with "
+           "every other image, so no disjoint negative exists for them, and were left out.")
+    fix = "Add images that share no label with these, or use --negatives chain (negatives lack only the chain's concepts)."
+    if len(lonely) and len(index) < 2:
+        raise NotEnoughDataError(why, fix)
+    try:
+        plan = plan_build(index, config)
+    except (NotEnoughDataError, InputError) as exc:
+        if not len(lonely):
+            raise
+        raise NotEnoughDataError(f"{exc.problem} {why}", f"{exc.fix} Or: {fix}") from None
     if small:
         plan.notes.append(f"{small} image(s) under {config.min_pixels:,} pixels left out")
+    if len(lonely):
+        plan.notes.append(f"{len(lonely)} image(s) left out: each shares a label with every other image, so no "
+                          "disjoint negative exists for it (--negatives chain keeps them)")
+    plan.left_out_no_negative = int(len(lonely))
     out_dir.mkdir(parents=True, exist_ok=True)
     builder = AssociationBuilder(index, config, plan.options)
     images_path = _write_images(out_dir, index)
@@ -699,7 +745,7 @@ def _build_chain_files(images: Sequence[LabelledImage], out_dir: Path, config: C
         "concepts": [{"name": c, "pool_size": plan.pool_sizes[c], "negative_pool_size": plan.negative_pool_sizes.get(c)}
                      for c in plan.concepts],
         "pairs": [{"concepts": p, "bridge_pool_size": plan.bridge_pool_sizes[f"{p[0]}+{p[1]}"]} for p in plan.pairs],
-        "counts": counts, "notes": plan.notes,
+        "counts": counts, "notes": plan.notes, "left_out_no_disjoint_negative": plan.left_out_no_negative,
     }
     files, skipped = {}, []
     for task in config.tasks:
@@ -733,7 +779,9 @@ def _already_built(path: Path, meta: dict) -> bool:
         return False
     try:
         old = json.loads(mp.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: rebuilt
+        return False
+    if not isinstance(old, dict):
         return False
     if {k: v for k, v in old.items() if k not in _VOLATILE} != {k: v for k, v in meta.items() if k not in _VOLATILE}:
         return False

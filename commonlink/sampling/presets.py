@@ -4,7 +4,9 @@ A preset fixes what ``commonlink chains`` builds for a source, so that a build f
 concepts the published numbers were measured on rather than the largest label pools:
 
 * ``ocl-attribute`` -- 8 OCL attributes and the pairs of Table 11;
-* ``ocl-affordance`` -- 8 OCL affordances and the pairs of Table 12;
+* ``ocl-affordance`` -- 8 OCL affordances and the pairs of Table 12, listed in the order Table 3's deduction
+  prompt offers them (``[break, carry, clean, cut, open, push, sit, imprint]``; §4.2 names the same eight in
+  another order): a build's deduction options are its concepts in preset order, so prompts match Table 3;
 * ``pangea-action`` -- 8 Pangea actions and the pairs of Table 13.
 
 Pangea's action concepts are VerbNet nodes (``hit-18.1``); the authors' harness (``map_dict`` in
@@ -41,7 +43,7 @@ PRESETS: dict[str, ConceptPreset] = {
         "OCL", "§4.2 (eight attributes); Table 11 (pairs)"),
     "ocl-affordance": ConceptPreset(
         "ocl-affordance", "affordance",
-        ("sit", "imprint", "push", "carry", "cut", "clean", "open", "break"),
+        ("break", "carry", "clean", "cut", "open", "push", "sit", "imprint"),  # Table 3's option order
         (("sit", "imprint"), ("push", "carry"), ("cut", "clean"), ("open", "break")),
         "OCL", "§4.2 (eight affordances); Table 12 (pairs)"),
     "pangea-action": ConceptPreset(

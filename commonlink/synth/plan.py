@@ -8,8 +8,16 @@ one on each side of the grid at varied elevation, each placed as close as its fi
 object in frame. Together these put objects in the paper's band of 2-22% of the image from every camera, for
 3-7 objects as for 8-16 (checked on renders by ``benchmarks/bench_synth.py``).
 
+Scenes are planned in **sets** (as the paper's real photos were "grouped in sets"): the scenes
+``set_size * s .. set_size * (s + 1) - 1`` form set ``s``, which draws a pool of objects and one object count; the
+set's first scene takes that many objects from the pool, and each other scene keeps a drawn number ``t`` of them
+(0..all) and fills up from the rest of the pool, in its own arrangement. Two scenes of a set therefore share 0..N
+objects, while scenes of different sets rarely share more than one or two: together a split reaches every number
+of common objects (docs/synth.md, "Scene sets"). ``set_size = 1`` gives independent scenes.
+
 Coordinates are Unreal Engine's (left-handed: x forward, y right, z up; centimetres; rotations are
 (pitch, yaw, roll) in degrees) so the UnrealCV backend sends them as they are. Each scene's generator is
+``rng_for(seed, "set", set_index, "content")`` for its set's pool and object count,
 ``rng_for(seed, "scene", index, "content")`` for what it holds (objects, floor) and
 ``rng_for(seed, "scene", index, attempt)`` for the layout, cameras and light: any scene (and any re-sampling
 attempt) can be redone alone, and a re-sampled scene holds the same objects.
@@ -33,7 +41,11 @@ GRID = 4
 #: Bump when the layout or framing rules change: a catalog's scenes must all come from one set of rules,
 #: so `commonlink synth` refuses to resume a catalog made with another plan version.
 #: 3: all 16 positions, slight yaw, per-object maximum size from the room around it, cameras on the grid's sides.
-PLAN_VERSION = 3
+#: 4: scenes planned in sets (a set's scenes take subsets of one object pool).
+PLAN_VERSION = 4
+#: Scenes a set (4: within-set pairs are ~1-2% of a split's scene pairs, enough to fill the high counts of
+#: common objects, while most pairs stay across sets).
+DEFAULT_SET_SIZE = 4
 
 
 @dataclass
@@ -108,6 +120,17 @@ class PlanConfig:
     frame_margin: float = 0.98  #: the outermost object reaches this fraction of the half field of view
     distance_factor: tuple[float, float] = (1.0, 1.02)  #: times the distance that just frames every object
     off_centre: float = 0.2  #: largest shift of the framing, as a fraction of the room left around the objects
+    set_size: int = DEFAULT_SET_SIZE  #: scenes a set (1: every scene draws its objects on its own)
+    #: objects in a set's pool; None: twice ``max_objects`` (room for a scene to share none of the first scene's)
+    set_pool: int | None = None
+    #: share of sets planned as sets (the others' scenes draw on their own): scales the share of scene pairs
+    #: that come from one set, and so how many pairs share many objects
+    set_share: float = 1.0
+
+    def pool_size(self, n_assets: int) -> int:
+        """Objects a set draws its scenes from (never more than the asset file holds)."""
+        wanted = self.set_pool if self.set_pool is not None else 2 * self.max_objects
+        return min(wanted, n_assets)
 
     def check(self, catalog: AssetCatalog) -> None:
         cells = self.grid * self.grid
@@ -127,6 +150,13 @@ class PlanConfig:
             raise InputError(f"--views {self.views}: need at least one camera.", "e.g. --views 4.")
         if self.width < 16 or self.height < 16:
             raise InputError(f"--resolution {self.width}x{self.height} is too small.", "Use at least 16x16, e.g. 512x512.")
+        if self.set_size < 1:
+            raise InputError(f"--set-size {self.set_size}: need at least 1 scene a set.", "e.g. --set-size 4 (1: no sets).")
+        if not 0.0 <= self.set_share <= 1.0:
+            raise InputError(f"--set-share {self.set_share}: must be between 0 and 1.", "e.g. --set-share 1 (every set, the default).")
+        if self.set_pool is not None and self.set_pool < self.max_objects:
+            raise InputError(f"--set-pool {self.set_pool}: a set's pool must hold a whole scene ({self.max_objects} objects).",
+                             f"Use --set-pool {self.max_objects} or more, or leave it out (default {2 * self.max_objects}).")
         if not 0.0 <= self.max_yaw_deg <= 180.0:
             raise InputError(f"--max-yaw {self.max_yaw_deg}: must be between 0 and 180 degrees.",
                              "e.g. --max-yaw 20 (slight, the default) or --max-yaw 180 (any direction).")
@@ -291,15 +321,43 @@ def _separate(sizes, scales: list[float], rotations, locations, gap: float) -> l
     return scales
 
 
+def scene_asset_indices(config: PlanConfig, n_assets: int, seed: int, index: int) -> list[int]:
+    """Which assets scene ``index`` holds (indices into the asset file), from its set and its own draws.
+
+    The set (``index // set_size``) draws its object count and pool; its first scene takes the first objects
+    of the pool, every other scene keeps ``t`` of them (``t`` drawn evenly from 0..all) and fills up from the
+    rest of the pool. Cheap and render-free, so a whole split's contents can be planned in seconds.
+    """
+    set_index, position = divmod(index, config.set_size)
+    # (the set's coin has its own generator: the set draws below stay the same whatever the share)
+    in_set = config.set_size > 1 and rng_for(seed, "set", set_index, "shared").random() < config.set_share
+    if not in_set:  # independent scenes: any object count, any assets
+        content = rng_for(seed, "scene", index, "content")
+        n = int(content.integers(config.min_objects, config.max_objects + 1))
+        return content.choice(n_assets, size=n, replace=False).tolist()
+    group = rng_for(seed, "set", set_index, "content")
+    n = int(group.integers(config.min_objects, config.max_objects + 1))
+    pool = group.choice(n_assets, size=max(config.pool_size(n_assets), n), replace=False).tolist()
+    if position == 0:
+        return pool[:n]
+    content = rng_for(seed, "scene", index, "content")
+    kept = int(content.integers(0, n + 1))
+    first, rest = pool[:n], pool[n:]
+    # with a small pool there may be fewer other objects than the scene needs: keep more of the first scene's
+    kept = max(kept, n - len(rest))
+    keep = content.choice(n, size=kept, replace=False).tolist()
+    fill = content.choice(len(rest), size=n - kept, replace=False).tolist()
+    return [first[i] for i in keep] + [rest[i] for i in fill]
+
+
 def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int, attempt: int = 0) -> ScenePlan:
     """Draw scene ``index`` (re-sampling ``attempt``) of a run seeded with ``seed``."""
-    # What the scene holds (object count, objects, floor) does not depend on the attempt: a re-sampled plan
-    # re-draws positions, rotations, sizes, cameras and light only, so the checks that trigger re-sampling
-    # (hidden objects, area band) cannot favour small scenes or compact objects.
-    content = rng_for(seed, "scene", index, "content")
-    n = int(content.integers(config.min_objects, config.max_objects + 1))
-    assets = [catalog.assets[i] for i in content.choice(len(catalog.assets), size=n, replace=False)]
-    floor = catalog.floors[int(content.integers(len(catalog.floors)))]
+    # What the scene holds (objects, floor) does not depend on the attempt: a re-sampled plan re-draws
+    # positions, rotations, sizes, cameras and light only, so the checks that trigger re-sampling (hidden
+    # objects, area band) cannot favour small scenes or compact objects.
+    assets = [catalog.assets[i] for i in scene_asset_indices(config, len(catalog.assets), seed, index)]
+    n = len(assets)
+    floor = catalog.floors[int(rng_for(seed, "scene", index, "floor").integers(len(catalog.floors)))]
     rng = rng_for(seed, "scene", index, attempt)
     cells = choose_positions(rng, n, config.grid, config.neighbour_weight)
     cell = config.cell_cm
@@ -347,7 +405,7 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
     return ScenePlan(
         scene_id=f"{seed}-{index}", seed=int(seed), index=int(index), attempt=int(attempt),
         resolution=(config.width, config.height), floor=FloorPlan(floor.name, config.grid, cell),
-        objects=objects, cameras=cameras, lighting=lighting,
+        objects=objects, cameras=cameras, lighting=lighting, extra={"set": index // config.set_size},
     )
 
 
@@ -421,3 +479,19 @@ def _cameras(config: PlanConfig, objects: list[ObjectPlacement], rng: np.random.
             azimuth=round(azimuth, 3), elevation=round(elevation, 3), distance=round(distance, 3),
         ))
     return cameras
+
+
+def common_object_histogram(config: PlanConfig, n_assets: int, seed: int, scenes: int, chunk: int = 1024) -> list[int]:
+    """Pairs of scenes (of ``scenes`` planned ones) by the number of objects they share, 0..max_objects: what a
+    split can reach before rendering (an image shows its scene's objects, less any hidden from its camera).
+    Counted in row chunks, so memory stays ``chunk x scenes``."""
+    members = np.zeros((scenes, n_assets), dtype=np.float32)
+    for index in range(scenes):
+        members[index, scene_asset_indices(config, n_assets, seed, index)] = 1.0
+    histogram = np.zeros(config.max_objects + 1, dtype=np.int64)
+    for start in range(0, scenes, chunk):
+        shared = (members[start : start + chunk] @ members.T).astype(np.int64)
+        rows = np.arange(start, min(start + chunk, scenes))[:, None]
+        later = np.arange(scenes)[None, :] > rows  # each unordered pair once
+        histogram += np.bincount(shared[later], minlength=config.max_objects + 1)[: config.max_objects + 1]
+    return histogram.tolist()

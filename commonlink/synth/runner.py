@@ -47,7 +47,7 @@ from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalo
 from commonlink.formats.meta import utc_now
 from commonlink.progress import make_progress
 from commonlink.synth.assets import AssetCatalog, load_assets
-from commonlink.synth.plan import PLAN_VERSION, PlanConfig, plan_scene
+from commonlink.synth.plan import DEFAULT_SET_SIZE, PLAN_VERSION, PlanConfig, plan_scene
 from commonlink.synth.render.base import Renderer
 from commonlink.synth.render.offline import OfflineRenderer, check_sources
 from commonlink.synth.render.unreal_check import (
@@ -91,6 +91,9 @@ class SynthConfig:
     unrealcv_port: int = 9000
     mask_tolerance: int = 3  #: colour tolerance when reading Unreal object masks
     shadows: bool = False  #: offline: shadow-mapped sunlight (slower) instead of soft contact shadows
+    set_size: int = DEFAULT_SET_SIZE  #: scenes planned together from one object pool (1: independent scenes)
+    set_pool: int | None = None  #: objects in a set's pool; None: twice the upper object count
+    set_share: float = 1.0  #: share of sets planned as sets (the others' scenes draw their objects on their own)
 
     def __post_init__(self) -> None:
         self.objects = tuple(self.objects)  # type: ignore[assignment]
@@ -132,7 +135,8 @@ class SynthConfig:
 
     def plan_config(self) -> PlanConfig:
         return PlanConfig(min_objects=self.objects[0], max_objects=self.objects[1], views=self.views,
-                          width=self.resolution[0], height=self.resolution[1], max_yaw_deg=self.max_yaw)
+                          width=self.resolution[0], height=self.resolution[1], max_yaw_deg=self.max_yaw,
+                          set_size=self.set_size, set_pool=self.set_pool, set_share=self.set_share)
 
     def content(self, catalog: AssetCatalog) -> dict:
         """The options that change the output (a resumed run must match them); not the scene count or the
@@ -142,7 +146,8 @@ class SynthConfig:
             "backend": self.backend, "assets_sha256": catalog.sha256, "min_visible_pixels": self.pixel_threshold,
             "max_hidden_share": self.max_hidden_share, "max_attempts": self.max_attempts, "mask_tolerance": self.mask_tolerance,
             "shadows": self.shadows, "area_band": list(self.area_band) if self.area_band else None,
-            "min_in_band": self.min_in_band, "max_yaw": self.max_yaw,
+            "min_in_band": self.min_in_band, "max_yaw": self.max_yaw, "set_size": self.set_size, "set_pool": self.set_pool,
+            "set_share": self.set_share,
         }
 
 

@@ -34,6 +34,10 @@ def _nice_axis(value: float) -> tuple[float, int]:
     return round(step * intervals, 12), intervals
 
 
+def _number(value) -> float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
 def _fmt(value: float, percent: bool) -> str:
     return f"{100 * value:.3g}%" if percent else f"{value:.4g}"
 
@@ -43,6 +47,8 @@ def bar_chart(title: str, categories: Sequence[str], series: Sequence[Series], *
     """An SVG figure: one group of bars per category, one bar per series, error bars of ± ``errors``."""
     left, right, top, bottom = 46, 10, 28, 40
     plot_w, plot_h = width - left - right, height - top - bottom
+    # values come from results files, which may be edited: anything but a number is no data
+    series = [Series(s.label, [_number(v) for v in s.values], [_number(e) for e in s.errors]) for s in series]
     tops = [v + (e or 0) for s in series for v, e in zip(s.values, s.errors) if v is not None]
     highest = max(tops, default=0.0)
     if percent:

@@ -17,6 +17,8 @@ nodes, so no string from a dataset or a model (names, outputs, ids) is ever read
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import time
 import warnings
@@ -159,6 +161,14 @@ def _asset(name: str) -> str:
     return resources.files("commonlink.eval.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
+def _cell(value, spec: str = "", scale: float = 1) -> str:
+    """A field of a results file as page text: a number formatted with ``spec`` (times ``scale``), anything
+    else escaped as it is. A shared results.json may hold any JSON in any field, markup included."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return escape(format(value * scale, spec))
+    return escape(str(value))
+
+
 def _json_for_script(obj) -> str:
     """JSON that cannot end the <script> element it sits in, nor open a comment or CDATA section."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -166,12 +176,16 @@ def _json_for_script(obj) -> str:
 
 
 def _page(page: dict) -> str:
+    script = _asset("report.js")
+    # Only the page's own script may run: it is allowed by its hash, so neither an inline handler nor a script
+    # element that reached the page some other way runs (a data block of type application/json is not run).
+    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     return "".join([
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         # Offline page: nothing may be fetched from elsewhere, and no inline handler may run (defence in depth).
         ("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data: file:; "
-        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"),
+        f"style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'\">"),
         f"<title>{escape(page['title'])}</title><style>{_asset('report.css')}</style></head><body>",
         f'<header><h1>{escape(page["title"])}</h1><p class="sub">{page["subtitle"]}</p></header>',
         '<nav class="toc"><a href="#metrics">Metrics</a><a href="#examples">Examples</a><a href="#runs">Runs</a></nav>',
@@ -182,7 +196,7 @@ def _page(page: dict) -> str:
         f'<section id="runs"><h2>Runs</h2>{page["runs"]}</section>',
         f'<footer>commonlink {escape(__version__)} · static page, works offline · {escape(page["footer"])}</footer>',
         f'<script type="application/json" id="report-data">{_json_for_script(page["data"])}</script>',
-        f"<script>{_asset('report.js')}</script></body></html>\n",
+        f"<script>{script}</script></body></html>\n",
     ])
 
 
@@ -229,7 +243,7 @@ def _pct(group: dict, name: str) -> str:
     if value is None:
         return "–"
     se = group.get(f"{name}_se")
-    return f"{100 * value:.1f}" + (f'<span class="se"> ± {100 * se:.1f}</span>' if se is not None else "")
+    return _cell(value, ".1f", 100) + (f'<span class="se"> ± {_cell(se, ".1f", 100)}</span>' if se is not None else "")
 
 
 def _metrics_table(runs: list[dict], labels: list[str]) -> str:
@@ -239,8 +253,8 @@ def _metrics_table(runs: list[dict], labels: list[str]) -> str:
     for run, label in zip(runs, labels):
         g = run.get("metrics", {}).get("overall", {})
         pf = g.get("parse_failure_rate")
-        cells = [escape(label), str(g.get("n", 0)), _pct(g, "accuracy"), _pct(g, "hallucination_rate"), _pct(g, "hallucination_1plus"),
-                 _pct(g, "hallucination_2plus"), "–" if pf is None else f"{100 * pf:.1f}"]
+        cells = [escape(label), _cell(g.get("n", 0)), _pct(g, "accuracy"), _pct(g, "hallucination_rate"), _pct(g, "hallucination_1plus"),
+                 _pct(g, "hallucination_2plus"), "–" if pf is None else _cell(pf, ".1f", 100)]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f'<table class="metrics">{head}{"".join(rows)}</table>'
 
@@ -358,7 +372,8 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
                f"({escape(str(runs[0].get('bootstrap_resamples', '?')))} resamples); bars in the charts show the same.</p>"
                + (legend(labels) if len(runs) > 1 else "")
                + "".join('<div class="charts">' + "".join(_group_chart(runs, labels, key, x_label, stat, title) for key, x_label in _BREAKDOWNS) + "</div>"
-                         for stat, title in (("accuracy", "Accuracy"), ("hallucination_rate", "Hallucination rate"))))
+                         for stat, title in (("accuracy", "Accuracy"), ("hallucination_rate", "Hallucination rate")))
+               + _similarity_bins(runs, labels))
     page = {
         "title": "Common-O: " + " vs ".join(labels) if len(labels) <= 3 else f"Common-O: {len(labels)} models",
         "subtitle": subtitle,
@@ -369,6 +384,24 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
                  "rows": ordered, "mistakes": [mistakes[k] for k in order]},
     }
     return page, len(ordered)
+
+
+def _similarity_bins(runs: list[dict], labels: list[str]) -> str:
+    """Per run with the analysis: hallucination by distractor-similarity bin (Common-O §4.2), every value escaped."""
+    parts = []
+    for label, run in zip(labels, runs):
+        sim = run.get("hallucination_similarity") or {}
+        if not sim.get("bins"):
+            continue
+        r = "n/a" if sim.get("r") is None else f"{sim['r']:.3f}"
+        rows = "".join(f"<tr><td>{b['low']:.3f}–{b['high']:.3f}</td><td>{int(b['n'])}</td>"
+                       + "".join(f"<td>{100 * float(b[k]):.1f}</td>" for k in ("hallucination_rate", "hallucination_1plus", "accuracy"))
+                       + "</tr>" for b in sim["bins"])
+        parts.append(f"<h3>Hallucination by distractor similarity: {escape(label)}</h3><p class=\"note\">{escape(str(sim.get('measure')))}"
+                     f" ({escape(str(sim.get('embedding')))}); Pearson r with 1+ hallucination = {escape(r)} over "
+                     f"{int(sim.get('examples_used') or 0)} examples.</p><table><tr><th>similarity</th><th>n</th><th>halluc. rate %</th>"
+                     f"<th>1+ halluc. %</th><th>accuracy %</th></tr>{rows}</table>")
+    return "".join(parts)
 
 
 # ------------------------------------------------------------------------------------------------ association
@@ -400,8 +433,7 @@ def _open_tasks(run: dict, config: str, *, data, revision, catalog_root=None):
     info = run.get("dataset") or {}
     source = data or info.get("source")
     try:
-        split = open_association(source, config, revision=revision if data else (revision or info.get("revision")),
-                                 catalog_root=catalog_root)
+        split = open_association(source, config, revision=revision if data else (revision or info.get("revision")), catalog_root=catalog_root)
     except CommonlinkError as exc:
         raise InputError(f"The report's tasks and images: {exc.problem}",
                          "Pass --data with the release or chain files the run used (the association page needs them for its images too).") from exc
@@ -535,16 +567,16 @@ def _association_metrics(run: dict, chains: bool) -> str:
         rows = []
         for name in names:
             v = per[name]
-            mean = "–" if v.get("mean_steps") is None else f"{v['mean_steps']:.2f}" + (
-                f'<span class="se"> ± {v["mean_steps_se"]:.2f}</span>' if v.get("mean_steps_se") is not None else "")
-            ded = "–" if v.get("deduction_success_ratio") is None else f"{100 * v['deduction_success_ratio']:.1f}%"
-            ended = ", ".join(f"{escape(str(k))} {n}" for k, n in sorted((v.get("ended") or {}).items()))
-            rows.append(f"<tr><td>{escape(name)}</td><td>{v.get('chains', 0)}</td><td>{'–' if v.get('max_steps') is None else v['max_steps']}</td>"
+            mean = "–" if v.get("mean_steps") is None else _cell(v["mean_steps"], ".2f") + (
+                f'<span class="se"> ± {_cell(v["mean_steps_se"], ".2f")}</span>' if v.get("mean_steps_se") is not None else "")
+            ded = "–" if v.get("deduction_success_ratio") is None else _cell(v["deduction_success_ratio"], ".1f", 100) + "%"
+            ended = ", ".join(f"{escape(str(k))} {_cell(n)}" for k, n in sorted((v.get("ended") or {}).items()))
+            rows.append(f"<tr><td>{escape(name)}</td><td>{_cell(v.get('chains', 0))}</td><td>{'–' if v.get('max_steps') is None else _cell(v['max_steps'])}</td>"
                         f"<td>{mean}</td><td>{ded}</td><td>{ended}</td></tr>")
         s = metrics.get("summary") or {}
         if s.get("avg_max_steps") is not None:
-            rows.append(f"<tr class='avg'><td>average</td><td>{s.get('chains', 0)}</td><td>{s['avg_max_steps']:.2f}</td>"
-                        f"<td>{s['avg_mean_steps']:.2f}</td><td></td><td></td></tr>")
+            rows.append(f"<tr class='avg'><td>average</td><td>{_cell(s.get('chains', 0))}</td><td>{_cell(s['avg_max_steps'], '.2f')}</td>"
+                        f"<td>{_cell(s.get('avg_mean_steps'), '.2f')}</td><td></td><td></td></tr>")
         table = f'<table class="metrics">{head}{"".join(rows)}</table>'
         charts = (bar_chart("Mean steps per concept", names, [Series("mean", [per[n].get("mean_steps") for n in names],
                                                                        [per[n].get("mean_steps_se") for n in names])], x_label="concept", percent=False)
@@ -555,8 +587,9 @@ def _association_metrics(run: dict, chains: bool) -> str:
         return table + note + f'<div class="charts">{charts}</div>'
     fields = [k for k in (next(iter(per.values()), {}) or {}) if k.endswith("success_ratio")]
     head = "<tr><th>Concept</th><th>n</th>" + "".join(f"<th>{escape(f.replace('_', ' '))} %</th>" for f in fields) + "</tr>"
-    rows = ["<tr><td>" + escape(name) + f"</td><td>{per[name].get('n', 0)}</td>" + "".join(
-        f"<td>{100 * per[name][f]:.1f}<span class='se'> ± {100 * per[name].get(f + '_se', 0):.1f}</span></td>" for f in fields) + "</tr>"
+    rows = ["<tr><td>" + escape(name) + f"</td><td>{_cell(per[name].get('n', 0))}</td>" + "".join(
+        f"<td>{_cell(per[name].get(f), '.1f', 100)}<span class='se'> ± {_cell(per[name].get(f + '_se', 0), '.1f', 100)}</span></td>"
+        for f in fields) + "</tr>"
         for name in names]
     charts = "".join(bar_chart(f.replace("_", " ").capitalize(), names, [Series("ratio", [per[n].get(f) for n in names],
                                                                                 [per[n].get(f + "_se") for n in names])], x_label="concept")

@@ -24,11 +24,13 @@ from urllib.parse import quote
 from PIL import Image
 
 from commonlink.errors import InputError
+from commonlink.fileio import naming_path, pid_alive
 from commonlink.images import open_image
 
 IMAGE_MODES = ("folder", "embed", "none")
 THUMB_QUALITY = 82
 _THUMB_NAME = re.compile(r"^[0-9a-f]{24}-\d+\.jpg$")
+_THUMB_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")  #: a thumbnail being written (by process pid)
 
 
 @dataclass
@@ -114,8 +116,15 @@ class ThumbnailStore:
         # Written whole under a temporary name, then renamed: a killed run never leaves a half thumbnail that a
         # rerun would reuse. (No fsync: a thumbnail is cheap to remake, and thousands of fsyncs are not.)
         tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a full disk: no half thumbnail left behind
+            if isinstance(exc, OSError):
+                raise naming_path(exc, path) from exc
+            raise
         return f"{quote(self.folder.name)}/{name}", len(data), True
 
     def _thumbnail(self, job: ImageJob) -> bytes:
@@ -143,6 +152,11 @@ class ThumbnailStore:
         used = {url.rsplit("/", 1)[-1] for url in self._urls.values() if not url.startswith("data:")}
         removed = 0
         for path in self.folder.iterdir():
+            leftover = _THUMB_TEMP.match(path.name)
+            if leftover and _THUMB_NAME.match(leftover["name"]) and not pid_alive(int(leftover["pid"])):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()  # a killed run's half-written thumbnail
+                continue
             if _THUMB_NAME.match(path.name) and path.name not in used:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()

@@ -37,6 +37,20 @@ def _row(label: list[str], group: dict, *, perception: bool = False) -> str:
     return "| " + " | ".join(label + [str(group.get("n", 0))] + cells) + " |"
 
 
+def hallucination_similarity_lines(analysis: dict | None) -> list[str]:
+    """Markdown lines of the hallucination-by-distractor-similarity bins (none without the analysis)."""
+    if not analysis or not analysis.get("bins"):
+        return []
+    r = "n/a" if analysis.get("r") is None else f"{analysis['r']:.3f}"
+    lines = ["", f"**Hallucination by distractor similarity** ({analysis.get('embedding')}; {analysis.get('measure')}; "
+                 f"Pearson r with 1+ hallucination = {r} over {analysis.get('examples_used', 0)} examples)", "",
+             "| Similarity | n | Halluc. rate (%) | 1+ halluc. (%) | Accuracy (%) |", "|---|---|---|---|---|"]
+    for b in analysis["bins"]:
+        lines.append(f"| {b['low']:.3f}–{b['high']:.3f} | {b['n']} | {_pct(b, 'hallucination_rate')} | "
+                     f"{_pct(b, 'hallucination_1plus')} | {_pct(b, 'accuracy')} |")
+    return lines
+
+
 def _header(first: list[str], *, perception: bool = False) -> list[str]:
     names = ["Accuracy (%)", "Halluc. rate (%)"] if perception else [title for title, _ in _COLUMNS]
     cols = first + ["n"] + names + ["Parse fail. (%)"]
@@ -73,6 +87,7 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
             r = "n/a" if sim.get("r") is None else f"{sim['r']:.3f}"
             p = "" if sim.get("p_value") is None else f", p = {sim['p_value']:.3g}"
             lines += ["", f"Object similarity ({sim.get('embedding')}): Pearson r = {r}{p} over {sim.get('examples_used', 0)} examples with 2+ common objects."]
+        lines += hallucination_similarity_lines(runs[0].get("hallucination_similarity"))
         skipped = runs[0].get("skipped")
         if skipped:
             lines += ["", f"Skipped rows: {skipped} (see results.json `skipped_rows`)."]

@@ -1,0 +1,133 @@
+"""The one evaluator: runs any :class:`commonlink.eval.task.Task` over the cached backend and writes its outputs.
+
+    >>> from commonlink.eval.commono import CommonOTask
+    >>> results = evaluate(CommonOTask("facebook/Common-O", "main"), RunOptions(models=["Qwen/Qwen2.5-VL-7B-Instruct"], backend="vllm",
+    ...                                                                         out_dir="runs/qwen"))
+
+Steps, the same for every task: validate the run options, open the data (:meth:`Task.open`), pick the rows
+(``rows`` range, ``limit``, then ``shard``), load the backends lazily (a rerun whose answers are all cached never
+loads weights), key the cache (:meth:`Task.key_parts` + :func:`commonlink.eval.cache.run_key`) and open it,
+:meth:`Task.run`, put the common head of results.json in front of :meth:`Task.results`, and write
+(:meth:`Task.write`, then ``report.html`` for an unsharded run).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from commonlink.errors import InputError
+from commonlink.eval.backends import is_baseline
+from commonlink.eval.backends.base import Backend, GenerationSettings
+from commonlink.eval.cache import run_key, shard_suffix
+from commonlink.eval.metrics import N_BOOTSTRAP
+from commonlink.eval.report.html import report_beside_run
+from commonlink.eval.results import results_header
+from commonlink.eval.runner import open_backends
+from commonlink.eval.task import Task, TaskRun
+
+__all__ = ["MAX_UNREADABLE_SHARE", "RunOptions", "default_out_dir", "evaluate", "row_indices", "unreadable_limit"]
+
+#: A run stops when more than this share of the requested rows cannot be read (``max_unreadable_share``).
+MAX_UNREADABLE_SHARE = 0.05
+
+
+@dataclass
+class RunOptions:
+    """How to run a task: which model(s) on which backend, where to write, and the run's knobs."""
+
+    models: Sequence[str] = ("none",)  #: Hub ids / folders, or ``random`` / ``none``; several only for voting tasks
+    backend: str = "transformers"
+    out_dir: str | os.PathLike | None = None  #: run folder (rerun it to resume); None: results only returned
+    settings: GenerationSettings | None = None  #: None: the task's default with ``seed``
+    batch_size: int | None = None  #: None: the backends' default
+    limit: int | None = None
+    rows: tuple[int, int] | None = None  #: inclusive row range
+    shard: tuple[int, int] | None = None  #: (K, N): rows K, K+N, ...
+    backend_options: dict | None = None
+    backend_instances: Sequence[Backend] | None = None  #: already loaded backends (the caller closes them)
+    seed: int = 0
+    n_boot: int = N_BOOTSTRAP
+    show_progress: bool = True
+    max_unreadable_share: float = MAX_UNREADABLE_SHARE
+    report: bool = True  #: write report.html beside the results (unsharded runs)
+    overwrite: bool = False  #: replace another run's files in ``out_dir``
+
+
+def evaluate(task: Task, options: RunOptions) -> dict:
+    """Run ``task`` as ``options`` say and return its results (also written to ``options.out_dir``)."""
+    if options.shard is not None and not task.shardable:
+        raise InputError(f"--shard is not supported by {task.name}.", "Run it without --shard (use --limit to run a part).")
+    settings = options.settings or task.default_settings(options.seed)
+    dataset = task.open()
+    task.prepare(dataset)
+    indices = row_indices(len(dataset), options.limit, options.rows, options.shard)
+    max_row_errors = unreadable_limit(len(indices), options.max_unreadable_share)
+    out_dir = Path(options.out_dir) if options.out_dir is not None else None
+    with _backends(task, options) as backends:
+        infos = [b.info for b in backends]
+        task.check_backends(infos)
+        run_keys = [run_key(**task.key_parts(dataset, info, settings)) for info in infos]
+        run = TaskRun(
+            dataset=dataset, indices=indices, backends=list(backends), settings=settings, run_keys=run_keys,
+            cache=task.open_cache(out_dir, run_keys, options.shard, overwrite=options.overwrite),
+            batch_size=options.batch_size or min(i.default_batch_size for i in infos), requested_batch_size=options.batch_size,
+            out_dir=out_dir, shard=options.shard, seed=options.seed, n_boot=options.n_boot, show_progress=options.show_progress,
+            max_row_errors=max_row_errors,
+        )
+        start = time.perf_counter()
+        outcome = task.run(run)
+        run.wall_s = time.perf_counter() - start
+        run.generate_s = sum(b.generate_seconds for b in backends)
+        run.infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded
+    results = results_header(task.name, run.infos, settings, seed=options.seed, n_boot=options.n_boot, several_models=task.several_models)
+    results.update(task.results(run, outcome))
+    if out_dir is not None:
+        task.write(out_dir, results, outcome, suffix=shard_suffix(options.shard))
+        if options.report and task.writes_report and options.shard is None:  # a shard is a part: the merging run writes the page
+            report_beside_run(out_dir, dataset=dataset)
+    return results
+
+
+def _backends(task: Task, options: RunOptions):
+    models = list(options.models)
+    if len(models) > 1 and not task.several_models:
+        raise InputError(f"{task.name} runs one model; {len(models)} were given.", "Give one --model.")
+    return open_backends(options.backend_instances, options.backend, models, options.backend_options,
+                         images_per_request=task.images_per_request)
+
+
+def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None, shard: tuple[int, int] | None = None) -> list[int]:
+    """Row numbers to evaluate: ``rows`` (inclusive range) if given, cut to the first ``limit``, then every
+    N-th row starting at K for ``shard=(K, N)``."""
+    if shard is not None:
+        k, n = shard
+        if not (n >= 1 and 0 <= k < n):
+            raise InputError(f"--shard {k}/{n}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4 for four processes.")
+        return row_indices(n_rows, limit, rows)[k::n]
+    if rows:
+        lo, hi = rows
+        if hi >= n_rows:
+            raise InputError(f"--rows {lo}-{hi}: the split has only {n_rows} rows (0-{n_rows - 1}).", f"Use --rows 0-{n_rows - 1} or less.")
+        indices = list(range(lo, hi + 1))
+    else:
+        indices = list(range(n_rows))
+    return indices[:limit] if limit is not None else indices
+
+
+def unreadable_limit(n_rows: int, share: float) -> int:
+    """Rows that may fail to be read before a run over ``n_rows`` stops (``share`` of them, rounded down)."""
+    if not 0 <= share <= 1:
+        raise InputError(f"--max-unreadable-share {share} must be between 0 and 1.", "e.g. 0.05 (the default) or 1 to never stop.")
+    return int(share * n_rows)
+
+
+def default_out_dir(split: str, model: str, backend: str, task: str = "commono") -> Path:
+    """``eval-runs/TASK-SPLIT-MODEL-BACKEND`` (a local model folder gives its name); a weight-free baseline runs on
+    no backend: ``eval-runs/TASK-SPLIT-MODEL``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name if os.path.exists(model) else model).strip("-") or "model"
+    return Path("eval-runs") / (f"{task}-{split}-{slug}" if is_baseline(model) else f"{task}-{split}-{slug}-{backend}")
