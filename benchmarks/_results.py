@@ -24,10 +24,9 @@ import math
 import operator
 import os
 import re
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Scripts import _common first (the repository root on sys.path); tests load this file with commonlink importable.
 
 from commonlink.fileio import atomic_write_json  # noqa: E402
 

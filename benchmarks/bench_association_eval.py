@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+import _common  # noqa: F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, result_row, write_rows
 
 

@@ -24,12 +24,13 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import rss_mib  # also puts the repository root on sys.path
 
 import numpy as np
 
@@ -59,28 +60,19 @@ def make_images(n: int, folder: Path | None, seed: int = 0):
     return images
 
 
-def _rss_mib() -> float:
-    """Current resident memory of this process (Linux /proc; falls back to the peak so far)."""
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 class PeakSampler:
     """Samples resident memory every 20 ms in a thread; ``peak`` is the largest value seen."""
 
     def __init__(self) -> None:
         import threading
 
-        self.peak = _rss_mib()
+        self.peak = rss_mib()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, _rss_mib())
+            self.peak = max(self.peak, rss_mib())
 
     def __enter__(self) -> PeakSampler:
         self._thread.start()
@@ -89,7 +81,7 @@ class PeakSampler:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _rss_mib())
+        self.peak = max(self.peak, rss_mib())
 
 
 def worker(args) -> None:
@@ -97,7 +89,7 @@ def worker(args) -> None:
     from commonlink.sampling.chains import ChainConfig, build_chain_files
 
     images = make_images(args.images, Path(args.image_dir) if args.image_dir else None)
-    before = _rss_mib()
+    before = rss_mib()
     config = ChainConfig(seed=0, top_k=8, chains_per_concept=args.chains, max_steps=args.steps, min_pixels=0,
                          tasks=["synchronous"], negatives="disjoint")
     start = time.perf_counter()
@@ -153,7 +145,7 @@ def numpy_peer(images, concepts: list[str], chains: int, steps: int, out: Path, 
 def peer_worker(args) -> None:
     """Child process: the numpy peer on the same pool and concepts; reports time and peak RSS."""
     images = make_images(args.images, None)
-    before = _rss_mib()
+    before = rss_mib()
     concepts = json.loads(args.concepts)
     with PeakSampler() as sampler:
         seconds, writing = numpy_peer(images, concepts, args.chains, args.steps + 3, Path(args.out))
@@ -235,7 +227,6 @@ def main() -> None:
         return
     if args.quick:
         args.images, args.chains, args.no_release = 5_000, 200, True
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from commonlink.release.association import build_association_release
     from commonlink.release.staging import ReleaseOptions
 

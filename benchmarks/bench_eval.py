@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _common  # noqa: F401  (puts the repository root on sys.path, so tests.fixtures imports)
 from _results import result_row
 
 from tests.fixtures.openai_server import LatencyServer

@@ -5,6 +5,13 @@
    missing share, well below 1.0).
 2. No-op rerun of a finished version: wall time / first push wall time, and bytes sent (target: 0 bytes).
 3. Next version with one split changed: bytes sent / release size (target: only the changed split's shards).
+4. The same four pushes (fresh, resumed after the same kill, no-op, next version) with stock
+   ``HfApi.upload_folder`` (a fresh process each, like ours), against a second Hub: bytes and wall time. Stock
+   huggingface_hub already skips LFS objects the Hub has, so the byte targets above are met by it too; the
+   ratios say what ours costs on top, and what it adds is named in the output: a version tag per release
+   (refused when it exists with other content), the manifest's sha256 of every file checked before and after
+   upload, the dataset card's configs checked against the shards, and files of older versions not in this one
+   removed from ``main`` in the same commit.
 
     .venv/bin/python benchmarks/bench_hub_push.py [--shards 8] [--shard-mb 2]
 """
@@ -24,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 from commonlink.fileio import atomic_write_json, sha256_file  # noqa: E402
@@ -72,9 +79,41 @@ def sent_bytes(hub: HubServer, since: int, sizes: dict[str, int]) -> int:
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, capture_output=True)
-    return time.perf_counter() - start
+    return _common.timed(subprocess.run, cmd, env=env, check=True, capture_output=True)[0]
+
+
+_STOCK = """
+import sys
+from huggingface_hub import HfApi
+api = HfApi()
+api.create_repo(sys.argv[2], repo_type="dataset", exist_ok=True)
+api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2], repo_type="dataset", commit_message="push " + sys.argv[1])
+"""
+
+
+def stock_cmd(release: Path, repo: str = REPO) -> list[str]:
+    """Stock huggingface_hub: ``HfApi.upload_folder`` of the release folder, in a fresh process like ours."""
+    return [sys.executable, "-c", _STOCK, str(release), repo]
+
+
+def stock_pushes(tmp: Path, release: Path, v2: Path, sizes: dict[str, int], shards: int) -> dict[str, tuple[float, int]]:
+    """The four pushes of ours, with stock ``upload_folder``: {name: (wall seconds, bytes sent)}."""
+    out = {}
+    with HubServer(tmp / "stock-fresh", tokens={TOKEN: "bench"}) as hub:
+        out["fresh"] = (timed(stock_cmd(release, "bench/fresh"), env_for(hub, tmp / "s0")), sent_bytes(hub, 0, sizes))
+    with HubServer(tmp / "stock-hub", tokens={TOKEN: "bench"}) as hub:
+        env = env_for(hub, tmp / "s1")
+        hub.drop_lfs_uploads(from_put=max(2, shards // 2))
+        proc = subprocess.Popen(stock_cmd(release), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        hub.fault_tripped.wait(120)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        hub.clear_faults()
+        for name, folder in (("resume", release), ("noop", release), ("v2", v2)):
+            mark = len(hub.lfs_puts)
+            out[name] = (timed(stock_cmd(folder), env), sent_bytes(hub, mark, sizes))
+    return out
 
 
 def main() -> None:
@@ -123,6 +162,9 @@ def main() -> None:
             v2_s = timed(push_cmd(v2, "1.1.0"), env)
             v2_bytes = sent_bytes(hub, mark, sizes)
             changed = sum(p.stat().st_size for p in (v2 / "data").glob("challenge-*"))
+        stock = stock_pushes(tmp, release, v2, sizes, args.shards)
+    ours = {"fresh": (fresh_s, fresh_bytes), "resume": (resume_s, resume_bytes), "noop": (noop_s, noop_bytes),
+            "v2": (v2_s, v2_bytes)}
 
     mb = 1024 * 1024
     print(f"release: {args.shards + 2} shards, {total / mb:.1f} MB")
@@ -132,6 +174,13 @@ def main() -> None:
     print(f"no-op rerun: {noop_bytes} bytes sent, {noop_s:.2f} s = {noop_s / fresh_s:.2f} x the fresh push time")
     print(f"next version, challenge split changed: sent {v2_bytes / mb:.2f} MB of {total / mb:.1f} MB "
           f"(changed shards {changed / mb:.2f} MB) -> {v2_bytes / total:.3f} x the release size, in {v2_s:.2f} s")
+    print("stock HfApi.upload_folder, same pushes (fresh process each, separate Hub):")
+    for name in ours:
+        (our_s, our_b), (st_s, st_b) = ours[name], stock[name]
+        print(f"  {name:7s} ours {our_b / mb:7.2f} MB in {our_s:6.2f} s | upload_folder {st_b / mb:7.2f} MB in {st_s:6.2f} s")
+    print("ours adds: a version tag per release (refused when it exists with other content), every file's sha256 checked "
+          "against the manifest before and after upload, the card's configs checked against the shards, files of older "
+          "versions not in this one removed from main in the same commit")
     missing = total - arrived
     rows = [
         result_row(BENCH, "push resumed after a kill: bytes sent beyond the missing objects, share of the release",
@@ -141,6 +190,16 @@ def main() -> None:
         result_row(BENCH, "no-op push of a finished version: bytes sent", noop_bytes, "B", target="== 0"),
         result_row(BENCH, "next version, one split changed: bytes sent / changed shards' bytes", v2_bytes / changed, "x", target="<= 1.0"),
     ]
+    for name, what in (("fresh", "fresh push"), ("resume", "push resumed after a kill"), ("v2", "next version, one split changed")):
+        (our_s, our_b), (st_s, st_b) = ours[name], stock[name]
+        # Oriented as every ratio in the table: above 1 is better for commonlink (fewer bytes, less time).
+        rows.append(result_row(BENCH, f"{what}: bytes sent", our_b / mb, "MB", peer="stock HfApi.upload_folder, same push",
+                               ratio=max(st_b, 1) / max(our_b, 1), target=">= 1.0"))
+        rows.append(result_row(BENCH, f"{what}: wall time", our_s, "s",
+                               peer="context only: stock HfApi.upload_folder (no version tag, manifest or card checks)",
+                               ratio=st_s / our_s))
+    rows.append(result_row(BENCH, "no-op push: bytes sent by stock HfApi.upload_folder (context: it skips known objects too)",
+                           stock["noop"][1], "B"))
     print_rows(rows)
     write_rows(args.json, rows)
 

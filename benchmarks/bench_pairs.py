@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import struct
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 
 from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
 from commonlink.sampling.pairs import PairsConfig, sample_pairs  # noqa: E402

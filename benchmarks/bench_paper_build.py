@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 

@@ -6,11 +6,13 @@
    samples ``--examples`` pairs from them with ``commonlink.sampling.pairs``.
 2. Shard writing, at ``--size`` and ``--large-size`` (512) px, the same release rows (22 columns, image bytes
    in memory) written by ``ShardWriter`` and by its peers, interleaved, best of ``--repeats``:
-   * bare pyarrow: the same rows built column by column into one Table, one ``pq.write_table`` (target at
-     64 px: ShardWriter >= 0.8x its speed; it holds the whole table in memory, ShardWriter streams);
+   * bare pyarrow: the same rows built column by column into one Table, written with ShardWriter's codecs,
+     dictionary/statistics choices and row groups, so both write the same bytes (checked: sizes within 1%)
+     (target at 64 px: ShardWriter >= 0.8x its speed; it holds the whole table in memory, ShardWriter streams);
    * ``datasets.Dataset.from_generator(rows, features=...)`` then ``.to_parquet()`` (what a Hub user reaches
      for; target >= 1.0x at 64 px and at 512 px);
-   * a bare write of the two image-byte columns alone (the floor any writer of these images pays; less work than
+   * a bare write of the two image-byte columns alone, stored as ShardWriter stores them (no codec, dictionary or
+     statistics) (the floor any writer of these images pays; less work than
      the release's 22 columns, yet held to >= 0.8x at 64 px as a strict reading of "the same bytes");
    and the whole row pipeline (read files, ``published_row``, ``ShardWriter``) against the same generator fed
    to ``datasets`` (target >= 1.0x).
@@ -31,9 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+from _common import noise_catalog  # noqa: E402
 
-from commonlink.fileio import sha256_bytes, write_jsonl  # noqa: E402
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_release.py"
@@ -42,31 +44,7 @@ VOCABULARY = [f"object_{i:03d}" for i in range(120)]
 
 
 def make_catalog(root: Path, n: int, *, size: int, seed: int = 0) -> None:
-    """``n`` JPEGs of ``size``x``size`` px (noise, so they do not compress to nothing) + catalog.jsonl."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    (root / "images").mkdir(parents=True, exist_ok=True)
-    records = []
-    for i in range(n):
-        pixels = rng.integers(0, 255, (size, size, 3), dtype=np.uint8)
-        buf = io.BytesIO()
-        Image.fromarray(pixels).save(buf, "JPEG", quality=85)
-        data = buf.getvalue()
-        name = f"images/{i:06d}.jpg"
-        (root / name).write_bytes(data)
-        k = int(rng.integers(3, 8))
-        objects = sorted(VOCABULARY[j] for j in rng.choice(len(VOCABULARY), size=k, replace=False))
-        source = "real" if i % 2 == 0 else "synthetic"
-        records.append({
-            "id": sha256_bytes(data)[:16], "path": name, "objects": objects, "source": source,
-            "scene_id": f"scene{i // 4}", "view": str(i % 4), "background": "table", "width": size, "height": size,
-            "sha256": sha256_bytes(data),
-        })
-    write_jsonl(root / "catalog.jsonl", records)
+    noise_catalog(root, n, size=size, seed=seed, vocabulary=VOCABULARY)
 
 
 def sample_with_toolkit(catalog: Path, count: int, out: Path) -> tuple[float, str]:
@@ -95,6 +73,26 @@ def _timed_best(funcs: dict, repeats: int, cleanup) -> dict[str, tuple[float, fl
             runs[key].append((time.perf_counter() - wall, time.process_time() - cpu))
             cleanup()
     return {key: (min(w for w, _ in values), min(c for _, c in values)) for key, values in runs.items()}
+
+
+def shard_writer_layout(features, work: Path, out: Path, write_ours) -> tuple[dict, list[int], int]:
+    """What the peers need to write the same bytes as ShardWriter: its per-column codecs (none on image bytes),
+    dictionary encoding and statistics only where it uses them (as ParquetWriter options), its row groups (read
+    back from its own output, written by ``write_ours``) and the size of that output."""
+    import pyarrow.parquet as pq
+
+    from commonlink.release.shards import ShardWriter
+
+    probe = ShardWriter(work / "probe", "main", features)
+    settings = {"compression": probe._column_compression, "use_dictionary": probe.dictionary_columns,
+                "write_statistics": probe._plain_columns}
+    probe.abort()
+    shutil.rmtree(work / "probe", ignore_errors=True)
+    write_ours()
+    files = sorted(out.glob("main-*.parquet"))
+    group_rows = [pq.ParquetFile(path).metadata.row_group(g).num_rows for path in files
+                  for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
+    return settings, group_rows, sum(path.stat().st_size for path in files)
 
 
 def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: int) -> dict:
@@ -128,9 +126,19 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
             for record in records:
                 writer.write(record)
 
+    settings, group_rows, ours_bytes = shard_writer_layout(features, work, out, writer_only)
+    cleanup()
+
+    def write_groups(table, path: Path, **options) -> None:
+        with pq.ParquetWriter(path, table.schema, **options) as sink:
+            start = 0
+            for count in group_rows:
+                sink.write_table(table.slice(start, count), row_group_size=count)
+                start += count
+
     def bare_pyarrow() -> None:
         # A pyarrow user who knows the fast path: the whole table in memory, built column by column (image
-        # structs from two flat arrays, not from dicts), one write_table call with pyarrow's defaults.
+        # structs from two flat arrays, not from dicts), written with ShardWriter's settings and row groups.
         arrays = []
         for name, field in zip(schema.names, schema):
             values = [r[name] for r in records]
@@ -139,13 +147,13 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
                                                           pa.array([v["path"] for v in values], pa.string())], fields=list(field.type)))
             else:
                 arrays.append(pa.array(values, field.type))
-        pq.write_table(pa.Table.from_arrays(arrays, schema=schema), work / "bare.parquet")
+        write_groups(pa.Table.from_arrays(arrays, schema=schema), work / "bare.parquet", **settings)
 
     def bare_image_bytes() -> None:
         # The image bytes alone (2 binary columns): the floor any writer of these images pays.
         table = pa.table({"image_1": pa.array([r["image_1"]["bytes"] for r in records], pa.binary()),
                           "image_2": pa.array([r["image_2"]["bytes"] for r in records], pa.binary())})
-        pq.write_table(table, work / "bare.parquet")
+        write_groups(table, work / "bare.parquet", compression="none", use_dictionary=False, write_statistics=False)
 
     def datasets_peer(generate) -> None:
         # A fresh cache folder each time: from_generator would otherwise reload its cache of the last call.
@@ -164,6 +172,12 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
         for number, row in enumerate(rows, start=1):
             yield published_row(row, split="main", where=f"row {number}", reader=reader)
 
+    bare_pyarrow()
+    peer_bytes = (work / "bare.parquet").stat().st_size
+    cleanup()
+    # Same settings, same row groups: the files differ only in the footer (ShardWriter's shard names, sizes).
+    assert abs(peer_bytes - ours_bytes) <= 0.01 * ours_bytes, (peer_bytes, ours_bytes)
+    print(f"  same bytes: ShardWriter {ours_bytes:,} B, bare pyarrow with its settings {peer_bytes:,} B")
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
     best = _timed_best({
@@ -175,9 +189,9 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
           f"({image_mb * 1e3 / (2 * len(rows)):.1f} KB an image); best of {repeats} interleaved runs")
     names = {
         "writer": "ShardWriter: built rows (22 columns, bytes in memory) -> shards",
-        "pyarrow": "peer: bare pyarrow, same rows -> Table -> write_table",
+        "pyarrow": "peer: bare pyarrow, same rows -> Table -> same codecs/encodings/statistics/row groups",
         "datasets": "peer: datasets.Dataset.from_generator(rows, features).to_parquet",
-        "image_bytes": "floor: bare write_table of the 2 image-byte columns only",
+        "image_bytes": "floor: bare write of the 2 image-byte columns only (no codec, dictionary, statistics)",
         "pipeline": "build: read files + published_row + ShardWriter",
         "datasets_pipeline": "peer: same generator (read + published_row) -> datasets",
     }
@@ -195,11 +209,13 @@ def shard_rows(result: dict, size: int, *, targets: dict[str, str | None]) -> li
     ratio = lambda key, peer: best[peer][1] / best[key][1]  # noqa: E731
     return [
         result_row(BENCH, f"shard writing, {size}-px images (MB/s of image bytes, CPU time)", rate("writer"), "MB/s",
-                   peer="bare pyarrow write_table of the same rows", ratio=ratio("writer", "pyarrow"), target=targets.get("pyarrow")),
+                   peer="bare pyarrow, same rows, same codecs/encodings/statistics/row groups (same bytes)",
+                   ratio=ratio("writer", "pyarrow"), target=targets.get("pyarrow")),
         result_row(BENCH, f"shard writing, {size}-px images (MB/s of image bytes, CPU time)", rate("writer"), "MB/s",
-                   peer="datasets from_generator(features).to_parquet", ratio=ratio("writer", "datasets"), target=targets.get("datasets")),
+                   peer="datasets from_generator(features).to_parquet (its own defaults)", ratio=ratio("writer", "datasets"),
+                   target=targets.get("datasets")),
         result_row(BENCH, f"shard writing, {size}-px images, vs image bytes alone (CPU time)", rate("writer"), "MB/s",
-                   peer="bare write_table of the 2 image-byte columns only", ratio=ratio("writer", "image_bytes"),
+                   peer="bare write of the 2 image-byte columns only, stored as ours stores them", ratio=ratio("writer", "image_bytes"),
                    target=targets.get("image_bytes")),
         result_row(BENCH, f"release rows from files + shards, {size}-px images (CPU time)", rate("pipeline"), "MB/s",
                    peer="same row generator into datasets from_generator.to_parquet", ratio=ratio("pipeline", "datasets_pipeline"),

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 
 from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
 from commonlink.catalog.sam_masks import NESTED_OVERLAP, select_object_masks  # noqa: E402

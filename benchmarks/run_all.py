@@ -90,6 +90,7 @@ def run_script(script: Path, *, quick: bool, timeout: float, log=print) -> dict:
         command = [sys.executable, str(script), *(["--quick"] if quick else []), "--json", str(rows_path)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         log(f"== {name} {'--quick ' if quick else ''}--json ...")
+        load_before = _load()
         start = time.perf_counter()
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
@@ -99,7 +100,8 @@ def run_script(script: Path, *, quick: bool, timeout: float, log=print) -> dict:
             error = f"timed out after {timeout:.0f} s"
         seconds = time.perf_counter() - start
         entry = {"script": name, "quick": quick, "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "seconds": round(seconds, 1), "exit": rc, "output_tail": output[-4000:]}
+                 "seconds": round(seconds, 1), "exit": rc, "output_tail": output[-4000:],
+                 "load": [round(load_before, 1), round(_load(), 1)]}
         if rc != 0:
             problem = error if rc is None else f"exit {rc}: {_last_error_line(error or output)}"
             problem = problem.replace(str(rows_path), "ROWS.json")  # a temporary path says nothing
@@ -114,6 +116,11 @@ def run_script(script: Path, *, quick: bool, timeout: float, log=print) -> dict:
         status = "ok" if rc == 0 and entry["rows"][0]["figure"] != "script failed" else entry["rows"][0].get("error", "failed")
         log(f"   {seconds:.1f} s, {status}")
         return entry
+
+
+def _load() -> float:
+    """The 1-minute load average: on a shared machine, what the timings of a script were measured under."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 # -- rendering (the one function both RESULTS.md and docs/benchmarks.md go through)
@@ -160,10 +167,11 @@ def render_table(results: dict) -> str:
             met = {True: "yes", False: "**no**", None: "—"}[row["met"]]
             lines.append(f"| `{row['benchmark']}` | {_cell(row['figure'])} | {value} | {_cell(row['peer'])} | "
                          f"{_number(row['ratio'])} | {_cell(row['target'])} | {met} |")
-    lines += ["", "| script | mode | date | wall s | exit |", "|---|---|---|---|---|"]
+    lines += ["", "| script | mode | date | wall s | exit | load avg. (start-end) |", "|---|---|---|---|---|---|"]
     for entry in entries:
+        load = "-".join(f"{v:.1f}" for v in entry["load"]) if entry.get("load") else "—"
         lines.append(f"| `{entry['script']}` | {'quick' if entry['quick'] else 'full'} | {entry['date']} | "
-                     f"{entry['seconds']:.0f} | {'timeout' if entry['exit'] is None else entry['exit']} |")
+                     f"{entry['seconds']:.0f} | {'timeout' if entry['exit'] is None else entry['exit']} | {load} |")
     lines.append(END)
     return "\n".join(lines) + "\n"
 

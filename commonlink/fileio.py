@@ -8,10 +8,13 @@ renamed over the target (``os.replace`` is atomic on POSIX and Windows).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -21,13 +24,15 @@ from commonlink.errors import InputError, SchemaError
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", *,
+                 fsync: bool = True) -> Iterator[IO]:
     """Open a temporary file next to ``path``; on success it replaces ``path`` atomically.
 
     On any exception the temporary file is removed and ``path`` is left untouched. The temporary name carries
     the writer's pid (``.NAME.PID.XXXX.tmp``), so :func:`remove_stale_temp_files` can tell one left by a killed
     run from one being written. An ``OSError`` that names no file (a full disk on write or fsync) is raised
-    again naming ``path``.
+    again naming ``path``. ``fsync=False`` leaves durability to the caller (a writer that fsyncs a whole batch of
+    files at once); the rename is still atomic.
     """
     path = Path(path)
     try:
@@ -42,7 +47,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
@@ -110,9 +116,71 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    with atomic_write(path, "wb") as handle:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> None:
+    with atomic_write(path, "wb", fsync=fsync) as handle:
         handle.write(data)
+
+
+def fsync_files(paths: Iterable[str | os.PathLike]) -> None:
+    """Make a batch of freshly written (or renamed) files and their folders durable, at the cost of about one
+    fsync: on Linux one ``syncfs`` a file system (it flushes the files' data and the folders' entries together;
+    an fsync per new file costs 4-5 ms each on ext4 even when batched); elsewhere, or if ``syncfs`` fails, an
+    fsync per file and per folder. Files gone since are skipped."""
+    folders: dict[str, None] = {}
+    files = []
+    for path in paths:
+        files.append(path)
+        folders.setdefault(os.path.dirname(os.path.abspath(path)))
+    if not files:
+        return
+    syncfs = _syncfs()
+    if syncfs is not None:
+        devices: set[int] = set()
+        failed = False
+        for folder in folders:
+            with contextlib.suppress(FileNotFoundError):
+                fd = os.open(folder, os.O_RDONLY)
+                try:
+                    device = os.fstat(fd).st_dev
+                    if device not in devices:
+                        devices.add(device)
+                        failed = failed or syncfs(fd) != 0
+                finally:
+                    os.close(fd)
+        if not failed:
+            return
+    for path in files:
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for folder in folders:
+        fsync_dir(folder)
+
+
+@functools.cache
+def _syncfs():
+    """glibc's ``syncfs(fd)`` (Linux), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Make a folder's entries (new names, renames) durable; a no-op where folders cannot be fsynced (Windows)."""
+    if os.name != "posix":
+        return
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

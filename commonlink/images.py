@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -74,9 +76,17 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, dr
     Raises :class:`InputError` naming ``what`` (or the path) for missing, corrupt, truncated or oversized
     images. The returned image is loaded, so the file handle is closed.
     """
+    return load_opened_image(*open_image_lazily(source, what=what, draft=draft), keep_depth=keep_depth)
+
+
+def open_image_lazily(source: str | os.PathLike | bytes, *, what: str | None = None,
+                      draft: tuple[int, int] | None = None) -> tuple[Image.Image, str]:
+    """The first half of :func:`open_image`: the header read and checked (format, pixel cap), the pixels not decoded
+    yet; returns ``(image, label)`` for :func:`load_opened_image`, which may run on another thread (Pillow's
+    decoders release the GIL; the warnings filter that enforces the cap is set only here, on the caller's)."""
     register_heif()
     label = what or (str(source) if not isinstance(source, bytes) else "image bytes")
-    try:
+    with _image_errors(label):
         if isinstance(source, bytes):
             handle: io.BytesIO | Path = io.BytesIO(source)
         else:
@@ -88,8 +98,22 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, dr
             img = Image.open(handle)
             if draft is not None and img.format == "JPEG":
                 img.draft("RGB", draft)
-            img.load()
-        return img if keep_depth else to_eight_bit(img)
+        return img, label
+
+
+def load_opened_image(img: Image.Image, label: str, *, keep_depth: bool = False) -> Image.Image:
+    """Decode the pixels of an image from :func:`open_image_lazily` (errors as :func:`open_image` raises them);
+    high-depth grey scaled to 8 bits unless ``keep_depth``, as :func:`open_image` does."""
+    with _image_errors(label):
+        img.load()
+    return img if keep_depth else to_eight_bit(img)
+
+
+@contextlib.contextmanager
+def _image_errors(label: str) -> Iterator[None]:
+    """Pillow's errors as :class:`InputError` naming the image and the fix."""
+    try:
+        yield
     except InputError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:

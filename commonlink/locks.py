@@ -66,7 +66,10 @@ def output_lock(target: str | os.PathLike, *, what: str = "commonlink", lock_fil
         os.close(fd)  # the holder removed the file between our open and our lock: lock the new one
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, f"{what} (pid {os.getpid()})".encode())
+        try:
+            os.write(fd, f"{what} (pid {os.getpid()})".encode())
+        except OSError as exc:  # a full disk names no file: name the output this lock guards
+            raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from exc
         try:
             yield path
         except OSError as exc:

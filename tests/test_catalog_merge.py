@@ -231,3 +231,95 @@ def test_catalog_info_refuses_a_negative_top(tmp_path):
     make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1")])
     result = CliRunner().invoke(app, ["catalog", "info", str(tmp_path / "a"), "--top", "-1"], env={"COLUMNS": "200"})
     assert result.exit_code == 2 and "--top" in result.output  # was: every object but the last listed
+
+
+def _stamped_catalog(root, seeds):
+    """A catalog whose records carry file stamps, as ingest writes them."""
+    from commonlink.formats.catalog import FILE_STAMP_KEY, file_stamp
+
+    records = make_catalog(root, [(seed, ["duck"], f"s{seed}") for seed in seeds])
+    for record in records:
+        record.extra[FILE_STAMP_KEY] = file_stamp(image_path(root, record))
+    write_catalog(root, records)
+    return records
+
+
+def test_merge_trusts_a_recorded_sha256_only_while_the_file_stamp_matches(tmp_path, monkeypatch):
+    import os
+
+    import commonlink.catalog.merge as merge_mod
+
+    records = _stamped_catalog(tmp_path / "a", [1, 2, 3])
+    hashed = []
+    real_copy_into = merge_mod._copy_into
+
+    def copy_into(source, fd, tmp, source_stat, *, hashing):
+        if hashing:
+            hashed.append(source.name)
+        return real_copy_into(source, fd, tmp, source_stat, hashing=hashing)
+
+    monkeypatch.setattr(merge_mod, "_copy_into", copy_into)
+    report = merge_catalogs([tmp_path / "a"], tmp_path / "out")
+    assert report.hashes_reused == 3 and hashed == []  # no image read twice
+    merged = read_catalog(tmp_path / "out")
+    for record in merged:  # the copies keep the stamp valid: merging the merged catalog reuses the hashes again
+        assert record.extra["file_stamp"] == [os.stat(image_path(tmp_path / "out", record)).st_size,
+                                              os.stat(image_path(tmp_path / "out", record)).st_mtime_ns]
+    assert merge_catalogs([tmp_path / "out"], tmp_path / "again").hashes_reused == 3
+
+    # A changed file (new mtime) is hashed, and the damage is found.
+    damaged = image_path(tmp_path / "a", records[1])
+    damaged.write_bytes(damaged.read_bytes()[:-1] + b"\0")
+    with pytest.raises(SchemaError, match="does not match the record's sha256"):
+        merge_catalogs([tmp_path / "a"], tmp_path / "out2")
+    assert hashed == ["0001.png"]  # the unchanged first image was trusted, the changed one hashed
+
+
+def test_rehash_finds_damage_that_kept_size_and_mtime(tmp_path):
+    import os
+
+    records = _stamped_catalog(tmp_path / "a", [1, 2])
+    damaged = image_path(tmp_path / "a", records[0])
+    before = os.stat(damaged)
+    data = bytearray(damaged.read_bytes())
+    data[-1] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    os.utime(damaged, ns=(before.st_atime_ns, before.st_mtime_ns))  # same size, same mtime: the stamp cannot tell
+    assert merge_catalogs([tmp_path / "a"], tmp_path / "trusted").hashes_reused == 2
+    result = CliRunner().invoke(app, ["catalog", "merge", str(tmp_path / "a"), "--out", str(tmp_path / "checked"), "--rehash"])
+    assert result.exit_code == 1 and "does not match the record's sha256" in result.output
+    assert not (tmp_path / "checked" / "catalog.jsonl").exists()
+
+
+def test_merge_fsyncs_the_batch_once_at_the_end_not_as_it_copies(tmp_path, monkeypatch):
+    import commonlink.catalog.merge as merge_mod
+
+    _stamped_catalog(tmp_path / "a", [1, 2, 3])
+    events = []
+    monkeypatch.setattr(merge_mod.os, "fsync", lambda fd: events.append("fsync"))
+    monkeypatch.setattr(merge_mod, "fsync_files", lambda paths: events.append(("batch", len(list(paths)))))
+    report = merge_catalogs([tmp_path / "a"], tmp_path / "out")
+    assert report.images_written == 3
+    assert events == [("batch", 3), "fsync"]  # no fsync per image: the batch, then catalog.jsonl's own
+    assert len(read_catalog(tmp_path / "out")) == 3
+
+
+def test_a_half_written_image_is_replaced_and_a_link_at_the_path_is_never_written_through(tmp_path):
+    """Images go straight to their final names (the catalog names them only after the batch's fsync): what a
+    killed merge left at a path is replaced, and a hard link found there (into another catalog) is unlinked,
+    not overwritten."""
+    import os
+
+    records = make_catalog(tmp_path / "a", [(1, ["duck"], "s1"), (2, ["mug"], "s2")])
+    out = tmp_path / "out"
+    (out / "images").mkdir(parents=True)
+    good = image_path(tmp_path / "a", records[0]).read_bytes()
+    (out / records[0].path).write_bytes(good[: len(good) // 2])  # a kill in the middle of the copy
+    victim = tmp_path / "other_catalog_image.png"
+    victim.write_bytes(b"another catalog's image")
+    os.link(victim, out / records[1].path)
+    report = merge_catalogs([tmp_path / "a"], out)
+    assert report.images_written == 2 and report.images_in_place == 0
+    for record in read_catalog(out):
+        assert sha256_file(image_path(out, record)) == record.sha256
+    assert victim.read_bytes() == b"another catalog's image"

@@ -282,3 +282,34 @@ def test_a_row_pointing_at_a_file_outside_the_release_is_not_read(tmp_path):
     with pytest.raises(InputError, match="points outside the release"):
         split.get(0)
     assert split.get(0, images=False).choices == ["a", "No objects are in common"]
+
+
+def test_iteration_decodes_ahead_but_yields_and_fails_in_row_order(tmp_path):
+    """Images are decoded on a worker thread a few rows ahead: the examples are those of get(i), in order; a
+    broken image 6 rows in fails exactly there (the rows before it are all yielded); stopping early leaves no
+    decoding thread behind."""
+    import threading
+
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    rows = common_o_rows(12, seed=3)
+    folder = write_common_o_split(tmp_path / "ok", rows, shards=2)
+    split = open_common_o(folder, "main")
+    examples = list(split)
+    assert [e.row_index for e in examples] == list(range(12))
+    for i in (0, 5, 11):
+        direct = split.get(i)
+        assert examples[i].id == direct.id and examples[i].choices == direct.choices
+        assert examples[i].image_1.tobytes() == direct.image_1.tobytes() and examples[i].image_2.size == direct.image_2.size
+
+    rows[6]["image_2"] = {"bytes": rows[6]["image_2"]["bytes"][:40], "path": None}  # truncated PNG
+    broken = open_common_o(write_common_o_split(tmp_path / "broken", rows), "main")
+    seen = []
+    with pytest.raises(InputError, match=r"row 6, field 'image_2'"):
+        for example in broken:
+            seen.append(example.row_index)
+    assert seen == [0, 1, 2, 3, 4, 5]
+
+    for example in split:
+        break
+    assert not [t for t in threading.enumerate() if t.name.startswith("commonlink-decode")]

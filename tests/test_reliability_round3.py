@@ -548,9 +548,28 @@ def fill_disk(monkeypatch, root: Path) -> None:
     def full_parquet(self, *args, **kwargs):  # pyarrow's own file writer, as it reports a full disk
         raise OSError(errno.ENOSPC, f"Error writing bytes to file. Detail: [errno 28] {ENOSPC_TEXT}")
 
+    # Descriptors from os.open under root (catalog merge copies with os.write) fail the same way.
+    real_os_open, real_os_write, full_fds = os.open, os.write, set()
+
+    def tracking_os_open(path, flags, *args, **kwargs):
+        fd = real_os_open(path, flags, *args, **kwargs)
+        writing = flags & (os.O_WRONLY | os.O_RDWR)
+        if writing and isinstance(path, (str, os.PathLike)) and os.path.abspath(os.fspath(path)).startswith(root_text):
+            full_fds.add(fd)
+        else:
+            full_fds.discard(fd)
+        return fd
+
+    def full_os_write(fd, data):
+        if fd in full_fds:
+            raise OSError(errno.ENOSPC, ENOSPC_TEXT)
+        return real_os_write(fd, data)
+
     monkeypatch.setattr(builtins, "open", guarded_open)
     monkeypatch.setattr(io, "open", guarded_open)
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full_parquet)
+    monkeypatch.setattr(os, "open", tracking_os_open)
+    monkeypatch.setattr(os, "write", full_os_write)
 
 
 def test_full_disk_during_release_build_names_the_path(made_pairs, tmp_path, monkeypatch):

@@ -12,9 +12,14 @@ and stored in the catalog at its original resolution:
 
 The image id is the first 16 hex characters of the stored file's sha256. Each record keeps, in ``extra``,
 the source file, its sha256, size and modification time and the perceptual hash, so re-running skips known
-photos without decoding them, and adding photos and re-running adds only the new ones. The catalog is
-rewritten atomically every ``checkpoint_every`` new photos, at the end, and when the run is interrupted, so an
-interruption never leaves a half-written catalog and keeps the finished work.
+photos without decoding them, and adding photos and re-running adds only the new ones. Work is saved every
+``checkpoint_every`` changes by appending to a journal with one fsync a batch, and folded into ``catalog.jsonl``
+(rewritten atomically) with a bounded total cost (:mod:`commonlink.catalog.ingest_log`), at the end and when
+the run is interrupted; a run killed outright leaves a consistent catalog and a journal that the next run
+replays, so the finished work is kept.
+
+The report types live in :mod:`commonlink.catalog.ingest_report`, the near-duplicate index in
+:mod:`commonlink.catalog.phash_index`.
 """
 
 from __future__ import annotations
@@ -22,35 +27,42 @@ from __future__ import annotations
 import io
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import numpy as np
 from PIL import ExifTags, Image
 
-from commonlink import __version__
+from commonlink.catalog.ingest_log import CatalogJournal, journal_file, replay_journal
+from commonlink.catalog.ingest_report import (
+    REASONS,
+    REPORT_FILENAME,
+    IngestReport,
+    NearDuplicatePair,
+    Refusal,
+)
 from commonlink.catalog.labels import ManifestEntry, read_manifest
+from commonlink.catalog.phash_index import PerceptualHashIndex
 from commonlink.catalog.vocabulary import Vocabulary, likely_typos, normalise_name
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.fileio import (
     atomic_write_bytes,
     atomic_write_json,
+    remove_stale_temp_files,
     safe_join,
     sha256_bytes,
 )
 from commonlink.formats.catalog import (
+    FILE_STAMP_KEY,
     CatalogRecord,
     catalog_file,
     catalog_lock,
+    file_stamp,
     iter_catalog,
-    write_catalog,
 )
-from commonlink.formats.meta import utc_now
 from commonlink.images import open_image
 from commonlink.progress import track
 
-REPORT_FILENAME = "ingest_report.json"
 IMAGES_SUBDIR = "images"
 DEFAULT_NEAR_DUPLICATE_DISTANCE = 4
 DEFAULT_CHECKPOINT_EVERY = 100
@@ -60,93 +72,6 @@ _JPEG_SOURCES = ("JPEG", "MPO")
 _JPEG_TARGETS = _JPEG_SOURCES + ("HEIF", "AVIF")
 _PNG_MODES = frozenset({"1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"})
 _ORIENTATION = ExifTags.Base.Orientation
-
-# Refusal reasons (the `reason` field of the report); the text says what to do about each.
-REASONS = {
-    "path_escapes": "the manifest path leaves the photos folder",
-    "listed_twice": "the same file is listed more than once",
-    "missing": "the file is not on disk",
-    "no_objects": "no object names given",
-    "unknown_object": "object name(s) not in the vocabulary",
-    "corrupt": "not a readable image (corrupt, truncated or unknown format)",
-    "too_small": "fewer pixels than --min-pixels",
-    "too_large": "more pixels than the decoding cap (COMMONLINK_MAX_IMAGE_PIXELS)",
-    "exact_duplicate": "identical to another photo",
-    "near_duplicate": "perceptually almost identical to another photo",
-}
-
-
-@dataclass
-class Refusal:
-    """A manifest line that was not ingested, and why."""
-
-    file: str
-    line: int
-    reason: str  #: a key of :data:`REASONS`
-    detail: str  #: one sentence naming the problem and the fix
-    other: str | None = None  #: the other file, for duplicates
-    suggestions: dict[str, list[str]] | None = None  #: unknown name -> closest known names
-
-
-@dataclass
-class NearDuplicatePair:
-    file_a: str  #: the photo already accepted
-    id_a: str
-    file_b: str  #: the later photo
-    id_b: str
-    distance: int  #: Hamming distance of the 64-bit perceptual hashes
-    kept_both: bool
-
-
-@dataclass
-class IngestReport:
-    photos_dir: str
-    manifest: str
-    catalog_dir: str
-    options: dict
-    vocabulary: str  #: the vocabulary file, or a note that the manifest's own names were used
-    added: list[dict] = field(default_factory=list)  #: {file, id}
-    updated: list[dict] = field(default_factory=list)  #: {file, id, change}
-    unchanged: int = 0
-    refused: list[Refusal] = field(default_factory=list)
-    near_duplicates: list[NearDuplicatePair] = field(default_factory=list)
-    unlisted: list[str] = field(default_factory=list)  #: photos on disk that the manifest does not name
-    possible_typos: list[tuple[str, str]] = field(default_factory=list)  #: (rare name, common name)
-    catalog_size: int = 0
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "manifest_lines": len(self.added) + len(self.updated) + self.unchanged + len(self.refused),
-            "added": len(self.added),
-            "updated": len(self.updated),
-            "unchanged": self.unchanged,
-            "refused": len(self.refused),
-            "near_duplicate_pairs": len(self.near_duplicates),
-            "unlisted": len(self.unlisted),
-            "catalog_size": self.catalog_size,
-        }
-
-    def to_json(self) -> dict:
-        return {
-            "kind": "commonlink_ingest_report",
-            "toolkit_version": __version__,
-            "created": utc_now(),
-            "photos_dir": self.photos_dir,
-            "manifest": self.manifest,
-            "catalog_dir": self.catalog_dir,
-            "vocabulary": self.vocabulary,
-            "options": self.options,
-            "counts": self.counts(),
-            "refused_by_reason": dict(Counter(r.reason for r in self.refused)),
-            "reason_meanings": {reason: REASONS[reason] for reason in dict.fromkeys(r.reason for r in self.refused)},
-            "added": self.added,
-            "updated": self.updated,
-            "refused": [asdict(r) for r in self.refused],
-            "near_duplicates": [asdict(p) for p in self.near_duplicates],
-            "unlisted": self.unlisted,
-            "possible_typos": [list(p) for p in self.possible_typos],
-        }
-
 
 # ------------------------------------------------------------------------------------------------------
 # Image cleaning
@@ -214,59 +139,6 @@ _TRANSPOSE = {
 }
 
 
-class PerceptualHashIndex:
-    """64-bit perceptual hashes of accepted images; finds the nearest one by Hamming distance (vectorised).
-
-    A query is one XOR + popcount pass over the stored hashes and one argmin (uint8 distances, no copies);
-    removed entries are masked only while there are any, and the live count is kept, not recounted.
-    """
-
-    def __init__(self) -> None:
-        self._hashes = np.zeros(64, dtype=np.uint64)
-        self._alive = np.zeros(64, dtype=bool)
-        self._owners: list[tuple[str, str]] = []  # (file, id), by slot
-        self._slot: dict[str, int] = {}  # id -> slot
-        self._removed = 0  # slots in _owners no longer alive
-
-    def __len__(self) -> int:
-        return len(self._owners) - self._removed
-
-    def add(self, phash: str, file: str, image_id: str) -> None:
-        if len(self._owners) == len(self._hashes):
-            self._hashes = np.concatenate([self._hashes, np.zeros_like(self._hashes)])
-            self._alive = np.concatenate([self._alive, np.zeros_like(self._alive)])
-        if image_id in self._slot:  # re-added under the same id: the old slot goes
-            self.remove(image_id)
-        slot = len(self._owners)
-        self._hashes[slot] = np.uint64(int(phash, 16))
-        self._alive[slot] = True
-        self._owners.append((file, image_id))
-        self._slot[image_id] = slot
-
-    def remove(self, image_id: str) -> None:
-        slot = self._slot.pop(image_id, None)
-        if slot is not None:
-            self._alive[slot] = False
-            self._removed += 1
-
-    def nearest(self, phash: str, exclude: str | None = None) -> tuple[int, str, str] | None:
-        """(distance, file, id) of the closest stored hash (other than id ``exclude``), or None when empty."""
-        if not len(self) or (len(self) == 1 and exclude in self._slot):
-            return None
-        used = len(self._owners)
-        xor = self._hashes[:used] ^ np.uint64(int(phash, 16))
-        if hasattr(np, "bitwise_count"):
-            distances = np.bitwise_count(xor)  # uint8
-        else:  # numpy < 2.0
-            distances = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1, dtype=np.uint8)
-        if self._removed:
-            distances[~self._alive[:used]] = 65  # removed entries never match
-        if exclude in self._slot:
-            distances[self._slot[exclude]] = 65
-        best = int(distances.argmin())
-        return int(distances[best]), *self._owners[best]
-
-
 # ------------------------------------------------------------------------------------------------------
 # Ingestion
 # ------------------------------------------------------------------------------------------------------
@@ -331,7 +203,8 @@ def ingest_photos(
 def _ingest_locked(photos_root: Path, manifest: Path, catalog_root: Path, entries: list[ManifestEntry],
                    vocab: Vocabulary | None, vocab_note: str, min_pixels: int, near_duplicate_distance: int,
                    allow_near_duplicates: bool, checkpoint_every: int, progress: bool) -> IngestReport:
-    existing = list(iter_catalog(catalog_root)) if catalog_file(catalog_root).is_file() else []
+    remove_stale_temp_files(catalog_root / IMAGES_SUBDIR)  # half-written images of a killed run (we hold the lock)
+    existing = _load_catalog(catalog_root, checkpoint_every)
     names_from_data = vocab is None
     if vocab is None:
         vocab = build_vocabulary(entries, existing)
@@ -360,6 +233,15 @@ def _ingest_locked(photos_root: Path, manifest: Path, catalog_root: Path, entrie
     return report
 
 
+def _load_catalog(catalog_root: Path, batch: int) -> list[CatalogRecord]:
+    """The catalog's records, with a killed run's journal replayed and folded in (so this run starts clean)."""
+    records = {r.id: r for r in iter_catalog(catalog_root)} if catalog_file(catalog_root).is_file() else {}
+    if journal_file(catalog_root).is_file():
+        replay_journal(catalog_root, records)
+        CatalogJournal(catalog_root, len(records), batch=batch).fold(records)
+    return list(records.values())
+
+
 class _IngestRun:
     """State of one ingestion run (kept in one place so checkpoints see a consistent picture)."""
 
@@ -383,7 +265,7 @@ class _IngestRun:
         self.claimed: dict[str, str] = {}  # source sha256 -> manifest file that claimed it in this run
         self.seen_files: dict[str, int] = {}  # manifest file -> first line
         self.replaced_paths: list[str] = []  # image files of records replaced by a changed photo
-        self.dirty = 0
+        self.journal = CatalogJournal(catalog_root, len(existing), batch=checkpoint_every)
 
     # -- driver ------------------------------------------------------------------------------------------
     def execute(self, *, progress: bool) -> None:
@@ -392,17 +274,13 @@ class _IngestRun:
                 refusal = self._ingest_one(entry)
                 if refusal is not None:
                     self.report.refused.append(refusal)
-                if self.dirty >= self.checkpoint_every:
-                    self._save()
+                self.journal.checkpoint(self.records)
         finally:
             # Also on Ctrl-C or an unexpected error: every record in memory has its image on disk already.
-            if self.dirty or not catalog_file(self.catalog_root).is_file():
-                self._save()
+            self.journal.flush()
+            if self.journal.logged or not catalog_file(self.catalog_root).is_file():
+                self.journal.fold(self.records)
         self._remove_replaced_images()
-
-    def _save(self) -> None:
-        write_catalog(self.catalog_root, self.records.values())
-        self.dirty = 0
 
     def _remove_replaced_images(self) -> None:
         in_use = {r.path for r in self.records.values()}
@@ -497,17 +375,22 @@ class _IngestRun:
                               "or pass --allow-near-duplicates to keep both.", other=other_file)
 
         rel_path = f"{IMAGES_SUBDIR}/{image_id}{clean.suffix}"
-        atomic_write_bytes(self.catalog_root / rel_path, clean.data)  # image first: a record never lacks its file
+        image_file = self.catalog_root / rel_path
+        atomic_write_bytes(image_file, clean.data, fsync=False)  # image first: a record never lacks its file
+        self.journal.image_written(image_file)  # made durable with its batch, before the batch's records
+        stamp = file_stamp(image_file)  # lets `catalog merge` trust sha256 while the file is unchanged
         record = CatalogRecord(
             id=image_id, path=rel_path, objects=objects, source="real", scene_id=scene or default_scene(entry.file, image_id),
             width=clean.width, height=clean.height, sha256=digest, background=entry.background, view=entry.view,
             extra={"source_dir": self.here, "source_file": entry.file, "source_sha256": source_sha, "source_size": stat.st_size,
                    "source_mtime_ns": stat.st_mtime_ns, "source_format": clean.source_format, "phash": clean.phash,
+                   FILE_STAMP_KEY: stamp,
                    **({"manifest": entry.extra} if entry.extra else {})},
         )
         if previous is not None:
             # The photo under this name changed since the last run: the new version replaces the old record.
             self.records.pop(previous.id, None)
+            self.journal.drop(previous.id)
             self.by_source_sha.pop(previous.extra.get("source_sha256", ""), None)
             self.phashes.remove(previous.id)
             self.replaced_paths.append(previous.path)
@@ -519,7 +402,7 @@ class _IngestRun:
         self.by_source_sha[source_sha] = record
         self.claimed[source_sha] = entry.file
         self.phashes.add(clean.phash, entry.file, image_id)
-        self.dirty += 1
+        self.journal.set(record)
         return None
 
     def _canonical_objects(self, entry: ManifestEntry, refuse) -> tuple[list[str], Refusal | None]:
@@ -554,7 +437,7 @@ class _IngestRun:
             return
         record.objects, record.scene_id, record.background, record.view = objects, scene, entry.background, entry.view
         self.report.updated.append({"file": entry.file, "id": record.id, "change": "; ".join(changes)})
-        self.dirty += 1
+        self.journal.set(record)
 
     def _display(self, record: CatalogRecord) -> str:
         """How the report names a record's photo: its manifest path, or the full path for another folder."""
@@ -580,7 +463,7 @@ class _IngestRun:
             self.by_source.pop(old_key, None)
             self.by_source[new_key] = record
         if moved_from is not None or (record.extra.get("source_size"), record.extra.get("source_mtime_ns")) != (stat.st_size, stat.st_mtime_ns):
-            self.dirty += 1  # keep the fast path working on the next run
+            self.journal.set(record)  # keep the fast path working on the next run (serialised at flush time)
         record.extra.update(source_dir=self.here, source_file=file, source_size=stat.st_size, source_mtime_ns=stat.st_mtime_ns)
         return moved_from
 

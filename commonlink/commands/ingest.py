@@ -42,7 +42,7 @@ def ingest(
         help="Two photos whose 64-bit perceptual hashes differ in at most this many bits are near-duplicates (0 = only identical hashes).",
     ),
     allow_near_duplicates: bool = typer.Option(False, "--allow-near-duplicates", help="Keep near-duplicates (they are still reported as pairs)."),
-    checkpoint_every: int = typer.Option(DEFAULT_CHECKPOINT_EVERY, "--checkpoint-every", help="Rewrite catalog.jsonl after this many new photos, so an interruption keeps the work done."),
+    checkpoint_every: int = typer.Option(DEFAULT_CHECKPOINT_EVERY, "--checkpoint-every", help="Save the work after this many changes (appended to a journal with one fsync; catalog.jsonl is rewritten with a bounded total cost), so an interruption keeps the work done."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 2 when any photo was refused (for scripts and CI)."),
 ) -> None:
     """Ingest labelled photos into an image catalog.

@@ -27,7 +27,9 @@ import glob
 import hashlib
 import os
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,7 @@ from commonlink.formats.common_o import (
     REQUIRED_COLUMNS,
     common_o_question,
 )
-from commonlink.images import open_image
+from commonlink.images import load_opened_image, open_image_lazily
 from commonlink.loaders.common_o_lists import decode_row_lists, parse_list_field
 from commonlink.loaders.types import CommonOExample
 
@@ -190,8 +192,20 @@ class CommonOSplit:
         return self.get(i)
 
     def __iter__(self) -> Iterator[CommonOExample]:
-        for i, row in enumerate(self._rows.iter_rows()):
-            yield self._example(i, row)
+        """Every row in order. Images are decoded on one worker thread a few rows ahead (Pillow's decoders release
+        the GIL, so decoding overlaps this thread's row checks); examples and errors come in the same order."""
+        pending: deque = deque()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonlink-decode") as pool:
+            try:
+                for i, row in enumerate(self._rows.iter_rows()):
+                    pending.append((i, row, pool.submit(_load_pair, self._open_pair(row, i))))
+                    if len(pending) > _DECODE_AHEAD:
+                        yield self._example(*pending.popleft())
+                while pending:
+                    yield self._example(*pending.popleft())
+            finally:  # the consumer stopped early: drop the work queued for rows it will not see
+                for *_, future in pending:
+                    future.cancel()
 
     def raw_row(self, i: int) -> dict:
         """Row ``i`` as stored (image columns as ``{"bytes", "path"}``), for tools that re-export data."""
@@ -199,7 +213,8 @@ class CommonOSplit:
 
     # -- decoding
 
-    def _example(self, i: int, row: dict, *, images: bool = True) -> CommonOExample:
+    def _example(self, i: int, row: dict, decoded: Future | None = None, *, images: bool = True) -> CommonOExample:
+        """Row ``i`` as an example; ``decoded``: its two images being decoded elsewhere (see ``__iter__``)."""
         lists = decode_row_lists(row, row_label=f"{i} of {self.source_name}")
         source = str(row.get("real_or_synthetic") or "").strip().lower()
         question = row.get("question")
@@ -211,10 +226,16 @@ class CommonOSplit:
         extra.update(list_encodings=lists.encodings, ground_truth_as=lists.ground_truth_as, answer_checked=lists.answer_checked)
         if lists.notes:
             extra["list_notes"] = lists.notes
+        if decoded is not None:
+            image_1, image_2 = decoded.result()
+        elif images:
+            image_1, image_2 = _load_pair(self._open_pair(row, i))
+        else:
+            image_1 = image_2 = None
         return CommonOExample(
             id=str(row["id"]) if row.get("id") else f"{self.split}-{i}",
-            image_1=self._image(row, i, "image_1") if images else None,
-            image_2=self._image(row, i, "image_2") if images else None,
+            image_1=image_1,
+            image_2=image_2,
             choices=lists.choices,
             ground_truth=lists.ground_truth,
             answer_letters=lists.answer_letters,
@@ -230,7 +251,14 @@ class CommonOSplit:
             extra=extra,
         )
 
-    def _image(self, row: dict, i: int, field: str):
+    def _open_pair(self, row: dict, i: int) -> list | InputError:
+        """Both images of a row opened (header checked, pixels not decoded), or the error to raise for the row."""
+        try:
+            return [self._open_image(row, i, "image_1"), self._open_image(row, i, "image_2")]
+        except InputError as exc:
+            return exc
+
+    def _open_image(self, row: dict, i: int, field: str):
         value = row.get(field)
         what = f"{self.source_name} split {self.split!r} row {i}, field {field!r}"
         if isinstance(value, dict):
@@ -240,7 +268,7 @@ class CommonOSplit:
         else:
             data, path = None, None
         if data:
-            return open_image(bytes(data), what=what)
+            return open_image_lazily(bytes(data), what=what)
         if path and self._root is not None:
 
             try:
@@ -249,8 +277,19 @@ class CommonOSplit:
                 # A row must not make us read files outside its release (e.g. an absolute path to a private image).
                 raise InputError(f"{what}: the image has no bytes and its path {path!r} points outside the release; not read.",
                                  "Rebuild the release; images must be embedded as bytes.") from None
-            return open_image(local, what=what)
+            return open_image_lazily(local, what=what)
         raise InputError(f"{what}: no image bytes in the row.", "Rebuild the release; images must be embedded as bytes.")
+
+
+#: Rows whose images are decoded ahead of the one being returned (bounded memory: 2 images a row).
+_DECODE_AHEAD = 4
+
+
+def _load_pair(opened: list | InputError) -> list:
+    """Decode both images opened by ``CommonOSplit._open_pair`` (or raise its error, in the row's turn)."""
+    if isinstance(opened, InputError):
+        raise opened
+    return [load_opened_image(img, label) for img, label in opened]
 
 
 def _int_or(value: Any, default: int) -> int:
