@@ -7,6 +7,7 @@ them, so ``commonlink --help`` reads as a table of contents.
 from __future__ import annotations
 
 import typer
+from typer.models import DefaultPlaceholder
 
 from commonlink import __version__
 
@@ -93,6 +94,34 @@ export_app.command("lmms-eval")(_export_cmds.lmms_eval)
 export_app.command("vlmevalkit")(_export_cmds.vlmevalkit)
 app.command("demo")(_demo_cmds.demo)
 unreal_app.command("check")(_unreal_cmds.check)
+
+
+class _FlagsAsFlags:
+    """Mixed into every command and group: on/off flags show no ``<bool>`` type in ``--help`` (they take no value)."""
+
+    def get_params(self, ctx):  # the help option and Typer's completion options included
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+def _with_flag_help(cls: type | None, default: type) -> type:
+    base = default if cls is None or isinstance(cls, DefaultPlaceholder) else cls
+    return base if issubclass(base, _FlagsAsFlags) else type(base.__name__, (_FlagsAsFlags, base), {})
+
+
+def _use_flag_help(typer_app: typer.Typer) -> None:
+    """Every command and group of the tree (registered above) built with :class:`_FlagsAsFlags`."""
+    typer_app.info.cls = _with_flag_help(typer_app.info.cls, typer.core.TyperGroup)
+    for info in typer_app.registered_commands:
+        info.cls = _with_flag_help(info.cls, typer.core.TyperCommand)
+    for group in typer_app.registered_groups:
+        _use_flag_help(group.typer_instance)
+
+
+_use_flag_help(app)
 
 
 def main() -> None:  # console-script entry point

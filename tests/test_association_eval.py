@@ -253,7 +253,7 @@ def test_moe_and_random_baseline_via_cli(chain_dir, tmp_path):
 
     out = tmp_path / "moe"
     result = CliRunner().invoke(app, ["eval", "association", "--data", str(chain_dir), "--config", "synchronous", "--model", "random",
-                                      "--model", "random", "--moe", "--backend", "transformers", "--memory", "nlm", "--out", str(out), "--max-steps", "8"])
+                                      "--model", "random", "--moe", "--memory", "nlm", "--out", str(out), "--max-steps", "8"])
     assert result.exit_code == 0, result.output
     res = json.loads((out / "results.json").read_text())
     assert res["moe"] and res["models"] == ["random", "random"]

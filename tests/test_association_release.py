@@ -241,7 +241,7 @@ def test_the_shared_image_table_is_read_once_per_build(release, tmp_path, monkey
     _, chains, _ = release
     calls = []
     real = association_release.read_image_table
-    monkeypatch.setattr(association_release, "read_image_table", lambda path, meta=None: calls.append(path) or real(path, meta))
+    monkeypatch.setattr(association_release, "read_image_table", lambda path, meta=None, **kw: calls.append(path) or real(path, meta, **kw))
     tasks = sorted(chains.glob("*.jsonl"))
     result = build_association_release(tasks, tmp_path / "r", QUIET)
     assert len(result.splits) == 5 and len(calls) == 1  # four task configs + images, one table read

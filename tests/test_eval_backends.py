@@ -147,8 +147,10 @@ def test_remote_code_models_load_only_when_the_user_trusts_them(tmp_path, data_d
 def test_cli_backend_and_gen_args_are_checked_with_the_fix(data_dir, tmp_path):
     bad = CliRunner().invoke(app, ["eval", "commono", "--model", "random", "--data", str(data_dir), "--gen-arg", "temperature=0.5", "--quiet"])
     assert bad.exit_code == 1 and "--gen-arg temperature" in bad.output and "--temperature" in bad.output
-    bad = CliRunner().invoke(app, ["eval", "commono", "--model", "random", "--data", str(data_dir), "--concurrency", "4", "--quiet"])
+    bad = CliRunner().invoke(app, ["eval", "commono", "--model", "some/model", "--data", str(data_dir), "--concurrency", "4", "--quiet"])
     assert bad.exit_code == 1 and "--concurrency applies to --backend openai" in bad.output
+    bad = CliRunner().invoke(app, ["eval", "commono", "--model", "random", "--data", str(data_dir), "--concurrency", "4", "--quiet"])
+    assert bad.exit_code == 1 and "weight-free baseline" in bad.output and "--concurrency" in bad.output
     ok = CliRunner().invoke(app, ["eval", "commono", "--model", "random", "--data", str(data_dir), "--out", str(tmp_path / "r"),
                                   "--system-prompt", "Be brief.", "--gen-arg", "top_k=20", "--quiet", "--bootstrap", "20"])
     assert ok.exit_code == 0, ok.output

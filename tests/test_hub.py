@@ -319,6 +319,10 @@ def test_dry_run_makes_no_request(hub, tmp_path):
     for expected in ("data/main-00000-of-00001.parquet", "manifest.json", "README.md", "tag 1.0.0",
                      "'Release 1.0.0'", "No network call"):
         assert expected in done.stdout
+    assert f"Endpoint: {hub.url.rstrip('/')}\n" in done.stdout  # the URL it would use (here from HF_ENDPOINT), not a hint
+    other = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", "--dry-run",
+                    "--endpoint", "https://hub.example.org/")
+    assert "Endpoint: https://hub.example.org\n" in other.stdout, other.stdout
     assert hub.requests == []
 
 

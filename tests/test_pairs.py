@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
+from commonlink.formats.catalog_refs import CatalogResolver, catalog_reference
 from commonlink.sampling.pairs import PairsConfig, build_choices, pairs_meta, sample_pairs, write_pairs
 from commonlink.formats.meta import meta_path
 from commonlink.cli import app
@@ -214,10 +215,11 @@ def test_cli_writes_pairs_and_meta_keeps_and_refuses(catalogs, tmp_path):
     assert len(rows) == 30 == meta["count"]
     assert meta["kind"] == "common_o_pairs" and meta["seed"] == 5 and meta["split"] == "main"
     assert meta["config"]["max_common"] == 3 and meta["config"]["objects"] == [3, 7]
-    assert meta["catalogs"] == [str(catalogs[0].resolve()), str(catalogs[1].resolve())]
+    # catalogs named relative to the pairs file (formats.catalog_refs), so the folder can move
+    assert meta["catalogs"] == [catalog_reference(catalogs[0], out), catalog_reference(catalogs[1], out)]
     assert meta["stats"]["examples"] == 30 and meta["toolkit_version"] and meta["created"]
     expected, _ = sample_pairs(list(catalogs), PairsConfig(count=30, seed=5, max_common=3))
-    assert rows == expected
+    assert [CatalogResolver(out).pairs_row(row) for row in rows] == expected
     # same settings again: kept; other settings: refused without --overwrite, nothing lost
     before = out.read_bytes()
     again = CliRunner().invoke(app, args)
@@ -287,10 +289,10 @@ def test_write_pairs_is_atomic_and_round_trips(catalogs, tmp_path):
     rows, stats = sample_pairs(list(catalogs), config)
     out = tmp_path / "deep" / "pairs.jsonl"
     assert write_pairs(out, rows, pairs_meta(config, list(catalogs), stats)) == 12
-    assert list(read_jsonl(out)) == rows
+    assert [CatalogResolver(out).pairs_row(row) for row in read_jsonl(out)] == rows
     assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]
     meta = json.loads(meta_path(out).read_text())
-    assert set(meta["catalog_sha256"]) == {str(c.resolve()) for c in catalogs}
+    assert set(meta["catalog_sha256"]) == {catalog_reference(c, out) for c in catalogs}
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import InputError
+from commonlink.formats.catalog_refs import catalog_reference
 
 runner = CliRunner()
 
@@ -261,8 +262,10 @@ def _inputs(pair_catalog: Path, made_pairs: Path, root: Path) -> dict:
 
     catalog = root / "real"
     shutil.copytree(pair_catalog, catalog)
-    text = made_pairs.read_text(encoding="utf-8").replace(json.dumps(str(pair_catalog))[1:-1], json.dumps(str(catalog))[1:-1])
     pairs = root / "pairs.jsonl"
+    # rows name their catalog relative to the pairs file (formats.catalog_refs): point them at the copy
+    text = made_pairs.read_text(encoding="utf-8").replace(
+        json.dumps(catalog_reference(pair_catalog, made_pairs)), json.dumps(catalog_reference(catalog, pairs)))
     pairs.write_text(text, encoding="utf-8")
     meta = json.loads((made_pairs.parent / "pairs.jsonl.meta.json").read_text(encoding="utf-8"))
     meta["catalogs"] = [str(catalog)]

@@ -14,8 +14,26 @@ from rich.markup import escape
 from commonlink.errors import CommonlinkError, InputError, describe_os_error
 from commonlink.redact import redact_text
 
-console = Console()
-err_console = Console(stderr=True)
+# Off a terminal (a pipe, a log file, a CI job) lines are not wrapped at 80 columns: a wrapped path cannot be
+# copied back into a shell. On a terminal Rich wraps at its width as usual.
+console = Console(soft_wrap=not sys.stdout.isatty())
+err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+
+#: ``--catalog-root``, the same words on every command that reads pairs or chain files
+CATALOG_ROOT_HELP = (
+    "Folder that now holds the catalogs the inputs name (each catalog is looked up as DIR/NAME, NAME being its folder name); "
+    "default: where the files name them, relative to each file."
+)
+
+# One spelling for "no progress bars" on every command: --quiet. The older --progress/--no-progress of `synth` and
+# `release build` still parse (hidden): --no-progress means --quiet.
+QUIET = typer.Option(False, "--quiet", help="No progress bars.")
+OLD_PROGRESS = typer.Option(None, "--progress/--no-progress", hidden=True, help="Old spelling: --no-progress = --quiet.")
+
+
+def shows_progress(quiet: bool, old_progress: bool | None) -> bool:
+    """Whether to draw progress bars, from --quiet and the hidden old --progress/--no-progress."""
+    return not quiet and old_progress is not False
 
 F = TypeVar("F", bound=Callable)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, reports_errors
+from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors
 from commonlink.commands.eval import (
     BACKEND_ARG,
     BOOTSTRAP,
@@ -25,11 +25,13 @@ from commonlink.commands.eval import (
     backend_options,
     generation_settings,
     print_fresh_report,
+    run_backend,
     run_task,
 )
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.association import AssociationSettings, AssociationTask
 from commonlink.eval.evaluator import RunOptions, default_out_dir
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
 
 @reports_errors
@@ -38,7 +40,7 @@ def association(
     config: str = typer.Option(..., "--config", help="single_step | deduction | synchronous | asynchronous."),
     model: list[str] = typer.Option(..., "--model", help="Model id/folder, or 'random'. Repeat with --moe to combine several models."),
     moe: bool = typer.Option(False, "--moe", help="Mixture of experts: ask every --model and take the majority answer at each step."),
-    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai (the same for every --model); vllm is told 3 images a request."),
+    backend: str | None = typer.Option(None, "--backend", show_default=False, help="transformers (default) | vllm | openai (the same for every --model); vllm is told 3 images a request."),
     memory: str = typer.Option("structm", "--memory", help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (obj->concept->obj subchains concatenated, last 5 kept)."),
     repetition: float = typer.Option(1.0, "--repetition", help="Memory weight added when an entry is seen again."),
     forgetting: float = typer.Option(0.2, "--forgetting", help="Memory weight every other entry loses each step (dropped at 0)."),
@@ -47,7 +49,7 @@ def association(
     no_deduction: bool = typer.Option(False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."),
     strategy: str = typer.Option("normal", "--strategy", help="Prompt strategy (Labyrinth §4.3): normal, comknow (concept knowledge in front), one-shot (a worked example in words), cot (that example with reasoning; answer on a last 'Answer:' line)."),
     deduction_rule: str = typer.Option("all-shared", "--deduction-rule", help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones)."),
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume."),
     revision: str = REVISION,
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call (chains advance in lockstep; one step of every active chain is one batch)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N tasks or chains."),
@@ -65,6 +67,7 @@ def association(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
     no_report: bool = NO_REPORT,
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
 
@@ -75,8 +78,9 @@ def association(
     settings = AssociationSettings(memory=memory, repetition=repetition, forgetting=forgetting, max_steps=max_steps, deduction=not no_deduction,
                                    chainm_window=chainm_window, deduction_rule=deduction_rule, strategy=strategy)
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
+    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
-    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size)
+    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size, catalog_root=catalog_root)
     run_task(task, out, RunOptions(
         models=model, backend=backend, out_dir=out, settings=generation, batch_size=batch_size, limit=limit,
         backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),

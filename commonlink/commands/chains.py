@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors, stdout_is_terminal
 from commonlink.commands.eval import (
     BACKEND_ARG,
     CONCURRENCY,
@@ -22,6 +22,7 @@ from commonlink.commands.eval import (
 )
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.refine.review import export_review
 from commonlink.refine.verify import ON_FAIL, UNDECIDED, verify_tasks
 from commonlink.sampling.chain_sources import SourceReport, default_concept_kind, detect_source_type, read_source
@@ -60,7 +61,7 @@ def chains(
     name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named by their labels ('the image with a red circle')."),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
-    manifest: Path | None = typer.Option(None, "--manifest", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
+    manifest: Path | None = typer.Option(None, "--manifest", "-m", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
     image_root: Path | None = typer.Option(None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."),
     ocl_labels: str = typer.Option("attr", "--ocl-labels", help="OCL: concepts from attr, aff or both."),
     pangea_labels: str = typer.Option("node", "--pangea-labels", help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action labels name the image."),
@@ -178,6 +179,7 @@ def verify(
     backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     concurrency: int = CONCURRENCY,
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Verify association task files (paper §4.2, App. A.1): correct labels the verifiers reject, then repair the tasks.
 
@@ -193,7 +195,8 @@ def verify(
                for b in ([backends] * len(models) if isinstance(backends, str) else backends)] if models else None
     summary = verify_tasks([str(t) for t in tasks], out, models=models, backend=backends, backend_options=options,
                            decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
-                           on_fail=on_fail, undecided=undecided, negatives=negatives, progress=stdout_is_terminal())
+                           on_fail=on_fail, undecided=undecided, negatives=negatives, progress=stdout_is_terminal(),
+                           catalog_root=catalog_root)
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     if summary.undecided:
         console.print(f"[yellow]Note:[/] {summary.undecided:,} claims no verifier could decide were "
@@ -207,10 +210,13 @@ def review(
     tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows of each task file."),
-    thumbnail: int = typer.Option(200, "--thumbnail", min=32, help="Thumbnail size in pixels (longest side)."),
+    thumbnail: int = typer.Option(200, "--thumb-size", min=32, help="Longest side of a thumbnail, in pixels (as `eval report --thumb-size`)."),
+    old_thumbnail: int | None = typer.Option(None, "--thumbnail", min=32, hidden=True, help="Old name of --thumb-size."),
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
-    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=thumbnail, progress=stdout_is_terminal())
+    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=old_thumbnail or thumbnail, progress=stdout_is_terminal(),
+                            catalog_root=catalog_root)
     console.print(f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
                   "open index.html.")
     console.print(f"Then: commonlink chains verify TASKS --decisions {escape(str(summary.out_dir))}/decisions.csv --out VERIFIED",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, reports_errors
+from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors
 from commonlink.commands.eval import (
     BACKEND_ARG,
     BOOTSTRAP,
@@ -25,6 +25,7 @@ from commonlink.commands.eval import (
     TRUST_REMOTE_CODE,
     backend_options,
     generation_settings,
+    run_backend,
     run_task,
 )
 from commonlink.eval.association import DEDUCTION_RULES
@@ -33,6 +34,7 @@ from commonlink.eval.concept_perception import ConceptPerceptionTask, render_tab
 from commonlink.eval.concept_prompts import COMPLEXITIES, STRATEGIES
 from commonlink.eval.evaluator import RunOptions, default_out_dir
 from commonlink.fileio import atomic_write_text
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
 ALL_STRATEGIES = ",".join(STRATEGIES)
 ALL_COMPLEXITIES = ",".join(COMPLEXITIES)
@@ -46,11 +48,11 @@ def _split(value: str | None) -> list[str] | None:
 def concept(
     data: str = typer.Option(..., "--data", help="Association release folder, Hub repo id, or the chain-files folder of `commonlink chains` (its single-step tasks are the rows)."),
     model: list[str] = typer.Option(..., "--model", help="Model id/folder, or 'random'; repeat for one Table 4 block per model."),
-    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | openai (the same for every --model)."),
+    backend: str | None = typer.Option(None, "--backend", show_default=False, help="transformers (default) | vllm | openai (the same for every --model)."),
     strategy: str = typer.Option(ALL_STRATEGIES, "--strategy", help=f"Strategies, comma-separated: {', '.join(STRATEGIES)}."),
     complexity: str = typer.Option(ALL_COMPLEXITIES, "--complexity", help="Task complexities, comma-separated: task (TaskInstr), meta (MetaInstr), task+ded, meta+ded (w/ DedPo)."),
     deduction_rule: str = typer.Option("all-shared", "--deduction-rule", help=f"When a deduction counts: {', '.join(DEDUCTION_RULES)} (see docs/eval.md)."),
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/concept-...); one subfolder per model; rerun to resume."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/concept-...); one subfolder per model; rerun to resume."),
     revision: str = REVISION,
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N single-step tasks."),
@@ -66,15 +68,17 @@ def concept(
     concurrency: int = CONCURRENCY,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4."""
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
+    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir("grid", "+".join(model), backend, task="concept")
     runs = []
     for name in model:
         task = ConceptPerceptionTask(data, strategies=_split(strategy), complexities=_split(complexity), revision=revision,
-                                     deduction_rule=deduction_rule, seed=seed)
+                                     deduction_rule=deduction_rule, seed=seed, catalog_root=catalog_root)
         folder = out / default_out_dir("grid", name, backend, task="concept").name if len(model) > 1 else out
         runs.append(run_task(task, folder, RunOptions(
             models=[name], backend=backend, out_dir=folder, settings=generation, batch_size=batch_size, limit=limit,

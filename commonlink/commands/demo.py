@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from commonlink.commands._common import console, reports_errors
+from commonlink.commands._common import QUIET, console, reports_errors
 from commonlink.commands.eval import report_line
 from commonlink.demo import k_spread_lines, run_demo
 from commonlink.errors import InputError
@@ -16,12 +16,12 @@ from commonlink.eval.report.tables import render_markdown_table
 
 @reports_errors
 def demo(
-    out: Path = typer.Option(Path("commonlink-demo"), "--out", help="Folder for everything the demo writes (rerun to continue)."),
+    out: Path = typer.Option(Path("commonlink-demo"), "--out", "-o", help="Folder for everything the demo writes (rerun to continue)."),
     seed: int = typer.Option(0, "--seed", help="Seed for rendering, sampling and the random baseline."),
     scale: float = typer.Option(1.0, "--scale", min=0.05, help="Multiply the number of scenes and examples (1.0: 40 scenes, 180 examples)."),
     resolution: str = typer.Option("384x384", "--resolution", help="Render size WIDTHxHEIGHT."),
     workers: int = typer.Option(1, "--workers", min=1, help="Render processes."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    quiet: bool = QUIET,
 ) -> None:
     """Render a small synthetic set with the offline renderer, sample Common-O pairs for both splits, build a
     release that `datasets.load_dataset` opens, score the random and none baselines on it, and write an HTML

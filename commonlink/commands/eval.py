@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, parse_range, reports_errors
+from commonlink.commands._common import CATALOG_ROOT_HELP, console, parse_range, reports_errors
 from commonlink.errors import BackendError, InputError
-from commonlink.eval.backends import GenerationSettings, parse_key_values
+from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import CommonOTask, score_predictions
 from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
@@ -22,9 +22,11 @@ from commonlink.eval.report.tables import (
 )
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_text
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 
+DEFAULT_BACKEND = "transformers"
 _BACKEND_HELP = ("transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
                  "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend.")
 _MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
@@ -64,12 +66,26 @@ def backend_options(backend: str, backend_args: list[str] | None, *, trust_remot
     return options
 
 
+def run_backend(models: str | list[str], backend: str | None, backend_args: list[str] | None, *,
+                trust_remote_code: bool = False, concurrency: int | None = None) -> str:
+    """The backend a run uses (``--backend``, default transformers). A weight-free baseline (``--model random|none``,
+    every model of the run) runs on no backend: backend options given with it are refused, not silently ignored."""
+    models = [models] if isinstance(models, str) else list(models)
+    if models and all(is_baseline(m) for m in models):
+        given = [name for name, value in (("--backend", backend), ("--backend-arg", backend_args),
+                                          ("--trust-remote-code", trust_remote_code), ("--concurrency", concurrency)) if value]
+        if given:
+            raise InputError(f"--model {models[0]} is a weight-free baseline: it runs on no backend, so {', '.join(given)} "
+                             "would be ignored.", f"Leave out {', '.join(given)}, or pass a model id or folder to run on a backend.")
+    return backend or DEFAULT_BACKEND
+
+
 # Options shared by every eval command that runs a model (one definition, reused in each signature).
 DATA = typer.Option("facebook/Common-O", "--data", help="Hub dataset id, release folder or parquet file.")
 SPLIT = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release.")
 REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
 MODEL = typer.Option(..., "--model", help=_MODEL_HELP)
-BACKEND = typer.Option("transformers", "--backend", help=_BACKEND_HELP)
+BACKEND = typer.Option(None, "--backend", show_default=False, help=_BACKEND_HELP + " Default: transformers.")
 BATCH_SIZE = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe setting; 1 for transformers).")
 ROWS = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99.")
 SHARD = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge.")
@@ -113,7 +129,7 @@ def commono(
     data: str = DATA,
     split: str = SPLIT,
     backend: str = BACKEND,
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
@@ -142,6 +158,7 @@ def commono(
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
+    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend)
     task = CommonOTask(data, split, revision=revision, concat_images=concat_images, image_protocol=image_protocol, question=question,
                        similarity=similarity, similarity_model=similarity_model)
@@ -160,7 +177,7 @@ def perception(
     data: str = DATA,
     split: str = SPLIT,
     backend: str = BACKEND,
-    out: Path = typer.Option(None, "--out", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."),
@@ -184,6 +201,7 @@ def perception(
 ) -> None:
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
+    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend, task="perception")
     task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
     settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
@@ -203,7 +221,7 @@ def score(
     revision: str = REVISION,
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     bootstrap: int = BOOTSTRAP,
-    out: Path = typer.Option(None, "--out", help="Also write results.json/predictions.jsonl/results.md here."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also write results.json/predictions.jsonl/results.md here."),
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
 
@@ -233,7 +251,7 @@ def compare(
 @reports_errors
 def report(
     runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side."),
-    out: Path = typer.Option(None, "--out", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
+    out: Path = typer.Option(None, "--out", "-o", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
     data: str = typer.Option(None, "--data", help="Dataset to read the images from (default: the one results.json records)."),
     revision: str = REVISION,
     images: str = typer.Option("folder", "--images", help="folder (thumbnails beside the page) | embed (inside the page: one file, bigger) | none."),
@@ -242,11 +260,12 @@ def report(
     chain_steps: int = typer.Option(6, "--chain-steps", help="Association chains: steps shown before (and including) the one that ended the chain."),
     max_output_chars: int = typer.Option(4000, "--max-output-chars", help="Cut longer model outputs on the page (predictions.jsonl keeps them whole)."),
     quiet: bool = QUIET,
+    catalog_root: Path = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards, random mistakes."""
 
     summary = write_report(runs, out, data=data, revision=revision, images=images, thumb_size=thumb_size, seed=seed, chain_steps=chain_steps,
-                           max_output_chars=max_output_chars, show_progress=not quiet)
+                           max_output_chars=max_output_chars, show_progress=not quiet, catalog_root=catalog_root)
     console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)
 
 

@@ -16,7 +16,7 @@ from commonlink.commands._common import (
 )
 from commonlink.formats.release import read_release_manifest
 from commonlink.redact import redact_text, redact_url
-from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release
+from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release, resolve_endpoint
 from commonlink.release.pull import pull_release
 
 
@@ -37,7 +37,7 @@ def print_plan(plan: PushPlan, *, private: bool, endpoint: str | None) -> None:
         table.add_row(escape(f.path), _size(f.size), f.sha256[:12] + ("  (+ Versions table)" if f.path == "README.md" else ""))
     console.print(table)
     console.print(
-        f"Endpoint: {redact_url(endpoint) if endpoint else 'HF_ENDPOINT / https://huggingface.co'}\n"
+        f"Endpoint: {redact_url(resolve_endpoint(endpoint))}\n"
         f"1. create the dataset repo {plan.repo_id} ({'private' if private else 'public'}) if it does not exist\n"
         f"2. one commit on main: {escape(repr(plan.commit_message))} with the {len(plan.files)} files above "
         f"({_size(plan.total_bytes)}; only those whose hash differs from the Hub are sent, large files through LFS), "

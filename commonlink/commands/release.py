@@ -8,9 +8,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import console, err_console, reports_errors
+from commonlink.commands._common import (
+    CATALOG_ROOT_HELP,
+    OLD_PROGRESS,
+    QUIET,
+    console,
+    err_console,
+    reports_errors,
+    shows_progress,
+)
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_text
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.formats.release import CARD_FILENAME, DEFAULT_LICENSE, DEFAULT_VERSION
 from commonlink.release.build import ReleaseOptions, build_release
 from commonlink.release.card_info import (
@@ -34,7 +43,9 @@ def build(
     max_shard_size: str = typer.Option("500MB", "--max-shard-size", help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a different release already in --out."),
     card_info: Path | None = typer.Option(None, "--card-info", help="YAML file answering the datasheet questions the build cannot answer (start from `commonlink release card-info --template`)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    quiet: bool = QUIET,
+    progress: bool | None = OLD_PROGRESS,
+    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Write a release folder from pairs files: parquet shards in the published Common-O schema, a Hub dataset card
     (YAML metadata + datasheet + figures) and manifest.json (sha256 of every file, toolkit version, seed, config).
@@ -43,7 +54,7 @@ def build(
     """
     answers = tuple(read_card_info(card_info).items()) if card_info is not None else ()
     options = ReleaseOptions(name=name, version=version, license=license, max_shard_bytes=parse_size(max_shard_size),
-                             overwrite=overwrite, progress=progress, card_info=answers)
+                             overwrite=overwrite, progress=shows_progress(quiet, progress), catalog_root=catalog_root, card_info=answers)
     result = build_release(inputs, out, options)
     table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")
     table.add_column("split / config")

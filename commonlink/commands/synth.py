@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, parse_range, reports_errors
+from commonlink.commands._common import OLD_PROGRESS, QUIET, console, parse_range, reports_errors, shows_progress
 from commonlink.errors import InputError
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
@@ -33,7 +33,7 @@ def _parse_band(text: str) -> tuple[float, float] | None:
 
 @reports_errors
 def synth(
-    out: Path = typer.Option(..., "--out", help="Catalog folder to write (created; reruns resume it)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to write (created; reruns resume it)."),
     scenes: int = typer.Option(..., "--scenes", help="Number of scenes (each gives --views images)."),
     objects: str = typer.Option("3-7", "--objects", help="Objects per scene, LOW-HIGH: 3-7 for main, 8-16 for challenge."),
     views: int = typer.Option(4, "--views", help="Cameras per scene."),
@@ -60,7 +60,8 @@ def synth(
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", min=0.1, help="Seconds to wait for UnrealCV to start a session (--backend unrealcv)."),
     timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each UnrealCV reply (--backend unrealcv)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete scenes made with different options instead of refusing."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    quiet: bool = QUIET,
+    progress: bool | None = OLD_PROGRESS,
 ) -> None:
     """Render synthetic multi-object scenes (Common-O §3.1) into an image catalog with `source: synthetic`.
 
@@ -85,7 +86,7 @@ def synth(
     with output_lock(out, what="commonlink synth", lock_file=lock_file):
         summary = synthesize(
             out, config, shard=part, workers=workers, executor=executor, ray_address=ray_address,
-            overwrite=overwrite, progress=progress,
+            overwrite=overwrite, progress=shows_progress(quiet, progress),
         )
     shard_note = f" (shard {summary.shard[0]}/{summary.shard[1]})" if summary.shard[1] > 1 else ""
     console.print(

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.errors import InputError
 from commonlink.synth.assets import load_assets
 from commonlink.synth.render.unreal_check import check_project, refuse_placeholder_classes
 
@@ -20,7 +21,8 @@ def _triple(values) -> str:
 
 @reports_errors
 def check(
-    asset_file: Path = typer.Option(..., "--asset-file", "--assets", help="Asset file naming the project's classes (written by tools/unreal/commonlink_import.py)."),
+    asset_file: Path | None = typer.Option(None, "--assets", help="Asset file naming the project's classes (written by tools/unreal/commonlink_import.py); the same option as `synth --assets`."),
+    old_asset_file: Path | None = typer.Option(None, "--asset-file", hidden=True, help="Old name of --assets."),
     host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host."),
     port: int = typer.Option(9000, "--port", help="UnrealCV server port (unrealcv.ini; 9000 by default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -36,6 +38,9 @@ def check(
     runs the same check before rendering.
     """
 
+    asset_file = asset_file or old_asset_file
+    if asset_file is None:
+        raise InputError("No asset file given.", "Pass --assets FILE (written by tools/unreal/commonlink_import.py).")
     catalog = load_assets(asset_file)
     refuse_placeholder_classes(catalog)
     report = check_project(host, port, catalog, timeout=timeout, connect_timeout=connect_timeout,

@@ -463,10 +463,11 @@ class AssociationTask(Task):
     shardable = False
 
     def __init__(self, data: str | os.PathLike, config: str, *, settings: AssociationSettings | None = None, revision: str | None = None,
-                 group_size: int = 512):
+                 group_size: int = 512, catalog_root: str | os.PathLike | None = None):
         if group_size < 1:
             raise InputError(f"--group-size {group_size} must be at least 1.")
         self.data, self.config, self.revision, self.group_size = data, config, revision, group_size
+        self.catalog_root = catalog_root  #: chain files: where their catalogs are now (``--catalog-root``)
         self.settings = settings or AssociationSettings()
         self.name = self.description = f"association/{config}"
 
@@ -474,7 +475,7 @@ class AssociationTask(Task):
         return GenerationSettings(seed=seed, max_new_tokens=64)
 
     def open(self):
-        return open_association(self.data, self.config, revision=self.revision)
+        return open_association(self.data, self.config, revision=self.revision, catalog_root=self.catalog_root)
 
     def check_backends(self, infos) -> None:
         if any(i.model == "none" for i in infos):
@@ -527,6 +528,7 @@ def evaluate_association(
     generation: GenerationSettings | None = None,
     revision: str | None = None,
     group_size: int = 512,
+    catalog_root: str | os.PathLike | None = None,
     **run_options,
 ) -> dict:
     """Score one or more models (majority vote when several) on one association config; returns results
@@ -535,13 +537,15 @@ def evaluate_association(
     ``seed``, ``n_boot``, ``show_progress``, ``report``).
 
     ``data`` is an association release folder, a Hub repo id, or the chain files written by
-    ``commonlink chains``. Outputs (when ``out_dir`` is given): ``results.json``, ``steps.jsonl`` (per-step log
-    with memory snapshots) or ``predictions.jsonl``, ``results.md``; rerunning continues from the cache there.
+    ``commonlink chains`` (``catalog_root``: where their catalogs are now). Outputs (when ``out_dir`` is given):
+    ``results.json``, ``steps.jsonl`` (per-step log with memory snapshots) or ``predictions.jsonl``,
+    ``results.md``; rerunning continues from the cache there.
     ``group_size`` tasks are loaded and run together (the chains of a group advance in lockstep): it bounds
     memory and is the most requests one step of chains can send at once. With ``report`` (the default),
     ``report.html`` is written there too.
     """
-    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size)
+    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size,
+                           catalog_root=catalog_root)
     return evaluate(task, RunOptions(models=list(models), backend=backend, out_dir=out_dir, settings=generation, **run_options))
 
 

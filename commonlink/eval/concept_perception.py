@@ -239,8 +239,10 @@ class ConceptPerceptionTask(Task):
     writes_report = False  # the HTML report knows Common-O and association runs; results.md holds Table 4
 
     def __init__(self, data: str | os.PathLike, *, strategies: Sequence[str] | None = None, complexities: Sequence[str] | None = None,
-                 revision: str | None = None, deduction_rule: str = "all-shared", seed: int = 0):
+                 revision: str | None = None, deduction_rule: str = "all-shared", seed: int = 0,
+                 catalog_root: str | os.PathLike | None = None):
         self.data, self.revision, self.seed = data, revision, seed
+        self.catalog_root = catalog_root  #: chain files: where their catalogs are now (``--catalog-root``)
         self.strategies = _choices(strategies, STRATEGIES, "strategy")
         self.complexities = _choices(complexities, COMPLEXITIES, "complexity")
         if deduction_rule not in DEDUCTION_RULES:
@@ -251,7 +253,7 @@ class ConceptPerceptionTask(Task):
         self.images_per_request = 6 if set(self.strategies) & set(_EXAMPLE_STRATEGIES) else 3
 
     def open(self) -> ConceptSplit:
-        return ConceptSplit(open_association(self.data, "single_step", revision=self.revision), self.seed,
+        return ConceptSplit(open_association(self.data, "single_step", revision=self.revision, catalog_root=self.catalog_root), self.seed,
                             needs_example=bool(set(self.strategies) & set(_EXAMPLE_STRATEGIES)))
 
     def check_backends(self, infos) -> None:
@@ -292,8 +294,10 @@ class ConceptPerceptionTask(Task):
 def evaluate_concept_perception(data: str | os.PathLike, model: str = "random", backend: str = "transformers",
                                 out_dir: str | os.PathLike | None = None, *, strategies: Sequence[str] | None = None,
                                 complexities: Sequence[str] | None = None, revision: str | None = None,
-                                deduction_rule: str = "all-shared", seed: int = 0, **run_options) -> dict:
-    """Run the concept-perception grid for one model (``run_options``: :class:`RunOptions` fields)."""
+                                deduction_rule: str = "all-shared", seed: int = 0, catalog_root: str | os.PathLike | None = None,
+                                **run_options) -> dict:
+    """Run the concept-perception grid for one model (``run_options``: :class:`RunOptions` fields; ``catalog_root``:
+    where the catalogs of chain files are now)."""
     task = ConceptPerceptionTask(data, strategies=strategies, complexities=complexities, revision=revision,
-                                 deduction_rule=deduction_rule, seed=seed)
+                                 deduction_rule=deduction_rule, seed=seed, catalog_root=catalog_root)
     return evaluate(task, RunOptions(models=[model], backend=backend, out_dir=out_dir, seed=seed, **run_options))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commonlink.errors import InputError
+from commonlink.eval.backends import is_baseline
 from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
 from commonlink.eval.metrics import N_BOOTSTRAP
@@ -126,6 +127,7 @@ def unreadable_limit(n_rows: int, share: float) -> int:
 
 
 def default_out_dir(split: str, model: str, backend: str, task: str = "commono") -> Path:
-    """``eval-runs/TASK-SPLIT-MODEL-BACKEND`` (a local model folder gives its name)."""
+    """``eval-runs/TASK-SPLIT-MODEL-BACKEND`` (a local model folder gives its name); a weight-free baseline runs on
+    no backend: ``eval-runs/TASK-SPLIT-MODEL``."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name if os.path.exists(model) else model).strip("-") or "model"
-    return Path("eval-runs") / f"{task}-{split}-{slug}-{backend}"
+    return Path("eval-runs") / (f"{task}-{split}-{slug}" if is_baseline(model) else f"{task}-{split}-{slug}-{backend}")

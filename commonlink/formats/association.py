@@ -11,7 +11,9 @@ them again:
 * ``{"type": "file", "path": "/abs/image.jpg"}`` -- an image file (catalogs, manifest folders, OCL, Pangea);
   ``sha256`` (recorded when the chains are built: the release refuses a file changed since) and, for catalogs and
   manifest folders, ``catalog`` + ``relative`` (the folder the file must stay in: a symbolic link out of it is
-  refused, as Common-O releases refuse it);
+  refused, as Common-O releases refuse it). The image table stores such a folder relative to the table's own
+  folder and ``path`` inside it (``"catalog": "../catalogs/real", "path": "images/x.jpg"``; ``formats.catalog_refs``);
+  in memory both are absolute, and older tables store absolute paths;
 * ``{"type": "hf", "dataset": "<path or repo id>", "split": "train", "row": 12, "column": "image",
   "config": null}`` -- a row of a Hugging Face dataset.
 
@@ -32,6 +34,7 @@ from PIL import Image, ImageOps
 
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import read_jsonl, sha256_file
+from commonlink.formats.catalog_refs import CatalogResolver, origin_for_file
 from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, load_sidecar, meta_path
 from commonlink.images import open_image
 
@@ -64,15 +67,19 @@ class LabelledImage:
     def pixels(self) -> int:
         return self.width * self.height
 
-    def to_json(self) -> dict:
+    def to_json(self, file_path: str | os.PathLike | None = None) -> dict:
+        """As a line of ``file_path`` (the image table): a catalog image's origin relative to that file."""
+        origin = origin_for_file(self.origin, file_path) if file_path is not None else self.origin
         return {"id": self.id, "labels": self.labels, "width": self.width, "height": self.height,
-                "origin": self.origin, "crop": self.crop, "name": self.name}
+                "origin": origin, "crop": self.crop, "name": self.name}
 
     @classmethod
-    def from_json(cls, data: dict) -> LabelledImage:
+    def from_json(cls, data: dict, resolver: CatalogResolver | None = None) -> LabelledImage:
+        """From a line of an image table; ``resolver`` (of that file) makes catalog origins absolute again."""
+        origin = dict(data["origin"])
         return cls(id=data["id"], labels=list(data["labels"]), width=int(data["width"]), height=int(data["height"]),
-                   origin=dict(data["origin"]), crop=list(data["crop"]) if data.get("crop") else None,
-                   name=data.get("name") or None)
+                   origin=resolver.origin(origin) if resolver is not None else origin,
+                   crop=list(data["crop"]) if data.get("crop") else None, name=data.get("name") or None)
 
 
 def _with_article(label: str) -> str:
@@ -202,8 +209,10 @@ def read_chain_meta(chain_file: str | os.PathLike, *, allow_image_table: bool = 
     return meta
 
 
-def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None) -> list[LabelledImage]:
-    """The image table next to a chain file (``images.jsonl``), checked against the meta's hash."""
+def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None, *,
+                     catalog_root: str | os.PathLike | None = None) -> list[LabelledImage]:
+    """The image table next to a chain file (``images.jsonl``), checked against the meta's hash; catalog
+    images are found relative to the table, or under ``catalog_root`` (``--catalog-root``)."""
     meta = meta or read_chain_meta(chain_file)
     path = Path(chain_file).parent / meta.get("images_file", IMAGES_FILENAME)
     if not path.is_file():
@@ -211,7 +220,8 @@ def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None) ->
     if meta.get("images_sha256") and sha256_file(path) != meta["images_sha256"]:
         raise SchemaError(f"{path} does not match {meta_path(chain_file).name} (it was rewritten by another build).",
                           "Rebuild all chain files of this folder with one `commonlink chains` run.")
-    return [LabelledImage.from_json(row) for row in read_jsonl(path)]
+    resolver = CatalogResolver(path, catalog_root)
+    return [LabelledImage.from_json(row, resolver) for row in read_jsonl(path)]
 
 
 # ---------------------------------------------------------------------------------------------- pixels

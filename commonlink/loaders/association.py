@@ -305,9 +305,9 @@ def _chain_file_for(path: Path, config: str) -> Path | None:
     return None
 
 
-def _open_chain_file(path: Path, config: str) -> AssociationSplit:
+def _open_chain_file(path: Path, config: str, catalog_root: str | os.PathLike | None = None) -> AssociationSplit:
     meta = read_chain_meta(path)
-    table = read_image_table(path, meta)
+    table = read_image_table(path, meta, catalog_root=catalog_root)
     by_id = {img.id: img for img in table}
     labels = {img.id: img.labels for img in table}
     fetcher = ImageFetcher()
@@ -363,14 +363,18 @@ def _open_release(path_or_repo: str, config: str, revision: str | None) -> Assoc
                             source_name=str(path_or_repo), fingerprint=tasks._fingerprint, revision=revision)
 
 
-def open_association(path_or_repo: str | os.PathLike, config: str, revision: str | None = None) -> AssociationSplit:
-    """Open one config (``single_step``, ``deduction``, ``synchronous``, ``asynchronous``) of a task set."""
+def open_association(path_or_repo: str | os.PathLike, config: str, revision: str | None = None, *,
+                     catalog_root: str | os.PathLike | None = None) -> AssociationSplit:
+    """Open one config (``single_step``, ``deduction``, ``synchronous``, ``asynchronous``) of a task set.
+
+    ``catalog_root``: for chain files, where their catalogs are looked up (``--catalog-root``).
+    """
     _check_config(config)
     path = Path(path_or_repo)
     if path.exists():
         chain_file = _chain_file_for(path, config)
         if chain_file is not None:
-            return _open_chain_file(chain_file, config)
+            return _open_chain_file(chain_file, config, catalog_root)
         if path.is_dir() and not (path / "README.md").is_file():
             raise InputError(f"{path} is neither an association release nor a folder of chain files with {config}.jsonl.",
                              "Pass a folder written by `commonlink release build` or `commonlink chains`.")
@@ -379,9 +383,10 @@ def open_association(path_or_repo: str | os.PathLike, config: str, revision: str
     return _open_release(str(path_or_repo), config, revision)
 
 
-def load_association(path_or_repo: str | os.PathLike, config: str, revision: str | None = None) -> Iterator[AssociationTask]:
+def load_association(path_or_repo: str | os.PathLike, config: str, revision: str | None = None, *,
+                     catalog_root: str | os.PathLike | None = None) -> Iterator[AssociationTask]:
     """Yield the typed tasks of one config, images resolved lazily (see module docstring)."""
-    yield from open_association(path_or_repo, config, revision)
+    yield from open_association(path_or_repo, config, revision, catalog_root=catalog_root)
 
 
 __all__ = [

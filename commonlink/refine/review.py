@@ -106,9 +106,9 @@ def _page(task: str, row: dict, table: Sequence[LabelledImage], concept_kind: st
 
 
 def export_review(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, limit: int | None = None,
-                  thumbnail: int = 200, progress: bool = True) -> ReviewSummary:
+                  thumbnail: int = 200, progress: bool = True, catalog_root: str | os.PathLike | None = None) -> ReviewSummary:
     """Write the review pages, thumbnails and ``decisions.csv`` for the task files (``limit`` rows a task)."""
-    inputs, table, meta = task_inputs(tasks)
+    inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
     out_dir = Path(out_dir)
     concept_kind = meta.get("concept_kind", "concept")
     fetcher = ImageFetcher()

@@ -98,7 +98,7 @@ class TaskInput:
     meta: dict
 
 
-def task_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[TaskInput], list[LabelledImage], dict]:
+def task_inputs(paths: Sequence[str | os.PathLike], *, catalog_root=None) -> tuple[list[TaskInput], list[LabelledImage], dict]:
     """The task files named (a folder means every task file in it), their image table and its meta.
 
     All must come from one ``commonlink chains`` build (one image table), as a release does.
@@ -130,7 +130,7 @@ def task_inputs(paths: Sequence[str | os.PathLike]) -> tuple[list[TaskInput], li
     if len(shas) > 1:
         raise InputError("The task files come from different builds (their image tables differ).",
                          "Verify the files of one `commonlink chains` output folder together.")
-    table = read_image_table(inputs[0].path, inputs[0].meta)
+    table = read_image_table(inputs[0].path, inputs[0].meta, catalog_root=catalog_root)
     return inputs, table, inputs[0].meta
 
 
@@ -347,7 +347,7 @@ def _write_verified(inputs: Sequence[TaskInput], out_dir: Path, new_table: Seque
     images_path = out_dir / IMAGES_FILENAME
     with atomic_write(images_path, "w") as handle:
         for i, img in enumerate(new_table):
-            handle.write(json.dumps({"index": i, **img.to_json()}, ensure_ascii=False) + "\n")
+            handle.write(json.dumps({"index": i, **img.to_json(images_path)}, ensure_ascii=False) + "\n")
     images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
                                           "seed": repair.builder.config.seed, "images": len(new_table)})["sha256"]
     outcomes: dict[str, Outcome] = {}
@@ -390,13 +390,14 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
                  backend_instances: Sequence[Backend] | Backend | None = None,
                  decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None, generation: GenerationSettings | None = None,
                  batch_size: int | None = None, on_fail: str = "resample", undecided: str = "keep", negatives: bool = True,
-                 progress: bool = True) -> VerifySummary:
+                 progress: bool = True, catalog_root: str | os.PathLike | None = None) -> VerifySummary:
     """Verify the claims of chain files with ordered verifier models and/or human decisions; write verified files.
 
     ``models`` (or ``backend_instances``): the verifiers in order; each later one is asked only where every
     earlier one was undecided. ``decisions``: files of human decisions (later files win); they override the
     models. ``on_fail``: ``resample`` (default) or ``drop``, see :mod:`commonlink.refine.repair`. ``undecided``:
     ``keep`` or ``reject`` a claim no verifier decided. ``negatives``: also ask whether negatives show the concept.
+    ``catalog_root``: where the catalogs of the chain files' images are now (``--catalog-root``).
     """
     if on_fail not in ON_FAIL:
         raise InputError(f"--on-fail {on_fail!r} is not one of {', '.join(ON_FAIL)}.", "Use --on-fail resample or --on-fail drop.")
@@ -407,7 +408,7 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         raise InputError("Nothing to verify with: no --model and no --decisions.",
                          "Pass --model M --backend B (the paper's MLLM verification; repeat --model for a fallback), "
                          "--decisions FILE (human review), or both.")
-    inputs, table, meta = task_inputs(tasks)
+    inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
     out_dir = Path(out_dir)
     if any(inp.path.resolve().parent == out_dir.resolve() for inp in inputs):
         raise InputError(f"--out {out_dir} is the folder of the input task files.", "Write the verified files to a new folder.")

@@ -83,7 +83,8 @@ class _ChainInput:
     sha256: str
 
 
-def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | None = None) -> list[_ChainInput]:
+def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | None = None, *,
+                 catalog_root: str | os.PathLike | None = None) -> list[_ChainInput]:
     """The task files to release, in task order; files without rows are left out and named in ``empty``
     (datasets.load_dataset cannot open a config without rows)."""
     inputs, seen = [], {}
@@ -107,7 +108,7 @@ def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | No
             continue
         key = ((path.parent / meta.get("images_file", IMAGES_FILENAME)).resolve(), meta.get("images_sha256"))
         if key not in tables:
-            tables[key] = read_image_table(path, meta)  # hashed against the meta, then parsed: once per table
+            tables[key] = read_image_table(path, meta, catalog_root=catalog_root)  # hashed against the meta, then parsed: once per table
         inputs.append(_ChainInput(path, meta, task, tables[key], sha256))
     if not inputs and empty:
         raise InputError(f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
@@ -261,7 +262,7 @@ def build_association_release(
     out_dir = Path(out_dir).expanduser().resolve()
     options = options.named_for(out_dir)
     empty: list[str] = []
-    inputs = _read_inputs(chain_files, empty)
+    inputs = _read_inputs(chain_files, empty, catalog_root=options.catalog_root)
     notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
              "one)." for task in empty]
     first = inputs[0].meta

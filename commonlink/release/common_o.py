@@ -40,6 +40,7 @@ from commonlink.formats.catalog import (
     iter_catalog,
     outside_link_error,
 )
+from commonlink.formats.catalog_refs import CatalogResolver
 from commonlink.formats.common_o import common_o_features, letters
 from commonlink.formats.meta import (
     COMMON_O_PAIRS_KIND,
@@ -108,7 +109,8 @@ def build_common_o_release(
 
     with stage_release(out_dir) as tmp_dir:
         features = common_o_features()
-        shards = _SplitShards(tmp_dir / "data", features, max_shard_bytes=options.max_shard_bytes, progress=options.progress)
+        shards = _SplitShards(tmp_dir / "data", features, max_shard_bytes=options.max_shard_bytes, progress=options.progress,
+                              catalog_root=options.catalog_root)
         for split in dict.fromkeys(inp.split for inp in inputs):
             shards.write_split(split, [inp for inp in inputs if inp.split == split])
 
@@ -144,8 +146,9 @@ class _SplitShards:
     """Streams the pairs rows of each split into parquet shards, keeping per-split statistics and the light
     metadata the figures need (no image bytes); ids must be unique across the whole release."""
 
-    def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool) -> None:
+    def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool, catalog_root=None) -> None:
         self.data_dir, self.features, self.max_shard_bytes, self.progress = data_dir, features, max_shard_bytes, progress
+        self.catalog_root = catalog_root
         self.stats = CommonOStatsAccumulator()
         self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
         self.splits: dict[str, dict] = {}
@@ -157,7 +160,8 @@ class _SplitShards:
         with ShardWriter(self.data_dir, split, self.features, max_shard_bytes=self.max_shard_bytes) as writer:
             for inp in split_inputs:
                 total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
-                rows = track(read_jsonl(inp.path), f"{split}: {inp.path.name}", total=total, unit="rows", disable=not self.progress)
+                located = map(CatalogResolver(inp.path, self.catalog_root).pairs_row, read_jsonl(inp.path))
+                rows = track(located, f"{split}: {inp.path.name}", total=total, unit="rows", disable=not self.progress)
                 for number, row in enumerate(rows, start=1):
                     where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
                     writer.write(self._record(row, split, where))

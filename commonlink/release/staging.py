@@ -69,6 +69,9 @@ class ReleaseOptions:
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES  #: largest parquet shard
     overwrite: bool = False  #: replace a different release already in the folder (only what commonlink wrote)
     progress: bool = True  #: show progress bars
+    #: where the inputs' catalogs are looked up instead of where the files name them (``--catalog-root``;
+    #: formats.catalog_refs); not recorded: it changes no byte of the release
+    catalog_root: str | os.PathLike | None = None
     #: the publisher's answers to the datasheet questions a build cannot answer (``card_info.py``), as
     #: ``((key, answer), ...)``; ``--card-info FILE``
     card_info: tuple[tuple[str, str], ...] = ()
@@ -92,7 +95,7 @@ class ReleaseOptions:
 
     def recorded(self) -> dict[str, Any]:
         """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
-        release's bytes and card; ``overwrite`` and ``progress`` do not (nor card info when there is none, so
+        release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not (nor card info when there is none, so
         builds without it keep their build key)."""
         recorded = {"name": self.name, "version": self.version, "license": self.license, "max_shard_bytes": int(self.max_shard_bytes)}
         if self.card_info:

@@ -77,8 +77,10 @@ def _write_images(out_dir: Path, index: LabelIndex) -> Path:
     path = out_dir / IMAGES_FILENAME
     with atomic_write(path, "w") as handle:
         for i, img in enumerate(index.images):
-            # the file's sha256, recorded now: the release refuses an image changed after `chains`
-            handle.write(json.dumps({"index": i, **img.to_json(), "origin": with_sha256(img.origin)}, ensure_ascii=False) + "\n")
+            # the file's sha256, recorded now (the release refuses an image changed after `chains`); catalogs named
+            # relative to the table (formats.catalog_refs)
+            handle.write(json.dumps({"index": i, **dataclasses.replace(img, origin=with_sha256(img.origin)).to_json(path)},
+                                    ensure_ascii=False) + "\n")
     return path
 
 

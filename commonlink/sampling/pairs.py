@@ -28,6 +28,7 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import CommonlinkError, InputError, NotEnoughDataError
 from commonlink.fileio import sha256_file, write_jsonl
 from commonlink.formats.catalog import SOURCES, catalog_file
+from commonlink.formats.catalog_refs import pairs_meta_for_file, pairs_meta_from_file, pairs_rows_for_file
 from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.formats.meta import (
     COMMON_O_PAIRS_KIND,
@@ -445,7 +446,7 @@ def reusable_pairs(path: str | os.PathLike, config: PairsConfig, catalog_dirs: S
     """The sidecar of an existing pairs file when it was made from these catalogs with these settings (a rerun
     keeps that file), else ``None``."""
     try:
-        previous = read_meta(path)
+        previous = pairs_meta_from_file(read_meta(path), path)
     except CommonlinkError:
         return None
     if not same_inputs(previous, config, catalog_dirs):
@@ -495,6 +496,6 @@ def make_pairs_file(catalog_dirs: Sequence[str | os.PathLike], out: str | os.Pat
 
 def write_pairs(path: str | os.PathLike, rows: Iterable[dict], meta: dict) -> int:
     """Write the pairs file (JSON lines) and its ``.meta.json`` sidecar, both atomically; returns rows written."""
-    count = write_jsonl(path, rows)
-    write_meta(path, {**meta, "count": count})
+    count = write_jsonl(path, pairs_rows_for_file(rows, path))
+    write_meta(path, {**pairs_meta_for_file(meta, path), "count": count})
     return count

@@ -18,7 +18,7 @@ Digital Twin, as the Common-O paper used) it
    .glb/.gltf/.obj sources, the mesh path, so the offline renderer can draw the same objects).
 
 It also makes one floor class (``BP_CommonlinkFloor``: the engine's 1 m plane scaled to 16 m, top at its pivot).
-Then: press Play, and run ``commonlink unreal check --asset-file my_assets.json`` outside Unreal.
+Then: press Play, and run ``commonlink unreal check --assets my_assets.json`` outside Unreal.
 
 This file must run in Unreal's own Python, so it imports nothing from commonlink. Its Unreal-independent parts
 (names, pivots, sizes, the asset file) are plain functions; the ``unreal`` module is imported only by the functions
@@ -272,7 +272,7 @@ def run(argv: list[str]) -> dict:
     data = asset_file(entries, args.dest)
     write_json_atomic(out, data)
     unreal.log(f"commonlink: {len(entries)} classes imported; asset file written to {out}. Press Play, then run "
-               f"`commonlink unreal check --asset-file {out}`.")
+               f"`commonlink unreal check --assets {out}`.")
     return data
 
 

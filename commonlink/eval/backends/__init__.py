@@ -95,6 +95,17 @@ def backend_class(backend: str, model: str = "") -> type:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+#: Constructor parameters as ``--backend-arg`` and docs/eval.md spell them; those with options of their own are not listed.
+_DOCUMENTED_NAMES = {"model_kwargs": "model.KEY", "processor": "processor.KEY", "trust_remote_code": None,
+                     "concurrency": None, IMAGES_PER_REQUEST: None}
+
+
+def _as_documented(known: list[str]) -> list[str]:
+    """The option names of a backend as a user writes them (``processor.KEY``, not the constructor's ``processor``)."""
+    shown = [_DOCUMENTED_NAMES.get(name, name) for name in known]
+    return [name for name in shown if name]
+
+
 def _accepted(cls: type, options: dict, backend: str) -> dict:
     """``options`` checked against the constructor of ``cls``: an unknown one is an error naming the known ones.
     The task's image count (:data:`IMAGES_PER_REQUEST`) is dropped for backends that have no use for it."""
@@ -112,7 +123,7 @@ def _accepted(cls: type, options: dict, backend: str) -> dict:
             out[key] = value
         elif key != IMAGES_PER_REQUEST:
             raise InputError(f"--backend-arg {key}=... is not an option of the {backend} backend.",
-                             f"Options of {backend}: {', '.join(k for k in known if k != IMAGES_PER_REQUEST)}.")
+                             f"Options of {backend}: {', '.join(_as_documented(known))}.")
     return out
 
 

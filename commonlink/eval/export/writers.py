@@ -197,9 +197,9 @@ if __name__ == "__main__":
 '''
 
 
-def _association_rows(association: str | os.PathLike, revision: str | None, show_progress: bool):
+def _association_rows(association: str | os.PathLike, revision: str | None, show_progress: bool, catalog_root=None):
     """One row per single-step task: the selection request our eval sends (memory in the prompt), as data."""
-    split = open_association(association, "single_step", revision=revision)
+    split = open_association(association, "single_step", revision=revision, catalog_root=catalog_root)
     settings = AssociationSettings()
     with make_progress("tasks", disable=not show_progress) as progress:
         bar = progress.add_task("association single step", total=len(split))
@@ -225,8 +225,10 @@ def _common_o_parquet(data, split: str, revision: str | None, path: Path) -> int
 
 
 def export_lmms_eval(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
-                     revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True) -> list[Path]:
-    """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written."""
+                     revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True,
+                     catalog_root: str | os.PathLike | None = None) -> list[Path]:
+    """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written (``catalog_root``: where
+    the catalogs of ``association`` chain files are now)."""
     import datasets
 
     folder = Path(out_dir) / LMMS_TASK_DIR
@@ -252,7 +254,7 @@ def export_lmms_eval(out_dir: str | os.PathLike, *, data: str | os.PathLike = "f
     if association is not None:
         features = datasets.Features({"id": datasets.Value("string"), "concept": datasets.Value("string"), "answer": datasets.Value("int64"),
                                       "segments": datasets.Value("string"), "images": datasets.Sequence(datasets.Image())})
-        rows = [dict(r, images=[{"bytes": b, "path": None} for b in r["images"]]) for r in _association_rows(association, revision, show_progress)]
+        rows = [dict(r, images=[{"bytes": b, "path": None} for b in r["images"]]) for r in _association_rows(association, revision, show_progress, catalog_root)]
         if not rows:
             raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
         datasets.Dataset.from_list(rows, features=features).to_parquet(str(folder / "association_single_step.parquet"))
@@ -295,8 +297,8 @@ def _common_o_lines(data, split: str, revision: str | None, show_progress: bool)
             progress.advance(bar)
 
 
-def _association_lines(association, revision: str | None, show_progress: bool):
-    for i, row in enumerate(_association_rows(association, revision, show_progress)):
+def _association_lines(association, revision: str | None, show_progress: bool, catalog_root=None):
+    for i, row in enumerate(_association_rows(association, revision, show_progress, catalog_root)):
         text = "".join("" if isinstance(s, dict) else s for s in json.loads(row["segments"]))
         yield {"index": i, **_image_columns(row["images"]), "question": text, "segments": row["segments"],
                "answer": f"Image{row['answer'] + 1}", "concept": row["concept"], "id": row["id"]}
@@ -352,7 +354,8 @@ def check_vlmevalkit() -> None:
 
 
 def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
-                      revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True) -> list[Path]:
+                      revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True,
+                      catalog_root: str | os.PathLike | None = None) -> list[Path]:
     """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
     check_vlmevalkit()
     out = Path(out_dir)
@@ -368,7 +371,7 @@ def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "
     if association is not None:
         name = VLMEVAL_NAMES["association"]
         _forget_localized(out, name)
-        if not _write_tsv(out / f"{name}.tsv", ASSOCIATION_FIELDS, _association_lines(association, revision, show_progress)):
+        if not _write_tsv(out / f"{name}.tsv", ASSOCIATION_FIELDS, _association_lines(association, revision, show_progress, catalog_root)):
             (out / f"{name}.tsv").unlink()
             raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
         written.append(out / f"{name}.tsv")

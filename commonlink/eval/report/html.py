@@ -90,6 +90,7 @@ def write_report(
     max_output_chars: int = 4000,
     dataset=None,
     show_progress: bool = False,
+    catalog_root: str | Path | None = None,
 ) -> ReportSummary:
     """Write the report of one or more eval runs (folders or results.json files) to ``out``.
 
@@ -97,11 +98,12 @@ def write_report(
     the run recorded (``data``/``revision`` override it; ``dataset`` is an already opened split, as the
     evaluators pass). ``seed`` orders the random-mistakes table; ``chain_steps`` is how many steps of each chain
     are shown (those before the end; earlier steps are summarised); outputs longer than ``max_output_chars``
-    are cut on the page (predictions.jsonl keeps them whole).
+    are cut on the page (predictions.jsonl keeps them whole). ``catalog_root``: association runs on chain files,
+    where their catalogs are now (``--catalog-root``).
     """
     start = time.perf_counter()
     if not run_dirs:
-        raise InputError("No run folders given.", "e.g. commonlink eval report eval-runs/commono-main-random-transformers")
+        raise InputError("No run folders given.", "e.g. commonlink eval report eval-runs/commono-main-random")
     runs = load_results(run_dirs)
     for run in runs:
         run["_dir"] = str(Path(run["_path"]).parent)
@@ -128,7 +130,7 @@ def write_report(
         if len(runs) > 1:
             raise InputError(f"{len(runs)} association runs given; a page shows one association run.",
                              "Write one report per run (the leaderboard of several is `commonlink eval compare`).")
-        page, cards = _association_page(runs[0], thumbs, chain_steps=chain_steps, **options)
+        page, cards = _association_page(runs[0], thumbs, chain_steps=chain_steps, catalog_root=catalog_root, **options)
     else:
         raise InputError(f"{runs[0]['_path']}: task {task!r} has no report page.",
                          "Reports cover Common-O and association runs; `commonlink eval compare` tables perception runs.")
@@ -427,11 +429,11 @@ def _chain_end(entries: list[dict], max_steps: int) -> str:
     return "max_steps" if len(scored) >= max_steps else "exhausted"
 
 
-def _open_tasks(run: dict, config: str, *, data, revision):
+def _open_tasks(run: dict, config: str, *, data, revision, catalog_root=None):
     info = run.get("dataset") or {}
     source = data or info.get("source")
     try:
-        split = open_association(source, config, revision=revision if data else (revision or info.get("revision")))
+        split = open_association(source, config, revision=revision if data else (revision or info.get("revision")), catalog_root=catalog_root)
     except CommonlinkError as exc:
         raise InputError(f"The report's tasks and images: {exc.problem}",
                          "Pass --data with the release or chain files the run used (the association page needs them for its images too).") from exc
@@ -471,13 +473,13 @@ def _outputs(values, limit: int) -> list:
 
 
 def _association_page(run: dict, thumbs: ThumbnailStore, *, chain_steps: int, data, revision, seed, max_output_chars, dataset,
-                      show_progress) -> tuple[dict, int]:
+                      show_progress, catalog_root=None) -> tuple[dict, int]:
     config = str(run["task"]).split("/", 1)[1]
     settings = run.get("association") or {}
     chains = config in _CHAIN_CONFIGS
     log = Path(run["_dir"]) / ("steps.jsonl" if chains else "predictions.jsonl")
     entries = _read_records(log, ("chain", "step", "correct") if chains else ("id", "concept"), "association")
-    split = dataset if dataset is not None else _open_tasks(run, config, data=data, revision=revision)
+    split = dataset if dataset is not None else _open_tasks(run, config, data=data, revision=revision, catalog_root=catalog_root)
     by_task: dict[str, list[dict]] = defaultdict(list)
     for entry in entries:
         by_task[str(entry["chain"] if chains else entry["id"])].append(entry)

@@ -103,7 +103,7 @@ class ProjectCheck:
         if not steps:
             return None
         text = "; ".join(steps)
-        return text[0].upper() + text[1:] + f"; then rerun `commonlink unreal check --asset-file {asset_file}`."
+        return text[0].upper() + text[1:] + f"; then rerun `commonlink unreal check --assets {asset_file}`."
 
     def to_json(self) -> dict:
         return {**asdict(self), "ok": self.ok}

@@ -1,0 +1,215 @@
+"""One vocabulary of options across commands (issue 28): the command tree is walked, not listed by hand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from commonlink.cli import app
+from commonlink.commands import export as export_commands
+from commonlink.eval.evaluator import default_out_dir
+
+runner = CliRunner()
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+#: Commands that write their result to a file or folder the user names: each takes ``--out``/``-o``.
+WRITERS = {
+    "ingest",
+    "synth",
+    "pairs",
+    "demo",
+    "release build",
+    "catalog merge",
+    "chains build",
+    "chains verify",
+    "chains review",
+    "eval commono",
+    "eval perception",
+    "eval score",
+    "eval report",
+    "eval association",
+    "export lmms-eval",
+    "export vlmevalkit",
+}
+#: One concept, one spelling: the visible option, and spellings other commands used for the same thing (which may
+#: survive only as hidden aliases).
+CANONICAL = {
+    "--quiet": ("--progress", "--no-progress", "--silent"),
+    "--thumb-size": ("--thumbnail", "--thumbnail-size"),
+    "--assets": ("--asset-file",),
+    "--out": ("--output", "--output-dir", "--out-dir"),
+    "--catalog-root": ("--catalogs-root", "--catalog-dir"),
+}
+
+
+def _commands():
+    root = typer.main.get_command(app)
+
+    def walk(command, path):
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                yield from walk(sub, [*path, name])
+        else:
+            yield " ".join(path), command
+
+    return dict(walk(root, []))
+
+
+def _options(command, *, hidden: bool = False) -> list:
+    return [p for p in command.params if p.param_type_name == "option" and (hidden or not p.hidden)]
+
+
+COMMANDS = _commands()
+
+
+def test_the_walk_finds_every_command():
+    assert {"pairs", "release build", "eval commono", "export lmms-eval", "unreal check", "chains review"} <= set(
+        COMMANDS
+    )
+    assert len(COMMANDS) >= 20
+
+
+def test_every_writer_takes_out_with_o_and_every_out_has_o():
+    for name in WRITERS:
+        outs = [p for p in _options(COMMANDS[name]) if "--out" in p.opts]
+        assert outs, f"{name} has no --out"
+    for name, command in COMMANDS.items():
+        for param in _options(command):
+            if "--out" in param.opts:
+                assert "-o" in param.opts, f"{name}: --out without -o"
+
+
+def test_shared_options_are_spelled_the_same_everywhere():
+    visible = {name: {o for p in _options(c) for o in [*p.opts, *p.secondary_opts]} for name, c in COMMANDS.items()}
+    for canonical, others in CANONICAL.items():
+        for name, opts in visible.items():
+            clash = opts & set(others)
+            assert not clash, f"{name} spells {canonical} as {sorted(clash)}"
+    # a long name means one thing: the same short alias wherever it appears
+    shorts = defaultdict(set)
+    for command in COMMANDS.values():
+        for param in _options(command):
+            longs = [o for o in param.opts if o.startswith("--")]
+            short = tuple(sorted(o for o in param.opts if not o.startswith("--")))
+            for long in longs:
+                shorts[long].add(short)
+    inconsistent = {long: s for long, s in shorts.items() if len(s) > 1}
+    assert not inconsistent, f"options with different short forms in different commands: {inconsistent}"
+
+
+def test_old_spellings_still_parse_as_hidden_aliases():
+    hidden = {
+        name: {o for p in _options(c, hidden=True) if p.hidden for o in [*p.opts, *p.secondary_opts]}
+        for name, c in COMMANDS.items()
+    }
+    assert {"--progress", "--no-progress"} <= hidden["release build"] and {"--progress", "--no-progress"} <= hidden[
+        "synth"
+    ]
+    assert "--asset-file" in hidden["unreal check"]
+    assert "--thumbnail" in hidden["chains review"]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_flags_are_shown_as_flags_in_help(name):
+    result = runner.invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+
+
+def test_root_help_shows_no_bool_either():
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "<bool>" not in result.output
+
+
+def test_paths_are_not_wrapped_off_a_terminal():
+    """Piped output (not a TTY): a long path stays on one line, so it can be copied back into a shell."""
+    path = "/tmp/" + "/".join(["a-rather-long-folder-name"] * 8) + "/report.html"
+    code = (
+        "from commonlink.commands._common import console, err_console; "
+        f"console.print('Report: {path}'); err_console.print('Saw: {path}')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "80"}
+    env.pop("FORCE_COLOR", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"Report: {path}\n"
+    assert done.stderr == f"Saw: {path}\n"
+
+
+def test_export_takes_out_and_still_accepts_the_positional_folder(tmp_path, monkeypatch):
+    written = []
+    monkeypatch.setattr(export_commands, "export_lmms_eval", lambda out, **kw: written.append(Path(out)) or [])
+    new = runner.invoke(app, ["export", "lmms-eval", "-o", str(tmp_path / "a")])
+    assert new.exit_code == 0, new.output
+    old = runner.invoke(app, ["export", "lmms-eval", str(tmp_path / "b")])
+    assert old.exit_code == 0, old.output
+    assert "deprecated" in old.output and "--out" in old.output
+    assert written == [tmp_path / "a", tmp_path / "b"]
+    both = runner.invoke(app, ["export", "lmms-eval", str(tmp_path / "b"), "--out", str(tmp_path / "c")])
+    assert both.exit_code == 1 and "Two output folders" in both.output
+    none = runner.invoke(app, ["export", "lmms-eval"])
+    assert none.exit_code == 1 and "--out" in none.output
+
+
+def test_baseline_runs_are_not_named_after_a_backend_and_refuse_backend_options():
+    assert default_out_dir("main", "random", "transformers") == Path("eval-runs/commono-main-random")
+    assert default_out_dir("main", "none", "vllm", task="perception") == Path("eval-runs/perception-main-none")
+    assert default_out_dir("main", "org/model", "vllm") == Path("eval-runs/commono-main-org-model-vllm")
+    for command in (["eval", "commono"], ["eval", "perception"]):
+        for extra, named in (
+            (["--backend", "vllm"], "--backend"),
+            (["--backend-arg", "dtype=bfloat16"], "--backend-arg"),
+            (["--trust-remote-code"], "--trust-remote-code"),
+        ):
+            result = runner.invoke(app, [*command, "--model", "random", "--data", "nowhere", *extra])
+            assert result.exit_code == 1, result.output
+            message = " ".join(result.output.split())
+            assert "weight-free baseline" in message and named in message, message
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "association",
+            "--model",
+            "none",
+            "--data",
+            "nowhere",
+            "--config",
+            "synchronous",
+            "--backend",
+            "openai",
+        ],
+    )
+    assert result.exit_code == 1 and "weight-free baseline" in " ".join(result.output.split())
+
+
+def test_unreal_check_reads_the_asset_file_under_either_name(tmp_path):
+    missing = tmp_path / "no-such-assets.json"
+    for option in ("--assets", "--asset-file"):
+        result = runner.invoke(app, ["unreal", "check", option, str(missing)])
+        assert result.exit_code == 1
+        assert str(missing) in " ".join(result.output.split()), result.output
+    result = runner.invoke(app, ["unreal", "check"])
+    assert result.exit_code == 1 and "--assets" in result.output
+
+
+@pytest.mark.parametrize("backend", ["transformers", "openai"])
+def test_a_wrong_backend_option_lists_the_names_as_the_docs_spell_them(backend):
+    from commonlink.errors import InputError
+    from commonlink.eval.backends import LazyBackend
+
+    with pytest.raises(InputError) as caught:
+        LazyBackend(backend, "some/model", dtyp="bfloat16")
+    listed = caught.value.fix.split(": ", 1)[1].rstrip(".").split(", ")
+    docs = (REPO_ROOT / "docs" / "eval.md").read_text(encoding="utf-8")
+    row = next(line for line in docs.splitlines() if line.startswith(f"| {backend} |"))
+    assert listed and all(f"`{name}`" in row for name in listed), (listed, row)
