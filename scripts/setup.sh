@@ -46,7 +46,7 @@ $PIP install -q "PyOpenGL>=3.1.7" 2>/dev/null
 # The real lmms-eval with its dependencies, in an environment of its own that shares this one's torch (nothing is
 # installed into .venv): .harness-site/bin/lmms-eval runs the exported tasks (docs/eval.md), and the harness tests
 # use it (they skip without it).
-if [ ! -x .harness-site/bin/lmms-eval ]; then
+if [ ! -x .harness-site/bin/lmms-eval ] || [ ! -x .harness-site/bin/python ]; then  # (an old --no-deps install has no python)
   echo "==> installing lmms-eval into .harness-site (.harness-site/bin/lmms-eval)"
   ./scripts/harness_site.sh .harness-site >.harness-site.log 2>&1 \
     || echo "    (could not install lmms-eval, see .harness-site.log: the harness tests will be skipped)"

@@ -249,6 +249,8 @@ def test_repo_id_goes_through_datasets_load_dataset(release, tmp_path, monkeypat
         return real_load(str(folder), split=split, cache_dir=str(tmp_path / "hf_cache"))
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    # the Hub has the repo: its one metadata lookup answers (no network here; tests/test_hub_ids.py covers it)
+    monkeypatch.setattr("commonlink.loaders.hub_ids.lookup_reason", lambda *args, **kwargs: (None, True))
     split = open_common_o("someone/common-o-copy", "main", revision="v1.0.0")
     assert calls == [("someone/common-o-copy", "main", "v1.0.0")]
     assert split.revision == "v1.0.0" and split.source_name == "someone/common-o-copy" and len(split) == 9
