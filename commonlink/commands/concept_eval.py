@@ -18,6 +18,7 @@ from commonlink.commands.eval import (
     MAX_PIXELS,
     QUIET,
     REVISION,
+    RUN_NAME,
     SEED,
     SYSTEM_PROMPT,
     TEMPERATURE,
@@ -27,6 +28,7 @@ from commonlink.commands.eval import (
     generation_settings,
     run_task,
 )
+from commonlink.errors import InputError
 from commonlink.eval.association import DEDUCTION_RULES
 from commonlink.eval.backends import GenerationSettings
 from commonlink.eval.concept_perception import ConceptPerceptionTask, render_table4
@@ -66,8 +68,11 @@ def concept(
     concurrency: int = CONCURRENCY,
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
+    run_name: list[str] = typer.Option([], "--run-name", help="What tables and reports call each run (one per --model, in order; default: the model)."),
 ) -> None:
     """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4."""
+    if run_name and len(run_name) != len(model):
+        raise InputError(f"{len(run_name)} --run-name for {len(model)} --model.", "Give one --run-name per --model (in the same order), or none.")
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir("grid", "+".join(model), backend, task="concept")
@@ -78,7 +83,8 @@ def concept(
         folder = out / default_out_dir("grid", name, backend, task="concept").name if len(model) > 1 else out
         runs.append(run_task(task, folder, RunOptions(
             models=[name], backend=backend, out_dir=folder, settings=generation, batch_size=batch_size, limit=limit,
-            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet, report=False)))
+            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet, report=False,
+            run_name=run_name[len(runs)] if run_name else None)))
     table = render_table4(runs)
     if len(model) > 1:
         atomic_write_text(out / "table4.md", table)

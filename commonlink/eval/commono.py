@@ -20,6 +20,7 @@ from pathlib import Path
 from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
+from commonlink.eval.compare import default_run_name
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.imaging import (
     ImageProtocol,
@@ -314,8 +315,10 @@ def score_predictions(
     seed: int = 0,
     n_boot: int = N_BOOTSTRAP,
     out_dir: str | os.PathLike | None = None,
+    run_name: str | None = None,
 ) -> dict:
-    """Recompute every metric from a ``predictions.jsonl``: raw outputs are parsed again and scored.
+    """Recompute every metric from a ``predictions.jsonl``, an lmms-eval samples file (``*_samples_<task>.jsonl``)
+    or a VLMEvalKit prediction file (xlsx/tsv/json): raw outputs are parsed again and scored.
 
     With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``,
     a prediction whose id is not in the split is an error; rows are read without decoding their images).
@@ -323,17 +326,18 @@ def score_predictions(
     original run are taken from ``results.json`` next to the predictions when present.
     """
 
+    from commonlink.eval.harness_files import prediction_file_kind
+
     predictions = Path(predictions)
-    lines = _read_predictions(predictions, facts_needed=data is None)
-    skipped: list[dict] = []
-    dataset_info: dict = {}
-    if data is None:
-        records = [score_output({k: line[k] for k in _FACT_FIELDS}, line["raw_output"]) for line in lines]
+    kind = prediction_file_kind(predictions)
+    if kind == "commonlink":
+        lines = _read_predictions(predictions, facts_needed=data is None)
+        records, skipped, dataset_info = _score_lines(lines, data, split, revision)
     else:
-        records, skipped, dataset_info = _rescore_against(data, split, revision, {str(line["id"]): line["raw_output"] for line in lines})
+        records, skipped, dataset_info = _score_harness_file(predictions, data, split, revision)
     previous = predictions.parent / "results.json"
     base = {}
-    if previous.is_file():
+    if kind == "commonlink" and previous.is_file():
         base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity", "hallucination_similarity")}
     results = dict(base)
     results.update(
@@ -347,10 +351,45 @@ def score_predictions(
         metrics=common_o_metrics(records, seed=seed, n_boot=n_boot),
         skipped=len(skipped),
         skipped_rows=skipped,
+        predictions_format=kind,
     )
+    # a rescored run keeps its name; a bare file is named after itself (pass run_name to choose)
+    results["run_name"] = run_name or base.get("run_name") or (default_run_name(results) if base.get("model") else predictions.stem)
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records)
     return results
+
+
+def _score_lines(lines: list[dict], data, split: str, revision: str | None) -> tuple[list[dict], list[dict], dict]:
+    if data is None:
+        return [score_output({k: line[k] for k in _FACT_FIELDS}, line["raw_output"]) for line in lines], [], {}
+    return _rescore_against(data, split, revision, {str(line["id"]): line["raw_output"] for line in lines})
+
+
+def _score_harness_file(path: Path, data, split: str, revision: str | None) -> tuple[list[dict], list[dict], dict]:
+    """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`commonlink.eval.harness_files`):
+    scored against ``data`` (rows matched by id, or by position when the file names none), else from the facts
+    the file carries."""
+    from commonlink.eval.harness_files import read_harness_answers
+
+    read = read_harness_answers(path)
+    if data is None:
+        missing = sum(a["facts"] is None for a in read.answers)
+        if missing:
+            raise InputError(f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep the document).",
+                             "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / index).")
+        return [score_output(a["facts"], a["raw_output"]) for a in read.answers], read.failed, {}
+    if any(a["id"] is None for a in read.answers):
+        dataset = open_common_o(data, split, revision=revision)
+        for a in read.answers:
+            if a["id"] is None:
+                if not 0 <= a["row"] < len(dataset):
+                    raise InputError(f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} ({len(dataset)} rows).",
+                                     "Score against the dataset and split the harness ran on.")
+                a["id"] = dataset.get(a["row"], images=False).id
+    outputs = {str(a["id"]): a["raw_output"] for a in read.answers}
+    records, skipped, info = _rescore_against(data, split, revision, outputs)
+    return records, skipped + read.failed, info
 
 
 def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:
