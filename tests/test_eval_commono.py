@@ -449,7 +449,7 @@ def test_cli_commono_score_compare(data_dir, tmp_path):
     result = runner.invoke(app, ["eval", "compare", str(tmp_path / "random"), str(tmp_path / "none" / "results.json"), "--markdown", str(tmp_path / "lb.md")])
     assert result.exit_code == 0, result.output
     table = (tmp_path / "lb.md").read_text().splitlines()
-    ranked = [line.split("|")[1].strip() for line in table[2:]]
+    ranked = [line.split("|")[1].strip() for line in table if line.startswith("| ") and not line.startswith("| Run ")]
     accuracy = {m: json.loads((tmp_path / m / "results.json").read_text())["metrics"]["overall"]["accuracy"] for m in ("none", "random")}
     assert ranked == sorted(accuracy, key=lambda m: -accuracy[m])
     # clear errors, no traceback

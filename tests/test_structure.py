@@ -27,7 +27,7 @@ LAYERS = {
 LAZY_OK = {
     "torch", "transformers", "tokenizers", "accelerate", "vllm", "openai", "httpx", "pyrender", "OpenGL", "trimesh",
     "pybullet", "pybullet_data", "unrealcv", "ray", "segment_anything", "datasets", "huggingface_hub", "pyarrow",
-    "matplotlib", "scipy", "imagehash", "pillow_heif", "fcntl", "selenium", "lmms_eval", "vlmeval",
+    "matplotlib", "scipy", "pandas", "imagehash", "pillow_heif", "fcntl", "selenium", "lmms_eval", "vlmeval",
 }
 
 

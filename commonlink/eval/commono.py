@@ -21,6 +21,7 @@ from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
 from commonlink.eval.compare import default_run_name
+from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.imaging import (
     ImageProtocol,
@@ -46,7 +47,7 @@ from commonlink.formats.common_o import (
     common_o_question,
     concat_question,
 )
-from commonlink.loaders.common_o import open_common_o
+from commonlink.loaders.common_o import example_from_row, open_common_o
 
 __all__ = ["CommonOTask", "common_o_request", "evaluate_common_o", "render_markdown_table", "score_predictions"]
 
@@ -326,8 +327,6 @@ def score_predictions(
     original run are taken from ``results.json`` next to the predictions when present.
     """
 
-    from commonlink.eval.harness_files import prediction_file_kind
-
     predictions = Path(predictions)
     kind = prediction_file_kind(predictions)
     if kind == "commonlink":
@@ -366,19 +365,30 @@ def _score_lines(lines: list[dict], data, split: str, revision: str | None) -> t
     return _rescore_against(data, split, revision, {str(line["id"]): line["raw_output"] for line in lines})
 
 
+def _facts_from_doc(doc: dict | None, row: int) -> dict | None:
+    """The facts scoring needs from a harness's copy of a row: our own fact fields (a commonlink run's lmms_eval/
+    samples), or a published-schema row (lmms-eval's, images dropped; our VLMEvalKit TSV's columns)."""
+    if not doc:
+        return None
+    if all(k in doc for k in _FACT_FIELDS if k != "row_index"):
+        return {"row_index": row} | {k: doc[k] for k in _FACT_FIELDS if k in doc}
+    if "choices" in doc and "ground_truth_objects" in doc:
+        return {"row_index": row} | _example_meta(example_from_row(doc, images=False))
+    return None
+
+
 def _score_harness_file(path: Path, data, split: str, revision: str | None) -> tuple[list[dict], list[dict], dict]:
     """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`commonlink.eval.harness_files`):
     scored against ``data`` (rows matched by id, or by position when the file names none), else from the facts
     the file carries."""
-    from commonlink.eval.harness_files import read_harness_answers
-
     read = read_harness_answers(path)
     if data is None:
-        missing = sum(a["facts"] is None for a in read.answers)
+        facts = [_facts_from_doc(a["doc"], a["row"]) for a in read.answers]
+        missing = sum(f is None for f in facts)
         if missing:
             raise InputError(f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep the document).",
                              "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / index).")
-        return [score_output(a["facts"], a["raw_output"]) for a in read.answers], read.failed, {}
+        return [score_output(f, a["raw_output"]) for f, a in zip(facts, read.answers)], read.failed, {}
     if any(a["id"] is None for a in read.answers):
         dataset = open_common_o(data, split, revision=revision)
         for a in read.answers:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commonlink.errors import InputError
+from commonlink.eval.concept_prompts import COMPLEXITIES
+from commonlink.eval.metrics import common_o_metrics, perception_metrics, ratio_metrics
 from commonlink.eval.report.tables import load_results
 
 __all__ = ["Comparison", "RowSetMismatch", "compare_runs", "default_run_name", "render_comparison", "row_set", "run_name", "task_kind"]
@@ -166,8 +168,6 @@ def _association_row(results: dict) -> dict:
 
 
 def _concept_table(title: str, runs: list[dict]) -> Table:
-    from commonlink.eval.concept_prompts import COMPLEXITIES
-
     complexities = list(runs[0].get("concept_perception", {}).get("complexities") or COMPLEXITIES)
     columns = [Column("Strategy", "strategy"), Column("n", "n", "int")] + [Column(c, c, "ratio") for c in complexities]
     rows = []
@@ -208,8 +208,6 @@ def _row_id(kind: str, record: dict) -> str:
 
 
 def _rescore(kind: str, results: dict, records: list[dict]) -> dict:
-    from commonlink.eval.metrics import common_o_metrics, perception_metrics, ratio_metrics
-
     seed, n_boot = results.get("seed", 0), results.get("bootstrap_resamples", 1000)
     if kind == "common_o":
         metrics = common_o_metrics(records, seed=seed, n_boot=n_boot)

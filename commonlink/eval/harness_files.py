@@ -11,29 +11,31 @@
   (listed as skipped), as ``commonlink eval`` leaves out requests its backend could not answer.
 
 :func:`read_harness_answers` returns :class:`HarnessAnswers`: per answer the row's id (or its position when the
-file does not say) and, when the file carries them, the facts scoring needs.
+file does not say) and, when the file carries it, the row's fields (``doc``) scoring needs.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from commonlink.errors import InputError
 
-__all__ = ["HarnessAnswers", "prediction_file_kind", "read_harness_answers"]
+__all__ = ["VLMEVAL_FAIL_MARKER", "HarnessAnswers", "prediction_file_kind", "read_harness_answers", "table_cell", "table_rows", "vlmeval_doc"]
 
-#: The fields of a row that scoring a Common-O answer needs (what our predictions.jsonl keeps for it).
-FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",
-               "ground_truth_letters")
+#: What VLMEvalKit writes as the prediction of a row it could not get an answer for (``vlmeval.smp.file.INFER_FAIL_MSG``,
+#: the start of its API and ``SKIP_ERR`` failure texts). Such rows are left out of the scores and counted as
+#: ``failed``, as ``commonlink eval`` leaves out requests its backend could not answer.
+VLMEVAL_FAIL_MARKER = "Failed to obtain answer"
 
 
 @dataclass
 class HarnessAnswers:
     kind: str  #: lmms-eval | vlmevalkit
-    answers: list[dict] = field(default_factory=list)  #: {"id" or None, "row" or None, "raw_output", "facts" or None}
+    answers: list[dict] = field(default_factory=list)  #: {"id" or None, "row", "raw_output", "doc" (the row's fields) or None}
     failed: list[dict] = field(default_factory=list)  #: answers the harness did not get (left out, with the reason)
 
 
@@ -64,19 +66,6 @@ def _first_text(value):
     return value
 
 
-def _facts_from_doc(doc: dict | None) -> dict | None:
-    if not doc:
-        return None
-    if all(k in doc for k in FACT_FIELDS if k != "row_index"):
-        return {k: doc[k] for k in FACT_FIELDS if k in doc}
-    if "choices" in doc and "ground_truth_objects" in doc:  # a published-schema row (lmms-eval dropped only the images)
-        from commonlink.eval.commono import _example_meta as example_meta
-        from commonlink.loaders.common_o import example_from_row
-
-        return example_meta(example_from_row(doc, images=False))
-    return None
-
-
 def _read_lmms_eval(path: Path) -> HarnessAnswers:
     out = HarnessAnswers("lmms-eval")
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -90,11 +79,8 @@ def _read_lmms_eval(path: Path) -> HarnessAnswers:
         if raw is not None and not isinstance(raw, str):
             raise InputError(f"{path}, line {n}: the response is {type(raw).__name__}, not text.",
                              "Give the samples file of a generate_until task (the Common-O tasks `commonlink export lmms-eval` writes).")
-        facts = _facts_from_doc(sample.get("doc"))
-        if facts is not None:
-            facts.setdefault("row_index", int(sample["doc_id"]))
-        out.answers.append({"id": (facts or {}).get("id") or (sample.get("doc") or {}).get("id"), "row": int(sample["doc_id"]),
-                            "raw_output": raw or "", "facts": facts})
+        doc = sample.get("doc") or None
+        out.answers.append({"id": (doc or {}).get("id"), "row": int(sample["doc_id"]), "raw_output": raw or "", "doc": doc})
     rows = Counter(a["row"] for a in out.answers)
     doubled = sorted(r for r, c in rows.items() if c > 1)
     if doubled:
@@ -103,7 +89,30 @@ def _read_lmms_eval(path: Path) -> HarnessAnswers:
     return out
 
 
+def table_cell(value) -> str:
+    """A prediction-table cell as text: VLMEvalKit's xlsx/tsv round trip turns an empty string into NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def table_rows(table) -> list[dict]:
+    """Rows of what ``vlmeval.smp.load`` returns for a prediction file: a DataFrame (xlsx, tsv) or, for
+    ``PRED_FORMAT=json``, the list of row dicts its ``dump`` wrote."""
+    if isinstance(table, list):
+        return [dict(r) for r in table]
+    return [dict(r) for _, r in table.iterrows()]
+
+
+def vlmeval_doc(row: dict) -> dict:
+    """The published-schema fields of a Common-O line of our exported TSV (what scoring needs)."""
+    return {"choices": row["choices"], "ground_truth_objects": row["ground_truth_objects"], "id": table_cell(row.get("id")) or str(row["index"]),
+            "real_or_synthetic": table_cell(row.get("real_or_synthetic")) or None,
+            **{k: int(float(row[k])) for k in ("num_objects_image_1", "num_objects_image_2") if table_cell(row.get(k))}}
+
+
 def _read_table(path: Path):
+    """What ``vlmeval.smp.load`` reads: xlsx and tsv through pandas, json as a list of records."""
     if path.suffix.lower() == ".json":
         return json.loads(path.read_text(encoding="utf-8"))
     import pandas as pd
@@ -114,26 +123,20 @@ def _read_table(path: Path):
 
 
 def _read_vlmevalkit(path: Path) -> HarnessAnswers:
-    from commonlink.eval.export.harnesses import VLMEVAL_FAIL_MARKER, _cell, _table_rows, vlmeval_records
-
-    table = _read_table(path)
-    rows = _table_rows(table)
+    rows = table_rows(_read_table(path))
     if not rows or "prediction" not in rows[0]:
         raise InputError(f"{path}: no 'prediction' column; not a VLMEvalKit prediction file.",
                          "Give the <model>_<dataset>.xlsx (or .tsv/.json) VLMEvalKit writes after inference.")
     if "segments" in rows[0]:
         raise InputError(f"{path} is an association prediction file.", "`eval score` rescores Common-O; VLMEvalKit's own evaluate step scores association.")
     has_facts = "choices" in rows[0] and "ground_truth_objects" in rows[0]
-    records = vlmeval_records(table) if has_facts else [None] * len(rows)
     out = HarnessAnswers("vlmevalkit")
-    for row, record in zip(rows, records):
-        prediction = _cell(row.get("prediction"))
-        ident = _cell(row.get("id")) or None
+    for row in rows:
+        prediction, ident, index = table_cell(row.get("prediction")), table_cell(row.get("id")) or None, int(float(row["index"]))
         if VLMEVAL_FAIL_MARKER in prediction:
-            out.failed.append({"row": int(row["index"]), "id": ident, "reason": prediction[:200]})
+            out.failed.append({"row": index, "id": ident, "reason": prediction[:200]})
             continue
-        facts = {k: record[k] for k in FACT_FIELDS if k in record} | {"row_index": int(float(row["index"]))} if record else None
-        out.answers.append({"id": ident, "row": int(float(row["index"])), "raw_output": prediction, "facts": facts})
+        out.answers.append({"id": ident, "row": index, "raw_output": prediction, "doc": vlmeval_doc(row) if has_facts else None})
     return out
 
 
