@@ -141,3 +141,25 @@ def test_eval_score_reads_lmms_eval_samples_and_vlmevalkit_predictions(co_dir, t
     assert vlm["metrics"]["overall"]["n"] == saved["n"] - 1 and vlm["skipped"] == 1 and vlm["predictions_format"] == "vlmevalkit"
     expected = sum(p["correct"] for p in predictions[1:]) / (len(predictions) - 1)
     assert vlm["metrics"]["overall"]["accuracy"] == pytest.approx(expected)
+
+
+def test_eval_score_reads_a_vlmevalkit_xlsx_without_data(co_dir, tmp_path):
+    """The prediction table VLMEvalKit writes over our exported TSV (xlsx, its default PRED_FORMAT) carries the
+    choices and ground truth: it scores without --data, like our own run."""
+    import pandas as pd
+
+    from commonlink.eval.export.writers import export_vlmevalkit
+
+    _run(["eval", "commono", "--model", "random", "--data", str(co_dir), "--out", str(tmp_path / "run"), "--bootstrap", "20", "--quiet", "--no-report"])
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]["overall"]
+    outputs = {json.loads(line)["row_index"]: json.loads(line)["raw_output"] for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()}
+    export_vlmevalkit(tmp_path / "vlm", data=co_dir, splits=("main",), show_progress=False)
+    table = pd.read_csv(tmp_path / "vlm" / "CommonO.tsv", sep="\t").drop(columns=["image"])
+    table["prediction"] = [outputs[i] for i in table["index"]]
+    with pd.ExcelWriter(tmp_path / "m_CommonO.xlsx", engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
+        table.to_excel(writer, index=False)
+    _run(["eval", "score", str(tmp_path / "m_CommonO.xlsx"), "--bootstrap", "20", "--out", str(tmp_path / "scored")])
+    scored = json.loads((tmp_path / "scored" / "results.json").read_text())
+    assert scored["metrics"]["overall"]["accuracy"] == saved["accuracy"] and scored["metrics"]["overall"]["n"] == saved["n"]
+    assert scored["metrics"]["overall"]["hallucination_rate"] == pytest.approx(saved["hallucination_rate"])
+    assert scored["run_name"] == "m_CommonO"
