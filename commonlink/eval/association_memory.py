@@ -124,7 +124,8 @@ class MemoryBase:
         """A JSON-able copy for the per-step log."""
         if self.kind == "chainm":
             return {"links": [list(link) for link in self.links]}
-        return {"weights": {f"{c}|{n}": round(w, 6) for (c, n), w in sorted(self.weights.items())}}
+        # insertion order kept: render() breaks weight ties by it, so the report rebuilds the very text the model saw
+        return {"weights": {f"{c}|{n}": w for (c, n), w in self.weights.items()}}
 
     def seed_fixed(self, examples: list[tuple[str, str, str]]) -> None:
         """Load a fixed correct memory (single-step task): ``(query, concept, other)`` examples."""
