@@ -249,7 +249,8 @@ def test_the_shared_image_table_is_read_once_per_build(release, tmp_path, monkey
 
 def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_releases(tmp_path):
     """Issue 23: a small multi-object photo catalog (no image names) where one image shows every object builds
-    with the default disjoint negatives (that image left out and counted in the summary and the card); memories
+    with the default disjoint negatives (that image kept out of query and negative positions, counted in the
+    summary and the card); memories
     and prompts name images by what they show, never "unnamed image"; the release verifies."""
     from commonlink.eval.association import evaluate_association
 
@@ -270,13 +271,13 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
                                 "--pairs", "red circle-blue square", "--chains", "2", "--max-steps", "8", "--warmup", "2",
                                 "--single-steps", "3", "--deductions", "2", "--memory-size", "2", "--seed", "1"])
     assert built.exit_code == 0, built.output
-    assert "1 image(s) left out" in " ".join(built.output.split())
+    assert "1 image(s) share a label with every other image" in " ".join(built.output.split())
     files = sorted(str(p) for p in chains.glob("*.jsonl"))
     result = runner.invoke(app, ["release", "build", *files, "--out", str(out), "--name", "photos", "--license", "cc-by-4.0", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert verify_release(out) == []
     card = " ".join((out / "README.md").read_text().split())
-    assert "no disjoint negative exists for them) 1." in card
+    assert "never a query or a negative (no disjoint negative exists for them): 1." in card
     names = list(datasets.load_dataset(str(out), "images", split="test")["name"])
     assert len(set(names)) == len(names) and all(n.startswith("the image with a") for n in names)
     for config in ("single_step", "synchronous"):

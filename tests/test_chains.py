@@ -284,30 +284,42 @@ def test_build_chain_files_holds_the_output_lock_for_library_callers_too(tmp_pat
     assert build_chain_files(labelled_set(), out, small_config(), progress=False).files
 
 
-def test_photo_catalog_with_an_image_overlapping_every_other_builds_with_disjoint_negatives(tmp_path):
-    """A small multi-object photo catalog (no source names) where one image shows every object: by default
-    (disjoint negatives) that image is left out and counted, the rest build, every image gets its own name from
-    its labels, and every negative shares no label with its query."""
+def test_an_image_overlapping_every_other_is_kept_out_of_query_and_negative_positions_only(tmp_path):
+    """One image shows every label: with disjoint negatives it stays in the image table, is counted, and is
+    never a query or a negative; every image gets its own name and every negative shares no label with its query.
+    (tests/test_chains_disjoint.py follows the same rule through a photo catalog and a release.)"""
     images = labelled_set(n=60, seed=3)
     images.append(LabelledImage("everything", list(CONCEPTS), 300, 300, {"type": "file", "path": "/nowhere/all.jpg"}))
     summary = build_chain_files(images, tmp_path, small_config(), progress=False)
-    assert summary.plan.left_out_no_negative == 1
-    assert any("1 image(s) left out" in note and "disjoint negative" in note for note in summary.plan.notes)
+    assert summary.plan.without_disjoint_negative == 1
+    assert any(note.startswith("1 image(s) share a label with every other image") for note in summary.plan.notes)
     meta = json.loads(meta_path(summary.files["synchronous"]).read_text())
-    assert meta["left_out_no_disjoint_negative"] == 1
+    assert meta["images_without_disjoint_negative"] == 1
     table = read_image_table(summary.files["synchronous"])
-    assert "everything" not in {img.id for img in table}
+    ids = [img.id for img in table]
+    everything = ids.index("everything")
     names = [img.name for img in table]
     assert len(set(names)) == len(names) and all(n.startswith("the image with ") for n in names)
     labels = [set(img.labels) for img in table]
     for chain in read_jsonl(summary.files["synchronous"]):
-        for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"]):
+        queries = [chain["start"]] + chain["positive"][:-1]
+        assert everything not in queries and everything not in chain["negative"]
+        for q, n in zip(queries, chain["negative"]):
             assert not labels[q] & labels[n]
+    for task in read_jsonl(summary.files["single_step"]):
+        assert task["query"] != everything and task["candidates"][1 - task["answer"]] != everything
 
 
 def test_too_few_usable_images_names_how_many_and_why(tmp_path):
-    images = [LabelledImage(f"i{i}", ["metal", "furry"] if i % 2 else ["metal"], 300, 300, {"type": "file", "path": "/x"})
+    """Every image carries "metal": none can be a query with a disjoint negative, so tasks that need one fail,
+    naming how many images were usable and why; deductions (no negative) still build from the same images."""
+    images = [LabelledImage(f"i{i}", ["metal", "furry"] if i % 2 else ["metal", "ripe"], 300, 300, {"type": "file", "path": "/x"})
               for i in range(12)]
+    images += [LabelledImage(f"n{i}", ["furry", "ripe"], 300, 300, {"type": "file", "path": "/x"}) for i in range(3)]
     with pytest.raises(NotEnoughDataError) as err:
-        build_chain_files(images, tmp_path, small_config(concepts=["metal"]), progress=False)
-    assert "Only 0 usable image(s) remain: 12 of 12 share a label with every other image" in err.value.problem
+        build_chain_files(images, tmp_path / "a", small_config(concepts=["metal"]), progress=False)
+    assert "Concept 'metal': only 0 of its 12 image(s) can be a query; the request needs at least 2." in err.value.problem
+    assert "The other 12 share a label with every other image" in err.value.problem
+    assert "--negatives chain" in err.value.fix and "deduction" in err.value.fix
+    summary = build_chain_files(images, tmp_path / "b", small_config(concepts=["metal"], tasks=["deduction"]), progress=False)
+    assert summary.counts == {"deduction": 6} and summary.plan.without_disjoint_negative == 15

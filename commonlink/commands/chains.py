@@ -24,10 +24,11 @@ from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
 from commonlink.refine.review import export_review
 from commonlink.refine.verify import ON_FAIL, UNDECIDED, verify_tasks
-from commonlink.sampling.chain_sources import detect_source_type, read_source
+from commonlink.sampling.chain_sources import SourceReport, default_concept_kind, detect_source_type, read_source
 from commonlink.sampling.chains import (
     NEGATIVE_MODES,
     TASKS,
+    BuildSummary,
     ChainConfig,
     LabelIndex,
     build_chain_files,
@@ -46,10 +47,6 @@ class ChainsGroup(TyperGroup):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["build", *args]
         return super().parse_args(ctx, args)
-
-
-_DEFAULT_KIND = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
-                 "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}
 
 
 @reports_errors
@@ -105,40 +102,46 @@ def chains(
         name_column=name_column,
     )
     chosen_preset = resolve_preset(preset, kind, ocl_labels)
-    console.print(f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "
-                  f"(dropped {report.dropped_small:,} under {min_pixels:,} pixels, {report.dropped_unlabelled:,} unlabelled"
-                  + (f", {report.dropped_bad_box:,} empty boxes" if report.dropped_bad_box else "") + ").")
+    _print_read_report(report, kind, min_pixels)
     if chosen_preset is not None:
         images = apply_aliases(images, chosen_preset)
     if list_concepts:
-        sizes = LabelIndex(images).pool_sizes()
-        table = Table(title=f"Labels ({len(sizes)})")
-        table.add_column("label")
-        table.add_column("pool size", justify="right")
-        for name, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
-            table.add_row(escape(name), f"{size:,}")
-        console.print(table)
+        _print_label_table(LabelIndex(images).pool_sizes())
         return
     if out is None:
         raise InputError("--out is required to build.", "Pass --out DIR (or --list-concepts to only look at the labels).")
-    default_kind = _DEFAULT_KIND.get(kind, "concept")
-    if isinstance(default_kind, dict):
-        default_kind = default_kind.get(ocl_labels, "concept")
-    if chosen_preset is not None:
-        default_kind = chosen_preset.concept_kind
-    known = sorted({label for img in images for label in img.labels})
     config = ChainConfig(
-        seed=seed, concepts=parse_concepts(concepts), top_k=top_k, min_pool=min_pool, pairs=parse_pairs(pairs, known),
+        seed=seed, concepts=parse_concepts(concepts), top_k=top_k, min_pool=min_pool,
+        pairs=parse_pairs(pairs, sorted({label for img in images for label in img.labels})),
         auto_pairs=auto_pairs, min_pixels=min_pixels, memory_size=memory_size, single_step_per_concept=single_steps,
         deductions_per_concept=deductions, chains_per_concept=chains_per_concept, max_steps=max_steps, warmup=warmup,
-        async_run=async_run, bridge_steps=bridge_steps, negatives=negatives, concept_kind=concept_kind or default_kind,
+        async_run=async_run, bridge_steps=bridge_steps, negatives=negatives,
+        concept_kind=concept_kind or default_concept_kind(kind, ocl_labels, chosen_preset and chosen_preset.concept_kind),
         tasks=[t.strip() for t in tasks.split(",") if t.strip()],
     )
     images = use_preset(images, config, chosen_preset)
     if config.preset:
         console.print(f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
                       f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools).")
-    summary = build_chain_files(images, out, config, source=report, progress=stdout_is_terminal())
+    _print_build_summary(build_chain_files(images, out, config, source=report, progress=stdout_is_terminal()))
+
+
+def _print_read_report(report: SourceReport, kind: str, min_pixels: int) -> None:
+    console.print(f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "
+                  f"(dropped {report.dropped_small:,} under {min_pixels:,} pixels, {report.dropped_unlabelled:,} unlabelled"
+                  + (f", {report.dropped_bad_box:,} empty boxes" if report.dropped_bad_box else "") + ").")
+
+
+def _print_label_table(sizes: dict[str, int]) -> None:
+    table = Table(title=f"Labels ({len(sizes)})")
+    table.add_column("label")
+    table.add_column("pool size", justify="right")
+    for name, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
+        table.add_row(escape(name), f"{size:,}")
+    console.print(table)
+
+
+def _print_build_summary(summary: BuildSummary) -> None:
     plan = summary.plan
     table = Table(title="Concepts")
     table.add_column("concept")

@@ -121,11 +121,11 @@ class MemoryBase:
         return f"{NLM_INSTRUCTION.format(kind=self.concept_kind)}\n{sentences}. {DETAILED_CLOSING}"
 
     def snapshot(self) -> dict:
-        """A JSON-able copy for the per-step log."""
+        """A JSON-able copy for the per-step log, in the memory's own order: equal weights render in first-seen
+        order, so a sorted copy would rebuild another prompt than the one the model saw."""
         if self.kind == "chainm":
             return {"links": [list(link) for link in self.links]}
-        # insertion order kept: render() breaks weight ties by it, so the report rebuilds the very text the model saw
-        return {"weights": {f"{c}|{n}": w for (c, n), w in self.weights.items()}}
+        return {"weights": {f"{c}|{n}": round(w, 6) for (c, n), w in self.weights.items()}}
 
     def seed_fixed(self, examples: list[tuple[str, str, str]]) -> None:
         """Load a fixed correct memory (single-step task): ``(query, concept, other)`` examples."""

@@ -315,7 +315,7 @@ def build_association_release(
             "source": without_local_paths(first.get("source") or {}),
             "construction": without_local_paths(first.get("config", {})),
             "verification": first.get("verification"),
-            "left_out_no_disjoint_negative": first.get("left_out_no_disjoint_negative", 0),
+            "images_without_disjoint_negative": first.get("images_without_disjoint_negative", 0),
         }
         card = render_association_card(name=options.name, version=options.version, license=options.license, configs=configs,
                                        features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__,

@@ -96,6 +96,16 @@ Task counts: {counts}. Images stored: {stats.get("images", 0):,}.
 """
 
 
+def _pair_queries(stats: Mapping[str, Any]) -> str:
+    """Images an asynchronous pair keeps out of its queries beyond those above (its negatives carry neither concept)."""
+    rows = [f"{markdown_text(' + '.join(p['concepts']))} {markdown_text(p['no_disjoint_negative'])}"
+            for p in stats.get("pairs", []) if p.get("no_disjoint_negative")]
+    if not rows:
+        return ""
+    return (" Per asynchronous pair, images of its pools that are never its queries (those above included; its negatives "
+            f"carry neither of its concepts): {', '.join(rows)}.")
+
+
 def _construction_section(stats: Mapping[str, Any]) -> str:
     """Construction settings, the source read, and the invariants the builder checks."""
     construction = stats.get("construction", {})
@@ -110,8 +120,10 @@ def _construction_section(stats: Mapping[str, Any]) -> str:
 
 Source: {markdown_text(source.get("source_type", "?"))} {code_span(source.get("source", ""))}; samples read {count("read")}, kept
 {count("kept")}, dropped under the pixel minimum {count("dropped_small")}, unlabelled {count("dropped_unlabelled")};
-left out because they share a label with every other image (no disjoint negative exists for them)
-{markdown_text(stats.get("left_out_no_disjoint_negative", 0))}. Images without a name in the source are named by
+images that share a label with every other image, so never a query or a negative (no disjoint negative exists
+for them): {markdown_text(stats.get("images_without_disjoint_negative", 0))}. They stay in use where no negative is
+drawn for them (single-step positives, memory and deduction images, a chain's last positive).{_pair_queries(stats)}
+Images without a name in the source are named by
 their labels ("the image with a red circle and a blue square"), one distinct name each.
 
 Invariants checked while building: a positive always shares the step's concept with its query, a negative

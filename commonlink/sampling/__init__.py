@@ -15,7 +15,7 @@ _EXPORTS = {
     "sample_pairs": "commonlink.sampling.pairs",
     "write_pairs": "commonlink.sampling.pairs",
     "pairs_meta": "commonlink.sampling.pairs",
-    "ChainConfig": "commonlink.sampling.chains",
+    "ChainConfig": "commonlink.sampling.chain_config",
     "build_chain_files": "commonlink.sampling.chains",
     "read_catalog_source": "commonlink.sampling.chain_sources",
 }

@@ -473,3 +473,16 @@ def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, 
     return read_pangea_source(source, image_root=root, labels=pangea_labels, label_names=names, min_pixels=min_pixels)
 
 
+
+
+#: What the labels of each source kind are, for prompts (OCL: by --ocl-labels); a preset's kind wins.
+_CONCEPT_KINDS = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
+                  "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}
+
+
+def default_concept_kind(source_type: str, ocl_labels: str = "attr", preset_kind: str | None = None) -> str:
+    """The ``concept_kind`` a build records when none is given: the preset's, else the source kind's."""
+    if preset_kind is not None:
+        return preset_kind
+    kind = _CONCEPT_KINDS.get(source_type, "concept")
+    return kind.get(ocl_labels, "concept") if isinstance(kind, dict) else kind
