@@ -151,8 +151,34 @@ def test_rerun_reuses_thumbnails_and_drops_stale_ones(runs, tmp_path):
     stale.write_bytes(b"old")
     (tmp_path / "r_files" / "notes.txt").write_text("mine")
     again = write_report([runs["alpha"]], tmp_path / "r.html")
-    assert first.images_written > 0 and again.images_written == 0 and again.images_reused == first.images_written
+    made = first.images_written + first.images_from_cache  # the eval's own report already put them in the shared cache
+    assert made > 0 and first.images_reused == first.images_from_cache
+    assert again.images_written == 0 and again.images_from_cache == 0 and again.images_reused == made
     assert not stale.exists() and (tmp_path / "r_files" / "notes.txt").exists()  # only our own thumbnails are pruned
+
+
+def test_thumbnails_are_made_once_and_linked_for_the_next_report(runs, tmp_path, monkeypatch):
+    from commonlink.eval.report.images import ThumbnailStore
+
+    monkeypatch.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path / "home")
+    first = write_report([runs["alpha"]], tmp_path / "a" / "one.html")
+    assert first.images_written > 0 and first.images_from_cache == 0
+    cached = sorted((tmp_path / "home" / "thumbnails").rglob("*.jpg"))
+    assert len(cached) == first.images_written
+
+    def no_decoding(self, job):
+        raise AssertionError(f"image {job.key} decoded again")
+
+    monkeypatch.setattr(ThumbnailStore, "_thumbnail", no_decoding)
+    for images in ("folder", "embed"):  # another page (another run's report) on the same images decodes none of them
+        again = write_report([runs["alpha"], runs["beta"]], tmp_path / images / "two.html", images=images)
+        assert again.images_written == 0 and again.images_from_cache == first.images_written
+    linked = sorted((tmp_path / "folder" / "two_files").glob("*.jpg"))
+    assert [p.read_bytes() for p in linked] == [p.read_bytes() for p in sorted(cached, key=lambda p: p.name)]
+    monkeypatch.undo()
+    monkeypatch.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path / "home")
+    off = write_report([runs["alpha"]], tmp_path / "off" / "one.html", thumbnail_cache=False)
+    assert off.images_written == first.images_written and off.images_from_cache == 0
 
 
 def test_embedded_images_make_one_file(runs, tmp_path):

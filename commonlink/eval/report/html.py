@@ -38,7 +38,7 @@ from commonlink.eval.compare import run_name
 from commonlink.eval.report.summary import association_metrics_html, cell, sort_keys, summary_page, table_html
 from commonlink.eval.report.tables import load_results
 from commonlink.eval.report.charts import Series, bar_chart, legend
-from commonlink.eval.report.images import ImageJob, ThumbnailStore, bytes_key, text_key
+from commonlink.eval.report.images import ImageJob, ThumbnailStore, bytes_key, text_key, thumbnail_cache_dir
 from commonlink.fileio import atomic_write_text, read_jsonl_numbered
 from commonlink.loaders.association import open_association
 from commonlink.loaders.common_o import open_common_o
@@ -64,6 +64,7 @@ class ReportSummary:
     cards: int  #: examples (Common-O) or tasks/chains (association) on the page
     images_written: int
     images_reused: int
+    images_from_cache: int  #: of those reused, the ones taken from the shared thumbnail cache (not decoded)
     html_bytes: int
     image_bytes: int  #: thumbnails in the folder, or inside the page with images="embed"
     images_folder: Path | None
@@ -92,6 +93,7 @@ def write_report(
     max_output_chars: int = 4000,
     dataset=None,
     show_progress: bool = False,
+    thumbnail_cache: bool = True,
 ) -> ReportSummary:
     """Write the report of one or more eval runs (folders or results.json files) to ``out``.
 
@@ -99,7 +101,9 @@ def write_report(
     the run recorded (``data``/``revision`` override it; ``dataset`` is an already opened split, as the
     evaluators pass). ``seed`` orders the random-mistakes table; ``chain_steps`` is how many steps of each chain
     are shown (those before the end; earlier steps are summarised); outputs longer than ``max_output_chars``
-    are cut on the page (predictions.jsonl keeps them whole).
+    are cut on the page (predictions.jsonl keeps them whole). With ``thumbnail_cache``, thumbnails are kept in
+    (and taken from) the shared cache (:func:`commonlink.eval.report.images.thumbnail_cache_dir`), so the next
+    report on the same images decodes none of them.
     """
     start = time.perf_counter()
     if not run_dirs:
@@ -122,7 +126,7 @@ def write_report(
     if len(tasks) > 1:
         raise InputError(f"The runs are of different tasks ({', '.join(tasks)}); one page shows one task.", "Write one report per task.")
     task = tasks[0]
-    thumbs = ThumbnailStore(images, images_folder_for(out), size=thumb_size)
+    thumbs = ThumbnailStore(images, images_folder_for(out), size=thumb_size, cache=thumbnail_cache_dir() if thumbnail_cache else None)
     options = {"data": data, "revision": revision, "seed": seed, "max_output_chars": max_output_chars, "dataset": dataset, "show_progress": show_progress}
     if task == "common_o":
         page, cards = _common_o_page(runs, thumbs, **options)
@@ -137,7 +141,7 @@ def write_report(
     atomic_write_text(out, html)
     thumbs.prune()
     return ReportSummary(
-        path=out, kind=task, runs=len(runs), cards=cards, images_written=thumbs.written, images_reused=thumbs.reused,
+        path=out, kind=task, runs=len(runs), cards=cards, images_written=thumbs.written, images_reused=thumbs.reused, images_from_cache=thumbs.from_cache,
         html_bytes=len(html.encode("utf-8")), image_bytes=thumbs.bytes, images_folder=thumbs.folder if images == "folder" else None,
         seconds=time.perf_counter() - start,
     )
