@@ -147,13 +147,16 @@ class ThumbnailStore:
             elif _link_or_copy(cached, path):
                 return url, path.stat().st_size, "cache"
         data = self._thumbnail(job)
+        kept = False
         if cached is not None:
             with contextlib.suppress(OSError):  # a read-only or full cache only costs the next report its decoding
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 _write_atomically(cached, data)
+                kept = True
         if self.mode == "embed":
             return "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii"), len(data), "made"
-        _write_atomically(path, data)
+        if not (kept and _link_or_copy(cached, path)):
+            _write_atomically(path, data)
         return url, len(data), "made"
 
     def _thumbnail(self, job: ImageJob) -> bytes:
