@@ -316,7 +316,7 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
     if len(splits) > 1:
         names = ", ".join(f"{s} ({(f or '?')[:12]})" for s, f in sorted(splits, key=str))
         raise InputError(f"The runs were made on different data ({names}); side-by-side cards need the same rows.",
-                         "Write one report per split; `commonlink eval compare` tables runs on any data.")
+                         "Write one report per split; `commonlink eval compare` tables their metrics, one table per split.")
     rows: dict[str, dict] = {}
     for r, run in enumerate(runs):
         for record in _read_records(Path(run["_dir"]) / "predictions.jsonl", _COMMON_O_FIELDS, "commono"):
