@@ -132,7 +132,7 @@ def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, referenc
     assert saved["generation"]["max_new_tokens"] == 6 and saved["prompt"]["concat_images"] is False
     line = json.loads((one_dir / "predictions.jsonl").read_text().splitlines()[0])
     assert {"id", "raw_output", "parsed_letters", "correct", "hallucinated", "parse_ok"} <= set(line)
-    assert (one_dir / "results.md").read_text().startswith("| Model |")
+    assert (one_dir / "results.md").read_text().startswith("| Run | Model |")
 
 
 @pytest.mark.slow

@@ -236,7 +236,7 @@ def compare(
 
 @reports_errors
 def report(
-    runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side."),
+    runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side, other tasks' runs by their metrics."),
     out: Path = typer.Option(None, "--out", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
     data: str = typer.Option(None, "--data", help="Dataset to read the images from (default: the one results.json records)."),
     revision: str = REVISION,

@@ -20,7 +20,7 @@ from pathlib import Path
 from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
-from commonlink.eval.compare import default_run_name
+from commonlink.eval.run_names import default_run_name
 from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.imaging import (

@@ -25,54 +25,16 @@ from commonlink.errors import InputError
 from commonlink.eval.concept_prompts import COMPLEXITIES
 from commonlink.eval.metrics import common_o_metrics, perception_metrics, ratio_metrics
 from commonlink.eval.report.tables import load_results
+from commonlink.eval.run_names import default_run_name, model_names, run_name
 
 __all__ = ["Comparison", "RowSetMismatch", "compare_runs", "default_run_name", "render_comparison", "row_set", "run_name", "task_kind"]
 
 FORMATS = ("md", "csv", "json")
-#: Settings that set an association run apart from another on the same data (shown in its default name).
-_ASSOCIATION_DEFAULTS = {"strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
-
-
 class RowSetMismatch(InputError):
     """Runs of one task cover different rows and cannot be rescored on the rows they share."""
 
 
 # ------------------------------------------------------------------------------------------ names and row sets
-def _models(results: dict) -> list[str]:
-    models = results.get("models") or [results.get("model") or "?"]
-    # a local folder shows as its name; a Hub id (owner/name) as it is
-    return [Path(m).name if str(m).startswith(("/", ".", "~")) or str(m).count("/") > 1 else str(m) for m in models]
-
-
-def default_run_name(results: dict) -> str:
-    """The model(s) and the settings that set this run apart: ``MODEL`` (Common-O adds ``concat``, ``built-q``;
-    perception ``yes-no-hint``; association ``memory``, a non-default strategy or deduction rule, ``moe``;
-    any task ``T=...`` when sampling)."""
-    parts = ["+".join(_models(results))]
-    task = str(results.get("task", ""))
-    if task.startswith("association"):
-        assoc = results.get("association", {})
-        parts.append(str(assoc.get("memory", "?")))
-        parts += [str(assoc[k]) if k != "deduction" else "no-deduction" for k, v in _ASSOCIATION_DEFAULTS.items()
-                  if k in assoc and assoc[k] != v]
-        if results.get("moe"):
-            parts.append("moe")
-    elif task == "common_o":
-        prompt = results.get("prompt", {})
-        parts += ["concat"] * bool(prompt.get("concat_images")) + ["built-q"] * (prompt.get("question") == "built")
-    elif task == "perception" and results.get("prompt", {}).get("yes_no_hint"):
-        parts.append("yes-no-hint")
-    temperature = (results.get("generation") or {}).get("temperature") or 0
-    if temperature > 0:
-        parts.append(f"T={temperature:g}")
-    return " ".join(parts)
-
-
-def run_name(results: dict) -> str:
-    """What tables and reports call a run: its recorded ``run_name``, else :func:`default_run_name`."""
-    return str(results.get("run_name") or default_run_name(results))
-
-
 def task_kind(results: dict) -> str:
     """``common_o``, ``perception``, ``association/CONFIG`` or ``concept_perception``."""
     return str(results.get("task") or "?")
@@ -127,7 +89,7 @@ _RATIOS = [Column("Memory", "memory"), Column("Task", "config"), Column("n", "n"
 
 
 def _head(results: dict) -> dict:
-    return {"run": run_name(results), "model": "+".join(_models(results)), "backend": results.get("backend", "?"), "path": results.get("_path")}
+    return {"run": run_name(results), "model": "+".join(model_names(results)), "backend": results.get("backend", "?"), "path": results.get("_path")}
 
 
 def _with_se(group: dict, key: str, out_key: str | None = None) -> dict:

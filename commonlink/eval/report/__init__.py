@@ -1,5 +1,5 @@
 """What a person reads after a run: the static HTML report (:mod:`.html`) with its images and charts, and the
-markdown tables and leaderboard (:mod:`.tables`)."""
+markdown tables of one run's results (:mod:`.tables`), the metrics pages of runs without cards (:mod:`.summary`)."""
 
 from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
 

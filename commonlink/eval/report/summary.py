@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from commonlink.eval.compare import Column, Comparison, compare_runs, run_name
+from commonlink.eval.compare import Column, Comparison, compare_runs
+from commonlink.eval.run_names import run_name
 from commonlink.eval.report.charts import Series, bar_chart
 
 
