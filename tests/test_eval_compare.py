@@ -163,3 +163,20 @@ def test_eval_score_reads_a_vlmevalkit_xlsx_without_data(co_dir, tmp_path):
     assert scored["metrics"]["overall"]["accuracy"] == saved["accuracy"] and scored["metrics"]["overall"]["n"] == saved["n"]
     assert scored["metrics"]["overall"]["hallucination_rate"] == pytest.approx(saved["hallucination_rate"])
     assert scored["run_name"] == "m_CommonO"
+
+
+def test_run_names_on_perception_and_concept_and_the_report_of_several_association_runs(co_dir, chain_dir, tmp_path):
+    _run(["eval", "perception", "--model", "random", "--data", str(co_dir), "--out", str(tmp_path / "p"), "--bootstrap", "20", "--quiet",
+          "--run-name", "chance, one image"])
+    assert json.loads((tmp_path / "p" / "results.json").read_text())["run_name"] == "chance, one image"
+    bad = runner.invoke(app, ["eval", "concept", "--data", str(chain_dir), "--model", "random", "--model", "random", "--run-name", "only one"])
+    assert bad.exit_code == 1 and "one --run-name per --model" in bad.output
+    _run(["eval", "concept", "--data", str(chain_dir), "--model", "random", "--out", str(tmp_path / "k"), "--strategy", "normal",
+          "--bootstrap", "20", "--quiet", "--run-name", "coin"])
+    table = compare_runs([tmp_path / "k"]).tables[0]
+    assert table.title == "concept_perception" and [r["run"] for r in table.rows] == ["coin"] and table.rows[0]["task"] is not None
+    _association(chain_dir, tmp_path / "a1", "--memory", "chainm")
+    _association(chain_dir, tmp_path / "a2", "--memory", "nom", "--run-name", "no memory")
+    result = _run(["eval", "report", str(tmp_path / "a1"), str(tmp_path / "a2"), "--out", str(tmp_path / "memories.html")])
+    page = (tmp_path / "memories.html").read_text()
+    assert "Report:" in result.output and "<td>random chainm</td>" in page and "<td>no memory</td>" in page and "Mean steps" in page
