@@ -35,12 +35,12 @@ from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
-
 from commonlink.eval.backends.base import BackendInfo  # noqa: E402
 from commonlink.eval.commono import evaluate_common_o  # noqa: E402
 from commonlink.eval.report.html import write_report  # noqa: E402
 from tests.fixtures.tiny_models import common_o_rows  # noqa: E402
+
+from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 
 
 def picture(k: int, size: int) -> bytes:
@@ -210,7 +210,7 @@ def baseline_rows(root: Path, n_rows: int, size: int, repeats: int) -> list[dict
     for key, label in (("off", "report off"), ("cold", "report on, thumbnails made (before the cache: every run)"),
                        ("cached", "report on, thumbnails from the cache")):
         print(f"  {label:<58}{med[key][0]:>7.2f}s {med[key][1]:>7.2f} CPU s")
-    ours_cpu, start = cpu_seconds(), time.perf_counter()
+    ours_cpu = cpu_seconds()
     from commonlink import constants
 
     constants.COMMONLINK_HOME = root / "home-peer"

@@ -18,7 +18,6 @@ from commonlink.commands.eval import (
     MAX_PIXELS,
     QUIET,
     REVISION,
-    RUN_NAME,
     SEED,
     SYSTEM_PROMPT,
     TEMPERATURE,

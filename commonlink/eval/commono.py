@@ -20,9 +20,8 @@ from pathlib import Path
 from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
-from commonlink.eval.run_names import default_run_name
-from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.imaging import (
     ImageProtocol,
     concat_side_by_side,
@@ -32,6 +31,7 @@ from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.run_names import default_run_name
 from commonlink.eval.similarity import hallucination_similarity_analysis, make_embedder, object_similarity_analysis
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import (

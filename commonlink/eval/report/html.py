@@ -34,11 +34,11 @@ from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.association_memory import MemoryBase
-from commonlink.eval.report.summary import association_metrics_html, cell, sort_keys, summary_page, table_html
-from commonlink.eval.report.tables import load_results
-from commonlink.eval.run_names import run_name
 from commonlink.eval.report.charts import Series, bar_chart, legend
 from commonlink.eval.report.images import ImageJob, ThumbnailStore, bytes_key, text_key, thumbnail_cache_dir
+from commonlink.eval.report.summary import association_metrics_html, cell, sort_keys, summary_page
+from commonlink.eval.report.tables import load_results
+from commonlink.eval.run_names import run_name
 from commonlink.fileio import atomic_write_text, read_jsonl_numbered
 from commonlink.loaders.association import open_association
 from commonlink.loaders.common_o import open_common_o

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from html import escape
 
 from commonlink.eval.compare import Column, Comparison, compare_runs
-from commonlink.eval.run_names import run_name
 from commonlink.eval.report.charts import Series, bar_chart
+from commonlink.eval.run_names import run_name
 
 
 def cell(value, spec: str = "", scale: float = 1) -> str:
