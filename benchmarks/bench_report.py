@@ -35,12 +35,12 @@ from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
+
 from commonlink.eval.backends.base import BackendInfo  # noqa: E402
 from commonlink.eval.commono import evaluate_common_o  # noqa: E402
 from commonlink.eval.report.html import write_report  # noqa: E402
 from tests.fixtures.tiny_models import common_o_rows  # noqa: E402
-
-from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 
 
 def picture(k: int, size: int) -> bytes:
