@@ -95,6 +95,7 @@ class ThumbnailStore:
         self.folder = folder
         self.size = size
         self.cache = cache  #: shared thumbnail cache (None: none); a thumbnail found there is linked, not remade
+        self._cache_dirs: set[Path] = set()  #: cache subfolders known to exist (a set: safe to grow from pool threads)
         self.from_cache = 0
         self.workers = workers or default_workers()
         self._urls: dict[str, str] = {}
@@ -150,7 +151,9 @@ class ThumbnailStore:
         kept = False
         if cached is not None:
             with contextlib.suppress(OSError):  # a read-only or full cache only costs the next report its decoding
-                cached.parent.mkdir(parents=True, exist_ok=True)
+                if cached.parent not in self._cache_dirs:  # one mkdir per cache subfolder, not per thumbnail
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    self._cache_dirs.add(cached.parent)
                 _write_atomically(cached, data)
                 kept = True
         if self.mode == "embed":
@@ -167,7 +170,8 @@ class ThumbnailStore:
             img = source
         if not isinstance(img, Image.Image):
             raise InputError(f"image {job.key}: got {type(img).__name__}, not an image.", "Check the dataset the run was made on.")
-        img = img.convert("RGB")
+        if img.mode != "RGB":  # convert copies even an RGB image
+            img = img.convert("RGB")
         scale = self.size / max(img.width, img.height)
         if scale < 1:
             size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
@@ -198,6 +202,9 @@ class ThumbnailStore:
 
 def _link_or_copy(source: Path, dest: Path) -> bool:
     """Put the cached thumbnail ``source`` at ``dest`` (a hard link, else a copy); False when neither works."""
+    with contextlib.suppress(OSError):
+        os.link(source, dest)  # a link is whole the moment it exists: no temporary name needed
+        return True
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         try:
