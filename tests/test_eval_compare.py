@@ -93,6 +93,9 @@ def test_common_o_runs_over_different_rows_are_compared_on_shared_rows(co_dir, t
     part = json.loads((tmp_path / "part" / "results.json").read_text())["metrics"]["overall"]
     assert rows["full"]["accuracy"] == part["accuracy"]  # the same answers on the same rows (random baseline, same seed)
     assert "Note:" in render_comparison(comparison, "md")
+    report = _run(["eval", "report", str(tmp_path / "full"), str(tmp_path / "part"), "--out", str(tmp_path / "both.html"), "--images", "none"])
+    page = (tmp_path / "both.html").read_text()
+    assert "Report:" in report.output and "The runs answered different rows (full: 8 of 8 rows; part: 5 of 8 rows)" in page
     same = compare_runs([tmp_path / "part", tmp_path / "part"])
     assert not any("different rows" in n for n in same.notes) and any("several runs are named part" in n for n in same.notes)
 

@@ -359,7 +359,7 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
     subtitle = (f"split <b>{escape(str(info.get('split', '?')))}</b> of {escape(str(info.get('source', '?')))}"
                 + (f" @ {escape(str(info['revision']))}" if info.get("revision") else "")
                 + f" · {len(ordered)} examples · {len(runs)} run{'s' if len(runs) > 1 else ''}")
-    metrics = (_metrics_table(runs, labels) + '<p class="note">± one bootstrap standard error '
+    metrics = (_row_set_note(ordered, labels) + _metrics_table(runs, labels) + '<p class="note">± one bootstrap standard error '
                f"({escape(str(runs[0].get('bootstrap_resamples', '?')))} resamples); bars in the charts show the same.</p>"
                + (legend(labels) if len(runs) > 1 else "")
                + "".join('<div class="charts">' + "".join(_group_chart(runs, labels, key, x_label, stat, title) for key, x_label in _BREAKDOWNS) + "</div>"
@@ -375,6 +375,18 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
                  "rows": ordered, "mistakes": [mistakes[k] for k in order]},
     }
     return page, len(ordered)
+
+
+def _row_set_note(rows: list[dict], labels: list[str]) -> str:
+    """Runs side by side that answered different rows: say so (their metrics are over different rows, and a card
+    shows – where a run has no answer), and where they are compared on the same rows."""
+    answered = [sum(row["r"][k] is not None for row in rows) for k in range(len(labels))]
+    if len(labels) < 2 or all(n == len(rows) for n in answered):
+        return ""
+    counts = "; ".join(f"{escape(label)}: {n} of {len(rows)} rows" for label, n in zip(labels, answered))
+    return (f'<p class="facts">The runs answered different rows ({counts}): each run\'s metrics below are over its own rows, '
+            "so they are not ranked against each other, and a card shows – where a run has no answer. "
+            "<code>commonlink eval compare</code> scores them on the rows they share.</p>")
 
 
 def _similarity_bins(runs: list[dict], labels: list[str]) -> str:
