@@ -24,10 +24,10 @@ from pathlib import Path
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
-from commonlink.eval.run_names import default_run_name
 from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.results import results_header
+from commonlink.eval.run_names import default_run_name
 from commonlink.eval.runner import open_backends
 from commonlink.eval.task import Task, TaskRun
 
