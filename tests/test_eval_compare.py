@@ -58,7 +58,8 @@ def test_compare_two_association_runs_shows_both_named_with_steps(chain_dir, tmp
         summary = saved[key]["metrics"]["summary"]
         row = rows[name]
         assert row[3] == key and row[4] == "synchronous" and row[5] == "8"
-        assert row[6] == f"{summary['avg_max_steps']:.2f}" and row[7].startswith(f"{summary['avg_mean_steps']:.2f} ± ")
+        assert row[6] == f"{summary['avg_max_steps']:.2f} ± {summary['avg_max_steps_se']:.2f}"  # max and mean, each ± SE
+        assert row[7].startswith(f"{summary['avg_mean_steps']:.2f} ± ")
     ranked = [line.split("|")[1].strip() for line in lines if line.startswith(("| baseline", "| random"))]
     means = {"baseline StructM": saved["structm"]["metrics"]["summary"]["avg_mean_steps"], "random nlm": saved["nlm"]["metrics"]["summary"]["avg_mean_steps"]}
     assert ranked == sorted(means, key=lambda n: -means[n])
@@ -183,3 +184,20 @@ def test_run_names_on_perception_and_concept_and_the_report_of_several_associati
     result = _run(["eval", "report", str(tmp_path / "a1"), str(tmp_path / "a2"), "--out", str(tmp_path / "memories.html")])
     page = (tmp_path / "memories.html").read_text()
     assert "Report:" in result.output and "<td>random chainm</td>" in page and "<td>no memory</td>" in page and "Mean steps" in page
+
+
+def test_bootstrap_se_of_the_max_steps():
+    import numpy as np
+
+    from commonlink.eval.metrics import bootstrap_max_se, chain_metrics
+
+    assert bootstrap_max_se(np.array([4.0, 4.0, 4.0]), seed=0, key="k", n_boot=50) == 0.0  # every resample has max 4
+    spread = bootstrap_max_se(np.array([0.0, 1.0, 2.0, 9.0]), seed=0, key="k", n_boot=200)
+    assert spread > 1 and spread == bootstrap_max_se(np.array([0.0, 1.0, 2.0, 9.0]), seed=0, key="k", n_boot=200)  # seeded
+    assert bootstrap_max_se(np.array([]), seed=0, key="k") is None
+    chains = [{"group": g, "length": n, "ended": "wrong", "deductions": 0, "deductions_correct": 0} for g, n in
+              (("a", 1), ("a", 5), ("b", 2), ("b", 2))]
+    summary = chain_metrics(chains, seed=0, n_boot=100)["summary"]
+    per = chain_metrics(chains, seed=0, n_boot=100)["per_concept"]
+    assert per["b"]["max_steps_se"] == 0.0 and per["a"]["max_steps_se"] > 0
+    assert summary["avg_max_steps_se"] == pytest.approx(per["a"]["max_steps_se"] / 2)

@@ -120,7 +120,8 @@ def _association_row(results: dict) -> dict:
         unparseable = sum(v.get("ended", {}).get("unparseable", 0) for v in per.values())
         deductions = [v["deduction_success_ratio"] for v in per.values() if v.get("deduction_success_ratio") is not None]
         return row | {"n": chains, "max_steps": summary.get("avg_max_steps"), "mean_steps": summary.get("avg_mean_steps"),
-                      "mean_steps_se": _mean_se([v.get("mean_steps_se") for v in per.values()]),
+                      "max_steps_se": summary.get("avg_max_steps_se"),  # runs written before it was recorded: none
+                      "mean_steps_se": summary.get("avg_mean_steps_se", _mean_se([v.get("mean_steps_se") for v in per.values()])),
                       "deduction": sum(deductions) / len(deductions) if deductions else None,
                       "parse_failure_rate": unparseable / chains if chains else None}
     return row | {"n": summary.get("n", 0), "parse_failure_rate": summary.get("unparseable_rate"),

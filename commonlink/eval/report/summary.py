@@ -58,7 +58,9 @@ def _chain_rows(per: dict, names: list[str], summary: dict) -> list[list[str]]:
             f'<span class="se"> ± {cell(v["mean_steps_se"], ".2f")}</span>' if v.get("mean_steps_se") is not None else "")
         ded = "–" if v.get("deduction_success_ratio") is None else cell(v["deduction_success_ratio"], ".1f", 100) + "%"
         ended = ", ".join(f"{escape(str(k))} {cell(n)}" for k, n in sorted((v.get("ended") or {}).items()))
-        rows.append([escape(name), cell(v.get("chains", 0)), "–" if v.get("max_steps") is None else cell(v["max_steps"]), mean, ded, ended])
+        most = "–" if v.get("max_steps") is None else cell(v["max_steps"]) + (
+            f'<span class="se"> ± {cell(v["max_steps_se"], ".2f")}</span>' if v.get("max_steps_se") is not None else "")
+        rows.append([escape(name), cell(v.get("chains", 0)), most, mean, ded, ended])
     if summary.get("avg_max_steps") is not None:
         rows.append(["average", cell(summary.get("chains", 0)), cell(summary["avg_max_steps"], ".2f"), cell(summary.get("avg_mean_steps"), ".2f"), "", ""])
     return rows
