@@ -185,6 +185,63 @@ def browser_timing(page: Path) -> dict | None:
     return {"load_s": load, "filter_ms": filter_ms, "cards": cards, "status": status}
 
 
+def _none_run(split: Path, out: Path, home: Path, *, report: bool) -> tuple[float, float]:
+    """(wall s, CPU s) of the `none` baseline over ``split`` into ``out``, with ``home`` as COMMONLINK_HOME (the
+    thumbnail cache lives there)."""
+    from commonlink import constants
+
+    constants.COMMONLINK_HOME = home
+    shutil.rmtree(out, ignore_errors=True)
+    cpu, start = cpu_seconds(), time.perf_counter()
+    evaluate_common_o(split, "main", "none", out_dir=out, show_progress=False, n_boot=200, report=report)
+    return time.perf_counter() - start, cpu_seconds() - cpu
+
+
+def baseline_rows(root: Path, n_rows: int, size: int, repeats: int) -> list[dict]:
+    """Issue 30, item 1: the `none` baseline over ``n_rows`` rows with every image distinct, its report on (the
+    default) with a cold thumbnail cache (what every run cost before the cache), with the thumbnails a run on
+    the same release already made (the cache), and off; then our report against the pandas peer making the very
+    same thumbnails (every image distinct on both sides). Sides interleaved, ``repeats`` times; medians."""
+    split = root / "split-distinct"
+    if not list((split / "data").glob("*.parquet")):
+        write_split(split, n_rows, 0, size)
+    warm_home = root / "home-warm"
+    for old in root.glob("home-*"):  # --keep: every cache starts cold
+        shutil.rmtree(old, ignore_errors=True)
+    _none_run(split, root / "warmup", warm_home, report=True)  # another run on the release made the thumbnails
+    times: dict[str, list[tuple[float, float]]] = {"off": [], "cold": [], "cached": []}
+    for k in range(repeats):
+        times["off"].append(_none_run(split, root / "none-off", root / f"home-off-{k}", report=False))
+        times["cold"].append(_none_run(split, root / "none-cold", root / f"home-cold-{k}", report=True))
+        times["cached"].append(_none_run(split, root / "none-cached", warm_home, report=True))
+    med = {key: (float(np.median([w for w, _ in v])), float(np.median([c for _, c in v]))) for key, v in times.items()}
+    print(f"`none` baseline, {n_rows:,} rows, every image distinct, {repeats} interleaved repeats (median wall / CPU s):")
+    for key, label in (("off", "report off"), ("cold", "report on, thumbnails made (before the cache: every run)"),
+                       ("cached", "report on, thumbnails from the cache")):
+        print(f"  {label:<58}{med[key][0]:>7.2f}s {med[key][1]:>7.2f} CPU s")
+    ours_cpu = cpu_seconds()
+    from commonlink import constants
+
+    constants.COMMONLINK_HOME = root / "home-peer"
+    ours = write_report([root / "none-off"], root / "ours-distinct.html")
+    ours_cpu = cpu_seconds() - ours_cpu
+    peer_cpu = cpu_seconds()
+    peer_report(root / "none-off", split, root / "peer-distinct.html", 224)
+    peer_cpu = cpu_seconds() - peer_cpu
+    print(f"report alone, cold cache: ours {ours_cpu:.2f} CPU s ({ours.images_written} thumbnails made), pandas peer {peer_cpu:.2f} CPU s "
+          f"(the same {2 * n_rows} thumbnails) -> {peer_cpu / ours_cpu:.2f}x")
+    bench, per_k = "bench_report.py", 1000 / n_rows
+    return [
+        result_row(bench, f"`none` baseline per 1,000 rows, report on, thumbnails from the cache ({n_rows:,} distinct-image rows)",
+                   med["cached"][1] * per_k, "CPU s", peer="the same run before the cache (report on, every thumbnail made)",
+                   ratio=med["cold"][1] / med["cached"][1], target=">= 2"),
+        result_row(bench, f"`none` baseline per 1,000 rows, report on (cache) vs report off ({n_rows:,} rows)", med["cached"][1] * per_k, "CPU s",
+                   peer="report off", ratio=med["off"][1] / med["cached"][1]),
+        result_row(bench, f"HTML report of {n_rows:,} rows, every image distinct (CPU time)", ours_cpu, "CPU s",
+                   peer="pandas DataFrame.to_html with base64 thumbnails, the same thumbnails", ratio=peer_cpu / ours_cpu, target=">= 1.0"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000)
@@ -193,12 +250,18 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it (default: a temporary one)")
+    parser.add_argument("--baseline-rows", type=int, default=1_000, help="rows of the `none` baseline run with distinct images (0: skip)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the baseline rows")
     add_contract_arguments(parser)
     args = parser.parse_args()
     if args.quick:  # 1,000 rows over 200 pictures; the 30 s target is for 10,000 rows and is then scaled
         args.rows, args.images, args.no_browser = 1_000, 200, True
     bench, rows = "bench_report.py", []
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
+    from commonlink import constants
+
+    constants.COMMONLINK_HOME = root / "home"  # a cold thumbnail cache of its own (and the user's stays untouched)
+    shutil.rmtree(root / "home", ignore_errors=True)
     try:
         t = time.perf_counter()
         if not (args.keep and list((root / "split" / "data").glob("*.parquet"))):  # --keep: a second run reuses the split
@@ -258,6 +321,8 @@ def main() -> None:
         print(json.dumps({"rows": args.rows, "distinct_images": args.images, "report_s": round(first.seconds, 2),
                           "report_cpu_s": round(report_cpu["one run"], 2), "floor_s": round(floor, 2),
                           "page_bytes": first.html_bytes, "thumb_bytes": first.image_bytes}))
+        if args.baseline_rows:
+            rows += baseline_rows(root, args.baseline_rows, args.size, 2 if args.quick else args.repeats)
         write_rows(args.json, rows)
     finally:
         if args.keep is None:

@@ -132,7 +132,7 @@ def test_batch_size_does_not_change_predictions(tiny_backend, data_dir, referenc
     assert saved["generation"]["max_new_tokens"] == 6 and saved["prompt"]["concat_images"] is False
     line = json.loads((one_dir / "predictions.jsonl").read_text().splitlines()[0])
     assert {"id", "raw_output", "parsed_letters", "correct", "hallucinated", "parse_ok"} <= set(line)
-    assert (one_dir / "results.md").read_text().startswith("| Model |")
+    assert (one_dir / "results.md").read_text().startswith("| Run | Model |")
 
 
 @pytest.mark.slow
@@ -449,7 +449,7 @@ def test_cli_commono_score_compare(data_dir, tmp_path):
     result = runner.invoke(app, ["eval", "compare", str(tmp_path / "random"), str(tmp_path / "none" / "results.json"), "--markdown", str(tmp_path / "lb.md")])
     assert result.exit_code == 0, result.output
     table = (tmp_path / "lb.md").read_text().splitlines()
-    ranked = [line.split("|")[1].strip() for line in table[2:]]
+    ranked = [line.split("|")[1].strip() for line in table if line.startswith("| ") and not line.startswith("| Run ")]
     accuracy = {m: json.loads((tmp_path / m / "results.json").read_text())["metrics"]["overall"]["accuracy"] for m in ("none", "random")}
     assert ranked == sorted(accuracy, key=lambda m: -accuracy[m])
     # clear errors, no traceback

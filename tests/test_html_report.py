@@ -151,8 +151,34 @@ def test_rerun_reuses_thumbnails_and_drops_stale_ones(runs, tmp_path):
     stale.write_bytes(b"old")
     (tmp_path / "r_files" / "notes.txt").write_text("mine")
     again = write_report([runs["alpha"]], tmp_path / "r.html")
-    assert first.images_written > 0 and again.images_written == 0 and again.images_reused == first.images_written
+    made = first.images_written + first.images_from_cache  # the eval's own report already put them in the shared cache
+    assert made > 0 and first.images_reused == first.images_from_cache
+    assert again.images_written == 0 and again.images_from_cache == 0 and again.images_reused == made
     assert not stale.exists() and (tmp_path / "r_files" / "notes.txt").exists()  # only our own thumbnails are pruned
+
+
+def test_thumbnails_are_made_once_and_linked_for_the_next_report(runs, tmp_path, monkeypatch):
+    from commonlink.eval.report.images import ThumbnailStore
+
+    monkeypatch.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path / "home")
+    first = write_report([runs["alpha"]], tmp_path / "a" / "one.html")
+    assert first.images_written > 0 and first.images_from_cache == 0
+    cached = sorted((tmp_path / "home" / "thumbnails").rglob("*.jpg"))
+    assert len(cached) == first.images_written
+
+    def no_decoding(self, job):
+        raise AssertionError(f"image {job.key} decoded again")
+
+    monkeypatch.setattr(ThumbnailStore, "_thumbnail", no_decoding)
+    for images in ("folder", "embed"):  # another page (another run's report) on the same images decodes none of them
+        again = write_report([runs["alpha"], runs["beta"]], tmp_path / images / "two.html", images=images)
+        assert again.images_written == 0 and again.images_from_cache == first.images_written
+    linked = sorted((tmp_path / "folder" / "two_files").glob("*.jpg"))
+    assert [p.read_bytes() for p in linked] == [p.read_bytes() for p in sorted(cached, key=lambda p: p.name)]
+    monkeypatch.undo()
+    monkeypatch.setattr("commonlink.constants.COMMONLINK_HOME", tmp_path / "home")
+    off = write_report([runs["alpha"]], tmp_path / "off" / "one.html", thumbnail_cache=False)
+    assert off.images_written == first.images_written and off.images_from_cache == 0
 
 
 def test_embedded_images_make_one_file(runs, tmp_path):
@@ -293,12 +319,62 @@ def test_memory_text_is_rebuilt_from_a_snapshot():
     assert memory_text(snapshot, {"memory": "nom"}, "attribute") == ""
 
 
-def test_several_association_runs_or_mixed_tasks_are_refused(chain_run, runs, tmp_path):
+def test_several_association_runs_get_a_metrics_page_and_mixed_tasks_are_refused(chain_run, runs, tmp_path):
     out, _, _ = chain_run
-    with pytest.raises(InputError, match="one association run"):
-        write_report([out, out], tmp_path / "x.html")
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    results = json.loads((other / "results.json").read_text())
+    results["run_name"] = "renamed run"
+    (other / "results.json").write_text(json.dumps(results))
+    summary = write_report([out, other], tmp_path / "x.html")
+    html = summary.path.read_text()
+    assert summary.cards == 0 and page_data(summary.path)["kind"] == "summary"
+    summary_text = results["metrics"]["summary"]
+    for name in ("chainer structm", "renamed run"):  # the default name (model + memory) and the given one
+        assert f"<td>{name}</td><td>chainer</td><td>scripted</td><td>structm</td><td>synchronous</td>" in html
+    assert f"<td>{summary_text['avg_max_steps']:.2f}<span class=\"se\"> ± " in html and f"{summary_text['avg_mean_steps']:.2f}<span class=\"se\"> ± " in html
     with pytest.raises(InputError, match="different tasks"):
         write_report([out, runs["alpha"]], tmp_path / "x.html")
+    with pytest.raises(InputError) as refused:
+        write_report([runs["alpha"], _renamed_task(runs["alpha"], tmp_path / "odd", "mystery")], tmp_path / "y.html")
+    assert "eval compare" not in str(refused.value) and "eval compare" not in str(refused.value.fix or "")
+
+
+def _renamed_task(run: Path, dest: Path, task: str) -> Path:
+    shutil.copytree(run, dest)
+    results = json.loads((dest / "results.json").read_text())
+    results["task"] = task
+    (dest / "results.json").write_text(json.dumps(results))
+    return dest
+
+
+def test_association_pages_show_memory_and_parse_failures_for_every_task(chain_run, tmp_path):
+    from commonlink.eval.association import evaluate_association
+
+    chains = chain_run[0].parent / "chains"
+    for config in ("single_step", "deduction"):
+        out = tmp_path / config
+        results = evaluate_association(chains, config, ["random"], "transformers", out, show_progress=False, n_boot=20)
+        html = (out / "report.html").read_text()
+        rate = 100 * results["metrics"]["summary"]["unparseable_rate"]
+        assert f"Memory <b>structm</b> · parse failures: <b>{rate:.1f}%</b>" in html, config
+    html = (chain_run[0] / "report.html").read_text()
+    assert "Memory <b>structm</b> · parse failures: <b>" in html and "chains ended by an unparseable answer" in html
+
+
+def test_perception_and_concept_runs_get_a_metrics_page(split_dir, tmp_path):
+    from commonlink.eval.concept_perception import evaluate_concept_perception
+    from commonlink.eval.perception import evaluate_perception
+    from tests.fixtures.tiny_chains import write_tiny_chain_files
+
+    data, _ = split_dir
+    evaluate_perception(data, "main", "random", out_dir=tmp_path / "p", show_progress=False, n_boot=20)
+    page = write_report([tmp_path / "p"]).path.read_text()
+    assert "Question acc. (%)" in page and "<td>random</td>" in page
+    chains = write_tiny_chain_files(tmp_path / "assoc", single_step_per_concept=3)
+    evaluate_concept_perception(chains, "random", out_dir=tmp_path / "k", show_progress=False, n_boot=20)
+    summary = write_report([tmp_path / "k"])
+    assert summary.path == tmp_path / "k" / "report.html" and "task+ded" in summary.path.read_text()
 
 
 # ----------------------------------------------------------------------------------------------- in a browser
@@ -485,6 +561,34 @@ def test_browser_loads_thumbnails_from_the_folder_and_embedded(browser, runs, tm
             time.sleep(0.2)
             widths = _images_loaded(browser)
         assert len(widths) == 2 * 24 and min(widths) > 0, (mode, widths)
+
+
+@pytest.mark.slow
+def test_browser_pages_fit_a_narrow_phone_screen_and_number_scored_steps(browser, chain_run, side_by_side, tmp_path):
+    out, k_of, _ = chain_run
+    browser.set_window_size(390, 844)
+    try:
+        width = browser.execute_script("return window.innerWidth")
+        assert width <= 390
+        for page in (out / "report.html", side_by_side.path):
+            _open(browser, page)
+            assert browser.execute_script("return document.documentElement.scrollWidth") <= width, page
+            if page == side_by_side.path:
+                browser.find_element("id", "view-mistakes").click()  # the wide mistakes table scrolls inside its box
+                assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+        _open(browser, out / "report.html")
+        card = browser.find_elements("css selector", "#cards article.card")[0]
+        heads = [h.get_attribute("textContent") for h in card.find_elements("css selector", ".step-head b")]
+        data = page_data(out / "report.html")["rows"][0]
+        scored = [h for h in heads if h.startswith("Step ")]
+        warm = [h for h in heads if h.startswith("Warm-up ")]
+        assert len(warm) == sum(s["w"] for s in data["steps"]) and len(scored) == sum(not s["w"] for s in data["steps"])
+        first_scored = next(s for s in data["steps"] if not s["w"])
+        assert scored[0].startswith(f"Step {first_scored['k'] - data['warm'] + 1} ")  # Step 1 when every scored step is shown
+        if data["hidden"] == 0:
+            assert scored[0].startswith("Step 1 ")
+    finally:
+        browser.set_window_size(1400, 1800)
 
 
 def test_browser_single_step_and_deduction_pages(browser, chain_run, tmp_path):

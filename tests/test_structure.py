@@ -13,7 +13,7 @@ import commonlink
 PACKAGE = Path(commonlink.__file__).parent
 # Lower layers never import higher ones; packages of one layer never import each other.
 LAYERS = {
-    "commonlink": 0, "errors": 0, "constants": 0, "fileio": 0, "images": 0, "progress": 0, "seeding": 0, "locks": 0, "redact": 0, "sharding": 0,
+    "commonlink": 0, "errors": 0, "constants": 0, "fileio": 0, "images": 0, "progress": 0, "seeding": 0, "locks": 0, "redact": 0, "sharding": 0, "lazy": 0,
     "formats": 1,
     "catalog": 2, "synth": 2, "loaders": 2,
     "sampling": 3, "release": 3,
@@ -27,7 +27,7 @@ LAYERS = {
 LAZY_OK = {
     "torch", "transformers", "tokenizers", "accelerate", "vllm", "openai", "httpx", "pyrender", "OpenGL", "trimesh",
     "pybullet", "pybullet_data", "unrealcv", "ray", "segment_anything", "datasets", "huggingface_hub", "pyarrow",
-    "matplotlib", "scipy", "imagehash", "pillow_heif", "fcntl", "selenium", "lmms_eval", "vlmeval",
+    "matplotlib", "scipy", "pandas", "imagehash", "pillow_heif", "fcntl", "selenium", "lmms_eval", "vlmeval",
 }
 
 

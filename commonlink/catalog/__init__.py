@@ -6,3 +6,16 @@
 - ``merge``: join catalogs (render shards, photo batches); ``info``: what a catalog holds;
 - ``areas``: object areas from render masks or Segment Anything (``sam_masks``), behind ``commonlink stats``.
 """
+
+from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
+
+#: The public API (docs/api.md), each name imported from its module on first use.
+_EXPORTS = {
+    "ingest_photos": "commonlink.catalog.ingest",
+    "IngestReport": "commonlink.catalog.ingest",
+    "merge_catalogs": "commonlink.catalog.merge",
+    "catalog_summary": "commonlink.catalog.info",
+    "iter_catalog": "commonlink.formats.catalog",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

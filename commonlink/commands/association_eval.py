@@ -17,6 +17,7 @@ from commonlink.commands.eval import (
     NO_REPORT,
     QUIET,
     REVISION,
+    RUN_NAME,
     SEED,
     SYSTEM_PROMPT,
     TEMPERATURE,
@@ -68,6 +69,7 @@ def association(
     quiet: bool = QUIET,
     no_report: bool = NO_REPORT,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
+    run_name: str = RUN_NAME,
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
 
@@ -84,7 +86,7 @@ def association(
     run_task(task, out, RunOptions(
         models=model, backend=backend, out_dir=out, settings=generation, batch_size=batch_size, limit=limit,
         backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
-        seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report,
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report, run_name=run_name,
     ))
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")

@@ -28,6 +28,7 @@ from commonlink.commands.eval import (
     run_backend,
     run_task,
 )
+from commonlink.errors import InputError
 from commonlink.eval.association import DEDUCTION_RULES
 from commonlink.eval.backends import GenerationSettings
 from commonlink.eval.concept_perception import ConceptPerceptionTask, render_table4
@@ -69,8 +70,11 @@ def concept(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
+    run_name: list[str] = typer.Option([], "--run-name", help="What tables and reports call each run (one per --model, in order; default: the model)."),
 ) -> None:
     """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4."""
+    if run_name and len(run_name) != len(model):
+        raise InputError(f"{len(run_name)} --run-name for {len(model)} --model.", "Give one --run-name per --model (in the same order), or none.")
     generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
@@ -82,7 +86,8 @@ def concept(
         folder = out / default_out_dir("grid", name, backend, task="concept").name if len(model) > 1 else out
         runs.append(run_task(task, folder, RunOptions(
             models=[name], backend=backend, out_dir=folder, settings=generation, batch_size=batch_size, limit=limit,
-            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet, report=False)))
+            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet, report=False,
+            run_name=run_name[len(runs)] if run_name else None)))
     table = render_table4(runs)
     if len(model) > 1:
         atomic_write_text(out / "table4.md", table)

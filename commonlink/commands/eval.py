@@ -12,14 +12,11 @@ from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import CommonOTask, score_predictions
+from commonlink.eval.compare import compare_runs, render_comparison
 from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
 from commonlink.eval.perception import PerceptionTask
 from commonlink.eval.report.html import REPORT_FILENAME, write_report
-from commonlink.eval.report.tables import (
-    leaderboard,
-    load_results,
-    render_markdown_table,
-)
+from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
@@ -105,6 +102,7 @@ IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
 QUIET = typer.Option(False, "--quiet", help="No progress bar.")
 NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results.")
+RUN_NAME = typer.Option(None, "--run-name", help="What tables and reports call this run (default: the model and the settings that set it apart); kept in results.json.")
 OVERWRITE = typer.Option(False, "--overwrite", help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.")
 
 
@@ -155,6 +153,7 @@ def commono(
     quiet: bool = QUIET,
     no_report: bool = NO_REPORT,
     overwrite: bool = OVERWRITE,
+    run_name: str = RUN_NAME,
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
@@ -167,6 +166,7 @@ def commono(
         models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
         shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
         seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
+        run_name=run_name,
     ))
     _print_summary(results, out, render_markdown_table, shard)
 
@@ -198,6 +198,7 @@ def perception(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
     overwrite: bool = OVERWRITE,
+    run_name: str = RUN_NAME,
 ) -> None:
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
@@ -208,49 +209,52 @@ def perception(
     results = run_task(task, out, RunOptions(
         models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
         shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
-        seed=seed, n_boot=bootstrap, show_progress=not quiet, overwrite=overwrite,
+        seed=seed, n_boot=bootstrap, show_progress=not quiet, overwrite=overwrite, run_name=run_name,
     ))
     _print_summary(results, out, render_markdown_table, shard)
 
 
 @reports_errors
 def score(
-    predictions: Path = typer.Argument(..., help="predictions.jsonl of a Common-O run."),
+    predictions: Path = typer.Argument(..., help="predictions.jsonl of a Common-O run, an lmms-eval samples file, or a VLMEvalKit prediction file."),
     data: str = typer.Option(None, "--data", help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); default: the predictions file's own copy."),
     split: str = SPLIT,
     revision: str = REVISION,
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     bootstrap: int = BOOTSTRAP,
     out: Path = typer.Option(None, "--out", "-o", help="Also write results.json/predictions.jsonl/results.md here."),
+    run_name: str = typer.Option(None, "--run-name", help="What tables and reports call this run (default: the run's own name, or the file's)."),
 ) -> None:
-    """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset."""
+    """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset: our
+    predictions.jsonl, lmms-eval's *_samples_<task>.jsonl or VLMEvalKit's prediction file (xlsx/tsv/json)."""
 
     with run_folder_lock(out) if out is not None else contextlib.nullcontext():
-        results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out)
+        results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out, run_name=run_name)
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
 
 
 @reports_errors
 def compare(
-    results: list[Path] = typer.Argument(..., help="results.json files or run folders."),
-    markdown: Path = typer.Option(None, "--markdown", help="Also write the leaderboard as a markdown file."),
-    html: Path = typer.Option(None, "--html", help="Also write the runs' HTML report, side by side (runs on the same split; see `eval report`)."),
+    results: list[Path] = typer.Argument(..., help="results.json files or run folders (any task: one table per task and split or config)."),
+    fmt: str = typer.Option("md", "--format", help="md (markdown tables) | csv | json."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write the comparison (in --format) to this file."),
+    html: Path = typer.Option(None, "--html", help="Also write the runs' HTML report, side by side (Common-O runs on the same split; see `eval report`)."),
 ) -> None:
-    """Leaderboard of several runs, best accuracy first."""
+    """Runs side by side under their names, best first; runs over different rows are compared on the rows they
+    share (Common-O, perception, single-step and deduction) or refused, with the reason."""
 
-    runs = leaderboard(load_results(results))
-    table = render_markdown_table(runs)
-    console.print(table, highlight=False, markup=False, soft_wrap=True)
+    comparison = compare_runs(results)
+    text = render_comparison(comparison, fmt)
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
     if markdown:
-        atomic_write_text(markdown, table + "\n")
+        atomic_write_text(markdown, text + "\n")
     if html:
-
-        console.print(f"Report: {report_line(write_report([r['_path'] for r in runs], html))}", highlight=False, soft_wrap=True)
+        console.print(f"Report: {report_line(write_report([r['path'] for t in comparison.tables for r in t.rows], html))}", highlight=False, soft_wrap=True)
 
 
 @reports_errors
 def report(
-    runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side."),
+    runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side, other tasks' runs by their metrics."),
     out: Path = typer.Option(None, "--out", "-o", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
     data: str = typer.Option(None, "--data", help="Dataset to read the images from (default: the one results.json records)."),
     revision: str = REVISION,

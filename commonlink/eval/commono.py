@@ -21,6 +21,7 @@ from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
 from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.imaging import (
     ImageProtocol,
     concat_side_by_side,
@@ -30,6 +31,7 @@ from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.run_names import default_run_name
 from commonlink.eval.similarity import hallucination_similarity_analysis, make_embedder, object_similarity_analysis
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import (
@@ -45,7 +47,7 @@ from commonlink.formats.common_o import (
     common_o_question,
     concat_question,
 )
-from commonlink.loaders.common_o import open_common_o
+from commonlink.loaders.common_o import example_from_row, open_common_o
 
 __all__ = ["CommonOTask", "common_o_request", "evaluate_common_o", "render_markdown_table", "score_predictions"]
 
@@ -314,8 +316,10 @@ def score_predictions(
     seed: int = 0,
     n_boot: int = N_BOOTSTRAP,
     out_dir: str | os.PathLike | None = None,
+    run_name: str | None = None,
 ) -> dict:
-    """Recompute every metric from a ``predictions.jsonl``: raw outputs are parsed again and scored.
+    """Recompute every metric from a ``predictions.jsonl``, an lmms-eval samples file (``*_samples_<task>.jsonl``)
+    or a VLMEvalKit prediction file (xlsx/tsv/json): raw outputs are parsed again and scored.
 
     With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``,
     a prediction whose id is not in the split is an error; rows are read without decoding their images).
@@ -324,16 +328,15 @@ def score_predictions(
     """
 
     predictions = Path(predictions)
-    lines = _read_predictions(predictions, facts_needed=data is None)
-    skipped: list[dict] = []
-    dataset_info: dict = {}
-    if data is None:
-        records = [score_output({k: line[k] for k in _FACT_FIELDS}, line["raw_output"]) for line in lines]
+    kind = prediction_file_kind(predictions)
+    if kind == "commonlink":
+        lines = _read_predictions(predictions, facts_needed=data is None)
+        records, skipped, dataset_info = _score_lines(lines, data, split, revision)
     else:
-        records, skipped, dataset_info = _rescore_against(data, split, revision, {str(line["id"]): line["raw_output"] for line in lines})
+        records, skipped, dataset_info = _score_harness_file(predictions, data, split, revision)
     previous = predictions.parent / "results.json"
     base = {}
-    if previous.is_file():
+    if kind == "commonlink" and previous.is_file():
         base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity", "hallucination_similarity")}
     results = dict(base)
     results.update(
@@ -347,10 +350,56 @@ def score_predictions(
         metrics=common_o_metrics(records, seed=seed, n_boot=n_boot),
         skipped=len(skipped),
         skipped_rows=skipped,
+        predictions_format=kind,
     )
+    # a rescored run keeps its name; a bare file is named after itself (pass run_name to choose)
+    results["run_name"] = run_name or base.get("run_name") or (default_run_name(results) if base.get("model") else predictions.stem)
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records)
     return results
+
+
+def _score_lines(lines: list[dict], data, split: str, revision: str | None) -> tuple[list[dict], list[dict], dict]:
+    if data is None:
+        return [score_output({k: line[k] for k in _FACT_FIELDS}, line["raw_output"]) for line in lines], [], {}
+    return _rescore_against(data, split, revision, {str(line["id"]): line["raw_output"] for line in lines})
+
+
+def _facts_from_doc(doc: dict | None, row: int) -> dict | None:
+    """The facts scoring needs from a harness's copy of a row: our own fact fields (a commonlink run's lmms_eval/
+    samples), or a published-schema row (lmms-eval's, images dropped; our VLMEvalKit TSV's columns)."""
+    if not doc:
+        return None
+    if all(k in doc for k in _FACT_FIELDS if k != "row_index"):
+        return {"row_index": row} | {k: doc[k] for k in _FACT_FIELDS if k in doc}
+    if "choices" in doc and "ground_truth_objects" in doc:
+        return {"row_index": row} | _example_meta(example_from_row(doc, images=False))
+    return None
+
+
+def _score_harness_file(path: Path, data, split: str, revision: str | None) -> tuple[list[dict], list[dict], dict]:
+    """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`commonlink.eval.harness_files`):
+    scored against ``data`` (rows matched by id, or by position when the file names none), else from the facts
+    the file carries."""
+    read = read_harness_answers(path)
+    if data is None:
+        facts = [_facts_from_doc(a["doc"], a["row"]) for a in read.answers]
+        missing = sum(f is None for f in facts)
+        if missing:
+            raise InputError(f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep the document).",
+                             "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / index).")
+        return [score_output(f, a["raw_output"]) for f, a in zip(facts, read.answers)], read.failed, {}
+    if any(a["id"] is None for a in read.answers):
+        dataset = open_common_o(data, split, revision=revision)
+        for a in read.answers:
+            if a["id"] is None:
+                if not 0 <= a["row"] < len(dataset):
+                    raise InputError(f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} ({len(dataset)} rows).",
+                                     "Score against the dataset and split the harness ran on.")
+                a["id"] = dataset.get(a["row"], images=False).id
+    outputs = {str(a["id"]): a["raw_output"] for a in read.answers}
+    records, skipped, info = _rescore_against(data, split, revision, outputs)
+    return records, skipped + read.failed, info
 
 
 def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:

@@ -13,6 +13,7 @@ loads weights), key the cache (:meth:`Task.key_parts` + :func:`commonlink.eval.c
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -27,10 +28,11 @@ from commonlink.eval.cache import run_key, shard_suffix
 from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.results import results_header
+from commonlink.eval.run_names import default_run_name
 from commonlink.eval.runner import open_backends
 from commonlink.eval.task import Task, TaskRun
 
-__all__ = ["MAX_UNREADABLE_SHARE", "RunOptions", "default_out_dir", "evaluate", "row_indices", "unreadable_limit"]
+__all__ = ["MAX_UNREADABLE_SHARE", "RunOptions", "default_out_dir", "evaluate", "row_indices", "row_set_record", "unreadable_limit"]
 
 #: A run stops when more than this share of the requested rows cannot be read (``max_unreadable_share``).
 MAX_UNREADABLE_SHARE = 0.05
@@ -56,6 +58,7 @@ class RunOptions:
     max_unreadable_share: float = MAX_UNREADABLE_SHARE
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
+    run_name: str | None = None  #: what tables and reports call the run (None: model + distinguishing settings)
 
 
 def evaluate(task: Task, options: RunOptions) -> dict:
@@ -86,11 +89,20 @@ def evaluate(task: Task, options: RunOptions) -> dict:
         run.infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded
     results = results_header(task.name, run.infos, settings, seed=options.seed, n_boot=options.n_boot, several_models=task.several_models)
     results.update(task.results(run, outcome))
+    results["row_set"] = row_set_record(dataset, indices)
+    results["run_name"] = options.run_name or default_run_name(results)
     if out_dir is not None:
         task.write(out_dir, results, outcome, suffix=shard_suffix(options.shard))
         if options.report and task.writes_report and options.shard is None:  # a shard is a part: the merging run writes the page
             report_beside_run(out_dir, dataset=dataset)
     return results
+
+
+def row_set_record(dataset, indices: Sequence[int]) -> dict:
+    """Which rows a run covered: their count and a digest of the data's fingerprint and the row numbers (two
+    runs are ranked together by ``eval compare`` only when their digests agree)."""
+    text = f"{getattr(dataset, 'fingerprint', '')}:" + ",".join(map(str, indices))
+    return {"count": len(indices), "digest": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
 def _backends(task: Task, options: RunOptions):

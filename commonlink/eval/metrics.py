@@ -70,6 +70,27 @@ def bootstrap(values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTST
     return means.mean(axis=0), means.std(axis=0, ddof=1) if n_boot > 1 else np.zeros(values.shape[1])
 
 
+def bootstrap_max_se(values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTSTRAP, chunk: int = 50) -> float | None:
+    """Bootstrap standard error of the largest of ``values`` (a chain set's max steps); None without values."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0:
+        return None
+    if n_boot < 2:
+        return 0.0
+    rng = rng_for(seed, "bootstrap-max", key)
+    maxima = np.empty(n_boot)
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        maxima[start:stop] = values[rng.integers(0, len(values), size=(stop - start, len(values)))].max(axis=1)
+    return float(maxima.std(ddof=1))
+
+
+def _mean_of_ses(ses: Sequence[float | None]) -> float | None:
+    """SE of an average of independent per-group estimates, each with its own SE."""
+    ses = [v for v in ses if v is not None]
+    return (sum(v * v for v in ses) ** 0.5 / len(ses)) if ses else None
+
+
 def _summarise(columns: dict[str, np.ndarray], *, seed: int, key: str, n_boot: int) -> dict:
     names = list(columns)
     matrix = np.column_stack([columns[name] for name in names]) if names else np.zeros((0, 0))
@@ -215,7 +236,8 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> dict:
 
 # ------------------------------------------------------------------------------------------ association
 def chain_metrics(summaries: list[dict], *, seed: int, n_boot: int) -> dict:
-    """Max | mean chain length per concept (pair), their averages, and bootstrap SE of each mean.
+    """Max | mean chain length per concept (pair), their averages, and bootstrap SEs (of each max and mean; of
+    an average, from its concepts' SEs as independent estimates).
 
     A chain that ended because the backend failed (no answer at all, e.g. a request that ran out of memory
     alone) says nothing about the model: it is counted under ``failed`` and left out of the lengths; a rerun
@@ -234,6 +256,7 @@ def chain_metrics(summaries: list[dict], *, seed: int, n_boot: int) -> dict:
             "chains": len(lengths),
             "failed": len(groups[name]) - len(scored),
             "max_steps": int(lengths.max()) if len(lengths) else None,
+            "max_steps_se": bootstrap_max_se(lengths, seed=seed, key=f"chains/{name}", n_boot=n_boot),
             "mean_steps": float(lengths.mean()) if len(lengths) else None,
             "mean_steps_se": float(se[0]) if len(lengths) else None,
             "deduction_success_ratio": (sum(r["deductions_correct"] for r in scored) / deductions) if deductions else None,
@@ -245,7 +268,9 @@ def chain_metrics(summaries: list[dict], *, seed: int, n_boot: int) -> dict:
         "chains": sum(v["chains"] for v in per_concept.values()),
         "failed_chains": sum(v["failed"] for v in per_concept.values()),
         "avg_max_steps": float(np.mean([v["max_steps"] for v in measured])) if measured else None,
+        "avg_max_steps_se": _mean_of_ses([v["max_steps_se"] for v in measured]),
         "avg_mean_steps": float(np.mean([v["mean_steps"] for v in measured])) if measured else None,
+        "avg_mean_steps_se": _mean_of_ses([v["mean_steps_se"] for v in measured]),
     }
     return {"summary": summary, "per_concept": per_concept}
 

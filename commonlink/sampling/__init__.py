@@ -5,3 +5,19 @@
 - ``chain_sources``: the labelled image sets chains are built from (catalogs, HF datasets, folders, OCL, Pangea),
   with ``safe_pickle`` for annotation pickles.
 """
+
+from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
+
+#: The public API (docs/api.md), each name imported from its module on first use.
+_EXPORTS = {
+    "PairsConfig": "commonlink.sampling.pairs",
+    "make_pairs_file": "commonlink.sampling.pairs",
+    "sample_pairs": "commonlink.sampling.pairs",
+    "write_pairs": "commonlink.sampling.pairs",
+    "pairs_meta": "commonlink.sampling.pairs",
+    "ChainConfig": "commonlink.sampling.chain_config",
+    "build_chain_files": "commonlink.sampling.chains",
+    "read_catalog_source": "commonlink.sampling.chain_sources",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

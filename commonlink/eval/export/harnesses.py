@@ -14,11 +14,11 @@ image files VLMEvalKit dumped, :func:`vlmeval_score` scores its prediction table
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 
 from commonlink.eval.association_prompts import parse_selection
 from commonlink.eval.commono import common_o_request
+from commonlink.eval.harness_files import VLMEVAL_FAIL_MARKER, table_cell, table_rows, vlmeval_doc
 from commonlink.eval.imaging import parse_image_protocol
 from commonlink.eval.metrics import common_o_metrics, ratio_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
@@ -109,12 +109,6 @@ def association_aggregate(items: list[dict]) -> float:
 
 
 # ------------------------------------------------------------------------------------------ VLMEvalKit
-#: What VLMEvalKit writes as the prediction of a row it could not get an answer for (``vlmeval.smp.file.INFER_FAIL_MSG``,
-#: the start of its API and ``SKIP_ERR`` failure texts). Such rows are left out of the scores and counted as
-#: ``failed``, as ``commonlink eval`` leaves out requests its backend could not answer.
-VLMEVAL_FAIL_MARKER = "Failed to obtain answer"
-
-
 def vlmeval_messages(line, image_paths: Sequence[str]) -> list[dict]:
     """VLMEvalKit's message list (``{"type": "image"|"text", "value": ...}``) for one TSV line."""
     segments = json.loads(line["segments"]) if "segments" in line and isinstance(line["segments"], str) else None
@@ -123,39 +117,21 @@ def vlmeval_messages(line, image_paths: Sequence[str]) -> list[dict]:
     return [{"type": "image", "value": image_paths[s[IMAGE_KEY]]} if isinstance(s, dict) else {"type": "text", "value": s} for s in segments if s]
 
 
-def _cell(value) -> str:
-    """A prediction-table cell as text: VLMEvalKit's xlsx/tsv round trip turns an empty string into NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value)
-
-
-def _table_rows(table) -> list[dict]:
-    """Rows of what ``vlmeval.smp.load`` returns for a prediction file: a DataFrame (xlsx, tsv) or, for
-    ``PRED_FORMAT=json``, the list of row dicts its ``dump`` wrote."""
-    if isinstance(table, list):
-        return [dict(r) for r in table]
-    return [dict(r) for _, r in table.iterrows()]
-
-
 def vlmeval_records(table) -> list[dict]:
     """One scored record per row of a VLMEvalKit prediction table (our TSV columns plus ``prediction``): the
     fields of our predictions.jsonl for Common-O, concept / parsed choice / correct for association."""
     records = []
-    for r in _table_rows(table):
-        prediction = _cell(r.get("prediction"))
+    for r in table_rows(table):
+        prediction = table_cell(r.get("prediction"))
         failed = VLMEVAL_FAIL_MARKER in prediction
         if "segments" in r:
             choice = parse_selection(prediction)
-            truth = parse_selection(_cell(r["answer"]))
-            records.append({"index": r["index"], "id": _cell(r.get("id")), "concept": _cell(r["concept"]), "answer": _cell(r["answer"]),
+            truth = parse_selection(table_cell(r["answer"]))
+            records.append({"index": r["index"], "id": table_cell(r.get("id")), "concept": table_cell(r["concept"]), "answer": table_cell(r["answer"]),
                             "prediction": prediction, "parsed": None if choice is None else f"Image{choice + 1}", "correct": choice == truth,
                             "unparseable": choice is None, "failed": failed})
             continue
-        doc = {"choices": r["choices"], "ground_truth_objects": r["ground_truth_objects"], "id": _cell(r.get("id")) or str(r["index"]),
-               "real_or_synthetic": _cell(r.get("real_or_synthetic")) or None,
-               **{k: int(float(r[k])) for k in ("num_objects_image_1", "num_objects_image_2") if _cell(r.get(k))}}
-        records.append({"index": r["index"], **common_o_score(doc, prediction), "failed": failed})
+        records.append({"index": r["index"], **common_o_score(vlmeval_doc(r), prediction), "failed": failed})
     return records
 
 

@@ -34,9 +34,11 @@ from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.association_memory import MemoryBase
-from commonlink.eval.report.tables import load_results
 from commonlink.eval.report.charts import Series, bar_chart, legend
-from commonlink.eval.report.images import ImageJob, ThumbnailStore, bytes_key, text_key
+from commonlink.eval.report.images import ImageJob, ThumbnailStore, bytes_key, text_key, thumbnail_cache_dir
+from commonlink.eval.report.summary import association_metrics_html, cell, sort_keys, summary_page
+from commonlink.eval.report.tables import load_results
+from commonlink.eval.run_names import run_name
 from commonlink.fileio import atomic_write_text, read_jsonl_numbered
 from commonlink.loaders.association import open_association
 from commonlink.loaders.common_o import open_common_o
@@ -62,6 +64,7 @@ class ReportSummary:
     cards: int  #: examples (Common-O) or tasks/chains (association) on the page
     images_written: int
     images_reused: int
+    images_from_cache: int  #: of those reused, the ones taken from the shared thumbnail cache (not decoded)
     html_bytes: int
     image_bytes: int  #: thumbnails in the folder, or inside the page with images="embed"
     images_folder: Path | None
@@ -91,6 +94,7 @@ def write_report(
     dataset=None,
     show_progress: bool = False,
     catalog_root: str | Path | None = None,
+    thumbnail_cache: bool = True,
 ) -> ReportSummary:
     """Write the report of one or more eval runs (folders or results.json files) to ``out``.
 
@@ -100,6 +104,9 @@ def write_report(
     are shown (those before the end; earlier steps are summarised); outputs longer than ``max_output_chars``
     are cut on the page (predictions.jsonl keeps them whole). ``catalog_root``: association runs on chain files,
     where their catalogs are now (``--catalog-root``).
+    With ``thumbnail_cache``, thumbnails are kept in
+    (and taken from) the shared cache (:func:`commonlink.eval.report.images.thumbnail_cache_dir`), so the next
+    report on the same images decodes none of them.
     """
     start = time.perf_counter()
     if not run_dirs:
@@ -122,23 +129,22 @@ def write_report(
     if len(tasks) > 1:
         raise InputError(f"The runs are of different tasks ({', '.join(tasks)}); one page shows one task.", "Write one report per task.")
     task = tasks[0]
-    thumbs = ThumbnailStore(images, images_folder_for(out), size=thumb_size)
+    thumbs = ThumbnailStore(images, images_folder_for(out), size=thumb_size, cache=thumbnail_cache_dir() if thumbnail_cache else None)
     options = {"data": data, "revision": revision, "seed": seed, "max_output_chars": max_output_chars, "dataset": dataset, "show_progress": show_progress}
     if task == "common_o":
         page, cards = _common_o_page(runs, thumbs, **options)
-    elif task.startswith("association/"):
-        if len(runs) > 1:
-            raise InputError(f"{len(runs)} association runs given; a page shows one association run.",
-                             "Write one report per run (the leaderboard of several is `commonlink eval compare`).")
+    elif task.startswith("association/") and len(runs) == 1:
         page, cards = _association_page(runs[0], thumbs, chain_steps=chain_steps, catalog_root=catalog_root, **options)
+    elif task.startswith("association/") or task in ("perception", "concept_perception"):  # metrics of each run by name, no cards
+        page, cards = summary_page(runs, _runs_table(runs, _run_labels(runs)))
     else:
         raise InputError(f"{runs[0]['_path']}: task {task!r} has no report page.",
-                         "Reports cover Common-O and association runs; `commonlink eval compare` tables perception runs.")
+                         "Reports cover common_o, perception, association/* and concept_perception runs written by `commonlink eval`.")
     html = _page(page)
     atomic_write_text(out, html)
     thumbs.prune()
     return ReportSummary(
-        path=out, kind=task, runs=len(runs), cards=cards, images_written=thumbs.written, images_reused=thumbs.reused,
+        path=out, kind=task, runs=len(runs), cards=cards, images_written=thumbs.written, images_reused=thumbs.reused, images_from_cache=thumbs.from_cache,
         html_bytes=len(html.encode("utf-8")), image_bytes=thumbs.bytes, images_folder=thumbs.folder if images == "folder" else None,
         seconds=time.perf_counter() - start,
     )
@@ -159,14 +165,6 @@ def report_beside_run(run_dir: str | Path, *, dataset=None) -> Path | None:
 # ------------------------------------------------------------------------------------------------ page frame
 def _asset(name: str) -> str:
     return resources.files("commonlink.eval.report").joinpath("assets", name).read_text(encoding="utf-8")
-
-
-def _cell(value, spec: str = "", scale: float = 1) -> str:
-    """A field of a results file as page text: a number formatted with ``spec`` (times ``scale``), anything
-    else escaped as it is. A shared results.json may hold any JSON in any field, markup included."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return escape(format(value * scale, spec))
-    return escape(str(value))
 
 
 def _json_for_script(obj) -> str:
@@ -201,7 +199,7 @@ def _page(page: dict) -> str:
 
 
 def _run_labels(runs: list[dict]) -> list[str]:
-    names = [str(r.get("model") or "+".join(r.get("models") or []) or "?") for r in runs]
+    names = [run_name(r) for r in runs]
     counts = Counter(names)
     return [f"{n} ({Path(r['_dir']).name})" if counts[n] > 1 else n for n, r in zip(names, runs)]
 
@@ -243,7 +241,7 @@ def _pct(group: dict, name: str) -> str:
     if value is None:
         return "–"
     se = group.get(f"{name}_se")
-    return _cell(value, ".1f", 100) + (f'<span class="se"> ± {_cell(se, ".1f", 100)}</span>' if se is not None else "")
+    return cell(value, ".1f", 100) + (f'<span class="se"> ± {cell(se, ".1f", 100)}</span>' if se is not None else "")
 
 
 def _metrics_table(runs: list[dict], labels: list[str]) -> str:
@@ -253,19 +251,15 @@ def _metrics_table(runs: list[dict], labels: list[str]) -> str:
     for run, label in zip(runs, labels):
         g = run.get("metrics", {}).get("overall", {})
         pf = g.get("parse_failure_rate")
-        cells = [escape(label), _cell(g.get("n", 0)), _pct(g, "accuracy"), _pct(g, "hallucination_rate"), _pct(g, "hallucination_1plus"),
-                 _pct(g, "hallucination_2plus"), "–" if pf is None else _cell(pf, ".1f", 100)]
+        cells = [escape(label), cell(g.get("n", 0)), _pct(g, "accuracy"), _pct(g, "hallucination_rate"), _pct(g, "hallucination_1plus"),
+                 _pct(g, "hallucination_2plus"), "–" if pf is None else cell(pf, ".1f", 100)]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f'<table class="metrics">{head}{"".join(rows)}</table>'
 
 
-def _sort_keys(keys) -> list[str]:
-    return sorted(keys, key=lambda k: (0, int(k), "") if str(k).lstrip("-").isdigit() else (1, 0, str(k)))
-
-
 def _group_chart(runs: list[dict], labels: list[str], key: str, x_label: str, stat: str, title: str) -> str:
     groups = [r.get("metrics", {}).get(key) or {} for r in runs]
-    categories = _sort_keys({k for g in groups for k in g})
+    categories = sort_keys({k for g in groups for k in g})
     if not categories:
         return ""
     series = [Series(label, [g.get(c, {}).get(stat) for c in categories], [g.get(c, {}).get(f"{stat}_se") for c in categories])
@@ -325,7 +319,7 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
     if len(splits) > 1:
         names = ", ".join(f"{s} ({(f or '?')[:12]})" for s, f in sorted(splits, key=str))
         raise InputError(f"The runs were made on different data ({names}); side-by-side cards need the same rows.",
-                         "Write one report per split; `commonlink eval compare` tables runs on any data.")
+                         "Write one report per split; `commonlink eval compare` tables their metrics, one table per split.")
     rows: dict[str, dict] = {}
     for r, run in enumerate(runs):
         for record in _read_records(Path(run["_dir"]) / "predictions.jsonl", _COMMON_O_FIELDS, "commono"):
@@ -368,7 +362,7 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
     subtitle = (f"split <b>{escape(str(info.get('split', '?')))}</b> of {escape(str(info.get('source', '?')))}"
                 + (f" @ {escape(str(info['revision']))}" if info.get("revision") else "")
                 + f" · {len(ordered)} examples · {len(runs)} run{'s' if len(runs) > 1 else ''}")
-    metrics = (_metrics_table(runs, labels) + '<p class="note">± one bootstrap standard error '
+    metrics = (_row_set_note(ordered, labels) + _metrics_table(runs, labels) + '<p class="note">± one bootstrap standard error '
                f"({escape(str(runs[0].get('bootstrap_resamples', '?')))} resamples); bars in the charts show the same.</p>"
                + (legend(labels) if len(runs) > 1 else "")
                + "".join('<div class="charts">' + "".join(_group_chart(runs, labels, key, x_label, stat, title) for key, x_label in _BREAKDOWNS) + "</div>"
@@ -384,6 +378,18 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
                  "rows": ordered, "mistakes": [mistakes[k] for k in order]},
     }
     return page, len(ordered)
+
+
+def _row_set_note(rows: list[dict], labels: list[str]) -> str:
+    """Runs side by side that answered different rows: say so (their metrics are over different rows, and a card
+    shows – where a run has no answer), and where they are compared on the same rows."""
+    answered = [sum(row["r"][k] is not None for row in rows) for k in range(len(labels))]
+    if len(labels) < 2 or all(n == len(rows) for n in answered):
+        return ""
+    counts = "; ".join(f"{escape(label)}: {n} of {len(rows)} rows" for label, n in zip(labels, answered))
+    return (f'<p class="facts">The runs answered different rows ({counts}): each run\'s metrics below are over its own rows, '
+            "so they are not ranked against each other, and a card shows – where a run has no answer. "
+            "<code>commonlink eval compare</code> scores them on the rows they share.</p>")
 
 
 def _similarity_bins(runs: list[dict], labels: list[str]) -> str:
@@ -497,7 +503,7 @@ def _association_page(run: dict, thumbs: ThumbnailStore, *, chain_steps: int, da
     info = run.get("dataset") or {}
     subtitle = (f"{escape(config)} tasks of {escape(str(info.get('source', '?')))} · memory <b>{escape(str(settings.get('memory', '?')))}</b>"
                 f" · {len(cards)} {'chains' if chains else 'tasks'}")
-    metrics = _association_metrics(run, chains)
+    metrics = association_metrics_html(run, chains)
     failures = [k for k, card in enumerate(cards) if not card["ok"]]
     order = rng_for(seed, "report", "mistakes").permutation(len(failures)) if failures else []
     page = {
@@ -556,45 +562,6 @@ def _task_card(task, record: dict, split, thumbs, config: str, limit: int) -> di
             "ded": record.get("deduction"), "gold": record.get("deduction_gold"), "dok": record.get("deduction_correct"),
             "out": _outputs(record.get("outputs"), limit), "dout": _outputs(record.get("deduction_outputs"), limit),
             "failed": bool(record.get("failed"))}
-
-
-def _association_metrics(run: dict, chains: bool) -> str:
-    metrics = run.get("metrics") or {}
-    per = metrics.get("per_concept") or {}
-    names = _sort_keys(per)
-    if chains:
-        head = "<tr><th>Concept</th><th>Chains</th><th>Max steps</th><th>Mean steps</th><th>Deduction ✓</th><th>Ended by</th></tr>"
-        rows = []
-        for name in names:
-            v = per[name]
-            mean = "–" if v.get("mean_steps") is None else _cell(v["mean_steps"], ".2f") + (
-                f'<span class="se"> ± {_cell(v["mean_steps_se"], ".2f")}</span>' if v.get("mean_steps_se") is not None else "")
-            ded = "–" if v.get("deduction_success_ratio") is None else _cell(v["deduction_success_ratio"], ".1f", 100) + "%"
-            ended = ", ".join(f"{escape(str(k))} {_cell(n)}" for k, n in sorted((v.get("ended") or {}).items()))
-            rows.append(f"<tr><td>{escape(name)}</td><td>{_cell(v.get('chains', 0))}</td><td>{'–' if v.get('max_steps') is None else _cell(v['max_steps'])}</td>"
-                        f"<td>{mean}</td><td>{ded}</td><td>{ended}</td></tr>")
-        s = metrics.get("summary") or {}
-        if s.get("avg_max_steps") is not None:
-            rows.append(f"<tr class='avg'><td>average</td><td>{_cell(s.get('chains', 0))}</td><td>{_cell(s['avg_max_steps'], '.2f')}</td>"
-                        f"<td>{_cell(s.get('avg_mean_steps'), '.2f')}</td><td></td><td></td></tr>")
-        table = f'<table class="metrics">{head}{"".join(rows)}</table>'
-        charts = (bar_chart("Mean steps per concept", names, [Series("mean", [per[n].get("mean_steps") for n in names],
-                                                                       [per[n].get("mean_steps_se") for n in names])], x_label="concept", percent=False)
-                  + bar_chart("Max steps per concept", names, [Series("max", [per[n].get("max_steps") for n in names], [None] * len(names))],
-                              x_label="concept", percent=False))
-        note = ('<p class="note">Max | mean steps: correct scored steps before a chain ended (warm-up steps not counted); '
-                "± one bootstrap standard error.</p>")
-        return table + note + f'<div class="charts">{charts}</div>'
-    fields = [k for k in (next(iter(per.values()), {}) or {}) if k.endswith("success_ratio")]
-    head = "<tr><th>Concept</th><th>n</th>" + "".join(f"<th>{escape(f.replace('_', ' '))} %</th>" for f in fields) + "</tr>"
-    rows = ["<tr><td>" + escape(name) + f"</td><td>{_cell(per[name].get('n', 0))}</td>" + "".join(
-        f"<td>{_cell(per[name].get(f), '.1f', 100)}<span class='se'> ± {_cell(per[name].get(f + '_se', 0), '.1f', 100)}</span></td>"
-        for f in fields) + "</tr>"
-        for name in names]
-    charts = "".join(bar_chart(f.replace("_", " ").capitalize(), names, [Series("ratio", [per[n].get(f) for n in names],
-                                                                                [per[n].get(f + "_se") for n in names])], x_label="concept")
-                     for f in fields)
-    return f'<table class="metrics">{head}{"".join(rows)}</table><div class="charts">{charts}</div>'
 
 
 __all__ = ["REPORT_FILENAME", "ReportSummary", "memory_text", "report_beside_run", "write_report"]

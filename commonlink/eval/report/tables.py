@@ -1,4 +1,5 @@
-"""Markdown tables of results and a leaderboard over several runs."""
+"""Markdown tables of results (``results.md``, the eval commands' summaries) and reading results files;
+runs side by side are :mod:`commonlink.eval.compare`'s."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from commonlink.errors import InputError
+from commonlink.eval.run_names import run_name
 
 
 def _pct(group: dict, name: str, *, se: bool = True) -> str:
@@ -58,7 +60,7 @@ def _header(first: list[str], *, perception: bool = False) -> list[str]:
 
 
 def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = False) -> str:
-    """A markdown table: one line per run (model, backend, split), ± bootstrap standard errors.
+    """A markdown table: one line per run (its name, model, backend, split), ± bootstrap standard errors.
 
     With ``breakdowns`` (single run), tables by real/synthetic, by objects per image and by number of common
     objects follow.
@@ -67,12 +69,12 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
     if not runs:
         return "(no results)"
     perception = all(r.get("task") == "perception" for r in runs)
-    lines = _header(["Model", "Backend", "Split"], perception=perception)
+    lines = _header(["Run", "Model", "Backend", "Split"], perception=perception)
     for r in runs:
         split = str(r.get("dataset", {}).get("split", "?"))
         if len({run.get("task") for run in runs}) > 1:
             split += f" ({r.get('task', '?')})"
-        label = [str(r.get("model", "?")), str(r.get("backend", "?")), split]
+        label = [run_name(r), str(r.get("model", "?")), str(r.get("backend", "?")), split]
         lines.append(_row(label, r.get("metrics", {}).get("overall", {}), perception=perception))
     if breakdowns and len(runs) == 1:
         metrics = runs[0].get("metrics", {})
@@ -121,20 +123,11 @@ def load_results(paths: Sequence[str | os.PathLike]) -> list[dict]:
     return runs
 
 
-def leaderboard(runs: Sequence[dict]) -> list[dict]:
-    """Runs sorted by accuracy (best first), then by lower hallucination rate."""
-
-    def key(run: dict):
-        overall = run.get("metrics", {}).get("overall", {})
-        return (-(overall.get("accuracy") or 0.0), overall.get("hallucination_rate") or 0.0)
-
-    return sorted(runs, key=key)
-
-
 def render_association_table(results: dict) -> str:
     """Markdown table of per-concept metrics (chains: max | mean steps; others: success ratios)."""
     metrics = results["metrics"]
-    title = f"{results['task']} — {', '.join(results['models'])} ({results['backend']}, memory {results['association']['memory']})"
+    title = (f"{results['task']} — {run_name(results)}: {', '.join(results['models'])} ({results['backend']}, "
+             f"memory {results['association']['memory']})")
     lines = [f"### {title}", ""]
     per = metrics["per_concept"]
     if results["task"].endswith(("synchronous", "asynchronous")):

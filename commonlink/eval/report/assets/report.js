@@ -4,6 +4,12 @@
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("report-data").textContent);
+  if (D.kind === "summary") {  // runs without example cards: the metrics are the page
+    document.getElementById("examples").hidden = true;
+    var link = document.querySelector('nav.toc a[href="#examples"]');
+    if (link) link.hidden = true;
+    return;
+  }
   var rows = D.rows, runs = D.runs;
   var state = { page: 0, focus: null, mistakesShown: 20 };
   var controls = document.getElementById("controls");
@@ -237,7 +243,8 @@
     c.steps.forEach(function (s) {
       var st = el("div", "step" + (s.w ? " warm" : "") + (s.ok ? "" : " failed"));
       st.dataset.step = s.k;
-      var title = "Step " + s.k + (s.w ? " (warm-up)" : "") + " · concept " + s.concept + (s.bridge ? " · bridge" : "");
+      // scored steps are numbered from the first scored one (Step 1), warm-ups apart (Warm-up 1..W): s.k counts both
+      var title = (s.w ? "Warm-up " + (s.k + 1) : "Step " + (s.k - c.warm + 1)) + " · concept " + s.concept + (s.bridge ? " · bridge" : "");
       var verdict = s.w ? "forced correct" : (s.ch === null || s.ch === undefined ? "✗ unparseable" : (s.ok ? "✓ picked " + (s.ch + 1) : "✗ picked " + (s.ch + 1) + ", answer " + (s.a + 1)));
       add(st, add(el("div", "step-head"), el("b", null, title), el("span", "verdict " + (s.ok ? "ok" : "bad"), verdict)));
       var pics = el("div", "pics three");

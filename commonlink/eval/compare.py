@@ -1,0 +1,279 @@
+"""Compare named runs of any eval task: one table per task (and split or config), best first.
+
+    >>> from commonlink.eval.compare import compare_runs, render_comparison
+    >>> comparison = compare_runs(["runs/qwen", "runs/llava"])   # run folders or results.json files
+    >>> print(render_comparison(comparison, "md"))
+
+A run shows under its **name** (``run_name`` in results.json: ``--run-name``, by default the model and the
+settings that set it apart, see :func:`default_run_name`). Runs of one task are ranked together only when they
+cover the same rows of the same data: otherwise Common-O, perception and single-step/deduction association
+runs are rescored on the rows they share (from their predictions.jsonl, with a note saying so), and chain or
+concept-perception runs are refused with the reason (:class:`RowSetMismatch`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commonlink.errors import InputError
+from commonlink.eval.concept_prompts import COMPLEXITIES
+from commonlink.eval.metrics import common_o_metrics, perception_metrics, ratio_metrics
+from commonlink.eval.report.tables import load_results
+from commonlink.eval.run_names import default_run_name, model_names, run_name
+
+__all__ = ["Comparison", "RowSetMismatch", "compare_runs", "default_run_name", "render_comparison", "row_set", "run_name", "task_kind"]
+
+FORMATS = ("md", "csv", "json")
+class RowSetMismatch(InputError):
+    """Runs of one task cover different rows and cannot be rescored on the rows they share."""
+
+
+# ------------------------------------------------------------------------------------------ names and row sets
+def task_kind(results: dict) -> str:
+    """``common_o``, ``perception``, ``association/CONFIG`` or ``concept_perception``."""
+    return str(results.get("task") or "?")
+
+
+def row_set(results: dict) -> dict:
+    """The rows a run covered: ``{"count", "digest"}`` (``digest`` None for runs written before it was recorded)."""
+    recorded = results.get("row_set")
+    if recorded:
+        return recorded
+    data = results.get("dataset", {})
+    count = data.get("rows_requested", data.get("tasks_run", data.get("rows_scored")))
+    return {"count": count, "digest": None}
+
+
+def _data_key(results: dict) -> tuple:
+    data = results.get("dataset", {})
+    return (task_kind(results), str(data.get("split") or data.get("config") or "?"))
+
+
+# ------------------------------------------------------------------------------------------ columns and rows
+@dataclass
+class Column:
+    title: str
+    key: str
+    kind: str = "text"  #: text | int | pct (a share shown in %) | num (2 decimals) | ratio (3 decimals)
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[Column]
+    rows: list[dict]
+
+
+@dataclass
+class Comparison:
+    tables: list[Table]
+    notes: list[str] = field(default_factory=list)
+
+
+_COMMON_O = [Column("n", "n", "int"), Column("Accuracy (%)", "accuracy", "pct"), Column("Halluc. rate (%)", "hallucination_rate", "pct"),
+             Column("1+ halluc. (%)", "hallucination_1plus", "pct"), Column("2+ halluc. (%)", "hallucination_2plus", "pct"),
+             Column("Parse fail. (%)", "parse_failure_rate", "pct")]
+_PERCEPTION = [Column("Images", "n", "int"), Column("Accuracy (%)", "accuracy", "pct"), Column("Halluc. rate (%)", "hallucination_rate", "pct"),
+               Column("Question acc. (%)", "question_accuracy", "pct"), Column("Recall (%)", "recall", "pct"),
+               Column("Yes when absent (%)", "yes_rate_absent", "pct"), Column("Parse fail. (%)", "parse_failure_rate", "pct")]
+_CHAINS = [Column("Memory", "memory"), Column("Task", "config"), Column("Chains", "n", "int"), Column("Max steps", "max_steps", "num"),
+           Column("Mean steps", "mean_steps", "num"), Column("Deduction", "deduction", "ratio"), Column("Parse fail. (%)", "parse_failure_rate", "pct")]
+_RATIOS = [Column("Memory", "memory"), Column("Task", "config"), Column("n", "n", "int"), Column("Success", "success", "ratio"),
+           Column("Deduction", "deduction", "ratio"), Column("Parse fail. (%)", "parse_failure_rate", "pct")]
+
+
+def _head(results: dict) -> dict:
+    return {"run": run_name(results), "model": "+".join(model_names(results)), "backend": results.get("backend", "?"), "path": results.get("_path")}
+
+
+def _with_se(group: dict, key: str, out_key: str | None = None) -> dict:
+    out_key = out_key or key
+    return {out_key: group.get(key), f"{out_key}_se": group.get(f"{key}_se")}
+
+
+def _common_o_row(results: dict) -> dict:
+    overall = results.get("metrics", {}).get("overall", {})
+    row = _head(results) | {"n": overall.get("n", 0), "parse_failure_rate": overall.get("parse_failure_rate")}
+    for key in ("accuracy", "hallucination_rate", "hallucination_1plus", "hallucination_2plus", "question_accuracy", "recall", "yes_rate_absent"):
+        row |= _with_se(overall, key)
+    return row
+
+
+def _mean_se(values: Sequence[float | None]) -> float | None:
+    """SE of an average of independent per-concept means (each with its own SE)."""
+    values = [v for v in values if v is not None]
+    return (sum(v * v for v in values) ** 0.5 / len(values)) if values else None
+
+
+def _association_row(results: dict) -> dict:
+    metrics = results.get("metrics", {})
+    summary, per = metrics.get("summary", {}), metrics.get("per_concept", {})
+    row = _head(results) | {"memory": results.get("association", {}).get("memory", "?"), "config": results.get("dataset", {}).get("config", "?")}
+    if "avg_mean_steps" in summary:
+        chains = summary.get("chains", 0)
+        unparseable = sum(v.get("ended", {}).get("unparseable", 0) for v in per.values())
+        deductions = [v["deduction_success_ratio"] for v in per.values() if v.get("deduction_success_ratio") is not None]
+        return row | {"n": chains, "max_steps": summary.get("avg_max_steps"), "mean_steps": summary.get("avg_mean_steps"),
+                      "max_steps_se": summary.get("avg_max_steps_se"),  # runs written before it was recorded: none
+                      "mean_steps_se": summary.get("avg_mean_steps_se", _mean_se([v.get("mean_steps_se") for v in per.values()])),
+                      "deduction": sum(deductions) / len(deductions) if deductions else None,
+                      "parse_failure_rate": unparseable / chains if chains else None}
+    return row | {"n": summary.get("n", 0), "parse_failure_rate": summary.get("unparseable_rate"),
+                  "success": summary.get("avg_success_ratio"), "success_se": _mean_se([v.get("success_ratio_se") for v in per.values()]),
+                  "deduction": summary.get("avg_deduction_success_ratio"),
+                  "deduction_se": _mean_se([v.get("deduction_success_ratio_se") for v in per.values()])}
+
+
+def _concept_table(title: str, runs: list[dict]) -> Table:
+    complexities = list(runs[0].get("concept_perception", {}).get("complexities") or COMPLEXITIES)
+    columns = [Column("Strategy", "strategy"), Column("n", "n", "int")] + [Column(c, c, "ratio") for c in complexities]
+    rows = []
+    for results in runs:
+        for strategy, cells in results.get("metrics", {}).get("table", {}).items():
+            row = _head(results) | {"strategy": strategy, "n": next(iter(cells.values()), {}).get("n")}
+            for c in complexities:
+                row |= {c: cells.get(c, {}).get("success_ratio"), f"{c}_se": cells.get(c, {}).get("se")}
+            rows.append(row)
+    return Table(title, columns, rows)
+
+
+def _table(title: str, kind: str, runs: list[dict]) -> Table:
+    if kind == "concept_perception":
+        return _concept_table(title, runs)
+    if kind.startswith("association"):
+        rows = [_association_row(r) for r in runs]
+        chains = any("mean_steps" in r for r in rows)
+        key = "mean_steps" if chains else ("success" if any(r.get("success") is not None for r in rows) else "deduction")
+        rows.sort(key=lambda r: -(r.get(key) or 0.0))
+        return Table(title, _CHAINS if chains else _RATIOS, rows)
+    rows = [_common_o_row(r) for r in runs]
+    rows.sort(key=lambda r: (-(r.get("accuracy") or 0.0), r.get("hallucination_rate") or 0.0))
+    return Table(title, _PERCEPTION if kind == "perception" else _COMMON_O, rows)
+
+
+# ------------------------------------------------------------------------------------------ shared rows
+def _predictions(results: dict) -> list[dict] | None:
+    path = results.get("_path")
+    file = Path(path).parent / "predictions.jsonl" if path else None
+    if file is None or not file.is_file():
+        return None
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _row_id(kind: str, record: dict) -> str:
+    return str(record.get("row_id", record.get("id"))) if kind == "perception" else str(record.get("id"))
+
+
+def _rescore(kind: str, results: dict, records: list[dict]) -> dict:
+    seed, n_boot = results.get("seed", 0), results.get("bootstrap_resamples", 1000)
+    if kind == "common_o":
+        metrics = common_o_metrics(records, seed=seed, n_boot=n_boot)
+    elif kind == "perception":
+        metrics = perception_metrics(records, seed=seed, n_boot=n_boot)
+    else:
+        fields = [f for f in ("correct", "deduction_correct") if records and f in records[0]]
+        if kind.endswith("deduction"):
+            fields = ["deduction_correct"]
+        elif not results.get("association", {}).get("deduction", True):
+            fields = ["correct"]
+        metrics = ratio_metrics(records, fields, seed=seed, n_boot=n_boot)
+    return dict(results, metrics=metrics)
+
+
+def _on_shared_rows(title: str, kind: str, runs: list[dict], notes: list[str]) -> list[dict]:
+    """The runs rescored on the rows they all share, or :class:`RowSetMismatch` saying why not."""
+    described = "; ".join(f"{run_name(r)}: {row_set(r)['count']} rows" for r in runs)
+    rescorable = kind in ("common_o", "perception", "association/single_step", "association/deduction")
+    records = [_predictions(r) for r in runs] if rescorable else []
+    if not rescorable or any(r is None for r in records):
+        why = "they cannot be rescored on shared rows" if not rescorable else "a run folder has no predictions.jsonl to rescore from"
+        raise RowSetMismatch(f"{title}: the runs cover different rows ({described}) and {why}; they are not ranked together.",
+                             "Rerun them on the same rows (same --rows/--limit and data), or compare each group separately.")
+    shared = set.intersection(*({_row_id(kind, x) for x in recs} for recs in records))
+    if not shared:
+        raise RowSetMismatch(f"{title}: the runs share no rows ({described}).", "Rerun them on the same rows (same --rows/--limit and data).")
+    notes.append(f"{title}: the runs cover different rows ({described}); each is scored here on the {len(shared)} rows they all share.")
+    return [_rescore(kind, r, [x for x in recs if _row_id(kind, x) in shared]) for r, recs in zip(runs, records)]
+
+
+def _same_rows(runs: list[dict]) -> bool:
+    sets = [row_set(r) for r in runs]
+    fingerprints = {r.get("dataset", {}).get("fingerprint") for r in runs}
+    if len(fingerprints) > 1:
+        return False
+    if all(s.get("digest") for s in sets):
+        return len({s["digest"] for s in sets}) == 1
+    return len({s.get("count") for s in sets}) == 1
+
+
+# ------------------------------------------------------------------------------------------ compare and render
+def compare_runs(runs: Sequence[str | os.PathLike | dict]) -> Comparison:
+    """One :class:`Table` per task and split/config over ``runs`` (run folders, results.json paths, or results
+    dicts), best first; runs over different rows are rescored on their shared rows (noted) or refused."""
+    loaded = [r if isinstance(r, dict) else load_results([r])[0] for r in runs]
+    groups: dict[tuple, list[dict]] = {}
+    for results in loaded:
+        groups.setdefault(_data_key(results), []).append(results)
+    notes: list[str] = []
+    tables = []
+    for (kind, split), members in groups.items():
+        title = f"{kind} ({split})" if kind in ("common_o", "perception") else kind
+        if len(members) > 1 and not _same_rows(members):
+            members = _on_shared_rows(title, kind, members, notes)
+        names = [run_name(r) for r in members]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            notes.append(f"{title}: several runs are named {', '.join(repeated)}; give each a --run-name (`eval score --run-name` for a "
+                         "rescored file) to tell them apart.")
+        tables.append(_table(title, kind, members))
+    return Comparison(tables, notes)
+
+
+def _cell(row: dict, column: Column) -> str:
+    value = row.get(column.key)
+    if value is None:
+        return "-"
+    if column.kind == "text":
+        return str(value)
+    if column.kind == "int":
+        return str(int(value))
+    scale, digits = {"pct": (100, 2), "num": (1, 2), "ratio": (1, 3)}[column.kind]
+    text = f"{scale * value:.{digits}f}"
+    se = row.get(f"{column.key}_se")
+    return text + (f" ± {scale * se:.{digits}f}" if se is not None else "")
+
+
+def render_comparison(comparison: Comparison, fmt: str = "md") -> str:
+    """``md`` (a markdown table per task, notes first), ``csv`` (one header + rows per table, a blank line
+    between tables) or ``json`` (``{"notes", "tables": [{"title", "rows"}]}`` with raw numbers)."""
+    if fmt not in FORMATS:
+        raise InputError(f"--format {fmt}: not one of {', '.join(FORMATS)}.", "Use --format md, csv or json.")
+    if fmt == "json":
+        tables = [{"title": t.title, "columns": [c.key for c in t.columns],
+                   "rows": [{k: v for k, v in r.items() if k != "path"} | {"path": r.get("path")} for r in t.rows]} for t in comparison.tables]
+        return json.dumps({"notes": comparison.notes, "tables": tables}, indent=1, ensure_ascii=False)
+    if fmt == "csv":
+        blocks = []
+        for t in comparison.tables:
+            buffer = io.StringIO()
+            writer = csv.writer(buffer, lineterminator="\n")
+            keys = ["run", "model", "backend"] + [k for c in t.columns for k in ((c.key, f"{c.key}_se") if c.kind in ("pct", "num", "ratio") else (c.key,))]
+            writer.writerow(["task"] + keys)
+            for row in t.rows:
+                writer.writerow([t.title] + ["" if row.get(k) is None else row.get(k) for k in keys])
+            blocks.append(buffer.getvalue())
+        return "\n".join(blocks)
+    lines = [f"Note: {n}" for n in comparison.notes]
+    for t in comparison.tables:
+        titles = ["Run", "Model", "Backend"] + [c.title for c in t.columns]
+        lines += ([""] if lines else []) + [f"**{t.title}**", "", "| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
+        for row in t.rows:
+            cells = [str(row["run"]), str(row["model"]), str(row["backend"])] + [_cell(row, c) for c in t.columns]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

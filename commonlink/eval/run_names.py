@@ -1,0 +1,46 @@
+"""What tables and reports call a run: its recorded ``run_name`` (``--run-name``), else a name made from the
+model(s) and the settings that set the run apart (:func:`default_run_name`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["default_run_name", "model_names", "run_name"]
+
+#: Settings that set an association run apart from another on the same data (shown in its default name).
+_ASSOCIATION_DEFAULTS = {"strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
+
+
+def model_names(results: dict) -> list[str]:
+    models = results.get("models") or [results.get("model") or "?"]
+    # a local folder shows as its name; a Hub id (owner/name) as it is
+    return [Path(m).name if str(m).startswith(("/", ".", "~")) or str(m).count("/") > 1 else str(m) for m in models]
+
+
+def default_run_name(results: dict) -> str:
+    """The model(s) and the settings that set this run apart: ``MODEL`` (Common-O adds ``concat``, ``built-q``;
+    perception ``yes-no-hint``; association ``memory``, a non-default strategy or deduction rule, ``moe``;
+    any task ``T=...`` when sampling)."""
+    parts = ["+".join(model_names(results))]
+    task = str(results.get("task", ""))
+    if task.startswith("association"):
+        assoc = results.get("association", {})
+        parts.append(str(assoc.get("memory", "?")))
+        parts += [str(assoc[k]) if k != "deduction" else "no-deduction" for k, v in _ASSOCIATION_DEFAULTS.items()
+                  if k in assoc and assoc[k] != v]
+        if results.get("moe"):
+            parts.append("moe")
+    elif task == "common_o":
+        prompt = results.get("prompt", {})
+        parts += ["concat"] * bool(prompt.get("concat_images")) + ["built-q"] * (prompt.get("question") == "built")
+    elif task == "perception" and results.get("prompt", {}).get("yes_no_hint"):
+        parts.append("yes-no-hint")
+    temperature = (results.get("generation") or {}).get("temperature") or 0
+    if temperature > 0:
+        parts.append(f"T={temperature:g}")
+    return " ".join(parts)
+
+
+def run_name(results: dict) -> str:
+    """What tables and reports call a run: its recorded ``run_name``, else :func:`default_run_name`."""
+    return str(results.get("run_name") or default_run_name(results))
