@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -9,7 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import rich
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
 from commonlink.cli import app
@@ -271,14 +274,9 @@ def test_every_command_that_shows_progress_takes_the_shared_quiet_flag():
             assert not others, f"{name} spells the progress switch as {sorted(others)}"
 
 
-def _terminal_console(monkeypatch, *modules) -> "io.StringIO":
+def _terminal_console(monkeypatch, *modules) -> io.StringIO:
     """Progress bars drawn as on a terminal, into a buffer: stdout counts as a terminal for these command modules and
     rich's global console (which the library's bars use) is a forced terminal writing to the buffer."""
-    import io
-
-    import rich
-    from rich.console import Console
-
     buffer = io.StringIO()
     monkeypatch.setattr(rich, "_console", Console(file=buffer, force_terminal=True, width=120))
     for module in modules:
