@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -9,7 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import rich
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
 from commonlink.cli import app
@@ -213,3 +216,97 @@ def test_a_wrong_backend_option_lists_the_names_as_the_docs_spell_them(backend):
     docs = (REPO_ROOT / "docs" / "eval.md").read_text(encoding="utf-8")
     row = next(line for line in docs.splitlines() if line.startswith(f"| {backend} |"))
     assert listed and all(f"`{name}`" in row for name in listed), (listed, row)
+
+
+#: Commands whose library call draws progress bars (on a terminal): each takes the one shared ``--quiet``.
+SHOWS_PROGRESS = {
+    "ingest",
+    "synth",
+    "pairs",
+    "stats",
+    "demo",
+    "release build",
+    "release push",
+    "release pull",
+    "catalog merge",
+    "chains build",
+    "chains verify",
+    "chains review",
+    "eval commono",
+    "eval perception",
+    "eval report",
+    "eval association",
+    "eval concept",
+    "export lmms-eval",
+    "export vlmevalkit",
+    "unreal check",
+}
+#: The old switch, kept only as a hidden alias where it was once visible.
+OLD_PROGRESS_COMMANDS = {"synth", "release build"}
+
+
+def test_every_command_that_shows_progress_takes_the_shared_quiet_flag():
+    from commonlink.commands._common import QUIET
+
+    assert SHOWS_PROGRESS <= set(COMMANDS)
+    for name, command in COMMANDS.items():
+        quiet = [p for p in _options(command) if "--quiet" in p.opts]
+        if name not in SHOWS_PROGRESS:
+            assert not quiet, f"{name} takes --quiet but draws no progress: add it to SHOWS_PROGRESS if it now does"
+            continue
+        assert len(quiet) == 1, f"{name} has no --quiet"
+        (param,) = quiet
+        # the shared option: a plain flag, the same words everywhere (commands/_common.py QUIET)
+        assert param.is_flag and param.opts == ["--quiet"] and not param.secondary_opts, f"{name}: {param.opts}"
+        assert param.help == QUIET.help, f"{name}: --quiet has its own help {param.help!r}"
+        assert param.name == "quiet"
+    for name, command in COMMANDS.items():
+        others = {
+            o
+            for p in _options(command, hidden=True)
+            for o in [*p.opts, *p.secondary_opts]
+            if o != "--quiet" and any(word in o for word in ("progress", "quiet", "silent"))
+        }
+        if name in OLD_PROGRESS_COMMANDS:
+            assert others == {"--progress", "--no-progress"}, f"{name}: {others}"
+            assert all(p.hidden for p in _options(command, hidden=True) if "--progress" in p.opts), name
+        else:
+            assert not others, f"{name} spells the progress switch as {sorted(others)}"
+
+
+def _terminal_console(monkeypatch, *modules) -> io.StringIO:
+    """Progress bars drawn as on a terminal, into a buffer: stdout counts as a terminal for these command modules and
+    rich's global console (which the library's bars use) is a forced terminal writing to the buffer."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=buffer, force_terminal=True, width=120))
+    for module in modules:
+        monkeypatch.setattr(module, "stdout_is_terminal", lambda: True)
+    return buffer
+
+
+def test_quiet_pairs_and_chains_draw_no_progress_bar_on_a_terminal(tmp_path, monkeypatch):
+    from commonlink.commands import chains as chains_commands
+    from commonlink.commands import pairs as pairs_commands
+    from tests.fixtures.catalogs import family_scenes, write_scene_catalog
+
+    catalog = write_scene_catalog(tmp_path / "real", "real", family_scenes(12, seed=1), views=3, seed=1)
+    buffer = _terminal_console(monkeypatch, pairs_commands, chains_commands)
+    commands = {
+        "pairs": lambda out: ["pairs", str(catalog), "--out", str(out / "pairs.jsonl"), "--count", "6", "--seed", "1"],
+        "chains": lambda out: [
+            "chains", str(catalog), "--out", str(out), "--min-pixels", "0", "--top-k", "2", "--min-pool", "3",
+            "--tasks", "single_step", "--single-steps", "2", "--memory-size", "2", "--seed", "1",
+        ],
+    }
+    for name, args in commands.items():
+        for quiet in (False, True):
+            buffer.seek(0)
+            buffer.truncate()
+            out = tmp_path / f"{name}-{quiet}"
+            result = runner.invoke(app, [*args(out), *(["--quiet"] if quiet else [])])
+            assert result.exit_code == 0, result.output
+            drawn = buffer.getvalue()
+            if quiet:
+                assert drawn == "", f"{name} --quiet drew: {drawn[:300]!r}"
+            else:  # the control: without --quiet the same run does draw its bar (count, ETA) on the terminal
+                assert "ETA" in drawn and "\x1b[" in drawn, f"{name} drew no bar: {drawn[:300]!r}"

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from commonlink.catalog.info import catalog_summary
 from commonlink.catalog.merge import LINK_MODES, merge_catalogs
-from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import QUIET, console, reports_errors, stdout_is_terminal
 
 
 @reports_errors
@@ -21,6 +21,7 @@ def merge(
     link: str = typer.Option("copy", "--link", help=f"How images get into OUT: {', '.join(LINK_MODES)} (hardlink falls back to copy across file systems)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check each image against its record's sha256 while copying (the recorded hash is trusted while the file's size and mtime match the record's file stamp)."),
     rehash: bool = typer.Option(False, "--rehash", help="Hash every image while verifying, even where its file stamp is unchanged."),
+    quiet: bool = QUIET,
 ) -> None:
     """Join catalogs (e.g. render shards from several machines) into one.
 
@@ -28,7 +29,7 @@ def merge(
     conflict and the merge is refused (nothing is written). Images are copied atomically, catalog.jsonl is
     written last and atomically; re-running the same merge changes nothing.
     """
-    report = merge_catalogs(catalogs, out, link=link, verify=verify, rehash=rehash, progress=stdout_is_terminal())
+    report = merge_catalogs(catalogs, out, link=link, verify=verify, rehash=rehash, progress=not quiet and stdout_is_terminal())
     for item in report.renamed[:10]:
         console.print(f"[yellow]path taken:[/] {escape(item['catalog'])}: {escape(item['from'])} stored as {escape(item['to'])}", highlight=False)
     if len(report.renamed) > 10:

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, reports_errors, stdout_is_terminal
 from commonlink.commands.eval import (
     BACKEND_ARG,
     CONCURRENCY,
@@ -87,6 +87,7 @@ def chains(
     concept_kind: str | None = typer.Option(None, "--concept-kind", help="What the concepts are, for prompts (attribute, affordance, action, object...). Default from the source."),
     seed: int = typer.Option(0, "--seed", help="Global seed; every task and chain gets its own generator from it."),
     list_concepts: bool = typer.Option(False, "--list-concepts", help="Print every label with its pool size and exit."),
+    quiet: bool = QUIET,
 ) -> None:
     """Build association tasks (single-step, deduction, synchronous and asynchronous chains) from labelled images.
 
@@ -124,7 +125,7 @@ def chains(
     if config.preset:
         console.print(f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
                       f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools).")
-    _print_build_summary(build_chain_files(images, out, config, source=report, progress=stdout_is_terminal()))
+    _print_build_summary(build_chain_files(images, out, config, source=report, progress=not quiet and stdout_is_terminal()))
 
 
 def _print_read_report(report: SourceReport, kind: str, min_pixels: int) -> None:
@@ -180,6 +181,7 @@ def verify(
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     concurrency: int = CONCURRENCY,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
+    quiet: bool = QUIET,
 ) -> None:
     """Verify association task files (paper §4.2, App. A.1): correct labels the verifiers reject, then repair the tasks.
 
@@ -195,7 +197,7 @@ def verify(
                for b in ([backends] * len(models) if isinstance(backends, str) else backends)] if models else None
     summary = verify_tasks([str(t) for t in tasks], out, models=models, backend=backends, backend_options=options,
                            decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
-                           on_fail=on_fail, undecided=undecided, negatives=negatives, progress=stdout_is_terminal(),
+                           on_fail=on_fail, undecided=undecided, negatives=negatives, progress=not quiet and stdout_is_terminal(),
                            catalog_root=catalog_root)
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     if summary.undecided:
@@ -213,9 +215,10 @@ def review(
     thumbnail: int = typer.Option(200, "--thumb-size", min=32, help="Longest side of a thumbnail, in pixels (as `eval report --thumb-size`)."),
     old_thumbnail: int | None = typer.Option(None, "--thumbnail", min=32, hidden=True, help="Old name of --thumb-size."),
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
+    quiet: bool = QUIET,
 ) -> None:
     """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
-    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=old_thumbnail or thumbnail, progress=stdout_is_terminal(),
+    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=old_thumbnail or thumbnail, progress=not quiet and stdout_is_terminal(),
                             catalog_root=catalog_root)
     console.print(f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
                   "open index.html.")

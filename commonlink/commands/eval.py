@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, console, parse_range, reports_errors
+from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, parse_range, reports_errors
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
@@ -100,7 +100,6 @@ CONCURRENCY = typer.Option(None, "--concurrency", min=1, help="openai: requests 
 IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
                               help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.")
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
-QUIET = typer.Option(False, "--quiet", help="No progress bar.")
 NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results.")
 RUN_NAME = typer.Option(None, "--run-name", help="What tables and reports call this run (default: the model and the settings that set it apart); kept in results.json.")
 OVERWRITE = typer.Option(False, "--overwrite", help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, console, err_console, reports_errors
+from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, err_console, reports_errors
 from commonlink.errors import InputError
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.eval.export.writers import (
@@ -39,22 +39,22 @@ def _out_folder(out: Path | None, old_out: Path | None, command: str) -> Path:
 
 @reports_errors
 def lmms_eval(old_out: Path = OLD_OUT, out: Path = OUT, data: str = DATA, association: str = ASSOCIATION, revision: str = REVISION,
-              split: list[str] = SPLITS, catalog_root: Path = CATALOG_ROOT) -> None:
+              split: list[str] = SPLITS, catalog_root: Path = CATALOG_ROOT, quiet: bool = QUIET) -> None:
     """lmms-eval tasks common_o, common_o_challenge (and association_single_step) scored with commonlink's parser and metrics."""
     out = _out_folder(out, old_out, "lmms-eval")
     written = export_lmms_eval(out, data=data, association=association, revision=revision, splits=tuple(split),
-                               catalog_root=catalog_root)
+                               catalog_root=catalog_root, show_progress=not quiet)
     console.print(f"Wrote {len(written)} files to {out / LMMS_TASK_DIR}. Run: lmms-eval --include_path {out / LMMS_TASK_DIR} "
                   "--tasks common_o --model ... (commonlink must be installed in that environment).", highlight=False)
 
 
 @reports_errors
 def vlmevalkit(old_out: Path = OLD_OUT, out: Path = OUT, data: str = DATA, association: str = ASSOCIATION, revision: str = REVISION,
-               split: list[str] = SPLITS, catalog_root: Path = CATALOG_ROOT) -> None:
+               split: list[str] = SPLITS, catalog_root: Path = CATALOG_ROOT, quiet: bool = QUIET) -> None:
     """VLMEvalKit TSV files and a dataset class (commonlink_vlmeval.py) scored with commonlink's parser and metrics."""
     out = _out_folder(out, old_out, "vlmevalkit")
     written = export_vlmevalkit(out, data=data, association=association, revision=revision, splits=tuple(split),
-                                catalog_root=catalog_root)
+                                catalog_root=catalog_root, show_progress=not quiet)
     console.print(f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "
                   f"{' '.join(p.stem for p in written if p.suffix == '.tsv')} --model ... (VLMEvalKit's run.py options; commonlink must be "
                   "installed in VLMEvalKit's environment).", highlight=False)

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from commonlink.commands._common import (
+    QUIET,
     console,
     err_console,
     reports_errors,
@@ -62,6 +63,7 @@ def push(
     force: bool = typer.Option(False, "--force", help="Move an existing version tag to the new content (with a warning)."),
     move_main: bool = typer.Option(False, "--move-main", help="Put this version on main even when main holds a higher one (by default an older version is only tagged)."),
     strict: bool = typer.Option(False, "--strict", help="Refuse to push while the card still marks datasheet questions as unanswered (default: warn)."),
+    quiet: bool = QUIET,
 ) -> None:
     """Publish a release folder as a version of a Hub dataset repo.
 
@@ -74,12 +76,12 @@ def push(
     finished by running the same command again.
     """
     if dry_run:
-        plan = plan_push(release_dir, repo, version, message=message, progress=stdout_is_terminal())
+        plan = plan_push(release_dir, repo, version, message=message, progress=not quiet and stdout_is_terminal())
         print_plan(plan, private=private, endpoint=endpoint)
         return
     result = push_release(
         release_dir, repo, version, private=private, endpoint=endpoint, message=message, force=force,
-        progress=stdout_is_terminal(), move_main=move_main, strict=strict,
+        progress=not quiet and stdout_is_terminal(), move_main=move_main, strict=strict,
     )
     for note in result.notes:
         err_console.print(f"[bold yellow]Warning:[/] {escape(note)}", highlight=False, soft_wrap=True)
@@ -112,10 +114,11 @@ def pull(
     version: str = typer.Option(..., "--version", help="Version X.Y.Z to download (a tag of the repo)."),
     out: Path = typer.Option(..., "--out", "-o", help="New or empty folder to write the release into."),
     endpoint: str | None = typer.Option(None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."),
+    quiet: bool = QUIET,
 ) -> None:
     """Download one published version into a folder and verify every file against the version's manifest (sha256
     and size); nothing is kept when a file does not match."""
-    result = pull_release(repo, version, out, endpoint=endpoint, progress=stdout_is_terminal())
+    result = pull_release(repo, version, out, endpoint=endpoint, progress=not quiet and stdout_is_terminal())
     for note in result.notes:
         err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     console.print(f"Downloaded {repo} version {version} into {result.out_dir}: {result.files} files ({_size(result.total_bytes)}), "

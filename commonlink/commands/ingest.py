@@ -15,7 +15,7 @@ from commonlink.catalog.ingest import (
     IngestReport,
     ingest_photos,
 )
-from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import QUIET, console, reports_errors, stdout_is_terminal
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
 
@@ -44,6 +44,7 @@ def ingest(
     allow_near_duplicates: bool = typer.Option(False, "--allow-near-duplicates", help="Keep near-duplicates (they are still reported as pairs)."),
     checkpoint_every: int = typer.Option(DEFAULT_CHECKPOINT_EVERY, "--checkpoint-every", help="Save the work after this many changes (appended to a journal with one fsync; catalog.jsonl is rewritten with a bounded total cost), so an interruption keeps the work done."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 2 when any photo was refused (for scripts and CI)."),
+    quiet: bool = QUIET,
 ) -> None:
     """Ingest labelled photos into an image catalog.
 
@@ -60,7 +61,7 @@ def ingest(
         near_duplicate_distance=near_duplicate_distance,
         allow_near_duplicates=allow_near_duplicates,
         checkpoint_every=checkpoint_every,
-        progress=stdout_is_terminal(),
+        progress=not quiet and stdout_is_terminal(),
     )
     print_ingest_report(report)
     counts = report.counts()

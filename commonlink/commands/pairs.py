@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from commonlink.commands._common import (
+    QUIET,
     console,
     parse_range,
     reports_errors,
@@ -32,6 +33,7 @@ def pairs(
     real_fraction: float | None = typer.Option(None, "--real-fraction", help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources are present, else the one source)."),
     seed: int = typer.Option(0, "--seed", help="Global seed: same catalogs + same seed = identical output."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing pairs file made with other settings."),
+    quiet: bool = QUIET,
 ) -> None:
     """Sample Common-O examples (paper §3.1-3.2) from image catalogs.
 
@@ -51,7 +53,7 @@ def pairs(
         seed=seed,
         common_distribution=common_distribution,
     )
-    result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=stdout_is_terminal())
+    result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=not quiet and stdout_is_terminal())
     if result.kept:
         console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
         print_stats(result.stats)

@@ -15,7 +15,7 @@ from commonlink.catalog.sam_masks import (
     checkpoint_help,
     load_sam,
 )
-from commonlink.commands._common import console, err_console, reports_errors
+from commonlink.commands._common import QUIET, console, err_console, reports_errors
 from commonlink.errors import InputError
 
 
@@ -30,6 +30,7 @@ def stats(
     min_area: float = typer.Option(0.005, "--min-area", min=0.0, max=1.0, help="Smallest plausible object mask, as a fraction of the image."),
     max_area: float = typer.Option(0.40, "--max-area", min=0.0, max=1.0, help="Largest plausible object mask, as a fraction of the image."),
     per_object: int = typer.Option(20, "--show-objects", min=0, help="Objects listed in the printed per-object table (all are saved)."),
+    quiet: bool = QUIET,
 ) -> None:
     """Measure how much of each image its objects cover; store it in the catalog and summarise it.
 
@@ -55,7 +56,7 @@ def stats(
             console.print(escape(f"Loading SAM {sam_model} from {sam_checkpoint} on {device} ..."))
             return load_sam(sam_checkpoint, sam_model, device)
 
-    result = compute_object_stats(catalog_dir, load_sam=loader, model_id=model_id, settings=settings)
+    result = compute_object_stats(catalog_dir, load_sam=loader, model_id=model_id, settings=settings, show_progress=not quiet)
     _print_summary(result.summary, per_object)
     measured = ", ".join(f"{method}: {n}" for method, n in sorted(result.measured.items())) or "none"
     console.print(f"Measured images by method: {measured}; SAM results cached {result.cached}, computed {result.computed}.", soft_wrap=True)

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import QUIET, console, reports_errors, stdout_is_terminal
 from commonlink.errors import InputError
 from commonlink.synth.assets import load_assets
 from commonlink.synth.render.unreal_check import check_project, refuse_placeholder_classes
@@ -28,6 +28,7 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", min=0.1, help="Seconds to wait for the plugin to start a session."),
     timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each reply."),
+    quiet: bool = QUIET,
 ) -> None:
     """Check a running Unreal game (Play pressed, UnrealCV plugin listening) against an asset file.
 
@@ -44,7 +45,7 @@ def check(
     catalog = load_assets(asset_file)
     refuse_placeholder_classes(catalog)
     report = check_project(host, port, catalog, timeout=timeout, connect_timeout=connect_timeout,
-                           progress=not as_json and stdout_is_terminal())
+                           progress=not (as_json or quiet) and stdout_is_terminal())
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
