@@ -293,3 +293,58 @@ def test_parser_handles_100000_repeated_think_tags():
     assert parse_common_o_answer("</think>" * n + "Answer: D", SILVER).letters == ["D"]
     assert parse_common_o_answer("#\n" * n + "Answer: D", SILVER).letters == ["D"]
     assert parse_yes_no("<think>" * n + "yes") is None
+
+
+def test_cache_writes_every_batch_and_fsyncs_at_most_every_interval(tmp_path, monkeypatch):
+    """Issue 30: an fsync per batch cost as much as the rest of the harness's own work. Every batch still reaches
+    the file at once (a killed process loses nothing: another reader sees it), fsyncs are bounded by the interval,
+    and sync() at the end of a run makes the rest durable."""
+    import os
+
+    from commonlink.eval import cache as cache_module
+
+    synced = []
+    monkeypatch.setattr(cache_module.os, "fsync", lambda fd: synced.append(fd))
+    clock = [100.0]
+    monkeypatch.setattr(cache_module.time, "monotonic", lambda: clock[0])
+    path = tmp_path / "cache.jsonl"
+    cache = PredictionCache(path, sync_interval_s=2.0)
+    for n in range(6):  # one batch every 0.5 s
+        cache.add([(row_key("run", f"r{n}"), f"r{n}", f"Answer: {n}")])
+        assert PredictionCache(path).get(row_key("run", f"r{n}")) == f"Answer: {n}"  # on file before the next batch
+        clock[0] += 0.5
+    assert len(synced) == 1  # the batch 2 s after opening, not every batch
+    cache.sync()
+    assert len(synced) == 2
+    cache.sync()  # nothing written since: no fsync
+    assert len(synced) == 2
+    assert os.path.getsize(path) == sum(len(line) + 1 for line in path.read_text().splitlines())
+
+
+def test_run_over_split_fsyncs_the_cache_at_the_end(tmp_path, monkeypatch):
+    from commonlink.eval import cache as cache_module
+    from commonlink.eval.backends.baselines import BaselineBackend
+    from commonlink.eval.runner import run_over_split
+
+    synced = []
+    monkeypatch.setattr(cache_module.os, "fsync", lambda fd: synced.append(fd))
+    requests = {i: GenerationRequest(f"r{i}", [], "q", CHOICES, True) for i in range(6)}
+    outcome = run_over_split(_Rows(6), range(6), build=lambda i: [(requests[i], {"id": f"r{i}"})],
+                             finish=lambda meta, output: {**meta, "output": output}, backend=BaselineBackend("none"),
+                             settings=GenerationSettings(), cache=PredictionCache(tmp_path / "c.jsonl"), run="k", batch_size=2,
+                             show_progress=False)
+    assert len(outcome.records) == 6 and len(synced) == 1  # three batches written, one fsync at the end
+    assert len(PredictionCache(tmp_path / "c.jsonl")) == 6
+
+
+class _Rows:
+    """A split whose row i is just i."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def get(self, i, images=True):
+        return i

@@ -27,6 +27,7 @@ The paper asks for a last line ``Answer: <letters>`` but publishes no parser, so
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -119,6 +120,7 @@ def _answer_payload(text: str, marker: re.Pattern = _MARKER) -> tuple[str | None
     return (lines[-1], "last_line") if lines else (None, None)
 
 
+@functools.lru_cache(maxsize=4096)  # a split repeats its few hundred object names on every row
 def _name_pattern(name: str) -> re.Pattern:
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", re.I)
 
