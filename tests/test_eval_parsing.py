@@ -321,30 +321,15 @@ def test_cache_writes_every_batch_and_fsyncs_at_most_every_interval(tmp_path, mo
     assert os.path.getsize(path) == sum(len(line) + 1 for line in path.read_text().splitlines())
 
 
-def test_run_over_split_fsyncs_the_cache_at_the_end(tmp_path, monkeypatch):
+def test_a_run_fsyncs_its_cache_at_the_end(tmp_path, monkeypatch):
     from commonlink.eval import cache as cache_module
-    from commonlink.eval.backends.baselines import BaselineBackend
-    from commonlink.eval.runner import run_over_split
+    from commonlink.eval.commono import evaluate_common_o
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     synced = []
-    monkeypatch.setattr(cache_module.os, "fsync", lambda fd: synced.append(fd))
-    requests = {i: GenerationRequest(f"r{i}", [], "q", CHOICES, True) for i in range(6)}
-    outcome = run_over_split(_Rows(6), range(6), build=lambda i: [(requests[i], {"id": f"r{i}"})],
-                             finish=lambda meta, output: {**meta, "output": output}, backend=BaselineBackend("none"),
-                             settings=GenerationSettings(), cache=PredictionCache(tmp_path / "c.jsonl"), run="k", batch_size=2,
-                             show_progress=False)
-    assert len(outcome.records) == 6 and len(synced) == 1  # three batches written, one fsync at the end
-    assert len(PredictionCache(tmp_path / "c.jsonl")) == 6
-
-
-class _Rows:
-    """A split whose row i is just i."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __len__(self):
-        return self.n
-
-    def get(self, i, images=True):
-        return i
+    real_fsync = cache_module.PredictionCache._fsync
+    monkeypatch.setattr(cache_module.PredictionCache, "_fsync", lambda self, handle: synced.append(self.path.name) or real_fsync(self, handle))
+    data = write_common_o_split(tmp_path / "data", common_o_rows(6, seed=0))
+    evaluate_common_o(data, "main", "none", out_dir=tmp_path / "run", batch_size=2, show_progress=False, n_boot=10, report=False)
+    assert synced == ["prediction-cache.jsonl"]  # three batches written, one fsync at the end
+    assert len(PredictionCache(tmp_path / "run" / "prediction-cache.jsonl")) == 6

@@ -4,8 +4,8 @@ bad-row skipping and progress (what :meth:`commonlink.eval.task.Task.run` does u
 A task gives two functions: ``build(example) -> [(request, meta), ...]`` (the model calls one row needs) and
 ``finish(meta, output) -> record`` (parse and score one output). The runner keeps at most one batch of images
 in memory, reads rows without their pixels for a backend that does not use images, answers cached requests
-without the model, appends new outputs to the cache after every batch (fsynced every few seconds and at the
-end), and turns undecodable or malformed rows and failed requests into ``skipped`` entries (row, reason)
+without the model, appends new outputs to the cache after every batch (fsynced every few seconds; the
+evaluator fsyncs the rest at the end of the run), and turns undecodable or malformed rows and failed requests into ``skipped`` entries (row, reason)
 instead of stopping the run.
 """
 
@@ -223,7 +223,6 @@ def run_over_split(
                 continue
             progress.advance(task, batches.add(i, items))
         progress.advance(task, batches.flush())
-    cache.sync()  # the answers written since the last fsync (the cache fsyncs at most every few seconds)
     batches.done.sort(key=lambda item: (item[0], item[1]))
     outcome.records = [record for _, _, record in batches.done]
     outcome.skipped.sort(key=lambda s: s["row"])
