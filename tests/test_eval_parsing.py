@@ -333,3 +333,43 @@ def test_a_run_fsyncs_its_cache_at_the_end(tmp_path, monkeypatch):
     evaluate_common_o(data, "main", "none", out_dir=tmp_path / "run", batch_size=2, show_progress=False, n_boot=10, report=False)
     assert synced == ["prediction-cache.jsonl"]  # three batches written, one fsync at the end
     assert len(PredictionCache(tmp_path / "run" / "prediction-cache.jsonl")) == 6
+
+
+def test_prefetched_rows_come_in_order_at_most_depth_ahead_and_the_worker_stops_with_the_run():
+    import threading
+    import time
+
+    from commonlink.eval.runner import prepared_rows
+
+    built = []
+
+    def build(i):
+        if i == 5:
+            raise ValueError("row 5 is malformed")
+        built.append(i)
+        return [(GenerationRequest(f"r{i}", [], "q"), {})]
+
+    rows = prepared_rows(_Rows(40), range(40), build, depth=6, refill=4)
+    seen = []
+    for i, items, error in rows:
+        seen.append((i, error is None))
+        time.sleep(0.002)  # let the worker run ahead as far as it may
+        assert len(built) <= len(seen) + 6  # never more than `depth` rows waiting
+        if i == 20:
+            break
+    rows.close()
+    assert seen == [(i, i != 5) for i in range(21)]
+    assert not [t for t in threading.enumerate() if t.name == "commonlink-eval-prefetch"]
+
+
+class _Rows:
+    """A split whose row i is just i."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def get(self, i, images=True):
+        return i
