@@ -16,6 +16,7 @@ answers, which the rerun generates again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -74,6 +75,7 @@ class PredictionCache:
         self.skipped_lines = 0
         self.sync_interval_s = sync_interval_s
         self._unsynced = False  # written since the last fsync
+        self._handle = None
         self._last_sync = time.monotonic()
         for source in dict.fromkeys([*map(Path, also_read), self.path]):
             if source.is_file():
@@ -112,24 +114,39 @@ class PredictionCache:
         if not lines:
             return
         data = "".join(lines).encode("utf-8")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a+b") as handle:
+        if self._handle is None:  # opened once for the run (sync() closes it), not once a batch
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = self.path.open("a+b")
             # A previous kill may have left a partial line without newline: start on a fresh line.
-            if handle.seek(0, os.SEEK_END) > 0:
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":
+            if self._handle.seek(0, os.SEEK_END) > 0:
+                self._handle.seek(-1, os.SEEK_END)
+                if self._handle.read(1) != b"\n":
                     data = b"\n" + data
-            handle.write(data)  # append mode: at the end whatever the read position
-            handle.flush()
-            self._unsynced = True
-            if time.monotonic() - self._last_sync >= self.sync_interval_s:
-                self._fsync(handle)
+        try:
+            self._handle.write(data)  # append mode: at the end whatever the read position
+            self._handle.flush()
+        except BaseException:
+            with contextlib.suppress(OSError):  # the write's own error is the one to report
+                self.close()  # a write cut short may leave a partial line: the next add reopens and checks
+            raise
+        self._unsynced = True
+        if time.monotonic() - self._last_sync >= self.sync_interval_s:
+            self._fsync(self._handle)
 
     def sync(self) -> None:
-        """fsync what was written since the last fsync (the end of a run; nothing to do when all is synced)."""
+        """fsync what was written since the last fsync and close the file (the end of a run; a later add reopens it)."""
         if self._unsynced:
-            with self.path.open("ab") as handle:
-                self._fsync(handle)
+            if self._handle is None:
+                with self.path.open("ab") as handle:
+                    self._fsync(handle)
+            else:
+                self._fsync(self._handle)
+        self.close()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            handle.close()
 
     def _fsync(self, handle) -> None:
         os.fsync(handle.fileno())
