@@ -136,8 +136,6 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
     """Three sides, run in turn in every repeat (the order rotates, so none always runs first or on warm caches):
     the bare loop; ours = ``run_over_split`` with :class:`CommonOTask`'s own ``requests``/``score``, then metrics +
     the result files (:func:`write_outputs`, as a run writes them); and ``evaluate_common_o`` end to end (context)."""
-    import os
-
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
     from commonlink.eval.commono import CommonOTask, evaluate_common_o, write_outputs
@@ -191,7 +189,14 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
             run = {name: sides[name]() for name in order}
             assert run["ours"]["outputs"] == run["bare"]["outputs"], "harness and bare loop disagree"
             runs.append(run)
-    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    return overhead_rows(runs, f"{rows} rows, batch {batch_size}, {max_new_tokens} new tokens, tiny LLaVA on CPU, median of {repeats} interleaved", rows)
+
+
+def overhead_rows(runs: list[dict], what: str, rows: int) -> list[dict]:
+    """The transformers overhead rows from the repeats' times (``runs``: per repeat, each side's times)."""
+    import os
+
+    what += f", load average {round(os.getloadavg()[0], 2) if hasattr(os, 'getloadavg') else None}"
 
     def median(value) -> float:
         return statistics.median(value(r) for r in runs)
@@ -202,7 +207,6 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
     loop_on_cpu = paired(lambda r: r["ours"]["loop"]["outside_on_cpu"] / r["bare"]["outside_on_cpu"])
     loop_wall = paired(lambda r: r["ours"]["loop"]["outside"] / r["bare"]["outside"])
     ms_a_row = {name: 1000 * median(lambda r, name=name: r[name]["outside_on_cpu"]) / rows for name in ("bare", "ours")}
-    what = f"{rows} rows, batch {batch_size}, {max_new_tokens} new tokens, tiny LLaVA on CPU, median of {repeats} interleaved, load average {load}"
     return [
         # The target row: the harness's own work per row against the bare loop's, both without model.generate (whose
         # time varies 2-3x between identical calls on a shared machine), and without the time the thread sat
@@ -445,11 +449,11 @@ def main() -> None:
     parts = args.only or PARTS
     # --quick keeps the rows and tokens (8 rows of 12 tokens made the tiny model's whole run ~70 ms, so the
     # harness's fixed per-run cost - result files, bootstrap - was measured rather than its overhead per batch)
-    # and runs fewer repeats
-    repeats = 3 if args.quick else 5
+    # and runs fewer repeats; the overhead's paired ratios swing with the machine's load, hence 7 at least
+    repeats = 7 if args.quick else 11
     report = []
-    if "transformers" in parts:  # its paired ratios swing with the machine's load: more repeats
-        report += transformers_overhead(args.rows, args.max_new_tokens, args.batch_size, 7 if args.quick else 11)
+    if "transformers" in parts:
+        report += transformers_overhead(args.rows, args.max_new_tokens, args.batch_size, repeats)
     if "openai" in parts:
         report += openai_concurrency(200, 16)
     if "baselines" in parts:

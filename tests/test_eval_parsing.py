@@ -351,7 +351,7 @@ def test_prefetched_rows_come_in_order_at_most_depth_ahead_and_the_worker_stops_
 
     rows = prepared_rows(_Rows(40), range(40), build, depth=6, refill=4)
     seen = []
-    for i, items, error in rows:
+    for i, _items, error in rows:
         seen.append((i, error is None))
         time.sleep(0.002)  # let the worker run ahead as far as it may
         assert len(built) <= len(seen) + 6  # never more than `depth` rows waiting
