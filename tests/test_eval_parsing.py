@@ -293,3 +293,83 @@ def test_parser_handles_100000_repeated_think_tags():
     assert parse_common_o_answer("</think>" * n + "Answer: D", SILVER).letters == ["D"]
     assert parse_common_o_answer("#\n" * n + "Answer: D", SILVER).letters == ["D"]
     assert parse_yes_no("<think>" * n + "yes") is None
+
+
+def test_cache_writes_every_batch_and_fsyncs_at_most_every_interval(tmp_path, monkeypatch):
+    """Issue 30: an fsync per batch cost as much as the rest of the harness's own work. Every batch still reaches
+    the file at once (a killed process loses nothing: another reader sees it), fsyncs are bounded by the interval,
+    and sync() at the end of a run makes the rest durable."""
+    import os
+
+    from commonlink.eval import cache as cache_module
+
+    synced = []
+    monkeypatch.setattr(cache_module.os, "fsync", lambda fd: synced.append(fd))
+    clock = [100.0]
+    monkeypatch.setattr(cache_module.time, "monotonic", lambda: clock[0])
+    path = tmp_path / "cache.jsonl"
+    cache = PredictionCache(path, sync_interval_s=2.0)
+    for n in range(6):  # one batch every 0.5 s
+        cache.add([(row_key("run", f"r{n}"), f"r{n}", f"Answer: {n}")])
+        assert PredictionCache(path).get(row_key("run", f"r{n}")) == f"Answer: {n}"  # on file before the next batch
+        clock[0] += 0.5
+    assert len(synced) == 1  # the batch 2 s after opening, not every batch
+    cache.sync()
+    assert len(synced) == 2
+    cache.sync()  # nothing written since: no fsync
+    assert len(synced) == 2
+    assert os.path.getsize(path) == sum(len(line) + 1 for line in path.read_text().splitlines())
+
+
+def test_a_run_fsyncs_its_cache_at_the_end(tmp_path, monkeypatch):
+    from commonlink.eval import cache as cache_module
+    from commonlink.eval.commono import evaluate_common_o
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    synced = []
+    real_fsync = cache_module.PredictionCache._fsync
+    monkeypatch.setattr(cache_module.PredictionCache, "_fsync", lambda self, handle: synced.append(self.path.name) or real_fsync(self, handle))
+    data = write_common_o_split(tmp_path / "data", common_o_rows(6, seed=0))
+    evaluate_common_o(data, "main", "none", out_dir=tmp_path / "run", batch_size=2, show_progress=False, n_boot=10, report=False)
+    assert synced == ["prediction-cache.jsonl"]  # three batches written, one fsync at the end
+    assert len(PredictionCache(tmp_path / "run" / "prediction-cache.jsonl")) == 6
+
+
+def test_prefetched_rows_come_in_order_at_most_depth_ahead_and_the_worker_stops_with_the_run():
+    import threading
+    import time
+
+    from commonlink.eval.runner import prepared_rows
+
+    built = []
+
+    def build(i):
+        if i == 5:
+            raise ValueError("row 5 is malformed")
+        built.append(i)
+        return [(GenerationRequest(f"r{i}", [], "q"), {})]
+
+    rows = prepared_rows(_Rows(40), range(40), build, depth=6, refill=4)
+    seen = []
+    for i, _items, error in rows:
+        seen.append((i, error is None))
+        time.sleep(0.002)  # let the worker run ahead as far as it may
+        assert len(built) <= len(seen) + 6  # never more than `depth` rows waiting
+        if i == 20:
+            break
+    rows.close()
+    assert seen == [(i, i != 5) for i in range(21)]
+    assert not [t for t in threading.enumerate() if t.name == "commonlink-eval-prefetch"]
+
+
+class _Rows:
+    """A split whose row i is just i."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def get(self, i, images=True):
+        return i

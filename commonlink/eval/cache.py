@@ -1,18 +1,28 @@
-"""Prediction cache: one JSON line per answered request, appended and fsynced after every batch.
+"""Prediction cache: one JSON line per answered request, appended after every batch.
 
 Kill a run and rerun it: rows whose key is already in the cache are not sent to the model again, so the run
 continues where it stopped and ends with exactly the results of an uninterrupted run. The key covers
 everything that can change an output: dataset fingerprint, row id, model fingerprint, backend, prompt
 template and generation settings (:func:`run_key` + row id). Failed requests are not cached (a rerun retries
 them). A line cut short by a kill is ignored on reading.
+
+Durability: every batch is written to the file (handed to the operating system) before the next batch starts,
+so killing the process (``kill -9``, Ctrl-C, out of memory) at any moment loses no answer. ``fsync`` - which only
+matters when the machine itself goes down - runs at most every :data:`SYNC_INTERVAL_S` seconds and at the end
+of a run (:meth:`PredictionCache.sync`), not after every batch: an fsync costs milliseconds, as much as the
+rest of the harness's own work on a batch of a small model. A power cut loses at most that many seconds of
+answers, which the rerun generates again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import re
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,6 +41,11 @@ log = logging.getLogger(__name__)
 
 CACHE_FILENAME = "prediction-cache.jsonl"
 
+#: Longest time (seconds) written answers wait for an fsync (see the module doc); :meth:`PredictionCache.sync` ends it.
+SYNC_INTERVAL_S = 2.0
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 def run_key(**parts) -> str:
     """Hash of the run-level key parts (any JSON-serialisable values)."""
@@ -42,7 +57,7 @@ def valid_text(text: str) -> str:
     """``text`` with each lone surrogate (a JSON ``"\\ud800"`` from a model decodes to one) replaced by U+FFFD.
 
     A lone surrogate cannot be written as UTF-8: kept, it would fail the cache write on every rerun."""
-    if not any("\ud800" <= ch <= "\udfff" for ch in text):
+    if _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
@@ -54,10 +69,14 @@ def row_key(run: str, row_id: str) -> str:
 class PredictionCache:
     """Append-only JSONL of ``{"key", "row", "output"}`` entries, loaded into memory on open."""
 
-    def __init__(self, path: str | os.PathLike, *, also_read: Iterable[Path] = ()):
+    def __init__(self, path: str | os.PathLike, *, also_read: Iterable[Path] = (), sync_interval_s: float = SYNC_INTERVAL_S):
         self.path = Path(path)
         self._entries: dict[str, str] = {}
         self.skipped_lines = 0
+        self.sync_interval_s = sync_interval_s
+        self._unsynced = False  # written since the last fsync
+        self._handle = None
+        self._last_sync = time.monotonic()
         for source in dict.fromkeys([*map(Path, also_read), self.path]):
             if source.is_file():
                 self._load(source)
@@ -85,7 +104,8 @@ class PredictionCache:
         return self._entries.get(key)
 
     def add(self, entries: Iterable[tuple[str, str, str]]) -> None:
-        """Append ``(key, row id, output)`` entries and fsync, so a kill right after loses nothing."""
+        """Append ``(key, row id, output)`` entries to the file (a killed process loses none of them); fsync
+        when the last one is :data:`SYNC_INTERVAL_S` old (see the module doc)."""
         lines = []
         for key, row_id, output in entries:
             output = valid_text(output)
@@ -93,20 +113,45 @@ class PredictionCache:
             lines.append(json.dumps({"key": key, "row": row_id, "output": output}, ensure_ascii=False) + "\n")
         if not lines:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as handle:
+        data = "".join(lines).encode("utf-8")
+        if self._handle is None:  # opened once for the run (sync() closes it), not once a batch
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = self.path.open("a+b")
             # A previous kill may have left a partial line without newline: start on a fresh line.
-            if handle.tell() > 0 and not _ends_with_newline(self.path):
-                handle.write("\n")
-            handle.write("".join(lines))
-            handle.flush()
-            os.fsync(handle.fileno())
+            if self._handle.seek(0, os.SEEK_END) > 0:
+                self._handle.seek(-1, os.SEEK_END)
+                if self._handle.read(1) != b"\n":
+                    data = b"\n" + data
+        try:
+            self._handle.write(data)  # append mode: at the end whatever the read position
+            self._handle.flush()
+        except BaseException:
+            with contextlib.suppress(OSError):  # the write's own error is the one to report
+                self.close()  # a write cut short may leave a partial line: the next add reopens and checks
+            raise
+        self._unsynced = True
+        if time.monotonic() - self._last_sync >= self.sync_interval_s:
+            self._fsync(self._handle)
 
+    def sync(self) -> None:
+        """fsync what was written since the last fsync and close the file (the end of a run; a later add reopens it)."""
+        if self._unsynced:
+            if self._handle is None:
+                with self.path.open("ab") as handle:
+                    self._fsync(handle)
+            else:
+                self._fsync(self._handle)
+        self.close()
 
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
+    def close(self) -> None:
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            handle.close()
+
+    def _fsync(self, handle) -> None:
+        os.fsync(handle.fileno())
+        self._unsynced = False
+        self._last_sync = time.monotonic()
 
 
 class CachedGenerator:

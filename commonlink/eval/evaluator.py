@@ -84,6 +84,7 @@ def evaluate(task: Task, options: RunOptions) -> dict:
         )
         start = time.perf_counter()
         outcome = task.run(run)
+        run.cache.sync()  # a task driving its own loop (association) leaves the last answers unsynced
         run.wall_s = time.perf_counter() - start
         run.generate_s = sum(b.generate_seconds for b in backends)
         run.infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded

@@ -27,6 +27,7 @@ The paper asks for a last line ``Answer: <letters>`` but publishes no parser, so
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -119,6 +120,7 @@ def _answer_payload(text: str, marker: re.Pattern = _MARKER) -> tuple[str | None
     return (lines[-1], "last_line") if lines else (None, None)
 
 
+@functools.lru_cache(maxsize=4096)  # a split repeats its few hundred object names on every row
 def _name_pattern(name: str) -> re.Pattern:
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", re.I)
 
@@ -132,16 +134,24 @@ def _unwrap_letter_group(match: re.Match) -> str:
     return " "
 
 
-def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
-    """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4, 5 and 7 of the module doc)."""
+@functools.lru_cache(maxsize=1024)  # a split has few distinct choice lists; every row's answer is read against one
+def _choice_layout(choices: tuple[str, ...]) -> tuple[list[str], list[int], list[int], dict[str, int]]:
+    """(letters, choice order, bracketed choices, lower-case letter -> choice) of a choice list.
+
+    Names longest first, so "glass cup" wins over "cup" and names with spaces stay whole. Names holding
+    brackets ("mallard (fake duck)") go before remarks are dropped; all others after, so that a remark
+    ("(the silver knife is not in image 2)") never counts as naming a choice."""
     labels = letter_labels(len(choices))
-    picked: set[int] = set()
-    rest = payload
-    # Names longest first, so "glass cup" wins over "cup" and names with spaces stay whole. Names holding
-    # brackets ("mallard (fake duck)") go before remarks are dropped; all others after, so that a remark
-    # ("(the silver knife is not in image 2)") never counts as naming a choice.
     order = sorted(range(len(choices)), key=lambda k: -len(choices[k]))
     bracketed = [k for k in order if any(ch in choices[k] for ch in "()[]")]
+    return labels, order, bracketed, {label.lower(): k for k, label in enumerate(labels)}
+
+
+def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
+    """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4, 5 and 7 of the module doc)."""
+    labels, order, bracketed, by_label = _choice_layout(tuple(choices))
+    picked: set[int] = set()
+    rest = payload
     for idx in bracketed:
         rest = _take_name(rest, idx, choices, picked)
     # "(A)" / "[B]" keep their letter; other parenthesised remarks are explanations, not answers.
@@ -153,7 +163,6 @@ def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
         picked.add(choices.index(NO_COMMON_OBJECTS))
         rest = _NONE_PHRASES.sub(" ", rest)
     names_matched = bool(picked)
-    by_label = {label.lower(): k for k, label in enumerate(labels)}
     for raw in _SEPARATORS.split(rest):
         token = raw.strip(_DECORATION)
         if not token:

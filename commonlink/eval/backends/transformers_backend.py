@@ -151,6 +151,11 @@ def load_model(transformers, model: str, model_class: str, kwargs: dict):
                        "otherwise it is not a generative vision-language model transformers can load.")
 
 
+def _rgb(img):
+    """``img`` in RGB: as it is when it already is (``convert`` would copy every pixel of every image)."""
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
 class TransformersBackend:
     """A VLM loaded with transformers; ``generate`` runs one padded batch."""
 
@@ -266,7 +271,7 @@ class TransformersBackend:
             # resume): sample each request alone, from the seed.
             return [self.generate([request], settings)[0] for request in requests]
         texts = [self._chat_text(r, settings) for r in requests]
-        images = [[img.convert("RGB") for kind, img in message_parts(r) if kind == "image"] for r in requests]
+        images = [[_rgb(img) for kind, img in message_parts(r) if kind == "image"] for r in requests]
         try:
             inputs = self.processor(text=texts, images=images if any(images) else None, return_tensors="pt", padding=True)
         except (ValueError, TypeError) as exc:
