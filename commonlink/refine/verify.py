@@ -419,9 +419,12 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     decided, model_infos = {}, []
     if len(verifiers):
         out_dir.mkdir(parents=True, exist_ok=True)
-        decided, model_infos = ask_verifiers(claims, table, meta.get("concept_kind", config.concept_kind), verifiers,
-                                             PredictionCache(out_dir / CACHE_FILENAME), meta.get("images_sha256"), generation,
-                                             batch_size, progress)
+        cache = PredictionCache(out_dir / CACHE_FILENAME)
+        try:
+            decided, model_infos = ask_verifiers(claims, table, meta.get("concept_kind", config.concept_kind), verifiers,
+                                                 cache, meta.get("images_sha256"), generation, batch_size, progress)
+        finally:
+            cache.sync()  # the last answers durable and the file closed, as the evaluator does at a run's end
     decided = final_decisions(claims, table, decided, human)
     rejected = {c: d for c, d in decided.items() if d.applied(undecided) == "reject"}
     new_table, repair = _repair_for(table, meta, config, decided, rejected, on_fail)
