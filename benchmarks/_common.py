@@ -39,8 +39,14 @@ def best_of(fn: Callable, repeats: int = 3) -> float:
     return min(timed(fn)[0] for _ in range(repeats))
 
 
-def interleaved(sides: dict[str, Callable[[], object]], repeats: int = 5, *, before: Callable[[str], None] | None = None,
-                cpu: bool = False, cpu_out: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+def interleaved(
+    sides: dict[str, Callable[[], object]],
+    repeats: int = 5,
+    *,
+    before: Callable[[str], None] | None = None,
+    cpu: bool = False,
+    cpu_out: dict[str, list[float]] | None = None,
+) -> dict[str, list[float]]:
     """Run every side ``repeats`` times, alternating the order each round (A B, B A, A B, ...), so the load of a
     shared machine falls on both sides alike. ``before(name)`` runs untimed before each call (e.g. to remove
     the last run's output). Returns each side's wall seconds (or CPU seconds with ``cpu=True``), in run order;
@@ -108,8 +114,9 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
-def noise_catalog(root: Path, n: int, *, size: int, seed: int = 0, vocabulary: list[str] | None = None,
-                  fmt: str = "JPEG") -> list[dict]:
+def noise_catalog(
+    root: Path, n: int, *, size: int, seed: int = 0, vocabulary: list[str] | None = None, fmt: str = "JPEG"
+) -> list[dict]:
     """``n`` noise images (``size`` x ``size`` px; noise so they do not compress to nothing) under
     ``root/images`` and their ``catalog.jsonl``; returns the records written."""
     import hashlib
@@ -132,11 +139,20 @@ def noise_catalog(root: Path, n: int, *, size: int, seed: int = 0, vocabulary: l
         k = int(rng.integers(3, 8))
         objects = sorted(vocabulary[j] for j in rng.choice(len(vocabulary), size=k, replace=False))
         digest = hashlib.sha256(data).hexdigest()
-        records.append({
-            "id": digest[:16], "path": name, "objects": objects, "source": "real" if i % 2 == 0 else "synthetic",
-            "scene_id": f"scene{i // 4}", "view": str(i % 4), "background": "table", "width": size, "height": size,
-            "sha256": digest,
-        })
+        records.append(
+            {
+                "id": digest[:16],
+                "path": name,
+                "objects": objects,
+                "source": "real" if i % 2 == 0 else "synthetic",
+                "scene_id": f"scene{i // 4}",
+                "view": str(i % 4),
+                "background": "table",
+                "width": size,
+                "height": size,
+                "sha256": digest,
+            }
+        )
     with open(root / "catalog.jsonl", "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r) + "\n" for r in records)
     return records

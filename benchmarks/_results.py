@@ -27,7 +27,6 @@ import re
 from pathlib import Path
 
 # Scripts import _common first (the repository root on sys.path); tests load this file with commonlink importable.
-
 from commonlink.fileio import atomic_write_json  # noqa: E402
 
 ROW_KEYS = ("benchmark", "figure", "value", "unit", "peer", "ratio", "target", "met")
@@ -37,7 +36,9 @@ _TARGET_RE = re.compile(r"^\s*(>=|<=|==|>|<)\s*(-?\d+(?:\.\d+)?)")
 
 def add_contract_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a reduced run (a minute or two on 2 cores)")
-    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the result rows as JSON here")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the result rows as JSON here"
+    )
 
 
 def target_met(number: float | None, target: str | None) -> bool | None:
@@ -64,8 +65,14 @@ def result_row(
     value = None if value is None else float(value)
     ratio = None if ratio is None else float(ratio)
     return {
-        "benchmark": benchmark, "figure": figure, "value": value, "unit": unit, "peer": peer, "ratio": ratio,
-        "target": target, "met": target_met(ratio if ratio is not None else value, target),
+        "benchmark": benchmark,
+        "figure": figure,
+        "value": value,
+        "unit": unit,
+        "peer": peer,
+        "ratio": ratio,
+        "target": target,
+        "met": target_met(ratio if ratio is not None else value, target),
     }
 
 
@@ -82,6 +89,10 @@ def print_rows(rows: list[dict]) -> None:
     print("\nresult rows:")
     for row in rows:
         ratio = "" if row["ratio"] is None else f"  ratio {row['ratio']:.3g} vs {row['peer']}"
-        target = "" if row["target"] is None else f"  target {row['target']}: {'met' if row['met'] else 'MISSED' if row['met'] is False else 'n/a'}"
+        target = (
+            ""
+            if row["target"] is None
+            else f"  target {row['target']}: {'met' if row['met'] else 'MISSED' if row['met'] is False else 'n/a'}"
+        )
         value = "n/a" if row["value"] is None else f"{row['value']:.4g}"
         print(f"  {row['figure']}: {value} {row['unit']}{ratio}{target}")

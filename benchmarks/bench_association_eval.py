@@ -36,9 +36,23 @@ def build_chains(root: Path, chains: int, steps: int) -> Path:
         labels = [str(c) for c in rng.choice(concepts, size=int(rng.integers(1, 3)), replace=False)]
         path = root / "imgs" / f"{i}.png"
         Image.fromarray(rng.integers(0, 255, (48, 48, 3), dtype=np.uint8)).save(path)
-        images.append(LabelledImage(id=f"img{i:04d}", labels=labels, width=400, height=400, origin={"type": "file", "path": str(path)}))
-    cfg = ChainConfig(seed=1, concepts=concepts, pairs=[["metal", "furry"]], chains_per_concept=chains // len(concepts), max_steps=steps,
-                      warmup=3, single_step_per_concept=2, deductions_per_concept=2, min_pool=3, tasks=["synchronous"])
+        images.append(
+            LabelledImage(
+                id=f"img{i:04d}", labels=labels, width=400, height=400, origin={"type": "file", "path": str(path)}
+            )
+        )
+    cfg = ChainConfig(
+        seed=1,
+        concepts=concepts,
+        pairs=[["metal", "furry"]],
+        chains_per_concept=chains // len(concepts),
+        max_steps=steps,
+        warmup=3,
+        single_step_per_concept=2,
+        deductions_per_concept=2,
+        min_pool=3,
+        tasks=["synchronous"],
+    )
     build_chain_files(images, root / "chains", cfg, progress=False)
     return root / "chains"
 
@@ -79,11 +93,11 @@ def main() -> None:
     if args.quick:
         args.chains, args.steps = 8, 4
 
-    from commonlink.eval.association import AssociationSettings, Asker, run_chains
+    from commonlink.eval.association import Asker, AssociationSettings, run_chains
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
-    from tests.fixtures.tiny_models import build_tiny_llava
     from commonlink.loaders.association import open_association
+    from tests.fixtures.tiny_models import build_tiny_llava
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -120,19 +134,36 @@ def main() -> None:
         same = [r.log for r in batched] == [r.log for r in single]
 
     report = {
-        "requests_per_scored_step": round(per_step, 4), "target_requests_per_step": 2, "scored_steps": scored,
-        "chains": len(chains), "model_steps_run": sum(r.scored for r in batched),
-        "lockstep_s": round(batched_s, 3), "one_by_one_s": round(single_s, 3), "speedup": round(single_s / batched_s, 2),
-        "target_speedup": 2.0, "identical_step_logs": same,
+        "requests_per_scored_step": round(per_step, 4),
+        "target_requests_per_step": 2,
+        "scored_steps": scored,
+        "chains": len(chains),
+        "model_steps_run": sum(r.scored for r in batched),
+        "lockstep_s": round(batched_s, 3),
+        "one_by_one_s": round(single_s, 3),
+        "speedup": round(single_s / batched_s, 2),
+        "target_speedup": 2.0,
+        "identical_step_logs": same,
     }
     print(json.dumps(report, indent=2))
     bench = "bench_association_eval.py"
-    write_rows(args.json, [
-        result_row(bench, "model requests per scored chain step (random baseline)", per_step, "requests", target="<= 2"),
-        result_row(bench, f"{len(chains)} chains x {args.steps} steps in lockstep, tiny LLaVA on CPU", batched_s, "s",
-                   peer="the same chains one by one (identical step logs: " + ("yes" if same else "NO") + ")",
-                   ratio=single_s / batched_s, target=">= 2"),
-    ])
+    write_rows(
+        args.json,
+        [
+            result_row(
+                bench, "model requests per scored chain step (random baseline)", per_step, "requests", target="<= 2"
+            ),
+            result_row(
+                bench,
+                f"{len(chains)} chains x {args.steps} steps in lockstep, tiny LLaVA on CPU",
+                batched_s,
+                "s",
+                peer="the same chains one by one (identical step logs: " + ("yes" if same else "NO") + ")",
+                ratio=single_s / batched_s,
+                target=">= 2",
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

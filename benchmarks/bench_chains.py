@@ -30,11 +30,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import rss_mib  # also puts the repository root on sys.path
-
 import numpy as np
 
-CONCEPTS = ["metal", "ripe", "fresh", "natural", "cooked", "painted", "rusty", "furry", "wooden", "plastic", "shiny", "soft"]
+from _common import rss_mib  # also puts the repository root on sys.path
+
+CONCEPTS = [
+    "metal",
+    "ripe",
+    "fresh",
+    "natural",
+    "cooked",
+    "painted",
+    "rusty",
+    "furry",
+    "wooden",
+    "plastic",
+    "shiny",
+    "soft",
+]
 
 
 def make_images(n: int, folder: Path | None, seed: int = 0):
@@ -56,7 +69,9 @@ def make_images(n: int, folder: Path | None, seed: int = 0):
             if not os.path.exists(path):
                 pixels = pixel_rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
                 Image.fromarray(pixels).resize((64, 64), Image.NEAREST).save(path, quality=90)
-        images.append(LabelledImage(id=f"{i:08d}", labels=labels, width=64, height=64, origin={"type": "file", "path": path}))
+        images.append(
+            LabelledImage(id=f"{i:08d}", labels=labels, width=64, height=64, origin={"type": "file", "path": path})
+        )
     return images
 
 
@@ -90,14 +105,30 @@ def worker(args) -> None:
 
     images = make_images(args.images, Path(args.image_dir) if args.image_dir else None)
     before = rss_mib()
-    config = ChainConfig(seed=0, top_k=8, chains_per_concept=args.chains, max_steps=args.steps, min_pixels=0,
-                         tasks=["synchronous"], negatives="disjoint")
+    config = ChainConfig(
+        seed=0,
+        top_k=8,
+        chains_per_concept=args.chains,
+        max_steps=args.steps,
+        min_pixels=0,
+        tasks=["synchronous"],
+        negatives="disjoint",
+    )
     start = time.perf_counter()
     with PeakSampler() as sampler:
         summary = build_chain_files(images, args.out, config, progress=False)
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "steps": summary.steps, "peak_extra_mib": sampler.peak - before, "base_mib": before,
-                      "files": {k: str(v) for k, v in summary.files.items()}}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "steps": summary.steps,
+                "peak_extra_mib": sampler.peak - before,
+                "base_mib": before,
+                "files": {k: str(v) for k, v in summary.files.items()},
+            }
+        )
+    )
 
 
 def numpy_peer(images, concepts: list[str], chains: int, steps: int, out: Path, seed: int = 0) -> tuple[float, float]:
@@ -134,10 +165,24 @@ def numpy_peer(images, concepts: list[str], chains: int, steps: int, out: Path, 
             answer = rng.integers(0, 2, size=(chains, steps)).astype(np.uint8)
             began = time.perf_counter()
             for c in range(chains):
-                handle.write(json.dumps({"id": f"synchronous-{concept}-{c:05d}", "kind": "synchronous", "concepts": [concept],
-                                         "start": int(begin[c]), "positive": positive[c].tolist(), "negative": negative[c].tolist(),
-                                         "answer": answer[c].tolist(), "plan": "1" * steps, "warmup": 3, "num_steps": steps},
-                                        separators=(",", ":")) + "\n")
+                handle.write(
+                    json.dumps(
+                        {
+                            "id": f"synchronous-{concept}-{c:05d}",
+                            "kind": "synchronous",
+                            "concepts": [concept],
+                            "start": int(begin[c]),
+                            "positive": positive[c].tolist(),
+                            "negative": negative[c].tolist(),
+                            "answer": answer[c].tolist(),
+                            "plan": "1" * steps,
+                            "warmup": 3,
+                            "num_steps": steps,
+                        },
+                        separators=(",", ":"),
+                    )
+                    + "\n"
+                )
             writing += time.perf_counter() - began
     return time.perf_counter() - start, writing
 
@@ -184,16 +229,40 @@ def naive_bytes_per_step(images, steps: int) -> float:
     tracemalloc.start()
     chains = 20
     rng = random.Random(1)
-    held = [[{"query": rng.randrange(len(images)), "positive": rng.randrange(len(images)), "negative": rng.randrange(len(images)),
-              "answer": rng.randrange(2)} for _ in range(steps)] for _ in range(chains)]
+    held = [
+        [
+            {
+                "query": rng.randrange(len(images)),
+                "positive": rng.randrange(len(images)),
+                "negative": rng.randrange(len(images)),
+                "answer": rng.randrange(2),
+            }
+            for _ in range(steps)
+        ]
+        for _ in range(chains)
+    ]
     current, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del held
     return current / (chains * steps)
 
 
-def run_worker(images: int, chains: int, steps: int, out: Path, image_dir: Path | None, peer_concepts: list[str] | None = None) -> dict:
-    cmd = [sys.executable, __file__, "--worker", "--images", str(images), "--chains", str(chains), "--steps", str(steps), "--out", str(out)]
+def run_worker(
+    images: int, chains: int, steps: int, out: Path, image_dir: Path | None, peer_concepts: list[str] | None = None
+) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "--images",
+        str(images),
+        "--chains",
+        str(chains),
+        "--steps",
+        str(steps),
+        "--out",
+        str(out),
+    ]
     if image_dir:
         cmd += ["--image-dir", str(image_dir)]
     if peer_concepts is not None:
@@ -211,10 +280,17 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=50_000)
     parser.add_argument("--chains", type=int, default=2_000, help="synchronous chains per concept (8 concepts)")
     parser.add_argument("--steps", type=int, default=500)
-    parser.add_argument("--quick", action="store_true", help="5,000 images, 200 chains a concept, no release measurement")
+    parser.add_argument(
+        "--quick", action="store_true", help="5,000 images, 200 chains a concept, no release measurement"
+    )
     parser.add_argument("--json", help="write the benchmark rows (benchmark contract) to this JSON file")
-    parser.add_argument("--repeat", type=int, default=None, help="build and peer runs, alternating; the best of each counts "
-                        "(default 2, --quick 1): on a shared machine load comes and goes")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="build and peer runs, alternating; the best of each counts "
+        "(default 2, --quick 1): on a shared machine load comes and goes",
+    )
     parser.add_argument("--no-release", action="store_true", help="skip the release size measurement")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -236,16 +312,22 @@ def main() -> None:
         image_dir.mkdir()
         t0 = time.perf_counter()
         images = make_images(args.images, None if args.no_release else image_dir)
-        print(f"pool: {args.images:,} labelled images ({'with' if not args.no_release else 'without'} files) in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"pool: {args.images:,} labelled images ({'with' if not args.no_release else 'without'} files) in {time.perf_counter() - t0:.1f} s"
+        )
 
         quarter = run_worker(args.images, max(1, args.chains // 4), args.steps, tmp / "quarter", None)
         repeat = args.repeat or (1 if args.quick else 2)
         fulls, peers = [], []
         for attempt in range(repeat):
             target = tmp / f"full{attempt}"
-            fulls.append(run_worker(args.images, args.chains, args.steps, target, None if args.no_release else image_dir))
+            fulls.append(
+                run_worker(args.images, args.chains, args.steps, target, None if args.no_release else image_dir)
+            )
             concepts = json.loads(Path(fulls[-1]["files"]["synchronous"] + ".meta.json").read_text())["options"]
-            peers.append(run_worker(args.images, args.chains, args.steps, tmp / "peer.jsonl", None, peer_concepts=concepts))
+            peers.append(
+                run_worker(args.images, args.chains, args.steps, tmp / "peer.jsonl", None, peer_concepts=concepts)
+            )
         full = min(fulls, key=lambda r: r["seconds"])
         peer = min(peers, key=lambda r: r["seconds"])
         runs = " ".join(f"{f['seconds']:.1f}/{p['seconds']:.1f}" for f, p in zip(fulls, peers))
@@ -254,32 +336,64 @@ def main() -> None:
         naive_chains = max(1, min(50, args.chains))
         naive_rate = naive_steps_per_second(images, naive_chains, args.steps + 3)
         chains_total = len(concepts) * args.chains
-        print(f"build (disjoint negatives): {len(concepts)} concepts x {args.chains:,} chains = {chains_total:,} chains x {args.steps} "
-              f"steps (+3 warm-up) = {full['steps']:,} steps over {args.images:,} images in {full['seconds']:.1f} s "
-              f"= {rate:,.0f} steps/s (target < 60 s)")
-        print(f"  peer (vectorised numpy walk, same chains, disjoint negatives, same JSONL): {peer['seconds']:.1f} s "
-              f"(of which {peer['writing']:.1f} s writing rows) -> commonlink takes {full['seconds'] / peer['seconds']:.2f}x the peer's time")
-        print(f"  baseline (naive per-step Python builder, {naive_chains} chains): {naive_rate:,.0f} steps/s "
-              f"-> {rate / naive_rate:.1f}x faster")
-        print(f"  peer peak memory above its inputs: {peer['peak_extra_mib']:.0f} MiB (holds each concept's chains as arrays)")
+        print(
+            f"build (disjoint negatives): {len(concepts)} concepts x {args.chains:,} chains = {chains_total:,} chains x {args.steps} "
+            f"steps (+3 warm-up) = {full['steps']:,} steps over {args.images:,} images in {full['seconds']:.1f} s "
+            f"= {rate:,.0f} steps/s (target < 60 s)"
+        )
+        print(
+            f"  peer (vectorised numpy walk, same chains, disjoint negatives, same JSONL): {peer['seconds']:.1f} s "
+            f"(of which {peer['writing']:.1f} s writing rows) -> commonlink takes {full['seconds'] / peer['seconds']:.2f}x the peer's time"
+        )
+        print(
+            f"  baseline (naive per-step Python builder, {naive_chains} chains): {naive_rate:,.0f} steps/s "
+            f"-> {rate / naive_rate:.1f}x faster"
+        )
+        print(
+            f"  peer peak memory above its inputs: {peer['peak_extra_mib']:.0f} MiB (holds each concept's chains as arrays)"
+        )
         rows = [
-            _row("build seconds, 16k chains x 500 steps, disjoint negatives" if not args.quick else
-                 f"build seconds, {chains_total:,} chains x {args.steps} steps, {args.images:,} images, disjoint negatives (quick)",
-                 full["seconds"], "s", "vectorised numpy walk (same chains, disjoint, same JSONL); ratio = peer time / build time",
-                 peer["seconds"] / full["seconds"],
-                 "< 60" if not args.quick else None, full["seconds"] < 60 if not args.quick else None),
-            _row("build steps per second", rate, "steps/s", "naive per-step Python builder", rate / naive_rate, None, None),
+            _row(
+                "build seconds, 16k chains x 500 steps, disjoint negatives"
+                if not args.quick
+                else f"build seconds, {chains_total:,} chains x {args.steps} steps, {args.images:,} images, disjoint negatives (quick)",
+                full["seconds"],
+                "s",
+                "vectorised numpy walk (same chains, disjoint, same JSONL); ratio = peer time / build time",
+                peer["seconds"] / full["seconds"],
+                "< 60" if not args.quick else None,
+                full["seconds"] < 60 if not args.quick else None,
+            ),
+            _row(
+                "build steps per second",
+                rate,
+                "steps/s",
+                "naive per-step Python builder",
+                rate / naive_rate,
+                None,
+                None,
+            ),
             # flat = 4x the chains adds less than 16 MiB (at a few MiB the ratio alone is noise)
-            _row("peak build memory above inputs, full vs quarter chains", full["peak_extra_mib"], "MiB",
-                 "same build at a quarter of the chains", full["peak_extra_mib"] / max(quarter["peak_extra_mib"], 0.1),
-                 "full - quarter < 16 MiB (flat)", full["peak_extra_mib"] - quarter["peak_extra_mib"] < 16),
+            _row(
+                "peak build memory above inputs, full vs quarter chains",
+                full["peak_extra_mib"],
+                "MiB",
+                "same build at a quarter of the chains",
+                full["peak_extra_mib"] / max(quarter["peak_extra_mib"], 0.1),
+                "full - quarter < 16 MiB (flat)",
+                full["peak_extra_mib"] - quarter["peak_extra_mib"] < 16,
+            ),
         ]
         per_step = naive_bytes_per_step(images, args.steps + 3)
-        print(f"  baseline memory: {per_step:.0f} bytes a step held as dicts -> {per_step * full['steps'] / 2**30:.2f} GiB for "
-              f"{full['steps']:,} steps, vs the streaming build below")
-        print(f"  peak memory of the build above the loaded image list ({full['base_mib']:.0f} MiB): "
-              f"{full['peak_extra_mib']:.1f} MiB at {args.chains:,} chains/concept vs {quarter['peak_extra_mib']:.1f} MiB at "
-              f"{max(1, args.chains // 4):,} -> ratio {full['peak_extra_mib'] / max(quarter['peak_extra_mib'], 0.1):.2f} for 4x the work")
+        print(
+            f"  baseline memory: {per_step:.0f} bytes a step held as dicts -> {per_step * full['steps'] / 2**30:.2f} GiB for "
+            f"{full['steps']:,} steps, vs the streaming build below"
+        )
+        print(
+            f"  peak memory of the build above the loaded image list ({full['base_mib']:.0f} MiB): "
+            f"{full['peak_extra_mib']:.1f} MiB at {args.chains:,} chains/concept vs {quarter['peak_extra_mib']:.1f} MiB at "
+            f"{max(1, args.chains // 4):,} -> ratio {full['peak_extra_mib'] / max(quarter['peak_extra_mib'], 0.1):.2f} for 4x the work"
+        )
         chain_bytes = sum(Path(p).stat().st_size for p in full["files"].values())
         print(f"  chain files: {chain_bytes / 2**20:,.0f} MiB")
         if args.no_release:
@@ -295,8 +409,11 @@ def main() -> None:
             for row in read_jsonl(path):
                 if task == "synchronous":
                     queries = [row["start"]] + row["positive"][:-1]
-                    inline += sum(sizes[ids[i]] for i in queries) + sum(sizes[ids[i]] for i in row["positive"]) + sum(
-                        sizes[ids[i]] for i in row["negative"])
+                    inline += (
+                        sum(sizes[ids[i]] for i in queries)
+                        + sum(sizes[ids[i]] for i in row["positive"])
+                        + sum(sizes[ids[i]] for i in row["negative"])
+                    )
                 elif task == "single_step":
                     inline += sum(sizes[ids[i]] for i in [row["query"], *row["memory"], *row["candidates"]])
                 else:
@@ -306,18 +423,41 @@ def main() -> None:
         release_seconds = time.perf_counter() - t0
         release_bytes = folder_bytes(tmp / "release")
         images_bytes = folder_bytes(tmp / "release" / "images")
-        print(f"release: built in {release_seconds:.1f} s; {release_bytes / 2**20:,.1f} MiB on disk "
-              f"(images config {images_bytes / 2**20:,.1f} MiB, tasks {(release_bytes - images_bytes) / 2**20:,.1f} MiB)")
-        print(f"  inline baseline (every step's query + 2 candidates stored with the step): {inline / 2**30:,.2f} GiB "
-              f"-> de-duplication stores {inline / release_bytes:,.0f}x less")
-        rows.append(_row("association release size", release_bytes / 2**20, "MiB", "every step's three images stored inline",
-                         inline / release_bytes, None, None))
+        print(
+            f"release: built in {release_seconds:.1f} s; {release_bytes / 2**20:,.1f} MiB on disk "
+            f"(images config {images_bytes / 2**20:,.1f} MiB, tasks {(release_bytes - images_bytes) / 2**20:,.1f} MiB)"
+        )
+        print(
+            f"  inline baseline (every step's query + 2 candidates stored with the step): {inline / 2**30:,.2f} GiB "
+            f"-> de-duplication stores {inline / release_bytes:,.0f}x less"
+        )
+        rows.append(
+            _row(
+                "association release size",
+                release_bytes / 2**20,
+                "MiB",
+                "every step's three images stored inline",
+                inline / release_bytes,
+                None,
+                None,
+            )
+        )
         write_rows(args.json, rows)
 
 
-def _row(figure: str, value: float, unit: str, peer: str | None, ratio: float | None, target: str | None, met: bool | None) -> dict:
-    return {"benchmark": "bench_chains", "figure": figure, "value": round(float(value), 4), "unit": unit, "peer": peer,
-            "ratio": None if ratio is None else round(float(ratio), 4), "target": target, "met": met}
+def _row(
+    figure: str, value: float, unit: str, peer: str | None, ratio: float | None, target: str | None, met: bool | None
+) -> dict:
+    return {
+        "benchmark": "bench_chains",
+        "figure": figure,
+        "value": round(float(value), 4),
+        "unit": unit,
+        "peer": peer,
+        "ratio": None if ratio is None else round(float(ratio), 4),
+        "target": target,
+        "met": met,
+    }
 
 
 def write_rows(path: str | None, rows: list[dict]) -> None:

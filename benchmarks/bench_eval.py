@@ -41,17 +41,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.fixtures.openai_server import LatencyServer
+
 import _common  # noqa: F401  (puts the repository root on sys.path, so tests.fixtures imports)
 from _results import result_row
-
-from tests.fixtures.openai_server import LatencyServer
 
 BENCHMARK = "bench_eval.py"
 PARTS = ("transformers", "openai", "baselines", "gpu")
 
 
-def row(figure: str, value, unit: str, peer: str | None = None, ratio: float | None = None, target: str | None = None,
-        met: bool | None = None) -> dict:
+def row(
+    figure: str,
+    value,
+    unit: str,
+    peer: str | None = None,
+    ratio: float | None = None,
+    target: str | None = None,
+    met: bool | None = None,
+) -> dict:
     """A contract row (``benchmarks/_results.py``): ``met`` is worked out there from ``target`` and the reported
     ratio or value, so the table never disagrees with its own numbers (the ``met`` argument is ignored)."""
     return result_row(BENCHMARK, figure, value, unit, peer=peer, ratio=ratio, target=target)
@@ -84,13 +91,31 @@ def bare_loop(backend, examples, batch_size: int, max_new_tokens: int) -> tuple[
     start = time.perf_counter()
     for first in range(0, len(examples), batch_size):
         chunk = examples[first : first + batch_size]
-        texts = [processor.apply_chat_template([{"role": "user", "content": [{"type": "image"}, {"type": "image"},
-                                                                             {"type": "text", "text": common_o_question(e.choices)}]}],
-                                               add_generation_prompt=True, tokenize=False) for e in chunk]
-        inputs = processor(text=texts, images=[[e.image_1, e.image_2] for e in chunk], return_tensors="pt", padding=True)
+        texts = [
+            processor.apply_chat_template(
+                [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image"},
+                            {"type": "image"},
+                            {"type": "text", "text": common_o_question(e.choices)},
+                        ],
+                    }
+                ],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            for e in chunk
+        ]
+        inputs = processor(
+            text=texts, images=[[e.image_1, e.image_2] for e in chunk], return_tensors="pt", padding=True
+        )
         generate_start = time.perf_counter()
         with torch.inference_mode():
-            out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=processor.tokenizer.pad_token_id)
+            out = model.generate(
+                **inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=processor.tokenizer.pad_token_id
+            )
         generate_s += time.perf_counter() - generate_start
         outputs += processor.tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     return time.perf_counter() - start, generate_s, outputs
@@ -130,7 +155,11 @@ class GenerateClock:
         result = work()
         wall, waited = time.perf_counter() - start, cpu_wait_s() - waited
         generate_wall, generate_wait = self.wall - wall_before, self.cpu_wait - wait_before
-        return result, {"wall": wall, "outside": wall - generate_wall, "outside_on_cpu": (wall - waited) - (generate_wall - generate_wait)}
+        return result, {
+            "wall": wall,
+            "outside": wall - generate_wall,
+            "outside_on_cpu": (wall - waited) - (generate_wall - generate_wait),
+        }
 
 
 def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repeats: int) -> list[dict]:
@@ -154,8 +183,12 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
         decoded = DecodedSplit(examples)
         backend = load_backend("transformers", str(model_dir))
         clock = GenerateClock(backend.model)
-        settings = GenerationSettings(max_new_tokens=max_new_tokens, max_pixels=0)  # images are already their final size
-        task = CommonOTask(data, "main", image_protocol="native")  # the per-row code of a real run: request, facts, scoring
+        settings = GenerationSettings(
+            max_new_tokens=max_new_tokens, max_pixels=0
+        )  # images are already their final size
+        task = CommonOTask(
+            data, "main", image_protocol="native"
+        )  # the per-row code of a real run: request, facts, scoring
 
         def bare() -> dict:
             outputs, times = clock.outside(lambda: bare_loop(backend, examples, batch_size, max_new_tokens)[2])
@@ -164,23 +197,58 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
         def ours(k: int) -> dict:
             task.prompts = {}
             cache = PredictionCache(tmp / f"cache{k}.jsonl")
-            outcome, loop = clock.outside(lambda: run_over_split(decoded, range(rows), build=task.requests, finish=task.score, backend=backend,
-                                                                 settings=settings, cache=cache, run="bench", batch_size=batch_size, show_progress=False))
+            outcome, loop = clock.outside(
+                lambda: run_over_split(
+                    decoded,
+                    range(rows),
+                    build=task.requests,
+                    finish=task.score,
+                    backend=backend,
+                    settings=settings,
+                    cache=cache,
+                    run="bench",
+                    batch_size=batch_size,
+                    show_progress=False,
+                )
+            )
 
             def once_per_run():  # as the evaluator ends a run
                 cache.sync()
-                results = {"task": "common_o", "generation": settings.to_dict(), "backend": "transformers", "model": str(model_dir), "seed": 0,
-                           "created": "", "dataset": {"split": "main"}, "metrics": common_o_metrics(outcome.records, n_boot=100)}
+                results = {
+                    "task": "common_o",
+                    "generation": settings.to_dict(),
+                    "backend": "transformers",
+                    "model": str(model_dir),
+                    "seed": 0,
+                    "created": "",
+                    "dataset": {"split": "main"},
+                    "metrics": common_o_metrics(outcome.records, n_boot=100),
+                }
                 write_outputs(tmp / f"out{k}", results, outcome.records, prompts=task.prompts)
 
             _, per_run = clock.outside(once_per_run)
-            return {**{key: loop[key] + per_run[key] for key in loop}, "loop": loop, "per_run": per_run,
-                    "outputs": [r["raw_output"] for r in outcome.records]}
+            return {
+                **{key: loop[key] + per_run[key] for key in loop},
+                "loop": loop,
+                "per_run": per_run,
+                "outputs": [r["raw_output"] for r in outcome.records],
+            }
 
         def end_to_end(k: int) -> dict:
-            return clock.outside(lambda: evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp / f"e2e{k}", image_protocol="native",
-                                                           settings=GenerationSettings(max_new_tokens=max_new_tokens), batch_size=batch_size,
-                                                           show_progress=False, n_boot=100, report=False))[1]
+            return clock.outside(
+                lambda: evaluate_common_o(
+                    data,
+                    "main",
+                    backend_instance=backend,
+                    out_dir=tmp / f"e2e{k}",
+                    image_protocol="native",
+                    settings=GenerationSettings(max_new_tokens=max_new_tokens),
+                    batch_size=batch_size,
+                    show_progress=False,
+                    n_boot=100,
+                    report=False,
+                )
+            )[1]
 
         bare_loop(backend, examples[:batch_size], batch_size, max_new_tokens)  # warm-up
         runs = []
@@ -190,7 +258,11 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
             run = {name: sides[name]() for name in order}
             assert run["ours"]["outputs"] == run["bare"]["outputs"], "harness and bare loop disagree"
             runs.append(run)
-    return overhead_rows(runs, f"{rows} rows, batch {batch_size}, {max_new_tokens} new tokens, tiny LLaVA on CPU, median of {repeats} interleaved", rows)
+    return overhead_rows(
+        runs,
+        f"{rows} rows, batch {batch_size}, {max_new_tokens} new tokens, tiny LLaVA on CPU, median of {repeats} interleaved",
+        rows,
+    )
 
 
 def overhead_rows(runs: list[dict], what: str, rows: int) -> list[dict]:
@@ -214,20 +286,38 @@ def overhead_rows(runs: list[dict], what: str, rows: int) -> list[dict]:
         # runnable waiting for one of the 2 shared cores (which swings either side's time by 2x here): the row loop
         # with everything it does per row (request building, chat template, processor, decode, prediction cache,
         # parsing, scoring, the cache's final fsync). Time blocked on I/O or on the prefetch thread counts.
-        row(f"time outside model.generate per row, harness row loop / bare loop (same rows, model, batch, chat template and processor call; "
+        row(
+            f"time outside model.generate per row, harness row loop / bare loop (same rows, model, batch, chat template and processor call; "
             f"ours incl. request building, prediction cache, parsing, scoring; waits for a CPU left out; {what})",
-            round(1000 * median(lambda r: r["ours"]["loop"]["outside_on_cpu"]) / rows, 3), "ms",
+            round(1000 * median(lambda r: r["ours"]["loop"]["outside_on_cpu"]) / rows, 3),
+            "ms",
             peer=f"bare loop {ms_a_row['bare']:.3f} ms a row outside generate; plain wall clock: ratio {loop_wall}",
-            ratio=loop_on_cpu, target="<= 1.1"),
+            ratio=loop_on_cpu,
+            target="<= 1.1",
+        ),
         # What a run pays once whatever its size, and the ratio with it spread over this run's rows.
-        row(f"harness once per run: the cache's last fsync, metrics (100 bootstrap resamples), 5 result files written atomically (fsynced) ({what})",
-            round(1000 * median(lambda r: r["ours"]["per_run"]["outside_on_cpu"]), 2), "ms",
+        row(
+            f"harness once per run: the cache's last fsync, metrics (100 bootstrap resamples), 5 result files written atomically (fsynced) ({what})",
+            round(1000 * median(lambda r: r["ours"]["per_run"]["outside_on_cpu"]), 2),
+            "ms",
             peer=f"outside generate incl. it, spread over {rows} rows: {ms_a_row['ours']:.3f} ms a row vs the bare loop's {ms_a_row['bare']:.3f}",
-            ratio=paired(lambda r: r["ours"]["outside_on_cpu"] / r["bare"]["outside_on_cpu"])),
-        row(f"transformers harness wall / bare processor+generate loop ({what})", round(median(lambda r: r["ours"]["wall"]), 3), "s",
-            peer=f"bare loop {median(lambda r: r['bare']['wall']):.3f} s", ratio=paired(lambda r: r["ours"]["wall"] / r["bare"]["wall"]), target="<= 1.15"),
-        row(f"evaluate_common_o end to end incl. parquet read + image decode, no HTML report ({what})", round(median(lambda r: r["e2e"]["wall"]), 3), "s",
-            peer=f"bare loop {median(lambda r: r['bare']['wall']):.3f} s (images decoded beforehand)", ratio=paired(lambda r: r["e2e"]["wall"] / r["bare"]["wall"])),
+            ratio=paired(lambda r: r["ours"]["outside_on_cpu"] / r["bare"]["outside_on_cpu"]),
+        ),
+        row(
+            f"transformers harness wall / bare processor+generate loop ({what})",
+            round(median(lambda r: r["ours"]["wall"]), 3),
+            "s",
+            peer=f"bare loop {median(lambda r: r['bare']['wall']):.3f} s",
+            ratio=paired(lambda r: r["ours"]["wall"] / r["bare"]["wall"]),
+            target="<= 1.15",
+        ),
+        row(
+            f"evaluate_common_o end to end incl. parquet read + image decode, no HTML report ({what})",
+            round(median(lambda r: r["e2e"]["wall"]), 3),
+            "s",
+            peer=f"bare loop {median(lambda r: r['bare']['wall']):.3f} s (images decoded beforehand)",
+            ratio=paired(lambda r: r["e2e"]["wall"] / r["bare"]["wall"]),
+        ),
     ]
 
 
@@ -265,9 +355,16 @@ def bare_sdk(url: str, examples, concurrency: int, max_tokens: int, *, use_async
     from commonlink.formats.common_o import common_o_question
 
     def messages(e):
-        return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_data_url(e.image_1)}},
-                                             {"type": "image_url", "image_url": {"url": image_data_url(e.image_2)}},
-                                             {"type": "text", "text": common_o_question(e.choices)}]}]
+        return [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": image_data_url(e.image_1)}},
+                    {"type": "image_url", "image_url": {"url": image_data_url(e.image_2)}},
+                    {"type": "text", "text": common_o_question(e.choices)},
+                ],
+            }
+        ]
 
     def answer(reply) -> str:
         return reply.choices[0].message.content
@@ -277,7 +374,11 @@ def bare_sdk(url: str, examples, concurrency: int, max_tokens: int, *, use_async
 
         async def one(request_messages):
             async with slots:
-                return answer(await client.chat.completions.create(model="served-vlm", messages=request_messages, temperature=0.0, max_tokens=max_tokens))
+                return answer(
+                    await client.chat.completions.create(
+                        model="served-vlm", messages=request_messages, temperature=0.0, max_tokens=max_tokens
+                    )
+                )
 
         prepared = [messages(e) for e in batch]
         return await asyncio.gather(*(one(m) for m in prepared))
@@ -291,15 +392,23 @@ def bare_sdk(url: str, examples, concurrency: int, max_tokens: int, *, use_async
 
     def timed_threads(warm, timed) -> tuple[float, list[str]]:
         with openai.OpenAI(api_key="EMPTY", base_url=url) as client, ThreadPoolExecutor(concurrency) as pool:
+
             def one(e):
-                return answer(client.chat.completions.create(model="served-vlm", messages=messages(e), temperature=0.0, max_tokens=max_tokens))
+                return answer(
+                    client.chat.completions.create(
+                        model="served-vlm", messages=messages(e), temperature=0.0, max_tokens=max_tokens
+                    )
+                )
 
             list(pool.map(one, warm))
             start = time.perf_counter()
             answers = list(pool.map(one, timed))
             return time.perf_counter() - start, answers
 
-    warm, timed = examples[:16], examples[16:]  # the same warm-up as ours: the server's timed delays start after 16 requests
+    warm, timed = (
+        examples[:16],
+        examples[16:],
+    )  # the same warm-up as ours: the server's timed delays start after 16 requests
     wall, answers = asyncio.run(timed_async(warm, timed)) if use_async else timed_threads(warm, timed)
     assert len(answers) == len(timed) and all(answers)
     return wall
@@ -323,13 +432,37 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
         with served(latency, seed) as url:
             options = {"base_url": url, "api_key_env": "COMMONLINK_BENCH_KEY", "concurrency": concurrency}
             # 64x48 images sent as stored (image_protocol native): the figure is about request scheduling, not PNG encoding
-            evaluate_common_o(warm, "main", "served-vlm", "openai", Path(tmp) / "warm-out", show_progress=False, n_boot=10, backend_options=options,
-                              image_protocol="native", report=False)
+            evaluate_common_o(
+                warm,
+                "main",
+                "served-vlm",
+                "openai",
+                Path(tmp) / "warm-out",
+                show_progress=False,
+                n_boot=10,
+                backend_options=options,
+                image_protocol="native",
+                report=False,
+            )
             start, cpu_start = time.perf_counter(), time.process_time()
-            results = evaluate_common_o(data, "main", "served-vlm", "openai", Path(tmp) / "out", show_progress=False, n_boot=100,
-                                        backend_options=options, image_protocol="native", report=False)  # the HTML report is bench_report's
+            results = evaluate_common_o(
+                data,
+                "main",
+                "served-vlm",
+                "openai",
+                Path(tmp) / "out",
+                show_progress=False,
+                n_boot=100,
+                backend_options=options,
+                image_protocol="native",
+                report=False,
+            )  # the HTML report is bench_report's
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        examples = [split.get(i) for split in (open_common_o(warm, "main"), open_common_o(data, "main")) for i in range(len(split))]
+        examples = [
+            split.get(i)
+            for split in (open_common_o(warm, "main"), open_common_o(data, "main"))
+            for i in range(len(split))
+        ]
         peers = {}
         for use_async, name in ((False, "sync client on a thread pool"), (True, "AsyncOpenAI + semaphore")):
             with served(latency, seed) as url:
@@ -340,14 +473,29 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
     ideal = requests / concurrency * statistics.mean(delays)
     load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     what = f"{requests} requests, 100-300 ms injected latency, concurrency {concurrency}"
-    return [row(f"openai backend: {what} (whole evaluate_common_o run)", round(wall, 3), "s",
-                peer=f"{requests}/{concurrency} x mean latency = {ideal:.3f} s", ratio=round(wall / ideal, 3), target="<= 1.3"),
-            # against the faster of the two bare-SDK ways, each against a fresh server drawing the same delays
-            row(f"openai backend vs the bare SDK: {what} (whole evaluate_common_o run vs the faster bare SDK loop, same messages)",
-                round(wall, 3), "s", peer="; ".join(f"bare {name} {s:.3f} s = {s / ideal:.3f} x ideal" for name, s in peers.items()),
-                ratio=round(wall / min(peers.values()), 3)),
-            row(f"openai backend: client CPU per request (SDK, JSON, image encoding, scoring), {os.cpu_count()} cores, load average {load}",
-                round(1000 * cpu / requests, 2), "ms")]
+    return [
+        row(
+            f"openai backend: {what} (whole evaluate_common_o run)",
+            round(wall, 3),
+            "s",
+            peer=f"{requests}/{concurrency} x mean latency = {ideal:.3f} s",
+            ratio=round(wall / ideal, 3),
+            target="<= 1.3",
+        ),
+        # against the faster of the two bare-SDK ways, each against a fresh server drawing the same delays
+        row(
+            f"openai backend vs the bare SDK: {what} (whole evaluate_common_o run vs the faster bare SDK loop, same messages)",
+            round(wall, 3),
+            "s",
+            peer="; ".join(f"bare {name} {s:.3f} s = {s / ideal:.3f} x ideal" for name, s in peers.items()),
+            ratio=round(wall / min(peers.values()), 3),
+        ),
+        row(
+            f"openai backend: client CPU per request (SDK, JSON, image encoding, scoring), {os.cpu_count()} cores, load average {load}",
+            round(1000 * cpu / requests, 2),
+            "ms",
+        ),
+    ]
 
 
 def _photo_rows(rows: int, size: tuple[int, int]) -> list[dict]:
@@ -393,20 +541,35 @@ def baselines_image_decoding(rows: int, repeats: int, size: tuple[int, int] = (1
             timings: dict[bool, list[float]] = {False: [], True: []}
             metrics = {}
             for k in range(repeats):
-                for decode in ((False, True) if k % 2 == 0 else (True, False)):  # alternate which side runs first
+                for decode in (False, True) if k % 2 == 0 else (True, False):  # alternate which side runs first
                     backend = BaselineBackend(name)
                     if decode:
                         backend.info = dataclasses.replace(backend.info, uses_images=True)
                     start = time.perf_counter()
-                    results = evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp / f"{name}-{decode}-{k}",
-                                                show_progress=False, n_boot=100, report=False)
+                    results = evaluate_common_o(
+                        data,
+                        "main",
+                        backend_instance=backend,
+                        out_dir=tmp / f"{name}-{decode}-{k}",
+                        show_progress=False,
+                        n_boot=100,
+                        report=False,
+                    )
                     timings[decode].append(time.perf_counter() - start)
                     metrics[decode] = results["metrics"]
             assert metrics[False] == metrics[True], "the baseline scored differently without images"
             ours, peer = statistics.median(timings[False]), statistics.median(timings[True])
-            out.append(row(f"`{name}` baseline per 1,000 rows, images not decoded (vs decoded and resized as before; {rows} rows of two "
-                           f"{size[0]}x{size[1]} JPEGs, median of {repeats}, same metrics)", round(1000 * ours / rows, 3), "s",
-                           peer=f"decoding every image {1000 * peer / rows:.2f} s per 1,000 rows", ratio=round(ours / peer, 3), target="<= 0.25"))
+            out.append(
+                row(
+                    f"`{name}` baseline per 1,000 rows, images not decoded (vs decoded and resized as before; {rows} rows of two "
+                    f"{size[0]}x{size[1]} JPEGs, median of {repeats}, same metrics)",
+                    round(1000 * ours / rows, 3),
+                    "s",
+                    peer=f"decoding every image {1000 * peer / rows:.2f} s per 1,000 rows",
+                    ratio=round(ours / peer, 3),
+                    target="<= 0.25",
+                )
+            )
     return out
 
 
@@ -427,12 +590,27 @@ def gpu_throughput(model: str, rows: int) -> list[dict]:
         for name in ("transformers", "vllm"):
             try:
                 start = time.perf_counter()
-                evaluate_common_o(data, "main", model, name, Path(tmp) / name, settings=GenerationSettings(max_new_tokens=256),
-                                  batch_size=8 if name == "transformers" else None, show_progress=False)
-                out.append(row(f"{model} via {name} on {torch.cuda.get_device_name(0)}, {rows} rows (incl. load)", round(rows / (time.perf_counter() - start), 2),
-                               "examples/s"))
+                evaluate_common_o(
+                    data,
+                    "main",
+                    model,
+                    name,
+                    Path(tmp) / name,
+                    settings=GenerationSettings(max_new_tokens=256),
+                    batch_size=8 if name == "transformers" else None,
+                    show_progress=False,
+                )
+                out.append(
+                    row(
+                        f"{model} via {name} on {torch.cuda.get_device_name(0)}, {rows} rows (incl. load)",
+                        round(rows / (time.perf_counter() - start), 2),
+                        "examples/s",
+                    )
+                )
             except Exception as exc:  # noqa: BLE001 - report and go on to the next backend
-                out.append(row(f"{model} via {name}", None, "examples/s", peer=f"skipped: {type(exc).__name__}: {exc}"[:300]))
+                out.append(
+                    row(f"{model} via {name}", None, "examples/s", peer=f"skipped: {type(exc).__name__}: {exc}"[:300])
+                )
     return out
 
 
@@ -445,7 +623,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--gpu-model", default="Qwen/Qwen2-VL-2B-Instruct")
     parser.add_argument("--gpu-rows", type=int, default=200)
-    parser.add_argument("--only", choices=PARTS, action="append", help="Run only these parts (repeatable; default: all).")
+    parser.add_argument(
+        "--only", choices=PARTS, action="append", help="Run only these parts (repeatable; default: all)."
+    )
     args = parser.parse_args()
     parts = args.only or PARTS
     # --quick keeps the rows and tokens (8 rows of 12 tokens made the tiny model's whole run ~70 ms, so the
@@ -464,7 +644,9 @@ def main() -> None:
     for r in report:
         verdict = "" if r["met"] is None else (" OK" if r["met"] else " ABOVE TARGET")
         ratio = "" if r["ratio"] is None else f" ratio {r['ratio']}"
-        print(f"{r['figure']}: {r['value']} {r['unit']} (vs {r['peer']}){ratio}{' target ' + r['target'] if r['target'] else ''}{verdict}")
+        print(
+            f"{r['figure']}: {r['value']} {r['unit']} (vs {r['peer']}){ratio}{' target ' + r['target'] if r['target'] else ''}{verdict}"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 

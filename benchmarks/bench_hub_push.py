@@ -31,11 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
-
-from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 from commonlink.fileio import atomic_write_json, sha256_file  # noqa: E402
 from tests.fixtures.hub_server import HubServer  # noqa: E402
+
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_hub_push.py"
 
@@ -57,14 +57,30 @@ def make_release(root: Path, version: str, shards: dict[str, int], shard_mb: flo
         splits[split] = {"rows": count * len(blobs), "files": files}
     data_files = "".join(f"  - split: {s}\n    path: data/{s}-*\n" for s in shards)
     (root / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{data_files}---\n# bench\n")
-    files = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
-             for p in sorted(root.rglob("*")) if p.is_file() and p.name != "manifest.json"}
-    atomic_write_json(root / "manifest.json", {"version": version, "kind": "common_o", "splits": splits, "files": files})
+    files = {
+        p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+    atomic_write_json(
+        root / "manifest.json", {"version": version, "kind": "common_o", "splits": splits, "files": files}
+    )
     return root
 
 
 def push_cmd(release: Path, version: str, repo: str = REPO) -> list[str]:
-    return [sys.executable, "-m", "commonlink.cli", "release", "push", str(release), "--repo", repo, "--version", version]
+    return [
+        sys.executable,
+        "-m",
+        "commonlink.cli",
+        "release",
+        "push",
+        str(release),
+        "--repo",
+        repo,
+        "--version",
+        version,
+    ]
 
 
 def env_for(hub: HubServer, home: Path) -> dict[str, str]:
@@ -96,7 +112,9 @@ def stock_cmd(release: Path, repo: str = REPO) -> list[str]:
     return [sys.executable, "-c", _STOCK, str(release), repo]
 
 
-def stock_pushes(tmp: Path, release: Path, v2: Path, sizes: dict[str, int], shards: int) -> dict[str, tuple[float, int]]:
+def stock_pushes(
+    tmp: Path, release: Path, v2: Path, sizes: dict[str, int], shards: int
+) -> dict[str, tuple[float, int]]:
     """The four pushes of ours, with stock ``upload_folder``: {name: (wall seconds, bytes sent)}."""
     out = {}
     with HubServer(tmp / "stock-fresh", tokens={TOKEN: "bench"}) as hub:
@@ -138,7 +156,9 @@ def main() -> None:
         with HubServer(tmp / "hub", tokens={TOKEN: "bench"}) as hub:
             env = env_for(hub, tmp / "h1")
             hub.drop_lfs_uploads(from_put=max(2, args.shards // 2))
-            proc = subprocess.Popen(push_cmd(release, "1.0.0"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                push_cmd(release, "1.0.0"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             hub.fault_tripped.wait(120)
             time.sleep(0.3)
             proc.send_signal(signal.SIGKILL)
@@ -163,43 +183,98 @@ def main() -> None:
             v2_bytes = sent_bytes(hub, mark, sizes)
             changed = sum(p.stat().st_size for p in (v2 / "data").glob("challenge-*"))
         stock = stock_pushes(tmp, release, v2, sizes, args.shards)
-    ours = {"fresh": (fresh_s, fresh_bytes), "resume": (resume_s, resume_bytes), "noop": (noop_s, noop_bytes),
-            "v2": (v2_s, v2_bytes)}
+    ours = {
+        "fresh": (fresh_s, fresh_bytes),
+        "resume": (resume_s, resume_bytes),
+        "noop": (noop_s, noop_bytes),
+        "v2": (v2_s, v2_bytes),
+    }
 
     mb = 1024 * 1024
     print(f"release: {args.shards + 2} shards, {total / mb:.1f} MB")
     print(f"fresh push (baseline): {fresh_bytes / mb:.1f} MB sent in {fresh_s:.2f} s")
-    print(f"resume after kill: {arrived / mb:.1f} MB had arrived; rerun sent {resume_bytes / mb:.1f} MB in {resume_s:.2f} s "
-          f"-> {resume_bytes / fresh_bytes:.2f} x the baseline's bytes (missing share {(total - arrived) / total:.2f})")
+    print(
+        f"resume after kill: {arrived / mb:.1f} MB had arrived; rerun sent {resume_bytes / mb:.1f} MB in {resume_s:.2f} s "
+        f"-> {resume_bytes / fresh_bytes:.2f} x the baseline's bytes (missing share {(total - arrived) / total:.2f})"
+    )
     print(f"no-op rerun: {noop_bytes} bytes sent, {noop_s:.2f} s = {noop_s / fresh_s:.2f} x the fresh push time")
-    print(f"next version, challenge split changed: sent {v2_bytes / mb:.2f} MB of {total / mb:.1f} MB "
-          f"(changed shards {changed / mb:.2f} MB) -> {v2_bytes / total:.3f} x the release size, in {v2_s:.2f} s")
+    print(
+        f"next version, challenge split changed: sent {v2_bytes / mb:.2f} MB of {total / mb:.1f} MB "
+        f"(changed shards {changed / mb:.2f} MB) -> {v2_bytes / total:.3f} x the release size, in {v2_s:.2f} s"
+    )
     print("stock HfApi.upload_folder, same pushes (fresh process each, separate Hub):")
     for name in ours:
         (our_s, our_b), (st_s, st_b) = ours[name], stock[name]
-        print(f"  {name:7s} ours {our_b / mb:7.2f} MB in {our_s:6.2f} s | upload_folder {st_b / mb:7.2f} MB in {st_s:6.2f} s")
-    print("ours adds: a version tag per release (refused when it exists with other content), every file's sha256 checked "
-          "against the manifest before and after upload, the card's configs checked against the shards, files of older "
-          "versions not in this one removed from main in the same commit")
+        print(
+            f"  {name:7s} ours {our_b / mb:7.2f} MB in {our_s:6.2f} s | upload_folder {st_b / mb:7.2f} MB in {st_s:6.2f} s"
+        )
+    print(
+        "ours adds: a version tag per release (refused when it exists with other content), every file's sha256 checked "
+        "against the manifest before and after upload, the card's configs checked against the shards, files of older "
+        "versions not in this one removed from main in the same commit"
+    )
     missing = total - arrived
     rows = [
-        result_row(BENCH, "push resumed after a kill: bytes sent beyond the missing objects, share of the release",
-                   (resume_bytes - missing) / total, "x", target="<= 0.01"),
-        result_row(BENCH, "push resumed after a kill: bytes sent", resume_bytes / mb, "MB", peer="a fresh push of the whole release",
-                   ratio=resume_bytes / fresh_bytes),
+        result_row(
+            BENCH,
+            "push resumed after a kill: bytes sent beyond the missing objects, share of the release",
+            (resume_bytes - missing) / total,
+            "x",
+            target="<= 0.01",
+        ),
+        result_row(
+            BENCH,
+            "push resumed after a kill: bytes sent",
+            resume_bytes / mb,
+            "MB",
+            peer="a fresh push of the whole release",
+            ratio=resume_bytes / fresh_bytes,
+        ),
         result_row(BENCH, "no-op push of a finished version: bytes sent", noop_bytes, "B", target="== 0"),
-        result_row(BENCH, "next version, one split changed: bytes sent / changed shards' bytes", v2_bytes / changed, "x", target="<= 1.0"),
+        result_row(
+            BENCH,
+            "next version, one split changed: bytes sent / changed shards' bytes",
+            v2_bytes / changed,
+            "x",
+            target="<= 1.0",
+        ),
     ]
-    for name, what in (("fresh", "fresh push"), ("resume", "push resumed after a kill"), ("v2", "next version, one split changed")):
+    for name, what in (
+        ("fresh", "fresh push"),
+        ("resume", "push resumed after a kill"),
+        ("v2", "next version, one split changed"),
+    ):
         (our_s, our_b), (st_s, st_b) = ours[name], stock[name]
         # Oriented as every ratio in the table: above 1 is better for commonlink (fewer bytes, less time).
-        rows.append(result_row(BENCH, f"{what}: bytes sent", our_b / mb, "MB", peer="stock HfApi.upload_folder, same push",
-                               ratio=max(st_b, 1) / max(our_b, 1), target=">= 1.0"))
-        rows.append(result_row(BENCH, f"{what}: wall time", our_s, "s",
-                               peer="context only: stock HfApi.upload_folder (no version tag, manifest or card checks)",
-                               ratio=st_s / our_s))
-    rows.append(result_row(BENCH, "no-op push: bytes sent by stock HfApi.upload_folder (context: it skips known objects too)",
-                           stock["noop"][1], "B"))
+        rows.append(
+            result_row(
+                BENCH,
+                f"{what}: bytes sent",
+                our_b / mb,
+                "MB",
+                peer="stock HfApi.upload_folder, same push",
+                ratio=max(st_b, 1) / max(our_b, 1),
+                target=">= 1.0",
+            )
+        )
+        rows.append(
+            result_row(
+                BENCH,
+                f"{what}: wall time",
+                our_s,
+                "s",
+                peer="context only: stock HfApi.upload_folder (no version tag, manifest or card checks)",
+                ratio=st_s / our_s,
+            )
+        )
+    rows.append(
+        result_row(
+            BENCH,
+            "no-op push: bytes sent by stock HfApi.upload_folder (context: it skips known objects too)",
+            stock["noop"][1],
+            "B",
+        )
+    )
     print_rows(rows)
     write_rows(args.json, rows)
 
@@ -208,8 +283,11 @@ def make_release_manifest_refresh(root: Path) -> None:
     import json
 
     manifest = json.loads((root / "manifest.json").read_text())
-    manifest["files"] = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
-                         for p in sorted(root.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+    manifest["files"] = {
+        p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
     atomic_write_json(root / "manifest.json", manifest)
 
 

@@ -27,19 +27,19 @@ import argparse
 import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
-import subprocess
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from commonlink.catalog.ingest import PerceptualHashIndex, ingest_photos  # noqa: E402
+
 import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _common import interleaved, load_average, peak_rss_mib, timed  # noqa: E402
-
-from commonlink.catalog.ingest import PerceptualHashIndex, ingest_photos  # noqa: E402
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_ingest.py"
@@ -80,10 +80,24 @@ def bench_reruns(tmp: Path, n: int, size: tuple[int, int]) -> list[dict]:
     print(f"  re-run, nothing changed      {unchanged:8.3f} s  -> {first / unchanged:6.1f}x faster (target >= 20x)")
     print(f"  re-run, mtimes changed       {touched:8.3f} s  -> {first / touched:6.1f}x faster (target >= 3x)")
     return [
-        result_row(BENCH, f"ingest re-run, nothing changed ({n} photos)", unchanged, "s", peer="first ingest of the same photos",
-                   ratio=first / unchanged, target=">= 20"),
-        result_row(BENCH, f"ingest re-run, every mtime changed ({n} photos)", touched, "s", peer="first ingest of the same photos",
-                   ratio=first / touched, target=">= 3"),
+        result_row(
+            BENCH,
+            f"ingest re-run, nothing changed ({n} photos)",
+            unchanged,
+            "s",
+            peer="first ingest of the same photos",
+            ratio=first / unchanged,
+            target=">= 20",
+        ),
+        result_row(
+            BENCH,
+            f"ingest re-run, every mtime changed ({n} photos)",
+            touched,
+            "s",
+            peer="first ingest of the same photos",
+            ratio=first / touched,
+            target=">= 3",
+        ),
     ]
 
 
@@ -98,7 +112,9 @@ def bench_index(n: int, queries: int = 200) -> list[dict]:
     from commonlink.catalog.ingest import DEFAULT_NEAR_DUPLICATE_DISTANCE as limit
 
     rng = np.random.default_rng(1)
-    values = rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64) * np.uint64(2) + rng.integers(0, 2, size=n).astype(np.uint64)
+    values = rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64) * np.uint64(2) + rng.integers(
+        0, 2, size=n
+    ).astype(np.uint64)
     stored = [int(v) for v in values]
     asks = []
     for q in range(queries):
@@ -172,25 +188,40 @@ def bench_index(n: int, queries: int = 200) -> list[dict]:
         assert answers[key] == answers["ours"], f"{key} disagrees with the index"
     assert answers["python"] == answers["ours"][:10]
     found = sum(a is not None for a in answers["ours"])
-    print(f"[near-duplicate search] {len(asks)} arriving photos, one at a time, against {n:,} stored hashes "
-          f"(distance <= {limit}; {found} near-duplicates found, same answers on every side)")
-    names = {"ours": "commonlink PerceptualHashIndex.nearest (hex in, answer out)",
-             "numpy": "peer: bare numpy bitwise_count scan (ints already parsed)",
-             "faiss": "peer: faiss IndexBinaryFlat, 1 thread",
-             "bktree": f"peer: pybktree BKTree.find(h, {limit}) (build {tree_build:.1f} s, not counted)",
-             "python": "plain Python loop, hashes parsed once, int.bit_count"}
+    print(
+        f"[near-duplicate search] {len(asks)} arriving photos, one at a time, against {n:,} stored hashes "
+        f"(distance <= {limit}; {found} near-duplicates found, same answers on every side)"
+    )
+    names = {
+        "ours": "commonlink PerceptualHashIndex.nearest (hex in, answer out)",
+        "numpy": "peer: bare numpy bitwise_count scan (ints already parsed)",
+        "faiss": "peer: faiss IndexBinaryFlat, 1 thread",
+        "bktree": f"peer: pybktree BKTree.find(h, {limit}) (build {tree_build:.1f} s, not counted)",
+        "python": "plain Python loop, hashes parsed once, int.bit_count",
+    }
     for key, name in names.items():
         ratio = "" if key == "ours" else f"  -> ours {per_query[key] / per_query['ours']:8.2f}x faster"
         print(f"  {name:66s} {per_query[key] * 1e3:9.3f} ms a query{ratio}")
     figure = f"near-duplicate check, one photo vs {n:,} hashes"
     # Against the bare numpy scan (the same algorithm minus our hex parsing and bookkeeping) parity is the
     # point: >= 0.9 leaves room for timing noise on a shared machine.
-    return [result_row(BENCH, figure, per_query["ours"] * 1e3, "ms/query", peer=peer, ratio=per_query[key] / per_query["ours"],
-                       target=target)
-            for key, peer, target in (("faiss", "faiss IndexBinaryFlat (1 thread)", ">= 1.0"),
-                                      ("numpy", "bare numpy bitwise_count scan", ">= 0.9"),
-                                      ("bktree", "context only: pybktree BKTree.find", None),
-                                      ("python", "context only: Python loop, int.bit_count (parsed once)", None))]
+    return [
+        result_row(
+            BENCH,
+            figure,
+            per_query["ours"] * 1e3,
+            "ms/query",
+            peer=peer,
+            ratio=per_query[key] / per_query["ours"],
+            target=target,
+        )
+        for key, peer, target in (
+            ("faiss", "faiss IndexBinaryFlat (1 thread)", ">= 1.0"),
+            ("numpy", "bare numpy bitwise_count scan", ">= 0.9"),
+            ("bktree", "context only: pybktree BKTree.find", None),
+            ("python", "context only: Python loop, int.bit_count (parsed once)", None),
+        )
+    ]
 
 
 def bench_memory(tmp: Path, n: int, size: tuple[int, int]) -> list[dict]:
@@ -199,11 +230,17 @@ def bench_memory(tmp: Path, n: int, size: tuple[int, int]) -> list[dict]:
     for count in (n, 2 * n):
         photos = tmp / f"mem{count}"
         manifest = make_photos(photos, count, size, seed=count)
-        child = subprocess.run([sys.executable, __file__, "--memory-child", str(photos), str(manifest), str(tmp / f"cat{count}")],
-                               check=True, capture_output=True, text=True)
+        child = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(photos), str(manifest), str(tmp / f"cat{count}")],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         peaks.append(int(child.stdout.strip().splitlines()[-1]))
-    print(f"[memory] peak RSS: {n} photos {peaks[0] / 2**10:.0f} MiB, {2 * n} photos {peaks[1] / 2**10:.0f} MiB "
-          f"-> ratio {peaks[1] / peaks[0]:.2f} (target <= 1.3)")
+    print(
+        f"[memory] peak RSS: {n} photos {peaks[0] / 2**10:.0f} MiB, {2 * n} photos {peaks[1] / 2**10:.0f} MiB "
+        f"-> ratio {peaks[1] / peaks[0]:.2f} (target <= 1.3)"
+    )
     return [result_row(BENCH, f"ingest peak RSS, {2 * n} vs {n} photos", peaks[1] / peaks[0], "x", target="<= 1.3")]
 
 
@@ -218,7 +255,9 @@ def make_tiny_photos(folder: Path, n: int, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     lines = ["file,objects"]
     for i in range(n):
-        Image.fromarray((rng.random((3, 4, 3)) * 255).astype(np.uint8)).resize((16, 12), Image.NEAREST).save(folder / f"p{i:06d}.png")
+        Image.fromarray((rng.random((3, 4, 3)) * 255).astype(np.uint8)).resize((16, 12), Image.NEAREST).save(
+            folder / f"p{i:06d}.png"
+        )
         lines.append(f"p{i:06d}.png,apple;keys")
     manifest = folder.parent / f"{folder.name}.csv"
     manifest.write_text("\n".join(lines) + "\n")
@@ -233,8 +272,19 @@ def bench_scaling(tmp: Path, small: int, large: int) -> list[dict]:
     loads = []
     for k, n in enumerate((small, large, small)):
         loads.append(load_average())
-        child = subprocess.run([sys.executable, __file__, "--scaling-child", str(tmp / f"tiny{n}"), str(manifests[n]),
-                                str(tmp / f"tcat{n}-{k}")], check=True, capture_output=True, text=True)
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--scaling-child",
+                str(tmp / f"tiny{n}"),
+                str(manifests[n]),
+                str(tmp / f"tcat{n}-{k}"),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         took, added = (float(v) for v in child.stdout.strip().splitlines()[-1].split())
         assert added == n, child.stdout
         runs[n].append(took)
@@ -243,14 +293,17 @@ def bench_scaling(tmp: Path, small: int, large: int) -> list[dict]:
     seconds = {n: min(v) for n, v in runs.items()}
     exponent = math.log(seconds[large] / seconds[small]) / math.log(large / small)
     note = f"load {min(loads):.1f}-{max(loads):.1f}"
-    print(f"[growth] small runs {runs[small][0]:.1f} and {runs[small][1]:.1f} s;  {small:,} tiny photos {seconds[small]:.1f} s, {large:,} {seconds[large]:.1f} s "
-          f"({seconds[large] / large * 1e3:.2f} vs {seconds[small] / small * 1e3:.2f} ms a photo) -> exponent {exponent:.3f} "
-          f"(target <= 1.1; {note})")
+    print(
+        f"[growth] small runs {runs[small][0]:.1f} and {runs[small][1]:.1f} s;  {small:,} tiny photos {seconds[small]:.1f} s, {large:,} {seconds[large]:.1f} s "
+        f"({seconds[large] / large * 1e3:.2f} vs {seconds[small] / small * 1e3:.2f} ms a photo) -> exponent {exponent:.3f} "
+        f"(target <= 1.1; {note})"
+    )
     return [
         result_row(BENCH, f"ingest {small:,} tiny photos from scratch ({note})", seconds[small], "s"),
         result_row(BENCH, f"ingest {large:,} tiny photos from scratch ({note})", seconds[large], "s"),
-        result_row(BENCH, f"ingest growth exponent, {small:,} -> {large:,} photos ({note})", exponent, "",
-                   target="<= 1.1"),
+        result_row(
+            BENCH, f"ingest growth exponent, {small:,} -> {large:,} photos ({note})", exponent, "", target="<= 1.1"
+        ),
     ]
 
 

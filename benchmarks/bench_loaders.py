@@ -82,16 +82,31 @@ def main() -> None:
     print(f"  commonlink open_common_o   {spread(times['ours'])}  ({args.rows / median:.0f} rows/s)")
     print(f"  datasets load_dataset      {spread(times['datasets'])}")
     cpu_ratio = ratio_of_medians(cpu, "datasets", "ours")
-    print(f"  -> datasets / ours = {ratio:.3f} wall (target >= 1.0); CPU seconds (all threads) datasets / ours = "
-          f"{cpu_ratio:.3f} (context: ours also checks every row's lists against its answer, and decodes on a worker "
-          "thread while it does)")
+    print(
+        f"  -> datasets / ours = {ratio:.3f} wall (target >= 1.0); CPU seconds (all threads) datasets / ours = "
+        f"{cpu_ratio:.3f} (context: ours also checks every row's lists against its answer, and decodes on a worker "
+        "thread while it does)"
+    )
     figure = f"iterate {args.rows} rows, two {args.size} PNGs decoded each ({note})"
-    rows = [result_row(BENCH, figure, args.rows / median, "rows/s",
-                       peer="datasets load_dataset(parquet) on the same shards, images .load()ed (interleaved, wall)",
-                       ratio=ratio, target=">= 1.0"),
-            result_row(BENCH, f"{figure}, CPU time", args.rows / sorted(cpu["ours"])[len(cpu["ours"]) // 2], "rows/CPU-s",
-                       peer="context only: the same datasets loop, CPU seconds (ours checks more, on 2 threads)",
-                       ratio=cpu_ratio)]
+    rows = [
+        result_row(
+            BENCH,
+            figure,
+            args.rows / median,
+            "rows/s",
+            peer="datasets load_dataset(parquet) on the same shards, images .load()ed (interleaved, wall)",
+            ratio=ratio,
+            target=">= 1.0",
+        ),
+        result_row(
+            BENCH,
+            f"{figure}, CPU time",
+            args.rows / sorted(cpu["ours"])[len(cpu["ours"]) // 2],
+            "rows/CPU-s",
+            peer="context only: the same datasets loop, CPU seconds (ours checks more, on 2 threads)",
+            ratio=cpu_ratio,
+        ),
+    ]
     print_rows(rows)
     write_rows(args.json, rows)
 

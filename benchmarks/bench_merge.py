@@ -101,17 +101,36 @@ def main() -> None:
     slower = statistics.median(o / c for o, c in zip(times["ours"], times["cp"]))
     slower_rehash = statistics.median(o / c for o, c in zip(times["rehash"], times["cp"]))
     print(f"[merge] {args.shards} shards x {args.images} images, {args.repeats} interleaved runs each ({note})")
-    for name, label in (("ours", "catalog merge (hashes reused)"), ("rehash", "catalog merge --rehash"), ("cp", "cp -r")):
+    for name, label in (
+        ("ours", "catalog merge (hashes reused)"),
+        ("rehash", "catalog merge --rehash"),
+        ("cp", "cp -r"),
+    ):
         print(f"  {label:32s} {spread(times[name])}")
-    print(f"  -> ours takes {slower:.2f}x the time of cp -r (median of the rounds' ratios; target <= 5); --rehash "
-          f"{slower_rehash:.2f}x (context); fastest run against fastest run: {min(times['ours']) / min(times['cp']):.2f}x")
+    print(
+        f"  -> ours takes {slower:.2f}x the time of cp -r (median of the rounds' ratios; target <= 5); --rehash "
+        f"{slower_rehash:.2f}x (context); fastest run against fastest run: {min(times['ours']) / min(times['cp']):.2f}x"
+    )
     figure = f"catalog merge, {args.shards} shards x {args.images} images"
     median = sorted(times["ours"])[len(times["ours"]) // 2]
     rows = [
-        result_row(BENCH, f"{figure}; ratio = cp -r time / ours, so >= 0.2 is at most 5x cp -r ({note})", median, "s",
-                   peer="cp -r of the same shard folders (interleaved)", ratio=1 / slower, target=">= 0.2"),
-        result_row(BENCH, f"{figure}, --rehash ({note})", sorted(times["rehash"])[len(times["rehash"]) // 2], "s",
-                   peer="context only: cp -r (every image hashed while copied)", ratio=1 / slower_rehash),
+        result_row(
+            BENCH,
+            f"{figure}; ratio = cp -r time / ours, so >= 0.2 is at most 5x cp -r ({note})",
+            median,
+            "s",
+            peer="cp -r of the same shard folders (interleaved)",
+            ratio=1 / slower,
+            target=">= 0.2",
+        ),
+        result_row(
+            BENCH,
+            f"{figure}, --rehash ({note})",
+            sorted(times["rehash"])[len(times["rehash"]) // 2],
+            "s",
+            peer="context only: cp -r (every image hashed while copied)",
+            ratio=1 / slower_rehash,
+        ),
     ]
     print_rows(rows)
     write_rows(args.json, rows)

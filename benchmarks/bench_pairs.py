@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
-
+from commonlink.fileio import sha256_bytes  # noqa: E402
 from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
 from commonlink.sampling.pairs import PairsConfig, sample_pairs  # noqa: E402
-from commonlink.fileio import sha256_bytes  # noqa: E402
+
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_pairs.py"
@@ -87,15 +87,25 @@ def make_catalog(folder: Path, n_images: int, seed: int = 0, objects: tuple[int,
             digest = sha256_bytes(data)
             records.append(
                 CatalogRecord(
-                    id=digest[:16], path=rel, objects=visible, source=source, scene_id=f"scene-{s:05d}",
-                    width=1, height=1, sha256=digest, background="floor", view=str(view),
+                    id=digest[:16],
+                    path=rel,
+                    objects=visible,
+                    source=source,
+                    scene_id=f"scene-{s:05d}",
+                    width=1,
+                    height=1,
+                    sha256=digest,
+                    background="floor",
+                    view=str(view),
                 )
             )
     write_catalog(folder, records)
     return folder
 
 
-def cooccurrence_sampler(folder: Path, config: PairsConfig, stats: dict) -> tuple[list[dict], dict[str, dict[int, int]]]:
+def cooccurrence_sampler(
+    folder: Path, config: PairsConfig, stats: dict
+) -> tuple[list[dict], dict[str, dict[int, int]]]:
     """The peer: a sparse co-occurrence sampler, given the per-source counts of common objects ours achieved.
 
     Reads the catalog into memory, builds the image x object matrix X of each source (scipy.sparse) and the
@@ -177,15 +187,27 @@ def cooccurrence_sampler(folder: Path, config: PairsConfig, stats: dict) -> tupl
     checked: set[str] = set()
     for i in rng.permutation(len(pairs)):
         name, one, two = pairs[int(i)]
-        choices, truth, answer = build_choices(one["objects"], two["objects"], vocab_names[name], config.choices, choice_rng)
+        choices, truth, answer = build_choices(
+            one["objects"], two["objects"], vocab_names[name], config.choices, choice_rng
+        )
         for rec in (one, two):
             if rec["path"] not in checked:
                 checked.add(rec["path"])
                 missing += not os.path.isfile(folder / rec["path"])
-        rows.append({"id": f"{config.split}-{len(rows):08d}", "split": config.split, "source": name,
-                     "image_1": {"catalog": str(folder), **one}, "image_2": {"catalog": str(folder), **two},
-                     "choices": choices, "ground_truth": truth, "answer": answer,
-                     "question": common_o_question(choices), "question_template": QUESTION_TEMPLATE_ID})
+        rows.append(
+            {
+                "id": f"{config.split}-{len(rows):08d}",
+                "split": config.split,
+                "source": name,
+                "image_1": {"catalog": str(folder), **one},
+                "image_2": {"catalog": str(folder), **two},
+                "choices": choices,
+                "ground_truth": truth,
+                "answer": answer,
+                "question": common_o_question(choices),
+                "question_template": QUESTION_TEMPLATE_ID,
+            }
+        )
     assert missing == 0
     return rows, achieved
 
@@ -212,8 +234,15 @@ def memory_by_catalog_size(small: Path, big: Path, args) -> list[dict]:
             + (" (target <= 1.3x)" if count == args.count else "")
         )
         if count == args.count:
-            rows.append(result_row(BENCH, f"pairs peak traced memory, {args.images:,} vs {args.small_images:,} catalog images",
-                                   big_peak / small_peak, "x", target="<= 1.3"))
+            rows.append(
+                result_row(
+                    BENCH,
+                    f"pairs peak traced memory, {args.images:,} vs {args.small_images:,} catalog images",
+                    big_peak / small_peak,
+                    "x",
+                    target="<= 1.3",
+                )
+            )
     return rows
 
 
@@ -238,17 +267,28 @@ def scaling(sizes: list[int], count: int, repeats: int) -> list[dict]:
             peak = peak_memory(folder, config)
             shutil.rmtree(folder, ignore_errors=True)
         times[size] = min(cpu)
-        print(f"growth: {size:>7,} images: {min(cpu):6.2f} s CPU (best of {repeats}), peak {peak / 2**20:6.1f} MiB, "
-              f"k reached {sum(1 for n in stats['common_objects'].values() if n)} (catalog written in {written:.0f} s)")
-        rows.append(result_row(BENCH, f"pairs growth: {count:,} examples from {size:,} images (CPU time)", min(cpu), "s"))
+        print(
+            f"growth: {size:>7,} images: {min(cpu):6.2f} s CPU (best of {repeats}), peak {peak / 2**20:6.1f} MiB, "
+            f"k reached {sum(1 for n in stats['common_objects'].values() if n)} (catalog written in {written:.0f} s)"
+        )
+        rows.append(
+            result_row(BENCH, f"pairs growth: {count:,} examples from {size:,} images (CPU time)", min(cpu), "s")
+        )
         rows.append(result_row(BENCH, f"pairs growth: peak traced memory at {size:,} images", peak / 2**20, "MiB"))
     base = min((n for n in sizes if n >= 20_000), default=min(sizes))
     top = max(sizes)
     if top > base:
         exponent = math.log(times[top] / times[base]) / math.log(top / base)
         print(f"growth exponent {base:,} -> {top:,} images: {exponent:.2f} (1.0 = linear)")
-        rows.append(result_row(BENCH, f"pairs growth exponent, {base:,} -> {top:,} images ({count:,} examples)", exponent, "",
-                               target="<= 1.15"))
+        rows.append(
+            result_row(
+                BENCH,
+                f"pairs growth exponent, {base:,} -> {top:,} images ({count:,} examples)",
+                exponent,
+                "",
+                target="<= 1.15",
+            )
+        )
     return rows
 
 
@@ -258,8 +298,11 @@ def main() -> None:
     parser.add_argument("--small-images", type=int, default=5_000)
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--scaling", default="5000,20000,80000,160000",
-                        help="catalog sizes for the growth measurement (comma-separated; 'off' to skip; off with --quick)")
+    parser.add_argument(
+        "--scaling",
+        default="5000,20000,80000,160000",
+        help="catalog sizes for the growth measurement (comma-separated; 'off' to skip; off with --quick)",
+    )
     add_contract_arguments(parser)
     args = parser.parse_args()
     if args.quick:
@@ -305,19 +348,40 @@ def main() -> None:
         ratio = (peer_cpu / peer_found) / (ours_cpu / args.count)
         wall_ratio = (peer_s / peer_found) / (ours_s / args.count)
         print(f"  ours vs peer, time per example: {wall_ratio:.2f}x (wall), {ratio:.2f}x (CPU)")
-        result_rows = [result_row(BENCH, f"pairs sampled end to end ({args.count:,} from {args.images:,} images; CPU time)",
-                                  args.count / ours_cpu, "examples/s", peer="sparse co-occurrence (X Xᵀ) sampler, same feasible counts",
-                                  ratio=ratio, target=">= 1.0")]
+        result_rows = [
+            result_row(
+                BENCH,
+                f"pairs sampled end to end ({args.count:,} from {args.images:,} images; CPU time)",
+                args.count / ours_cpu,
+                "examples/s",
+                peer="sparse co-occurrence (X Xᵀ) sampler, same feasible counts",
+                ratio=ratio,
+                target=">= 1.0",
+            )
+        ]
         tracemalloc.start()
         cooccurrence_sampler(big, config, stats)
         peer_peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         ours_peak = peak_memory(big, config)
-        print(f"  peak traced memory (numpy/scipy arrays included): ours {ours_peak / 2**20:.1f} MiB, peer {peer_peak / 2**20:.1f} MiB")
-        result_rows.append(result_row(BENCH, f"pairs peak traced memory ({args.images:,} images)", ours_peak / 2**20, "MiB",
-                                      peer="sparse co-occurrence (X Xᵀ) sampler", ratio=peer_peak / ours_peak, target=">= 1.0"))
+        print(
+            f"  peak traced memory (numpy/scipy arrays included): ours {ours_peak / 2**20:.1f} MiB, peer {peer_peak / 2**20:.1f} MiB"
+        )
+        result_rows.append(
+            result_row(
+                BENCH,
+                f"pairs peak traced memory ({args.images:,} images)",
+                ours_peak / 2**20,
+                "MiB",
+                peer="sparse co-occurrence (X Xᵀ) sampler",
+                ratio=peer_peak / ours_peak,
+                target=">= 1.0",
+            )
+        )
         if peer_found < args.count:
-            print(f"  (the peer found only {peer_found} of {args.count}: its per-image cap ran out before its random order did)")
+            print(
+                f"  (the peer found only {peer_found} of {args.count}: its per-image cap ran out before its random order did)"
+            )
 
         print()
         result_rows += memory_by_catalog_size(small, big, args)

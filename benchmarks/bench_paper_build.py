@@ -45,13 +45,28 @@ from pathlib import Path
 import numpy as np
 
 import _common  # noqa: E402,F401  (puts the repository root on sys.path)
-
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_paper_build.py"
-PAPER = {"main_rows": 10_426, "challenge_rows": 12_600, "real_fraction": 0.45,
-         "real_scenes": 300, "main_scenes": 400, "challenge_scenes": 600, "views": 4}
-STAGES = ("photos", "ingest", "render-main", "render-challenge", "pairs-main", "pairs-challenge", "release", "baselines")
+PAPER = {
+    "main_rows": 10_426,
+    "challenge_rows": 12_600,
+    "real_fraction": 0.45,
+    "real_scenes": 300,
+    "main_scenes": 400,
+    "challenge_scenes": 600,
+    "views": 4,
+}
+STAGES = (
+    "photos",
+    "ingest",
+    "render-main",
+    "render-challenge",
+    "pairs-main",
+    "pairs-challenge",
+    "release",
+    "baselines",
+)
 RENDER_STAGES = ("render-main", "render-challenge")
 NOT_COUNTED = ("photos",)  # the stand-in for photos a user already has
 
@@ -126,17 +141,30 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
 
         split = stage.split("-")[1]
         objects = (3, 7) if split == "main" else (8, 16)
-        config = SynthConfig(scenes=n[f"{split}_scenes"], objects=objects, views=PAPER["views"],
-                             resolution=(options["resolution"], options["resolution"]), seed=0)
+        config = SynthConfig(
+            scenes=n[f"{split}_scenes"],
+            objects=objects,
+            views=PAPER["views"],
+            resolution=(options["resolution"], options["resolution"]),
+            seed=0,
+        )
         cluster = {}
         if options["executor"] == "ray":
             import ray  # connect here (timed with the stage) to report what the scenes ran on
 
-            ray.init(address=options["ray_address"], include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+            ray.init(
+                address=options["ray_address"], include_dashboard=False, logging_level="WARNING", log_to_driver=False
+            )
             cluster = {"ray_nodes": len(ray.nodes()), "ray_cpus": ray.cluster_resources().get("CPU", 0)}
         try:
-            summary = synthesize(work / f"catalog-{split}", config, workers=options["workers"], executor=options["executor"],
-                                 ray_address=options["ray_address"], progress=False)
+            summary = synthesize(
+                work / f"catalog-{split}",
+                config,
+                workers=options["workers"],
+                executor=options["executor"],
+                ray_address=options["ray_address"],
+                progress=False,
+            )
         finally:
             if cluster:
                 ray.shutdown()
@@ -146,16 +174,25 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
 
         split = stage.split("-")[1]
         catalogs = [work / "catalog-main", work / "catalog-real"] if split == "main" else [work / "catalog-challenge"]
-        config = PairsConfig(split=split, count=n[f"{split}_rows"], seed=0,
-                             real_fraction=PAPER["real_fraction"] if split == "main" else None)
+        config = PairsConfig(
+            split=split,
+            count=n[f"{split}_rows"],
+            seed=0,
+            real_fraction=PAPER["real_fraction"] if split == "main" else None,
+        )
         rows, stats = sample_pairs(catalogs, config)
         write_pairs(work / f"pairs-{split}.jsonl", rows, pairs_meta(config, catalogs, stats))
         return {"rows": len(rows), "real_fraction": stats["real_fraction"]["achieved"]}
     if stage == "release":
         from commonlink.release.build import build_release
 
-        result = build_release([work / "pairs-main.jsonl", work / "pairs-challenge.jsonl"], work / "release",
-                               name="commonlink paper-sized build", overwrite=True, progress=False)
+        result = build_release(
+            [work / "pairs-main.jsonl", work / "pairs-challenge.jsonl"],
+            work / "release",
+            name="commonlink paper-sized build",
+            overwrite=True,
+            progress=False,
+        )
         size = sum(p.stat().st_size for p in (work / "release").rglob("*") if p.is_file())
         return {"rows": {split: info["rows"] for split, info in result.splits.items()}, "release_bytes": size}
     if stage == "baselines":
@@ -164,11 +201,20 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
         scores = {}
         for split in ("main", "challenge"):
             for model in ("none", "random"):
-                result = evaluate_common_o(work / "release", split, model, "transformers", work / "eval" / f"{split}-{model}",
-                                           seed=0, show_progress=False)
+                result = evaluate_common_o(
+                    work / "release",
+                    split,
+                    model,
+                    "transformers",
+                    work / "eval" / f"{split}-{model}",
+                    seed=0,
+                    show_progress=False,
+                )
                 overall = result["metrics"]["overall"]
-                scores[f"{split}-{model}"] = {"rows": result["metrics"]["overall"].get("n", result.get("rows")),
-                                              "accuracy": round(overall["accuracy"], 4)}
+                scores[f"{split}-{model}"] = {
+                    "rows": result["metrics"]["overall"].get("n", result.get("rows")),
+                    "accuracy": round(overall["accuracy"], 4),
+                }
         return {"scored": scores}
     raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
 
@@ -185,28 +231,54 @@ def stage_child(stage: str, work: Path, scale: float, options: dict) -> None:
     info = run_stage(stage, work, scale, options)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-    print("STAGE-RESULT " + json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": hwm / 1024, "info": info}, default=str))
+    print(
+        "STAGE-RESULT "
+        + json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": hwm / 1024, "info": info}, default=str)
+    )
 
 
 def build(work: Path, scale: float, options: dict, log=print) -> dict[str, dict]:
     """Every stage in its own process, in order; returns {stage: {seconds, peak_rss_mb, info}}."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")])
+        ),
+    }
     results = {}
     for stage in STAGES:
-        command = [sys.executable, __file__, "--stage", stage, "--work", str(work), "--scale", repr(scale),
-                   "--resolution", str(options["resolution"]), "--workers", str(options["workers"]),
-                   "--executor", options["executor"], *(["--ray-address", options["ray_address"]] if options["ray_address"] else [])]
+        command = [
+            sys.executable,
+            __file__,
+            "--stage",
+            stage,
+            "--work",
+            str(work),
+            "--scale",
+            repr(scale),
+            "--resolution",
+            str(options["resolution"]),
+            "--workers",
+            str(options["workers"]),
+            "--executor",
+            options["executor"],
+            *(["--ray-address", options["ray_address"]] if options["ray_address"] else []),
+        ]
         proc = subprocess.run(command, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise SystemExit(f"stage {stage} failed at scale {scale}:\n{proc.stderr[-3000:]}")
         line = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("STAGE-RESULT "))
         results[stage] = json.loads(line.split(" ", 1)[1])
         r = results[stage]
-        log(f"  {stage:18s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s CPU  peak RSS {r['peak_rss_mb']:7.0f} MB  {r['info']}")
+        log(
+            f"  {stage:18s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s CPU  peak RSS {r['peak_rss_mb']:7.0f} MB  {r['info']}"
+        )
     return results
 
 
-def extrapolate(small: dict, large: dict, s_small: float, s_large: float, target: float = 1.0, key: str = "seconds") -> dict[str, float]:
+def extrapolate(
+    small: dict, large: dict, s_small: float, s_large: float, target: float = 1.0, key: str = "seconds"
+) -> dict[str, float]:
     """Per stage, ``key`` (wall or CPU seconds) at ``target`` scale on the line through two measured sizes
     (fixed + per-unit cost; neither part allowed below zero)."""
     out = {}
@@ -225,17 +297,26 @@ def extrapolate(small: dict, large: dict, s_small: float, s_large: float, target
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the paper's size to build (full run)")
-    parser.add_argument("--resolution", type=int, default=384, help="rendered image side in pixels (the demo's default)")
+    parser.add_argument(
+        "--resolution", type=int, default=384, help="rendered image side in pixels (the demo's default)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="render processes for --executor local")
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
-    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. ray://head:10001); default: a local one")
+    parser.add_argument(
+        "--ray-address", default=None, help="a running Ray cluster (e.g. ray://head:10001); default: a local one"
+    )
     parser.add_argument("--ray-workers", default="1,4,16,64", help="worker counts for the projected times")
     parser.add_argument("--keep", type=Path, default=None, help="build here and keep it (default: a temporary folder)")
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     add_contract_arguments(parser)
     args = parser.parse_args()
-    options = {"resolution": args.resolution, "workers": args.workers, "executor": args.executor, "ray_address": args.ray_address}
+    options = {
+        "resolution": args.resolution,
+        "workers": args.workers,
+        "executor": args.executor,
+        "ray_address": args.ray_address,
+    }
     if args.stage:
         stage_child(args.stage, args.work, args.scale, options)
         return
@@ -249,9 +330,11 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
             n = sizes(scale)
-            print(f"[build at {scale:.4g} of the paper's size: {n['main_rows']:,} main + {n['challenge_rows']:,} challenge rows, "
-                  f"{n['real_scenes'] * 4} photos, {(n['main_scenes'] + n['challenge_scenes']) * 4} renders at {args.resolution} px, "
-                  f"executor {args.executor}]")
+            print(
+                f"[build at {scale:.4g} of the paper's size: {n['main_rows']:,} main + {n['challenge_rows']:,} challenge rows, "
+                f"{n['real_scenes'] * 4} photos, {(n['main_scenes'] + n['challenge_scenes']) * 4} renders at {args.resolution} px, "
+                f"executor {args.executor}]"
+            )
             measured[scale] = build(work, scale, options)
             if args.keep is None and scale != scales[-1]:
                 shutil.rmtree(work, ignore_errors=True)
@@ -275,8 +358,10 @@ def main() -> None:
         idle = sum(cpu[s] / (workers_used if s in RENDER_STAGES else 1) for s in counted)
         render = sum(seconds[s] for s in RENDER_STAGES)
         load = os.getloadavg()[0]
-        print(f"\npaper-sized build ({PAPER['main_rows']:,} main + {PAPER['challenge_rows']:,} challenge rows), {how}; "
-              f"load average now {load:.1f} on {os.cpu_count()} CPUs:")
+        print(
+            f"\npaper-sized build ({PAPER['main_rows']:,} main + {PAPER['challenge_rows']:,} challenge rows), {how}; "
+            f"load average now {load:.1f} on {os.cpu_count()} CPUs:"
+        )
         for stage in STAGES:
             note = "  (stand-in for photos a user has; not counted)" if stage in NOT_COUNTED else ""
             print(f"  {stage:18s} {seconds[stage] / 60:7.1f} min wall {cpu[stage] / 60:7.1f} min CPU{note}")
@@ -284,15 +369,22 @@ def main() -> None:
         print(f"  on an idle machine (CPU time; render shared by {workers_used} processes): about {idle / 60:.1f} min")
         peaks = {s: large[s]["peak_rss_mb"] / small[s]["peak_rss_mb"] for s in STAGES}
         worst = max(peaks, key=peaks.get)
-        print("peak RSS per stage, larger vs smaller build: " + ", ".join(f"{s} {large[s]['peak_rss_mb']:.0f}/{small[s]['peak_rss_mb']:.0f} MB" for s in STAGES))
+        print(
+            "peak RSS per stage, larger vs smaller build: "
+            + ", ".join(f"{s} {large[s]['peak_rss_mb']:.0f}/{small[s]['peak_rss_mb']:.0f} MB" for s in STAGES)
+        )
         release_bytes = large["release"]["info"]["release_bytes"]
         release_full = release_bytes / scales[1]
-        print(f"release size: {release_bytes / 1e6:.1f} MB at {scales[1]:.4g} -> {release_full / 1e9:.2f} GB at full size "
-              f"(proportional: every row carries its two images)")
+        print(
+            f"release size: {release_bytes / 1e6:.1f} MB at {scales[1]:.4g} -> {release_full / 1e9:.2f} GB at full size "
+            f"(proportional: every row carries its two images)"
+        )
         workers = [int(w) for w in args.ray_workers.split(",")]
         render_cpu = sum(cpu[s] for s in RENDER_STAGES)
         if args.executor == "ray":
-            print("  (--executor ray: the render tasks' CPU time is spent in Ray's workers and is not in these CPU figures)")
+            print(
+                "  (--executor ray: the render tasks' CPU time is spent in Ray's workers and is not in these CPU figures)"
+            )
         idle_rest = idle - sum(cpu[s] / workers_used for s in RENDER_STAGES)
 
         def on_ray(n_workers: int) -> float:
@@ -300,21 +392,52 @@ def main() -> None:
             return idle_rest + render_cpu / n_workers
 
         for n_workers in workers:
-            print(f"  projected on {n_workers:3d} Ray workers: {on_ray(n_workers) / 60:6.1f} min on an idle driver machine "
-                  f"(render {render_cpu / n_workers / 60:.1f} min; {(total - render + render / n_workers) / 60:.1f} min with "
-                  f"the other stages as slow as on this machine)")
-        label = "" if how == "measured at full size" else f" [projected from {scales[0]:.3g} and {scales[1]:.3g} builds]"
+            print(
+                f"  projected on {n_workers:3d} Ray workers: {on_ray(n_workers) / 60:6.1f} min on an idle driver machine "
+                f"(render {render_cpu / n_workers / 60:.1f} min; {(total - render + render / n_workers) / 60:.1f} min with "
+                f"the other stages as slow as on this machine)"
+            )
+        label = (
+            "" if how == "measured at full size" else f" [projected from {scales[0]:.3g} and {scales[1]:.3g} builds]"
+        )
         rows = [
-            result_row(BENCH, f"paper-sized build end to end, 10,426 + 12,600 rows, wall on this machine{label}", total / 60, "min", target="< 30"),
+            result_row(
+                BENCH,
+                f"paper-sized build end to end, 10,426 + 12,600 rows, wall on this machine{label}",
+                total / 60,
+                "min",
+                target="< 30",
+            ),
             result_row(BENCH, f"paper-sized build, CPU time of all stages{label}", total_cpu / 60, "min"),
-            result_row(BENCH, f"paper-sized build, idle 2-core estimate (CPU time, render / {workers_used} processes){label}",
-                       idle / 60, "min", target="< 30"),
-            result_row(BENCH, f"of which rendering, wall (offline, {args.resolution} px, {args.workers} processes){label}", render / 60, "min"),
-            result_row(BENCH, f"paper-sized build with rendering on {max(workers)} Ray workers (idle-machine estimate){label}",
-                       on_ray(max(workers)) / 60, "min"),
-            result_row(BENCH, f"build peak RSS, worst stage ({worst}), {scales[1]:.3g} vs {scales[0]:.3g} of paper size",
-                       peaks[worst], "x", target="<= 1.3"),
-            result_row(BENCH, f"paper-sized release size (proportional from {scales[1]:.3g}){label}", release_full / 1e9, "GB"),
+            result_row(
+                BENCH,
+                f"paper-sized build, idle 2-core estimate (CPU time, render / {workers_used} processes){label}",
+                idle / 60,
+                "min",
+                target="< 30",
+            ),
+            result_row(
+                BENCH,
+                f"of which rendering, wall (offline, {args.resolution} px, {args.workers} processes){label}",
+                render / 60,
+                "min",
+            ),
+            result_row(
+                BENCH,
+                f"paper-sized build with rendering on {max(workers)} Ray workers (idle-machine estimate){label}",
+                on_ray(max(workers)) / 60,
+                "min",
+            ),
+            result_row(
+                BENCH,
+                f"build peak RSS, worst stage ({worst}), {scales[1]:.3g} vs {scales[0]:.3g} of paper size",
+                peaks[worst],
+                "x",
+                target="<= 1.3",
+            ),
+            result_row(
+                BENCH, f"paper-sized release size (proportional from {scales[1]:.3g}){label}", release_full / 1e9, "GB"
+            ),
         ]
     finally:
         if args.keep is None:

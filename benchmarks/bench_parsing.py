@@ -28,8 +28,16 @@ import re
 import time
 from pathlib import Path
 
-CHOICES = ["silver grater", "No objects are in common", "dark chocolate bar wrapped in foil", "silver straw", "silver whisk", "silver knife",
-           "tangerine", "mallard (fake duck)"]
+CHOICES = [
+    "silver grater",
+    "No objects are in common",
+    "dark chocolate bar wrapped in foil",
+    "silver straw",
+    "silver whisk",
+    "silver knife",
+    "tangerine",
+    "mallard (fake duck)",
+]
 
 
 def _timed(fn, *args, repeats: int = 3) -> float:
@@ -55,19 +63,47 @@ def run(quick: bool) -> list[dict]:
     ours_small = _timed(parse_common_o_answer, "<think>" * small + "Answer: A", CHOICES)
     ours = _timed(parse_common_o_answer, "<think>" * n + "Answer: A", CHOICES)
     growth = ours / ours_small if ours_small > 0 else None
-    rows.append({"benchmark": "bench_parsing", "figure": f"parse time, {n:,} repeated <think>", "value": round(ours, 5), "unit": "s",
-                 "peer": None, "ratio": None, "target": None, "met": None})
-    rows.append({"benchmark": "bench_parsing", "figure": f"growth: time({n:,}) / time({small:,}) repeated <think> (linear = 10)",
-                 "value": round(growth, 2) if growth else None, "unit": "x", "peer": None, "ratio": None, "target": "<= 15",
-                 "met": bool(growth is not None and growth <= 15)})
+    rows.append(
+        {
+            "benchmark": "bench_parsing",
+            "figure": f"parse time, {n:,} repeated <think>",
+            "value": round(ours, 5),
+            "unit": "s",
+            "peer": None,
+            "ratio": None,
+            "target": None,
+            "met": None,
+        }
+    )
+    rows.append(
+        {
+            "benchmark": "bench_parsing",
+            "figure": f"growth: time({n:,}) / time({small:,}) repeated <think> (linear = 10)",
+            "value": round(growth, 2) if growth else None,
+            "unit": "x",
+            "peer": None,
+            "ratio": None,
+            "target": "<= 15",
+            "met": bool(growth is not None and growth <= 15),
+        }
+    )
     # the peer is quadratic: time it at a size it finishes quickly, and ours on the very same input
     peer_n = 5_000 if quick else 20_000
     text = "<think>" * peer_n + "Answer: A"
     peer = _timed(_regex_strip, text, repeats=1)
     ours_same = _timed(parse_common_o_answer, text, CHOICES)
-    rows.append({"benchmark": "bench_parsing", "figure": f"reasoning stripping on {peer_n:,} repeated <think>: previous regex / ours",
-                 "value": round(ours_same, 5), "unit": "s", "peer": "re.sub(r'<think>.*?</think>') (the previous parser)",
-                 "ratio": round(peer / ours_same, 1) if ours_same > 0 else None, "target": ">= 10", "met": bool(ours_same > 0 and peer / ours_same >= 10)})
+    rows.append(
+        {
+            "benchmark": "bench_parsing",
+            "figure": f"reasoning stripping on {peer_n:,} repeated <think>: previous regex / ours",
+            "value": round(ours_same, 5),
+            "unit": "s",
+            "peer": "re.sub(r'<think>.*?</think>') (the previous parser)",
+            "ratio": round(peer / ours_same, 1) if ours_same > 0 else None,
+            "target": ">= 10",
+            "met": bool(ours_same > 0 and peer / ours_same >= 10),
+        }
+    )
     rows.extend(_whitespace_rows())
     size = 500_000 if quick else 2_000_000
     adversarial = {
@@ -81,11 +117,30 @@ def run(quick: bool) -> list[dict]:
         one = _timed(parse_common_o_answer, make(size), CHOICES, repeats=2)
         two = _timed(parse_common_o_answer, make(2 * size), CHOICES, repeats=2)
         growth = two / one if one > 0 else None
-        rows.append({"benchmark": "bench_parsing", "figure": f"growth: time(2 x {size / 1e6:g} MB) / time({size / 1e6:g} MB), {name} (linear = 2)",
-                     "value": round(growth, 2) if growth else None, "unit": "x", "peer": None, "ratio": None, "target": "<= 3",
-                     "met": bool(growth is not None and growth <= 3)})
-        rows.append({"benchmark": "bench_parsing", "figure": f"parse time per MB, {name}", "value": round(two / (2 * size / 1e6), 4),
-                     "unit": "s/MB", "peer": None, "ratio": None, "target": None, "met": None})
+        rows.append(
+            {
+                "benchmark": "bench_parsing",
+                "figure": f"growth: time(2 x {size / 1e6:g} MB) / time({size / 1e6:g} MB), {name} (linear = 2)",
+                "value": round(growth, 2) if growth else None,
+                "unit": "x",
+                "peer": None,
+                "ratio": None,
+                "target": "<= 3",
+                "met": bool(growth is not None and growth <= 3),
+            }
+        )
+        rows.append(
+            {
+                "benchmark": "bench_parsing",
+                "figure": f"parse time per MB, {name}",
+                "value": round(two / (2 * size / 1e6), 4),
+                "unit": "s/MB",
+                "peer": None,
+                "ratio": None,
+                "target": None,
+                "met": None,
+            }
+        )
     return rows
 
 
@@ -103,7 +158,10 @@ def _whitespace_rows() -> list[dict]:
     from commonlink.eval.parsing import parse_common_o_answer
 
     parsers = {
-        "Common-O": (lambda t: parse_common_o_answer(t, CHOICES), lambda run, n: "Answer: A" + run * n + "then a remark, because"),
+        "Common-O": (
+            lambda t: parse_common_o_answer(t, CHOICES),
+            lambda run, n: "Answer: A" + run * n + "then a remark, because",
+        ),
         "association": (parse_selection, lambda run, n: "image" + run * n + "two, Answer: image" + run * n),
     }
     rows = []
@@ -116,15 +174,43 @@ def _whitespace_rows() -> list[dict]:
             peer = _timed(_floor_peer, large, repeats=7)
             growth = ten / one if one > 0 else None
             label = f"{parser_name} parser, {run_name} run"
-            rows.append({"benchmark": "bench_parsing", "figure": f"growth: time({len(large):,} chars) / time({len(small):,} chars), {label} (linear = 10)",
-                         "value": round(growth, 2) if growth else None, "unit": "x", "peer": None, "ratio": None, "target": "<= 12",
-                         "met": bool(growth is not None and growth <= 12)})
-            rows.append({"benchmark": "bench_parsing", "figure": f"parse time, {len(large):,} chars, {label}", "value": round(ten, 5), "unit": "s",
-                         "peer": None, "ratio": None, "target": "< 0.05", "met": bool(ten < 0.05)})
+            rows.append(
+                {
+                    "benchmark": "bench_parsing",
+                    "figure": f"growth: time({len(large):,} chars) / time({len(small):,} chars), {label} (linear = 10)",
+                    "value": round(growth, 2) if growth else None,
+                    "unit": "x",
+                    "peer": None,
+                    "ratio": None,
+                    "target": "<= 12",
+                    "met": bool(growth is not None and growth <= 12),
+                }
+            )
+            rows.append(
+                {
+                    "benchmark": "bench_parsing",
+                    "figure": f"parse time, {len(large):,} chars, {label}",
+                    "value": round(ten, 5),
+                    "unit": "s",
+                    "peer": None,
+                    "ratio": None,
+                    "target": "< 0.05",
+                    "met": bool(ten < 0.05),
+                }
+            )
             # ratio < 1: ours costs 1/ratio times one plain pass over the text (a constant factor at every size)
-            rows.append({"benchmark": "bench_parsing", "figure": f"one plain str pass / ours, {len(large):,} chars, {label}",
-                         "value": round(ten, 5), "unit": "s", "peer": "str.split + str.lower().find over the same text (the floor)",
-                         "ratio": round(peer / ten, 3) if ten > 0 else None, "target": None, "met": None})
+            rows.append(
+                {
+                    "benchmark": "bench_parsing",
+                    "figure": f"one plain str pass / ours, {len(large):,} chars, {label}",
+                    "value": round(ten, 5),
+                    "unit": "s",
+                    "peer": "str.split + str.lower().find over the same text (the floor)",
+                    "ratio": round(peer / ten, 3) if ten > 0 else None,
+                    "target": None,
+                    "met": None,
+                }
+            )
     return rows
 
 

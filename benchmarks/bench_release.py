@@ -35,7 +35,6 @@ from pathlib import Path
 
 import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _common import noise_catalog  # noqa: E402
-
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_release.py"
@@ -84,14 +83,20 @@ def shard_writer_layout(features, work: Path, out: Path, write_ours) -> tuple[di
     from commonlink.release.shards import ShardWriter
 
     probe = ShardWriter(work / "probe", "main", features)
-    settings = {"compression": probe._column_compression, "use_dictionary": probe.dictionary_columns,
-                "write_statistics": probe._plain_columns}
+    settings = {
+        "compression": probe._column_compression,
+        "use_dictionary": probe.dictionary_columns,
+        "write_statistics": probe._plain_columns,
+    }
     probe.abort()
     shutil.rmtree(work / "probe", ignore_errors=True)
     write_ours()
     files = sorted(out.glob("main-*.parquet"))
-    group_rows = [pq.ParquetFile(path).metadata.row_group(g).num_rows for path in files
-                  for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
+    group_rows = [
+        pq.ParquetFile(path).metadata.row_group(g).num_rows
+        for path in files
+        for g in range(pq.ParquetFile(path).metadata.num_row_groups)
+    ]
     return settings, group_rows, sum(path.stat().st_size for path in files)
 
 
@@ -101,10 +106,10 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from commonlink.release.common_o import CatalogImageReader, published_row
-    from commonlink.release.shards import ShardWriter
     from commonlink.fileio import read_jsonl
     from commonlink.formats.common_o import common_o_features
+    from commonlink.release.common_o import CatalogImageReader, published_row
+    from commonlink.release.shards import ShardWriter
 
     features = common_o_features()
     schema = features.arrow_schema
@@ -143,16 +148,27 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
         for name, field in zip(schema.names, schema):
             values = [r[name] for r in records]
             if pa.types.is_struct(field.type):
-                arrays.append(pa.StructArray.from_arrays([pa.array([v["bytes"] for v in values], pa.binary()),
-                                                          pa.array([v["path"] for v in values], pa.string())], fields=list(field.type)))
+                arrays.append(
+                    pa.StructArray.from_arrays(
+                        [
+                            pa.array([v["bytes"] for v in values], pa.binary()),
+                            pa.array([v["path"] for v in values], pa.string()),
+                        ],
+                        fields=list(field.type),
+                    )
+                )
             else:
                 arrays.append(pa.array(values, field.type))
         write_groups(pa.Table.from_arrays(arrays, schema=schema), work / "bare.parquet", **settings)
 
     def bare_image_bytes() -> None:
         # The image bytes alone (2 binary columns): the floor any writer of these images pays.
-        table = pa.table({"image_1": pa.array([r["image_1"]["bytes"] for r in records], pa.binary()),
-                          "image_2": pa.array([r["image_2"]["bytes"] for r in records], pa.binary())})
+        table = pa.table(
+            {
+                "image_1": pa.array([r["image_1"]["bytes"] for r in records], pa.binary()),
+                "image_2": pa.array([r["image_2"]["bytes"] for r in records], pa.binary()),
+            }
+        )
         write_groups(table, work / "bare.parquet", compression="none", use_dictionary=False, write_statistics=False)
 
     def datasets_peer(generate) -> None:
@@ -180,13 +196,22 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
     print(f"  same bytes: ShardWriter {ours_bytes:,} B, bare pyarrow with its settings {peer_bytes:,} B")
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
-    best = _timed_best({
-        "writer": writer_only, "pyarrow": bare_pyarrow, "image_bytes": bare_image_bytes,
-        "datasets": lambda: datasets_peer(lambda: iter(records)),
-        "pipeline": pipeline, "datasets_pipeline": lambda: datasets_peer(pipeline_generator),
-    }, repeats, cleanup)
-    print(f"shard writing, {label}: {len(rows):,} rows, {image_mb:.1f} MB of image bytes "
-          f"({image_mb * 1e3 / (2 * len(rows)):.1f} KB an image); best of {repeats} interleaved runs")
+    best = _timed_best(
+        {
+            "writer": writer_only,
+            "pyarrow": bare_pyarrow,
+            "image_bytes": bare_image_bytes,
+            "datasets": lambda: datasets_peer(lambda: iter(records)),
+            "pipeline": pipeline,
+            "datasets_pipeline": lambda: datasets_peer(pipeline_generator),
+        },
+        repeats,
+        cleanup,
+    )
+    print(
+        f"shard writing, {label}: {len(rows):,} rows, {image_mb:.1f} MB of image bytes "
+        f"({image_mb * 1e3 / (2 * len(rows)):.1f} KB an image); best of {repeats} interleaved runs"
+    )
     names = {
         "writer": "ShardWriter: built rows (22 columns, bytes in memory) -> shards",
         "pyarrow": "peer: bare pyarrow, same rows -> Table -> same codecs/encodings/statistics/row groups",
@@ -197,7 +222,9 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
     }
     for key, name in names.items():
         wall, cpu = best[key]
-        print(f"  {name:66s} {image_mb / wall:8.1f} MB/s wall ({wall:.3f} s), {image_mb / cpu:8.1f} MB/s CPU ({cpu:.3f} s)")
+        print(
+            f"  {name:66s} {image_mb / wall:8.1f} MB/s wall ({wall:.3f} s), {image_mb / cpu:8.1f} MB/s CPU ({cpu:.3f} s)"
+        )
     return {"best": best, "image_mb": image_mb, "rows": len(rows)}
 
 
@@ -208,18 +235,42 @@ def shard_rows(result: dict, size: int, *, targets: dict[str, str | None]) -> li
     rate = lambda key: mb / best[key][1]  # noqa: E731
     ratio = lambda key, peer: best[peer][1] / best[key][1]  # noqa: E731
     return [
-        result_row(BENCH, f"shard writing, {size}-px images (MB/s of image bytes, CPU time)", rate("writer"), "MB/s",
-                   peer="bare pyarrow, same rows, same codecs/encodings/statistics/row groups (same bytes)",
-                   ratio=ratio("writer", "pyarrow"), target=targets.get("pyarrow")),
-        result_row(BENCH, f"shard writing, {size}-px images (MB/s of image bytes, CPU time)", rate("writer"), "MB/s",
-                   peer="datasets from_generator(features).to_parquet (its own defaults)", ratio=ratio("writer", "datasets"),
-                   target=targets.get("datasets")),
-        result_row(BENCH, f"shard writing, {size}-px images, vs image bytes alone (CPU time)", rate("writer"), "MB/s",
-                   peer="bare write of the 2 image-byte columns only, stored as ours stores them", ratio=ratio("writer", "image_bytes"),
-                   target=targets.get("image_bytes")),
-        result_row(BENCH, f"release rows from files + shards, {size}-px images (CPU time)", rate("pipeline"), "MB/s",
-                   peer="same row generator into datasets from_generator.to_parquet", ratio=ratio("pipeline", "datasets_pipeline"),
-                   target=targets.get("datasets")),
+        result_row(
+            BENCH,
+            f"shard writing, {size}-px images (MB/s of image bytes, CPU time)",
+            rate("writer"),
+            "MB/s",
+            peer="bare pyarrow, same rows, same codecs/encodings/statistics/row groups (same bytes)",
+            ratio=ratio("writer", "pyarrow"),
+            target=targets.get("pyarrow"),
+        ),
+        result_row(
+            BENCH,
+            f"shard writing, {size}-px images (MB/s of image bytes, CPU time)",
+            rate("writer"),
+            "MB/s",
+            peer="datasets from_generator(features).to_parquet (its own defaults)",
+            ratio=ratio("writer", "datasets"),
+            target=targets.get("datasets"),
+        ),
+        result_row(
+            BENCH,
+            f"shard writing, {size}-px images, vs image bytes alone (CPU time)",
+            rate("writer"),
+            "MB/s",
+            peer="bare write of the 2 image-byte columns only, stored as ours stores them",
+            ratio=ratio("writer", "image_bytes"),
+            target=targets.get("image_bytes"),
+        ),
+        result_row(
+            BENCH,
+            f"release rows from files + shards, {size}-px images (CPU time)",
+            rate("pipeline"),
+            "MB/s",
+            peer="same row generator into datasets from_generator.to_parquet",
+            ratio=ratio("pipeline", "datasets_pipeline"),
+            target=targets.get("datasets"),
+        ),
     ]
 
 
@@ -238,7 +289,9 @@ print(json.dumps({"peak_rss_mb": hwm / 1024, "seconds": elapsed, "rows": sum(s["
 
 def build_in_child(pairs_file: Path, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(pairs_file), str(out)], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(pairs_file), str(out)], capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0:
         raise SystemExit(f"release build failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -250,7 +303,9 @@ def main() -> None:
     parser.add_argument("--small-images", type=int, default=5_000)
     parser.add_argument("--examples", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=64, help="image side in pixels")
-    parser.add_argument("--large-size", type=int, default=512, help="second shard-writing run with images this big (0: skip)")
+    parser.add_argument(
+        "--large-size", type=int, default=512, help="second shard-writing run with images this big (0: skip)"
+    )
     parser.add_argument("--large-images", type=int, default=600)
     parser.add_argument("--large-examples", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
@@ -272,31 +327,48 @@ def main() -> None:
             print(f"catalog: {n:,} JPEGs of {args.size}x{args.size} px in {time.perf_counter() - start:.1f} s")
             pairs_file = work / f"pairs_{n}.jsonl"
             seconds, sampler = sample(catalog, args.examples, pairs_file)
-            print(f"sampling ({sampler}): {args.examples:,} examples from {n:,} images in {seconds:.2f} s "
-                  f"= {args.examples / seconds:,.0f} examples/s")
+            print(
+                f"sampling ({sampler}): {args.examples:,} examples from {n:,} images in {seconds:.2f} s "
+                f"= {args.examples / seconds:,.0f} examples/s"
+            )
             results[n] = pairs_file
 
         small = bench_shard_writing(results[args.images], work, f"{args.size} px JPEGs", repeats=args.repeats)
-        rows += shard_rows(small, args.size, targets={"pyarrow": ">= 0.8", "image_bytes": ">= 0.8", "datasets": ">= 1.0"})
+        rows += shard_rows(
+            small, args.size, targets={"pyarrow": ">= 0.8", "image_bytes": ">= 0.8", "datasets": ">= 1.0"}
+        )
         if args.large_size:
             # Per-row work (two file reads, 22 columns) is fixed; with bigger images it weighs less per MB.
             large = work / "catalog_large"
             make_catalog(large, args.large_images, size=args.large_size, seed=1)
             sample(large, args.large_examples, work / "pairs_large.jsonl")
             # at least 5 repetitions: each run is a fraction of a second, and a shared machine skews single runs
-            big = bench_shard_writing(work / "pairs_large.jsonl", work, f"{args.large_size} px JPEGs", repeats=max(5, args.repeats))
+            big = bench_shard_writing(
+                work / "pairs_large.jsonl", work, f"{args.large_size} px JPEGs", repeats=max(5, args.repeats)
+            )
             rows += shard_rows(big, args.large_size, targets={"datasets": ">= 1.0"})
 
         peaks = {}
         for n, pairs_file in results.items():
             info = build_in_child(pairs_file, work / f"release_{n}")
             peaks[n] = info["peak_rss_mb"]
-            print(f"full release build from {n:,} catalog images: {info['rows']:,} rows in {info['seconds']:.1f} s, "
-                  f"peak RSS {info['peak_rss_mb']:.0f} MB")
+            print(
+                f"full release build from {n:,} catalog images: {info['rows']:,} rows in {info['seconds']:.1f} s, "
+                f"peak RSS {info['peak_rss_mb']:.0f} MB"
+            )
         ratio = peaks[args.images] / peaks[args.small_images]
-        print(f"peak memory ratio {args.images:,} vs {args.small_images:,} catalog images: {ratio:.2f}  (target <= 1.3)")
-        rows.append(result_row(BENCH, f"release build peak RSS, pairs from {args.images:,} vs {args.small_images:,} catalog images",
-                               ratio, "x", target="<= 1.3"))
+        print(
+            f"peak memory ratio {args.images:,} vs {args.small_images:,} catalog images: {ratio:.2f}  (target <= 1.3)"
+        )
+        rows.append(
+            result_row(
+                BENCH,
+                f"release build peak RSS, pairs from {args.images:,} vs {args.small_images:,} catalog images",
+                ratio,
+                "x",
+                target="<= 1.3",
+            )
+        )
         # Rows: the same catalog, a quarter of the examples. Images are streamed; what grows with rows is the
         # per-row metadata (no image bytes) kept for the statistics and the figures.
         quarter = work / "pairs_quarter.jsonl"
@@ -308,9 +380,19 @@ def main() -> None:
         write_meta(quarter, {**meta, "count": len(lines)})
         info = build_in_child(quarter, work / "release_quarter")
         row_ratio = peaks[args.images] / info["peak_rss_mb"]
-        print(f"full release build of {info['rows']:,} rows (same {args.images:,}-image catalog): peak RSS {info['peak_rss_mb']:.0f} MB; "
-              f"{args.examples:,} vs {info['rows']:,} rows: {row_ratio:.2f}")
-        rows.append(result_row(BENCH, f"release build peak RSS, {args.examples:,} vs {info['rows']:,} rows", row_ratio, "x", target="<= 1.3"))
+        print(
+            f"full release build of {info['rows']:,} rows (same {args.images:,}-image catalog): peak RSS {info['peak_rss_mb']:.0f} MB; "
+            f"{args.examples:,} vs {info['rows']:,} rows: {row_ratio:.2f}"
+        )
+        rows.append(
+            result_row(
+                BENCH,
+                f"release build peak RSS, {args.examples:,} vs {info['rows']:,} rows",
+                row_ratio,
+                "x",
+                target="<= 1.3",
+            )
+        )
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"(benchmark driver peak RSS {own:.0f} MB, includes the in-memory baseline table)")
     print_rows(rows)

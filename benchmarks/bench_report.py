@@ -33,14 +33,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
-
-from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
-
 from commonlink.eval.backends.base import BackendInfo  # noqa: E402
 from commonlink.eval.commono import evaluate_common_o  # noqa: E402
 from commonlink.eval.report.html import write_report  # noqa: E402
 from tests.fixtures.tiny_models import common_o_rows  # noqa: E402
+
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 
 
 def picture(k: int, size: int) -> bytes:
@@ -54,7 +53,9 @@ def picture(k: int, size: int) -> bytes:
         x0, y0 = (int(v) for v in rng.integers(0, size - 60, 2))
         w, h = (int(v) for v in rng.integers(30, 110, 2))
         colour = tuple(int(v) for v in rng.integers(30, 255, 3))
-        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)((x0, y0, x0 + w, y0 + h), fill=colour, outline=(20, 20, 20))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(
+            (x0, y0, x0 + w, y0 + h), fill=colour, outline=(20, 20, 20)
+        )
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return buf.getvalue()
@@ -77,7 +78,11 @@ def write_split(root: Path, n_rows: int, n_images: int, size: int) -> None:
             rows = common_o_rows(min(500, n_rows - start), seed=start, image_size=(8, 8))
             for i, row in enumerate(rows):
                 for key in ("image_1", "image_2"):
-                    data = pool[int(rng.integers(n_images))] if pool else picture(2 * (start + i) + (key == "image_2"), size)
+                    data = (
+                        pool[int(rng.integers(n_images))]
+                        if pool
+                        else picture(2 * (start + i) + (key == "image_2"), size)
+                    )
                     row[key] = {"bytes": data, "path": None}
             writer.write_table(pa.Table.from_pylist([features.encode_example(r) for r in rows], schema=schema))
 
@@ -88,8 +93,14 @@ class Talker:
     WORDS = "the left image shows a table with several objects while the right one has a shelf and a lamp near a cup".split()
 
     def __init__(self, name: str, seed: int):
-        self.info = BackendInfo(backend="scripted", model=name, fingerprint=f"scripted:{name}", batch_invariant=True, default_batch_size=64,
-                                uses_images=False)
+        self.info = BackendInfo(
+            backend="scripted",
+            model=name,
+            fingerprint=f"scripted:{name}",
+            batch_invariant=True,
+            default_batch_size=64,
+            uses_images=False,
+        )
         self.generate_seconds = 0.0
         self.seed = seed
 
@@ -132,7 +143,17 @@ def peer_report(run_dir: Path, data_dir: Path, out: Path, size: int) -> float:
                 made[digest] = f'<img src="data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}">'
             thumbs[key].append(made[digest])
     df["image_1"], df["image_2"] = thumbs["image_1"], thumbs["image_2"]
-    cols = ["id", "image_1", "image_2", "choices", "ground_truth_letters", "parsed_letters", "correct", "hallucinated_objects", "raw_output"]
+    cols = [
+        "id",
+        "image_1",
+        "image_2",
+        "choices",
+        "ground_truth_letters",
+        "parsed_letters",
+        "correct",
+        "hallucinated_objects",
+        "raw_output",
+    ]
     out.write_text(df[cols].to_html(escape=False), encoding="utf-8")
     return time.perf_counter() - start
 
@@ -166,8 +187,17 @@ def browser_timing(page: Path) -> dict | None:
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
     profile = tempfile.mkdtemp(prefix="bench-report-chromium-")
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--window-size=1400,1800", f"--user-data-dir={profile}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1800",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     try:
@@ -176,7 +206,8 @@ def browser_timing(page: Path) -> dict | None:
         load = time.perf_counter() - start
         filter_ms = driver.execute_script(
             "var s=document.getElementById('f-show'); var t=performance.now(); s.value='wrong'; s.dispatchEvent(new Event('change'));"
-            "return performance.now()-t;")
+            "return performance.now()-t;"
+        )
         cards = len(driver.find_elements("css selector", "#cards article.card"))
         status = driver.find_element("id", "status").text
     finally:
@@ -215,9 +246,14 @@ def baseline_rows(root: Path, n_rows: int, size: int, repeats: int) -> list[dict
         times["cold"].append(_none_run(split, root / "none-cold", root / f"home-cold-{k}", report=True))
         times["cached"].append(_none_run(split, root / "none-cached", warm_home, report=True))
     med = {key: (float(np.median([w for w, _ in v])), float(np.median([c for _, c in v]))) for key, v in times.items()}
-    print(f"`none` baseline, {n_rows:,} rows, every image distinct, {repeats} interleaved repeats (median wall / CPU s):")
-    for key, label in (("off", "report off"), ("cold", "report on, thumbnails made (before the cache: every run)"),
-                       ("cached", "report on, thumbnails from the cache")):
+    print(
+        f"`none` baseline, {n_rows:,} rows, every image distinct, {repeats} interleaved repeats (median wall / CPU s):"
+    )
+    for key, label in (
+        ("off", "report off"),
+        ("cold", "report on, thumbnails made (before the cache: every run)"),
+        ("cached", "report on, thumbnails from the cache"),
+    ):
         print(f"  {label:<58}{med[key][0]:>7.2f}s {med[key][1]:>7.2f} CPU s")
     ours_cpu = cpu_seconds()
     from commonlink import constants
@@ -228,29 +264,59 @@ def baseline_rows(root: Path, n_rows: int, size: int, repeats: int) -> list[dict
     peer_cpu = cpu_seconds()
     peer_report(root / "none-off", split, root / "peer-distinct.html", 224)
     peer_cpu = cpu_seconds() - peer_cpu
-    print(f"report alone, cold cache: ours {ours_cpu:.2f} CPU s ({ours.images_written} thumbnails made), pandas peer {peer_cpu:.2f} CPU s "
-          f"(the same {2 * n_rows} thumbnails) -> {peer_cpu / ours_cpu:.2f}x")
+    print(
+        f"report alone, cold cache: ours {ours_cpu:.2f} CPU s ({ours.images_written} thumbnails made), pandas peer {peer_cpu:.2f} CPU s "
+        f"(the same {2 * n_rows} thumbnails) -> {peer_cpu / ours_cpu:.2f}x"
+    )
     bench, per_k = "bench_report.py", 1000 / n_rows
     return [
-        result_row(bench, f"`none` baseline per 1,000 rows, report on, thumbnails from the cache ({n_rows:,} distinct-image rows)",
-                   med["cached"][1] * per_k, "CPU s", peer="the same run before the cache (report on, every thumbnail made)",
-                   ratio=med["cold"][1] / med["cached"][1], target=">= 2"),
-        result_row(bench, f"`none` baseline per 1,000 rows, report on (cache) vs report off ({n_rows:,} rows)", med["cached"][1] * per_k, "CPU s",
-                   peer="report off", ratio=med["off"][1] / med["cached"][1]),
-        result_row(bench, f"HTML report of {n_rows:,} rows, every image distinct (CPU time)", ours_cpu, "CPU s",
-                   peer="pandas DataFrame.to_html with base64 thumbnails, the same thumbnails", ratio=peer_cpu / ours_cpu, target=">= 1.0"),
+        result_row(
+            bench,
+            f"`none` baseline per 1,000 rows, report on, thumbnails from the cache ({n_rows:,} distinct-image rows)",
+            med["cached"][1] * per_k,
+            "CPU s",
+            peer="the same run before the cache (report on, every thumbnail made)",
+            ratio=med["cold"][1] / med["cached"][1],
+            target=">= 2",
+        ),
+        result_row(
+            bench,
+            f"`none` baseline per 1,000 rows, report on (cache) vs report off ({n_rows:,} rows)",
+            med["cached"][1] * per_k,
+            "CPU s",
+            peer="report off",
+            ratio=med["off"][1] / med["cached"][1],
+        ),
+        result_row(
+            bench,
+            f"HTML report of {n_rows:,} rows, every image distinct (CPU time)",
+            ours_cpu,
+            "CPU s",
+            peer="pandas DataFrame.to_html with base64 thumbnails, the same thumbnails",
+            ratio=peer_cpu / ours_cpu,
+            target=">= 1.0",
+        ),
     ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000)
-    parser.add_argument("--images", type=int, default=2_000, help="distinct pictures the rows draw from (0: every image distinct)")
+    parser.add_argument(
+        "--images", type=int, default=2_000, help="distinct pictures the rows draw from (0: every image distinct)"
+    )
     parser.add_argument("--size", type=int, default=384)
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--no-browser", action="store_true")
-    parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it (default: a temporary one)")
-    parser.add_argument("--baseline-rows", type=int, default=1_000, help="rows of the `none` baseline run with distinct images (0: skip)")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="work in this folder and keep it (default: a temporary one)"
+    )
+    parser.add_argument(
+        "--baseline-rows",
+        type=int,
+        default=1_000,
+        help="rows of the `none` baseline run with distinct images (0: skip)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the baseline rows")
     add_contract_arguments(parser)
     args = parser.parse_args()
@@ -264,63 +330,125 @@ def main() -> None:
     shutil.rmtree(root / "home", ignore_errors=True)
     try:
         t = time.perf_counter()
-        if not (args.keep and list((root / "split" / "data").glob("*.parquet"))):  # --keep: a second run reuses the split
+        if not (
+            args.keep and list((root / "split" / "data").glob("*.parquet"))
+        ):  # --keep: a second run reuses the split
             write_split(root / "split", args.rows, args.images, args.size)
-        print(f"setup: {args.rows:,} rows, {args.images or 2 * args.rows:,} distinct {args.size}x{args.size} PNGs "
-              f"({sum(p.stat().st_size for p in (root / 'split').rglob('*.parquet')) / 1e6:.0f} MB parquet) in {time.perf_counter() - t:.1f}s")
+        print(
+            f"setup: {args.rows:,} rows, {args.images or 2 * args.rows:,} distinct {args.size}x{args.size} PNGs "
+            f"({sum(p.stat().st_size for p in (root / 'split').rglob('*.parquet')) / 1e6:.0f} MB parquet) in {time.perf_counter() - t:.1f}s"
+        )
         cpu = cpu_seconds()
         floor = read_floor(root / "split")
         floor_cpu = cpu_seconds() - cpu
-        print(f"floor: pyarrow reading the two image columns alone (no decoding, no Python objects): {floor:.1f}s wall, {floor_cpu:.1f}s CPU")
-        print(f"machine: {os.cpu_count()} CPUs visible, {len(os.sched_getaffinity(0))} usable, load average {os.getloadavg()[0]:.1f} "
-              "(wall times grow with the load of others; CPU seconds do not)")
+        print(
+            f"floor: pyarrow reading the two image columns alone (no decoding, no Python objects): {floor:.1f}s wall, {floor_cpu:.1f}s CPU"
+        )
+        print(
+            f"machine: {os.cpu_count()} CPUs visible, {len(os.sched_getaffinity(0))} usable, load average {os.getloadavg()[0]:.1f} "
+            "(wall times grow with the load of others; CPU seconds do not)"
+        )
         runs = []
         for name, seed in (("talker-a", 1), ("talker-b", 2)):
             run = root / name
             runs.append(run)
             if args.keep and (run / "results.json").is_file():  # --keep: a second run reuses the scored runs
                 continue
-            evaluate_common_o(root / "split", "main", out_dir=run, backend_instance=Talker(name, seed), show_progress=False, n_boot=200, report=False)
-        print(f"{'report':<30}{'wall s':>8}{'CPU s':>7}{'HTML MB':>9}{'thumbs MB':>10}{'total MB':>9}{'KB/row':>8}{'thumbs':>8}")
+            evaluate_common_o(
+                root / "split",
+                "main",
+                out_dir=run,
+                backend_instance=Talker(name, seed),
+                show_progress=False,
+                n_boot=200,
+                report=False,
+            )
+        print(
+            f"{'report':<30}{'wall s':>8}{'CPU s':>7}{'HTML MB':>9}{'thumbs MB':>10}{'total MB':>9}{'KB/row':>8}{'thumbs':>8}"
+        )
         results, report_cpu = {}, {}
-        for label, dirs, out in (("one run", runs[:1], root / "one.html"), ("two runs side by side", runs, root / "two.html"),
-                                 ("one run, thumbnails reused", runs[:1], root / "one.html")):
+        for label, dirs, out in (
+            ("one run", runs[:1], root / "one.html"),
+            ("two runs side by side", runs, root / "two.html"),
+            ("one run, thumbnails reused", runs[:1], root / "one.html"),
+        ):
             cpu = cpu_seconds()
             s = write_report(dirs, out)
             results[label], report_cpu[label] = s, cpu_seconds() - cpu
-            print(f"{label:<30}{s.seconds:>8.1f}{report_cpu[label]:>7.1f}{s.html_bytes / 1e6:>9.2f}{s.image_bytes / 1e6:>10.1f}"
-                  f"{s.total_bytes / 1e6:>9.1f}{s.total_bytes / 1e3 / s.cards:>8.1f}{s.images_written:>8}")
+            print(
+                f"{label:<30}{s.seconds:>8.1f}{report_cpu[label]:>7.1f}{s.html_bytes / 1e6:>9.2f}{s.image_bytes / 1e6:>10.1f}"
+                f"{s.total_bytes / 1e6:>9.1f}{s.total_bytes / 1e3 / s.cards:>8.1f}{s.images_written:>8}"
+            )
         first = results["one run"]
         verdict = "PASS" if first.seconds < 30 else "FAIL"
-        print(f"target: {args.rows:,} rows under 30 s -> {first.seconds:.1f}s wall {verdict}; {report_cpu['one run']:.1f} CPU s "
-              f"(<= 60 on 2 cores fits 30 s when the machine is ours); {first.seconds / floor:.2f}x the wall time pyarrow needs just "
-              f"to read the images")
+        print(
+            f"target: {args.rows:,} rows under 30 s -> {first.seconds:.1f}s wall {verdict}; {report_cpu['one run']:.1f} CPU s "
+            f"(<= 60 on 2 cores fits 30 s when the machine is ours); {first.seconds / floor:.2f}x the wall time pyarrow needs just "
+            f"to read the images"
+        )
         scale = 10_000 / args.rows
-        rows.append(result_row(bench, f"HTML report of {args.rows:,} rows" + (" (x10 for 10,000 rows)" if args.rows != 10_000 else "")
-                               + f", wall; {report_cpu['one run'] * scale:.1f} CPU s", first.seconds * scale, "s", target="< 30"))
-        rows.append(result_row(bench, f"report page + thumbnails per row ({args.rows:,} rows)", first.total_bytes / 1e3 / first.cards, "KB/row"))
+        rows.append(
+            result_row(
+                bench,
+                f"HTML report of {args.rows:,} rows"
+                + (" (x10 for 10,000 rows)" if args.rows != 10_000 else "")
+                + f", wall; {report_cpu['one run'] * scale:.1f} CPU s",
+                first.seconds * scale,
+                "s",
+                target="< 30",
+            )
+        )
+        rows.append(
+            result_row(
+                bench,
+                f"report page + thumbnails per row ({args.rows:,} rows)",
+                first.total_bytes / 1e3 / first.cards,
+                "KB/row",
+            )
+        )
         if not args.no_peer:
             cpu = cpu_seconds()
             peer_s = peer_report(runs[0], root / "split", root / "peer.html", 224)
             peer_cpu = cpu_seconds() - cpu
             peer_mb = (root / "peer.html").stat().st_size / 1e6
-            print(f"peer (pandas to_html + base64 thumbnails, same rows): {peer_s:.1f}s wall, {peer_cpu:.1f} CPU s, {peer_mb:.1f} MB in one page "
-                  f"-> commonlink {peer_s / first.seconds:.2f}x the peer's wall speed, {peer_cpu / report_cpu['one run']:.2f}x in CPU; "
-                  f"its page weighs {peer_mb / (first.total_bytes / 1e6):.2f}x ours")
-            rows.append(result_row(bench, f"HTML report of {args.rows:,} rows (CPU time)", report_cpu["one run"], "CPU s",
-                                   peer="pandas DataFrame.to_html with base64 thumbnails, same rows, same thumbnails (one per distinct image)",
-                                   ratio=peer_cpu / report_cpu["one run"],
-                                   target=">= 1.0"))
+            print(
+                f"peer (pandas to_html + base64 thumbnails, same rows): {peer_s:.1f}s wall, {peer_cpu:.1f} CPU s, {peer_mb:.1f} MB in one page "
+                f"-> commonlink {peer_s / first.seconds:.2f}x the peer's wall speed, {peer_cpu / report_cpu['one run']:.2f}x in CPU; "
+                f"its page weighs {peer_mb / (first.total_bytes / 1e6):.2f}x ours"
+            )
+            rows.append(
+                result_row(
+                    bench,
+                    f"HTML report of {args.rows:,} rows (CPU time)",
+                    report_cpu["one run"],
+                    "CPU s",
+                    peer="pandas DataFrame.to_html with base64 thumbnails, same rows, same thumbnails (one per distinct image)",
+                    ratio=peer_cpu / report_cpu["one run"],
+                    target=">= 1.0",
+                )
+            )
         if not args.no_browser:
             timing = browser_timing(results["two runs side by side"].path)
             if timing is None:
                 print("browser: skipped (needs selenium and Debian's chromium + chromium-driver)")
             else:
-                print(f"browser (headless chromium, two-run page): loaded in {timing['load_s']:.2f}s with {timing['cards']} cards drawn; "
-                      f"filter 'wrong only' applied in {timing['filter_ms']:.0f} ms ({timing['status']})")
-        print(json.dumps({"rows": args.rows, "distinct_images": args.images, "report_s": round(first.seconds, 2),
-                          "report_cpu_s": round(report_cpu["one run"], 2), "floor_s": round(floor, 2),
-                          "page_bytes": first.html_bytes, "thumb_bytes": first.image_bytes}))
+                print(
+                    f"browser (headless chromium, two-run page): loaded in {timing['load_s']:.2f}s with {timing['cards']} cards drawn; "
+                    f"filter 'wrong only' applied in {timing['filter_ms']:.0f} ms ({timing['status']})"
+                )
+        print(
+            json.dumps(
+                {
+                    "rows": args.rows,
+                    "distinct_images": args.images,
+                    "report_s": round(first.seconds, 2),
+                    "report_cpu_s": round(report_cpu["one run"], 2),
+                    "floor_s": round(floor, 2),
+                    "page_bytes": first.html_bytes,
+                    "thumb_bytes": first.image_bytes,
+                }
+            )
+        )
         if args.baseline_rows:
             rows += baseline_rows(root, args.baseline_rows, args.size, 2 if args.quick else args.repeats)
         write_rows(args.json, rows)

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
-
-from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
-from commonlink.catalog.sam_masks import NESTED_OVERLAP, select_object_masks  # noqa: E402
 from commonlink.catalog.areas import compute_object_stats  # noqa: E402
+from commonlink.catalog.sam_masks import NESTED_OVERLAP, select_object_masks  # noqa: E402
+from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
 from commonlink.release.figures import write_common_o_figures  # noqa: E402
+
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_stats.py"
@@ -40,7 +40,7 @@ def random_masks(n: int, h: int = 768, w: int = 1024, seed: int = 0) -> list[dic
         mh, mw = rng.integers(20, h // 2), rng.integers(20, w // 2)
         y, x = rng.integers(0, h - mh), rng.integers(0, w - mw)
         seg = np.zeros((h, w), dtype=bool)
-        seg[y:y + mh, x:x + mw] = True
+        seg[y : y + mh, x : x + mw] = True
         masks.append({"segmentation": seg, "area": int(seg.sum()), "predicted_iou": float(rng.random())})
     return masks
 
@@ -54,8 +54,13 @@ def naive_select(masks: list[dict], n_objects: int, pixels: int, lo=0.005, hi=0.
         for j, other in enumerate(cands):
             if i == j:
                 continue
-            bigger = other["area"] > m["area"] or (other["area"] == m["area"] and (
-                other["predicted_iou"] > m["predicted_iou"] or (other["predicted_iou"] == m["predicted_iou"] and j < i)))
+            bigger = other["area"] > m["area"] or (
+                other["area"] == m["area"]
+                and (
+                    other["predicted_iou"] > m["predicted_iou"]
+                    or (other["predicted_iou"] == m["predicted_iou"] and j < i)
+                )
+            )
             if bigger and (m["segmentation"] & other["segmentation"]).sum() / m["area"] >= NESTED_OVERLAP:
                 nested = True
                 break
@@ -74,12 +79,21 @@ def render_catalog(root: Path, n: int) -> Path:
         mask = np.zeros((512, 512), dtype=np.uint16)
         for k in range(1, 8):
             y, x = rng.integers(0, 448, size=2)
-            mask[y:y + 64, x:x + 64] = k
+            mask[y : y + 64, x : x + 64] = k
         Image.fromarray(mask).save(root / "scenes" / f"mask_{i}.png")
-        records.append(CatalogRecord(id=f"r{i}", path=f"scenes/mask_{i}.png", objects=names[:7], source="synthetic",
-                                     scene_id=f"s{i}", width=512, height=512, sha256="0" * 64,
-                                     extra={"mask": f"scenes/mask_{i}.png",
-                                            "mask_ids": {str(k): names[k - 1] for k in range(1, 8)}}))
+        records.append(
+            CatalogRecord(
+                id=f"r{i}",
+                path=f"scenes/mask_{i}.png",
+                objects=names[:7],
+                source="synthetic",
+                scene_id=f"s{i}",
+                width=512,
+                height=512,
+                sha256="0" * 64,
+                extra={"mask": f"scenes/mask_{i}.png", "mask_ids": {str(k): names[k - 1] for k in range(1, 8)}},
+            )
+        )
     write_catalog(root, records)
     return root
 
@@ -92,11 +106,25 @@ def pairs_rows(n: int) -> dict[str, list[dict]]:
         objs = [list(rng.choice(names, size=5, replace=False)) for _ in range(2)]
         common = sorted(set(objs[0]) & set(objs[1])) or ["No objects are in common"]
         choices = sorted(set(objs[0]) | set(objs[1])) + ["No objects are in common"]
-        rows.append({"id": f"main-{i}", "source": "synthetic" if i % 2 else "real", "choices": choices,
-                     "ground_truth": common, "answer": "A",
-                     **{f"image_{k + 1}": {"catalog": "/nonexistent", "id": f"{i}-{k}", "path": "x.png",
-                                           "objects": objs[k], "object_area": {o: 0.05 for o in objs[k]}}
-                        for k in range(2)}})
+        rows.append(
+            {
+                "id": f"main-{i}",
+                "source": "synthetic" if i % 2 else "real",
+                "choices": choices,
+                "ground_truth": common,
+                "answer": "A",
+                **{
+                    f"image_{k + 1}": {
+                        "catalog": "/nonexistent",
+                        "id": f"{i}-{k}",
+                        "path": "x.png",
+                        "objects": objs[k],
+                        "object_area": {o: 0.05 for o in objs[k]},
+                    }
+                    for k in range(2)
+                },
+            }
+        )
     return {"main": rows}
 
 
@@ -118,8 +146,10 @@ def main() -> None:
     t = time.perf_counter()
     slow = naive_select(masks, 7, pixels)
     t_slow = time.perf_counter() - t
-    print(f"[select] {args.masks} masks: ours {t_fast:.3f}s, naive full-resolution {t_slow:.3f}s, "
-          f"speed-up {t_slow / t_fast:.1f}x, same result: {np.allclose(fast, slow)}")
+    print(
+        f"[select] {args.masks} masks: ours {t_fast:.3f}s, naive full-resolution {t_slow:.3f}s, "
+        f"speed-up {t_slow / t_fast:.1f}x, same result: {np.allclose(fast, slow)}"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         peaks = {}
@@ -143,9 +173,21 @@ def main() -> None:
             print(f"[figures] {n} rows: {times[n]:.2f}s")
         print(f"[figures] time ratio {args.rows} vs 1000 rows: {times[args.rows] / times[1000]:.2f}x")
     rows = [
-        result_row(BENCH, f"SAM mask selection, {args.masks} masks of a 1024x768 photo", t_fast, "s",
-                   peer="naive pairwise comparison at full resolution", ratio=t_slow / t_fast),
-        result_row(BENCH, f"render-mask stats peak traced memory, {big} vs {small} renders", peaks[big] / peaks[small], "x", target="<= 1.5"),
+        result_row(
+            BENCH,
+            f"SAM mask selection, {args.masks} masks of a 1024x768 photo",
+            t_fast,
+            "s",
+            peer="naive pairwise comparison at full resolution",
+            ratio=t_slow / t_fast,
+        ),
+        result_row(
+            BENCH,
+            f"render-mask stats peak traced memory, {big} vs {small} renders",
+            peaks[big] / peaks[small],
+            "x",
+            target="<= 1.5",
+        ),
         result_row(BENCH, f"release figures time, {args.rows:,} vs 1,000 rows", times[args.rows] / times[1000], "x"),
     ]
     print_rows(rows)

@@ -28,22 +28,32 @@ import tempfile
 import time
 import warnings
 
+from commonlink.synth.assets import load_assets  # noqa: E402
+from commonlink.synth.plan import PlanConfig, plan_scene  # noqa: E402
+from commonlink.synth.render.offline import OfflineRenderer  # noqa: E402
+from commonlink.synth.render.unrealcv import UnrealCVBackend, fmt_floats  # noqa: E402
+from commonlink.synth.runner import SynthConfig, render_scene, synthesize  # noqa: E402
+from tests.fixtures.unrealcv_server import FakeUnrealCVServer  # noqa: E402
+
 import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _common import peak_rss_mib  # noqa: E402
-
 from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
-from commonlink.synth.assets import load_assets  # noqa: E402
-from tests.fixtures.unrealcv_server import FakeUnrealCVServer  # noqa: E402
-from commonlink.synth.render.offline import OfflineRenderer  # noqa: E402
-from commonlink.synth.plan import PlanConfig, plan_scene  # noqa: E402
-from commonlink.synth.runner import SynthConfig, render_scene, synthesize  # noqa: E402
-from commonlink.synth.render.unrealcv import UnrealCVBackend, fmt_floats  # noqa: E402
 
 
 def offline_views_per_s(catalog, n_objects: int, scenes: int, resolution: int, shadows: bool) -> tuple[float, float]:
-    config = SynthConfig(scenes=scenes + 1, objects=(n_objects, n_objects), views=4, resolution=(resolution, resolution),
-                         seed=123, max_attempts=1, shadows=shadows)
-    with tempfile.TemporaryDirectory() as tmp, OfflineRenderer(resolution, resolution, catalog, shadows=shadows) as renderer:
+    config = SynthConfig(
+        scenes=scenes + 1,
+        objects=(n_objects, n_objects),
+        views=4,
+        resolution=(resolution, resolution),
+        seed=123,
+        max_attempts=1,
+        shadows=shadows,
+    )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        OfflineRenderer(resolution, resolution, catalog, shadows=shadows) as renderer,
+    ):
         render_scene(tmp, config, catalog, renderer, 0)  # warm-up: mesh building, shader compilation
         start, cpu_start = time.perf_counter(), time.process_time()
         views = sum(render_scene(tmp, config, catalog, renderer, i)["views"] for i in range(1, scenes + 1))
@@ -61,10 +71,15 @@ def bare_pyrender_views_per_s(catalog, n_objects: int, scenes: int, resolution: 
 
     os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # headless, as the offline renderer does
     import pyrender
-
     from pyrender.shader_program import ShaderProgramCache
 
-    from commonlink.synth.render.offline import _fast_shader_dir, asset_mesh, camera_pose_gl, object_pose_gl, vertical_fov
+    from commonlink.synth.render.offline import (
+        _fast_shader_dir,
+        asset_mesh,
+        camera_pose_gl,
+        object_pose_gl,
+        vertical_fov,
+    )
 
     config = PlanConfig(min_objects=n_objects, max_objects=n_objects, views=4, width=resolution, height=resolution)
     plans = [plan_scene(config, catalog, seed=123, index=i) for i in range(scenes + 1)]
@@ -81,12 +96,20 @@ def bare_pyrender_views_per_s(catalog, n_objects: int, scenes: int, resolution: 
             nodes = []
             for obj in plan.objects:
                 if obj.asset not in meshes:
-                    meshes[obj.asset] = pyrender.Mesh.from_trimesh(asset_mesh(catalog.asset(obj.asset), catalog), smooth=True)
-                nodes.append(scene.add(meshes[obj.asset], pose=object_pose_gl(obj.location, obj.rotation, (obj.scale,) * 3)))
+                    meshes[obj.asset] = pyrender.Mesh.from_trimesh(
+                        asset_mesh(catalog.asset(obj.asset), catalog), smooth=True
+                    )
+                nodes.append(
+                    scene.add(meshes[obj.asset], pose=object_pose_gl(obj.location, obj.rotation, (obj.scale,) * 3))
+                )
             seg_map = {node: (k + 1, 0, 0) for k, node in enumerate(nodes)}
             for camera in plan.cameras:
-                cam = scene.add(pyrender.PerspectiveCamera(yfov=vertical_fov(camera.fov, resolution, resolution), znear=5.0, zfar=5000.0),
-                                pose=camera_pose_gl(camera.location, camera.rotation))
+                cam = scene.add(
+                    pyrender.PerspectiveCamera(
+                        yfov=vertical_fov(camera.fov, resolution, resolution), znear=5.0, zfar=5000.0
+                    ),
+                    pose=camera_pose_gl(camera.location, camera.rotation),
+                )
                 renderer.render(scene)
                 renderer.render(scene, flags=pyrender.RenderFlags.SEG, seg_node_map=seg_map)
                 scene.remove_node(cam)
@@ -101,8 +124,11 @@ def band_shares(objects: tuple[int, int], scenes: int, resolution: int):
     hidden shares over every (object, view) pair, and views/s."""
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        summary = synthesize(tmp, SynthConfig(scenes=scenes, objects=objects, resolution=(resolution, resolution), seed=2026),
-                             progress=False)
+        summary = synthesize(
+            tmp,
+            SynthConfig(scenes=scenes, objects=objects, resolution=(resolution, resolution), seed=2026),
+            progress=False,
+        )
         return summary, summary.views_written / (time.perf_counter() - start)
 
 
@@ -128,22 +154,29 @@ def raw_client_seconds_per_view(server, catalog, plans, palette) -> float:
     start = time.perf_counter()
     for n, plan in enumerate(plans):
         floor = catalog.floor(plan.floor.material)
-        names = client.request_batch([f"vset /objects/spawn {obj.ue_class} raw_{n}_{k}" for k, obj in enumerate(plan.objects)]
-                                     + [f"vset /objects/spawn {floor.ue_class} raw_{n}_floor"])
+        names = client.request_batch(
+            [f"vset /objects/spawn {obj.ue_class} raw_{n}_{k}" for k, obj in enumerate(plan.objects)]
+            + [f"vset /objects/spawn {floor.ue_class} raw_{n}_floor"]
+        )
         setup = [f"vset /object/{names[-1]}/location 0 0 0"]
         for name, obj in zip(names, plan.objects):
-            setup += [f"vset /object/{name}/location {fmt_floats(obj.location)}",
-                      f"vset /object/{name}/rotation {fmt_floats(obj.rotation)}",
-                      f"vset /object/{name}/scale {fmt_floats([obj.scale] * 3)}"]
+            setup += [
+                f"vset /object/{name}/location {fmt_floats(obj.location)}",
+                f"vset /object/{name}/rotation {fmt_floats(obj.rotation)}",
+                f"vset /object/{name}/scale {fmt_floats([obj.scale] * 3)}",
+            ]
         setup += [f"vset /object/{name}/color {r} {g} {b}" for name, (r, g, b) in zip(names, palette)]
         setup += [f"vget /object/{name}/color" for name in names]
         client.request_batch(setup)
         shots = []
         for pose in plan.cameras:
-            shots += [f"vset /camera/{camera}/location {fmt_floats(pose.location)}",
-                      f"vset /camera/{camera}/rotation {fmt_floats(pose.rotation)}",
-                      f"vset /camera/{camera}/fov {pose.fov:.4f}",
-                      f"vget /camera/{camera}/lit png", f"vget /camera/{camera}/object_mask png"]
+            shots += [
+                f"vset /camera/{camera}/location {fmt_floats(pose.location)}",
+                f"vset /camera/{camera}/rotation {fmt_floats(pose.rotation)}",
+                f"vset /camera/{camera}/fov {pose.fov:.4f}",
+                f"vget /camera/{camera}/lit png",
+                f"vget /camera/{camera}/object_mask png",
+            ]
             views += 1
         client.request_batch(shots)
         client.request_batch([f"vset /object/{name}/destroy" for name in names])
@@ -182,8 +215,9 @@ def peak_rss_mb() -> float:
 
 
 def memory_curve(catalog, checkpoints: list[int], resolution: int) -> dict[int, float]:
-    config = SynthConfig(scenes=max(checkpoints), objects=(3, 7), views=4, resolution=(resolution, resolution), seed=9,
-                         max_attempts=1)
+    config = SynthConfig(
+        scenes=max(checkpoints), objects=(3, 7), views=4, resolution=(resolution, resolution), seed=9, max_attempts=1
+    )
     marks = {}
     with tempfile.TemporaryDirectory() as tmp, OfflineRenderer(resolution, resolution, catalog) as renderer:
         for i in range(max(checkpoints)):
@@ -199,7 +233,12 @@ def main() -> None:
     parser.add_argument("--resolution", type=int, default=512)
     parser.add_argument("--ue-scenes", type=int, default=3)
     parser.add_argument("--ue-resolution", type=int, default=256)
-    parser.add_argument("--ue-frame-ms", type=float, default=1000 / 60, help="frame time of the modelled game (a 60 fps game by default)")
+    parser.add_argument(
+        "--ue-frame-ms",
+        type=float,
+        default=1000 / 60,
+        help="frame time of the modelled game (a 60 fps game by default)",
+    )
     parser.add_argument("--memory-scenes", default="50,500")
     parser.add_argument("--memory-resolution", type=int, default=128)
     parser.add_argument("--band-scenes", type=int, default=40, help="scenes per split for the object-area shares")
@@ -216,7 +255,9 @@ def main() -> None:
     catalog = load_assets()
     import os
 
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start (timings scale with free cores)")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start (timings scale with free cores)"
+    )
 
     if "offline" not in skip:
         print(f"== offline renderer, {args.resolution}x{args.resolution}, 4 views/scene, {args.scenes} scenes timed")
@@ -225,55 +266,114 @@ def main() -> None:
             for shadows in (False, True):
                 rate, cpu = offline_views_per_s(catalog, n, args.scenes, args.resolution, shadows)
                 label = "shadow maps" if shadows else "contact shadows (default)"
-                print(f"  {n:2d} objects, {label:26s}: {rate:6.2f} views/s   (target >= 10: {'met' if rate >= 10 else 'NOT met'})"
-                      f"   CPU {cpu * 1000:5.0f} ms/view   ratio to a bare pyrender loop {rate / bare:.2f}")
+                print(
+                    f"  {n:2d} objects, {label:26s}: {rate:6.2f} views/s   (target >= 10: {'met' if rate >= 10 else 'NOT met'})"
+                    f"   CPU {cpu * 1000:5.0f} ms/view   ratio to a bare pyrender loop {rate / bare:.2f}"
+                )
                 if not shadows:
-                    rows.append(result_row(bench, f"offline views/s at {args.resolution}², {n} objects (end to end, files written)",
-                                           rate, "views/s", peer="bare pyrender loop, same plans, meshes and shaders, no files",
-                                           ratio=rate / bare))
-                    rows.append(result_row(bench, f"offline views/s at {args.resolution}², {n} objects: absolute", rate, "views/s",
-                                           target=">= 10"))
-            print(f"  {n:2d} objects, bare pyrender loop (same plans and meshes, lit + seg pass, no files): {bare:6.2f} views/s")
+                    rows.append(
+                        result_row(
+                            bench,
+                            f"offline views/s at {args.resolution}², {n} objects (end to end, files written)",
+                            rate,
+                            "views/s",
+                            peer="bare pyrender loop, same plans, meshes and shaders, no files",
+                            ratio=rate / bare,
+                        )
+                    )
+                    rows.append(
+                        result_row(
+                            bench,
+                            f"offline views/s at {args.resolution}², {n} objects: absolute",
+                            rate,
+                            "views/s",
+                            target=">= 10",
+                        )
+                    )
+            print(
+                f"  {n:2d} objects, bare pyrender loop (same plans and meshes, lit + seg pass, no files): {bare:6.2f} views/s"
+            )
 
     if "band" not in skip:
         res = args.band_resolution
-        print(f"== object areas, `commonlink synth` with default gates, {args.band_scenes} scenes per split, {res}x{res}")
+        print(
+            f"== object areas, `commonlink synth` with default gates, {args.band_scenes} scenes per split, {res}x{res}"
+        )
         for split, objects, target in (("main", (3, 7), 0.85), ("challenge", (8, 16), 0.60)):
             summary, rate = band_shares(objects, args.band_scenes, res)
             ok = summary.in_band_share >= target and summary.hidden_share < 0.01
-            print(f"  {split:9s} ({objects[0]}-{objects[1]} objects): {100 * summary.in_band_share:5.1f}% of {summary.object_views} "
-                  f"(object, view) pairs in 2-22% (target >= {100 * target:.0f}%), {100 * summary.hidden_share:.2f}% hidden "
-                  f"(target < 1%): {'met' if ok else 'NOT met'};  {summary.resampled_scenes} scenes re-sampled;  {rate:5.2f} views/s")
-            rows.append(result_row(bench, f"{split}: (object, view) pairs in 2-22% of the image, {args.band_scenes} scenes",
-                                   100 * summary.in_band_share, "%", target=f">= {100 * target:.0f}"))
-            rows.append(result_row(bench, f"{split}: hidden (object, view) pairs", 100 * summary.hidden_share, "%", target="< 1"))
+            print(
+                f"  {split:9s} ({objects[0]}-{objects[1]} objects): {100 * summary.in_band_share:5.1f}% of {summary.object_views} "
+                f"(object, view) pairs in 2-22% (target >= {100 * target:.0f}%), {100 * summary.hidden_share:.2f}% hidden "
+                f"(target < 1%): {'met' if ok else 'NOT met'};  {summary.resampled_scenes} scenes re-sampled;  {rate:5.2f} views/s"
+            )
+            rows.append(
+                result_row(
+                    bench,
+                    f"{split}: (object, view) pairs in 2-22% of the image, {args.band_scenes} scenes",
+                    100 * summary.in_band_share,
+                    "%",
+                    target=f">= {100 * target:.0f}",
+                )
+            )
+            rows.append(
+                result_row(
+                    bench, f"{split}: hidden (object, view) pairs", 100 * summary.hidden_share, "%", target="< 1"
+                )
+            )
 
     if "unrealcv" not in skip:
         res = args.ue_resolution
         config = PlanConfig(min_objects=7, max_objects=7, views=4, width=res, height=res)
         plans = [plan_scene(config, catalog, seed=5, index=i) for i in range(args.ue_scenes)]
-        print(f"== UnrealCV backend vs raw client on the test server ({res}x{res}, 7 objects, {args.ue_scenes} scenes x 4 views;"
-              " both send spawn, colour + read-back, pose, own-camera and capture commands)")
+        print(
+            f"== UnrealCV backend vs raw client on the test server ({res}x{res}, 7 objects, {args.ue_scenes} scenes x 4 views;"
+            " both send spawn, colour + read-back, pose, own-camera and capture commands)"
+        )
         for frame_ms in (0.0, args.ue_frame_ms):
             raw_mean, ours = unrealcv_ratio(catalog, plans, res, frame_ms / 1000)
-            label = "no frame time (protocol + render cost)" if frame_ms == 0 else f"{frame_ms:g} ms frames (32 requests/frame)"
-            print(f"  {label:40s}: raw client {raw_mean * 1000:7.1f} ms/view   backend {ours * 1000:7.1f} ms/view   "
-                  f"ratio {ours / raw_mean:.2f} (target <= 1.2: {'met' if ours / raw_mean <= 1.2 else 'NOT met'})")
-            rows.append(result_row(bench, f"UnrealCV backend time per view, {label} (ratio = raw / backend)", ours * 1000, "ms/view",
-                                   peer="raw unrealcv client, same commands in request_batch batches", ratio=raw_mean / ours,
-                                   target=">= 0.83"))
+            label = (
+                "no frame time (protocol + render cost)"
+                if frame_ms == 0
+                else f"{frame_ms:g} ms frames (32 requests/frame)"
+            )
+            print(
+                f"  {label:40s}: raw client {raw_mean * 1000:7.1f} ms/view   backend {ours * 1000:7.1f} ms/view   "
+                f"ratio {ours / raw_mean:.2f} (target <= 1.2: {'met' if ours / raw_mean <= 1.2 else 'NOT met'})"
+            )
+            rows.append(
+                result_row(
+                    bench,
+                    f"UnrealCV backend time per view, {label} (ratio = raw / backend)",
+                    ours * 1000,
+                    "ms/view",
+                    peer="raw unrealcv client, same commands in request_batch batches",
+                    ratio=raw_mean / ours,
+                    target=">= 0.83",
+                )
+            )
 
     if "memory" not in skip:
         checkpoints = [int(v) for v in args.memory_scenes.split(",")]
         res = args.memory_resolution
         start = time.perf_counter()
         marks = memory_curve(catalog, checkpoints, res)
-        print(f"== peak RSS of one process over a long run ({res}x{res}, 3-7 objects, 4 views; {time.perf_counter() - start:.0f} s)")
+        print(
+            f"== peak RSS of one process over a long run ({res}x{res}, 3-7 objects, 4 views; {time.perf_counter() - start:.0f} s)"
+        )
         for n, mb in marks.items():
             print(f"  after {n:4d} scenes: {mb:7.1f} MB")
         first, last = marks[checkpoints[0]], marks[checkpoints[-1]]
         print(f"  ratio {last / first:.3f} (target: flat, ~1.0)")
-        rows.append(result_row(bench, f"peak RSS after {checkpoints[-1]} vs {checkpoints[0]} scenes", last / first, "x", target="<= 1.1"))
+        rows.append(
+            result_row(
+                bench,
+                f"peak RSS after {checkpoints[-1]} vs {checkpoints[0]} scenes",
+                last / first,
+                "x",
+                target="<= 1.1",
+            )
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     write_rows(args.json, rows)
 

@@ -43,7 +43,9 @@ def machine_description() -> str:
         allowed = cpus
     model = ""
     try:
-        model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+        model = next(
+            (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), ""
+        )
     except OSError:
         pass
     memory = ""
@@ -65,8 +67,17 @@ def _last_error_line(text: str) -> str:
 
 
 def failure_row(name: str, problem: str) -> dict:
-    return {"benchmark": name, "figure": "script failed", "value": None, "unit": "", "peer": None, "ratio": None,
-            "target": None, "met": None, "error": problem}
+    return {
+        "benchmark": name,
+        "figure": "script failed",
+        "value": None,
+        "unit": "",
+        "peer": None,
+        "ratio": None,
+        "target": None,
+        "met": None,
+        "error": problem,
+    }
 
 
 def check_rows(name: str, rows: object) -> list[dict]:
@@ -99,9 +110,15 @@ def run_script(script: Path, *, quick: bool, timeout: float, log=print) -> dict:
             rc, output = None, (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             error = f"timed out after {timeout:.0f} s"
         seconds = time.perf_counter() - start
-        entry = {"script": name, "quick": quick, "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "seconds": round(seconds, 1), "exit": rc, "output_tail": output[-4000:],
-                 "load": [round(load_before, 1), round(_load(), 1)]}
+        entry = {
+            "script": name,
+            "quick": quick,
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "seconds": round(seconds, 1),
+            "exit": rc,
+            "output_tail": output[-4000:],
+            "load": [round(load_before, 1), round(_load(), 1)],
+        }
         if rc != 0:
             problem = error if rc is None else f"exit {rc}: {_last_error_line(error or output)}"
             problem = problem.replace(str(rows_path), "ROWS.json")  # a temporary path says nothing
@@ -113,7 +130,11 @@ def run_script(script: Path, *, quick: bool, timeout: float, log=print) -> dict:
                 entry["rows"] = [failure_row(name, "exit 0 but no --json file written (does it follow the contract?)")]
             except (ValueError, json.JSONDecodeError) as exc:
                 entry["rows"] = [failure_row(name, f"bad --json rows: {exc}")]
-        status = "ok" if rc == 0 and entry["rows"][0]["figure"] != "script failed" else entry["rows"][0].get("error", "failed")
+        status = (
+            "ok"
+            if rc == 0 and entry["rows"][0]["figure"] != "script failed"
+            else entry["rows"][0].get("error", "failed")
+        )
         log(f"   {seconds:.1f} s, {status}")
         return entry
 
@@ -161,17 +182,23 @@ def render_table(results: dict) -> str:
     for entry in entries:
         for row in entry["rows"]:
             if row["figure"] == "script failed":
-                lines.append(f"| `{row['benchmark']}` | **script failed** | — | — | — | — | {_cell(row.get('error'))} |")
+                lines.append(
+                    f"| `{row['benchmark']}` | **script failed** | — | — | — | — | {_cell(row.get('error'))} |"
+                )
                 continue
             value = "—" if row["value"] is None else f"{_number(row['value'])} {row['unit']}".strip()
             met = {True: "yes", False: "**no**", None: "—"}[row["met"]]
-            lines.append(f"| `{row['benchmark']}` | {_cell(row['figure'])} | {value} | {_cell(row['peer'])} | "
-                         f"{_number(row['ratio'])} | {_cell(row['target'])} | {met} |")
+            lines.append(
+                f"| `{row['benchmark']}` | {_cell(row['figure'])} | {value} | {_cell(row['peer'])} | "
+                f"{_number(row['ratio'])} | {_cell(row['target'])} | {met} |"
+            )
     lines += ["", "| script | mode | date | wall s | exit | load avg. (start-end) |", "|---|---|---|---|---|---|"]
     for entry in entries:
         load = "-".join(f"{v:.1f}" for v in entry["load"]) if entry.get("load") else "—"
-        lines.append(f"| `{entry['script']}` | {'quick' if entry['quick'] else 'full'} | {entry['date']} | "
-                     f"{entry['seconds']:.0f} | {'timeout' if entry['exit'] is None else entry['exit']} | {load} |")
+        lines.append(
+            f"| `{entry['script']}` | {'quick' if entry['quick'] else 'full'} | {entry['date']} | "
+            f"{entry['seconds']:.0f} | {'timeout' if entry['exit'] is None else entry['exit']} | {load} |"
+        )
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -197,7 +224,9 @@ def results_document(block: str) -> str:
 def replace_block(text: str, block: str, *, where: Path) -> str:
     old = generated_block(text)
     if old is None:
-        raise SystemExit(f"{where} has no generated results block; add the two marker lines\n{BEGIN}\n{END}\nwhere the table goes.")
+        raise SystemExit(
+            f"{where} has no generated results block; add the two marker lines\n{BEGIN}\n{END}\nwhere the table goes."
+        )
     return text.replace(old, block)
 
 
@@ -211,14 +240,22 @@ def write_outputs(results: dict, results_md: Path, docs_md: Path | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="pass --quick to every script (whole run under 5 minutes on 2 cores)")
+    parser.add_argument(
+        "--quick", action="store_true", help="pass --quick to every script (whole run under 5 minutes on 2 cores)"
+    )
     parser.add_argument("--only", default="", help="comma list of scripts to rerun; the others keep their last results")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds a script may run (default 240 quick, 3600 full)")
-    parser.add_argument("--render-only", action="store_true", help="rewrite RESULTS.md and the docs table from results.json")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="seconds a script may run (default 240 quick, 3600 full)"
+    )
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite RESULTS.md and the docs table from results.json"
+    )
     parser.add_argument("--bench-dir", type=Path, default=HERE)
     parser.add_argument("--results-json", type=Path, default=None, help="default: BENCH_DIR/results.json")
     parser.add_argument("--results-md", type=Path, default=None, help="default: BENCH_DIR/RESULTS.md")
-    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="doc holding the table ('' to skip)")
+    parser.add_argument(
+        "--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="doc holding the table ('' to skip)"
+    )
     args = parser.parse_args(argv)
     results_json = args.results_json or args.bench_dir / "results.json"
     results_md = args.results_md or args.bench_dir / "RESULTS.md"
@@ -249,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"all scripts: {time.perf_counter() - start:.0f} s")
     write_outputs(results, results_md, docs)
     failed = [e["script"] for e in results["scripts"].values() if e["exit"] != 0]
-    print(f"wrote {results_md}" + (f" and the table in {docs}" if docs else "") + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"wrote {results_md}"
+        + (f" and the table in {docs}" if docs else "")
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 0
 
 

@@ -23,15 +23,21 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     pretty_exceptions_show_locals=False,
 )
-release_app = typer.Typer(help="Build release folders (parquet shards + dataset card) and publish versions to the Hub.", no_args_is_help=True)
+release_app = typer.Typer(
+    help="Build release folders (parquet shards + dataset card) and publish versions to the Hub.", no_args_is_help=True
+)
 catalog_app = typer.Typer(help="Inspect and combine image catalogs.", no_args_is_help=True)
 eval_app = typer.Typer(help="Score models on Common-O and association splits; compare runs.", no_args_is_help=True)
-export_app = typer.Typer(help="Task files for other evaluation harnesses (lmms-eval, VLMEvalKit).", no_args_is_help=True)
+export_app = typer.Typer(
+    help="Task files for other evaluation harnesses (lmms-eval, VLMEvalKit).", no_args_is_help=True
+)
 app.add_typer(release_app, name="release")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(eval_app, name="eval")
 app.add_typer(export_app, name="export")
-unreal_app = typer.Typer(help="Check a running Unreal Engine project (UnrealCV plugin) for `synth --backend unrealcv`.", no_args_is_help=True)
+unreal_app = typer.Typer(
+    help="Check a running Unreal Engine project (UnrealCV plugin) for `synth --backend unrealcv`.", no_args_is_help=True
+)
 app.add_typer(unreal_app, name="unreal")
 
 
@@ -43,7 +49,9 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", help="Print the toolkit version and exit.", callback=_version_callback, is_eager=True),
+    version: bool = typer.Option(
+        False, "--version", help="Print the toolkit version and exit.", callback=_version_callback, is_eager=True
+    ),
 ) -> None:
     """Make, release and score multi-image reasoning benchmarks."""
 
@@ -51,9 +59,9 @@ def _main(
 # --- command registration (one line per command; the functions live in commonlink/commands/) ---
 # (areas add their commands below)
 from commonlink.commands import association_eval as _association_eval_cmds  # noqa: E402
-from commonlink.commands import concept_eval as _concept_eval_cmds  # noqa: E402
 from commonlink.commands import catalog as _catalog_cmds  # noqa: E402
 from commonlink.commands import chains as _chains_cmds  # noqa: E402
+from commonlink.commands import concept_eval as _concept_eval_cmds  # noqa: E402
 from commonlink.commands import demo as _demo_cmds  # noqa: E402
 from commonlink.commands import eval as _eval_cmds  # noqa: E402
 from commonlink.commands import export as _export_cmds  # noqa: E402
@@ -68,8 +76,11 @@ from commonlink.commands import unreal as _unreal_cmds  # noqa: E402
 app.command("ingest")(_ingest_cmds.ingest)
 app.command("synth")(_synth_cmds.synth)
 app.command("pairs")(_pairs_cmds.pairs)
-chains_app = typer.Typer(cls=_chains_cmds.ChainsGroup, no_args_is_help=True,
-                         help="Association tasks: build from a labelled image set (`chains SOURCE`), `verify`, `review`.")
+chains_app = typer.Typer(
+    cls=_chains_cmds.ChainsGroup,
+    no_args_is_help=True,
+    help="Association tasks: build from a labelled image set (`chains SOURCE`), `verify`, `review`.",
+)
 app.add_typer(chains_app, name="chains")
 chains_app.command("build")(_chains_cmds.chains)
 chains_app.command("verify")(_chains_cmds.verify)

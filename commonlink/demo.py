@@ -22,10 +22,10 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.eval.commono import evaluate_common_o
+from commonlink.eval.report.html import write_report
 from commonlink.release.build import build_release
 from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from commonlink.synth.runner import SynthConfig, synthesize
-from commonlink.eval.report.html import write_report
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.
 DEMO_SPLITS = {
@@ -54,11 +54,15 @@ def k_spread_lines(split: str, stats: dict) -> list[str]:
     counts the catalog could not supply (and why), one line each."""
     spread = ", ".join(f"k={k}: {n}" for k, n in stats["common_objects"].items() if n)
     floors = stats["baselines"]
-    lines = [f"      {split}: {stats['examples']} examples over {sum(1 for n in stats['common_objects'].values() if n)} "
-             f"common-object counts ({spread}); baselines `none` {floors['none']:.1%}, `random` {floors['random']:.1%}"]
+    lines = [
+        f"      {split}: {stats['examples']} examples over {sum(1 for n in stats['common_objects'].values() if n)} "
+        f"common-object counts ({spread}); baselines `none` {floors['none']:.1%}, `random` {floors['random']:.1%}"
+    ]
     if stats["common_objects_missing"]:
-        lines.append(f"      {split}: NOT REACHED: k = {', '.join(map(str, stats['common_objects_missing']))} "
-                     "(no such pair in the catalog, or none left under the use cap: see the notes)")
+        lines.append(
+            f"      {split}: NOT REACHED: k = {', '.join(map(str, stats['common_objects_missing']))} "
+            "(no such pair in the catalog, or none left under the use cap: see the notes)"
+        )
     lines += [f"      note: {note}" for note in stats["notes"]]
     return lines
 
@@ -81,16 +85,25 @@ def run_demo(
     for split, spec in DEMO_SPLITS.items():
         catalog = out / f"catalog-{split}"
         scenes = max(3, round(spec["scenes"] * scale))
-        log(f"[1/6] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} views) into {catalog}")
+        log(
+            f"[1/6] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} views) into {catalog}"
+        )
         try:
-            synthesize(catalog, SynthConfig(scenes=scenes, objects=spec["objects"], views=views, resolution=resolution, seed=seed),
-                       workers=workers, progress=progress)
+            synthesize(
+                catalog,
+                SynthConfig(scenes=scenes, objects=spec["objects"], views=views, resolution=resolution, seed=seed),
+                workers=workers,
+                progress=progress,
+            )
         except InputError as exc:
             if "different options" not in exc.problem:
                 raise
             # The synth hint names `synth --overwrite`, which the demo does not have.
-            raise InputError(exc.problem, f"Rerun the demo with the --seed and --resolution it was started with to continue, "
-                                          f"or give another --out folder (or delete {out}).") from exc
+            raise InputError(
+                exc.problem,
+                f"Rerun the demo with the --seed and --resolution it was started with to continue, "
+                f"or give another --out folder (or delete {out}).",
+            ) from exc
         result.catalogs[split] = catalog
 
     for split, spec in DEMO_SPLITS.items():
@@ -131,5 +144,7 @@ def run_demo(
     for split in DEMO_SPLITS:
         page = out / "eval" / f"report-{split}.html"
         log(f"[6/6] Writing the {split} report (baselines side by side, with images) to {page}")
-        result.reports[split] = write_report([result.eval_runs[f"{split}-{model}"] for model in BASELINES], page, seed=seed)
+        result.reports[split] = write_report(
+            [result.eval_runs[f"{split}-{model}"] for model in BASELINES], page, seed=seed
+        )
     return result

@@ -57,24 +57,38 @@ def describe_os_error(exc: OSError) -> tuple[str, str]:
     where = f"{path}{other}" if path is not None else "a file"
     code = exc.errno
     if code == errno.EROFS:
-        return (f"Cannot write {where}: the file system is read-only.",
-                "Pass an output path on a writable disk (e.g. another --out), or remount the disk read-write.")
+        return (
+            f"Cannot write {where}: the file system is read-only.",
+            "Pass an output path on a writable disk (e.g. another --out), or remount the disk read-write.",
+        )
     if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
-        return (f"Cannot write {where}: no space left on the disk (or the disk quota is used up).",
-                ("Free some space or write to another disk, then rerun the same command: finished work is kept and "
-                 "half-written files were not left behind."))
+        return (
+            f"Cannot write {where}: no space left on the disk (or the disk quota is used up).",
+            (
+                "Free some space or write to another disk, then rerun the same command: finished work is kept and "
+                "half-written files were not left behind."
+            ),
+        )
     if code == errno.EISDIR:
-        return (f"{where} is a folder, where a file is expected.",
-                "Pass a file path (e.g. a name inside that folder), or move the folder away.")
+        return (
+            f"{where} is a folder, where a file is expected.",
+            "Pass a file path (e.g. a name inside that folder), or move the folder away.",
+        )
     if code == errno.ENOTDIR:
-        return (f"{where}: part of this path is a file, where a folder is expected.",
-                "Pass a path whose parent folders are folders, or move the file that is in the way.")
+        return (
+            f"{where}: part of this path is a file, where a folder is expected.",
+            "Pass a path whose parent folders are folders, or move the file that is in the way.",
+        )
     if code == errno.EEXIST:
-        return (f"{where} already exists and is in the way (a file where a folder is needed, or the other way round).",
-                "Pass another path, or move what is there away.")
+        return (
+            f"{where} already exists and is in the way (a file where a folder is needed, or the other way round).",
+            "Pass another path, or move what is there away.",
+        )
     if code in (errno.EACCES, errno.EPERM):
-        return (f"Permission denied: {where}.",
-                "Pass a path you may read and write, or change its permissions (chmod/chown), then rerun.")
+        return (
+            f"Permission denied: {where}.",
+            "Pass a path you may read and write, or change its permissions (chmod/chown), then rerun.",
+        )
     if code == errno.ENOENT:
         return (f"{where} not found.", "Check the path (and that its folder exists), then rerun.")
     if code == errno.ENAMETOOLONG:

@@ -24,8 +24,9 @@ from commonlink.errors import InputError, SchemaError
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", *,
-                 fsync: bool = True) -> Iterator[IO]:
+def atomic_write(
+    path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", *, fsync: bool = True
+) -> Iterator[IO]:
     """Open a temporary file next to ``path``; on success it replaces ``path`` atomically.
 
     On any exception the temporary file is removed and ``path`` is left untouched. The temporary name carries
@@ -257,7 +258,11 @@ def not_utf8_error(path: str | os.PathLike, exc: UnicodeDecodeError) -> SchemaEr
 
 
 def parse_jsonl_line(
-    path: str | os.PathLike, lineno: int, line: str, *, fix: str = "Fix or remove that line; each line must be one JSON object."
+    path: str | os.PathLike,
+    lineno: int,
+    line: str,
+    *,
+    fix: str = "Fix or remove that line; each line must be one JSON object.",
 ) -> dict:
     """One line of a JSON-lines file as an object; a malformed line is a :class:`SchemaError` naming it."""
     if line[:1] == "{":

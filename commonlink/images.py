@@ -63,8 +63,13 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
-def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, draft: tuple[int, int] | None = None,
-               keep_depth: bool = False) -> Image.Image:
+def open_image(
+    source: str | os.PathLike | bytes,
+    *,
+    what: str | None = None,
+    draft: tuple[int, int] | None = None,
+    keep_depth: bool = False,
+) -> Image.Image:
     """Open and fully decode an image (from a path or bytes), enforcing the pixel cap.
 
     A high-depth grey image (16-bit PNG) comes back as 8-bit grey of the same look (:func:`to_eight_bit`),
@@ -79,8 +84,9 @@ def open_image(source: str | os.PathLike | bytes, *, what: str | None = None, dr
     return load_opened_image(*open_image_lazily(source, what=what, draft=draft), keep_depth=keep_depth)
 
 
-def open_image_lazily(source: str | os.PathLike | bytes, *, what: str | None = None,
-                      draft: tuple[int, int] | None = None) -> tuple[Image.Image, str]:
+def open_image_lazily(
+    source: str | os.PathLike | bytes, *, what: str | None = None, draft: tuple[int, int] | None = None
+) -> tuple[Image.Image, str]:
     """The first half of :func:`open_image`: the header read and checked (format, pixel cap), the pixels not decoded
     yet; returns ``(image, label)`` for :func:`load_opened_image`, which may run on another thread (Pillow's
     decoders release the GIL; the warnings filter that enforces the cap is set only here, on the caller's)."""
@@ -122,7 +128,9 @@ def _image_errors(label: str) -> Iterator[None]:
             "Downscale it, or raise COMMONLINK_MAX_IMAGE_PIXELS if you trust the file.",
         ) from exc
     except UnidentifiedImageError as exc:
-        raise InputError(f"{label}: not a readable image (corrupt or unknown format).", "Re-export or remove the file.") from exc
+        raise InputError(
+            f"{label}: not a readable image (corrupt or unknown format).", "Re-export or remove the file."
+        ) from exc
     except (OSError, SyntaxError, ValueError) as exc:
         raise InputError(f"{label}: image is corrupt or truncated ({exc}).", "Re-export or remove the file.") from exc
 

@@ -31,8 +31,13 @@ def lock_path_for(target: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def output_lock(target: str | os.PathLike, *, what: str = "commonlink", lock_file: str | os.PathLike | None = None,
-                keep_file: bool = False) -> Iterator[Path]:
+def output_lock(
+    target: str | os.PathLike,
+    *,
+    what: str = "commonlink",
+    lock_file: str | os.PathLike | None = None,
+    keep_file: bool = False,
+) -> Iterator[Path]:
     """Hold the writer lock of ``target`` for the block; an :class:`InputError` naming the holder when taken.
 
     ``lock_file`` overrides where the lock lives (default :func:`lock_path_for`). The lock file is removed on

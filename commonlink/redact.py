@@ -16,8 +16,22 @@ MASK = "***"
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
 # Words that make a path segment name a credential: the segment after it is one (``/token/SECRET/``,
 # ``/api-key/SECRET``). Matched against the segment's parts split at - _ . so ``tokenizer`` does not count.
-_CREDENTIAL_WORDS = {"token", "tokens", "secret", "password", "passwd", "key", "apikey", "auth", "credential",
-                     "credentials", "signature", "sig", "session", "bearer"}
+_CREDENTIAL_WORDS = {
+    "token",
+    "tokens",
+    "secret",
+    "password",
+    "passwd",
+    "key",
+    "apikey",
+    "auth",
+    "credential",
+    "credentials",
+    "signature",
+    "sig",
+    "session",
+    "bearer",
+}
 
 
 def redact_url(url: str) -> str:
@@ -30,8 +44,9 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@" + netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, netloc, _redact_path(parts.path), _redact_query(parts.query),
-                       _redact_query(parts.fragment)))
+    return urlunsplit(
+        (parts.scheme, netloc, _redact_path(parts.path), _redact_query(parts.query), _redact_query(parts.fragment))
+    )
 
 
 def _redact_query(query: str) -> str:

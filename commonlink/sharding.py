@@ -14,7 +14,11 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     try:
         i, n = (int(p) for p in text.split("/", 1))
     except ValueError:
-        raise InputError(f"--shard {text!r} is not I/N.", "Write it as I/N with 0 <= I < N, e.g. --shard 0/4.") from None
+        raise InputError(
+            f"--shard {text!r} is not I/N.", "Write it as I/N with 0 <= I < N, e.g. --shard 0/4."
+        ) from None
     if n < 1 or not 0 <= i < n:
-        raise InputError(f"--shard {text!r}: need 0 <= I < N.", "Shards are numbered from 0, e.g. --shard 0/4 ... --shard 3/4.")
+        raise InputError(
+            f"--shard {text!r}: need 0 <= I < N.", "Shards are numbered from 0, e.g. --shard 0/4 ... --shard 3/4."
+        )
     return (i, n)

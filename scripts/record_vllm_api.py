@@ -33,11 +33,25 @@ def _params(func: ast.FunctionDef) -> list[dict]:
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     for arg, default in zip(positional, defaults):
         kind = "POSITIONAL_ONLY" if arg in args.posonlyargs else "POSITIONAL_OR_KEYWORD"
-        out.append({"name": arg.arg, "kind": kind, "default": None if default is None else ast.unparse(default), "required": default is None})
+        out.append(
+            {
+                "name": arg.arg,
+                "kind": kind,
+                "default": None if default is None else ast.unparse(default),
+                "required": default is None,
+            }
+        )
     if args.vararg:
         out.append({"name": args.vararg.arg, "kind": "VAR_POSITIONAL", "default": None, "required": False})
     for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        out.append({"name": arg.arg, "kind": "KEYWORD_ONLY", "default": None if default is None else ast.unparse(default), "required": default is None})
+        out.append(
+            {
+                "name": arg.arg,
+                "kind": "KEYWORD_ONLY",
+                "default": None if default is None else ast.unparse(default),
+                "required": default is None,
+            }
+        )
     if args.kwarg:
         out.append({"name": args.kwarg.arg, "kind": "VAR_KEYWORD", "default": None, "required": False})
     return out
@@ -65,19 +79,26 @@ def record(wheel: Path) -> dict:
         arg_utils = ast.parse(read("vllm/engine/arg_utils.py"))
         version = next(
             line.split(":", 1)[1].strip()
-            for name in zf.namelist() if name.endswith(".dist-info/METADATA")
-            for line in read(name).splitlines() if line.startswith("Version:")
+            for name in zf.namelist()
+            if name.endswith(".dist-info/METADATA")
+            for line in read(name).splitlines()
+            if line.startswith("Version:")
         )
     cls = _class(llm, "LLM")
     fields = []
     for node in _class(sampling, "SamplingParams").body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and not node.target.id.startswith("_"):
             fields.append({"name": node.target.id, "default": None if node.value is None else ast.unparse(node.value)})
-    engine_fields = [n.target.id for n in _class(arg_utils, "EngineArgs").body
-                     if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and not n.target.id.startswith("_")]
-    table = chat_message[chat_message.index("] = {\n    \"text\"") :]
+    engine_fields = [
+        n.target.id
+        for n in _class(arg_utils, "EngineArgs").body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and not n.target.id.startswith("_")
+    ]
+    table = chat_message[chat_message.index('] = {\n    "text"') :]
     part_types = re.findall(r'^    "([a-z_]+)": ', table[: table.index("\n}\n")], flags=re.MULTILINE)
-    limit_message = re.search(r'msg = f"(At most \{limit\} \{modality\}\(s\) may be provided in one prompt\.)"', context).group(1)
+    limit_message = re.search(
+        r'msg = f"(At most \{limit\} \{modality\}\(s\) may be provided in one prompt\.)"', context
+    ).group(1)
     return {
         "vllm_version": version,
         "source": wheel.name,
@@ -96,7 +117,9 @@ def main(argv: list[str]) -> None:
         sys.exit("usage: record_vllm_api.py VLLM_WHEEL OUT_JSON")
     data = record(Path(argv[0]))
     Path(argv[1]).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(f"recorded vllm {data['vllm_version']}: {len(data['LLM.__init__'])} LLM() parameters, {len(data['SamplingParams'])} SamplingParams fields")
+    print(
+        f"recorded vllm {data['vllm_version']}: {len(data['LLM.__init__'])} LLM() parameters, {len(data['SamplingParams'])} SamplingParams fields"
+    )
 
 
 if __name__ == "__main__":

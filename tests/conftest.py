@@ -48,7 +48,9 @@ def common_o_split(tmp_path_factory):
     def make(n: int, *, seed: int, shards: int = 1, split: str = "main") -> Path:
         key = (n, seed, shards, split)
         if key not in made:
-            made[key] = write_common_o_split(tmp_path_factory.mktemp("common-o"), common_o_rows(n, seed=seed), split=split, shards=shards)
+            made[key] = write_common_o_split(
+                tmp_path_factory.mktemp("common-o"), common_o_rows(n, seed=seed), split=split, shards=shards
+            )
         return made[key]
 
     return make
@@ -57,5 +59,7 @@ def common_o_split(tmp_path_factory):
 @pytest.fixture()
 def hub(tmp_path):
     """A local server speaking the Hub's HTTP API (``tests.fixtures.hub_server``), with one write token."""
-    with HubServer(tmp_path / "hub-store", tokens={TEST_WRITE_TOKEN: TEST_USER}, orgs={TEST_USER: [TEST_ORG]}) as server:
+    with HubServer(
+        tmp_path / "hub-store", tokens={TEST_WRITE_TOKEN: TEST_USER}, orgs={TEST_USER: [TEST_ORG]}
+    ) as server:
         yield server

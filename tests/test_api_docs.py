@@ -25,9 +25,21 @@ def test_the_page_has_a_snippet_for_every_stage():
     blocks = python_blocks(text)
     assert len(blocks) >= 10
     joined = "\n".join(blocks)
-    for name in ("ingest_photos", "make_pairs_file", "build_chain_files", "build_release", "push_release", "load_common_o",
-                 "evaluate_common_o", "evaluate_association", "parse_common_o_answer", "score_common_o", "score_predictions",
-                 "compare_runs", "write_report"):
+    for name in (
+        "ingest_photos",
+        "make_pairs_file",
+        "build_chain_files",
+        "build_release",
+        "push_release",
+        "load_common_o",
+        "evaluate_common_o",
+        "evaluate_association",
+        "parse_common_o_answer",
+        "score_common_o",
+        "score_predictions",
+        "compare_runs",
+        "write_report",
+    ):
         assert name in joined, name
 
 
@@ -53,19 +65,35 @@ def test_every_snippet_in_docs_api_runs(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     root = str(API_DOC.parents[1])
-    env = {**os.environ, "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "COMMONLINK_HOME": str(tmp_path / "home"),
-           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "COMMONLINK_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run([sys.executable, str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=600)
     last = [line for line in done.stdout.splitlines() if line.startswith("=== block")][-1:]
     assert done.returncode == 0, f"{last} of docs/api.md failed:\n{done.stderr[-3000:]}"
     assert f"=== block {len(blocks)}" in done.stdout
     assert "=== runs compared: ['always none', 'random']" in done.stdout
-    assert (work / "report.html").is_file() and (work / "association.html").is_file() and (work / "release" / "README.md").is_file()
+    assert (
+        (work / "report.html").is_file()
+        and (work / "association.html").is_file()
+        and (work / "release" / "README.md").is_file()
+    )
 
 
 def test_packages_export_the_api_lazily():
-    for package in ("commonlink", "commonlink.eval", "commonlink.catalog", "commonlink.sampling", "commonlink.release", "commonlink.loaders",
-                    "commonlink.eval.report"):
+    for package in (
+        "commonlink",
+        "commonlink.eval",
+        "commonlink.catalog",
+        "commonlink.sampling",
+        "commonlink.release",
+        "commonlink.loaders",
+        "commonlink.eval.report",
+    ):
         module = __import__(package, fromlist=["__all__"])
         missing = [name for name in module.__all__ if not hasattr(module, name)]
         assert not missing, (package, missing)
@@ -73,8 +101,10 @@ def test_packages_export_the_api_lazily():
     with pytest.raises(AttributeError):
         commonlink.not_a_function  # noqa: B018
     # importing the packages loads no heavy dependency (their functions load them when called)
-    code = ("import sys, commonlink, commonlink.eval, commonlink.catalog, commonlink.sampling, commonlink.release, commonlink.loaders, "
-            "commonlink.eval.report; heavy = [m for m in ('torch', 'transformers', 'datasets', 'vllm', 'pandas', 'pyarrow') if m in sys.modules]; "
-            "print(heavy)")
+    code = (
+        "import sys, commonlink, commonlink.eval, commonlink.catalog, commonlink.sampling, commonlink.release, commonlink.loaders, "
+        "commonlink.eval.report; heavy = [m for m in ('torch', 'transformers', 'datasets', 'vllm', 'pandas', 'pyarrow') if m in sys.modules]; "
+        "print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from commonlink.eval.association import (
-    AssociationSettings,
     Asker,
+    AssociationSettings,
     evaluate_association,
     majority_concepts,
     majority_selection,
@@ -27,8 +27,13 @@ CONCEPTS = list(TINY_CONCEPTS)
 
 @pytest.fixture(scope="module")
 def chain_dir(tmp_path_factory):
-    return write_tiny_chain_files(tmp_path_factory.mktemp("assoc"), chains_per_concept=3, max_steps=12, single_step_per_concept=5,
-                                  deductions_per_concept=5)
+    return write_tiny_chain_files(
+        tmp_path_factory.mktemp("assoc"),
+        chains_per_concept=3,
+        max_steps=12,
+        single_step_per_concept=5,
+        deductions_per_concept=5,
+    )
 
 
 class Scripted:
@@ -40,7 +45,14 @@ class Scripted:
 
     def __init__(self, answers, select, deduce=lambda gold: gold[:1], name="scripted"):
         self.answers, self.select, self.deduce = answers, select, deduce
-        self.info = BackendInfo(backend="scripted", model=name, fingerprint=f"scripted:{name}", batch_invariant=True, default_batch_size=8, uses_images=False)
+        self.info = BackendInfo(
+            backend="scripted",
+            model=name,
+            fingerprint=f"scripted:{name}",
+            batch_invariant=True,
+            default_batch_size=8,
+            uses_images=False,
+        )
         self.generate_seconds = 0.0
         self.batches = []
 
@@ -79,7 +91,9 @@ def test_correct_for_k_steps_then_wrong(chain_dir, tmp_path):
     split, answers = _answers(chain_dir, "synchronous")
     k_of = {chain.id: i % 5 for i, chain in enumerate(split)}  # chain i: right for i % 5 steps, then wrong
     backend = Scripted(answers, lambda c, t, a: a if t - 3 < k_of[c] else 1 - a)
-    res = evaluate_association(chain_dir, "synchronous", backend_instances=[backend], out_dir=tmp_path, show_progress=False, n_boot=50)
+    res = evaluate_association(
+        chain_dir, "synchronous", backend_instances=[backend], out_dir=tmp_path, show_progress=False, n_boot=50
+    )
     per = res["metrics"]["per_concept"]
     for concept in CONCEPTS:
         lengths = [k_of[c.id] for c in split if c.concepts == [concept]]
@@ -99,8 +113,14 @@ def test_correct_for_k_steps_then_wrong(chain_dir, tmp_path):
 def test_always_first_image_and_max_steps_cap(chain_dir):
     split, answers = _answers(chain_dir, "synchronous")
     backend = Scripted(answers, lambda c, t, a: 0)
-    res = evaluate_association(chain_dir, "synchronous", backend_instances=[backend], show_progress=False, n_boot=20,
-                               settings=AssociationSettings(max_steps=5))
+    res = evaluate_association(
+        chain_dir,
+        "synchronous",
+        backend_instances=[backend],
+        show_progress=False,
+        n_boot=20,
+        settings=AssociationSettings(max_steps=5),
+    )
     for concept in CONCEPTS:
         expected = []
         for chain in split:
@@ -118,7 +138,9 @@ def test_always_first_image_and_max_steps_cap(chain_dir):
 
 def test_wrong_deduction_does_not_end_chain_but_enters_memory(chain_dir):
     split, answers = _answers(chain_dir, "synchronous")
-    backend = Scripted(answers, lambda c, t, a: a, deduce=lambda gold: ["painted"] if "painted" not in gold else ["metal"])
+    backend = Scripted(
+        answers, lambda c, t, a: a, deduce=lambda gold: ["painted"] if "painted" not in gold else ["metal"]
+    )
     chains = [c for c in split][:2]
     asker = Asker([backend], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 8)
     runs = run_chains(chains, asker, AssociationSettings(memory="structm", max_steps=6), show_progress=False)
@@ -140,11 +162,22 @@ def test_lockstep_equals_one_by_one_and_batches(chain_dir):
     chains = list(split)
     policy = lambda c, t, a: a if (t * 7 + len(c)) % 5 else 1 - a  # noqa: E731
     together = Scripted(answers, policy)
-    runs = run_chains(chains, Asker([together], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
-                      AssociationSettings(memory="chainm"), show_progress=False)
+    runs = run_chains(
+        chains,
+        Asker([together], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
+        AssociationSettings(memory="chainm"),
+        show_progress=False,
+    )
     alone = Scripted(answers, policy)
-    singles = [run_chains([c], Asker([alone], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
-                          AssociationSettings(memory="chainm"), show_progress=False)[0] for c in chains]
+    singles = [
+        run_chains(
+            [c],
+            Asker([alone], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
+            AssociationSettings(memory="chainm"),
+            show_progress=False,
+        )[0]
+        for c in chains
+    ]
     assert [r.log for r in runs] == [r.log for r in singles]
     assert max(together.batches) == len(chains) > 1  # one batch holds a step of every chain
     assert len(together.batches) < len(alone.batches)
@@ -153,10 +186,23 @@ def test_lockstep_equals_one_by_one_and_batches(chain_dir):
 def test_groups_of_chains_give_the_same_results_and_log(chain_dir, tmp_path):
     split, answers = _answers(chain_dir, "asynchronous")
     policy = lambda c, t, a: a if (t + len(c)) % 4 else 1 - a  # noqa: E731
-    whole = evaluate_association(chain_dir, "asynchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path / "a",
-                                 show_progress=False, n_boot=20)
-    grouped = evaluate_association(chain_dir, "asynchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path / "b",
-                                   show_progress=False, n_boot=20, group_size=2)
+    whole = evaluate_association(
+        chain_dir,
+        "asynchronous",
+        backend_instances=[Scripted(answers, policy)],
+        out_dir=tmp_path / "a",
+        show_progress=False,
+        n_boot=20,
+    )
+    grouped = evaluate_association(
+        chain_dir,
+        "asynchronous",
+        backend_instances=[Scripted(answers, policy)],
+        out_dir=tmp_path / "b",
+        show_progress=False,
+        n_boot=20,
+        group_size=2,
+    )
     assert whole["metrics"] == grouped["metrics"]
     assert (tmp_path / "a" / "steps.jsonl").read_text() == (tmp_path / "b" / "steps.jsonl").read_text()
 
@@ -164,8 +210,14 @@ def test_groups_of_chains_give_the_same_results_and_log(chain_dir, tmp_path):
 def test_resume_from_cache_gives_identical_results(chain_dir, tmp_path):
     split, answers = _answers(chain_dir, "synchronous")
     policy = lambda c, t, a: a if t < 9 else 1 - a  # noqa: E731
-    full = evaluate_association(chain_dir, "synchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path / "full",
-                                show_progress=False, n_boot=30)
+    full = evaluate_association(
+        chain_dir,
+        "synchronous",
+        backend_instances=[Scripted(answers, policy)],
+        out_dir=tmp_path / "full",
+        show_progress=False,
+        n_boot=30,
+    )
 
     class Dies(Scripted):
         def generate(self, requests, settings):
@@ -174,11 +226,23 @@ def test_resume_from_cache_gives_identical_results(chain_dir, tmp_path):
             return super().generate(requests, settings)
 
     with pytest.raises(KeyboardInterrupt):
-        evaluate_association(chain_dir, "synchronous", backend_instances=[Dies(answers, policy)], out_dir=tmp_path / "resumed",
-                             show_progress=False, n_boot=30)
+        evaluate_association(
+            chain_dir,
+            "synchronous",
+            backend_instances=[Dies(answers, policy)],
+            out_dir=tmp_path / "resumed",
+            show_progress=False,
+            n_boot=30,
+        )
     again = Scripted(answers, policy)
-    resumed = evaluate_association(chain_dir, "synchronous", backend_instances=[again], out_dir=tmp_path / "resumed",
-                                   show_progress=False, n_boot=30)
+    resumed = evaluate_association(
+        chain_dir,
+        "synchronous",
+        backend_instances=[again],
+        out_dir=tmp_path / "resumed",
+        show_progress=False,
+        n_boot=30,
+    )
     assert resumed["metrics"] == full["metrics"]
     assert resumed["requests"]["from_cache"] > 0
     assert resumed["requests"]["generated"] == full["requests"]["generated"] - resumed["requests"]["from_cache"]
@@ -195,8 +259,13 @@ def test_single_step_and_deduction_ratios(chain_dir):
         assert v["success_ratio"] == pytest.approx(sum(t.id in right for t in mine) / len(mine))
         assert v["deduction_success_ratio"] == 1.0
     _, ded_answers = _answers(chain_dir, "deduction")
-    res = evaluate_association(chain_dir, "deduction", backend_instances=[Scripted(ded_answers, None, deduce=lambda g: ["nonsense"])],
-                               show_progress=False, n_boot=20)
+    res = evaluate_association(
+        chain_dir,
+        "deduction",
+        backend_instances=[Scripted(ded_answers, None, deduce=lambda g: ["nonsense"])],
+        show_progress=False,
+        n_boot=20,
+    )
     assert res["metrics"]["summary"]["avg_deduction_success_ratio"] == 0.0
     assert res["metrics"]["summary"]["unparseable_rate"] == 1.0
 
@@ -207,8 +276,15 @@ def test_single_step_without_deduction_reports_no_deduction_ratio(chain_dir, tmp
 
     split, answers = _answers(chain_dir, "single_step")
     backend = Scripted(answers, lambda c, t, a: a, name="always-right")
-    res = evaluate_association(chain_dir, "single_step", backend_instances=[backend], settings=AssociationSettings(deduction=False),
-                               out_dir=tmp_path, show_progress=False, n_boot=20)
+    res = evaluate_association(
+        chain_dir,
+        "single_step",
+        backend_instances=[backend],
+        settings=AssociationSettings(deduction=False),
+        out_dir=tmp_path,
+        show_progress=False,
+        n_boot=20,
+    )
     assert res["requests"]["total"] == len(split)  # selections only
     assert res["metrics"]["summary"]["avg_success_ratio"] == 1.0
     assert "avg_deduction_success_ratio" not in res["metrics"]["summary"]
@@ -224,16 +300,30 @@ def test_backend_failures_are_left_out_and_retried(chain_dir, tmp_path):
     class FailsFirstChain(Scripted):
         def generate(self, requests, settings):
             out = super().generate(requests, settings)
-            return [RequestFailure("out of memory") if r.id.startswith(first + "/") else o for r, o in zip(requests, out)]
+            return [
+                RequestFailure("out of memory") if r.id.startswith(first + "/") else o for r, o in zip(requests, out)
+            ]
 
     policy = lambda c, t, a: a if t < 6 else 1 - a  # noqa: E731
-    res = evaluate_association(chain_dir, "synchronous", backend_instances=[FailsFirstChain(answers, policy)], out_dir=tmp_path,
-                               show_progress=False, n_boot=20)
+    res = evaluate_association(
+        chain_dir,
+        "synchronous",
+        backend_instances=[FailsFirstChain(answers, policy)],
+        out_dir=tmp_path,
+        show_progress=False,
+        n_boot=20,
+    )
     assert res["metrics"]["summary"]["failed_chains"] == 1
     assert all(v["max_steps"] == v["mean_steps"] == 3 for v in res["metrics"]["per_concept"].values() if v["chains"])
     assert "left out of the metrics" in (tmp_path / "results.md").read_text()
-    again = evaluate_association(chain_dir, "synchronous", backend_instances=[Scripted(answers, policy)], out_dir=tmp_path,
-                                 show_progress=False, n_boot=20)
+    again = evaluate_association(
+        chain_dir,
+        "synchronous",
+        backend_instances=[Scripted(answers, policy)],
+        out_dir=tmp_path,
+        show_progress=False,
+        n_boot=20,
+    )
     assert again["metrics"]["summary"]["failed_chains"] == 0
     assert again["metrics"]["summary"]["chains"] == res["metrics"]["summary"]["chains"] + 1
 
@@ -252,16 +342,49 @@ def test_moe_and_random_baseline_via_cli(chain_dir, tmp_path):
     from commonlink.cli import app
 
     out = tmp_path / "moe"
-    result = CliRunner().invoke(app, ["eval", "association", "--data", str(chain_dir), "--config", "synchronous", "--model", "random",
-                                      "--model", "random", "--moe", "--memory", "nlm", "--out", str(out), "--max-steps", "8"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "association",
+            "--data",
+            str(chain_dir),
+            "--config",
+            "synchronous",
+            "--model",
+            "random",
+            "--model",
+            "random",
+            "--moe",
+            "--memory",
+            "nlm",
+            "--out",
+            str(out),
+            "--max-steps",
+            "8",
+        ],
+    )
     assert result.exit_code == 0, result.output
     res = json.loads((out / "results.json").read_text())
     assert res["moe"] and res["models"] == ["random", "random"]
     assert res["association"]["memory"] == "nlm"
     assert 0 < res["metrics"]["summary"]["avg_mean_steps"] <= 8  # the random baseline's picks parse: chains advance
     assert res["metrics"]["per_concept"]["metal"]["ended"].get("unparseable", 0) == 0
-    bad = CliRunner().invoke(app, ["eval", "association", "--data", str(chain_dir), "--config", "synchronous", "--model", "random",
-                                   "--memory", "bogus"])
+    bad = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "association",
+            "--data",
+            str(chain_dir),
+            "--config",
+            "synchronous",
+            "--model",
+            "random",
+            "--memory",
+            "bogus",
+        ],
+    )
     assert bad.exit_code == 1 and "memory" in bad.output.lower()
 
 
@@ -269,17 +392,45 @@ def test_moe_and_random_baseline_via_cli(chain_dir, tmp_path):
 def test_tiny_llava_through_transformers(chain_dir, tmp_path, tiny_llava):
     pytest.importorskip("transformers")
     model_dir = tiny_llava
-    res1 = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b1",
-                                batch_size=1, limit=3, settings=AssociationSettings(max_steps=3),
-                                show_progress=False, n_boot=20)
-    res4 = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b4",
-                                batch_size=4, limit=3, settings=AssociationSettings(max_steps=3),
-                                show_progress=False, n_boot=20)
+    res1 = evaluate_association(
+        chain_dir,
+        "synchronous",
+        models=[str(model_dir)],
+        backend="transformers",
+        out_dir=tmp_path / "b1",
+        batch_size=1,
+        limit=3,
+        settings=AssociationSettings(max_steps=3),
+        show_progress=False,
+        n_boot=20,
+    )
+    res4 = evaluate_association(
+        chain_dir,
+        "synchronous",
+        models=[str(model_dir)],
+        backend="transformers",
+        out_dir=tmp_path / "b4",
+        batch_size=4,
+        limit=3,
+        settings=AssociationSettings(max_steps=3),
+        show_progress=False,
+        n_boot=20,
+    )
     assert res1["metrics"] == res4["metrics"]
     assert res1["backend_details"][0].get("loaded", True) is True and "dtype" in res1["backend_details"][0]
     # Everything cached: the rerun answers from the cache without loading the weights.
-    again = evaluate_association(chain_dir, "synchronous", models=[str(model_dir)], backend="transformers", out_dir=tmp_path / "b1",
-                                 batch_size=1, limit=3, settings=AssociationSettings(max_steps=3), show_progress=False, n_boot=20)
+    again = evaluate_association(
+        chain_dir,
+        "synchronous",
+        models=[str(model_dir)],
+        backend="transformers",
+        out_dir=tmp_path / "b1",
+        batch_size=1,
+        limit=3,
+        settings=AssociationSettings(max_steps=3),
+        show_progress=False,
+        n_boot=20,
+    )
     assert again["metrics"] == res1["metrics"] and again["requests"]["generated"] == 0
     assert again["backend_details"][0]["loaded"] is False
     assert (tmp_path / "b1" / "steps.jsonl").read_text() == (tmp_path / "b4" / "steps.jsonl").read_text()

@@ -58,12 +58,12 @@ def test_renderings():
     assert "['broccoli', 'orange'] have eat affordance" in n.render()
     c = MemoryBase("chainm")
     for i in range(7):
-        c.update(f"o{i}", f"o{i+1}", ["eat"])
+        c.update(f"o{i}", f"o{i + 1}", ["eat"])
     assert len(c.links) == 5 and c.links[0] == ("o2", "eat", "o3")  # the harness's window of 5 subchains
     assert "\no2->eat->o3 ->eat->o4 ->eat->o5 ->eat->o6 ->eat->o7. " in c.render()
     everything = MemoryBase("chainm", chainm_window=0)
     for i in range(7):
-        everything.update(f"o{i}", f"o{i+1}", ["eat"])
+        everything.update(f"o{i}", f"o{i + 1}", ["eat"])
     assert len(everything.links) == 7 and "\no0->eat->o1 ->eat->o2" in everything.render()
     assert MemoryBase("nom").render() == ""
     with pytest.raises(ValueError):
@@ -119,12 +119,18 @@ def test_images_without_a_name_are_named_by_what_they_show():
 def test_name_unnamed_gives_every_image_its_own_name():
     from commonlink.formats.association import LabelledImage, name_unnamed
 
-    images = [LabelledImage(i, labels, 8, 8, {}) for i, labels in
-              (("c", ["red circle"]), ("a", ["red circle"]), ("b", ["red circle", "blue square"]))]
+    images = [
+        LabelledImage(i, labels, 8, 8, {})
+        for i, labels in (("c", ["red circle"]), ("a", ["red circle"]), ("b", ["red circle", "blue square"]))
+    ]
     images.append(LabelledImage("d", ["red circle"], 8, 8, {}, name="mug"))
     named = {img.id: img.name for img in name_unnamed(images)}
-    assert named == {"a": "the image with a red circle (1)", "c": "the image with a red circle (2)",
-                     "b": "the image with a red circle and a blue square", "d": "mug"}
+    assert named == {
+        "a": "the image with a red circle (1)",
+        "c": "the image with a red circle (2)",
+        "b": "the image with a red circle and a blue square",
+        "d": "mug",
+    }
     m = MemoryBase("structm")
     for img in ("a", "c", "b"):
         m.update(named[img], named["d"], ["red circle"])

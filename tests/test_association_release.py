@@ -11,14 +11,14 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.formats.catalog import CatalogRecord, write_catalog
-from commonlink.release.staging import ReleaseOptions, verify_release
-from commonlink.release.association import build_association_release
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl, sha256_file
+from commonlink.formats.catalog import CatalogRecord, write_catalog
 from commonlink.loaders import load_association, open_association
 from commonlink.loaders.association import Chain, ChainStep, DeductionTask, SingleStepTask
+from commonlink.release.association import build_association_release
+from commonlink.release.staging import ReleaseOptions, verify_release
 
 CONFIGS = ("single_step", "deduction", "synchronous", "asynchronous")
 QUIET = ReleaseOptions(progress=False)
@@ -45,19 +45,68 @@ def release(tmp_path_factory):
         labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"], ["wooden"]][i % 5]
         path = catalog / "images" / f"{i}.jpg"
         path.write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
-        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
-                                     width=30 + i, height=20, sha256=sha256_file(path)))
+        records.append(
+            CatalogRecord(
+                id=f"im{i:02d}",
+                path=f"images/{i}.jpg",
+                objects=labels,
+                source="real",
+                scene_id=f"s{i}",
+                width=30 + i,
+                height=20,
+                sha256=sha256_file(path),
+            )
+        )
     write_catalog(catalog, records)
     chains = root / "chains"
     runner = CliRunner()
-    built = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts", "metal,painted,furry",
-                                "--pairs", "metal-painted", "--chains", "3", "--max-steps", "12", "--warmup", "2",
-                                "--single-steps", "3", "--deductions", "3", "--memory-size", "2", "--seed", "5"])
+    built = runner.invoke(
+        app,
+        [
+            "chains",
+            str(catalog),
+            "--out",
+            str(chains),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "metal,painted,furry",
+            "--pairs",
+            "metal-painted",
+            "--chains",
+            "3",
+            "--max-steps",
+            "12",
+            "--warmup",
+            "2",
+            "--single-steps",
+            "3",
+            "--deductions",
+            "3",
+            "--memory-size",
+            "2",
+            "--seed",
+            "5",
+        ],
+    )
     assert built.exit_code == 0, built.output
     out = root / "release"
     files = sorted(str(p) for p in chains.glob("*.jsonl"))  # images.jsonl included, as a shell glob would
-    result = runner.invoke(app, ["release", "build", *files, "--out", str(out), "--name", "assoc-test", "--license", "cc-by-4.0",
-                                 "--no-progress"])
+    result = runner.invoke(
+        app,
+        [
+            "release",
+            "build",
+            *files,
+            "--out",
+            str(out),
+            "--name",
+            "assoc-test",
+            "--license",
+            "cc-by-4.0",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return root, chains, out
 
@@ -100,7 +149,9 @@ def test_card_manifest_and_rerun(release):
     assert manifest["kind"] == "association" and manifest["seed"] == 5
     assert manifest["configs"]["synchronous"]["rows"] == 9 and verify_release(out) == []
     files = sorted(str(p) for p in chains.glob("*.jsonl"))
-    again = build_association_release(files, out, ReleaseOptions(name="assoc-test", license="cc-by-4.0", max_shard_bytes=500_000_000, progress=False))
+    again = build_association_release(
+        files, out, ReleaseOptions(name="assoc-test", license="cc-by-4.0", max_shard_bytes=500_000_000, progress=False)
+    )
     assert again.reused and again.splits["synchronous"]["rows"] == 9
 
 
@@ -139,9 +190,29 @@ def test_ocl_crops_are_released_as_crops(tmp_path):
     objects = [{"obj": k, "attr": [k % 2, 2], "aff": [], "box": [k * 10, 0, k * 10 + 20 + k, 30]} for k in range(6)]
     (root / "ocl.pkl").write_bytes(pickle.dumps([{"name": "scene.png", "objects": objects}]))
     chains = tmp_path / "chains"
-    built = CliRunner().invoke(app, ["chains", str(root / "ocl.pkl"), "--source-type", "ocl", "--out", str(chains), "--min-pixels", "0",
-                                     "--concepts", "attr_0,attr_1", "--tasks", "synchronous", "--chains", "1", "--max-steps", "3",
-                                         "--negatives", "chain"])  # every crop carries attr_2: no disjoint negative exists
+    built = CliRunner().invoke(
+        app,
+        [
+            "chains",
+            str(root / "ocl.pkl"),
+            "--source-type",
+            "ocl",
+            "--out",
+            str(chains),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "attr_0,attr_1",
+            "--tasks",
+            "synchronous",
+            "--chains",
+            "1",
+            "--max-steps",
+            "3",
+            "--negatives",
+            "chain",
+        ],
+    )  # every crop carries attr_2: no disjoint negative exists
     assert built.exit_code == 0, built.output
     out = tmp_path / "release"
     build_association_release([chains / "synchronous.jsonl"], out, QUIET)
@@ -175,9 +246,33 @@ def test_empty_task_file_is_left_out_of_the_release(release, tmp_path):
     root, _, _ = release
     chains = tmp_path / "chains"
     runner = CliRunner()
-    built = runner.invoke(app, ["chains", str(root / "catalog"), "--out", str(chains), "--min-pixels", "0",
-                                "--concepts", "metal,furry", "--chains", "2", "--max-steps", "6", "--warmup", "1",
-                                "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "1"])
+    built = runner.invoke(
+        app,
+        [
+            "chains",
+            str(root / "catalog"),
+            "--out",
+            str(chains),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "metal,furry",
+            "--chains",
+            "2",
+            "--max-steps",
+            "6",
+            "--warmup",
+            "1",
+            "--single-steps",
+            "2",
+            "--deductions",
+            "2",
+            "--memory-size",
+            "2",
+            "--seed",
+            "1",
+        ],
+    )
     assert built.exit_code == 0, built.output
     assert (chains / "asynchronous.jsonl").read_text() == ""  # metal and furry share no image: no bridge
     result = build_association_release(sorted(chains.glob("*.jsonl")), tmp_path / "rel", QUIET)
@@ -241,7 +336,11 @@ def test_the_shared_image_table_is_read_once_per_build(release, tmp_path, monkey
     _, chains, _ = release
     calls = []
     real = association_release.read_image_table
-    monkeypatch.setattr(association_release, "read_image_table", lambda path, meta=None, **kw: calls.append(path) or real(path, meta, **kw))
+    monkeypatch.setattr(
+        association_release,
+        "read_image_table",
+        lambda path, meta=None, **kw: calls.append(path) or real(path, meta, **kw),
+    )
     tasks = sorted(chains.glob("*.jsonl"))
     result = build_association_release(tasks, tmp_path / "r", QUIET)
     assert len(result.splits) == 5 and len(calls) == 1  # four task configs + images, one table read
@@ -256,24 +355,69 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
 
     catalog = tmp_path / "catalog"
     (catalog / "images").mkdir(parents=True)
-    sets = [["red circle", "blue square"], ["red circle"], ["blue square", "green star"], ["green star"], ["yellow cup"],
-            ["red circle", "yellow cup"]]
+    sets = [
+        ["red circle", "blue square"],
+        ["red circle"],
+        ["blue square", "green star"],
+        ["green star"],
+        ["yellow cup"],
+        ["red circle", "yellow cup"],
+    ]
     records = []
     for i in range(19):
         labels = ["red circle", "blue square", "green star", "yellow cup"] if i == 18 else sets[i % len(sets)]
         (catalog / "images" / f"{i}.jpg").write_bytes(_jpeg_with_gps((30 + i, 20), (i * 12, 40, 90)))
-        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.jpg", objects=labels, source="real", scene_id=f"s{i}",
-                                     width=30 + i, height=20, sha256=sha256_file(catalog / "images" / f"{i}.jpg")))
+        records.append(
+            CatalogRecord(
+                id=f"im{i:02d}",
+                path=f"images/{i}.jpg",
+                objects=labels,
+                source="real",
+                scene_id=f"s{i}",
+                width=30 + i,
+                height=20,
+                sha256=sha256_file(catalog / "images" / f"{i}.jpg"),
+            )
+        )
     write_catalog(catalog, records)
     chains, out = tmp_path / "chains", tmp_path / "release"
     runner = CliRunner()
-    built = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts", "red circle,blue square",
-                                "--pairs", "red circle-blue square", "--chains", "2", "--max-steps", "8", "--warmup", "2",
-                                "--single-steps", "3", "--deductions", "2", "--memory-size", "2", "--seed", "1"])
+    built = runner.invoke(
+        app,
+        [
+            "chains",
+            str(catalog),
+            "--out",
+            str(chains),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "red circle,blue square",
+            "--pairs",
+            "red circle-blue square",
+            "--chains",
+            "2",
+            "--max-steps",
+            "8",
+            "--warmup",
+            "2",
+            "--single-steps",
+            "3",
+            "--deductions",
+            "2",
+            "--memory-size",
+            "2",
+            "--seed",
+            "1",
+        ],
+    )
     assert built.exit_code == 0, built.output
     assert "1 image(s) share a label with every other image" in " ".join(built.output.split())
     files = sorted(str(p) for p in chains.glob("*.jsonl"))
-    result = runner.invoke(app, ["release", "build", *files, "--out", str(out), "--name", "photos", "--license", "cc-by-4.0", "--no-progress"])
+    result = runner.invoke(
+        app,
+        ["release", "build", *files, "--out", str(out), "--name", "photos", "--license", "cc-by-4.0", "--no-progress"],
+    )
     assert result.exit_code == 0, result.output
     assert verify_release(out) == []
     card = " ".join((out / "README.md").read_text().split())
@@ -281,7 +425,9 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
     names = list(datasets.load_dataset(str(out), "images", split="test")["name"])
     assert len(set(names)) == len(names) and all(n.startswith("the image with a") for n in names)
     for config in ("single_step", "synchronous"):
-        evaluate_association(out, config, ["random"], out_dir=tmp_path / f"eval-{config}", show_progress=False, report=False, n_boot=10)
+        evaluate_association(
+            out, config, ["random"], out_dir=tmp_path / f"eval-{config}", show_progress=False, report=False, n_boot=10
+        )
         logged = "".join(p.read_text() for p in (tmp_path / f"eval-{config}").rglob("*.jsonl"))
         assert logged and "unnamed image" not in logged
         if config == "synchronous":  # steps.jsonl holds the memory after every step
@@ -302,14 +448,51 @@ def _fresh_chains(tmp_path):
         labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
         path = catalog / "images" / f"{i}.png"
         path.write_bytes(tiny_png(300 + i))
-        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real", scene_id=f"s{i}",
-                                     width=8, height=8, sha256=sha256_file(path)))
+        records.append(
+            CatalogRecord(
+                id=f"im{i:02d}",
+                path=f"images/{i}.png",
+                objects=labels,
+                source="real",
+                scene_id=f"s{i}",
+                width=8,
+                height=8,
+                sha256=sha256_file(path),
+            )
+        )
     write_catalog(catalog, records)
     chains = tmp_path / "chains"
-    built = CliRunner().invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts",
-                                     "metal,painted,furry", "--pairs", "metal-painted", "--chains", "2", "--max-steps", "6",
-                                     "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2",
-                                     "--seed", "3", "--negatives", "chain"])
+    built = CliRunner().invoke(
+        app,
+        [
+            "chains",
+            str(catalog),
+            "--out",
+            str(chains),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "metal,painted,furry",
+            "--pairs",
+            "metal-painted",
+            "--chains",
+            "2",
+            "--max-steps",
+            "6",
+            "--warmup",
+            "1",
+            "--single-steps",
+            "2",
+            "--deductions",
+            "2",
+            "--memory-size",
+            "2",
+            "--seed",
+            "3",
+            "--negatives",
+            "chain",
+        ],
+    )
     assert built.exit_code == 0, built.output
     table = list(read_jsonl(chains / "images.jsonl"))
     assert all(row["origin"]["sha256"] == sha256_file(catalog / row["origin"]["relative"]) for row in table)  # recorded
@@ -321,8 +504,17 @@ def test_an_image_changed_after_chains_is_refused(tmp_path):
     from tests.test_hub import tiny_png
 
     (catalog / "images" / "0.png").write_bytes(tiny_png(999))  # same size, other pixels: labels no longer true
-    done = CliRunner().invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out",
-                                    str(tmp_path / "rel"), "--no-progress"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "release",
+            "build",
+            *sorted(str(p) for p in chains.glob("*.jsonl")),
+            "--out",
+            str(tmp_path / "rel"),
+            "--no-progress",
+        ],
+    )
     assert done.exit_code == 1
     assert "changed since the chain files were built" in done.output and "images/0.png" in done.output
     assert not (tmp_path / "rel").exists()
@@ -334,8 +526,17 @@ def test_a_symlink_out_of_the_catalog_is_refused(tmp_path):
     outside.write_bytes((catalog / "images" / "1.png").read_bytes())  # even the same bytes: never read from outside
     (catalog / "images" / "1.png").unlink()
     (catalog / "images" / "1.png").symlink_to(outside)
-    done = CliRunner().invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out",
-                                    str(tmp_path / "rel"), "--no-progress"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "release",
+            "build",
+            *sorted(str(p) for p in chains.glob("*.jsonl")),
+            "--out",
+            str(tmp_path / "rel"),
+            "--no-progress",
+        ],
+    )
     assert done.exit_code == 1
     assert "symbolic link" in done.output and "escapes the catalog" in done.output
     assert not (tmp_path / "rel").exists()

@@ -24,7 +24,7 @@ def _load(name: str):
 run_all = _load("run_all")
 results_helper = _load("_results")
 
-GOOD = '''
+GOOD = """
 import argparse, json, sys
 sys.path.insert(0, {bench!r})
 from _results import add_contract_arguments, result_row, write_rows
@@ -35,7 +35,7 @@ rows = [result_row("bench_good.py", "widgets/s", 250.0 if args.quick else 999.0,
                    ratio=1.25, target=">= 1.0"),
         result_row("bench_good.py", "peak memory 2N vs N", 1.5, "x", target="<= 1.3")]
 write_rows(args.json, rows)
-'''
+"""
 BAD_ARGS = "import argparse\nargparse.ArgumentParser().parse_args()\n"  # knows neither --quick nor --json
 NO_ROWS = "print('did some work but wrote no rows')\n"
 CRASH = "raise RuntimeError('the peer library is not installed: pip install thing')\n"
@@ -93,10 +93,14 @@ def test_run_all_writes_one_table_to_both_files_and_records_failures(bench_dir):
 def test_only_reruns_named_scripts_and_keeps_the_rest(bench_dir):
     folder, docs = bench_dir
     run_all.main(["--quick", "--bench-dir", str(folder), "--docs", str(docs)])
-    (folder / "bench_crash.py").write_text(GOOD.format(bench=str(ROOT / "benchmarks")).replace("bench_good.py", "bench_crash.py"))
+    (folder / "bench_crash.py").write_text(
+        GOOD.format(bench=str(ROOT / "benchmarks")).replace("bench_good.py", "bench_crash.py")
+    )
     run_all.main(["--bench-dir", str(folder), "--docs", str(docs), "--only", "bench_crash.py"])
     rows = _table_rows(run_all.generated_block((folder / "RESULTS.md").read_text()))
-    assert "| `bench_crash.py` | widgets/s | 999 widgets/s | a plain \\| loop | 1.25 | >= 1.0 | yes |" in rows  # full mode
+    assert (
+        "| `bench_crash.py` | widgets/s | 999 widgets/s | a plain \\| loop | 1.25 | >= 1.0 | yes |" in rows
+    )  # full mode
     assert any(r.startswith("| `bench_bad_args.py` | **script failed**") for r in rows)  # kept from the first run
     with pytest.raises(SystemExit, match="bench_nope.py"):
         run_all.main(["--bench-dir", str(folder), "--docs", str(docs), "--only", "bench_nope.py"])
@@ -136,7 +140,9 @@ def test_committed_results_and_docs_table_agree_row_for_row():
     docs = ROOT / "docs" / "benchmarks.md"
     block = run_all.generated_block(results_md.read_text())
     assert block is not None, "benchmarks/RESULTS.md has no generated table: run benchmarks/run_all.py --quick"
-    assert block == run_all.generated_block(docs.read_text()), "docs/benchmarks.md table differs: run benchmarks/run_all.py --render-only"
+    assert block == run_all.generated_block(docs.read_text()), (
+        "docs/benchmarks.md table differs: run benchmarks/run_all.py --render-only"
+    )
     saved = json.loads((ROOT / "benchmarks" / "results.json").read_text())
     assert block == run_all.render_table(saved)
     for line in _table_rows(block):

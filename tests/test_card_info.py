@@ -56,12 +56,16 @@ def test_build_with_card_info_equals_build_then_card_rebuild(pairs, tmp_path):
     assert unanswered_questions((later / "README.md").read_text()) == [q.key for q in PUBLISHER_QUESTIONS]
     assert rebuild_card(later, ANSWERS) == []
     assert verify_release(later) == []
-    assert (later / "README.md").read_text().replace("# later", "# full").replace("pretty_name: later", "pretty_name: full") == card
+    assert (later / "README.md").read_text().replace("# later", "# full").replace(
+        "pretty_name: later", "pretty_name: full"
+    ) == card
     # the rebuilt release is what the full build with the same answers would be: that build keeps it
     kept = build_release([pairs], later, card_info=ANSWERS, progress=False)
     assert kept.reused
     # taking answers back marks the questions again
-    assert rebuild_card(later, {"consent": "Nobody is shown."}) == [q.key for q in PUBLISHER_QUESTIONS if q.key != "consent"]
+    assert rebuild_card(later, {"consent": "Nobody is shown."}) == [
+        q.key for q in PUBLISHER_QUESTIONS if q.key != "consent"
+    ]
     assert json.loads((later / "manifest.json").read_text())["config"]["card_info"] == {"consent": "Nobody is shown."}
 
 

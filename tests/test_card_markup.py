@@ -95,7 +95,7 @@ def test_a_table_cell_from_data_cannot_add_columns_or_rows():
 def _row_spans(tokens):
     starts = [i for i, t in enumerate(tokens) if t.type == "tr_open" and i > 0]
     ends = [i for i, t in enumerate(tokens) if t.type == "tr_close"]
-    return [(s, next(e for e in ends if e > s)) for s in starts if any(t.type == "td_open" for t in tokens[s:s + 3])]
+    return [(s, next(e for e in ends if e > s)) for s in starts if any(t.type == "td_open" for t in tokens[s : s + 3])]
 
 
 def test_a_common_o_card_with_hostile_labels_and_name_has_no_live_markup_and_no_forged_version(tmp_path):
@@ -103,8 +103,10 @@ def test_a_common_o_card_with_hostile_labels_and_name_has_no_live_markup_and_no_
     from commonlink.release.hub import read_versions_table
     from tests.fixtures.catalogs import write_tiny_catalog, write_tiny_pairs
 
-    specs = [{"objects": [HOSTILE[i % len(HOSTILE)], HOSTILE[(i + 3) % len(HOSTILE)], "mug"], "seed": i,
-              "scene_id": f"s{i}"} for i in range(12)]
+    specs = [
+        {"objects": [HOSTILE[i % len(HOSTILE)], HOSTILE[(i + 3) % len(HOSTILE)], "mug"], "seed": i, "scene_id": f"s{i}"}
+        for i in range(12)
+    ]
     records = write_tiny_catalog(tmp_path / "cat", specs)
     pairs = tmp_path / "main.jsonl"
     write_tiny_pairs(pairs, tmp_path / "cat", records, 10)
@@ -128,15 +130,29 @@ def test_an_association_card_with_hostile_concepts_and_source_has_no_live_markup
     stats = {
         "concepts": [{"name": h, "pool_size": 3, "negative_pool_size": 4} for h in HOSTILE],
         "pairs": [{"concepts": [HOSTILE[0], HOSTILE[2]], "bridge_pool_size": 1}],
-        "concept_kind": "<b>kind</b>", "counts": {"single_step": 2}, "images": 3,
+        "concept_kind": "<b>kind</b>",
+        "counts": {"single_step": 2},
+        "images": 3,
         "source": {"source_type": "[folder](x)", "source": "a ``` <img src=x>\n# H", "read": "<i>", "kept": 1},
         "construction": {"negatives": "chain`<b>", "preset": "![p](q)", "note": "<script>x</script>"},
-        "verification": {"model": {"model": "m`<b>`", "backend": "<i>b</i>"}, "claims": 1, "rejected": 0,
-                         "prompt": "Is [x](y) <b>here</b>?"},
+        "verification": {
+            "model": {"model": "m`<b>`", "backend": "<i>b</i>"},
+            "claims": 1,
+            "rejected": 0,
+            "prompt": "Is [x](y) <b>here</b>?",
+        },
     }
-    card = render_association_card(name="A <b>set</b>", version="1.0.0", license="mit", configs=configs,
-                                   features={c: association_features(c) for c in configs}, stats=stats, seed="<s>",
-                                   toolkit_version="t", card_info={"maintainers": "Lab [site](https://x.example) <b>hi</b>\n\n## Versions"})
+    card = render_association_card(
+        name="A <b>set</b>",
+        version="1.0.0",
+        license="mit",
+        configs=configs,
+        features={c: association_features(c) for c in configs},
+        stats=stats,
+        seed="<s>",
+        toolkit_version="t",
+        card_info={"maintainers": "Lab [site](https://x.example) <b>hi</b>\n\n## Versions"},
+    )
     assert live_markup(card) == []
     assert "Versions" not in headings(card)
     assert "Lab [site](https://x.example) &lt;b&gt;hi&lt;/b&gt;" in render_html(card.split("\n---\n", 1)[1])

@@ -8,27 +8,39 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.formats.catalog import image_path, read_catalog, write_catalog
 from commonlink.catalog.info import catalog_summary
 from commonlink.catalog.merge import merge_catalogs
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
+from commonlink.formats.catalog import image_path, read_catalog, write_catalog
 from tests.fixtures.catalogs import write_tiny_catalog
 
 
 def make_catalog(root, specs):
     """A catalog written the way a render shard would be: images/<n>.png of seeded noise, ids from the file hash."""
-    return write_tiny_catalog(root, [
-        {"objects": objects, "seed": seed, "scene_id": scene, "source": "synthetic", "view": str(seed % 4),
-         "name": f"{n:04d}.png", "object_area": {o: 0.05 for o in objects}}
-        for n, (seed, objects, scene) in enumerate(specs)
-    ])
+    return write_tiny_catalog(
+        root,
+        [
+            {
+                "objects": objects,
+                "seed": seed,
+                "scene_id": scene,
+                "source": "synthetic",
+                "view": str(seed % 4),
+                "name": f"{n:04d}.png",
+                "object_area": {o: 0.05 for o in objects},
+            }
+            for n, (seed, objects, scene) in enumerate(specs)
+        ],
+    )
 
 
 def test_merge_dedupes_renames_colliding_paths_and_is_idempotent(tmp_path):
     a = make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1"), (2, ["mug"], "s1")])
-    b = make_catalog(tmp_path / "b", [(2, ["mug"], "s1"), (3, ["apple", "duck", "mug"], "s2")])  # seed 2 = same image as a[1]
+    b = make_catalog(
+        tmp_path / "b", [(2, ["mug"], "s1"), (3, ["apple", "duck", "mug"], "s2")]
+    )  # seed 2 = same image as a[1]
     out = tmp_path / "merged"
     report = merge_catalogs([tmp_path / "a", tmp_path / "b"], out)
 
@@ -37,7 +49,9 @@ def test_merge_dedupes_renames_colliding_paths_and_is_idempotent(tmp_path):
     assert report.added == 3 and report.duplicates == 1 and report.images_written == 3
     # b's images/0001.png collides with a's images/0001.png (another image): stored under its id instead
     assert merged[2].path == f"images/{b[1].id}.png"
-    assert report.renamed == [{"catalog": str(tmp_path / "b"), "id": b[1].id, "from": "images/0001.png", "to": merged[2].path}]
+    assert report.renamed == [
+        {"catalog": str(tmp_path / "b"), "id": b[1].id, "from": "images/0001.png", "to": merged[2].path}
+    ]
     for record in merged:
         assert sha256_file(image_path(out, record)) == record.sha256
     assert merged[2].object_area == {"apple": 0.05, "duck": 0.05, "mug": 0.05}
@@ -99,15 +113,20 @@ def test_catalog_info_counts(tmp_path):
     assert summary["images"] == 3 and summary["sources"] == {"synthetic": 3} and summary["scenes"] == 2
     assert summary["objects_per_image"] == {"min": 1, "mean": 2.0, "max": 3, "histogram": {"1": 1, "2": 1, "3": 1}}
     assert summary["top_objects"] == [["mug", 3], ["duck", 2]]
-    assert summary["distinct_objects"] == 3 and summary["missing_images"] == [] and summary["images_with_object_area"] == 3
+    assert (
+        summary["distinct_objects"] == 3 and summary["missing_images"] == [] and summary["images_with_object_area"] == 3
+    )
 
 
 def test_cli_merge_and_info(tmp_path):
     make_catalog(tmp_path / "a", [(1, ["duck", "mug"], "s1")])
     make_catalog(tmp_path / "b", [(2, ["Mug"], "s2")])
     runner = CliRunner()
-    result = runner.invoke(app, ["catalog", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")],
-                           env={"COLUMNS": "200"})
+    result = runner.invoke(
+        app,
+        ["catalog", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     assert "2 record(s) added" in result.output and "images/0000.png stored as" in result.output
 
@@ -129,8 +148,8 @@ def test_cli_merge_and_info(tmp_path):
 
 
 def test_a_catalog_being_written_is_not_written_twice(tmp_path):
-    from commonlink.formats.catalog import catalog_lock
     from commonlink.catalog.ingest import ingest_photos
+    from commonlink.formats.catalog import catalog_lock
 
     make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
     (tmp_path / "photos").mkdir()
@@ -163,9 +182,9 @@ def test_merging_render_shards_brings_masks_and_plans_along(tmp_path):
     import pytest
 
     pytest.importorskip("pyrender")
-    from commonlink.formats.catalog import read_catalog
-    from commonlink.catalog.merge import merge_catalogs
     from commonlink.catalog.areas import mask_area_fractions, mask_for, read_instance_mask
+    from commonlink.catalog.merge import merge_catalogs
+    from commonlink.formats.catalog import read_catalog
     from commonlink.synth.runner import SynthConfig, synthesize
 
     config = dict(scenes=2, objects=(3, 4), views=2, resolution=(64, 64), seed=5)
@@ -263,8 +282,10 @@ def test_merge_trusts_a_recorded_sha256_only_while_the_file_stamp_matches(tmp_pa
     assert report.hashes_reused == 3 and hashed == []  # no image read twice
     merged = read_catalog(tmp_path / "out")
     for record in merged:  # the copies keep the stamp valid: merging the merged catalog reuses the hashes again
-        assert record.extra["file_stamp"] == [os.stat(image_path(tmp_path / "out", record)).st_size,
-                                              os.stat(image_path(tmp_path / "out", record)).st_mtime_ns]
+        assert record.extra["file_stamp"] == [
+            os.stat(image_path(tmp_path / "out", record)).st_size,
+            os.stat(image_path(tmp_path / "out", record)).st_mtime_ns,
+        ]
     assert merge_catalogs([tmp_path / "out"], tmp_path / "again").hashes_reused == 3
 
     # A changed file (new mtime) is hashed, and the damage is found.
@@ -286,7 +307,9 @@ def test_rehash_finds_damage_that_kept_size_and_mtime(tmp_path):
     damaged.write_bytes(bytes(data))
     os.utime(damaged, ns=(before.st_atime_ns, before.st_mtime_ns))  # same size, same mtime: the stamp cannot tell
     assert merge_catalogs([tmp_path / "a"], tmp_path / "trusted").hashes_reused == 2
-    result = CliRunner().invoke(app, ["catalog", "merge", str(tmp_path / "a"), "--out", str(tmp_path / "checked"), "--rehash"])
+    result = CliRunner().invoke(
+        app, ["catalog", "merge", str(tmp_path / "a"), "--out", str(tmp_path / "checked"), "--rehash"]
+    )
     assert result.exit_code == 1 and "does not match the record's sha256" in result.output
     assert not (tmp_path / "checked" / "catalog.jsonl").exists()
 

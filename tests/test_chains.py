@@ -7,11 +7,18 @@ import json
 import numpy as np
 import pytest
 
-from commonlink.formats.association import LabelledImage
-from commonlink.sampling.chains import AssociationBuilder, ChainConfig, LabelIndex, build_chain_files, meta_path, parse_pairs, plan_build
-from commonlink.formats.association import read_image_table
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.fileio import read_jsonl
+from commonlink.formats.association import LabelledImage, read_image_table
+from commonlink.sampling.chains import (
+    AssociationBuilder,
+    ChainConfig,
+    LabelIndex,
+    build_chain_files,
+    meta_path,
+    parse_pairs,
+    plan_build,
+)
 
 CONCEPTS = ["metal", "furry", "ripe", "painted", "rusty"]
 
@@ -22,18 +29,40 @@ def labelled_set(n: int = 120, seed: int = 0, extra: dict[str, int] | None = Non
     images = []
     for i in range(n):
         labels = [str(c) for c in rng.choice(CONCEPTS, size=int(rng.integers(1, 4)), replace=False)]
-        images.append(LabelledImage(id=f"img{i:05d}", labels=labels, width=300, height=300,
-                                    origin={"type": "file", "path": f"/nowhere/{i}.jpg"}))
+        images.append(
+            LabelledImage(
+                id=f"img{i:05d}",
+                labels=labels,
+                width=300,
+                height=300,
+                origin={"type": "file", "path": f"/nowhere/{i}.jpg"},
+            )
+        )
     for label, count in (extra or {}).items():
         for j in range(count):
-            images.append(LabelledImage(id=f"{label}{j:03d}", labels=[label], width=300, height=300,
-                                        origin={"type": "file", "path": f"/nowhere/{label}{j}.jpg"}))
+            images.append(
+                LabelledImage(
+                    id=f"{label}{j:03d}",
+                    labels=[label],
+                    width=300,
+                    height=300,
+                    origin={"type": "file", "path": f"/nowhere/{label}{j}.jpg"},
+                )
+            )
     return images
 
 
 def small_config(**overrides) -> ChainConfig:
-    values = dict(seed=7, chains_per_concept=4, max_steps=40, warmup=3, single_step_per_concept=6,
-                  deductions_per_concept=6, min_pool=5, top_k=4)
+    values = dict(
+        seed=7,
+        chains_per_concept=4,
+        max_steps=40,
+        warmup=3,
+        single_step_per_concept=6,
+        deductions_per_concept=6,
+        min_pool=5,
+        top_k=4,
+    )
     values.update(overrides)
     return ChainConfig(**values)
 
@@ -151,7 +180,9 @@ def test_rerun_skips_finished_tasks_and_rebuilds_changed_ones(tmp_path):
 def test_disjoint_negatives_share_no_label_with_query(tmp_path):
     # images whose only label is 'plain', and 10 more labels so label sets span several bytes of the bit table
     images = labelled_set(extra={"plain": 30, **{f"tag{k}": 3 for k in range(10)}})
-    summary = build_chain_files(images, tmp_path, small_config(negatives="disjoint", tasks=["synchronous", "asynchronous"]), progress=False)
+    summary = build_chain_files(
+        images, tmp_path, small_config(negatives="disjoint", tasks=["synchronous", "asynchronous"]), progress=False
+    )
     labels = [set(img.labels) for img in read_image_table(summary.files["synchronous"])]
     for task in ("synchronous", "asynchronous"):
         for chain in read_jsonl(summary.files[task]):
@@ -179,8 +210,11 @@ def test_every_negative_shares_no_label_with_its_query_by_default(tmp_path):
     assert meta["config"]["negatives"] == "disjoint"
     # the old rule stays available, and it does let negatives share a (non-chain) label with their query
     old = build_chain_files(images, tmp_path / "chain", small_config(negatives="chain"), progress=False)
-    shared = sum(bool(labels[q] & labels[n]) for chain in read_jsonl(old.files["synchronous"])
-                 for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"]))
+    shared = sum(
+        bool(labels[q] & labels[n])
+        for chain in read_jsonl(old.files["synchronous"])
+        for q, n in zip([chain["start"]] + chain["positive"][:-1], chain["negative"])
+    )
     assert shared > 0
 
 
@@ -190,11 +224,16 @@ def test_invalid_steps_flags_what_check_chain_refuses():
     builder = AssociationBuilder(index, small_config(), ["metal"])
     chain = builder.synchronous("metal", 0)
     assert not builder.invalid_steps(["metal"], chain.plan, chain.start, chain.positive, chain.negative).any()
-    sharing = next(i for i, img in enumerate(index.images) if "metal" not in img.labels
-                   and set(img.labels) & set(index.images[int(chain.positive[4])].labels))
+    sharing = next(
+        i
+        for i, img in enumerate(index.images)
+        if "metal" not in img.labels and set(img.labels) & set(index.images[int(chain.positive[4])].labels)
+    )
     negative = chain.negative.copy()
     negative[5] = sharing  # shares a label with step 5's query (the positive of step 4)
-    assert np.flatnonzero(builder.invalid_steps(["metal"], chain.plan, chain.start, chain.positive, negative)).tolist() == [5]
+    assert np.flatnonzero(
+        builder.invalid_steps(["metal"], chain.plan, chain.start, chain.positive, negative)
+    ).tolist() == [5]
     chain.negative = negative
     with pytest.raises(Exception, match="shares a label with its query"):
         builder.check_chain(chain)
@@ -242,7 +281,9 @@ def test_tiny_pools_still_alternate(tmp_path):
     """A pool of two forces x, y, x, y...: the positive is never its own query."""
     images = [LabelledImage(f"p{i}", ["duo"], 300, 300, {"type": "file", "path": "/x"}) for i in range(2)]
     images += [LabelledImage(f"n{i}", ["other"], 300, 300, {"type": "file", "path": "/x"}) for i in range(3)]
-    summary = build_chain_files(images, tmp_path, small_config(concepts=["duo"], tasks=["synchronous"], max_steps=200), progress=False)
+    summary = build_chain_files(
+        images, tmp_path, small_config(concepts=["duo"], tasks=["synchronous"], max_steps=200), progress=False
+    )
     chain = next(read_jsonl(summary.files["synchronous"]))
     sequence = [chain["start"]] + chain["positive"]
     assert all(a != b for a, b in zip(sequence, sequence[1:]))
@@ -261,8 +302,17 @@ def test_chain_lines_are_the_json_of_the_rows_and_plan_codes_fill_forward():
     from commonlink.formats.association import step_concept_codes
     from commonlink.sampling.chains import ChainArrays
 
-    chain = ChainArrays("asynchronous-métal+furry-00001", "asynchronous", ["métal", "furry"], 4, np.asarray([1, 22, 333], dtype=np.int32),
-                        np.asarray([5, 6, 7], dtype=np.int32), np.asarray([0, 1, 0], dtype=np.uint8), "1b2", 1)
+    chain = ChainArrays(
+        "asynchronous-métal+furry-00001",
+        "asynchronous",
+        ["métal", "furry"],
+        4,
+        np.asarray([1, 22, 333], dtype=np.int32),
+        np.asarray([5, 6, 7], dtype=np.int32),
+        np.asarray([0, 1, 0], dtype=np.uint8),
+        "1b2",
+        1,
+    )
     assert json.loads(chain.to_line()) == chain.to_json()
     assert chain.to_line() == json.dumps(chain.to_json(), ensure_ascii=False, separators=(",", ":"))
     digits = np.array([str(i) for i in range(400)], dtype=object)
@@ -313,13 +363,21 @@ def test_an_image_overlapping_every_other_is_kept_out_of_query_and_negative_posi
 def test_too_few_usable_images_names_how_many_and_why(tmp_path):
     """Every image carries "metal": none can be a query with a disjoint negative, so tasks that need one fail,
     naming how many images were usable and why; deductions (no negative) still build from the same images."""
-    images = [LabelledImage(f"i{i}", ["metal", "furry"] if i % 2 else ["metal", "ripe"], 300, 300, {"type": "file", "path": "/x"})
-              for i in range(12)]
+    images = [
+        LabelledImage(
+            f"i{i}", ["metal", "furry"] if i % 2 else ["metal", "ripe"], 300, 300, {"type": "file", "path": "/x"}
+        )
+        for i in range(12)
+    ]
     images += [LabelledImage(f"n{i}", ["furry", "ripe"], 300, 300, {"type": "file", "path": "/x"}) for i in range(3)]
     with pytest.raises(NotEnoughDataError) as err:
         build_chain_files(images, tmp_path / "a", small_config(concepts=["metal"]), progress=False)
-    assert "Concept 'metal': only 0 of its 12 image(s) can be a query; the request needs at least 2." in err.value.problem
+    assert (
+        "Concept 'metal': only 0 of its 12 image(s) can be a query; the request needs at least 2." in err.value.problem
+    )
     assert "The other 12 share a label with every other image" in err.value.problem
     assert "--negatives chain" in err.value.fix and "deduction" in err.value.fix
-    summary = build_chain_files(images, tmp_path / "b", small_config(concepts=["metal"], tasks=["deduction"]), progress=False)
+    summary = build_chain_files(
+        images, tmp_path / "b", small_config(concepts=["metal"], tasks=["deduction"]), progress=False
+    )
     assert summary.counts == {"deduction": 6} and summary.plan.without_disjoint_negative == 15

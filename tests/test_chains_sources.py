@@ -11,14 +11,14 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.formats.catalog import CatalogRecord, write_catalog
-from commonlink.formats.association import ImageFetcher
-from commonlink.sampling.chain_sources import read_source
-from commonlink.sampling.safe_pickle import UnsafePickleError, safe_load, safe_loads
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl
+from commonlink.formats.association import ImageFetcher
+from commonlink.formats.catalog import CatalogRecord, write_catalog
 from commonlink.loaders import load_association
+from commonlink.sampling.chain_sources import read_source
+from commonlink.sampling.safe_pickle import UnsafePickleError, safe_load, safe_loads
 
 
 def save_image(path, size=(40, 30), colour=(200, 10, 10)):
@@ -36,13 +36,47 @@ def test_catalog_source_through_cli(tmp_path):
         objects = ["apple", "keys"] if i % 2 else ["apple", "mug"]
         if i % 3 == 0:
             objects = ["book"]
-        records.append(CatalogRecord(id=f"id{i:02d}", path=f"images/{i}.png", objects=objects, source="real",
-                                     scene_id=f"s{i}", width=size[0], height=size[1], sha256="x" * 64))
+        records.append(
+            CatalogRecord(
+                id=f"id{i:02d}",
+                path=f"images/{i}.png",
+                objects=objects,
+                source="real",
+                scene_id=f"s{i}",
+                width=size[0],
+                height=size[1],
+                sha256="x" * 64,
+            )
+        )
     write_catalog(catalog, records)
     out = tmp_path / "chains"
-    result = CliRunner().invoke(app, ["chains", str(catalog), "--out", str(out), "--min-pixels", "1000", "--concepts", "apple,keys",
-                                      "--pairs", "apple-keys", "--chains", "2", "--max-steps", "6", "--single-steps", "2",
-                                      "--deductions", "2", "--memory-size", "2", "--seed", "3"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "chains",
+            str(catalog),
+            "--out",
+            str(out),
+            "--min-pixels",
+            "1000",
+            "--concepts",
+            "apple,keys",
+            "--pairs",
+            "apple-keys",
+            "--chains",
+            "2",
+            "--max-steps",
+            "6",
+            "--single-steps",
+            "2",
+            "--deductions",
+            "2",
+            "--memory-size",
+            "2",
+            "--seed",
+            "3",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "dropped 2 under 1,000 pixels" in result.output
     meta = json.loads((out / "synchronous.jsonl.meta.json").read_text())
@@ -68,10 +102,18 @@ def test_hf_dataset_source_decodes_class_labels(tmp_path):
         images.append({"bytes": buf.getvalue(), "path": None})
         multi.append([i % 3, (i + 1) % 3] if i % 2 else [i % 3])
         single.append(i % 3)
-    features = datasets.Features({"img": datasets.Image(), "acts": datasets.Sequence(datasets.ClassLabel(names=names)),
-                                  "main": datasets.ClassLabel(names=names), "who": datasets.Value("string")})
-    ds = datasets.Dataset.from_dict({"img": images, "acts": multi, "main": single,
-                                     "who": [f"player {i}" if i % 4 else None for i in range(10)]}, features=features)
+    features = datasets.Features(
+        {
+            "img": datasets.Image(),
+            "acts": datasets.Sequence(datasets.ClassLabel(names=names)),
+            "main": datasets.ClassLabel(names=names),
+            "who": datasets.Value("string"),
+        }
+    )
+    ds = datasets.Dataset.from_dict(
+        {"img": images, "acts": multi, "main": single, "who": [f"player {i}" if i % 4 else None for i in range(10)]},
+        features=features,
+    )
     saved = tmp_path / "hfds"
     datasets.DatasetDict({"train": ds}).save_to_disk(str(saved))
 
@@ -109,11 +151,14 @@ def ocl_fixture(tmp_path):
     save_image(root / "a.jpg", size=(100, 80))
     save_image(root / "b.jpg", size=(60, 60))
     annotations = [
-        {"name": "a.jpg", "objects": [
-            {"obj": 3, "attr": [0, 2], "aff": [1], "box": [10, 10, 50, 40]},
-            {"obj": 4, "attr": [1], "aff": [], "box": [60.0, 0.0, 140.0, 80.0]},  # clipped to the image: 40x80
-            {"obj": 5, "attr": [0], "aff": [0], "box": [30, 30, 30, 60]},  # no area: dropped
-        ]},
+        {
+            "name": "a.jpg",
+            "objects": [
+                {"obj": 3, "attr": [0, 2], "aff": [1], "box": [10, 10, 50, 40]},
+                {"obj": 4, "attr": [1], "aff": [], "box": [60.0, 0.0, 140.0, 80.0]},  # clipped to the image: 40x80
+                {"obj": 5, "attr": [0], "aff": [0], "box": [30, 30, 30, 60]},  # no area: dropped
+            ],
+        },
         {"name": "b.jpg", "objects": [{"obj": 1, "attr": [0], "aff": [1], "box": [0, 0, 60, 60]}]},
     ]
     (root / "ann.pkl").write_bytes(pickle.dumps(annotations, protocol=4))
@@ -146,17 +191,48 @@ def test_pangea_pickle_through_cli(tmp_path):
         actions = ["run"] if i % 3 == 0 else (["cut", "run"] if i % 3 == 1 else [2])
         rows.append((dataset, f"{i}.jpg", actions, [7, 8]))
     (root / "pangea.pkl").write_bytes(pickle.dumps(rows, protocol=2))
-    kept, report = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"), pangea_labels="action")
+    kept, report = read_source(
+        str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"), pangea_labels="action"
+    )
     assert report.read == 12 and sorted({label for img in kept for label in img.labels}) == ["action_2", "cut", "run"]
-    nodes, _ = read_source(str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs"))  # default: nodes
+    nodes, _ = read_source(
+        str(root / "pangea.pkl"), source_type="pangea", image_root=str(root / "imgs")
+    )  # default: nodes
     assert all(img.labels == ["node_7", "node_8"] for img in nodes)
     # the action labels name the image, as the authors' harness does (" ".join(action_labels))
     assert [img.name for img in nodes[:3]] == ["run", "cut run", "action_2"]
     out = tmp_path / "chains"
-    result = CliRunner().invoke(app, ["chains", str(root / "pangea.pkl"), "--source-type", "pangea", "--image-root", str(root / "imgs"),
-                                      "--pangea-labels", "action", "--preset", "none",
-                                      "--out", str(out), "--min-pixels", "0", "--concepts", "run,cut", "--memory-size", "1",
-                                      "--chains", "1", "--max-steps", "4", "--single-steps", "1", "--deductions", "1"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "chains",
+            str(root / "pangea.pkl"),
+            "--source-type",
+            "pangea",
+            "--image-root",
+            str(root / "imgs"),
+            "--pangea-labels",
+            "action",
+            "--preset",
+            "none",
+            "--out",
+            str(out),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "run,cut",
+            "--memory-size",
+            "1",
+            "--chains",
+            "1",
+            "--max-steps",
+            "4",
+            "--single-steps",
+            "1",
+            "--deductions",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert json.loads((out / "single_step.jsonl.meta.json").read_text())["concept_kind"] == "action"
 
@@ -200,16 +276,49 @@ def test_cli_prints_labels_with_square_brackets_as_written(tmp_path):
     records = []
     for i in range(8):
         save_image(catalog / "images" / f"{i}.png", colour=(i * 30, 0, 0))
-        records.append(CatalogRecord(id=f"id{i}", path=f"images/{i}.png", objects=["[red] mug" if i % 2 else "[/]"],
-                                     source="real", scene_id=f"s{i}", width=40, height=30, sha256="x" * 64))
+        records.append(
+            CatalogRecord(
+                id=f"id{i}",
+                path=f"images/{i}.png",
+                objects=["[red] mug" if i % 2 else "[/]"],
+                source="real",
+                scene_id=f"s{i}",
+                width=40,
+                height=30,
+                sha256="x" * 64,
+            )
+        )
     write_catalog(catalog, records)
     runner = CliRunner()
-    listing = runner.invoke(app, ["chains", str(catalog), "--list-concepts", "--min-pixels", "0"], env={"COLUMNS": "200"})
+    listing = runner.invoke(
+        app, ["chains", str(catalog), "--list-concepts", "--min-pixels", "0"], env={"COLUMNS": "200"}
+    )
     assert listing.exit_code == 0, listing.output
     assert "[red] mug" in listing.output and "[/]" in listing.output
-    built = runner.invoke(app, ["chains", str(catalog), "--out", str(tmp_path / "out"), "--min-pixels", "0", "--concepts", "[red] mug,[/]",
-                                "--chains", "1", "--max-steps", "3", "--single-steps", "1", "--deductions", "1",
-                                "--memory-size", "1"], env={"COLUMNS": "200"})
+    built = runner.invoke(
+        app,
+        [
+            "chains",
+            str(catalog),
+            "--out",
+            str(tmp_path / "out"),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "[red] mug,[/]",
+            "--chains",
+            "1",
+            "--max-steps",
+            "3",
+            "--single-steps",
+            "1",
+            "--deductions",
+            "1",
+            "--memory-size",
+            "1",
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert built.exit_code == 0, built.output
     assert "[red] mug" in built.output
     info = runner.invoke(app, ["catalog", "info", str(catalog), "--no-check-files"], env={"COLUMNS": "200"})
@@ -219,8 +328,8 @@ def test_cli_prints_labels_with_square_brackets_as_written(tmp_path):
 
 def test_label_names_file_keeps_ids_on_their_lines_and_bad_files_fail_clearly(tmp_path):
     """Line i names id i: a blank line inside the list would shift every later id onto the wrong name."""
-    from commonlink.sampling.chain_sources import read_label_names
     from commonlink.errors import SchemaError
+    from commonlink.sampling.chain_sources import read_label_names
 
     names = tmp_path / "names.txt"
     names.write_text("metal\nwooden\n\n")  # trailing blank lines are fine

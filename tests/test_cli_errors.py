@@ -51,15 +51,57 @@ def _stats_copy(inputs, out: Path) -> list[str]:
 # command -> (arguments writing to OUT, whether OUT is a file (else a folder))
 COMMANDS = {
     "pairs": (lambda i, out: ["pairs", str(i["catalog"]), "--out", str(out), "--count", "8"], True),
-    "chains": (lambda i, out: ["chains", str(i["catalog"]), "--out", str(out), "--tasks", "single_step", "--single-steps", "2",
-                               "--top-k", "2", "--min-pixels", "1"], False),
+    "chains": (
+        lambda i, out: [
+            "chains",
+            str(i["catalog"]),
+            "--out",
+            str(out),
+            "--tasks",
+            "single_step",
+            "--single-steps",
+            "2",
+            "--top-k",
+            "2",
+            "--min-pixels",
+            "1",
+        ],
+        False,
+    ),
     "release build": (lambda i, out: ["release", "build", str(i["pairs"]), "--out", str(out), "--no-progress"], False),
     "ingest": (lambda i, out: ["ingest", str(i["photos"]), "--manifest", str(i["manifest"]), "--out", str(out)], False),
     "catalog merge": (lambda i, out: ["catalog", "merge", str(i["catalog"]), "--out", str(out)], False),
-    "synth": (lambda i, out: ["synth", "--out", str(out), "--scenes", "1", "--views", "1", "--resolution", "32x32",
-                              "--no-progress"], False),
-    "eval": (lambda i, out: ["eval", "commono", "--model", "none", "--data", str(i["data"]), "--out", str(out),
-                             "--bootstrap", "10", "--quiet"], False),
+    "synth": (
+        lambda i, out: [
+            "synth",
+            "--out",
+            str(out),
+            "--scenes",
+            "1",
+            "--views",
+            "1",
+            "--resolution",
+            "32x32",
+            "--no-progress",
+        ],
+        False,
+    ),
+    "eval": (
+        lambda i, out: [
+            "eval",
+            "commono",
+            "--model",
+            "none",
+            "--data",
+            str(i["data"]),
+            "--out",
+            str(out),
+            "--bootstrap",
+            "10",
+            "--quiet",
+        ],
+        False,
+    ),
     "stats": (_stats_copy, False),
 }
 
@@ -78,7 +120,13 @@ def deny_writes(monkeypatch, root: Path, code: int) -> None:
     def fail(path):
         raise OSError(code, os.strerror(code), os.fspath(path))
 
-    real_open, real_os_open, real_mkdir, real_replace, real_rename = builtins.open, os.open, os.mkdir, os.replace, os.rename
+    real_open, real_os_open, real_mkdir, real_replace, real_rename = (
+        builtins.open,
+        os.open,
+        os.mkdir,
+        os.replace,
+        os.rename,
+    )
 
     def guarded_open(file, mode="r", *args, **kwargs):
         if isinstance(mode, str) and any(c in mode for c in "wax+") and _under(file, root_text):

@@ -294,8 +294,24 @@ def test_quiet_pairs_and_chains_draw_no_progress_bar_on_a_terminal(tmp_path, mon
     commands = {
         "pairs": lambda out: ["pairs", str(catalog), "--out", str(out / "pairs.jsonl"), "--count", "6", "--seed", "1"],
         "chains": lambda out: [
-            "chains", str(catalog), "--out", str(out), "--min-pixels", "0", "--top-k", "2", "--min-pool", "3",
-            "--tasks", "single_step", "--single-steps", "2", "--memory-size", "2", "--seed", "1",
+            "chains",
+            str(catalog),
+            "--out",
+            str(out),
+            "--min-pixels",
+            "0",
+            "--top-k",
+            "2",
+            "--min-pool",
+            "3",
+            "--tasks",
+            "single_step",
+            "--single-steps",
+            "2",
+            "--memory-size",
+            "2",
+            "--seed",
+            "1",
         ],
     }
     for name, args in commands.items():

@@ -36,9 +36,24 @@ def test_cli_and_loaders_import_no_heavy_dependency():
 @pytest.mark.slow
 def test_every_command_has_help():
     runner = CliRunner()
-    for args in (["ingest"], ["pairs"], ["synth"], ["chains"], ["stats"], ["demo"], ["release", "build"], ["release", "push"],
-                 ["release", "versions"], ["catalog", "merge"], ["catalog", "info"], ["eval", "commono"], ["eval", "perception"],
-                 ["eval", "score"], ["eval", "compare"], ["eval", "association"]):
+    for args in (
+        ["ingest"],
+        ["pairs"],
+        ["synth"],
+        ["chains"],
+        ["stats"],
+        ["demo"],
+        ["release", "build"],
+        ["release", "push"],
+        ["release", "versions"],
+        ["catalog", "merge"],
+        ["catalog", "info"],
+        ["eval", "commono"],
+        ["eval", "perception"],
+        ["eval", "score"],
+        ["eval", "compare"],
+        ["eval", "association"],
+    ):
         result = runner.invoke(app, [*args, "--help"])
         assert result.exit_code == 0, (args, result.output)
         assert "Usage" in result.output

@@ -23,8 +23,9 @@ TABLE_4_HEADER = "| Model | Strategy | TaskInstr | MetaInstr | TaskInstr w/ DedP
 
 @pytest.fixture(scope="module")
 def chain_dir(tmp_path_factory):
-    return write_tiny_chain_files(tmp_path_factory.mktemp("concept"), single_step_per_concept=4, tasks=["single_step"],
-                                   concept_kind="attribute")
+    return write_tiny_chain_files(
+        tmp_path_factory.mktemp("concept"), single_step_per_concept=4, tasks=["single_step"], concept_kind="attribute"
+    )
 
 
 class Scripted:
@@ -33,8 +34,14 @@ class Scripted:
 
     def __init__(self, truth):
         self.truth, self.requests = truth, []
-        self.info = BackendInfo(backend="scripted", model="scripted", fingerprint="scripted", batch_invariant=True,
-                                default_batch_size=16, uses_images=False)
+        self.info = BackendInfo(
+            backend="scripted",
+            model="scripted",
+            fingerprint="scripted",
+            batch_invariant=True,
+            default_batch_size=16,
+            uses_images=False,
+        )
         self.generate_seconds = 0.0
 
     def generate(self, requests, settings):
@@ -67,8 +74,9 @@ def test_grid_scores_each_complexity_by_hand(chain_dir, tmp_path):
     task = ConceptPerceptionTask(chain_dir, seed=3)
     split = task.open()
     backend = Scripted(_truth(task, split))
-    results = evaluate_concept_perception(chain_dir, out_dir=tmp_path / "run", backend_instances=[backend], seed=3, n_boot=10,
-                                          show_progress=False)
+    results = evaluate_concept_perception(
+        chain_dir, out_dir=tmp_path / "run", backend_instances=[backend], seed=3, n_boot=10, show_progress=False
+    )
     table = results["metrics"]["table"]
     assert list(table) == ["normal", "comknow", "one-shot", "cot"]
     for strategy, cells in table.items():
@@ -77,15 +85,21 @@ def test_grid_scores_each_complexity_by_hand(chain_dir, tmp_path):
         assert all(cells[c]["n"] == len(split) for c in cells)
     assert len(backend.requests) == len(split) * 4 * 3  # per row and strategy: two selections and one deduction
     records = [json.loads(x) for x in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
-    assert len(records) == len(backend.requests) and all(r["correct"] == (r.get("instruction") != "meta") for r in records)
+    assert len(records) == len(backend.requests) and all(
+        r["correct"] == (r.get("instruction") != "meta") for r in records
+    )
     md = (tmp_path / "run" / "results.md").read_text()
     assert md.startswith(TABLE_4_HEADER) and "| | Random | 0.5 | 0.5 | 0.25 | 0.25 |" in md
-    assert "| scripted | Normal | 1.000 | 0.000 | 1.000 | 0.000 |" in md and "| | CoT | 1.000 | 0.000 | 1.000 | 0.000 |" in md
+    assert (
+        "| scripted | Normal | 1.000 | 0.000 | 1.000 | 0.000 |" in md
+        and "| | CoT | 1.000 | 0.000 | 1.000 | 0.000 |" in md
+    )
     # a rerun replays the cache: nothing is asked again
     again = Scripted({})
     again.info = backend.info
-    rerun = evaluate_concept_perception(chain_dir, out_dir=tmp_path / "run", backend_instances=[again], seed=3, n_boot=10,
-                                        show_progress=False)
+    rerun = evaluate_concept_perception(
+        chain_dir, out_dir=tmp_path / "run", backend_instances=[again], seed=3, n_boot=10, show_progress=False
+    )
     assert again.requests == [] and rerun["metrics"]["table"]["cot"]["task"]["success_ratio"] == 1.0
 
 
@@ -96,17 +110,27 @@ def test_prompts_follow_the_paper_where_it_prints_them(chain_dir):
     items = {(m["strategy"], m.get("instruction", "deduce")): (r, m) for r, m in task.requests(row)}
     kind = row.task.concept_kind
     meta_text = prompt_text(items[("normal", "meta")][0].prompt)
-    assert meta_text == (META_INSTRUCTION.format(kind=kind) + " Original image:<image>. Candidate images: Image1:<image>, "
-                         "Image2:<image>. " + SELECTION_OUTPUT)
+    assert meta_text == (
+        META_INSTRUCTION.format(kind=kind) + " Original image:<image>. Candidate images: Image1:<image>, "
+        "Image2:<image>. " + SELECTION_OUTPUT
+    )
     assert "Determine the relationship between the original image and the candidate images" in meta_text  # Table 3
     task_text = prompt_text(items[("normal", "task")][0].prompt)
     assert f'"{row.task.concept}"' in task_text and "Determine the relationship" not in task_text
     deduce = items[("normal", "deduce")]
-    assert prompt_text(deduce[0].prompt).startswith(f"Generate the common {kind} between the original image and selected images.")
-    assert deduce[1]["offered"] == deduce[0].choices and row.task.concept in deduce[1]["offered"] and len(deduce[1]["offered"]) == 2
+    assert prompt_text(deduce[0].prompt).startswith(
+        f"Generate the common {kind} between the original image and selected images."
+    )
+    assert (
+        deduce[1]["offered"] == deduce[0].choices
+        and row.task.concept in deduce[1]["offered"]
+        and len(deduce[1]["offered"]) == 2
+    )
     assert deduce[1]["gold"] == [row.task.concept]
     knowledge = prompt_text(items[("comknow", "meta")][0].prompt)
-    assert knowledge.startswith("Common knowledge: An attribute is") and '"metal": made of metal' in knowledge  # every option glossed
+    assert (
+        knowledge.startswith("Common knowledge: An attribute is") and '"metal": made of metal' in knowledge
+    )  # every option glossed
     assert '"furry": covered with fur' in knowledge and knowledge.count('": ') == 4
     # One-shot: a solved example of another task of the same concept comes first, its three images first
     shot, _ = items[("one-shot", "task")]
@@ -115,7 +139,9 @@ def test_prompts_follow_the_paper_where_it_prints_them(chain_dir):
     example = split.split.get(split.example_index(0, row.task.concept))
     assert example.concept == row.task.concept and example.id != row.task.id
     cot = prompt_text(items[("cot", "task")][0].prompt)
-    assert "Reasoning: The original image shows" in cot and cot.endswith("on the last line as 'Answer: Image1' or 'Answer: Image2'.")
+    assert "Reasoning: The original image shows" in cot and cot.endswith(
+        "on the last line as 'Answer: Image1' or 'Answer: Image2'."
+    )
     assert "Reasoning:" not in prompt_text(shot.prompt)
 
 
@@ -130,14 +156,28 @@ def test_bad_grid_options_are_refused(chain_dir):
 
 def test_render_table4_puts_each_model_in_its_own_block():
     cell = {"success_ratio": 0.5, "n": 4, "se": 0.1}
-    runs = [{"model": m, "concept_perception": {"complexities": ["task", "meta", "task+ded", "meta+ded"]},
-             "metrics": {"table": {s: {c: cell for c in ("task", "meta", "task+ded", "meta+ded")} for s in ("normal", "cot")}}}
-            for m in ("QWen-VL", "LLaVA-NeXT")]
+    runs = [
+        {
+            "model": m,
+            "concept_perception": {"complexities": ["task", "meta", "task+ded", "meta+ded"]},
+            "metrics": {
+                "table": {s: {c: cell for c in ("task", "meta", "task+ded", "meta+ded")} for s in ("normal", "cot")}
+            },
+        }
+        for m in ("QWen-VL", "LLaVA-NeXT")
+    ]
     lines = render_table4(runs).splitlines()
     assert lines[0] == TABLE_4_HEADER
-    assert lines[2] == "| | | Individual Perception | Individual Perception | Combination Perception | Combination Perception |"
-    assert lines[4:] == ["| QWen-VL | Normal | 0.500 | 0.500 | 0.500 | 0.500 |", "| | CoT | 0.500 | 0.500 | 0.500 | 0.500 |",
-                         "| LLaVA-NeXT | Normal | 0.500 | 0.500 | 0.500 | 0.500 |", "| | CoT | 0.500 | 0.500 | 0.500 | 0.500 |"]
+    assert (
+        lines[2]
+        == "| | | Individual Perception | Individual Perception | Combination Perception | Combination Perception |"
+    )
+    assert lines[4:] == [
+        "| QWen-VL | Normal | 0.500 | 0.500 | 0.500 | 0.500 |",
+        "| | CoT | 0.500 | 0.500 | 0.500 | 0.500 |",
+        "| LLaVA-NeXT | Normal | 0.500 | 0.500 | 0.500 | 0.500 |",
+        "| | CoT | 0.500 | 0.500 | 0.500 | 0.500 |",
+    ]
 
 
 @pytest.mark.slow
@@ -145,11 +185,32 @@ def test_the_grid_runs_end_to_end_with_the_tiny_model_and_prints_table_4(chain_d
     """The production path: `commonlink eval concept` with a tiny random LLaVA through transformers and the
     random baseline; whatever they answer, every cell is a ratio over the rows run, printed as Table 4."""
     pytest.importorskip("transformers")
-    result = CliRunner().invoke(app, ["eval", "concept", "--data", str(chain_dir), "--model", str(tiny_llava), "--model", "random",
-                                      "--limit", "3", "--max-new-tokens", "4", "--out", str(tmp_path / "grid"), "--bootstrap", "10",
-                                      "--quiet"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "concept",
+            "--data",
+            str(chain_dir),
+            "--model",
+            str(tiny_llava),
+            "--model",
+            "random",
+            "--limit",
+            "3",
+            "--max-new-tokens",
+            "4",
+            "--out",
+            str(tmp_path / "grid"),
+            "--bootstrap",
+            "10",
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    printed = result.output[result.output.index(TABLE_4_HEADER):]  # after transformers' loading bar (stderr, no newline)
+    printed = result.output[
+        result.output.index(TABLE_4_HEADER) :
+    ]  # after transformers' loading bar (stderr, no newline)
     lines = [ln for ln in printed.splitlines() if ln.startswith("|")]
     assert lines[0] == TABLE_4_HEADER and lines[3] == "| | Random | 0.5 | 0.5 | 0.25 | 0.25 |"
     assert [ln.split("|")[2].strip() for ln in lines[4:]] == ["Normal", "ComKnow", "One-shot", "CoT"] * 2
@@ -173,8 +234,14 @@ class _Chooser:
     """Reasons first, naming every option, then answers the gold on its last line (a CoT-style answer)."""
 
     def __init__(self):
-        self.info = BackendInfo(backend="scripted", model="cot", fingerprint="cot", batch_invariant=True, default_batch_size=16,
-                                uses_images=False)
+        self.info = BackendInfo(
+            backend="scripted",
+            model="cot",
+            fingerprint="cot",
+            batch_invariant=True,
+            default_batch_size=16,
+            uses_images=False,
+        )
         self.generate_seconds, self.prompts = 0.0, []
 
     def generate(self, requests, settings):
@@ -188,16 +255,32 @@ class _Chooser:
 def test_strategies_are_selectable_for_association_tasks(tmp_path_factory, tmp_path):
     from commonlink.eval.association import AssociationSettings, evaluate_association
 
-    chains = write_tiny_chain_files(tmp_path_factory.mktemp("assoc-strategy"), tasks=["deduction"], concept_kind="attribute")
+    chains = write_tiny_chain_files(
+        tmp_path_factory.mktemp("assoc-strategy"), tasks=["deduction"], concept_kind="attribute"
+    )
     runs = {}
     for strategy in ("normal", "comknow", "cot"):
         backend = _Chooser()
-        results = evaluate_association(chains, "deduction", backend_instances=[backend], out_dir=tmp_path / strategy, n_boot=10,
-                                       settings=AssociationSettings(strategy=strategy), show_progress=False, report=False)
+        results = evaluate_association(
+            chains,
+            "deduction",
+            backend_instances=[backend],
+            out_dir=tmp_path / strategy,
+            n_boot=10,
+            settings=AssociationSettings(strategy=strategy),
+            show_progress=False,
+            report=False,
+        )
         assert results["association"]["strategy"] == strategy
-        runs[strategy] = (backend.prompts, [json.loads(x) for x in (tmp_path / strategy / "predictions.jsonl").read_text().splitlines()])
+        runs[strategy] = (
+            backend.prompts,
+            [json.loads(x) for x in (tmp_path / strategy / "predictions.jsonl").read_text().splitlines()],
+        )
     normal, comknow, cot = (runs[s][0][0] for s in ("normal", "comknow", "cot"))
-    assert normal.startswith("Generate the common attribute") and "Your response should only include shared attribute" in normal
+    assert (
+        normal.startswith("Generate the common attribute")
+        and "Your response should only include shared attribute" in normal
+    )
     assert comknow.startswith("Common knowledge: An attribute is") and comknow.endswith("\n" + normal)
     assert "on the last line as 'Answer: <attribute>'" in cot
     # CoT is read from its Answer line: the reasoning names every option, the answer one
@@ -206,10 +289,21 @@ def test_strategies_are_selectable_for_association_tasks(tmp_path_factory, tmp_p
     with pytest.raises(InputError, match="--strategy"):
         AssociationSettings(strategy="few-shot")
     # chains: the selection carries the strategy's worked example in front of the memory and Table 3's question
-    chain_dir = write_tiny_chain_files(tmp_path_factory.mktemp("assoc-chains"), tasks=["synchronous"], concept_kind="attribute")
+    chain_dir = write_tiny_chain_files(
+        tmp_path_factory.mktemp("assoc-chains"), tasks=["synchronous"], concept_kind="attribute"
+    )
     backend = _Chooser()
-    evaluate_association(chain_dir, "synchronous", backend_instances=[backend], out_dir=tmp_path / "chains", n_boot=10, limit=1,
-                         settings=AssociationSettings(strategy="one-shot", memory="nom"), show_progress=False, report=False)
+    evaluate_association(
+        chain_dir,
+        "synchronous",
+        backend_instances=[backend],
+        out_dir=tmp_path / "chains",
+        n_boot=10,
+        limit=1,
+        settings=AssociationSettings(strategy="one-shot", memory="nom"),
+        show_progress=False,
+        report=False,
+    )
     selection = next(p for p in backend.prompts if "Candidate images" in p)
     assert selection.startswith('Example: an original image of an object with the attribute "metal"')
     assert "Answer: Image2.\nDetermine the relationship between the original image" in selection

@@ -16,7 +16,9 @@ def test_rerun_with_other_options_names_a_fix_the_demo_has(tmp_path):
 
     out = tmp_path / "demo"
     synthesize(out / "catalog-main", SynthConfig(scenes=0, objects=(3, 7), resolution=(32, 32), seed=0), progress=False)
-    result = CliRunner().invoke(app, ["demo", "--out", str(out), "--seed", "1", "--resolution", "32x32", "--scale", "0.05", "--quiet"])
+    result = CliRunner().invoke(
+        app, ["demo", "--out", str(out), "--seed", "1", "--resolution", "32x32", "--scale", "0.05", "--quiet"]
+    )
     assert result.exit_code == 1
     assert "different options" in result.output and "seed" in result.output
     assert "--overwrite" not in result.output and "--out" in result.output

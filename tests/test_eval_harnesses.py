@@ -34,8 +34,8 @@ from commonlink.eval.commono import (
     evaluate_common_o,
     score_predictions,
 )
-from commonlink.eval.export.writers import export_lmms_eval, export_vlmevalkit
 from commonlink.eval.export.harnesses import vlmeval_messages, vlmeval_records, vlmeval_score
+from commonlink.eval.export.writers import export_lmms_eval, export_vlmevalkit
 from commonlink.formats.association import LabelledImage
 from commonlink.loaders.common_o import open_common_o
 from commonlink.sampling.chains import ChainConfig, build_chain_files
@@ -65,8 +65,14 @@ class FixedAnswer:
 
     @staticmethod
     def planned_info(model, **options):
-        return BackendInfo(backend="fixed", model=model, fingerprint=f"fixed:{options.get('answer', 'Answer: A')}", batch_invariant=True, default_batch_size=8,
-                           uses_images=False)
+        return BackendInfo(
+            backend="fixed",
+            model=model,
+            fingerprint=f"fixed:{options.get('answer', 'Answer: A')}",
+            batch_invariant=True,
+            default_batch_size=8,
+            uses_images=False,
+        )
 
     def generate(self, requests, settings):
         return [self.answer for _ in requests]
@@ -107,9 +113,23 @@ def _chains(root: Path) -> Path:
         labels = [str(c) for c in rng.choice(concepts, size=int(rng.integers(1, 3)), replace=False)] + [f"thing{i % 7}"]
         path = root / "imgs" / f"img{i:03d}.png"
         Image.new("RGB", (24, 24), tuple(int(v) for v in rng.integers(0, 255, 3))).save(path)
-        images.append(LabelledImage(id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}))
-    cfg = ChainConfig(seed=3, concepts=concepts, pairs=[["metal", "furry"]], chains_per_concept=2, max_steps=8, warmup=3,
-                      single_step_per_concept=4, deductions_per_concept=2, min_pool=3, memory_size=3)
+        images.append(
+            LabelledImage(
+                id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}
+            )
+        )
+    cfg = ChainConfig(
+        seed=3,
+        concepts=concepts,
+        pairs=[["metal", "furry"]],
+        chains_per_concept=2,
+        max_steps=8,
+        warmup=3,
+        single_step_per_concept=4,
+        deductions_per_concept=2,
+        min_pool=3,
+        memory_size=3,
+    )
     build_chain_files(images, root / "chains", cfg, progress=False)
     return root / "chains"
 
@@ -134,11 +154,18 @@ def test_runs_also_write_lmms_eval_results_and_sample_logs(release, tmp_path):
 
 def test_association_single_step_writes_the_lmms_eval_layout(tmp_path):
     chains = _chains(tmp_path)
-    results = evaluate_association(chains, "single_step", ["m"], "fixed", tmp_path / "run", backend_options={"answer": "Image1"}, **FAST)
+    results = evaluate_association(
+        chains, "single_step", ["m"], "fixed", tmp_path / "run", backend_options={"answer": "Image1"}, **FAST
+    )
     aggregated = json.loads((tmp_path / "run" / "lmms_eval" / "results.json").read_text())
-    assert aggregated["results"]["association_single_step"]["acc,none"] == results["metrics"]["summary"]["avg_success_ratio"]
+    assert (
+        aggregated["results"]["association_single_step"]["acc,none"]
+        == results["metrics"]["summary"]["avg_success_ratio"]
+    )
     samples = (tmp_path / "run" / "lmms_eval" / "samples_association_single_step.jsonl").read_text().splitlines()
-    assert len(samples) == results["metrics"]["summary"]["n"] == 16 and json.loads(samples[0])["filtered_resps"] == ["Image1"]
+    assert len(samples) == results["metrics"]["summary"]["n"] == 16 and json.loads(samples[0])["filtered_resps"] == [
+        "Image1"
+    ]
 
 
 # ------------------------------------------------------------------------------------------ VLMEvalKit export
@@ -180,7 +207,9 @@ def _prediction_round_trip(table, fmt: str, path: Path):
 
     table = table.drop(columns=["image"])
     if fmt == "xlsx":
-        with pd.ExcelWriter(path, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
+        with pd.ExcelWriter(
+            path, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}
+        ) as writer:
             table.to_excel(writer, index=False)
         return pd.read_excel(path)
     if fmt == "tsv":
@@ -199,7 +228,10 @@ class Scripted(ContentHashBackend):
 
     def generate(self, requests, settings):
         answers = super().generate(requests, settings)
-        return [RequestFailure("injected") if r.id in self.failed else "" if r.id in self.empty else a for r, a in zip(requests, answers)]
+        return [
+            RequestFailure("injected") if r.id in self.failed else "" if r.id in self.empty else a
+            for r, a in zip(requests, answers)
+        ]
 
 
 def test_vlmevalkit_module_keeps_every_exported_dataset_and_our_prompt(release, tmp_path):
@@ -209,17 +241,25 @@ def test_vlmevalkit_module_keeps_every_exported_dataset_and_our_prompt(release, 
     again = write_common_o_split(tmp_path / "other", common_o_rows(3, seed=9), split="challenge")
     export_vlmevalkit(tmp_path / "vlm", data=again, splits=("challenge",), show_progress=False)  # one split again
     # VLMEvalKit would keep serving the stale localized copy of the re-exported split
-    assert not (tmp_path / "vlm" / "CommonO_Challenge_local.tsv").exists() and (tmp_path / "vlm" / "CommonO_local.tsv").exists()
+    assert (
+        not (tmp_path / "vlm" / "CommonO_Challenge_local.tsv").exists()
+        and (tmp_path / "vlm" / "CommonO_local.tsv").exists()
+    )
     source = (tmp_path / "vlm" / "commonlink_vlmeval.py").read_text()
     module = ast.parse(source)
-    names = next(ast.literal_eval(n.value) for n in module.body if isinstance(n, ast.Assign) and n.targets[0].id == "DATASETS")
+    names = next(
+        ast.literal_eval(n.value) for n in module.body if isinstance(n, ast.Assign) and n.targets[0].id == "DATASETS"
+    )
     assert names == ["CommonO", "CommonO_Challenge"]  # the second export did not unregister CommonO
     cls = next(n for n in module.body if isinstance(n, ast.ClassDef))
     assert [b.id for b in cls.bases] == ["ImageBaseDataset"]  # vlmeval.dataset.image_base.ImageBaseDataset
     assert {n.name for n in cls.body if isinstance(n, ast.FunctionDef)} == {"load_data", "build_prompt", "evaluate"}
     attributes = {n.targets[0].id: n.value for n in cls.body if isinstance(n, ast.Assign)}
     # infer_data uses the dataset's prompt over a model's own VQA prompt only with this flag (vlmeval/inference.py)
-    assert ast.literal_eval(attributes["force_use_dataset_prompt"]) is True and ast.literal_eval(attributes["TYPE"]) == "VQA"
+    assert (
+        ast.literal_eval(attributes["force_use_dataset_prompt"]) is True
+        and ast.literal_eval(attributes["TYPE"]) == "VQA"
+    )
     assert {n.name for n in module.body if isinstance(n, ast.FunctionDef)} == {"register", "main"}
     compile(source, "commonlink_vlmeval.py", "exec")
 
@@ -231,7 +271,12 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
 
     chains = _chains(tmp_path / "assoc")
     written = export_vlmevalkit(tmp_path / "vlm", data=release, association=chains, show_progress=False)
-    assert sorted(p.name for p in written) == ["CommonO.tsv", "CommonO_AssocSingleStep.tsv", "CommonO_Challenge.tsv", "commonlink_vlmeval.py"]
+    assert sorted(p.name for p in written) == [
+        "CommonO.tsv",
+        "CommonO_AssocSingleStep.tsv",
+        "CommonO_Challenge.tsv",
+        "commonlink_vlmeval.py",
+    ]
     for name, split in (("CommonO", "main"), ("CommonO_Challenge", "challenge")):
         table = pd.read_csv(tmp_path / "vlm" / f"{name}.tsv", sep="\t")
         # the message VLMEvalKit builds from each line is the request `commonlink eval commono` sends
@@ -244,7 +289,9 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
             parts = vlmeval_message_parts(message)
             assert content_key(parts) == content_key(message_parts(request))
             answers.append(content_answer(parts))
-        assert len(set(_to_list(table["image_path"][0]))) == 2 and all(n.endswith(".png") for n in _to_list(table["image_path"][0]))
+        assert len(set(_to_list(table["image_path"][0]))) == 2 and all(
+            n.endswith(".png") for n in _to_list(table["image_path"][0])
+        )
         # an empty answer and a failed request, as VLMEvalKit writes them
         table["prediction"] = answers
         table.loc[0, "prediction"] = ""
@@ -252,25 +299,51 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
         scripted = Scripted("m", empty={requests[0].id}, failed={requests[1].id})
         expected = evaluate_common_o(release, split, "m", "fixed", None, backend_instance=scripted, **FAST)
         overall = expected["metrics"]["overall"]
-        assert overall["parse_failure_rate"] > 0 and (split != "main" or overall["accuracy"] > 0)  # not a comparison of zeros
+        assert overall["parse_failure_rate"] > 0 and (
+            split != "main" or overall["accuracy"] > 0
+        )  # not a comparison of zeros
         for fmt in ("xlsx", "tsv", "json"):  # xlsx: VLMEvalKit's default PRED_FORMAT
             loaded = _prediction_round_trip(table, fmt, tmp_path / f"{name}.{fmt}")
             records = vlmeval_records(loaded)  # the per-row results file: the empty answer is empty, not "nan"
-            assert records[0]["raw_output"] == "" and records[1]["failed"] and [r["raw_output"] for r in records[2:]] == answers[2:]
+            assert (
+                records[0]["raw_output"] == ""
+                and records[1]["failed"]
+                and [r["raw_output"] for r in records[2:]] == answers[2:]
+            )
             scored = vlmeval_score(loaded)
-            assert scored == {"acc": overall["accuracy"], "hallucination_rate": overall["hallucination_rate"],
-                              "parse_failure_rate": overall["parse_failure_rate"], "n": overall["n"], "failed": 1}
+            assert scored == {
+                "acc": overall["accuracy"],
+                "hallucination_rate": overall["hallucination_rate"],
+                "parse_failure_rate": overall["parse_failure_rate"],
+                "n": overall["n"],
+                "failed": 1,
+            }
     table = pd.read_csv(tmp_path / "vlm" / "CommonO_AssocSingleStep.tsv", sep="\t")
-    messages = [vlmeval_messages(line, _dump_images(line, tmp_path / "images" / "assoc")) for _, line in table.iterrows()]
+    messages = [
+        vlmeval_messages(line, _dump_images(line, tmp_path / "images" / "assoc")) for _, line in table.iterrows()
+    ]
     assert [m["type"] for m in messages[0]] == ["text", "image", "text", "image", "text", "image", "text"]
     assert set(table["answer"]) <= {"Image1", "Image2"}
     table["prediction"] = [content_answer(vlmeval_message_parts(m)) for m in messages]
-    ours = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_instances=[ContentHashBackend()],
-                                settings=AssociationSettings(deduction=False), **FAST)["metrics"]["summary"]
+    ours = evaluate_association(
+        chains,
+        "single_step",
+        ["m"],
+        "fixed",
+        None,
+        backend_instances=[ContentHashBackend()],
+        settings=AssociationSettings(deduction=False),
+        **FAST,
+    )["metrics"]["summary"]
     assert 0 < ours["avg_success_ratio"] < 1
     for fmt in ("xlsx", "tsv", "json"):
         scored = vlmeval_score(_prediction_round_trip(table, fmt, tmp_path / f"assoc.{fmt}"))
-        assert scored == {"acc": ours["avg_success_ratio"], "unparseable_rate": ours["unparseable_rate"], "n": ours["n"], "failed": 0}
+        assert scored == {
+            "acc": ours["avg_success_ratio"],
+            "unparseable_rate": ours["unparseable_rate"],
+            "n": ours["n"],
+            "failed": 0,
+        }
 
 
 def test_vlmevalkit_images_are_named_by_content(tmp_path):
@@ -290,7 +363,9 @@ def test_vlmevalkit_images_are_named_by_content(tmp_path):
                 import base64
                 import io
 
-                assert np.array_equal(np.asarray(Image.open(path)), np.asarray(Image.open(io.BytesIO(base64.b64decode(data_b64)))))
+                assert np.array_equal(
+                    np.asarray(Image.open(path)), np.asarray(Image.open(io.BytesIO(base64.b64decode(data_b64))))
+                )
     assert not set(names[0]) & set(names[1])
 
 
@@ -407,13 +482,23 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
 
     python = os.environ.get("COMMONLINK_VLMEVAL_PYTHON")
     if not python:
-        pytest.skip("VLMEvalKit not installed: it is not on PyPI; install it from a git checkout into its own environment "
-                    "(docs/eval.md) and set COMMONLINK_VLMEVAL_PYTHON to that environment's python")
+        pytest.skip(
+            "VLMEvalKit not installed: it is not on PyPI; install it from a git checkout into its own environment "
+            "(docs/eval.md) and set COMMONLINK_VLMEVAL_PYTHON to that environment's python"
+        )
     repo = str(Path(__file__).resolve().parents[1])
     env = {k: v for k, v in os.environ.items() if k not in ("LMUData", "PRED_FORMAT", "EVAL_FORMAT")}
     env.update(PYTHONPATH=repo, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    probe = subprocess.run([python, "-c", "import vlmeval.dataset, commonlink.eval.export.harnesses"], capture_output=True, text=True, env=env, check=False)
-    assert probe.returncode == 0, f"COMMONLINK_VLMEVAL_PYTHON={python} cannot import vlmeval and commonlink: {probe.stderr[-2000:]}"
+    probe = subprocess.run(
+        [python, "-c", "import vlmeval.dataset, commonlink.eval.export.harnesses"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert probe.returncode == 0, (
+        f"COMMONLINK_VLMEVAL_PYTHON={python} cannot import vlmeval and commonlink: {probe.stderr[-2000:]}"
+    )
 
     chains = _chains(tmp_path / "assoc")
     export = tmp_path / "export"
@@ -421,24 +506,45 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
     llava = build_tiny_llava(tmp_path / "llava")
     driver = tmp_path / "vlmeval_driver.py"
     driver.write_text(VLMEVAL_DRIVER)
-    done = subprocess.run([python, str(driver), str(export), str(llava), str(tmp_path / "work")], capture_output=True, text=True, env=env,
-                          check=False, timeout=900)
+    done = subprocess.run(
+        [python, str(driver), str(export), str(llava), str(tmp_path / "work")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=900,
+    )
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert done.returncode == 0 and line, (done.stdout[-2000:], done.stderr[-4000:])
     out = json.loads(line.removeprefix("RESULT "))
     assert (export / "images" / "CommonO").is_dir()  # LMUData defaulted to the exported folder
 
     # every run (--data with xlsx and json prediction files, --config naming the class) evaluated without error
-    assert sorted(out["status"]) == ["config/content_hash", "json/content_hash", "localized/content_hash", "xlsx/content_hash", "xlsx/tiny_llava"]
+    assert sorted(out["status"]) == [
+        "config/content_hash",
+        "json/content_hash",
+        "localized/content_hash",
+        "xlsx/content_hash",
+        "xlsx/tiny_llava",
+    ]
     expected = {"config": {"CommonO_Challenge"}, "localized": {"CommonO_Challenge", "CommonO_AssocSingleStep"}}
     for key, datasets in out["status"].items():
         fmt, model = key.split("/")
         assert set(datasets) == expected.get(fmt, {"CommonO", "CommonO_Challenge", "CommonO_AssocSingleStep"}), key
         for name, entry in datasets.items():
-            assert entry["status"] == "done" and not entry.get("error_message") and entry["primary_metric"] == "acc", (key, name, entry)
+            assert entry["status"] == "done" and not entry.get("error_message") and entry["primary_metric"] == "acc", (
+                key,
+                name,
+                entry,
+            )
         assert {f"{model}_{name}_acc.csv" for name in datasets} <= set(out["files"][key])  # VLMEvalKit's score files
-        assert {f"{model}_{name}_results.{'json' if fmt == 'json' else 'xlsx'}" for name in datasets} <= set(out["files"][key])
-    assert out["predictions"]["config/content_hash/CommonO_Challenge"] == out["predictions"]["xlsx/content_hash/CommonO_Challenge"]
+        assert {f"{model}_{name}_results.{'json' if fmt == 'json' else 'xlsx'}" for name in datasets} <= set(
+            out["files"][key]
+        )
+    assert (
+        out["predictions"]["config/content_hash/CommonO_Challenge"]
+        == out["predictions"]["xlsx/content_hash/CommonO_Challenge"]
+    )
     # the localized copies (no base64 left, images found by their image_path names) give the same answers
     import pandas as pd
 
@@ -447,17 +553,28 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
     assert localized["image_path"][0] == pd.read_csv(export / "CommonO_Challenge.tsv", sep="\t")["image_path"][0]
     for name in ("CommonO_Challenge", "CommonO_AssocSingleStep"):
         assert out["predictions"][f"localized/content_hash/{name}"] == out["predictions"][f"xlsx/content_hash/{name}"]
-    export_vlmevalkit(export, data=release, splits=("challenge",), show_progress=False)  # re-export: the stale copy goes
-    assert not (export / "CommonO_Challenge_local.tsv").exists() and (export / "CommonO_AssocSingleStep_local.tsv").exists()
+    export_vlmevalkit(
+        export, data=release, splits=("challenge",), show_progress=False
+    )  # re-export: the stale copy goes
+    assert (
+        not (export / "CommonO_Challenge_local.tsv").exists()
+        and (export / "CommonO_AssocSingleStep_local.tsv").exists()
+    )
 
     hashed = ContentHashBackend()
     for name, split in (("CommonO", "main"), ("CommonO_Challenge", "challenge")):
-        ours = evaluate_common_o(release, split, "m", "fixed", tmp_path / f"ours-{split}", backend_instance=hashed, **FAST)
+        ours = evaluate_common_o(
+            release, split, "m", "fixed", tmp_path / f"ours-{split}", backend_instance=hashed, **FAST
+        )
         overall = ours["metrics"]["overall"]
-        predictions = [json.loads(x) for x in (tmp_path / f"ours-{split}" / "predictions.jsonl").read_text().splitlines()]
+        predictions = [
+            json.loads(x) for x in (tmp_path / f"ours-{split}" / "predictions.jsonl").read_text().splitlines()
+        ]
         for fmt in ("xlsx", "json"):
             # same message -> same answer: VLMEvalKit sent every row exactly our request
-            assert out["predictions"][f"{fmt}/content_hash/{name}"] == {str(p["row_index"]): p["raw_output"] for p in predictions}
+            assert out["predictions"][f"{fmt}/content_hash/{name}"] == {
+                str(p["row_index"]): p["raw_output"] for p in predictions
+            }
             metrics = out["status"][f"{fmt}/content_hash"][name]["metrics"]
             assert metrics["acc"] == pytest.approx(overall["accuracy"]) and metrics["n"] == overall["n"]
             assert metrics["hallucination_rate"] == pytest.approx(overall["hallucination_rate"])
@@ -465,23 +582,42 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
         # the tiny LLaVA's answers in VLMEvalKit, rescored by `commonlink eval score`
         llava_answers = out["predictions"][f"xlsx/tiny_llava/{name}"]
         assert len(llava_answers) == overall["n"]
-        lines = [json.dumps({"id": f"{split}-{i}", "raw_output": llava_answers[str(i)] or ""}) for i in range(len(llava_answers))]
+        lines = [
+            json.dumps({"id": f"{split}-{i}", "raw_output": llava_answers[str(i)] or ""})
+            for i in range(len(llava_answers))
+        ]
         (tmp_path / f"llava-{split}.jsonl").write_text("\n".join(lines) + "\n")
         rescored = score_predictions(tmp_path / f"llava-{split}.jsonl", release, split, n_boot=20)["metrics"]["overall"]
         metrics = out["status"]["xlsx/tiny_llava"][name]["metrics"]
-        assert metrics["acc"] == pytest.approx(rescored["accuracy"]) and metrics["hallucination_rate"] == pytest.approx(rescored["hallucination_rate"])
-        assert metrics["parse_failure_rate"] == pytest.approx(rescored["parse_failure_rate"]) and rescored["parse_failure_rate"] == 0
+        assert metrics["acc"] == pytest.approx(rescored["accuracy"]) and metrics["hallucination_rate"] == pytest.approx(
+            rescored["hallucination_rate"]
+        )
+        assert (
+            metrics["parse_failure_rate"] == pytest.approx(rescored["parse_failure_rate"])
+            and rescored["parse_failure_rate"] == 0
+        )
 
     single_step = {"settings": AssociationSettings(deduction=False), **FAST}
-    ours = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_instances=[hashed], **single_step)["metrics"]["summary"]
+    ours = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_instances=[hashed], **single_step)[
+        "metrics"
+    ]["summary"]
     for fmt in ("xlsx", "json"):
         metrics = out["status"][f"{fmt}/content_hash"]["CommonO_AssocSingleStep"]["metrics"]
         assert metrics["acc"] == pytest.approx(ours["avg_success_ratio"]) and metrics["n"] == ours["n"] == 16
     # the tiny LLaVA's association answers replayed into `commonlink eval association` (every request found)
-    replayed = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_instances=[ReplayBackend(out["sent"]["tiny_llava"])],
-                                    **single_step)["metrics"]["summary"]
+    replayed = evaluate_association(
+        chains,
+        "single_step",
+        ["m"],
+        "fixed",
+        None,
+        backend_instances=[ReplayBackend(out["sent"]["tiny_llava"])],
+        **single_step,
+    )["metrics"]["summary"]
     metrics = out["status"]["xlsx/tiny_llava"]["CommonO_AssocSingleStep"]["metrics"]
-    assert metrics["acc"] == pytest.approx(replayed["avg_success_ratio"]) and metrics["unparseable_rate"] == pytest.approx(replayed["unparseable_rate"])
+    assert metrics["acc"] == pytest.approx(replayed["avg_success_ratio"]) and metrics[
+        "unparseable_rate"
+    ] == pytest.approx(replayed["unparseable_rate"])
     assert 0 < replayed["avg_success_ratio"] < 1 and replayed["n"] == 16
 
 
@@ -511,17 +647,26 @@ def run_lmms_eval(tmp_path):
     # The harness's own environment (scripts/harness_site.sh); a folder of an older --no-deps install also works.
     python = Path(site) / "bin" / "python"
     if not python.is_file() and not (Path(site) / "lmms_eval").is_dir():
-        pytest.skip("lmms-eval not installed (scripts/setup.sh puts it in .harness-site; or scripts/harness_site.sh DIR, "
-                    "then COMMONLINK_HARNESS_SITE=DIR)")
+        pytest.skip(
+            "lmms-eval not installed (scripts/setup.sh puts it in .harness-site; or scripts/harness_site.sh DIR, "
+            "then COMMONLINK_HARNESS_SITE=DIR)"
+        )
     driver = tmp_path / "lmms_driver.py"
     driver.write_text(LMMS_DRIVER)
     repo = str(Path(__file__).resolve().parents[1])
 
     def run(include: Path, model: str, model_args: str, tasks: str) -> dict:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, repo]), HF_DATASETS_CACHE=str(tmp_path / "hf-datasets"))
-        done = subprocess.run([str(python) if python.is_file() else sys.executable, str(driver), str(include), model, model_args, tasks],
-                              capture_output=True, text=True, env=env, check=False,
-                              timeout=600)
+        env = dict(
+            os.environ, PYTHONPATH=os.pathsep.join([site, repo]), HF_DATASETS_CACHE=str(tmp_path / "hf-datasets")
+        )
+        done = subprocess.run(
+            [str(python) if python.is_file() else sys.executable, str(driver), str(include), model, model_args, tasks],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=600,
+        )
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
         assert done.returncode == 0 and line, done.stderr[-3000:]
         return json.loads(line.removeprefix("RESULT "))
@@ -543,8 +688,12 @@ def test_lmms_eval_runs_the_exported_tasks_and_scores_like_us(run_lmms_eval, rel
         assert out["results"][task]["acc,none"] == pytest.approx(ours["accuracy"])
         assert out["results"][task]["hallucination_rate,none"] == pytest.approx(ours["hallucination_rate"])
     out = run_lmms_eval(include, "dummy", "response=Image2", "association_single_step")
-    ours = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_options={"answer": "Image2"}, **FAST)
-    assert out["results"]["association_single_step"]["acc,none"] == pytest.approx(ours["metrics"]["summary"]["avg_success_ratio"])
+    ours = evaluate_association(
+        chains, "single_step", ["m"], "fixed", None, backend_options={"answer": "Image2"}, **FAST
+    )
+    assert out["results"]["association_single_step"]["acc,none"] == pytest.approx(
+        ours["metrics"]["summary"]["avg_success_ratio"]
+    )
 
     # a tiny real model through lmms-eval's own llava_hf adapter: its answers, rescored by commonlink, give its score
     model = build_tiny_llava(tmp_path / "llava")
@@ -558,19 +707,35 @@ def test_lmms_eval_runs_the_exported_tasks_and_scores_like_us(run_lmms_eval, rel
     predictions.write_text("".join(json.dumps({"id": f"main-{i}", "raw_output": rows[i]}) + "\n" for i in sorted(rows)))
     rescored = score_predictions(predictions, release, "main", n_boot=20)
     assert out["results"]["common_o"]["acc,none"] == pytest.approx(rescored["metrics"]["overall"]["accuracy"])
-    assert out["results"]["common_o"]["hallucination_rate,none"] == pytest.approx(rescored["metrics"]["overall"]["hallucination_rate"])
+    assert out["results"]["common_o"]["hallucination_rate,none"] == pytest.approx(
+        rescored["metrics"]["overall"]["hallucination_rate"]
+    )
 
 
 def test_lmms_eval_export_files(release, tmp_path):
     written = export_lmms_eval(tmp_path / "export", data=release, show_progress=False)
     names = sorted(p.name for p in written)
-    assert names == sorted(["_common_o_template_yaml", "common_o.yaml", "common_o_challenge.yaml", "common_o_challenge.parquet", "common_o_main.parquet",
-                            "utils.py"])
+    assert names == sorted(
+        [
+            "_common_o_template_yaml",
+            "common_o.yaml",
+            "common_o_challenge.yaml",
+            "common_o_challenge.parquet",
+            "common_o_main.parquet",
+            "utils.py",
+        ]
+    )
     template = (tmp_path / "export" / "commonlink_tasks" / "_common_o_template_yaml").read_text()
-    assert "dataset_path: parquet" in template and "process_results: !function utils.common_o_process_results" in template
+    assert (
+        "dataset_path: parquet" in template and "process_results: !function utils.common_o_process_results" in template
+    )
     hub = export_lmms_eval(tmp_path / "hub", data="facebook/Common-O", revision="v1.0.0", show_progress=False)
     text = (tmp_path / "hub" / "commonlink_tasks" / "_common_o_template_yaml").read_text()
-    assert "dataset_path: facebook/Common-O" in text and "revision: v1.0.0" in text and not any(p.suffix == ".parquet" for p in hub)
+    assert (
+        "dataset_path: facebook/Common-O" in text
+        and "revision: v1.0.0" in text
+        and not any(p.suffix == ".parquet" for p in hub)
+    )
     with (tmp_path / "export" / "commonlink_tasks" / "common_o.yaml").open() as handle:
         assert "task: common_o\ntest_split: main\ninclude: _common_o_template_yaml" in handle.read()
 
@@ -587,12 +752,34 @@ def test_the_documented_lmms_eval_command_runs_to_the_end(release, tmp_path):
         pytest.skip("no lmms-eval environment (scripts/setup.sh makes .harness-site; or scripts/harness_site.sh DIR)")
     export_lmms_eval(tmp_path / "harness", data=release, show_progress=False)
     model = build_tiny_llava(tmp_path / "llava")
-    env = dict(os.environ, HF_DATASETS_CACHE=str(tmp_path / "hf-datasets"),
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([str(site / "bin" / "lmms-eval"), "--include_path", str(tmp_path / "harness" / "commonlink_tasks"),
-                           "--tasks", "common_o", "--model", "llava_hf", "--model_args", f"pretrained={model},device_map=cpu",
-                           "--device", "cpu", "--output_path", str(tmp_path / "lmms-runs"), "--log_samples"],
-                          capture_output=True, text=True, env=env, check=False, timeout=900)
+    env = dict(
+        os.environ,
+        HF_DATASETS_CACHE=str(tmp_path / "hf-datasets"),
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [
+            str(site / "bin" / "lmms-eval"),
+            "--include_path",
+            str(tmp_path / "harness" / "commonlink_tasks"),
+            "--tasks",
+            "common_o",
+            "--model",
+            "llava_hf",
+            "--model_args",
+            f"pretrained={model},device_map=cpu",
+            "--device",
+            "cpu",
+            "--output_path",
+            str(tmp_path / "lmms-runs"),
+            "--log_samples",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = list((tmp_path / "lmms-runs").rglob("*_results.json"))
     assert len(results) == 1 and "common_o" in json.loads(results[0].read_text())["results"], done.stderr[-3000:]

@@ -23,8 +23,14 @@ SECRET = "sk-test-0123456789-very-secret"
 
 def chat_server(*, failures=(429, 503), answer="Answer: A", refuse_max_tokens=False) -> LatencyServer:
     """A server that wants the key ``SECRET`` and fails the first requests with ``failures`` (429 then 503 by default)."""
-    return LatencyServer(latency_s=(0.02, 0.02), failures=failures, answer=answer, api_key=SECRET, refuse_max_tokens=refuse_max_tokens,
-                         retry_after_ms="5")
+    return LatencyServer(
+        latency_s=(0.02, 0.02),
+        failures=failures,
+        answer=answer,
+        api_key=SECRET,
+        refuse_max_tokens=refuse_max_tokens,
+        retry_after_ms="5",
+    )
 
 
 @pytest.fixture()
@@ -37,7 +43,9 @@ def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, mon
     monkeypatch.setenv("MY_KEY", SECRET)
     with chat_server() as server:
         backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=3)
-        results = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=50, show_progress=False)
+        results = evaluate_common_o(
+            data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=50, show_progress=False
+        )
     assert server.statuses.count(429) == 1 and server.statuses.count(503) == 1 and backend.retries == 2
     assert results["dataset"]["rows_scored"] == 6 and results["metrics"]["overall"]["parse_failures"] == 0
     assert 1 < server.max_in_flight <= 3  # concurrent, but bounded
@@ -48,7 +56,10 @@ def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, mon
     assert parts[2]["text"].startswith("Which objects are present in both images?")
     url = parts[0]["image_url"]["url"]
     assert url.startswith("data:image/png;base64,")
-    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (512, 384)  # 64x48 at the paper's 384-px shorter side
+    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (
+        512,
+        384,
+    )  # 64x48 at the paper's 384-px shorter side
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
     assert SECRET not in written and SECRET not in caplog.text
     assert results["backend_details"]["api_key"] == "from $MY_KEY"
@@ -70,8 +81,26 @@ def test_a_key_pasted_as_the_variable_name_is_refused_without_echoing_it(data_di
     with pytest.raises(InputError) as err:
         load_backend("openai", "m", base_url="http://127.0.0.1:9/v1", api_key_env=SECRET)
     assert SECRET not in f"{err.value.problem} {err.value.fix}" and "environment variable" in err.value.problem
-    result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "m", "--backend-arg", "base_url=http://127.0.0.1:9/v1",
-                                      "--backend-arg", f"api_key_env={SECRET}", "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "commono",
+            "--backend",
+            "openai",
+            "--model",
+            "m",
+            "--backend-arg",
+            "base_url=http://127.0.0.1:9/v1",
+            "--backend-arg",
+            f"api_key_env={SECRET}",
+            "--data",
+            str(data_dir),
+            "--out",
+            str(tmp_path / "cli"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 1 and SECRET not in result.output and "api_key_env" in result.output
     assert not (tmp_path / "cli" / "results.json").exists()
 
@@ -91,15 +120,41 @@ def test_server_down_after_retries_is_a_backend_error(monkeypatch):
         backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=2)
         with pytest.raises(BackendError) as err:
             backend.generate([GenerationRequest("row-9", [], "hi")], GenerationSettings())
-    assert "row-9" in err.value.problem and "after 2 retries" in err.value.problem and server.statuses == [503] * 3 and backend.retries == 3
+    assert (
+        "row-9" in err.value.problem
+        and "after 2 retries" in err.value.problem
+        and server.statuses == [503] * 3
+        and backend.retries == 3
+    )
 
 
 def test_cli_openai_backend(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
     with chat_server(failures=(), answer="<think>both show it</think>\n**Answer:** A") as server:
-        result = CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", "served-vlm", "--backend-arg", f"base_url={server.url}",
-                                          "--backend-arg", "api_key_env=MY_KEY", "--concurrency", "4", "--data", str(data_dir), "--out", str(tmp_path / "cli"), "--quiet",
-                                          "--bootstrap", "50"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "eval",
+                "commono",
+                "--backend",
+                "openai",
+                "--model",
+                "served-vlm",
+                "--backend-arg",
+                f"base_url={server.url}",
+                "--backend-arg",
+                "api_key_env=MY_KEY",
+                "--concurrency",
+                "4",
+                "--data",
+                str(data_dir),
+                "--out",
+                str(tmp_path / "cli"),
+                "--quiet",
+                "--bootstrap",
+                "50",
+            ],
+        )
     assert result.exit_code == 0, result.output
     assert "| served-vlm | openai | main | 6 |" in result.output and SECRET not in result.output
     saved = json.loads((tmp_path / "cli" / "results.json").read_text())
@@ -110,7 +165,9 @@ def test_switches_to_max_completion_tokens_when_the_server_asks(monkeypatch):
     monkeypatch.setenv("MY_KEY", SECRET)
     with chat_server(failures=(), refuse_max_tokens=True) as server:
         backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY")
-        out = backend.generate([GenerationRequest("r", [], "hi"), GenerationRequest("s", [], "ho")], GenerationSettings(max_new_tokens=7))
+        out = backend.generate(
+            [GenerationRequest("r", [], "hi"), GenerationRequest("s", [], "ho")], GenerationSettings(max_new_tokens=7)
+        )
     assert out == ["Answer: A", "Answer: A"]
     assert all(b["max_completion_tokens"] == 7 and "max_tokens" not in b for b in server.bodies)
 
@@ -120,9 +177,18 @@ def test_concurrent_requests_stay_bounded_retry_failures_and_count_tokens_and_co
     flight, token counts and the cost from the given prices in results.json."""
     monkeypatch.setenv("MY_KEY", SECRET)
     with LatencyServer(latency_s=(0.02, 0.06), fail_every=5) as server:
-        backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=4,
-                               price_input_per_mtok=2.0, price_output_per_mtok=8.0)
-        results = evaluate_common_o(data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=20, show_progress=False)
+        backend = load_backend(
+            "openai",
+            "served-vlm",
+            base_url=server.url,
+            api_key_env="MY_KEY",
+            concurrency=4,
+            price_input_per_mtok=2.0,
+            price_output_per_mtok=8.0,
+        )
+        results = evaluate_common_o(
+            data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=20, show_progress=False
+        )
         backend.close()
     assert results["dataset"]["rows_scored"] == 6 and results["skipped"] == 0
     assert 1 < server.max_in_flight <= 4
@@ -153,7 +219,11 @@ def test_a_base_url_without_v1_gets_the_servers_404_and_the_fix(monkeypatch):
         with pytest.raises(BackendError) as err:
             backend.generate([GenerationRequest("r", [], "hi")], GenerationSettings())
         backend.close()
-    assert "404" in err.value.problem and "Invalid URL (POST /chat/completions)" in err.value.problem and "/v1" in err.value.fix
+    assert (
+        "404" in err.value.problem
+        and "Invalid URL (POST /chat/completions)" in err.value.problem
+        and "/v1" in err.value.fix
+    )
     assert server.statuses == [404] and server.bodies == []
 
 
@@ -169,9 +239,29 @@ def test_a_server_that_asks_for_a_long_wait_is_not_retried_and_the_error_says_so
 
 
 def _cli_eval(server, data_dir, out, model, *extra):
-    return CliRunner().invoke(app, ["eval", "commono", "--backend", "openai", "--model", model, "--backend-arg", f"base_url={server.url}",
-                                    "--backend-arg", "api_key_env=MY_KEY", "--data", str(data_dir), "--out", str(out), "--quiet",
-                                    "--bootstrap", "20", *extra])
+    return CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "commono",
+            "--backend",
+            "openai",
+            "--model",
+            model,
+            "--backend-arg",
+            f"base_url={server.url}",
+            "--backend-arg",
+            "api_key_env=MY_KEY",
+            "--data",
+            str(data_dir),
+            "--out",
+            str(out),
+            "--quiet",
+            "--bootstrap",
+            "20",
+            *extra,
+        ],
+    )
 
 
 def test_reasoning_model_scores_every_row_under_the_apis_rules(data_dir, tmp_path, monkeypatch):
@@ -184,7 +274,10 @@ def test_reasoning_model_scores_every_row_under_the_apis_rules(data_dir, tmp_pat
     saved = json.loads((tmp_path / "o4" / "results.json").read_text())
     assert saved["dataset"]["rows_scored"] == 6 and saved["skipped"] == 0
     assert 400 not in server.statuses and len(server.bodies) == 6
-    assert all(b["max_completion_tokens"] == 1024 and not {"max_tokens", "temperature", "top_p"} & set(b) for b in server.bodies)
+    assert all(
+        b["max_completion_tokens"] == 1024 and not {"max_tokens", "temperature", "top_p"} & set(b)
+        for b in server.bodies
+    )
     assert "reasoning model" in saved["backend_details"]["request_rules"]
 
 
@@ -235,8 +328,29 @@ def test_an_association_run_whose_every_request_was_refused_fails(tmp_path, monk
     chains = write_tiny_chain_files(tmp_path / "src")
     monkeypatch.setenv("MY_KEY", SECRET)
     with LatencyServer(latency_s=(0.0, 0.0), refuse_all=IMAGES_NOT_SUPPORTED) as server:
-        result = CliRunner().invoke(app, ["eval", "association", "--data", str(chains), "--config", "single_step", "--backend", "openai",
-                                          "--model", "gpt-3.5-turbo", "--backend-arg", f"base_url={server.url}", "--backend-arg",
-                                          "api_key_env=MY_KEY", "--out", str(tmp_path / "run"), "--quiet", "--bootstrap", "10"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "eval",
+                "association",
+                "--data",
+                str(chains),
+                "--config",
+                "single_step",
+                "--backend",
+                "openai",
+                "--model",
+                "gpt-3.5-turbo",
+                "--backend-arg",
+                f"base_url={server.url}",
+                "--backend-arg",
+                "api_key_env=MY_KEY",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                "--bootstrap",
+                "10",
+            ],
+        )
     assert result.exit_code != 0 and "No request was answered" in result.output, result.output
     assert SECRET not in result.output

@@ -79,9 +79,17 @@ def test_parser_flags_unparseable(text, reason):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("Yes", True), ("no.", False), ("**No**, there is no apple.", False), ("Looking closely... yes", True),
-     ("<think>no?</think> Yes, it is.", True), ("Answer: no", False), ("maybe", None), ("<think>cut off", None),
-     ("Answer: yes\nI hope this answer is helpful.", True)],
+    [
+        ("Yes", True),
+        ("no.", False),
+        ("**No**, there is no apple.", False),
+        ("Looking closely... yes", True),
+        ("<think>no?</think> Yes, it is.", True),
+        ("Answer: no", False),
+        ("maybe", None),
+        ("<think>cut off", None),
+        ("Answer: yes\nI hope this answer is helpful.", True),
+    ],
 )
 def test_yes_no(text, expected):
     assert parse_yes_no(text) is expected
@@ -98,17 +106,28 @@ def test_score_example_by_hand():
 
 def _record(pred, truth, choices, *, parse_ok=True, source="real", n1=3, n2=3, gt_names=None):
     s = score_common_o(pred, truth, choices)
-    return dict(s, num_choices=len(choices), parse_ok=parse_ok, source=source, num_objects_image_1=n1, num_objects_image_2=n2,
-                ground_truth=gt_names or ["x"])
+    return dict(
+        s,
+        num_choices=len(choices),
+        parse_ok=parse_ok,
+        source=source,
+        num_objects_image_1=n1,
+        num_objects_image_2=n2,
+        ground_truth=gt_names or ["x"],
+    )
 
 
 def test_metrics_by_hand():
     choices = ["apple", "keys", NO_COMMON_OBJECTS, "spoon"]  # A B C D
     records = [
         _record(["A"], ["A"], choices, source="real", gt_names=["apple"]),  # correct, 0 halluc
-        _record(["A", "C", "D"], ["A", "B"], choices, source="real", n2=5, gt_names=["apple", "keys"]),  # 2 FPs (none, spoon); 1 object
+        _record(
+            ["A", "C", "D"], ["A", "B"], choices, source="real", n2=5, gt_names=["apple", "keys"]
+        ),  # 2 FPs (none, spoon); 1 object
         _record(["A", "B", "D"], ["C"], choices, source="synthetic", gt_names=[NO_COMMON_OBJECTS]),  # 3 halluc
-        _record([], ["A"], choices, parse_ok=False, source="synthetic", gt_names=["apple"]),  # unparseable: wrong, 0 halluc
+        _record(
+            [], ["A"], choices, parse_ok=False, source="synthetic", gt_names=["apple"]
+        ),  # unparseable: wrong, 0 halluc
     ]
     m = common_o_metrics(records, seed=0)
     o = m["overall"]
@@ -142,14 +161,28 @@ def test_bootstrap_matches_theory_on_a_larger_sample():
 
 def test_perception_metrics_by_hand():
     def q(row, image, present, answer):
-        return {"row_id": row, "image": image, "present": present, "answer": answer, "correct": answer is not None and answer == present,
-                "source": "real", "questions_about_image": 3}
+        return {
+            "row_id": row,
+            "image": image,
+            "present": present,
+            "answer": answer,
+            "correct": answer is not None and answer == present,
+            "source": "real",
+            "questions_about_image": 3,
+        }
 
     records = [
-        q("r0", "image_1", True, True), q("r0", "image_1", False, False), q("r0", "image_1", False, False),  # all right
-        q("r0", "image_2", True, None), q("r0", "image_2", False, True), q("r0", "image_2", False, False),  # 1 hallucinated
-        q("r1", "image_1", True, True), q("r1", "image_1", False, True), q("r1", "image_1", False, True),  # 2 hallucinated
-        q("r1", "image_2", True, True), q("r1", "image_2", False, False),  # a failed request: image left out
+        q("r0", "image_1", True, True),
+        q("r0", "image_1", False, False),
+        q("r0", "image_1", False, False),  # all right
+        q("r0", "image_2", True, None),
+        q("r0", "image_2", False, True),
+        q("r0", "image_2", False, False),  # 1 hallucinated
+        q("r1", "image_1", True, True),
+        q("r1", "image_1", False, True),
+        q("r1", "image_1", False, True),  # 2 hallucinated
+        q("r1", "image_2", True, True),
+        q("r1", "image_2", False, False),  # a failed request: image left out
     ]
     o = perception_metrics(records)["overall"]
     assert o["n"] == 3 and o["unit"] == "image"
@@ -180,7 +213,14 @@ def test_baselines_answer_through_the_parser():
     assert parsed.ok and parsed.letters
     assert "B" not in parsed.letters or parsed.letters == ["B"]  # never "nothing" together with objects
     # over many rows every valid answer size appears, "No objects" alone about 1/128 of the time
-    sizes = [len(parse_common_o_answer(rnd.generate([GenerationRequest(f"r{i}", [], "q", CHOICES, True)], settings)[0], CHOICES).letters) for i in range(400)]
+    sizes = [
+        len(
+            parse_common_o_answer(
+                rnd.generate([GenerationRequest(f"r{i}", [], "q", CHOICES, True)], settings)[0], CHOICES
+            ).letters
+        )
+        for i in range(400)
+    ]
     assert np.mean(sizes) == pytest.approx(3.5, abs=0.3)  # 7 object choices x 1/2
     yes_no = GenerationRequest("p", [], "Is x in this image?", choices=["yes", "no"])
     assert none.generate([yes_no], settings) == ["No"]
@@ -216,8 +256,16 @@ def test_image_helpers():
 
 # ---------------------------------------------------------------------------- parser rules (issue 12, 18)
 
-SILVER = ["silver grater", NO_COMMON_OBJECTS, "dark chocolate bar wrapped in foil", "silver straw", "silver whisk", "silver knife",
-          "tangerine", "mallard (fake duck)"]  # A..H; F = silver knife
+SILVER = [
+    "silver grater",
+    NO_COMMON_OBJECTS,
+    "dark chocolate bar wrapped in foil",
+    "silver straw",
+    "silver whisk",
+    "silver knife",
+    "tangerine",
+    "mallard (fake duck)",
+]  # A..H; F = silver knife
 
 
 @pytest.mark.parametrize(
@@ -269,7 +317,7 @@ def test_think_stripping_matches_the_regex_on_random_text():
         body = re.sub(r"<think>.*?</think>", "\n", text, flags=re.S | re.I)
         lower = body.lower()
         if "</think>" in lower:
-            body = body[lower.rindex("</think>") + len("</think>"):]
+            body = body[lower.rindex("</think>") + len("</think>") :]
             lower = body.lower()
         if "<think>" in lower:
             return body[: lower.index("<think>")], "unterminated"
@@ -328,9 +376,15 @@ def test_a_run_fsyncs_its_cache_at_the_end(tmp_path, monkeypatch):
 
     synced = []
     real_fsync = cache_module.PredictionCache._fsync
-    monkeypatch.setattr(cache_module.PredictionCache, "_fsync", lambda self, handle: synced.append(self.path.name) or real_fsync(self, handle))
+    monkeypatch.setattr(
+        cache_module.PredictionCache,
+        "_fsync",
+        lambda self, handle: synced.append(self.path.name) or real_fsync(self, handle),
+    )
     data = write_common_o_split(tmp_path / "data", common_o_rows(6, seed=0))
-    evaluate_common_o(data, "main", "none", out_dir=tmp_path / "run", batch_size=2, show_progress=False, n_boot=10, report=False)
+    evaluate_common_o(
+        data, "main", "none", out_dir=tmp_path / "run", batch_size=2, show_progress=False, n_boot=10, report=False
+    )
     assert synced == ["prediction-cache.jsonl"]  # three batches written, one fsync at the end
     assert len(PredictionCache(tmp_path / "run" / "prediction-cache.jsonl")) == 6
 

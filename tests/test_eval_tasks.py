@@ -29,8 +29,13 @@ FAST = dict(n_boot=50, show_progress=False, report=False)
 
 @pytest.fixture(scope="module")
 def chain_dir(tmp_path_factory):
-    return write_tiny_chain_files(tmp_path_factory.mktemp("assoc"), chains_per_concept=3, max_steps=12, single_step_per_concept=5,
-                                  deductions_per_concept=5)
+    return write_tiny_chain_files(
+        tmp_path_factory.mktemp("assoc"),
+        chains_per_concept=3,
+        max_steps=12,
+        single_step_per_concept=5,
+        deductions_per_concept=5,
+    )
 
 
 def _sha(path) -> str:
@@ -44,16 +49,26 @@ def _metrics_sha(results: dict) -> str:
 # The predictions file and metrics each evaluator wrote before the Task refactor (commit 9df1636), on the same
 # tiny inputs: the refactor (and any later change) must give the same bytes.
 PINNED = {
-    "commono-random": ("4cc8e1c07230cd1e7001754b3db9b6a1f54fca5da693e3e2e2284826fdeee99f",
-                       "0fd8947b9433b09394c73f958c5865a53898a3e58d3805f208b18f301acf89ee"),
-    "commono-none": ("a12764b361ea3f6142cbdd98960a03dfb15e16cc3e2f3d6b109189f190be3ec2",
-                     "6173d11d43475d37f068e35376d16ebb47b7d1460f2a314cafede8c3ba7b0264"),
-    "perception-none": ("0a27276b34d9fdf14066cbeb2f1997301940384590fbd7797cf558ad0c5dbca1",
-                        "1172c005633dd4c64dde0c780cd60936b7ed01e414238f2f9425c4e6ff45d236"),
-    "perception-random": ("e3e96d7123fd4cffcca34b83ca2cefc45fc90e3b60b79e184b5d34825264a6df",
-                          "5dba7f31189725afbe354f5236c2ff3a1dc5989b9cc2d837f03bf893dd4410e6"),
-    "association-deduction-random": ("bfa7b80bfee2a31f0bd3739d0fa1effac97a34f14ae6666db2217d3172a3fb86",
-                                     "7cccf7bb191394eea8f6b057727f93e564ff50a5221d1546e20d7ce8e1f57d5e"),
+    "commono-random": (
+        "4cc8e1c07230cd1e7001754b3db9b6a1f54fca5da693e3e2e2284826fdeee99f",
+        "0fd8947b9433b09394c73f958c5865a53898a3e58d3805f208b18f301acf89ee",
+    ),
+    "commono-none": (
+        "a12764b361ea3f6142cbdd98960a03dfb15e16cc3e2f3d6b109189f190be3ec2",
+        "6173d11d43475d37f068e35376d16ebb47b7d1460f2a314cafede8c3ba7b0264",
+    ),
+    "perception-none": (
+        "0a27276b34d9fdf14066cbeb2f1997301940384590fbd7797cf558ad0c5dbca1",
+        "1172c005633dd4c64dde0c780cd60936b7ed01e414238f2f9425c4e6ff45d236",
+    ),
+    "perception-random": (
+        "e3e96d7123fd4cffcca34b83ca2cefc45fc90e3b60b79e184b5d34825264a6df",
+        "5dba7f31189725afbe354f5236c2ff3a1dc5989b9cc2d837f03bf893dd4410e6",
+    ),
+    "association-deduction-random": (
+        "bfa7b80bfee2a31f0bd3739d0fa1effac97a34f14ae6666db2217d3172a3fb86",
+        "7cccf7bb191394eea8f6b057727f93e564ff50a5221d1546e20d7ce8e1f57d5e",
+    ),
 }
 
 
@@ -69,7 +84,10 @@ def test_outputs_match_the_pinned_outputs(name, common_o_split, chain_dir, tmp_p
         results = evaluate_association(chain_dir, "deduction", [model], out_dir=tmp_path, **FAST)
     assert (_sha(tmp_path / "predictions.jsonl"), _metrics_sha(results)) == PINNED[name]
     if name == "commono-none":  # readable anchors of the same run
-        assert results["metrics"]["overall"]["accuracy"] == 0.25 and results["metrics"]["overall"]["hallucination_rate"] == 0.1375
+        assert (
+            results["metrics"]["overall"]["accuracy"] == 0.25
+            and results["metrics"]["overall"]["hallucination_rate"] == 0.1375
+        )
 
 
 @pytest.fixture()
@@ -104,7 +122,9 @@ def test_backends_without_images_never_decode_one(decode_log, common_o_split, ch
     looking = BaselineBackend("random")
     looking.info = dataclasses.replace(looking.info, uses_images=True, fingerprint="baseline:random-with-images")
     evaluate_common_o(data, "main", backend_instance=looking, out_dir=tmp_path / "looking", limit=2, **FAST)
-    evaluate_association(chain_dir, "deduction", backend_instances=[looking], out_dir=tmp_path / "looking-assoc", limit=1, **FAST)
+    evaluate_association(
+        chain_dir, "deduction", backend_instances=[looking], out_dir=tmp_path / "looking-assoc", limit=1, **FAST
+    )
     assert [kind for kind, _ in decode_log] == ["common-o row"] * 2 + ["association image"] * 2
 
 
@@ -123,11 +143,22 @@ class SharesAnyTask(Task):
         return open_common_o(self.data, self.split)
 
     def key_parts(self, dataset, info, settings):
-        return dict(task=self.name, dataset=dataset.fingerprint, model=info.fingerprint, backend=info.backend, settings=settings.to_dict())
+        return dict(
+            task=self.name,
+            dataset=dataset.fingerprint,
+            model=info.fingerprint,
+            backend=info.backend,
+            settings=settings.to_dict(),
+        )
 
     def requests(self, example):
-        request = GenerationRequest(id=example.id, images=[example.image_1, example.image_2], choices=["yes", "no"], multi_select=False,
-                                    prompt="Do the two images show any object in common? Answer yes or no.")
+        request = GenerationRequest(
+            id=example.id,
+            images=[example.image_1, example.image_2],
+            choices=["yes", "no"],
+            multi_select=False,
+            prompt="Do the two images show any object in common? Answer yes or no.",
+        )
         return [(request, {"id": example.id, "shares": example.ground_truth != [NO_COMMON_OBJECTS]})]
 
     def score(self, meta, output):
@@ -136,8 +167,11 @@ class SharesAnyTask(Task):
 
     def results(self, run, outcome):
         n = len(outcome.records)
-        return {"metrics": {"overall": {"n": n, "accuracy": sum(r["correct"] for r in outcome.records) / n if n else None}},
-                "skipped_rows": outcome.skipped, "run_key": run.run_keys[0]}
+        return {
+            "metrics": {"overall": {"n": n, "accuracy": sum(r["correct"] for r in outcome.records) / n if n else None}},
+            "skipped_rows": outcome.skipped,
+            "run_key": run.run_keys[0],
+        }
 
     def write(self, out_dir, results, outcome, *, suffix=""):
         write_jsonl(out_dir / f"predictions{suffix}.jsonl", outcome.records)
@@ -150,11 +184,18 @@ def test_a_new_task_runs_shards_and_resumes_through_the_evaluator(common_o_split
     whole = evaluate(task, RunOptions(models=["none"], out_dir=tmp_path / "whole", n_boot=20, show_progress=False))
     truth = [open_common_o(data, "main").get(i, images=False).ground_truth != [NO_COMMON_OBJECTS] for i in range(8)]
     assert whole["task"] == "shares_any" and whole["model"] == "none"  # the common head
-    assert whole["metrics"]["overall"] == {"n": 8, "accuracy": sum(not t for t in truth) / 8}  # "none" always answers no
+    assert whole["metrics"]["overall"] == {
+        "n": 8,
+        "accuracy": sum(not t for t in truth) / 8,
+    }  # "none" always answers no
     for k in (0, 1):
-        part = evaluate(task, RunOptions(models=["random"], out_dir=tmp_path / "sharded", shard=(k, 2), show_progress=False))
-        assert part["metrics"]["overall"]["n"] == 4 and (tmp_path / "sharded" / f"results.shard-{k}-of-2.json").is_file()
+        part = evaluate(
+            task, RunOptions(models=["random"], out_dir=tmp_path / "sharded", shard=(k, 2), show_progress=False)
+        )
+        assert (
+            part["metrics"]["overall"]["n"] == 4 and (tmp_path / "sharded" / f"results.shard-{k}-of-2.json").is_file()
+        )
     merged = evaluate(task, RunOptions(models=["random"], out_dir=tmp_path / "sharded", show_progress=False))
     assert merged["metrics"]["overall"]["n"] == 8 and merged["metrics"] != whole["metrics"]
-    cache = (tmp_path / "sharded" / "prediction-cache.jsonl")
+    cache = tmp_path / "sharded" / "prediction-cache.jsonl"
     assert not cache.exists() or cache.read_text() == ""  # the merge answered everything from the shards' caches

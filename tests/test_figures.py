@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.formats.catalog import CatalogRecord, write_catalog
 from commonlink.release.figures import (
     area_fractions_by_source,
@@ -14,7 +15,6 @@ from commonlink.release.figures import (
     unique_images,
     write_common_o_figures,
 )
-from commonlink.constants import NO_COMMON_OBJECTS
 
 RED = (255, 0, 0)
 BLUE = (0, 0, 255)
@@ -33,9 +33,23 @@ def _catalog(tmp_path, *, areas: bool, estimated: bool = False):
     for ident, objects, source, colour in specs:
         Image.new("RGB", (96, 64), colour).save(cat / "images" / f"{ident}.png")
         area = {name: 0.05 for name in objects} if areas and source == "synthetic" else None
-        extra = {"estimated_object_areas": [0.1, 0.2], "area_method": "sam-auto"} if estimated and source == "real" else {}
-        records.append(CatalogRecord(id=ident, path=f"images/{ident}.png", objects=objects, source=source,
-                                     scene_id=ident, width=96, height=64, sha256="0" * 64, object_area=area, extra=extra))
+        extra = (
+            {"estimated_object_areas": [0.1, 0.2], "area_method": "sam-auto"} if estimated and source == "real" else {}
+        )
+        records.append(
+            CatalogRecord(
+                id=ident,
+                path=f"images/{ident}.png",
+                objects=objects,
+                source=source,
+                scene_id=ident,
+                width=96,
+                height=64,
+                sha256="0" * 64,
+                object_area=area,
+                extra=extra,
+            )
+        )
     write_catalog(cat, records)
     return cat, {r.id: r for r in records}
 
@@ -46,16 +60,33 @@ def _row(cat, rec_1, rec_2, split, index):
     answer = ", ".join(chr(65 + i) for i, c in enumerate(choices) if c in common)
 
     def image(rec):
-        return {"catalog": str(cat.resolve()), "id": rec.id, "path": rec.path, "scene_id": rec.scene_id,
-                "objects": rec.objects, "object_area": rec.object_area}
+        return {
+            "catalog": str(cat.resolve()),
+            "id": rec.id,
+            "path": rec.path,
+            "scene_id": rec.scene_id,
+            "objects": rec.objects,
+            "object_area": rec.object_area,
+        }
 
-    return {"id": f"{split}-{index:08d}", "split": split, "source": rec_1.source, "image_1": image(rec_1),
-            "image_2": image(rec_2), "choices": choices, "ground_truth": common, "answer": answer}
+    return {
+        "id": f"{split}-{index:08d}",
+        "split": split,
+        "source": rec_1.source,
+        "image_1": image(rec_1),
+        "image_2": image(rec_2),
+        "choices": choices,
+        "ground_truth": common,
+        "answer": answer,
+    }
 
 
 def _rows(cat, recs):
-    main = [_row(cat, recs["a"], recs["b"], "main", 0), _row(cat, recs["c"], recs["d"], "main", 1),
-            _row(cat, recs["a"], recs["c"], "main", 2)]
+    main = [
+        _row(cat, recs["a"], recs["b"], "main", 0),
+        _row(cat, recs["c"], recs["d"], "main", 1),
+        _row(cat, recs["a"], recs["c"], "main", 2),
+    ]
     challenge = [_row(cat, recs["b"], recs["a"], "challenge", 0)]
     return {"main": main, "challenge": challenge}
 
@@ -66,8 +97,12 @@ def test_figures_written_non_empty_and_linked_relative_to_release(tmp_path):
     out = tmp_path / "release" / "figures"
     written = write_common_o_figures(_rows(cat, recs), out, seed=3)
     assert set(written) == {
-        "Objects per image", "Object frequency (top 30)", "Common objects per example",
-        "Object area fraction by source", "Sample examples (main)", "Sample examples (challenge)",
+        "Objects per image",
+        "Object frequency (top 30)",
+        "Common objects per example",
+        "Object area fraction by source",
+        "Sample examples (main)",
+        "Sample examples (challenge)",
     }
     for rel in written.values():
         path = tmp_path / "release" / rel

@@ -48,7 +48,7 @@ def test_jsonl_roundtrip_and_bad_line(tmp_path):
         '{"a": "tab\tinside"}\n',  # a raw control character in a string: rejected
         '{"a": 1, "a": 2}\n',  # duplicate keys: the last wins
         '{"a": \n',
-        '{oops\n',
+        "{oops\n",
         ' {"a": 1}\n',  # leading space: json.loads' path
         '\ufeff{"a": 1}\n',
         '[{"a": 1}]\n',

@@ -49,13 +49,26 @@ def test_the_exported_module_says_which_vlmevalkit_it_needs(tmp_path):
     from commonlink.eval.export.writers import VLMEVAL_MODULE, VLMEVAL_TOO_OLD
 
     (tmp_path / "vlm").mkdir()
-    (tmp_path / "vlm" / "commonlink_vlmeval.py").write_text(VLMEVAL_MODULE % {"names": ["CommonO"], "too_old": VLMEVAL_TOO_OLD})
+    (tmp_path / "vlm" / "commonlink_vlmeval.py").write_text(
+        VLMEVAL_MODULE % {"names": ["CommonO"], "too_old": VLMEVAL_TOO_OLD}
+    )
     for new in (False, True):
         fake = _fake_vlmeval(tmp_path / f"vlmeval-{new}", new=new)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(ROOT)])}
-        run = subprocess.run([sys.executable, "-c", "import commonlink_vlmeval"], cwd=tmp_path / "vlm", env=env,
-                             capture_output=True, text=True, check=False, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-c", "import commonlink_vlmeval"],
+            cwd=tmp_path / "vlm",
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         if new:
             assert run.returncode == 0, run.stderr
         else:
-            assert run.returncode != 0 and "too old for commonlink_vlmeval.py" in run.stderr and VLMEVAL_MIN_COMMIT in run.stderr
+            assert (
+                run.returncode != 0
+                and "too old for commonlink_vlmeval.py" in run.stderr
+                and VLMEVAL_MIN_COMMIT in run.stderr
+            )

@@ -31,8 +31,14 @@ class Scripted:
 
     def __init__(self, outputs: dict[str, str], name: str):
         self.outputs = outputs
-        self.info = BackendInfo(backend="scripted", model=name, fingerprint=f"scripted:{name}", batch_invariant=True, default_batch_size=8,
-                                uses_images=False)
+        self.info = BackendInfo(
+            backend="scripted",
+            model=name,
+            fingerprint=f"scripted:{name}",
+            batch_invariant=True,
+            default_batch_size=8,
+            uses_images=False,
+        )
         self.generate_seconds = 0.0
 
     def generate(self, requests, settings):
@@ -89,11 +95,15 @@ def runs(split_dir, tmp_path_factory):
         alpha[f"main-{i}"] = "Answer: " + ", ".join(truth if i % 2 == 0 else _wrong_letters(row))
         beta[f"main-{i}"] = "Answer: " + ", ".join(truth if i != 2 else _wrong_letters(row))
     alpha["main-3"] = "I cannot tell."
-    alpha["main-5"] = XSS + "\n" + "Let me look at both images. " * 5 + "\nAnswer: " + ", ".join(_wrong_letters(rows[5]))
+    alpha["main-5"] = (
+        XSS + "\n" + "Let me look at both images. " * 5 + "\nAnswer: " + ", ".join(_wrong_letters(rows[5]))
+    )
     dirs = {}
     for name, outputs in (("alpha", alpha), ("beta", beta)):
         dirs[name] = root / name
-        evaluate_common_o(data, "main", out_dir=dirs[name], backend_instance=Scripted(outputs, name), show_progress=False, n_boot=50)
+        evaluate_common_o(
+            data, "main", out_dir=dirs[name], backend_instance=Scripted(outputs, name), show_progress=False, n_boot=50
+        )
     return dirs
 
 
@@ -119,7 +129,12 @@ def test_eval_writes_a_report_beside_its_results(runs, split_dir):
         p = by_id[r["id"]]
         assert r["t"] == p["ground_truth_letters"] and r["c"] == p["choices"]
         out = r["r"][0]
-        assert (out["p"], out["ok"], out["pok"], out["h"]) == (p["parsed_letters"], p["correct"], p["parse_ok"], p["hallucinated_objects"])
+        assert (out["p"], out["ok"], out["pok"], out["h"]) == (
+            p["parsed_letters"],
+            p["correct"],
+            p["parse_ok"],
+            p["hallucinated_objects"],
+        )
         for url in r["im"]:  # thumbnails exist beside the page, at most the thumbnail size
             with Image.open(page.parent / url) as thumb:
                 assert thumb.format == "JPEG" and max(thumb.size) <= 224
@@ -130,7 +145,11 @@ def test_eval_writes_a_report_beside_its_results(runs, split_dir):
 def test_strings_from_models_cannot_leave_the_data_block(runs):
     html = (runs["alpha"] / "report.html").read_text(encoding="utf-8")
     assert html.count("<script") == 2  # the data block and the page's own code, nothing a model wrote
-    assert "__pwned" in html and "<img src=x" not in html and "</pre>" not in html.split('id="report-data">')[1].split("</script>")[0]
+    assert (
+        "__pwned" in html
+        and "<img src=x" not in html
+        and "</pre>" not in html.split('id="report-data">')[1].split("</script>")[0]
+    )
 
 
 def test_side_by_side_joins_rows_and_orders_mistakes_by_seed(runs, tmp_path):
@@ -221,7 +240,15 @@ def test_other_data_is_refused(runs, tmp_path):
         write_report([runs["alpha"]], tmp_path / "x.html", data=str(other))
     assert "--images none" in err.value.fix
     run_other = tmp_path / "run-other"
-    evaluate_common_o(other, "main", out_dir=run_other, backend_instance=Scripted({}, "gamma"), show_progress=False, n_boot=20, report=False)
+    evaluate_common_o(
+        other,
+        "main",
+        out_dir=run_other,
+        backend_instance=Scripted({}, "gamma"),
+        show_progress=False,
+        n_boot=20,
+        report=False,
+    )
     assert not (run_other / "report.html").exists()
     with pytest.raises(InputError, match="different data"):
         write_report([runs["alpha"], run_other], tmp_path / "x.html")
@@ -229,19 +256,25 @@ def test_other_data_is_refused(runs, tmp_path):
 
 def test_cli_report_and_its_errors(runs, tmp_path):
     out = tmp_path / "cli.html"
-    result = CliRunner().invoke(app, ["eval", "report", str(runs["alpha"]), str(runs["beta"]), "--out", str(out), "--quiet"])
+    result = CliRunner().invoke(
+        app, ["eval", "report", str(runs["alpha"]), str(runs["beta"]), "--out", str(out), "--quiet"]
+    )
     assert result.exit_code == 0, result.output
     assert out.is_file() and "Report: file://" in result.output and "cli_files/" in result.output
     result = CliRunner().invoke(app, ["eval", "report", str(runs["alpha"]), str(runs["beta"])])
     assert result.exit_code == 1 and "--out" in result.output
-    result = CliRunner().invoke(app, ["eval", "report", str(runs["alpha"]), "--out", str(tmp_path / "x.html"), "--images", "inline"])
+    result = CliRunner().invoke(
+        app, ["eval", "report", str(runs["alpha"]), "--out", str(tmp_path / "x.html"), "--images", "inline"]
+    )
     assert result.exit_code == 1 and "folder, embed, none" in result.output
     result = CliRunner().invoke(app, ["eval", "report", str(runs["alpha"]), "--out", str(tmp_path / "x.pdf")])
     assert result.exit_code == 1 and "x.html" in result.output
 
 
 def test_compare_writes_the_side_by_side_page(runs, tmp_path):
-    result = CliRunner().invoke(app, ["eval", "compare", str(runs["alpha"]), str(runs["beta"]), "--html", str(tmp_path / "c.html")])
+    result = CliRunner().invoke(
+        app, ["eval", "compare", str(runs["alpha"]), str(runs["beta"]), "--html", str(tmp_path / "c.html")]
+    )
     assert result.exit_code == 0, result.output
     assert page_data(tmp_path / "c.html")["runs"] == ["beta", "alpha"]  # leaderboard order: beta is more accurate
 
@@ -267,8 +300,14 @@ def chain_run(tmp_path_factory):
     prompts = {}
 
     class Chains:
-        info = BackendInfo(backend="scripted", model="chainer", fingerprint="scripted:chainer", batch_invariant=True, default_batch_size=8,
-                           uses_images=False)
+        info = BackendInfo(
+            backend="scripted",
+            model="chainer",
+            fingerprint="scripted:chainer",
+            batch_invariant=True,
+            default_batch_size=8,
+            uses_images=False,
+        )
         generate_seconds = 0.0
 
         def generate(self, requests, settings):
@@ -280,7 +319,10 @@ def chain_run(tmp_path_factory):
                 prompts[(chain, int(step), kind)] = prompt_text(r.prompt)
                 answer = answers[(chain, int(step))]
                 if kind == "select":
-                    out.append(f"Image{(answer if int(step) - 3 < k_of[chain] else 1 - answer) + 1}" + (XSS if int(step) == 3 else ""))
+                    out.append(
+                        f"Image{(answer if int(step) - 3 < k_of[chain] else 1 - answer) + 1}"
+                        + (XSS if int(step) == 3 else "")
+                    )
                 else:
                     out.append("metal")
             return out
@@ -289,7 +331,9 @@ def chain_run(tmp_path_factory):
             pass
 
     out = root / "run"
-    evaluate_association(root / "chains", "synchronous", backend_instances=[Chains()], out_dir=out, show_progress=False, n_boot=20)
+    evaluate_association(
+        root / "chains", "synchronous", backend_instances=[Chains()], out_dir=out, show_progress=False, n_boot=20
+    )
     return out, k_of, prompts
 
 
@@ -332,7 +376,10 @@ def test_several_association_runs_get_a_metrics_page_and_mixed_tasks_are_refused
     summary_text = results["metrics"]["summary"]
     for name in ("chainer structm", "renamed run"):  # the default name (model + memory) and the given one
         assert f"<td>{name}</td><td>chainer</td><td>scripted</td><td>structm</td><td>synchronous</td>" in html
-    assert f"<td>{summary_text['avg_max_steps']:.2f}<span class=\"se\"> ± " in html and f"{summary_text['avg_mean_steps']:.2f}<span class=\"se\"> ± " in html
+    assert (
+        f'<td>{summary_text["avg_max_steps"]:.2f}<span class="se"> ± ' in html
+        and f'{summary_text["avg_mean_steps"]:.2f}<span class="se"> ± ' in html
+    )
     with pytest.raises(InputError, match="different tasks"):
         write_report([out, runs["alpha"]], tmp_path / "x.html")
     with pytest.raises(InputError) as refused:
@@ -378,20 +425,36 @@ def test_perception_and_concept_runs_get_a_metrics_page(split_dir, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- in a browser
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM, CHROMEDRIVER = (
+    shutil.which("chromium") or "/usr/bin/chromium",
+    shutil.which("chromedriver") or "/usr/bin/chromedriver",
+)
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install 'commonlink[test]')")
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="selenium is not installed (pip install 'commonlink[test]')"
+    )
     from selenium.webdriver.chrome.service import Service
 
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them when run as root)")
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them when run as root)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--window-size=1400,1800", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1800",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to fail on any script error or blocked resource
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -411,7 +474,8 @@ def _images_loaded(browser) -> list[int]:
     return browser.execute_script(
         "var imgs = Array.from(document.querySelectorAll('#cards img'));"
         "imgs.forEach(function (i) { i.loading = 'eager'; });"
-        "return imgs.map(function (i) { return i.complete ? i.naturalWidth : -1; });")
+        "return imgs.map(function (i) { return i.complete ? i.naturalWidth : -1; });"
+    )
 
 
 def _choose(browser, select_id: str, value: str) -> None:
@@ -462,7 +526,8 @@ def test_browser_mistake_card_shows_the_right_letters(browser, side_by_side, run
     halluc_rows = card.find_elements("css selector", "td.mark.halluc")
     labels = letters(len(p["choices"]))
     assert [r.find_element("xpath", "..").get_attribute("data-letter") for r in halluc_rows] == [
-        labels[p["choices"].index(name)] for name in p["hallucinated_objects"]]
+        labels[p["choices"].index(name)] for name in p["hallucinated_objects"]
+    ]
     assert card.find_element("css selector", ".halluc-names").text == ", ".join(p["hallucinated_objects"])
     assert "✗ wrong" in card.find_element("css selector", '.verdict[data-run="0"]').text
     assert "✓ correct" in card.find_element("css selector", '.verdict[data-run="1"]').text
@@ -481,9 +546,14 @@ def test_browser_random_mistakes_table_and_paging(browser, side_by_side):
     data = page_data(side_by_side.path)
     _open(browser, side_by_side.path)
     browser.find_element("id", "view-mistakes").click()
-    assert not browser.find_element("id", "cards").is_displayed() and not browser.find_element("id", "pager").is_displayed()
+    assert (
+        not browser.find_element("id", "cards").is_displayed()
+        and not browser.find_element("id", "pager").is_displayed()
+    )
     table_rows = browser.find_elements("css selector", "#mistakes table.mistakes tr[data-id]")
-    assert [r.get_attribute("data-id") for r in table_rows] == [data["rows"][pos]["id"] for pos, _ in data["mistakes"][:20]]
+    assert [r.get_attribute("data-id") for r in table_rows] == [
+        data["rows"][pos]["id"] for pos, _ in data["mistakes"][:20]
+    ]
     first = table_rows[0]
     pos, _ = data["mistakes"][0]
     assert first.find_element("css selector", "td.gt").text == ", ".join(data["rows"][pos]["t"])
@@ -498,7 +568,9 @@ def test_browser_pages_through_many_rows(browser, chain_run, tmp_path):
     data = tmp_path / "data"
     rows = common_o_rows(60, seed=4, image_size=(32, 24))
     write_common_o_split(data, rows)
-    evaluate_common_o(data, "main", out_dir=tmp_path / "run", backend_instance=Scripted({}, "delta"), show_progress=False, n_boot=20)
+    evaluate_common_o(
+        data, "main", out_dir=tmp_path / "run", backend_instance=Scripted({}, "delta"), show_progress=False, n_boot=20
+    )
     _open(browser, tmp_path / "run" / "report.html")
     assert _card_ids(browser) == [f"main-{i}" for i in range(25)]
     buttons = browser.find_elements("css selector", "#pager button")
@@ -507,7 +579,10 @@ def test_browser_pages_through_many_rows(browser, chain_run, tmp_path):
     assert "Page 2 of 3" in browser.find_element("id", "pager").text
     browser.find_element("id", "view-mistakes").click()  # the table replaces the cards and their pager
     assert browser.find_element("id", "mistakes").is_displayed()
-    assert not browser.find_element("id", "pager").is_displayed() and not browser.find_element("id", "cards").is_displayed()
+    assert (
+        not browser.find_element("id", "pager").is_displayed()
+        and not browser.find_element("id", "cards").is_displayed()
+    )
 
 
 def test_browser_chain_page_and_screenshots(browser, chain_run, side_by_side, tmp_path):
@@ -517,7 +592,9 @@ def test_browser_chain_page_and_screenshots(browser, chain_run, side_by_side, tm
     assert len(cards) == min(10, len(k_of))
     failing = cards[0].find_elements("css selector", ".step.failed")
     assert len(failing) == 1 and "✗ picked" in failing[0].text
-    assert failing[0].find_elements("css selector", "figure.chosen-bad") and failing[0].find_elements("css selector", "figure.answer")
+    assert failing[0].find_elements("css selector", "figure.chosen-bad") and failing[0].find_elements(
+        "css selector", "figure.answer"
+    )
     assert "Given the memory" in failing[0].find_element("css selector", "pre.mem").text
     keep = os.environ.get("COMMONLINK_REPORT_SCREENSHOTS")  # set it to keep the pictures and look at them
     for name, page in (("chains", out / "report.html"), ("commono", side_by_side.path)):
@@ -525,7 +602,9 @@ def test_browser_chain_page_and_screenshots(browser, chain_run, side_by_side, tm
         shot = tmp_path / f"{name}.png"
         assert browser.save_screenshot(str(shot))
         with Image.open(shot) as img:
-            assert img.size[0] >= 1000 and len(set(img.convert("L").resize((64, 64)).getdata())) > 20  # not a blank page
+            assert (
+                img.size[0] >= 1000 and len(set(img.convert("L").resize((64, 64)).getdata())) > 20
+            )  # not a blank page
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
             shutil.copy(shot, Path(keep) / shot.name)
@@ -539,8 +618,14 @@ def test_thumbnails_of_big_jpegs_and_tiny_pngs(tmp_path):
     small = io.BytesIO()
     Image.new("RGBA", (40, 30), (0, 0, 255, 128)).save(small, format="PNG")  # never enlarged
     store = ThumbnailStore("folder", tmp_path / "t_files", size=224, workers=2)
-    urls = store.urls([ImageJob("a" * 24, lambda: big.getvalue()), None, ImageJob("b" * 24, lambda: small.getvalue()),
-                       ImageJob("a" * 24, lambda: pytest.fail("a key seen before is not made again"))])
+    urls = store.urls(
+        [
+            ImageJob("a" * 24, lambda: big.getvalue()),
+            None,
+            ImageJob("b" * 24, lambda: small.getvalue()),
+            ImageJob("a" * 24, lambda: pytest.fail("a key seen before is not made again")),
+        ]
+    )
     assert urls[1] is None and urls[0] == urls[3] and store.written == 2
     sizes = [Image.open(tmp_path / u).size for u in (urls[0], urls[2])]
     assert sizes == [(224, 112), (40, 30)]
@@ -584,7 +669,9 @@ def test_browser_pages_fit_a_narrow_phone_screen_and_number_scored_steps(browser
         warm = [h for h in heads if h.startswith("Warm-up ")]
         assert len(warm) == sum(s["w"] for s in data["steps"]) and len(scored) == sum(not s["w"] for s in data["steps"])
         first_scored = next(s for s in data["steps"] if not s["w"])
-        assert scored[0].startswith(f"Step {first_scored['k'] - data['warm'] + 1} ")  # Step 1 when every scored step is shown
+        assert scored[0].startswith(
+            f"Step {first_scored['k'] - data['warm'] + 1} "
+        )  # Step 1 when every scored step is shown
         if data["hidden"] == 0:
             assert scored[0].startswith("Step 1 ")
     finally:
@@ -614,13 +701,26 @@ def _tampered_run(source: Path, dest: Path, chains: bool = False) -> Path:
     metrics = results["metrics"]
     if chains:
         for v in metrics["per_concept"].values():
-            v.update(chains=XSS, max_steps=XSS, mean_steps=XSS, mean_steps_se=XSS, deduction_success_ratio=XSS, ended={XSS: XSS})
+            v.update(
+                chains=XSS,
+                max_steps=XSS,
+                mean_steps=XSS,
+                mean_steps_se=XSS,
+                deduction_success_ratio=XSS,
+                ended={XSS: XSS},
+            )
         metrics["per_concept"][XSS] = {"chains": XSS, "mean_steps": 1.5}
         metrics["summary"] = {"chains": XSS, "avg_max_steps": XSS, "avg_mean_steps": XSS}
     else:
         metrics["overall"].update(n=XSS, accuracy=XSS, accuracy_se=XSS, hallucination_rate=XSS, parse_failure_rate=XSS)
-    results.update(bootstrap_resamples=XSS, backend=XSS, created=XSS, seed=XSS, toolkit_version=XSS,
-                   generation={"temperature": XSS, "top_p": XSS})
+    results.update(
+        bootstrap_resamples=XSS,
+        backend=XSS,
+        created=XSS,
+        seed=XSS,
+        toolkit_version=XSS,
+        generation={"temperature": XSS, "top_p": XSS},
+    )
     if not chains:
         results["dataset"] = {**(results.get("dataset") or {}), "split": XSS, "revision": XSS}
     (dest / "results.json").write_text(json.dumps(results), encoding="utf-8")
@@ -650,7 +750,9 @@ def test_page_policy_runs_only_the_page_own_script(runs):
 
 def test_browser_runs_no_markup_from_a_shared_results_json(browser, runs, chain_run, tmp_path):
     for name, source, chains in (("a", runs["alpha"], False), ("c", chain_run[0], True)):
-        page = write_report([_tampered_run(source, tmp_path / name, chains=chains)], tmp_path / f"{name}.html", images="none").path
+        page = write_report(
+            [_tampered_run(source, tmp_path / name, chains=chains)], tmp_path / f"{name}.html", images="none"
+        ).path
         _open(browser, page)
         assert browser.execute_script("return window.__pwned === undefined")
         assert browser.find_elements("css selector", "#cards article.card")  # the page's own script still ran

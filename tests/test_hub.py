@@ -63,7 +63,9 @@ def common_o_row(split: str, i: int, salt: int) -> dict:
     }
 
 
-def make_release(root: Path, *, version: str, shards: dict[str, list[int]], salt: int, name: str = "tiny-common-o") -> Path:
+def make_release(
+    root: Path, *, version: str, shards: dict[str, list[int]], salt: int, name: str = "tiny-common-o"
+) -> Path:
     """A Common-O release folder as `commonlink release build` lays it out (contracts): ``shards`` maps a split
     to the row count of each of its shards; ``salt`` changes the content between versions."""
     import datasets
@@ -97,33 +99,62 @@ def make_release(root: Path, *, version: str, shards: dict[str, list[int]], salt
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != "manifest.json"
     }
-    atomic_write_json(root / "manifest.json", {
-        "toolkit_version": "test", "name": name, "version": version, "seed": salt, "config": {}, "kind": "common_o",
-        "splits": splits, "files": files,
-    })
+    atomic_write_json(
+        root / "manifest.json",
+        {
+            "toolkit_version": "test",
+            "name": name,
+            "version": version,
+            "seed": salt,
+            "config": {},
+            "kind": "common_o",
+            "splits": splits,
+            "files": files,
+        },
+    )
     return root
 
 
 def client_env(hub, home: Path, token: str | None = WRITE_TOKEN, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
     env.update(hub.client_env(token=token))
-    env.update({"HF_HOME": str(home / "hf-home"), "HF_DATASETS_CACHE": str(home / "datasets-cache"), "COLUMNS": "200",
-                "NO_COLOR": "1", "TERM": "dumb", "PYTHONPATH": str(REPO_ROOT)})
+    env.update(
+        {
+            "HF_HOME": str(home / "hf-home"),
+            "HF_DATASETS_CACHE": str(home / "datasets-cache"),
+            "COLUMNS": "200",
+            "NO_COLOR": "1",
+            "TERM": "dumb",
+            "PYTHONPATH": str(REPO_ROOT),
+        }
+    )
     env.update(extra)
     return env
 
 
-def run_cli(hub, home: Path, *args: str, token: str | None = WRITE_TOKEN, timeout: float = 120, **extra_env: str) -> subprocess.CompletedProcess:
+def run_cli(
+    hub, home: Path, *args: str, token: str | None = WRITE_TOKEN, timeout: float = 120, **extra_env: str
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "commonlink.cli", *args], env=client_env(hub, home, token, **extra_env), cwd=REPO_ROOT,
-        capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "commonlink.cli", *args],
+        env=client_env(hub, home, token, **extra_env),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 def run_python(hub, home: Path, code: str, token: str | None = WRITE_TOKEN, timeout: float = 120) -> dict:
     """Run ``code`` (which must print one JSON object as its last line) in a client process; return that object."""
-    done = subprocess.run([sys.executable, "-c", code], env=client_env(hub, home, token), cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=client_env(hub, home, token),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -133,6 +164,7 @@ import time
 
 import pytest
 
+from commonlink.errors import InputError
 from commonlink.release.hub import (
     card_with_version,
     check_version,
@@ -141,7 +173,6 @@ from commonlink.release.hub import (
     version_key,
 )
 from commonlink.release.hub_card import published_card
-from commonlink.errors import InputError
 from tests.fixtures.hub_server import git_blob_id
 
 pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
@@ -174,13 +205,23 @@ def test_version_numbers_and_sorting():
     for bad in ("1.0", "v1.0.0", "1.0.0/../x", ""):
         with pytest.raises(InputError, match="not a version number"):
             check_version(bad)
-    assert sorted(["1.0.0", "1.10.0", "1.9.0", "1.0.0-rc1"], key=version_key) == ["1.0.0-rc1", "1.0.0", "1.9.0", "1.10.0"]
+    assert sorted(["1.0.0", "1.10.0", "1.9.0", "1.0.0-rc1"], key=version_key) == [
+        "1.0.0-rc1",
+        "1.0.0",
+        "1.9.0",
+        "1.10.0",
+    ]
 
 
 def test_plan_refuses_a_folder_that_does_not_match_its_manifest(tmp_path):
     release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2]}, salt=1)
     plan = plan_push(release, REPO, "1.0.0", message="first")
-    assert {f.path for f in plan.files} == {"README.md", "manifest.json", "data/main-00000-of-00001.parquet", "figures/objects_per_image.png"}
+    assert {f.path for f in plan.files} == {
+        "README.md",
+        "manifest.json",
+        "data/main-00000-of-00001.parquet",
+        "figures/objects_per_image.png",
+    }
     assert plan.commit_message == "Release 1.0.0: first" and plan.tag == "1.0.0"
     with pytest.raises(InputError, match="built as version '1.0.0'"):
         plan_push(release, REPO, "2.0.0")
@@ -198,12 +239,21 @@ def test_plan_refuses_a_folder_that_does_not_match_its_manifest(tmp_path):
 def test_card_keeps_the_date_of_a_version_already_on_the_hub(tmp_path):
     release = make_release(tmp_path / "rel", version="1.1.0", shards={"main": [2]}, salt=2)
     plan = plan_push(release, REPO, "1.1.0", message="more")
-    remote = card_with_version("# old\n", [
-        {"version": "1.0.0", "date": "2025-12-01", "rows": "main: 6", "message": "first"},
-        {"version": "1.1.0", "date": "2025-12-24", "rows": "main: 2", "message": "more"},
-    ])
-    card = published_card(plan.card_text, repo_id=REPO, version=plan.version, rows_summary=plan.rows_summary(),
-                          message=plan.message, remote_card=remote)
+    remote = card_with_version(
+        "# old\n",
+        [
+            {"version": "1.0.0", "date": "2025-12-01", "rows": "main: 6", "message": "first"},
+            {"version": "1.1.0", "date": "2025-12-24", "rows": "main: 2", "message": "more"},
+        ],
+    )
+    card = published_card(
+        plan.card_text,
+        repo_id=REPO,
+        version=plan.version,
+        rows_summary=plan.rows_summary(),
+        message=plan.message,
+        remote_card=remote,
+    )
     rows = read_versions_table(card.content.decode())
     assert [(r["version"], r["date"]) for r in rows] == [("1.1.0", "2025-12-24"), ("1.0.0", "2025-12-01")]
     assert rows[0]["rows"] == "main: 2"
@@ -218,18 +268,38 @@ def test_stale_shards_are_those_of_the_release_splits_only(tmp_path):
         files = [ReleaseFile(p, 1, "0" * 64) for info in units.values() for p in info["files"]]
         return PushPlan(tmp_path, REPO, "1.0.0", "1.0.0", "m", "d", files, units, "x", None)
 
-    remote = {p: SimpleNamespace() for p in (
-        "data/main-00000-of-00002.parquet", "data/main-00001-of-00002.parquet", "data/main-00000-of-00001.parquet",
-        "data/challenge-00000-of-00001.parquet", "data/mainly-00000-of-00001.parquet", "figures/old.png",
-        "single_step/train-00000-of-00002.parquet", "single_step/train-00001-of-00002.parquet",
-        "images/train-00000-of-00001.parquet", "README.md")}
+    remote = {
+        p: SimpleNamespace()
+        for p in (
+            "data/main-00000-of-00002.parquet",
+            "data/main-00001-of-00002.parquet",
+            "data/main-00000-of-00001.parquet",
+            "data/challenge-00000-of-00001.parquet",
+            "data/mainly-00000-of-00001.parquet",
+            "figures/old.png",
+            "single_step/train-00000-of-00002.parquet",
+            "single_step/train-00001-of-00002.parquet",
+            "images/train-00000-of-00001.parquet",
+            "README.md",
+        )
+    }
     common_o = plan({"main": {"rows": 3, "files": ["data/main-00000-of-00001.parquet"]}})
     assert _stale_paths(common_o, remote) == [
-        "data/main-00000-of-00002.parquet", "data/main-00001-of-00002.parquet", "figures/old.png"]
-    association = plan({"single_step": {"rows": 2, "files": ["single_step/train-00000-of-00001.parquet"]},
-                        "images": {"rows": 2, "files": ["images/train-00000-of-00001.parquet"]}})
+        "data/main-00000-of-00002.parquet",
+        "data/main-00001-of-00002.parquet",
+        "figures/old.png",
+    ]
+    association = plan(
+        {
+            "single_step": {"rows": 2, "files": ["single_step/train-00000-of-00001.parquet"]},
+            "images": {"rows": 2, "files": ["images/train-00000-of-00001.parquet"]},
+        }
+    )
     assert _stale_paths(association, remote) == [
-        "figures/old.png", "single_step/train-00000-of-00002.parquet", "single_step/train-00001-of-00002.parquet"]
+        "figures/old.png",
+        "single_step/train-00000-of-00002.parquet",
+        "single_step/train-00001-of-00002.parquet",
+    ]
 
 
 # ------------------------------------------------------------------------------------------ against the test Hub
@@ -244,8 +314,11 @@ def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
     refs = hub.refs(REPO)
     assert refs["tags"]["1.0.0"] == refs["heads"]["main"]
     files_v1 = hub.files_at(REPO, "1.0.0")
-    assert set(_lfs_parquet(files_v1)) == {"data/main-00000-of-00002.parquet", "data/main-00001-of-00002.parquet",
-                                           "data/challenge-00000-of-00001.parquet"}
+    assert set(_lfs_parquet(files_v1)) == {
+        "data/main-00000-of-00002.parquet",
+        "data/main-00001-of-00002.parquet",
+        "data/challenge-00000-of-00001.parquet",
+    }
     assert all(files_v1[p].get("lfs") == sha256_file(v1 / p) for p in _lfs_parquet(files_v1))  # LFS, by content
     assert files_v1["figures/objects_per_image.png"]["lfs"] == sha256_file(v1 / "figures/objects_per_image.png")
     assert (v1 / "README.md").read_text().count("## Versions") == 0  # the release folder itself is not modified
@@ -258,15 +331,21 @@ def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
     manifest["splits"]["challenge"] = {"rows": 2, "files": [challenge]}
     manifest["files"][challenge] = {"sha256": sha256_file(v2 / challenge), "size": (v2 / challenge).stat().st_size}
     (v2 / "README.md").write_text((v1 / "README.md").read_text().replace("Version 1.0.0", "Version 1.1.0"))
-    manifest["files"]["README.md"] = {"sha256": sha256_file(v2 / "README.md"), "size": (v2 / "README.md").stat().st_size}
+    manifest["files"]["README.md"] = {
+        "sha256": sha256_file(v2 / "README.md"),
+        "size": (v2 / "README.md").stat().st_size,
+    }
     atomic_write_json(v2 / "manifest.json", manifest)
     puts_before = len(hub.lfs_puts)
-    done = run_cli(hub, tmp_path, "release", "push", str(v2), "--repo", REPO, "--version", "1.1.0", "--message", "bigger main")
+    done = run_cli(
+        hub, tmp_path, "release", "push", str(v2), "--repo", REPO, "--version", "1.1.0", "--message", "bigger main"
+    )
     assert done.returncode == 0, done.stderr
     assert "2 removed" in done.stdout
     sent = hub.lfs_puts[puts_before:]
-    assert sorted(sent) == sorted([sha256_file(v2 / "data/main-00000-of-00001.parquet"),
-                                   sha256_file(v2 / "figures/objects_per_image.png")])
+    assert sorted(sent) == sorted(
+        [sha256_file(v2 / "data/main-00000-of-00001.parquet"), sha256_file(v2 / "figures/objects_per_image.png")]
+    )
     files_v2 = hub.files_at(REPO, "1.1.0")
     assert set(_lfs_parquet(files_v2)) == {"data/main-00000-of-00001.parquet", challenge}
     assert hub.files_at(REPO, "1.0.0") == files_v1  # the old version is untouched
@@ -274,13 +353,18 @@ def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
     assert titles == ["Release 1.1.0: bigger main", "Release 1.0.0: first cut", "initial commit"]
 
     # --endpoint wins over HF_ENDPOINT (which points at a closed port here)
-    listing = run_cli(hub, tmp_path, "release", "versions", REPO, "--endpoint", hub.url, HF_ENDPOINT="http://127.0.0.1:9")
+    listing = run_cli(
+        hub, tmp_path, "release", "versions", REPO, "--endpoint", hub.url, HF_ENDPOINT="http://127.0.0.1:9"
+    )
     assert listing.returncode == 0, listing.stderr
     lines = [line for line in listing.stdout.splitlines() if "1.0.0" in line or "1.1.0" in line]
     assert "1.1.0" in lines[0] and "main: 4" in lines[0] and "challenge: 2" in lines[0] and "bigger main" in lines[0]
     assert "1.0.0" in lines[1] and "main: 6" in lines[1] and "first cut" in lines[1]
 
-    loaded = run_python(hub, tmp_path, f"""
+    loaded = run_python(
+        hub,
+        tmp_path,
+        f"""
 import json, datasets
 from huggingface_hub import hf_hub_download
 from commonlink.loaders.common_o import load_common_o
@@ -298,7 +382,8 @@ try:
 except InputError as exc:
     out["unknown_version"] = [exc.problem, exc.fix]
 print(json.dumps(out))
-""")
+""",
+    )
     problem, fix = loaded["unknown_version"]  # a version never pushed: say so, and how to list the versions
     assert "revision '9.9.9' not found" in problem and "commonlink release versions" in fix
     assert loaded["1.0.0"]["rows"] == 6 and loaded["1.1.0"]["rows"] == 4
@@ -309,19 +394,41 @@ print(json.dumps(out))
     assert [r["version"] for r in read_versions_table(loaded["1.0.0"]["card"])] == ["1.0.0"]
     rows = read_versions_table(loaded["1.1.0"]["card"])
     assert [(r["version"], r["rows"], r["message"]) for r in rows] == [
-        ("1.1.0", "main: 4, challenge: 2", "bigger main"), ("1.0.0", "main: 6, challenge: 2", "first cut")]
+        ("1.1.0", "main: 4, challenge: 2", "bigger main"),
+        ("1.0.0", "main: 6, challenge: 2", "first cut"),
+    ]
 
 
 def test_dry_run_makes_no_request(hub, tmp_path):
     release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2]}, salt=1)
     done = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", "--dry-run")
     assert done.returncode == 0, done.stderr
-    for expected in ("data/main-00000-of-00001.parquet", "manifest.json", "README.md", "tag 1.0.0",
-                     "'Release 1.0.0'", "No network call"):
+    for expected in (
+        "data/main-00000-of-00001.parquet",
+        "manifest.json",
+        "README.md",
+        "tag 1.0.0",
+        "'Release 1.0.0'",
+        "No network call",
+    ):
         assert expected in done.stdout
-    assert f"Endpoint: {hub.url.rstrip('/')}\n" in done.stdout  # the URL it would use (here from HF_ENDPOINT), not a hint
-    other = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", "--dry-run",
-                    "--endpoint", "https://hub.example.org/")
+    assert (
+        f"Endpoint: {hub.url.rstrip('/')}\n" in done.stdout
+    )  # the URL it would use (here from HF_ENDPOINT), not a hint
+    other = run_cli(
+        hub,
+        tmp_path,
+        "release",
+        "push",
+        str(release),
+        "--repo",
+        REPO,
+        "--version",
+        "1.0.0",
+        "--dry-run",
+        "--endpoint",
+        "https://hub.example.org/",
+    )
     assert "Endpoint: https://hub.example.org\n" in other.stdout, other.stdout
     assert hub.requests == []
 
@@ -333,7 +440,9 @@ def test_missing_or_wrong_token_fails_before_any_upload(hub, tmp_path):
     assert "No Hugging Face token found" in missing.stderr and "HF_TOKEN" in missing.stderr
     assert hub.requests == []
     wrong_token = "hf_wrong_secret_token_987"
-    wrong = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", token=wrong_token)
+    wrong = run_cli(
+        hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", token=wrong_token
+    )
     assert wrong.returncode == 1
     assert "rejected the token (401" in wrong.stderr and "Traceback" not in wrong.stderr
     assert wrong_token not in wrong.stdout + wrong.stderr
@@ -349,7 +458,9 @@ def test_missing_or_wrong_token_fails_before_any_upload(hub, tmp_path):
 
 def test_a_hub_without_xet_gets_a_clear_error(hub, tmp_path):
     release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2]}, salt=1)
-    done = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", HF_HUB_DISABLE_XET="0")
+    done = run_cli(
+        hub, tmp_path, "release", "push", str(release), "--repo", REPO, "--version", "1.0.0", HF_HUB_DISABLE_XET="0"
+    )
     assert done.returncode == 1
     assert "does not offer Xet storage" in done.stderr and "HF_HUB_DISABLE_XET=1" in done.stderr
     assert "1.0.0" not in hub.refs(REPO)["tags"]
@@ -388,8 +499,12 @@ def test_a_semver_build_version_is_pushed_as_a_git_tag_and_bad_ref_names_are_ref
     assert done.returncode == 0, done.stderr
     assert hub.refs(REPO)["tags"][version] == hub.refs(REPO)["heads"]["main"]
     for bad in ("1.0 .0", "a..b", "v1~1", "x.lock", ".hidden", "end/"):
-        request = urllib.request.Request(f"{hub.url}/api/datasets/{REPO}/tag/main", data=json.dumps({"tag": bad}).encode(),
-                                         method="POST", headers={"Authorization": f"Bearer {WRITE_TOKEN}"})
+        request = urllib.request.Request(
+            f"{hub.url}/api/datasets/{REPO}/tag/main",
+            data=json.dumps({"tag": bad}).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {WRITE_TOKEN}"},
+        )
         try:
             urllib.request.urlopen(request, timeout=10)
             raise AssertionError(f"tag {bad!r} was accepted")
@@ -400,11 +515,27 @@ def test_a_semver_build_version_is_pushed_as_a_git_tag_and_bad_ref_names_are_ref
 
 def test_interrupted_upload_is_finished_by_a_rerun(hub, tmp_path):
     release = make_release(tmp_path / "rel", version="1.0.0", shards={"main": [2, 2, 2, 2]}, salt=3)
-    wanted = {sha256_file(release / p) for p in json.loads((release / "manifest.json").read_text())["files"]
-              if p.endswith((".parquet", ".png"))}
+    wanted = {
+        sha256_file(release / p)
+        for p in json.loads((release / "manifest.json").read_text())["files"]
+        if p.endswith((".parquet", ".png"))
+    }
     hub.drop_lfs_uploads(from_put=3)  # the 3rd upload loses its connection half-way, and so does every later one
-    args = [sys.executable, "-m", "commonlink.cli", "release", "push", str(release), "--repo", REPO, "--version", "1.0.0"]
-    proc = subprocess.Popen(args, env=client_env(hub, tmp_path), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    args = [
+        sys.executable,
+        "-m",
+        "commonlink.cli",
+        "release",
+        "push",
+        str(release),
+        "--repo",
+        REPO,
+        "--version",
+        "1.0.0",
+    ]
+    proc = subprocess.Popen(
+        args, env=client_env(hub, tmp_path), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         assert hub.fault_tripped.wait(60), "the push never reached the dropped upload"
         time.sleep(0.3)  # let uploads already under way on other threads finish or fail
@@ -442,21 +573,59 @@ def _pairs_file(tmp_path: Path, split: str, count: int) -> Path:
             rel = f"images/{split}-{i}-{n}.png"
             data = tiny_png(10 * i + n)
             (catalog / rel).write_bytes(data)
-            images[f"image_{n}"] = {"catalog": str(catalog), "id": f"{split}{i}{n}", "path": rel, "scene_id": f"s{i}",
-                                    "view": str(n), "background": "table", "objects": ["apple", "keys" if n == 1 else "book"]}
-            records.append({"id": f"{split}{i}{n}", "path": rel, "objects": images[f"image_{n}"]["objects"], "source": "real",
-                            "scene_id": f"s{i}", "width": 8, "height": 8, "sha256": hashlib.sha256(data).hexdigest()})
-        rows.append({"id": f"{split}-{i:08d}", "split": split, "source": "real", **images, "choices": choices,
-                     "ground_truth": ["apple"], "answer": "B", "question": f"Which objects are in both images? #{i}",
-                     "question_template": "which_objects_in_both_v1"})
+            images[f"image_{n}"] = {
+                "catalog": str(catalog),
+                "id": f"{split}{i}{n}",
+                "path": rel,
+                "scene_id": f"s{i}",
+                "view": str(n),
+                "background": "table",
+                "objects": ["apple", "keys" if n == 1 else "book"],
+            }
+            records.append(
+                {
+                    "id": f"{split}{i}{n}",
+                    "path": rel,
+                    "objects": images[f"image_{n}"]["objects"],
+                    "source": "real",
+                    "scene_id": f"s{i}",
+                    "width": 8,
+                    "height": 8,
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                }
+            )
+        rows.append(
+            {
+                "id": f"{split}-{i:08d}",
+                "split": split,
+                "source": "real",
+                **images,
+                "choices": choices,
+                "ground_truth": ["apple"],
+                "answer": "B",
+                "question": f"Which objects are in both images? #{i}",
+                "question_template": "which_objects_in_both_v1",
+            }
+        )
     # the catalog the pairs were sampled from: release build checks each row against its record
     previous = list(read_jsonl(catalog / "catalog.jsonl")) if (catalog / "catalog.jsonl").is_file() else []
     write_jsonl(catalog / "catalog.jsonl", previous + records)
     pairs = tmp_path / f"{split}.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    atomic_write_json(Path(f"{pairs}.meta.json"), {
-        "kind": "common_o_pairs", "toolkit_version": "test", "seed": 5, "split": split, "count": count, "config": {},
-        "catalogs": [str(catalog)], "stats": {}, "created": "2026-01-01T00:00:00Z"})
+    atomic_write_json(
+        Path(f"{pairs}.meta.json"),
+        {
+            "kind": "common_o_pairs",
+            "toolkit_version": "test",
+            "seed": 5,
+            "split": split,
+            "count": count,
+            "config": {},
+            "catalogs": [str(catalog)],
+            "stats": {},
+            "created": "2026-01-01T00:00:00Z",
+        },
+    )
     return pairs
 
 
@@ -464,8 +633,8 @@ def _association_release(tmp_path: Path) -> Path:
     """An association release built the way users build one: `commonlink chains` then `commonlink release build`."""
     from typer.testing import CliRunner
 
-    from commonlink.formats.catalog import CatalogRecord, write_catalog
     from commonlink.cli import app
+    from commonlink.formats.catalog import CatalogRecord, write_catalog
 
     catalog = tmp_path / "assoc-catalog"
     (catalog / "images").mkdir(parents=True)
@@ -473,19 +642,67 @@ def _association_release(tmp_path: Path) -> Path:
     for i in range(12):
         labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
         (catalog / "images" / f"{i}.png").write_bytes(tiny_png(200 + i))
-        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real",
-                                     scene_id=f"s{i}", width=8, height=8, sha256=sha256_file(catalog / "images" / f"{i}.png")))
+        records.append(
+            CatalogRecord(
+                id=f"im{i:02d}",
+                path=f"images/{i}.png",
+                objects=labels,
+                source="real",
+                scene_id=f"s{i}",
+                width=8,
+                height=8,
+                sha256=sha256_file(catalog / "images" / f"{i}.png"),
+            )
+        )
     write_catalog(catalog, records)
     runner = CliRunner()
     chains = tmp_path / "assoc-chains"
-    done = runner.invoke(app, ["chains", str(catalog), "--out", str(chains), "--min-pixels", "0", "--concepts",
-                               "metal,painted,furry", "--pairs", "metal-painted", "--chains", "2", "--max-steps", "6",
-                               "--warmup", "1", "--single-steps", "2", "--deductions", "2", "--memory-size", "2", "--seed", "3",
-                               "--negatives", "chain"])  # painted+furry images share a label with every other image
+    done = runner.invoke(
+        app,
+        [
+            "chains",
+            str(catalog),
+            "--out",
+            str(chains),
+            "--min-pixels",
+            "0",
+            "--concepts",
+            "metal,painted,furry",
+            "--pairs",
+            "metal-painted",
+            "--chains",
+            "2",
+            "--max-steps",
+            "6",
+            "--warmup",
+            "1",
+            "--single-steps",
+            "2",
+            "--deductions",
+            "2",
+            "--memory-size",
+            "2",
+            "--seed",
+            "3",
+            "--negatives",
+            "chain",
+        ],
+    )  # painted+furry images share a label with every other image
     assert done.exit_code == 0, done.output
     out = tmp_path / "assoc-release"
-    done = runner.invoke(app, ["release", "build", *sorted(str(p) for p in chains.glob("*.jsonl")), "--out", str(out),
-                               "--version", "1.0.0", "--no-progress"])
+    done = runner.invoke(
+        app,
+        [
+            "release",
+            "build",
+            *sorted(str(p) for p in chains.glob("*.jsonl")),
+            "--out",
+            str(out),
+            "--version",
+            "1.0.0",
+            "--no-progress",
+        ],
+    )
     assert done.exit_code == 0, done.output
     return out
 
@@ -495,9 +712,9 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     import urllib.error
     import urllib.request
 
+    from commonlink.loaders import open_association
     from commonlink.release.build import build_release
     from commonlink.release.staging import verify_release
-    from commonlink.loaders import open_association
 
     pairs = _pairs_file(tmp_path, "main", 3)
     out = tmp_path / "release"
@@ -515,8 +732,17 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     # the pushed manifest is the release's, naming the repo and listing the card as pushed (repo id, Versions table)
     pushed_manifest = json.loads(hub.store.regular_path(files["manifest.json"]["blob"]).read_text())
     card_entry = files["README.md"]
-    assert pushed_manifest == {**manifest, "repo_id": repo, "files": {**manifest["files"], "README.md": {
-        "sha256": hashlib.sha256(hub.store.regular_path(card_entry["blob"]).read_bytes()).hexdigest(), "size": card_entry["size"]}}}
+    assert pushed_manifest == {
+        **manifest,
+        "repo_id": repo,
+        "files": {
+            **manifest["files"],
+            "README.md": {
+                "sha256": hashlib.sha256(hub.store.regular_path(card_entry["blob"]).read_bytes()).hexdigest(),
+                "size": card_entry["size"],
+            },
+        },
+    }
     assert f'load_dataset("{repo}", split="main")' in hub.store.regular_path(card_entry["blob"]).read_text()
     for rel, info in manifest["files"].items():
         if rel == "README.md":  # pushed with the repo id and the Versions table added
@@ -535,11 +761,19 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
     # the printed hint must work for a release with several configs: it names one
     assert f"datasets.load_dataset({assoc_repo!r}, 'single_step', revision='1.0.0')" in pushed.stdout
     assoc_card = hub.store.regular_path(hub.files_at(assoc_repo, "1.0.0")["README.md"]["blob"]).read_text()
-    assert f'load_dataset("{assoc_repo}", "synchronous", split="test")' in assoc_card and "REPO_OR_FOLDER" not in assoc_card
-    local = {config: [task.id for task in open_association(association, config)]
-             for config in ("single_step", "deduction", "synchronous", "asynchronous")}
+    assert (
+        f'load_dataset("{assoc_repo}", "synchronous", split="test")' in assoc_card
+        and "REPO_OR_FOLDER" not in assoc_card
+    )
+    local = {
+        config: [task.id for task in open_association(association, config)]
+        for config in ("single_step", "deduction", "synchronous", "asynchronous")
+    }
 
-    loaded = run_python(hub, tmp_path, f"""
+    loaded = run_python(
+        hub,
+        tmp_path,
+        f"""
 import json, datasets
 from commonlink.loaders import open_association
 from commonlink.loaders.common_o import open_common_o
@@ -557,7 +791,8 @@ except InputError as exc:
 print(json.dumps({{"ids": [e.id for e in examples], "truth": [e.ground_truth for e in examples], "revision": split.revision,
                   "plain": plain.num_rows, "columns": plain.column_names, "association": association,
                   "unknown_version": unknown_version}}))
-""")
+""",
+    )
     assert loaded["ids"] == [f"main-{i:08d}" for i in range(3)] and loaded["revision"] == "1.0.0"
     assert loaded["truth"] == [["apple"]] * 3 and loaded["plain"] == 3 and "image_1" in loaded["columns"]
     assert loaded["association"] == local and all(local.values())
@@ -584,9 +819,9 @@ def test_versions_table_prints_commit_messages_as_written(monkeypatch):
     """A commit message is data (anyone who can commit writes it): '[/]' or '[red]' is shown, not read as markup."""
     from typer.testing import CliRunner
 
-    from commonlink.release.hub import VersionInfo
     from commonlink.cli import app
     from commonlink.commands import hub as hub_cmds
+    from commonlink.release.hub import VersionInfo
 
     found = [VersionInfo("1.0.0", "a" * 40, None, {"main": 3}, "fix [/] and [red]labels[/red]")]
     monkeypatch.setattr(hub_cmds, "list_versions", lambda repo, endpoint=None: found)
@@ -603,7 +838,9 @@ def test_a_refusal_names_what_the_hub_said_not_a_bare_bad_request():
     from commonlink.release.hub import translate_hub_error
 
     response = httpx.Response(400, request=httpx.Request("POST", f"https://hub.test/api/datasets/{REPO}/tag/main"))
-    exc = BadRequestError("\n\nBad request:\nInvalid tag name 'a b'.", response=response, server_message="Invalid tag name 'a b'.")
+    exc = BadRequestError(
+        "\n\nBad request:\nInvalid tag name 'a b'.", response=response, server_message="Invalid tag name 'a b'."
+    )
     error = translate_hub_error(exc, endpoint="https://hub.test", repo_id=REPO, doing="Pushing")
     assert "Invalid tag name 'a b'" in error.problem and "Bad request:)" not in error.problem
 

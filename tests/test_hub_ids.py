@@ -24,10 +24,33 @@ def _data_cli(cwd: Path, data: str, **env: str) -> tuple[subprocess.CompletedPro
     """`eval commono --data DATA` (an openai backend that is never reached: the data is opened first)."""
     full = {**os.environ, "HF_HOME": str(cwd / "hf-home"), "PYTHONPATH": str(ROOT), **env}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "commonlink.cli", "eval", "commono", "--data", data, "--model", "m",
-                           "--backend", "openai", "--backend-arg", "base_url=http://127.0.0.1:9/v1", "--limit", "1",
-                           "--out", str(cwd / "out")], cwd=cwd, env=full, capture_output=True, text=True, check=False,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commonlink.cli",
+            "eval",
+            "commono",
+            "--data",
+            data,
+            "--model",
+            "m",
+            "--backend",
+            "openai",
+            "--backend-arg",
+            "base_url=http://127.0.0.1:9/v1",
+            "--limit",
+            "1",
+            "--out",
+            str(cwd / "out"),
+        ],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     return done, time.monotonic() - started
 
 
@@ -40,10 +63,13 @@ def test_a_mistyped_data_folder_is_refused_at_once_with_the_path_and_the_hubs_an
     assert f"{hub.url} has no dataset typo-folder/rel" in out and "ConnectionError" not in out
 
 
-@pytest.mark.parametrize("env, says", [
-    ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "the Hub at http://127.0.0.1:9 could not be reached"),
-    ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE=1 is set, so the Hub was not asked"),
-])
+@pytest.mark.parametrize(
+    "env, says",
+    [
+        ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "the Hub at http://127.0.0.1:9 could not be reached"),
+        ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE=1 is set, so the Hub was not asked"),
+    ],
+)
 def test_no_hub_and_no_cached_copy_is_said_at_once(tmp_path, env, says):
     done, seconds = _data_cli(tmp_path, "typo-folder/rel", **env)
     out = done.stdout + done.stderr
@@ -57,7 +83,9 @@ def test_a_model_id_is_looked_up_and_a_cached_copy_is_enough_offline(tmp_path, m
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(InputError, match=r"--model typo-org/vlm: there is no such local path .*HF_HUB_OFFLINE=1") as info:
+    with pytest.raises(
+        InputError, match=r"--model typo-org/vlm: there is no such local path .*HF_HUB_OFFLINE=1"
+    ) as info:
         check_local_model("typo-org/vlm")
     assert str(Path("typo-org/vlm").absolute()) in str(info.value)
     (tmp_path / "hub-cache" / "models--typo-org--vlm").mkdir(parents=True)
@@ -66,4 +94,8 @@ def test_a_model_id_is_looked_up_and_a_cached_copy_is_enough_offline(tmp_path, m
     with HubServer(tmp_path / "hub") as hub:
         monkeypatch.setattr(constants, "ENDPOINT", hub.url)
         reason, answered = hub_ids.lookup_reason("nobody/no-such-model", "model")
-    assert answered and reason == f"{hub.url} has no model nobody/no-such-model (or it is private and the token given, if any, cannot see it)"
+    assert (
+        answered
+        and reason
+        == f"{hub.url} has no model nobody/no-such-model (or it is private and the token given, if any, cannot see it)"
+    )

@@ -59,7 +59,9 @@ def test_template_filled_build_push_gives_a_complete_card_naming_the_repo(hub, t
 
     pairs = _pairs_file(tmp_path, "main", 3)
     out = tmp_path / "release"
-    built = run_cli(hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--card-info", str(template), "--no-progress")
+    built = run_cli(
+        hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--card-info", str(template), "--no-progress"
+    )
     assert built.returncode == 0, built.stderr
     assert "unanswered" not in built.stderr
     repo = f"{ORG}/complete-set"
@@ -71,11 +73,15 @@ def test_template_filled_build_push_gives_a_complete_card_naming_the_repo(hub, t
     for answer in ANSWERS.values():  # shown as written, once rendered
         assert answer in shown
     assert f'load_dataset("{repo}", split="main")' in card and "REPO_OR_FOLDER" not in card
-    loaded = run_python(hub, tmp_path, f"""
+    loaded = run_python(
+        hub,
+        tmp_path,
+        f"""
 import json, datasets
 ds = datasets.load_dataset({repo!r}, revision="1.0.0", split="main")
 print(json.dumps({{"rows": ds.num_rows}}))
-""")
+""",
+    )
     assert loaded["rows"] == 3
 
 
@@ -108,9 +114,13 @@ def test_unanswered_questions_warn_strict_refuses_and_release_card_fixes_the_car
     warned = run_cli(hub, tmp_path, "release", "push", str(out), "--repo", repo, "--version", "1.0.0")
     assert warned.returncode == 0, warned.stderr
     assert "4 datasheet question(s)" in warned.stderr and "sensitive_data" in warned.stderr
-    assert "The Example Lab, data@example.org" in html.unescape(render_html(_card_at(hub, repo, "1.0.0").split("\n---\n", 1)[1]))
+    assert "The Example Lab, data@example.org" in html.unescape(
+        render_html(_card_at(hub, repo, "1.0.0").split("\n---\n", 1)[1])
+    )
     # the same build with the same card info finds the folder as `release card` left it
-    again = run_cli(hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--card-info", str(partial), "--no-progress")
+    again = run_cli(
+        hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--card-info", str(partial), "--no-progress"
+    )
     assert again.returncode == 0 and "Kept" in again.stdout
 
 
@@ -128,18 +138,27 @@ def test_an_older_version_is_only_tagged_and_main_keeps_the_highest(hub, tmp_pat
     refs = hub.refs(repo)
     assert refs["heads"] == {"main": main_before}  # main untouched, the side branch removed
     assert set(refs["tags"]) == {"1.1.0", "0.9.0"} and refs["tags"]["0.9.0"] != main_before
-    loaded = run_python(hub, tmp_path, f"""
+    loaded = run_python(
+        hub,
+        tmp_path,
+        f"""
 import json, datasets
 rows = {{v: datasets.load_dataset({repo!r}, revision=v, split="main").num_rows for v in ("1.1.0", "0.9.0")}}
 plain = datasets.load_dataset({repo!r}, split="main").num_rows
 print(json.dumps({{"rows": rows, "main": plain}}))
-""")
+""",
+    )
     assert loaded == {"rows": {"1.1.0": 3, "0.9.0": 2}, "main": 3}
     # a rerun finds the version published; --move-main puts an older version on main on purpose
-    assert "already published" in run_cli(hub, tmp_path, "release", "push", str(older), "--repo", repo, "--version", "0.9.0").stdout
+    assert (
+        "already published"
+        in run_cli(hub, tmp_path, "release", "push", str(older), "--repo", repo, "--version", "0.9.0").stdout
+    )
     oldest = make_release(tmp_path / "v080", version="0.8.0", shards={"main": [1]}, salt=8)
     moved = run_cli(hub, tmp_path, "release", "push", str(oldest), "--repo", repo, "--version", "0.8.0", "--move-main")
-    assert moved.returncode == 0 and "--move-main: main moves from version 1.1.0 back to 0.8.0" in " ".join(moved.stderr.split())
+    assert moved.returncode == 0 and "--move-main: main moves from version 1.1.0 back to 0.8.0" in " ".join(
+        moved.stderr.split()
+    )
     assert hub.refs(repo)["heads"]["main"] == hub.refs(repo)["tags"]["0.8.0"]
 
 
@@ -149,12 +168,32 @@ def test_interleaved_pushes_never_leave_main_on_the_older_version(hub, tmp_path)
     repo = f"{ORG}/race-set"
     newer = make_release(tmp_path / "v110", version="1.1.0", shards={"main": [3]}, salt=21)
     older = make_release(tmp_path / "v090", version="0.9.0", shards={"main": [2]}, salt=19)
-    assert run_cli(hub, tmp_path, "release", "push", str(make_release(tmp_path / "v010", version="0.1.0", shards={"main": [1]}, salt=1)),
-                   "--repo", repo, "--version", "0.1.0").returncode == 0
+    assert (
+        run_cli(
+            hub,
+            tmp_path,
+            "release",
+            "push",
+            str(make_release(tmp_path / "v010", version="0.1.0", shards={"main": [1]}, salt=1)),
+            "--repo",
+            repo,
+            "--version",
+            "0.1.0",
+        ).returncode
+        == 0
+    )
     hub.slow_lfs_uploads(0.5)
-    procs = [subprocess.Popen([sys.executable, "-m", "commonlink.cli", "release", "push", str(folder), "--repo", repo, "--version", v],
-                              env=client_env(hub, tmp_path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for folder, v in ((older, "0.9.0"), (newer, "1.1.0"))]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "commonlink.cli", "release", "push", str(folder), "--repo", repo, "--version", v],
+            env=client_env(hub, tmp_path),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for folder, v in ((older, "0.9.0"), (newer, "1.1.0"))
+    ]
     outputs = [p.communicate(timeout=180) for p in procs]
     hub.clear_faults()
     assert all(p.returncode == 0 for p in procs), outputs
@@ -172,10 +211,18 @@ def test_a_rebuild_during_a_push_cannot_mix_builds(hub, tmp_path):
     manifest_a = json.loads((out / "manifest.json").read_text())
     repo = f"{ORG}/locked-set"
     hub.slow_lfs_uploads(3.0)
-    push = subprocess.Popen([sys.executable, "-m", "commonlink.cli", "release", "push", str(out), "--repo", repo, "--version", "1.0.0"],
-                            env=client_env(hub, tmp_path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    push = subprocess.Popen(
+        [sys.executable, "-m", "commonlink.cli", "release", "push", str(out), "--repo", repo, "--version", "1.0.0"],
+        env=client_env(hub, tmp_path),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert hub.lfs_put_started.wait(60), push.communicate()
-    rebuild = run_cli(hub, tmp_path, "release", "build", str(pairs_b), "--out", str(out), "--overwrite", "--no-progress")
+    rebuild = run_cli(
+        hub, tmp_path, "release", "build", str(pairs_b), "--out", str(out), "--overwrite", "--no-progress"
+    )
     stdout, stderr = push.communicate(timeout=120)
     hub.clear_faults()
     assert push.returncode == 0, stderr
@@ -185,7 +232,12 @@ def test_a_rebuild_during_a_push_cannot_mix_builds(hub, tmp_path):
         if rel.endswith((".parquet", ".png")):
             assert files[rel]["lfs"] == info["sha256"]
     # after the push the rebuild goes through
-    assert run_cli(hub, tmp_path, "release", "build", str(pairs_b), "--out", str(out), "--overwrite", "--no-progress").returncode == 0
+    assert (
+        run_cli(
+            hub, tmp_path, "release", "build", str(pairs_b), "--out", str(out), "--overwrite", "--no-progress"
+        ).returncode
+        == 0
+    )
 
 
 def test_a_file_changed_after_the_check_stops_the_push_before_any_commit(hub, tmp_path):
@@ -220,20 +272,27 @@ def test_card_metadata_the_hub_refuses_is_refused_with_the_hubs_reason(hub, tmp_
     import urllib.request
 
     def validate(content: str) -> tuple[int, dict]:
-        request = urllib.request.Request(f"{hub.url}/api/validate-yaml", method="POST",
-                                         data=json.dumps({"content": content, "repoType": "dataset"}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{hub.url}/api/validate-yaml",
+            method="POST",
+            data=json.dumps({"content": content, "repoType": "dataset"}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=10) as answer:
                 return answer.status, json.loads(answer.read())
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read())
 
-    ok = "---\nlicense: cc-by-nc-4.0\nlanguage: [en]\ntask_categories: [visual-question-answering, image-text-to-text]\n" \
-         "size_categories: [n<1K]\nconfigs:\n- config_name: default\n  data_files:\n  - split: main\n    path: data/main-*\n---\n# x\n"
+    ok = (
+        "---\nlicense: cc-by-nc-4.0\nlanguage: [en]\ntask_categories: [visual-question-answering, image-text-to-text]\n"
+        "size_categories: [n<1K]\nconfigs:\n- config_name: default\n  data_files:\n  - split: main\n    path: data/main-*\n---\n# x\n"
+    )
     assert validate(ok) == (200, {"errors": [], "warnings": []})
-    status, body = validate("---\nlicense: my-own\nlanguage: [English]\ntask_categories: [vqa]\nsize_categories: [tiny]\n"
-                            "configs:\n- data_files: x\n---\n")
+    status, body = validate(
+        "---\nlicense: my-own\nlanguage: [English]\ntask_categories: [vqa]\nsize_categories: [tiny]\n"
+        "configs:\n- data_files: x\n---\n"
+    )
     messages = [e["message"] for e in body["errors"]]
     assert status == 400 and messages[0].startswith('"license" must be one of [apache-2.0, mit, ')
     assert any(m.startswith('"language[0]" with value "English" fails to match') for m in messages)
@@ -251,7 +310,9 @@ def test_card_metadata_the_hub_refuses_is_refused_with_the_hubs_reason(hub, tmp_
     atomic_write_json(release / "manifest.json", manifest)
     refused = run_cli(hub, tmp_path, "release", "push", str(release), "--repo", f"{ORG}/bad-card", "--version", "1.0.0")
     said = " ".join(refused.stderr.split())
-    assert refused.returncode == 1 and '"license" must be one of [apache-2.0' in said  # the reason, not only the first line
+    assert (
+        refused.returncode == 1 and '"license" must be one of [apache-2.0' in said
+    )  # the reason, not only the first line
     assert "refused the card's metadata" in said and "--license" in said
     assert hub.count("PUT") == 0 and hub.count("POST", "/commit/") == 0  # refused before any upload
 
@@ -278,7 +339,11 @@ def test_pull_downloads_a_version_and_verifies_it(hub, tmp_path):
     pulled = run_cli(hub, tmp_path, "release", "pull", repo, "--version", "1.0.0", "--out", str(out))
     assert pulled.returncode == 0, pulled.stderr and "every one matching" in pulled.stdout
     assert verify_release(out) == []
-    for rel in ("data/main-00000-of-00002.parquet", "data/main-00001-of-00002.parquet", "figures/objects_per_image.png"):
+    for rel in (
+        "data/main-00000-of-00002.parquet",
+        "data/main-00001-of-00002.parquet",
+        "figures/objects_per_image.png",
+    ):
         assert (out / rel).read_bytes() == (release / rel).read_bytes()
     assert json.loads((out / "manifest.json").read_text())["repo_id"] == repo
     # a version whose stored object was altered on the server is refused, and nothing is kept

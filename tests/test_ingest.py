@@ -11,12 +11,12 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import commonlink.catalog.ingest as ingest_mod
-from commonlink.formats.catalog import image_path, read_catalog
 from commonlink.catalog.ingest import REPORT_FILENAME, ingest_photos
 from commonlink.catalog.labels import read_manifest
 from commonlink.catalog.vocabulary import Vocabulary, likely_typos, normalise_name
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
+from commonlink.formats.catalog import image_path, read_catalog
 
 GPS_IFD = 0x8825
 ORIENTATION = 0x0112
@@ -53,11 +53,15 @@ XMP = b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:Description exif:GPSLatitude="4
 def make_photos(root):
     """Photo folder covering every refusal reason; returns the manifest text (CSV)."""
     root.mkdir()
-    split_photo().save(root / "rotated.jpg", exif=gps_exif(orientation=6), quality=92, comment=b"taken at home", xmp=XMP)
+    split_photo().save(
+        root / "rotated.jpg", exif=gps_exif(orientation=6), quality=92, comment=b"taken at home", xmp=XMP
+    )
     noise_photo(1).save(root / "plain.png", exif=gps_exif())
     noise_photo(2).save(root / "lossy.webp", exif=gps_exif(), quality=90)
     (root / "sub").mkdir()
-    noise_photo(3).save(root / "sub" / "in_folder.jpg", quality=90, exif=gps_exif(), comment=b"taken at home")  # upright: JPEG tables kept
+    noise_photo(3).save(
+        root / "sub" / "in_folder.jpg", quality=90, exif=gps_exif(), comment=b"taken at home"
+    )  # upright: JPEG tables kept
     noise_photo(4, size=(150, 150)).save(root / "tiny.png")
     good = io.BytesIO()
     noise_photo(5).save(good, format="JPEG", quality=90)
@@ -108,12 +112,20 @@ def test_manifest_csv_and_jsonl(tmp_path):
     csv_path = tmp_path / "m.csv"
     csv_path.write_text("\ufeffFile,Objects,Scene\na.jpg, Apple ; keys ;,s1\n\nb.jpg,,\n")
     entries = read_manifest(csv_path)
-    assert [(e.file, e.objects, e.scene, e.line) for e in entries] == [("a.jpg", ["Apple", "keys"], "s1", 2), ("b.jpg", [], None, 4)]
+    assert [(e.file, e.objects, e.scene, e.line) for e in entries] == [
+        ("a.jpg", ["Apple", "keys"], "s1", 2),
+        ("b.jpg", [], None, 4),
+    ]
 
     jsonl = tmp_path / "m.jsonl"
     jsonl.write_text(json.dumps({"file": "x/a.jpg", "objects": ["mug", " keys "], "view": 3, "camera": "pixel"}) + "\n")
     (entry,) = read_manifest(jsonl)
-    assert (entry.file, entry.objects, entry.view, entry.extra) == ("x/a.jpg", ["mug", "keys"], "3", {"camera": "pixel"})
+    assert (entry.file, entry.objects, entry.view, entry.extra) == (
+        "x/a.jpg",
+        ["mug", "keys"],
+        "3",
+        {"camera": "pixel"},
+    )
 
     jsonl.write_text('{"file": "a.jpg", "objects": ["a"]}\n{"file": "b.jpg", "objects": 3}\n')
     with pytest.raises(SchemaError, match="line 2.*objects"):
@@ -184,7 +196,9 @@ def test_ingest_strips_metadata_applies_orientation_and_refuses_with_reasons(pho
     }
     typo = next(r for r in report.refused if r.reason == "unknown_object")
     assert typo.suggestions == {"aple": ["apple"]} and "did you mean 'apple'" in typo.detail
-    assert [(p.file_a, p.file_b, p.kept_both) for p in report.near_duplicates] == [("plain.png", "near_plain.jpg", False)]
+    assert [(p.file_a, p.file_b, p.kept_both) for p in report.near_duplicates] == [
+        ("plain.png", "near_plain.jpg", False)
+    ]
     assert report.unlisted == ["not_listed.jpg"]
 
     # names normalised onto the canonical vocabulary (case, spacing, synonyms)
@@ -210,7 +224,10 @@ def test_ingest_strips_metadata_applies_orientation_and_refuses_with_reasons(pho
     # orientation 6 applied: the 400x300 red|blue photo is stored upright as 300x400, red on top
     with Image.open(image_path(out, records["rotated.jpg"])) as img:
         assert img.size == (300, 400)
-        top, bottom = np.asarray(img.convert("RGB").getpixel((150, 60))), np.asarray(img.convert("RGB").getpixel((150, 340)))
+        top, bottom = (
+            np.asarray(img.convert("RGB").getpixel((150, 60))),
+            np.asarray(img.convert("RGB").getpixel((150, 340))),
+        )
         assert np.abs(top - RED).max() < 40 and np.abs(bottom - BLUE).max() < 40
     # original resolution kept; PNG stored losslessly
     with Image.open(image_path(out, records["plain.png"])) as img, Image.open(photos / "plain.png") as src:
@@ -229,6 +246,7 @@ def test_rerun_is_idempotent_and_adds_only_new_photos(photo_set):
 
     decoded = []
     real_open = ingest_mod.open_image
+
     def counting_open(*args, **kwargs):
         decoded.append(kwargs.get("what"))
         return real_open(*args, **kwargs)
@@ -242,7 +260,9 @@ def test_rerun_is_idempotent_and_adds_only_new_photos(photo_set):
 
         # add a photo and fix a label; re-run adds only the new one and updates the label
         noise_photo(20).save(photos / "new.jpg", quality=90)
-        manifest.write_text(manifest.read_text().replace("lossy.webp,coffee mug", "lossy.webp,cup;apple") + "new.jpg,apple,s4,,\n")
+        manifest.write_text(
+            manifest.read_text().replace("lossy.webp,coffee mug", "lossy.webp,cup;apple") + "new.jpg,apple,s4,,\n"
+        )
         decoded.clear()
         third = ingest_photos(photos, manifest, out, vocabulary=vocab)
     finally:
@@ -402,8 +422,20 @@ def test_cli_prints_names_with_square_brackets_as_written(tmp_path):
     noise_photo(2).save(photos / "c.jpg", quality=90)
     (tmp_path / "m.csv").write_text("file,objects\nb.jpg,apple\nb [copy].jpg,apple\nc.jpg,[/]x\n")
     (tmp_path / "objects.txt").write_text("apple\n")
-    result = CliRunner().invoke(app, ["ingest", str(photos), "-m", str(tmp_path / "m.csv"), "-o", str(tmp_path / "cat"),
-                                      "--vocabulary", str(tmp_path / "objects.txt")], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "ingest",
+            str(photos),
+            "-m",
+            str(tmp_path / "m.csv"),
+            "-o",
+            str(tmp_path / "cat"),
+            "--vocabulary",
+            str(tmp_path / "objects.txt"),
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     assert "b [copy].jpg" in result.output and "'[/]x'" in result.output and "1 added" in result.output
 
@@ -413,9 +445,15 @@ def test_cli_error_messages_show_square_brackets_as_written(tmp_path):
     (tmp_path / "photos").mkdir()
     (tmp_path / "m.csv").write_text("file,objects\na.jpg,apple,[/]\n")
     runner = CliRunner()
-    result = runner.invoke(app, ["ingest", str(tmp_path / "photos"), "-m", str(tmp_path / "m.csv"), "-o", str(tmp_path / "cat")],
-                           env={"COLUMNS": "200"})
+    result = runner.invoke(
+        app,
+        ["ingest", str(tmp_path / "photos"), "-m", str(tmp_path / "m.csv"), "-o", str(tmp_path / "cat")],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 1 and "line 2: more values than columns (['[/]'] left over)" in result.output
-    result = runner.invoke(app, ["ingest", str(tmp_path / "photos"), "-m", str(tmp_path / "m [bold].csv"), "-o",
-                                 str(tmp_path / "cat")], env={"COLUMNS": "200"})
+    result = runner.invoke(
+        app,
+        ["ingest", str(tmp_path / "photos"), "-m", str(tmp_path / "m [bold].csv"), "-o", str(tmp_path / "cat")],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 1 and "m [bold].csv" in result.output

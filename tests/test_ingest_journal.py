@@ -79,7 +79,9 @@ def _run_child(folder: Path, manifest: Path, out: Path, crash: str, after: int) 
         ingest_mod.ingest_photos({str(folder)!r}, {str(manifest)!r}, {str(out)!r}, checkpoint_every=2, min_pixels=1)
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=False).returncode
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    ).returncode
 
 
 def _consistent(out: Path) -> list:
@@ -101,7 +103,10 @@ def _finish_and_check(folder: Path, manifest: Path, out: Path, kept: int | None 
     assert len(list((out / "images").iterdir())) == N  # orphans reused, half-written temporary files removed
 
 
-@pytest.mark.parametrize(("crash", "after", "kept"), [("mid_image", 5, 4), ("after_image", 5, 4), ("after_append", 3, 6), ("after_fold_rename", 2, 4)])
+@pytest.mark.parametrize(
+    ("crash", "after", "kept"),
+    [("mid_image", 5, 4), ("after_image", 5, 4), ("after_append", 3, 6), ("after_fold_rename", 2, 4)],
+)
 def test_a_run_killed_at_each_point_leaves_a_readable_catalog_and_the_next_run_finishes(photos, crash, after, kept):
     folder, manifest, out = photos
     assert _run_child(folder, manifest, out, crash, after) == 137
@@ -143,8 +148,10 @@ def test_a_damaged_line_before_the_end_is_an_error_naming_the_fix(photos):
 def test_a_sigkilled_run_resumes(photos):
     """The real signal, at whatever moment it lands."""
     folder, manifest, out = photos
-    code = (f"import commonlink.catalog.ingest as m; m.ingest_photos({str(folder)!r}, {str(manifest)!r}, {str(out)!r}, "
-            "checkpoint_every=1, min_pixels=1)")
+    code = (
+        f"import commonlink.catalog.ingest as m; m.ingest_photos({str(folder)!r}, {str(manifest)!r}, {str(out)!r}, "
+        "checkpoint_every=1, min_pixels=1)"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     child = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT)
     deadline = time.monotonic() + 60

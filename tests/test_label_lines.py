@@ -11,9 +11,15 @@ from commonlink.catalog.labels import read_manifest
 from commonlink.errors import SchemaError
 from commonlink.formats.catalog import label_problem
 
-UNFIT = [("mug\nbook", "a line break (U+000A)"), ("mug\r", "a line break (U+000D)"), ("a\u2028b", "a line break (U+2028)"),
-         ("tab\there", "a control character (U+0009)"), ("nul\x00", "a control character (U+0000)"),
-         ("\u202egnp.exe", "a bidirectional control (U+202E)"), ("x\u2066y", "a bidirectional control (U+2066)")]
+UNFIT = [
+    ("mug\nbook", "a line break (U+000A)"),
+    ("mug\r", "a line break (U+000D)"),
+    ("a\u2028b", "a line break (U+2028)"),
+    ("tab\there", "a control character (U+0009)"),
+    ("nul\x00", "a control character (U+0000)"),
+    ("\u202egnp.exe", "a bidirectional control (U+202E)"),
+    ("x\u2066y", "a bidirectional control (U+2066)"),
+]
 
 
 @pytest.mark.parametrize(("label", "problem"), UNFIT)
@@ -36,7 +42,9 @@ def test_jsonl_labels_and_names_with_controls_are_refused(tmp_path, key):
     manifest = tmp_path / "labels.jsonl"
     row = {"file": "a.jpg", "objects": ["apple"]}
     row[key] = ["ok", "\u202eevil"] if key == "objects" else "x\u202ey"
-    manifest.write_text(json.dumps({"file": "z.jpg", "objects": ["pen"]}) + "\n" + json.dumps(row) + "\n", encoding="utf-8")
+    manifest.write_text(
+        json.dumps({"file": "z.jpg", "objects": ["pen"]}) + "\n" + json.dumps(row) + "\n", encoding="utf-8"
+    )
     with pytest.raises(SchemaError, match=r"labels\.jsonl, line 2: " + key + r" .*bidirectional control \(U\+202E\)"):
         read_manifest(manifest)
 
@@ -48,7 +56,9 @@ def test_catalog_merge_refuses_a_label_with_a_line_break_naming_the_line(tmp_pat
     write_tiny_catalog(tmp_path / "a", [{"objects": ["apple"]}, {"objects": ["mug\n| 9.9.9 | forged |"], "seed": 1}])
     with pytest.raises(SchemaError) as refused:
         merge_catalogs([tmp_path / "a"], tmp_path / "out")
-    assert f"{tmp_path / 'a'}, line 2: objects" in refused.value.problem and "line break (U+000A)" in refused.value.problem
+    assert (
+        f"{tmp_path / 'a'}, line 2: objects" in refused.value.problem and "line break (U+000A)" in refused.value.problem
+    )
     assert not (tmp_path / "out" / "catalog.jsonl").exists()
 
 

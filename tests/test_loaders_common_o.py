@@ -11,16 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from commonlink.release.build import build_release
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.formats.common_o import common_o_features
 from commonlink.loaders.common_o import load_common_o, open_common_o, parse_list_field
 from commonlink.loaders.types import CommonOExample
-
+from commonlink.release.build import build_release
 from tests.fixtures.catalogs import write_rotating_catalog as make_catalog
 from tests.fixtures.catalogs import write_tiny_pairs as make_pairs
-
 
 # ------------------------------------------------------------------------------------------------ list fields
 
@@ -77,13 +75,24 @@ def _png(colour) -> bytes:
     return buf.getvalue()
 
 
-def _published_row(i: int, choices: str, truth: str, objects_1: str, objects_2: str, source: str = "real", num_truth: int = 1) -> dict:
+def _published_row(
+    i: int, choices: str, truth: str, objects_1: str, objects_2: str, source: str = "real", num_truth: int = 1
+) -> dict:
     return {
         "image_1": {"bytes": _png((i * 40, 0, 0)), "path": f"a{i}.png"},
         "image_2": {"bytes": _png((0, i * 40, 0)), "path": None},
-        "question": f"question {i}", "answer": "?", "objects_1": objects_1, "objects_2": objects_2,
-        "num_objects_image_1": 3, "num_objects_image_2": 2, "question_template": "t", "answer_type": "multiple_choice",
-        "choices": choices, "num_choices": 4, "num_ground_truth_objects": num_truth, "real_or_synthetic": source,
+        "question": f"question {i}",
+        "answer": "?",
+        "objects_1": objects_1,
+        "objects_2": objects_2,
+        "num_objects_image_1": 3,
+        "num_objects_image_2": 2,
+        "question_template": "t",
+        "answer_type": "multiple_choice",
+        "choices": choices,
+        "num_choices": 4,
+        "num_ground_truth_objects": num_truth,
+        "real_or_synthetic": source,
         "ground_truth_objects": truth,
     }
 
@@ -100,9 +109,25 @@ def write_published_folder(root: Path, rows: list[dict], split: str = "main") ->
 @pytest.fixture
 def published(tmp_path):
     rows = [
-        _published_row(0, '["apple", "keys", "mug", "No objects are in common"]', '["keys"]', '["apple", "keys", "pen"]', '["keys", "mug"]'),
-        _published_row(1, "['Apple', 'car keys', 'mug', 'No objects are in common']", "['apple', 'mug']", "['Apple', 'mug']", "['Apple', 'mug']", "synthetic", 2),
-        _published_row(2, "apple, keys, mug, No objects are in common", "No objects are in common", "apple, pen", "keys"),
+        _published_row(
+            0,
+            '["apple", "keys", "mug", "No objects are in common"]',
+            '["keys"]',
+            '["apple", "keys", "pen"]',
+            '["keys", "mug"]',
+        ),
+        _published_row(
+            1,
+            "['Apple', 'car keys', 'mug', 'No objects are in common']",
+            "['apple', 'mug']",
+            "['Apple', 'mug']",
+            "['Apple', 'mug']",
+            "synthetic",
+            2,
+        ),
+        _published_row(
+            2, "apple, keys, mug, No objects are in common", "No objects are in common", "apple, pen", "keys"
+        ),
         _published_row(3, "A. apple, B. keys, C. mug, D. No objects are in common", "mug", "mug", "mug"),
         _published_row(4, '["apple", "keys"', '["keys"]', "[]", "[]"),  # broken JSON list
     ]
@@ -197,9 +222,14 @@ def test_release_folder_loads_with_provenance(release):
     for example, row in zip(examples, rows):
         assert example.choices == row["choices"] and example.ground_truth == row["ground_truth"]
         assert ", ".join(example.answer_letters) == row["answer"]
-        assert example.extra["image_1_id"] == row["image_1"]["id"] and example.extra["scene_2_id"] == row["image_2"]["scene_id"]
+        assert (
+            example.extra["image_1_id"] == row["image_1"]["id"]
+            and example.extra["scene_2_id"] == row["image_2"]["scene_id"]
+        )
         assert example.objects_2 == row["image_2"]["objects"] and example.source == "real"
-        assert example.image_1.tobytes() == Image.open(Path(row["image_1"]["catalog"]) / row["image_1"]["path"]).tobytes()
+        assert (
+            example.image_1.tobytes() == Image.open(Path(row["image_1"]["catalog"]) / row["image_1"]["path"]).tobytes()
+        )
     assert split.get(5).id == examples[5].id and split.get(0).id == rows[0]["id"]
     with pytest.raises(IndexError):
         split.get(9)
@@ -254,7 +284,9 @@ def test_repo_id_goes_through_datasets_load_dataset(release, tmp_path, monkeypat
     split = open_common_o("someone/common-o-copy", "main", revision="v1.0.0")
     assert calls == [("someone/common-o-copy", "main", "v1.0.0")]
     assert split.revision == "v1.0.0" and split.source_name == "someone/common-o-copy" and len(split) == 9
-    assert split.fingerprint and split.fingerprint == open_common_o("someone/common-o-copy", "main", "v1.0.0").fingerprint
+    assert (
+        split.fingerprint and split.fingerprint == open_common_o("someone/common-o-copy", "main", "v1.0.0").fingerprint
+    )
     examples = list(split)
     assert [e.id for e in examples] == [r["id"] for r in rows]
     assert isinstance(examples[0].image_1, Image.Image) and split.get(3).ground_truth == rows[3]["ground_truth"]
@@ -274,12 +306,24 @@ def test_a_row_pointing_at_a_file_outside_the_release_is_not_read(tmp_path):
     Image.new("RGB", (8, 8), (255, 0, 0)).save(secret)
     features = common_o_features()
     row = {k: "x" for k in features}
-    row.update(image_1={"bytes": None, "path": str(secret)}, image_2={"bytes": None, "path": "../private.png"},
-               objects_1='["a"]', objects_2='["a"]', num_objects_image_1=1, num_objects_image_2=1, num_choices=2,
-               num_ground_truth_objects=1, choices='["a", "No objects are in common"]', ground_truth_objects='["a"]',
-               real_or_synthetic="real")
+    row.update(
+        image_1={"bytes": None, "path": str(secret)},
+        image_2={"bytes": None, "path": "../private.png"},
+        objects_1='["a"]',
+        objects_2='["a"]',
+        num_objects_image_1=1,
+        num_objects_image_2=1,
+        num_choices=2,
+        num_ground_truth_objects=1,
+        choices='["a", "No objects are in common"]',
+        ground_truth_objects='["a"]',
+        real_or_synthetic="real",
+    )
     (tmp_path / "rel" / "data").mkdir(parents=True)
-    pq.write_table(datasets.Dataset.from_list([row], features=features).data.table, tmp_path / "rel" / "data" / "main-00000-of-00001.parquet")
+    pq.write_table(
+        datasets.Dataset.from_list([row], features=features).data.table,
+        tmp_path / "rel" / "data" / "main-00000-of-00001.parquet",
+    )
     split = open_common_o(tmp_path / "rel", "main")
     with pytest.raises(InputError, match="points outside the release"):
         split.get(0)
@@ -302,7 +346,10 @@ def test_iteration_decodes_ahead_but_yields_and_fails_in_row_order(tmp_path):
     for i in (0, 5, 11):
         direct = split.get(i)
         assert examples[i].id == direct.id and examples[i].choices == direct.choices
-        assert examples[i].image_1.tobytes() == direct.image_1.tobytes() and examples[i].image_2.size == direct.image_2.size
+        assert (
+            examples[i].image_1.tobytes() == direct.image_1.tobytes()
+            and examples[i].image_2.size == direct.image_2.size
+        )
 
     rows[6]["image_2"] = {"bytes": rows[6]["image_2"]["bytes"][:40], "path": None}  # truncated PNG
     broken = open_common_o(write_common_o_split(tmp_path / "broken", rows), "main")

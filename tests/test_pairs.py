@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
-from commonlink.formats.catalog_refs import CatalogResolver, catalog_reference
-from commonlink.sampling.pairs import PairsConfig, build_choices, pairs_meta, sample_pairs, write_pairs
-from commonlink.formats.meta import meta_path
 from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, NotEnoughDataError
-from commonlink.formats.common_o import common_o_question, letters
 from commonlink.fileio import read_jsonl
+from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
+from commonlink.formats.catalog_refs import CatalogResolver, catalog_reference
+from commonlink.formats.common_o import common_o_question, letters
+from commonlink.formats.meta import meta_path
+from commonlink.sampling.pairs import PairsConfig, build_choices, pairs_meta, sample_pairs, write_pairs
 from tests.fixtures.catalogs import VOCAB, family_scenes, write_scene_catalog
 
 make_catalog = write_scene_catalog
@@ -132,7 +132,9 @@ def test_impossible_counts_are_redistributed_and_reported(tmp_path):
     # every scene a different triple: two scenes share at most 2 objects, so k = 3..7 cannot happen
     triples = [list(t) for t in itertools.combinations(VOCAB[:9], 3)][::3]
     folder = make_catalog(tmp_path / "triples", "synthetic", triples, views=2)
-    config = PairsConfig(count=45, seed=0, common_distribution="uniform")  # default max_common = 7 (the upper --objects bound)
+    config = PairsConfig(
+        count=45, seed=0, common_distribution="uniform"
+    )  # default max_common = 7 (the upper --objects bound)
     rows, stats = sample_pairs([folder], config)
     records = _records_by_id(folder)
     ks = Counter(_check_row(r, records, config) for r in rows)
@@ -142,7 +144,9 @@ def test_impossible_counts_are_redistributed_and_reported(tmp_path):
     short = stats["by_source"]["synthetic"]["common_objects_short"]
     assert set(short) == {"3", "4", "5", "6", "7"}
     assert stats["common_objects_missing"] == [3, 4, 5, 6, 7]
-    assert any("3 common object(s) could not be filled: 0 of" in note and "share exactly" in note for note in stats["notes"])
+    assert any(
+        "3 common object(s) could not be filled: 0 of" in note and "share exactly" in note for note in stats["notes"]
+    )
     assert any("went to the counts that could take them" in note for note in stats["notes"])
     assert stats["baselines"]["none"] == round(15 / 45, 4)
     # the card of a release built from it says which counts were not reached, with the floors
@@ -174,7 +178,9 @@ def test_build_choices_rules():
     # many common objects: room grows to k + 2 (one distractor and "none")
     same = VOCAB[:8]
     choices, truth, answer = build_choices(same + ["lime"], same + ["pen"], vocab, 8, rng)
-    assert len(choices) == 10 and set(truth) == set(same) and len(answer.split(", ")) == 8  # 8 common + none + 1 distractor
+    assert (
+        len(choices) == 10 and set(truth) == set(same) and len(answer.split(", ")) == 8
+    )  # 8 common + none + 1 distractor
     assert truth == [c for c in choices if c in same]  # ground truth in letter order
     # 6 common objects: still exactly 8 choices with one distractor, as the paper prints them
     choices, truth, _ = build_choices(same[:6] + ["lime"], same[:6] + ["pen"], vocab, 8, rng)
@@ -188,13 +194,19 @@ def test_build_choices_rules():
 
 def test_common_distribution_default_and_options(catalogs):
     # the default is the paper's shares; none=0.1: exactly 10% with nothing in common, the rest even over 1..K (K = 3 here)
-    rows, stats = sample_pairs(list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4, common_distribution="none=0.1"))
+    rows, stats = sample_pairs(
+        list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4, common_distribution="none=0.1")
+    )
     ks = Counter(0 if r["ground_truth"] == [NO_COMMON_OBJECTS] else len(r["ground_truth"]) for r in rows)
     assert ks[0] == 6 and ks[1] + ks[2] + ks[3] == 54 and max(ks[1], ks[2], ks[3]) - min(ks[1], ks[2], ks[3]) <= 2
     assert stats["common_objects"] == stats["common_objects_requested"]
     # explicit weights, and uniform as before
-    rows, _ = sample_pairs(list(catalogs), PairsConfig(count=40, max_common=3, max_uses=6, seed=4, common_distribution="0,1,1,0"))
-    assert {len(r["ground_truth"]) for r in rows} == {1, 2} and NO_COMMON_OBJECTS not in {t for r in rows for t in r["ground_truth"]}
+    rows, _ = sample_pairs(
+        list(catalogs), PairsConfig(count=40, max_common=3, max_uses=6, seed=4, common_distribution="0,1,1,0")
+    )
+    assert {len(r["ground_truth"]) for r in rows} == {1, 2} and NO_COMMON_OBJECTS not in {
+        t for r in rows for t in r["ground_truth"]
+    }
     meta = pairs_meta(PairsConfig(count=40, max_common=3), list(catalogs), _)
     assert meta["config"]["common_distribution"] == "paper"
     for bad in ("none=2", "1,2", "sometimes", "none=x"):
@@ -204,7 +216,19 @@ def test_common_distribution_default_and_options(catalogs):
 
 def test_cli_writes_pairs_and_meta_keeps_and_refuses(catalogs, tmp_path):
     out = tmp_path / "pairs.jsonl"
-    args = ["pairs", str(catalogs[0]), str(catalogs[1]), "--out", str(out), "--count", "30", "--seed", "5", "--max-common", "3"]
+    args = [
+        "pairs",
+        str(catalogs[0]),
+        str(catalogs[1]),
+        "--out",
+        str(out),
+        "--count",
+        "30",
+        "--seed",
+        "5",
+        "--max-common",
+        "3",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "Common objects per example" in result.output and "Sources" in result.output
@@ -238,12 +262,16 @@ def test_cli_too_few_images_says_how_many_and_what_to_change(catalogs, tmp_path)
     assert "Only 120 eligible synthetic image(s)" in text and "--count" in text and "--max-uses" in text
     assert not out.exists() and not meta_path(out).exists()
     # challenge needs 8-16 objects a scene: none here
-    result = CliRunner().invoke(app, ["pairs", str(catalogs[1]), "--out", str(out), "--split", "challenge", "--count", "10"])
+    result = CliRunner().invoke(
+        app, ["pairs", str(catalogs[1]), "--out", str(out), "--split", "challenge", "--count", "10"]
+    )
     text = " ".join(result.output.split())
     assert result.exit_code == 1 and "Only 0 eligible synthetic image(s) (showing 8-16 objects)" in text
     assert "--objects" in text
     # a source that is asked for but absent
-    result = CliRunner().invoke(app, ["pairs", str(catalogs[1]), "--out", str(out), "--count", "10", "--real-fraction", "0.5"])
+    result = CliRunner().invoke(
+        app, ["pairs", str(catalogs[1]), "--out", str(out), "--count", "10", "--real-fraction", "0.5"]
+    )
     assert result.exit_code == 1 and "Only 0 eligible real image(s)" in " ".join(result.output.split())
 
 
@@ -256,7 +284,9 @@ def test_bad_input_errors(catalogs, tmp_path):
         sample_pairs(list(catalogs), PairsConfig(count=5, max_common=9))
     with pytest.raises(InputError, match="--real-fraction"):
         sample_pairs(list(catalogs), PairsConfig(count=5, real_fraction=1.5))
-    result = CliRunner().invoke(app, ["pairs", str(catalogs[0]), "--out", str(tmp_path / "p.jsonl"), "--count", "5", "--objects", "7-3"])
+    result = CliRunner().invoke(
+        app, ["pairs", str(catalogs[0]), "--out", str(tmp_path / "p.jsonl"), "--count", "5", "--objects", "7-3"]
+    )
     assert result.exit_code == 1 and "--objects" in result.output
 
 
@@ -331,7 +361,9 @@ def test_a_catalog_path_leaving_the_catalog_is_refused_naming_its_line(tmp_path)
     escaping = tmp_path / "escaping"
     escaping.mkdir()
     lines = (real / "catalog.jsonl").read_text().splitlines()
-    (escaping / "catalog.jsonl").write_text("".join(line.replace('"path": "images/', '"path": "../real/images/') + "\n" for line in lines))
+    (escaping / "catalog.jsonl").write_text(
+        "".join(line.replace('"path": "images/', '"path": "../real/images/') + "\n" for line in lines)
+    )
     with pytest.raises(InputError) as err:
         sample_pairs([escaping], PairsConfig(split="main", count=5, objects=(3, 6), seed=0))
     assert str(escaping / "catalog.jsonl") in err.value.problem and ", line " in err.value.problem
@@ -354,5 +386,7 @@ def test_make_pairs_file_keeps_a_rerun_refuses_other_settings_and_holds_the_lock
     with pytest.raises(InputError, match="already exists"):
         make_pairs_file(list(catalogs), out, PairsConfig(split="main", count=20, seed=4), progress=False)
     with output_lock(out, what="commonlink pairs"), pytest.raises(InputError, match="being written"):
-        make_pairs_file(list(catalogs), out, PairsConfig(split="main", count=20, seed=4), overwrite=True, progress=False)
+        make_pairs_file(
+            list(catalogs), out, PairsConfig(split="main", count=20, seed=4), overwrite=True, progress=False
+        )
     assert out.read_bytes() == written

@@ -24,8 +24,10 @@ TABLE_3_OPTIONS = ["break", "carry", "clean", "cut", "open", "push", "sit", "imp
 def affordance_build(tmp_path_factory):
     root = tmp_path_factory.mktemp("aff")
     images = tiny_labelled_images(root / "imgs", n=80, concepts=tuple(PRESETS["ocl-affordance"].concepts[::-1]))
-    config = replace(tiny_chain_config(concepts=None, pairs=None, tasks=["deduction"], deductions_per_concept=2),
-                     concept_kind="affordance")
+    config = replace(
+        tiny_chain_config(concepts=None, pairs=None, tasks=["deduction"], deductions_per_concept=2),
+        concept_kind="affordance",
+    )
     images = use_preset(images, config, PRESETS["ocl-affordance"])
     build_chain_files(images, root / "chains", config, progress=False)
     return root / "chains"
@@ -38,16 +40,22 @@ def test_affordance_deduction_options_are_table_3s(affordance_build):
     task = next(iter(load_association(affordance_build, "deduction")))
     assert list(task.options) == TABLE_3_OPTIONS
     text = prompt_text(deduction_prompt(task.concept_kind, list(task.options)))
-    assert text.endswith("Your response should only include shared affordance in the following options. "
-                         "Options:['break', 'carry', 'clean', 'cut', 'open', 'push', 'sit', 'imprint']")
+    assert text.endswith(
+        "Your response should only include shared affordance in the following options. "
+        "Options:['break', 'carry', 'clean', 'cut', 'open', 'push', 'sit', 'imprint']"
+    )
 
 
 def test_deduction_rules():
     gold = ["metal", "rusty"]
     assert deduction_correct(["metal"], gold) and not deduction_correct(["metal", "furry"], gold)
-    assert deduction_correct(["metal", "furry"], gold, "any-shared") and not deduction_correct(["furry"], gold, "any-shared")
+    assert deduction_correct(["metal", "furry"], gold, "any-shared") and not deduction_correct(
+        ["furry"], gold, "any-shared"
+    )
     assert deduction_correct(["rusty", "metal"], gold, "exact") and not deduction_correct(["metal"], gold, "exact")
-    assert not any(deduction_correct(p, gold, rule) for p in (None, []) for rule in ("all-shared", "any-shared", "exact"))
+    assert not any(
+        deduction_correct(p, gold, rule) for p in (None, []) for rule in ("all-shared", "any-shared", "exact")
+    )
     with pytest.raises(InputError, match="deduction-rule"):
         AssociationSettings(deduction_rule="most-shared")
 
@@ -58,8 +66,15 @@ class _Deducer:
 
     def __init__(self):
         from commonlink.eval.backends.base import BackendInfo
-        self.info = BackendInfo(backend="scripted", model="deducer", fingerprint="deducer", batch_invariant=True,
-                                default_batch_size=8, uses_images=False)
+
+        self.info = BackendInfo(
+            backend="scripted",
+            model="deducer",
+            fingerprint="deducer",
+            batch_invariant=True,
+            default_batch_size=8,
+            uses_images=False,
+        )
         self.generate_seconds = 0.0
 
     def generate(self, requests, settings):
@@ -72,13 +87,23 @@ class _Deducer:
 def test_deduction_rule_changes_the_score_and_is_recorded(affordance_build, tmp_path):
     scores = {}
     for rule in ("all-shared", "any-shared"):
-        results = evaluate_association(affordance_build, "deduction", backend_instances=[_Deducer()], out_dir=tmp_path / rule,
-                                       settings=AssociationSettings(deduction_rule=rule), show_progress=False, report=False, n_boot=10)
+        results = evaluate_association(
+            affordance_build,
+            "deduction",
+            backend_instances=[_Deducer()],
+            out_dir=tmp_path / rule,
+            settings=AssociationSettings(deduction_rule=rule),
+            show_progress=False,
+            report=False,
+            n_boot=10,
+        )
         assert results["association"]["deduction_rule"] == rule
         records = [json.loads(x) for x in (tmp_path / rule / "predictions.jsonl").read_text().splitlines()]
         for r in records:
             named = set(r["deduction"] or [])
-            expected = (named <= set(r["deduction_gold"])) if rule == "all-shared" else bool(named & set(r["deduction_gold"]))
+            expected = (
+                (named <= set(r["deduction_gold"])) if rule == "all-shared" else bool(named & set(r["deduction_gold"]))
+            )
             assert r["deduction_correct"] == (bool(named) and expected)
         scores[rule] = sum(r["deduction_correct"] for r in records)
     assert scores["any-shared"] > scores["all-shared"]
@@ -90,8 +115,15 @@ class _Recorder:
 
     def __init__(self):
         from commonlink.eval.backends.base import BackendInfo
-        self.info = BackendInfo(backend="scripted", model="recorder", fingerprint="recorder", batch_invariant=True,
-                                default_batch_size=8, uses_images=True)
+
+        self.info = BackendInfo(
+            backend="scripted",
+            model="recorder",
+            fingerprint="recorder",
+            batch_invariant=True,
+            default_batch_size=8,
+            uses_images=True,
+        )
         self.generate_seconds = 0.0
         self.settings = []
 
@@ -119,8 +151,10 @@ def test_perception_and_commono_allow_the_same_generation_length(tmp_path):
         run(data, "main", out_dir=tmp_path / name, backend_instance=backend, show_progress=False, n_boot=10)
         caps[name] = {s.max_new_tokens for s in backend.settings}
     assert caps["commono"] == caps["perception"] == {1024}
-    cli = {name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default.default
-           for name in ("commono", "perception")}
+    cli = {
+        name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default.default
+        for name in ("commono", "perception")
+    }
     assert cli["commono"] == cli["perception"] == 1024
 
 
@@ -132,14 +166,22 @@ class _SimilarityHallucinator:
     def __init__(self, rows, threshold: float, name: str):
         from commonlink.eval.backends.base import BackendInfo
         from commonlink.eval.similarity import char_ngram_embedder
+
         self.truth = {tuple(json.loads(r["choices"])): json.loads(r["ground_truth_objects"]) for r in rows}
         self.embed, self.threshold = char_ngram_embedder(), threshold
-        self.info = BackendInfo(backend="scripted", model=name, fingerprint="halluc", batch_invariant=True, default_batch_size=8,
-                                uses_images=True)
+        self.info = BackendInfo(
+            backend="scripted",
+            model=name,
+            fingerprint="halluc",
+            batch_invariant=True,
+            default_batch_size=8,
+            uses_images=True,
+        )
         self.generate_seconds = 0.0
 
     def generate(self, requests, settings):
         from commonlink.constants import NO_COMMON_OBJECTS
+
         out = []
         for r in requests:
             truth = self.truth[tuple(r.choices)]
@@ -165,8 +207,15 @@ def test_hallucination_by_distractor_similarity_in_results_and_report(tmp_path):
     data = write_common_o_split(tmp_path / "data", rows)
     name = "<script>alert(1)</script>"
     backend = _SimilarityHallucinator(rows, 0.25, name)
-    results = evaluate_common_o(data, "main", out_dir=tmp_path / "run", backend_instance=backend, similarity=True,
-                                show_progress=False, n_boot=10)
+    results = evaluate_common_o(
+        data,
+        "main",
+        out_dir=tmp_path / "run",
+        backend_instance=backend,
+        similarity=True,
+        show_progress=False,
+        n_boot=10,
+    )
     analysis = results["hallucination_similarity"]
     assert analysis["embedding"] == "char-ngram" and len(analysis["bins"]) == 4
     assert sum(b["n"] for b in analysis["bins"]) == analysis["examples_used"] > 10
@@ -178,7 +227,10 @@ def test_hallucination_by_distractor_similarity_in_results_and_report(tmp_path):
     assert all((r["hallucinated"] >= 1) == (r["distractor_similarity"] >= 0.25) for r in scored)
     assert {r["hallucinated"] >= 1 for r in scored} == {True, False}
     lows = [b["low"] for b in analysis["bins"]]
-    assert lows == sorted(lows) and analysis["bins"][-1]["hallucination_1plus"] > analysis["bins"][0]["hallucination_1plus"]
+    assert (
+        lows == sorted(lows)
+        and analysis["bins"][-1]["hallucination_1plus"] > analysis["bins"][0]["hallucination_1plus"]
+    )
     assert analysis["r"] > 0.5
     page = (tmp_path / "run" / "report.html").read_text()
     assert "Hallucination by distractor similarity: &lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -294,10 +294,22 @@ def test_manifest_folder_images_are_portable_too(tmp_path):
     image table as well, and read back wherever the folder now is."""
     folder = tmp_path / "work" / "photos"
     (folder / "sub").mkdir(parents=True)
-    origin = {"type": "file", "path": str(folder / "sub" / "a.jpg"), "catalog": str(folder), "relative": "sub/a.jpg", "sha256": "ab"}
+    origin = {
+        "type": "file",
+        "path": str(folder / "sub" / "a.jpg"),
+        "catalog": str(folder),
+        "relative": "sub/a.jpg",
+        "sha256": "ab",
+    }
     table = tmp_path / "work" / "chains" / "images.jsonl"
     stored = origin_for_file(origin, table)
-    assert stored == {"type": "file", "path": "sub/a.jpg", "catalog": "../photos", "relative": "sub/a.jpg", "sha256": "ab"}
+    assert stored == {
+        "type": "file",
+        "path": "sub/a.jpg",
+        "catalog": "../photos",
+        "relative": "sub/a.jpg",
+        "sha256": "ab",
+    }
     assert CatalogResolver(table).origin(stored) == origin  # the folder need not be a catalog
     moved = tmp_path / "elsewhere" / "photos"
     moved.mkdir(parents=True)

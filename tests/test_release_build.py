@@ -11,17 +11,16 @@ import pytest
 import yaml
 from PIL import Image
 
-from commonlink.release.build import build_release
-from commonlink.release.staging import ReleaseOptions, verify_release
-from commonlink.release.shards import ShardWriter, parse_size
-from commonlink.formats.card import read_card_metadata, size_category
-from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file
-from tests.fixtures.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
+from commonlink.formats.card import read_card_metadata, size_category
 from commonlink.formats.common_o import common_o_features
-
+from commonlink.release.build import build_release
+from commonlink.release.datasheet import DATASHEET_SECTIONS
+from commonlink.release.shards import ShardWriter, parse_size
+from commonlink.release.staging import ReleaseOptions, verify_release
+from tests.fixtures.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
 
 # ---------------------------------------------------------------------------------------------- tiny inputs
 
@@ -36,12 +35,25 @@ def tiny(tmp_path_factory):
     base = tmp_path_factory.mktemp("release")
     real = make_catalog(base / "real_catalog", 12)
     synthetic = make_catalog(base / "synth_catalog", 6, source="synthetic", fmt="PNG")
-    atomic_write_json(base / "synth_catalog" / "synth_config.json", {"asset_licenses": {"Apache-2.0 (test)": 3, "zlib (test)": 1}})
+    atomic_write_json(
+        base / "synth_catalog" / "synth_config.json", {"asset_licenses": {"Apache-2.0 (test)": 3, "zlib (test)": 1}}
+    )
     main_rows = make_pairs(base / "main.jsonl", base / "real_catalog", real, 20)
     challenge_rows = make_pairs(base / "challenge.jsonl", base / "synth_catalog", synthetic, 8, split="challenge")
-    result = build_release([base / "main.jsonl", base / "challenge.jsonl"], base / "rel", name="Tiny Common-O",
-                           version="0.2.0", license="cc-by-4.0", progress=False)
-    return {"base": base, "rel": base / "rel", "result": result, "rows": {"main": main_rows, "challenge": challenge_rows}}
+    result = build_release(
+        [base / "main.jsonl", base / "challenge.jsonl"],
+        base / "rel",
+        name="Tiny Common-O",
+        version="0.2.0",
+        license="cc-by-4.0",
+        progress=False,
+    )
+    return {
+        "base": base,
+        "rel": base / "rel",
+        "result": result,
+        "rows": {"main": main_rows, "challenge": challenge_rows},
+    }
 
 
 # ----------------------------------------------------------------------------------------------------- tests
@@ -72,7 +84,10 @@ def test_plain_load_dataset_reads_published_types_and_pil_images(tiny):
             assert got["answer"] == src["answer"] and got["question"] == src["question"]
             assert got["real_or_synthetic"] == src["source"] and got["answer_type"] == "multiple_choice"
             assert (got["image_1_id"], got["scene_2_id"], got["view_1"]) == (
-                src["image_1"]["id"], src["image_2"]["scene_id"], src["image_1"]["view"])
+                src["image_1"]["id"],
+                src["image_2"]["scene_id"],
+                src["image_1"]["view"],
+            )
     # the embedded bytes are the catalog files themselves
     first = tiny["rows"]["main"][0]["image_1"]
     table = pq.read_table(tiny["rel"] / "data" / "main-00000-of-00001.parquet", columns=["image_1"])
@@ -99,7 +114,10 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     card = DatasetCard(text)
     assert card.data.license == "cc-by-4.0" and card.data.pretty_name == "Tiny Common-O"
     assert meta["size_categories"] == [size_category(28)] == ["n<1K"]
-    assert meta["configs"][0]["data_files"] == [{"split": "main", "path": "data/main-*"}, {"split": "challenge", "path": "data/challenge-*"}]
+    assert meta["configs"][0]["data_files"] == [
+        {"split": "main", "path": "data/main-*"},
+        {"split": "challenge", "path": "data/challenge-*"},
+    ]
     info = meta["dataset_info"]
     assert {s["name"]: s["num_examples"] for s in info["splits"]} == {"main": 20, "challenge": 8}
     assert [f["name"] for f in info["features"]] == list(common_o_features())
@@ -113,10 +131,18 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     assert "28 examples (main: 20, challenge: 8)" in text
     distinct = {r[k]["id"]: len(r[k]["objects"]) for r in rows for k in ("image_1", "image_2")}
     mean = sum(distinct.values()) / len(distinct)
-    assert f"| main | 20 | 100.0% | 0.0% | {len(distinct)} | {min(distinct.values())}–{max(distinct.values())} (mean {mean:.2f})" in text
+    assert (
+        f"| main | 20 | 100.0% | 0.0% | {len(distinct)} | {min(distinct.values())}–{max(distinct.values())} (mean {mean:.2f})"
+        in text
+    )
     assert "| challenge | 8 | 0.0% | 100.0% |" in text
     freq = Counter()
-    images = {(r[k]["catalog"], r[k]["id"]): r[k]["objects"] for split in tiny["rows"].values() for r in split for k in ("image_1", "image_2")}
+    images = {
+        (r[k]["catalog"], r[k]["id"]): r[k]["objects"]
+        for split in tiny["rows"].values()
+        for r in split
+        for k in ("image_1", "image_2")
+    }
     for objects in images.values():
         freq.update(objects)
     top_name, top_count = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[0]
@@ -125,7 +151,9 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     # `random` 2^-(choices - 1) per example in expectation
     from commonlink.eval.commono import evaluate_common_o
 
-    none = evaluate_common_o(tiny["rel"], "main", "none", n_boot=10, show_progress=False)["metrics"]["overall"]["accuracy"]
+    none = evaluate_common_o(tiny["rel"], "main", "none", n_boot=10, show_progress=False)["metrics"]["overall"][
+        "accuracy"
+    ]
     assert none == sum(r["ground_truth"] == [NO_COMMON_OBJECTS] for r in rows) / len(rows)
     expected_random = sum(0.5 ** (len(r["choices"]) - 1) for r in rows) / len(rows)
     assert f"main: `none` {100 * none:.1f}%, `random` {100 * expected_random:.1f}% (expected) accuracy" in text
@@ -147,7 +175,10 @@ def test_manifest_hashes_every_file(tiny):
     split = manifest["splits"]["main"]
     assert {k: split[k] for k in ("rows", "files")} == {"rows": 20, "files": ["data/main-00000-of-00001.parquet"]}
     # the sizes the card shows, so `release card` can render it again from the manifest
-    assert split["download_size"] == (tiny["rel"] / "data/main-00000-of-00001.parquet").stat().st_size and split["num_bytes"] > 0
+    assert (
+        split["download_size"] == (tiny["rel"] / "data/main-00000-of-00001.parquet").stat().st_size
+        and split["num_bytes"] > 0
+    )
     on_disk = {p.relative_to(tiny["rel"]).as_posix() for p in tiny["rel"].rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(manifest["files"]) == on_disk
     for rel, info in manifest["files"].items():
@@ -170,7 +201,9 @@ def test_manifest_hashes_every_file(tiny):
 def test_small_max_shard_size_splits_into_named_shards(tiny, tmp_path):
     import datasets
 
-    result = build_release([tiny["base"] / "main.jsonl"], tmp_path / "sharded", max_shard_bytes=parse_size("6KB"), progress=False)
+    result = build_release(
+        [tiny["base"] / "main.jsonl"], tmp_path / "sharded", max_shard_bytes=parse_size("6KB"), progress=False
+    )
     files = sorted(p.name for p in (tmp_path / "sharded" / "data").iterdir())
     n = len(files)
     assert n >= 3
@@ -234,10 +267,14 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
         build_release([tmp_path / "a.jsonl"], tmp_path / "out", progress=False)
     make_pairs(tmp_path / "first.jsonl", tmp_path / "cat", records, 3)
     make_pairs(tmp_path / "again.jsonl", tmp_path / "cat", records, 2)
-    with pytest.raises(SchemaError, match="again.jsonl, row 1 .*example id 'main-00000000' is already used by .*first.jsonl, row 1"):
+    with pytest.raises(
+        SchemaError, match="again.jsonl, row 1 .*example id 'main-00000000' is already used by .*first.jsonl, row 1"
+    ):
         build_release([tmp_path / "first.jsonl", tmp_path / "again.jsonl"], tmp_path / "out", progress=False)
     (tmp_path / "empty.jsonl").write_text("")
-    (tmp_path / "empty.jsonl.meta.json").write_text(json.dumps({"kind": "common_o_pairs", "seed": 0, "split": "main", "count": 0}))
+    (tmp_path / "empty.jsonl.meta.json").write_text(
+        json.dumps({"kind": "common_o_pairs", "seed": 0, "split": "main", "count": 0})
+    )
     with pytest.raises(InputError, match="Split 'main' has no rows"):
         build_release([tmp_path / "empty.jsonl"], tmp_path / "out", progress=False)
     with pytest.raises(InputError, match="license"):
@@ -250,16 +287,31 @@ def test_an_options_record_and_keywords_build_the_same_release(tmp_path):
     records = make_catalog(tmp_path / "cat", 4)
     pairs = tmp_path / "a.jsonl"
     make_pairs(pairs, tmp_path / "cat", records, 3)
-    options = ReleaseOptions(name="Same", version="1.2.0", license="cc-by-4.0", max_shard_bytes=parse_size("4KB"), progress=False)
+    options = ReleaseOptions(
+        name="Same", version="1.2.0", license="cc-by-4.0", max_shard_bytes=parse_size("4KB"), progress=False
+    )
     first = build_release([pairs], tmp_path / "rel", options)
     recorded = json.loads((tmp_path / "rel" / "manifest.json").read_text())["config"]
     assert not first.reused and len(first.splits["main"]["files"]) > 1  # the small shard size was applied
     assert {k: recorded[k] for k in ("name", "version", "license", "max_shard_bytes")} == {
-        "name": "Same", "version": "1.2.0", "license": "cc-by-4.0", "max_shard_bytes": 4000}
-    again = build_release([pairs], tmp_path / "rel", name="Same", version="1.2.0", license="cc-by-4.0",
-                          max_shard_bytes=parse_size("4KB"), progress=False)
+        "name": "Same",
+        "version": "1.2.0",
+        "license": "cc-by-4.0",
+        "max_shard_bytes": 4000,
+    }
+    again = build_release(
+        [pairs],
+        tmp_path / "rel",
+        name="Same",
+        version="1.2.0",
+        license="cc-by-4.0",
+        max_shard_bytes=parse_size("4KB"),
+        progress=False,
+    )
     assert again.reused  # the same options as keywords: the same build, kept
-    changed = build_release([pairs], tmp_path / "rel", options, version="1.2.1", overwrite=True)  # keywords change fields
+    changed = build_release(
+        [pairs], tmp_path / "rel", options, version="1.2.1", overwrite=True
+    )  # keywords change fields
     manifest = json.loads((tmp_path / "rel" / "manifest.json").read_text())
     assert not changed.reused and (manifest["name"], manifest["version"]) == ("Same", "1.2.1")
     build_release([pairs], tmp_path / "Folder Title", ReleaseOptions(name="", progress=False))
@@ -296,8 +348,21 @@ def test_cli_release_build(tiny, tmp_path):
 
     runner = CliRunner()
     out = tmp_path / "cli_rel"
-    res = runner.invoke(app, ["release", "build", str(tiny["base"] / "challenge.jsonl"), "--out", str(out), "--no-progress",
-                              "--max-shard-size", "4KB", "--name", "CLI build"])
+    res = runner.invoke(
+        app,
+        [
+            "release",
+            "build",
+            str(tiny["base"] / "challenge.jsonl"),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--max-shard-size",
+            "4KB",
+            "--name",
+            "CLI build",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "challenge" in res.output and (out / "manifest.json").is_file()
     assert json.loads((out / "manifest.json").read_text())["splits"]["challenge"]["rows"] == 8
@@ -315,8 +380,14 @@ def test_image_paths_cannot_escape_their_catalog(tmp_path):
     (tmp_path / "cat" / "images" / "inner.jpg").symlink_to(tmp_path / "cat" / records[0].path)
     reader = CatalogImageReader()
     catalog = str(tmp_path / "cat")
-    assert reader.read(catalog, records[1].path, what="row 1: image_1") == (tmp_path / "cat" / records[1].path).read_bytes()
-    assert reader.read(catalog, "images/inner.jpg", what="row 1: image_1") == (tmp_path / "cat" / records[0].path).read_bytes()
+    assert (
+        reader.read(catalog, records[1].path, what="row 1: image_1")
+        == (tmp_path / "cat" / records[1].path).read_bytes()
+    )
+    assert (
+        reader.read(catalog, "images/inner.jpg", what="row 1: image_1")
+        == (tmp_path / "cat" / records[0].path).read_bytes()
+    )
     with pytest.raises(InputError, match="row 2: image_2 path.*escapes"):
         reader.read(catalog, "images/link.jpg", what="row 2: image_2")
     with pytest.raises(InputError, match="escapes"):
@@ -327,7 +398,8 @@ def test_image_paths_cannot_escape_their_catalog(tmp_path):
 
 def test_shard_cap_holds_with_long_text_columns(tmp_path):
     """Shard sizes count the text columns too (measured per row group), not only the image bytes."""
-    from datasets import Features, Image as ImageFeature, Value
+    from datasets import Features, Value
+    from datasets import Image as ImageFeature
 
     features = Features({"image": ImageFeature(), "text": Value("string"), "n": Value("int64")})
     cap = 40_000
@@ -407,6 +479,8 @@ def test_release_shard_bytes_are_unchanged_from_the_recorded_build(tmp_path):
     synthetic = make_catalog(tmp_path / "cat-syn", 12, source="synthetic", fmt="PNG", size=(40, 30))
     make_pairs(tmp_path / "main.jsonl", tmp_path / "cat-real", main, 10, split="main")
     make_pairs(tmp_path / "challenge.jsonl", tmp_path / "cat-syn", synthetic, 7, split="challenge")
-    result = build_release([tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], tmp_path / "release", progress=False)
+    result = build_release(
+        [tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], tmp_path / "release", progress=False
+    )
     shards = {path: info["sha256"] for path, info in result.files.items() if path.startswith("data/")}
     assert shards == GOLDEN_SHARDS

@@ -44,7 +44,9 @@ def release_inputs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pair_catalog(tmp_path_factory) -> Path:
-    return make_pairs_catalog(tmp_path_factory.mktemp("pc") / "real", "real", family_scenes(24, seed=1), views=3, seed=1)
+    return make_pairs_catalog(
+        tmp_path_factory.mktemp("pc") / "real", "real", family_scenes(24, seed=1), views=3, seed=1
+    )
 
 
 # ------------------------------------------------------------------------------------------ 1. --overwrite
@@ -102,9 +104,16 @@ def test_the_lock_holds_across_processes_and_a_killed_holder_leaves_no_stale_loc
 
     out = tmp_path / "pairs.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom commonlink.locks import output_lock\n"
-         "with output_lock(sys.argv[1], what='commonlink pairs'):\n    print('held', flush=True)\n    time.sleep(60)\n", str(out)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom commonlink.locks import output_lock\n"
+            "with output_lock(sys.argv[1], what='commonlink pairs'):\n    print('held', flush=True)\n    time.sleep(60)\n",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -129,12 +138,32 @@ def test_two_release_builds_into_one_new_out_the_second_is_refused(release_input
 def test_chains_synth_stats_hold_the_lock_of_their_output(pair_catalog, tmp_path):
     out = tmp_path / "chains"
     with output_lock(out, what="commonlink chains"):
-        result = invoke("chains", pair_catalog, "--out", out, "--chains", "2", "--single-steps", "2", "--deductions", "2",
-                        "--max-steps", "5", "--top-k", "2", "--auto-pairs", "1", "--min-pixels", "1")
+        result = invoke(
+            "chains",
+            pair_catalog,
+            "--out",
+            out,
+            "--chains",
+            "2",
+            "--single-steps",
+            "2",
+            "--deductions",
+            "2",
+            "--max-steps",
+            "5",
+            "--top-k",
+            "2",
+            "--auto-pairs",
+            "1",
+            "--min-pixels",
+            "1",
+        )
     assert result.exit_code == 1 and "pid" in result.output and not (out / "images.jsonl").exists()
     synth_out = tmp_path / "synth"
     with output_lock(synth_out, what="commonlink synth"):
-        result = invoke("synth", "--out", synth_out, "--scenes", "1", "--views", "1", "--resolution", "32x32", "--no-progress")
+        result = invoke(
+            "synth", "--out", synth_out, "--scenes", "1", "--views", "1", "--resolution", "32x32", "--no-progress"
+        )
     assert result.exit_code == 1 and "pid" in result.output
 
 
@@ -151,11 +180,26 @@ def test_eval_into_an_out_of_another_configuration_is_refused_unless_overwrite(t
     assert (out / "results.json").read_bytes() == before
     again = invoke("eval", "commono", "--model", "none", "--data", data, "--out", out, "--bootstrap", "10", "--quiet")
     assert again.exit_code == 0, again.output  # the same run resumes
-    replaced = invoke("eval", "commono", "--model", "random", "--data", data, "--out", out, "--bootstrap", "10", "--quiet", "--overwrite")
+    replaced = invoke(
+        "eval",
+        "commono",
+        "--model",
+        "random",
+        "--data",
+        data,
+        "--out",
+        out,
+        "--bootstrap",
+        "10",
+        "--quiet",
+        "--overwrite",
+    )
     assert replaced.exit_code == 0, replaced.output
     assert json.loads((out / "results.json").read_text())["model"] == "random"
     with output_lock(out / "results.json", what="commonlink eval"):
-        locked = invoke("eval", "commono", "--model", "random", "--data", data, "--out", out, "--bootstrap", "10", "--quiet")
+        locked = invoke(
+            "eval", "commono", "--model", "random", "--data", data, "--out", out, "--bootstrap", "10", "--quiet"
+        )
     assert locked.exit_code == 1 and "pid" in locked.output
 
 
@@ -187,13 +231,16 @@ def test_release_build_refuses_a_pairs_file_that_does_not_match_its_sidecar(pair
     assert not (tmp_path / "rel").exists()
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (lambda row: row["image_1"].update(objects=None), "objects"),
-    (lambda row: row["image_1"].update(objects=5), "objects"),
-    (lambda row: row.update(id=None), "'id'"),
-    (lambda row: row["image_1"].update(id="not-in-the-catalog"), "not-in-the-catalog"),
-    (lambda row: row["image_2"].update(objects=["apple"]), "catalog"),
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda row: row["image_1"].update(objects=None), "objects"),
+        (lambda row: row["image_1"].update(objects=5), "objects"),
+        (lambda row: row.update(id=None), "'id'"),
+        (lambda row: row["image_1"].update(id="not-in-the-catalog"), "not-in-the-catalog"),
+        (lambda row: row["image_2"].update(objects=["apple"]), "catalog"),
+    ],
+)
 def test_release_build_validates_rows_against_the_catalog(release_inputs, tmp_path, edit, expected):
     root, records, _ = release_inputs
     pairs = tmp_path / "main.jsonl"
@@ -211,7 +258,12 @@ def test_release_build_validates_rows_against_the_catalog(release_inputs, tmp_pa
 def _png_header(width: int, height: int) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IEND", b"")
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _png(size) -> bytes:
@@ -220,12 +272,15 @@ def _png(size) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"just some text, not an image\n", "not a readable image"),
-    (_png((1, 1)), "1x1"),
-    (_png_header(50_000, 50_000), "pixel cap"),
-    (_png((32, 24))[:-40], "corrupt or truncated"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"just some text, not an image\n", "not a readable image"),
+        (_png((1, 1)), "1x1"),
+        (_png_header(50_000, 50_000), "pixel cap"),
+        (_png((32, 24))[:-40], "corrupt or truncated"),
+    ],
+)
 def test_release_build_opens_and_size_checks_every_image(tmp_path, content, expected):
     """Each file's sha256 matches its catalog record, so only opening the image finds the problem."""
     records = make_catalog(tmp_path / "cat", 6, fmt="PNG")
@@ -249,8 +304,22 @@ def test_association_release_decodes_and_size_checks_every_image(tmp_path):
     records[0]["sha256"] = sha256_file(bad)
     write_jsonl(catalog / "catalog.jsonl", records)
     chains = tmp_path / "chains"
-    result = invoke("chains", catalog, "--out", chains, "--tasks", "single_step", "--single-steps", "40", "--top-k", "3",
-                    "--min-pixels", "1", "--memory-size", "2")
+    result = invoke(
+        "chains",
+        catalog,
+        "--out",
+        chains,
+        "--tasks",
+        "single_step",
+        "--single-steps",
+        "40",
+        "--top-k",
+        "3",
+        "--min-pixels",
+        "1",
+        "--memory-size",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     with pytest.raises(InputError) as err:
         build_release(sorted(chains.glob("*.jsonl")), tmp_path / "rel", progress=False)
@@ -309,8 +378,20 @@ def test_temp_files_of_killed_catalog_merge_and_chains_runs_are_removed(pair_cat
     chains.mkdir()
     stale_task = chains / f".single_step.jsonl.{dead}.x1y2z3.tmp"
     stale_task.write_text("half")
-    result = invoke("chains", pair_catalog, "--out", chains, "--tasks", "single_step", "--single-steps", "2", "--top-k", "2",
-                    "--min-pixels", "1")
+    result = invoke(
+        "chains",
+        pair_catalog,
+        "--out",
+        chains,
+        "--tasks",
+        "single_step",
+        "--single-steps",
+        "2",
+        "--top-k",
+        "2",
+        "--min-pixels",
+        "1",
+    )
     assert result.exit_code == 0, result.output
     assert not stale_task.exists()
 
@@ -329,17 +410,26 @@ def test_a_password_in_hf_endpoint_is_masked_in_release_errors(release_inputs, t
     with HubServer(tmp_path / "store", tokens={"hf_goodtoken": "me"}) as hub:
         host = hub.url.split("://", 1)[1]
         endpoint = f"http://admin:hunter2-secret@{host}/?token=hf_SECRETSECRET"
-        args = ["release", "versions", "nobody/missing"] if command == "versions" else \
-            ["release", "push", release, "--repo", "nobody/missing", "--version", "1.0.0"]
+        args = (
+            ["release", "versions", "nobody/missing"]
+            if command == "versions"
+            else ["release", "push", release, "--repo", "nobody/missing", "--version", "1.0.0"]
+        )
         # HF_ENDPOINT is read once, when huggingface_hub is imported: set what it sets
         monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", endpoint)
         from_env = invoke(*args, env={"HF_TOKEN": "hf_wrongtoken", "HF_HUB_DISABLE_XET": "1"})
         monkeypatch.undo()
-        from_option = invoke(*args, "--endpoint", endpoint, env={"HF_TOKEN": "hf_wrongtoken", "HF_HUB_DISABLE_XET": "1"})
+        from_option = invoke(
+            *args, "--endpoint", endpoint, env={"HF_TOKEN": "hf_wrongtoken", "HF_HUB_DISABLE_XET": "1"}
+        )
     for result in (from_env, from_option):
         assert result.exit_code == 1, result.output
         assert "Error:" in result.output
-        assert "hunter2" not in result.output and "SECRETSECRET" not in result.output and "hf_wrongtoken" not in result.output
+        assert (
+            "hunter2" not in result.output
+            and "SECRETSECRET" not in result.output
+            and "hf_wrongtoken" not in result.output
+        )
 
 
 def test_redact_text_masks_user_info_and_query_values():
@@ -364,7 +454,9 @@ def test_synth_refuses_negative_min_visible_pixels_and_oversized_resolution(tmp_
 
 def test_release_name_with_a_yaml_document_break_gets_a_real_message(release_inputs, tmp_path):
     _, _, pairs = release_inputs
-    result = invoke("release", "build", pairs, "--out", tmp_path / "rel", "--name", "My set\n---\nevil: 1", "--no-progress")
+    result = invoke(
+        "release", "build", pairs, "--out", tmp_path / "rel", "--name", "My set\n---\nevil: 1", "--no-progress"
+    )
     assert result.exit_code == 1 and "--name" in result.output and "line break" in result.output
     assert "Fix the YAML" not in result.output and not (tmp_path / "rel").exists()
 
@@ -385,7 +477,14 @@ def test_a_push_message_with_markup_is_neutralised_in_the_versions_table():
     from tests.test_card_markup import live_markup, render_html
 
     card = "---\nlicense: mit\n---\n\n# Set\n"
-    rows = [{"version": "1.0.0", "date": "2026-01-02", "rows": "main: 6", "message": "fix <script>alert(1)</script> \u202eexe"}]
+    rows = [
+        {
+            "version": "1.0.0",
+            "date": "2026-01-02",
+            "rows": "main: 6",
+            "message": "fix <script>alert(1)</script> \u202eexe",
+        }
+    ]
     text = card_with_version(card, rows)
     assert "\u202e" not in text and live_markup(text) == [] and "&lt;script&gt;" in render_html(text)
 
@@ -395,7 +494,12 @@ def test_eval_score_refuses_duplicate_ids(tmp_path):
 
     data = write_common_o_split(tmp_path / "data", common_o_rows(4, seed=1))
     out = tmp_path / "run"
-    assert invoke("eval", "commono", "--model", "none", "--data", data, "--out", out, "--bootstrap", "10", "--quiet").exit_code == 0
+    assert (
+        invoke(
+            "eval", "commono", "--model", "none", "--data", data, "--out", out, "--bootstrap", "10", "--quiet"
+        ).exit_code
+        == 0
+    )
     lines = (out / "predictions.jsonl").read_text().splitlines(keepends=True)
     doubled = tmp_path / "doubled.jsonl"
     doubled.write_text("".join(lines + lines[:1]))

@@ -22,7 +22,9 @@ runner = CliRunner()
 def pair_catalog(tmp_path_factory) -> Path:
     from tests.fixtures.catalogs import family_scenes, write_scene_catalog
 
-    return write_scene_catalog(tmp_path_factory.mktemp("pc") / "real", "real", family_scenes(24, seed=1), views=3, seed=1)
+    return write_scene_catalog(
+        tmp_path_factory.mktemp("pc") / "real", "real", family_scenes(24, seed=1), views=3, seed=1
+    )
 
 
 def invoke(*args, env: dict | None = None):
@@ -95,15 +97,18 @@ def test_pairs_into_an_output_whose_lock_is_a_symlink_leaves_the_victim(pair_cat
 # ------------------------------------------------------------------ 9. secrets in other parts of a URL
 
 
-@pytest.mark.parametrize("url, secret", [
-    ("https://host/api?S3CRETVALUE", "S3CRETVALUE"),
-    ("https://host/api?a=1&S3CRETVALUE", "S3CRETVALUE"),
-    ("https://host/api#token=S3CRETVALUE", "S3CRETVALUE"),
-    ("https://host/api#S3CRETVALUE", "S3CRETVALUE"),
-    ("https://host/token/S3CRETVALUE/v1", "S3CRETVALUE"),
-    ("https://host/api-key/S3CRETVALUE", "S3CRETVALUE"),
-    ("https://host/v1/secret/S3CRETVALUE", "S3CRETVALUE"),
-])
+@pytest.mark.parametrize(
+    "url, secret",
+    [
+        ("https://host/api?S3CRETVALUE", "S3CRETVALUE"),
+        ("https://host/api?a=1&S3CRETVALUE", "S3CRETVALUE"),
+        ("https://host/api#token=S3CRETVALUE", "S3CRETVALUE"),
+        ("https://host/api#S3CRETVALUE", "S3CRETVALUE"),
+        ("https://host/token/S3CRETVALUE/v1", "S3CRETVALUE"),
+        ("https://host/api-key/S3CRETVALUE", "S3CRETVALUE"),
+        ("https://host/v1/secret/S3CRETVALUE", "S3CRETVALUE"),
+    ],
+)
 def test_secrets_in_bare_query_fragment_and_path_segment_are_masked(url, secret):
     from commonlink.redact import redact_text, redact_url
 
@@ -141,8 +146,14 @@ def test_common_o_parser_is_fast_on_long_whitespace_runs(run):
     from commonlink.eval.parsing import parse_common_o_answer, parse_yes_no
 
     pad = run * 40_000
-    texts = [f"Answer: A{pad}then a remark", f"Answer: A{pad}because", f"Answer: A. {pad}x", f"answer{pad}is A",
-             f"Answer: keys{pad}", f"{pad}yes{pad}"]
+    texts = [
+        f"Answer: A{pad}then a remark",
+        f"Answer: A{pad}because",
+        f"Answer: A. {pad}x",
+        f"answer{pad}is A",
+        f"Answer: keys{pad}",
+        f"{pad}yes{pad}",
+    ]
     # 11 s (spaces) and 23 s (NBSP) before the fix; generous for a loaded machine, the benchmark holds 50 ms
     assert _slowest(lambda t: parse_common_o_answer(t, COMMON_O_CHOICES), texts) < 1.0
     assert _slowest(parse_yes_no, texts) < 1.0
@@ -153,8 +164,15 @@ def test_association_parsers_are_fast_on_long_whitespace_runs(run):
     from commonlink.eval.association_prompts import parse_concepts, parse_selection
 
     pad = run * 40_000
-    texts = [f"image{pad}2", f"image{pad}", f"Image{pad}-{pad}", f"{pad}[{pad}1{pad}]{pad}.{pad}", f"{pad}[{pad}3",
-             f"Answer:{pad}the second{pad}image", f"final{pad}answer{pad}x"]
+    texts = [
+        f"image{pad}2",
+        f"image{pad}",
+        f"Image{pad}-{pad}",
+        f"{pad}[{pad}1{pad}]{pad}.{pad}",
+        f"{pad}[{pad}3",
+        f"Answer:{pad}the second{pad}image",
+        f"final{pad}answer{pad}x",
+    ]
     assert _slowest(parse_selection, texts) < 1.0  # "image" + 30,000 spaces took 8 s before the fix
     assert _slowest(lambda t: parse_concepts(t, ["red", "round"]), texts) < 1.0
 
@@ -220,7 +238,9 @@ def test_sixteen_bit_grey_photo_reaches_the_model_as_the_same_grey(tmp_path):
     data = write_common_o_split(tmp_path / "data", rows)
     with LatencyServer(latency_s=(0.0, 0.0)) as server:
         backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR")
-        evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=10, show_progress=False)
+        evaluate_common_o(
+            data, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=10, show_progress=False
+        )
     (body,) = server.bodies
     url = body["messages"][0]["content"][0]["image_url"]["url"]
     received = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB"))
@@ -265,7 +285,8 @@ def _inputs(pair_catalog: Path, made_pairs: Path, root: Path) -> dict:
     pairs = root / "pairs.jsonl"
     # rows name their catalog relative to the pairs file (formats.catalog_refs): point them at the copy
     text = made_pairs.read_text(encoding="utf-8").replace(
-        json.dumps(catalog_reference(pair_catalog, made_pairs)), json.dumps(catalog_reference(catalog, pairs)))
+        json.dumps(catalog_reference(pair_catalog, made_pairs)), json.dumps(catalog_reference(catalog, pairs))
+    )
     pairs.write_text(text, encoding="utf-8")
     meta = json.loads((made_pairs.parent / "pairs.jsonl.meta.json").read_text(encoding="utf-8"))
     meta["catalogs"] = [str(catalog)]
@@ -311,6 +332,7 @@ def _break_sidecar(value):
         else:
             sidecar.write_text(json.dumps({**meta, "kind": value}), encoding="utf-8")
         return sidecar
+
     return breaker
 
 
@@ -328,8 +350,18 @@ COMMANDS = {
     "chains": lambda f: ["chains", f["catalog"], "--out", f["root"] / "chains", "--min-pixels", "0"],
     "catalog merge": lambda f: ["catalog", "merge", f["catalog"], "--out", f["root"] / "merged"],
     "ingest": lambda f: ["ingest", f["photos"], "--manifest", f["manifest"], "--out", f["catalog"]],
-    "release build": lambda f: ["release", "build", f["pairs"], "--out", f["root"] / "rel", "--name", "t", "--license", "cc-by-4.0",
-                                "--no-progress"],
+    "release build": lambda f: [
+        "release",
+        "build",
+        f["pairs"],
+        "--out",
+        f["root"] / "rel",
+        "--name",
+        "t",
+        "--license",
+        "cc-by-4.0",
+        "--no-progress",
+    ],
 }
 MALFORMED = {
     # (a pairs rerun over a changed catalog stops at the catalog's fingerprint; a pairs rerun keeps a file whose
@@ -346,12 +378,15 @@ CASES = [pytest.param(m, c, id=f"{m} / {c}") for m, (_, commands) in MALFORMED.i
 
 
 @pytest.mark.parametrize("malformed, command", CASES)
-def test_malformed_input_is_a_clear_error_in_every_command_that_reads_it(malformed, command, pair_catalog, made_pairs, tmp_path):
+def test_malformed_input_is_a_clear_error_in_every_command_that_reads_it(
+    malformed, command, pair_catalog, made_pairs, tmp_path
+):
     files = _inputs(pair_catalog, made_pairs, tmp_path)
     broken = MALFORMED[malformed][0](files)
     result = invoke(*COMMANDS[command](files))
     assert result.exception is None or isinstance(result.exception, SystemExit), (
-        f"{command}: traceback {type(result.exception).__name__}: {result.exception}")
+        f"{command}: traceback {type(result.exception).__name__}: {result.exception}"
+    )
     assert result.exit_code == 1, result.output
     assert "Error:" in result.output and "Fix:" in result.output, result.output
     # the broken file is named (a pairs rerun names the pairs file its sidecar describes)
@@ -362,7 +397,11 @@ DUPLICATE_MANIFESTS = {
     "csv same name twice": ("m.csv", "file,objects,scene,objects\np.png,apple,k,pear\n", "'objects'"),
     "csv names differing in case": ("m.csv", "file,Objects,objects\np.png,apple,pear\n", "'objects'"),
     "csv file column twice": ("m.csv", "file,objects,File\np.png,apple,q.png\n", "'file'"),
-    "jsonl keys differing in case": ("m.jsonl", '{"file": "p.png", "objects": ["apple"], "OBJECTS": ["pear"]}\n', "'objects'"),
+    "jsonl keys differing in case": (
+        "m.jsonl",
+        '{"file": "p.png", "objects": ["apple"], "OBJECTS": ["pear"]}\n',
+        "'objects'",
+    ),
 }
 
 
@@ -376,9 +415,22 @@ def test_duplicate_manifest_column_is_refused_naming_it(name, command, tmp_path)
     photos.mkdir()
     Image.new("RGB", (400, 300), (90, 120, 30)).save(photos / "p.png")
     (photos / filename).write_text(text, encoding="utf-8")
-    args = (["ingest", photos, "--manifest", photos / filename, "--out", tmp_path / "cat"] if command == "ingest" else
-            ["chains", photos, "--source-type", "manifest", "--manifest", photos / filename, "--out", tmp_path / "chains",
-             "--min-pixels", "0"])
+    args = (
+        ["ingest", photos, "--manifest", photos / filename, "--out", tmp_path / "cat"]
+        if command == "ingest"
+        else [
+            "chains",
+            photos,
+            "--source-type",
+            "manifest",
+            "--manifest",
+            photos / filename,
+            "--out",
+            tmp_path / "chains",
+            "--min-pixels",
+            "0",
+        ]
+    )
     result = invoke(*args)
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.exit_code == 1 and "Error:" in result.output, result.output
@@ -446,10 +498,14 @@ def test_ingest_that_refuses_every_photo_exits_non_zero(tmp_path):
     photos.mkdir()
     Image.new("RGB", (20, 20), (1, 2, 3)).save(photos / "tiny.png")  # under the pixel minimum
     (photos / "broken.jpg").write_bytes(b"not a jpeg")
-    (tmp_path / "m.csv").write_text("file,objects\ntiny.png,apple\nbroken.jpg,pear\nmissing.jpg,keys\n", encoding="utf-8")
+    (tmp_path / "m.csv").write_text(
+        "file,objects\ntiny.png,apple\nbroken.jpg,pear\nmissing.jpg,keys\n", encoding="utf-8"
+    )
     result = invoke("ingest", photos, "--manifest", tmp_path / "m.csv", "--out", tmp_path / "cat")
     assert result.exit_code == 1, result.output
-    assert "Refused photos (3)" in result.output and "Error:" in result.output and "no photo was ingested" in result.output
+    assert (
+        "Refused photos (3)" in result.output and "Error:" in result.output and "no photo was ingested" in result.output
+    )
     assert "Fix:" in result.output
 
 
@@ -475,11 +531,24 @@ def test_catalog_reader_normalises_labels_to_nfc(tmp_path):
     from commonlink.formats.catalog import iter_catalog_rows, read_catalog
 
     (tmp_path / "cat").mkdir()
-    rows = [{"id": f"i{k}", "path": f"images/{k}.png", "objects": [spelling, "keys"], "source": "real", "scene_id": f"s{k}",
-             "width": 8, "height": 6, "sha256": "0" * 64, "object_area": {spelling: 0.2}}
-            for k, spelling in enumerate([CAFE_NFC, CAFE_NFD, CAFE_NFD])]
+    rows = [
+        {
+            "id": f"i{k}",
+            "path": f"images/{k}.png",
+            "objects": [spelling, "keys"],
+            "source": "real",
+            "scene_id": f"s{k}",
+            "width": 8,
+            "height": 6,
+            "sha256": "0" * 64,
+            "object_area": {spelling: 0.2},
+        }
+        for k, spelling in enumerate([CAFE_NFC, CAFE_NFD, CAFE_NFD])
+    ]
     rows.append({**rows[0], "id": "both", "objects": [CAFE_NFC, CAFE_NFD]})  # one label written both ways
-    (tmp_path / "cat" / "catalog.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "cat" / "catalog.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     records = read_catalog(tmp_path / "cat")
     assert [r.objects for r in records] == [[CAFE_NFC, "keys"]] * 3 + [[CAFE_NFC]]
     assert all(r.object_area == {CAFE_NFC: 0.2} for r in records)
@@ -492,7 +561,10 @@ def test_pairs_from_a_catalog_with_both_spellings_offer_one_choice(pair_catalog,
     catalog = tmp_path / "real"
     shutil.copytree(pair_catalog, catalog)
     lines = (catalog / "catalog.jsonl").read_text(encoding="utf-8").splitlines()
-    spelled = [line.replace('"keys"', json.dumps(CAFE_NFD if k % 2 else CAFE_NFC, ensure_ascii=False)) for k, line in enumerate(lines)]
+    spelled = [
+        line.replace('"keys"', json.dumps(CAFE_NFD if k % 2 else CAFE_NFC, ensure_ascii=False))
+        for k, line in enumerate(lines)
+    ]
     (catalog / "catalog.jsonl").write_text("\n".join(spelled) + "\n", encoding="utf-8")
     result = invoke("pairs", catalog, "--out", tmp_path / "p.jsonl", "--count", "10")
     assert result.exit_code == 0, result.output
@@ -500,8 +572,18 @@ def test_pairs_from_a_catalog_with_both_spellings_offer_one_choice(pair_catalog,
     assert CAFE_NFC in text and CAFE_NFD not in text
     for row in map(json.loads, text.splitlines()):
         assert len(row["choices"]) == len(set(row["choices"]))
-    built = invoke("release", "build", tmp_path / "p.jsonl", "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0",
-                   "--no-progress")
+    built = invoke(
+        "release",
+        "build",
+        tmp_path / "p.jsonl",
+        "--out",
+        tmp_path / "rel",
+        "--name",
+        "t",
+        "--license",
+        "cc-by-4.0",
+        "--no-progress",
+    )
     assert built.exit_code == 0, built.output  # the rows' object lists match the catalog as read
 
 
@@ -538,8 +620,12 @@ def fill_disk(monkeypatch, root: Path) -> None:
 
     def guarded_open(file, mode="r", *args, **kwargs):
         handle = real_open(file, mode, *args, **kwargs)
-        if isinstance(mode, str) and any(c in mode for c in "wax+") and isinstance(file, (str, os.PathLike)) \
-                and os.path.abspath(os.fspath(file)).startswith(root_text):
+        if (
+            isinstance(mode, str)
+            and any(c in mode for c in "wax+")
+            and isinstance(file, (str, os.PathLike))
+            and os.path.abspath(os.fspath(file)).startswith(root_text)
+        ):
             return FullFile(handle)
         return handle
 
@@ -568,13 +654,30 @@ def fill_disk(monkeypatch, root: Path) -> None:
     monkeypatch.setattr(builtins, "open", guarded_open)
     monkeypatch.setattr(io, "open", guarded_open)
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full_parquet)
+    def tracking_fdopen(fd, *args, **kwargs):  # atomic writers wrap a mkstemp descriptor in a file object
+        handle = real_fdopen(fd, *args, **kwargs)
+        return FullFile(handle) if fd in full_fds else handle
+
+    real_fdopen = os.fdopen
     monkeypatch.setattr(os, "open", tracking_os_open)
     monkeypatch.setattr(os, "write", full_os_write)
+    monkeypatch.setattr(os, "fdopen", tracking_fdopen)
 
 
 def test_full_disk_during_release_build_names_the_path(made_pairs, tmp_path, monkeypatch):
     fill_disk(monkeypatch, tmp_path)
-    result = invoke("release", "build", made_pairs, "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0", "--no-progress")
+    result = invoke(
+        "release",
+        "build",
+        made_pairs,
+        "--out",
+        tmp_path / "rel",
+        "--name",
+        "t",
+        "--license",
+        "cc-by-4.0",
+        "--no-progress",
+    )
     monkeypatch.undo()
     assert result.exit_code == 1 and "no space left" in result.output, result.output
     assert "a file" not in result.output and str(tmp_path / "rel") in result.output.replace("\n", ""), result.output
@@ -594,7 +697,9 @@ def eval_run(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("eval-run")
     data = write_common_o_split(root / "data", common_o_rows(4, seed=1))
-    result = invoke("eval", "commono", "--model", "none", "--data", data, "--out", root / "run", "--bootstrap", "10", "--quiet")
+    result = invoke(
+        "eval", "commono", "--model", "none", "--data", data, "--out", root / "run", "--bootstrap", "10", "--quiet"
+    )
     assert result.exit_code == 0, result.output
     return root / "run"
 
@@ -633,7 +738,18 @@ def test_report_rerun_removes_thumbnail_temp_files_of_killed_runs(eval_run, tmp_
 
 
 def test_rebuild_over_a_tampered_shard_names_the_file(made_pairs, tmp_path):
-    args = ("release", "build", made_pairs, "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0", "--no-progress")
+    args = (
+        "release",
+        "build",
+        made_pairs,
+        "--out",
+        tmp_path / "rel",
+        "--name",
+        "t",
+        "--license",
+        "cc-by-4.0",
+        "--no-progress",
+    )
     assert invoke(*args).exit_code == 0
     shard = next((tmp_path / "rel" / "data").glob("*.parquet"))
     shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
@@ -659,18 +775,48 @@ def test_a_non_image_in_an_association_release_is_named_by_its_file(tmp_path):
         labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"], ["wooden"]][i % 5]
         path = catalog / "images" / f"{i}.png"
         Image.new("RGB", (30 + i, 20), (i * 12, 40, 90)).save(path)
-        records.append(CatalogRecord(id=f"im{i:02d}", path=f"images/{i}.png", objects=labels, source="real", scene_id=f"s{i}",
-                                     width=30 + i, height=20, sha256="0" * 64))
+        records.append(
+            CatalogRecord(
+                id=f"im{i:02d}",
+                path=f"images/{i}.png",
+                objects=labels,
+                source="real",
+                scene_id=f"s{i}",
+                width=30 + i,
+                height=20,
+                sha256="0" * 64,
+            )
+        )
     write_catalog(catalog, records)
     chains = tmp_path / "chains"
-    built = invoke("chains", catalog, "--out", chains, "--min-pixels", "0", "--concepts", "metal,painted,furry", "--pairs", "metal-painted",
-                   "--tasks", "single_step", "--single-steps", "3", "--seed", "5")
+    built = invoke(
+        "chains",
+        catalog,
+        "--out",
+        chains,
+        "--min-pixels",
+        "0",
+        "--concepts",
+        "metal,painted,furry",
+        "--pairs",
+        "metal-painted",
+        "--tasks",
+        "single_step",
+        "--single-steps",
+        "3",
+        "--seed",
+        "5",
+    )
     assert built.exit_code == 0, built.output
     used = json.loads((chains / "images.jsonl").read_text(encoding="utf-8").splitlines()[0])
     victim = catalog / used["origin"]["path"] if "path" in used.get("origin", {}) else None
     assert victim is not None and victim.is_file(), used
     victim.write_text("this is not an image")
     files = sorted(chains.glob("*.jsonl"))
-    result = invoke("release", "build", *files, "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0", "--no-progress")
+    result = invoke(
+        "release", "build", *files, "--out", tmp_path / "rel", "--name", "t", "--license", "cc-by-4.0", "--no-progress"
+    )
     assert result.exit_code == 1, result.output
-    assert "BytesIO" not in result.output and victim.name in result.output and used["id"] in result.output, result.output
+    assert "BytesIO" not in result.output and victim.name in result.output and used["id"] in result.output, (
+        result.output
+    )

@@ -24,8 +24,15 @@ def _jpeg(seed: int, size: int = 24) -> bytes:
 
 
 def _rows(n: int) -> list[dict]:
-    return [{"image": {"bytes": _jpeg(i), "path": f"img{i}.jpg"}, "label": f"label {i % 3}", "count": i,
-             "other": _jpeg(1000 + i, size=8 + i % 5)} for i in range(n)]
+    return [
+        {
+            "image": {"bytes": _jpeg(i), "path": f"img{i}.jpg"},
+            "label": f"label {i % 3}",
+            "count": i,
+            "other": _jpeg(1000 + i, size=8 + i % 5),
+        }
+        for i in range(n)
+    ]
 
 
 def _write(folder, rows, **options):
@@ -41,8 +48,16 @@ def test_shards_read_back_equal_to_a_datasets_write_of_the_same_rows(tmp_path):
     reference = tmp_path / "reference.parquet"
     Dataset.from_list(rows, features=FEATURES).to_parquet(str(reference))
 
-    ours = Dataset.from_parquet([str(s.path) for s in shards], features=FEATURES).cast_column("image", Image(decode=False)).cast_column("other", Image(decode=False))
-    theirs = Dataset.from_parquet(str(reference), features=FEATURES).cast_column("image", Image(decode=False)).cast_column("other", Image(decode=False))
+    ours = (
+        Dataset.from_parquet([str(s.path) for s in shards], features=FEATURES)
+        .cast_column("image", Image(decode=False))
+        .cast_column("other", Image(decode=False))
+    )
+    theirs = (
+        Dataset.from_parquet(str(reference), features=FEATURES)
+        .cast_column("image", Image(decode=False))
+        .cast_column("other", Image(decode=False))
+    )
     assert ours.to_list() == theirs.to_list()
     assert ours.features == FEATURES.copy() | {"image": Image(decode=False), "other": Image(decode=False)}
     decoded = Dataset.from_parquet([str(s.path) for s in shards])  # features from the shard metadata
@@ -53,7 +68,13 @@ def test_shard_and_row_group_boundaries_are_unchanged(tmp_path):
     # Pinned from the writer before the fast path: same cap, same row groups, same split of rows into shards.
     shards = _write(tmp_path / "s", _rows(40), max_shard_bytes=20_000, row_group_rows=6)
     assert [s.rows for s in shards] == PINNED_SHARD_ROWS
-    groups = [[pq.ParquetFile(s.path).metadata.row_group(g).num_rows for g in range(pq.ParquetFile(s.path).metadata.num_row_groups)] for s in shards]
+    groups = [
+        [
+            pq.ParquetFile(s.path).metadata.row_group(g).num_rows
+            for g in range(pq.ParquetFile(s.path).metadata.num_row_groups)
+        ]
+        for s in shards
+    ]
     assert groups == PINNED_ROW_GROUPS
     assert [s.data_bytes for s in shards] == PINNED_DATA_BYTES
 
@@ -105,7 +126,12 @@ def test_nested_and_list_columns_keep_the_codec(tmp_path):
             writer.write({"image": _jpeg(i), "crop": [i, i + 1], "ids": [f"a{i}"]})
     group = pq.ParquetFile(writer.shards[0].path).metadata.row_group(0)
     codecs = {group.column(i).path_in_schema: group.column(i).compression for i in range(group.num_columns)}
-    assert codecs == {"image.bytes": "UNCOMPRESSED", "image.path": "SNAPPY", "crop.list.element": "SNAPPY", "ids.list.element": "SNAPPY"}
+    assert codecs == {
+        "image.bytes": "UNCOMPRESSED",
+        "image.path": "SNAPPY",
+        "crop.list.element": "SNAPPY",
+        "ids.list.element": "SNAPPY",
+    }
     assert Dataset.from_parquet(str(writer.shards[0].path))[2]["crop"] == [2, 3]
 
 
@@ -128,5 +154,7 @@ def test_with_one_codec_the_writer_reproduces_the_recorded_release_bytes(tmp_pat
     synthetic = golden.make_catalog(tmp_path / "cat-syn", 12, source="synthetic", fmt="PNG", size=(40, 30))
     golden.make_pairs(tmp_path / "main.jsonl", tmp_path / "cat-real", real, 10, split="main")
     golden.make_pairs(tmp_path / "challenge.jsonl", tmp_path / "cat-syn", synthetic, 7, split="challenge")
-    result = golden.build_release([tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], tmp_path / "release", progress=False)
+    result = golden.build_release(
+        [tmp_path / "main.jsonl", tmp_path / "challenge.jsonl"], tmp_path / "release", progress=False
+    )
     assert {p: i["sha256"] for p, i in result.files.items() if p.startswith("data/")} == golden.GOLDEN_SHARDS_ONE_CODEC

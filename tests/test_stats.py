@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
+from commonlink.catalog.areas import CACHE_FILENAME, SUMMARY_FILENAME, compute_object_stats, mask_area_fractions
 from commonlink.catalog.sam_masks import (
     AutoMaskSettings,
     batched_nms,
@@ -19,9 +19,9 @@ from commonlink.catalog.sam_masks import (
     load_sam,
     select_object_masks,
 )
-from commonlink.catalog.areas import CACHE_FILENAME, SUMMARY_FILENAME, compute_object_stats, mask_area_fractions
 from commonlink.cli import app
 from commonlink.errors import InputError, MissingDependencyError, SchemaError
+from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
 
 torch = pytest.importorskip("torch")
 try:
@@ -30,8 +30,9 @@ except MissingDependencyError:  # pragma: no cover - light installs without the 
     pytest.skip("segment-anything is not installed", allow_module_level=True)
 
 # thresholds off: a random model's predicted IoU means nothing, but every stage of SAM's pipeline still runs
-PERMISSIVE = AutoMaskSettings(points_per_side=4, pred_iou_thresh=0.0, stability_score_thresh=0.0,
-                              min_fraction=0.0, max_fraction=1.0)
+PERMISSIVE = AutoMaskSettings(
+    points_per_side=4, pred_iou_thresh=0.0, stability_score_thresh=0.0, min_fraction=0.0, max_fraction=1.0
+)
 
 
 def build_tiny_sam(checkpoint=None, *, embed_dim=32, seed=0):
@@ -41,15 +42,33 @@ def build_tiny_sam(checkpoint=None, *, embed_dim=32, seed=0):
     torch.manual_seed(seed)
     image_size, patch = 64, 16
     sam = Sam(
-        image_encoder=ImageEncoderViT(depth=1, embed_dim=embed_dim, img_size=image_size, mlp_ratio=2,
-                                      norm_layer=partial(torch.nn.LayerNorm, eps=1e-6), num_heads=2,
-                                      patch_size=patch, qkv_bias=True, use_rel_pos=True, global_attn_indexes=[0],
-                                      window_size=0, out_chans=32),
-        prompt_encoder=PromptEncoder(embed_dim=32, image_embedding_size=(image_size // patch,) * 2,
-                                     input_image_size=(image_size, image_size), mask_in_chans=4),
-        mask_decoder=MaskDecoder(num_multimask_outputs=3,
-                                 transformer=TwoWayTransformer(depth=1, embedding_dim=32, mlp_dim=64, num_heads=2),
-                                 transformer_dim=32, iou_head_depth=2, iou_head_hidden_dim=32),
+        image_encoder=ImageEncoderViT(
+            depth=1,
+            embed_dim=embed_dim,
+            img_size=image_size,
+            mlp_ratio=2,
+            norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
+            num_heads=2,
+            patch_size=patch,
+            qkv_bias=True,
+            use_rel_pos=True,
+            global_attn_indexes=[0],
+            window_size=0,
+            out_chans=32,
+        ),
+        prompt_encoder=PromptEncoder(
+            embed_dim=32,
+            image_embedding_size=(image_size // patch,) * 2,
+            input_image_size=(image_size, image_size),
+            mask_in_chans=4,
+        ),
+        mask_decoder=MaskDecoder(
+            num_multimask_outputs=3,
+            transformer=TwoWayTransformer(depth=1, embedding_dim=32, mlp_dim=64, num_heads=2),
+            transformer_dim=32,
+            iou_head_depth=2,
+            iou_head_hidden_dim=32,
+        ),
         pixel_mean=[123.675, 116.28, 103.53],
         pixel_std=[58.395, 57.12, 57.375],
     )
@@ -66,8 +85,17 @@ def _photo(path, seed):
 
 
 def _record(ident, objects, source="real", **kwargs):
-    return CatalogRecord(id=ident, path=f"images/{ident}.png", objects=objects, source=source, scene_id="s",
-                         width=80, height=48, sha256="0" * 64, **kwargs)
+    return CatalogRecord(
+        id=ident,
+        path=f"images/{ident}.png",
+        objects=objects,
+        source=source,
+        scene_id="s",
+        width=80,
+        height=48,
+        sha256="0" * 64,
+        **kwargs,
+    )
 
 
 def _photo_catalog(tmp_path):
@@ -77,8 +105,11 @@ def _photo_catalog(tmp_path):
     _photo(cat / "images" / "prompted.png", 2)
     records = [
         _record("auto", ["apple", "keys", "mug"]),
-        _record("prompted", ["apple", "keys", "mug"],
-                extra={"boxes": {"apple": [10, 10, 40, 30]}, "points": {"keys": [60, 20]}}),
+        _record(
+            "prompted",
+            ["apple", "keys", "mug"],
+            extra={"boxes": {"apple": [10, 10, 40, 30]}, "points": {"keys": [60, 20]}},
+        ),
     ]
     write_catalog(cat, records)
     return cat
@@ -93,9 +124,18 @@ def test_render_mask_areas_are_exact(tmp_path):
     mask[45:50, 90:100] = 7  # 50 px = 1%, a second instance of "apple"
     Image.fromarray(mask).save(cat / "scenes" / "mask_0.png")
     Image.new("RGB", (100, 50)).save(cat / "scenes" / "view_0.png")
-    record = CatalogRecord(id="r0", path="scenes/view_0.png", objects=["apple", "duck", "ball"], source="synthetic",
-                           scene_id="s0", width=100, height=50, sha256="0" * 64, object_area={"apple": 0.5},
-                           extra={"mask": "scenes/mask_0.png", "mask_ids": {"1": "apple", "2": "duck", "3": "ball", "7": "apple"}})
+    record = CatalogRecord(
+        id="r0",
+        path="scenes/view_0.png",
+        objects=["apple", "duck", "ball"],
+        source="synthetic",
+        scene_id="s0",
+        width=100,
+        height=50,
+        sha256="0" * 64,
+        object_area={"apple": 0.5},
+        extra={"mask": "scenes/mask_0.png", "mask_ids": {"1": "apple", "2": "duck", "3": "ball", "7": "apple"}},
+    )
     write_catalog(cat, [record])
 
     result = compute_object_stats(cat, show_progress=False)  # no model needed for renders
@@ -107,9 +147,14 @@ def test_render_mask_areas_are_exact(tmp_path):
     summary = json.loads((cat / SUMMARY_FILENAME).read_text())
     assert summary["per_object"]["duck"]["mean"] == 0.25
     assert summary["per_source"]["synthetic"]["count"] == 3
-    assert summary["images"] == {"total": 1, "measured_by_method": {"mask": 1}, "not_measured": 0,
-                                 "sam_auto_without_object_masks": 0, "cached_sam_results": 0,
-                                 "computed_sam_results": 0}
+    assert summary["images"] == {
+        "total": 1,
+        "measured_by_method": {"mask": 1},
+        "not_measured": 0,
+        "sam_auto_without_object_masks": 0,
+        "cached_sam_results": 0,
+        "computed_sam_results": 0,
+    }
 
 
 def test_synth_layout_planned_objects(tmp_path):
@@ -123,10 +168,18 @@ def test_synth_layout_planned_objects(tmp_path):
     mask[10:30, 10:30] = 2  # 400 px = 25% "ball"
     Image.fromarray(mask).save(scene / "mask_0.png")
     Image.new("RGB", (40, 40)).save(scene / "view_0.png")
-    record = CatalogRecord(id="v0", path="scenes/scene_000000/view_0.png", objects=["mug", "ball"], source="synthetic",
-                           scene_id="scene_000000", width=40, height=40, sha256="0" * 64,
-                           object_area={"mug": 0.1, "ball": 0.25},
-                           extra={"mask": "scenes/scene_000000/mask_0.png", "planned_objects": ["mug", "ball", "duck"]})
+    record = CatalogRecord(
+        id="v0",
+        path="scenes/scene_000000/view_0.png",
+        objects=["mug", "ball"],
+        source="synthetic",
+        scene_id="scene_000000",
+        width=40,
+        height=40,
+        sha256="0" * 64,
+        object_area={"mug": 0.1, "ball": 0.25},
+        extra={"mask": "scenes/scene_000000/mask_0.png", "planned_objects": ["mug", "ball", "duck"]},
+    )
     write_catalog(cat, [record])
     compute_object_stats(cat, show_progress=False)
     stored = read_catalog(cat)[0]
@@ -160,8 +213,17 @@ def test_mask_naming_unknown_object_is_refused(tmp_path):
     cat.mkdir()
     Image.new("L", (4, 4)).save(cat / "m.png")
     Image.new("RGB", (4, 4)).save(cat / "v.png")
-    rec = CatalogRecord(id="x", path="v.png", objects=["apple"], source="synthetic", scene_id="s", width=4, height=4,
-                        sha256="0", extra={"mask": "m.png", "mask_ids": {"1": "pear"}})
+    rec = CatalogRecord(
+        id="x",
+        path="v.png",
+        objects=["apple"],
+        source="synthetic",
+        scene_id="s",
+        width=4,
+        height=4,
+        sha256="0",
+        extra={"mask": "m.png", "mask_ids": {"1": "pear"}},
+    )
     write_catalog(cat, [rec])
     with pytest.raises(SchemaError, match="pear"):
         compute_object_stats(cat, show_progress=False)
@@ -189,7 +251,9 @@ def test_tiny_sam_automatic_and_prompted_then_cached(tmp_path):
     def must_not_load():
         raise AssertionError("everything is cached; the model must not be loaded")
 
-    second = compute_object_stats(cat, load_sam=must_not_load, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    second = compute_object_stats(
+        cat, load_sam=must_not_load, model_id="tiny", settings=PERMISSIVE, show_progress=False
+    )
     assert (second.cached, second.computed) == (2, 0)
     assert read_catalog(cat) == [auto, prompted]
 
@@ -313,8 +377,20 @@ def test_cli_with_checkpoint_runs_sam(tmp_path, monkeypatch):
     checkpoint = tmp_path / "tiny.pth"
     torch.save(build_tiny_sam().state_dict(), checkpoint)
     cat = _photo_catalog(tmp_path)
-    args = ["stats", str(cat), "--sam-checkpoint", str(checkpoint), "--sam-model", "tiny_test",
-            "--points-per-side", "4", "--min-area", "0", "--max-area", "1"]
+    args = [
+        "stats",
+        str(cat),
+        "--sam-checkpoint",
+        str(checkpoint),
+        "--sam-model",
+        "tiny_test",
+        "--points-per-side",
+        "4",
+        "--min-area",
+        "0",
+        "--max-area",
+        "1",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "Object area fraction by source" in result.output and "sam-prompt: 1" in result.output

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from commonlink.formats.catalog import image_path, read_catalog
 from commonlink.cli import app
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import sha256_file
+from commonlink.formats.catalog import image_path, read_catalog
+from commonlink.sharding import parse_shard
 from commonlink.synth.assets import load_assets
 from commonlink.synth.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
-from commonlink.sharding import parse_shard
 from commonlink.synth.runner import SynthConfig, synthesize
 from commonlink.synth.visibility import hidden_share, instance_ids_from_colors, object_areas
 
@@ -46,8 +46,19 @@ def test_builtin_assets_cover_the_issue(catalog):
     names = [a.name for a in catalog.assets]
     assert len(names) >= 100 and len(set(names)) == len(names)
     assert len(catalog.floors) >= 4
-    assert {"apple", "banana", "rubber duck", "teddy bear", "soccer ball", "traffic cone", "measuring cup",
-            "silver whisk", "gold jigger", "silver jigger", "mallard (fake duck)"} <= set(names)
+    assert {
+        "apple",
+        "banana",
+        "rubber duck",
+        "teddy bear",
+        "soccer ball",
+        "traffic cone",
+        "measuring cup",
+        "silver whisk",
+        "gold jigger",
+        "silver jigger",
+        "mallard (fake duck)",
+    } <= set(names)
     assert all(a.ue_class and min(a.size_cm) > 0 and a.mesh for a in catalog.assets)
     # Every asset says where its shape comes from and under which licence its renders are.
     assert all(a.source and a.license for a in catalog.assets)
@@ -66,10 +77,14 @@ def test_every_asset_loads_renders_and_has_a_mask(catalog):
             mesh = asset_mesh(asset, catalog)
             assert abs(mesh.bounds[0][2]) < 1e-6, asset.name
             assert np.isclose(max(mesh.extents), max(asset.size_cm), rtol=1e-3), asset.name
-            scene, nodes = renderer.build_scene([Placement(asset, (0, 0, 0), (0, 0, 0), (1, 1, 1))], catalog.floors[0], Lighting())
+            scene, nodes = renderer.build_scene(
+                [Placement(asset, (0, 0, 0), (0, 0, 0), (1, 1, 1))], catalog.floors[0], Lighting()
+            )
             forward, _, _ = camera_axes(30, 45)
             target = np.array([0, 0, asset.size_cm[2] / 2])
-            camera = CameraPose(location=tuple(target - forward * 2.5 * max(asset.size_cm)), rotation=(-45, 30 - 180, 0), fov=45)
+            camera = CameraPose(
+                location=tuple(target - forward * 2.5 * max(asset.size_cm)), rotation=(-45, 30 - 180, 0), fov=45
+            )
             rgb, seg = renderer.render_view(scene, nodes, camera, Lighting(), seg_colors=[(1, 0, 0)])
             mask = seg[..., 0] == 1
             assert 0.005 < mask.mean() < 0.9, (asset.name, mask.mean())
@@ -81,8 +96,14 @@ def test_asset_file_errors_name_the_entry(tmp_path):
     bad.write_text(json.dumps({"assets": [{"name": "cup", "ue_class": "BP_Cup_C"}], "floors": []}))
     with pytest.raises(SchemaError, match=r"assets\[0\].*size_cm"):
         load_assets(bad)
-    bad.write_text(json.dumps({"assets": [{"name": "cup", "ue_class": "BP_Cup_C", "size_cm": [1, 2, 3], "license": 3}],
-                               "floors": [{"name": "f", "ue_class": "F"}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "assets": [{"name": "cup", "ue_class": "BP_Cup_C", "size_cm": [1, 2, 3], "license": 3}],
+                "floors": [{"name": "f", "ue_class": "F"}],
+            }
+        )
+    )
     with pytest.raises(SchemaError, match=r"assets\[0\] \(cup\).*'license' must be a non-empty string"):
         load_assets(bad)
     bad.write_text("{not json")
@@ -222,7 +243,9 @@ def test_plan_layout_follows_the_paper(catalog, objects):
         azimuths = sorted(c.azimuth for c in plan.cameras)
         gaps = np.diff(azimuths + [azimuths[0] + 360])
         # One camera on each side of the grid.
-        assert (gaps >= 90 - 2 * config.azimuth_jitter_deg - 1e-6).all() and (gaps <= 90 + 2 * config.azimuth_jitter_deg + 1e-6).all()
+        assert (gaps >= 90 - 2 * config.azimuth_jitter_deg - 1e-6).all() and (
+            gaps <= 90 + 2 * config.azimuth_jitter_deg + 1e-6
+        ).all()
         assert all(config.elevation_deg[0] <= c.elevation <= config.elevation_deg[1] for c in plan.cameras)
     assert len(used_cells) == 16  # objects are spread over all 16 positions, not a block of them
 
@@ -260,7 +283,9 @@ def test_cameras_frame_every_object_tightly(catalog, objects, median_size):
         for camera in plan.cameras:
             for o in plan.objects:
                 sx, sy, sz = (v * o.scale for v in o.size_cm)
-                box = np.array([[x, y, z] for x in (-sx / 2, 0, sx / 2) for y in (-sy / 2, 0, sy / 2) for z in (0, sz / 2, sz)])
+                box = np.array(
+                    [[x, y, z] for x in (-sx / 2, 0, sx / 2) for y in (-sy / 2, 0, sy / 2) for z in (0, sz / 2, sz)]
+                )
                 world = box @ ue_rotation_matrix(*o.rotation).T + np.asarray(o.location, float)
                 uv = _project(camera, world, config.width, config.height)
                 assert (np.abs(uv) <= 1.0 + 1e-6).all()  # the whole bounding box is in frame: nothing cut by the border
@@ -296,14 +321,19 @@ def test_scenes_of_a_set_share_its_pool_and_are_independent_units(catalog):
     # the same scene planned alone (another shard, a resumed run) holds the same objects
     assert scene_asset_indices(config, n, 3, 17) == scenes[17]
     assert plan_scene(config, catalog, 3, 17).extra["set"] == 4
-    assert sorted(o.asset for o in plan_scene(config, catalog, 3, 17).objects) == sorted(catalog.assets[i].name for i in scenes[17])
+    assert sorted(o.asset for o in plan_scene(config, catalog, 3, 17).objects) == sorted(
+        catalog.assets[i].name for i in scenes[17]
+    )
     # set_share: that share of sets are planned as sets; set_share 0 is the same as set_size 1
     half = [scene_asset_indices(PlanConfig(set_share=0.5), n, 3, i) for i in range(400)]
-    pooled = sum(len(set().union(*map(set, half[s : s + 4]))) <= 14 and len({len(x) for x in half[s : s + 4]}) == 1
-                 for s in range(0, 400, 4))
+    pooled = sum(
+        len(set().union(*map(set, half[s : s + 4]))) <= 14 and len({len(x) for x in half[s : s + 4]}) == 1
+        for s in range(0, 400, 4)
+    )
     assert 35 <= pooled <= 75  # ~50 sets of 100 pooled (an independent set passes by chance rarely)
-    assert [scene_asset_indices(PlanConfig(set_share=0.0), n, 3, i) for i in range(8)] == \
-        [scene_asset_indices(PlanConfig(set_size=1), n, 3, i) for i in range(8)]
+    assert [scene_asset_indices(PlanConfig(set_share=0.0), n, 3, i) for i in range(8)] == [
+        scene_asset_indices(PlanConfig(set_size=1), n, 3, i) for i in range(8)
+    ]
     with pytest.raises(InputError, match="--set-share 2"):
         PlanConfig(set_share=2).check(catalog)
     # set_size 1: scenes draw on their own, as before sets
@@ -442,7 +472,9 @@ def test_rerun_resumes_and_refuses_other_options(tmp_path):
 @pytest.mark.slow
 def test_resampling_is_bounded(tmp_path):
     # Nothing can pass a threshold larger than the image: every plan is "hidden"; the run still ends.
-    summary = synthesize(tmp_path / "c", tiny(1, min_visible_pixels=10**6, max_attempts=3, area_band=None), progress=False)
+    summary = synthesize(
+        tmp_path / "c", tiny(1, min_visible_pixels=10**6, max_attempts=3, area_band=None), progress=False
+    )
     plan = json.loads((tmp_path / "c" / "scenes" / "scene_000000" / "plan.json").read_text())
     assert plan["extra"]["attempts"] == 3 and plan["attempt"] == 0 and plan["extra"]["hidden_share"] == 1.0
     assert summary.resampled_scenes == 1 and all(r.objects == [] for r in read_catalog(tmp_path / "c"))
@@ -453,10 +485,16 @@ def test_area_band_gate_resamples_and_the_summary_counts_every_pair(tmp_path):
     from PIL import Image
 
     # A band no object reaches: every scene is re-sampled up to max_attempts, and the share says 0%.
-    summary = synthesize(tmp_path / "far", tiny(2, area_band=(0.5, 0.6), min_in_band=1.0, max_attempts=2), progress=False)
+    summary = synthesize(
+        tmp_path / "far", tiny(2, area_band=(0.5, 0.6), min_in_band=1.0, max_attempts=2), progress=False
+    )
     assert summary.resampled_scenes == 2 and summary.in_band == 0 and summary.in_band_share == 0.0
     plan = json.loads((tmp_path / "far" / "scenes" / "scene_000000" / "plan.json").read_text())
-    assert plan["extra"]["attempts"] == 2 and plan["extra"]["area_band"] == [0.5, 0.6] and plan["extra"]["in_band_share"] == 0.0
+    assert (
+        plan["extra"]["attempts"] == 2
+        and plan["extra"]["area_band"] == [0.5, 0.6]
+        and plan["extra"]["in_band_share"] == 0.0
+    )
     # No gate: one plan per scene, nothing about the band in the plan.
     synthesize(tmp_path / "off", tiny(2, area_band=None, max_hidden_share=1.0), progress=False)
     plan = json.loads((tmp_path / "off" / "scenes" / "scene_000001" / "plan.json").read_text())
@@ -489,8 +527,27 @@ def test_workers_match_a_single_process(tmp_path):
 @pytest.mark.slow
 def test_killed_run_resumes_to_a_complete_catalog(tmp_path):
     out = tmp_path / "cat"
-    args = [sys.executable, "-m", "commonlink.cli", "synth", "--out", str(out), "--scenes", "8", "--views", "2",
-            "--resolution", "64x64", "--objects", "3-4", "--seed", "5", "--min-visible-pixels", "4", "--no-progress"]
+    args = [
+        sys.executable,
+        "-m",
+        "commonlink.cli",
+        "synth",
+        "--out",
+        str(out),
+        "--scenes",
+        "8",
+        "--views",
+        "2",
+        "--resolution",
+        "64x64",
+        "--objects",
+        "3-4",
+        "--seed",
+        "5",
+        "--min-visible-pixels",
+        "4",
+        "--no-progress",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     while time.time() < deadline and len(list((out / "scenes").glob("scene_*"))) < 2:
@@ -505,21 +562,61 @@ def test_killed_run_resumes_to_a_complete_catalog(tmp_path):
     assert sorted({r.scene_id for r in records}) == sorted(f"5-{i}" for i in range(8))
     assert not list((out / "scenes").glob(".tmp-*"))
     for folder in (out / "scenes").glob("scene_*"):
-        assert sorted(p.name for p in folder.iterdir()) == ["mask_0.png", "mask_1.png", "plan.json", "records.jsonl",
-                                                            "view_0.png", "view_1.png"]
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "mask_0.png",
+            "mask_1.png",
+            "plan.json",
+            "records.jsonl",
+            "view_0.png",
+            "view_1.png",
+        ]
 
 
 @pytest.mark.slow
 def test_cli_synth_and_errors(tmp_path):
     runner = CliRunner()
     out = tmp_path / "cli"
-    result = runner.invoke(app, ["synth", "--out", str(out), "--scenes", "1", "--views", "1", "--resolution", "64x64",
-                                 "--objects", "3-3", "--no-progress"])
+    result = runner.invoke(
+        app,
+        [
+            "synth",
+            "--out",
+            str(out),
+            "--scenes",
+            "1",
+            "--views",
+            "1",
+            "--resolution",
+            "64x64",
+            "--objects",
+            "3-3",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "1 rendered" in result.output and len(read_catalog(out)) == 1
     assert "Object areas:" in result.output and "(object, view) pairs in 2-22% of the image" in result.output
-    result = runner.invoke(app, ["synth", "--out", str(tmp_path / "off"), "--scenes", "1", "--views", "1", "--resolution", "64x64",
-                                 "--objects", "3-3", "--area-band", "off", "--max-yaw", "180", "--no-progress"])
+    result = runner.invoke(
+        app,
+        [
+            "synth",
+            "--out",
+            str(tmp_path / "off"),
+            "--scenes",
+            "1",
+            "--views",
+            "1",
+            "--resolution",
+            "64x64",
+            "--objects",
+            "3-3",
+            "--area-band",
+            "off",
+            "--max-yaw",
+            "180",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     config = json.loads((tmp_path / "off" / "synth_config.json").read_text())["config"]
     assert config["area_band"] is None and config["max_yaw"] == 180.0
@@ -536,8 +633,9 @@ def test_pairs_consume_a_synthetic_catalog(tmp_path):
     pairs = pytest.importorskip("commonlink.sampling.pairs")
     out = tmp_path / "cat"
     synthesize(out, tiny(6, objects=(3, 5), views=2, resolution=(96, 96)), progress=False)
-    rows, _ = pairs.sample_pairs([out], pairs.PairsConfig(split="main", count=4, objects=(1, 5), max_common=1,
-                                                          choices=4, seed=0))
+    rows, _ = pairs.sample_pairs(
+        [out], pairs.PairsConfig(split="main", count=4, objects=(1, 5), max_common=1, choices=4, seed=0)
+    )
     assert len(rows) == 4 and all(r["source"] == "synthetic" for r in rows)
 
 
@@ -560,9 +658,30 @@ def test_renders_are_byte_identical_across_fresh_processes(tmp_path):
     outs = []
     for k in range(2):
         out = tmp_path / f"run{k}"
-        subprocess.run([sys.executable, "-m", "commonlink.cli", "synth", "--out", str(out), "--scenes", "4", "--views", "4",
-                        "--resolution", "128x128", "--objects", "6-7", "--seed", "11", "--no-progress"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "commonlink.cli",
+                "synth",
+                "--out",
+                str(out),
+                "--scenes",
+                "4",
+                "--views",
+                "4",
+                "--resolution",
+                "128x128",
+                "--objects",
+                "6-7",
+                "--seed",
+                "11",
+                "--no-progress",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         outs.append(out)
     assert _scene_files(outs[0]) == _scene_files(outs[1])
     assert (outs[0] / "catalog.jsonl").read_bytes() == (outs[1] / "catalog.jsonl").read_bytes()

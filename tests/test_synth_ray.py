@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from commonlink.formats.catalog import read_catalog
 from commonlink.fileio import sha256_file
+from commonlink.formats.catalog import read_catalog
 from commonlink.synth.runner import SynthConfig, synthesize
 
 pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines

@@ -47,7 +47,9 @@ def server(catalog):
 
 @pytest.fixture(scope="module")
 def plan(catalog):
-    return plan_scene(PlanConfig(min_objects=5, max_objects=5, views=3, width=RES, height=RES), catalog, seed=4, index=1)
+    return plan_scene(
+        PlanConfig(min_objects=5, max_objects=5, views=3, width=RES, height=RES), catalog, seed=4, index=1
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,7 @@ def user_assets(tmp_path):
 
 def _expected_ids(server, views, object_names):
     """Instance ids the views must have: from the server's record of which actor each mask pixel really shows."""
-    truths = list(server.mask_truth)[-len(views):]
+    truths = list(server.mask_truth)[-len(views) :]
     expected = []
     for names, ids in truths:
         lookup = np.zeros(len(names) + 1, dtype=np.uint16)
@@ -80,7 +82,7 @@ def _expected_ids(server, views, object_names):
 def _spawned_names(server, n_objects):
     """The names the plugin gave the last scene's objects, in plan order (from the spawn replies' names)."""
     spawns = [c.split() for c in server.log if c.startswith("vset /objects/spawn")]
-    return [s[3] for s in spawns[-(n_objects + 1):-1]]
+    return [s[3] for s in spawns[-(n_objects + 1) : -1]]
 
 
 def _render_with_truth(server, catalog, plan):
@@ -128,7 +130,9 @@ def test_dropped_connection_mid_scene_is_redone(server, catalog, plan, offline_v
     assert all(np.array_equal(v.instance, r.instance) for v, r in zip(views, offline_views))
     assert _ours(server) == []  # leftovers of the broken attempt (and both cameras) were removed
     spawn_names = [c.split()[3] for c in server.log if c.startswith("vset /objects/spawn")]
-    assert len(spawn_names) == 2 * (len(plan.objects) + 1) and len(set(spawn_names)) == len(spawn_names)  # unique per attempt
+    assert len(spawn_names) == 2 * (len(plan.objects) + 1) and len(set(spawn_names)) == len(
+        spawn_names
+    )  # unique per attempt
 
 
 def test_failed_rename_uses_the_name_the_plugin_kept(server, catalog, plan, offline_views):
@@ -138,7 +142,7 @@ def test_failed_rename_uses_the_name_the_plugin_kept(server, catalog, plan, offl
         views = backend.render(plan)
     finally:
         backend.close()
-    (wanted, kept), = backend.renamed
+    ((wanted, kept),) = backend.renamed
     assert wanted.endswith(f"_{plan.scene_id}_1_2") and kept == f"{plan.objects[2].ue_class}_0"
     assert f"vset /object/{kept}/color" in " ".join(server.log) and f"vset /object/{kept}/destroy" in server.log
     assert all(np.array_equal(v.instance, r.instance) for v, r in zip(views, offline_views))
@@ -176,7 +180,7 @@ def test_level_actor_whose_colour_clashes_with_the_palette(catalog, plan):
         assert naive[0] not in palette
         assert min(max(abs(a - b) for a, b in zip(c, naive[0])) for c in palette) >= backend.min_color_distance
         # The level actor shows in the masks, and its pixels are never taken for one of our objects.
-        assert any(p.get("SM_Prop_Level", 0) > 0 for p in list(server.mask_pixels)[-len(views):])
+        assert any(p.get("SM_Prop_Level", 0) > 0 for p in list(server.mask_pixels)[-len(views) :])
         for view, truth in zip(views, expected):
             assert np.array_equal(view.instance, truth)
 
@@ -245,7 +249,9 @@ def test_palette_avoids_black_level_colours_and_itself():
         assert all(max(abs(a - b) for a, b in zip(c, other)) >= 24 for other in level + palette[:i])
     assert palette == choose_palette(17, level, 24)  # deterministic
     with pytest.raises(BackendError, match="fewer actors"):
-        choose_palette(17, [(r, g, b) for r in range(64, 256, 8) for g in range(64, 256, 8) for b in range(64, 256, 8)], 24)
+        choose_palette(
+            17, [(r, g, b) for r in range(64, 256, 8) for g in range(64, 256, 8) for b in range(64, 256, 8)], 24
+        )
 
 
 # --- synth --backend unrealcv -----------------------------------------------------------------------------
@@ -253,8 +259,18 @@ def test_palette_avoids_black_level_colours_and_itself():
 
 @pytest.mark.slow
 def test_synth_with_the_unrealcv_backend(server, tmp_path, user_assets):
-    config = SynthConfig(scenes=2, objects=(3, 4), views=2, resolution=(RES, RES), seed=7, min_visible_pixels=4,
-                         backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port, assets=str(user_assets))
+    config = SynthConfig(
+        scenes=2,
+        objects=(3, 4),
+        views=2,
+        resolution=(RES, RES),
+        seed=7,
+        min_visible_pixels=4,
+        backend="unrealcv",
+        unrealcv_host=server.host,
+        unrealcv_port=server.port,
+        assets=str(user_assets),
+    )
     summary = synthesize(tmp_path / "ue", config, progress=False)
     assert summary.catalog_records == 4
     offline = synthesize(tmp_path / "off", SynthConfig(**{**config.__dict__, "backend": "offline"}), progress=False)
@@ -270,8 +286,14 @@ def test_synth_with_the_unrealcv_backend(server, tmp_path, user_assets):
 
 
 def test_synth_refuses_placeholder_classes_before_connecting(server, tmp_path):
-    config = SynthConfig(scenes=1, views=1, resolution=(RES, RES), backend="unrealcv", unrealcv_host=server.host,
-                         unrealcv_port=server.port)
+    config = SynthConfig(
+        scenes=1,
+        views=1,
+        resolution=(RES, RES),
+        backend="unrealcv",
+        unrealcv_host=server.host,
+        unrealcv_port=server.port,
+    )
     with pytest.raises(InputError, match="placeholders") as info:
         synthesize(tmp_path / "ue", config, progress=False)
     assert "commonlink_import.py" in info.value.fix
@@ -280,8 +302,18 @@ def test_synth_refuses_placeholder_classes_before_connecting(server, tmp_path):
 
 @pytest.mark.slow
 def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path, user_assets):
-    config = SynthConfig(scenes=3, objects=(3, 3), views=1, resolution=(RES, RES), seed=8, min_visible_pixels=4,
-                         backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port, assets=str(user_assets))
+    config = SynthConfig(
+        scenes=3,
+        objects=(3, 3),
+        views=1,
+        resolution=(RES, RES),
+        seed=8,
+        min_visible_pixels=4,
+        backend="unrealcv",
+        unrealcv_host=server.host,
+        unrealcv_port=server.port,
+        assets=str(user_assets),
+    )
     server.error_on("_8-1_", "Failed to spawn actor")  # scene 1 fails
     with pytest.raises(UnrealCVCommandError, match="_8-1_"):
         synthesize(tmp_path / "ue", config, progress=False)

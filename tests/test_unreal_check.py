@@ -46,7 +46,9 @@ def broken_project(catalog):
         centred.ue_class: ClassShape(centred.size_cm, (0.0, 0.0, -centred.size_cm[2] / 2)),
         catalog.floors[1].ue_class: ClassShape((1600.0, 1600.0, 10.0), (0.0, 0.0, 0.0)),
     }
-    with FakeUnrealCVServer(catalog, loaded_classes=loaded, class_shapes=shapes, hidden_classes={hidden.ue_class}) as server:
+    with FakeUnrealCVServer(
+        catalog, loaded_classes=loaded, class_shapes=shapes, hidden_classes={hidden.ue_class}
+    ) as server:
         server.hidden_class = hidden.ue_class
         yield server, missing, big, centred
 
@@ -70,7 +72,9 @@ def test_every_missing_class_is_reported_at_once(broken_project, catalog):
     assert by_class[centred.ue_class].pivot_offset_cm[2] == pytest.approx(-centred.size_cm[2] / 2, abs=0.02)
     assert "floor's top" in by_class[catalog.floors[1].ue_class].problems[0]
     ok = [c for c in report.classes if c.status == "ok"]
-    assert len(ok) == len(report.classes) - 7 and all(c.pivot_offset_cm == (0.0, 0.0, 0.0) for c in ok if c.kind == "object")
+    assert len(ok) == len(report.classes) - 7 and all(
+        c.pivot_offset_cm == (0.0, 0.0, 0.0) for c in ok if c.kind == "object"
+    )
     assert not report.ok and report.plugin_version == "1.0.1"
     assert _ours(server) == []  # every probe actor (and the probe camera) was destroyed
     probes = [c for c in server.log if c.endswith("/object_mask png")]
@@ -85,8 +89,16 @@ def test_every_missing_class_is_reported_at_once(broken_project, catalog):
 @pytest.mark.slow
 def test_synth_runs_the_check_first_and_renders_nothing(broken_project, user_assets, tmp_path):
     server, missing, _, _ = broken_project
-    config = SynthConfig(scenes=2, objects=(3, 3), views=1, resolution=(48, 48), backend="unrealcv",
-                         unrealcv_host=server.host, unrealcv_port=server.port, assets=str(user_assets))
+    config = SynthConfig(
+        scenes=2,
+        objects=(3, 3),
+        views=1,
+        resolution=(48, 48),
+        backend="unrealcv",
+        unrealcv_host=server.host,
+        unrealcv_port=server.port,
+        assets=str(user_assets),
+    )
     with pytest.raises(InputError, match="does not match the asset file") as info:
         synthesize(tmp_path / "out", config, progress=False)
     assert all(cls in info.value.problem for cls in missing)
@@ -99,22 +111,47 @@ def test_synth_runs_the_check_first_and_renders_nothing(broken_project, user_ass
 def test_cli_unreal_check(broken_project, user_assets, tmp_path):
     server, missing, _, _ = broken_project
     runner = CliRunner()
-    result = runner.invoke(app, ["unreal", "check", "--asset-file", str(user_assets), "--host", server.host,
-                                 "--port", str(server.port), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "unreal",
+            "check",
+            "--asset-file",
+            str(user_assets),
+            "--host",
+            server.host,
+            "--port",
+            str(server.port),
+            "--json",
+        ],
+    )
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
     assert {c["ue_class"] for c in data["classes"] if c["status"] == "missing"} == missing
-    table = runner.invoke(app, ["unreal", "check", "--assets", str(user_assets), "--host", server.host, "--port", str(server.port)])
+    table = runner.invoke(
+        app, ["unreal", "check", "--assets", str(user_assets), "--host", server.host, "--port", str(server.port)]
+    )
     assert table.exit_code == 1 and "could not be spawned" in table.stdout
     # The table ends with what to do about both kinds of problem found, naming the file to recheck.
-    fix = table.stdout[table.stdout.index("Fix: "):]
+    fix = table.stdout[table.stdout.index("Fix: ") :]
     assert "commonlink_import.py" in fix and "size_cm" in fix and str(user_assets.name) in fix
 
     # A project with every class: exit 0.
     good = load_assets(user_assets)
     with FakeUnrealCVServer(good) as ok_server:
-        result = runner.invoke(app, ["unreal", "check", "--asset-file", str(user_assets), "--host", ok_server.host,
-                                     "--port", str(ok_server.port)])
+        result = runner.invoke(
+            app,
+            [
+                "unreal",
+                "check",
+                "--asset-file",
+                str(user_assets),
+                "--host",
+                ok_server.host,
+                "--port",
+                str(ok_server.port),
+            ],
+        )
     assert result.exit_code == 0, result.output
     assert "match the asset file" in result.stdout
 

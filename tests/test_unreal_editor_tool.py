@@ -159,22 +159,35 @@ def _stand_in_unreal(bounds_by_stem: dict[str, tuple]):
         def enter_progress_frame(self, work, text):
             self.done += work
 
-    subsystems = {"SubobjectDataSubsystem": Subsystem(), "EditorActorSubsystem": ActorSubsystem(),
-                  "LevelEditorSubsystem": LevelEditorSubsystem()}
+    subsystems = {
+        "SubobjectDataSubsystem": Subsystem(),
+        "EditorActorSubsystem": ActorSubsystem(),
+        "LevelEditorSubsystem": LevelEditorSubsystem(),
+    }
     unreal.Vector, unreal.Rotator, unreal.Text = _Vector, (lambda p, y, r: (p, y, r)), Text
-    unreal.StaticMesh, unreal.Blueprint, unreal.Actor, unreal.StaticMeshComponent = StaticMesh, Blueprint, object(), object()
+    unreal.StaticMesh, unreal.Blueprint, unreal.Actor, unreal.StaticMeshComponent = (
+        StaticMesh,
+        Blueprint,
+        object(),
+        object(),
+    )
     unreal.AssetImportTask, unreal.FbxImportUI, unreal.BlueprintFactory = AssetImportTask, FbxImportUI, _Props
     unreal.SubobjectDataSubsystem, unreal.EditorActorSubsystem = "SubobjectDataSubsystem", "EditorActorSubsystem"
     unreal.LevelEditorSubsystem, unreal.ScopedSlowTask = "LevelEditorSubsystem", ScopedSlowTask
     unreal.AssetToolsHelpers = types.SimpleNamespace(get_asset_tools=AssetTools)
     unreal.AddNewSubobjectParams = lambda **kw: types.SimpleNamespace(**kw)
-    unreal.SubobjectDataBlueprintFunctionLibrary = types.SimpleNamespace(get_data=lambda h: h, get_object=lambda d: d[1])
+    unreal.SubobjectDataBlueprintFunctionLibrary = types.SimpleNamespace(
+        get_data=lambda h: h, get_object=lambda d: d[1]
+    )
     unreal.BlueprintEditorLibrary = types.SimpleNamespace(
-        compile_blueprint=lambda bp: setattr(bp, "compiled", True), generated_class=lambda bp: f"{bp.path}_C")
+        compile_blueprint=lambda bp: setattr(bp, "compiled", True), generated_class=lambda bp: f"{bp.path}_C"
+    )
     unreal.EditorAssetLibrary = types.SimpleNamespace(
         load_asset=lambda path: state.assets.setdefault(path, StaticMesh(path, (-50, -50, 0), (50, 50, 0))),
-        does_asset_exist=lambda path: path in state.assets, delete_asset=lambda path: state.assets.pop(path),
-        save_loaded_asset=lambda asset: True)
+        does_asset_exist=lambda path: path in state.assets,
+        delete_asset=lambda path: state.assets.pop(path),
+        save_loaded_asset=lambda asset: True,
+    )
     unreal.get_engine_subsystem = unreal.get_editor_subsystem = lambda name: subsystems[name]
     unreal.log = state.logs.append
     return unreal, state
@@ -186,8 +199,11 @@ def test_run_in_a_stand_in_editor(tool, tmp_path, monkeypatch):
     for name in ("BlackCeramicMug.glb", "kitchen/WoodenBowl.fbx", "Vase.obj", "notes.txt"):
         (source / name).write_bytes(b"x")
     # Import bounds as Unreal would report them: a mug centred on its origin, a bowl already bottom-pivoted.
-    bounds = {"BlackCeramicMug": ((-4.0, -6.0, -5.0), (4.0, 6.0, 5.0)), "WoodenBowl": ((-10.0, -10.0, 0.0), (10.0, 10.0, 7.5)),
-              "Vase": ((2.0, 2.0, 1.0), (12.0, 12.0, 31.0))}
+    bounds = {
+        "BlackCeramicMug": ((-4.0, -6.0, -5.0), (4.0, 6.0, 5.0)),
+        "WoodenBowl": ((-10.0, -10.0, 0.0), (10.0, 10.0, 7.5)),
+        "Vase": ((2.0, 2.0, 1.0), (12.0, 12.0, 31.0)),
+    }
     unreal, state = _stand_in_unreal(bounds)
     monkeypatch.setitem(sys.modules, "unreal", unreal)
     out = tmp_path / "project" / "assets.json"
@@ -199,11 +215,17 @@ def test_run_in_a_stand_in_editor(tool, tmp_path, monkeypatch):
     assert set(by_name) == {"black ceramic mug", "wooden bowl", "vase"}
     assert by_name["black ceramic mug"]["size_cm"] == [8.0, 12.0, 10.0]
     assert by_name["vase"]["size_cm"] == [10.0, 10.0, 30.0]
-    assert by_name["wooden bowl"]["ue_class"] == "BP_WoodenBowl_C" and "mesh" not in by_name["wooden bowl"]  # FBX: no offline mesh
+    assert (
+        by_name["wooden bowl"]["ue_class"] == "BP_WoodenBowl_C" and "mesh" not in by_name["wooden bowl"]
+    )  # FBX: no offline mesh
     assert by_name["vase"]["mesh"] == "../adt/Vase.obj" and by_name["black ceramic mug"]["mesh_up"] == "y"
     # Each Blueprint's mesh component sits so that the actor pivot is the mesh's bottom centre.
-    offsets = {path: comps[0][2].get_editor_property("relative_location") for path, bp in state.assets.items()
-               if hasattr(bp, "components") for comps in [bp.components]}
+    offsets = {
+        path: comps[0][2].get_editor_property("relative_location")
+        for path, bp in state.assets.items()
+        if hasattr(bp, "components")
+        for comps in [bp.components]
+    }
     assert tuple(offsets["/Game/Commonlink/BP_BlackCeramicMug"]) == (0.0, 0.0, 5.0)
     assert tuple(offsets["/Game/Commonlink/BP_Vase"]) == (-7.0, -7.0, -1.0)
     assert tuple(offsets["/Game/Commonlink/BP_WoodenBowl"]) == (0.0, 0.0, 0.0)
@@ -211,12 +233,15 @@ def test_run_in_a_stand_in_editor(tool, tmp_path, monkeypatch):
     floor = state.assets["/Game/Commonlink/BP_CommonlinkFloor"]
     assert tuple(floor.components[0][2].get_editor_property("relative_scale3d")) == (16.0, 16.0, 1.0)
     # One hidden instance of every class in the holding area (so the classes load with the level), level saved.
-    assert sorted(a.cls for a in state.actors) == sorted(f"/Game/Commonlink/{b}_C" for b in
-                                                          ("BP_BlackCeramicMug", "BP_WoodenBowl", "BP_Vase", "BP_CommonlinkFloor"))
+    assert sorted(a.cls for a in state.actors) == sorted(
+        f"/Game/Commonlink/{b}_C" for b in ("BP_BlackCeramicMug", "BP_WoodenBowl", "BP_Vase", "BP_CommonlinkFloor")
+    )
     assert all(a.hidden and a.location[2] == -100000.0 and a.folder == "commonlink_holding" for a in state.actors)
     assert len({a.location for a in state.actors}) == 4 and state.saved_levels == 1
     fbx = dict(state.imports)["WoodenBowl.fbx"]
-    assert fbx["options"].get_editor_property("static_mesh_import_data").get_editor_property("import_uniform_scale") == 2.5
+    assert (
+        fbx["options"].get_editor_property("static_mesh_import_data").get_editor_property("import_uniform_scale") == 2.5
+    )
     # The asset file is one commonlink reads: classes, measured sizes, a floor.
     catalog = load_assets(out)
     assert catalog.asset("vase").size_cm == (10.0, 10.0, 30.0) and catalog.floors[0].ue_class == "BP_CommonlinkFloor_C"

@@ -47,9 +47,19 @@ def _ours(server):
 
 
 def _config(server, assets, **over):
-    values = dict(scenes=3, objects=(3, 3), views=2, resolution=(RES, RES), seed=11, min_visible_pixels=4,
-                  backend="unrealcv", unrealcv_host=server.host, unrealcv_port=server.port, assets=str(assets),
-                  unrealcv_timeout=20.0)
+    values = dict(
+        scenes=3,
+        objects=(3, 3),
+        views=2,
+        resolution=(RES, RES),
+        seed=11,
+        min_visible_pixels=4,
+        backend="unrealcv",
+        unrealcv_host=server.host,
+        unrealcv_port=server.port,
+        assets=str(assets),
+        unrealcv_timeout=20.0,
+    )
     values.update(over)
     return SynthConfig(**values)
 
@@ -65,8 +75,14 @@ def _offline_objects(config, folder):
 
 def _cli(*args, timeout=600):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "commonlink.cli", *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "commonlink.cli", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def _request(conn: UnrealCVConnection) -> str:
@@ -129,8 +145,18 @@ def test_a_server_that_accepts_and_never_answers_times_out(catalog, user_assets)
         assert "--connect-timeout" in info.value.fix
     with SilentServer() as silent:  # the same through the CLI, with the deadline given there
         started = time.monotonic()
-        cli = _cli("unreal", "check", "--assets", str(user_assets), "--host", silent.host, "--port", str(silent.port),
-                   "--connect-timeout", "2")
+        cli = _cli(
+            "unreal",
+            "check",
+            "--assets",
+            str(user_assets),
+            "--host",
+            silent.host,
+            "--port",
+            str(silent.port),
+            "--connect-timeout",
+            "2",
+        )
         took = time.monotonic() - started
     assert cli.returncode != 0 and "no welcome came within 2 s" in cli.stdout + cli.stderr
     assert took < 30  # the CLI's start-up included; the deadline itself is 2 s
@@ -152,14 +178,51 @@ def test_a_server_that_accepts_and_never_answers_times_out(catalog, user_assets)
 def test_cli_check_then_synth_in_two_processes(catalog, user_assets, tmp_path):
     """The order docs/unreal.md gives: `unreal check`, then `synth --backend unrealcv` (which hung before)."""
     with FakeUnrealCVServer(catalog) as server:
-        check = _cli("unreal", "check", "--assets", str(user_assets), "--host", server.host, "--port", str(server.port),
-                     "--json", "--connect-timeout", "5")
+        check = _cli(
+            "unreal",
+            "check",
+            "--assets",
+            str(user_assets),
+            "--host",
+            server.host,
+            "--port",
+            str(server.port),
+            "--json",
+            "--connect-timeout",
+            "5",
+        )
         assert check.returncode == 0, check.stdout + check.stderr
         config = _config(server, user_assets)
-        synth = _cli("synth", "--out", str(tmp_path / "ue"), "--scenes", "3", "--objects", "3-3", "--views", "2",
-                     "--resolution", f"{RES}x{RES}", "--seed", "11", "--min-visible-pixels", "4", "--backend", "unrealcv",
-                     "--assets", str(user_assets), "--host", server.host, "--port", str(server.port),
-                     "--connect-timeout", "5", "--timeout", "20", "--no-progress")
+        synth = _cli(
+            "synth",
+            "--out",
+            str(tmp_path / "ue"),
+            "--scenes",
+            "3",
+            "--objects",
+            "3-3",
+            "--views",
+            "2",
+            "--resolution",
+            f"{RES}x{RES}",
+            "--seed",
+            "11",
+            "--min-visible-pixels",
+            "4",
+            "--backend",
+            "unrealcv",
+            "--assets",
+            str(user_assets),
+            "--host",
+            server.host,
+            "--port",
+            str(server.port),
+            "--connect-timeout",
+            "5",
+            "--timeout",
+            "20",
+            "--no-progress",
+        )
         assert synth.returncode == 0, synth.stdout + synth.stderr
         # One session per command: the check's TCP session, then the synth's (preflight and renders) on the socket.
         assert server.sessions == ["tcp", "unix"]
@@ -172,7 +235,9 @@ def test_dropped_connection_mid_synth_then_rerun(catalog, user_assets, tmp_path)
     with FakeUnrealCVServer(catalog) as server:
         config = _config(server, user_assets)
         expected = _offline_objects(config, tmp_path / "off")
-        server.drop_connection_on("_11-1_")  # the TCP session ends mid-synth (scene 1's spawns): reconnect on the socket
+        server.drop_connection_on(
+            "_11-1_"
+        )  # the TCP session ends mid-synth (scene 1's spawns): reconnect on the socket
         summary = synthesize(tmp_path / "ue", config, progress=False)
         assert summary.catalog_records == 6 and server.sessions == ["tcp", "unix"]
         assert _objects(tmp_path / "ue") == expected

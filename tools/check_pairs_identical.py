@@ -36,17 +36,26 @@ def cases(quick: bool) -> list[tuple[str, list[str], dict]]:
         for seed in seeds:
             for dist in ("none=0.1", "uniform", "1,3,3,2,1,1,0.5,0.2", "none=0.4"):
                 count = max(50, n_images // 2)
-                out.append((f"{size}-s{seed}-{dist}", [size], {"count": count, "seed": seed, "common_distribution": dist}))
+                out.append(
+                    (f"{size}-s{seed}-{dist}", [size], {"count": count, "seed": seed, "common_distribution": dist})
+                )
         # tight caps: counts run out and their quota moves (the _KSchedule path); a request that cannot be met
         out.append((f"{size}-cap1", [size], {"count": n_images // 3, "max_uses": 1, "seed": 3}))
         out.append((f"{size}-cap2-k3", [size], {"count": n_images // 2, "max_uses": 2, "max_common": 3, "seed": 4}))
-        out.append((f"{size}-objects-4-6", [size], {"count": n_images // 4, "objects": (4, 6), "seed": 5, "choices": 6}))
+        out.append(
+            (f"{size}-objects-4-6", [size], {"count": n_images // 4, "objects": (4, 6), "seed": 5, "choices": 6})
+        )
         out.append((f"{size}-too-many", [size], {"count": n_images * 3, "max_uses": 2, "seed": 0}))
         out.append((f"{size}-real-only", [size], {"count": n_images // 5, "real_fraction": 1.0, "seed": 9}))
     for seed in seeds:
         out.append((f"challenge-s{seed}", ["challenge"], {"split": "challenge", "count": 1200, "seed": seed}))
-        out.append((f"challenge-s{seed}-uniform", ["challenge"], {"split": "challenge", "count": 1200, "seed": seed,
-                                                                 "common_distribution": "uniform"}))
+        out.append(
+            (
+                f"challenge-s{seed}-uniform",
+                ["challenge"],
+                {"split": "challenge", "count": 1200, "seed": seed, "common_distribution": "uniform"},
+            )
+        )
         out.append((f"two-catalogs-s{seed}", ["real", "synthetic"], {"count": 600, "seed": seed}))
         out.append((f"suite-s{seed}", ["suite-real", "suite-synthetic"], {"count": 60, "seed": seed}))
     out.append(("suite-k-max-2", ["suite-real", "suite-synthetic"], {"count": 40, "max_common": 2, "seed": 11}))
@@ -143,7 +152,9 @@ def main() -> None:
         tmp_path = Path(tmp)
         ref_tree = tmp_path / "ref"
         ref_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.ref, "commonlink"], check=True, capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.ref, "commonlink"], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(ref_tree)], input=archive, check=True)
         build_catalogs(tmp_path / "catalogs", args.quick)
         outputs = {}
@@ -178,8 +189,10 @@ def main() -> None:
                 if digest(a) != digest(b):
                     problems.append(f"{name}: pairs files differ")
         n_files = sum(1 for n in names if n.endswith(".jsonl"))
-        print(f"{len(cases(args.quick))} cases: {n_files} pairs files ({rows:,} rows) and {errors} errors compared, "
-              f"{args.ref} vs this checkout")
+        print(
+            f"{len(cases(args.quick))} cases: {n_files} pairs files ({rows:,} rows) and {errors} errors compared, "
+            f"{args.ref} vs this checkout"
+        )
         for problem in problems:
             print(f"  DIFFERENT: {problem}")
         if problems:

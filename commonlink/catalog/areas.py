@@ -123,17 +123,23 @@ def mask_for(catalog_dir: Path, record: CatalogRecord) -> tuple[Path, dict[int, 
         try:
             id_to_name = {int(k): str(v) for k, v in ids.items()}
         except (TypeError, ValueError):
-            raise SchemaError(f"{where}: extra.mask_ids keys must be integer instance ids, got {list(ids)[:3]}.") from None
+            raise SchemaError(
+                f"{where}: extra.mask_ids keys must be integer instance ids, got {list(ids)[:3]}."
+            ) from None
         unknown = sorted(set(id_to_name.values()) - set(record.objects))
         if unknown:
-            raise SchemaError(f"{where}: extra.mask_ids names {unknown}, which are not in 'objects'.",
-                              "Rebuild the catalog with `commonlink synth`.")
+            raise SchemaError(
+                f"{where}: extra.mask_ids names {unknown}, which are not in 'objects'.",
+                "Rebuild the catalog with `commonlink synth`.",
+            )
     elif isinstance(extra.get("planned_objects"), list):
         listed = set(record.objects)
         id_to_name = {k + 1: str(name) for k, name in enumerate(extra["planned_objects"]) if name in listed}
     else:
-        raise SchemaError(f"{where}: extra.mask is set but no instance ids are named (extra.mask_ids or "
-                          "extra.planned_objects).", "Rebuild the catalog with `commonlink synth`.")
+        raise SchemaError(
+            f"{where}: extra.mask is set but no instance ids are named (extra.mask_ids or extra.planned_objects).",
+            "Rebuild the catalog with `commonlink synth`.",
+        )
     return safe_join(catalog_dir, rel), id_to_name
 
 
@@ -208,12 +214,20 @@ def compute_object_stats(
         read_catalog(catalog_dir)  # raises the catalog module's "not an image catalog" error
     # the whole read-measure-rewrite pass holds the writer lock, so records added meanwhile cannot be lost
     with catalog_lock(catalog_dir, what="commonlink stats"):
-        return _compute_locked(catalog_dir, sam=sam, load_sam=load_sam, model_id=model_id, settings=settings,
-                               show_progress=show_progress)
+        return _compute_locked(
+            catalog_dir, sam=sam, load_sam=load_sam, model_id=model_id, settings=settings, show_progress=show_progress
+        )
 
 
-def _compute_locked(catalog_dir: Path, *, sam: Any, load_sam: Callable[[], Any] | None, model_id: str,
-                    settings: AutoMaskSettings, show_progress: bool) -> ObjectStats:
+def _compute_locked(
+    catalog_dir: Path,
+    *,
+    sam: Any,
+    load_sam: Callable[[], Any] | None,
+    model_id: str,
+    settings: AutoMaskSettings,
+    show_progress: bool,
+) -> ObjectStats:
     records = read_catalog(catalog_dir)
     cache = StatsCache(catalog_dir)
     result = ObjectStats(summary={})
@@ -238,17 +252,28 @@ def _compute_locked(catalog_dir: Path, *, sam: Any, load_sam: Callable[[], Any] 
         # keep partial results: store what was measured so far, then let the error/interrupt go on
         cache.close(compact=completed)
         write_catalog(catalog_dir, records)
-    result.summary = summarise(records, config={
-        "model_id": model_id or None, "auto_mask_settings": settings.__dict__ if have_model else None,
-    })
+    result.summary = summarise(
+        records,
+        config={
+            "model_id": model_id or None,
+            "auto_mask_settings": settings.__dict__ if have_model else None,
+        },
+    )
     result.summary["images"]["cached_sam_results"] = result.cached
     result.summary["images"]["computed_sam_results"] = result.computed
     atomic_write_json(catalog_dir / SUMMARY_FILENAME, result.summary)
     return result
 
 
-def _measure(catalog_dir: Path, record: CatalogRecord, cache: StatsCache, result: ObjectStats,
-             model: Callable[[], Any] | None, model_id: str, settings: AutoMaskSettings) -> str | None:
+def _measure(
+    catalog_dir: Path,
+    record: CatalogRecord,
+    cache: StatsCache,
+    result: ObjectStats,
+    model: Callable[[], Any] | None,
+    model_id: str,
+    settings: AutoMaskSettings,
+) -> str | None:
     """Measure one record in place; return the method used (None when nothing could measure it)."""
     extra = record.extra
     where = f"catalog record {record.id} ({record.path})"
@@ -359,12 +384,21 @@ def summarise(records: list[CatalogRecord], *, config: dict | None = None) -> di
         "toolkit_version": __version__,
         "created": utc_now(),
         "config": config or {},
-        "images": {"total": len(records), "measured_by_method": dict(sorted(by_method.items())), "not_measured": unmeasured,
-                   "sam_auto_without_object_masks": no_object_mask},
-        "paper_range": {"low": lo, "high": hi,
-                        "share_within": (sum(lo <= v <= hi for v in all_values) / len(all_values)) if all_values else None},
+        "images": {
+            "total": len(records),
+            "measured_by_method": dict(sorted(by_method.items())),
+            "not_measured": unmeasured,
+            "sam_auto_without_object_masks": no_object_mask,
+        },
+        "paper_range": {
+            "low": lo,
+            "high": hi,
+            "share_within": (sum(lo <= v <= hi for v in all_values) / len(all_values)) if all_values else None,
+        },
         "per_source": {source: describe(values) for source, values in sorted(per_source.items())},
         "per_object": {name: describe(values) for name, values in sorted(per_object.items())},
-        "notes": ("per_source includes SAM's automatic estimates (unnamed, extra.estimated_object_areas); "
-                  "per_object uses only areas tied to names (render masks, prompted SAM, given)."),
+        "notes": (
+            "per_source includes SAM's automatic estimates (unnamed, extra.estimated_object_areas); "
+            "per_object uses only areas tied to names (render masks, prompted SAM, given)."
+        ),
     }

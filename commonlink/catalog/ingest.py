@@ -67,11 +67,14 @@ IMAGES_SUBDIR = "images"
 DEFAULT_NEAR_DUPLICATE_DISTANCE = 4
 DEFAULT_CHECKPOINT_EVERY = 100
 #: Suffixes looked at when listing photos that are on disk but not in the manifest.
-PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".avif", ".tif", ".tiff", ".bmp", ".gif"})
+PHOTO_SUFFIXES = frozenset(
+    {".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".avif", ".tif", ".tiff", ".bmp", ".gif"}
+)
 _JPEG_SOURCES = ("JPEG", "MPO")
 _JPEG_TARGETS = _JPEG_SOURCES + ("HEIF", "AVIF")
 _PNG_MODES = frozenset({"1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"})
 _ORIENTATION = ExifTags.Base.Orientation
+
 
 # ------------------------------------------------------------------------------------------------------
 # Image cleaning
@@ -180,29 +183,56 @@ def ingest_photos(
     if not photos_root.is_dir():
         raise InputError(f"Photos folder not found: {photos_root}", "Pass the folder that holds your photos.")
     if photos_root.resolve() == catalog_root.resolve():
-        raise InputError("The catalog folder (--out) is the photos folder.", "Write the catalog to a folder of its own.")
+        raise InputError(
+            "The catalog folder (--out) is the photos folder.", "Write the catalog to a folder of its own."
+        )
     if min_pixels < 0 or near_duplicate_distance < 0 or checkpoint_every < 1:
         raise InputError(
-            "--min-pixels and --near-duplicate-distance must be >= 0, --checkpoint-every >= 1.", "Pass non-negative numbers."
+            "--min-pixels and --near-duplicate-distance must be >= 0, --checkpoint-every >= 1.",
+            "Pass non-negative numbers.",
         )
     entries = read_manifest(manifest)
     if not entries:
         raise InputError(f"The manifest {manifest} lists no photos.", "Add one line per photo: file,objects.")
 
     if vocabulary is None:
-        vocab, vocab_note = None, "names in the manifest and the existing catalog (no vocabulary file: typos cannot be refused)"
+        vocab, vocab_note = (
+            None,
+            "names in the manifest and the existing catalog (no vocabulary file: typos cannot be refused)",
+        )
     elif isinstance(vocabulary, Vocabulary):
         vocab, vocab_note = vocabulary, f"given ({len(vocabulary)} names)"
     else:
         vocab, vocab_note = Vocabulary.from_file(vocabulary), str(Path(vocabulary).resolve())
     with catalog_lock(catalog_root, what="commonlink ingest"):
-        return _ingest_locked(photos_root, Path(manifest), catalog_root, entries, vocab, vocab_note, min_pixels,
-                              near_duplicate_distance, allow_near_duplicates, checkpoint_every, progress)
+        return _ingest_locked(
+            photos_root,
+            Path(manifest),
+            catalog_root,
+            entries,
+            vocab,
+            vocab_note,
+            min_pixels,
+            near_duplicate_distance,
+            allow_near_duplicates,
+            checkpoint_every,
+            progress,
+        )
 
 
-def _ingest_locked(photos_root: Path, manifest: Path, catalog_root: Path, entries: list[ManifestEntry],
-                   vocab: Vocabulary | None, vocab_note: str, min_pixels: int, near_duplicate_distance: int,
-                   allow_near_duplicates: bool, checkpoint_every: int, progress: bool) -> IngestReport:
+def _ingest_locked(
+    photos_root: Path,
+    manifest: Path,
+    catalog_root: Path,
+    entries: list[ManifestEntry],
+    vocab: Vocabulary | None,
+    vocab_note: str,
+    min_pixels: int,
+    near_duplicate_distance: int,
+    allow_near_duplicates: bool,
+    checkpoint_every: int,
+    progress: bool,
+) -> IngestReport:
     remove_stale_temp_files(catalog_root / IMAGES_SUBDIR)  # half-written images of a killed run (we hold the lock)
     existing = _load_catalog(catalog_root, checkpoint_every)
     names_from_data = vocab is None
@@ -221,8 +251,18 @@ def _ingest_locked(photos_root: Path, manifest: Path, catalog_root: Path, entrie
         },
         vocabulary=vocab_note,
     )
-    run = _IngestRun(photos_root, catalog_root, entries, existing, vocab, report, min_pixels,
-                     near_duplicate_distance, allow_near_duplicates, checkpoint_every)
+    run = _IngestRun(
+        photos_root,
+        catalog_root,
+        entries,
+        existing,
+        vocab,
+        report,
+        min_pixels,
+        near_duplicate_distance,
+        allow_near_duplicates,
+        checkpoint_every,
+    )
     run.execute(progress=progress)
     report.unlisted = _unlisted_photos(photos_root, entries, exclude=[catalog_root, manifest])
     if names_from_data:
@@ -245,9 +285,19 @@ def _load_catalog(catalog_root: Path, batch: int) -> list[CatalogRecord]:
 class _IngestRun:
     """State of one ingestion run (kept in one place so checkpoints see a consistent picture)."""
 
-    def __init__(self, photos_root: Path, catalog_root: Path, entries: list[ManifestEntry], existing: list[CatalogRecord],
-                 vocab: Vocabulary, report: IngestReport, min_pixels: int, near_distance: int, allow_near: bool,
-                 checkpoint_every: int):
+    def __init__(
+        self,
+        photos_root: Path,
+        catalog_root: Path,
+        entries: list[ManifestEntry],
+        existing: list[CatalogRecord],
+        vocab: Vocabulary,
+        report: IngestReport,
+        min_pixels: int,
+        near_distance: int,
+        allow_near: bool,
+        checkpoint_every: int,
+    ):
         self.photos_root, self.catalog_root, self.entries = photos_root, catalog_root, entries
         self.vocab, self.report = vocab, report
         self.min_pixels, self.near_distance, self.allow_near = min_pixels, near_distance, allow_near
@@ -294,8 +344,11 @@ class _IngestRun:
             return Refusal(file=entry.file, line=entry.line, reason=reason, detail=detail, **kw)
 
         if entry.file in self.seen_files:
-            return refuse("listed_twice", f"also listed on line {self.seen_files[entry.file]}; the first line was used. "
-                          "Merge the two lines into one.")
+            return refuse(
+                "listed_twice",
+                f"also listed on line {self.seen_files[entry.file]}; the first line was used. "
+                "Merge the two lines into one.",
+            )
         self.seen_files[entry.file] = entry.line
         try:
             path = safe_join(self.photos_root, entry.file)
@@ -310,7 +363,11 @@ class _IngestRun:
 
         stat = path.stat()
         known = self.by_source.get((self.here, entry.file))
-        if known is not None and known.extra.get("source_size") == stat.st_size and known.extra.get("source_mtime_ns") == stat.st_mtime_ns:
+        if (
+            known is not None
+            and known.extra.get("source_size") == stat.st_size
+            and known.extra.get("source_mtime_ns") == stat.st_mtime_ns
+        ):
             # Fast path: the file is unchanged since the last run; no hashing, no decoding.
             self.claimed[known.extra.get("source_sha256", "")] = entry.file
             self._refresh_labels(known, entry, objects, scene)
@@ -318,8 +375,11 @@ class _IngestRun:
         data = path.read_bytes()
         source_sha = sha256_bytes(data)
         if source_sha in self.claimed:
-            return refuse("exact_duplicate", f"same bytes as {self.claimed[source_sha]!r}. Remove one of the two.",
-                          other=self.claimed[source_sha])
+            return refuse(
+                "exact_duplicate",
+                f"same bytes as {self.claimed[source_sha]!r}. Remove one of the two.",
+                other=self.claimed[source_sha],
+            )
         known = self.by_source_sha.get(source_sha)
         if known is not None:
             if self._is_same_photo(known, entry.file):
@@ -329,14 +389,20 @@ class _IngestRun:
                 self._refresh_labels(known, entry, objects, scene, moved_from=moved_from)
                 return None
             other = self._display(known)
-            return refuse("exact_duplicate", f"same bytes as {other!r}, already in the catalog. Remove one of the two.",
-                          other=other)
+            return refuse(
+                "exact_duplicate",
+                f"same bytes as {other!r}, already in the catalog. Remove one of the two.",
+                other=other,
+            )
 
         try:
             img = open_image(data, what=entry.file)
             if img.width * img.height < self.min_pixels:
-                return refuse("too_small", f"{img.width}x{img.height} = {img.width * img.height:,} pixels, under the "
-                              f"minimum of {self.min_pixels:,}. Use a larger photo or lower --min-pixels.")
+                return refuse(
+                    "too_small",
+                    f"{img.width}x{img.height} = {img.width * img.height:,} pixels, under the "
+                    f"minimum of {self.min_pixels:,}. Use a larger photo or lower --min-pixels.",
+                )
             clean = clean_image(img)
         except (InputError, OSError, ValueError) as exc:
             if isinstance(exc.__cause__, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
@@ -345,8 +411,16 @@ class _IngestRun:
             return refuse("corrupt", f"{problem} Re-export the photo or remove it from the manifest.")
         return self._store(entry, clean, objects, scene, source_sha, stat, refuse)
 
-    def _store(self, entry: ManifestEntry, clean: CleanImage, objects: list[str], scene: str | None, source_sha: str,
-               stat: os.stat_result, refuse) -> Refusal | None:
+    def _store(
+        self,
+        entry: ManifestEntry,
+        clean: CleanImage,
+        objects: list[str],
+        scene: str | None,
+        source_sha: str,
+        stat: os.stat_result,
+        refuse,
+    ) -> Refusal | None:
         """Duplicate checks on the cleaned image, then write it and its record."""
         digest = sha256_bytes(clean.data)
         image_id = digest[:16]
@@ -362,17 +436,25 @@ class _IngestRun:
             return None
         if image_id in self.records:
             other = self._display(self.records[image_id])
-            return refuse("exact_duplicate", f"same pixels as {other!r} once metadata is removed. Remove one of the two.",
-                          other=other)
+            return refuse(
+                "exact_duplicate",
+                f"same pixels as {other!r} once metadata is removed. Remove one of the two.",
+                other=other,
+            )
         # An edited photo is not a near-duplicate of its own older version.
         near = self.phashes.nearest(clean.phash, exclude=previous.id if previous is not None else None)
         if near is not None and near[0] <= self.near_distance:
             distance, other_file, other_id = near
-            self.report.near_duplicates.append(NearDuplicatePair(other_file, other_id, entry.file, image_id, distance,
-                                                                 kept_both=self.allow_near))
+            self.report.near_duplicates.append(
+                NearDuplicatePair(other_file, other_id, entry.file, image_id, distance, kept_both=self.allow_near)
+            )
             if not self.allow_near:
-                return refuse("near_duplicate", f"perceptual hash within {distance} bits of {other_file!r}. Remove one, "
-                              "or pass --allow-near-duplicates to keep both.", other=other_file)
+                return refuse(
+                    "near_duplicate",
+                    f"perceptual hash within {distance} bits of {other_file!r}. Remove one, "
+                    "or pass --allow-near-duplicates to keep both.",
+                    other=other_file,
+                )
 
         rel_path = f"{IMAGES_SUBDIR}/{image_id}{clean.suffix}"
         image_file = self.catalog_root / rel_path
@@ -380,12 +462,27 @@ class _IngestRun:
         self.journal.image_written(image_file)  # made durable with its batch, before the batch's records
         stamp = file_stamp(image_file)  # lets `catalog merge` trust sha256 while the file is unchanged
         record = CatalogRecord(
-            id=image_id, path=rel_path, objects=objects, source="real", scene_id=scene or default_scene(entry.file, image_id),
-            width=clean.width, height=clean.height, sha256=digest, background=entry.background, view=entry.view,
-            extra={"source_dir": self.here, "source_file": entry.file, "source_sha256": source_sha, "source_size": stat.st_size,
-                   "source_mtime_ns": stat.st_mtime_ns, "source_format": clean.source_format, "phash": clean.phash,
-                   FILE_STAMP_KEY: stamp,
-                   **({"manifest": entry.extra} if entry.extra else {})},
+            id=image_id,
+            path=rel_path,
+            objects=objects,
+            source="real",
+            scene_id=scene or default_scene(entry.file, image_id),
+            width=clean.width,
+            height=clean.height,
+            sha256=digest,
+            background=entry.background,
+            view=entry.view,
+            extra={
+                "source_dir": self.here,
+                "source_file": entry.file,
+                "source_sha256": source_sha,
+                "source_size": stat.st_size,
+                "source_mtime_ns": stat.st_mtime_ns,
+                "source_format": clean.source_format,
+                "phash": clean.phash,
+                FILE_STAMP_KEY: stamp,
+                **({"manifest": entry.extra} if entry.extra else {}),
+            },
         )
         if previous is not None:
             # The photo under this name changed since the last run: the new version replaces the old record.
@@ -394,7 +491,9 @@ class _IngestRun:
             self.by_source_sha.pop(previous.extra.get("source_sha256", ""), None)
             self.phashes.remove(previous.id)
             self.replaced_paths.append(previous.path)
-            self.report.updated.append({"file": entry.file, "id": image_id, "change": f"photo changed (was {previous.id})"})
+            self.report.updated.append(
+                {"file": entry.file, "id": image_id, "change": f"photo changed (was {previous.id})"}
+            )
         else:
             self.report.added.append({"file": entry.file, "id": image_id})
         self.records[image_id] = record
@@ -407,7 +506,9 @@ class _IngestRun:
 
     def _canonical_objects(self, entry: ManifestEntry, refuse) -> tuple[list[str], Refusal | None]:
         if not entry.objects:
-            return [], refuse("no_objects", "the objects column is empty. List the objects in the photo, separated by ';'.")
+            return [], refuse(
+                "no_objects", "the objects column is empty. List the objects in the photo, separated by ';'."
+            )
         objects: list[str] = []
         unknown: dict[str, list[str]] = {}
         for name in entry.objects:
@@ -417,19 +518,39 @@ class _IngestRun:
             elif canonical not in objects:
                 objects.append(canonical)
         if unknown:
-            parts = [f"{name!r} (did you mean {' or '.join(repr(s) for s in sugg)}?)" if sugg else f"{name!r} (no close name)"
-                     for name, sugg in unknown.items()]
-            return [], refuse("unknown_object", f"unknown object name(s): {', '.join(parts)}. Fix the manifest or add "
-                              "the name to the vocabulary file.", suggestions=unknown)
+            parts = [
+                f"{name!r} (did you mean {' or '.join(repr(s) for s in sugg)}?)"
+                if sugg
+                else f"{name!r} (no close name)"
+                for name, sugg in unknown.items()
+            ]
+            return [], refuse(
+                "unknown_object",
+                f"unknown object name(s): {', '.join(parts)}. Fix the manifest or add the name to the vocabulary file.",
+                suggestions=unknown,
+            )
         return objects, None
 
-    def _refresh_labels(self, record: CatalogRecord, entry: ManifestEntry, objects: list[str], scene: str | None,
-                        moved_from: str | None = None) -> None:
+    def _refresh_labels(
+        self,
+        record: CatalogRecord,
+        entry: ManifestEntry,
+        objects: list[str],
+        scene: str | None,
+        moved_from: str | None = None,
+    ) -> None:
         """Bring a known photo's labels up to date with the manifest; count it as updated or unchanged."""
         scene = scene or default_scene(entry.file, record.id)
-        changes = [name for name, old, new in (("objects", record.objects, objects), ("scene", record.scene_id, scene),
-                                               ("background", record.background, entry.background),
-                                               ("view", record.view, entry.view)) if old != new]
+        changes = [
+            name
+            for name, old, new in (
+                ("objects", record.objects, objects),
+                ("scene", record.scene_id, scene),
+                ("background", record.background, entry.background),
+                ("view", record.view, entry.view),
+            )
+            if old != new
+        ]
         if moved_from is not None:
             changes.append(f"moved from {moved_from!r}")
         if not changes:
@@ -462,9 +583,14 @@ class _IngestRun:
         if moved_from is not None:
             self.by_source.pop(old_key, None)
             self.by_source[new_key] = record
-        if moved_from is not None or (record.extra.get("source_size"), record.extra.get("source_mtime_ns")) != (stat.st_size, stat.st_mtime_ns):
+        if moved_from is not None or (record.extra.get("source_size"), record.extra.get("source_mtime_ns")) != (
+            stat.st_size,
+            stat.st_mtime_ns,
+        ):
             self.journal.set(record)  # keep the fast path working on the next run (serialised at flush time)
-        record.extra.update(source_dir=self.here, source_file=file, source_size=stat.st_size, source_mtime_ns=stat.st_mtime_ns)
+        record.extra.update(
+            source_dir=self.here, source_file=file, source_size=stat.st_size, source_mtime_ns=stat.st_mtime_ns
+        )
         return moved_from
 
 

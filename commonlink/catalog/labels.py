@@ -46,18 +46,24 @@ def read_manifest(path: str | os.PathLike) -> list[ManifestEntry]:
     """Read a CSV or JSONL manifest; the format is chosen by suffix, else by the first character."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"Manifest not found: {path}", "Pass the CSV or JSONL file that lists your photos with --manifest.")
+        raise InputError(
+            f"Manifest not found: {path}", "Pass the CSV or JSONL file that lists your photos with --manifest."
+        )
     try:
         if _looks_like_jsonl(path):
             return _read_jsonl_manifest(path)
         return _read_csv_manifest(path)
     except UnicodeDecodeError as exc:
-        raise SchemaError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).",
-                          "Save the manifest as UTF-8 (in a spreadsheet: 'CSV UTF-8').") from None
+        raise SchemaError(
+            f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).",
+            "Save the manifest as UTF-8 (in a spreadsheet: 'CSV UTF-8').",
+        ) from None
     except csv.Error as exc:  # e.g. a field over the csv module's limit (131,072 characters): an unclosed quote
-        raise SchemaError(f"{path}: not a readable CSV manifest ({exc}).",
-                          "Check for a quote (\") that is opened and never closed, or a field that is far too long; "
-                          "each line is file,objects[,scene,background,view].") from None
+        raise SchemaError(
+            f"{path}: not a readable CSV manifest ({exc}).",
+            'Check for a quote (") that is opened and never closed, or a field that is far too long; '
+            "each line is file,objects[,scene,background,view].",
+        ) from None
 
 
 def split_objects(text: str) -> list[str]:
@@ -92,7 +98,9 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
         reader = csv.DictReader(handle)
         header = [h.strip().lower() if h else "" for h in (reader.fieldnames or [])]
         if not header:
-            raise SchemaError(f"{path}: the manifest is empty.", "Write a header line `file,objects` and one line per photo.")
+            raise SchemaError(
+                f"{path}: the manifest is empty.", "Write a header line `file,objects` and one line per photo."
+            )
         _refuse_duplicates(path, header, reader.fieldnames or [], lineno=1)
         missing = [c for c in ("file", "objects") if c not in header]
         if missing:
@@ -111,14 +119,18 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
                 )
             if not any((v or "").strip() for v in row.values()):
                 continue  # blank line
-            entries.append(_entry_from_mapping(row, path=path, lineno=lineno, objects=split_objects(row.get("objects") or "")))
+            entries.append(
+                _entry_from_mapping(row, path=path, lineno=lineno, objects=split_objects(row.get("objects") or ""))
+            )
     return entries
 
 
 def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
     entries: list[ManifestEntry] = []
-    fix = ('Write one JSON object a line (JSON lines, not one JSON array), e.g. '
-           '{"file": "a.jpg", "objects": ["apple", "keys"]}.')
+    fix = (
+        "Write one JSON object a line (JSON lines, not one JSON array), e.g. "
+        '{"file": "a.jpg", "objects": ["apple", "keys"]}.'
+    )
     for lineno, row in read_jsonl_numbered(path, fix=fix):
         keys = [str(k).strip().lower() for k in row]
         _refuse_duplicates(path, keys, list(row), lineno=lineno)
@@ -159,10 +171,19 @@ def _refuse_duplicates(path: Path, names: list[str], written: list, *, lineno: i
 def _entry_from_mapping(row: dict, *, path: Path, lineno: int, objects: list[str]) -> ManifestEntry:
     file = _optional_text(row.get("file"))
     if file is None:
-        raise SchemaError(f"{path}, line {lineno}: no file name.", "Give every line the photo's path relative to the photos folder.")
+        raise SchemaError(
+            f"{path}, line {lineno}: no file name.", "Give every line the photo's path relative to the photos folder."
+        )
     extra = {k: v for k, v in row.items() if k not in KNOWN_COLUMNS and k and v not in (None, "")}
-    _refuse_unfit_labels(path, lineno, [("file", file), *(("objects", o) for o in objects),
-                                        *((key, str(row[key])) for key in ("scene", "background", "view") if row.get(key) is not None)])
+    _refuse_unfit_labels(
+        path,
+        lineno,
+        [
+            ("file", file),
+            *(("objects", o) for o in objects),
+            *((key, str(row[key])) for key in ("scene", "background", "view") if row.get(key) is not None),
+        ],
+    )
     return ManifestEntry(
         file=file.replace("\\", "/"),
         objects=objects,
@@ -180,5 +201,7 @@ def _refuse_unfit_labels(path: Path, lineno: int, values: list[tuple[str, str]])
     for key, value in values:
         problem = label_problem(value)
         if problem:
-            raise SchemaError(f"{path}, line {lineno}: {key} {value!r} holds {problem}.",
-                              "Write each name on one line, without control characters (check for a quoted field that spans lines).")
+            raise SchemaError(
+                f"{path}, line {lineno}: {key} {value!r} holds {problem}.",
+                "Write each name on one line, without control characters (check for a quoted field that spans lines).",
+            )

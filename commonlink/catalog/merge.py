@@ -116,8 +116,11 @@ class _Joiner:
 
 
 def _differences(a: CatalogRecord, b: CatalogRecord) -> list[str]:
-    return [f"{name}: {getattr(a, name)!r} vs {getattr(b, name)!r}" for name in IDENTITY_FIELDS
-            if getattr(a, name) != getattr(b, name)]
+    return [
+        f"{name}: {getattr(a, name)!r} vs {getattr(b, name)!r}"
+        for name in IDENTITY_FIELDS
+        if getattr(a, name) != getattr(b, name)
+    ]
 
 
 def merge_catalogs(
@@ -142,7 +145,10 @@ def merge_catalogs(
     unique_sources: list[Path] = []
     for src in map(Path, sources):
         if not catalog_file(src).is_file():
-            raise InputError(f"{src} is not an image catalog (no catalog.jsonl).", "Pass folders written by `commonlink ingest` or `commonlink synth`.")
+            raise InputError(
+                f"{src} is not an image catalog (no catalog.jsonl).",
+                "Pass folders written by `commonlink ingest` or `commonlink synth`.",
+            )
         if src.resolve() not in [s.resolve() for s in unique_sources] and src.resolve() != out_resolved:
             unique_sources.append(src)
     report = MergeReport(out_dir=str(out_resolved), sources=[str(s.resolve()) for s in unique_sources], link=link)
@@ -150,19 +156,24 @@ def merge_catalogs(
         return _merge_locked(unique_sources, out, report, link=link, verify=verify, rehash=rehash, progress=progress)
 
 
-def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *, link: str, verify: bool, rehash: bool,
-                  progress: bool) -> MergeReport:
+def _merge_locked(
+    unique_sources: list[Path], out: Path, report: MergeReport, *, link: str, verify: bool, rehash: bool, progress: bool
+) -> MergeReport:
     existing = list(iter_catalog(out)) if catalog_file(out).is_file() else []
     report.already_present = len(existing)
     planned, conflicts, missing = _plan(existing, out, unique_sources, report)
     if conflicts:
-        listed = "\n  ".join(conflicts[:_MAX_LISTED]) + (f"\n  ... and {len(conflicts) - _MAX_LISTED} more" if len(conflicts) > _MAX_LISTED else "")
+        listed = "\n  ".join(conflicts[:_MAX_LISTED]) + (
+            f"\n  ... and {len(conflicts) - _MAX_LISTED} more" if len(conflicts) > _MAX_LISTED else ""
+        )
         raise InputError(
             f"{len(conflicts)} conflicting record(s): the same image is described differently:\n  {listed}",
             "Relabel or remove one record of each pair (or leave one catalog out), then merge again. Nothing was written.",
         )
     if missing:
-        listed = "\n  ".join(missing[:_MAX_LISTED]) + (f"\n  ... and {len(missing) - _MAX_LISTED} more" if len(missing) > _MAX_LISTED else "")
+        listed = "\n  ".join(missing[:_MAX_LISTED]) + (
+            f"\n  ... and {len(missing) - _MAX_LISTED} more" if len(missing) > _MAX_LISTED else ""
+        )
         raise InputError(
             f"{len(missing)} image file(s) named in the catalogs are missing:\n  {listed}",
             "Copy the images back, or rebuild that catalog. Nothing was written.",
@@ -174,8 +185,9 @@ def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *,
         folder.mkdir(parents=True, exist_ok=True)
         remove_stale_temp_files(folder)  # left by a killed merge (we hold the catalog lock)
     written: list[Path] = []  # fsynced as one batch before the catalog names them
-    for item, dest in track(zip(planned, destinations), "Merging images", total=len(planned), unit="images",
-                            disable=not progress):
+    for item, dest in track(
+        zip(planned, destinations), "Merging images", total=len(planned), unit="images", disable=not progress
+    ):
         _transfer(item, dest, link=link, verify=verify, rehash=rehash, report=report, written=written)
         for source_file, rel in item.sidecars:
             _copy_sidecar(source_file, join(rel), report, written)
@@ -185,8 +197,9 @@ def _merge_locked(unique_sources: list[Path], out: Path, report: MergeReport, *,
     return report
 
 
-def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
-          report: MergeReport) -> tuple[list[_Planned], list[str], list[str]]:
+def _plan(
+    existing: list[CatalogRecord], out: Path, sources: list[Path], report: MergeReport
+) -> tuple[list[_Planned], list[str], list[str]]:
     by_id = {r.id: (r, f"{out}") for r in existing}
     by_sha = {r.sha256: (r, f"{out}") for r in existing}
     used_paths = {PurePosixPath(r.path).as_posix(): r.sha256 for r in existing}
@@ -203,7 +216,10 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
         for lineno, record in enumerate(iter_catalog(src), start=1):
             origin = f"{src}, line {lineno}"
             if problem := record_label_problem(record):  # would break the line of a card or prompt it is shown on
-                raise SchemaError(f"{origin}: {problem}.", "Fix that label in the catalog (one line, no control characters), then merge again.")
+                raise SchemaError(
+                    f"{origin}: {problem}.",
+                    "Fix that label in the catalog (one line, no control characters), then merge again.",
+                )
             same = by_id.get(record.id) or by_sha.get(record.sha256)
             if same is not None:
                 other, other_origin = same
@@ -220,7 +236,9 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
             try:
                 source_image = join(record.path)
             except InputError as exc:
-                raise SchemaError(f"{origin}: {exc.problem}", "Rebuild that catalog; image paths must stay inside it.") from None
+                raise SchemaError(
+                    f"{origin}: {exc.problem}", "Rebuild that catalog; image paths must stay inside it."
+                ) from None
             if not source_image.is_file():
                 missing.append(f"{source_image} ({origin})")
                 continue
@@ -228,7 +246,9 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
             if used_paths.get(rel, record.sha256) != record.sha256:
                 moved = (PurePosixPath(rel).parent / f"{record.id}{PurePosixPath(rel).suffix}").as_posix()
                 if moved in used_paths:
-                    moved = (PurePosixPath(rel).parent / f"{record.id}-{record.sha256[:12]}{PurePosixPath(rel).suffix}").as_posix()
+                    moved = (
+                        PurePosixPath(rel).parent / f"{record.id}-{record.sha256[:12]}{PurePosixPath(rel).suffix}"
+                    ).as_posix()
                 report.renamed.append({"catalog": str(src), "id": record.id, "from": rel, "to": moved})
                 rel = moved
             used_paths[rel] = record.sha256
@@ -241,14 +261,20 @@ def _plan(existing: list[CatalogRecord], out: Path, sources: list[Path],
                 try:
                     source_file = join(value)
                 except InputError as exc:
-                    raise SchemaError(f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it.") from None
+                    raise SchemaError(
+                        f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it."
+                    ) from None
                 if not source_file.is_file():
                     missing.append(f"{source_file} (extra.{key} of {origin})")
                     continue
                 dest_rel = PurePosixPath(value).as_posix()
                 claimed = sidecar_sources.get(dest_rel)
-                if (claimed is not None and not _same_bytes(claimed, source_file)) or (claimed is None and dest_rel in used_paths):
-                    dest_rel = (PurePosixPath(dest_rel).parent / f"{record.id}-{PurePosixPath(dest_rel).name}").as_posix()
+                if (claimed is not None and not _same_bytes(claimed, source_file)) or (
+                    claimed is None and dest_rel in used_paths
+                ):
+                    dest_rel = (
+                        PurePosixPath(dest_rel).parent / f"{record.id}-{PurePosixPath(dest_rel).name}"
+                    ).as_posix()
                 sidecar_sources[dest_rel] = source_file
                 extra[key] = dest_rel
                 sidecars.append((source_file, dest_rel))
@@ -269,8 +295,9 @@ def _same_bytes(a: Path, b: Path) -> bool:
         return False
 
 
-def _transfer(item: _Planned, dest: Path, *, link: str, verify: bool, rehash: bool, report: MergeReport,
-              written: list[Path]) -> None:
+def _transfer(
+    item: _Planned, dest: Path, *, link: str, verify: bool, rehash: bool, report: MergeReport, written: list[Path]
+) -> None:
     """Put one image at its path in the output; fsynced later with the whole batch.
 
     Written under its final name, not a temporary one (a rename per image was most of a merge's cost beyond a
@@ -325,8 +352,9 @@ def _already_in_place(item: _Planned, dest: Path, source_stat: os.stat_result, *
     return sha256_file(dest) == item.record.sha256
 
 
-def _put(source: Path, dest: Path, source_stat: os.stat_result, *, link: str, hashing: bool,
-         report: MergeReport) -> str | None:
+def _put(
+    source: Path, dest: Path, source_stat: os.stat_result, *, link: str, hashing: bool, report: MergeReport
+) -> str | None:
     """Copy or link ``source`` to the free path ``dest``; returns the sha256 when it was computed on the way."""
     if link == "symlink":
         os.symlink(source.resolve(), dest)
@@ -358,7 +386,7 @@ def _copy_into(source: Path, fd: int, tmp: Path, source_stat: os.stat_result, *,
                 view = memoryview(chunk)
                 while view:
                     try:
-                        view = view[os.write(fd, view):]
+                        view = view[os.write(fd, view) :]
                     except OSError as exc:  # a full disk names no file: name the one being made
                         raise naming_path(exc, tmp) from exc
         if with_fd:

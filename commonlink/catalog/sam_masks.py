@@ -88,10 +88,13 @@ def import_segment_anything() -> types.ModuleType:
         return sys.modules["segment_anything"]
     try:
         import segment_anything
+
         return segment_anything
     except ModuleNotFoundError as exc:
         if exc.name == "segment_anything":
-            raise MissingDependencyError("segment-anything", "sam", "Object-area statistics with Segment Anything") from None
+            raise MissingDependencyError(
+                "segment-anything", "sam", "Object-area statistics with Segment Anything"
+            ) from None
         if not (exc.name or "").startswith("torchvision"):
             raise
     except (ImportError, RuntimeError) as exc:  # torchvision installed but broken (e.g. CUDA build beside CPU torch)
@@ -105,9 +108,18 @@ def import_segment_anything() -> types.ModuleType:
 
 @contextlib.contextmanager
 def _torchvision_stand_in():
-    names = ["torchvision", "torchvision.ops", "torchvision.ops.boxes", "torchvision.transforms",
-             "torchvision.transforms.functional"]
-    saved = {name: sys.modules[name] for name in list(sys.modules) if name == "torchvision" or name.startswith("torchvision.")}
+    names = [
+        "torchvision",
+        "torchvision.ops",
+        "torchvision.ops.boxes",
+        "torchvision.transforms",
+        "torchvision.transforms.functional",
+    ]
+    saved = {
+        name: sys.modules[name]
+        for name in list(sys.modules)
+        if name == "torchvision" or name.startswith("torchvision.")
+    }
     for name in saved:
         del sys.modules[name]
     modules = {name: types.ModuleType(name) for name in names}
@@ -192,8 +204,10 @@ def load_sam(checkpoint: str | os.PathLike, model_type: str = "vit_b", device: s
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file ends up here
-        raise InputError(f"{path} is not a readable SAM checkpoint ({exc.__class__.__name__}).",
-                         "Pass the .pth file of an official SAM checkpoint.") from exc
+        raise InputError(
+            f"{path} is not a readable SAM checkpoint ({exc.__class__.__name__}).",
+            "Pass the .pth file of an official SAM checkpoint.",
+        ) from exc
     if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
         state = state["model"]
     try:
@@ -201,8 +215,8 @@ def load_sam(checkpoint: str | os.PathLike, model_type: str = "vit_b", device: s
     except (RuntimeError, TypeError) as exc:
         raise InputError(
             f"{path.name} does not fit SAM model {model_type!r} ({str(exc).splitlines()[0]}).",
-            "Pass the --sam-model that matches the checkpoint: " + ", ".join(
-                f"{filename} -> {name}" for name, (filename, _, _) in SAM_CHECKPOINTS.items()),
+            "Pass the --sam-model that matches the checkpoint: "
+            + ", ".join(f"{filename} -> {name}" for name, (filename, _, _) in SAM_CHECKPOINTS.items()),
         ) from exc
     sam.eval()
     return sam.to(device)
@@ -234,13 +248,21 @@ class AreaEstimate:
     candidates: int = 0  #: automatic: masks SAM proposed before filtering
 
     def to_json(self) -> dict[str, Any]:
-        return {"method": self.method, "object_area": self.object_area, "estimated_areas": self.estimated_areas,
-                "candidates": self.candidates}
+        return {
+            "method": self.method,
+            "object_area": self.object_area,
+            "estimated_areas": self.estimated_areas,
+            "candidates": self.candidates,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> AreaEstimate:
-        return cls(method=data["method"], object_area=data.get("object_area"),
-                   estimated_areas=data.get("estimated_areas"), candidates=int(data.get("candidates", 0)))
+        return cls(
+            method=data["method"],
+            object_area=data.get("object_area"),
+            estimated_areas=data.get("estimated_areas"),
+            candidates=int(data.get("candidates", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -265,19 +287,25 @@ def prompts_for(extra: dict, objects: list[str], *, where: str) -> dict[str, dic
     for field_name in ("boxes", "points"):
         given = extra.get(field_name) or {}
         if not isinstance(given, dict):
-            raise SchemaError(f"{where}: extra.{field_name} must map object names to coordinates.",
-                              'Write it as {"apple": [x0, y0, x1, y1]} (boxes) or {"apple": [x, y]} (points).')
+            raise SchemaError(
+                f"{where}: extra.{field_name} must map object names to coordinates.",
+                'Write it as {"apple": [x0, y0, x1, y1]} (boxes) or {"apple": [x, y]} (points).',
+            )
         for name, value in given.items():
             if name not in objects:
-                raise SchemaError(f"{where}: extra.{field_name} names {name!r}, which is not in 'objects'.",
-                                  "Fix the name or add the object to the record's objects.")
+                raise SchemaError(
+                    f"{where}: extra.{field_name} names {name!r}, which is not in 'objects'.",
+                    "Fix the name or add the object to the record's objects.",
+                )
             try:
                 arr = np.asarray(value, dtype=float)
             except (TypeError, ValueError):
                 arr = np.zeros((0,))
             if field_name == "boxes":
                 if arr.shape != (4,) or not (arr[2] > arr[0] and arr[3] > arr[1]):
-                    raise SchemaError(f"{where}: box of {name!r} must be [x0, y0, x1, y1] with x1 > x0, y1 > y0; got {value!r}.")
+                    raise SchemaError(
+                        f"{where}: box of {name!r} must be [x0, y0, x1, y1] with x1 > x0, y1 > y0; got {value!r}."
+                    )
                 prompts.setdefault(name, {})["box"] = arr.tolist()
             else:
                 arr = arr.reshape(1, 2) if arr.shape == (2,) else arr
@@ -311,14 +339,17 @@ def estimate_prompted(sam, image: np.ndarray, prompts: dict[str, dict], *, scale
             labels = np.ones(len(points), dtype=int) if points is not None else None
             # one point is ambiguous (part / object / group): ask for 3 masks and keep SAM's best guess
             multimask = box is None and points is not None and len(points) == 1
-            masks, scores, _ = predictor.predict(point_coords=points, point_labels=labels, box=box,
-                                                 multimask_output=multimask)
+            masks, scores, _ = predictor.predict(
+                point_coords=points, point_labels=labels, box=box, multimask_output=multimask
+            )
             best = int(np.argmax(scores))
             areas[name] = float(masks[best].sum()) / total
     return AreaEstimate(method="sam-prompt", object_area=areas)
 
 
-def estimate_automatic(sam, image: np.ndarray, n_objects: int, settings: AutoMaskSettings = AutoMaskSettings()) -> AreaEstimate:
+def estimate_automatic(
+    sam, image: np.ndarray, n_objects: int, settings: AutoMaskSettings = AutoMaskSettings()
+) -> AreaEstimate:
     """SAM's automatic masks, filtered to ``n_objects`` plausible object masks (see module docstring)."""
     import torch
 
@@ -333,9 +364,16 @@ def estimate_automatic(sam, image: np.ndarray, n_objects: int, settings: AutoMas
         with torch.inference_mode():
             masks = generator.generate(image)
     except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - GPU only
-        raise BackendError("SAM ran out of GPU memory.", "Lower --points-per-side or use a smaller --sam-model.") from exc
-    fractions = select_object_masks(masks, n_objects, image.shape[0] * image.shape[1],
-                                    min_fraction=settings.min_fraction, max_fraction=settings.max_fraction)
+        raise BackendError(
+            "SAM ran out of GPU memory.", "Lower --points-per-side or use a smaller --sam-model."
+        ) from exc
+    fractions = select_object_masks(
+        masks,
+        n_objects,
+        image.shape[0] * image.shape[1],
+        min_fraction=settings.min_fraction,
+        max_fraction=settings.max_fraction,
+    )
     return AreaEstimate(method="sam-auto", estimated_areas=fractions, candidates=len(masks))
 
 
@@ -369,8 +407,11 @@ def select_object_masks(
     for i in range(len(candidates)):
         inside = inter[i] / max(sizes[i], 1.0)
         # bigger candidates (ties broken by predicted IoU) that contain most of mask i
-        bigger = (areas > areas[i]) | ((areas == areas[i]) & (iou_pred > iou_pred[i])) | (
-            (areas == areas[i]) & (iou_pred == iou_pred[i]) & (np.arange(len(areas)) < i))
+        bigger = (
+            (areas > areas[i])
+            | ((areas == areas[i]) & (iou_pred > iou_pred[i]))
+            | ((areas == areas[i]) & (iou_pred == iou_pred[i]) & (np.arange(len(areas)) < i))
+        )
         bigger[i] = False
         if not np.any(bigger & (inside >= nested_overlap)):
             keep.append(i)

@@ -56,8 +56,9 @@ class Vocabulary:
         try:
             text = path.read_text(encoding="utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise SchemaError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).",
-                              "Save the vocabulary file as UTF-8.") from None
+            raise SchemaError(
+                f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", "Save the vocabulary file as UTF-8."
+            ) from None
         for lineno, raw in enumerate(text.split("\n"), start=1):
             line = raw.split("#", 1)[0].strip()
             if not line:
@@ -83,7 +84,9 @@ class Vocabulary:
         if not canonical:
             raise SchemaError("empty object name.", "Remove the empty name.")
         if problem := label_problem(canonical):
-            raise SchemaError(f"object name {canonical!r} holds {problem}.", "Write each name without control characters.")
+            raise SchemaError(
+                f"object name {canonical!r} holds {problem}.", "Write each name without control characters."
+            )
         existing = self._lookup.get(canonical)
         if existing is not None and existing != canonical:
             raise SchemaError(
@@ -133,7 +136,9 @@ class Vocabulary:
         if found is not None:
             return found
         suggestions = self.suggest(name)
-        hint = f"Did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else "No close name is known."
+        hint = (
+            f"Did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else "No close name is known."
+        )
         raise InputError(f"Unknown object name {name!r}. {hint}", "Fix the name, or add it to the vocabulary file.")
 
     @property

@@ -28,12 +28,15 @@ CATALOG_ROOT_HELP = (
 # One spelling for "no progress bars" on every command: --quiet. The older --progress/--no-progress of `synth` and
 # `release build` still parse (hidden): --no-progress means --quiet.
 QUIET = typer.Option(False, "--quiet", help="No progress bars.")
-OLD_PROGRESS = typer.Option(None, "--progress/--no-progress", hidden=True, help="Old spelling: --no-progress = --quiet.")
+OLD_PROGRESS = typer.Option(
+    None, "--progress/--no-progress", hidden=True, help="Old spelling: --no-progress = --quiet."
+)
 
 
 def shows_progress(quiet: bool, old_progress: bool | None) -> bool:
     """Whether to draw progress bars, from --quiet and the hidden old --progress/--no-progress."""
     return not quiet and old_progress is not False
+
 
 F = TypeVar("F", bound=Callable)
 

@@ -17,10 +17,22 @@ from commonlink.commands._common import QUIET, console, reports_errors, stdout_i
 @reports_errors
 def merge(
     catalogs: list[Path] = typer.Argument(..., help="Catalog folders to join (each with a catalog.jsonl)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output catalog folder; created, or extended when it is a catalog already."),
-    link: str = typer.Option("copy", "--link", help=f"How images get into OUT: {', '.join(LINK_MODES)} (hardlink falls back to copy across file systems)."),
-    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check each image against its record's sha256 while copying (the recorded hash is trusted while the file's size and mtime match the record's file stamp)."),
-    rehash: bool = typer.Option(False, "--rehash", help="Hash every image while verifying, even where its file stamp is unchanged."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Output catalog folder; created, or extended when it is a catalog already."
+    ),
+    link: str = typer.Option(
+        "copy",
+        "--link",
+        help=f"How images get into OUT: {', '.join(LINK_MODES)} (hardlink falls back to copy across file systems).",
+    ),
+    verify: bool = typer.Option(
+        True,
+        "--verify/--no-verify",
+        help="Check each image against its record's sha256 while copying (the recorded hash is trusted while the file's size and mtime match the record's file stamp).",
+    ),
+    rehash: bool = typer.Option(
+        False, "--rehash", help="Hash every image while verifying, even where its file stamp is unchanged."
+    ),
     quiet: bool = QUIET,
 ) -> None:
     """Join catalogs (e.g. render shards from several machines) into one.
@@ -29,9 +41,14 @@ def merge(
     conflict and the merge is refused (nothing is written). Images are copied atomically, catalog.jsonl is
     written last and atomically; re-running the same merge changes nothing.
     """
-    report = merge_catalogs(catalogs, out, link=link, verify=verify, rehash=rehash, progress=not quiet and stdout_is_terminal())
+    report = merge_catalogs(
+        catalogs, out, link=link, verify=verify, rehash=rehash, progress=not quiet and stdout_is_terminal()
+    )
     for item in report.renamed[:10]:
-        console.print(f"[yellow]path taken:[/] {escape(item['catalog'])}: {escape(item['from'])} stored as {escape(item['to'])}", highlight=False)
+        console.print(
+            f"[yellow]path taken:[/] {escape(item['catalog'])}: {escape(item['from'])} stored as {escape(item['to'])}",
+            highlight=False,
+        )
     if len(report.renamed) > 10:
         console.print(f"... and {len(report.renamed) - 10} more renamed paths.")
     console.print(
@@ -48,7 +65,9 @@ def info(
     catalog_dir: Path = typer.Argument(..., help="Catalog folder (with catalog.jsonl)."),
     top: int = typer.Option(10, "--top", min=0, help="How many of the most frequent objects to list."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
-    check_files: bool = typer.Option(True, "--check-files/--no-check-files", help="Check that every image file exists."),
+    check_files: bool = typer.Option(
+        True, "--check-files/--no-check-files", help="Check that every image file exists."
+    ),
 ) -> None:
     """Print counts for a catalog: images, sources, scenes, objects per image, top objects."""
     summary = catalog_summary(catalog_dir, top=top, check_files=check_files)
@@ -62,7 +81,10 @@ def info(
     rows = [
         ("images", str(summary["images"])),
         ("sources", ", ".join(f"{k} {v}" for k, v in summary["sources"].items()) or "-"),
-        ("scenes", f"{summary['scenes']} (" + ", ".join(f"{k} {v}" for k, v in summary["scenes_by_source"].items()) + ")"),
+        (
+            "scenes",
+            f"{summary['scenes']} (" + ", ".join(f"{k} {v}" for k, v in summary["scenes_by_source"].items()) + ")",
+        ),
         ("backgrounds / views", f"{summary['backgrounds']} / {summary['views']}"),
         ("distinct objects", str(summary["distinct_objects"])),
         ("objects per image", f"min {per_image['min']}, mean {per_image['mean']}, max {per_image['max']}"),
@@ -83,5 +105,7 @@ def info(
             top_table.add_row(escape(name), str(count))
         console.print(top_table)
     if summary["missing_images"]:
-        console.print(f"[red]Missing image files:[/] {escape(', '.join(summary['missing_images'][:10]))}", highlight=False)
+        console.print(
+            f"[red]Missing image files:[/] {escape(', '.join(summary['missing_images'][:10]))}", highlight=False
+        )
         raise typer.Exit(1)

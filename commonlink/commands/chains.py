@@ -52,39 +52,105 @@ class ChainsGroup(TyperGroup):
 
 @reports_errors
 def chains(
-    source: str = typer.Argument(..., help="Image catalog folder, Hugging Face dataset (save_to_disk folder, data folder or repo id), folder of images with a manifest, or an OCL/Pangea pickle."),
-    out: Path = typer.Option(None, "--out", "-o", help="Folder for images.jsonl and one TASK.jsonl (+ .meta.json) per task type."),
-    source_type: str = typer.Option("auto", "--source-type", help="auto, catalog, hf, manifest, ocl or pangea (pickles need ocl/pangea)."),
-    labels_field: str = typer.Option("objects", "--labels-field", help="Catalog: record field holding the labels (objects, or a list field kept in the record)."),
+    source: str = typer.Argument(
+        ...,
+        help="Image catalog folder, Hugging Face dataset (save_to_disk folder, data folder or repo id), folder of images with a manifest, or an OCL/Pangea pickle.",
+    ),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Folder for images.jsonl and one TASK.jsonl (+ .meta.json) per task type."
+    ),
+    source_type: str = typer.Option(
+        "auto", "--source-type", help="auto, catalog, hf, manifest, ocl or pangea (pickles need ocl/pangea)."
+    ),
+    labels_field: str = typer.Option(
+        "objects",
+        "--labels-field",
+        help="Catalog: record field holding the labels (objects, or a list field kept in the record).",
+    ),
     image_column: str = typer.Option("image", "--image-column", help="HF dataset: the Image column."),
-    labels_column: str = typer.Option("labels", "--labels-column", help="HF dataset: the label or label-list column (ClassLabel ids decoded to names)."),
-    name_column: str | None = typer.Option(None, "--name-column", help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named by their labels ('the image with a red circle')."),
+    labels_column: str = typer.Option(
+        "labels",
+        "--labels-column",
+        help="HF dataset: the label or label-list column (ClassLabel ids decoded to names).",
+    ),
+    name_column: str | None = typer.Option(
+        None,
+        "--name-column",
+        help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named by their labels ('the image with a red circle').",
+    ),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
-    manifest: Path | None = typer.Option(None, "--manifest", "-m", help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder)."),
-    image_root: Path | None = typer.Option(None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."),
+    manifest: Path | None = typer.Option(
+        None,
+        "--manifest",
+        "-m",
+        help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder).",
+    ),
+    image_root: Path | None = typer.Option(
+        None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."
+    ),
     ocl_labels: str = typer.Option("attr", "--ocl-labels", help="OCL: concepts from attr, aff or both."),
-    pangea_labels: str = typer.Option("node", "--pangea-labels", help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action labels name the image."),
-    label_names: Path | None = typer.Option(None, "--label-names", help="OCL/Pangea: id -> name list (JSON list, or one name a line); else ids become attr_<id>, aff_<id>, action_<id>, node_<id>."),
-    object_names: Path | None = typer.Option(None, "--object-names", help="OCL: id -> object name list, when the pickle's obj fields are ids (names given as strings are used as they are)."),
-    preset: str = typer.Option("auto", "--preset", help=f"The paper's concept set and pairs: {', '.join(PRESET_CHOICES)}. auto = ocl-attribute / ocl-affordance for OCL (by --ocl-labels), pangea-action for Pangea, none otherwise. --concepts/--pairs override its parts."),
-    min_pixels: int = typer.Option(DEFAULT_MIN_PIXELS, "--min-pixels", help="Drop images (or OCL crops) with fewer pixels (paper: 50,000)."),
-    concepts: str | None = typer.Option(None, "--concepts", help="Concepts to build, comma-separated (default: the --top-k largest pools)."),
+    pangea_labels: str = typer.Option(
+        "node",
+        "--pangea-labels",
+        help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action labels name the image.",
+    ),
+    label_names: Path | None = typer.Option(
+        None,
+        "--label-names",
+        help="OCL/Pangea: id -> name list (JSON list, or one name a line); else ids become attr_<id>, aff_<id>, action_<id>, node_<id>.",
+    ),
+    object_names: Path | None = typer.Option(
+        None,
+        "--object-names",
+        help="OCL: id -> object name list, when the pickle's obj fields are ids (names given as strings are used as they are).",
+    ),
+    preset: str = typer.Option(
+        "auto",
+        "--preset",
+        help=f"The paper's concept set and pairs: {', '.join(PRESET_CHOICES)}. auto = ocl-attribute / ocl-affordance for OCL (by --ocl-labels), pangea-action for Pangea, none otherwise. --concepts/--pairs override its parts.",
+    ),
+    min_pixels: int = typer.Option(
+        DEFAULT_MIN_PIXELS, "--min-pixels", help="Drop images (or OCL crops) with fewer pixels (paper: 50,000)."
+    ),
+    concepts: str | None = typer.Option(
+        None, "--concepts", help="Concepts to build, comma-separated (default: the --top-k largest pools)."
+    ),
     top_k: int = typer.Option(8, "--top-k", help="Without --concepts: how many concepts, by pool size."),
     min_pool: int = typer.Option(10, "--min-pool", help="Without --concepts: smallest pool a concept may have."),
-    pairs: str | None = typer.Option(None, "--pairs", help="Asynchronous concept pairs, e.g. metal-furry,ripe-fresh (or a:b). Default: the --auto-pairs pairs with the largest bridge pools."),
+    pairs: str | None = typer.Option(
+        None,
+        "--pairs",
+        help="Asynchronous concept pairs, e.g. metal-furry,ripe-fresh (or a:b). Default: the --auto-pairs pairs with the largest bridge pools.",
+    ),
     auto_pairs: int = typer.Option(4, "--auto-pairs", help="Without --pairs: how many pairs to pick."),
     tasks: str = typer.Option(",".join(TASKS), "--tasks", help="Task types to build, comma-separated."),
     memory_size: int = typer.Option(3, "--memory-size", help="Single-step: memory images per task (K)."),
     single_steps: int = typer.Option(100, "--single-steps", help="Single-step tasks per concept."),
     deductions: int = typer.Option(100, "--deductions", help="Deduction tasks per concept."),
-    chains_per_concept: int = typer.Option(2000, "--chains", help="Synchronous chains per concept and asynchronous chains per pair."),
-    max_steps: int = typer.Option(500, "--max-steps", help="Scored steps each chain is pre-sampled to (the paper's cap)."),
-    warmup: int = typer.Option(3, "--warmup", help="Warm-up steps at the start of each chain (marked; the correct choice is forced in eval)."),
+    chains_per_concept: int = typer.Option(
+        2000, "--chains", help="Synchronous chains per concept and asynchronous chains per pair."
+    ),
+    max_steps: int = typer.Option(
+        500, "--max-steps", help="Scored steps each chain is pre-sampled to (the paper's cap)."
+    ),
+    warmup: int = typer.Option(
+        3, "--warmup", help="Warm-up steps at the start of each chain (marked; the correct choice is forced in eval)."
+    ),
     async_run: int = typer.Option(3, "--async-run", help="Asynchronous: steps on one concept before a bridge."),
-    bridge_steps: int = typer.Option(1, "--bridge-steps", help="Asynchronous: bridge steps (from the pool carrying both concepts) after each run."),
-    negatives: str = typer.Option("disjoint", "--negatives", help=f"{' or '.join(NEGATIVE_MODES)}: disjoint (paper eqs. 1, 4, 5) = a negative shares no label at all with its query; chain = it only lacks the task's concepts (the earlier default)."),
-    concept_kind: str | None = typer.Option(None, "--concept-kind", help="What the concepts are, for prompts (attribute, affordance, action, object...). Default from the source."),
+    bridge_steps: int = typer.Option(
+        1, "--bridge-steps", help="Asynchronous: bridge steps (from the pool carrying both concepts) after each run."
+    ),
+    negatives: str = typer.Option(
+        "disjoint",
+        "--negatives",
+        help=f"{' or '.join(NEGATIVE_MODES)}: disjoint (paper eqs. 1, 4, 5) = a negative shares no label at all with its query; chain = it only lacks the task's concepts (the earlier default).",
+    ),
+    concept_kind: str | None = typer.Option(
+        None,
+        "--concept-kind",
+        help="What the concepts are, for prompts (attribute, affordance, action, object...). Default from the source.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Global seed; every task and chain gets its own generator from it."),
     list_concepts: bool = typer.Option(False, "--list-concepts", help="Print every label with its pool size and exit."),
     quiet: bool = QUIET,
@@ -97,10 +163,20 @@ def chains(
     """
     kind = detect_source_type(source) if source_type == "auto" else source_type
     images, report = read_source(
-        source, source_type=kind, min_pixels=min_pixels, labels_field=labels_field, image_column=image_column,
-        labels_column=labels_column, split=split, hf_config=hf_config, manifest=str(manifest) if manifest else None,
-        image_root=str(image_root) if image_root else None, ocl_labels=ocl_labels, pangea_labels=pangea_labels,
-        label_names=str(label_names) if label_names else None, object_names=str(object_names) if object_names else None,
+        source,
+        source_type=kind,
+        min_pixels=min_pixels,
+        labels_field=labels_field,
+        image_column=image_column,
+        labels_column=labels_column,
+        split=split,
+        hf_config=hf_config,
+        manifest=str(manifest) if manifest else None,
+        image_root=str(image_root) if image_root else None,
+        ocl_labels=ocl_labels,
+        pangea_labels=pangea_labels,
+        label_names=str(label_names) if label_names else None,
+        object_names=str(object_names) if object_names else None,
         name_column=name_column,
     )
     chosen_preset = resolve_preset(preset, kind, ocl_labels)
@@ -111,27 +187,48 @@ def chains(
         _print_label_table(LabelIndex(images).pool_sizes())
         return
     if out is None:
-        raise InputError("--out is required to build.", "Pass --out DIR (or --list-concepts to only look at the labels).")
+        raise InputError(
+            "--out is required to build.", "Pass --out DIR (or --list-concepts to only look at the labels)."
+        )
     config = ChainConfig(
-        seed=seed, concepts=parse_concepts(concepts), top_k=top_k, min_pool=min_pool,
+        seed=seed,
+        concepts=parse_concepts(concepts),
+        top_k=top_k,
+        min_pool=min_pool,
         pairs=parse_pairs(pairs, sorted({label for img in images for label in img.labels})),
-        auto_pairs=auto_pairs, min_pixels=min_pixels, memory_size=memory_size, single_step_per_concept=single_steps,
-        deductions_per_concept=deductions, chains_per_concept=chains_per_concept, max_steps=max_steps, warmup=warmup,
-        async_run=async_run, bridge_steps=bridge_steps, negatives=negatives,
-        concept_kind=concept_kind or default_concept_kind(kind, ocl_labels, chosen_preset and chosen_preset.concept_kind),
+        auto_pairs=auto_pairs,
+        min_pixels=min_pixels,
+        memory_size=memory_size,
+        single_step_per_concept=single_steps,
+        deductions_per_concept=deductions,
+        chains_per_concept=chains_per_concept,
+        max_steps=max_steps,
+        warmup=warmup,
+        async_run=async_run,
+        bridge_steps=bridge_steps,
+        negatives=negatives,
+        concept_kind=concept_kind
+        or default_concept_kind(kind, ocl_labels, chosen_preset and chosen_preset.concept_kind),
         tasks=[t.strip() for t in tasks.split(",") if t.strip()],
     )
     images = use_preset(images, config, chosen_preset)
     if config.preset:
-        console.print(f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
-                      f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools).")
-    _print_build_summary(build_chain_files(images, out, config, source=report, progress=not quiet and stdout_is_terminal()))
+        console.print(
+            f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
+            f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools)."
+        )
+    _print_build_summary(
+        build_chain_files(images, out, config, source=report, progress=not quiet and stdout_is_terminal())
+    )
 
 
 def _print_read_report(report: SourceReport, kind: str, min_pixels: int) -> None:
-    console.print(f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "
-                  f"(dropped {report.dropped_small:,} under {min_pixels:,} pixels, {report.dropped_unlabelled:,} unlabelled"
-                  + (f", {report.dropped_bad_box:,} empty boxes" if report.dropped_bad_box else "") + ").")
+    console.print(
+        f"Read {report.read:,} samples from {kind} source; kept {report.kept:,} "
+        f"(dropped {report.dropped_small:,} under {min_pixels:,} pixels, {report.dropped_unlabelled:,} unlabelled"
+        + (f", {report.dropped_bad_box:,} empty boxes" if report.dropped_bad_box else "")
+        + ")."
+    )
 
 
 def _print_label_table(sizes: dict[str, int]) -> None:
@@ -160,19 +257,47 @@ def _print_build_summary(summary: BuildSummary) -> None:
         done = " (already built, kept)" if task in summary.skipped else ""
         console.print(f"{task}: {summary.counts[task]:,} rows -> {escape(str(path))}{done}")
     console.print(f"{summary.steps:,} chain steps in all.")
-    console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
+    console.print(
+        f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @reports_errors
 def verify(
     tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
-    out: Path = typer.Option(..., "--out", "-o", help="New folder for the verified chain files, verification.json and verification.md."),
-    model: list[str] = typer.Option(None, "--model", help="Verifier model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification). Repeat for a fallback: the next model is asked only where the ones before could not decide (paper: Gemini-1.5-Flash, then GPT4-V)."),
-    backend: list[str] = typer.Option(["transformers"], "--backend", help="transformers | vllm | openai: one for every --model, or one per --model in the same order."),
-    decisions: list[Path] = typer.Option(None, "--decisions", help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the models."),
-    on_fail: str = typer.Option("resample", "--on-fail", help=f"{' or '.join(ON_FAIL)}: resample redraws a rejected positive (or negative) from verified images, keeping each chain's period (an asynchronous chain is cut where nothing fits); drop removes the step (asynchronous runs get shorter)."),
-    undecided: str = typer.Option("keep", "--undecided", help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. Reported apart from rejections either way."),
-    negatives: bool = typer.Option(True, "--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="New folder for the verified chain files, verification.json and verification.md."
+    ),
+    model: list[str] = typer.Option(
+        None,
+        "--model",
+        help="Verifier model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification). Repeat for a fallback: the next model is asked only where the ones before could not decide (paper: Gemini-1.5-Flash, then GPT4-V).",
+    ),
+    backend: list[str] = typer.Option(
+        ["transformers"],
+        "--backend",
+        help="transformers | vllm | openai: one for every --model, or one per --model in the same order.",
+    ),
+    decisions: list[Path] = typer.Option(
+        None,
+        "--decisions",
+        help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the models.",
+    ),
+    on_fail: str = typer.Option(
+        "resample",
+        "--on-fail",
+        help=f"{' or '.join(ON_FAIL)}: resample redraws a rejected positive (or negative) from verified images, keeping each chain's period (an asynchronous chain is cut where nothing fits); drop removes the step (asynchronous runs get shorter).",
+    ),
+    undecided: str = typer.Option(
+        "keep",
+        "--undecided",
+        help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. Reported apart from rejections either way.",
+    ),
+    negatives: bool = typer.Option(
+        True, "--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."
+    ),
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
     max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
     seed: int = SEED,
@@ -193,34 +318,76 @@ def verify(
     generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
     models = list(model or [])
     backends = backend[0] if len(backend) == 1 else list(backend)
-    options = [backend_options(b, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-               for b in ([backends] * len(models) if isinstance(backends, str) else backends)] if models else None
-    summary = verify_tasks([str(t) for t in tasks], out, models=models, backend=backends, backend_options=options,
-                           decisions=[str(d) for d in decisions or []], generation=generation, batch_size=batch_size,
-                           on_fail=on_fail, undecided=undecided, negatives=negatives, progress=not quiet and stdout_is_terminal(),
-                           catalog_root=catalog_root)
+    options = (
+        [
+            backend_options(b, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
+            for b in ([backends] * len(models) if isinstance(backends, str) else backends)
+        ]
+        if models
+        else None
+    )
+    summary = verify_tasks(
+        [str(t) for t in tasks],
+        out,
+        models=models,
+        backend=backends,
+        backend_options=options,
+        decisions=[str(d) for d in decisions or []],
+        generation=generation,
+        batch_size=batch_size,
+        on_fail=on_fail,
+        undecided=undecided,
+        negatives=negatives,
+        progress=not quiet and stdout_is_terminal(),
+        catalog_root=catalog_root,
+    )
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     if summary.undecided:
-        console.print(f"[yellow]Note:[/] {summary.undecided:,} claims no verifier could decide were "
-                      f"{'kept as labelled' if undecided == 'keep' else 'rejected'} (--undecided); add a --model to ask them again.")
-    console.print(f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop).")
-    console.print(f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR", highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]Note:[/] {summary.undecided:,} claims no verifier could decide were "
+            f"{'kept as labelled' if undecided == 'keep' else 'rejected'} (--undecided); add a --model to ask them again."
+        )
+    console.print(
+        f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop)."
+    )
+    console.print(
+        f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @reports_errors
 def review(
     tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."
+    ),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows of each task file."),
-    thumbnail: int = typer.Option(200, "--thumb-size", min=32, help="Longest side of a thumbnail, in pixels (as `eval report --thumb-size`)."),
-    old_thumbnail: int | None = typer.Option(None, "--thumbnail", min=32, hidden=True, help="Old name of --thumb-size."),
+    thumbnail: int = typer.Option(
+        200, "--thumb-size", min=32, help="Longest side of a thumbnail, in pixels (as `eval report --thumb-size`)."
+    ),
+    old_thumbnail: int | None = typer.Option(
+        None, "--thumbnail", min=32, hidden=True, help="Old name of --thumb-size."
+    ),
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
     quiet: bool = QUIET,
 ) -> None:
     """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
-    summary = export_review([str(t) for t in tasks], out, limit=limit, thumbnail=old_thumbnail or thumbnail, progress=not quiet and stdout_is_terminal(),
-                            catalog_root=catalog_root)
-    console.print(f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
-                  "open index.html.")
-    console.print(f"Then: commonlink chains verify TASKS --decisions {escape(str(summary.out_dir))}/decisions.csv --out VERIFIED",
-                  highlight=False, soft_wrap=True)
+    summary = export_review(
+        [str(t) for t in tasks],
+        out,
+        limit=limit,
+        thumbnail=old_thumbnail or thumbnail,
+        progress=not quiet and stdout_is_terminal(),
+        catalog_root=catalog_root,
+    )
+    console.print(
+        f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
+        "open index.html."
+    )
+    console.print(
+        f"Then: commonlink chains verify TASKS --decisions {escape(str(summary.out_dir))}/decisions.csv --out VERIFIED",
+        highlight=False,
+        soft_wrap=True,
+    )

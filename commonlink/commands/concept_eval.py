@@ -47,17 +47,45 @@ def _split(value: str | None) -> list[str] | None:
 
 @reports_errors
 def concept(
-    data: str = typer.Option(..., "--data", help="Association release folder, Hub repo id, or the chain-files folder of `commonlink chains` (its single-step tasks are the rows)."),
-    model: list[str] = typer.Option(..., "--model", help="Model id/folder, or 'random'; repeat for one Table 4 block per model."),
-    backend: str | None = typer.Option(None, "--backend", show_default=False, help="transformers (default) | vllm | openai (the same for every --model)."),
-    strategy: str = typer.Option(ALL_STRATEGIES, "--strategy", help=f"Strategies, comma-separated: {', '.join(STRATEGIES)}."),
-    complexity: str = typer.Option(ALL_COMPLEXITIES, "--complexity", help="Task complexities, comma-separated: task (TaskInstr), meta (MetaInstr), task+ded, meta+ded (w/ DedPo)."),
-    deduction_rule: str = typer.Option("all-shared", "--deduction-rule", help=f"When a deduction counts: {', '.join(DEDUCTION_RULES)} (see docs/eval.md)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/concept-...); one subfolder per model; rerun to resume."),
+    data: str = typer.Option(
+        ...,
+        "--data",
+        help="Association release folder, Hub repo id, or the chain-files folder of `commonlink chains` (its single-step tasks are the rows).",
+    ),
+    model: list[str] = typer.Option(
+        ..., "--model", help="Model id/folder, or 'random'; repeat for one Table 4 block per model."
+    ),
+    backend: str | None = typer.Option(
+        None,
+        "--backend",
+        show_default=False,
+        help="transformers (default) | vllm | openai (the same for every --model).",
+    ),
+    strategy: str = typer.Option(
+        ALL_STRATEGIES, "--strategy", help=f"Strategies, comma-separated: {', '.join(STRATEGIES)}."
+    ),
+    complexity: str = typer.Option(
+        ALL_COMPLEXITIES,
+        "--complexity",
+        help="Task complexities, comma-separated: task (TaskInstr), meta (MetaInstr), task+ded, meta+ded (w/ DedPo).",
+    ),
+    deduction_rule: str = typer.Option(
+        "all-shared",
+        "--deduction-rule",
+        help=f"When a deduction counts: {', '.join(DEDUCTION_RULES)} (see docs/eval.md).",
+    ),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="Output folder (default eval-runs/concept-...); one subfolder per model; rerun to resume.",
+    ),
     revision: str = REVISION,
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N single-step tasks."),
-    max_new_tokens: int = typer.Option(GenerationSettings.max_new_tokens, "--max-new-tokens", help="Generation length cap (CoT needs room)."),
+    max_new_tokens: int = typer.Option(
+        GenerationSettings.max_new_tokens, "--max-new-tokens", help="Generation length cap (CoT needs room)."
+    ),
     temperature: float = TEMPERATURE,
     top_p: float = TOP_P,
     seed: int = SEED,
@@ -70,27 +98,63 @@ def concept(
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
-    run_name: list[str] = typer.Option([], "--run-name", help="What tables and reports call each run (one per --model, in order; default: the model)."),
+    run_name: list[str] = typer.Option(
+        [], "--run-name", help="What tables and reports call each run (one per --model, in order; default: the model)."
+    ),
 ) -> None:
     """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4."""
     if run_name and len(run_name) != len(model):
-        raise InputError(f"{len(run_name)} --run-name for {len(model)} --model.", "Give one --run-name per --model (in the same order), or none.")
-    generation = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
+        raise InputError(
+            f"{len(run_name)} --run-name for {len(model)} --model.",
+            "Give one --run-name per --model (in the same order), or none.",
+        )
+    generation = generation_settings(
+        max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
+    )
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir("grid", "+".join(model), backend, task="concept")
     runs = []
     for name in model:
-        task = ConceptPerceptionTask(data, strategies=_split(strategy), complexities=_split(complexity), revision=revision,
-                                     deduction_rule=deduction_rule, seed=seed, catalog_root=catalog_root)
+        task = ConceptPerceptionTask(
+            data,
+            strategies=_split(strategy),
+            complexities=_split(complexity),
+            revision=revision,
+            deduction_rule=deduction_rule,
+            seed=seed,
+            catalog_root=catalog_root,
+        )
         folder = out / default_out_dir("grid", name, backend, task="concept").name if len(model) > 1 else out
-        runs.append(run_task(task, folder, RunOptions(
-            models=[name], backend=backend, out_dir=folder, settings=generation, batch_size=batch_size, limit=limit,
-            backend_options=options, seed=seed, n_boot=bootstrap, show_progress=not quiet, report=False,
-            run_name=run_name[len(runs)] if run_name else None)))
+        runs.append(
+            run_task(
+                task,
+                folder,
+                RunOptions(
+                    models=[name],
+                    backend=backend,
+                    out_dir=folder,
+                    settings=generation,
+                    batch_size=batch_size,
+                    limit=limit,
+                    backend_options=options,
+                    seed=seed,
+                    n_boot=bootstrap,
+                    show_progress=not quiet,
+                    report=False,
+                    run_name=run_name[len(runs)] if run_name else None,
+                ),
+            )
+        )
     table = render_table4(runs)
     if len(model) > 1:
         atomic_write_text(out / "table4.md", table)
-        (out / "table4.json").write_text(json.dumps([{"model": r.get("model"), "table": r["metrics"]["table"]} for r in runs], indent=1))
+        (out / "table4.json").write_text(
+            json.dumps([{"model": r.get("model"), "table": r["metrics"]["table"]} for r in runs], indent=1)
+        )
     console.print(table, highlight=False, markup=False, soft_wrap=True)
-    console.print(f"Wrote {out}: results.json, predictions.jsonl and results.md" + (" per model, and table4.md" if len(model) > 1 else "") + ".")
+    console.print(
+        f"Wrote {out}: results.json, predictions.jsonl and results.md"
+        + (" per model, and table4.md" if len(model) > 1 else "")
+        + "."
+    )

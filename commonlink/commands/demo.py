@@ -16,9 +16,13 @@ from commonlink.eval.report.tables import render_markdown_table
 
 @reports_errors
 def demo(
-    out: Path = typer.Option(Path("commonlink-demo"), "--out", "-o", help="Folder for everything the demo writes (rerun to continue)."),
+    out: Path = typer.Option(
+        Path("commonlink-demo"), "--out", "-o", help="Folder for everything the demo writes (rerun to continue)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for rendering, sampling and the random baseline."),
-    scale: float = typer.Option(1.0, "--scale", min=0.05, help="Multiply the number of scenes and examples (1.0: 40 scenes, 180 examples)."),
+    scale: float = typer.Option(
+        1.0, "--scale", min=0.05, help="Multiply the number of scenes and examples (1.0: 40 scenes, 180 examples)."
+    ),
     resolution: str = typer.Option("384x384", "--resolution", help="Render size WIDTHxHEIGHT."),
     workers: int = typer.Option(1, "--workers", min=1, help="Render processes."),
     quiet: bool = QUIET,
@@ -31,8 +35,15 @@ def demo(
         width, height = (int(v) for v in resolution.lower().split("x"))
     except ValueError:
         raise InputError(f"--resolution {resolution!r} is not WIDTHxHEIGHT.", "e.g. --resolution 384x384.") from None
-    result = run_demo(out, seed=seed, scale=scale, resolution=(width, height), workers=workers, progress=not quiet,
-                      log=lambda msg: console.print(f"[bold cyan]{escape(msg)}[/]", highlight=False, soft_wrap=True))
+    result = run_demo(
+        out,
+        seed=seed,
+        scale=scale,
+        resolution=(width, height),
+        workers=workers,
+        progress=not quiet,
+        log=lambda msg: console.print(f"[bold cyan]{escape(msg)}[/]", highlight=False, soft_wrap=True),
+    )
     console.print()
     console.print(render_markdown_table(result.results), highlight=False, markup=False, soft_wrap=True)
     console.print()
@@ -47,9 +58,18 @@ def demo(
     for split, path in result.pairs.items():
         console.print(f"  pairs ({split}): {path}", soft_wrap=True)
     rows = ", ".join(f"{split} {n} rows" for split, n in result.rows.items())
-    console.print(f"  release: {result.release}  (README.md card, figures/, data/*.parquet; load_dataset gives {rows})", soft_wrap=True)
+    console.print(
+        f"  release: {result.release}  (README.md card, figures/, data/*.parquet; load_dataset gives {rows})",
+        soft_wrap=True,
+    )
     for name, path in result.eval_runs.items():
-        console.print(f"  eval ({name}): {path}/results.json, predictions.jsonl, results.md, report.html", soft_wrap=True)
+        console.print(
+            f"  eval ({name}): {path}/results.json, predictions.jsonl, results.md, report.html", soft_wrap=True
+        )
     for split, summary in result.reports.items():
-        console.print(f"  report ({split}, baselines side by side): {report_line(summary)}", highlight=False, soft_wrap=True)
-    console.print(f"\nNext: `commonlink eval commono --data {result.release} --split main --model <your model>`", soft_wrap=True)
+        console.print(
+            f"  report ({split}, baselines side by side): {report_line(summary)}", highlight=False, soft_wrap=True
+        )
+    console.print(
+        f"\nNext: `commonlink eval commono --data {result.release} --split main --model <your model>`", soft_wrap=True
+    )

@@ -24,16 +24,32 @@ from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 
 DEFAULT_BACKEND = "transformers"
-_BACKEND_HELP = ("transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
-                 "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend.")
+_BACKEND_HELP = (
+    "transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
+    "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend."
+)
 _MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
 #: Generation settings that have their own option (a --gen-arg may not set them behind its back).
-_OWN_GENERATION_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "top_p": "--top-p", "seed": "--seed",
-                           "max_pixels": "--max-pixels", "system_prompt": "--system-prompt"}
+_OWN_GENERATION_OPTIONS = {
+    "max_new_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "seed": "--seed",
+    "max_pixels": "--max-pixels",
+    "system_prompt": "--system-prompt",
+}
 
 
-def generation_settings(max_new_tokens: int, temperature: float, top_p: float, seed: int, max_pixels: int, *,
-                        system_prompt: str | None = None, gen_args: list[str] | None = None) -> GenerationSettings:
+def generation_settings(
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    seed: int,
+    max_pixels: int,
+    *,
+    system_prompt: str | None = None,
+    gen_args: list[str] | None = None,
+) -> GenerationSettings:
     if max_new_tokens < 1:
         raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1.")
     if temperature < 0:
@@ -45,12 +61,23 @@ def generation_settings(max_new_tokens: int, temperature: float, top_p: float, s
     extra = parse_key_values(gen_args or [], option="--gen-arg")
     for key in extra:
         if key in _OWN_GENERATION_OPTIONS:
-            raise InputError(f"--gen-arg {key}=... duplicates an option.", f"Use {_OWN_GENERATION_OPTIONS[key]} instead.")
-    return GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, max_pixels=max_pixels,
-                              system_prompt=system_prompt or None, extra=extra)
+            raise InputError(
+                f"--gen-arg {key}=... duplicates an option.", f"Use {_OWN_GENERATION_OPTIONS[key]} instead."
+            )
+    return GenerationSettings(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        max_pixels=max_pixels,
+        system_prompt=system_prompt or None,
+        extra=extra,
+    )
 
 
-def backend_options(backend: str, backend_args: list[str] | None, *, trust_remote_code: bool = False, concurrency: int | None = None) -> dict:
+def backend_options(
+    backend: str, backend_args: list[str] | None, *, trust_remote_code: bool = False, concurrency: int | None = None
+) -> dict:
     """The backend's options from ``--backend-arg KEY=VALUE`` (repeatable), ``--trust-remote-code`` and ``--concurrency``;
     each backend checks the names it is given (docs/eval.md lists them)."""
     options = parse_key_values(backend_args or [], option="--backend-arg")
@@ -58,51 +85,111 @@ def backend_options(backend: str, backend_args: list[str] | None, *, trust_remot
         options["trust_remote_code"] = True
     if concurrency is not None:
         if backend != "openai":
-            raise InputError(f"--concurrency applies to --backend openai, not {backend}.", "Use --batch-size for local backends.")
+            raise InputError(
+                f"--concurrency applies to --backend openai, not {backend}.", "Use --batch-size for local backends."
+            )
         options["concurrency"] = concurrency
     return options
 
 
-def run_backend(models: str | list[str], backend: str | None, backend_args: list[str] | None, *,
-                trust_remote_code: bool = False, concurrency: int | None = None) -> str:
+def run_backend(
+    models: str | list[str],
+    backend: str | None,
+    backend_args: list[str] | None,
+    *,
+    trust_remote_code: bool = False,
+    concurrency: int | None = None,
+) -> str:
     """The backend a run uses (``--backend``, default transformers). A weight-free baseline (``--model random|none``,
     every model of the run) runs on no backend: backend options given with it are refused, not silently ignored."""
     models = [models] if isinstance(models, str) else list(models)
     if models and all(is_baseline(m) for m in models):
-        given = [name for name, value in (("--backend", backend), ("--backend-arg", backend_args),
-                                          ("--trust-remote-code", trust_remote_code), ("--concurrency", concurrency)) if value]
+        given = [
+            name
+            for name, value in (
+                ("--backend", backend),
+                ("--backend-arg", backend_args),
+                ("--trust-remote-code", trust_remote_code),
+                ("--concurrency", concurrency),
+            )
+            if value
+        ]
         if given:
-            raise InputError(f"--model {models[0]} is a weight-free baseline: it runs on no backend, so {', '.join(given)} "
-                             "would be ignored.", f"Leave out {', '.join(given)}, or pass a model id or folder to run on a backend.")
+            raise InputError(
+                f"--model {models[0]} is a weight-free baseline: it runs on no backend, so {', '.join(given)} "
+                "would be ignored.",
+                f"Leave out {', '.join(given)}, or pass a model id or folder to run on a backend.",
+            )
     return backend or DEFAULT_BACKEND
 
 
 # Options shared by every eval command that runs a model (one definition, reused in each signature).
 DATA = typer.Option("facebook/Common-O", "--data", help="Hub dataset id, release folder or parquet file.")
-SPLIT = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release.")
+SPLIT = typer.Option(
+    "main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release."
+)
 REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
 MODEL = typer.Option(..., "--model", help=_MODEL_HELP)
 BACKEND = typer.Option(None, "--backend", show_default=False, help=_BACKEND_HELP + " Default: transformers.")
-BATCH_SIZE = typer.Option(None, "--batch-size", min=1, help="Requests per model call (default: the backend's safe setting; 1 for transformers).")
+BATCH_SIZE = typer.Option(
+    None,
+    "--batch-size",
+    min=1,
+    help="Requests per model call (default: the backend's safe setting; 1 for transformers).",
+)
 ROWS = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99.")
-SHARD = typer.Option(None, "--shard", help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge.")
+SHARD = typer.Option(
+    None,
+    "--shard",
+    help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge.",
+)
 TEMPERATURE = typer.Option(0.0, "--temperature", help="0 = greedy decoding (the paper's setting).")
 TOP_P = typer.Option(1.0, "--top-p", help="Nucleus sampling (only with --temperature > 0).")
-SEED = typer.Option(0, "--seed", help="Seed for sampling, the random baseline, question draws and bootstrap resampling.")
-MAX_PIXELS = typer.Option(1_048_576, "--max-pixels", help="Downscale each image (aspect kept) to at most this many pixels; 0 = no cap.")
-SYSTEM_PROMPT = typer.Option(None, "--system-prompt", help="A system message sent before every request (part of the cache key).")
-GEN_ARG = typer.Option([], "--gen-arg", help="Decoding option KEY=VALUE for the backend's generate call (repeatable), e.g. top_k=20, repetition_penalty=1.05.")
-BACKEND_ARG = typer.Option([], "--backend-arg", help=(
-    "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, adapter=minicpm-chat, "
-    "tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. See docs/eval.md."))
-TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust).")
+SEED = typer.Option(
+    0, "--seed", help="Seed for sampling, the random baseline, question draws and bootstrap resampling."
+)
+MAX_PIXELS = typer.Option(
+    1_048_576, "--max-pixels", help="Downscale each image (aspect kept) to at most this many pixels; 0 = no cap."
+)
+SYSTEM_PROMPT = typer.Option(
+    None, "--system-prompt", help="A system message sent before every request (part of the cache key)."
+)
+GEN_ARG = typer.Option(
+    [],
+    "--gen-arg",
+    help="Decoding option KEY=VALUE for the backend's generate call (repeatable), e.g. top_k=20, repetition_penalty=1.05.",
+)
+BACKEND_ARG = typer.Option(
+    [],
+    "--backend-arg",
+    help=(
+        "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, adapter=minicpm-chat, "
+        "tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. See docs/eval.md."
+    ),
+)
+TRUST_REMOTE_CODE = typer.Option(
+    False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust)."
+)
 CONCURRENCY = typer.Option(None, "--concurrency", min=1, help="openai: requests in flight at once (default 8).")
-IMAGE_PROTOCOL = typer.Option("shorter-side-384", "--image-protocol",
-                              help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.")
+IMAGE_PROTOCOL = typer.Option(
+    "shorter-side-384",
+    "--image-protocol",
+    help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.",
+)
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
-NO_REPORT = typer.Option(False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results.")
-RUN_NAME = typer.Option(None, "--run-name", help="What tables and reports call this run (default: the model and the settings that set it apart); kept in results.json.")
-OVERWRITE = typer.Option(False, "--overwrite", help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.")
+NO_REPORT = typer.Option(
+    False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results."
+)
+RUN_NAME = typer.Option(
+    None,
+    "--run-name",
+    help="What tables and reports call this run (default: the model and the settings that set it apart); kept in results.json.",
+)
+OVERWRITE = typer.Option(
+    False,
+    "--overwrite",
+    help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.",
+)
 
 
 def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
@@ -126,28 +213,53 @@ def commono(
     data: str = DATA,
     split: str = SPLIT,
     backend: str = BACKEND,
-    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume.",
+    ),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
     rows: str = ROWS,
     shard: str = SHARD,
-    max_new_tokens: int = typer.Option(GenerationSettings.max_new_tokens, "--max-new-tokens", help="Generation length cap (reasoning models need room)."),
+    max_new_tokens: int = typer.Option(
+        GenerationSettings.max_new_tokens,
+        "--max-new-tokens",
+        help="Generation length cap (reasoning models need room).",
+    ),
     temperature: float = TEMPERATURE,
     top_p: float = TOP_P,
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
-    concat_images: bool = typer.Option(False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."),
+    concat_images: bool = typer.Option(
+        False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."
+    ),
     image_protocol: str = IMAGE_PROTOCOL,
-    question: str = typer.Option("dataset", "--question", help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the paper's prompt."),
-    max_unreadable_share: float = typer.Option(0.05, "--max-unreadable-share", help="Stop when more than this share of the rows cannot be read (1 = never stop)."),
+    question: str = typer.Option(
+        "dataset",
+        "--question",
+        help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the paper's prompt.",
+    ),
+    max_unreadable_share: float = typer.Option(
+        0.05,
+        "--max-unreadable-share",
+        help="Stop when more than this share of the rows cannot be read (1 = never stop).",
+    ),
     system_prompt: str = SYSTEM_PROMPT,
     gen_arg: list[str] = GEN_ARG,
     backend_arg: list[str] = BACKEND_ARG,
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     concurrency: int = CONCURRENCY,
-    similarity: bool = typer.Option(False, "--similarity", help="Add the object-similarity analyses: common-object similarity vs accuracy (Table 6) and hallucination by distractor similarity (§4.2); character trigrams unless --similarity-model."),
-    similarity_model: str = typer.Option(None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."),
+    similarity: bool = typer.Option(
+        False,
+        "--similarity",
+        help="Add the object-similarity analyses: common-object similarity vs accuracy (Table 6) and hallucination by distractor similarity (§4.2); character trigrams unless --similarity-model.",
+    ),
+    similarity_model: str = typer.Option(
+        None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."
+    ),
     bootstrap: int = BOOTSTRAP,
     quiet: bool = QUIET,
     no_report: bool = NO_REPORT,
@@ -158,15 +270,43 @@ def commono(
 
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend)
-    task = CommonOTask(data, split, revision=revision, concat_images=concat_images, image_protocol=image_protocol, question=question,
-                       similarity=similarity, similarity_model=similarity_model)
-    settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
-    results = run_task(task, out, RunOptions(
-        models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
-        shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
-        seed=seed, n_boot=bootstrap, show_progress=not quiet, report=not no_report, max_unreadable_share=max_unreadable_share, overwrite=overwrite,
-        run_name=run_name,
-    ))
+    task = CommonOTask(
+        data,
+        split,
+        revision=revision,
+        concat_images=concat_images,
+        image_protocol=image_protocol,
+        question=question,
+        similarity=similarity,
+        similarity_model=similarity_model,
+    )
+    settings = generation_settings(
+        max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
+    )
+    results = run_task(
+        task,
+        out,
+        RunOptions(
+            models=[model],
+            backend=backend,
+            out_dir=out,
+            settings=settings,
+            batch_size=batch_size,
+            limit=limit,
+            rows=parse_rows(rows),
+            shard=parse_shard(shard),
+            backend_options=backend_options(
+                backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency
+            ),
+            seed=seed,
+            n_boot=bootstrap,
+            show_progress=not quiet,
+            report=not no_report,
+            max_unreadable_share=max_unreadable_share,
+            overwrite=overwrite,
+            run_name=run_name,
+        ),
+    )
     _print_summary(results, out, render_markdown_table, shard)
 
 
@@ -176,19 +316,32 @@ def perception(
     data: str = DATA,
     split: str = SPLIT,
     backend: str = BACKEND,
-    out: Path = typer.Option(None, "--out", "-o", help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume.",
+    ),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."),
+    limit: int = typer.Option(
+        None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."
+    ),
     rows: str = ROWS,
     shard: str = SHARD,
-    max_new_tokens: int = typer.Option(GenerationSettings.max_new_tokens, "--max-new-tokens", help="Generation length cap (as for commono: reasoning models need room)."),
+    max_new_tokens: int = typer.Option(
+        GenerationSettings.max_new_tokens,
+        "--max-new-tokens",
+        help="Generation length cap (as for commono: reasoning models need room).",
+    ),
     temperature: float = TEMPERATURE,
     top_p: float = TOP_P,
     seed: int = SEED,
     max_pixels: int = MAX_PIXELS,
     image_protocol: str = IMAGE_PROTOCOL,
-    yes_no_hint: bool = typer.Option(False, "--yes-no-hint", help="Add ' Answer yes or no.' to the paper's question (off: the paper's wording)."),
+    yes_no_hint: bool = typer.Option(
+        False, "--yes-no-hint", help="Add ' Answer yes or no.' to the paper's question (off: the paper's wording)."
+    ),
     system_prompt: str = SYSTEM_PROMPT,
     gen_arg: list[str] = GEN_ARG,
     backend_arg: list[str] = BACKEND_ARG,
@@ -204,40 +357,75 @@ def perception(
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend, task="perception")
     task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
-    settings = generation_settings(max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg)
-    results = run_task(task, out, RunOptions(
-        models=[model], backend=backend, out_dir=out, settings=settings, batch_size=batch_size, limit=limit, rows=parse_rows(rows),
-        shard=parse_shard(shard), backend_options=backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency),
-        seed=seed, n_boot=bootstrap, show_progress=not quiet, overwrite=overwrite, run_name=run_name,
-    ))
+    settings = generation_settings(
+        max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
+    )
+    results = run_task(
+        task,
+        out,
+        RunOptions(
+            models=[model],
+            backend=backend,
+            out_dir=out,
+            settings=settings,
+            batch_size=batch_size,
+            limit=limit,
+            rows=parse_rows(rows),
+            shard=parse_shard(shard),
+            backend_options=backend_options(
+                backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency
+            ),
+            seed=seed,
+            n_boot=bootstrap,
+            show_progress=not quiet,
+            overwrite=overwrite,
+            run_name=run_name,
+        ),
+    )
     _print_summary(results, out, render_markdown_table, shard)
 
 
 @reports_errors
 def score(
-    predictions: Path = typer.Argument(..., help="predictions.jsonl of a Common-O run, an lmms-eval samples file, or a VLMEvalKit prediction file."),
-    data: str = typer.Option(None, "--data", help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); default: the predictions file's own copy."),
+    predictions: Path = typer.Argument(
+        ..., help="predictions.jsonl of a Common-O run, an lmms-eval samples file, or a VLMEvalKit prediction file."
+    ),
+    data: str = typer.Option(
+        None,
+        "--data",
+        help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); default: the predictions file's own copy.",
+    ),
     split: str = SPLIT,
     revision: str = REVISION,
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     bootstrap: int = BOOTSTRAP,
     out: Path = typer.Option(None, "--out", "-o", help="Also write results.json/predictions.jsonl/results.md here."),
-    run_name: str = typer.Option(None, "--run-name", help="What tables and reports call this run (default: the run's own name, or the file's)."),
+    run_name: str = typer.Option(
+        None, "--run-name", help="What tables and reports call this run (default: the run's own name, or the file's)."
+    ),
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset: our
     predictions.jsonl, lmms-eval's *_samples_<task>.jsonl or VLMEvalKit's prediction file (xlsx/tsv/json)."""
 
     with run_folder_lock(out) if out is not None else contextlib.nullcontext():
-        results = score_predictions(predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out, run_name=run_name)
+        results = score_predictions(
+            predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out, run_name=run_name
+        )
     console.print(render_markdown_table(results, breakdowns=True), highlight=False, markup=False, soft_wrap=True)
 
 
 @reports_errors
 def compare(
-    results: list[Path] = typer.Argument(..., help="results.json files or run folders (any task: one table per task and split or config)."),
+    results: list[Path] = typer.Argument(
+        ..., help="results.json files or run folders (any task: one table per task and split or config)."
+    ),
     fmt: str = typer.Option("md", "--format", help="md (markdown tables) | csv | json."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the comparison (in --format) to this file."),
-    html: Path = typer.Option(None, "--html", help="Also write the runs' HTML report, side by side (Common-O runs on the same split; see `eval report`)."),
+    html: Path = typer.Option(
+        None,
+        "--html",
+        help="Also write the runs' HTML report, side by side (Common-O runs on the same split; see `eval report`).",
+    ),
 ) -> None:
     """Runs side by side under their names, best first; runs over different rows are compared on the rows they
     share (Common-O, perception, single-step and deduction) or refused, with the reason."""
@@ -248,27 +436,60 @@ def compare(
     if markdown:
         atomic_write_text(markdown, text + "\n")
     if html:
-        console.print(f"Report: {report_line(write_report([r['path'] for t in comparison.tables for r in t.rows], html))}", highlight=False, soft_wrap=True)
+        console.print(
+            f"Report: {report_line(write_report([r['path'] for t in comparison.tables for r in t.rows], html))}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @reports_errors
 def report(
-    runs: list[Path] = typer.Argument(..., help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side, other tasks' runs by their metrics."),
-    out: Path = typer.Option(None, "--out", "-o", help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it."),
-    data: str = typer.Option(None, "--data", help="Dataset to read the images from (default: the one results.json records)."),
+    runs: list[Path] = typer.Argument(
+        ...,
+        help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side, other tasks' runs by their metrics.",
+    ),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it.",
+    ),
+    data: str = typer.Option(
+        None, "--data", help="Dataset to read the images from (default: the one results.json records)."
+    ),
     revision: str = REVISION,
-    images: str = typer.Option("folder", "--images", help="folder (thumbnails beside the page) | embed (inside the page: one file, bigger) | none."),
+    images: str = typer.Option(
+        "folder",
+        "--images",
+        help="folder (thumbnails beside the page) | embed (inside the page: one file, bigger) | none.",
+    ),
     thumb_size: int = typer.Option(224, "--thumb-size", help="Longest side of a thumbnail, in pixels."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random-mistakes table."),
-    chain_steps: int = typer.Option(6, "--chain-steps", help="Association chains: steps shown before (and including) the one that ended the chain."),
-    max_output_chars: int = typer.Option(4000, "--max-output-chars", help="Cut longer model outputs on the page (predictions.jsonl keeps them whole)."),
+    chain_steps: int = typer.Option(
+        6, "--chain-steps", help="Association chains: steps shown before (and including) the one that ended the chain."
+    ),
+    max_output_chars: int = typer.Option(
+        4000, "--max-output-chars", help="Cut longer model outputs on the page (predictions.jsonl keeps them whole)."
+    ),
     quiet: bool = QUIET,
     catalog_root: Path = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
     """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards, random mistakes."""
 
-    summary = write_report(runs, out, data=data, revision=revision, images=images, thumb_size=thumb_size, seed=seed, chain_steps=chain_steps,
-                           max_output_chars=max_output_chars, show_progress=not quiet, catalog_root=catalog_root)
+    summary = write_report(
+        runs,
+        out,
+        data=data,
+        revision=revision,
+        images=images,
+        thumb_size=thumb_size,
+        seed=seed,
+        chain_steps=chain_steps,
+        max_output_chars=max_output_chars,
+        show_progress=not quiet,
+        catalog_root=catalog_root,
+    )
     console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)
 
 
@@ -285,13 +506,22 @@ def _print_summary(results: dict, out: Path, render, shard: str | None = None) -
     overall = results["metrics"]["overall"]
     timing = results["timing"]
     if "parse_failure_rate" in overall:
-        console.print(f"Parse failures: {overall['parse_failures']} ({100 * overall['parse_failure_rate']:.1f}%).", highlight=False)
+        console.print(
+            f"Parse failures: {overall['parse_failures']} ({100 * overall['parse_failure_rate']:.1f}%).",
+            highlight=False,
+        )
     if results.get("skipped"):
         console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
-    console.print(f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in {out}/", highlight=False)
+    console.print(
+        f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in {out}/",
+        highlight=False,
+    )
     print_fresh_report(out)
     if shard:
-        console.print(f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.", highlight=False)
+        console.print(
+            f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.",
+            highlight=False,
+        )
     fail_if_nothing_scored(results, out)
 
 

@@ -8,18 +8,20 @@ import typer
 
 from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, err_console, reports_errors
 from commonlink.errors import InputError
-from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.eval.export.writers import (
     LMMS_TASK_DIR,
     export_lmms_eval,
     export_vlmevalkit,
 )
+from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
 OUT = typer.Option(None, "--out", "-o", help="Folder to write the harness files to (required).")
 #: The positional OUT of earlier versions, still accepted (with a note) so that old scripts keep working.
 OLD_OUT = typer.Argument(None, metavar="OUT", hidden=True, help="Old form of --out.")
 DATA = typer.Option("facebook/Common-O", "--data", help="Common-O Hub id or local release folder.")
-ASSOCIATION = typer.Option(None, "--association", help="Association release (or chain-files folder): adds the single-step task.")
+ASSOCIATION = typer.Option(
+    None, "--association", help="Association release (or chain-files folder): adds the single-step task."
+)
 REVISION = typer.Option(None, "--revision", help="Hub revision of the data.")
 SPLITS = typer.Option(["main", "challenge"], "--split", help="Common-O splits to export (repeatable).")
 CATALOG_ROOT = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP)
@@ -32,29 +34,68 @@ def _out_folder(out: Path | None, old_out: Path | None, command: str) -> Path:
     if out is None and old_out is None:
         raise InputError("No output folder given.", f"Pass --out DIR, e.g. commonlink export {command} --out harness/.")
     if out is None:
-        err_console.print(f"[yellow]Note:[/] a positional OUT is deprecated; write `commonlink export {command} --out {old_out}`.",
-                          highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[yellow]Note:[/] a positional OUT is deprecated; write `commonlink export {command} --out {old_out}`.",
+            highlight=False,
+            soft_wrap=True,
+        )
     return out or old_out
 
 
 @reports_errors
-def lmms_eval(old_out: Path = OLD_OUT, out: Path = OUT, data: str = DATA, association: str = ASSOCIATION, revision: str = REVISION,
-              split: list[str] = SPLITS, catalog_root: Path = CATALOG_ROOT, quiet: bool = QUIET) -> None:
+def lmms_eval(
+    old_out: Path = OLD_OUT,
+    out: Path = OUT,
+    data: str = DATA,
+    association: str = ASSOCIATION,
+    revision: str = REVISION,
+    split: list[str] = SPLITS,
+    catalog_root: Path = CATALOG_ROOT,
+    quiet: bool = QUIET,
+) -> None:
     """lmms-eval tasks common_o, common_o_challenge (and association_single_step) scored with commonlink's parser and metrics."""
     out = _out_folder(out, old_out, "lmms-eval")
-    written = export_lmms_eval(out, data=data, association=association, revision=revision, splits=tuple(split),
-                               catalog_root=catalog_root, show_progress=not quiet)
-    console.print(f"Wrote {len(written)} files to {out / LMMS_TASK_DIR}. Run: lmms-eval --include_path {out / LMMS_TASK_DIR} "
-                  "--tasks common_o --model ... (commonlink must be installed in that environment).", highlight=False)
+    written = export_lmms_eval(
+        out,
+        data=data,
+        association=association,
+        revision=revision,
+        splits=tuple(split),
+        catalog_root=catalog_root,
+        show_progress=not quiet,
+    )
+    console.print(
+        f"Wrote {len(written)} files to {out / LMMS_TASK_DIR}. Run: lmms-eval --include_path {out / LMMS_TASK_DIR} "
+        "--tasks common_o --model ... (commonlink must be installed in that environment).",
+        highlight=False,
+    )
 
 
 @reports_errors
-def vlmevalkit(old_out: Path = OLD_OUT, out: Path = OUT, data: str = DATA, association: str = ASSOCIATION, revision: str = REVISION,
-               split: list[str] = SPLITS, catalog_root: Path = CATALOG_ROOT, quiet: bool = QUIET) -> None:
+def vlmevalkit(
+    old_out: Path = OLD_OUT,
+    out: Path = OUT,
+    data: str = DATA,
+    association: str = ASSOCIATION,
+    revision: str = REVISION,
+    split: list[str] = SPLITS,
+    catalog_root: Path = CATALOG_ROOT,
+    quiet: bool = QUIET,
+) -> None:
     """VLMEvalKit TSV files and a dataset class (commonlink_vlmeval.py) scored with commonlink's parser and metrics."""
     out = _out_folder(out, old_out, "vlmevalkit")
-    written = export_vlmevalkit(out, data=data, association=association, revision=revision, splits=tuple(split),
-                                catalog_root=catalog_root, show_progress=not quiet)
-    console.print(f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "
-                  f"{' '.join(p.stem for p in written if p.suffix == '.tsv')} --model ... (VLMEvalKit's run.py options; commonlink must be "
-                  "installed in VLMEvalKit's environment).", highlight=False)
+    written = export_vlmevalkit(
+        out,
+        data=data,
+        association=association,
+        revision=revision,
+        splits=tuple(split),
+        catalog_root=catalog_root,
+        show_progress=not quiet,
+    )
+    console.print(
+        f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "
+        f"{' '.join(p.stem for p in written if p.suffix == '.tsv')} --model ... (VLMEvalKit's run.py options; commonlink must be "
+        "installed in VLMEvalKit's environment).",
+        highlight=False,
+    )

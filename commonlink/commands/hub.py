@@ -30,12 +30,16 @@ def _size(n: int) -> str:
 
 
 def print_plan(plan: PushPlan, *, private: bool, endpoint: str | None) -> None:
-    table = Table(title=escape(f"Dry run: {plan.release_dir} -> {plan.repo_id} version {plan.version}"), show_lines=False)
+    table = Table(
+        title=escape(f"Dry run: {plan.release_dir} -> {plan.repo_id} version {plan.version}"), show_lines=False
+    )
     table.add_column("file", overflow="fold")
     table.add_column("size", justify="right")
     table.add_column("sha256")
     for f in plan.files:
-        table.add_row(escape(f.path), _size(f.size), f.sha256[:12] + ("  (+ Versions table)" if f.path == "README.md" else ""))
+        table.add_row(
+            escape(f.path), _size(f.size), f.sha256[:12] + ("  (+ Versions table)" if f.path == "README.md" else "")
+        )
     console.print(table)
     console.print(
         f"Endpoint: {redact_url(resolve_endpoint(endpoint))}\n"
@@ -55,14 +59,34 @@ def print_plan(plan: PushPlan, *, private: bool, endpoint: str | None) -> None:
 def push(
     release_dir: Path = typer.Argument(..., help="Release folder written by `commonlink release build`."),
     repo: str = typer.Option(..., "--repo", help="Dataset repo on the Hub, ORG/NAME (created when missing)."),
-    version: str = typer.Option(..., "--version", help="Version X.Y.Z; becomes a git tag. Must equal the version the folder was built with."),
-    private: bool = typer.Option(False, "--private", help="Create the repo private (an existing repo keeps its visibility)."),
-    endpoint: str | None = typer.Option(None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."),
-    message: str | None = typer.Option(None, "--message", "-m", help="What changed; goes in the commit title, the tag and the card's Versions table."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the files, sizes, commit and tag, and stop (no network call)."),
-    force: bool = typer.Option(False, "--force", help="Move an existing version tag to the new content (with a warning)."),
-    move_main: bool = typer.Option(False, "--move-main", help="Put this version on main even when main holds a higher one (by default an older version is only tagged)."),
-    strict: bool = typer.Option(False, "--strict", help="Refuse to push while the card still marks datasheet questions as unanswered (default: warn)."),
+    version: str = typer.Option(
+        ..., "--version", help="Version X.Y.Z; becomes a git tag. Must equal the version the folder was built with."
+    ),
+    private: bool = typer.Option(
+        False, "--private", help="Create the repo private (an existing repo keeps its visibility)."
+    ),
+    endpoint: str | None = typer.Option(
+        None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."
+    ),
+    message: str | None = typer.Option(
+        None, "--message", "-m", help="What changed; goes in the commit title, the tag and the card's Versions table."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the files, sizes, commit and tag, and stop (no network call)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Move an existing version tag to the new content (with a warning)."
+    ),
+    move_main: bool = typer.Option(
+        False,
+        "--move-main",
+        help="Put this version on main even when main holds a higher one (by default an older version is only tagged).",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Refuse to push while the card still marks datasheet questions as unanswered (default: warn).",
+    ),
     quiet: bool = QUIET,
 ) -> None:
     """Publish a release folder as a version of a Hub dataset repo.
@@ -80,13 +104,24 @@ def push(
         print_plan(plan, private=private, endpoint=endpoint)
         return
     result = push_release(
-        release_dir, repo, version, private=private, endpoint=endpoint, message=message, force=force,
-        progress=not quiet and stdout_is_terminal(), move_main=move_main, strict=strict,
+        release_dir,
+        repo,
+        version,
+        private=private,
+        endpoint=endpoint,
+        message=message,
+        force=force,
+        progress=not quiet and stdout_is_terminal(),
+        move_main=move_main,
+        strict=strict,
     )
     for note in result.notes:
         err_console.print(f"[bold yellow]Warning:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if result.already_published:
-        console.print(f"{repo} version {version} is already published at commit {result.commit[:12]}; nothing to do.", highlight=False)
+        console.print(
+            f"{repo} version {version} is already published at commit {result.commit[:12]}; nothing to do.",
+            highlight=False,
+        )
         return
     if result.repo_created:
         console.print(f"Created dataset repo {redact_text(str(result.url))}", highlight=False)
@@ -113,7 +148,9 @@ def pull(
     repo: str = typer.Argument(..., help="Dataset repo on the Hub, ORG/NAME."),
     version: str = typer.Option(..., "--version", help="Version X.Y.Z to download (a tag of the repo)."),
     out: Path = typer.Option(..., "--out", "-o", help="New or empty folder to write the release into."),
-    endpoint: str | None = typer.Option(None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."),
+    endpoint: str | None = typer.Option(
+        None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."
+    ),
     quiet: bool = QUIET,
 ) -> None:
     """Download one published version into a folder and verify every file against the version's manifest (sha256
@@ -121,19 +158,28 @@ def pull(
     result = pull_release(repo, version, out, endpoint=endpoint, progress=not quiet and stdout_is_terminal())
     for note in result.notes:
         err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    console.print(f"Downloaded {repo} version {version} into {result.out_dir}: {result.files} files ({_size(result.total_bytes)}), "
-                  "every one matching the version's manifest.", highlight=False, soft_wrap=True)
+    console.print(
+        f"Downloaded {repo} version {version} into {result.out_dir}: {result.files} files ({_size(result.total_bytes)}), "
+        "every one matching the version's manifest.",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @reports_errors
 def versions(
     repo: str = typer.Argument(..., help="Dataset repo on the Hub, ORG/NAME."),
-    endpoint: str | None = typer.Option(None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."),
+    endpoint: str | None = typer.Option(
+        None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."
+    ),
 ) -> None:
     """List the published versions of a Hub dataset repo (tags), newest first, with dates and row counts."""
     found = list_versions(repo, endpoint=endpoint)
     if not found:
-        console.print(f"{repo} has no version tags yet. Publish one with `commonlink release push DIR --repo {repo} --version 1.0.0`.", highlight=False)
+        console.print(
+            f"{repo} has no version tags yet. Publish one with `commonlink release push DIR --repo {repo} --version 1.0.0`.",
+            highlight=False,
+        )
         return
     table = Table(title=f"Versions of {repo}")
     for column in ("version", "date", "commit", "rows", "message"):

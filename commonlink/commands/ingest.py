@@ -26,24 +26,38 @@ _SHOWN_ROWS = 50  # longer lists are in ingest_report.json
 def ingest(
     photos_dir: Path = typer.Argument(..., help="Folder holding the photos (the manifest's paths are relative to it)."),
     manifest: Path = typer.Option(
-        ..., "--manifest", "-m",
+        ...,
+        "--manifest",
+        "-m",
         help="Labels: CSV `file,objects[,scene,background,view]` (objects separated by ';') or JSONL with the same keys.",
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to create or add to (catalog.jsonl + images/)."),
     vocabulary: Path | None = typer.Option(
-        None, "--vocabulary",
+        None,
+        "--vocabulary",
         help="Object names, one a line, optionally `name: synonym1, synonym2`. Without it the vocabulary is the "
         "manifest's own names plus the existing catalog's, so misspelt names CANNOT be refused (they are only "
         "flagged as possible typos).",
     ),
-    min_pixels: int = typer.Option(DEFAULT_MIN_PIXELS, "--min-pixels", help="Refuse photos with fewer pixels (width x height)."),
+    min_pixels: int = typer.Option(
+        DEFAULT_MIN_PIXELS, "--min-pixels", help="Refuse photos with fewer pixels (width x height)."
+    ),
     near_duplicate_distance: int = typer.Option(
-        DEFAULT_NEAR_DUPLICATE_DISTANCE, "--near-duplicate-distance",
+        DEFAULT_NEAR_DUPLICATE_DISTANCE,
+        "--near-duplicate-distance",
         help="Two photos whose 64-bit perceptual hashes differ in at most this many bits are near-duplicates (0 = only identical hashes).",
     ),
-    allow_near_duplicates: bool = typer.Option(False, "--allow-near-duplicates", help="Keep near-duplicates (they are still reported as pairs)."),
-    checkpoint_every: int = typer.Option(DEFAULT_CHECKPOINT_EVERY, "--checkpoint-every", help="Save the work after this many changes (appended to a journal with one fsync; catalog.jsonl is rewritten with a bounded total cost), so an interruption keeps the work done."),
-    strict: bool = typer.Option(False, "--strict", help="Exit with status 2 when any photo was refused (for scripts and CI)."),
+    allow_near_duplicates: bool = typer.Option(
+        False, "--allow-near-duplicates", help="Keep near-duplicates (they are still reported as pairs)."
+    ),
+    checkpoint_every: int = typer.Option(
+        DEFAULT_CHECKPOINT_EVERY,
+        "--checkpoint-every",
+        help="Save the work after this many changes (appended to a journal with one fsync; catalog.jsonl is rewritten with a bounded total cost), so an interruption keeps the work done.",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Exit with status 2 when any photo was refused (for scripts and CI)."
+    ),
     quiet: bool = QUIET,
 ) -> None:
     """Ingest labelled photos into an image catalog.
@@ -55,7 +69,9 @@ def ingest(
     is safe: known photos are skipped, new ones added, changed labels updated.
     """
     report = ingest_photos(
-        photos_dir, manifest, out,
+        photos_dir,
+        manifest,
+        out,
         vocabulary=vocabulary,
         min_pixels=min_pixels,
         near_duplicate_distance=near_duplicate_distance,
@@ -94,11 +110,15 @@ def print_ingest_report(report: IngestReport) -> None:
         for column in ("photo", "near-duplicate of", "distance", "kept"):
             table.add_column(column, overflow="fold")
         for pair in report.near_duplicates[:_SHOWN_ROWS]:
-            table.add_row(escape(pair.file_b), escape(pair.file_a), str(pair.distance), "both" if pair.kept_both else "first only")
+            table.add_row(
+                escape(pair.file_b), escape(pair.file_a), str(pair.distance), "both" if pair.kept_both else "first only"
+            )
         console.print(table)
     if report.unlisted:
         shown = escape(", ".join(report.unlisted[:10]) + (" ..." if len(report.unlisted) > 10 else ""))
-        console.print(f"[yellow]{len(report.unlisted)} photo(s) on disk are not in the manifest:[/] {shown}", highlight=False)
+        console.print(
+            f"[yellow]{len(report.unlisted)} photo(s) on disk are not in the manifest:[/] {shown}", highlight=False
+        )
     if report.possible_typos:
         pairs = escape(", ".join(f"{rare!r} ~ {common!r}" for rare, common in report.possible_typos[:10]))
         console.print(f"[yellow]Possible misspellings (pass --vocabulary to refuse them):[/] {pairs}", highlight=False)

@@ -21,18 +21,47 @@ from commonlink.sampling.pairs import PairsConfig, make_pairs_file
 
 @reports_errors
 def pairs(
-    catalogs: list[Path] = typer.Argument(..., metavar="CATALOG_DIR", help="One or more image catalog folders (each with catalog.jsonl)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Pairs file to write (JSON lines; a PAIRS_FILE.meta.json sidecar is written beside it)."),
+    catalogs: list[Path] = typer.Argument(
+        ..., metavar="CATALOG_DIR", help="One or more image catalog folders (each with catalog.jsonl)."
+    ),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        help="Pairs file to write (JSON lines; a PAIRS_FILE.meta.json sidecar is written beside it).",
+    ),
     split: str = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex)."),
     count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
-    objects: str | None = typer.Option(None, "--objects", help="Eligible images show LOW-HIGH objects (default 3-7 for main, 8-16 for challenge)."),
-    max_common: int | None = typer.Option(None, "--max-common", help="Common-object counts range over 0..K (default K = the upper --objects bound)."),
-    common_distribution: str = typer.Option("paper", "--common-distribution", help="How counts 0..K are spread: paper (the default: the shares of the paper's own examples, none 8.7%; see docs/sampling.md), none=P (share P with nothing in common, the rest even), uniform, or weights w0,w1,...,wK."),
-    choices: int = typer.Option(8, "--choices", help="Lettered choices per example (8 as in the paper); k + 2 when the k common objects leave no room for a distractor."),
-    max_uses: int | None = typer.Option(None, "--max-uses", help="Most examples one image may appear in (default: 3x the average the request needs, at least 3)."),
-    real_fraction: float | None = typer.Option(None, "--real-fraction", help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources are present, else the one source)."),
+    objects: str | None = typer.Option(
+        None, "--objects", help="Eligible images show LOW-HIGH objects (default 3-7 for main, 8-16 for challenge)."
+    ),
+    max_common: int | None = typer.Option(
+        None, "--max-common", help="Common-object counts range over 0..K (default K = the upper --objects bound)."
+    ),
+    common_distribution: str = typer.Option(
+        "paper",
+        "--common-distribution",
+        help="How counts 0..K are spread: paper (the default: the shares of the paper's own examples, none 8.7%; see docs/sampling.md), none=P (share P with nothing in common, the rest even), uniform, or weights w0,w1,...,wK.",
+    ),
+    choices: int = typer.Option(
+        8,
+        "--choices",
+        help="Lettered choices per example (8 as in the paper); k + 2 when the k common objects leave no room for a distractor.",
+    ),
+    max_uses: int | None = typer.Option(
+        None,
+        "--max-uses",
+        help="Most examples one image may appear in (default: 3x the average the request needs, at least 3).",
+    ),
+    real_fraction: float | None = typer.Option(
+        None,
+        "--real-fraction",
+        help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources are present, else the one source).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Global seed: same catalogs + same seed = identical output."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing pairs file made with other settings."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an existing pairs file made with other settings."
+    ),
     quiet: bool = QUIET,
 ) -> None:
     """Sample Common-O examples (paper §3.1-3.2) from image catalogs.
@@ -55,11 +84,17 @@ def pairs(
     )
     result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=not quiet and stdout_is_terminal())
     if result.kept:
-        console.print(f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False)
+        console.print(
+            f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False
+        )
         print_stats(result.stats)
         return
     print_stats(result.stats)
-    console.print(escape(f"Wrote {result.stats['examples']:,} examples to {out} (+ {meta_path(out).name})."), highlight=False, soft_wrap=True)
+    console.print(
+        escape(f"Wrote {result.stats['examples']:,} examples to {out} (+ {meta_path(out).name})."),
+        highlight=False,
+        soft_wrap=True,
+    )
     console.print(escape(f"Next: commonlink release build {out} --out RELEASE_DIR"), highlight=False, soft_wrap=True)
 
 
@@ -87,26 +122,42 @@ def print_stats(stats: dict) -> None:
     for name in sources:
         s = stats["by_source"][name]
         table.add_row(
-            name, f"{s['examples']:,}", f"{s['eligible_images']:,}", f"{s['images_used']:,}",
-            str(s["image_uses_max"]), f"{s['image_uses_mean']:.2f}", str(s["max_uses"]),
+            name,
+            f"{s['examples']:,}",
+            f"{s['eligible_images']:,}",
+            f"{s['images_used']:,}",
+            str(s["image_uses_max"]),
+            f"{s['image_uses_mean']:.2f}",
+            str(s["max_uses"]),
         )
     console.print(table)
     share = stats["real_fraction"]
     console.print(
         f"Real share {share['achieved']:.1%} (requested {share['requested']:.1%}); "
         f"{stats['images_read']:,} images read from {stats['catalogs']} catalog(s), objects {stats['objects'][0]}-{stats['objects'][1]}"
-        + (f", {stats['duplicate_images_skipped']:,} duplicate image(s) skipped" if stats["duplicate_images_skipped"] else "")
+        + (
+            f", {stats['duplicate_images_skipped']:,} duplicate image(s) skipped"
+            if stats["duplicate_images_skipped"]
+            else ""
+        )
         + ".",
         highlight=False,
     )
     per_choice = ", ".join(f"{n:,} with {c}" for c, n in stats["choices_per_example"].items())
     console.print(f"Choices per example: {per_choice}; image reuse max {stats['image_uses_max']}.", highlight=False)
     floors = stats["baselines"]
-    console.print(f"Baselines (the floor a model must beat): `none` {floors['none']:.1%}, `random` {floors['random']:.1%} "
-                  "expected accuracy.", highlight=False, markup=False)
+    console.print(
+        f"Baselines (the floor a model must beat): `none` {floors['none']:.1%}, `random` {floors['random']:.1%} "
+        "expected accuracy.",
+        highlight=False,
+        markup=False,
+    )
     if stats["common_objects_missing"]:
-        console.print(f"[bold red]NOT REACHED:[/] no example has {', '.join(map(str, stats['common_objects_missing']))} "
-                      f"object(s) in common (allowed 0-{stats['max_common']}); their share went to the other counts (notes below).",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"[bold red]NOT REACHED:[/] no example has {', '.join(map(str, stats['common_objects_missing']))} "
+            f"object(s) in common (allowed 0-{stats['max_common']}); their share went to the other counts (notes below).",
+            highlight=False,
+            soft_wrap=True,
+        )
     for note in stats["notes"]:
         console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)

@@ -34,15 +34,34 @@ from commonlink.release.shards import parse_size
 @reports_errors
 def build(
     inputs: list[Path] = typer.Argument(
-        ..., help="Pairs files from `commonlink pairs` (one split each; files sharing a split need distinct example ids), or chain files from `commonlink chains`."
+        ...,
+        help="Pairs files from `commonlink pairs` (one split each; files sharing a split need distinct example ids), or chain files from `commonlink chains`.",
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Release folder to write (README.md, manifest.json, data/, figures/)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Release folder to write (README.md, manifest.json, data/, figures/)."
+    ),
     name: str | None = typer.Option(None, "--name", help="Pretty name shown on the card (default: the folder name)."),
-    version: str = typer.Option(DEFAULT_VERSION, "--version", help="Version X.Y.Z of this release (semantic versioning; recorded in the card and manifest; `release push --version` takes the same value as the Hub tag)."),
-    license: str = typer.Option(DEFAULT_LICENSE, "--license", help="Hub license id for the card, e.g. cc-by-4.0, mit (default: the Common-O paper's license)."),
-    max_shard_size: str = typer.Option("500MB", "--max-shard-size", help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet)."),
+    version: str = typer.Option(
+        DEFAULT_VERSION,
+        "--version",
+        help="Version X.Y.Z of this release (semantic versioning; recorded in the card and manifest; `release push --version` takes the same value as the Hub tag).",
+    ),
+    license: str = typer.Option(
+        DEFAULT_LICENSE,
+        "--license",
+        help="Hub license id for the card, e.g. cc-by-4.0, mit (default: the Common-O paper's license).",
+    ),
+    max_shard_size: str = typer.Option(
+        "500MB",
+        "--max-shard-size",
+        help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet).",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a different release already in --out."),
-    card_info: Path | None = typer.Option(None, "--card-info", help="YAML file answering the datasheet questions the build cannot answer (start from `commonlink release card-info --template`)."),
+    card_info: Path | None = typer.Option(
+        None,
+        "--card-info",
+        help="YAML file answering the datasheet questions the build cannot answer (start from `commonlink release card-info --template`).",
+    ),
     quiet: bool = QUIET,
     progress: bool | None = OLD_PROGRESS,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
@@ -53,8 +72,16 @@ def build(
     The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.loaders.common_o.load_common_o`.
     """
     answers = tuple(read_card_info(card_info).items()) if card_info is not None else ()
-    options = ReleaseOptions(name=name, version=version, license=license, max_shard_bytes=parse_size(max_shard_size),
-                             overwrite=overwrite, progress=shows_progress(quiet, progress), catalog_root=catalog_root, card_info=answers)
+    options = ReleaseOptions(
+        name=name,
+        version=version,
+        license=license,
+        max_shard_bytes=parse_size(max_shard_size),
+        overwrite=overwrite,
+        progress=shows_progress(quiet, progress),
+        catalog_root=catalog_root,
+        card_info=answers,
+    )
     result = build_release(inputs, out, options)
     table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")
     table.add_column("split / config")
@@ -62,7 +89,11 @@ def build(
     table.add_column("files")
     for split, info in result.splits.items():
         files = info.get("files", [])
-        table.add_row(split, f"{info.get('rows', 0):,}", files[0] if len(files) == 1 else f"{len(files)} shards ({files[0]} ...)" if files else "-")
+        table.add_row(
+            split,
+            f"{info.get('rows', 0):,}",
+            files[0] if len(files) == 1 else f"{len(files)} shards ({files[0]} ...)" if files else "-",
+        )
     console.print(table)
     if result.figures:
         console.print(f"Figures: {', '.join(result.figures.values())}")
@@ -77,34 +108,48 @@ def _report_unanswered(keys: list[str]) -> None:
             f"[yellow]Note:[/] the card still marks {len(keys)} datasheet question(s) as unanswered ({', '.join(keys)}). "
             "Answer them in a card-info file (`commonlink release card-info --template --out card-info.yaml`), then "
             "`commonlink release card DIR --card-info card-info.yaml`; `release push` warns (refuses with --strict) until then.",
-            highlight=False, soft_wrap=True,
+            highlight=False,
+            soft_wrap=True,
         )
 
 
 @reports_errors
 def card_info(
-    template: bool = typer.Option(False, "--template", help="Write the template: one key per question the build cannot answer, the question as a comment."),
+    template: bool = typer.Option(
+        False,
+        "--template",
+        help="Write the template: one key per question the build cannot answer, the question as a comment.",
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: print it)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
 ) -> None:
     """The card-info file: the publisher's answers to the datasheet questions a build cannot answer from the data
     (creators and funding, sensitive data, collection process and review, consent, restrictions, maintainers)."""
     if not template:
-        raise InputError("Nothing to do: `release card-info` writes the template.", "Run `commonlink release card-info --template --out card-info.yaml`.")
+        raise InputError(
+            "Nothing to do: `release card-info` writes the template.",
+            "Run `commonlink release card-info --template --out card-info.yaml`.",
+        )
     text = card_info_template()
     if out is None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
         return
     if out.exists() and not overwrite:
-        raise InputError(f"{out} exists; it may hold answers already.", "Pick another --out, or pass --overwrite to replace it.")
+        raise InputError(
+            f"{out} exists; it may hold answers already.", "Pick another --out, or pass --overwrite to replace it."
+        )
     atomic_write_text(out, text)
-    console.print(f"Wrote {out}: fill in the answers, then `commonlink release build ... --card-info {out}`.", highlight=False)
+    console.print(
+        f"Wrote {out}: fill in the answers, then `commonlink release build ... --card-info {out}`.", highlight=False
+    )
 
 
 @reports_errors
 def card(
     release_dir: Path = typer.Argument(..., help="Release folder written by `commonlink release build`."),
-    card_info: Path = typer.Option(..., "--card-info", help="YAML file with the publisher's answers (`commonlink release card-info --template`)."),
+    card_info: Path = typer.Option(
+        ..., "--card-info", help="YAML file with the publisher's answers (`commonlink release card-info --template`)."
+    ),
 ) -> None:
     """Rewrite a built release's card with new card info, keeping its manifest true (no hand edits: a card that
     differs from the manifest is refused by `release push`). Shards and figures are not touched."""

@@ -27,7 +27,9 @@ def _parse_band(text: str) -> tuple[float, float] | None:
     try:
         low, high = (float(v) for v in text.split("-", 1))
     except ValueError:
-        raise InputError(f"--area-band {text!r} is not LOW-HIGH.", "e.g. --area-band 0.02-0.22, or --area-band off.") from None
+        raise InputError(
+            f"--area-band {text!r} is not LOW-HIGH.", "e.g. --area-band 0.02-0.22, or --area-band off."
+        ) from None
     return low, high
 
 
@@ -35,31 +37,75 @@ def _parse_band(text: str) -> tuple[float, float] | None:
 def synth(
     out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to write (created; reruns resume it)."),
     scenes: int = typer.Option(..., "--scenes", help="Number of scenes (each gives --views images)."),
-    objects: str = typer.Option("3-7", "--objects", help="Objects per scene, LOW-HIGH: 3-7 for main, 8-16 for challenge."),
+    objects: str = typer.Option(
+        "3-7", "--objects", help="Objects per scene, LOW-HIGH: 3-7 for main, 8-16 for challenge."
+    ),
     views: int = typer.Option(4, "--views", help="Cameras per scene."),
     resolution: str = typer.Option("512x512", "--resolution", help="Image size WIDTHxHEIGHT."),
     seed: int = typer.Option(0, "--seed", help="Global seed; scene i depends only on (seed, i)."),
-    backend: str = typer.Option("offline", "--backend", help="offline (embedded CPU renderer) or unrealcv (a running Unreal Engine)."),
-    assets: Path | None = typer.Option(None, "--assets", help="Asset file (JSON/YAML; see docs/synth.md). Default: the built-in assets."),
-    min_visible_pixels: int | None = typer.Option(None, "--min-visible-pixels", help="Pixels an object needs to count as present (default 0.05% of the image, at least 16)."),
-    max_hidden: float = typer.Option(0.25, "--max-hidden", help="Re-sample a scene when more than this share of (object, view) pairs is hidden."),
+    backend: str = typer.Option(
+        "offline", "--backend", help="offline (embedded CPU renderer) or unrealcv (a running Unreal Engine)."
+    ),
+    assets: Path | None = typer.Option(
+        None, "--assets", help="Asset file (JSON/YAML; see docs/synth.md). Default: the built-in assets."
+    ),
+    min_visible_pixels: int | None = typer.Option(
+        None,
+        "--min-visible-pixels",
+        help="Pixels an object needs to count as present (default 0.05% of the image, at least 16).",
+    ),
+    max_hidden: float = typer.Option(
+        0.25, "--max-hidden", help="Re-sample a scene when more than this share of (object, view) pairs is hidden."
+    ),
     max_attempts: int = typer.Option(5, "--max-attempts", help="Plans tried per scene before keeping the best one."),
-    area_band: str = typer.Option("0.02-0.22", "--area-band", help="Object area band, LOW-HIGH fractions of the image (Common-O: 2-22%), or 'off' for no area gate."),
-    min_in_band: float | None = typer.Option(None, "--min-in-band", help="Re-sample a scene when fewer than this share of its (object, view) pairs fall in --area-band (default 0.8 for scenes of up to 7 objects, 0.55 for more)."),
-    max_yaw: float = typer.Option(15.0, "--max-yaw", help="Objects' random yaw, +- degrees (slight by default; 180 = any direction)."),
-    set_size: int = typer.Option(4, "--set-size", help="Scenes planned as one set from one object pool (pairs within a set share 0..N objects; 1: independent scenes)."),
-    set_pool: int | None = typer.Option(None, "--set-pool", help="Objects in a set's pool (default: twice the upper --objects bound)."),
-    set_share: float = typer.Option(1.0, "--set-share", help="Share of sets planned as sets (the rest: independent scenes); scales the within-set pairs, which share the most objects."),
-    shadows: bool = typer.Option(False, "--shadows", help="Offline: shadow-mapped sunlight (about 2.5x slower) instead of soft contact shadows."),
-    shard: str | None = typer.Option(None, "--shard", help="Render only part I/N of the scenes (0 <= I < N), e.g. $SLURM_ARRAY_TASK_ID/8."),
+    area_band: str = typer.Option(
+        "0.02-0.22",
+        "--area-band",
+        help="Object area band, LOW-HIGH fractions of the image (Common-O: 2-22%), or 'off' for no area gate.",
+    ),
+    min_in_band: float | None = typer.Option(
+        None,
+        "--min-in-band",
+        help="Re-sample a scene when fewer than this share of its (object, view) pairs fall in --area-band (default 0.8 for scenes of up to 7 objects, 0.55 for more).",
+    ),
+    max_yaw: float = typer.Option(
+        15.0, "--max-yaw", help="Objects' random yaw, +- degrees (slight by default; 180 = any direction)."
+    ),
+    set_size: int = typer.Option(
+        4,
+        "--set-size",
+        help="Scenes planned as one set from one object pool (pairs within a set share 0..N objects; 1: independent scenes).",
+    ),
+    set_pool: int | None = typer.Option(
+        None, "--set-pool", help="Objects in a set's pool (default: twice the upper --objects bound)."
+    ),
+    set_share: float = typer.Option(
+        1.0,
+        "--set-share",
+        help="Share of sets planned as sets (the rest: independent scenes); scales the within-set pairs, which share the most objects.",
+    ),
+    shadows: bool = typer.Option(
+        False, "--shadows", help="Offline: shadow-mapped sunlight (about 2.5x slower) instead of soft contact shadows."
+    ),
+    shard: str | None = typer.Option(
+        None, "--shard", help="Render only part I/N of the scenes (0 <= I < N), e.g. $SLURM_ARRAY_TASK_ID/8."
+    ),
     workers: int = typer.Option(1, "--workers", help="Local render processes."),
     executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (tasks on a Ray cluster)."),
-    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local Ray instance)."),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="Ray cluster address (default: start a local Ray instance)."
+    ),
     host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host (--backend unrealcv)."),
     port: int = typer.Option(9000, "--port", help="UnrealCV server port (--backend unrealcv)."),
-    connect_timeout: float = typer.Option(10.0, "--connect-timeout", min=0.1, help="Seconds to wait for UnrealCV to start a session (--backend unrealcv)."),
-    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each UnrealCV reply (--backend unrealcv)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Delete scenes made with different options instead of refusing."),
+    connect_timeout: float = typer.Option(
+        10.0, "--connect-timeout", min=0.1, help="Seconds to wait for UnrealCV to start a session (--backend unrealcv)."
+    ),
+    timeout: float = typer.Option(
+        60.0, "--timeout", min=0.1, help="Seconds to wait for each UnrealCV reply (--backend unrealcv)."
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Delete scenes made with different options instead of refusing."
+    ),
     quiet: bool = QUIET,
     progress: bool | None = OLD_PROGRESS,
 ) -> None:
@@ -72,21 +118,41 @@ def synth(
     """
 
     config = SynthConfig(
-        scenes=scenes, objects=parse_range(objects, option="--objects"), views=views,
-        resolution=_parse_resolution(resolution), seed=seed, backend=backend,
-        assets=str(assets) if assets is not None else None, min_visible_pixels=min_visible_pixels,
-        max_hidden_share=max_hidden, max_attempts=max_attempts, unrealcv_host=host, unrealcv_port=port, shadows=shadows,
-        unrealcv_timeout=timeout, unrealcv_connect_timeout=connect_timeout,
-        area_band=_parse_band(area_band), min_in_band=min_in_band, max_yaw=max_yaw,
-        set_size=set_size, set_pool=set_pool, set_share=set_share,
+        scenes=scenes,
+        objects=parse_range(objects, option="--objects"),
+        views=views,
+        resolution=_parse_resolution(resolution),
+        seed=seed,
+        backend=backend,
+        assets=str(assets) if assets is not None else None,
+        min_visible_pixels=min_visible_pixels,
+        max_hidden_share=max_hidden,
+        max_attempts=max_attempts,
+        unrealcv_host=host,
+        unrealcv_port=port,
+        shadows=shadows,
+        unrealcv_timeout=timeout,
+        unrealcv_connect_timeout=connect_timeout,
+        area_band=_parse_band(area_band),
+        min_in_band=min_in_band,
+        max_yaw=max_yaw,
+        set_size=set_size,
+        set_pool=set_pool,
+        set_share=set_share,
     )
     part = parse_shard(shard) or (0, 1)
     # One run per output (per shard when sharded: shards of one folder run side by side).
     lock_file = None if part == (0, 1) else out.parent / f".{out.name}.shard-{part[0]}-of-{part[1]}.lock"
     with output_lock(out, what="commonlink synth", lock_file=lock_file):
         summary = synthesize(
-            out, config, shard=part, workers=workers, executor=executor, ray_address=ray_address,
-            overwrite=overwrite, progress=shows_progress(quiet, progress),
+            out,
+            config,
+            shard=part,
+            workers=workers,
+            executor=executor,
+            ray_address=ray_address,
+            overwrite=overwrite,
+            progress=shows_progress(quiet, progress),
         )
     shard_note = f" (shard {summary.shard[0]}/{summary.shard[1]})" if summary.shard[1] > 1 else ""
     console.print(

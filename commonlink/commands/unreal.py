@@ -21,12 +21,18 @@ def _triple(values) -> str:
 
 @reports_errors
 def check(
-    asset_file: Path | None = typer.Option(None, "--assets", help="Asset file naming the project's classes (written by tools/unreal/commonlink_import.py); the same option as `synth --assets`."),
+    asset_file: Path | None = typer.Option(
+        None,
+        "--assets",
+        help="Asset file naming the project's classes (written by tools/unreal/commonlink_import.py); the same option as `synth --assets`.",
+    ),
     old_asset_file: Path | None = typer.Option(None, "--asset-file", hidden=True, help="Old name of --assets."),
     host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host."),
     port: int = typer.Option(9000, "--port", help="UnrealCV server port (unrealcv.ini; 9000 by default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    connect_timeout: float = typer.Option(10.0, "--connect-timeout", min=0.1, help="Seconds to wait for the plugin to start a session."),
+    connect_timeout: float = typer.Option(
+        10.0, "--connect-timeout", min=0.1, help="Seconds to wait for the plugin to start a session."
+    ),
     timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each reply."),
     quiet: bool = QUIET,
 ) -> None:
@@ -44,18 +50,35 @@ def check(
         raise InputError("No asset file given.", "Pass --assets FILE (written by tools/unreal/commonlink_import.py).")
     catalog = load_assets(asset_file)
     refuse_placeholder_classes(catalog)
-    report = check_project(host, port, catalog, timeout=timeout, connect_timeout=connect_timeout,
-                           progress=not (as_json or quiet) and stdout_is_terminal())
+    report = check_project(
+        host,
+        port,
+        catalog,
+        timeout=timeout,
+        connect_timeout=connect_timeout,
+        progress=not (as_json or quiet) and stdout_is_terminal(),
+    )
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
-        table = Table(title=escape(f"{report.scene} at {host}:{port}, UnrealCV {report.plugin_version}, {report.level_actors} level actors"))
+        table = Table(
+            title=escape(
+                f"{report.scene} at {host}:{port}, UnrealCV {report.plugin_version}, {report.level_actors} level actors"
+            )
+        )
         for column in ("class", "kind", "name", "status", "measured cm", "asset file cm", "problem"):
             table.add_column(column, overflow="fold")
         for c in report.classes:
             style = {"ok": "green", "missing": "red", "mismatch": "yellow"}[c.status]
-            table.add_row(escape(c.ue_class), c.kind, escape(c.name), f"[{style}]{c.status}[/]", _triple(c.measured_size_cm),
-                          _triple(c.expected_size_cm), escape(c.reply or "; ".join(c.problems)))
+            table.add_row(
+                escape(c.ue_class),
+                c.kind,
+                escape(c.name),
+                f"[{style}]{c.status}[/]",
+                _triple(c.measured_size_cm),
+                _triple(c.expected_size_cm),
+                escape(c.reply or "; ".join(c.problems)),
+            )
         console.print(table)
         console.print(escape(report.describe()), highlight=False, soft_wrap=True)
         if not report.ok:

@@ -85,11 +85,17 @@ class AssociationSettings:
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
-            raise InputError(f"--strategy {self.strategy!r} is not a strategy.", f"Use one of: {', '.join(STRATEGIES)}.")
+            raise InputError(
+                f"--strategy {self.strategy!r} is not a strategy.", f"Use one of: {', '.join(STRATEGIES)}."
+            )
         if self.deduction_rule not in DEDUCTION_RULES:
-            raise InputError(f"--deduction-rule {self.deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}.")
+            raise InputError(
+                f"--deduction-rule {self.deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}."
+            )
         if self.memory not in MEMORY_KINDS:
-            raise InputError(f"--memory {self.memory!r} is not a memory strategy.", f"Use one of: {', '.join(MEMORY_KINDS)}.")
+            raise InputError(
+                f"--memory {self.memory!r} is not a memory strategy.", f"Use one of: {', '.join(MEMORY_KINDS)}."
+            )
         if self.max_steps < 1:
             raise InputError("--max-steps must be at least 1.")
 
@@ -123,7 +129,14 @@ class Asker:
     """Sends batches of requests to one or more models, each behind the prediction cache (one
     :class:`CachedGenerator` per model); several models are combined by majority vote by the caller."""
 
-    def __init__(self, backends: list[Backend], cache: PredictionCache, settings: GenerationSettings, run_keys: list[str], batch_size: int):
+    def __init__(
+        self,
+        backends: list[Backend],
+        cache: PredictionCache,
+        settings: GenerationSettings,
+        run_keys: list[str],
+        batch_size: int,
+    ):
         self.generators = [CachedGenerator(b, cache, settings, run, batch_size) for b, run in zip(backends, run_keys)]
         self.requests_sent = 0  #: requests asked of the protocol (one per request, whatever the number of models)
         #: False when no model looks at pixels (the random baseline): requests are built without decoding images
@@ -145,7 +158,9 @@ class Asker:
         """Per request, the output of each model (``None`` where the backend failed on it)."""
         self.requests_sent += len(requests)
         per_model = [generator.answer(requests) for generator in self.generators]
-        return [[None if isinstance(out[i], RequestFailure) else out[i] for out in per_model] for i in range(len(requests))]
+        return [
+            [None if isinstance(out[i], RequestFailure) else out[i] for out in per_model] for i in range(len(requests))
+        ]
 
 
 def majority_selection(votes: list[int | None]) -> int | None:
@@ -168,17 +183,33 @@ def majority_concepts(votes: list[list[str] | None], options: Sequence[str]) -> 
 
 def _request_id(kind: str, task_id: str, step: int, segments, images) -> str:
     """Identify a request by task, step and its exact content (prompt text with memory, image ids)."""
-    digest = hashlib.sha256((prompt_text(segments) + "\0" + "\0".join(i.id for i in images)).encode("utf-8")).hexdigest()[:16]
+    digest = hashlib.sha256(
+        (prompt_text(segments) + "\0" + "\0".join(i.id for i in images)).encode("utf-8")
+    ).hexdigest()[:16]
     return f"{task_id}/{step}/{kind}/{digest}"
 
 
-def selection_request(task_id: str, step: int, query, candidates, concept_kind: str, memory: MemoryBase, *,
-                      pixels: bool = True, strategy: str = "normal", options: Sequence[str] = ()) -> GenerationRequest:
+def selection_request(
+    task_id: str,
+    step: int,
+    query,
+    candidates,
+    concept_kind: str,
+    memory: MemoryBase,
+    *,
+    pixels: bool = True,
+    strategy: str = "normal",
+    options: Sequence[str] = (),
+) -> GenerationRequest:
     """The selection of one step: query and candidates, the memory in the prompt. ``pixels=False`` (backends that
     do not use images) leaves the images undecoded (``None``); the request id depends on image ids only.
     ``strategy``: a prompt strategy's text in front (about ``options``), or CoT's answer line."""
-    segments = selection_prompt(concept_kind, memory.render(), preamble=strategy_preamble(strategy, concept_kind, options),
-                                cot=strategy == "cot")
+    segments = selection_prompt(
+        concept_kind,
+        memory.render(),
+        preamble=strategy_preamble(strategy, concept_kind, options),
+        cot=strategy == "cot",
+    )
     images = [query, *candidates]
     return GenerationRequest(
         id=_request_id("select", task_id, step, segments, images),
@@ -189,12 +220,25 @@ def selection_request(task_id: str, step: int, query, candidates, concept_kind: 
     )
 
 
-def deduction_request(task_id: str, step: int, image_1, image_2, concept_kind: str, options: list[str], *,
-                      pixels: bool = True, strategy: str = "normal") -> GenerationRequest:
+def deduction_request(
+    task_id: str,
+    step: int,
+    image_1,
+    image_2,
+    concept_kind: str,
+    options: list[str],
+    *,
+    pixels: bool = True,
+    strategy: str = "normal",
+) -> GenerationRequest:
     """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`;
     ``strategy``: ComKnow's knowledge in front, or CoT's answer line (One-shot's example is the selection's)."""
-    segments = deduction_prompt(concept_kind, options, preamble=strategy_preamble(strategy, concept_kind, options) if strategy == "comknow" else "",
-                                cot=strategy == "cot")
+    segments = deduction_prompt(
+        concept_kind,
+        options,
+        preamble=strategy_preamble(strategy, concept_kind, options) if strategy == "comknow" else "",
+        cot=strategy == "cot",
+    )
     return GenerationRequest(
         id=_request_id("deduce", task_id, step, segments, [image_1, image_2]),
         images=[image_1.image, image_2.image] if pixels else [None, None],
@@ -231,16 +275,32 @@ def _skip_warmup(run: _ChainRun) -> None:
         step = chain.steps[run.t]
         # The builder guarantees the positive carries the step's concept, so that is the correct deduction.
         _remember(run, step, [step.concept])
-        run.log.append({"chain": chain.id, "step": step.index, "warmup": True, "concept": step.concept,
-                        "candidates": [c.id for c in step.candidates], "answer": step.answer, "choice": step.answer,
-                        "correct": True, "deduction": [step.concept], "memory": run.memory.snapshot()})
+        run.log.append(
+            {
+                "chain": chain.id,
+                "step": step.index,
+                "warmup": True,
+                "concept": step.concept,
+                "candidates": [c.id for c in step.candidates],
+                "answer": step.answer,
+                "choice": step.answer,
+                "correct": True,
+                "deduction": [step.concept],
+                "memory": run.memory.snapshot(),
+            }
+        )
         run.t += 1
 
 
 def _start_chain(chain, settings: AssociationSettings) -> _ChainRun:
     """A fresh run of ``chain`` with an empty memory, past its warm-up steps."""
-    memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=chain.concept_kind,
-                        chainm_window=settings.chainm_window)
+    memory = MemoryBase(
+        settings.memory,
+        settings.repetition,
+        settings.forgetting,
+        concept_kind=chain.concept_kind,
+        chainm_window=settings.chainm_window,
+    )
     run = _ChainRun(chain, memory)
     _skip_warmup(run)
     if run.t >= len(chain.steps):
@@ -252,9 +312,18 @@ def _judge_selection(run: _ChainRun, step, outputs: list[str | None]) -> dict:
     """Score one step's selection: log it, and end the chain unless the majority picked the right candidate."""
     choice = majority_selection([parse_selection(o) if o is not None else None for o in outputs])
     run.scored += 1
-    entry = {"chain": run.chain.id, "step": step.index, "warmup": False, "concept": step.concept, "bridge": step.bridge,
-             "candidates": [c.id for c in step.candidates], "answer": step.answer, "choice": choice,
-             "correct": choice == step.answer, "outputs": outputs}
+    entry = {
+        "chain": run.chain.id,
+        "step": step.index,
+        "warmup": False,
+        "concept": step.concept,
+        "bridge": step.bridge,
+        "candidates": [c.id for c in step.candidates],
+        "answer": step.answer,
+        "choice": choice,
+        "correct": choice == step.answer,
+        "outputs": outputs,
+    }
     run.log.append(entry)
     if all(o is None for o in outputs):
         run.ended = "failed"
@@ -267,14 +336,27 @@ def _judge_selection(run: _ChainRun, step, outputs: list[str | None]) -> dict:
     return entry
 
 
-def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: AssociationSettings) -> list[tuple[_ChainRun, object, dict]]:
+def _select(
+    active: list[_ChainRun], steps: list, asker: Asker, settings: AssociationSettings
+) -> list[tuple[_ChainRun, object, dict]]:
     """Ask every active chain's selection in one batch; the correct ones that await a deduction are returned
     (with deduction off, the memory learns the gold concept at once)."""
-    selections = asker.ask([
-        selection_request(r.chain.id, s.index, s.query, s.candidates, r.chain.concept_kind, r.memory, pixels=asker.pixels,
-                          strategy=settings.strategy, options=r.chain.options)
-        for r, s in zip(active, steps)
-    ])
+    selections = asker.ask(
+        [
+            selection_request(
+                r.chain.id,
+                s.index,
+                s.query,
+                s.candidates,
+                r.chain.concept_kind,
+                r.memory,
+                pixels=asker.pixels,
+                strategy=settings.strategy,
+                options=r.chain.options,
+            )
+            for r, s in zip(active, steps)
+        ]
+    )
     to_deduce = []
     for run, step, outputs in zip(active, steps, selections):
         entry = _judge_selection(run, step, outputs)
@@ -290,21 +372,43 @@ def _select(active: list[_ChainRun], steps: list, asker: Asker, settings: Associ
 
 def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker, settings: AssociationSettings) -> None:
     """Ask the deductions in one batch; the deduced concepts (right or wrong) go into each chain's memory."""
-    outputs_list = asker.ask([
-        deduction_request(r.chain.id, s.index, s.query, s.positive, r.chain.concept_kind, r.chain.options, pixels=asker.pixels,
-                          strategy=settings.strategy)
-        for r, s, _ in to_deduce
-    ])
+    outputs_list = asker.ask(
+        [
+            deduction_request(
+                r.chain.id,
+                s.index,
+                s.query,
+                s.positive,
+                r.chain.concept_kind,
+                r.chain.options,
+                pixels=asker.pixels,
+                strategy=settings.strategy,
+            )
+            for r, s, _ in to_deduce
+        ]
+    )
     for (run, step, entry), outputs in zip(to_deduce, outputs_list):
         options = run.chain.options
-        concepts = majority_concepts([parse_concepts(o, options, answer_only=settings.strategy == "cot") if o is not None else None
-                                      for o in outputs], options)
+        concepts = majority_concepts(
+            [
+                parse_concepts(o, options, answer_only=settings.strategy == "cot") if o is not None else None
+                for o in outputs
+            ],
+            options,
+        )
         ok = deduction_correct(concepts, step.gold, settings.deduction_rule)
         run.deductions += 1
         run.deductions_correct += ok
         _remember(run, step, concepts or [])
-        entry.update({"deduction": concepts, "deduction_gold": step.gold, "deduction_correct": ok,
-                      "deduction_outputs": outputs, "memory": run.memory.snapshot()})
+        entry.update(
+            {
+                "deduction": concepts,
+                "deduction_gold": step.gold,
+                "deduction_correct": ok,
+                "deduction_outputs": outputs,
+                "memory": run.memory.snapshot(),
+            }
+        )
 
 
 def _advance(run: _ChainRun, settings: AssociationSettings) -> None:
@@ -329,14 +433,19 @@ def _run_step(active: list[_ChainRun], asker: Asker, settings: AssociationSettin
         _advance(run, settings)
 
 
-def run_chains(chains: list, asker: Asker, settings: AssociationSettings, *, show_progress: bool = True) -> list[_ChainRun]:
+def run_chains(
+    chains: list, asker: Asker, settings: AssociationSettings, *, show_progress: bool = True
+) -> list[_ChainRun]:
     """Run chains in lockstep (one batch per step for selections, one for deductions)."""
     runs = [_start_chain(chain, settings) for chain in chains]
     with make_progress("steps", disable=not show_progress) as progress:
         task = progress.add_task("association chains (active)", total=len(runs))
         while active := [r for r in runs if not r.ended]:
-            progress.update(task, completed=len(runs) - len(active),
-                            description=f"chains: {len(active)} active, step {min(r.scored for r in active) + 1}")
+            progress.update(
+                task,
+                completed=len(runs) - len(active),
+                description=f"chains: {len(active)} active, step {min(r.scored for r in active) + 1}",
+            )
             _run_step(active, asker, settings)
         progress.update(task, completed=len(runs))
     return runs
@@ -344,22 +453,45 @@ def run_chains(chains: list, asker: Asker, settings: AssociationSettings, *, sho
 
 def chain_summary(run: _ChainRun) -> dict:
     """What the metrics need of a finished chain (the chain itself and its log can then be dropped)."""
-    return {"chain": run.chain.id, "group": "+".join(run.chain.concepts), "length": run.length, "scored": run.scored,
-            "deductions": run.deductions, "deductions_correct": run.deductions_correct, "ended": run.ended}
+    return {
+        "chain": run.chain.id,
+        "group": "+".join(run.chain.concepts),
+        "length": run.length,
+        "scored": run.scored,
+        "deductions": run.deductions,
+        "deductions_correct": run.deductions_correct,
+        "ended": run.ended,
+    }
 
 
 # ------------------------------------------------------------------------------------------ single step, deduction
 def single_step_selection(task, settings: AssociationSettings, *, pixels: bool = True) -> GenerationRequest:
     """The selection request of a single-step task: the task's fixed, correct memory in the prompt, then the
     query and the two candidates (also what the lmms-eval and VLMEvalKit exports show the model)."""
-    memory = MemoryBase(settings.memory, settings.repetition, settings.forgetting, concept_kind=task.concept_kind,
-                        chainm_window=settings.chainm_window)
+    memory = MemoryBase(
+        settings.memory,
+        settings.repetition,
+        settings.forgetting,
+        concept_kind=task.concept_kind,
+        chainm_window=settings.chainm_window,
+    )
     names = [image_name(m, task.options) for m in task.memory]
     # The fixed memory links consecutive memory examples through their shared concept.
-    links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [(n, task.memory_concept, n) for n in names]
+    links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [
+        (n, task.memory_concept, n) for n in names
+    ]
     memory.seed_fixed(links)
-    return selection_request(task.id, 0, task.query, task.candidates, task.concept_kind, memory, pixels=pixels,
-                             strategy=settings.strategy, options=task.options)
+    return selection_request(
+        task.id,
+        0,
+        task.query,
+        task.candidates,
+        task.concept_kind,
+        memory,
+        pixels=pixels,
+        strategy=settings.strategy,
+        options=task.options,
+    )
 
 
 def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
@@ -367,34 +499,85 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
     selection_requests, deduction_requests = [], []
     for task in tasks:
         selection_requests.append(single_step_selection(task, settings, pixels=asker.pixels))
-        deduction_requests.append(deduction_request(task.id, 0, task.query, task.positive, task.concept_kind, task.options,
-                                                     pixels=asker.pixels, strategy=settings.strategy))
+        deduction_requests.append(
+            deduction_request(
+                task.id,
+                0,
+                task.query,
+                task.positive,
+                task.concept_kind,
+                task.options,
+                pixels=asker.pixels,
+                strategy=settings.strategy,
+            )
+        )
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]
     records = []
     for task, sel, ded in zip(tasks, selections, deductions):
         choice = majority_selection([parse_selection(o) if o is not None else None for o in sel])
         gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
-        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=settings.strategy == "cot") if o is not None else None
-                                      for o in ded], task.options)
-        records.append({"id": task.id, "concept": task.concept, "candidates": [c.id for c in task.candidates], "answer": task.answer,
-                        "choice": choice, "correct": choice == task.answer, "failed": all(o is None for o in sel),
-                        "unparseable": choice is None and not all(o is None for o in sel),
-                        "deduction": concepts, "deduction_gold": gold, "deduction_correct": deduction_correct(concepts, gold, settings.deduction_rule),
-                        "outputs": sel, "deduction_outputs": ded})
+        concepts = majority_concepts(
+            [
+                parse_concepts(o, task.options, answer_only=settings.strategy == "cot") if o is not None else None
+                for o in ded
+            ],
+            task.options,
+        )
+        records.append(
+            {
+                "id": task.id,
+                "concept": task.concept,
+                "candidates": [c.id for c in task.candidates],
+                "answer": task.answer,
+                "choice": choice,
+                "correct": choice == task.answer,
+                "failed": all(o is None for o in sel),
+                "unparseable": choice is None and not all(o is None for o in sel),
+                "deduction": concepts,
+                "deduction_gold": gold,
+                "deduction_correct": deduction_correct(concepts, gold, settings.deduction_rule),
+                "outputs": sel,
+                "deduction_outputs": ded,
+            }
+        )
     return records
 
 
 def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
-    outputs = asker.ask([deduction_request(t.id, 0, t.image_1, t.image_2, t.concept_kind, t.options, pixels=asker.pixels,
-                                           strategy=settings.strategy) for t in tasks])
+    outputs = asker.ask(
+        [
+            deduction_request(
+                t.id,
+                0,
+                t.image_1,
+                t.image_2,
+                t.concept_kind,
+                t.options,
+                pixels=asker.pixels,
+                strategy=settings.strategy,
+            )
+            for t in tasks
+        ]
+    )
     records = []
     cot = settings.strategy == "cot"
     for task, out in zip(tasks, outputs):
-        concepts = majority_concepts([parse_concepts(o, task.options, answer_only=cot) if o is not None else None for o in out], task.options)
-        records.append({"id": task.id, "concept": task.concept, "deduction": concepts, "deduction_gold": task.gold,
-                        "deduction_correct": deduction_correct(concepts, task.gold, settings.deduction_rule), "failed": all(o is None for o in out),
-                        "unparseable": concepts is None and not all(o is None for o in out), "outputs": out})
+        concepts = majority_concepts(
+            [parse_concepts(o, task.options, answer_only=cot) if o is not None else None for o in out], task.options
+        )
+        records.append(
+            {
+                "id": task.id,
+                "concept": task.concept,
+                "deduction": concepts,
+                "deduction_gold": task.gold,
+                "deduction_correct": deduction_correct(concepts, task.gold, settings.deduction_rule),
+                "failed": all(o is None for o in out),
+                "unparseable": concepts is None and not all(o is None for o in out),
+                "outputs": out,
+            }
+        )
     return records
 
 
@@ -415,8 +598,17 @@ class AssociationOutcome:
     asker: Asker | None = None
 
 
-def run_config(split, indices: list[int], config: str, asker: Asker, settings: AssociationSettings, *, group_size: int,
-               log_path: Path | None, show_progress: bool) -> AssociationOutcome:
+def run_config(
+    split,
+    indices: list[int],
+    config: str,
+    asker: Asker,
+    settings: AssociationSettings,
+    *,
+    group_size: int,
+    log_path: Path | None,
+    show_progress: bool,
+) -> AssociationOutcome:
     """Run the tasks of one config a group at a time (chains in lockstep within a group), streaming the
     per-step log to ``log_path``, so memory stays flat however many chains a config has."""
     outcome = AssociationOutcome(asker=asker)
@@ -440,7 +632,9 @@ def run_config(split, indices: list[int], config: str, asker: Asker, settings: A
     return outcome
 
 
-def config_metrics(config: str, outcome: AssociationOutcome, settings: AssociationSettings, *, seed: int, n_boot: int) -> tuple[dict, int]:
+def config_metrics(
+    config: str, outcome: AssociationOutcome, settings: AssociationSettings, *, seed: int, n_boot: int
+) -> tuple[dict, int]:
     """(metrics, scored steps) of a finished run: chain lengths for chains, success ratios otherwise."""
     if config in CHAIN_CONFIGS:
         return chain_metrics(outcome.summaries, seed=seed, n_boot=n_boot), sum(r["scored"] for r in outcome.summaries)
@@ -462,8 +656,16 @@ class AssociationTask(Task):
     several_models = True
     shardable = False
 
-    def __init__(self, data: str | os.PathLike, config: str, *, settings: AssociationSettings | None = None, revision: str | None = None,
-                 group_size: int = 512, catalog_root: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        data: str | os.PathLike,
+        config: str,
+        *,
+        settings: AssociationSettings | None = None,
+        revision: str | None = None,
+        group_size: int = 512,
+        catalog_root: str | os.PathLike | None = None,
+    ):
         if group_size < 1:
             raise InputError(f"--group-size {group_size} must be at least 1.")
         self.data, self.config, self.revision, self.group_size = data, config, revision, group_size
@@ -479,12 +681,20 @@ class AssociationTask(Task):
 
     def check_backends(self, infos) -> None:
         if any(i.model == "none" for i in infos):
-            raise InputError("The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline.")
+            raise InputError(
+                "The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline."
+            )
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
-        return dict(task=f"association/{self.config}", protocol=PROTOCOL_VERSION, dataset=dataset.fingerprint, model=info.fingerprint,
-                    backend=info.backend, settings=settings.to_dict(),
-                    **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}))
+        return dict(
+            task=f"association/{self.config}",
+            protocol=PROTOCOL_VERSION,
+            dataset=dataset.fingerprint,
+            model=info.fingerprint,
+            backend=info.backend,
+            settings=settings.to_dict(),
+            **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}),
+        )
 
     def open_cache(self, out_dir, run_keys, shard, *, overwrite: bool) -> PredictionCache:
         # One cache file for every model of a --moe run (each under its own run key), so no other-run check here.
@@ -495,8 +705,16 @@ class AssociationTask(Task):
     def run(self, run: TaskRun) -> AssociationOutcome:
         asker = Asker(run.backends, run.cache, run.settings, run.run_keys, run.batch_size)
         log_name = "steps.jsonl" if self.config in CHAIN_CONFIGS else "predictions.jsonl"
-        return run_config(run.dataset, run.indices, self.config, asker, self.settings, group_size=self.group_size,
-                          log_path=run.out_dir / log_name if run.out_dir is not None else None, show_progress=run.show_progress)
+        return run_config(
+            run.dataset,
+            run.indices,
+            self.config,
+            asker,
+            self.settings,
+            group_size=self.group_size,
+            log_path=run.out_dir / log_name if run.out_dir is not None else None,
+            show_progress=run.show_progress,
+        )
 
     def results(self, run: TaskRun, outcome: AssociationOutcome) -> dict:
         split, asker = run.dataset, outcome.asker
@@ -504,12 +722,23 @@ class AssociationTask(Task):
         return {
             "protocol": PROTOCOL_VERSION,
             "association": asdict(self.settings),
-            "dataset": {"source": split.source_name, "config": self.config, "revision": split.revision, "fingerprint": split.fingerprint,
-                        "tasks_in_config": len(split), "tasks_run": len(run.indices)},
+            "dataset": {
+                "source": split.source_name,
+                "config": self.config,
+                "revision": split.revision,
+                "fingerprint": split.fingerprint,
+                "tasks_in_config": len(split),
+                "tasks_run": len(run.indices),
+            },
             "metrics": metrics,
-            "requests": {"total": asker.requests_sent, "scored_steps": scored_steps,
-                         "per_scored_step": round(asker.requests_sent / scored_steps, 4) if scored_steps else None,
-                         "generated": asker.generated, "from_cache": asker.cached, "failed": asker.failures},
+            "requests": {
+                "total": asker.requests_sent,
+                "scored_steps": scored_steps,
+                "per_scored_step": round(asker.requests_sent / scored_steps, 4) if scored_steps else None,
+                "generated": asker.generated,
+                "from_cache": asker.cached,
+                "failed": asker.failures,
+            },
             "timing": timing(run.wall_s, run.generate_s, from_cache=asker.cached, generated=asker.generated),
         }
 
@@ -544,9 +773,12 @@ def evaluate_association(
     memory and is the most requests one step of chains can send at once. With ``report`` (the default),
     ``report.html`` is written there too.
     """
-    task = AssociationTask(data, config, settings=settings, revision=revision, group_size=group_size,
-                           catalog_root=catalog_root)
-    return evaluate(task, RunOptions(models=list(models), backend=backend, out_dir=out_dir, settings=generation, **run_options))
+    task = AssociationTask(
+        data, config, settings=settings, revision=revision, group_size=group_size, catalog_root=catalog_root
+    )
+    return evaluate(
+        task, RunOptions(models=list(models), backend=backend, out_dir=out_dir, settings=generation, **run_options)
+    )
 
 
 def write_association_outputs(out: Path, results: dict, outcome: AssociationOutcome) -> None:
@@ -556,9 +788,19 @@ def write_association_outputs(out: Path, results: dict, outcome: AssociationOutc
     atomic_write_text(out / "results.md", render_association_table(results))
     if results["dataset"]["config"] == "single_step":
         summary = results["metrics"]["summary"]
-        metrics = lmms_eval_metrics(summary, {"acc": "avg_success_ratio", "deduction_acc": "avg_deduction_success_ratio"})
-        samples = ({"doc_id": n, "doc": {"id": r["id"], "concept": r["concept"], "candidates": r["candidates"]}, "target": f"Image{r['answer'] + 1}",
-                    "prompt": r["id"], "response": (r["outputs"] or [None])[0], "filtered": None if r["choice"] is None else f"Image{r['choice'] + 1}",
-                    "scores": {"acc": float(r["correct"])}}
-                   for n, r in enumerate(outcome.records))
+        metrics = lmms_eval_metrics(
+            summary, {"acc": "avg_success_ratio", "deduction_acc": "avg_deduction_success_ratio"}
+        )
+        samples = (
+            {
+                "doc_id": n,
+                "doc": {"id": r["id"], "concept": r["concept"], "candidates": r["candidates"]},
+                "target": f"Image{r['answer'] + 1}",
+                "prompt": r["id"],
+                "response": (r["outputs"] or [None])[0],
+                "filtered": None if r["choice"] is None else f"Image{r['choice'] + 1}",
+                "scores": {"acc": float(r["correct"])},
+            }
+            for n, r in enumerate(outcome.records)
+        )
         write_lmms_eval_files(out, LMMS_TASK, results, metrics, samples)

@@ -82,7 +82,7 @@ class MemoryBase:
             # The harness writes every deduced concept into the link, space-separated.
             self.links.append((query_name, " ".join(concepts) or UNKNOWN_CONCEPT, selected_name))
             if self.chainm_window:
-                del self.links[:-self.chainm_window]
+                del self.links[: -self.chainm_window]
             return
         # in the order the harness writes them: per concept, the query's object, then the selected one
         evidence = dict.fromkeys((c, name) for c in concepts for name in (query_name, selected_name))

@@ -22,10 +22,14 @@ class ImageSlot:
 Segment = str | ImageSlot
 
 #: Ours (CoT strategy): the reasoning first, the answer on a last ``Answer:`` line.
-COT_SELECTION_OUTPUT = ("Think step by step: first say what the original image and each candidate image show, then give "
-                        "your choice on the last line as 'Answer: Image1' or 'Answer: Image2'.")
-COT_DEDUCTION_OUTPUT = ("Think step by step: first say what the two images show, then give the shared {kind} on the last line "
-                        "as 'Answer: <{kind}>'.")
+COT_SELECTION_OUTPUT = (
+    "Think step by step: first say what the original image and each candidate image show, then give "
+    "your choice on the last line as 'Answer: Image1' or 'Answer: Image2'."
+)
+COT_DEDUCTION_OUTPUT = (
+    "Think step by step: first say what the two images show, then give the shared {kind} on the last line "
+    "as 'Answer: <{kind}>'."
+)
 
 
 def selection_prompt(concept_kind: str, memory_context: str, *, preamble: str = "", cot: bool = False) -> list[Segment]:
@@ -33,11 +37,16 @@ def selection_prompt(concept_kind: str, memory_context: str, *, preamble: str = 
     a strategy's text in front (ComKnow, a worked example); ``cot``: the answer asked after the reasoning, on a last
     ``Answer:`` line (:mod:`commonlink.eval.concept_prompts`)."""
     head = preamble + (f"{memory_context}\n" if memory_context else "")
-    output = COT_SELECTION_OUTPUT if cot else ("Your response should be direct and exclusively only include one of the following "
-                                               "items. Options: [Image1, Image2].")
+    output = (
+        COT_SELECTION_OUTPUT
+        if cot
+        else (
+            "Your response should be direct and exclusively only include one of the following "
+            "items. Options: [Image1, Image2]."
+        )
+    )
     return [
-        head
-        + "Determine the relationship between the original image and the candidate images, and select the images "
+        head + "Determine the relationship between the original image and the candidate images, and select the images "
         f"with the same {concept_kind} as the original image. Original image:",
         ImageSlot(0),
         ". Candidate images: Image1:",
@@ -52,8 +61,11 @@ def deduction_prompt(concept_kind: str, options: list[str], *, preamble: str = "
     """Deduction step: name the concept shared by the original and the selected image (no memory); ``preamble``
     and ``cot`` as for :func:`selection_prompt`."""
     listed = ", ".join(f"'{o}'" for o in options)
-    output = (COT_DEDUCTION_OUTPUT.format(kind=concept_kind) + f" Options:[{listed}]" if cot
-              else f"Your response should only include shared {concept_kind} in the following options. Options:[{listed}]")
+    output = (
+        COT_DEDUCTION_OUTPUT.format(kind=concept_kind) + f" Options:[{listed}]"
+        if cot
+        else f"Your response should only include shared {concept_kind} in the following options. Options:[{listed}]"
+    )
     return [
         f"{preamble}Generate the common {concept_kind} between the original image and selected images. Original image:",
         ImageSlot(0),
@@ -70,11 +82,15 @@ def prompt_text(segments: list[Segment], image_token: str = "<image>") -> str:
 
 # Whitespace runs are taken possessively (``\s*+``): two optional runs around an optional separator would
 # otherwise be retried at every split of a long run ("image" + 30,000 spaces took 8 s).
-_IMAGE_CHOICE = re.compile(r"\b(?:image|img|candidate)\s*+[_#-]?\s*+([12])\b|\b(first|second)\s++(?:candidate\s++)?image\b", re.I)
+_IMAGE_CHOICE = re.compile(
+    r"\b(?:image|img|candidate)\s*+[_#-]?\s*+([12])\b|\b(first|second)\s++(?:candidate\s++)?image\b", re.I
+)
 # An "Answer:" line: at a line start (the breaks of str.splitlines), blanks within the line only. Found by one
 # search over the whole text instead of splitting it into lines (40,000 newlines made 40,000 strings).
 _BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_ANSWER_LINE = re.compile(rf"(?:^|(?<=[{_BREAKS}]))[^\S{_BREAKS}]*+(?:final[^\S{_BREAKS}]++)?answer[^\S{_BREAKS}]*+[:：]", re.I)
+_ANSWER_LINE = re.compile(
+    rf"(?:^|(?<=[{_BREAKS}]))[^\S{_BREAKS}]*+(?:final[^\S{_BREAKS}]++)?answer[^\S{_BREAKS}]*+[:：]", re.I
+)
 _LINE_END = re.compile(f"[{_BREAKS}]")
 _BARE_CHOICE = re.compile(r"\s*+\[?\s*+([12])\s*+\]?\s*+\.?\s*+")
 

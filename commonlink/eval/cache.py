@@ -69,7 +69,9 @@ def row_key(run: str, row_id: str) -> str:
 class PredictionCache:
     """Append-only JSONL of ``{"key", "row", "output"}`` entries, loaded into memory on open."""
 
-    def __init__(self, path: str | os.PathLike, *, also_read: Iterable[Path] = (), sync_interval_s: float = SYNC_INTERVAL_S):
+    def __init__(
+        self, path: str | os.PathLike, *, also_read: Iterable[Path] = (), sync_interval_s: float = SYNC_INTERVAL_S
+    ):
         self.path = Path(path)
         self._entries: dict[str, str] = {}
         self.skipped_lines = 0
@@ -92,7 +94,11 @@ class PredictionCache:
                 except (ValueError, KeyError, TypeError):
                     self.skipped_lines += 1  # a line cut short by a kill, or foreign text
         if self.skipped_lines:
-            log.warning("%s: ignored %d unreadable line(s) (an interrupted write); those rows will be redone.", source, self.skipped_lines)
+            log.warning(
+                "%s: ignored %d unreadable line(s) (an interrupted write); those rows will be redone.",
+                source,
+                self.skipped_lines,
+            )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -163,7 +169,9 @@ class CachedGenerator:
     and are not cached (a rerun retries them).
     """
 
-    def __init__(self, backend: Backend, cache: PredictionCache, settings: GenerationSettings, run: str, batch_size: int):
+    def __init__(
+        self, backend: Backend, cache: PredictionCache, settings: GenerationSettings, run: str, batch_size: int
+    ):
         self.backend = backend
         self.cache = cache
         self.settings = settings
@@ -207,8 +215,9 @@ def shard_suffix(shard: tuple[int, int] | None) -> str:
     return f".shard-{shard[0]}-of-{shard[1]}" if shard else ""
 
 
-def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int, int] | None = None, *,
-                   overwrite: bool = False) -> PredictionCache:
+def open_run_cache(
+    out_dir: str | os.PathLike | None, run: str, shard: tuple[int, int] | None = None, *, overwrite: bool = False
+) -> PredictionCache:
     """The cache of a run folder. Each shard writes its own file; every cache file in the folder is read, so
     a final unsharded run over the same folder finds the answers of all shards (and merges them).
 
@@ -217,16 +226,26 @@ def open_run_cache(out_dir: str | os.PathLike | None, run: str, shard: tuple[int
         claim_run_folder(out_dir, run, overwrite=overwrite)
 
     if out_dir is None:
-        return PredictionCache(constants.COMMONLINK_HOME / "predictions" / f"{run}{shard_suffix(shard)}.jsonl",
-                               also_read=sorted((constants.COMMONLINK_HOME / "predictions").glob(f"{run}*.jsonl")))
+        return PredictionCache(
+            constants.COMMONLINK_HOME / "predictions" / f"{run}{shard_suffix(shard)}.jsonl",
+            also_read=sorted((constants.COMMONLINK_HOME / "predictions").glob(f"{run}*.jsonl")),
+        )
     folder = Path(out_dir)
     stem = CACHE_FILENAME.removesuffix(".jsonl")
-    return PredictionCache(folder / f"{stem}{shard_suffix(shard)}.jsonl", also_read=sorted(folder.glob(f"{stem}*.jsonl")))
+    return PredictionCache(
+        folder / f"{stem}{shard_suffix(shard)}.jsonl", also_read=sorted(folder.glob(f"{stem}*.jsonl"))
+    )
 
 
 #: The files an eval run writes into its folder (``*`` = a shard suffix or nothing); --overwrite removes only these.
-RUN_FILE_PATTERNS = ("results*.json", "results*.md", "predictions*.jsonl", "prediction-cache*.jsonl",
-                     "lmms_eval/results*.json", "lmms_eval/samples_*.jsonl")  # the same run in lmms-eval's layout (eval/results.py)
+RUN_FILE_PATTERNS = (
+    "results*.json",
+    "results*.md",
+    "predictions*.jsonl",
+    "prediction-cache*.jsonl",
+    "lmms_eval/results*.json",
+    "lmms_eval/samples_*.jsonl",
+)  # the same run in lmms-eval's layout (eval/results.py)
 
 
 def other_runs(out_dir: str | os.PathLike, run: str) -> list[str]:

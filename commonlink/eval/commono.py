@@ -61,14 +61,17 @@ def question_text(example, *, concat: bool = False, question: str = "dataset") -
     sentence in front) when it has one and ``question="dataset"``, else the paper's prompt built from the
     choices (``"built"``)."""
     if question not in QUESTION_MODES:
-        raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
+        raise InputError(
+            f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}."
+        )
     if question == "dataset" and getattr(example, "question_source", "built") == "dataset":
         return (concat_question(example.question) if concat else example.question), "dataset"
     return common_o_question(example.choices, concat=concat), "built"
 
 
-def common_o_request(example, *, concat: bool = False, image_protocol: ImageProtocol | str | None = None,
-                     question: str = "dataset") -> GenerationRequest:
+def common_o_request(
+    example, *, concat: bool = False, image_protocol: ImageProtocol | str | None = None, question: str = "dataset"
+) -> GenerationRequest:
     """The model call for one example: both images sized by the image protocol (default: the paper's shorter
     side 384 px), or one side-by-side image of them, and the question (see :func:`question_text`)."""
     protocol = parse_image_protocol(image_protocol)
@@ -121,7 +124,12 @@ def row_reading_summary(records: Iterable[dict]) -> dict:
         if record.get("ground_truth_as"):
             truth_as[record["ground_truth_as"]] = truth_as.get(record["ground_truth_as"], 0) + 1
         answer_checked += bool(record.get("answer_checked"))
-    return {"question_source": questions, "list_encodings": encodings, "ground_truth_as": truth_as, "answer_column_checked": answer_checked}
+    return {
+        "question_source": questions,
+        "list_encodings": encodings,
+        "ground_truth_as": truth_as,
+        "answer_column_checked": answer_checked,
+    }
 
 
 def score_output(meta: dict, output: str) -> dict:
@@ -148,11 +156,22 @@ class CommonOTask(Task):
 
     name = "common_o"
 
-    def __init__(self, data: str | os.PathLike, split: str = "main", *, revision: str | None = None, concat_images: bool = False,
-                 image_protocol: str | ImageProtocol | None = None, question: str = "dataset", similarity: bool = False,
-                 similarity_model: str | None = None):
+    def __init__(
+        self,
+        data: str | os.PathLike,
+        split: str = "main",
+        *,
+        revision: str | None = None,
+        concat_images: bool = False,
+        image_protocol: str | ImageProtocol | None = None,
+        question: str = "dataset",
+        similarity: bool = False,
+        similarity_model: str | None = None,
+    ):
         if question not in QUESTION_MODES:
-            raise InputError(f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}.")
+            raise InputError(
+                f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}."
+            )
         self.data, self.split, self.revision = data, split, revision
         self.concat_images, self.question = concat_images, question
         self.protocol = parse_image_protocol(image_protocol)
@@ -175,15 +194,24 @@ class CommonOTask(Task):
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
         return dict(
-            task="common_o", dataset=dataset.fingerprint, split=self.split, model=info.fingerprint, backend=info.backend,
-            prompt=self.template, concat_images=self.concat_images, image_protocol=self.protocol.spec, question=self.question,
+            task="common_o",
+            dataset=dataset.fingerprint,
+            split=self.split,
+            model=info.fingerprint,
+            backend=info.backend,
+            prompt=self.template,
+            concat_images=self.concat_images,
+            image_protocol=self.protocol.spec,
+            question=self.question,
             settings=settings.to_dict(),
             # only when set, so runs with default options keep the keys (and caches) they had
             **({"backend_options": info.output_options} if info.output_options else {}),
         )
 
     def requests(self, example) -> list[tuple[GenerationRequest, dict]]:
-        request = common_o_request(example, concat=self.concat_images, image_protocol=self.protocol, question=self.question)
+        request = common_o_request(
+            example, concat=self.concat_images, image_protocol=self.protocol, question=self.question
+        )
         self.prompts[example.row_index] = request.prompt
         return [(request, _example_meta(example, question=self.question))]
 
@@ -198,25 +226,43 @@ class CommonOTask(Task):
         dataset = run.dataset
         results = {
             "shard": list(run.shard) if run.shard else None,
-            "prompt": {"template_id": QUESTION_TEMPLATE_ID, "template": self.template, "concat_images": self.concat_images, "question": self.question},
+            "prompt": {
+                "template_id": QUESTION_TEMPLATE_ID,
+                "template": self.template,
+                "concat_images": self.concat_images,
+                "question": self.question,
+            },
             "image_protocol": self.protocol.to_dict(),
             "batch_size": run.requested_batch_size or run.infos[0].default_batch_size,
             "final_batch_size": outcome.final_batch_size,
             "oom_events": outcome.oom_events,
             "dataset": {
-                "source": dataset.source_name, "split": self.split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,
-                "rows_in_split": len(dataset), "rows_requested": len(run.indices), "rows_scored": len(outcome.records),
+                "source": dataset.source_name,
+                "split": self.split,
+                "revision": dataset.revision,
+                "fingerprint": dataset.fingerprint,
+                "rows_in_split": len(dataset),
+                "rows_requested": len(run.indices),
+                "rows_scored": len(outcome.records),
                 "row_reading": row_reading_summary(outcome.records),
             },
             "metrics": common_o_metrics(outcome.records, seed=run.seed, n_boot=run.n_boot),
             "skipped": len(outcome.skipped),
             "skipped_rows": outcome.skipped,
-            "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated, scored=len(outcome.records)),
+            "timing": timing(
+                run.wall_s,
+                run.generate_s,
+                from_cache=outcome.cached,
+                generated=outcome.generated,
+                scored=len(outcome.records),
+            ),
             "run_key": run.run_keys[0],
         }
         if self.embedder is not None:
             results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=self.embedder)
-            results["hallucination_similarity"] = hallucination_similarity_analysis(outcome.records, embedder=self.embedder)
+            results["hallucination_similarity"] = hallucination_similarity_analysis(
+                outcome.records, embedder=self.embedder
+            )
         return results
 
     def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
@@ -257,13 +303,25 @@ def evaluate_common_o(
     the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
     With ``report`` (the default), ``report.html`` (and its thumbnail folder) is written beside the results.
     """
-    task = CommonOTask(data, split, revision=revision, concat_images=concat_images, image_protocol=image_protocol, question=question,
-                       similarity=similarity, similarity_model=similarity_model)
+    task = CommonOTask(
+        data,
+        split,
+        revision=revision,
+        concat_images=concat_images,
+        image_protocol=image_protocol,
+        question=question,
+        similarity=similarity,
+        similarity_model=similarity_model,
+    )
     instances = [backend_instance] if backend_instance is not None else None
-    return evaluate(task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options))
+    return evaluate(
+        task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options)
+    )
 
 
-def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False, prompts: dict[int, str] | None = None) -> Iterator[dict]:
+def lmms_eval_samples(
+    records: Iterable[dict], *, concat: bool = False, prompts: dict[int, str] | None = None
+) -> Iterator[dict]:
     """Our predictions as lmms-eval per-sample entries (doc_id = row index, filtered = the parsed letters);
     ``prompts`` (row -> prompt sent) when known, else the paper's prompt built from the choices."""
     for r in records:
@@ -278,7 +336,9 @@ def lmms_eval_samples(records: Iterable[dict], *, concat: bool = False, prompts:
         }
 
 
-def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "", prompts: dict[int, str] | None = None) -> None:
+def write_outputs(
+    out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "", prompts: dict[int, str] | None = None
+) -> None:
     """``predictions{suffix}.jsonl``, ``results{suffix}.json`` and ``results{suffix}.md``, each written atomically,
     and the same run in lmms-eval's convention under ``lmms_eval/`` (see :mod:`commonlink.eval.results`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -287,8 +347,18 @@ def write_outputs(out_dir: Path, results: dict, records: Sequence[dict], *, suff
     atomic_write_text(out_dir / f"results{suffix}.md", render_markdown_table(results, breakdowns=True) + "\n")
     if results.get("task") == "common_o":
         split = results.get("dataset", {}).get("split", "main")
-        metrics = lmms_eval_metrics(results["metrics"]["overall"], {"acc": "accuracy", "hallucination_rate": "hallucination_rate", "parse_failure_rate": "parse_failure_rate"})
-        write_lmms_eval_files(out_dir, LMMS_TASKS.get(split, f"common_o_{split}"), results, metrics, lmms_eval_samples(records, concat=bool(results.get("prompt", {}).get("concat_images")), prompts=prompts), suffix=suffix)
+        metrics = lmms_eval_metrics(
+            results["metrics"]["overall"],
+            {"acc": "accuracy", "hallucination_rate": "hallucination_rate", "parse_failure_rate": "parse_failure_rate"},
+        )
+        write_lmms_eval_files(
+            out_dir,
+            LMMS_TASKS.get(split, f"common_o_{split}"),
+            results,
+            metrics,
+            lmms_eval_samples(records, concat=bool(results.get("prompt", {}).get("concat_images")), prompts=prompts),
+            suffix=suffix,
+        )
 
 
 def refuse_duplicate_ids(predictions: Path, lines: list[dict]) -> None:
@@ -303,8 +373,17 @@ def refuse_duplicate_ids(predictions: Path, lines: list[dict]) -> None:
         )
 
 
-_FACT_FIELDS = ("id", "row_index", "source", "num_objects_image_1", "num_objects_image_2", "num_choices", "choices", "ground_truth",
-                "ground_truth_letters")
+_FACT_FIELDS = (
+    "id",
+    "row_index",
+    "source",
+    "num_objects_image_1",
+    "num_objects_image_2",
+    "num_choices",
+    "choices",
+    "ground_truth",
+    "ground_truth_letters",
+)
 
 
 def score_predictions(
@@ -337,7 +416,11 @@ def score_predictions(
     previous = predictions.parent / "results.json"
     base = {}
     if kind == "commonlink" and previous.is_file():
-        base = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k not in ("metrics", "object_similarity", "hallucination_similarity")}
+        base = {
+            k: v
+            for k, v in json.loads(previous.read_text(encoding="utf-8")).items()
+            if k not in ("metrics", "object_similarity", "hallucination_similarity")
+        }
     results = dict(base)
     results.update(
         task="common_o",
@@ -353,7 +436,9 @@ def score_predictions(
         predictions_format=kind,
     )
     # a rescored run keeps its name; a bare file is named after itself (pass run_name to choose)
-    results["run_name"] = run_name or base.get("run_name") or (default_run_name(results) if base.get("model") else predictions.stem)
+    results["run_name"] = (
+        run_name or base.get("run_name") or (default_run_name(results) if base.get("model") else predictions.stem)
+    )
     if out_dir is not None:
         write_outputs(Path(out_dir), results, records)
     return results
@@ -386,16 +471,20 @@ def _score_harness_file(path: Path, data, split: str, revision: str | None) -> t
         facts = [_facts_from_doc(a["doc"], a["row"]) for a in read.answers]
         missing = sum(f is None for f in facts)
         if missing:
-            raise InputError(f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep the document).",
-                             "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / index).")
+            raise InputError(
+                f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep the document).",
+                "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / index).",
+            )
         return [score_output(f, a["raw_output"]) for f, a in zip(facts, read.answers)], read.failed, {}
     if any(a["id"] is None for a in read.answers):
         dataset = open_common_o(data, split, revision=revision)
         for a in read.answers:
             if a["id"] is None:
                 if not 0 <= a["row"] < len(dataset):
-                    raise InputError(f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} ({len(dataset)} rows).",
-                                     "Score against the dataset and split the harness ran on.")
+                    raise InputError(
+                        f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} ({len(dataset)} rows).",
+                        "Score against the dataset and split the harness ran on.",
+                    )
                 a["id"] = dataset.get(a["row"], images=False).id
     outputs = {str(a["id"]): a["raw_output"] for a in read.answers}
     records, skipped, info = _rescore_against(data, split, revision, outputs)
@@ -406,8 +495,10 @@ def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:
     """The lines of a predictions file, refused when empty, with an id twice, or lacking a needed field."""
     lines = list(read_jsonl(predictions))
     if not lines:  # scoring nothing would print a table of zeros that looks like a result
-        raise InputError(f"{predictions} holds no predictions.",
-                         "Give the predictions.jsonl of a run that answered rows (rerun `commonlink eval commono` with the same --out to finish one).")
+        raise InputError(
+            f"{predictions} holds no predictions.",
+            "Give the predictions.jsonl of a run that answered rows (rerun `commonlink eval commono` with the same --out to finish one).",
+        )
     refuse_duplicate_ids(predictions, lines)
     needed = (*_FACT_FIELDS, "raw_output") if facts_needed else ("id", "raw_output")
     for n, line in enumerate(lines, start=1):
@@ -415,12 +506,16 @@ def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:
         if missing:
             raise InputError(
                 f"{predictions}, line {n}: lacks {', '.join(missing)}.",
-                "Give a predictions.jsonl written by `commonlink eval commono`" + (", or pass --data to take the facts from the dataset" if facts_needed else "") + ".",
+                "Give a predictions.jsonl written by `commonlink eval commono`"
+                + (", or pass --data to take the facts from the dataset" if facts_needed else "")
+                + ".",
             )
     return lines
 
 
-def _rescore_against(data, split: str, revision: str | None, outputs: dict[str, str]) -> tuple[list[dict], list[dict], dict]:
+def _rescore_against(
+    data, split: str, revision: str | None, outputs: dict[str, str]
+) -> tuple[list[dict], list[dict], dict]:
     """(records, skipped rows, dataset facts): each output scored against its row of the dataset (read
     without images); an output whose id is not a row of the split is an error."""
     records, skipped = [], []
@@ -441,4 +536,8 @@ def _rescore_against(data, split: str, revision: str | None, outputs: dict[str, 
             f"{len(outputs)} prediction id(s) are not rows of {data} split {split!r} (e.g. {', '.join(missing_ids)}).",
             "Score against the dataset and split the predictions were made on (see results.json).",
         )
-    return records, skipped, dict(source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint)
+    return (
+        records,
+        skipped,
+        dict(source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint),
+    )

@@ -27,9 +27,20 @@ from commonlink.eval.metrics import common_o_metrics, perception_metrics, ratio_
 from commonlink.eval.report.tables import load_results
 from commonlink.eval.run_names import default_run_name, model_names, run_name
 
-__all__ = ["Comparison", "RowSetMismatch", "compare_runs", "default_run_name", "render_comparison", "row_set", "run_name", "task_kind"]
+__all__ = [
+    "Comparison",
+    "RowSetMismatch",
+    "compare_runs",
+    "default_run_name",
+    "render_comparison",
+    "row_set",
+    "run_name",
+    "task_kind",
+]
 
 FORMATS = ("md", "csv", "json")
+
+
 class RowSetMismatch(InputError):
     """Runs of one task cover different rows and cannot be rescored on the rows they share."""
 
@@ -76,20 +87,49 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
 
-_COMMON_O = [Column("n", "n", "int"), Column("Accuracy (%)", "accuracy", "pct"), Column("Halluc. rate (%)", "hallucination_rate", "pct"),
-             Column("1+ halluc. (%)", "hallucination_1plus", "pct"), Column("2+ halluc. (%)", "hallucination_2plus", "pct"),
-             Column("Parse fail. (%)", "parse_failure_rate", "pct")]
-_PERCEPTION = [Column("Images", "n", "int"), Column("Accuracy (%)", "accuracy", "pct"), Column("Halluc. rate (%)", "hallucination_rate", "pct"),
-               Column("Question acc. (%)", "question_accuracy", "pct"), Column("Recall (%)", "recall", "pct"),
-               Column("Yes when absent (%)", "yes_rate_absent", "pct"), Column("Parse fail. (%)", "parse_failure_rate", "pct")]
-_CHAINS = [Column("Memory", "memory"), Column("Task", "config"), Column("Chains", "n", "int"), Column("Max steps", "max_steps", "num"),
-           Column("Mean steps", "mean_steps", "num"), Column("Deduction", "deduction", "ratio"), Column("Parse fail. (%)", "parse_failure_rate", "pct")]
-_RATIOS = [Column("Memory", "memory"), Column("Task", "config"), Column("n", "n", "int"), Column("Success", "success", "ratio"),
-           Column("Deduction", "deduction", "ratio"), Column("Parse fail. (%)", "parse_failure_rate", "pct")]
+_COMMON_O = [
+    Column("n", "n", "int"),
+    Column("Accuracy (%)", "accuracy", "pct"),
+    Column("Halluc. rate (%)", "hallucination_rate", "pct"),
+    Column("1+ halluc. (%)", "hallucination_1plus", "pct"),
+    Column("2+ halluc. (%)", "hallucination_2plus", "pct"),
+    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+]
+_PERCEPTION = [
+    Column("Images", "n", "int"),
+    Column("Accuracy (%)", "accuracy", "pct"),
+    Column("Halluc. rate (%)", "hallucination_rate", "pct"),
+    Column("Question acc. (%)", "question_accuracy", "pct"),
+    Column("Recall (%)", "recall", "pct"),
+    Column("Yes when absent (%)", "yes_rate_absent", "pct"),
+    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+]
+_CHAINS = [
+    Column("Memory", "memory"),
+    Column("Task", "config"),
+    Column("Chains", "n", "int"),
+    Column("Max steps", "max_steps", "num"),
+    Column("Mean steps", "mean_steps", "num"),
+    Column("Deduction", "deduction", "ratio"),
+    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+]
+_RATIOS = [
+    Column("Memory", "memory"),
+    Column("Task", "config"),
+    Column("n", "n", "int"),
+    Column("Success", "success", "ratio"),
+    Column("Deduction", "deduction", "ratio"),
+    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+]
 
 
 def _head(results: dict) -> dict:
-    return {"run": run_name(results), "model": "+".join(model_names(results)), "backend": results.get("backend", "?"), "path": results.get("_path")}
+    return {
+        "run": run_name(results),
+        "model": "+".join(model_names(results)),
+        "backend": results.get("backend", "?"),
+        "path": results.get("_path"),
+    }
 
 
 def _with_se(group: dict, key: str, out_key: str | None = None) -> dict:
@@ -100,7 +140,15 @@ def _with_se(group: dict, key: str, out_key: str | None = None) -> dict:
 def _common_o_row(results: dict) -> dict:
     overall = results.get("metrics", {}).get("overall", {})
     row = _head(results) | {"n": overall.get("n", 0), "parse_failure_rate": overall.get("parse_failure_rate")}
-    for key in ("accuracy", "hallucination_rate", "hallucination_1plus", "hallucination_2plus", "question_accuracy", "recall", "yes_rate_absent"):
+    for key in (
+        "accuracy",
+        "hallucination_rate",
+        "hallucination_1plus",
+        "hallucination_2plus",
+        "question_accuracy",
+        "recall",
+        "yes_rate_absent",
+    ):
         row |= _with_se(overall, key)
     return row
 
@@ -114,20 +162,33 @@ def _mean_se(values: Sequence[float | None]) -> float | None:
 def _association_row(results: dict) -> dict:
     metrics = results.get("metrics", {})
     summary, per = metrics.get("summary", {}), metrics.get("per_concept", {})
-    row = _head(results) | {"memory": results.get("association", {}).get("memory", "?"), "config": results.get("dataset", {}).get("config", "?")}
+    row = _head(results) | {
+        "memory": results.get("association", {}).get("memory", "?"),
+        "config": results.get("dataset", {}).get("config", "?"),
+    }
     if "avg_mean_steps" in summary:
         chains = summary.get("chains", 0)
         unparseable = sum(v.get("ended", {}).get("unparseable", 0) for v in per.values())
-        deductions = [v["deduction_success_ratio"] for v in per.values() if v.get("deduction_success_ratio") is not None]
-        return row | {"n": chains, "max_steps": summary.get("avg_max_steps"), "mean_steps": summary.get("avg_mean_steps"),
-                      "max_steps_se": summary.get("avg_max_steps_se"),  # runs written before it was recorded: none
-                      "mean_steps_se": summary.get("avg_mean_steps_se", _mean_se([v.get("mean_steps_se") for v in per.values()])),
-                      "deduction": sum(deductions) / len(deductions) if deductions else None,
-                      "parse_failure_rate": unparseable / chains if chains else None}
-    return row | {"n": summary.get("n", 0), "parse_failure_rate": summary.get("unparseable_rate"),
-                  "success": summary.get("avg_success_ratio"), "success_se": _mean_se([v.get("success_ratio_se") for v in per.values()]),
-                  "deduction": summary.get("avg_deduction_success_ratio"),
-                  "deduction_se": _mean_se([v.get("deduction_success_ratio_se") for v in per.values()])}
+        deductions = [
+            v["deduction_success_ratio"] for v in per.values() if v.get("deduction_success_ratio") is not None
+        ]
+        return row | {
+            "n": chains,
+            "max_steps": summary.get("avg_max_steps"),
+            "mean_steps": summary.get("avg_mean_steps"),
+            "max_steps_se": summary.get("avg_max_steps_se"),  # runs written before it was recorded: none
+            "mean_steps_se": summary.get("avg_mean_steps_se", _mean_se([v.get("mean_steps_se") for v in per.values()])),
+            "deduction": sum(deductions) / len(deductions) if deductions else None,
+            "parse_failure_rate": unparseable / chains if chains else None,
+        }
+    return row | {
+        "n": summary.get("n", 0),
+        "parse_failure_rate": summary.get("unparseable_rate"),
+        "success": summary.get("avg_success_ratio"),
+        "success_se": _mean_se([v.get("success_ratio_se") for v in per.values()]),
+        "deduction": summary.get("avg_deduction_success_ratio"),
+        "deduction_se": _mean_se([v.get("deduction_success_ratio_se") for v in per.values()]),
+    }
 
 
 def _concept_table(title: str, runs: list[dict]) -> Table:
@@ -149,7 +210,9 @@ def _table(title: str, kind: str, runs: list[dict]) -> Table:
     if kind.startswith("association"):
         rows = [_association_row(r) for r in runs]
         chains = any("mean_steps" in r for r in rows)
-        key = "mean_steps" if chains else ("success" if any(r.get("success") is not None for r in rows) else "deduction")
+        key = (
+            "mean_steps" if chains else ("success" if any(r.get("success") is not None for r in rows) else "deduction")
+        )
         rows.sort(key=lambda r: -(r.get(key) or 0.0))
         return Table(title, _CHAINS if chains else _RATIOS, rows)
     rows = [_common_o_row(r) for r in runs]
@@ -192,13 +255,24 @@ def _on_shared_rows(title: str, kind: str, runs: list[dict], notes: list[str]) -
     rescorable = kind in ("common_o", "perception", "association/single_step", "association/deduction")
     records = [_predictions(r) for r in runs] if rescorable else []
     if not rescorable or any(r is None for r in records):
-        why = "they cannot be rescored on shared rows" if not rescorable else "a run folder has no predictions.jsonl to rescore from"
-        raise RowSetMismatch(f"{title}: the runs cover different rows ({described}) and {why}; they are not ranked together.",
-                             "Rerun them on the same rows (same --rows/--limit and data), or compare each group separately.")
+        why = (
+            "they cannot be rescored on shared rows"
+            if not rescorable
+            else "a run folder has no predictions.jsonl to rescore from"
+        )
+        raise RowSetMismatch(
+            f"{title}: the runs cover different rows ({described}) and {why}; they are not ranked together.",
+            "Rerun them on the same rows (same --rows/--limit and data), or compare each group separately.",
+        )
     shared = set.intersection(*({_row_id(kind, x) for x in recs} for recs in records))
     if not shared:
-        raise RowSetMismatch(f"{title}: the runs share no rows ({described}).", "Rerun them on the same rows (same --rows/--limit and data).")
-    notes.append(f"{title}: the runs cover different rows ({described}); each is scored here on the {len(shared)} rows they all share.")
+        raise RowSetMismatch(
+            f"{title}: the runs share no rows ({described}).",
+            "Rerun them on the same rows (same --rows/--limit and data).",
+        )
+    notes.append(
+        f"{title}: the runs cover different rows ({described}); each is scored here on the {len(shared)} rows they all share."
+    )
     return [_rescore(kind, r, [x for x in recs if _row_id(kind, x) in shared]) for r, recs in zip(runs, records)]
 
 
@@ -229,8 +303,10 @@ def compare_runs(runs: Sequence[str | os.PathLike | dict]) -> Comparison:
         names = [run_name(r) for r in members]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
-            notes.append(f"{title}: several runs are named {', '.join(repeated)}; give each a --run-name (`eval score --run-name` for a "
-                         "rescored file) to tell them apart.")
+            notes.append(
+                f"{title}: several runs are named {', '.join(repeated)}; give each a --run-name (`eval score --run-name` for a "
+                "rescored file) to tell them apart."
+            )
         tables.append(_table(title, kind, members))
     return Comparison(tables, notes)
 
@@ -255,15 +331,25 @@ def render_comparison(comparison: Comparison, fmt: str = "md") -> str:
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt}: not one of {', '.join(FORMATS)}.", "Use --format md, csv or json.")
     if fmt == "json":
-        tables = [{"title": t.title, "columns": [c.key for c in t.columns],
-                   "rows": [{k: v for k, v in r.items() if k != "path"} | {"path": r.get("path")} for r in t.rows]} for t in comparison.tables]
+        tables = [
+            {
+                "title": t.title,
+                "columns": [c.key for c in t.columns],
+                "rows": [{k: v for k, v in r.items() if k != "path"} | {"path": r.get("path")} for r in t.rows],
+            }
+            for t in comparison.tables
+        ]
         return json.dumps({"notes": comparison.notes, "tables": tables}, indent=1, ensure_ascii=False)
     if fmt == "csv":
         blocks = []
         for t in comparison.tables:
             buffer = io.StringIO()
             writer = csv.writer(buffer, lineterminator="\n")
-            keys = ["run", "model", "backend"] + [k for c in t.columns for k in ((c.key, f"{c.key}_se") if c.kind in ("pct", "num", "ratio") else (c.key,))]
+            keys = ["run", "model", "backend"] + [
+                k
+                for c in t.columns
+                for k in ((c.key, f"{c.key}_se") if c.kind in ("pct", "num", "ratio") else (c.key,))
+            ]
             writer.writerow(["task"] + keys)
             for row in t.rows:
                 writer.writerow([t.title] + ["" if row.get(k) is None else row.get(k) for k in keys])
@@ -272,7 +358,12 @@ def render_comparison(comparison: Comparison, fmt: str = "md") -> str:
     lines = [f"Note: {n}" for n in comparison.notes]
     for t in comparison.tables:
         titles = ["Run", "Model", "Backend"] + [c.title for c in t.columns]
-        lines += ([""] if lines else []) + [f"**{t.title}**", "", "| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
+        lines += ([""] if lines else []) + [
+            f"**{t.title}**",
+            "",
+            "| " + " | ".join(titles) + " |",
+            "|" + "---|" * len(titles),
+        ]
         for row in t.rows:
             cells = [str(row["run"]), str(row["model"]), str(row["backend"])] + [_cell(row, c) for c in t.columns]
             lines.append("| " + " | ".join(cells) + " |")

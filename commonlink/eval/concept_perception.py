@@ -80,8 +80,10 @@ class ConceptSplit:
         for i in range(len(split)) if needs_example else ():
             self.by_concept[split.get(i).concept].append(i)
         if needs_example and len(split) < 2:
-            raise InputError("One-shot and CoT need a second task to draw the example from; the source has one.",
-                             "Build more single-step tasks (--single-steps), or run --strategy normal,comknow.")
+            raise InputError(
+                "One-shot and CoT need a second task to draw the example from; the source has one.",
+                "Build more single-step tasks (--single-steps), or run --strategy normal,comknow.",
+            )
 
     def __len__(self) -> int:
         return len(self.split)
@@ -102,8 +104,10 @@ def offered_concepts(task, seed: int) -> list[str]:
     shared = set(task.query.labels) & set(task.positive.labels)
     others = [o for o in task.options if o not in shared] or [o for o in task.options if o != task.concept]
     if not others:
-        raise InputError(f"Task {task.id}: its build has one concept; the deduction needs a second to offer.",
-                         "Build tasks over two or more concepts.")
+        raise InputError(
+            f"Task {task.id}: its build has one concept; the deduction needs a second to offer.",
+            "Build tasks over two or more concepts.",
+        )
     rng = rng_for(seed, "concept-perception", "offered", task.id)
     pair = [task.concept, others[int(rng.integers(0, len(others)))]]
     return pair if rng.integers(0, 2) else pair[::-1]
@@ -122,33 +126,65 @@ def _request_id(task_id: str, strategy: str, kind: str, segments, image_ids: Seq
     return f"{task_id}/{strategy}/{kind}/{digest}"
 
 
-def _request(task_id: str, strategy: str, kind: str, segments, images: Sequence, pixels: bool, choices) -> GenerationRequest:
-    return GenerationRequest(id=_request_id(task_id, strategy, kind, segments, [img.id for img in images]),
-                             images=[img.image if pixels else None for img in images], prompt=segments, choices=list(choices),
-                             multi_select=kind == "deduce")
+def _request(
+    task_id: str, strategy: str, kind: str, segments, images: Sequence, pixels: bool, choices
+) -> GenerationRequest:
+    return GenerationRequest(
+        id=_request_id(task_id, strategy, kind, segments, [img.id for img in images]),
+        images=[img.image if pixels else None for img in images],
+        prompt=segments,
+        choices=list(choices),
+        multi_select=kind == "deduce",
+    )
 
 
-def row_requests(row: ConceptRow, strategies: Sequence[str], instructions: Sequence[str], deduction: bool) -> list[tuple[GenerationRequest, dict]]:
+def row_requests(
+    row: ConceptRow, strategies: Sequence[str], instructions: Sequence[str], deduction: bool
+) -> list[tuple[GenerationRequest, dict]]:
     """Every request of one row: per strategy, a selection per instruction and (for w/ DedPo) one deduction."""
     task, example, kind = row.task, row.example, row.task.concept_kind
-    base = {"id": task.id, "concept": task.concept, "answer": task.answer, "offered": row.offered,
-            "gold": [o for o in row.offered if o in set(task.query.labels) & set(task.positive.labels)]}
+    base = {
+        "id": task.id,
+        "concept": task.concept,
+        "answer": task.answer,
+        "offered": row.offered,
+        "gold": [o for o in row.offered if o in set(task.query.labels) & set(task.positive.labels)],
+    }
     items = []
     for strategy in strategies:
         shot = strategy in _EXAMPLE_STRATEGIES
-        sel_example = ({"names": [_name(example.query), *(_name(c) for c in example.candidates)], "answer": example.answer,
-                        "concept": example.concept} if shot else None)
+        sel_example = (
+            {
+                "names": [_name(example.query), *(_name(c) for c in example.candidates)],
+                "answer": example.answer,
+                "concept": example.concept,
+            }
+            if shot
+            else None
+        )
         for instruction in instructions:
             segments = concept_selection_prompt(instruction, strategy, kind, task.concept, task.options, sel_example)
             images = [*([example.query, *example.candidates] if shot else []), task.query, *task.candidates]
-            items.append((_request(task.id, strategy, f"select-{instruction}", segments, images, row.images, ["Image1", "Image2"]),
-                          {**base, "strategy": strategy, "kind": "select", "instruction": instruction}))
+            items.append(
+                (
+                    _request(
+                        task.id, strategy, f"select-{instruction}", segments, images, row.images, ["Image1", "Image2"]
+                    ),
+                    {**base, "strategy": strategy, "kind": "select", "instruction": instruction},
+                )
+            )
         if deduction:
-            ded_example = {"names": [_name(example.query), _name(example.positive)], "concept": example.concept} if shot else None
+            ded_example = (
+                {"names": [_name(example.query), _name(example.positive)], "concept": example.concept} if shot else None
+            )
             segments = concept_deduction_prompt(strategy, kind, row.offered, ded_example)
             images = [*([example.query, example.positive] if shot else []), task.query, task.positive]
-            items.append((_request(task.id, strategy, "deduce", segments, images, row.images, row.offered),
-                          {**base, "strategy": strategy, "kind": "deduce"}))
+            items.append(
+                (
+                    _request(task.id, strategy, "deduce", segments, images, row.images, row.offered),
+                    {**base, "strategy": strategy, "kind": "deduce"},
+                )
+            )
     return items
 
 
@@ -169,7 +205,9 @@ def grid_records(records: Sequence[dict], complexities: Sequence[str]) -> dict[s
     """Per strategy, one record per task with a ``<complexity>_correct`` field per complexity (ratio_metrics' input)."""
     by_key: dict[tuple[str, str], dict] = {}
     for r in records:
-        entry = by_key.setdefault((r["strategy"], r["id"]), {"concept": r["concept"], "failed": False, "unparseable": False})
+        entry = by_key.setdefault(
+            (r["strategy"], r["id"]), {"concept": r["concept"], "failed": False, "unparseable": False}
+        )
         part = f"select-{r['instruction']}" if r["kind"] == "select" else "deduce"
         entry[part] = bool(r["correct"])
         entry["unparseable"] |= bool(r["unparseable"])
@@ -178,25 +216,34 @@ def grid_records(records: Sequence[dict], complexities: Sequence[str]) -> dict[s
         row = {"concept": e["concept"], "failed": e["failed"], "unparseable": e["unparseable"]}
         for c in complexities:
             instruction = c.split("+")[0]
-            row[f"{c}_correct"] = e.get(f"select-{instruction}", False) and (e.get("deduce", False) if c.endswith("+ded") else True)
+            row[f"{c}_correct"] = e.get(f"select-{instruction}", False) and (
+                e.get("deduce", False) if c.endswith("+ded") else True
+            )
         out[strategy].append(row)
     return out
 
 
-def table4(records: Sequence[dict], strategies: Sequence[str], complexities: Sequence[str], *, seed: int, n_boot: int) -> dict:
+def table4(
+    records: Sequence[dict], strategies: Sequence[str], complexities: Sequence[str], *, seed: int, n_boot: int
+) -> dict:
     """``{strategy: {complexity: {"success_ratio", "se", "n"}}}``: the average over concepts of the per-concept
     success ratios (as the association success ratios), with bootstrap standard errors."""
     grouped = grid_records(records, complexities)
     table = {}
     for strategy in strategies:
-        metrics = ratio_metrics(grouped.get(strategy, []), [f"{c}_correct" for c in complexities], seed=seed, n_boot=n_boot)
+        metrics = ratio_metrics(
+            grouped.get(strategy, []), [f"{c}_correct" for c in complexities], seed=seed, n_boot=n_boot
+        )
         per_concept = metrics["per_concept"]
         table[strategy] = {}
         for c in complexities:
             label = f"{c}_success_ratio"
             ses = [v[f"{label}_se"] for v in per_concept.values()]
-            table[strategy][c] = {"success_ratio": metrics["summary"][f"avg_{label}"], "n": metrics["summary"]["n"],
-                                  "se": (sum(s * s for s in ses) ** 0.5 / len(ses)) if ses else None}
+            table[strategy][c] = {
+                "success_ratio": metrics["summary"][f"avg_{label}"],
+                "n": metrics["summary"]["n"],
+                "se": (sum(s * s for s in ses) ** 0.5 / len(ses)) if ses else None,
+            }
     return table
 
 
@@ -205,10 +252,14 @@ def render_table4(runs: Sequence[dict]) -> str:
     a Random row first; one block of strategy rows per run (model)."""
     complexities = list(runs[0]["concept_perception"]["complexities"]) if runs else list(COMPLEXITIES)
     individual = [c for c in complexities if "+" not in c]
-    head = ["| Model | Strategy | " + " | ".join(COMPLEXITY_TITLES[c] for c in complexities) + " |",
-            "|---|---|" + "---|" * len(complexities),
-            "| | | " + " | ".join(("Individual Perception" if c in individual else "Combination Perception") for c in complexities) + " |",
-            "| | Random | " + " | ".join(f"{RANDOM_SUCCESS[c]:g}" for c in complexities) + " |"]
+    head = [
+        "| Model | Strategy | " + " | ".join(COMPLEXITY_TITLES[c] for c in complexities) + " |",
+        "|---|---|" + "---|" * len(complexities),
+        "| | | "
+        + " | ".join(("Individual Perception" if c in individual else "Combination Perception") for c in complexities)
+        + " |",
+        "| | Random | " + " | ".join(f"{RANDOM_SUCCESS[c]:g}" for c in complexities) + " |",
+    ]
     lines = list(head)
     for run in runs:
         model = run.get("model") or "+".join(m.get("model", "?") for m in run.get("models", []))
@@ -227,7 +278,10 @@ def _choices(values: Sequence[str] | None, known: Sequence[str], what: str) -> l
     chosen = list(dict.fromkeys(values or known))
     unknown = [v for v in chosen if v not in known]
     if unknown or not chosen:
-        raise InputError(f"--{what} {', '.join(unknown) or '(none)'}: not one of {', '.join(known)}.", f"Use any of: {', '.join(known)}.")
+        raise InputError(
+            f"--{what} {', '.join(unknown) or '(none)'}: not one of {', '.join(known)}.",
+            f"Use any of: {', '.join(known)}.",
+        )
     return [v for v in known if v in chosen]  # the paper's order
 
 
@@ -238,32 +292,57 @@ class ConceptPerceptionTask(Task):
     description = "concept perception"
     writes_report = False  # the HTML report knows Common-O and association runs; results.md holds Table 4
 
-    def __init__(self, data: str | os.PathLike, *, strategies: Sequence[str] | None = None, complexities: Sequence[str] | None = None,
-                 revision: str | None = None, deduction_rule: str = "all-shared", seed: int = 0,
-                 catalog_root: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        data: str | os.PathLike,
+        *,
+        strategies: Sequence[str] | None = None,
+        complexities: Sequence[str] | None = None,
+        revision: str | None = None,
+        deduction_rule: str = "all-shared",
+        seed: int = 0,
+        catalog_root: str | os.PathLike | None = None,
+    ):
         self.data, self.revision, self.seed = data, revision, seed
         self.catalog_root = catalog_root  #: chain files: where their catalogs are now (``--catalog-root``)
         self.strategies = _choices(strategies, STRATEGIES, "strategy")
         self.complexities = _choices(complexities, COMPLEXITIES, "complexity")
         if deduction_rule not in DEDUCTION_RULES:
-            raise InputError(f"--deduction-rule {deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}.")
+            raise InputError(
+                f"--deduction-rule {deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}."
+            )
         self.deduction_rule = deduction_rule
         self.instructions = [i for i in ("task", "meta") if any(c.split("+")[0] == i for c in self.complexities)]
         self.deduction = any(c.endswith("+ded") for c in self.complexities)
         self.images_per_request = 6 if set(self.strategies) & set(_EXAMPLE_STRATEGIES) else 3
 
     def open(self) -> ConceptSplit:
-        return ConceptSplit(open_association(self.data, "single_step", revision=self.revision, catalog_root=self.catalog_root), self.seed,
-                            needs_example=bool(set(self.strategies) & set(_EXAMPLE_STRATEGIES)))
+        return ConceptSplit(
+            open_association(self.data, "single_step", revision=self.revision, catalog_root=self.catalog_root),
+            self.seed,
+            needs_example=bool(set(self.strategies) & set(_EXAMPLE_STRATEGIES)),
+        )
 
     def check_backends(self, infos) -> None:
         if any(i.model == "none" for i in infos):
-            raise InputError("The 'none' baseline has no meaning for concept perception.", "Use --model random for a chance baseline.")
+            raise InputError(
+                "The 'none' baseline has no meaning for concept perception.",
+                "Use --model random for a chance baseline.",
+            )
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
-        return dict(task=self.name, protocol=PROTOCOL_VERSION, dataset=dataset.fingerprint, model=info.fingerprint, backend=info.backend,
-                    settings=settings.to_dict(), strategies=self.strategies, complexities=self.complexities, seed=self.seed,
-                    **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}))
+        return dict(
+            task=self.name,
+            protocol=PROTOCOL_VERSION,
+            dataset=dataset.fingerprint,
+            model=info.fingerprint,
+            backend=info.backend,
+            settings=settings.to_dict(),
+            strategies=self.strategies,
+            complexities=self.complexities,
+            seed=self.seed,
+            **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}),
+        )
 
     def requests(self, row: ConceptRow) -> list[tuple[GenerationRequest, dict]]:
         return row_requests(row, self.strategies, self.instructions, self.deduction)
@@ -275,11 +354,24 @@ class ConceptPerceptionTask(Task):
         split = run.dataset
         return {
             "protocol": PROTOCOL_VERSION,
-            "concept_perception": {"strategies": self.strategies, "complexities": self.complexities, "deduction_rule": self.deduction_rule,
-                                   "seed": self.seed, "random": {c: RANDOM_SUCCESS[c] for c in self.complexities}},
-            "dataset": {"source": split.source_name, "config": "single_step", "revision": split.revision, "fingerprint": split.fingerprint,
-                        "tasks_in_config": len(split), "tasks_run": len(run.indices)},
-            "metrics": {"table": table4(outcome.records, self.strategies, self.complexities, seed=run.seed, n_boot=run.n_boot)},
+            "concept_perception": {
+                "strategies": self.strategies,
+                "complexities": self.complexities,
+                "deduction_rule": self.deduction_rule,
+                "seed": self.seed,
+                "random": {c: RANDOM_SUCCESS[c] for c in self.complexities},
+            },
+            "dataset": {
+                "source": split.source_name,
+                "config": "single_step",
+                "revision": split.revision,
+                "fingerprint": split.fingerprint,
+                "tasks_in_config": len(split),
+                "tasks_run": len(run.indices),
+            },
+            "metrics": {
+                "table": table4(outcome.records, self.strategies, self.complexities, seed=run.seed, n_boot=run.n_boot)
+            },
             "skipped_rows": outcome.skipped,
             "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
             "run_key": run.run_keys[0],
@@ -291,13 +383,29 @@ class ConceptPerceptionTask(Task):
         atomic_write_text(out_dir / f"results{suffix}.md", render_table4([results]))
 
 
-def evaluate_concept_perception(data: str | os.PathLike, model: str = "random", backend: str = "transformers",
-                                out_dir: str | os.PathLike | None = None, *, strategies: Sequence[str] | None = None,
-                                complexities: Sequence[str] | None = None, revision: str | None = None,
-                                deduction_rule: str = "all-shared", seed: int = 0, catalog_root: str | os.PathLike | None = None,
-                                **run_options) -> dict:
+def evaluate_concept_perception(
+    data: str | os.PathLike,
+    model: str = "random",
+    backend: str = "transformers",
+    out_dir: str | os.PathLike | None = None,
+    *,
+    strategies: Sequence[str] | None = None,
+    complexities: Sequence[str] | None = None,
+    revision: str | None = None,
+    deduction_rule: str = "all-shared",
+    seed: int = 0,
+    catalog_root: str | os.PathLike | None = None,
+    **run_options,
+) -> dict:
     """Run the concept-perception grid for one model (``run_options``: :class:`RunOptions` fields; ``catalog_root``:
     where the catalogs of chain files are now)."""
-    task = ConceptPerceptionTask(data, strategies=strategies, complexities=complexities, revision=revision,
-                                 deduction_rule=deduction_rule, seed=seed, catalog_root=catalog_root)
+    task = ConceptPerceptionTask(
+        data,
+        strategies=strategies,
+        complexities=complexities,
+        revision=revision,
+        deduction_rule=deduction_rule,
+        seed=seed,
+        catalog_root=catalog_root,
+    )
     return evaluate(task, RunOptions(models=[model], backend=backend, out_dir=out_dir, seed=seed, **run_options))

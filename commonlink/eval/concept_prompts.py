@@ -26,18 +26,26 @@ STRATEGIES = ("normal", "comknow", "one-shot", "cot")
 STRATEGY_TITLES = {"normal": "Normal", "comknow": "ComKnow", "one-shot": "One-shot", "cot": "CoT"}
 #: Table 4's columns, in its order: individual perception, then combination perception (with the deduction).
 COMPLEXITIES = ("task", "meta", "task+ded", "meta+ded")
-COMPLEXITY_TITLES = {"task": "TaskInstr", "meta": "MetaInstr", "task+ded": "TaskInstr w/ DedPo", "meta+ded": "MetaInstr w/ DedPo"}
+COMPLEXITY_TITLES = {
+    "task": "TaskInstr",
+    "meta": "MetaInstr",
+    "task+ded": "TaskInstr w/ DedPo",
+    "meta+ded": "MetaInstr w/ DedPo",
+}
 #: Table 4's Random row: one of two candidates; with the deduction, also one of two offered concepts.
 RANDOM_SUCCESS = {"task": 0.5, "meta": 0.5, "task+ded": 0.25, "meta+ded": 0.25}
 
 #: Table 3, association step, question instruction (verbatim): the *Meta Instruction* explains the decision.
-META_INSTRUCTION = ("Determine the relationship between the original image and the candidate images, and select the images "
-                    "with the same {kind} as the original image.")
+META_INSTRUCTION = (
+    "Determine the relationship between the original image and the candidate images, and select the images "
+    "with the same {kind} as the original image."
+)
 #: Ours: the *Task Instruction* states the task (the concept to look for) without explaining how to decide.
 TASK_INSTRUCTION = 'Which candidate image has the {kind} "{concept}", as the original image does?'
 #: Table 3, association step, output instruction (verbatim).
-SELECTION_OUTPUT = ("Your response should be direct and exclusively only include one of the following items. "
-                    "Options: [Image1, Image2].")
+SELECTION_OUTPUT = (
+    "Your response should be direct and exclusively only include one of the following items. Options: [Image1, Image2]."
+)
 #: Ours (ComKnow): what each kind of concept is, and a gloss of the papers' concepts (OCL attributes and
 #: affordances, Pangea actions); concepts without a gloss get the kind's sentence only.
 KIND_KNOWLEDGE = {
@@ -47,17 +55,35 @@ KIND_KNOWLEDGE = {
 }
 GLOSSES = {
     "attribute": {
-        "metal": "made of metal: hard, often shiny or grey", "ripe": "fully grown and ready to eat (fruit or vegetables)",
-        "fresh": "recently picked or made, not spoiled or dried", "natural": "not made by people: plants, animals, stone, food as grown",
-        "cooked": "heated to be eaten: baked, fried, boiled or grilled", "painted": "covered with paint",
-        "rusty": "covered with reddish-brown rust", "furry": "covered with fur or hair"},
+        "metal": "made of metal: hard, often shiny or grey",
+        "ripe": "fully grown and ready to eat (fruit or vegetables)",
+        "fresh": "recently picked or made, not spoiled or dried",
+        "natural": "not made by people: plants, animals, stone, food as grown",
+        "cooked": "heated to be eaten: baked, fried, boiled or grilled",
+        "painted": "covered with paint",
+        "rusty": "covered with reddish-brown rust",
+        "furry": "covered with fur or hair",
+    },
     "affordance": {
-        "break": "can be broken by a person", "carry": "can be picked up and carried by a person",
-        "clean": "can be cleaned, or used to clean", "cut": "can be cut, or used to cut", "open": "can be opened",
-        "push": "can be pushed", "sit": "can be sat on", "imprint": "can take or leave an imprint (a mark pressed into it)"},
+        "break": "can be broken by a person",
+        "carry": "can be picked up and carried by a person",
+        "clean": "can be cleaned, or used to clean",
+        "cut": "can be cut, or used to cut",
+        "open": "can be opened",
+        "push": "can be pushed",
+        "sit": "can be sat on",
+        "imprint": "can take or leave an imprint (a mark pressed into it)",
+    },
     "action": {
-        "run": "running", "hit": "hitting something or someone", "drive": "driving a vehicle", "dress": "putting on clothes",
-        "cooking": "cooking food", "build": "building or assembling something", "shake": "shaking something", "cut": "cutting something"},
+        "run": "running",
+        "hit": "hitting something or someone",
+        "drive": "driving a vehicle",
+        "dress": "putting on clothes",
+        "cooking": "cooking food",
+        "build": "building or assembling something",
+        "shake": "shaking something",
+        "cut": "cutting something",
+    },
 }
 
 
@@ -74,7 +100,15 @@ def selection_instruction(instruction: str, kind: str, concept: str) -> str:
 
 
 def _triple(first: int) -> list[Segment]:
-    return [" Original image:", ImageSlot(first), ". Candidate images: Image1:", ImageSlot(first + 1), ", Image2:", ImageSlot(first + 2), "."]
+    return [
+        " Original image:",
+        ImageSlot(first),
+        ". Candidate images: Image1:",
+        ImageSlot(first + 1),
+        ", Image2:",
+        ImageSlot(first + 2),
+        ".",
+    ]
 
 
 def selection_example(example: dict, kind: str, strategy: str) -> list[Segment]:
@@ -83,7 +117,7 @@ def selection_example(example: dict, kind: str, strategy: str) -> list[Segment]:
     names, answer, concept = example["names"], example["answer"], example["concept"]
     reasoning = ""
     if strategy == "cot":
-        parts = [f"The original image shows {names[0]}, which has the {kind} \"{concept}\"."]
+        parts = [f'The original image shows {names[0]}, which has the {kind} "{concept}".']
         for k in (0, 1):
             has = "also has" if k == answer else "does not have"
             parts.append(f"Image{k + 1} shows {names[k + 1]}, which {has} it.")
@@ -91,11 +125,14 @@ def selection_example(example: dict, kind: str, strategy: str) -> list[Segment]:
     return ["Here is an example.", *_triple(0), f"{reasoning} Answer: Image{answer + 1}.\nNow the question."]
 
 
-def concept_selection_prompt(instruction: str, strategy: str, kind: str, concept: str, options: Sequence[str],
-                             example: dict | None = None) -> list[Segment]:
+def concept_selection_prompt(
+    instruction: str, strategy: str, kind: str, concept: str, options: Sequence[str], example: dict | None = None
+) -> list[Segment]:
     """Individual perception: which candidate shares the concept with the original image (three images, or six
     with a One-shot/CoT example first)."""
-    head: list[Segment] = [common_knowledge(kind, [concept] if instruction == "task" else options)] if strategy == "comknow" else []
+    head: list[Segment] = (
+        [common_knowledge(kind, [concept] if instruction == "task" else options)] if strategy == "comknow" else []
+    )
     first = 0
     if strategy in ("one-shot", "cot"):
         head += selection_example(example, kind, strategy)
@@ -104,22 +141,42 @@ def concept_selection_prompt(instruction: str, strategy: str, kind: str, concept
     return [*head, selection_instruction(instruction, kind, concept), *_triple(first), " " + output]
 
 
-def concept_deduction_prompt(strategy: str, kind: str, offered: Sequence[str], example: dict | None = None) -> list[Segment]:
+def concept_deduction_prompt(
+    strategy: str, kind: str, offered: Sequence[str], example: dict | None = None
+) -> list[Segment]:
     """The deduction step (Table 3's wording) over two offered concepts; with a One-shot/CoT example first."""
     listed = ", ".join(f"'{o}'" for o in offered)
     head: list[Segment] = [common_knowledge(kind, offered)] if strategy == "comknow" else []
     first = 0
     if strategy in ("one-shot", "cot"):
         names, concept = example["names"], example["concept"]
-        reasoning = (f" Reasoning: the original image shows {names[0]} and the selected image shows {names[1]}; both have the "
-                     f"{kind} \"{concept}\"." if strategy == "cot" else "")
-        head += ["Here is an example. Original image:", ImageSlot(0), ". Selected image: ", ImageSlot(1),
-                 f".{reasoning} Answer: {concept}.\nNow the question. "]
+        reasoning = (
+            f" Reasoning: the original image shows {names[0]} and the selected image shows {names[1]}; both have the "
+            f'{kind} "{concept}".'
+            if strategy == "cot"
+            else ""
+        )
+        head += [
+            "Here is an example. Original image:",
+            ImageSlot(0),
+            ". Selected image: ",
+            ImageSlot(1),
+            f".{reasoning} Answer: {concept}.\nNow the question. ",
+        ]
         first = 2
-    output = (COT_DEDUCTION_OUTPUT.format(kind=kind) + f" Options:[{listed}]" if strategy == "cot"
-              else f"Your response should only include shared {kind} in the following options. Options:[{listed}]")
-    return [*head, f"Generate the common {kind} between the original image and selected images. Original image:",
-            ImageSlot(first), ". Selected image: ", ImageSlot(first + 1), ". " + output]
+    output = (
+        COT_DEDUCTION_OUTPUT.format(kind=kind) + f" Options:[{listed}]"
+        if strategy == "cot"
+        else f"Your response should only include shared {kind} in the following options. Options:[{listed}]"
+    )
+    return [
+        *head,
+        f"Generate the common {kind} between the original image and selected images. Original image:",
+        ImageSlot(first),
+        ". Selected image: ",
+        ImageSlot(first + 1),
+        ". " + output,
+    ]
 
 
 def strategy_preamble(strategy: str, kind: str, concepts: Sequence[str]) -> str:
@@ -129,8 +186,14 @@ def strategy_preamble(strategy: str, kind: str, concepts: Sequence[str]) -> str:
         return common_knowledge(kind, concepts)
     if strategy in ("one-shot", "cot"):
         concept = concepts[0] if concepts else kind
-        why = (f" Reasoning: the original image shows an object with the {kind} \"{concept}\"; Image1 shows one without it; "
-               f"Image2 shows another object with it." if strategy == "cot" else "")
-        return (f"Example: an original image of an object with the {kind} \"{concept}\", Image1 of an object without it, Image2 of "
-                f"an object with it.{why} Answer: Image2.\n")
+        why = (
+            f' Reasoning: the original image shows an object with the {kind} "{concept}"; Image1 shows one without it; '
+            f"Image2 shows another object with it."
+            if strategy == "cot"
+            else ""
+        )
+        return (
+            f'Example: an original image of an object with the {kind} "{concept}", Image1 of an object without it, Image2 of '
+            f"an object with it.{why} Answer: Image2.\n"
+        )
     return ""

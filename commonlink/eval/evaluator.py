@@ -32,7 +32,15 @@ from commonlink.eval.run_names import default_run_name
 from commonlink.eval.runner import open_backends
 from commonlink.eval.task import Task, TaskRun
 
-__all__ = ["MAX_UNREADABLE_SHARE", "RunOptions", "default_out_dir", "evaluate", "row_indices", "row_set_record", "unreadable_limit"]
+__all__ = [
+    "MAX_UNREADABLE_SHARE",
+    "RunOptions",
+    "default_out_dir",
+    "evaluate",
+    "row_indices",
+    "row_set_record",
+    "unreadable_limit",
+]
 
 #: A run stops when more than this share of the requested rows cannot be read (``max_unreadable_share``).
 MAX_UNREADABLE_SHARE = 0.05
@@ -64,7 +72,9 @@ class RunOptions:
 def evaluate(task: Task, options: RunOptions) -> dict:
     """Run ``task`` as ``options`` say and return its results (also written to ``options.out_dir``)."""
     if options.shard is not None and not task.shardable:
-        raise InputError(f"--shard is not supported by {task.name}.", "Run it without --shard (use --limit to run a part).")
+        raise InputError(
+            f"--shard is not supported by {task.name}.", "Run it without --shard (use --limit to run a part)."
+        )
     settings = options.settings or task.default_settings(options.seed)
     dataset = task.open()
     task.prepare(dataset)
@@ -76,10 +86,19 @@ def evaluate(task: Task, options: RunOptions) -> dict:
         task.check_backends(infos)
         run_keys = [run_key(**task.key_parts(dataset, info, settings)) for info in infos]
         run = TaskRun(
-            dataset=dataset, indices=indices, backends=list(backends), settings=settings, run_keys=run_keys,
+            dataset=dataset,
+            indices=indices,
+            backends=list(backends),
+            settings=settings,
+            run_keys=run_keys,
             cache=task.open_cache(out_dir, run_keys, options.shard, overwrite=options.overwrite),
-            batch_size=options.batch_size or min(i.default_batch_size for i in infos), requested_batch_size=options.batch_size,
-            out_dir=out_dir, shard=options.shard, seed=options.seed, n_boot=options.n_boot, show_progress=options.show_progress,
+            batch_size=options.batch_size or min(i.default_batch_size for i in infos),
+            requested_batch_size=options.batch_size,
+            out_dir=out_dir,
+            shard=options.shard,
+            seed=options.seed,
+            n_boot=options.n_boot,
+            show_progress=options.show_progress,
             max_row_errors=max_row_errors,
         )
         start = time.perf_counter()
@@ -88,13 +107,17 @@ def evaluate(task: Task, options: RunOptions) -> dict:
         run.wall_s = time.perf_counter() - start
         run.generate_s = sum(b.generate_seconds for b in backends)
         run.infos = [b.info for b in backends]  # a lazy backend knows its dtype/device once loaded
-    results = results_header(task.name, run.infos, settings, seed=options.seed, n_boot=options.n_boot, several_models=task.several_models)
+    results = results_header(
+        task.name, run.infos, settings, seed=options.seed, n_boot=options.n_boot, several_models=task.several_models
+    )
     results.update(task.results(run, outcome))
     results["row_set"] = row_set_record(dataset, indices)
     results["run_name"] = options.run_name or default_run_name(results)
     if out_dir is not None:
         task.write(out_dir, results, outcome, suffix=shard_suffix(options.shard))
-        if options.report and task.writes_report and options.shard is None:  # a shard is a part: the merging run writes the page
+        if (
+            options.report and task.writes_report and options.shard is None
+        ):  # a shard is a part: the merging run writes the page
             report_beside_run(out_dir, dataset=dataset)
     return results
 
@@ -110,22 +133,34 @@ def _backends(task: Task, options: RunOptions):
     models = list(options.models)
     if len(models) > 1 and not task.several_models:
         raise InputError(f"{task.name} runs one model; {len(models)} were given.", "Give one --model.")
-    return open_backends(options.backend_instances, options.backend, models, options.backend_options,
-                         images_per_request=task.images_per_request)
+    return open_backends(
+        options.backend_instances,
+        options.backend,
+        models,
+        options.backend_options,
+        images_per_request=task.images_per_request,
+    )
 
 
-def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None, shard: tuple[int, int] | None = None) -> list[int]:
+def row_indices(
+    n_rows: int, limit: int | None = None, rows: tuple[int, int] | None = None, shard: tuple[int, int] | None = None
+) -> list[int]:
     """Row numbers to evaluate: ``rows`` (inclusive range) if given, cut to the first ``limit``, then every
     N-th row starting at K for ``shard=(K, N)``."""
     if shard is not None:
         k, n = shard
         if not (n >= 1 and 0 <= k < n):
-            raise InputError(f"--shard {k}/{n}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4 for four processes.")
+            raise InputError(
+                f"--shard {k}/{n}: need 0 <= K < N.", "e.g. --shard 0/4 ... --shard 3/4 for four processes."
+            )
         return row_indices(n_rows, limit, rows)[k::n]
     if rows:
         lo, hi = rows
         if hi >= n_rows:
-            raise InputError(f"--rows {lo}-{hi}: the split has only {n_rows} rows (0-{n_rows - 1}).", f"Use --rows 0-{n_rows - 1} or less.")
+            raise InputError(
+                f"--rows {lo}-{hi}: the split has only {n_rows} rows (0-{n_rows - 1}).",
+                f"Use --rows 0-{n_rows - 1} or less.",
+            )
         indices = list(range(lo, hi + 1))
     else:
         indices = list(range(n_rows))
@@ -135,7 +170,9 @@ def row_indices(n_rows: int, limit: int | None = None, rows: tuple[int, int] | N
 def unreadable_limit(n_rows: int, share: float) -> int:
     """Rows that may fail to be read before a run over ``n_rows`` stops (``share`` of them, rounded down)."""
     if not 0 <= share <= 1:
-        raise InputError(f"--max-unreadable-share {share} must be between 0 and 1.", "e.g. 0.05 (the default) or 1 to never stop.")
+        raise InputError(
+            f"--max-unreadable-share {share} must be between 0 and 1.", "e.g. 0.05 (the default) or 1 to never stop."
+        )
     return int(share * n_rows)
 
 

@@ -24,7 +24,15 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 
-__all__ = ["VLMEVAL_FAIL_MARKER", "HarnessAnswers", "prediction_file_kind", "read_harness_answers", "table_cell", "table_rows", "vlmeval_doc"]
+__all__ = [
+    "VLMEVAL_FAIL_MARKER",
+    "HarnessAnswers",
+    "prediction_file_kind",
+    "read_harness_answers",
+    "table_cell",
+    "table_rows",
+    "vlmeval_doc",
+]
 
 #: What VLMEvalKit writes as the prediction of a row it could not get an answer for (``vlmeval.smp.file.INFER_FAIL_MSG``,
 #: the start of its API and ``SKIP_ERR`` failure texts). Such rows are left out of the scores and counted as
@@ -35,7 +43,9 @@ VLMEVAL_FAIL_MARKER = "Failed to obtain answer"
 @dataclass
 class HarnessAnswers:
     kind: str  #: lmms-eval | vlmevalkit
-    answers: list[dict] = field(default_factory=list)  #: {"id" or None, "row", "raw_output", "doc" (the row's fields) or None}
+    answers: list[dict] = field(
+        default_factory=list
+    )  #: {"id" or None, "row", "raw_output", "doc" (the row's fields) or None}
     failed: list[dict] = field(default_factory=list)  #: answers the harness did not get (left out, with the reason)
 
 
@@ -74,18 +84,26 @@ def _read_lmms_eval(path: Path) -> HarnessAnswers:
         try:
             sample = json.loads(line)
         except ValueError as exc:
-            raise InputError(f"{path}, line {n}: not JSON ({exc}).", "Give the samples file lmms-eval wrote with --log_samples.") from exc
+            raise InputError(
+                f"{path}, line {n}: not JSON ({exc}).", "Give the samples file lmms-eval wrote with --log_samples."
+            ) from exc
         raw = _first_text(sample.get("resps")) if "resps" in sample else _first_text(sample.get("filtered_resps"))
         if raw is not None and not isinstance(raw, str):
-            raise InputError(f"{path}, line {n}: the response is {type(raw).__name__}, not text.",
-                             "Give the samples file of a generate_until task (the Common-O tasks `commonlink export lmms-eval` writes).")
+            raise InputError(
+                f"{path}, line {n}: the response is {type(raw).__name__}, not text.",
+                "Give the samples file of a generate_until task (the Common-O tasks `commonlink export lmms-eval` writes).",
+            )
         doc = sample.get("doc") or None
-        out.answers.append({"id": (doc or {}).get("id"), "row": int(sample["doc_id"]), "raw_output": raw or "", "doc": doc})
+        out.answers.append(
+            {"id": (doc or {}).get("id"), "row": int(sample["doc_id"]), "raw_output": raw or "", "doc": doc}
+        )
     rows = Counter(a["row"] for a in out.answers)
     doubled = sorted(r for r, c in rows.items() if c > 1)
     if doubled:
-        raise InputError(f"{path} lists doc_id {', '.join(map(str, doubled[:5]))} more than once; each document must be scored once.",
-                         "Give one task's samples file of one run (not several concatenated).")
+        raise InputError(
+            f"{path} lists doc_id {', '.join(map(str, doubled[:5]))} more than once; each document must be scored once.",
+            "Give one task's samples file of one run (not several concatenated).",
+        )
     return out
 
 
@@ -106,9 +124,13 @@ def table_rows(table) -> list[dict]:
 
 def vlmeval_doc(row: dict) -> dict:
     """The published-schema fields of a Common-O line of our exported TSV (what scoring needs)."""
-    return {"choices": row["choices"], "ground_truth_objects": row["ground_truth_objects"], "id": table_cell(row.get("id")) or str(row["index"]),
-            "real_or_synthetic": table_cell(row.get("real_or_synthetic")) or None,
-            **{k: int(float(row[k])) for k in ("num_objects_image_1", "num_objects_image_2") if table_cell(row.get(k))}}
+    return {
+        "choices": row["choices"],
+        "ground_truth_objects": row["ground_truth_objects"],
+        "id": table_cell(row.get("id")) or str(row["index"]),
+        "real_or_synthetic": table_cell(row.get("real_or_synthetic")) or None,
+        **{k: int(float(row[k])) for k in ("num_objects_image_1", "num_objects_image_2") if table_cell(row.get(k))},
+    }
 
 
 def _read_table(path: Path):
@@ -125,18 +147,29 @@ def _read_table(path: Path):
 def _read_vlmevalkit(path: Path) -> HarnessAnswers:
     rows = table_rows(_read_table(path))
     if not rows or "prediction" not in rows[0]:
-        raise InputError(f"{path}: no 'prediction' column; not a VLMEvalKit prediction file.",
-                         "Give the <model>_<dataset>.xlsx (or .tsv/.json) VLMEvalKit writes after inference.")
+        raise InputError(
+            f"{path}: no 'prediction' column; not a VLMEvalKit prediction file.",
+            "Give the <model>_<dataset>.xlsx (or .tsv/.json) VLMEvalKit writes after inference.",
+        )
     if "segments" in rows[0]:
-        raise InputError(f"{path} is an association prediction file.", "`eval score` rescores Common-O; VLMEvalKit's own evaluate step scores association.")
+        raise InputError(
+            f"{path} is an association prediction file.",
+            "`eval score` rescores Common-O; VLMEvalKit's own evaluate step scores association.",
+        )
     has_facts = "choices" in rows[0] and "ground_truth_objects" in rows[0]
     out = HarnessAnswers("vlmevalkit")
     for row in rows:
-        prediction, ident, index = table_cell(row.get("prediction")), table_cell(row.get("id")) or None, int(float(row["index"]))
+        prediction, ident, index = (
+            table_cell(row.get("prediction")),
+            table_cell(row.get("id")) or None,
+            int(float(row["index"])),
+        )
         if VLMEVAL_FAIL_MARKER in prediction:
             out.failed.append({"row": index, "id": ident, "reason": prediction[:200]})
             continue
-        out.answers.append({"id": ident, "row": index, "raw_output": prediction, "doc": vlmeval_doc(row) if has_facts else None})
+        out.answers.append(
+            {"id": ident, "row": index, "raw_output": prediction, "doc": vlmeval_doc(row) if has_facts else None}
+        )
     return out
 
 

@@ -52,7 +52,9 @@ def object_hallucinations(record: dict) -> int:
     return len(record.get("hallucinated_objects") or [])
 
 
-def bootstrap(values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTSTRAP, chunk: int = 50) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap(
+    values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTSTRAP, chunk: int = 50
+) -> tuple[np.ndarray, np.ndarray]:
     """(bootstrap means, standard errors) of each column of ``values`` (n examples x k statistics)."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
@@ -70,7 +72,9 @@ def bootstrap(values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTST
     return means.mean(axis=0), means.std(axis=0, ddof=1) if n_boot > 1 else np.zeros(values.shape[1])
 
 
-def bootstrap_max_se(values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTSTRAP, chunk: int = 50) -> float | None:
+def bootstrap_max_se(
+    values: np.ndarray, *, seed: int, key: str, n_boot: int = N_BOOTSTRAP, chunk: int = 50
+) -> float | None:
     """Bootstrap standard error of the largest of ``values`` (a chain set's max steps); None without values."""
     values = np.asarray(values, dtype=np.float64)
     if len(values) == 0:
@@ -134,11 +138,16 @@ def num_common(record: dict) -> int:
     return 0 if truth == [NO_COMMON_OBJECTS] else len(truth)
 
 
-def _grouped(records: Sequence[dict], key_fn: Callable[[dict], object], *, seed: int, name: str, n_boot: int, fn) -> dict:
+def _grouped(
+    records: Sequence[dict], key_fn: Callable[[dict], object], *, seed: int, name: str, n_boot: int, fn
+) -> dict:
     groups: dict[object, list[dict]] = defaultdict(list)
     for record in records:
         groups[key_fn(record)].append(record)
-    return {str(k): fn(groups[k], seed=seed, key=f"{name}={k}", n_boot=n_boot) for k in sorted(groups, key=lambda v: (str(type(v)), v))}
+    return {
+        str(k): fn(groups[k], seed=seed, key=f"{name}={k}", n_boot=n_boot)
+        for k in sorted(groups, key=lambda v: (str(type(v)), v))
+    }
 
 
 def common_o_metrics(records: Sequence[dict], *, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> dict:
@@ -149,8 +158,12 @@ def common_o_metrics(records: Sequence[dict], *, seed: int = 0, n_boot: int = N_
     """
     return {
         "overall": common_o_group(records, seed=seed, key="overall", n_boot=n_boot),
-        "by_source": _grouped(records, lambda r: r.get("source") or "unknown", seed=seed, name="source", n_boot=n_boot, fn=common_o_group),
-        "by_num_objects": _grouped(records, num_objects, seed=seed, name="num_objects", n_boot=n_boot, fn=common_o_group),
+        "by_source": _grouped(
+            records, lambda r: r.get("source") or "unknown", seed=seed, name="source", n_boot=n_boot, fn=common_o_group
+        ),
+        "by_num_objects": _grouped(
+            records, num_objects, seed=seed, name="num_objects", n_boot=n_boot, fn=common_o_group
+        ),
         "by_num_common": _grouped(records, num_common, seed=seed, name="num_common", n_boot=n_boot, fn=common_o_group),
     }
 
@@ -167,12 +180,14 @@ def perception_images(records: Sequence[dict]) -> list[dict]:
         expected = group[0].get("questions_about_image", len(group))
         if len(group) != expected:
             continue
-        out.append({
-            "correct": all(r["correct"] for r in group),
-            "hallucinated": sum(1 for r in group if not r["present"] and r["answer"] is True),
-            "questions": len(group),
-            "source": group[0].get("source"),
-        })
+        out.append(
+            {
+                "correct": all(r["correct"] for r in group),
+                "hallucinated": sum(1 for r in group if not r["present"] and r["answer"] is True),
+                "questions": len(group),
+                "source": group[0].get("source"),
+            }
+        )
     return out
 
 
@@ -182,14 +197,24 @@ def perception_group(records: Sequence[dict], *, seed: int, key: str, n_boot: in
     ``n`` counts images. Per question: ``question_accuracy``, ``recall`` (present objects answered yes),
     ``yes_rate_absent`` (absent objects answered yes)."""
     images = perception_images(records)
-    out = _summarise({
-        "accuracy": np.array([float(i["correct"]) for i in images]),
-        "hallucination_rate": np.array([i["hallucinated"] / max(1, i["questions"]) for i in images]),
-        "hallucination_1plus": np.array([float(i["hallucinated"] >= 1) for i in images]),
-        "hallucination_2plus": np.array([float(i["hallucinated"] >= 2) for i in images]),
-    }, seed=seed, key=key, n_boot=n_boot)
+    out = _summarise(
+        {
+            "accuracy": np.array([float(i["correct"]) for i in images]),
+            "hallucination_rate": np.array([i["hallucinated"] / max(1, i["questions"]) for i in images]),
+            "hallucination_1plus": np.array([float(i["hallucinated"] >= 1) for i in images]),
+            "hallucination_2plus": np.array([float(i["hallucinated"] >= 2) for i in images]),
+        },
+        seed=seed,
+        key=key,
+        n_boot=n_boot,
+    )
     out["unit"] = "image"
-    questions = _summarise({"question_accuracy": np.array([float(r["correct"]) for r in records])}, seed=seed, key=key + "/questions", n_boot=n_boot)
+    questions = _summarise(
+        {"question_accuracy": np.array([float(r["correct"]) for r in records])},
+        seed=seed,
+        key=key + "/questions",
+        n_boot=n_boot,
+    )
     out.update({k: v for k, v in questions.items() if k != "n"})
     out["questions"] = len(records)
     negatives = [r for r in records if not r["present"]]
@@ -209,7 +234,14 @@ def perception_group(records: Sequence[dict], *, seed: int, key: str, n_boot: in
 def perception_metrics(records: Sequence[dict], *, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> dict:
     return {
         "overall": perception_group(records, seed=seed, key="overall", n_boot=n_boot),
-        "by_source": _grouped(records, lambda r: r.get("source") or "unknown", seed=seed, name="source", n_boot=n_boot, fn=perception_group),
+        "by_source": _grouped(
+            records,
+            lambda r: r.get("source") or "unknown",
+            seed=seed,
+            name="source",
+            n_boot=n_boot,
+            fn=perception_group,
+        ),
     }
 
 
@@ -259,7 +291,9 @@ def chain_metrics(summaries: list[dict], *, seed: int, n_boot: int) -> dict:
             "max_steps_se": bootstrap_max_se(lengths, seed=seed, key=f"chains/{name}", n_boot=n_boot),
             "mean_steps": float(lengths.mean()) if len(lengths) else None,
             "mean_steps_se": float(se[0]) if len(lengths) else None,
-            "deduction_success_ratio": (sum(r["deductions_correct"] for r in scored) / deductions) if deductions else None,
+            "deduction_success_ratio": (sum(r["deductions_correct"] for r in scored) / deductions)
+            if deductions
+            else None,
             "ended": dict(Counter(r["ended"] for r in groups[name])),
         }
     measured = [v for v in per_concept.values() if v["chains"]]
@@ -290,13 +324,20 @@ def ratio_metrics(records: list[dict], fields: Sequence[str], *, seed: int, n_bo
     for name in sorted(groups):
         values = np.array([[float(r[f]) for f in fields] for r in groups[name]])
         _, se = bootstrap(values, seed=seed, key=f"ratio/{name}", n_boot=n_boot)
-        per_concept[name] = {"n": len(groups[name]), "failed": failed.get(name, 0), "unparseable": sum(r["unparseable"] for r in groups[name])}
+        per_concept[name] = {
+            "n": len(groups[name]),
+            "failed": failed.get(name, 0),
+            "unparseable": sum(r["unparseable"] for r in groups[name]),
+        }
         for j, f in enumerate(fields):
             label = f.replace("correct", "success_ratio")
             per_concept[name][label] = float(values[:, j].mean())
             per_concept[name][f"{label}_se"] = float(se[j])
-    summary = {"n": len(records), "failed": sum(failed.values()),
-               "unparseable_rate": (sum(r["unparseable"] for r in records) / len(records)) if records else None}
+    summary = {
+        "n": len(records),
+        "failed": sum(failed.values()),
+        "unparseable_rate": (sum(r["unparseable"] for r in records) / len(records)) if records else None,
+    }
     for f in fields:
         label = f.replace("correct", "success_ratio")
         summary[f"avg_{label}"] = float(np.mean([v[label] for v in per_concept.values()])) if per_concept else None

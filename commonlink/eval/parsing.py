@@ -174,7 +174,9 @@ def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
         if re.fullmatch(r"[A-Za-z]", token) or (len(choices) > 26 and re.fullmatch(r"[A-Za-z]{2}", token)):
             k = by_label.get(token.lower())
             if k is None:
-                return ParsedAnswer(error=f"letter {token!r} is not one of the {len(choices)} choices ({labels[0]}-{labels[-1]})")
+                return ParsedAnswer(
+                    error=f"letter {token!r} is not one of the {len(choices)} choices ({labels[0]}-{labels[-1]})"
+                )
             picked.add(k)
             continue
         return ParsedAnswer(error=f"unexpected text {token!r} in the answer")

@@ -39,15 +39,21 @@ def perception_prompt(yes_no_hint: bool = False) -> str:
     return PERCEPTION_PROMPT + (YES_NO_HINT if yes_no_hint else "")
 
 
-def perception_items(example, *, image_protocol: ImageProtocol | str | None = None, yes_no_hint: bool = False) -> list[tuple[GenerationRequest, dict]]:
+def perception_items(
+    example, *, image_protocol: ImageProtocol | str | None = None, yes_no_hint: bool = False
+) -> list[tuple[GenerationRequest, dict]]:
     """One question per choice object for each of the row's two images (present and absent objects)."""
     protocol = parse_image_protocol(image_protocol)
     template = perception_prompt(yes_no_hint)
     objects_asked = [c for c in example.choices if c != NO_COMMON_OBJECTS]
     items = []
-    for side, (image, objects) in enumerate(((example.image_1, example.objects_1), (example.image_2, example.objects_2)), start=1):
+    for side, (image, objects) in enumerate(
+        ((example.image_1, example.objects_1), (example.image_2, example.objects_2)), start=1
+    ):
         if not objects:
-            raise NotEnoughDataError(f"row {example.row_index}: image_{side} has no object list, so no answer can be checked.")
+            raise NotEnoughDataError(
+                f"row {example.row_index}: image_{side} has no object list, so no answer can be checked."
+            )
         present = {o.casefold() for o in objects}
         shown = protocol.apply(image)
         for obj in objects_asked:
@@ -59,15 +65,29 @@ def perception_items(example, *, image_protocol: ImageProtocol | str | None = No
                 choices=["yes", "no"],
                 multi_select=False,
             )
-            meta = {"id": request.id, "row_index": example.row_index, "row_id": example.id, "image": f"image_{side}", "object": obj,
-                    "present": is_present, "source": example.source, "questions_about_image": len(objects_asked)}
+            meta = {
+                "id": request.id,
+                "row_index": example.row_index,
+                "row_id": example.id,
+                "image": f"image_{side}",
+                "object": obj,
+                "present": is_present,
+                "source": example.source,
+                "questions_about_image": len(objects_asked),
+            }
             items.append((request, meta))
     return items
 
 
 def score_perception(meta: dict, output: str) -> dict:
     answer = parse_yes_no(output)
-    return dict(meta, raw_output=output, answer=answer, parse_ok=answer is not None, correct=answer is not None and answer == meta["present"])
+    return dict(
+        meta,
+        raw_output=output,
+        answer=answer,
+        parse_ok=answer is not None,
+        correct=answer is not None and answer == meta["present"],
+    )
 
 
 class PerceptionTask(Task):
@@ -77,8 +97,15 @@ class PerceptionTask(Task):
     images_per_request = 1
     writes_report = False  # the HTML report shows Common-O and association runs
 
-    def __init__(self, data: str | os.PathLike, split: str = "main", *, revision: str | None = None,
-                 image_protocol: str | ImageProtocol | None = None, yes_no_hint: bool = False):
+    def __init__(
+        self,
+        data: str | os.PathLike,
+        split: str = "main",
+        *,
+        revision: str | None = None,
+        image_protocol: str | ImageProtocol | None = None,
+        yes_no_hint: bool = False,
+    ):
         self.data, self.split, self.revision, self.yes_no_hint = data, split, revision, yes_no_hint
         self.protocol = parse_image_protocol(image_protocol)
         self.template = perception_prompt(yes_no_hint)
@@ -88,9 +115,18 @@ class PerceptionTask(Task):
         return open_common_o(self.data, self.split, revision=self.revision)
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
-        return dict(task="perception", dataset=dataset.fingerprint, split=self.split, model=info.fingerprint, backend=info.backend,
-                    prompt=self.template, protocol="every-choice-both-images", image_protocol=self.protocol.spec, settings=settings.to_dict(),
-                    **({"backend_options": info.output_options} if info.output_options else {}))
+        return dict(
+            task="perception",
+            dataset=dataset.fingerprint,
+            split=self.split,
+            model=info.fingerprint,
+            backend=info.backend,
+            prompt=self.template,
+            protocol="every-choice-both-images",
+            image_protocol=self.protocol.spec,
+            settings=settings.to_dict(),
+            **({"backend_options": info.output_options} if info.output_options else {}),
+        )
 
     def requests(self, example) -> list[tuple[GenerationRequest, dict]]:
         return perception_items(example, image_protocol=self.protocol, yes_no_hint=self.yes_no_hint)
@@ -104,10 +140,18 @@ class PerceptionTask(Task):
             "prompt": {"template": self.template, "yes_no_hint": self.yes_no_hint},
             "image_protocol": self.protocol.to_dict(),
             "shard": list(run.shard) if run.shard else None,
-            "dataset": {"source": dataset.source_name, "split": self.split, "revision": dataset.revision, "fingerprint": dataset.fingerprint,
-                        "rows_in_split": len(dataset), "rows_requested": len(run.indices), "questions_scored": len(outcome.records)},
+            "dataset": {
+                "source": dataset.source_name,
+                "split": self.split,
+                "revision": dataset.revision,
+                "fingerprint": dataset.fingerprint,
+                "rows_in_split": len(dataset),
+                "rows_requested": len(run.indices),
+                "questions_scored": len(outcome.records),
+            },
             "metrics": perception_metrics(outcome.records, seed=run.seed, n_boot=run.n_boot),
-            "skipped": len(outcome.skipped), "skipped_rows": outcome.skipped,
+            "skipped": len(outcome.skipped),
+            "skipped_rows": outcome.skipped,
             "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
             "run_key": run.run_keys[0],
         }
@@ -135,7 +179,9 @@ def evaluate_perception(
     ``yes_no_hint`` adds " Answer yes or no." to the paper's question (off by default)."""
     task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
     instances = [backend_instance] if backend_instance is not None else None
-    return evaluate(task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options))
+    return evaluate(
+        task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options)
+    )
 
 
 def perception_lmms_eval_samples(records: Iterable[dict], template: str) -> Iterator[dict]:
@@ -156,8 +202,22 @@ def perception_lmms_eval_samples(records: Iterable[dict], template: str) -> Iter
 def write_perception_lmms_eval(out_dir: Path, results: dict, records: Sequence[dict], *, suffix: str = "") -> None:
     """The run in lmms-eval's convention (task ``common_o_perception``, ``common_o_challenge_perception``, ...):
     accuracy and hallucination per image (the paper's unit) as ours, question accuracy beside them."""
-    metrics = lmms_eval_metrics(results["metrics"]["overall"], {"acc": "accuracy", "hallucination_rate": "hallucination_rate",
-                                                                "question_acc": "question_accuracy", "parse_failure_rate": "parse_failure_rate"})
+    metrics = lmms_eval_metrics(
+        results["metrics"]["overall"],
+        {
+            "acc": "accuracy",
+            "hallucination_rate": "hallucination_rate",
+            "question_acc": "question_accuracy",
+            "parse_failure_rate": "parse_failure_rate",
+        },
+    )
     split = results["dataset"]["split"]
     task = f"{LMMS_TASKS.get(split, f'common_o_{split}')}_perception"
-    write_lmms_eval_files(out_dir, task, results, metrics, perception_lmms_eval_samples(records, results["prompt"]["template"]), suffix=suffix)
+    write_lmms_eval_files(
+        out_dir,
+        task,
+        results,
+        metrics,
+        perception_lmms_eval_samples(records, results["prompt"]["template"]),
+        suffix=suffix,
+    )

@@ -26,8 +26,11 @@ def default_run_name(results: dict) -> str:
     if task.startswith("association"):
         assoc = results.get("association", {})
         parts.append(str(assoc.get("memory", "?")))
-        parts += [str(assoc[k]) if k != "deduction" else "no-deduction" for k, v in _ASSOCIATION_DEFAULTS.items()
-                  if k in assoc and assoc[k] != v]
+        parts += [
+            str(assoc[k]) if k != "deduction" else "no-deduction"
+            for k, v in _ASSOCIATION_DEFAULTS.items()
+            if k in assoc and assoc[k] != v
+        ]
         if results.get("moe"):
             parts.append("moe")
     elif task == "common_o":

@@ -64,8 +64,15 @@ def _without_images(split, i: int):
 
 
 def prepared_rows(
-    split, indices: Iterable[int], build: Build, *, max_pixels: int = 0, depth: int = 4, is_cached: Callable[[str], bool] | None = None,
-    images: bool = True, refill: int = 1,
+    split,
+    indices: Iterable[int],
+    build: Build,
+    *,
+    max_pixels: int = 0,
+    depth: int = 4,
+    is_cached: Callable[[str], bool] | None = None,
+    images: bool = True,
+    refill: int = 1,
 ) -> Iterator[tuple[int, list | None, Exception | None]]:
     """``(row, items, None)`` or ``(row, None, error)`` for each row, in order, prepared by a worker thread.
 
@@ -143,7 +150,13 @@ def prepared_rows(
 
 
 def _capped(request: GenerationRequest, max_pixels: int) -> GenerationRequest:
-    return GenerationRequest(request.id, [cap_pixels(img, max_pixels) for img in request.images], request.prompt, request.choices, request.multi_select)
+    return GenerationRequest(
+        request.id,
+        [cap_pixels(img, max_pixels) for img in request.images],
+        request.prompt,
+        request.choices,
+        request.multi_select,
+    )
 
 
 class _Batches:
@@ -182,7 +195,9 @@ class _Batches:
         return rows
 
 
-def _skip_unreadable(outcome: RunOutcome, row: int, exc: Exception, *, rows_read: int, total: int | None, max_row_errors: int | None) -> None:
+def _skip_unreadable(
+    outcome: RunOutcome, row: int, exc: Exception, *, rows_read: int, total: int | None, max_row_errors: int | None
+) -> None:
     """Record an unreadable row; stop the run when the first rows all fail (the dataset is wrong) or when more
     than ``max_row_errors`` rows cannot be read."""
     reason = getattr(exc, "problem", None) or f"{type(exc).__name__}: {exc}"
@@ -229,10 +244,17 @@ def run_over_split(
     generator = CachedGenerator(backend, cache, settings, run, batch_size)
     batches = _Batches(generator, finish, outcome)
     images = backend.info.uses_images
-    rows = prepared_rows(split, indices, build, max_pixels=settings.max_pixels if images else 0, depth=2 * generator.state.batch_size + 2,
-                         images=images, refill=generator.state.batch_size,
-                         # An empty cache (a fresh run) has nothing to skip: don't read rows twice.
-                         is_cached=generator.is_cached if len(cache) else None)
+    rows = prepared_rows(
+        split,
+        indices,
+        build,
+        max_pixels=settings.max_pixels if images else 0,
+        depth=2 * generator.state.batch_size + 2,
+        images=images,
+        refill=generator.state.batch_size,
+        # An empty cache (a fresh run) has nothing to skip: don't read rows twice.
+        is_cached=generator.is_cached if len(cache) else None,
+    )
     rows_read = 0
     with make_progress("rows", disable=not show_progress) as progress, contextlib.closing(rows):
         task = progress.add_task(description, total=total)
@@ -255,7 +277,14 @@ def run_over_split(
 
 
 @contextlib.contextmanager
-def open_backends(instances: Sequence[Backend] | None, backend: str, models: Sequence[str], options: dict | None, *, images_per_request: int):
+def open_backends(
+    instances: Sequence[Backend] | None,
+    backend: str,
+    models: Sequence[str],
+    options: dict | None,
+    *,
+    images_per_request: int,
+):
     """The backends of a run: ``instances`` as given (the caller closes them), or one :class:`LazyBackend` per
     model, told the task's image count (vLLM's ``limit_mm_per_prompt``) and closed at the end."""
     if instances is not None:

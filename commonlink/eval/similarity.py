@@ -56,7 +56,10 @@ def transformers_embedder(path: str, *, batch_size: int = 64) -> Embed:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path).eval()
     except (OSError, ValueError) as exc:
-        raise BackendError(f"Could not load the embedding model {path!r} ({exc}).", "Give a folder with a transformers encoder, or omit --similarity-model.") from exc
+        raise BackendError(
+            f"Could not load the embedding model {path!r} ({exc}).",
+            "Give a folder with a transformers encoder, or omit --similarity-model.",
+        ) from exc
 
     def embed(texts: list[str]) -> np.ndarray:
         chunks = []
@@ -82,7 +85,9 @@ def max_pairwise_similarity(names: Sequence[str], vectors: dict[str, np.ndarray]
     return max(float(vectors[a] @ vectors[b]) for a, b in itertools.combinations(names, 2))
 
 
-def object_similarity_analysis(records: Sequence[dict], model: str | None = None, *, embedder: tuple[str, Embed] | None = None) -> dict:
+def object_similarity_analysis(
+    records: Sequence[dict], model: str | None = None, *, embedder: tuple[str, Embed] | None = None
+) -> dict:
     """Pearson r between the greatest pairwise similarity of the common objects and correctness.
 
     ``embedder`` (from :func:`make_embedder`) reuses an embedding model loaded earlier; else ``model`` is loaded.
@@ -117,24 +122,37 @@ def distractor_similarity(record: dict, vectors: dict[str, np.ndarray]) -> float
 
 def _bin_stats(group: list[dict], sims: list[float]) -> dict:
     n = len(group)
-    return {"low": float(min(sims)), "high": float(max(sims)), "n": n,
-            "hallucination_rate": sum(r["hallucinated"] / max(1, r["num_choices"]) for r in group) / n,
-            "hallucination_1plus": sum(r["hallucinated"] >= 1 for r in group) / n,
-            "object_hallucination_1plus": sum(object_hallucinations(r) >= 1 for r in group) / n,
-            "accuracy": sum(bool(r["correct"]) for r in group) / n}
+    return {
+        "low": float(min(sims)),
+        "high": float(max(sims)),
+        "n": n,
+        "hallucination_rate": sum(r["hallucinated"] / max(1, r["num_choices"]) for r in group) / n,
+        "hallucination_1plus": sum(r["hallucinated"] >= 1 for r in group) / n,
+        "object_hallucination_1plus": sum(object_hallucinations(r) >= 1 for r in group) / n,
+        "accuracy": sum(bool(r["correct"]) for r in group) / n,
+    }
 
 
-def hallucination_similarity_analysis(records: Sequence[dict], model: str | None = None, *, embedder: tuple[str, Embed] | None = None,
-                                      bins: int = SIMILARITY_BINS) -> dict:
+def hallucination_similarity_analysis(
+    records: Sequence[dict],
+    model: str | None = None,
+    *,
+    embedder: tuple[str, Embed] | None = None,
+    bins: int = SIMILARITY_BINS,
+) -> dict:
     """Hallucination by distractor similarity (see the module doc); sets ``distractor_similarity`` on each record."""
     name, embed = embedder or make_embedder(model)
     vocabulary = sorted({c for r in records for c in (*r["choices"], *r["ground_truth"]) if c != NO_COMMON_OBJECTS})
     vectors = dict(zip(vocabulary, embed(vocabulary))) if vocabulary else {}
     for record in records:
         record["distractor_similarity"] = distractor_similarity(record, vectors)
-    usable = sorted((r for r in records if r["distractor_similarity"] is not None), key=lambda r: r["distractor_similarity"])
+    usable = sorted(
+        (r for r in records if r["distractor_similarity"] is not None), key=lambda r: r["distractor_similarity"]
+    )
     sims = [r["distractor_similarity"] for r in usable]
-    groups = [list(g) for g in np.array_split(np.arange(len(usable)), min(bins, len(usable))) if len(g)] if usable else []
+    groups = (
+        [list(g) for g in np.array_split(np.arange(len(usable)), min(bins, len(usable))) if len(g)] if usable else []
+    )
     result = pearson(sims, [float(r["hallucinated"] >= 1) for r in usable])
     result.update(
         embedding=name,

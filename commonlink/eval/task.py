@@ -59,7 +59,9 @@ class TaskRun:
     n_boot: int = 1000
     show_progress: bool = True
     max_row_errors: int | None = None  #: unreadable rows allowed before the run stops
-    infos: list[BackendInfo] = field(default_factory=list)  #: after the run (a lazy backend knows its dtype once loaded)
+    infos: list[BackendInfo] = field(
+        default_factory=list
+    )  #: after the run (a lazy backend knows its dtype once loaded)
     wall_s: float = 0.0
     generate_s: float = 0.0
 
@@ -105,8 +107,9 @@ class Task:
         Changing what it returns for existing options invalidates users' caches: only add parts for new options."""
         raise NotImplementedError
 
-    def open_cache(self, out_dir: Path | None, run_keys: Sequence[str], shard: tuple[int, int] | None, *,
-                   overwrite: bool) -> PredictionCache:
+    def open_cache(
+        self, out_dir: Path | None, run_keys: Sequence[str], shard: tuple[int, int] | None, *, overwrite: bool
+    ) -> PredictionCache:
         """The prediction cache of the run (default: the run folder's, refusing a folder of another run)."""
         return open_run_cache(out_dir, run_keys[0], shard, overwrite=overwrite)
 
@@ -125,9 +128,19 @@ class Task:
         """Answer every row and return the outcome :meth:`results` and :meth:`write` read. Default: the row loop
         over :meth:`requests` / :meth:`score` (a :class:`commonlink.eval.runner.RunOutcome`)."""
         return run_over_split(
-            run.dataset, run.indices, build=self.requests, finish=self.score, backend=run.backends[0], settings=run.settings,
-            cache=run.cache, run=run.run_keys[0], batch_size=run.batch_size, total=len(run.indices), description=self.description,
-            show_progress=run.show_progress, max_row_errors=run.max_row_errors,
+            run.dataset,
+            run.indices,
+            build=self.requests,
+            finish=self.score,
+            backend=run.backends[0],
+            settings=run.settings,
+            cache=run.cache,
+            run=run.run_keys[0],
+            batch_size=run.batch_size,
+            total=len(run.indices),
+            description=self.description,
+            show_progress=run.show_progress,
+            max_row_errors=run.max_row_errors,
         )
 
     def results(self, run: TaskRun, outcome) -> dict:

@@ -70,16 +70,29 @@ class LabelledImage:
     def to_json(self, file_path: str | os.PathLike | None = None) -> dict:
         """As a line of ``file_path`` (the image table): a catalog image's origin relative to that file."""
         origin = origin_for_file(self.origin, file_path) if file_path is not None else self.origin
-        return {"id": self.id, "labels": self.labels, "width": self.width, "height": self.height,
-                "origin": origin, "crop": self.crop, "name": self.name}
+        return {
+            "id": self.id,
+            "labels": self.labels,
+            "width": self.width,
+            "height": self.height,
+            "origin": origin,
+            "crop": self.crop,
+            "name": self.name,
+        }
 
     @classmethod
     def from_json(cls, data: dict, resolver: CatalogResolver | None = None) -> LabelledImage:
         """From a line of an image table; ``resolver`` (of that file) makes catalog origins absolute again."""
         origin = dict(data["origin"])
-        return cls(id=data["id"], labels=list(data["labels"]), width=int(data["width"]), height=int(data["height"]),
-                   origin=resolver.origin(origin) if resolver is not None else origin,
-                   crop=list(data["crop"]) if data.get("crop") else None, name=data.get("name") or None)
+        return cls(
+            id=data["id"],
+            labels=list(data["labels"]),
+            width=int(data["width"]),
+            height=int(data["height"]),
+            origin=resolver.origin(origin) if resolver is not None else origin,
+            crop=list(data["crop"]) if data.get("crop") else None,
+            name=data.get("name") or None,
+        )
 
 
 def _with_article(label: str) -> str:
@@ -105,8 +118,12 @@ def name_unnamed(images: Sequence[LabelledImage]) -> list[LabelledImage]:
         for number, img in enumerate(group, 1):
             name = text if len(group) == 1 and text not in taken else f"{text} ({number})"
             names[img.id] = name
-    return [img if img.name else LabelledImage(img.id, img.labels, img.width, img.height, img.origin, img.crop, names[img.id])
-            for img in images]
+    return [
+        img
+        if img.name
+        else LabelledImage(img.id, img.labels, img.width, img.height, img.origin, img.crop, names[img.id])
+        for img in images
+    ]
 
 
 def step_concept_codes(plan: str) -> np.ndarray:
@@ -118,7 +135,9 @@ def step_concept_codes(plan: str) -> np.ndarray:
     value = (chars == ord(PLAN_CONCEPT_2)).astype(np.int8)
     on_run = (chars == ord(PLAN_CONCEPT_1)) | (chars == ord(PLAN_CONCEPT_2))
     # each step takes the value of the last run character at or before it (forward fill, vectorised)
-    last = np.maximum.accumulate(np.where(on_run, np.arange(len(plan)), -1)) if len(plan) else np.zeros(0, dtype=np.int64)
+    last = (
+        np.maximum.accumulate(np.where(on_run, np.arange(len(plan)), -1)) if len(plan) else np.zeros(0, dtype=np.int64)
+    )
     return np.where(last >= 0, value[np.maximum(last, 0)], 0).astype(np.int8)
 
 
@@ -127,7 +146,9 @@ def task_file(out_dir: str | os.PathLike, task: str) -> Path:
 
 
 def is_saved_hf_dataset(path: Path) -> bool:
-    return path.is_dir() and any((path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
+    return path.is_dir() and any(
+        (path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json")
+    )
 
 
 def load_hf_dataset(dataset: str, split: str | None, config: str | None):
@@ -141,13 +162,17 @@ def load_hf_dataset(dataset: str, split: str | None, config: str | None):
         else:
             loaded = datasets.load_dataset(dataset, config) if config else datasets.load_dataset(dataset)
     except FileNotFoundError as exc:
-        raise InputError(f"Hugging Face dataset {dataset!r} not found ({exc}).",
-                         "Pass a folder saved with save_to_disk, a data folder, or a Hub repo id you have cached.") from exc
+        raise InputError(
+            f"Hugging Face dataset {dataset!r} not found ({exc}).",
+            "Pass a folder saved with save_to_disk, a data folder, or a Hub repo id you have cached.",
+        ) from exc
     except Exception as exc:  # datasets raises many types (DatasetNotFoundError, ConnectionError, ...)
         if isinstance(exc, InputError):
             raise
-        raise InputError(f"Could not load the Hugging Face dataset {dataset!r}: {exc}",
-                         "Check the path or repo id (and that it is cached when offline).") from exc
+        raise InputError(
+            f"Could not load the Hugging Face dataset {dataset!r}: {exc}",
+            "Check the path or repo id (and that it is cached when offline).",
+        ) from exc
     if isinstance(loaded, (datasets.DatasetDict, dict)):
         names = list(loaded)
         if split is None:
@@ -158,7 +183,9 @@ def load_hf_dataset(dataset: str, split: str | None, config: str | None):
             else:
                 raise InputError(f"{dataset} has splits {names}; which one?", "Pass --split NAME.")
         if split not in loaded:
-            raise InputError(f"{dataset} has no split {split!r} (it has {names}).", f"Pass --split with one of {names}.")
+            raise InputError(
+                f"{dataset} has no split {split!r} (it has {names}).", f"Pass --split with one of {names}."
+            )
         return loaded[split], split
     return loaded, split or str(getattr(loaded, "split", None) or "train")
 
@@ -171,27 +198,68 @@ def image_bytes_or_path(value: Any) -> tuple[bytes | None, str | None]:
     return None, None
 
 
-
 def association_features(config: str):
     """``datasets.Features`` of one release config."""
     from datasets import Features, Image, List, Value
 
     text, ids = Value("string"), List(Value("string"))
     if config == IMAGES_CONFIG:
-        return Features({"id": text, "image": Image(), "labels": ids, "width": Value("int32"), "height": Value("int32"),
-                         "crop": List(Value("int32")), "origin": text, "name": text})
+        return Features(
+            {
+                "id": text,
+                "image": Image(),
+                "labels": ids,
+                "width": Value("int32"),
+                "height": Value("int32"),
+                "crop": List(Value("int32")),
+                "origin": text,
+                "name": text,
+            }
+        )
     if config == "single_step":
-        return Features({"id": text, "concept": text, "concept_kind": text, "query": text, "memory": ids,
-                         "memory_concept": text, "candidates": ids, "answer": Value("int32"), "options": ids})
+        return Features(
+            {
+                "id": text,
+                "concept": text,
+                "concept_kind": text,
+                "query": text,
+                "memory": ids,
+                "memory_concept": text,
+                "candidates": ids,
+                "answer": Value("int32"),
+                "options": ids,
+            }
+        )
     if config == "deduction":
-        return Features({"id": text, "concept": text, "concept_kind": text, "image_1": text, "image_2": text,
-                         "options": ids, "gold": ids})
+        return Features(
+            {
+                "id": text,
+                "concept": text,
+                "concept_kind": text,
+                "image_1": text,
+                "image_2": text,
+                "options": ids,
+                "gold": ids,
+            }
+        )
     if config in ("synchronous", "asynchronous"):
-        return Features({"id": text, "kind": text, "concepts": ids, "concept_kind": text, "start": text, "positive": ids,
-                         "negative": ids, "answer": List(Value("int8")), "plan": text, "warmup": Value("int32"),
-                         "num_steps": Value("int32"), "options": ids})
+        return Features(
+            {
+                "id": text,
+                "kind": text,
+                "concepts": ids,
+                "concept_kind": text,
+                "start": text,
+                "positive": ids,
+                "negative": ids,
+                "answer": List(Value("int8")),
+                "plan": text,
+                "warmup": Value("int32"),
+                "num_steps": Value("int32"),
+                "options": ids,
+            }
+        )
     raise InputError(f"Unknown association config {config!r}.")
-
 
 
 # ---------------------------------------------------------------------------------------------- reading back
@@ -199,27 +267,37 @@ def read_chain_meta(chain_file: str | os.PathLike, *, allow_image_table: bool = 
     """The meta sidecar of a chain file; errors say what is wrong and how to get a valid one."""
     mp = meta_path(chain_file)
     if not mp.is_file():
-        raise InputError(f"{chain_file} has no meta sidecar ({mp.name}).", "Pass the .jsonl files written by `commonlink chains`.")
+        raise InputError(
+            f"{chain_file} has no meta sidecar ({mp.name}).", "Pass the .jsonl files written by `commonlink chains`."
+        )
     meta = load_sidecar(mp, fix="Rebuild the chain files with `commonlink chains`.")
     if allow_image_table and meta.get("kind") == ASSOCIATION_CHAINS_KIND and meta.get("task") == IMAGE_TABLE_TASK:
         return meta
     if meta.get("kind") != ASSOCIATION_CHAINS_KIND or meta.get("task") not in TASKS:
-        raise SchemaError(f"{mp}: kind {meta.get('kind')!r} / task {meta.get('task')!r} is not an association chain file.",
-                          "Pass the .jsonl files written by `commonlink chains`.")
+        raise SchemaError(
+            f"{mp}: kind {meta.get('kind')!r} / task {meta.get('task')!r} is not an association chain file.",
+            "Pass the .jsonl files written by `commonlink chains`.",
+        )
     return meta
 
 
-def read_image_table(chain_file: str | os.PathLike, meta: dict | None = None, *,
-                     catalog_root: str | os.PathLike | None = None) -> list[LabelledImage]:
+def read_image_table(
+    chain_file: str | os.PathLike, meta: dict | None = None, *, catalog_root: str | os.PathLike | None = None
+) -> list[LabelledImage]:
     """The image table next to a chain file (``images.jsonl``), checked against the meta's hash; catalog
     images are found relative to the table, or under ``catalog_root`` (``--catalog-root``)."""
     meta = meta or read_chain_meta(chain_file)
     path = Path(chain_file).parent / meta.get("images_file", IMAGES_FILENAME)
     if not path.is_file():
-        raise InputError(f"{chain_file}: its image table {path} is missing.", "Keep images.jsonl next to the chain files, or rebuild them.")
+        raise InputError(
+            f"{chain_file}: its image table {path} is missing.",
+            "Keep images.jsonl next to the chain files, or rebuild them.",
+        )
     if meta.get("images_sha256") and sha256_file(path) != meta["images_sha256"]:
-        raise SchemaError(f"{path} does not match {meta_path(chain_file).name} (it was rewritten by another build).",
-                          "Rebuild all chain files of this folder with one `commonlink chains` run.")
+        raise SchemaError(
+            f"{path} does not match {meta_path(chain_file).name} (it was rewritten by another build).",
+            "Rebuild all chain files of this folder with one `commonlink chains` run.",
+        )
     resolver = CatalogResolver(path, catalog_root)
     return [LabelledImage.from_json(row, resolver) for row in read_jsonl(path)]
 
@@ -260,7 +338,9 @@ class ImageFetcher:
         if origin["type"] == "hf":
             data, path = image_bytes_or_path(self._hf_value(origin))
             return (data, None) if data is not None else (None, Path(path) if path else None)
-        raise SchemaError(f"Unknown image origin type {origin.get('type')!r}.", "Rebuild the chain files with commonlink chains.")
+        raise SchemaError(
+            f"Unknown image origin type {origin.get('type')!r}.", "Rebuild the chain files with commonlink chains."
+        )
 
     def open(self, origin: dict, crop: Sequence[int] | None = None, *, what: str = "image") -> Image.Image:
         """The decoded image (pixel cap enforced), cropped when ``crop`` is set."""

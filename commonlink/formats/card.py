@@ -58,7 +58,8 @@ def configs_entry(data_files: Mapping[str, str | Sequence[str]], config_name: st
     return {
         "config_name": config_name,
         "data_files": [
-            {"split": split, "path": path if isinstance(path, str) else list(path)} for split, path in data_files.items()
+            {"split": split, "path": path if isinstance(path, str) else list(path)}
+            for split, path in data_files.items()
         ],
     }
 
@@ -75,7 +76,9 @@ def dataset_info_entry(
     if config_name is not None:
         entry["config_name"] = config_name
     entry["features"] = features._to_yaml_list()  # the exact YAML form datasets writes in push_to_hub
-    entry["splits"] = [{"name": name, "num_bytes": int(nbytes), "num_examples": int(rows)} for name, (rows, nbytes) in splits.items()]
+    entry["splits"] = [
+        {"name": name, "num_bytes": int(nbytes), "num_examples": int(rows)} for name, (rows, nbytes) in splits.items()
+    ]
     if download_size is not None:
         entry["download_size"] = int(download_size)
     entry["dataset_size"] = int(sum(nbytes for _, nbytes in splits.values()))
@@ -163,13 +166,19 @@ def read_card_metadata(text: str) -> dict:
     try:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
     except StopIteration:
-        raise SchemaError("Dataset card: the YAML header opened with '---' is never closed.", "Add a '---' line after the metadata.") from None
+        raise SchemaError(
+            "Dataset card: the YAML header opened with '---' is never closed.", "Add a '---' line after the metadata."
+        ) from None
     try:
         data = yaml.safe_load("\n".join(lines[1:end])) or {}
     except yaml.YAMLError as exc:
-        raise SchemaError(f"Dataset card: the YAML header does not parse ({exc}).", "Fix the YAML between the '---' lines.") from exc
+        raise SchemaError(
+            f"Dataset card: the YAML header does not parse ({exc}).", "Fix the YAML between the '---' lines."
+        ) from exc
     if not isinstance(data, dict):
-        raise SchemaError("Dataset card: the YAML header is not a mapping.", "Write 'key: value' lines between the '---' lines.")
+        raise SchemaError(
+            "Dataset card: the YAML header is not a mapping.", "Write 'key: value' lines between the '---' lines."
+        )
     return data
 
 
@@ -179,7 +188,9 @@ def validate_card(text: str, *, expected: Mapping[str, Any] | None = None) -> di
 
     data = read_card_metadata(text)
     if expected is not None and data != dict(expected):
-        raise SchemaError("Dataset card: the YAML header does not read back as written.", "Report this as a bug in commonlink.")
+        raise SchemaError(
+            "Dataset card: the YAML header does not read back as written.", "Report this as a bug in commonlink."
+        )
     try:
         card = DatasetCard(text)
         card_data = card.data.to_dict()

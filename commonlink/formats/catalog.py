@@ -102,7 +102,9 @@ def record_label_problem(record: CatalogRecord) -> str | None:
     """The first label of a record (object names, scene, background, view) that :func:`label_problem` refuses,
     described with the field it is in; None when every label is fit."""
     fields = [("objects", name) for name in record.objects]
-    fields += [(key, value) for key in ("scene_id", "background", "view") if isinstance(value := getattr(record, key), str)]
+    fields += [
+        (key, value) for key in ("scene_id", "background", "view") if isinstance(value := getattr(record, key), str)
+    ]
     for key, value in fields:
         problem = label_problem(value)
         if problem:
@@ -261,7 +263,9 @@ def catalog_lock(catalog_dir: str | os.PathLike, *, what: str = "commonlink") ->
     """
     folder = Path(catalog_dir)
     if folder.exists() and not folder.is_dir():
-        raise InputError(f"{folder} is a file, not a catalog folder.", "Pick a folder path (new, or an existing catalog).")
+        raise InputError(
+            f"{folder} is a file, not a catalog folder.", "Pick a folder path (new, or an existing catalog)."
+        )
     created = not folder.exists()
     try:
         with output_lock(folder, what=what, lock_file=folder / LOCK_FILENAME):

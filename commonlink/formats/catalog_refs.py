@@ -72,7 +72,9 @@ def resolve_catalog_reference(
                 f"{CATALOG_ROOT_OPTION} DIR, the folder that now holds the catalog folder {location.name!r}."
             )
         missing = f"no image catalog there (no {CATALOG_FILENAME})." if catalog else "no such folder."
-        raise InputError(f"{file_path} names the catalog {reference!r}, looked for at {location} ({how}): {missing}", fix)
+        raise InputError(
+            f"{file_path} names the catalog {reference!r}, looked for at {location} ({how}): {missing}", fix
+        )
     return location
 
 

@@ -57,7 +57,9 @@ def write_meta(data_file: str | os.PathLike, meta: dict) -> dict:
     return written
 
 
-def data_file_problem(data_file: str | os.PathLike, meta: dict, fingerprint: tuple[str, int] | None = None) -> str | None:
+def data_file_problem(
+    data_file: str | os.PathLike, meta: dict, fingerprint: tuple[str, int] | None = None
+) -> str | None:
     """Why ``data_file`` is not the file its sidecar ``meta`` describes (``None`` when it is).
 
     Compares the sha256 and the row count the sidecar records; a sidecar from before they were recorded is
@@ -68,8 +70,10 @@ def data_file_problem(data_file: str | os.PathLike, meta: dict, fingerprint: tup
     if isinstance(expected_rows, int) and rows != expected_rows:
         return f"it has {rows} rows where its sidecar {meta_path(data_file).name} records {expected_rows}"
     if meta.get("sha256") and meta["sha256"] != sha256:
-        return (f"its content differs from what its sidecar {meta_path(data_file).name} records (sha256; "
-                f"{rows} rows, as recorded)")
+        return (
+            f"its content differs from what its sidecar {meta_path(data_file).name} records (sha256; "
+            f"{rows} rows, as recorded)"
+        )
     return None
 
 
@@ -87,11 +91,15 @@ def verify_data_file(data_file: str | os.PathLike, meta: dict) -> str:
     return fingerprint[0]
 
 
-def read_meta(data_file: str | os.PathLike, *, fix: str = "Regenerate the file with `commonlink pairs` or `commonlink chains`.") -> dict:
+def read_meta(
+    data_file: str | os.PathLike, *, fix: str = "Regenerate the file with `commonlink pairs` or `commonlink chains`."
+) -> dict:
     """The sidecar of ``data_file`` (a dict with a ``kind``); clear errors when the file or sidecar is missing or broken."""
     path = Path(data_file)
     if not path.is_file():
-        raise InputError(f"{path} not found.", "Check the path; make one with `commonlink pairs` or `commonlink chains`.")
+        raise InputError(
+            f"{path} not found.", "Check the path; make one with `commonlink pairs` or `commonlink chains`."
+        )
     sidecar = meta_path(path)
     if not sidecar.is_file():
         raise InputError(
@@ -117,11 +125,22 @@ def load_sidecar(sidecar: str | os.PathLike, *, fix: str) -> dict:
     if not isinstance(meta, dict):
         raise SchemaError(f"{sidecar}: expected a JSON object, got {type(meta).__name__}.", fix)
     if "kind" in meta and not isinstance(meta["kind"], str):
-        raise SchemaError(f"{sidecar}: 'kind' must be a string such as {COMMON_O_PAIRS_KIND!r}, got {json.dumps(meta['kind'])}.", fix)
+        raise SchemaError(
+            f"{sidecar}: 'kind' must be a string such as {COMMON_O_PAIRS_KIND!r}, got {json.dumps(meta['kind'])}.", fix
+        )
     return meta
 
 
 __all__ = [
-    "ASSOCIATION_CHAINS_KIND", "COMMON_O_PAIRS_KIND", "KINDS", "data_file_problem", "data_fingerprint", "load_sidecar", "meta_path",
-    "read_meta", "utc_now", "verify_data_file", "write_meta",
+    "ASSOCIATION_CHAINS_KIND",
+    "COMMON_O_PAIRS_KIND",
+    "KINDS",
+    "data_file_problem",
+    "data_fingerprint",
+    "load_sidecar",
+    "meta_path",
+    "read_meta",
+    "utc_now",
+    "verify_data_file",
+    "write_meta",
 ]

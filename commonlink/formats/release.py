@@ -48,7 +48,10 @@ def version_key(version: str) -> tuple:
 
 def check_license(license: str) -> str:
     if not _LICENSE_RE.match(license or ""):
-        raise InputError(f"--license {license!r} is not a Hub license id.", "Use an id like cc-by-4.0, cc-by-nc-4.0, mit, apache-2.0 or other.")
+        raise InputError(
+            f"--license {license!r} is not a Hub license id.",
+            "Use an id like cc-by-4.0, cc-by-nc-4.0, mit, apache-2.0 or other.",
+        )
     return license
 
 
@@ -72,7 +75,10 @@ def read_release_manifest(release_dir: str | os.PathLike) -> dict:
     """The folder's ``manifest.json``; clear errors when it is not a release folder."""
     path = Path(release_dir) / MANIFEST_FILENAME
     if not path.is_file():
-        raise InputError(f"{release_dir} is not a release folder (no {MANIFEST_FILENAME}).", "Build one with `commonlink release build`.")
+        raise InputError(
+            f"{release_dir} is not a release folder (no {MANIFEST_FILENAME}).",
+            "Build one with `commonlink release build`.",
+        )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -83,6 +89,14 @@ def read_release_manifest(release_dir: str | os.PathLike) -> dict:
 
 
 __all__ = [
-    "CARD_FILENAME", "DEFAULT_LICENSE", "DEFAULT_VERSION", "MANIFEST_FILENAME", "check_license", "check_name", "check_version",
-    "is_version", "read_release_manifest", "version_key",
+    "CARD_FILENAME",
+    "DEFAULT_LICENSE",
+    "DEFAULT_VERSION",
+    "MANIFEST_FILENAME",
+    "check_license",
+    "check_name",
+    "check_version",
+    "is_version",
+    "read_release_manifest",
+    "version_key",
 ]

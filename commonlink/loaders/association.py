@@ -59,7 +59,9 @@ class AssociationImage:
     def image(self) -> Any:
         """The decoded image (``PIL.Image.Image``), cropped to the sample's box where it has one."""
         if self._open is None:
-            raise InputError(f"Image {self.id} has no image source attached.", "Load tasks with commonlink.loaders.load_association.")
+            raise InputError(
+                f"Image {self.id} has no image source attached.", "Load tasks with commonlink.loaders.load_association."
+            )
         return self._open(self.id)
 
 
@@ -148,8 +150,13 @@ AssociationTask = SingleStepTask | DeductionTask | Chain
 class _ImageStore:
     """id -> labels, and id -> decoded image (small LRU cache)."""
 
-    def __init__(self, labels: dict[str, list[str]], opener: Callable[[str], Any], cache_size: int = 64,
-                 names: dict[str, str | None] | None = None):
+    def __init__(
+        self,
+        labels: dict[str, list[str]],
+        opener: Callable[[str], Any],
+        cache_size: int = 64,
+        names: dict[str, str | None] | None = None,
+    ):
         self._labels = labels
         self._names = names or {}
         self._opener = opener
@@ -158,8 +165,10 @@ class _ImageStore:
 
     def ref(self, image_id: str) -> AssociationImage:
         if image_id not in self._labels:
-            raise SchemaError(f"Image id {image_id!r} is referenced by a task but missing from the images table.",
-                              "Rebuild the release (or chain files); the images table must hold every referenced image.")
+            raise SchemaError(
+                f"Image id {image_id!r} is referenced by a task but missing from the images table.",
+                "Rebuild the release (or chain files); the images table must hold every referenced image.",
+            )
         return AssociationImage(image_id, self._labels[image_id], self.open, name=self._names.get(image_id))
 
     def open(self, image_id: str) -> Any:
@@ -180,27 +189,46 @@ def _shared(a: AssociationImage, b: AssociationImage, options: Sequence[str]) ->
     return [o for o in options if o in both]
 
 
-def single_step_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str) -> SingleStepTask:
+def single_step_from_row(
+    row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str
+) -> SingleStepTask:
     return SingleStepTask(
-        id=row["id"], concept=row["concept"], concept_kind=row.get("concept_kind", concept_kind), query=ref(row["query"]),
-        memory=[ref(m) for m in row["memory"]], memory_concept=row.get("memory_concept", row["concept"]),
-        candidates=[ref(c) for c in row["candidates"]], answer=int(row["answer"]), options=list(row.get("options") or options),
+        id=row["id"],
+        concept=row["concept"],
+        concept_kind=row.get("concept_kind", concept_kind),
+        query=ref(row["query"]),
+        memory=[ref(m) for m in row["memory"]],
+        memory_concept=row.get("memory_concept", row["concept"]),
+        candidates=[ref(c) for c in row["candidates"]],
+        answer=int(row["answer"]),
+        options=list(row.get("options") or options),
     )
 
 
-def deduction_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str) -> DeductionTask:
+def deduction_from_row(
+    row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str
+) -> DeductionTask:
     return DeductionTask(
-        id=row["id"], concept=row["concept"], concept_kind=row.get("concept_kind", concept_kind), image_1=ref(row["image_1"]),
-        image_2=ref(row["image_2"]), options=list(row.get("options") or options), gold=list(row["gold"]),
+        id=row["id"],
+        concept=row["concept"],
+        concept_kind=row.get("concept_kind", concept_kind),
+        image_1=ref(row["image_1"]),
+        image_2=ref(row["image_2"]),
+        options=list(row.get("options") or options),
+        gold=list(row["gold"]),
     )
 
 
-def chain_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str) -> Chain:
+def chain_from_row(
+    row: dict, ref: Callable[[Any], AssociationImage], *, options: list[str], concept_kind: str
+) -> Chain:
     concepts = list(row["concepts"])
     plan = row["plan"]
     positives, negatives, answers = row["positive"], row["negative"], row["answer"]
     if not (len(positives) == len(negatives) == len(answers) == len(plan)):
-        raise SchemaError(f"Chain {row['id']}: positive/negative/answer/plan lengths differ.", "Rebuild the chain files.")
+        raise SchemaError(
+            f"Chain {row['id']}: positive/negative/answer/plan lengths differ.", "Rebuild the chain files."
+        )
     options = list(row.get("options") or options)
     codes = step_concept_codes(plan)
     warmup = int(row.get("warmup", 0))
@@ -209,26 +237,55 @@ def chain_from_row(row: dict, ref: Callable[[Any], AssociationImage], *, options
     for t, (p, n, a) in enumerate(zip(positives, negatives, answers)):
         positive, negative = ref(p), ref(n)
         a = int(a)
-        steps.append(ChainStep(
-            index=t, query=query, candidates=[positive, negative] if a == 0 else [negative, positive], answer=a,
-            concept=concepts[int(codes[t])], warmup=t < warmup, bridge=plan[t] == PLAN_BRIDGE,
-            gold=_shared(query, positive, options),
-        ))
+        steps.append(
+            ChainStep(
+                index=t,
+                query=query,
+                candidates=[positive, negative] if a == 0 else [negative, positive],
+                answer=a,
+                concept=concepts[int(codes[t])],
+                warmup=t < warmup,
+                bridge=plan[t] == PLAN_BRIDGE,
+                gold=_shared(query, positive, options),
+            )
+        )
         query = positive
-    return Chain(id=row["id"], kind=row.get("kind", "synchronous"), concepts=concepts, concept_kind=row.get("concept_kind", concept_kind),
-                 warmup=warmup, options=options, plan=plan, steps=steps)
+    return Chain(
+        id=row["id"],
+        kind=row.get("kind", "synchronous"),
+        concepts=concepts,
+        concept_kind=row.get("concept_kind", concept_kind),
+        warmup=warmup,
+        options=options,
+        plan=plan,
+        steps=steps,
+    )
 
 
-_DECODERS = {"single_step": single_step_from_row, "deduction": deduction_from_row,
-             "synchronous": chain_from_row, "asynchronous": chain_from_row}
+_DECODERS = {
+    "single_step": single_step_from_row,
+    "deduction": deduction_from_row,
+    "synchronous": chain_from_row,
+    "asynchronous": chain_from_row,
+}
 
 
 # ---------------------------------------------------------------------------------------------- splits
 class AssociationSplit:
     """One config of an association task set: ``len()``, ``get(i)``, iteration (typed tasks)."""
 
-    def __init__(self, config: str, rows: Any, ref: Callable[[Any], AssociationImage], *, options: list[str],
-                 concept_kind: str, source_name: str, fingerprint: str, revision: str | None = None):
+    def __init__(
+        self,
+        config: str,
+        rows: Any,
+        ref: Callable[[Any], AssociationImage],
+        *,
+        options: list[str],
+        concept_kind: str,
+        source_name: str,
+        fingerprint: str,
+        revision: str | None = None,
+    ):
         self.config = config
         self._rows = rows  # a datasets.Dataset or a list of dicts
         self._ref = ref
@@ -246,8 +303,10 @@ class AssociationSplit:
         try:
             return _DECODERS[self.config](row, self._ref, options=self.options, concept_kind=self.concept_kind)
         except KeyError as exc:
-            raise SchemaError(f"{self.source_name} [{self.config}] row {i}: missing field {exc}.",
-                              "Rebuild the release with `commonlink release build`.") from exc
+            raise SchemaError(
+                f"{self.source_name} [{self.config}] row {i}: missing field {exc}.",
+                "Rebuild the release with `commonlink release build`.",
+            ) from exc
 
     def __iter__(self) -> Iterator[AssociationTask]:
         for i in range(len(self)):
@@ -299,8 +358,10 @@ def _chain_file_for(path: Path, config: str) -> Path | None:
                 sibling = task_file(path.parent, config)
                 if meta_path(sibling).is_file():
                     return sibling
-                raise InputError(f"{path} holds {meta.get('task')!r} tasks, not {config!r}.",
-                                 f"Pass the {config}.jsonl chain file (or the folder holding it).")
+                raise InputError(
+                    f"{path} holds {meta.get('task')!r} tasks, not {config!r}.",
+                    f"Pass the {config}.jsonl chain file (or the folder holding it).",
+                )
             return path
     return None
 
@@ -320,12 +381,22 @@ def _open_chain_file(path: Path, config: str, catalog_root: str | os.PathLike | 
 
     def ref(index: Any) -> AssociationImage:
         if not isinstance(index, int) or not 0 <= index < len(table):
-            raise SchemaError(f"{path}: image index {index!r} is outside images.jsonl ({len(table)} images).", "Rebuild the chain files.")
+            raise SchemaError(
+                f"{path}: image index {index!r} is outside images.jsonl ({len(table)} images).",
+                "Rebuild the chain files.",
+            )
         return store.ref(table[index].id)
 
     rows = _JsonlRows(path)
-    return AssociationSplit(config, rows, ref, options=list(meta.get("options") or []), concept_kind=meta.get("concept_kind", "concept"),
-                            source_name=str(path), fingerprint=meta.get("sha256") or "")
+    return AssociationSplit(
+        config,
+        rows,
+        ref,
+        options=list(meta.get("options") or []),
+        concept_kind=meta.get("concept_kind", "concept"),
+        source_name=str(path),
+        fingerprint=meta.get("sha256") or "",
+    )
 
 
 def _open_release(path_or_repo: str, config: str, revision: str | None) -> AssociationSplit:
@@ -336,13 +407,19 @@ def _open_release(path_or_repo: str, config: str, revision: str | None) -> Assoc
         tasks = datasets.load_dataset(path_or_repo, config, split=RELEASE_SPLIT, **kwargs)
         images = datasets.load_dataset(path_or_repo, "images", split=RELEASE_SPLIT, **kwargs)
     except ValueError as exc:
-        raise InputError(f"{path_or_repo}: cannot load config {config!r} ({exc}).",
-                         "Check that it is an association release and has this config (see its README configs).") from exc
+        raise InputError(
+            f"{path_or_repo}: cannot load config {config!r} ({exc}).",
+            "Check that it is an association release and has this config (see its README configs).",
+        ) from exc
     except FileNotFoundError as exc:  # datasets' DatasetNotFoundError, also raised for an unknown revision
         if revision and "revision" in str(exc).lower():
-            raise InputError(f"{path_or_repo}: revision {revision!r} not found ({exc}).",
-                             "List the versions with `commonlink release versions REPO`.") from exc
-        raise InputError(f"Association release {path_or_repo!r} not found ({exc}).", "Check the path or repo id.") from exc
+            raise InputError(
+                f"{path_or_repo}: revision {revision!r} not found ({exc}).",
+                "List the versions with `commonlink release versions REPO`.",
+            ) from exc
+        raise InputError(
+            f"Association release {path_or_repo!r} not found ({exc}).", "Check the path or repo id."
+        ) from exc
     ids = list(images["id"])
     labels = {i: list(l) for i, l in zip(ids, images["labels"])}
     row_of = {image_id: row for row, image_id in enumerate(ids)}
@@ -359,12 +436,25 @@ def _open_release(path_or_repo: str, config: str, revision: str | None) -> Assoc
         first = tasks[0]
         options = list(first.get("options") or [])
         concept_kind = first.get("concept_kind") or concept_kind
-    return AssociationSplit(config, tasks, store.ref, options=options, concept_kind=concept_kind,
-                            source_name=str(path_or_repo), fingerprint=tasks._fingerprint, revision=revision)
+    return AssociationSplit(
+        config,
+        tasks,
+        store.ref,
+        options=options,
+        concept_kind=concept_kind,
+        source_name=str(path_or_repo),
+        fingerprint=tasks._fingerprint,
+        revision=revision,
+    )
 
 
-def open_association(path_or_repo: str | os.PathLike, config: str, revision: str | None = None, *,
-                     catalog_root: str | os.PathLike | None = None) -> AssociationSplit:
+def open_association(
+    path_or_repo: str | os.PathLike,
+    config: str,
+    revision: str | None = None,
+    *,
+    catalog_root: str | os.PathLike | None = None,
+) -> AssociationSplit:
     """Open one config (``single_step``, ``deduction``, ``synchronous``, ``asynchronous``) of a task set.
 
     ``catalog_root``: for chain files, where their catalogs are looked up (``--catalog-root``).
@@ -376,20 +466,34 @@ def open_association(path_or_repo: str | os.PathLike, config: str, revision: str
         if chain_file is not None:
             return _open_chain_file(chain_file, config, catalog_root)
         if path.is_dir() and not (path / "README.md").is_file():
-            raise InputError(f"{path} is neither an association release nor a folder of chain files with {config}.jsonl.",
-                             "Pass a folder written by `commonlink release build` or `commonlink chains`.")
+            raise InputError(
+                f"{path} is neither an association release nor a folder of chain files with {config}.jsonl.",
+                "Pass a folder written by `commonlink release build` or `commonlink chains`.",
+            )
     else:
         require_hub_dataset(str(path_or_repo), revision, option="--association/--data")
     return _open_release(str(path_or_repo), config, revision)
 
 
-def load_association(path_or_repo: str | os.PathLike, config: str, revision: str | None = None, *,
-                     catalog_root: str | os.PathLike | None = None) -> Iterator[AssociationTask]:
+def load_association(
+    path_or_repo: str | os.PathLike,
+    config: str,
+    revision: str | None = None,
+    *,
+    catalog_root: str | os.PathLike | None = None,
+) -> Iterator[AssociationTask]:
     """Yield the typed tasks of one config, images resolved lazily (see module docstring)."""
     yield from open_association(path_or_repo, config, revision, catalog_root=catalog_root)
 
 
 __all__ = [
-    "AssociationImage", "SingleStepTask", "DeductionTask", "ChainStep", "Chain", "AssociationSplit",
-    "open_association", "load_association", "CONFIGS",
+    "AssociationImage",
+    "SingleStepTask",
+    "DeductionTask",
+    "ChainStep",
+    "Chain",
+    "AssociationSplit",
+    "open_association",
+    "load_association",
+    "CONFIGS",
 ]

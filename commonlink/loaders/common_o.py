@@ -67,7 +67,9 @@ class _ParquetRows:
                 meta = pq.ParquetFile(path).metadata
                 names = pq.read_schema(path).names
             except Exception as exc:  # pyarrow raises several types for broken files
-                raise InputError(f"{path}: not a readable parquet file ({exc}).", "Rebuild or re-download the file.") from exc
+                raise InputError(
+                    f"{path}: not a readable parquet file ({exc}).", "Rebuild or re-download the file."
+                ) from exc
             if self.columns is None:
                 self.columns = names
             elif names != self.columns:
@@ -106,7 +108,11 @@ class _ParquetRows:
     def fingerprint(self) -> str:
         digest = hashlib.sha256()
         for path in self.files:
-            digest.update(path.relative_to(self.root).as_posix().encode() if path.is_relative_to(self.root) else path.name.encode())
+            digest.update(
+                path.relative_to(self.root).as_posix().encode()
+                if path.is_relative_to(self.root)
+                else path.name.encode()
+            )
             with open(path, "rb") as handle:
                 while chunk := handle.read(1 << 20):
                     digest.update(chunk)
@@ -152,7 +158,15 @@ class CommonOSplit:
     ``datasets`` fingerprint for Hub data) that eval uses to key its prediction cache.
     """
 
-    def __init__(self, rows: _ParquetRows | _DatasetRows, *, split: str, source_name: str, revision: str | None, root: Path | None = None):
+    def __init__(
+        self,
+        rows: _ParquetRows | _DatasetRows,
+        *,
+        split: str,
+        source_name: str,
+        revision: str | None,
+        root: Path | None = None,
+    ):
         self._rows = rows
         self.split = split
         self.source_name = source_name
@@ -224,7 +238,9 @@ class CommonOSplit:
         for key in ("answer", "question_template", "answer_type"):
             if row.get(key) is not None:
                 extra[key] = row[key]
-        extra.update(list_encodings=lists.encodings, ground_truth_as=lists.ground_truth_as, answer_checked=lists.answer_checked)
+        extra.update(
+            list_encodings=lists.encodings, ground_truth_as=lists.ground_truth_as, answer_checked=lists.answer_checked
+        )
         if lists.notes:
             extra["list_notes"] = lists.notes
         if decoded is not None:
@@ -271,15 +287,18 @@ class CommonOSplit:
         if data:
             return open_image_lazily(bytes(data), what=what)
         if path and self._root is not None:
-
             try:
                 local = safe_join(self._root, path)
             except InputError:
                 # A row must not make us read files outside its release (e.g. an absolute path to a private image).
-                raise InputError(f"{what}: the image has no bytes and its path {path!r} points outside the release; not read.",
-                                 "Rebuild the release; images must be embedded as bytes.") from None
+                raise InputError(
+                    f"{what}: the image has no bytes and its path {path!r} points outside the release; not read.",
+                    "Rebuild the release; images must be embedded as bytes.",
+                ) from None
             return open_image_lazily(local, what=what)
-        raise InputError(f"{what}: no image bytes in the row.", "Rebuild the release; images must be embedded as bytes.")
+        raise InputError(
+            f"{what}: no image bytes in the row.", "Rebuild the release; images must be embedded as bytes."
+        )
 
 
 #: Rows whose images are decoded ahead of the one being returned (bounded memory: 2 images a row).
@@ -328,7 +347,9 @@ def example_from_row(row: dict, index: int = 0, *, split: str = "main", images: 
     task code): the same checks and decoding as :func:`open_common_o`. ``images=False`` for rows without pixels."""
     if not images:  # harnesses drop the image columns from the rows they score
         row = {"image_1": None, "image_2": None, **row}
-    return CommonOSplit(_RowList([row]), split=split, source_name="row", revision=None)._example(index, row, images=images)
+    return CommonOSplit(_RowList([row]), split=split, source_name="row", revision=None)._example(
+        index, row, images=images
+    )
 
 
 def open_common_o(path_or_repo_id: str | os.PathLike, split: str, revision: str | None = None) -> CommonOSplit:
@@ -352,7 +373,9 @@ def open_common_o(path_or_repo_id: str | os.PathLike, split: str, revision: str 
     return _open_hub(text, split, revision)
 
 
-def load_common_o(path_or_repo_id: str | os.PathLike, split: str, revision: str | None = None) -> Iterator[CommonOExample]:
+def load_common_o(
+    path_or_repo_id: str | os.PathLike, split: str, revision: str | None = None
+) -> Iterator[CommonOExample]:
     """Yield the examples of one split (see :func:`open_common_o`)."""
     yield from open_common_o(path_or_repo_id, split, revision)
 
@@ -364,16 +387,25 @@ def _open_hub(repo_id: str, split: str, revision: str | None) -> CommonOSplit:
         dataset = datasets.load_dataset(repo_id, split=split, revision=revision)
     except ValueError as exc:
         if "split" in str(exc).lower():
-            raise InputError(f"{repo_id}: no split {split!r} ({exc}).", "Pick one of the splits the error lists.") from exc
+            raise InputError(
+                f"{repo_id}: no split {split!r} ({exc}).", "Pick one of the splits the error lists."
+            ) from exc
         raise
     except FileNotFoundError as exc:  # datasets' DatasetNotFoundError, also raised for an unknown revision
         if revision is not None and "revision" in str(exc).lower():
-            raise InputError(f"{repo_id}: revision {revision!r} not found ({exc}).",
-                             "List the versions with `commonlink release versions REPO`.") from exc
-        raise InputError(f"{repo_id}: dataset not found ({exc}).", "Check the repo id, your token and HF_ENDPOINT.") from exc
+            raise InputError(
+                f"{repo_id}: revision {revision!r} not found ({exc}).",
+                "List the versions with `commonlink release versions REPO`.",
+            ) from exc
+        raise InputError(
+            f"{repo_id}: dataset not found ({exc}).", "Check the repo id, your token and HF_ENDPOINT."
+        ) from exc
     except OSError as exc:  # huggingface_hub's RevisionNotFoundError and other HTTP errors
         if type(exc).__name__ == "RevisionNotFoundError":
-            raise InputError(f"{repo_id}: revision {revision!r} not found.", "List the versions with `commonlink release versions REPO`.") from exc
+            raise InputError(
+                f"{repo_id}: revision {revision!r} not found.",
+                "List the versions with `commonlink release versions REPO`.",
+            ) from exc
         raise
     return CommonOSplit(_DatasetRows(dataset), split=split, source_name=repo_id, revision=revision)
 
@@ -405,7 +437,8 @@ def _local_split_files(path: Path, split: str) -> tuple[list[Path], Path]:
     if not files:
         available = sorted(_splits_in(root))
         raise InputError(
-            f"{root}: no parquet files for split {split!r}" + (f" (splits found: {', '.join(available)})." if available else "."),
+            f"{root}: no parquet files for split {split!r}"
+            + (f" (splits found: {', '.join(available)})." if available else "."),
             "Pick an existing split, or build one with `commonlink release build`.",
         )
     return files, root

@@ -59,10 +59,15 @@ def lookup_reason(repo_id: str, kind: str, revision: str | None = None) -> tuple
     except GatedRepoError:
         return f"{repo_id} is gated on {_endpoint()}: accept its terms on its page, then log in with that account", True
     except RevisionNotFoundError:  # the repo is there: not a path question
-        raise InputError(f"{repo_id}: revision {revision!r} not found on {_endpoint()}.",
-                         "List the versions with `commonlink release versions REPO`.") from None
+        raise InputError(
+            f"{repo_id}: revision {revision!r} not found on {_endpoint()}.",
+            "List the versions with `commonlink release versions REPO`.",
+        ) from None
     except RepositoryNotFoundError:
-        return f"{_endpoint()} has no {kind} {repo_id} (or it is private and the token given, if any, cannot see it)", True
+        return (
+            f"{_endpoint()} has no {kind} {repo_id} (or it is private and the token given, if any, cannot see it)",
+            True,
+        )
     except HfHubHTTPError as exc:
         return f"the Hub at {_endpoint()} answered {exc}", True
     except Exception as exc:  # noqa: BLE001 - network errors of httpx/requests, whichever huggingface_hub uses

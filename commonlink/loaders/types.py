@@ -16,7 +16,9 @@ class CommonOExample:
     choices: list[str]  #: in letter order (choices[0] is "A")
     ground_truth: list[str]  #: objects in both images, or [NO_COMMON_OBJECTS]
     answer_letters: list[str]  #: letters of ``ground_truth`` within ``choices``, sorted
-    question: str  #: the row's own question when it has one (sent verbatim), else the paper's prompt built from the choices
+    question: (
+        str  #: the row's own question when it has one (sent verbatim), else the paper's prompt built from the choices
+    )
     source: str  #: "real" | "synthetic"
     objects_1: list[str]
     objects_2: list[str]

@@ -91,10 +91,16 @@ def model_verdict(said: bool | None, present: bool) -> str:
 def describe(claim: Claim, table: Sequence[LabelledImage], decision: Decision) -> str:
     """Why a claim fell, for reports: who rejected it, on which image, and what the model said."""
     img = table[claim[0]]
-    where = f"image {img.id} ({image_name(img)})" if decision.present else f"negative image {img.id} ({image_name(img)})"
+    where = (
+        f"image {img.id} ({image_name(img)})" if decision.present else f"negative image {img.id} ({image_name(img)})"
+    )
     if decision.verdict == "undecided":
         return f"no verifier could decide {claim[1]!r} on {where} (rejected by --undecided reject)"
     if decision.source != "model":
         return f"a reviewer rejected {claim[1]!r} on {where}"
-    said = f" (answered {decision.answer.strip()[:60]!r}{f' by {decision.model}' if decision.model else ''})" if decision.answer else ""
+    said = (
+        f" (answered {decision.answer.strip()[:60]!r}{f' by {decision.model}' if decision.model else ''})"
+        if decision.answer
+        else ""
+    )
     return f"the model {'rejected' if decision.present else 'found'} {claim[1]!r} on {where}{said}"

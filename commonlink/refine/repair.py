@@ -59,7 +59,6 @@ class Outcome:
     resampled: list[Drop] = field(default_factory=list)  #: steps kept with a redrawn positive (or start)
 
 
-
 def verified_table(table: Sequence[LabelledImage], rejected: dict[Claim, Decision]) -> list[LabelledImage]:
     """The image table with every rejected claim's label flipped: a rejected presence claim loses its label, a
     negative judged to show a concept gains it (in the table's option order it comes last)."""
@@ -97,7 +96,9 @@ class Repair:
         return out
 
 
-def verify_chain(row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome, task: str) -> dict | None:
+def verify_chain(
+    row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome, task: str
+) -> dict | None:
     """The chain with its rejected steps dropped (``on_fail="drop"``) or their positives redrawn from verified
     images (``"resample"``); later steps are repaired to follow on (see :func:`repair_chain`)."""
     n = len(row["positive"])
@@ -115,7 +116,11 @@ def verify_chain(row: dict, repair: Repair, rejected: dict[Claim, Decision], tab
     if -1 in bad:
         why = "start image: " + describe(bad[-1], table, rejected[bad[-1]])
         codes = step_concept_codes(row["plan"])
-        fresh = _pick(repair.pool([row["concepts"][int(codes[0])]]), {int(row["positive"][0])}, rng_for(repair.builder.config.seed, "verify", row["id"], "start"))
+        fresh = _pick(
+            repair.pool([row["concepts"][int(codes[0])]]),
+            {int(row["positive"][0])},
+            rng_for(repair.builder.config.seed, "verify", row["id"], "start"),
+        )
         if fresh is not None:
             start = fresh
             outcome.resampled.append(Drop(task, row["id"], -1, why + "; start redrawn from verified images"))
@@ -139,13 +144,29 @@ def verify_chain(row: dict, repair: Repair, rejected: dict[Claim, Decision], tab
         outcome.drops.append(Drop(task, row["id"], None, "no scored step left after verification"))
         return None
     outcome.kept_steps += len(keep)
-    return {**row, "start": start, "positive": [positive[t] for t in keep], "negative": [negative[t] for t in keep],
-            "answer": [int(row["answer"][t]) for t in keep], "plan": "".join(row["plan"][t] for t in keep),
-            "warmup": sum(t < warm for t in keep), "num_steps": len(keep)}
+    return {
+        **row,
+        "start": start,
+        "positive": [positive[t] for t in keep],
+        "negative": [negative[t] for t in keep],
+        "answer": [int(row["answer"][t]) for t in keep],
+        "plan": "".join(row["plan"][t] for t in keep),
+        "warmup": sum(t < warm for t in keep),
+        "num_steps": len(keep),
+    }
 
 
-def repair_chain(row: dict, repair: Repair, start: int, keep: list[int], positive: list[int], negative: list[int],
-                 outcome: Outcome, task: str, reasons: dict[int, str]) -> list[int]:
+def repair_chain(
+    row: dict,
+    repair: Repair,
+    start: int,
+    keep: list[int],
+    positive: list[int],
+    negative: list[int],
+    outcome: Outcome,
+    task: str,
+    reasons: dict[int, str],
+) -> list[int]:
     """Make every kept step valid again, first invalid step first: redraw its negative (disjoint from the new
     query) when that suffices, else redraw its positive from the verified images of its pool, else drop it.
     Edits ``positive``/``negative`` in place; returns the kept step indices. ``reasons``: the rejection behind a
@@ -187,17 +208,27 @@ def repair_chain(row: dict, repair: Repair, start: int, keep: list[int], positiv
                 q = negative[t] if valid_with(p, negative[t]) else _redraw_negative(builder, row, query, rng)
                 if q is not None and valid_with(p, q):
                     positive[t], negative[t] = p, q
-                    why = (f"{reasons[t]}; positive redrawn from verified images" if t in reasons else "positive redrawn from "
-                           "verified images: after the dropped step(s) the old one no longer linked to its query")
+                    why = (
+                        f"{reasons[t]}; positive redrawn from verified images"
+                        if t in reasons
+                        else "positive redrawn from "
+                        "verified images: after the dropped step(s) the old one no longer linked to its query"
+                    )
                     outcome.resampled.append(Drop(task, row["id"], t, why))
                     fixed = True
                     break
         if not fixed:
-            why = (f"{reasons[t]}; no verified image to redraw from" if t in reasons else "splice: after the dropped step(s) "
-                   "no verified image links this step's query and positive through its concept")
+            why = (
+                f"{reasons[t]}; no verified image to redraw from"
+                if t in reasons
+                else "splice: after the dropped step(s) "
+                "no verified image links this step's query and positive through its concept"
+            )
             if keeps_period(repair, row):  # cut here: what is kept keeps its place in the chain's pattern
-                outcome.drops.extend(Drop(task, row["id"], u, f"cut: {why}" if u == t else "cut: after an unrepairable step")
-                                     for u in keep[k:])
+                outcome.drops.extend(
+                    Drop(task, row["id"], u, f"cut: {why}" if u == t else "cut: after an unrepairable step")
+                    for u in keep[k:]
+                )
                 del keep[k:]
                 return keep
             keep.pop(k)
@@ -231,7 +262,9 @@ def _redraw_negative(builder: AssociationBuilder, row: dict, query: int, rng: np
     return int(pool[rng.integers(0, len(pool))])
 
 
-def verify_row(task: str, row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome) -> dict | None:
+def verify_row(
+    task: str, row: dict, repair: Repair, rejected: dict[Claim, Decision], table, outcome: Outcome
+) -> dict | None:
     builder = repair.builder
     outcome.rows += 1
     if task in ("synchronous", "asynchronous"):
@@ -246,7 +279,9 @@ def verify_row(task: str, row: dict, repair: Repair, rejected: dict[Claim, Decis
             outcome.kept_steps += 1
             result = row
             if task == "deduction":  # gold follows the verified labels
-                shared = set(builder.index.images[row["image_1"]].labels) & set(builder.index.images[row["image_2"]].labels)
+                shared = set(builder.index.images[row["image_1"]].labels) & set(
+                    builder.index.images[row["image_2"]].labels
+                )
                 result = {**row, "gold": [c for c in builder.options if c in shared]}
     if result is not None and task not in ("synchronous", "asynchronous"):
         try:  # a label a negative was found to carry elsewhere can break a task that passed its own claims
@@ -260,5 +295,3 @@ def verify_row(task: str, row: dict, repair: Repair, rejected: dict[Claim, Decis
     builder.check_row(task, result)
     outcome.kept_rows += 1
     return result
-
-

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commonlink.eval.association_memory import image_name
-from commonlink.refine.verify import row_claims, task_inputs
 from commonlink.fileio import atomic_write, atomic_write_text, read_jsonl
 from commonlink.formats.association import ImageFetcher, LabelledImage
 from commonlink.progress import track
+from commonlink.refine.verify import row_claims, task_inputs
 
 _SCRIPT = """
 function saveDecisions() {
@@ -44,9 +44,11 @@ function saveDecisions() {
   a.click();
 }
 """
-_STYLE = ("body{font-family:sans-serif;margin:1em} .step{display:inline-block;margin:4px;padding:4px;border:1px solid #ccc;"
-          "vertical-align:top;width:210px} .neg{opacity:.55} img{max-width:200px;max-height:200px;display:block}"
-          " select{width:100%}")
+_STYLE = (
+    "body{font-family:sans-serif;margin:1em} .step{display:inline-block;margin:4px;padding:4px;border:1px solid #ccc;"
+    "vertical-align:top;width:210px} .neg{opacity:.55} img{max-width:200px;max-height:200px;display:block}"
+    " select{width:100%}"
+)
 
 
 @dataclass
@@ -72,21 +74,27 @@ def _card(img: LabelledImage, caption: str, concept: str | None, *, negative: bo
     e = html.escape
     choice = ""
     if concept is not None:
-        choice = (f'<select data-image="{e(img.id)}" data-concept="{e(concept)}"><option value="keep">keep: shows {e(concept)}</option>'
-                  f'<option value="reject">reject: does not show {e(concept)}</option></select>')
-    return (f'<div class="step{" neg" if negative else ""}"><div>{e(caption)}</div><img src="../images/{e(img.id)}.jpg" '
-            f'alt="{e(image_name(img))}"><div><b>{e(image_name(img))}</b> <small>{e(img.id)}</small></div>{choice}</div>')
+        choice = (
+            f'<select data-image="{e(img.id)}" data-concept="{e(concept)}"><option value="keep">keep: shows {e(concept)}</option>'
+            f'<option value="reject">reject: does not show {e(concept)}</option></select>'
+        )
+    return (
+        f'<div class="step{" neg" if negative else ""}"><div>{e(caption)}</div><img src="../images/{e(img.id)}.jpg" '
+        f'alt="{e(image_name(img))}"><div><b>{e(image_name(img))}</b> <small>{e(img.id)}</small></div>{choice}</div>'
+    )
 
 
 def _page(task: str, row: dict, table: Sequence[LabelledImage], concept_kind: str) -> str:
     e = html.escape
     concepts = row.get("concepts") or [row["concept"]]
-    parts = [f'<!doctype html><html><head><meta charset="utf-8"><title>{e(row["id"])}</title><style>{_STYLE}</style>'
-             f"<script>{_SCRIPT}</script></head><body data-task=\"{e(row['id'])}\">",
-             f"<h1>{e(row['id'])}</h1><p>{e(task)}; {e(concept_kind)}: <b>{e(' + '.join(concepts))}</b>. For each image, "
-             "say whether it shows the concept named under it; then Save decisions and pass the file to "
-             "<code>commonlink chains verify TASKS --decisions FILE</code>.</p>",
-             '<p><button onclick="saveDecisions()">Save decisions</button></p>']
+    parts = [
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{e(row["id"])}</title><style>{_STYLE}</style>'
+        f'<script>{_SCRIPT}</script></head><body data-task="{e(row["id"])}">',
+        f"<h1>{e(row['id'])}</h1><p>{e(task)}; {e(concept_kind)}: <b>{e(' + '.join(concepts))}</b>. For each image, "
+        "say whether it shows the concept named under it; then Save decisions and pass the file to "
+        "<code>commonlink chains verify TASKS --decisions FILE</code>.</p>",
+        '<p><button onclick="saveDecisions()">Save decisions</button></p>',
+    ]
     claims = list(row_claims(task, row))
     if task in ("synchronous", "asynchronous"):
         by_step: dict[int, list[str]] = {}
@@ -96,8 +104,12 @@ def _page(task: str, row: dict, table: Sequence[LabelledImage], concept_kind: st
         parts.append("".join(_card(start, "start", c) for c in by_step[-1]))
         for t, (p, q) in enumerate(zip(row["positive"], row["negative"])):
             warm = " (warm-up)" if t < int(row.get("warmup", 0)) else ""
-            parts.append("<div>" + "".join(_card(table[int(p)], f"step {t}{warm}: positive", c) for c in by_step.get(t, []))
-                         + _card(table[int(q)], f"step {t}: negative", None, negative=True) + "</div>")
+            parts.append(
+                "<div>"
+                + "".join(_card(table[int(p)], f"step {t}{warm}: positive", c) for c in by_step.get(t, []))
+                + _card(table[int(q)], f"step {t}: negative", None, negative=True)
+                + "</div>"
+            )
     else:
         for _, (index, concept) in claims:
             parts.append(_card(table[index], "image", concept))
@@ -105,8 +117,15 @@ def _page(task: str, row: dict, table: Sequence[LabelledImage], concept_kind: st
     return "\n".join(parts)
 
 
-def export_review(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, limit: int | None = None,
-                  thumbnail: int = 200, progress: bool = True, catalog_root: str | os.PathLike | None = None) -> ReviewSummary:
+def export_review(
+    tasks: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    limit: int | None = None,
+    thumbnail: int = 200,
+    progress: bool = True,
+    catalog_root: str | os.PathLike | None = None,
+) -> ReviewSummary:
     """Write the review pages, thumbnails and ``decisions.csv`` for the task files (``limit`` rows a task)."""
     inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
     out_dir = Path(out_dir)
@@ -117,7 +136,9 @@ def export_review(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike
     shown: set[int] = set()
     for inp in inputs:
         rows = read_jsonl(inp.path)
-        for n, row in enumerate(track(rows, f"review pages: {inp.task}", total=inp.meta.get("rows"), unit="pages", disable=not progress)):
+        for n, row in enumerate(
+            track(rows, f"review pages: {inp.task}", total=inp.meta.get("rows"), unit="pages", disable=not progress)
+        ):
             if limit is not None and n >= limit:
                 break
             page = f"{inp.task}/{row['id']}.html"
@@ -137,8 +158,11 @@ def export_review(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike
         writer.writerow([table[index].id, table[index].name or "", concept, "keep", ";".join(dict.fromkeys(where))])
     atomic_write_text(out_dir / "decisions.csv", buf.getvalue())
     listing = "".join(f'<li><a href="{html.escape(p)}">{html.escape(i)}</a></li>' for p, i in pages)
-    atomic_write_text(out_dir / "index.html", f'<!doctype html><html><head><meta charset="utf-8"><title>Review</title></head><body>'
-                                              f"<h1>Association review ({len(pages)} pages)</h1><p>Build: "
-                                              f"{html.escape(json.dumps(meta.get('config', {}).get('preset')))} preset, "
-                                              f"{html.escape(concept_kind)} concepts.</p><ul>{listing}</ul></body></html>")
+    atomic_write_text(
+        out_dir / "index.html",
+        f'<!doctype html><html><head><meta charset="utf-8"><title>Review</title></head><body>'
+        f"<h1>Association review ({len(pages)} pages)</h1><p>Build: "
+        f"{html.escape(json.dumps(meta.get('config', {}).get('preset')))} preset, "
+        f"{html.escape(concept_kind)} concepts.</p><ul>{listing}</ul></body></html>",
+    )
     return ReviewSummary(out_dir, len(pages), len(claims), len(shown))

@@ -84,8 +84,10 @@ REPORT_FILENAME = "verification.json"
 CACHE_FILENAME = "verify-answers.cache"  # JSON lines, but not *.jsonl: `release build OUT/*.jsonl` must not take it
 VERIFY_CHOICES = ["Yes", "No"]
 #: The paper gives no wording for its verification question; this one reuses its output instruction (Table 3).
-VERIFY_PROMPT = ('Does this image show the {kind} "{concept}"? Your response should be direct and exclusively only '
-                 "include one of the following items. Options: [Yes, No].")
+VERIFY_PROMPT = (
+    'Does this image show the {kind} "{concept}"? Your response should be direct and exclusively only '
+    "include one of the following items. Options: [Yes, No]."
+)
 DECISIONS = ("keep", "reject")
 UNDECIDED = ("keep", "reject")  #: what happens to a claim no verifier decided
 
@@ -98,7 +100,9 @@ class TaskInput:
     meta: dict
 
 
-def task_inputs(paths: Sequence[str | os.PathLike], *, catalog_root=None) -> tuple[list[TaskInput], list[LabelledImage], dict]:
+def task_inputs(
+    paths: Sequence[str | os.PathLike], *, catalog_root=None
+) -> tuple[list[TaskInput], list[LabelledImage], dict]:
     """The task files named (a folder means every task file in it), their image table and its meta.
 
     All must come from one ``commonlink chains`` build (one image table), as a release does.
@@ -109,8 +113,10 @@ def task_inputs(paths: Sequence[str | os.PathLike], *, catalog_root=None) -> tup
         if path.is_dir():
             found = [task_file(path, t) for t in TASKS if task_file(path, t).is_file()]
             if not found:
-                raise InputError(f"{path}: no task file ({', '.join(t + '.jsonl' for t in TASKS)}) in this folder.",
-                                 "Pass the --out folder of `commonlink chains`, or its TASK.jsonl files.")
+                raise InputError(
+                    f"{path}: no task file ({', '.join(t + '.jsonl' for t in TASKS)}) in this folder.",
+                    "Pass the --out folder of `commonlink chains`, or its TASK.jsonl files.",
+                )
             files += found
         elif path.is_file():
             if path.name == IMAGES_FILENAME:
@@ -121,15 +127,21 @@ def task_inputs(paths: Sequence[str | os.PathLike], *, catalog_root=None) -> tup
     metas = {f: read_chain_meta(f) for f in dict.fromkeys(files)}
     inputs = [TaskInput(meta["task"], f, meta) for f, meta in metas.items()]
     if not inputs:
-        raise InputError("No task file given.", "Pass the --out folder of `commonlink chains`, or its TASK.jsonl files.")
+        raise InputError(
+            "No task file given.", "Pass the --out folder of `commonlink chains`, or its TASK.jsonl files."
+        )
     tasks = Counter(i.task for i in inputs)
     if max(tasks.values()) > 1:
-        raise InputError(f"Two files hold the same task type ({[t for t, n in tasks.items() if n > 1]}).",
-                         "Verify one build at a time (one file per task type).")
+        raise InputError(
+            f"Two files hold the same task type ({[t for t, n in tasks.items() if n > 1]}).",
+            "Verify one build at a time (one file per task type).",
+        )
     shas = {i.meta.get("images_sha256") for i in inputs}
     if len(shas) > 1:
-        raise InputError("The task files come from different builds (their image tables differ).",
-                         "Verify the files of one `commonlink chains` output folder together.")
+        raise InputError(
+            "The task files come from different builds (their image tables differ).",
+            "Verify the files of one `commonlink chains` output folder together.",
+        )
     table = read_image_table(inputs[0].path, inputs[0].meta, catalog_root=catalog_root)
     return inputs, table, inputs[0].meta
 
@@ -137,7 +149,6 @@ def task_inputs(paths: Sequence[str | os.PathLike], *, catalog_root=None) -> tup
 def config_of(meta: dict) -> ChainConfig:
     known = ChainConfig.__dataclass_fields__
     return ChainConfig(**{k: v for k, v in (meta.get("config") or {}).items() if k in known})
-
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -161,13 +172,19 @@ def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"Decisions file not found: {path}", "Pass the decisions.csv of `commonlink chains review`, or the JSON its pages save.")
+        raise InputError(
+            f"Decisions file not found: {path}",
+            "Pass the decisions.csv of `commonlink chains review`, or the JSON its pages save.",
+        )
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
         try:
             entries = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SchemaError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}).", "Save the decisions again from a review page.") from None
+            raise SchemaError(
+                f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}).",
+                "Save the decisions again from a review page.",
+            ) from None
         if isinstance(entries, dict):
             entries = entries.get("decisions", [])
     else:
@@ -175,10 +192,15 @@ def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
     decisions = {}
     for n, entry in enumerate(entries, start=1):
         if not isinstance(entry, dict) or not {"image_id", "concept", "decision"} <= set(entry):
-            raise SchemaError(f"{path}, entry {n}: needs image_id, concept and decision.", "Keep the columns of the exported decisions.csv.")
+            raise SchemaError(
+                f"{path}, entry {n}: needs image_id, concept and decision.",
+                "Keep the columns of the exported decisions.csv.",
+            )
         verdict = str(entry["decision"]).strip().lower()
         if verdict not in DECISIONS:
-            raise SchemaError(f"{path}, entry {n}: decision {entry['decision']!r} is not keep or reject.", "Write keep or reject.")
+            raise SchemaError(
+                f"{path}, entry {n}: decision {entry['decision']!r} is not keep or reject.", "Write keep or reject."
+            )
         key = (str(entry["image_id"]).strip(), str(entry["concept"]).strip())
         # a page shows an image once per step it appears in: one "reject" among its copies is the reviewer's call
         if decisions.get(key) != "reject":
@@ -192,17 +214,27 @@ def claim_request_id(image_id: str, concept: str) -> str:
 
 
 def verification_request(image, concept: str, concept_kind: str, image_id: str) -> GenerationRequest:
-    return GenerationRequest(id=claim_request_id(image_id, concept), images=[image],
-                             prompt=[ImageSlot(0), VERIFY_PROMPT.format(kind=concept_kind, concept=concept)],
-                             choices=list(VERIFY_CHOICES), multi_select=False)
+    return GenerationRequest(
+        id=claim_request_id(image_id, concept),
+        images=[image],
+        prompt=[ImageSlot(0), VERIFY_PROMPT.format(kind=concept_kind, concept=concept)],
+        choices=list(VERIFY_CHOICES),
+        multi_select=False,
+    )
 
 
-def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_kind: str, generator: CachedGenerator,
-              progress: bool, label: str = "verify") -> dict[Claim, str]:
+def ask_model(
+    claims: Sequence[Claim],
+    table: Sequence[LabelledImage],
+    concept_kind: str,
+    generator: CachedGenerator,
+    progress: bool,
+    label: str = "verify",
+) -> dict[Claim, str]:
     """One model's raw answer to every claim's question (cached answers replayed, no image opened for them)."""
     fetcher = ImageFetcher()
     answers: dict[Claim, str] = {}
-    chunks = [claims[i:i + 64] for i in range(0, len(claims), 64)]  # images decoded a chunk at a time
+    chunks = [claims[i : i + 64] for i in range(0, len(claims), 64)]  # images decoded a chunk at a time
     for chunk in track(chunks, f"{label} (claims x64)", total=len(chunks), unit="chunks", disable=not progress):
         todo = []
         for claim in chunk:
@@ -213,12 +245,18 @@ def ask_model(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_k
                 answers[claim] = hit
         if not todo:
             continue
-        requests = [verification_request(fetcher.open(table[i].origin, table[i].crop, what=f"image {table[i].id}"), c, concept_kind,
-                                         table[i].id) for i, c in todo]
+        requests = [
+            verification_request(
+                fetcher.open(table[i].origin, table[i].crop, what=f"image {table[i].id}"), c, concept_kind, table[i].id
+            )
+            for i, c in todo
+        ]
         for claim, request, output in zip(todo, requests, generator.answer(requests)):
             if isinstance(output, RequestFailure):
-                raise InputError(f"The backend gave no answer for {request.id} ({output.reason}).",
-                                 "Lower --batch-size or --max-pixels and rerun: answers so far are cached.")
+                raise InputError(
+                    f"The backend gave no answer for {request.id} ({output.reason}).",
+                    "Lower --batch-size or --max-pixels and rerun: answers so far are cached.",
+                )
             answers[claim] = output
     return answers
 
@@ -245,19 +283,35 @@ class Verifiers:
 def verifiers_of(models, backend, backend_options, backend_instances) -> Verifiers:
     """Normalise ``verify_tasks``' model arguments: one backend name/options for all models, or one per model."""
     if backend_instances is not None:
-        return Verifiers(instances=[backend_instances] if not isinstance(backend_instances, Sequence) else list(backend_instances))
+        return Verifiers(
+            instances=[backend_instances] if not isinstance(backend_instances, Sequence) else list(backend_instances)
+        )
     models = [models] if isinstance(models, str) else list(models or [])
     backends = [backend] * len(models) if isinstance(backend, str) else list(backend)
-    options = [backend_options or {}] * len(models) if not isinstance(backend_options, (list, tuple)) else list(backend_options)
+    options = (
+        [backend_options or {}] * len(models)
+        if not isinstance(backend_options, (list, tuple))
+        else list(backend_options)
+    )
     if models and (len(backends) != len(models) or len(options) != len(models)):
-        raise InputError(f"{len(models)} verifier models but {len(backends)} backends.",
-                         "Give one --backend for all models, or one per --model, in the same order.")
+        raise InputError(
+            f"{len(models)} verifier models but {len(backends)} backends.",
+            "Give one --backend for all models, or one per --model, in the same order.",
+        )
     return Verifiers(models, backends, options)
 
 
-def ask_verifiers(claims: Sequence[Claim], table: Sequence[LabelledImage], concept_kind: str, verifiers: Verifiers,
-                  cache: PredictionCache, images_sha: str | None, settings: GenerationSettings, batch_size: int | None,
-                  progress: bool) -> tuple[dict[Claim, Decision], list[dict]]:
+def ask_verifiers(
+    claims: Sequence[Claim],
+    table: Sequence[LabelledImage],
+    concept_kind: str,
+    verifiers: Verifiers,
+    cache: PredictionCache,
+    images_sha: str | None,
+    settings: GenerationSettings,
+    batch_size: int | None,
+    progress: bool,
+) -> tuple[dict[Claim, Decision], list[dict]]:
     """Each model in order, asked only about the claims every model before it left undecided (App. A.1)."""
     decided = {c: Decision("undecided", "model", present=c[1] in table[c[0]].labels) for c in claims}
     pending = list(claims)
@@ -266,14 +320,22 @@ def ask_verifiers(claims: Sequence[Claim], table: Sequence[LabelledImage], conce
         instance, owned = verifiers.open(n)
         try:
             info = instance.info
-            run = run_key(task="association/verify", protocol=VERIFY_PROTOCOL, images=images_sha, model=info.fingerprint,
-                          backend=info.backend, settings=settings.to_dict())
+            run = run_key(
+                task="association/verify",
+                protocol=VERIFY_PROTOCOL,
+                images=images_sha,
+                model=info.fingerprint,
+                backend=info.backend,
+                settings=settings.to_dict(),
+            )
             generator = CachedGenerator(instance, cache, settings, run, batch_size or info.default_batch_size)
             answers = ask_model(pending, table, concept_kind, generator, progress, f"verify with {info.model}")
         finally:
             if owned:
                 instance.close()
-        infos.append({"model": info.model, "fingerprint": info.fingerprint, "backend": info.backend, "asked": len(pending)})
+        infos.append(
+            {"model": info.model, "fingerprint": info.fingerprint, "backend": info.backend, "asked": len(pending)}
+        )
         for claim in pending:
             said = parse_yes_no(answers[claim])
             d = decided[claim]
@@ -284,8 +346,12 @@ def ask_verifiers(claims: Sequence[Claim], table: Sequence[LabelledImage], conce
     return decided, infos
 
 
-def final_decisions(claims: Sequence[Claim], table: Sequence[LabelledImage], decided: dict[Claim, Decision],
-                    human: dict[tuple[str, str], str]) -> dict[Claim, Decision]:
+def final_decisions(
+    claims: Sequence[Claim],
+    table: Sequence[LabelledImage],
+    decided: dict[Claim, Decision],
+    human: dict[tuple[str, str], str],
+) -> dict[Claim, Decision]:
     """Every claim's decision: a human decision (presence claims only: review pages show no negatives) beats
     the models; a claim nobody was asked about stands ("unverified")."""
     out = {}
@@ -294,7 +360,9 @@ def final_decisions(claims: Sequence[Claim], table: Sequence[LabelledImage], dec
         verdict = (human.get((image_id, claim[1])) or human.get((image_id, "*"))) if present else None
         model = decided.get(claim)
         if verdict is not None:
-            out[claim] = Decision(verdict, "human", model.answer if model else None, present, None, model.asked if model else [])
+            out[claim] = Decision(
+                verdict, "human", model.answer if model else None, present, None, model.asked if model else []
+            )
         else:
             out[claim] = model or Decision("keep", "unverified", present=present)
     return out
@@ -321,35 +389,62 @@ def _human_decisions(decisions, table: Sequence[LabelledImage]) -> tuple[list[st
     ids = {img.id for img in table}
     unknown = sorted({image_id for image_id, _ in human if image_id not in ids})
     if unknown:
-        raise InputError(f"The decisions name image(s) not in this build: {unknown[:5]}.", "Pass the decisions exported from these task files.")
+        raise InputError(
+            f"The decisions name image(s) not in this build: {unknown[:5]}.",
+            "Pass the decisions exported from these task files.",
+        )
     return [str(p) for p in paths], human
 
 
-def _repair_for(table: Sequence[LabelledImage], meta: dict, config: ChainConfig, decided: dict[Claim, Decision],
-                rejected: dict[Claim, Decision], on_fail: str) -> tuple[list[LabelledImage], Repair]:
+def _repair_for(
+    table: Sequence[LabelledImage],
+    meta: dict,
+    config: ChainConfig,
+    decided: dict[Claim, Decision],
+    rejected: dict[Claim, Decision],
+    on_fail: str,
+) -> tuple[list[LabelledImage], Repair]:
     """The verified image table, and what repairs draw from: per concept, the images verified (or assumed) to show it."""
     new_table = verified_table(table, rejected)
     index = LabelIndex(new_table)
     # the index sorts by id; the task files index the table as written (sorted by id by the builder)
     if [img.id for img in index.images] != [img.id for img in new_table]:
-        raise SchemaError("images.jsonl is not sorted by id as `commonlink chains` writes it.", "Rebuild the chain files.")
+        raise SchemaError(
+            "images.jsonl is not sorted by id as `commonlink chains` writes it.", "Rebuild the chain files."
+        )
     builder = AssociationBuilder(index, config, list(meta.get("options") or []))
     trusted: dict[str, list[int]] = {}
     for i, concept in decided:  # the verified labels: kept presence claims, and negatives a verifier saw it on
         if concept in new_table[i].labels:
             trusted.setdefault(concept, []).append(i)
-    return new_table, Repair(builder, {c: np.unique(np.asarray(v, dtype=np.int32)) for c, v in trusted.items()}, on_fail)
+    return new_table, Repair(
+        builder, {c: np.unique(np.asarray(v, dtype=np.int32)) for c, v in trusted.items()}, on_fail
+    )
 
 
-def _write_verified(inputs: Sequence[TaskInput], out_dir: Path, new_table: Sequence[LabelledImage], repair: Repair,
-                    rejected: dict[Claim, Decision], verification: dict) -> tuple[dict[str, Outcome], dict[str, Path]]:
+def _write_verified(
+    inputs: Sequence[TaskInput],
+    out_dir: Path,
+    new_table: Sequence[LabelledImage],
+    repair: Repair,
+    rejected: dict[Claim, Decision],
+    verification: dict,
+) -> tuple[dict[str, Outcome], dict[str, Path]]:
     """The verified image table and task files, each with its meta sidecar."""
     images_path = out_dir / IMAGES_FILENAME
     with atomic_write(images_path, "w") as handle:
         for i, img in enumerate(new_table):
             handle.write(json.dumps({"index": i, **img.to_json(images_path)}, ensure_ascii=False) + "\n")
-    images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK, "toolkit_version": __version__,
-                                          "seed": repair.builder.config.seed, "images": len(new_table)})["sha256"]
+    images_sha = write_meta(
+        images_path,
+        {
+            "kind": ASSOCIATION_CHAINS_KIND,
+            "task": IMAGE_TABLE_TASK,
+            "toolkit_version": __version__,
+            "seed": repair.builder.config.seed,
+            "images": len(new_table),
+        },
+    )["sha256"]
     outcomes: dict[str, Outcome] = {}
     files: dict[str, Path] = {}
     for inp in inputs:
@@ -361,36 +456,84 @@ def _write_verified(inputs: Sequence[TaskInput], out_dir: Path, new_table: Seque
                 if kept is not None:
                     handle.write(json.dumps(kept, ensure_ascii=False, separators=(",", ":")) + "\n")
         counts = {**(inp.meta.get("counts") or {}), inp.task: outcome.kept_rows}
-        write_meta(path, {**inp.meta, "rows": outcome.kept_rows, "steps": outcome.kept_steps, "counts": counts,
-                          "images_sha256": images_sha, "created": utc_now(),
-                          "verification": {**verification, **outcome_counts(outcome)}, "verified_from": str(inp.path.resolve())})
+        write_meta(
+            path,
+            {
+                **inp.meta,
+                "rows": outcome.kept_rows,
+                "steps": outcome.kept_steps,
+                "counts": counts,
+                "images_sha256": images_sha,
+                "created": utc_now(),
+                "verification": {**verification, **outcome_counts(outcome)},
+                "verified_from": str(inp.path.resolve()),
+            },
+        )
     return outcomes, files
 
 
 def outcome_counts(o: Outcome) -> dict:
-    return {"rows_in": o.rows, "rows_kept": o.kept_rows, "rows_dropped": o.dropped_rows, "steps_in": o.steps,
-            "steps_kept": o.kept_steps, "negatives_redrawn": o.redrawn_negatives, "positives_redrawn": len(o.resampled)}
-
-
-def _report(table, decided: dict[Claim, Decision], outcomes: dict[str, Outcome], verification: dict, undecided: str) -> dict:
-    drops = lambda attr: [{"task": d.task, "id": d.id, "step": d.step, "reason": d.reason}
-                          for o in outcomes.values() for d in getattr(o, attr)]
     return {
-        "toolkit_version": __version__, "created": utc_now(), **verification,
-        "tasks": {t: outcome_counts(o) for t, o in outcomes.items()},
-        "decisions": [{"image_id": table[i].id, "name": table[i].name, "concept": c, "claim": "present" if d.present else "absent",
-                       "decision": d.verdict, "applied": d.applied(undecided), "source": d.source, "model": d.model,
-                       "answer": d.answer, "asked": d.asked} for (i, c), d in decided.items()],
-        "drops": drops("drops"), "resampled": drops("resampled"),
+        "rows_in": o.rows,
+        "rows_kept": o.kept_rows,
+        "rows_dropped": o.dropped_rows,
+        "steps_in": o.steps,
+        "steps_kept": o.kept_steps,
+        "negatives_redrawn": o.redrawn_negatives,
+        "positives_redrawn": len(o.resampled),
     }
 
 
-def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, models: Sequence[str] | str | None = None,
-                 backend: Sequence[str] | str = "transformers", backend_options: dict | Sequence[dict] | None = None,
-                 backend_instances: Sequence[Backend] | Backend | None = None,
-                 decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None, generation: GenerationSettings | None = None,
-                 batch_size: int | None = None, on_fail: str = "resample", undecided: str = "keep", negatives: bool = True,
-                 progress: bool = True, catalog_root: str | os.PathLike | None = None) -> VerifySummary:
+def _report(
+    table, decided: dict[Claim, Decision], outcomes: dict[str, Outcome], verification: dict, undecided: str
+) -> dict:
+    drops = lambda attr: [
+        {"task": d.task, "id": d.id, "step": d.step, "reason": d.reason}
+        for o in outcomes.values()
+        for d in getattr(o, attr)
+    ]
+    return {
+        "toolkit_version": __version__,
+        "created": utc_now(),
+        **verification,
+        "tasks": {t: outcome_counts(o) for t, o in outcomes.items()},
+        "decisions": [
+            {
+                "image_id": table[i].id,
+                "name": table[i].name,
+                "concept": c,
+                "claim": "present" if d.present else "absent",
+                "decision": d.verdict,
+                "applied": d.applied(undecided),
+                "source": d.source,
+                "model": d.model,
+                "answer": d.answer,
+                "asked": d.asked,
+            }
+            for (i, c), d in decided.items()
+        ],
+        "drops": drops("drops"),
+        "resampled": drops("resampled"),
+    }
+
+
+def verify_tasks(
+    tasks: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    models: Sequence[str] | str | None = None,
+    backend: Sequence[str] | str = "transformers",
+    backend_options: dict | Sequence[dict] | None = None,
+    backend_instances: Sequence[Backend] | Backend | None = None,
+    decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
+    generation: GenerationSettings | None = None,
+    batch_size: int | None = None,
+    on_fail: str = "resample",
+    undecided: str = "keep",
+    negatives: bool = True,
+    progress: bool = True,
+    catalog_root: str | os.PathLike | None = None,
+) -> VerifySummary:
     """Verify the claims of chain files with ordered verifier models and/or human decisions; write verified files.
 
     ``models`` (or ``backend_instances``): the verifiers in order; each later one is asked only where every
@@ -400,18 +543,27 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     ``catalog_root``: where the catalogs of the chain files' images are now (``--catalog-root``).
     """
     if on_fail not in ON_FAIL:
-        raise InputError(f"--on-fail {on_fail!r} is not one of {', '.join(ON_FAIL)}.", "Use --on-fail resample or --on-fail drop.")
+        raise InputError(
+            f"--on-fail {on_fail!r} is not one of {', '.join(ON_FAIL)}.", "Use --on-fail resample or --on-fail drop."
+        )
     if undecided not in UNDECIDED:
-        raise InputError(f"--undecided {undecided!r} is not one of {', '.join(UNDECIDED)}.", "Use --undecided keep or --undecided reject.")
+        raise InputError(
+            f"--undecided {undecided!r} is not one of {', '.join(UNDECIDED)}.",
+            "Use --undecided keep or --undecided reject.",
+        )
     verifiers = verifiers_of(models, backend, backend_options, backend_instances)
     if not len(verifiers) and not decisions:
-        raise InputError("Nothing to verify with: no --model and no --decisions.",
-                         "Pass --model M --backend B (the paper's MLLM verification; repeat --model for a fallback), "
-                         "--decisions FILE (human review), or both.")
+        raise InputError(
+            "Nothing to verify with: no --model and no --decisions.",
+            "Pass --model M --backend B (the paper's MLLM verification; repeat --model for a fallback), "
+            "--decisions FILE (human review), or both.",
+        )
     inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
     out_dir = Path(out_dir)
     if any(inp.path.resolve().parent == out_dir.resolve() for inp in inputs):
-        raise InputError(f"--out {out_dir} is the folder of the input task files.", "Write the verified files to a new folder.")
+        raise InputError(
+            f"--out {out_dir} is the folder of the input task files.", "Write the verified files to a new folder."
+        )
     config = config_of(meta)
     claims = all_claims(inputs, negatives)
     decision_files, human = _human_decisions(decisions, table)
@@ -421,8 +573,17 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         out_dir.mkdir(parents=True, exist_ok=True)
         cache = PredictionCache(out_dir / CACHE_FILENAME)
         try:
-            decided, model_infos = ask_verifiers(claims, table, meta.get("concept_kind", config.concept_kind), verifiers,
-                                                 cache, meta.get("images_sha256"), generation, batch_size, progress)
+            decided, model_infos = ask_verifiers(
+                claims,
+                table,
+                meta.get("concept_kind", config.concept_kind),
+                verifiers,
+                cache,
+                meta.get("images_sha256"),
+                generation,
+                batch_size,
+                progress,
+            )
         finally:
             cache.sync()  # the last answers durable and the file closed, as the evaluator does at a run's end
     decided = final_decisions(claims, table, decided, human)
@@ -430,13 +591,23 @@ def verify_tasks(tasks: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     new_table, repair = _repair_for(table, meta, config, decided, rejected, on_fail)
     out_dir.mkdir(parents=True, exist_ok=True)
     verdicts = Counter(d.verdict for d in decided.values())
-    verification = {"protocol": VERIFY_PROTOCOL, "models": model_infos or None, "generation": generation.to_dict() if model_infos else None,
-                    "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
-                    "human_decisions": decision_files or None, "prompt": VERIFY_PROMPT, "on_fail": on_fail, "undecided_rule": undecided,
-                    "negatives_asked": negatives, "claims": len(claims),
-                    "absence_claims": sum(not d.present for d in decided.values()),
-                    "rejected": verdicts["reject"], "undecided": verdicts["undecided"],
-                    "rejected_by": dict(Counter(d.source for d in decided.values() if d.verdict == "reject")), "report": REPORT_FILENAME}
+    verification = {
+        "protocol": VERIFY_PROTOCOL,
+        "models": model_infos or None,
+        "generation": generation.to_dict() if model_infos else None,
+        "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
+        "human_decisions": decision_files or None,
+        "prompt": VERIFY_PROMPT,
+        "on_fail": on_fail,
+        "undecided_rule": undecided,
+        "negatives_asked": negatives,
+        "claims": len(claims),
+        "absence_claims": sum(not d.present for d in decided.values()),
+        "rejected": verdicts["reject"],
+        "undecided": verdicts["undecided"],
+        "rejected_by": dict(Counter(d.source for d in decided.values() if d.verdict == "reject")),
+        "report": REPORT_FILENAME,
+    }
     outcomes, files = _write_verified(inputs, out_dir, new_table, repair, rejected, verification)
     report = _report(table, decided, outcomes, verification, undecided)
     report_path = out_dir / REPORT_FILENAME
@@ -449,16 +620,31 @@ def render_verification(report: dict) -> str:
     """A short Markdown summary of a verification report."""
     models = report.get("models") or []
     who = " then ".join(m["model"] for m in models) or "no model"
-    lines = [f"### Verification ({who}{', human decisions' if report.get('human_decisions') else ''})", "",
-             (f"Claims asked: {report['claims']} ({report.get('absence_claims', 0)} about negatives); rejected: {report['rejected']} "
-              f"({report['rejected_by']}); undecided: {report.get('undecided', 0)} (applied: {report.get('undecided_rule', 'keep')})."), ""]
+    lines = [
+        f"### Verification ({who}{', human decisions' if report.get('human_decisions') else ''})",
+        "",
+        (
+            f"Claims asked: {report['claims']} ({report.get('absence_claims', 0)} about negatives); rejected: {report['rejected']} "
+            f"({report['rejected_by']}); undecided: {report.get('undecided', 0)} (applied: {report.get('undecided_rule', 'keep')})."
+        ),
+        "",
+    ]
     lines += [f"- {m['model']}: asked {m['asked']}, left undecided {m['undecided']}" for m in models]
-    lines += ["", "| task | rows in | kept | dropped | steps in | steps kept | positives redrawn | negatives redrawn |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| task | rows in | kept | dropped | steps in | steps kept | positives redrawn | negatives redrawn |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for task, t in report["tasks"].items():
-        lines.append(f"| {task} | {t['rows_in']} | {t['rows_kept']} | {t['rows_dropped']} | {t['steps_in']} | {t['steps_kept']} | "
-                     f"{t['positives_redrawn']} | {t['negatives_redrawn']} |")
-    reasons = Counter(d["reason"].split(":")[0] if d["reason"].startswith(("splice", "start image", "no scored", "cut", "invalid"))
-                      else "rejected claim" for d in report["drops"])
+        lines.append(
+            f"| {task} | {t['rows_in']} | {t['rows_kept']} | {t['rows_dropped']} | {t['steps_in']} | {t['steps_kept']} | "
+            f"{t['positives_redrawn']} | {t['negatives_redrawn']} |"
+        )
+    reasons = Counter(
+        d["reason"].split(":")[0]
+        if d["reason"].startswith(("splice", "start image", "no scored", "cut", "invalid"))
+        else "rejected claim"
+        for d in report["drops"]
+    )
     lines += ["", "Drops by reason: " + (", ".join(f"{k}: {v}" for k, v in reasons.items()) or "none") + "."]
     return "\n".join(lines) + "\n"

@@ -83,8 +83,12 @@ class _ChainInput:
     sha256: str
 
 
-def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | None = None, *,
-                 catalog_root: str | os.PathLike | None = None) -> list[_ChainInput]:
+def _read_inputs(
+    chain_files: Sequence[str | os.PathLike],
+    empty: list[str] | None = None,
+    *,
+    catalog_root: str | os.PathLike | None = None,
+) -> list[_ChainInput]:
     """The task files to release, in task order; files without rows are left out and named in ``empty``
     (datasets.load_dataset cannot open a config without rows)."""
     inputs, seen = [], {}
@@ -93,14 +97,18 @@ def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | No
     for file in chain_files:
         path = Path(file)
         if not path.is_file():
-            raise InputError(f"Chain file {path} not found.", "Make chain files with `commonlink chains SOURCE --out DIR`.")
+            raise InputError(
+                f"Chain file {path} not found.", "Make chain files with `commonlink chains SOURCE --out DIR`."
+            )
         meta = read_chain_meta(path, allow_image_table=True)
         task = meta["task"]
         if task == IMAGE_TABLE_TASK:
             continue  # images.jsonl passed along with the task files (e.g. OUT/*.jsonl): read through them
         if task in seen:
-            raise InputError(f"Two inputs hold {task} tasks ({seen[task]} and {path}).",
-                             "Pass one chain file per task type (single_step, deduction, synchronous, asynchronous).")
+            raise InputError(
+                f"Two inputs hold {task} tasks ({seen[task]} and {path}).",
+                "Pass one chain file per task type (single_step, deduction, synchronous, asynchronous).",
+            )
         sha256 = verify_data_file(path, meta)
         seen[task] = path
         if meta.get("rows") == 0:
@@ -108,13 +116,20 @@ def _read_inputs(chain_files: Sequence[str | os.PathLike], empty: list[str] | No
             continue
         key = ((path.parent / meta.get("images_file", IMAGES_FILENAME)).resolve(), meta.get("images_sha256"))
         if key not in tables:
-            tables[key] = read_image_table(path, meta, catalog_root=catalog_root)  # hashed against the meta, then parsed: once per table
+            tables[key] = read_image_table(
+                path, meta, catalog_root=catalog_root
+            )  # hashed against the meta, then parsed: once per table
         inputs.append(_ChainInput(path, meta, task, tables[key], sha256))
     if not inputs and empty:
-        raise InputError(f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
-                         "Rebuild with `commonlink chains` (see its notes on why no task was built), or pass other task files.")
+        raise InputError(
+            f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
+            "Rebuild with `commonlink chains` (see its notes on why no task was built), or pass other task files.",
+        )
     if not inputs:
-        raise InputError("Only the image table was given, no task files.", "Pass the TASK.jsonl files written by `commonlink chains` (e.g. OUT/*.jsonl).")
+        raise InputError(
+            "Only the image table was given, no task files.",
+            "Pass the TASK.jsonl files written by `commonlink chains` (e.g. OUT/*.jsonl).",
+        )
     return sorted(inputs, key=lambda inp: TASKS.index(inp.task))
 
 
@@ -138,17 +153,24 @@ def _referenced_images(inputs: list[_ChainInput], progress: bool) -> dict[str, L
     images: dict[str, LabelledImage] = {}
     for inp in inputs:
         used = np.zeros(len(inp.table), dtype=bool)
-        for row in track(read_jsonl(inp.path), f"scan {inp.path.name}", total=inp.meta.get("rows"), unit="rows", disable=not progress):
+        for row in track(
+            read_jsonl(inp.path), f"scan {inp.path.name}", total=inp.meta.get("rows"), unit="rows", disable=not progress
+        ):
             idx = np.fromiter(_image_indices(row, inp.task), dtype=np.int64)
             if len(idx) and (idx.min() < 0 or idx.max() >= len(inp.table)):
-                raise SchemaError(f"{inp.path}: task {row.get('id')} names an image index outside images.jsonl.", "Rebuild the chain files.")
+                raise SchemaError(
+                    f"{inp.path}: task {row.get('id')} names an image index outside images.jsonl.",
+                    "Rebuild the chain files.",
+                )
             used[idx] = True
         for i in np.flatnonzero(used):
             img = inp.table[int(i)]
             other = images.get(img.id)
             if other is not None and (other.labels != img.labels or other.crop != img.crop):
-                raise SchemaError(f"Image {img.id} has different labels or crops in {inp.path.name} and another input.",
-                                  "Build every chain file of a release from one source with one `commonlink chains` run.")
+                raise SchemaError(
+                    f"Image {img.id} has different labels or crops in {inp.path.name} and another input.",
+                    "Build every chain file of a release from one source with one `commonlink chains` run.",
+                )
             images[img.id] = img
     return images
 
@@ -180,8 +202,10 @@ def source_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: Catalo
         except FileNotFoundError:
             data = None
         if data is None:
-            raise InputError(f"{what}: file {path} is gone since the chain files were built.",
-                             "Restore the file, or rebuild the chain files.")
+            raise InputError(
+                f"{what}: file {path} is gone since the chain files were built.",
+                "Restore the file, or rebuild the chain files.",
+            )
     recorded = origin.get("sha256")
     if recorded and sha256_bytes(data) != recorded:
         raise InputError(
@@ -209,11 +233,17 @@ def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: Catal
     try:
         with Image.open(io.BytesIO(data)) as probe:
             # PNG text chunks (tEXt/zTXt/iTXt) can hold anything: captions, places, names
-            dirty = bool(probe.getexif()) or any(key in probe.info for key in _METADATA_KEYS) or bool(getattr(probe, "text", None))
+            dirty = (
+                bool(probe.getexif())
+                or any(key in probe.info for key in _METADATA_KEYS)
+                or bool(getattr(probe, "text", None))
+            )
     except Exception as exc:  # Pillow names a BytesIO object, not the file: name the image and its file
         where = f"Image {img.id} ({path})" if path else f"Image {img.id} ({json.dumps(img.origin, sort_keys=True)})"
-        raise InputError(f"{where}: not a readable image (corrupt or unknown format: {type(exc).__name__}).",
-                         "Fix or remove it from the source, then build the chain files again.") from exc
+        raise InputError(
+            f"{where}: not a readable image (corrupt or unknown format: {type(exc).__name__}).",
+            "Fix or remove it from the source, then build the chain files again.",
+        ) from exc
     if not dirty:
         # decoded, so a truncated, oversized or replaced file is refused rather than published
         check_image(data, what=f"Image {img.id}" + (f" ({path})" if path else ""), size=(img.width, img.height))
@@ -237,18 +267,42 @@ def _task_rows(inp: _ChainInput, ids: list[str], options: list[str], concept_kin
 
     for row in read_jsonl(inp.path):
         if inp.task == "single_step":
-            yield {"id": row["id"], "concept": row["concept"], "concept_kind": concept_kind, "query": image_id(row["query"]),
-                   "memory": [image_id(i) for i in row["memory"]], "memory_concept": row.get("memory_concept", row["concept"]),
-                   "candidates": [image_id(i) for i in row["candidates"]], "answer": int(row["answer"]), "options": options}
+            yield {
+                "id": row["id"],
+                "concept": row["concept"],
+                "concept_kind": concept_kind,
+                "query": image_id(row["query"]),
+                "memory": [image_id(i) for i in row["memory"]],
+                "memory_concept": row.get("memory_concept", row["concept"]),
+                "candidates": [image_id(i) for i in row["candidates"]],
+                "answer": int(row["answer"]),
+                "options": options,
+            }
         elif inp.task == "deduction":
-            yield {"id": row["id"], "concept": row["concept"], "concept_kind": concept_kind, "image_1": image_id(row["image_1"]),
-                   "image_2": image_id(row["image_2"]), "options": options, "gold": list(row["gold"])}
+            yield {
+                "id": row["id"],
+                "concept": row["concept"],
+                "concept_kind": concept_kind,
+                "image_1": image_id(row["image_1"]),
+                "image_2": image_id(row["image_2"]),
+                "options": options,
+                "gold": list(row["gold"]),
+            }
         else:
-            yield {"id": row["id"], "kind": row.get("kind", inp.task), "concepts": list(row["concepts"]),
-                   "concept_kind": concept_kind, "start": image_id(row["start"]),
-                   "positive": [ids[i] for i in row["positive"]], "negative": [ids[i] for i in row["negative"]],
-                   "answer": list(row["answer"]), "plan": row["plan"], "warmup": int(row["warmup"]),
-                   "num_steps": int(row.get("num_steps", len(row["positive"]))), "options": options}
+            yield {
+                "id": row["id"],
+                "kind": row.get("kind", inp.task),
+                "concepts": list(row["concepts"]),
+                "concept_kind": concept_kind,
+                "start": image_id(row["start"]),
+                "positive": [ids[i] for i in row["positive"]],
+                "negative": [ids[i] for i in row["negative"]],
+                "answer": list(row["answer"]),
+                "plan": row["plan"],
+                "warmup": int(row["warmup"]),
+                "num_steps": int(row.get("num_steps", len(row["positive"]))),
+                "options": options,
+            }
 
 
 def build_association_release(
@@ -263,18 +317,30 @@ def build_association_release(
     options = options.named_for(out_dir)
     empty: list[str] = []
     inputs = _read_inputs(chain_files, empty, catalog_root=options.catalog_root)
-    notes = [f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty "
-             "one)." for task in empty]
+    notes = [
+        f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty one)."
+        for task in empty
+    ]
     first = inputs[0].meta
     concept_options = list(first.get("options") or [])
     concept_kind = first.get("concept_kind", "concept")
     seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
     config = {
-        "kind": "association", **options.recorded(),
-        "inputs": [{"file": inp.path.name, "task": inp.task, "sha256": inp.sha256, "rows": inp.meta.get("rows"),
-                    "seed": inp.meta.get("seed"), "toolkit_version": inp.meta.get("toolkit_version"),
-                    "config": without_local_paths(inp.meta.get("config", {}))} for inp in inputs],
+        "kind": "association",
+        **options.recorded(),
+        "inputs": [
+            {
+                "file": inp.path.name,
+                "task": inp.task,
+                "sha256": inp.sha256,
+                "rows": inp.meta.get("rows"),
+                "seed": inp.meta.get("seed"),
+                "toolkit_version": inp.meta.get("toolkit_version"),
+                "config": without_local_paths(inp.meta.get("config", {})),
+            }
+            for inp in inputs
+        ],
     }
     build_key = build_key_of(config, __version__)
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
@@ -291,14 +357,25 @@ def build_association_release(
         features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
         image_bytes = 0
         with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
-            for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
+            for image_id in track(
+                sorted(images), "images", total=len(images), unit="images", disable=not options.progress
+            ):
                 img = images[image_id]
                 data = release_image_bytes(fetcher, img, reader)
                 image_bytes += len(data)
                 width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
-                writer.write({"id": img.id, "image": {"bytes": data, "path": None}, "labels": img.labels, "width": width,
-                              "height": height, "crop": img.crop, "origin": _origin_text(img.origin),
-                              "name": img.name})
+                writer.write(
+                    {
+                        "id": img.id,
+                        "image": {"bytes": data, "path": None},
+                        "labels": img.labels,
+                        "width": width,
+                        "height": height,
+                        "crop": img.crop,
+                        "origin": _origin_text(img.origin),
+                        "name": img.name,
+                    }
+                )
         configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
         for inp in inputs:
             ids = [img.id for img in inp.table]
@@ -309,30 +386,55 @@ def build_association_release(
                     writer.write(row)
             configs[inp.task] = _config_info(writer, inp.task)
         stats = {
-            "concepts": first.get("concepts", []), "pairs": first.get("pairs", []), "options": concept_options,
-            "concept_kind": concept_kind, "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
+            "concepts": first.get("concepts", []),
+            "pairs": first.get("pairs", []),
+            "options": concept_options,
+            "concept_kind": concept_kind,
+            "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
             "steps": {inp.task: inp.meta.get("steps") for inp in inputs if inp.task in ("synchronous", "asynchronous")},
-            "images": len(images), "image_bytes": image_bytes,
+            "images": len(images),
+            "image_bytes": image_bytes,
             "source": without_local_paths(first.get("source") or {}),
             "construction": without_local_paths(first.get("config", {})),
             "verification": first.get("verification"),
             "images_without_disjoint_negative": first.get("images_without_disjoint_negative", 0),
         }
-        card = render_association_card(name=options.name, version=options.version, license=options.license, configs=configs,
-                                       features=features_by_config, stats=stats, seed=seed, toolkit_version=__version__,
-                                       card_info=dict(options.card_info))
+        card = render_association_card(
+            name=options.name,
+            version=options.version,
+            license=options.license,
+            configs=configs,
+            features=features_by_config,
+            stats=stats,
+            seed=seed,
+            toolkit_version=__version__,
+            card_info=dict(options.card_info),
+        )
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
         manifest = {
-            "toolkit_version": __version__, "name": options.name, "version": options.version, "kind": "association", "seed": seed,
-            "build_key": build_key, "created": utc_now(),
-            "config": config, "configs": {c: {k: i[k] for k in ("rows", "files", "num_bytes", "download_size")} for c, i in configs.items()},
-            "stats": stats, "files": files,
+            "toolkit_version": __version__,
+            "name": options.name,
+            "version": options.version,
+            "kind": "association",
+            "seed": seed,
+            "build_key": build_key,
+            "created": utc_now(),
+            "config": config,
+            "configs": {
+                c: {k: i[k] for k in ("rows", "files", "num_bytes", "download_size")} for c, i in configs.items()
+            },
+            "stats": stats,
+            "files": files,
         }
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
     return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files, notes=notes)
 
 
 def _config_info(writer: ShardWriter, config: str) -> dict:
-    return {"rows": writer.rows_written, "files": [f"{config}/{s.path.name}" for s in writer.shards],
-            "num_bytes": sum(s.data_bytes for s in writer.shards), "download_size": sum(s.bytes for s in writer.shards)}
+    return {
+        "rows": writer.rows_written,
+        "files": [f"{config}/{s.path.name}" for s in writer.shards],
+        "num_bytes": sum(s.data_bytes for s in writer.shards),
+        "download_size": sum(s.bytes for s in writer.shards),
+    }

@@ -30,37 +30,57 @@ _CONFIG_TEXT = {
 def negatives_and_preset_line(construction: Mapping[str, Any]) -> str:
     """The card's one-line statement of how negatives were drawn and which concept set was used."""
     negatives = construction.get("negatives", "chain")
-    rule = ("a negative shares no label at all with its query (paper eqs. 1, 4, 5)" if negatives == "disjoint"
-            else "a negative only lacks the task's concepts; it may share other labels with its query (not the paper's rule)")
+    rule = (
+        "a negative shares no label at all with its query (paper eqs. 1, 4, 5)"
+        if negatives == "disjoint"
+        else "a negative only lacks the task's concepts; it may share other labels with its query (not the paper's rule)"
+    )
     preset = construction.get("preset")
-    concepts = (f"concept preset {code_span(preset)} (the paper's named concepts and asynchronous pairs)" if preset
-                else "no concept preset (concepts and pairs chosen by the builder's options)")
+    concepts = (
+        f"concept preset {code_span(preset)} (the paper's named concepts and asynchronous pairs)"
+        if preset
+        else "no concept preset (concepts and pairs chosen by the builder's options)"
+    )
     return f"**Sampling:** negatives {code_span(negatives)}: {rule}; {concepts}."
 
 
 def verification_text(verification: Mapping[str, Any] | None) -> str:
     """What the card says about the paper's MLLM verification and human review (§4.2)."""
     if not verification:
-        return ("Not verified: labels come from the source dataset unchanged; the paper's MLLM verification and human "
-                "review (§4.2) were not applied (`commonlink chains verify`), so annotation errors of the source carry over.")
+        return (
+            "Not verified: labels come from the source dataset unchanged; the paper's MLLM verification and human "
+            "review (§4.2) were not applied (`commonlink chains verify`), so annotation errors of the source carry over."
+        )
     models = verification.get("models") or ([verification["model"]] if verification.get("model") else [])
-    who = [" then ".join(f"model {code_span(m.get('model'))} ({markdown_text(m.get('backend'))})" for m in models)] if models else []
+    who = (
+        [" then ".join(f"model {code_span(m.get('model'))} ({markdown_text(m.get('backend'))})" for m in models)]
+        if models
+        else []
+    )
     if verification.get("human_decisions"):
         who.append("human review decisions")
-    repair = ("chain steps relying on them got a positive or negative redrawn from verified images (or the chain was cut "
-              "there when none fitted)" if verification.get("on_fail") == "resample" else "the chain steps relying on them dropped")
-    return (f"Verified with {' and '.join(who)}: {verification.get('claims', 0):,} (image, concept) claims asked, "
-            f"{verification.get('rejected', 0):,} rejected, {verification.get('undecided', 0):,} undecided (kept as labelled "
-            f"unless --undecided reject); rejected labels were corrected in the image table, {repair}, and tasks relying "
-            f"on them dropped (every claim and drop: the build's verification.json). "
-            f"Question asked per claim: \"{markdown_text(verification.get('prompt', ''))}\"")
+    repair = (
+        "chain steps relying on them got a positive or negative redrawn from verified images (or the chain was cut "
+        "there when none fitted)"
+        if verification.get("on_fail") == "resample"
+        else "the chain steps relying on them dropped"
+    )
+    return (
+        f"Verified with {' and '.join(who)}: {verification.get('claims', 0):,} (image, concept) claims asked, "
+        f"{verification.get('rejected', 0):,} rejected, {verification.get('undecided', 0):,} undecided (kept as labelled "
+        f"unless --undecided reject); rejected labels were corrected in the image table, {repair}, and tasks relying "
+        f"on them dropped (every claim and drop: the build's verification.json). "
+        f'Question asked per claim: "{markdown_text(verification.get("prompt", ""))}"'
+    )
 
 
 def _config_order(configs: Mapping[str, dict]) -> list[str]:
     return [c for c in ("single_step", "deduction", "synchronous", "asynchronous", "images") if c in configs]
 
 
-def association_card_metadata(*, name: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any]) -> dict:
+def association_card_metadata(
+    *, name: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any]
+) -> dict:
     """The card's YAML header: Hub tags, one ``configs`` entry and one ``dataset_info`` block per config."""
     order = _config_order(configs)
     return {
@@ -71,8 +91,12 @@ def association_card_metadata(*, name: str, license: str, configs: Mapping[str, 
         "size_categories": [size_category(sum(configs[c]["rows"] for c in order if c != "images"))],
         "configs": [configs_entry({"test": f"{c}/test-*"}, config_name=c) for c in order],
         "dataset_info": [
-            dataset_info_entry(features[c], {"test": (configs[c]["rows"], configs[c]["num_bytes"])}, config_name=c,
-                               download_size=configs[c]["download_size"])
+            dataset_info_entry(
+                features[c],
+                {"test": (configs[c]["rows"], configs[c]["num_bytes"])},
+                config_name=c,
+                download_size=configs[c]["download_size"],
+            )
             for c in order
         ],
     }
@@ -98,12 +122,17 @@ Task counts: {counts}. Images stored: {stats.get("images", 0):,}.
 
 def _pair_queries(stats: Mapping[str, Any]) -> str:
     """Images an asynchronous pair keeps out of its queries beyond those above (its negatives carry neither concept)."""
-    rows = [f"{markdown_text(' + '.join(p['concepts']))} {markdown_text(p['no_disjoint_negative'])}"
-            for p in stats.get("pairs", []) if p.get("no_disjoint_negative")]
+    rows = [
+        f"{markdown_text(' + '.join(p['concepts']))} {markdown_text(p['no_disjoint_negative'])}"
+        for p in stats.get("pairs", [])
+        if p.get("no_disjoint_negative")
+    ]
     if not rows:
         return ""
-    return (" Per asynchronous pair, images of its pools that are never its queries (those above included; its negatives "
-            f"carry neither of its concepts): {', '.join(rows)}.")
+    return (
+        " Per asynchronous pair, images of its pools that are never its queries (those above included; its negatives "
+        f"carry neither of its concepts): {', '.join(rows)}."
+    )
 
 
 def _construction_section(stats: Mapping[str, Any]) -> str:
@@ -133,9 +162,18 @@ chain can be rebuilt alone.
 """
 
 
-def render_association_card(*, name: str, version: str, license: str, configs: Mapping[str, dict], features: Mapping[str, Any],
-                            stats: Mapping[str, Any], seed: Any, toolkit_version: str,
-                            card_info: Mapping[str, str] | None = None) -> str:
+def render_association_card(
+    *,
+    name: str,
+    version: str,
+    license: str,
+    configs: Mapping[str, dict],
+    features: Mapping[str, Any],
+    stats: Mapping[str, Any],
+    seed: Any,
+    toolkit_version: str,
+    card_info: Mapping[str, str] | None = None,
+) -> str:
     """The README.md of an association release (YAML header readable by ``datasets`` and the Hub). Every value
     from data goes in escaped (``markdown_text``, ``code_span``, table cells); ``card_info`` answers the
     publisher's questions."""

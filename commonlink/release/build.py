@@ -35,7 +35,9 @@ def build_release(
     """
     options = options.with_changes(**changes)
     if not inputs:
-        raise InputError("No input files given.", "Pass one or more pairs files: commonlink release build PAIRS.jsonl --out DIR")
+        raise InputError(
+            "No input files given.", "Pass one or more pairs files: commonlink release build PAIRS.jsonl --out DIR"
+        )
     kinds = {str(p): read_meta(p)["kind"] for p in inputs}
     distinct = sorted(set(kinds.values()))
     if len(distinct) > 1:

@@ -38,7 +38,9 @@ class PublisherQuestion:
 PUBLISHER_QUESTIONS: tuple[PublisherQuestion, ...] = (
     PublisherQuestion("creators_and_funding", "Motivation", "Who created the dataset? Who funded its creation?"),
     PublisherQuestion("sensitive_data", "Composition", "Does it contain confidential or sensitive data?"),
-    PublisherQuestion("collection_process", "Collection Process", "Who was involved, over what timeframe, with what ethical review?"),
+    PublisherQuestion(
+        "collection_process", "Collection Process", "Who was involved, over what timeframe, with what ethical review?"
+    ),
     PublisherQuestion("consent", "Collection Process", "Were individuals notified or did they consent?"),
     PublisherQuestion("restrictions", "Distribution", "Any third-party or export restrictions?"),
     PublisherQuestion("maintainers", "Maintenance", "Who maintains it, and how can they be contacted?"),
@@ -89,15 +91,19 @@ def check_card_info(data: Mapping, *, where: str = "card info") -> dict[str, str
     """Answers keyed by question, checked: known keys only, each answer text; empty answers dropped."""
     unknown = sorted(str(k) for k in data if k not in QUESTIONS_BY_KEY)
     if unknown:
-        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}.",
-                         f"The keys are: {', '.join(QUESTIONS_BY_KEY)} (see `commonlink release card-info --template`).")
+        raise InputError(
+            f"{where}: unknown key(s) {', '.join(unknown)}.",
+            f"The keys are: {', '.join(QUESTIONS_BY_KEY)} (see `commonlink release card-info --template`).",
+        )
     answers = {}
     for key, value in data.items():
         if value is None or (isinstance(value, str) and not value.strip()):
             continue
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise InputError(f"{where}: the answer to {key!r} is a {type(value).__name__}, not text.",
-                             f"Write it as text, e.g. {key}: \"...\" (use `|` for several lines).")
+            raise InputError(
+                f"{where}: the answer to {key!r} is a {type(value).__name__}, not text.",
+                f'Write it as text, e.g. {key}: "..." (use `|` for several lines).',
+            )
         answers[key] = str(value).strip()
     return {q.key: answers[q.key] for q in PUBLISHER_QUESTIONS if q.key in answers}
 
@@ -106,7 +112,9 @@ def answer_markdown(text: str) -> str:
     """A publisher's answer as Markdown that shows exactly its words: paragraphs (blank lines) kept, every
     line's markup escaped, lines of one paragraph joined by a space."""
     paragraphs = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
-    return "\n\n".join(" ".join(markdown_text(line.strip()) for line in p.splitlines() if line.strip()) for p in paragraphs)
+    return "\n\n".join(
+        " ".join(markdown_text(line.strip()) for line in p.splitlines() if line.strip()) for p in paragraphs
+    )
 
 
 def publisher_answer(card_info: Mapping[str, str] | None, key: str, known: str = "") -> str:
@@ -126,7 +134,7 @@ def unanswered_questions(card_text: str) -> list[str]:
         if at < 0:
             continue
         following = card_text.find("**", at + len(q.question) + 4)
-        if PUBLISHER_TO_FILL in card_text[at: following if following > 0 else len(card_text)]:
+        if PUBLISHER_TO_FILL in card_text[at : following if following > 0 else len(card_text)]:
             found.append(q.key)
     return found
 
@@ -140,6 +148,15 @@ def publisher_section(card_info: Mapping[str, str] | None, *, heading: str = "##
 
 
 __all__ = [
-    "PUBLISHER_QUESTIONS", "PUBLISHER_TO_FILL", "QUESTIONS_BY_KEY", "PublisherQuestion", "answer_markdown", "card_info_template",
-    "check_card_info", "publisher_answer", "publisher_section", "read_card_info", "unanswered_questions",
+    "PUBLISHER_QUESTIONS",
+    "PUBLISHER_TO_FILL",
+    "QUESTIONS_BY_KEY",
+    "PublisherQuestion",
+    "answer_markdown",
+    "card_info_template",
+    "check_card_info",
+    "publisher_answer",
+    "publisher_section",
+    "read_card_info",
+    "unanswered_questions",
 ]

@@ -35,16 +35,26 @@ _REBUILD = "Rebuild the release with `commonlink release build ... --card-info F
 def render_card_from_manifest(manifest: dict, card_info: Mapping[str, str]) -> str:
     """The card of the release ``manifest`` describes, with ``card_info`` as the publisher's answers."""
     config = manifest.get("config") or {}
-    common = {"name": manifest.get("name"), "version": manifest.get("version"), "license": config.get("license"),
-              "seed": manifest.get("seed"), "toolkit_version": manifest.get("toolkit_version"), "stats": manifest.get("stats") or {},
-              "card_info": card_info}
+    common = {
+        "name": manifest.get("name"),
+        "version": manifest.get("version"),
+        "license": config.get("license"),
+        "seed": manifest.get("seed"),
+        "toolkit_version": manifest.get("toolkit_version"),
+        "stats": manifest.get("stats") or {},
+        "card_info": card_info,
+    }
     units = manifest.get("splits") if manifest.get("kind") == "common_o" else manifest.get("configs")
     if not units or any("num_bytes" not in info or "download_size" not in info for info in units.values()):
-        raise InputError("The release's manifest does not record split sizes (it was built by an older commonlink), so "
-                         "its card cannot be rendered again on its own.", _REBUILD)
+        raise InputError(
+            "The release's manifest does not record split sizes (it was built by an older commonlink), so "
+            "its card cannot be rendered again on its own.",
+            _REBUILD,
+        )
     if manifest.get("kind") == "common_o":
-        return render_common_o_card(splits=units, figures=manifest.get("figures") or {}, features=common_o_features(),
-                                    config=config, **common)
+        return render_common_o_card(
+            splits=units, figures=manifest.get("figures") or {}, features=common_o_features(), config=config, **common
+        )
     features = {c: association_features(c) for c in units}
     return render_association_card(configs=units, features=features, **common)
 
@@ -57,7 +67,9 @@ def rebuild_card(release_dir: str | os.PathLike, card_info: Mapping[str, str]) -
     with output_lock(root, what="commonlink release card"):
         manifest = read_release_manifest(root)
         if not is_release_manifest(manifest):
-            raise InputError(f"{root}: its {MANIFEST_FILENAME} was not written by `commonlink release build`.", _REBUILD)
+            raise InputError(
+                f"{root}: its {MANIFEST_FILENAME} was not written by `commonlink release build`.", _REBUILD
+            )
         # the card itself may differ (edited by hand, or an earlier run stopped between its two writes): it is replaced
         problems = [p for p in verify_release(root) if not p.startswith(f"{CARD_FILENAME}:")]
         if problems:

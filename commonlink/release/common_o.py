@@ -96,8 +96,15 @@ def build_common_o_release(
         **options.recorded(),
         "answer_type": ANSWER_TYPE,
         "inputs": [
-            {"file": inp.path.name, "sha256": inp.sha256, "split": inp.split, "count": inp.meta.get("count"), "seed": inp.meta.get("seed"),
-             "toolkit_version": inp.meta.get("toolkit_version"), "config": without_local_paths(inp.meta.get("config", {}))}
+            {
+                "file": inp.path.name,
+                "sha256": inp.sha256,
+                "split": inp.split,
+                "count": inp.meta.get("count"),
+                "seed": inp.meta.get("seed"),
+                "toolkit_version": inp.meta.get("toolkit_version"),
+                "config": without_local_paths(inp.meta.get("config", {})),
+            }
             for inp in inputs
         ],
     }
@@ -109,17 +116,33 @@ def build_common_o_release(
 
     with stage_release(out_dir) as tmp_dir:
         features = common_o_features()
-        shards = _SplitShards(tmp_dir / "data", features, max_shard_bytes=options.max_shard_bytes, progress=options.progress,
-                              catalog_root=options.catalog_root)
+        shards = _SplitShards(
+            tmp_dir / "data",
+            features,
+            max_shard_bytes=options.max_shard_bytes,
+            progress=options.progress,
+            catalog_root=options.catalog_root,
+        )
         for split in dict.fromkeys(inp.split for inp in inputs):
             shards.write_split(split, [inp for inp in inputs if inp.split == split])
 
-        figures = write_common_o_figures(dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0)
+        figures = write_common_o_figures(
+            dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
+        )
         summary = shards.stats.summary()
         _mark_unreached_counts(summary, inputs)
         card = render_common_o_card(
-            name=options.name, version=options.version, license=options.license, splits=shards.splits, stats=summary, figures=figures,
-            features=features, seed=seed, toolkit_version=__version__, config=config, card_info=dict(options.card_info),
+            name=options.name,
+            version=options.version,
+            license=options.license,
+            splits=shards.splits,
+            stats=summary,
+            figures=figures,
+            features=features,
+            seed=seed,
+            toolkit_version=__version__,
+            config=config,
+            card_info=dict(options.card_info),
         )
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
@@ -132,14 +155,16 @@ def build_common_o_release(
             "build_key": build_key,
             "created": utc_now(),
             "config": config,
-            "splits": {s: {k: info[k] for k in ("rows", "files", "num_bytes", "download_size")} for s, info in shards.splits.items()},
+            "splits": {
+                s: {k: info[k] for k in ("rows", "files", "num_bytes", "download_size")}
+                for s, info in shards.splits.items()
+            },
             "stats": summary,
             "figures": figures,
             "files": files,
         }
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(
-        out_dir=out_dir, kind="common_o", splits=manifest["splits"], files=files, figures=figures)
+    return ReleaseResult(out_dir=out_dir, kind="common_o", splits=manifest["splits"], files=files, figures=figures)
 
 
 class _SplitShards:
@@ -147,7 +172,12 @@ class _SplitShards:
     metadata the figures need (no image bytes); ids must be unique across the whole release."""
 
     def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool, catalog_root=None) -> None:
-        self.data_dir, self.features, self.max_shard_bytes, self.progress = data_dir, features, max_shard_bytes, progress
+        self.data_dir, self.features, self.max_shard_bytes, self.progress = (
+            data_dir,
+            features,
+            max_shard_bytes,
+            progress,
+        )
         self.catalog_root = catalog_root
         self.stats = CommonOStatsAccumulator()
         self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
@@ -285,7 +315,10 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
         if key not in row:
             raise SchemaError(f"{where}: missing field {key!r}.", "Regenerate the pairs file with `commonlink pairs`.")
     if row.get("split") not in (None, split):
-        raise SchemaError(f"{where}: row split {row['split']!r} differs from the file's split {split!r} (meta).", "Regenerate the pairs file.")
+        raise SchemaError(
+            f"{where}: row split {row['split']!r} differs from the file's split {split!r} (meta).",
+            "Regenerate the pairs file.",
+        )
     choices, truth = row["choices"], row["ground_truth"]
     if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
         raise SchemaError(f"{where}: 'choices' must be a non-empty list of names.")
@@ -352,9 +385,15 @@ def check_row_types(row: dict, where: str) -> None:
     """The row's own fields have the types the published schema needs (never ``None`` stored as ``"None"``)."""
     for key in ("id", "question", "answer"):
         if not isinstance(row[key], str) or not row[key]:
-            raise SchemaError(f"{where}: {key!r} must be a non-empty string, got {row[key]!r}.", "Regenerate the pairs file with `commonlink pairs`.")
+            raise SchemaError(
+                f"{where}: {key!r} must be a non-empty string, got {row[key]!r}.",
+                "Regenerate the pairs file with `commonlink pairs`.",
+            )
     if row.get("question_template") is not None and not isinstance(row["question_template"], str):
-        raise SchemaError(f"{where}: 'question_template' must be a string, got {row['question_template']!r}.", "Regenerate the pairs file.")
+        raise SchemaError(
+            f"{where}: 'question_template' must be a string, got {row['question_template']!r}.",
+            "Regenerate the pairs file.",
+        )
 
 
 def checked_image_record(image: Any, *, key: str, source: str, where: str, reader: CatalogImageReader) -> CatalogRecord:
@@ -365,21 +404,32 @@ def checked_image_record(image: Any, *, key: str, source: str, where: str, reade
         raise SchemaError(f"{where}: {key} needs 'catalog' and 'path'.", "Regenerate the pairs file.")
     for field_name in ("catalog", "path", "id"):
         if not isinstance(image.get(field_name), str) or not image[field_name]:
-            raise SchemaError(f"{where}: {key} {field_name!r} must be a non-empty string, got {image.get(field_name)!r}.", fix)
+            raise SchemaError(
+                f"{where}: {key} {field_name!r} must be a non-empty string, got {image.get(field_name)!r}.", fix
+            )
     objects = image.get("objects")
     if not isinstance(objects, list) or not all(isinstance(o, str) and o for o in objects):
         raise SchemaError(f"{where}: {key} 'objects' must be a list of object names, got {objects!r}.", fix)
     record = reader.record(image["catalog"], image["id"], what=f"{where}: {key}")
     if record.path != image["path"]:
-        raise SchemaError(f"{where}: {key} path {image['path']!r} is not the path {record.path!r} the catalog records for id {record.id!r}.", fix)
+        raise SchemaError(
+            f"{where}: {key} path {image['path']!r} is not the path {record.path!r} the catalog records for id {record.id!r}.",
+            fix,
+        )
     if sorted(objects) != sorted(record.objects):
         raise SchemaError(
-            f"{where}: {key} objects {objects} differ from the catalog record of {record.id!r} ({record.objects}).", fix)
+            f"{where}: {key} objects {objects} differ from the catalog record of {record.id!r} ({record.objects}).", fix
+        )
     for field_name, expected in (("sha256", record.sha256), ("width", record.width), ("height", record.height)):
         if image.get(field_name) is not None and image[field_name] != expected:
-            raise SchemaError(f"{where}: {key} {field_name} {image[field_name]!r} differs from the catalog record ({expected!r}).", fix)
+            raise SchemaError(
+                f"{where}: {key} {field_name} {image[field_name]!r} differs from the catalog record ({expected!r}).",
+                fix,
+            )
     if record.source != source:
-        raise SchemaError(f"{where}: {key} is a {record.source} image in its catalog, but the row says {source!r}.", fix)
+        raise SchemaError(
+            f"{where}: {key} is a {record.source} image in its catalog, but the row says {source!r}.", fix
+        )
     return record
 
 
@@ -391,7 +441,9 @@ class CommonOStatsAccumulator:
         self.source_rows: dict[str, Counter] = defaultdict(Counter)
         self.common: dict[str, Counter] = defaultdict(Counter)
         self.choices: dict[str, Counter] = defaultdict(Counter)
-        self.images: dict[str, dict[tuple, tuple[int, str]]] = defaultdict(dict)  # split -> {image key: (n objects, source)}
+        self.images: dict[str, dict[tuple, tuple[int, str]]] = defaultdict(
+            dict
+        )  # split -> {image key: (n objects, source)}
         self.object_freq: Counter = Counter()  # over distinct images of the whole release
         self.scenes: set = set()
         self.backgrounds: Counter = Counter()
@@ -471,12 +523,21 @@ class CommonOStatsAccumulator:
             "distinct_images": len(self._seen_images),
             "distinct_scenes": len(self.scenes),
             "distinct_objects": len(self.object_freq),
-            "object_frequency": [[name, count] for name, count in sorted(self.object_freq.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "object_frequency": [
+                [name, count] for name, count in sorted(self.object_freq.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
             "backgrounds": dict(sorted(self.backgrounds.items(), key=lambda kv: (-kv[1], kv[0]))),
             "object_area": (
-                {"images": self.images_with_area, "min": self.area_min, "max": self.area_max, "pairs": self.area_pairs,
-                 "in_band": self.area_in_band, "band": list(AREA_BAND)}
-                if self.images_with_area else None
+                {
+                    "images": self.images_with_area,
+                    "min": self.area_min,
+                    "max": self.area_max,
+                    "pairs": self.area_pairs,
+                    "in_band": self.area_in_band,
+                    "band": list(AREA_BAND),
+                }
+                if self.images_with_area
+                else None
             ),
             "synthetic_asset_licenses": self._synthetic_asset_licenses(),
             "splits": splits,
@@ -503,7 +564,9 @@ def _mark_unreached_counts(summary: dict, inputs: list[_Input]) -> None:
     """Per split, the numbers of common objects 0..K (K from the pairs files' options) that no row has: the card
     says so, so that a split that could not reach them never passes for one that did."""
     for split, info in summary["splits"].items():
-        k_max = max((int(inp.meta.get("config", {}).get("max_common") or 0) for inp in inputs if inp.split == split), default=0)
+        k_max = max(
+            (int(inp.meta.get("config", {}).get("max_common") or 0) for inp in inputs if inp.split == split), default=0
+        )
         histogram = (info.get("common_objects_per_example") or {}).get("histogram") or {}
         info["max_common"] = k_max
         info["common_objects_missing"] = [k for k in range(k_max + 1) if not histogram.get(str(k))]
@@ -519,7 +582,9 @@ def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
         seen.add(path)
         meta = read_meta(path)
         if meta["kind"] != COMMON_O_PAIRS_KIND:
-            raise InputError(f"{path} is a {meta['kind']!r} file, not Common-O pairs.", "Pass files written by `commonlink pairs`.")
+            raise InputError(
+                f"{path} is a {meta['kind']!r} file, not Common-O pairs.", "Pass files written by `commonlink pairs`."
+            )
         split = str(meta.get("split") or "")
         if not re.fullmatch(r"\w+", split):
             raise SchemaError(
@@ -582,6 +647,11 @@ def _str_or_none(value: Any) -> str | None:
 
 
 __all__ = [
-    "ANSWER_TYPE", "CatalogImageReader", "CommonOStatsAccumulator", "build_common_o_release", "check_row_types",
-    "checked_image_record", "published_row",
+    "ANSWER_TYPE",
+    "CatalogImageReader",
+    "CommonOStatsAccumulator",
+    "build_common_o_release",
+    "check_row_types",
+    "checked_image_record",
+    "published_row",
 ]

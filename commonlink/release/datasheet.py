@@ -80,42 +80,91 @@ def baseline_accuracies(split_stats: Mapping[str, Any]) -> tuple[float, float]:
     return float(split_stats.get("no_common_share", 0.0)), random
 
 
-def common_o_datasheet(stats: Mapping[str, Any], *, name: str, license: str, seed: Any, toolkit_version: str,
-                       card_info: Mapping[str, str] | None = None) -> Datasheet:
+def common_o_datasheet(
+    stats: Mapping[str, Any],
+    *,
+    name: str,
+    license: str,
+    seed: Any,
+    toolkit_version: str,
+    card_info: Mapping[str, str] | None = None,
+) -> Datasheet:
     """The seven sections for a Common-O build, answered from ``stats`` (``CommonOStatsAccumulator.summary()``);
     the questions only the publisher can answer take their answers from ``card_info`` (see ``card_info.py``)."""
     return [
-        ("Motivation", [
-            ("For what purpose was the dataset created?",
-             "To test whether multimodal models can reason across scenes: given two images of several objects each, "
-             "pick every object present in both (the Common-O task of " + PAPER + "). Evaluation only."),
-            _publisher(card_info, "creators_and_funding"),
-            ("Any other comments?", f"Built with the commonlink toolkit {toolkit_version} (seed {code_span(json.dumps(seed))})."),
-        ]),
+        (
+            "Motivation",
+            [
+                (
+                    "For what purpose was the dataset created?",
+                    "To test whether multimodal models can reason across scenes: given two images of several objects each, "
+                    "pick every object present in both (the Common-O task of " + PAPER + "). Evaluation only.",
+                ),
+                _publisher(card_info, "creators_and_funding"),
+                (
+                    "Any other comments?",
+                    f"Built with the commonlink toolkit {toolkit_version} (seed {code_span(json.dumps(seed))}).",
+                ),
+            ],
+        ),
         ("Composition", _composition(stats, card_info)),
         ("Collection Process", _collection(stats, seed, card_info)),
-        ("Preprocessing/Cleaning/Labeling", [
-            ("Was any preprocessing/cleaning/labeling done?",
-             "Object names were normalised to one vocabulary; photo location metadata is stripped at ingestion; images are "
-             "stored as ingested or rendered (no resizing at release time)."),
-            ("Was the raw data saved?", "The image catalogs the build read are the raw data; their sha256 ids are in the rows."),
-        ]),
-        ("Uses", [
-            ("What tasks is it for?", "Multiple-choice, multiple-answer question answering over two images (exact set match, hallucination rate)."),
-            ("What (other) tasks could it be used for?", "Open-ended multi-image question answering; single-image perception probes (\"Is \\<object\\> in this image?\")."),
-            ("Are there tasks for which it should not be used?", "It is an evaluation benchmark: do not train or fine-tune on it."),
-        ]),
-        ("Distribution", [
-            ("How is it distributed?", "As parquet shards with this card, on the Hugging Face Hub or as a folder; manifest.json lists the sha256 of every file."),
-            ("Under what license?", f"{markdown_text(license)}."),
-            _publisher(card_info, "restrictions"),
-        ]),
-        ("Maintenance", [
-            _publisher(card_info, "maintainers"),
-            ("Will it be updated? Are older versions kept?",
-             "Each release has a version; on the Hub every version is a tag, so `load_dataset(repo, revision=TAG)` keeps loading old versions."),
-            ("How can others extend it?", "Rebuild with more catalogs and the same toolkit: the build is deterministic given the seed and inputs."),
-        ]),
+        (
+            "Preprocessing/Cleaning/Labeling",
+            [
+                (
+                    "Was any preprocessing/cleaning/labeling done?",
+                    "Object names were normalised to one vocabulary; photo location metadata is stripped at ingestion; images are "
+                    "stored as ingested or rendered (no resizing at release time).",
+                ),
+                (
+                    "Was the raw data saved?",
+                    "The image catalogs the build read are the raw data; their sha256 ids are in the rows.",
+                ),
+            ],
+        ),
+        (
+            "Uses",
+            [
+                (
+                    "What tasks is it for?",
+                    "Multiple-choice, multiple-answer question answering over two images (exact set match, hallucination rate).",
+                ),
+                (
+                    "What (other) tasks could it be used for?",
+                    'Open-ended multi-image question answering; single-image perception probes ("Is \\<object\\> in this image?").',
+                ),
+                (
+                    "Are there tasks for which it should not be used?",
+                    "It is an evaluation benchmark: do not train or fine-tune on it.",
+                ),
+            ],
+        ),
+        (
+            "Distribution",
+            [
+                (
+                    "How is it distributed?",
+                    "As parquet shards with this card, on the Hugging Face Hub or as a folder; manifest.json lists the sha256 of every file.",
+                ),
+                ("Under what license?", f"{markdown_text(license)}."),
+                _publisher(card_info, "restrictions"),
+            ],
+        ),
+        (
+            "Maintenance",
+            [
+                _publisher(card_info, "maintainers"),
+                (
+                    "Will it be updated? Are older versions kept?",
+                    "Each release has a version; on the Hub every version is a tag, so `load_dataset(repo, revision=TAG)` keeps loading old versions.",
+                ),
+                (
+                    "How can others extend it?",
+                    "Rebuild with more catalogs and the same toolkit: the build is deterministic given the seed and inputs.",
+                ),
+            ],
+        ),
     ]
 
 
@@ -132,8 +181,12 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
     area = stats.get("object_area")
     area_text = (
         f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image"
-        + (f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
-           f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports." if area.get("pairs") else ".")
+        + (
+            f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
+            f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports."
+            if area.get("pairs")
+            else "."
+        )
         if area
         else ""
     )
@@ -144,34 +197,62 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
         for s, i in splits.items()
     )
     sources = "; ".join(
-        f"{markdown_text(s)}: {_pct(i['real_share'])} real, {_pct(i['synthetic_share'])} synthetic" for s, i in splits.items()
+        f"{markdown_text(s)}: {_pct(i['real_share'])} real, {_pct(i['synthetic_share'])} synthetic"
+        for s, i in splits.items()
     )
     return [
-        ("What do the instances represent?",
-         "Each instance is a pair of images (real photos or synthetic renders of household objects), a lettered list of "
-         f"candidate objects, and the set of objects present in both images (or \"{NO_COMMON_OBJECTS}\")."),
-        ("How many instances are there?",
-         f"{total:,} examples ({split_counts}), built from {stats.get('distinct_images', 0):,} distinct images of "
-         f"{stats.get('distinct_scenes', 0):,} scenes showing {stats.get('distinct_objects', 0):,} distinct objects."),
-        ("Is it a sample of a larger set?",
-         "Yes: pairs are sampled (seeded, reproducible) from image catalogs of labelled photos and renders; every image "
-         "pair meeting the sampling options could have been drawn. " + per_split + "."),
-        ("What data does each instance consist of? Is there a label?",
-         "Two images embedded as bytes, the question with lettered choices, the choices, the ground-truth common objects, "
-         "the answer letters, both images' object lists, and provenance ids (example, images, scenes, views). "
-         "The label is the set of objects in common."),
-        ("How are objects distributed?", f"Most frequent objects (counted once per distinct image): {top_text}.{area_text}"),
-        ("Real and synthetic share?", f"Overall {_pct(stats.get('real_share', 0))} real, {_pct(stats.get('synthetic_share', 0))} synthetic ({sources})."),
-        ("Is any information missing from individual instances?", "No; every row has all columns (provenance ids may be null where a catalog did not record them)."),
-        ("Are relationships between instances made explicit?",
-         "Yes: the image_1_id/image_2_id and scene/view columns show which examples share an image or a scene."),
-        ("Are there recommended data splits?",
-         f"The splits above ({', '.join(map(markdown_text, splits)) or 'none'}) are all evaluation splits; there is no training split."),
-        ("Are there errors, sources of noise, or redundancies?",
-         "Labels come from the image catalogs: human labels for photos, scene plans verified by instance masks for renders. "
-         "Ambiguous or heavily occluded objects are the main source of noise. Images are reused across examples by design."),
+        (
+            "What do the instances represent?",
+            "Each instance is a pair of images (real photos or synthetic renders of household objects), a lettered list of "
+            f'candidate objects, and the set of objects present in both images (or "{NO_COMMON_OBJECTS}").',
+        ),
+        (
+            "How many instances are there?",
+            f"{total:,} examples ({split_counts}), built from {stats.get('distinct_images', 0):,} distinct images of "
+            f"{stats.get('distinct_scenes', 0):,} scenes showing {stats.get('distinct_objects', 0):,} distinct objects.",
+        ),
+        (
+            "Is it a sample of a larger set?",
+            "Yes: pairs are sampled (seeded, reproducible) from image catalogs of labelled photos and renders; every image "
+            "pair meeting the sampling options could have been drawn. " + per_split + ".",
+        ),
+        (
+            "What data does each instance consist of? Is there a label?",
+            "Two images embedded as bytes, the question with lettered choices, the choices, the ground-truth common objects, "
+            "the answer letters, both images' object lists, and provenance ids (example, images, scenes, views). "
+            "The label is the set of objects in common.",
+        ),
+        (
+            "How are objects distributed?",
+            f"Most frequent objects (counted once per distinct image): {top_text}.{area_text}",
+        ),
+        (
+            "Real and synthetic share?",
+            f"Overall {_pct(stats.get('real_share', 0))} real, {_pct(stats.get('synthetic_share', 0))} synthetic ({sources}).",
+        ),
+        (
+            "Is any information missing from individual instances?",
+            "No; every row has all columns (provenance ids may be null where a catalog did not record them).",
+        ),
+        (
+            "Are relationships between instances made explicit?",
+            "Yes: the image_1_id/image_2_id and scene/view columns show which examples share an image or a scene.",
+        ),
+        (
+            "Are there recommended data splits?",
+            f"The splits above ({', '.join(map(markdown_text, splits)) or 'none'}) are all evaluation splits; there is no training split.",
+        ),
+        (
+            "Are there errors, sources of noise, or redundancies?",
+            "Labels come from the image catalogs: human labels for photos, scene plans verified by instance masks for renders. "
+            "Ambiguous or heavily occluded objects are the main source of noise. Images are reused across examples by design.",
+        ),
         ("Is the dataset self-contained?", "Yes; images are embedded in the parquet files."),
-        _publisher(card_info, "sensitive_data", "It is meant to show objects only, without people, logos or private information."),
+        _publisher(
+            card_info,
+            "sensitive_data",
+            "It is meant to show objects only, without people, logos or private information.",
+        ),
     ]
 
 
@@ -180,18 +261,35 @@ def _collection(stats: Mapping[str, Any], seed: Any, card_info: Mapping[str, str
     asset_licenses = stats.get("synthetic_asset_licenses")
     asset_text = (
         " Rendered objects come from the asset files recorded with the synthetic catalogs ("
-        + "; ".join(f"{n} under {markdown_text(lic)}" for lic, n in asset_licenses.items()) + ")."
-        if asset_licenses else ""
+        + "; ".join(f"{n} under {markdown_text(lic)}" for lic, n in asset_licenses.items())
+        + ")."
+        if asset_licenses
+        else ""
     )
     return [
-        ("How was the data acquired?", " ".join(filter(None, [
-            "Real photos were ingested with their labels from a manifest (`commonlink ingest`)." if stats.get("real_share") else "",
-            "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
-            + asset_text if stats.get("synthetic_share") else "",
-        ])) or "No rows."),
-        ("What sampling strategy was used?",
-         f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {code_span(json.dumps(seed))}; "
-         "the exact options are in manifest.json."),
+        (
+            "How was the data acquired?",
+            " ".join(
+                filter(
+                    None,
+                    [
+                        "Real photos were ingested with their labels from a manifest (`commonlink ingest`)."
+                        if stats.get("real_share")
+                        else "",
+                        "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
+                        + asset_text
+                        if stats.get("synthetic_share")
+                        else "",
+                    ],
+                )
+            )
+            or "No rows.",
+        ),
+        (
+            "What sampling strategy was used?",
+            f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {code_span(json.dumps(seed))}; "
+            "the exact options are in manifest.json.",
+        ),
         _publisher(card_info, "collection_process"),
         _publisher(card_info, "consent", "The images are meant to contain no people."),
     ]
@@ -202,18 +300,18 @@ COLUMN_DESCRIPTIONS: dict[str, str] = {
     "image_1": "first image (embedded bytes; decodes to PIL)",
     "image_2": "second image",
     "question": "the prompt with lettered choices (paper §3.2)",
-    "answer": "ground-truth letters, sorted, joined by \", \"",
+    "answer": 'ground-truth letters, sorted, joined by ", "',
     "objects_1": "objects in image 1 (JSON list)",
     "objects_2": "objects in image 2 (JSON list)",
     "num_objects_image_1": "number of objects in image 1",
     "num_objects_image_2": "number of objects in image 2",
     "question_template": "id of the prompt template",
-    "answer_type": "always \"multiple_choice\" (pick every correct letter)",
+    "answer_type": 'always "multiple_choice" (pick every correct letter)',
     "choices": "candidate objects in letter order (JSON list)",
     "num_choices": "number of choices",
-    "num_ground_truth_objects": f"number of common objects (0 when the answer is \"{NO_COMMON_OBJECTS}\")",
-    "real_or_synthetic": "\"real\" or \"synthetic\"",
-    "ground_truth_objects": f"objects in both images, or [\"{NO_COMMON_OBJECTS}\"] (JSON list)",
+    "num_ground_truth_objects": f'number of common objects (0 when the answer is "{NO_COMMON_OBJECTS}")',
+    "real_or_synthetic": '"real" or "synthetic"',
+    "ground_truth_objects": f'objects in both images, or ["{NO_COMMON_OBJECTS}"] (JSON list)',
     "id": "example id (provenance)",
     "image_1_id": "catalog id of image 1 (sha256-derived)",
     "image_2_id": "catalog id of image 2",
@@ -257,8 +355,11 @@ def render_common_o_card(
         markdown_table(["object", "images"], stats.get("object_frequency", [])[:30]),
         "",
         *_figures_section(figures),
-        render_datasheet(common_o_datasheet(stats, name=name, license=license, seed=seed, toolkit_version=toolkit_version,
-                                            card_info=card_info)),
+        render_datasheet(
+            common_o_datasheet(
+                stats, name=name, license=license, seed=seed, toolkit_version=toolkit_version, card_info=card_info
+            )
+        ),
         *_build_section(toolkit_version, seed, config),
         *_CITATION,
     ]
@@ -290,11 +391,11 @@ def _usage_section(split: str) -> list[str]:
         "```python",
         "from datasets import load_dataset",
         "",
-        f"ds = load_dataset(\"{REPO_PLACEHOLDER}\", split={json.dumps(split)})   # images decode to PIL",
+        f'ds = load_dataset("{REPO_PLACEHOLDER}", split={json.dumps(split)})   # images decode to PIL',
         "",
         "from commonlink.loaders.common_o import load_common_o   # typed examples: lists parsed, letters resolved",
         "",
-        f"for example in load_common_o(\"{REPO_PLACEHOLDER}\", {json.dumps(split)}):",
+        f'for example in load_common_o("{REPO_PLACEHOLDER}", {json.dumps(split)}):',
         "    example.image_1, example.choices, example.ground_truth",
         "```",
         "",
@@ -306,23 +407,43 @@ def _splits_section(splits: Mapping[str, Mapping[str, Any]], stats: Mapping[str,
     split_rows = []
     for split, info in splits.items():
         s = stats["splits"].get(split, {})
-        split_rows.append([
-            split, int(info["rows"]), _pct(s.get("real_share", 0)), _pct(s.get("synthetic_share", 0)), s.get("distinct_images", 0),
-            _dist(s.get("objects_per_image", {})), _dist(s.get("common_objects_per_example", {})),
-            _pct(s.get("no_common_share", 0)), len(info.get("files", [])),
-        ])
+        split_rows.append(
+            [
+                split,
+                int(info["rows"]),
+                _pct(s.get("real_share", 0)),
+                _pct(s.get("synthetic_share", 0)),
+                s.get("distinct_images", 0),
+                _dist(s.get("objects_per_image", {})),
+                _dist(s.get("common_objects_per_example", {})),
+                _pct(s.get("no_common_share", 0)),
+                len(info.get("files", [])),
+            ]
+        )
     return [
         "## Splits",
         "",
         markdown_table(
-            ["split", "rows", "real", "synthetic", "distinct images", "objects per image", "common objects", "no common", "shards"],
+            [
+                "split",
+                "rows",
+                "real",
+                "synthetic",
+                "distinct images",
+                "objects per image",
+                "common objects",
+                "no common",
+                "shards",
+            ],
             split_rows,
         ),
         "",
         "Baselines (the floor a model must beat): "
-        + "; ".join(f"{markdown_text(split)}: `none` {_pct(none)}, `random` {_pct(rnd)} (expected) accuracy"
-                    for split, (none, rnd) in ((s, baseline_accuracies(stats["splits"].get(s, {}))) for s in splits))
-        + ". `none` always answers \"No objects are in common\"; `random` picks each object with probability 1/2 "
+        + "; ".join(
+            f"{markdown_text(split)}: `none` {_pct(none)}, `random` {_pct(rnd)} (expected) accuracy"
+            for split, (none, rnd) in ((s, baseline_accuracies(stats["splits"].get(s, {}))) for s in splits)
+        )
+        + '. `none` always answers "No objects are in common"; `random` picks each object with probability 1/2 '
         "(`commonlink eval commono --model none|random`).",
         "",
         *_unreached_lines(splits, stats),
@@ -336,9 +457,12 @@ def _unreached_lines(splits: Mapping[str, Any], stats: Mapping[str, Any]) -> lis
         s = stats["splits"].get(split, {})
         missing = s.get("common_objects_missing")
         if missing:
-            lines += [f"**Not reached in {split}:** no example has {', '.join(map(str, missing))} object(s) in common "
-                      f"(the split allows 0–{s.get('max_common')}): the catalogs it was sampled from had no such pairs to "
-                      "spare, and their share went to the other counts (see the pairs file's sidecar notes).", ""]
+            lines += [
+                f"**Not reached in {split}:** no example has {', '.join(map(str, missing))} object(s) in common "
+                f"(the split allows 0–{s.get('max_common')}): the catalogs it was sampled from had no such pairs to "
+                "spare, and their share went to the other counts (see the pairs file's sidecar notes).",
+                "",
+            ]
     return lines
 
 
@@ -349,9 +473,10 @@ def _columns_section(features: Any) -> list[str]:
         "The columns and types of the published `facebook/Common-O` dataset, then provenance columns. List-valued "
         "fields are JSON strings.",
         "",
-        markdown_table(["column", "type", "content"], [
-            [col, _feature_type(feat), COLUMN_DESCRIPTIONS.get(col, "")] for col, feat in features.items()
-        ]),
+        markdown_table(
+            ["column", "type", "content"],
+            [[col, _feature_type(feat), COLUMN_DESCRIPTIONS.get(col, "")] for col, feat in features.items()],
+        ),
         "",
     ]
 
@@ -372,9 +497,16 @@ def _build_section(toolkit_version: str, seed: Any, config: Mapping[str, Any]) -
         "`manifest.json` lists the sha256 and size of every file, the toolkit version, the seed and the full build configuration.",
         "",
         "```json",
-        json.dumps({"toolkit_version": toolkit_version, "seed": seed, "inputs": [
-            {k: i.get(k) for k in ("file", "sha256", "split", "count")} for i in config.get("inputs", [])
-        ]}, indent=2),
+        json.dumps(
+            {
+                "toolkit_version": toolkit_version,
+                "seed": seed,
+                "inputs": [
+                    {k: i.get(k) for k in ("file", "sha256", "split", "count")} for i in config.get("inputs", [])
+                ],
+            },
+            indent=2,
+        ),
         "```",
         "",
     ]
@@ -399,4 +531,12 @@ def _feature_type(feature: Any) -> str:
     return "Image" if type(feature).__name__ == "Image" else f"Value({dtype!r})"
 
 
-__all__: Sequence[str] = ["PUBLISHER_TO_FILL", "baseline_accuracies", "DATASHEET_SECTIONS", "render_datasheet", "common_o_datasheet", "render_common_o_card", "COLUMN_DESCRIPTIONS"]
+__all__: Sequence[str] = [
+    "PUBLISHER_TO_FILL",
+    "baseline_accuracies",
+    "DATASHEET_SECTIONS",
+    "render_datasheet",
+    "common_o_datasheet",
+    "render_common_o_card",
+    "COLUMN_DESCRIPTIONS",
+]

@@ -185,8 +185,13 @@ def _integer_histogram(ax, values_by_label: dict[str, list[int]], *, xlabel: str
     for i, label in enumerate(labels):
         counts = Counter(values_by_label[label])
         offsets = [x - 0.4 + width * (i + 0.5) for x in xs]
-        ax.bar(offsets, [counts.get(x, 0) for x in xs], width=width, label=f"{label} (n={len(values_by_label[label]):,})",
-               color=_SOURCE_COLOURS.get(label, _OTHER_COLOUR))
+        ax.bar(
+            offsets,
+            [counts.get(x, 0) for x in xs],
+            width=width,
+            label=f"{label} (n={len(values_by_label[label]):,})",
+            color=_SOURCE_COLOURS.get(label, _OTHER_COLOUR),
+        )
     ax.set_xticks(xs)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -207,7 +212,9 @@ def _common_objects_figure(rows_by_split: dict[str, list[dict]]):
     fig = _new_figure(7, 4)
     ax = fig.subplots()
     values = {split: [common_object_count(row) for row in rows] for split, rows in rows_by_split.items()}
-    _integer_histogram(ax, values, xlabel="objects in common (0 = \u201cNo objects are in common\u201d)", ylabel="examples")
+    _integer_histogram(
+        ax, values, xlabel="objects in common (0 = \u201cNo objects are in common\u201d)", ylabel="examples"
+    )
     ax.set_title("Common objects per example, by split")
     # splits are not sources: use a neutral palette instead of the source colours
     for patch_group, colour in zip(ax.containers, ["#55A868", "#8172B3", "#C44E52", "#937860", "#64B5CD"] * 4):
@@ -257,8 +264,15 @@ def _area_figure(areas: dict[str, list[float]]):
 
     # matplotlib 3.10 renamed vert=False to orientation="horizontal" (and deprecated the old name)
     horizontal = {"orientation": "horizontal"} if _version(matplotlib.__version__) >= (3, 10) else {"vert": False}
-    parts = ax.boxplot(data, **horizontal, patch_artist=True, showfliers=True, widths=0.6,
-                       flierprops={"markersize": 3, "alpha": 0.5}, medianprops={"color": "black", "linewidth": 1.5})
+    parts = ax.boxplot(
+        data,
+        **horizontal,
+        patch_artist=True,
+        showfliers=True,
+        widths=0.6,
+        flierprops={"markersize": 3, "alpha": 0.5},
+        medianprops={"color": "black", "linewidth": 1.5},
+    )
     for patch, label in zip(parts["boxes"], labels):
         patch.set_facecolor(_SOURCE_COLOURS.get(label, _OTHER_COLOUR))
         patch.set_alpha(0.8)
@@ -345,13 +359,21 @@ def _draw_question(ax, row: dict) -> None:
         col, pos = divmod(i, per_column)
         correct = choice in truth
         mark = "\u2713" if correct else " "
-        ax.text(0.02 + col / columns, 0.84 - pos * line, f"{mark} {letter}. {_shorten(choice, max_chars)}",
-                fontsize=fontsize, va="top", transform=ax.transAxes,
-                color="#2E7D32" if correct else "#333333", weight="bold" if correct else "normal")
+        ax.text(
+            0.02 + col / columns,
+            0.84 - pos * line,
+            f"{mark} {letter}. {_shorten(choice, max_chars)}",
+            fontsize=fontsize,
+            va="top",
+            transform=ax.transAxes,
+            color="#2E7D32" if correct else "#333333",
+            weight="bold" if correct else "normal",
+        )
     answer = row.get("answer") or ""
     names = _shorten(", ".join(name for name in choices if name in truth) or "-", 70)
-    ax.text(0.0, 0.0, f"Ground truth: {answer}\n{names}", fontsize=8.5, va="bottom", color="#2E7D32",
-            transform=ax.transAxes)
+    ax.text(
+        0.0, 0.0, f"Ground truth: {answer}\n{names}", fontsize=8.5, va="bottom", color="#2E7D32", transform=ax.transAxes
+    )
 
 
 def _shorten(text: str, limit: int) -> str:

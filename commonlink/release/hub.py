@@ -164,7 +164,10 @@ def check_repo_id(repo_id: str) -> str:
         except HFValidationError as exc:
             reason = str(exc).rstrip(".")
     if reason:
-        raise InputError(f"--repo {repo_id!r} is not a Hub repo id ({reason}).", "Write it as ORG/NAME, e.g. --repo my-lab/common-o-extra.")
+        raise InputError(
+            f"--repo {repo_id!r} is not a Hub repo id ({reason}).",
+            "Write it as ORG/NAME, e.g. --repo my-lab/common-o-extra.",
+        )
     return repo_id
 
 
@@ -177,7 +180,8 @@ def read_manifest(release_dir: Path) -> dict:
     manifest = read_release_manifest(release_dir)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise SchemaError(
-            f"{release_dir / MANIFEST_FILENAME}: no 'files' table.", "Rebuild the release with `commonlink release build`."
+            f"{release_dir / MANIFEST_FILENAME}: no 'files' table.",
+            "Rebuild the release with `commonlink release build`.",
         )
     return manifest
 
@@ -194,10 +198,14 @@ def plan_push(
     check_repo_id(repo_id)
     check_version(version)
     if not root.is_dir():
-        raise InputError(f"Release folder {root} does not exist.", "Pass the --out folder of `commonlink release build`.")
+        raise InputError(
+            f"Release folder {root} does not exist.", "Pass the --out folder of `commonlink release build`."
+        )
     manifest = read_manifest(root)
     if not (root / CARD_FILENAME).is_file():
-        raise InputError(f"{root} has no {CARD_FILENAME} (the dataset card).", "Rebuild the release with `commonlink release build`.")
+        raise InputError(
+            f"{root} has no {CARD_FILENAME} (the dataset card).", "Rebuild the release with `commonlink release build`."
+        )
     built_version = manifest.get("version")
     if built_version not in (None, "", version):
         raise InputError(
@@ -229,9 +237,13 @@ def plan_push(
         )
     # the card and manifest are pushed as built in memory (hub_card): keep the bytes that were checked
     card_bytes = (root / CARD_FILENAME).read_bytes()
-    if CARD_FILENAME in manifest["files"] and sha256_bytes(card_bytes) != manifest["files"][CARD_FILENAME].get("sha256"):
-        raise InputError(f"{root} does not match its manifest: {CARD_FILENAME}: content differs from the manifest.",
-                         "Change a card with `commonlink release card DIR --card-info FILE` (or rebuild), not by hand.")
+    if CARD_FILENAME in manifest["files"] and sha256_bytes(card_bytes) != manifest["files"][CARD_FILENAME].get(
+        "sha256"
+    ):
+        raise InputError(
+            f"{root} does not match its manifest: {CARD_FILENAME}: content differs from the manifest.",
+            "Change a card with `commonlink release card DIR --card-info FILE` (or rebuild), not by hand.",
+        )
     files = [f for f in files if f.path != CARD_FILENAME] + [ReleaseFile.of_bytes(CARD_FILENAME, card_bytes)]
     files.append(ReleaseFile.of_bytes(MANIFEST_FILENAME, (root / MANIFEST_FILENAME).read_bytes()))
     card_text = card_bytes.decode("utf-8")
@@ -242,11 +254,21 @@ def plan_push(
         f"{manifest.get('name') or repo_id} {version} ({kind}); rows: {rows_summary(units)}; "
         f"built with commonlink {manifest.get('toolkit_version') or '?'}, pushed with commonlink {__version__}."
     )
-    return PushPlan(root, repo_id, version, version, title.splitlines()[0][:200], description,
-                    sorted(files, key=lambda f: f.path), units, kind, message, manifest, card_text,
-                    unanswered_questions(card_text))
-
-
+    return PushPlan(
+        root,
+        repo_id,
+        version,
+        version,
+        title.splitlines()[0][:200],
+        description,
+        sorted(files, key=lambda f: f.path),
+        units,
+        kind,
+        message,
+        manifest,
+        card_text,
+        unanswered_questions(card_text),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -273,7 +295,9 @@ def push_release(
     version on ``main`` on purpose."""
     root = Path(release_dir).expanduser().resolve()
     if not root.is_dir():  # before the lock, which would create its file beside a folder that is not there
-        raise InputError(f"Release folder {root} does not exist.", "Pass the --out folder of `commonlink release build`.")
+        raise InputError(
+            f"Release folder {root} does not exist.", "Pass the --out folder of `commonlink release build`."
+        )
     with output_lock(root, what="commonlink release push"):  # the one a `release build` into root takes
         plan = plan_push(root, repo_id, version, message=message, progress=progress)
         notes = _unanswered_notes(plan, strict)
@@ -289,10 +313,14 @@ def _unanswered_notes(plan: PushPlan, strict: bool) -> list[str]:
     if not plan.unanswered:
         return []
     questions = "; ".join(q.question for q in PUBLISHER_QUESTIONS if q.key in plan.unanswered)
-    text = (f"the card still marks {len(plan.unanswered)} datasheet question(s) as unanswered "
-            f"({', '.join(plan.unanswered)}: {questions})")
-    fix = ("Answer them in a card-info file (`commonlink release card-info --template --out card-info.yaml`), then "
-           f"`commonlink release card {plan.release_dir} --card-info card-info.yaml` and push again.")
+    text = (
+        f"the card still marks {len(plan.unanswered)} datasheet question(s) as unanswered "
+        f"({', '.join(plan.unanswered)}: {questions})"
+    )
+    fix = (
+        "Answer them in a card-info file (`commonlink release card-info --template --out card-info.yaml`), then "
+        f"`commonlink release card {plan.release_dir} --card-info card-info.yaml` and push again."
+    )
     if strict:
         raise InputError(f"--strict: {text}.", fix)
     return [f"{text[0].upper()}{text[1:]}. {fix}"]
@@ -330,7 +358,10 @@ class _Publisher:
         tags = {r.name: r.target_commit for r in refs.tags}
         head = heads.get("main")
         if head is None:
-            raise BackendError(f"{self.repo_id} has no main branch on {redact_url(self.endpoint)}.", "Create it on the Hub, then rerun.")
+            raise BackendError(
+                f"{self.repo_id} has no main branch on {redact_url(self.endpoint)}.",
+                "Create it on the Hub, then rerun.",
+            )
         result.commit = head
         if plan.tag in tags and self._already_published(tags[plan.tag], result):
             return result
@@ -345,20 +376,31 @@ class _Publisher:
         if plan.tag in tags:
             self.api.delete_tag(self.repo_id, tag=plan.tag, repo_type=REPO_TYPE)
             result.tag_moved = True
-        self.api.create_tag(self.repo_id, tag=plan.tag, revision=result.commit, tag_message=plan.commit_message, repo_type=REPO_TYPE)
+        self.api.create_tag(
+            self.repo_id, tag=plan.tag, revision=result.commit, tag_message=plan.commit_message, repo_type=REPO_TYPE
+        )
         if branch != "main":
             self.api.delete_branch(self.repo_id, branch=branch, repo_type=REPO_TYPE)  # the tag keeps the commit
         others = _unreferenced_data(plan, remote, stale)
         if others:
-            result.notes.append("Data files on the Hub that this release does not list were kept (older splits or configs): "
-                                + ", ".join(others[:5]) + (" ..." if len(others) > 5 else ""))
+            result.notes.append(
+                "Data files on the Hub that this release does not list were kept (older splits or configs): "
+                + ", ".join(others[:5])
+                + (" ..." if len(others) > 5 else "")
+            )
         return result
 
     def _target_files(self, remote_card: str | None) -> list[ReleaseFile]:
         """The files the version holds: shards and figures as built, the card and manifest as published."""
         plan = self.plan
-        card = published_card(plan.card_text, repo_id=self.repo_id, version=plan.version, rows_summary=plan.rows_summary(),
-                              message=plan.message, remote_card=remote_card)
+        card = published_card(
+            plan.card_text,
+            repo_id=self.repo_id,
+            version=plan.version,
+            rows_summary=plan.rows_summary(),
+            message=plan.message,
+            remote_card=remote_card,
+        )
         manifest = published_manifest(plan.manifest, repo_id=self.repo_id, card=card)
         return [f for f in plan.files if f.path not in (CARD_FILENAME, MANIFEST_FILENAME)] + [card, manifest]
 
@@ -376,8 +418,10 @@ class _Publisher:
                 "Push under a new version number (e.g. bump X.Y.Z), or pass --force to move the tag "
                 "(anyone who loaded the old version will get different data).",
             )
-        result.notes.append(f"--force: tag {self.plan.tag} moved away from commit {tagged[:12]}; anyone who loaded "
-                            f"{self.plan.tag} before will now get different data.")
+        result.notes.append(
+            f"--force: tag {self.plan.tag} moved away from commit {tagged[:12]}; anyone who loaded "
+            f"{self.plan.tag} before will now get different data."
+        )
         return False
 
     def _target_branch(self, head: str, heads: dict[str, str], result: PushResult) -> tuple[str, str]:
@@ -387,12 +431,16 @@ class _Publisher:
         if on_main is None or version_key(version) >= version_key(on_main):
             return "main", head
         if self.move_main:
-            result.notes.append(f"--move-main: main moves from version {on_main} back to {version}; "
-                                f"`load_dataset({self.repo_id!r})` without a revision now reads {version}.")
+            result.notes.append(
+                f"--move-main: main moves from version {on_main} back to {version}; "
+                f"`load_dataset({self.repo_id!r})` without a revision now reads {version}."
+            )
             return "main", head
         result.main_moved = False
-        result.notes.append(f"main stays on version {on_main}, the highest published; {version} is older, so it was only "
-                            f"tagged (load it with revision={version!r}). Pass --move-main to put it on main on purpose.")
+        result.notes.append(
+            f"main stays on version {on_main}, the highest published; {version} is older, so it was only "
+            f"tagged (load it with revision={version!r}). Pass --move-main to put it on main on purpose."
+        )
         branch = f"release-{version}"
         if branch not in heads:  # a rerun after an interrupted push finds its branch and finishes on it
             self.api.create_branch(self.repo_id, branch=branch, revision=head, repo_type=REPO_TYPE)
@@ -412,8 +460,13 @@ class _Publisher:
         self.api.preupload_lfs_files(self.repo_id, additions=additions, repo_type=REPO_TYPE, revision=branch)
         _check_uploaded(additions, self.plan)
         commit = self.api.create_commit(
-            self.repo_id, operations, commit_message=self.plan.commit_message,
-            commit_description=self.plan.commit_description, repo_type=REPO_TYPE, revision=branch, parent_commit=base,
+            self.repo_id,
+            operations,
+            commit_message=self.plan.commit_message,
+            commit_description=self.plan.commit_description,
+            repo_type=REPO_TYPE,
+            revision=branch,
+            parent_commit=base,
         )
         return commit.oid
 
@@ -475,7 +528,11 @@ def _operations(changed: list[ReleaseFile], stale: list[str], plan: PushPlan) ->
             _check_against_manifest(plan, f.path, sha256_bytes(data))
             ops.append(CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=data))
         else:
-            ops.append(CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.content if f.content is not None else str(f.source)))
+            ops.append(
+                CommitOperationAdd(
+                    path_in_repo=f.path, path_or_fileobj=f.content if f.content is not None else str(f.source)
+                )
+            )
     ops.extend(CommitOperationDelete(path_in_repo=p) for p in stale)
     return ops
 
@@ -533,7 +590,19 @@ def list_versions(repo_id: str, *, endpoint: str | None = None, token: str | Non
 
 
 __all__ = [
-    "REPO_TYPE", "PushPlan", "PushResult", "ReleaseFile", "VersionInfo", "card_with_version", "check_repo_id", "hub_api",
-    "list_versions", "plan_push", "push_release", "read_versions_table", "require_token", "resolve_endpoint",
+    "REPO_TYPE",
+    "PushPlan",
+    "PushResult",
+    "ReleaseFile",
+    "VersionInfo",
+    "card_with_version",
+    "check_repo_id",
+    "hub_api",
+    "list_versions",
+    "plan_push",
+    "push_release",
+    "read_versions_table",
+    "require_token",
+    "resolve_endpoint",
     "translate_hub_error",
 ]

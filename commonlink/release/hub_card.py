@@ -69,7 +69,7 @@ def _versions_section(text: str) -> tuple[int, int] | None:
     match = re.search(rf"^{re.escape(VERSIONS_HEADING)}[ \t]*$", text, flags=re.M)
     if not match:
         return None
-    following = re.search(r"^#{1,2} ", text[match.end():], flags=re.M)
+    following = re.search(r"^#{1,2} ", text[match.end() :], flags=re.M)
     end = match.end() + following.start() if following else len(text)
     return match.start(), end
 
@@ -80,7 +80,7 @@ def read_versions_table(card_text: str) -> list[dict[str, str]]:
     if span is None:
         return []
     rows = []
-    for line in card_text[span[0]:span[1]].splitlines():
+    for line in card_text[span[0] : span[1]].splitlines():
         if not line.strip().startswith("|"):
             continue
         cells = _split_cells(line)
@@ -98,13 +98,13 @@ def card_with_version(card_text: str, rows: list[dict[str, str]], repo_id: str =
     table = markdown_table(list(_VERSION_COLUMNS), [[r.get(c, "") for c in _VERSION_COLUMNS] for r in ordered])
     section = (
         f"{VERSIONS_HEADING}\n\nEach version is a git tag of this repo: "
-        f"`load_dataset(\"{repo_id}\", revision=\"X.Y.Z\")` reads exactly that version.\n\n"
+        f'`load_dataset("{repo_id}", revision="X.Y.Z")` reads exactly that version.\n\n'
         f"{table}\n"
     )
     span = _versions_section(card_text)
     if span is None:
         return card_text.rstrip("\n") + "\n\n" + section
-    tail = card_text[span[1]:]
+    tail = card_text[span[1] :]
     return card_text[: span[0]] + section + ("\n" + tail if tail else "")
 
 
@@ -113,8 +113,9 @@ def with_repo_id(card_text: str, repo_id: str) -> str:
     return card_text.replace(json.dumps(REPO_PLACEHOLDER), json.dumps(repo_id))
 
 
-def published_card(local_card: str, *, repo_id: str, version: str, rows_summary: str, message: str | None,
-                   remote_card: str | None) -> ReleaseFile:
+def published_card(
+    local_card: str, *, repo_id: str, version: str, rows_summary: str, message: str | None, remote_card: str | None
+) -> ReleaseFile:
     """The card to push: the release's card naming the repo, with the Versions table merged from the Hub's card.
 
     A row the Hub card already has for this version keeps its date, so a rerun of an interrupted push produces
@@ -133,7 +134,9 @@ def published_manifest(manifest: dict, *, repo_id: str, card: ReleaseFile) -> Re
     """The manifest to push: the release's, naming the repo and listing the card as pushed."""
     files = {**manifest.get("files", {}), CARD_FILENAME: {"sha256": card.sha256, "size": card.size}}
     published = {**manifest, "repo_id": repo_id, "files": files}
-    return ReleaseFile.of_bytes(MANIFEST_FILENAME, (json.dumps(published, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    return ReleaseFile.of_bytes(
+        MANIFEST_FILENAME, (json.dumps(published, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    )
 
 
 __all__ = [

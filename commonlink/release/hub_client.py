@@ -30,14 +30,20 @@ def hub_reason(exc: BaseException) -> str:
     may open with a bare "Bad request:" line and carry them further down), on one line."""
     server = (getattr(exc, "server_message", None) or "").strip()
     text = server or str(exc).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip() and line.strip().rstrip(":") not in ("Bad request", "Bad Request")]
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and line.strip().rstrip(":") not in ("Bad request", "Bad Request")
+    ]
     reason = " ".join(lines) or type(exc).__name__
     return reason if len(reason) <= _REASON_LIMIT else reason[:_REASON_LIMIT] + " ..."
 
 
 def _network_error(exc: BaseException) -> bool:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"TransportError", "NetworkError", "ConnectError", "TimeoutException", "RemoteProtocolError"}) or isinstance(exc, ConnectionError)
+    return bool(
+        names & {"TransportError", "NetworkError", "ConnectError", "TimeoutException", "RemoteProtocolError"}
+    ) or isinstance(exc, ConnectionError)
 
 
 def _status(exc: BaseException) -> int | None:
@@ -45,7 +51,9 @@ def _status(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
-def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | None = None, doing: str) -> CommonlinkError:
+def translate_hub_error(
+    exc: BaseException, *, endpoint: str, repo_id: str | None = None, doing: str
+) -> CommonlinkError:
     """A Hub client exception -> a :class:`CommonlinkError` saying what failed and what to do (never the token)."""
     status = _status(exc)
     detail = hub_reason(exc)
@@ -80,7 +88,9 @@ def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | Non
             "Use a token with write access to that user or organisation, or push to a namespace you own.",
         )
     if status == 404 and repo_id:
-        return InputError(f"{doing}: {repo_id} was not found on {endpoint}.", "Check the repo id (ORG/NAME) and the endpoint.")
+        return InputError(
+            f"{doing}: {repo_id} was not found on {endpoint}.", "Check the repo id (ORG/NAME) and the endpoint."
+        )
     if status == 412:
         return BackendError(
             f"{doing}: {repo_id} changed on the Hub while pushing (someone else committed).",
@@ -98,7 +108,10 @@ def translate_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | Non
             "Rerun the same command: files already uploaded are not sent again, and a commit that already landed is "
             "only tagged. If it keeps failing, check the Hub's status page or the endpoint.",
         )
-    return BackendError(f"{doing}: the Hub answered {status or 'an error'} ({detail}).", "Check the repo id and endpoint, then rerun the command.")
+    return BackendError(
+        f"{doing}: the Hub answered {status or 'an error'} ({detail}).",
+        "Check the repo id and endpoint, then rerun the command.",
+    )
 
 
 def hub_api(endpoint: str | None, token: str | bool | None) -> HfApi:
@@ -112,7 +125,9 @@ def hub_api(endpoint: str | None, token: str | bool | None) -> HfApi:
 def resolve_endpoint(endpoint: str | None) -> str:
     if endpoint:
         if not re.match(r"^https?://", endpoint):
-            raise InputError(f"--endpoint {endpoint!r} is not an http(s) URL.", "e.g. --endpoint https://huggingface.co")
+            raise InputError(
+                f"--endpoint {endpoint!r} is not an http(s) URL.", "e.g. --endpoint https://huggingface.co"
+            )
         return endpoint.rstrip("/")
     from huggingface_hub import constants
 
@@ -156,4 +171,13 @@ def read_remote_text(api: HfApi, repo_id: str, path: str, revision: str) -> str 
     return Path(local).read_text(encoding="utf-8")
 
 
-__all__ = ["REPO_TYPE", "hub_api", "hub_reason", "read_remote_text", "remote_files", "require_token", "resolve_endpoint", "translate_hub_error"]
+__all__ = [
+    "REPO_TYPE",
+    "hub_api",
+    "hub_reason",
+    "read_remote_text",
+    "remote_files",
+    "require_token",
+    "resolve_endpoint",
+    "translate_hub_error",
+]

@@ -44,8 +44,15 @@ class PullResult:
     notes: list[str]
 
 
-def pull_release(repo_id: str, version: str, out_dir: str | os.PathLike, *, endpoint: str | None = None,
-                 token: str | None = None, progress: bool = False) -> PullResult:
+def pull_release(
+    repo_id: str,
+    version: str,
+    out_dir: str | os.PathLike,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    progress: bool = False,
+) -> PullResult:
     """Download version ``version`` of ``repo_id`` into ``out_dir`` (new or empty) and verify it against its manifest."""
     check_repo_id(repo_id)
     check_version(version)
@@ -59,14 +66,18 @@ def pull_release(repo_id: str, version: str, out_dir: str | os.PathLike, *, endp
         try:
             tagged = {ref.name for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
             if version not in tagged:
-                raise InputError(f"{repo_id} has no version {version} (tags: {', '.join(sorted(tagged)) or 'none'}).",
-                                 f"List the versions with `commonlink release versions {repo_id}`.")
+                raise InputError(
+                    f"{repo_id} has no version {version} (tags: {', '.join(sorted(tagged)) or 'none'}).",
+                    f"List the versions with `commonlink release versions {repo_id}`.",
+                )
             _download(api, repo_id, version, MANIFEST_FILENAME, tmp)
             manifest = read_release_manifest(tmp)
             listed = manifest.get("files")
             if not isinstance(listed, dict) or not listed:
-                raise SchemaError(f"{repo_id} version {version}: its {MANIFEST_FILENAME} lists no files.",
-                                  "The version was not published by `commonlink release push`; download it with huggingface_hub instead.")
+                raise SchemaError(
+                    f"{repo_id} version {version}: its {MANIFEST_FILENAME} lists no files.",
+                    "The version was not published by `commonlink release push`; download it with huggingface_hub instead.",
+                )
             for rel in track(sorted(listed), "Downloading", unit="files", disable=not progress):
                 _download(api, repo_id, version, _safe_relative(rel), tmp)
         except CommonlinkError:
@@ -80,8 +91,10 @@ def pull_release(repo_id: str, version: str, out_dir: str | os.PathLike, *, endp
 
 def _safe_relative(rel: str) -> str:
     if rel.startswith("/") or ".." in rel.split("/") or "\\" in rel:
-        raise SchemaError(f"The manifest lists the path {rel!r}, which would leave the download folder.",
-                          "Do not use this version; report it to its publisher.")
+        raise SchemaError(
+            f"The manifest lists the path {rel!r}, which would leave the download folder.",
+            "Do not use this version; report it to its publisher.",
+        )
     return rel
 
 
@@ -99,12 +112,16 @@ def _verify(folder: Path, listed: dict, manifest: dict, *, where: str) -> list[s
             continue
         if rel == CARD_FILENAME and "repo_id" not in manifest:
             # pushed by a commonlink that added the Versions table without listing the card as pushed
-            notes.append(f"{CARD_FILENAME} differs from the manifest (published before pushes listed the card as pushed).")
+            notes.append(
+                f"{CARD_FILENAME} differs from the manifest (published before pushes listed the card as pushed)."
+            )
             continue
         problems.append(rel)
     if problems:
-        raise SchemaError(f"{where}: {len(problems)} file(s) do not match the version's manifest: {', '.join(problems[:10])}.",
-                          "Do not use this download; ask the publisher to push the version again (nothing was kept).")
+        raise SchemaError(
+            f"{where}: {len(problems)} file(s) do not match the version's manifest: {', '.join(problems[:10])}.",
+            "Do not use this download; ask the publisher to push the version again (nothing was kept).",
+        )
     return notes
 
 

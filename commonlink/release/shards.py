@@ -33,10 +33,23 @@ DEFAULT_MAX_SHARD_BYTES = 500 * 1024 * 1024
 DEFAULT_ROW_GROUP_ROWS = 1000
 DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024
 #: String columns worth dictionary-encoding (few distinct values); other strings are written plain.
-DICTIONARY_STRING_COLUMNS = frozenset({"question_template", "answer_type", "real_or_synthetic", "split", "source", "concept", "concept_kind"})
+DICTIONARY_STRING_COLUMNS = frozenset(
+    {"question_template", "answer_type", "real_or_synthetic", "split", "source", "concept", "concept_kind"}
+)
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.I)
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 
 
 def parse_size(text: str | int, *, option: str = "--max-shard-size") -> int:
@@ -49,7 +62,9 @@ def parse_size(text: str | int, *, option: str = "--max-shard-size") -> int:
         if unit and not unit.endswith("B"):
             unit += "B"
         if not match or unit not in _UNITS:
-            raise InputError(f"{option} {text!r} is not a size.", f"Write a number with an optional unit, e.g. {option} 500MB.")
+            raise InputError(
+                f"{option} {text!r} is not a size.", f"Write a number with an optional unit, e.g. {option} 500MB."
+            )
         value = int(float(match.group(1)) * _UNITS[unit])
     if value <= 0:
         raise InputError(f"{option} must be positive, got {text!r}.", f"e.g. {option} 500MB.")
@@ -103,7 +118,9 @@ class ShardWriter:
         from datasets import Image
 
         if not re.fullmatch(r"\w+", prefix):
-            raise InputError(f"Split name {prefix!r} may only contain letters, digits and '_'.", "Rename the split, e.g. 'main'.")
+            raise InputError(
+                f"Split name {prefix!r} may only contain letters, digits and '_'.", "Rename the split, e.g. 'main'."
+            )
         self.out_dir = Path(out_dir)
         self.prefix = prefix
         self.features = features
@@ -141,7 +158,9 @@ class ShardWriter:
         self._small_bytes_per_row = 64 * len(self._plain_columns)  # first guess until a row group is measured
         #: Dictionary encoding pays off only on columns that repeat values (labels, templates, counts); on long
         #: per-row text (questions, choice lists) it is built, found useless and dropped, row group after row group.
-        self.dictionary_columns = [c for c in self._plain_columns if c not in set(self._string_names) or c in DICTIONARY_STRING_COLUMNS]
+        self.dictionary_columns = [
+            c for c in self._plain_columns if c not in set(self._string_names) or c in DICTIONARY_STRING_COLUMNS
+        ]
         self._rows: list[dict] = []  # the current row group, split into columns by _flush
         #: Image payloads are JPEG/PNG files, compressed already: a second codec pass over them costs time (a
         #: third of the write at 64 px) and saves nothing, so their bytes are stored as they are.
@@ -166,7 +185,11 @@ class ShardWriter:
             if value.__class__ is not dict or value.get("bytes") is None:
                 value = row[name] = _encode_image(value, column=name)
             size += len(value["bytes"])
-        if self._current_bytes + size > self.max_shard_bytes and self._writer is not None and (self._rows or self._current_rows()):
+        if (
+            self._current_bytes + size > self.max_shard_bytes
+            and self._writer is not None
+            and (self._rows or self._current_rows())
+        ):
             self._finish_shard()
         if self._writer is None:
             self._open_shard()
@@ -272,10 +295,15 @@ class ShardWriter:
             if is_image:
                 # Building the {bytes, path} struct from two flat arrays is much faster than from dicts.
                 values = [r[name] for r in rows]
-                arrays.append(pa.StructArray.from_arrays(
-                    [pa.array([v["bytes"] for v in values], pa.binary()), pa.array([v.get("path") for v in values], pa.string())],
-                    fields=list(field.type),
-                ))
+                arrays.append(
+                    pa.StructArray.from_arrays(
+                        [
+                            pa.array([v["bytes"] for v in values], pa.binary()),
+                            pa.array([v.get("path") for v in values], pa.string()),
+                        ],
+                        fields=list(field.type),
+                    )
+                )
             else:
                 arrays.append(pa.array([r[name] for r in rows], field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
@@ -336,4 +364,6 @@ def _read_file(path: str | os.PathLike, *, column: str) -> bytes:
         with open(path, "rb") as handle:
             return handle.read()
     except FileNotFoundError:
-        raise InputError(f"Column {column!r}: image file {path} not found.", "Check the path, or rebuild its catalog.") from None
+        raise InputError(
+            f"Column {column!r}: image file {path} not found.", "Check the path, or rebuild its catalog."
+        ) from None

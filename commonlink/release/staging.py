@@ -14,9 +14,10 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_json, pid_alive, sha256_file
@@ -97,7 +98,12 @@ class ReleaseOptions:
         """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
         release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not (nor card info when there is none, so
         builds without it keep their build key)."""
-        recorded = {"name": self.name, "version": self.version, "license": self.license, "max_shard_bytes": int(self.max_shard_bytes)}
+        recorded = {
+            "name": self.name,
+            "version": self.version,
+            "license": self.license,
+            "max_shard_bytes": int(self.max_shard_bytes),
+        }
         if self.card_info:
             recorded["card_info"] = dict(self.card_info)
         return recorded
@@ -159,8 +165,11 @@ def foreign_entries(root: Path, listed: dict) -> list[str]:
 
 def is_release_manifest(manifest: dict) -> bool:
     """Whether a manifest was written by ``release build`` (a kind, a build key and a file table)."""
-    return (manifest.get("kind") in RELEASE_KINDS and isinstance(manifest.get("build_key"), str)
-            and isinstance(manifest.get("files"), dict))
+    return (
+        manifest.get("kind") in RELEASE_KINDS
+        and isinstance(manifest.get("build_key"), str)
+        and isinstance(manifest.get("files"), dict)
+    )
 
 
 def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> ReleaseResult | None:
@@ -181,7 +190,11 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
     if not is_release_manifest(manifest):
         raise InputError(
             f"--out {out_dir} already holds files that are not a commonlink release"
-            + (f" (its {MANIFEST_FILENAME} was not written by `commonlink release build`)" if manifest_path.is_file() else "")
+            + (
+                f" (its {MANIFEST_FILENAME} was not written by `commonlink release build`)"
+                if manifest_path.is_file()
+                else ""
+            )
             + f": {_listing(foreign_entries(out_dir, {}))}.",
             "Pick a new or empty folder (commonlink never deletes files it did not write, --overwrite included).",
         )
@@ -194,9 +207,13 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
     problems = verify_release(out_dir)
     if manifest.get("build_key") == build_key and not problems:
         return ReleaseResult(
-            out_dir=out_dir, kind=manifest.get("kind", "common_o"), splits=manifest.get("splits", {}),
-            files=manifest.get("files", {}), figures=manifest.get("figures", {}),
-            notes=["The folder already holds this exact release (same inputs and options); kept as is."], reused=True,
+            out_dir=out_dir,
+            kind=manifest.get("kind", "common_o"),
+            splits=manifest.get("splits", {}),
+            files=manifest.get("files", {}),
+            figures=manifest.get("figures", {}),
+            notes=["The folder already holds this exact release (same inputs and options); kept as is."],
+            reused=True,
         )
     if not overwrite and manifest.get("build_key") == build_key:
         raise InputError(
@@ -240,7 +257,9 @@ def _staging_name(out_dir: Path, kind: str) -> tuple[Path, str]:
 
 
 def _mark(folder: Path, token: str) -> None:
-    atomic_write_json(folder / STAGING_MARKER, {"pid": os.getpid(), "started": process_start(os.getpid()), "token": token})
+    atomic_write_json(
+        folder / STAGING_MARKER, {"pid": os.getpid(), "started": process_start(os.getpid()), "token": token}
+    )
 
 
 def swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
@@ -329,7 +348,21 @@ def without_local_paths(value: Any) -> Any:
 
 
 __all__ = [
-    "DEFAULT_RELEASE_OPTIONS", "RELEASE_KINDS", "STAGING_MARKER", "ReleaseOptions", "ReleaseResult", "build_key_of", "check_options", "foreign_entries", "hash_files", "is_release_manifest",
-    "process_start", "remove_stale_staging", "reuse_or_refuse", "stage_release", "swap_into_place",
-    "verify_release", "without_local_paths",
+    "DEFAULT_RELEASE_OPTIONS",
+    "RELEASE_KINDS",
+    "STAGING_MARKER",
+    "ReleaseOptions",
+    "ReleaseResult",
+    "build_key_of",
+    "check_options",
+    "foreign_entries",
+    "hash_files",
+    "is_release_manifest",
+    "process_start",
+    "remove_stale_staging",
+    "reuse_or_refuse",
+    "stage_release",
+    "swap_into_place",
+    "verify_release",
+    "without_local_paths",
 ]

@@ -104,8 +104,9 @@ def _keep(images: list[LabelledImage], report: SourceReport, min_pixels: int) ->
 
 
 # ---------------------------------------------------------------------------------------------- catalogs
-def read_catalog_source(catalog_dir: str | os.PathLike, *, labels_field: str = "objects",
-                        min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
+def read_catalog_source(
+    catalog_dir: str | os.PathLike, *, labels_field: str = "objects", min_pixels: int = 0
+) -> tuple[list[LabelledImage], SourceReport]:
     """Samples of an image catalog; labels from ``objects`` or any list field of the records."""
 
     catalog_dir = Path(catalog_dir).resolve()
@@ -116,7 +117,11 @@ def read_catalog_source(catalog_dir: str | os.PathLike, *, labels_field: str = "
         if labels_field == "objects":
             labels = record.objects
         else:
-            labels = getattr(record, labels_field, None) if labels_field in ("background", "view", "scene_id") else record.extra.get(labels_field)
+            labels = (
+                getattr(record, labels_field, None)
+                if labels_field in ("background", "view", "scene_id")
+                else record.extra.get(labels_field)
+            )
             if labels is None:
                 raise SchemaError(
                     f"{catalog_dir}: record {record.id} has no field {labels_field!r}.",
@@ -124,11 +129,21 @@ def read_catalog_source(catalog_dir: str | os.PathLike, *, labels_field: str = "
                 )
             if isinstance(labels, str):
                 labels = [labels]
-        images.append(LabelledImage(
-            id=record.id, labels=_clean_labels(labels), width=int(record.width), height=int(record.height),
-            origin={"type": "file", "path": str(image_path(catalog_dir, record)), "catalog": str(catalog_dir),
-                    "relative": record.path, "sha256": record.sha256},
-        ))
+        images.append(
+            LabelledImage(
+                id=record.id,
+                labels=_clean_labels(labels),
+                width=int(record.width),
+                height=int(record.height),
+                origin={
+                    "type": "file",
+                    "path": str(image_path(catalog_dir, record)),
+                    "catalog": str(catalog_dir),
+                    "relative": record.path,
+                    "sha256": record.sha256,
+                },
+            )
+        )
     return _keep(images, report, min_pixels), report
 
 
@@ -140,15 +155,18 @@ def find_manifest(folder: Path) -> Path | None:
     return None
 
 
-def read_manifest_source(folder: str | os.PathLike, *, manifest: str | os.PathLike | None = None,
-                         min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
+def read_manifest_source(
+    folder: str | os.PathLike, *, manifest: str | os.PathLike | None = None, min_pixels: int = 0
+) -> tuple[list[LabelledImage], SourceReport]:
     """A folder of images with a manifest (``file,objects`` CSV or JSONL, the ingestion formats)."""
 
     folder = Path(folder).resolve()
     manifest_path = Path(manifest) if manifest else find_manifest(folder)
     if manifest_path is None:
-        raise InputError(f"{folder}: no manifest found (looked for {', '.join(MANIFEST_NAMES)}).",
-                         "Pass the CSV/JSONL that lists the images with --manifest.")
+        raise InputError(
+            f"{folder}: no manifest found (looked for {', '.join(MANIFEST_NAMES)}).",
+            "Pass the CSV/JSONL that lists the images with --manifest.",
+        )
     report = SourceReport(str(folder), "manifest")
     images = []
     for entry in read_manifest(manifest_path):
@@ -156,9 +174,15 @@ def read_manifest_source(folder: str | os.PathLike, *, manifest: str | os.PathLi
         path = safe_join(folder, entry.file)
         width, height = image_size(path, what=f"{manifest_path}, line {entry.line}")
         rel = path.relative_to(folder).as_posix()
-        images.append(LabelledImage(id=stable_id(f"manifest:{rel}"), labels=_clean_labels(entry.objects),
-                                    width=width, height=height,
-                                    origin={"type": "file", "path": str(path), "catalog": str(folder), "relative": entry.file}))
+        images.append(
+            LabelledImage(
+                id=stable_id(f"manifest:{rel}"),
+                labels=_clean_labels(entry.objects),
+                width=width,
+                height=height,
+                origin={"type": "file", "path": str(path), "catalog": str(folder), "relative": entry.file},
+            )
+        )
     return _keep(images, report, min_pixels), report
 
 
@@ -174,8 +198,15 @@ def label_decoder(feature: Any, *, column: str):
         to_name = names_of(feature)
         return lambda value: [] if value is None or value < 0 else [to_name(value)]
     inner = None
-    list_types = tuple(t for t in (getattr(datasets, "List", None), getattr(datasets, "LargeList", None),
-                                   getattr(datasets, "Sequence", None)) if isinstance(t, type))
+    list_types = tuple(
+        t
+        for t in (
+            getattr(datasets, "List", None),
+            getattr(datasets, "LargeList", None),
+            getattr(datasets, "Sequence", None),
+        )
+        if isinstance(t, type)
+    )
     if isinstance(feature, list_types):
         inner = feature.feature
     elif isinstance(feature, (list, tuple)) and feature:
@@ -192,13 +223,23 @@ def label_decoder(feature: Any, *, column: str):
         if feature.dtype in ("string", "large_string"):
             return lambda value: [] if value is None else [value]
         return lambda value: [] if value is None else [str(value)]
-    raise SchemaError(f"Label column {column!r} has type {feature}, which is not a label or a list of labels.",
-                      "Pass --labels-column naming a ClassLabel, string, or list column.")
+    raise SchemaError(
+        f"Label column {column!r} has type {feature}, which is not a label or a list of labels.",
+        "Pass --labels-column naming a ClassLabel, string, or list column.",
+    )
 
 
-def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: str = "labels",
-                   split: str | None = None, config: str | None = None, min_pixels: int = 0,
-                   batch_size: int = 256, name_column: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
+def read_hf_source(
+    dataset: str,
+    *,
+    image_column: str = "image",
+    labels_column: str = "labels",
+    split: str | None = None,
+    config: str | None = None,
+    min_pixels: int = 0,
+    batch_size: int = 256,
+    name_column: str | None = None,
+) -> tuple[list[LabelledImage], SourceReport]:
     """Rows of a Hugging Face dataset with an image column and a label(-list) column; ``name_column`` (a string
     column such as an object or caption field) names each image for memory and review text."""
     import datasets
@@ -210,10 +251,14 @@ def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: 
         wanted.append(("--name-column", name_column))
     for option, column in wanted:
         if column not in columns:
-            raise InputError(f"{dataset}: no column {column!r} (columns: {', '.join(columns)}).", f"Pass {option} NAME.")
+            raise InputError(
+                f"{dataset}: no column {column!r} (columns: {', '.join(columns)}).", f"Pass {option} NAME."
+            )
     if not isinstance(ds.features[image_column], datasets.Image):
-        raise SchemaError(f"{dataset}: column {image_column!r} is {ds.features[image_column]}, not an Image.",
-                          "Pass --image-column naming the image column.")
+        raise SchemaError(
+            f"{dataset}: column {image_column!r} is {ds.features[image_column]}, not an Image.",
+            "Pass --image-column naming the image column.",
+        )
     decode = label_decoder(ds.features[labels_column], column=labels_column)
     ds = ds.select_columns([c for _, c in wanted]).cast_column(image_column, datasets.Image(decode=False))
     dataset_ref = str(Path(dataset).resolve()) if Path(dataset).exists() else dataset
@@ -230,15 +275,31 @@ def read_hf_source(dataset: str, *, image_column: str = "image", labels_column: 
                     with Image.open(io.BytesIO(data)) as img:
                         width, height = img.size
                 except Exception as exc:
-                    raise InputError(f"{what}: image bytes are not a readable image ({exc}).", "Fix or drop that row.") from exc
+                    raise InputError(
+                        f"{what}: image bytes are not a readable image ({exc}).", "Fix or drop that row."
+                    ) from exc
             elif path:
                 width, height = image_size(Path(path), what=what)
             else:
                 raise SchemaError(f"{what}: empty image.", "Fix or drop that row.")
-            origin = {"type": "hf", "dataset": dataset_ref, "config": config, "split": split, "row": row, "column": image_column}
-            images.append(LabelledImage(id=stable_id(f"hf:{dataset_ref}:{config}:{split}:{row}"),
-                                        labels=_clean_labels(decode(labels)), width=int(width), height=int(height),
-                                        origin=origin, name=(str(name).strip() or None) if name is not None else None))
+            origin = {
+                "type": "hf",
+                "dataset": dataset_ref,
+                "config": config,
+                "split": split,
+                "row": row,
+                "column": image_column,
+            }
+            images.append(
+                LabelledImage(
+                    id=stable_id(f"hf:{dataset_ref}:{config}:{split}:{row}"),
+                    labels=_clean_labels(decode(labels)),
+                    width=int(width),
+                    height=int(height),
+                    origin=origin,
+                    name=(str(name).strip() or None) if name is not None else None,
+                )
+            )
             row += 1
     report.read = row
     return _keep(images, report, min_pixels), report
@@ -255,13 +316,17 @@ def read_label_names(path: str | os.PathLike | None) -> list[str] | None:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise SchemaError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", "Save the label names as UTF-8.") from None
+        raise SchemaError(
+            f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", "Save the label names as UTF-8."
+        ) from None
     if text.lstrip().startswith("["):
         try:
             names = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SchemaError(f"{path}: starts like a JSON list but is not valid JSON ({exc.msg}, line {exc.lineno}).",
-                              'Write a JSON list (["metal", "wooden"]) or one name a line.') from None
+            raise SchemaError(
+                f"{path}: starts like a JSON list but is not valid JSON ({exc.msg}, line {exc.lineno}).",
+                'Write a JSON list (["metal", "wooden"]) or one name a line.',
+            ) from None
         if not isinstance(names, list):
             raise SchemaError(f"{path}: expected a JSON list of names.")
         return [str(n) for n in names]
@@ -269,8 +334,10 @@ def read_label_names(path: str | os.PathLike | None) -> list[str] | None:
     while lines and not lines[-1]:
         lines.pop()
     if "" in lines:  # ids are line numbers: dropping the line would give every later id the wrong name
-        raise SchemaError(f"{path}, line {lines.index('') + 1}: empty, but line i names id i.",
-                          "Put a name on every line up to the last id (e.g. unused_7), or write a JSON list.")
+        raise SchemaError(
+            f"{path}, line {lines.index('') + 1}: empty, but line i names id i.",
+            "Put a name on every line up to the last id (e.g. unused_7), or write a JSON list.",
+        )
     return lines
 
 
@@ -292,8 +359,10 @@ def _name_labels(ids: Any, *, names: Sequence[str] | None, prefix: str, what: st
         elif 0 <= index < len(names):
             out.append(names[index])
         else:
-            raise SchemaError(f"{what}: label id {index} is outside the names list ({len(names)} names).",
-                              "Pass the names file that matches these annotations with --label-names.")
+            raise SchemaError(
+                f"{what}: label id {index} is outside the names list ({len(names)} names).",
+                "Pass the names file that matches these annotations with --label-names.",
+            )
     return out
 
 
@@ -305,7 +374,10 @@ def _resolve_image(image_root: Path, parts: Sequence[str], *, what: str) -> Path
         if path.is_file():
             return path
         tried.append(str(path))
-    raise InputError(f"{what}: image not found (tried {', '.join(tried)}).", "Pass the folder that holds the images with --image-root.")
+    raise InputError(
+        f"{what}: image not found (tried {', '.join(tried)}).",
+        "Pass the folder that holds the images with --image-root.",
+    )
 
 
 def _pickled_records(pickle_path: str | os.PathLike, expected: str, fix: str) -> list:
@@ -330,14 +402,22 @@ def _object_name(value: Any, names: Sequence[str] | None, *, what: str) -> str |
     if names is None:
         return None  # an id is not a name: the image stays unnamed (the reader notes it once)
     if not 0 <= int(value) < len(names):
-        raise SchemaError(f"{what}: object id {int(value)} is outside the object names list ({len(names)} names).",
-                          "Pass the --object-names file that matches these annotations.")
+        raise SchemaError(
+            f"{what}: object id {int(value)} is outside the object names list ({len(names)} names).",
+            "Pass the --object-names file that matches these annotations.",
+        )
     return names[int(value)]
 
 
-def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.PathLike, labels: str = "attr",
-                    label_names: Sequence[str] | None = None, min_pixels: int = 0,
-                    object_names: Sequence[str] | None = None) -> tuple[list[LabelledImage], SourceReport]:
+def read_ocl_source(
+    pickle_path: str | os.PathLike,
+    *,
+    image_root: str | os.PathLike,
+    labels: str = "attr",
+    label_names: Sequence[str] | None = None,
+    min_pixels: int = 0,
+    object_names: Sequence[str] | None = None,
+) -> tuple[list[LabelledImage], SourceReport]:
     """OCL annotations: a list of ``{name, objects: [{obj, attr: [ids], aff: [ids], box}]}``.
 
     Each object becomes one sample: the crop of its box (``[x1, y1, x2, y2]`` in pixels, clipped to the image)
@@ -378,18 +458,34 @@ def read_ocl_source(pickle_path: str | os.PathLike, *, image_root: str | os.Path
             if labels in ("aff", "both"):
                 names += _name_labels(obj.get("aff"), names=label_names, prefix="aff", what=f"{owhat} aff")
             crop = [x1, y1, x2, y2]
-            images.append(LabelledImage(id=stable_id(f"ocl:{entry['name']}:{k}:{crop}"), labels=_clean_labels(names),
-                                        width=x2 - x1, height=y2 - y1, origin={"type": "file", "path": str(path)}, crop=crop,
-                                        name=_object_name(obj.get("obj"), object_names, what=f"{owhat} obj")))
+            images.append(
+                LabelledImage(
+                    id=stable_id(f"ocl:{entry['name']}:{k}:{crop}"),
+                    labels=_clean_labels(names),
+                    width=x2 - x1,
+                    height=y2 - y1,
+                    origin={"type": "file", "path": str(path)},
+                    crop=crop,
+                    name=_object_name(obj.get("obj"), object_names, what=f"{owhat} obj"),
+                )
+            )
     unnamed = sum(1 for img in images if img.name is None)
     if unnamed:
-        report.notes.append(f"{unnamed} object(s) have no name (obj missing, or an id without --object-names): "
-                            "memory names them by their labels ('the image with ...')")
+        report.notes.append(
+            f"{unnamed} object(s) have no name (obj missing, or an id without --object-names): "
+            "memory names them by their labels ('the image with ...')"
+        )
     return _keep(images, report, min_pixels), report
 
 
-def read_pangea_source(pickle_path: str | os.PathLike, *, image_root: str | os.PathLike, labels: str = "node",
-                       label_names: Sequence[str] | None = None, min_pixels: int = 0) -> tuple[list[LabelledImage], SourceReport]:
+def read_pangea_source(
+    pickle_path: str | os.PathLike,
+    *,
+    image_root: str | os.PathLike,
+    labels: str = "node",
+    label_names: Sequence[str] | None = None,
+    min_pixels: int = 0,
+) -> tuple[list[LabelledImage], SourceReport]:
     """Pangea annotations: tuples ``(dataset, image, action_labels, node_labels)``.
 
     The image is looked up as ``<image_root>/<dataset>/<image>``, then ``<image_root>/<image>``. Labels are the
@@ -401,15 +497,18 @@ def read_pangea_source(pickle_path: str | os.PathLike, *, image_root: str | os.P
     if labels not in ("action", "node", "both"):
         raise InputError(f"--pangea-labels must be action, node or both, not {labels!r}.")
     image_root = Path(image_root).resolve()
-    data = _pickled_records(pickle_path, "(dataset, image, action_labels, node_labels) tuples",
-                            "Pass a Pangea annotation pickle.")
+    data = _pickled_records(
+        pickle_path, "(dataset, image, action_labels, node_labels) tuples", "Pass a Pangea annotation pickle."
+    )
     report = SourceReport(str(Path(pickle_path).resolve()), "pangea")
     images = []
     for i, entry in enumerate(data):
         what = f"{pickle_path}, record {i}"
         report.read += 1
         if not isinstance(entry, (list, tuple)) or len(entry) != 4:
-            raise SchemaError(f"{what}: expected a 4-tuple (dataset, image, action_labels, node_labels), got {entry!r:.80}.")
+            raise SchemaError(
+                f"{what}: expected a 4-tuple (dataset, image, action_labels, node_labels), got {entry!r:.80}."
+            )
         dataset, image, action_ids, node_ids = entry
         path = _resolve_image(image_root, [f"{dataset}/{image}", str(image)], what=what)
         width, height = image_size(path, what=what)
@@ -421,8 +520,16 @@ def read_pangea_source(pickle_path: str | os.PathLike, *, image_root: str | os.P
             names += _name_labels(node_ids, names=label_names, prefix="node", what=f"{what} node_labels")
         # The authors' harness calls a Pangea image by its action phrase (" ".join(action_labels)).
         phrase = " ".join(a for a in (str(x).strip() for x in actions) if a) or None
-        images.append(LabelledImage(id=stable_id(f"pangea:{dataset}/{image}"), labels=_clean_labels(names),
-                                    width=width, height=height, origin={"type": "file", "path": str(path)}, name=phrase))
+        images.append(
+            LabelledImage(
+                id=stable_id(f"pangea:{dataset}/{image}"),
+                labels=_clean_labels(names),
+                width=width,
+                height=height,
+                origin={"type": "file", "path": str(path)},
+                name=phrase,
+            )
+        )
     return _keep(images, report, min_pixels), report
 
 
@@ -440,20 +547,37 @@ def detect_source_type(source: str) -> str:
         return "hf"  # a data folder datasets.load_dataset can read
     if path.is_file():
         if path.suffix.lower() in (".pkl", ".pickle"):
-            raise InputError(f"{source} is a pickle: say whether it is OCL or Pangea.", "Pass --source-type ocl or --source-type pangea.")
-        raise InputError(f"{source} is a file, not a catalog, dataset or image folder.",
-                         "Pass a catalog folder, a Hugging Face dataset, a folder with a manifest, or an OCL/Pangea pickle with --source-type.")
+            raise InputError(
+                f"{source} is a pickle: say whether it is OCL or Pangea.",
+                "Pass --source-type ocl or --source-type pangea.",
+            )
+        raise InputError(
+            f"{source} is a file, not a catalog, dataset or image folder.",
+            "Pass a catalog folder, a Hugging Face dataset, a folder with a manifest, or an OCL/Pangea pickle with --source-type.",
+        )
     if "/" in source and not source.startswith((".", "/")):
         return "hf"  # looks like a Hub repo id
     raise InputError(f"Source not found: {source}", "Check the path (or pass a Hub repo id).")
 
 
-def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, labels_field: str = "objects",
-                image_column: str = "image", labels_column: str = "labels", split: str | None = None,
-                hf_config: str | None = None, manifest: str | None = None, image_root: str | None = None,
-                ocl_labels: str = "attr", pangea_labels: str = "node",
-                label_names: str | None = None, object_names: str | None = None,
-                name_column: str | None = None) -> tuple[list[LabelledImage], SourceReport]:
+def read_source(
+    source: str,
+    *,
+    source_type: str = "auto",
+    min_pixels: int = 0,
+    labels_field: str = "objects",
+    image_column: str = "image",
+    labels_column: str = "labels",
+    split: str | None = None,
+    hf_config: str | None = None,
+    manifest: str | None = None,
+    image_root: str | None = None,
+    ocl_labels: str = "attr",
+    pangea_labels: str = "node",
+    label_names: str | None = None,
+    object_names: str | None = None,
+    name_column: str | None = None,
+) -> tuple[list[LabelledImage], SourceReport]:
     """Read any supported source into labelled images, dropping unlabelled ones and those under ``min_pixels``."""
     kind = detect_source_type(source) if source_type == "auto" else source_type
     if kind not in SOURCE_TYPES:
@@ -461,23 +585,39 @@ def read_source(source: str, *, source_type: str = "auto", min_pixels: int = 0, 
     if kind == "catalog":
         return read_catalog_source(source, labels_field=labels_field, min_pixels=min_pixels)
     if kind == "hf":
-        return read_hf_source(source, image_column=image_column, labels_column=labels_column, split=split,
-                              config=hf_config, min_pixels=min_pixels, name_column=name_column)
+        return read_hf_source(
+            source,
+            image_column=image_column,
+            labels_column=labels_column,
+            split=split,
+            config=hf_config,
+            min_pixels=min_pixels,
+            name_column=name_column,
+        )
     if kind == "manifest":
         return read_manifest_source(source, manifest=manifest, min_pixels=min_pixels)
     names = read_label_names(label_names)
     root = image_root or str(Path(source).resolve().parent)
     if kind == "ocl":
-        return read_ocl_source(source, image_root=root, labels=ocl_labels, label_names=names, min_pixels=min_pixels,
-                               object_names=read_label_names(object_names))
+        return read_ocl_source(
+            source,
+            image_root=root,
+            labels=ocl_labels,
+            label_names=names,
+            min_pixels=min_pixels,
+            object_names=read_label_names(object_names),
+        )
     return read_pangea_source(source, image_root=root, labels=pangea_labels, label_names=names, min_pixels=min_pixels)
 
 
-
-
 #: What the labels of each source kind are, for prompts (OCL: by --ocl-labels); a preset's kind wins.
-_CONCEPT_KINDS = {"catalog": "object", "manifest": "object", "hf": "label", "pangea": "action",
-                  "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"}}
+_CONCEPT_KINDS = {
+    "catalog": "object",
+    "manifest": "object",
+    "hf": "label",
+    "pangea": "action",
+    "ocl": {"attr": "attribute", "aff": "affordance", "both": "attribute or affordance"},
+}
 
 
 def default_concept_kind(source_type: str, ocl_labels: str = "attr", preset_kind: str | None = None) -> str:

@@ -79,8 +79,13 @@ def _write_images(out_dir: Path, index: LabelIndex) -> Path:
         for i, img in enumerate(index.images):
             # the file's sha256, recorded now (the release refuses an image changed after `chains`); catalogs named
             # relative to the table (formats.catalog_refs)
-            handle.write(json.dumps({"index": i, **dataclasses.replace(img, origin=with_sha256(img.origin)).to_json(path)},
-                                    ensure_ascii=False) + "\n")
+            handle.write(
+                json.dumps(
+                    {"index": i, **dataclasses.replace(img, origin=with_sha256(img.origin)).to_json(path)},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return path
 
 
@@ -104,8 +109,14 @@ def _lines(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterat
             yield json.dumps(made, ensure_ascii=False, separators=(",", ":"))
 
 
-def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLike, config: ChainConfig, *,
-                      source: SourceReport | None = None, progress: bool = True) -> BuildSummary:
+def build_chain_files(
+    images: Sequence[LabelledImage],
+    out_dir: str | os.PathLike,
+    config: ChainConfig,
+    *,
+    source: SourceReport | None = None,
+    progress: bool = True,
+) -> BuildSummary:
     """Build every task type of ``config.tasks`` into ``out_dir`` (one JSONL + meta sidecar per task).
 
     A task whose meta already records the same settings, source and image table is skipped (rerunning after an
@@ -118,23 +129,35 @@ def build_chain_files(images: Sequence[LabelledImage], out_dir: str | os.PathLik
         return _build_chain_files(images, out_dir, config, source=source, progress=progress)
 
 
-def _build_chain_files(images: Sequence[LabelledImage], out_dir: Path, config: ChainConfig, *,
-                       source: SourceReport | None, progress: bool) -> BuildSummary:
+def _build_chain_files(
+    images: Sequence[LabelledImage], out_dir: Path, config: ChainConfig, *, source: SourceReport | None, progress: bool
+) -> BuildSummary:
     index, plan = _index_and_plan(images, config)
     out_dir.mkdir(parents=True, exist_ok=True)
     builder = AssociationBuilder(index, config, plan.options)
     images_path = _write_images(out_dir, index)
     # The image table gets a sidecar too, so `release build OUT/*.jsonl` accepts it (and skips it).
-    images_sha = write_meta(images_path, {"kind": ASSOCIATION_CHAINS_KIND, "task": IMAGE_TABLE_TASK,
-                                          "toolkit_version": __version__, "seed": config.seed,
-                                          "images": len(index)})["sha256"]
+    images_sha = write_meta(
+        images_path,
+        {
+            "kind": ASSOCIATION_CHAINS_KIND,
+            "task": IMAGE_TABLE_TASK,
+            "toolkit_version": __version__,
+            "seed": config.seed,
+            "images": len(index),
+        },
+    )["sha256"]
     counts = {task: len(_iter_units(plan, config, task)) for task in config.tasks}
     base_meta = _base_meta(config, source, plan, counts, images=len(index), images_sha=images_sha)
     steps_per_chain = config.warmup + config.max_steps
     files, skipped = {}, []
     for task in config.tasks:
-        meta = {**base_meta, "task": task, "rows": counts[task],
-                "steps": counts[task] * steps_per_chain if task in ("synchronous", "asynchronous") else counts[task]}
+        meta = {
+            **base_meta,
+            "task": task,
+            "rows": counts[task],
+            "steps": counts[task] * steps_per_chain if task in ("synchronous", "asynchronous") else counts[task],
+        }
         files[task] = task_file(out_dir, task)
         if _already_built(files[task], meta):
             skipped.append(task)
@@ -153,27 +176,57 @@ def _index_and_plan(images: Sequence[LabelledImage], config: ChainConfig) -> tup
     images = name_unnamed(images)  # memories, prompts and review pages name every image by what it shows
     index = LabelIndex(images)
     if len(index) == 0:
-        raise NotEnoughDataError("The source has no labelled image left to build from.",
-                                 "Check the label column/field, and lower --min-pixels if images were dropped as too small.")
+        raise NotEnoughDataError(
+            "The source has no labelled image left to build from.",
+            "Check the label column/field, and lower --min-pixels if images were dropped as too small.",
+        )
     plan = plan_build(index, config)
     if small:
         plan.notes.append(f"{small} image(s) under {config.min_pixels:,} pixels left out")
     return index, plan
 
 
-def _base_meta(config: ChainConfig, source: SourceReport | None, plan: BuildPlan, counts: dict[str, int], *,
-               images: int, images_sha: str) -> dict:
+def _base_meta(
+    config: ChainConfig,
+    source: SourceReport | None,
+    plan: BuildPlan,
+    counts: dict[str, int],
+    *,
+    images: int,
+    images_sha: str,
+) -> dict:
     """What every task file's sidecar records (the settings, the source, the image table and the plan)."""
     return {
-        "kind": ASSOCIATION_CHAINS_KIND, "toolkit_version": __version__, "seed": config.seed,
-        "config": config.to_json(), "source": dataclasses.asdict(source) if source else None,
-        "images_file": IMAGES_FILENAME, "images": images, "images_sha256": images_sha,
-        "concept_kind": config.concept_kind, "options": plan.options,
-        "concepts": [{"name": c, "pool_size": plan.pool_sizes[c], "negative_pool_size": plan.negative_pool_sizes.get(c),
-                      "no_disjoint_negative": plan.no_disjoint_negative.get(c, 0)} for c in plan.concepts],
-        "pairs": [{"concepts": p, "bridge_pool_size": plan.bridge_pool_sizes[f"{p[0]}+{p[1]}"],
-                   "no_disjoint_negative": plan.no_disjoint_negative.get(f"{p[0]}+{p[1]}", 0)} for p in plan.pairs],
-        "counts": counts, "notes": plan.notes, "images_without_disjoint_negative": plan.without_disjoint_negative,
+        "kind": ASSOCIATION_CHAINS_KIND,
+        "toolkit_version": __version__,
+        "seed": config.seed,
+        "config": config.to_json(),
+        "source": dataclasses.asdict(source) if source else None,
+        "images_file": IMAGES_FILENAME,
+        "images": images,
+        "images_sha256": images_sha,
+        "concept_kind": config.concept_kind,
+        "options": plan.options,
+        "concepts": [
+            {
+                "name": c,
+                "pool_size": plan.pool_sizes[c],
+                "negative_pool_size": plan.negative_pool_sizes.get(c),
+                "no_disjoint_negative": plan.no_disjoint_negative.get(c, 0),
+            }
+            for c in plan.concepts
+        ],
+        "pairs": [
+            {
+                "concepts": p,
+                "bridge_pool_size": plan.bridge_pool_sizes[f"{p[0]}+{p[1]}"],
+                "no_disjoint_negative": plan.no_disjoint_negative.get(f"{p[0]}+{p[1]}", 0),
+            }
+            for p in plan.pairs
+        ],
+        "counts": counts,
+        "notes": plan.notes,
+        "images_without_disjoint_negative": plan.without_disjoint_negative,
     }
 
 
@@ -208,11 +261,22 @@ def _already_built(path: Path, meta: dict) -> bool:
     return old.get("sha256") == sha256_file(path)
 
 
-
-
 #: The builder's public names, importable from here as before the split into modules.
 __all__ = [
-    "NEGATIVE_MODES", "TASKS", "AssociationBuilder", "BuildPlan", "BuildSummary", "ChainArrays", "ChainConfig",
-    "ChainInvariantError", "LabelIndex", "build_chain_files", "meta_path", "parse_concepts", "parse_pairs",
-    "plan_build", "use_preset", "without_disjoint_negative",
+    "NEGATIVE_MODES",
+    "TASKS",
+    "AssociationBuilder",
+    "BuildPlan",
+    "BuildSummary",
+    "ChainArrays",
+    "ChainConfig",
+    "ChainInvariantError",
+    "LabelIndex",
+    "build_chain_files",
+    "meta_path",
+    "parse_concepts",
+    "parse_pairs",
+    "plan_build",
+    "use_preset",
+    "without_disjoint_negative",
 ]

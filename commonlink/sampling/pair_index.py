@@ -54,7 +54,10 @@ class CatalogIndex:
 
 def resolve_catalogs(catalog_dirs: Sequence[str | os.PathLike]) -> list[Path]:
     if not catalog_dirs:
-        raise InputError("No catalog folder given.", "Pass one or more catalog folders (made by `commonlink ingest` or `commonlink synth`).")
+        raise InputError(
+            "No catalog folder given.",
+            "Pass one or more catalog folders (made by `commonlink ingest` or `commonlink synth`).",
+        )
     seen: dict[Path, None] = {}
     for raw in catalog_dirs:
         path = Path(raw).expanduser().resolve()
@@ -128,7 +131,9 @@ def build_index(catalogs: list[Path], object_range: tuple[int, int], progress) -
         image_of = np.repeat(np.arange(len(counts)), np.frombuffer(counts, dtype=np.int64))
         obj_ids = obj_ids[np.lexsort((obj_ids, image_of))]
     source_vocab = {
-        name: np.sort(remap[np.fromiter(source_objs[s], dtype=np.int64)]) if source_objs[s] else np.zeros(0, dtype=np.int32)
+        name: np.sort(remap[np.fromiter(source_objs[s], dtype=np.int64)])
+        if source_objs[s]
+        else np.zeros(0, dtype=np.int32)
         for s, name in enumerate(SOURCES)
     }
     return CatalogIndex(

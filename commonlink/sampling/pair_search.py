@@ -93,7 +93,9 @@ def _subsample(values: np.ndarray, limit: int, rng: np.random.Generator) -> np.n
     return values if len(values) <= limit else values[rng.choice(len(values), size=limit, replace=False)]
 
 
-def _disjoint_pairs(scene: np.ndarray, shared_codes: np.ndarray, total: int, limit: int, rng: np.random.Generator) -> np.ndarray:
+def _disjoint_pairs(
+    scene: np.ndarray, shared_codes: np.ndarray, total: int, limit: int, rng: np.random.Generator
+) -> np.ndarray:
     """At most ``limit`` local codes of pairs (different scenes) that share no object, of ``total`` such pairs:
     drawn at random and checked when they are common (no ``b x b`` work), else enumerated."""
     b = len(scene)
@@ -120,8 +122,9 @@ def _minhash_order(images: SourceImages, rng: np.random.Generator) -> np.ndarray
     return np.lexsort(keys)  # last key first: hash 2, then hash 1, then random
 
 
-def _block_candidates(images: SourceImages, block: np.ndarray, k_max: int, wanted: list[int],
-                      rng: np.random.Generator) -> list[np.ndarray]:
+def _block_candidates(
+    images: SourceImages, block: np.ndarray, k_max: int, wanted: list[int], rng: np.random.Generator
+) -> list[np.ndarray]:
     """Per k, local codes of candidate pairs of one block (different scenes)."""
     b, scene = len(block), images.scene[block]
     codes, shared = _shared_pairs(images, block)
@@ -145,8 +148,9 @@ def _blocks(images: SourceImages, rng: np.random.Generator) -> list[list[np.ndar
     return [np.array_split(order, n_blocks) for order in (rng.permutation(images.m), _minhash_order(images, rng))]
 
 
-def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np.random.Generator
-                    ) -> tuple[list[np.ndarray], bool]:
+def find_candidates(
+    images: SourceImages, k_max: int, wanted: list[int], rng: np.random.Generator
+) -> tuple[list[np.ndarray], bool]:
     """Candidate pairs per k (codes ``a * m + b``, a < b, distinct, in a seeded random order; at most a few times
     what the k needs), and whether every pair of the source was examined."""
     m = images.m
@@ -170,8 +174,16 @@ def _limit(wanted: int, b: int, m: int) -> int:
     return CANDIDATE_MIN + CANDIDATE_SPARE * -(-wanted * b // m)
 
 
-def _fill(k: int, want: int, codes: np.ndarray, start: int, m: int, uses: np.ndarray, cap: int,
-          pairs: list[tuple[int, int, int]]) -> tuple[int, int]:
+def _fill(
+    k: int,
+    want: int,
+    codes: np.ndarray,
+    start: int,
+    m: int,
+    uses: np.ndarray,
+    cap: int,
+    pairs: list[tuple[int, int, int]],
+) -> tuple[int, int]:
     """Take up to ``want`` pairs of ``codes[start:]`` whose images are both under the cap; returns (taken, next)."""
     taken, position = 0, start
     while taken < want and position < len(codes):
@@ -185,8 +197,9 @@ def _fill(k: int, want: int, codes: np.ndarray, start: int, m: int, uses: np.nda
     return taken, position
 
 
-def sample_source(images: SourceImages, n: int, weights: list[float], cap: int, rng: np.random.Generator,
-                  k_limit: int | None = None) -> SearchResult:
+def sample_source(
+    images: SourceImages, n: int, weights: list[float], cap: int, rng: np.random.Generator, k_limit: int | None = None
+) -> SearchResult:
     """``n`` pairs of one source, k following ``weights`` (over 0..len(weights) - 1) as far as the catalogs allow;
     no pair with more than ``k_limit`` common objects (e.g. no room left for a distractor)."""
     k_max = len(weights) - 1
@@ -201,7 +214,9 @@ def sample_source(images: SourceImages, n: int, weights: list[float], cap: int, 
     while True:
         # rarest k first: it has the fewest candidates for its quota
         for k in sorted(range(k_max + 1), key=lambda k: (len(candidates[k]) / max(target[k], 1), k)):
-            taken, cursor[k] = _fill(k, target[k] - result.achieved[k], candidates[k], cursor[k], images.m, uses, cap, result.pairs)
+            taken, cursor[k] = _fill(
+                k, target[k] - result.achieved[k], candidates[k], cursor[k], images.m, uses, cap, result.pairs
+            )
             result.achieved[k] += taken
         short = sum(target) - sum(result.achieved)
         open_ks = [k for k in range(k_max + 1) if cursor[k] < len(candidates[k])]

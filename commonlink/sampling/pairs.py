@@ -98,11 +98,16 @@ class PairsConfig:
                 f"Use a value from 0 to {hi}, or widen --objects.",
             )
         if self.choices < 3:
-            raise InputError(f"--choices {self.choices}: need at least 3 (an object, a distractor, '{NO_COMMON_OBJECTS}').", "e.g. --choices 8.")
+            raise InputError(
+                f"--choices {self.choices}: need at least 3 (an object, a distractor, '{NO_COMMON_OBJECTS}').",
+                "e.g. --choices 8.",
+            )
         if self.max_uses is not None and self.max_uses < 1:
             raise InputError(f"--max-uses {self.max_uses}: need at least 1.", "Leave it out for the automatic cap.")
         if self.real_fraction is not None and not 0.0 <= self.real_fraction <= 1.0:
-            raise InputError(f"--real-fraction {self.real_fraction}: need a share between 0 and 1.", "e.g. --real-fraction 0.45.")
+            raise InputError(
+                f"--real-fraction {self.real_fraction}: need a share between 0 and 1.", "e.g. --real-fraction 0.45."
+            )
         common_weights(self.common_distribution, k_max)
 
 
@@ -121,8 +126,10 @@ def paper_weights(k_max: int) -> list[float]:
 def common_weights(spec: str, k_max: int) -> list[float]:
     """Weights of k = 0..k_max for ``--common-distribution``."""
     text = (spec or "").strip().lower().replace(" ", "")
-    fix = ("Use paper (the default), uniform, none=P (e.g. none=0.1: 10% with nothing in common, the rest even), "
-           "or one weight per k (e.g. 1,2,2,1).")
+    fix = (
+        "Use paper (the default), uniform, none=P (e.g. none=0.1: 10% with nothing in common, the rest even), "
+        "or one weight per k (e.g. 1,2,2,1)."
+    )
     if text == "paper":
         return paper_weights(k_max)
     if text == "uniform":
@@ -142,7 +149,9 @@ def common_weights(spec: str, k_max: int) -> list[float]:
     except ValueError:
         raise InputError(f"--common-distribution {spec!r} is not a distribution.", fix) from None
     if len(weights) != k_max + 1 or any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise InputError(f"--common-distribution {spec!r}: need {k_max + 1} weights >= 0 (k = 0..{k_max}) with a positive sum.", fix)
+        raise InputError(
+            f"--common-distribution {spec!r}: need {k_max + 1} weights >= 0 (k = 0..{k_max}) with a positive sum.", fix
+        )
     return weights
 
 
@@ -184,7 +193,11 @@ def _check_source(config: PairsConfig, index: CatalogIndex, name: str, images: S
     lo, hi = config.object_range()
     m = images.m
     if m < 2:
-        hint = " (Common-O Complex is synthetic only by default)" if config.split == "challenge" and name == "synthetic" else ""
+        hint = (
+            " (Common-O Complex is synthetic only by default)"
+            if config.split == "challenge" and name == "synthetic"
+            else ""
+        )
         raise _too_few(name, m, n, lo, hi, index, "at least 2 images from different scenes" + hint)
     n_vocab = len(index.source_vocab[name])
     if n_vocab < config.choices - 1:
@@ -195,7 +208,9 @@ def _check_source(config: PairsConfig, index: CatalogIndex, name: str, images: S
         )
     distinct = _distinct_pairs(images)
     if n > distinct:
-        raise _too_few(name, m, n, lo, hi, index, f"{n:,} distinct pairs from different scenes, and there are {distinct:,}")
+        raise _too_few(
+            name, m, n, lo, hi, index, f"{n:,} distinct pairs from different scenes, and there are {distinct:,}"
+        )
     if 2 * n > m * cap:
         raise _too_few(name, m, n, lo, hi, index, f"{2 * n:,} image slots, and --max-uses {cap} allows {m * cap:,}")
 
@@ -208,8 +223,14 @@ def _sample_source(config: PairsConfig, index: CatalogIndex, s: int, n: int) -> 
     _check_source(config, index, name, images, n, cap)
     weights = common_weights(config.common_distribution, config.max_common_objects())
     # a k needs its k objects plus a distractor among the source's object names
-    result = sample_source(images, n, weights, cap, rng_for(config.seed, "pairs", config.split, name, "search"),
-                           k_limit=len(index.source_vocab[name]) - 1)
+    result = sample_source(
+        images,
+        n,
+        weights,
+        cap,
+        rng_for(config.seed, "pairs", config.split, name, "search"),
+        k_limit=len(index.source_vocab[name]) - 1,
+    )
     if len(result.pairs) < n:
         lo, hi = config.object_range()
         raise NotEnoughDataError(
@@ -226,7 +247,11 @@ def _sample_source(config: PairsConfig, index: CatalogIndex, s: int, n: int) -> 
 
 
 def build_choices(
-    objects_1: Iterable[str], objects_2: Iterable[str], vocabulary: Sequence[str], min_choices: int, rng: np.random.Generator
+    objects_1: Iterable[str],
+    objects_2: Iterable[str],
+    vocabulary: Sequence[str],
+    min_choices: int,
+    rng: np.random.Generator,
 ) -> tuple[list[str], list[str], str]:
     """Lettered choices for two object sets: ``(choices, ground_truth, answer)``.
 
@@ -279,8 +304,7 @@ def _too_few(source: str, m: int, n: int, lo: int, hi: int, index: CatalogIndex,
     return NotEnoughDataError(
         f"Only {m:,} eligible {source} image(s) (showing {lo}-{hi} objects) were found among {index.images_read:,} "
         f"read from {len(index.catalogs)} catalog(s); {n:,} {source} example(s) need {needed}.",
-        "Add images (more catalogs), widen --objects, lower --count, raise --max-uses, "
-        "or change --real-fraction.",
+        "Add images (more catalogs), widen --objects, lower --count, raise --max-uses, or change --real-fraction.",
     )
 
 
@@ -301,7 +325,9 @@ def sample_pairs(
         wanted = {"real": round(config.count * real_fraction)}
         wanted["synthetic"] = config.count - wanted["real"]
         task = bar.add_task("sampling pairs", total=None)
-        results = {name: _sample_source(config, index, s, wanted[name]) for s, name in enumerate(SOURCES) if wanted[name]}
+        results = {
+            name: _sample_source(config, index, s, wanted[name]) for s, name in enumerate(SOURCES) if wanted[name]
+        }
         bar.advance(task, config.count)
         rows, slots, choice_counts = _rows(config, index, results)
         fill_images(index, rows, slots, config.check_files)
@@ -325,13 +351,24 @@ def _rows(config: PairsConfig, index: CatalogIndex, results: dict) -> tuple[list
         if swap[i]:
             a, b = b, a
         images[i] = (a, b)
-        choices, truth, answer = build_choices(index.object_names(a), index.object_names(b), vocab_names[name], config.choices, choice_rng)
+        choices, truth, answer = build_choices(
+            index.object_names(a), index.object_names(b), vocab_names[name], config.choices, choice_rng
+        )
         choice_counts[len(choices)] = choice_counts.get(len(choices), 0) + 1
-        rows.append({
-            "id": f"{config.split}-{i:08d}", "split": config.split, "source": name, "image_1": None, "image_2": None,
-            "choices": choices, "ground_truth": truth, "answer": answer, "question": common_o_question(choices),
-            "question_template": QUESTION_TEMPLATE_ID,
-        })
+        rows.append(
+            {
+                "id": f"{config.split}-{i:08d}",
+                "split": config.split,
+                "source": name,
+                "image_1": None,
+                "image_2": None,
+                "choices": choices,
+                "ground_truth": truth,
+                "answer": answer,
+                "question": common_o_question(choices),
+                "question_template": QUESTION_TEMPLATE_ID,
+            }
+        )
     slots = np.empty((len(jobs), 2, 3), dtype=np.int64)
     slots[:, :, 0] = images
     slots[:, :, 1] = np.arange(len(jobs))[:, None]
@@ -347,14 +384,17 @@ def _source_notes(name: str, r: SearchResult) -> list[str]:
             continue
         if not r.candidates[k]:
             why = "no two images from different scenes share exactly that many objects" + (
-                "" if r.exact else f" among the pairs examined (blocks of {BLOCK:,} images)")
+                "" if r.exact else f" among the pairs examined (blocks of {BLOCK:,} images)"
+            )
         else:
             why = f"{r.candidates[k]:,} distinct pair(s) found, too few under the use cap --max-uses"
         notes.append(f"{name}: {k} common object(s) could not be filled: {got} of {want} requested ({why}).")
     if r.moved_to:
         moved = ", ".join(f"k={k}: +{n}" for k, n in sorted(r.moved_to.items()))
-        notes.append(f"{name}: the {sum(r.moved_to.values())} example(s) missing went to the counts that could take them, "
-                     f"by their weights ({moved}).")
+        notes.append(
+            f"{name}: the {sum(r.moved_to.values())} example(s) missing went to the counts that could take them, "
+            f"by their weights ({moved})."
+        )
     return notes
 
 
@@ -369,27 +409,40 @@ def _stats(config, index, eligible, real_fraction, results, choice_counts, n_row
         notes += _source_notes(name, r)
         used = uses[uses > 0]
         per_source[name] = {
-            "examples": len(r.pairs), "eligible_images": eligible[name], "images_used": int(len(used)),
+            "examples": len(r.pairs),
+            "eligible_images": eligible[name],
+            "images_used": int(len(used)),
             "image_uses_max": int(used.max()) if len(used) else 0,
-            "image_uses_mean": round(float(used.mean()), 3) if len(used) else 0.0, "max_uses": cap,
+            "image_uses_mean": round(float(used.mean()), 3) if len(used) else 0.0,
+            "max_uses": cap,
             "common_objects_requested": {k: r.requested[int(k)] for k in ks},
             "common_objects": {k: r.achieved[int(k)] for k in ks},
-            "common_objects_short": {k: r.requested[int(k)] - r.achieved[int(k)] for k in ks if r.achieved[int(k)] < r.requested[int(k)]},
-            "candidate_pairs": {k: r.candidates[int(k)] for k in ks}, "all_pairs_examined": r.exact,
+            "common_objects_short": {
+                k: r.requested[int(k)] - r.achieved[int(k)] for k in ks if r.achieved[int(k)] < r.requested[int(k)]
+            },
+            "candidate_pairs": {k: r.candidates[int(k)] for k in ks},
+            "all_pairs_examined": r.exact,
         }
     n_real = per_source.get("real", {}).get("examples", 0)
     return {
-        "examples": n_rows, "split": config.split, "objects": list(config.object_range()),
-        "max_common": config.max_common_objects(), "common_distribution": config.common_distribution,
-        "catalogs": len(index.catalogs), "images_read": index.images_read,
-        "duplicate_images_skipped": index.duplicates_skipped, "eligible_images": eligible,
+        "examples": n_rows,
+        "split": config.split,
+        "objects": list(config.object_range()),
+        "max_common": config.max_common_objects(),
+        "common_distribution": config.common_distribution,
+        "catalogs": len(index.catalogs),
+        "images_read": index.images_read,
+        "duplicate_images_skipped": index.duplicates_skipped,
+        "eligible_images": eligible,
         "real_fraction": {"requested": real_fraction, "achieved": round(n_real / n_rows, 4) if n_rows else 0.0},
-        "common_objects_requested": requested, "common_objects": achieved,
+        "common_objects_requested": requested,
+        "common_objects": achieved,
         "common_objects_missing": [int(k) for k in ks if not achieved[k]],
         "baselines": baseline_accuracy(achieved, choice_counts),
         "choices_per_example": {str(c): n for c, n in sorted(choice_counts.items())},
         "image_uses_max": max((s["image_uses_max"] for s in per_source.values()), default=0),
-        "by_source": per_source, "notes": notes,
+        "by_source": per_source,
+        "notes": notes,
     }
 
 
@@ -442,7 +495,9 @@ def same_inputs(meta: dict, config: PairsConfig, catalog_dirs: Sequence[str | os
     return meta.get("catalog_sha256") == {str(p): sha256_file(catalog_file(p)) for p in catalogs}
 
 
-def reusable_pairs(path: str | os.PathLike, config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike]) -> dict | None:
+def reusable_pairs(
+    path: str | os.PathLike, config: PairsConfig, catalog_dirs: Sequence[str | os.PathLike]
+) -> dict | None:
     """The sidecar of an existing pairs file when it was made from these catalogs with these settings (a rerun
     keeps that file), else ``None``."""
     try:
@@ -469,8 +524,14 @@ class PairsFileResult:
     kept: bool  #: the file was already built from these catalogs with these settings and was kept as is
 
 
-def make_pairs_file(catalog_dirs: Sequence[str | os.PathLike], out: str | os.PathLike, config: PairsConfig, *,
-                    overwrite: bool = False, progress: bool = True) -> PairsFileResult:
+def make_pairs_file(
+    catalog_dirs: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    config: PairsConfig,
+    *,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> PairsFileResult:
     """Sample ``config`` from the catalogs into the pairs file ``out`` and its sidecar (``commonlink pairs``).
 
     One run per ``out`` at a time (a second is refused, naming the first). An existing file made from these
@@ -479,7 +540,10 @@ def make_pairs_file(catalog_dirs: Sequence[str | os.PathLike], out: str | os.Pat
     out = Path(out)
     config.validate()
     if out.is_dir():
-        raise InputError(f"--out {out} is a folder; the pairs file is one file.", f"Pass a file path, e.g. --out {out / 'pairs.jsonl'}.")
+        raise InputError(
+            f"--out {out} is a folder; the pairs file is one file.",
+            f"Pass a file path, e.g. --out {out / 'pairs.jsonl'}.",
+        )
     with output_lock(out, what="commonlink pairs"):  # file and sidecar from the same run
         if out.exists() and not overwrite:
             previous = reusable_pairs(out, config, catalog_dirs)

@@ -37,22 +37,39 @@ class ConceptPreset:
 
 PRESETS: dict[str, ConceptPreset] = {
     "ocl-attribute": ConceptPreset(
-        "ocl-attribute", "attribute",
+        "ocl-attribute",
+        "attribute",
         ("metal", "ripe", "fresh", "natural", "cooked", "painted", "rusty", "furry"),
         (("furry", "metal"), ("fresh", "cooked"), ("natural", "ripe"), ("painted", "rusty")),
-        "OCL", "§4.2 (eight attributes); Table 11 (pairs)"),
+        "OCL",
+        "§4.2 (eight attributes); Table 11 (pairs)",
+    ),
     "ocl-affordance": ConceptPreset(
-        "ocl-affordance", "affordance",
+        "ocl-affordance",
+        "affordance",
         ("break", "carry", "clean", "cut", "open", "push", "sit", "imprint"),  # Table 3's option order
         (("sit", "imprint"), ("push", "carry"), ("cut", "clean"), ("open", "break")),
-        "OCL", "§4.2 (eight affordances); Table 12 (pairs)"),
+        "OCL",
+        "§4.2 (eight affordances); Table 12 (pairs)",
+    ),
     "pangea-action": ConceptPreset(
-        "pangea-action", "action",
+        "pangea-action",
+        "action",
         ("run", "hit", "drive", "dress", "cooking", "build", "shake", "cut"),
         (("run", "hit"), ("drive", "dress"), ("cooking", "build"), ("shake", "cut")),
-        "Pangea", "§4.2 (eight actions); Table 13 (pairs)",
-        aliases={"run-51.3.2": "run", "hit-18.1": "hit", "drive-11.5": "drive", "dress-41.1.1-1-1": "dress",
-                 "cooking-45.3": "cooking", "build-26.1": "build", "shake-22.3-2": "shake", "cut-21.1-1": "cut"}),
+        "Pangea",
+        "§4.2 (eight actions); Table 13 (pairs)",
+        aliases={
+            "run-51.3.2": "run",
+            "hit-18.1": "hit",
+            "drive-11.5": "drive",
+            "dress-41.1.1-1-1": "dress",
+            "cooking-45.3": "cooking",
+            "build-26.1": "build",
+            "shake-22.3-2": "shake",
+            "cut-21.1-1": "cut",
+        },
+    ),
 }
 PRESET_CHOICES = ("auto", "none", *PRESETS)
 
@@ -85,7 +102,11 @@ def apply_aliases(images: Sequence[LabelledImage], preset: ConceptPreset) -> lis
     out = []
     for img in images:
         renamed = list(dict.fromkeys(preset.aliases.get(label, label) for label in img.labels))
-        out.append(img if renamed == img.labels else LabelledImage(img.id, renamed, img.width, img.height, img.origin, img.crop, img.name))
+        out.append(
+            img
+            if renamed == img.labels
+            else LabelledImage(img.id, renamed, img.width, img.height, img.origin, img.crop, img.name)
+        )
     return out
 
 
@@ -96,4 +117,5 @@ def check_preset_labels(preset: ConceptPreset, labels: set[str], needed: Sequenc
         raise InputError(
             f"Preset {preset.name!r} ({preset.source}, paper {preset.where}) needs labels {missing} that no image of the source carries.",
             "Pass --label-names so label ids become the dataset's names, choose concepts with --concepts/--pairs, "
-            "or build without the paper's set with --preset none.")
+            "or build without the paper's set with --preset none.",
+        )

@@ -22,15 +22,22 @@ from commonlink.errors import InputError
 def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
     """What protocols 0-2 store ``bytes`` as (``_codecs.encode(text, "latin1")``), limited to that one codec."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise UnsafePickleError("pickle: _codecs.encode is only accepted for bytes stored as latin-1 text.",
-                                "Re-save the annotations with plain Python containers.")
+        raise UnsafePickleError(
+            "pickle: _codecs.encode is only accepted for bytes stored as latin-1 text.",
+            "Re-save the annotations with plain Python containers.",
+        )
     return text.encode("latin1")
 
 
 #: The only globals a pickle may name: harmless constructors of plain values (sets, and bytes in protocols < 3).
-ALLOWED_GLOBALS = {("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("_codecs", "encode"): _latin1_bytes,
-                   # protocols < 3 (and Python 2 files) name the builtins module "__builtin__"
-                   ("__builtin__", "set"): set, ("__builtin__", "frozenset"): frozenset}
+ALLOWED_GLOBALS = {
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("_codecs", "encode"): _latin1_bytes,
+    # protocols < 3 (and Python 2 files) name the builtins module "__builtin__"
+    ("__builtin__", "set"): set,
+    ("__builtin__", "frozenset"): frozenset,
+}
 
 
 class UnsafePickleError(InputError):

@@ -83,7 +83,9 @@ class AssetCatalog:
         for entry in entries:
             if entry.name == name:
                 return entry
-        raise InputError(f"The asset file {self.path} has no {what} named {name!r}.", "Check the plan or the asset file.")
+        raise InputError(
+            f"The asset file {self.path} has no {what} named {name!r}.", "Check the plan or the asset file."
+        )
 
     def by_ue_class(self) -> dict[str, Asset | FloorMaterial]:
         table: dict[str, Asset | FloorMaterial] = {a.ue_class: a for a in self.assets}
@@ -162,7 +164,10 @@ def load_assets(path: str | os.PathLike | None = None) -> AssetCatalog:
 def _load_assets_cached(path: str, _mtime: int) -> AssetCatalog:
     file = Path(path)
     if not file.is_file():
-        raise InputError(f"Asset file not found: {path}", "Pass --assets FILE with an existing file, or omit it to use the built-in assets.")
+        raise InputError(
+            f"Asset file not found: {path}",
+            "Pass --assets FILE with an existing file, or omit it to use the built-in assets.",
+        )
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix.lower() in (".yaml", ".yml"):

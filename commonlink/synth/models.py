@@ -58,7 +58,7 @@ def apple():
     t = np.linspace(0, math.pi, 25)
     r = 4.5 * np.sin(t) * (1 + 0.08 * np.sin(t - 0.4))
     z = 3.8 * (1 - np.cos(t))
-    z = z - 0.9 * np.exp(-((t - math.pi) / 0.35) ** 2) + 0.5 * np.exp(-(t / 0.35) ** 2)
+    z = z - 0.9 * np.exp(-(((t - math.pi) / 0.35) ** 2)) + 0.5 * np.exp(-((t / 0.35) ** 2))
     r[0] = r[-1] = 0.0
     body = lathe(list(zip(r, z)), RED)
     stem = capsule_between([0, 0, 6.4], [0.4, 0.2, 9.0], 0.28, BROWN)
@@ -91,7 +91,10 @@ def bowl():
 
 def plate():
     profile = [(0, 0), (6, 0), (6.5, 0.5), (10.5, 1.3), (11, 1.6), (10.6, 1.7), (6.0, 0.9), (0, 0.9)]
-    return combine(lathe(profile, WHITE, sections=48), lathe([(10.2, 1.62), (10.7, 1.66), (10.7, 1.72), (10.2, 1.70)], BLUE, sections=48))
+    return combine(
+        lathe(profile, WHITE, sections=48),
+        lathe([(10.2, 1.62), (10.7, 1.66), (10.7, 1.72), (10.2, 1.70)], BLUE, sections=48),
+    )
 
 
 def cup():
@@ -102,7 +105,9 @@ def cup():
 
 
 def teacup():
-    body = lathe([(0, 0), (2.2, 0), (2.3, 0.5), (4.2, 3.0), (4.8, 5.6), (4.5, 5.6), (3.9, 3.2), (2.0, 1.0), (0, 1.0)], WHITE)
+    body = lathe(
+        [(0, 0), (2.2, 0), (2.3, 0.5), (4.2, 3.0), (4.8, 5.6), (4.5, 5.6), (3.9, 3.2), (2.0, 1.0), (0, 1.0)], WHITE
+    )
     handle = rotated(torus(1.6, 0.38, WHITE), "x", 90)
     handle.apply_translation([5.2, 0, 3.4])
     saucer = lathe([(0, 0), (4.5, 0), (7.0, 0.8), (7.2, 1.0), (4.5, 0.6), (0, 0.6)], LIGHT_BLUE)
@@ -111,7 +116,9 @@ def teacup():
 
 
 def bottle():
-    glass = lathe([(0, 0), (3.6, 0), (3.8, 0.5), (3.8, 15), (3.2, 18), (1.4, 21), (1.3, 24), (0, 24)], GREEN, sections=36)
+    glass = lathe(
+        [(0, 0), (3.6, 0), (3.8, 0.5), (3.8, 15), (3.2, 18), (1.4, 21), (1.3, 24), (0, 24)], GREEN, sections=36
+    )
     label = lathe([(3.85, 5), (3.85, 11), (3.87, 11), (3.87, 5)], CREAM, sections=36)
     cap = cylinder(1.5, 1.6, GOLD, z=23.5)
     return combine(glass, label, cap)
@@ -177,8 +184,22 @@ def traffic_cone():
 
 
 def vase():
-    profile = [(0, 0), (4, 0), (7.5, 6), (8, 12), (6, 19), (3.5, 23), (3.6, 26), (4.6, 28), (4.2, 28.3), (3.0, 26), (0, 26)]
-    return combine(lathe(profile, PURPLE, sections=48), lathe([(8.02, 11), (7.9, 13), (7.92, 13), (8.04, 11)], GOLD, sections=48))
+    profile = [
+        (0, 0),
+        (4, 0),
+        (7.5, 6),
+        (8, 12),
+        (6, 19),
+        (3.5, 23),
+        (3.6, 26),
+        (4.6, 28),
+        (4.2, 28.3),
+        (3.0, 26),
+        (0, 26),
+    ]
+    return combine(
+        lathe(profile, PURPLE, sections=48), lathe([(8.02, 11), (7.9, 13), (7.92, 13), (8.04, 11)], GOLD, sections=48)
+    )
 
 
 def candle():
@@ -210,7 +231,11 @@ def stool():
     legs = []
     for k in range(3):
         ang = 2 * math.pi * k / 3
-        legs.append(capsule_between([14 * math.cos(ang), 14 * math.sin(ang), 0], [9 * math.cos(ang), 9 * math.sin(ang), 46], 1.4, DARK))
+        legs.append(
+            capsule_between(
+                [14 * math.cos(ang), 14 * math.sin(ang), 0], [9 * math.cos(ang), 9 * math.sin(ang), 46], 1.4, DARK
+            )
+        )
     ring = torus(11.5, 0.7, DARK, z=18)
     return combine(seat, *legs, ring)
 
@@ -231,8 +256,10 @@ def donut():
 def dice():
     cube = box(8, 8, 8, WHITE)
     pips = []
+
     def pip(x, y, z):
         pips.append(sphere(0.75, DARK, x=x, y=y, z=z, subdivisions=2))
+
     s, c = 2.2, 4.0
     pip(0, 0, 8.0)  # top: 1
     for a, b in ((-s, -s), (s, s), (-s, s), (s, -s), (0, 0)):  # +x face: 5
@@ -250,7 +277,9 @@ def mushroom():
     dots = []
     for k in range(7):
         ang = 2 * math.pi * k / 7
-        dots.append(sphere(0.7, WHITE, x=4.2 * math.cos(ang), y=4.2 * math.sin(ang), z=10.3, scale=(1, 1, 0.5), subdivisions=2))
+        dots.append(
+            sphere(0.7, WHITE, x=4.2 * math.cos(ang), y=4.2 * math.sin(ang), z=10.3, scale=(1, 1, 0.5), subdivisions=2)
+        )
     dots.append(sphere(0.8, WHITE, z=11.9, scale=(1, 1, 0.5), subdivisions=2))
     return combine(stem, cap, *dots)
 
@@ -281,7 +310,19 @@ def hammer():
 
 
 def wine_glass():
-    profile = [(0, 0), (3.5, 0), (3.5, 0.3), (0.5, 0.6), (0.45, 9), (2.0, 10), (3.8, 13), (4.0, 18), (3.8, 18), (3.6, 13.5), (0, 11)]
+    profile = [
+        (0, 0),
+        (3.5, 0),
+        (3.5, 0.3),
+        (0.5, 0.6),
+        (0.45, 9),
+        (2.0, 10),
+        (3.8, 13),
+        (4.0, 18),
+        (3.8, 18),
+        (3.6, 13.5),
+        (0, 11),
+    ]
     glass = lathe(profile, (190, 215, 230), sections=40)
     wine = lathe([(0, 11.1), (3.55, 13.6), (3.75, 15.0), (0, 15.0)], DARK_RED, sections=40)
     return combine(glass, wine)
@@ -336,7 +377,10 @@ def bucket():
 def carrot():
     root = rotated(cone(3.4, 17, ORANGE), "y", 90)
     root.apply_translation([-8, 0, 3.4])
-    leaves = [capsule_between([-8, 0, 3.4], [-14, dy, 3.4 + dz], 0.7, GREEN) for dy, dz in ((-1.5, 2), (0, 3), (1.5, 2), (0.5, 0.5))]
+    leaves = [
+        capsule_between([-8, 0, 3.4], [-14, dy, 3.4 + dz], 0.7, GREEN)
+        for dy, dz in ((-1.5, 2), (0, 3), (1.5, 2), (0.5, 0.5))
+    ]
     return combine(root, *leaves)
 
 
@@ -365,7 +409,9 @@ def teddy_bear():
 
 
 def pear():
-    body = lathe([(0, 0), (3.2, 0.3), (4.4, 2.4), (4.0, 5.0), (2.4, 7.4), (1.8, 9.2), (0.9, 10.4), (0, 10.6)], (170, 195, 60))
+    body = lathe(
+        [(0, 0), (3.2, 0.3), (4.4, 2.4), (4.0, 5.0), (2.4, 7.4), (1.8, 9.2), (0.9, 10.4), (0, 10.6)], (170, 195, 60)
+    )
     stem = capsule_between([0, 0, 10.2], [0.5, 0, 12.5], 0.25, BROWN)
     return combine(body, stem)
 
@@ -411,7 +457,10 @@ def rocket():
     body = lathe([(0, 4), (3.2, 4), (3.4, 18), (2.4, 24), (0, 28)], WHITE)
     nozzle = lathe([(0, 4.2), (2.0, 4.2), (2.6, 1.5), (0, 1.5)], GREY)
     fins = [box(0.6, 6, 7, RED, x=3.0 * math.cos(a), y=3.0 * math.sin(a), z=0) for a in (0, math.pi)]
-    fins += [box(6, 0.6, 7, RED, x=3.0 * math.cos(a + math.pi / 2), y=3.0 * math.sin(a + math.pi / 2), z=0) for a in (0, math.pi)]
+    fins += [
+        box(6, 0.6, 7, RED, x=3.0 * math.cos(a + math.pi / 2), y=3.0 * math.sin(a + math.pi / 2), z=0)
+        for a in (0, math.pi)
+    ]
     window = sphere(1.3, LIGHT_BLUE, x=3.1, z=17, scale=(0.4, 1, 1), subdivisions=2)
     band = lathe([(3.45, 11), (3.45, 12.5), (3.47, 12.5), (3.47, 11)], RED)
     return combine(body, nozzle, *fins, window, band)
@@ -441,14 +490,20 @@ def burger():
     lettuce = cylinder(6.6, 0.5, GREEN, z=3.95)
     tomato = cylinder(5.6, 0.7, RED, z=4.45)
     top_bun = lathe([(0, 5.15), (6.0, 5.15), (6.1, 5.2), (5.6, 7.0), (3.5, 8.4), (0, 8.8)], (215, 150, 70))
-    seeds = [sphere(0.35, CREAM, x=3.5 * math.cos(a), y=3.5 * math.sin(a), z=8.1, scale=(1.6, 1, 0.6), subdivisions=1) for a in np.linspace(0, 2 * math.pi, 7)[:-1]]
+    seeds = [
+        sphere(0.35, CREAM, x=3.5 * math.cos(a), y=3.5 * math.sin(a), z=8.1, scale=(1.6, 1, 0.6), subdivisions=1)
+        for a in np.linspace(0, 2 * math.pi, 7)[:-1]
+    ]
     return combine(bottom_bun, patty, cheese, lettuce, tomato, top_bun, *seeds)
 
 
 def cake():
     sponge = cylinder(9, 7, (240, 220, 190))
     frosting = cylinder(9.2, 1.3, WHITE, z=7)
-    cherries = [sphere(1.0, RED, x=6.5 * math.cos(a), y=6.5 * math.sin(a), z=8.9, subdivisions=2) for a in np.linspace(0, 2 * math.pi, 9)[:-1]]
+    cherries = [
+        sphere(1.0, RED, x=6.5 * math.cos(a), y=6.5 * math.sin(a), z=8.9, subdivisions=2)
+        for a in np.linspace(0, 2 * math.pi, 9)[:-1]
+    ]
     candle_ = cylinder(0.45, 5, LIGHT_BLUE, z=8.3)
     flame = sphere(0.5, (255, 190, 40), z=13.8, scale=(1, 1, 1.8), subdivisions=2)
     stripe = lathe([(9.05, 3.0), (9.05, 4.0), (9.07, 4.0), (9.07, 3.0)], PINK, sections=48)
@@ -501,11 +556,54 @@ def watering_can():
 PROCEDURAL_MODELS: dict[str, Callable] = {
     fn.__name__: fn
     for fn in (
-        apple, orange, banana, bowl, plate, cup, teacup, bottle, soda_can, book, cardboard_box, gift_box,
-        tennis_ball, basketball, traffic_cone, vase, candle, table_lamp, chair, stool, donut, dice,
-        mushroom, pyramid, ring, hammer, wine_glass, teapot, flower_pot, cactus, top_hat, bucket, carrot, egg,
-        pear, dumbbell, toy_car, toy_house, rocket, lollipop, ice_cream, burger, cake, pumpkin, snowman,
-        alarm_clock, watering_can, teddy_bear,
+        apple,
+        orange,
+        banana,
+        bowl,
+        plate,
+        cup,
+        teacup,
+        bottle,
+        soda_can,
+        book,
+        cardboard_box,
+        gift_box,
+        tennis_ball,
+        basketball,
+        traffic_cone,
+        vase,
+        candle,
+        table_lamp,
+        chair,
+        stool,
+        donut,
+        dice,
+        mushroom,
+        pyramid,
+        ring,
+        hammer,
+        wine_glass,
+        teapot,
+        flower_pot,
+        cactus,
+        top_hat,
+        bucket,
+        carrot,
+        egg,
+        pear,
+        dumbbell,
+        toy_car,
+        toy_house,
+        rocket,
+        lollipop,
+        ice_cream,
+        burger,
+        cake,
+        pumpkin,
+        snowman,
+        alarm_clock,
+        watering_can,
+        teddy_bear,
     )
 }
 PROCEDURAL_MODELS.update(HOUSEHOLD_MODELS)

@@ -90,8 +90,12 @@ def silver_whisk():
 
 
 def _jigger(color):
-    return combine(lathe([(0, 0), (2.6, 0), (2.6, 0.3), (1.0, 5.0), (2.2, 5.1), (2.9, 10.5), (2.6, 10.5),
-                          (1.2, 5.6), (0, 5.6)], color))
+    return combine(
+        lathe(
+            [(0, 0), (2.6, 0), (2.6, 0.3), (1.0, 5.0), (2.2, 5.1), (2.9, 10.5), (2.6, 10.5), (1.2, 5.6), (0, 5.6)],
+            color,
+        )
+    )
 
 
 def gold_jigger():
@@ -105,7 +109,10 @@ def silver_jigger():
 def salt_shaker():
     body = lathe([(0, 0), (2.6, 0), (2.7, 6.5), (2.4, 7.2), (0, 7.2)], GLASS)
     cap = lathe([(0, 7.0), (2.5, 7.0), (2.5, 8.4), (2.0, 9.0), (0, 9.0)], SILVER)
-    holes = [sphere(0.25, DARK, x=0.9 * math.cos(a), y=0.9 * math.sin(a), z=9.0, subdivisions=1) for a in np.linspace(0, 2 * math.pi, 6)[:-1]]
+    holes = [
+        sphere(0.25, DARK, x=0.9 * math.cos(a), y=0.9 * math.sin(a), z=9.0, subdivisions=1)
+        for a in np.linspace(0, 2 * math.pi, 6)[:-1]
+    ]
     return combine(body, cap, *holes)
 
 
@@ -153,15 +160,20 @@ def honey_jar():
 
 
 def pitcher():
-    body = lathe([(0, 0), (5.0, 0), (6.5, 7), (5.4, 15), (6.2, 19), (5.8, 19), (5.0, 15), (6.0, 7), (4.6, 0.6), (0, 0.6)],
-                 (230, 230, 240), sections=48)
+    body = lathe(
+        [(0, 0), (5.0, 0), (6.5, 7), (5.4, 15), (6.2, 19), (5.8, 19), (5.0, 15), (6.0, 7), (4.6, 0.6), (0, 0.6)],
+        (230, 230, 240),
+        sections=48,
+    )
     spout = box(3.0, 3.0, 1.0, (230, 230, 240), x=-6.4, z=18.2)
     return combine(body, spout, _handle(4.6, 0.8, (230, 230, 240), 5.6, 11.0))
 
 
 def drinking_glass():
-    return combine(lathe([(0, 0), (3.2, 0), (3.9, 12.5), (3.6, 12.5), (2.9, 0.9), (0, 0.9)], GLASS),
-                   lathe([(0, 0.95), (2.95, 0.95), (3.4, 8.0), (0, 8.0)], (240, 160, 40)))
+    return combine(
+        lathe([(0, 0), (3.2, 0), (3.9, 12.5), (3.6, 12.5), (2.9, 0.9), (0, 0.9)], GLASS),
+        lathe([(0, 0.95), (2.95, 0.95), (3.4, 8.0), (0, 8.0)], (240, 160, 40)),
+    )
 
 
 def cutting_board():
@@ -223,7 +235,9 @@ def water_bottle():
 def milk_carton():
     tm = trimesh_module()
     body = box(7, 7, 16, WHITE)
-    verts = np.array([[-3.5, -3.5, 16], [3.5, -3.5, 16], [3.5, 3.5, 16], [-3.5, 3.5, 16], [-3.5, 0, 19.5], [3.5, 0, 19.5]], float)
+    verts = np.array(
+        [[-3.5, -3.5, 16], [3.5, -3.5, 16], [3.5, 3.5, 16], [-3.5, 3.5, 16], [-3.5, 0, 19.5], [3.5, 0, 19.5]], float
+    )
     faces = np.array([[0, 1, 5], [0, 5, 4], [2, 3, 4], [2, 4, 5], [0, 4, 3], [1, 2, 5]])
     roof = part(tm.Trimesh(verts, faces), WHITE)
     fin = box(7, 0.5, 1.5, WHITE, z=19.3)
@@ -255,10 +269,15 @@ def lime():
 
 def strawberry():
     berry = lathe([(0, 0), (1.2, 0.6), (2.4, 2.5), (2.9, 4.5), (2.2, 5.6), (0, 5.8)], (215, 35, 45))
-    seeds = [sphere(0.18, YELLOW, x=2.3 * math.cos(a), y=2.3 * math.sin(a), z=z, subdivisions=1)
-             for z in (2.5, 4.0) for a in np.linspace(0, 2 * math.pi, 9)[:-1] + z]
-    leaves = [sphere(0.7, DARK_GREEN, x=1.0 * math.cos(a), y=1.0 * math.sin(a), z=5.75, scale=(1.5, 0.5, 0.2), subdivisions=2)
-              for a in np.linspace(0, 2 * math.pi, 6)[:-1]]
+    seeds = [
+        sphere(0.18, YELLOW, x=2.3 * math.cos(a), y=2.3 * math.sin(a), z=z, subdivisions=1)
+        for z in (2.5, 4.0)
+        for a in np.linspace(0, 2 * math.pi, 9)[:-1] + z
+    ]
+    leaves = [
+        sphere(0.7, DARK_GREEN, x=1.0 * math.cos(a), y=1.0 * math.sin(a), z=5.75, scale=(1.5, 0.5, 0.2), subdivisions=2)
+        for a in np.linspace(0, 2 * math.pi, 6)[:-1]
+    ]
     leaves.append(cylinder(0.25, 1.2, DARK_GREEN, z=5.7))
     return combine(berry, *seeds, *leaves)
 
@@ -281,14 +300,22 @@ def avocado():
 def tomato():
     t = np.linspace(0, math.pi, 21)
     body = lathe(list(zip(4.2 * np.sin(t), 3.2 * (1 - np.cos(t)))), (220, 45, 35))
-    calyx = [capsule_between([0, 0, 6.4], [2.2 * math.cos(a), 2.2 * math.sin(a), 6.1], 0.3, GREEN) for a in np.linspace(0, 2 * math.pi, 6)[:-1]]
+    calyx = [
+        capsule_between([0, 0, 6.4], [2.2 * math.cos(a), 2.2 * math.sin(a), 6.1], 0.3, GREEN)
+        for a in np.linspace(0, 2 * math.pi, 6)[:-1]
+    ]
     stem = cylinder(0.3, 1.0, GREEN, z=6.3)
     return combine(body, *calyx, stem)
 
 
 def onion():
-    body = lathe([(0, 0), (2.0, 0.3), (4.0, 2.2), (4.5, 4.0), (3.4, 6.5), (1.0, 8.5), (0.3, 10.5), (0, 10.6)], (170, 95, 60))
-    roots = [capsule_between([0, 0, 0.3], [0.8 * math.cos(a), 0.8 * math.sin(a), 0.0], 0.15, CREAM) for a in np.linspace(0, 2 * math.pi, 7)[:-1]]
+    body = lathe(
+        [(0, 0), (2.0, 0.3), (4.0, 2.2), (4.5, 4.0), (3.4, 6.5), (1.0, 8.5), (0.3, 10.5), (0, 10.6)], (170, 95, 60)
+    )
+    roots = [
+        capsule_between([0, 0, 0.3], [0.8 * math.cos(a), 0.8 * math.sin(a), 0.0], 0.15, CREAM)
+        for a in np.linspace(0, 2 * math.pi, 7)[:-1]
+    ]
     return combine(body, *roots)
 
 
@@ -322,7 +349,10 @@ def cheese_wedge():
     verts = np.array([[0, -5, 0], [14, 0, 0], [0, 5, 0], [0, -5, 7], [14, 0, 7], [0, 5, 7]], float)
     faces = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]])
     wedge = part(tm.Trimesh(verts, faces), (250, 205, 80))
-    holes = [sphere(0.9, (220, 170, 50), x=x, y=y, z=z, subdivisions=1) for x, y, z in ((4, 2.9, 3), (7, -1.9, 5), (3, -3.4, 2))]
+    holes = [
+        sphere(0.9, (220, 170, 50), x=x, y=y, z=z, subdivisions=1)
+        for x, y, z in ((4, 2.9, 3), (7, -1.9, 5), (3, -3.4, 2))
+    ]
     return combine(wedge, *holes)
 
 
@@ -423,8 +453,10 @@ def pencil_cup():
 def desk_globe():
     stand = lathe([(0, 0), (5.5, 0), (5.5, 1.2), (1.0, 2.0), (0.8, 6.0), (0, 6.0)], WOOD)
     ball = sphere(8.0, (60, 120, 200), z=15.0, subdivisions=3)
-    land = [sphere(3.0, (80, 160, 70), x=x, y=y, z=z, scale=(1.0, 1.0, 0.6), subdivisions=2)
-            for x, y, z in ((6.2, 1.5, 17.5), (-3.0, 6.0, 14.0), (1.0, -6.5, 12.0), (-5.5, -3.5, 19.0))]
+    land = [
+        sphere(3.0, (80, 160, 70), x=x, y=y, z=z, scale=(1.0, 1.0, 0.6), subdivisions=2)
+        for x, y, z in ((6.2, 1.5, 17.5), (-3.0, 6.0, 14.0), (1.0, -6.5, 12.0), (-5.5, -3.5, 19.0))
+    ]
     meridian = rotated(torus(8.8, 0.35, GOLD), "x", 90)
     meridian.apply_translation([0, 0, 15.0])
     return combine(stand, ball, *land, meridian)
@@ -456,14 +488,20 @@ def hourglass():
     glass = lathe([(0, 1.2), (3.5, 1.2), (3.2, 4), (0.6, 7.5), (3.2, 11), (3.5, 13.8), (0, 13.8)], GLASS)
     sand = lathe([(0, 1.25), (3.0, 1.25), (1.0, 4.5), (0, 4.5)], (230, 200, 130))
     plates = [cylinder(4.5, 1.2, WOOD), cylinder(4.5, 1.2, WOOD, z=13.8)]
-    posts = [cylinder(0.4, 12.6, WOOD, x=3.9 * math.cos(a), y=3.9 * math.sin(a), z=1.2) for a in (0.3, 0.3 + 2 * math.pi / 3, 0.3 + 4 * math.pi / 3)]
+    posts = [
+        cylinder(0.4, 12.6, WOOD, x=3.9 * math.cos(a), y=3.9 * math.sin(a), z=1.2)
+        for a in (0.3, 0.3 + 2 * math.pi / 3, 0.3 + 4 * math.pi / 3)
+    ]
     return combine(glass, sand, *plates, *posts)
 
 
 def lantern():
     base = cylinder(5, 1.5, DARK)
     glass = cylinder(4.0, 11, (250, 230, 170), z=1.5)
-    posts = [cylinder(0.4, 11, DARK, x=4.2 * math.cos(a), y=4.2 * math.sin(a), z=1.5) for a in np.linspace(0, 2 * math.pi, 5)[:-1]]
+    posts = [
+        cylinder(0.4, 11, DARK, x=4.2 * math.cos(a), y=4.2 * math.sin(a), z=1.5)
+        for a in np.linspace(0, 2 * math.pi, 5)[:-1]
+    ]
     roof = cone(5.5, 4, DARK, z=12.5)
     ring = rotated(torus(1.8, 0.35, DARK), "x", 90)
     ring.apply_translation([0, 0, 17.8])
@@ -505,8 +543,19 @@ def lunch_box():
 
 def storage_basket():
     basket = lathe([(0, 0), (10, 0), (12, 14), (11.4, 14), (9.5, 0.8), (0, 0.8)], (200, 160, 100), sections=48)
-    bands = [lathe([(10.1 + 2 * z / 14, z), (10.1 + 2 * (z + 1) / 14, z + 1), (10.12 + 2 * (z + 1) / 14, z + 1), (10.12 + 2 * z / 14, z)],
-                   (150, 105, 55), sections=48) for z in (3, 7, 11)]
+    bands = [
+        lathe(
+            [
+                (10.1 + 2 * z / 14, z),
+                (10.1 + 2 * (z + 1) / 14, z + 1),
+                (10.12 + 2 * (z + 1) / 14, z + 1),
+                (10.12 + 2 * z / 14, z),
+            ],
+            (150, 105, 55),
+            sections=48,
+        )
+        for z in (3, 7, 11)
+    ]
     return combine(basket, *bands)
 
 
@@ -533,7 +582,11 @@ def succulent():
     for ring_, (count, length, tilt) in enumerate(((8, 5.0, 0.55), (6, 3.8, 0.9), (4, 2.4, 1.2))):
         for k in range(count):
             a = 2 * math.pi * (k + 0.5 * ring_) / count
-            end = [length * math.cos(a) * math.cos(tilt * 0.6), length * math.sin(a) * math.cos(tilt * 0.6), 7.5 + length * math.sin(tilt) * 0.7]
+            end = [
+                length * math.cos(a) * math.cos(tilt * 0.6),
+                length * math.sin(a) * math.cos(tilt * 0.6),
+                7.5 + length * math.sin(tilt) * 0.7,
+            ]
             leaves.append(capsule_between([0, 0, 7.3], end, 1.1 - 0.2 * ring_, (110, 170, 120)))
     return combine(pot, *leaves)
 
@@ -543,7 +596,9 @@ def succulent():
 
 def puzzle_cube():
     colours = [(200, 30, 30), (30, 120, 220), (250, 210, 40), (40, 160, 70), (245, 130, 30), WHITE]
-    cubies = [box(2.4, 2.4, 2.4, DARK, x=x, y=y, z=z) for x in (-2.5, 0, 2.5) for y in (-2.5, 0, 2.5) for z in (0, 2.5, 5.0)]
+    cubies = [
+        box(2.4, 2.4, 2.4, DARK, x=x, y=y, z=z) for x in (-2.5, 0, 2.5) for y in (-2.5, 0, 2.5) for z in (0, 2.5, 5.0)
+    ]
     stickers = []
     for i, x in enumerate((-2.5, 0, 2.5)):
         for j, z in enumerate((0, 2.5, 5.0)):
@@ -556,7 +611,11 @@ def puzzle_cube():
 
 def toy_blocks():
     blocks = [box(6, 6, 6, RED, x=-3.2), box(6, 6, 6, BLUE, x=3.2), box(6, 6, 6, YELLOW, z=6)]
-    letters = [box(3, 0.2, 3, WHITE, x=-3.2, y=-3.05, z=1.5), box(3, 0.2, 3, WHITE, x=3.2, y=-3.05, z=1.5), box(3, 0.2, 3, WHITE, y=-3.05, z=7.5)]
+    letters = [
+        box(3, 0.2, 3, WHITE, x=-3.2, y=-3.05, z=1.5),
+        box(3, 0.2, 3, WHITE, x=3.2, y=-3.05, z=1.5),
+        box(3, 0.2, 3, WHITE, y=-3.05, z=7.5),
+    ]
     return combine(*blocks, *letters)
 
 
@@ -626,7 +685,10 @@ def spinning_top():
 
 
 def yo_yo():
-    halves = [rotated(lathe([(0, 0), (4.0, 0), (4.2, 1.3), (0.8, 1.8), (0, 1.8)], (40, 160, 200)), "x", 90 + 180 * s) for s in (0, 1)]
+    halves = [
+        rotated(lathe([(0, 0), (4.0, 0), (4.2, 1.3), (0.8, 1.8), (0, 1.8)], (40, 160, 200)), "x", 90 + 180 * s)
+        for s in (0, 1)
+    ]
     halves[0].apply_translation([0, -0.3, 4.2])
     halves[1].apply_translation([0, 0.3, 4.2])
     axle = rotated(cylinder(0.6, 0.8, WHITE, z=-0.4), "x", 90)
@@ -710,13 +772,76 @@ def sneaker():
 HOUSEHOLD_MODELS: dict[str, Callable] = {
     fn.__name__: fn
     for fn in (
-        measuring_cup, silver_whisk, gold_jigger, silver_jigger, salt_shaker, pepper_mill, kettle, saucepan, frying_pan,
-        glass_jar, honey_jar, pitcher, drinking_glass, cutting_board, toaster, blender, sugar_bowl, cookie_jar, thermos,
-        water_bottle, milk_carton, cereal_box, lemon, lime, strawberry, pineapple, avocado, tomato, onion, bell_pepper,
-        bread_loaf, croissant, cheese_wedge, cupcake, mortar_and_pestle, tissue_box, piggy_bank, headphones,
-        computer_mouse, tv_remote, stapler, tape_dispenser, pencil_cup, desk_globe, spray_bottle, soap_dispenser,
-        perfume_bottle, hourglass, lantern, trophy, desk_bell, paint_can, lunch_box, storage_basket, backpack,
-        baseball_cap, succulent, puzzle_cube, toy_blocks, toy_drum, toy_sailboat, toy_train, toy_airplane,
-        spinning_top, yo_yo, mallard_decoy, penguin_figurine, owl_figurine, birdhouse, rubber_boot, sneaker,
+        measuring_cup,
+        silver_whisk,
+        gold_jigger,
+        silver_jigger,
+        salt_shaker,
+        pepper_mill,
+        kettle,
+        saucepan,
+        frying_pan,
+        glass_jar,
+        honey_jar,
+        pitcher,
+        drinking_glass,
+        cutting_board,
+        toaster,
+        blender,
+        sugar_bowl,
+        cookie_jar,
+        thermos,
+        water_bottle,
+        milk_carton,
+        cereal_box,
+        lemon,
+        lime,
+        strawberry,
+        pineapple,
+        avocado,
+        tomato,
+        onion,
+        bell_pepper,
+        bread_loaf,
+        croissant,
+        cheese_wedge,
+        cupcake,
+        mortar_and_pestle,
+        tissue_box,
+        piggy_bank,
+        headphones,
+        computer_mouse,
+        tv_remote,
+        stapler,
+        tape_dispenser,
+        pencil_cup,
+        desk_globe,
+        spray_bottle,
+        soap_dispenser,
+        perfume_bottle,
+        hourglass,
+        lantern,
+        trophy,
+        desk_bell,
+        paint_can,
+        lunch_box,
+        storage_basket,
+        backpack,
+        baseball_cap,
+        succulent,
+        puzzle_cube,
+        toy_blocks,
+        toy_drum,
+        toy_sailboat,
+        toy_train,
+        toy_airplane,
+        spinning_top,
+        yo_yo,
+        mallard_decoy,
+        penguin_figurine,
+        owl_figurine,
+        birdhouse,
+        rubber_boot,
+        sneaker,
     )
 }

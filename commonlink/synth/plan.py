@@ -135,7 +135,9 @@ class PlanConfig:
     def check(self, catalog: AssetCatalog) -> None:
         cells = self.grid * self.grid
         if not 1 <= self.min_objects <= self.max_objects:
-            raise InputError(f"--objects {self.min_objects}-{self.max_objects}: need 1 <= LOW <= HIGH.", "e.g. --objects 3-7.")
+            raise InputError(
+                f"--objects {self.min_objects}-{self.max_objects}: need 1 <= LOW <= HIGH.", "e.g. --objects 3-7."
+            )
         if self.max_objects > cells:
             raise InputError(
                 f"--objects {self.min_objects}-{self.max_objects}: at most {cells} objects fit on the {self.grid}x{self.grid} floor grid.",
@@ -149,17 +151,28 @@ class PlanConfig:
         if self.views < 1:
             raise InputError(f"--views {self.views}: need at least one camera.", "e.g. --views 4.")
         if self.width < 16 or self.height < 16:
-            raise InputError(f"--resolution {self.width}x{self.height} is too small.", "Use at least 16x16, e.g. 512x512.")
+            raise InputError(
+                f"--resolution {self.width}x{self.height} is too small.", "Use at least 16x16, e.g. 512x512."
+            )
         if self.set_size < 1:
-            raise InputError(f"--set-size {self.set_size}: need at least 1 scene a set.", "e.g. --set-size 4 (1: no sets).")
+            raise InputError(
+                f"--set-size {self.set_size}: need at least 1 scene a set.", "e.g. --set-size 4 (1: no sets)."
+            )
         if not 0.0 <= self.set_share <= 1.0:
-            raise InputError(f"--set-share {self.set_share}: must be between 0 and 1.", "e.g. --set-share 1 (every set, the default).")
+            raise InputError(
+                f"--set-share {self.set_share}: must be between 0 and 1.",
+                "e.g. --set-share 1 (every set, the default).",
+            )
         if self.set_pool is not None and self.set_pool < self.max_objects:
-            raise InputError(f"--set-pool {self.set_pool}: a set's pool must hold a whole scene ({self.max_objects} objects).",
-                             f"Use --set-pool {self.max_objects} or more, or leave it out (default {2 * self.max_objects}).")
+            raise InputError(
+                f"--set-pool {self.set_pool}: a set's pool must hold a whole scene ({self.max_objects} objects).",
+                f"Use --set-pool {self.max_objects} or more, or leave it out (default {2 * self.max_objects}).",
+            )
         if not 0.0 <= self.max_yaw_deg <= 180.0:
-            raise InputError(f"--max-yaw {self.max_yaw_deg}: must be between 0 and 180 degrees.",
-                             "e.g. --max-yaw 20 (slight, the default) or --max-yaw 180 (any direction).")
+            raise InputError(
+                f"--max-yaw {self.max_yaw_deg}: must be between 0 and 180 degrees.",
+                "e.g. --max-yaw 20 (slight, the default) or --max-yaw 180 (any direction).",
+            )
 
 
 @dataclass
@@ -193,17 +206,29 @@ class ScenePlan:
                 resolution=tuple(data["resolution"]),  # type: ignore[arg-type]
                 floor=FloorPlan(**data["floor"]),
                 objects=[
-                    ObjectPlacement(**{**o, "cell": tuple(o["cell"]), "location": tuple(o["location"]),
-                                       "rotation": tuple(o["rotation"]), "size_cm": tuple(o["size_cm"])})
+                    ObjectPlacement(
+                        **{
+                            **o,
+                            "cell": tuple(o["cell"]),
+                            "location": tuple(o["location"]),
+                            "rotation": tuple(o["rotation"]),
+                            "size_cm": tuple(o["size_cm"]),
+                        }
+                    )
                     for o in data["objects"]
                 ],
-                cameras=[CameraPose(**{**c, "location": tuple(c["location"]), "rotation": tuple(c["rotation"])}) for c in data["cameras"]],
+                cameras=[
+                    CameraPose(**{**c, "location": tuple(c["location"]), "rotation": tuple(c["rotation"])})
+                    for c in data["cameras"]
+                ],
                 lighting=Lighting(**{**data["lighting"], "sun_color": tuple(data["lighting"]["sun_color"])}),
                 format=data.get("format", PLAN_FORMAT),
                 extra=dict(data.get("extra") or {}),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaError(f"Scene plan is malformed ({type(exc).__name__}: {exc}).", "Re-create it with `commonlink synth`.") from exc
+            raise SchemaError(
+                f"Scene plan is malformed ({type(exc).__name__}: {exc}).", "Re-create it with `commonlink synth`."
+            ) from exc
 
 
 def ue_rotation_matrix(pitch: float, yaw: float, roll: float) -> np.ndarray:
@@ -285,8 +310,9 @@ def choose_positions(rng: np.random.Generator, n: int, grid: int, neighbour_weig
     chosen: list[tuple[int, int]] = []
     free = [divmod(c, grid) for c in range(grid * grid)]
     for _ in range(n):
-        weights = np.array([neighbour_weight if any(max(abs(r - a), abs(c - b)) <= 1 for a, b in chosen) else 1.0
-                            for r, c in free])
+        weights = np.array(
+            [neighbour_weight if any(max(abs(r - a), abs(c - b)) <= 1 for a, b in chosen) else 1.0 for r, c in free]
+        )
         pick = int(rng.choice(len(free), p=weights / weights.sum()))
         chosen.append(free.pop(pick))
     return chosen
@@ -387,11 +413,18 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
     objects: list[ObjectPlacement] = []
     for asset, (row, col), scale, rotation, (x, y) in zip(assets, cells, scales, rotations, locations):
         scale = math.floor(scale * 1e5) / 1e5  # stored with 5 decimals: round down so the gaps still hold
-        objects.append(ObjectPlacement(
-            name=asset.name, asset=asset.name, ue_class=asset.ue_class, cell=(row, col),
-            location=_r((x, y, _lift(asset.size_cm, scale, rotation))), rotation=rotation, scale=scale,
-            size_cm=asset.size_cm,
-        ))
+        objects.append(
+            ObjectPlacement(
+                name=asset.name,
+                asset=asset.name,
+                ue_class=asset.ue_class,
+                cell=(row, col),
+                location=_r((x, y, _lift(asset.size_cm, scale, rotation))),
+                rotation=rotation,
+                scale=scale,
+                size_cm=asset.size_cm,
+            )
+        )
 
     cameras = _cameras(config, objects, rng)
     lighting = Lighting(
@@ -403,9 +436,16 @@ def plan_scene(config: PlanConfig, catalog: AssetCatalog, seed: int, index: int,
         fill_intensity=round(float(rng.uniform(1.2, 1.8)), 3),
     )
     return ScenePlan(
-        scene_id=f"{seed}-{index}", seed=int(seed), index=int(index), attempt=int(attempt),
-        resolution=(config.width, config.height), floor=FloorPlan(floor.name, config.grid, cell),
-        objects=objects, cameras=cameras, lighting=lighting, extra={"set": index // config.set_size},
+        scene_id=f"{seed}-{index}",
+        seed=int(seed),
+        index=int(index),
+        attempt=int(attempt),
+        resolution=(config.width, config.height),
+        floor=FloorPlan(floor.name, config.grid, cell),
+        objects=objects,
+        cameras=cameras,
+        lighting=lighting,
+        extra={"set": index // config.set_size},
     )
 
 
@@ -435,8 +475,17 @@ def camera_axes(azimuth: float, elevation: float) -> tuple[np.ndarray, np.ndarra
     return forward, right, np.cross(right, forward)
 
 
-def frame_points(points: np.ndarray, forward, right, up, tan_h: float, tan_v: float, *, back_off: float = 1.0,
-                 offset: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
+def frame_points(
+    points: np.ndarray,
+    forward,
+    right,
+    up,
+    tan_h: float,
+    tan_v: float,
+    *,
+    back_off: float = 1.0,
+    offset: tuple[float, float] = (0.0, 0.0),
+) -> np.ndarray:
     """Camera location, for a fixed orientation, that brings ``points`` as close as possible while every
     point stays inside the ``tan_h`` x ``tan_v`` frame (closed form: each pair of opposite frame planes
     bounds how far forward the camera may go; the tighter pair decides, the other is centred).
@@ -470,14 +519,27 @@ def _cameras(config: PlanConfig, objects: list[ObjectPlacement], rng: np.random.
         tan_h = math.tan(math.radians(fov) / 2) * config.frame_margin
         tan_v = tan_h * config.height / config.width
         forward, right, up = camera_axes(azimuth, elevation)
-        location = frame_points(points, forward, right, up, tan_h, tan_v,
-                                back_off=float(rng.uniform(*config.distance_factor)),
-                                offset=tuple(float(v) for v in rng.uniform(-config.off_centre, config.off_centre, size=2)))
+        location = frame_points(
+            points,
+            forward,
+            right,
+            up,
+            tan_h,
+            tan_v,
+            back_off=float(rng.uniform(*config.distance_factor)),
+            offset=tuple(float(v) for v in rng.uniform(-config.off_centre, config.off_centre, size=2)),
+        )
         distance = float((points - location).mean(axis=0) @ forward)  # along the view axis to the objects' centroid
-        cameras.append(CameraPose(
-            location=_r(location), rotation=_r((-elevation, azimuth % 360.0 - 180.0, 0.0)), fov=round(fov, 3),
-            azimuth=round(azimuth, 3), elevation=round(elevation, 3), distance=round(distance, 3),
-        ))
+        cameras.append(
+            CameraPose(
+                location=_r(location),
+                rotation=_r((-elevation, azimuth % 360.0 - 180.0, 0.0)),
+                fov=round(fov, 3),
+                azimuth=round(azimuth, 3),
+                elevation=round(elevation, 3),
+                distance=round(distance, 3),
+            )
+        )
     return cameras
 
 

@@ -105,22 +105,31 @@ class SynthConfig:
         if self.scenes < 0:
             raise InputError(f"--scenes {self.scenes}: must be >= 0.", "e.g. --scenes 100.")
         if self.backend not in BACKENDS:
-            raise InputError(f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}.", "Use --backend offline or --backend unrealcv.")
+            raise InputError(
+                f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}.",
+                "Use --backend offline or --backend unrealcv.",
+            )
         if not 0.0 <= self.max_hidden_share <= 1.0:
-            raise InputError(f"--max-hidden {self.max_hidden_share}: must be between 0 and 1.", "e.g. --max-hidden 0.25.")
+            raise InputError(
+                f"--max-hidden {self.max_hidden_share}: must be between 0 and 1.", "e.g. --max-hidden 0.25."
+            )
         if self.area_band is not None:
             self.area_band = tuple(float(v) for v in self.area_band)  # type: ignore[assignment]
             low, high = self.area_band
             if not 0.0 <= low < high <= 1.0:
-                raise InputError(f"--area-band {low}-{high}: need 0 <= LOW < HIGH <= 1 (fractions of the image).",
-                                 "e.g. --area-band 0.02-0.22, or --area-band off to drop the gate.")
+                raise InputError(
+                    f"--area-band {low}-{high}: need 0 <= LOW < HIGH <= 1 (fractions of the image).",
+                    "e.g. --area-band 0.02-0.22, or --area-band off to drop the gate.",
+                )
         if self.min_in_band is not None and not 0.0 <= self.min_in_band <= 1.0:
             raise InputError(f"--min-in-band {self.min_in_band}: must be between 0 and 1.", "e.g. --min-in-band 0.7.")
         if self.max_attempts < 1:
             raise InputError(f"--max-attempts {self.max_attempts}: must be >= 1.", "e.g. --max-attempts 5.")
         if self.min_visible_pixels is not None and self.min_visible_pixels < 1:
-            raise InputError(f"--min-visible-pixels {self.min_visible_pixels}: must be at least 1 pixel.",
-                             "Leave it out for the default (0.05% of the image, at least 16), or e.g. --min-visible-pixels 50.")
+            raise InputError(
+                f"--min-visible-pixels {self.min_visible_pixels}: must be at least 1 pixel.",
+                "Leave it out for the default (0.05% of the image, at least 16), or e.g. --min-visible-pixels 50.",
+            )
         width, height = self.resolution
         if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
             raise InputError(
@@ -136,19 +145,39 @@ class SynthConfig:
         return default_min_visible_pixels(*self.resolution)
 
     def plan_config(self) -> PlanConfig:
-        return PlanConfig(min_objects=self.objects[0], max_objects=self.objects[1], views=self.views,
-                          width=self.resolution[0], height=self.resolution[1], max_yaw_deg=self.max_yaw,
-                          set_size=self.set_size, set_pool=self.set_pool, set_share=self.set_share)
+        return PlanConfig(
+            min_objects=self.objects[0],
+            max_objects=self.objects[1],
+            views=self.views,
+            width=self.resolution[0],
+            height=self.resolution[1],
+            max_yaw_deg=self.max_yaw,
+            set_size=self.set_size,
+            set_pool=self.set_pool,
+            set_share=self.set_share,
+        )
 
     def content(self, catalog: AssetCatalog) -> dict:
         """The options that change the output (a resumed run must match them); not the scene count or the
         server address."""
         return {
-            "plan_version": PLAN_VERSION, "objects": list(self.objects), "views": self.views, "resolution": list(self.resolution), "seed": self.seed,
-            "backend": self.backend, "assets_sha256": catalog.sha256, "min_visible_pixels": self.pixel_threshold,
-            "max_hidden_share": self.max_hidden_share, "max_attempts": self.max_attempts, "mask_tolerance": self.mask_tolerance,
-            "shadows": self.shadows, "area_band": list(self.area_band) if self.area_band else None,
-            "min_in_band": self.min_in_band, "max_yaw": self.max_yaw, "set_size": self.set_size, "set_pool": self.set_pool,
+            "plan_version": PLAN_VERSION,
+            "objects": list(self.objects),
+            "views": self.views,
+            "resolution": list(self.resolution),
+            "seed": self.seed,
+            "backend": self.backend,
+            "assets_sha256": catalog.sha256,
+            "min_visible_pixels": self.pixel_threshold,
+            "max_hidden_share": self.max_hidden_share,
+            "max_attempts": self.max_attempts,
+            "mask_tolerance": self.mask_tolerance,
+            "shadows": self.shadows,
+            "area_band": list(self.area_band) if self.area_band else None,
+            "min_in_band": self.min_in_band,
+            "max_yaw": self.max_yaw,
+            "set_size": self.set_size,
+            "set_pool": self.set_pool,
             "set_share": self.set_share,
         }
 
@@ -231,11 +260,20 @@ def _check_or_write_config(out_dir: Path, config: SynthConfig, catalog: AssetCat
             shutil.rmtree(out_dir / SCENES_DIR, ignore_errors=True)
             with contextlib.suppress(FileNotFoundError):
                 (out_dir / "catalog.jsonl").unlink()
-    atomic_write_json(path, {
-        "kind": "commonlink_synth", "toolkit_version": __version__, "seed": config.seed, "config": content,
-        "assets_file": catalog.path, "assets": len(catalog.assets), "asset_licenses": asset_licenses(catalog),
-        "scenes": config.scenes, "updated": utc_now(),
-    })
+    atomic_write_json(
+        path,
+        {
+            "kind": "commonlink_synth",
+            "toolkit_version": __version__,
+            "seed": config.seed,
+            "config": content,
+            "assets_file": catalog.path,
+            "assets": len(catalog.assets),
+            "asset_licenses": asset_licenses(catalog),
+            "scenes": config.scenes,
+            "updated": utc_now(),
+        },
+    )
 
 
 # --- backends ----------------------------------------------------------------------------------------------
@@ -246,9 +284,16 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog) -> Renderer:
     width, height = config.resolution
     if config.backend == "offline":
         return OfflineRenderer(width, height, catalog, shadows=config.shadows)
-    backend = UnrealCVBackend(config.unrealcv_host, config.unrealcv_port, catalog, width=width, height=height,
-                              mask_tolerance=config.mask_tolerance, timeout=config.unrealcv_timeout,
-                              connect_timeout=config.unrealcv_connect_timeout)
+    backend = UnrealCVBackend(
+        config.unrealcv_host,
+        config.unrealcv_port,
+        catalog,
+        width=width,
+        height=height,
+        mask_tolerance=config.mask_tolerance,
+        timeout=config.unrealcv_timeout,
+        connect_timeout=config.unrealcv_connect_timeout,
+    )
     # Refuse placeholder classes, then every class the game lacks (all at once), before rendering anything; on the
     # session the renders then use (a Linux game serves one TCP session per run).
     try:
@@ -265,7 +310,11 @@ def open_backend(config: SynthConfig, catalog: AssetCatalog) -> Renderer:
 def _png_bytes(array: np.ndarray) -> bytes:
     buffer = BytesIO()
     if array.ndim == 2:
-        image = Image.fromarray(array.astype(np.uint8)) if array.max(initial=0) < 256 else Image.fromarray(array.astype(np.uint16))
+        image = (
+            Image.fromarray(array.astype(np.uint8))
+            if array.max(initial=0) < 256
+            else Image.fromarray(array.astype(np.uint16))
+        )
     else:
         image = Image.fromarray(array)
     image.save(buffer, format="PNG", compress_level=1)
@@ -334,14 +383,32 @@ def render_scene(out_dir: str | os.PathLike, config: SynthConfig, catalog: Asset
             areas = object_areas(view.instance, names, threshold)
             digest = sha256_bytes(image)
             per_view.append({"view": k, "visible": list(areas), "object_area": areas})
-            records.append(CatalogRecord(
-                id=digest[:16], path=f"{rel_scene}/view_{k}.png", objects=list(areas), source="synthetic",
-                scene_id=plan.scene_id, width=int(view.rgb.shape[1]), height=int(view.rgb.shape[0]), sha256=digest,
-                background=floor, view=str(k), object_area=areas,
-                extra={"mask": f"{rel_scene}/mask_{k}.png", "plan": f"{rel_scene}/plan.json", "backend": config.backend,
-                       "planned_objects": names, "camera": {"azimuth": camera.azimuth, "elevation": camera.elevation,
-                                                             "distance_cm": camera.distance}},
-            ).to_json())
+            records.append(
+                CatalogRecord(
+                    id=digest[:16],
+                    path=f"{rel_scene}/view_{k}.png",
+                    objects=list(areas),
+                    source="synthetic",
+                    scene_id=plan.scene_id,
+                    width=int(view.rgb.shape[1]),
+                    height=int(view.rgb.shape[0]),
+                    sha256=digest,
+                    background=floor,
+                    view=str(k),
+                    object_area=areas,
+                    extra={
+                        "mask": f"{rel_scene}/mask_{k}.png",
+                        "plan": f"{rel_scene}/plan.json",
+                        "backend": config.backend,
+                        "planned_objects": names,
+                        "camera": {
+                            "azimuth": camera.azimuth,
+                            "elevation": camera.elevation,
+                            "distance_cm": camera.distance,
+                        },
+                    },
+                ).to_json()
+            )
         plan_json = plan.to_json()
         plan_json["visibility"] = per_view
         plan_json["toolkit_version"] = __version__
@@ -438,7 +505,9 @@ def _run_local(out_dir: Path, config: SynthConfig, catalog: AssetCatalog, todo: 
         backend.close()
 
 
-def _run_pool(out_dir: Path, config: SynthConfig, todo: list[int], workers: int, scenes_per_process: int, on_done) -> None:
+def _run_pool(
+    out_dir: Path, config: SynthConfig, todo: list[int], workers: int, scenes_per_process: int, on_done
+) -> None:
     # "spawn": a fresh interpreter per worker, never a fork of a process holding an OpenGL context. Workers are
     # replaced after `scenes_per_process` scenes so that long runs cannot accumulate memory.
     context = multiprocessing.get_context("spawn")
@@ -494,7 +563,9 @@ def synthesize(
     started = time.perf_counter()
     out = Path(out_dir)
     if executor not in EXECUTORS:
-        raise InputError(f"--executor {executor!r} is not one of {', '.join(EXECUTORS)}.", "Use --executor local or --executor ray.")
+        raise InputError(
+            f"--executor {executor!r} is not one of {', '.join(EXECUTORS)}.", "Use --executor local or --executor ray."
+        )
     if workers < 1:
         raise InputError(f"--workers {workers}: must be >= 1.", "e.g. --workers 4.")
     if config.backend == "unrealcv" and (workers > 1 or executor == "ray"):
@@ -545,9 +616,17 @@ def synthesize(
     tally = AreaTally(band=config.area_band or AREA_BAND)
     records = rebuild_catalog(out, tally)
     return SynthSummary(
-        out_dir=str(out), scenes_in_shard=len(indices), scenes_rendered=counts["rendered"],
-        scenes_skipped=len(indices) - len(todo), views_written=counts["views"], catalog_records=records,
-        resampled_scenes=counts["resampled"], elapsed_s=round(time.perf_counter() - started, 3), shard=shard,
-        object_views=tally.object_views, in_band=tally.in_band, hidden=tally.hidden, area_band=tally.band,
+        out_dir=str(out),
+        scenes_in_shard=len(indices),
+        scenes_rendered=counts["rendered"],
+        scenes_skipped=len(indices) - len(todo),
+        views_written=counts["views"],
+        catalog_records=records,
+        resampled_scenes=counts["resampled"],
+        elapsed_s=round(time.perf_counter() - started, 3),
+        shard=shard,
+        object_views=tally.object_views,
+        in_band=tally.in_band,
+        hidden=tally.hidden,
+        area_band=tally.band,
     )
-

@@ -68,7 +68,9 @@ def box(sx: float, sy: float, sz: float, color: Color, x: float = 0, y: float = 
 
 
 def cylinder(r: float, h: float, color: Color, x: float = 0, y: float = 0, z: float = 0, sections: int = 32):
-    return part(moved(trimesh_module().creation.cylinder(radius=r, height=h, sections=sections), x, y, z + h / 2), color)
+    return part(
+        moved(trimesh_module().creation.cylinder(radius=r, height=h, sections=sections), x, y, z + h / 2), color
+    )
 
 
 def sphere(r: float, color: Color, x: float = 0, y: float = 0, z: float = 0, scale=(1.0, 1.0, 1.0), subdivisions=3):
@@ -82,7 +84,9 @@ def cone(r: float, h: float, color: Color, x: float = 0, y: float = 0, z: float 
 
 
 def torus(major: float, minor: float, color: Color, x: float = 0, y: float = 0, z: float = 0):
-    return part(moved(trimesh_module().creation.torus(major, minor, major_sections=40, minor_sections=20), x, y, z), color)
+    return part(
+        moved(trimesh_module().creation.torus(major, minor, major_sections=40, minor_sections=20), x, y, z), color
+    )
 
 
 def ridged_sphere(r: float, color: Color, *, ridges: int, depth: float, z_scale: float = 1.0, z: float = 0):
@@ -97,7 +101,9 @@ def ridged_sphere(r: float, color: Color, *, ridges: int, depth: float, z_scale:
 
 def lathe(profile: list[tuple[float, float]], color: Color, z: float = 0, sections: int = 40):
     """Surface of revolution about the z axis from (radius, height) points."""
-    return part(moved(trimesh_module().creation.revolve(np.asarray(profile, dtype=float), sections=sections), 0, 0, z), color)
+    return part(
+        moved(trimesh_module().creation.revolve(np.asarray(profile, dtype=float), sections=sections), 0, 0, z), color
+    )
 
 
 def capsule_between(p0, p1, r: float, color: Color):

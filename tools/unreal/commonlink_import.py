@@ -88,7 +88,11 @@ def plan_imports(paths: list[Path]) -> list[ImportItem]:
     for path in paths:
         name = object_name(path) or "object"
         candidate, n = name, 1
-        while candidate in used_names or class_base(candidate).lower() in used_bases or class_base(candidate) == FLOOR_CLASS:
+        while (
+            candidate in used_names
+            or class_base(candidate).lower() in used_bases
+            or class_base(candidate) == FLOOR_CLASS
+        ):
             n += 1
             candidate = f"{name} {n}"
         used_names.add(candidate)
@@ -106,7 +110,9 @@ def size_cm(low, high) -> tuple[float, float, float]:
     return tuple(round(float(h) - float(lo), 2) for lo, h in zip(low, high))  # type: ignore[return-value]
 
 
-def holding_location(index: int, *, holding_z: float, spacing: float = 400.0, columns: int = 20) -> tuple[float, float, float]:
+def holding_location(
+    index: int, *, holding_z: float, spacing: float = 400.0, columns: int = 20
+) -> tuple[float, float, float]:
     """A grid of spots far below the level: the hidden instances that keep every class loaded."""
     row, col = divmod(index, columns)
     return (col * spacing, row * spacing, holding_z)
@@ -115,8 +121,13 @@ def holding_location(index: int, *, holding_z: float, spacing: float = 400.0, co
 def asset_entry(item: ImportItem, size: tuple[float, float, float], out_file: Path, dest: str) -> dict:
     if min(size) <= 0:
         raise ValueError(f"{item.source}: the imported mesh has an empty bounding box {size}; check the file.")
-    entry = {"name": item.name, "ue_class": item.ue_class, "size_cm": list(size), "ue_asset": f"{dest}/{item.base}",
-             "source": str(item.source)}
+    entry = {
+        "name": item.name,
+        "ue_class": item.ue_class,
+        "size_cm": list(size),
+        "ue_asset": f"{dest}/{item.base}",
+        "source": str(item.source),
+    }
     if item.source.suffix.lower() in OFFLINE_MESH_EXTENSIONS:
         entry["mesh"] = os.path.relpath(item.source, out_file.parent).replace(os.sep, "/")
         if item.source.suffix.lower() in (".glb", ".gltf"):
@@ -128,8 +139,14 @@ def asset_file(entries: list[dict], dest: str) -> dict:
     return {
         "format": ASSET_FORMAT,
         "assets": entries,
-        "floors": [{"name": "default floor", "ue_class": f"{FLOOR_CLASS}_C", "ue_asset": f"{dest}/{FLOOR_CLASS}",
-                    "texture": "procedural:wood_planks"}],
+        "floors": [
+            {
+                "name": "default floor",
+                "ue_class": f"{FLOOR_CLASS}_C",
+                "ue_asset": f"{dest}/{FLOOR_CLASS}",
+                "texture": "procedural:wood_planks",
+            }
+        ],
     }
 
 
@@ -203,7 +220,9 @@ def make_blueprint(item_base: str, dest: str, mesh, offset, scale3d=(1.0, 1.0, 1
     blueprint = unreal.AssetToolsHelpers.get_asset_tools().create_asset(item_base, dest, unreal.Blueprint, factory)
     subsystem = unreal.get_engine_subsystem(unreal.SubobjectDataSubsystem)
     root = subsystem.k2_gather_subobject_data_for_blueprint(blueprint)[0]
-    params = unreal.AddNewSubobjectParams(parent_handle=root, new_class=unreal.StaticMeshComponent, blueprint_context=blueprint)
+    params = unreal.AddNewSubobjectParams(
+        parent_handle=root, new_class=unreal.StaticMeshComponent, blueprint_context=blueprint
+    )
     handle, failure = subsystem.add_new_subobject(params)
     if not failure.is_empty():
         raise RuntimeError(f"{path}: could not add the mesh component ({failure}).")
@@ -271,8 +290,10 @@ def run(argv: list[str]) -> dict:
         unreal.get_editor_subsystem(unreal.LevelEditorSubsystem).save_current_level()
     data = asset_file(entries, args.dest)
     write_json_atomic(out, data)
-    unreal.log(f"commonlink: {len(entries)} classes imported; asset file written to {out}. Press Play, then run "
-               f"`commonlink unreal check --assets {out}`.")
+    unreal.log(
+        f"commonlink: {len(entries)} classes imported; asset file written to {out}. Press Play, then run "
+        f"`commonlink unreal check --assets {out}`."
+    )
     return data
 
 

@@ -74,7 +74,10 @@ __all__ = [
 def register_backend(name: str, target: str) -> None:
     """Make ``--backend NAME`` load ``target`` (``"package.module:Class"``), imported only when used."""
     if ":" not in target:
-        raise InputError(f"Backend target {target!r} is not 'module:Class'.", "e.g. register_backend('mine', 'my_pkg.backend:MyBackend')")
+        raise InputError(
+            f"Backend target {target!r} is not 'module:Class'.",
+            "e.g. register_backend('mine', 'my_pkg.backend:MyBackend')",
+        )
     BACKEND_REGISTRY[name] = target
 
 
@@ -90,14 +93,22 @@ def backend_class(backend: str, model: str = "") -> type:
     elif backend in BACKEND_REGISTRY:
         target = BACKEND_REGISTRY[backend]
     else:
-        raise InputError(f"Unknown --backend {backend!r}.", f"Use one of {', '.join(BACKEND_REGISTRY)} (or --model random|none for a baseline).")
+        raise InputError(
+            f"Unknown --backend {backend!r}.",
+            f"Use one of {', '.join(BACKEND_REGISTRY)} (or --model random|none for a baseline).",
+        )
     module_name, class_name = target.split(":", 1)
     return getattr(importlib.import_module(module_name), class_name)
 
 
 #: Constructor parameters as ``--backend-arg`` and docs/eval.md spell them; those with options of their own are not listed.
-_DOCUMENTED_NAMES = {"model_kwargs": "model.KEY", "processor": "processor.KEY", "trust_remote_code": None,
-                     "concurrency": None, IMAGES_PER_REQUEST: None}
+_DOCUMENTED_NAMES = {
+    "model_kwargs": "model.KEY",
+    "processor": "processor.KEY",
+    "trust_remote_code": None,
+    "concurrency": None,
+    IMAGES_PER_REQUEST: None,
+}
 
 
 def _as_documented(known: list[str]) -> list[str]:
@@ -122,8 +133,10 @@ def _accepted(cls: type, options: dict, backend: str) -> dict:
         if key in known:
             out[key] = value
         elif key != IMAGES_PER_REQUEST:
-            raise InputError(f"--backend-arg {key}=... is not an option of the {backend} backend.",
-                             f"Options of {backend}: {', '.join(_as_documented(known))}.")
+            raise InputError(
+                f"--backend-arg {key}=... is not an option of the {backend} backend.",
+                f"Options of {backend}: {', '.join(_as_documented(known))}.",
+            )
     return out
 
 
@@ -152,7 +165,10 @@ def parse_key_values(items: list[str] | tuple[str, ...], *, option: str = "--bac
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise InputError(f"{option} {item!r} is not KEY=VALUE.", f"e.g. {option} dtype=bfloat16 or {option} processor.max_pixels=1003520")
+            raise InputError(
+                f"{option} {item!r} is not KEY=VALUE.",
+                f"e.g. {option} dtype=bfloat16 or {option} processor.max_pixels=1003520",
+            )
         try:
             value = json.loads(text)
         except ValueError:
@@ -162,7 +178,10 @@ def parse_key_values(items: list[str] | tuple[str, ...], *, option: str = "--bac
         for part in parents:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
-                raise InputError(f"{option} {item!r}: {part} was already given a plain value.", f"Give either {part}=VALUE or {part}.KEY=VALUE.")
+                raise InputError(
+                    f"{option} {item!r}: {part} was already given a plain value.",
+                    f"Give either {part}=VALUE or {part}.KEY=VALUE.",
+                )
         target[leaf] = value
     return out
 

@@ -109,7 +109,9 @@ class Backend(Protocol):  # pragma: no cover - typing only
     info: BackendInfo
     generate_seconds: float
 
-    def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]: ...
+    def generate(
+        self, requests: Sequence[GenerationRequest], settings: GenerationSettings
+    ) -> list[str | RequestFailure]: ...
 
     def close(self) -> None: ...
 
@@ -143,7 +145,9 @@ def prompt_text(request: GenerationRequest, image_token: str = "<image>") -> str
 
 
 def _without_images(request: GenerationRequest) -> GenerationRequest:
-    return GenerationRequest(request.id, [None] * len(request.images), request.prompt, request.choices, request.multi_select)
+    return GenerationRequest(
+        request.id, [None] * len(request.images), request.prompt, request.choices, request.multi_select
+    )
 
 
 def check_local_model(model: str) -> None:
@@ -151,8 +155,10 @@ def check_local_model(model: str) -> None:
     otherwise read it as a Hub id and fail with a message about repo-id syntax that hides the real problem."""
     text = str(model)
     if text.startswith(("/", "./", "../", "~", ".\\", "..\\")) and not Path(text).expanduser().exists():
-        raise InputError(f"--model {text}: there is no such folder.",
-                         "Check the path (a local model folder holds config.json and the weights), or give a Hub id like org/name.")
+        raise InputError(
+            f"--model {text}: there is no such folder.",
+            "Check the path (a local model folder holds config.json and the weights), or give a Hub id like org/name.",
+        )
     # Neither a path nor a Hub model (or a cached copy): say so now, not after the loader's download retries.
     hub_ids.require_hub_model(text)
 
@@ -192,7 +198,9 @@ def generate_resilient(
     """
     if settings.max_pixels and backend.info.uses_images:
         requests = [
-            GenerationRequest(r.id, [cap_pixels(img, settings.max_pixels) for img in r.images], r.prompt, r.choices, r.multi_select)
+            GenerationRequest(
+                r.id, [cap_pixels(img, settings.max_pixels) for img in r.images], r.prompt, r.choices, r.multi_select
+            )
             for r in requests
         ]
     results: list[str | RequestFailure] = []
@@ -215,7 +223,9 @@ def generate_resilient(
             log.warning("Out of memory at batch size %d; continuing at %d.", len(chunk), state.batch_size)
             continue
         if len(outputs) != len(chunk):
-            raise RuntimeError(f"backend {backend.info.backend} returned {len(outputs)} outputs for {len(chunk)} requests")
+            raise RuntimeError(
+                f"backend {backend.info.backend} returned {len(outputs)} outputs for {len(chunk)} requests"
+            )
         results.extend(outputs)
         i += len(chunk)
     return results

@@ -28,7 +28,14 @@ BASELINES = ("random", "none")
 
 
 def planned_info(name: str, **_) -> BackendInfo:
-    return BackendInfo(backend="baseline", model=name, fingerprint=f"baseline:{name}", batch_invariant=True, default_batch_size=64, uses_images=False)
+    return BackendInfo(
+        backend="baseline",
+        model=name,
+        fingerprint=f"baseline:{name}",
+        batch_invariant=True,
+        default_batch_size=64,
+        uses_images=False,
+    )
 
 
 class BaselineBackend:
@@ -42,7 +49,9 @@ class BaselineBackend:
         self.generate_seconds = 0.0
         self.info = planned_info(name)
 
-    def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], settings: GenerationSettings
+    ) -> list[str | RequestFailure]:
         return [self._answer(r, settings.seed) for r in requests]
 
     def _answer(self, request: GenerationRequest, seed: int) -> str:
@@ -56,7 +65,9 @@ class BaselineBackend:
             lowered = [c.lower() for c in choices]
             if "no" in lowered:
                 return choices[lowered.index("no")].capitalize()
-            raise InputError(f"The none baseline cannot answer {request.id}: no 'No objects are in common' or 'no' choice.")
+            raise InputError(
+                f"The none baseline cannot answer {request.id}: no 'No objects are in common' or 'no' choice."
+            )
         rng = rng_for(seed, "random", request.id)
         if not request.multi_select:
             # One pick, named as the choice itself ("Yes", "Image2"): protocols without letters parse names.

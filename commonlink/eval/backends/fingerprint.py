@@ -32,7 +32,11 @@ def model_fingerprint(name_or_path: str, revision: str | None = None) -> str:
 
 
 def _hash_folder(root: Path) -> str:
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
     return _hash_files(root, files)
 
 

@@ -20,7 +20,12 @@ GENERIC_ADAPTERS = {
 #: Adapters for remote-code families with their own calling convention (see remote_code_adapters.py).
 FAMILY_ADAPTERS = ("phi3-vision", "minicpm-chat", "molmo", "mplug-owl3")
 ADAPTERS = ("auto", *GENERIC_ADAPTERS, *FAMILY_ADAPTERS)
-FAMILY_NAMES = {"phi3-vision": "Phi-3-vision", "minicpm-chat": "MiniCPM-V", "molmo": "Molmo", "mplug-owl3": "mPLUG-Owl3"}
+FAMILY_NAMES = {
+    "phi3-vision": "Phi-3-vision",
+    "minicpm-chat": "MiniCPM-V",
+    "molmo": "Molmo",
+    "mplug-owl3": "mPLUG-Owl3",
+}
 
 #: Why Molmo takes one image a prompt (so Common-O needs --concat-images and association steps cannot run).
 MOLMO_SEES_ONE_IMAGE = (
@@ -31,7 +36,13 @@ MOLMO_SEES_ONE_IMAGE = (
 FAMILY_MAX_IMAGES = {"molmo": 1}
 
 #: ``model_type`` and ``architectures`` values of the families' published config.json files.
-FAMILY_MODEL_TYPES = {"phi3_v": "phi3-vision", "minicpmv": "minicpm-chat", "minicpmo": "minicpm-chat", "molmo": "molmo", "mplugowl3": "mplug-owl3"}
+FAMILY_MODEL_TYPES = {
+    "phi3_v": "phi3-vision",
+    "minicpmv": "minicpm-chat",
+    "minicpmo": "minicpm-chat",
+    "molmo": "molmo",
+    "mplugowl3": "mplug-owl3",
+}
 FAMILY_ARCHITECTURES = {
     "Phi3VForCausalLM": "phi3-vision",
     "MiniCPMV": "minicpm-chat",
@@ -65,7 +76,9 @@ def resolve_adapter(adapter: str, config: dict | None, *, model: str, trust_remo
     ``auto`` (the generic classes in turn). A model with its own code that registers none of the generic auto
     classes and is of no known family is refused, naming the adapters to choose from."""
     if adapter not in ADAPTERS:
-        raise InputError(f"--backend-arg adapter={adapter} is not a model adapter.", f"Use one of: {', '.join(ADAPTERS)}.")
+        raise InputError(
+            f"--backend-arg adapter={adapter} is not a model adapter.", f"Use one of: {', '.join(ADAPTERS)}."
+        )
     if adapter != "auto" or config is None:
         return adapter
     family = family_of(config)

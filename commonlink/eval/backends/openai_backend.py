@@ -69,6 +69,8 @@ def api_message(exc) -> str:
     body = getattr(exc, "body", None)
     message = body.get("message") if isinstance(body, dict) else None
     return str(message) if message else str(exc)
+
+
 #: OpenAI's reasoning models by name (an optional provider prefix, then o1, o3-mini, o4-mini, gpt-5, gpt-5.1-mini, ...).
 _REASONING_NAME = re.compile(r"^(?:[\w.-]+/)?(?:o\d+|gpt-5)(?:[-.:_]|$)", re.IGNORECASE)
 #: Request parameters we set; a 400 naming one of them would refuse every request alike.
@@ -82,8 +84,10 @@ def is_reasoning_model(model: str) -> bool:
 
 def request_rules(reasoning: bool) -> str:
     if reasoning:
-        return ("reasoning model: max_completion_tokens; temperature and top_p not sent (the API takes only the default, "
-                "temperature 1), so outputs are sampled even with --temperature 0")
+        return (
+            "reasoning model: max_completion_tokens; temperature and top_p not sent (the API takes only the default, "
+            "temperature 1), so outputs are sampled even with --temperature 0"
+        )
     return "chat model: max_tokens (max_completion_tokens when the server asks), temperature, top_p and seed as set"
 
 
@@ -97,15 +101,29 @@ def _check_key_variable(api_key_env: str) -> None:
         )
 
 
-def planned_info(model: str, *, base_url: str | None = None, concurrency: int = 8, image_format: str = "png",
-                 api_key_env: str = "OPENAI_API_KEY", reasoning: bool | None = None, **_) -> BackendInfo:
+def planned_info(
+    model: str,
+    *,
+    base_url: str | None = None,
+    concurrency: int = 8,
+    image_format: str = "png",
+    api_key_env: str = "OPENAI_API_KEY",
+    reasoning: bool | None = None,
+    **_,
+) -> BackendInfo:
     """What the backend will report, known without connecting (for cache keys)."""
     _check_key_variable(api_key_env)
     options: dict = {} if image_format == "png" else {"image_format": image_format}
-    if (is_reasoning_model(model) if reasoning is None else reasoning):
+    if is_reasoning_model(model) if reasoning is None else reasoning:
         options["request_rules"] = "reasoning"  # what is sent differs (no temperature): not the same outputs
-    return BackendInfo(backend="openai", model=model, fingerprint=f"openai:{redact_url(base_url or DEFAULT_BASE_URL)}:{model}", batch_invariant=True,
-                       default_batch_size=max(64, 16 * concurrency), output_options=options)
+    return BackendInfo(
+        backend="openai",
+        model=model,
+        fingerprint=f"openai:{redact_url(base_url or DEFAULT_BASE_URL)}:{model}",
+        batch_invariant=True,
+        default_batch_size=max(64, 16 * concurrency),
+        output_options=options,
+    )
 
 
 class OpenAIBackend:
@@ -132,7 +150,9 @@ class OpenAIBackend:
         if concurrency < 1:
             raise InputError(f"--concurrency {concurrency} must be at least 1.", "e.g. --concurrency 8.")
         if max_retries < 0:
-            raise InputError(f"--backend-arg max_retries={max_retries} must be >= 0.", "e.g. --backend-arg max_retries=6.")
+            raise InputError(
+                f"--backend-arg max_retries={max_retries} must be >= 0.", "e.g. --backend-arg max_retries=6."
+            )
         _check_key_variable(api_key_env)
         key = os.environ.get(api_key_env)
         self._secret = key or ""
@@ -160,8 +180,11 @@ class OpenAIBackend:
         self.prices = (price_input_per_mtok, price_output_per_mtok)
         if self.prices != (None, None):
             self.usage["cost_usd"] = 0.0
-        self.info = planned_info(model, base_url=base_url, concurrency=concurrency, image_format=image_format, reasoning=self.reasoning)
-        self.info.details.update({
+        self.info = planned_info(
+            model, base_url=base_url, concurrency=concurrency, image_format=image_format, reasoning=self.reasoning
+        )
+        self.info.details.update(
+            {
                 "base_url": redact_url(base_url or DEFAULT_BASE_URL),
                 "api_key": f"from ${api_key_env}" if key else f"none (${api_key_env} not set)",
                 "concurrency": concurrency,
@@ -170,7 +193,8 @@ class OpenAIBackend:
                 "image_format": image_format,
                 "request_rules": request_rules(self.reasoning),
                 "usage": self.usage,
-            })
+            }
+        )
 
     def _count_retryable(self, response) -> None:
         if sdk_retries(response.status_code):
@@ -181,19 +205,28 @@ class OpenAIBackend:
         return text.replace(self._secret, "***") if self._secret else text
 
     def _messages(self, request: GenerationRequest, settings: GenerationSettings) -> list[dict]:
-        return chat_messages(request, settings, lambda img: {"type": "image_url", "image_url": {"url": image_data_url(img, self.image_format)}})
+        return chat_messages(
+            request,
+            settings,
+            lambda img: {"type": "image_url", "image_url": {"url": image_data_url(img, self.image_format)}},
+        )
 
     def _count(self, usage) -> None:
         with self._lock:
             self.usage["requests"] += 1
             if usage is None:
                 return
-            prompt, completion = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+            prompt, completion = (
+                int(getattr(usage, "prompt_tokens", 0) or 0),
+                int(getattr(usage, "completion_tokens", 0) or 0),
+            )
             self.usage["prompt_tokens"] += prompt
             self.usage["completion_tokens"] += completion
             if "cost_usd" in self.usage:
                 price_in, price_out = (p or 0.0 for p in self.prices)
-                self.usage["cost_usd"] = round(self.usage["cost_usd"] + (prompt * price_in + completion * price_out) / 1e6, 6)
+                self.usage["cost_usd"] = round(
+                    self.usage["cost_usd"] + (prompt * price_in + completion * price_out) / 1e6, 6
+                )
 
     def _one(self, request: GenerationRequest, settings: GenerationSettings) -> str | RequestFailure:
         openai = self._openai
@@ -260,11 +293,15 @@ class OpenAIBackend:
         """The API refused a request parameter we set: every request would be refused alike."""
         param = exc.param
         if param in ("temperature", "top_p") and not self.reasoning:
-            fix = (f"If {self.info.model} is a reasoning model (o-series, gpt-5, or a deployment of one), add "
-                   "--backend-arg reasoning=true (sends max_completion_tokens, no temperature or top_p); otherwise change "
-                   f"--{param.replace('_', '-')} to a value the model takes.")
+            fix = (
+                f"If {self.info.model} is a reasoning model (o-series, gpt-5, or a deployment of one), add "
+                "--backend-arg reasoning=true (sends max_completion_tokens, no temperature or top_p); otherwise change "
+                f"--{param.replace('_', '-')} to a value the model takes."
+            )
         elif param in ("temperature", "top_p", "max_completion_tokens") and self.reasoning:
-            fix = f"{self.info.model} does not follow OpenAI's reasoning-model rules: add --backend-arg reasoning=false."
+            fix = (
+                f"{self.info.model} does not follow OpenAI's reasoning-model rules: add --backend-arg reasoning=false."
+            )
         else:
             fix = f"Check the model's documented request parameters; --gen-arg/--backend-arg set what commonlink sends ({param})."
         return BackendError(
@@ -273,7 +310,9 @@ class OpenAIBackend:
             fix,
         )
 
-    def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], settings: GenerationSettings
+    ) -> list[str | RequestFailure]:
         start = time.perf_counter()
         try:
             futures = [self._pool.submit(self._one, r, settings) for r in requests]

@@ -48,8 +48,20 @@ INPUT_ERRORS = (AssertionError, ValueError, TypeError, IndexError, NotImplemente
 MINICPM_SAMPLING_KEYS = ("top_p", "top_k", "temperature", "do_sample", "repetition_penalty")
 MINICPM_BEAM_KEYS = ("num_beams", "repetition_penalty")
 #: chat() arguments the adapter sets itself.
-MINICPM_OWN_ARGS = ("self", "image", "msgs", "tokenizer", "processor", "vision_hidden_states", "max_new_tokens", "sampling",
-                    "system_prompt", "stream", "context", "kwargs")
+MINICPM_OWN_ARGS = (
+    "self",
+    "image",
+    "msgs",
+    "tokenizer",
+    "processor",
+    "vision_hidden_states",
+    "max_new_tokens",
+    "sampling",
+    "system_prompt",
+    "stream",
+    "context",
+    "kwargs",
+)
 
 
 def texts_and_images(request: GenerationRequest) -> list[tuple[str, object]]:
@@ -78,7 +90,9 @@ class FamilyAdapter:
     def answer(self, request: GenerationRequest, settings: GenerationSettings) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], settings: GenerationSettings
+    ) -> list[str | RequestFailure]:
         return [self.answer_or_failure(request, settings) for request in requests]
 
     def answer_or_failure(self, request: GenerationRequest, settings: GenerationSettings) -> str | RequestFailure:
@@ -100,8 +114,10 @@ class FamilyAdapter:
         except (ValueError, TypeError) as exc:
             if not options_checked_by_model:
                 raise
-            raise InputError(f"{self.name}: the model refused the generation options ({exc}).",
-                             "Check the --gen-arg values against the model's generate() options, or drop them.") from exc
+            raise InputError(
+                f"{self.name}: the model refused the generation options ({exc}).",
+                "Check the --gen-arg values against the model's generate() options, or drop them.",
+            ) from exc
         finally:
             self.generate_seconds += time.perf_counter() - start
 
@@ -126,11 +142,18 @@ class MiniCPMChat(FamilyAdapter):
 
     def checked(self, options: dict, flag: str, *, greedy: bool, sampled: bool) -> dict:
         """``options`` if chat() would use every one of them; else an InputError naming what it would use."""
-        keys = list(self.chat_args) + (list(MINICPM_BEAM_KEYS) if greedy else []) + (list(MINICPM_SAMPLING_KEYS) if sampled else [])
+        keys = (
+            list(self.chat_args)
+            + (list(MINICPM_BEAM_KEYS) if greedy else [])
+            + (list(MINICPM_SAMPLING_KEYS) if sampled else [])
+        )
         unknown = [k for k in options if k not in keys]
         if unknown:
-            what = ("its named arguments" if not (greedy or sampled) else
-                    f"the keys of its own generation config for {'greedy' if greedy else 'sampled'} decoding and its named arguments")
+            what = (
+                "its named arguments"
+                if not (greedy or sampled)
+                else f"the keys of its own generation config for {'greedy' if greedy else 'sampled'} decoding and its named arguments"
+            )
             raise InputError(
                 f"{flag.format(key=unknown[0])} would be silently ignored by MiniCPM-V's chat(): it uses only {what}.",
                 f"Use one of: {', '.join(dict.fromkeys(keys))}.",
@@ -138,16 +161,24 @@ class MiniCPMChat(FamilyAdapter):
         return dict(options)
 
     def chat_kwargs(self, settings: GenerationSettings) -> dict:
-        kwargs = {"tokenizer": self.tokenizer, "max_new_tokens": settings.max_new_tokens, "sampling": not settings.greedy}
+        kwargs = {
+            "tokenizer": self.tokenizer,
+            "max_new_tokens": settings.max_new_tokens,
+            "sampling": not settings.greedy,
+        }
         if settings.greedy:
             kwargs.update(num_beams=1, repetition_penalty=1.0)  # plain greedy, not chat()'s 3-beam default
         else:
             kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
-        kwargs.update(self.checked(settings.extra, "--gen-arg {key}=...", greedy=settings.greedy, sampled=not settings.greedy))
+        kwargs.update(
+            self.checked(settings.extra, "--gen-arg {key}=...", greedy=settings.greedy, sampled=not settings.greedy)
+        )
         kwargs.update(self.options)
         if settings.system_prompt and self.system_via is None:
-            raise InputError("This MiniCPM-V version's chat() has no system_prompt argument and accepts only user/assistant turns.",
-                             "Drop --system-prompt (or put the instruction into the question yourself).")
+            raise InputError(
+                "This MiniCPM-V version's chat() has no system_prompt argument and accepts only user/assistant turns.",
+                "Drop --system-prompt (or put the instruction into the question yourself).",
+            )
         if settings.system_prompt and self.system_via == "argument":
             kwargs["system_prompt"] = settings.system_prompt
         return kwargs
@@ -166,8 +197,13 @@ class MiniCPMChat(FamilyAdapter):
         if self.batches and settings.greedy and len(requests) > 1:
             kwargs = self.chat_kwargs(settings)
             try:
-                answers = self.timed_generate(self.model.chat, options_checked_by_model=False, image=None,
-                                              msgs=[self.conversation(r, settings) for r in requests], **kwargs)
+                answers = self.timed_generate(
+                    self.model.chat,
+                    options_checked_by_model=False,
+                    image=None,
+                    msgs=[self.conversation(r, settings) for r in requests],
+                    **kwargs,
+                )
                 return [self.text_of(a) for a in answers]
             except INPUT_ERRORS:
                 pass  # one bad request must not sink its batch: redo them one by one so only that one fails
@@ -175,8 +211,15 @@ class MiniCPMChat(FamilyAdapter):
 
     def answer(self, request, settings):
         kwargs = self.chat_kwargs(settings)
-        return self.text_of(self.timed_generate(self.model.chat, options_checked_by_model=False, image=None,
-                                                msgs=self.conversation(request, settings), **kwargs))
+        return self.text_of(
+            self.timed_generate(
+                self.model.chat,
+                options_checked_by_model=False,
+                image=None,
+                msgs=self.conversation(request, settings),
+                **kwargs,
+            )
+        )
 
 
 class MolmoGenerate(FamilyAdapter):
@@ -200,17 +243,26 @@ class MolmoGenerate(FamilyAdapter):
             text = f"{settings.system_prompt}\n\n{text}"
         unknown = [k for k in settings.extra if not hasattr(self.transformers.GenerationConfig(), k)]
         if unknown:  # GenerationConfig keeps any attribute without a word; generate would never read a misspelt one
-            raise InputError(f"--gen-arg {unknown[0]}=... is not a transformers GenerationConfig field, so Molmo's generate_from_batch would ignore it.",
-                             "Use GenerationConfig fields, e.g. repetition_penalty, top_k, num_beams, no_repeat_ngram_size.")
+            raise InputError(
+                f"--gen-arg {unknown[0]}=... is not a transformers GenerationConfig field, so Molmo's generate_from_batch would ignore it.",
+                "Use GenerationConfig fields, e.g. repetition_penalty, top_k, num_beams, no_repeat_ngram_size.",
+            )
         inputs = self.processor.process(images=images or None, text=text, **self.options)
         inputs = {k: v.to(self.device()).unsqueeze(0) for k, v in inputs.items()}
         if "images" in inputs:
             inputs["images"] = inputs["images"].to(self.model.dtype)
         # use_cache: generate_from_batch asserts it, and transformers 5 leaves it None by default
-        config = self.transformers.GenerationConfig(max_new_tokens=settings.max_new_tokens, stop_strings="<|endoftext|>", use_cache=True,
-                                                    **sampling_options(settings), **settings.extra)
-        output = self.timed_generate(self.model.generate_from_batch, batch=inputs, generation_config=config, tokenizer=self.tokenizer)
-        return self.tokenizer.decode(output[0, inputs["input_ids"].size(1):], skip_special_tokens=True).strip()
+        config = self.transformers.GenerationConfig(
+            max_new_tokens=settings.max_new_tokens,
+            stop_strings="<|endoftext|>",
+            use_cache=True,
+            **sampling_options(settings),
+            **settings.extra,
+        )
+        output = self.timed_generate(
+            self.model.generate_from_batch, batch=inputs, generation_config=config, tokenizer=self.tokenizer
+        )
+        return self.tokenizer.decode(output[0, inputs["input_ids"].size(1) :], skip_special_tokens=True).strip()
 
 
 class MplugOwl3Generate(FamilyAdapter):
@@ -227,12 +279,21 @@ class MplugOwl3Generate(FamilyAdapter):
         parts = texts_and_images(request)
         content = "".join("<|image|>" if kind == "image" else value for kind, value in parts)
         messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []) + [
-            {"role": "user", "content": content}, {"role": "assistant", "content": ""}]
+            {"role": "user", "content": content},
+            {"role": "assistant", "content": ""},
+        ]
         images = [value for kind, value in parts if kind == "image"]
         inputs = self.processor(messages, images=images or None, videos=None, **self.options)
         inputs.to(self.device())
-        answers = self.timed_generate(self.model.generate, **inputs, tokenizer=self.tokenizer, max_new_tokens=settings.max_new_tokens,
-                                      decode_text=True, **sampling_options(settings), **settings.extra)
+        answers = self.timed_generate(
+            self.model.generate,
+            **inputs,
+            tokenizer=self.tokenizer,
+            max_new_tokens=settings.max_new_tokens,
+            decode_text=True,
+            **sampling_options(settings),
+            **settings.extra,
+        )
         return answers[0]
 
 
@@ -250,16 +311,29 @@ class Phi3Vision(FamilyAdapter):
         parts = texts_and_images(request)
         numbers = iter(range(1, len(parts) + 1))
         content = "".join(f"<|image_{next(numbers)}|>\n" if kind == "image" else value for kind, value in parts)
-        messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []) + [{"role": "user", "content": content}]
+        messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []) + [
+            {"role": "user", "content": content}
+        ]
         prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         images = [value for kind, value in parts if kind == "image"]
         inputs = self.processor(prompt, images or None, return_tensors="pt").to(self.device())
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
-        output = self.timed_generate(self.model.generate, **inputs, eos_token_id=self.tokenizer.eos_token_id,
-                                     max_new_tokens=settings.max_new_tokens, **sampling_options(settings), **settings.extra)
-        new_tokens = output[:, inputs["input_ids"].shape[1]:]
+        output = self.timed_generate(
+            self.model.generate,
+            **inputs,
+            eos_token_id=self.tokenizer.eos_token_id,
+            max_new_tokens=settings.max_new_tokens,
+            **sampling_options(settings),
+            **settings.extra,
+        )
+        new_tokens = output[:, inputs["input_ids"].shape[1] :]
         return self.processor.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)[0]
 
 
-FAMILY_CLASSES = {"minicpm-chat": MiniCPMChat, "molmo": MolmoGenerate, "mplug-owl3": MplugOwl3Generate, "phi3-vision": Phi3Vision}
+FAMILY_CLASSES = {
+    "minicpm-chat": MiniCPMChat,
+    "molmo": MolmoGenerate,
+    "mplug-owl3": MplugOwl3Generate,
+    "phi3-vision": Phi3Vision,
+}

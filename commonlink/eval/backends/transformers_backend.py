@@ -86,7 +86,9 @@ def choose_dtype_and_device(dtype: str = "auto", device: str = "auto"):
         names = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "half": "float16", "float": "float32"}
         torch_dtype = getattr(torch, names.get(dtype, dtype), None)
         if not isinstance(torch_dtype, torch.dtype):
-            raise InputError(f"--backend-arg dtype={dtype!r} is not a torch dtype.", "Use auto, bfloat16, float16 or float32.")
+            raise InputError(
+                f"--backend-arg dtype={dtype!r} is not a torch dtype.", "Use auto, bfloat16, float16 or float32."
+            )
     return torch_dtype, device
 
 
@@ -96,13 +98,26 @@ MODEL_CLASSES = GENERIC_ADAPTERS
 def chosen_adapter(adapter: str, model_class: str | None) -> str:
     """``adapter``, or ``model_class`` (its older name) when only that was given."""
     if model_class is not None and adapter not in ("auto", model_class):
-        raise InputError(f"--backend-arg adapter={adapter} and model_class={model_class} disagree.", "Give only adapter=... (model_class is its older name).")
+        raise InputError(
+            f"--backend-arg adapter={adapter} and model_class={model_class} disagree.",
+            "Give only adapter=... (model_class is its older name).",
+        )
     return model_class or adapter
 
 
-def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto", attn_implementation: str | None = None,
-                 adapter: str = "auto", model_class: str | None = None, processor: dict | None = None, model_kwargs: dict | None = None,
-                 image_placeholder: str | None = None, **_) -> BackendInfo:
+def planned_info(
+    model: str,
+    *,
+    revision: str | None = None,
+    dtype: str = "auto",
+    attn_implementation: str | None = None,
+    adapter: str = "auto",
+    model_class: str | None = None,
+    processor: dict | None = None,
+    model_kwargs: dict | None = None,
+    image_placeholder: str | None = None,
+    **_,
+) -> BackendInfo:
     """What the backend for ``model`` will report, known without loading it (for cache keys)."""
     try:
         import torch
@@ -112,12 +127,23 @@ def planned_info(model: str, *, revision: str | None = None, dtype: str = "auto"
         on_gpu = False
     # Only explicit choices: "auto" stays "auto" so a CPU merge of GPU shards still finds their answers.
     adapter = chosen_adapter(adapter, model_class)
-    chosen = (("dtype", None if dtype == "auto" else dtype), ("attn_implementation", attn_implementation),
-              ("adapter", None if adapter == "auto" else adapter), ("processor", processor or None),
-              ("model", model_kwargs or None), ("image_placeholder", image_placeholder))
+    chosen = (
+        ("dtype", None if dtype == "auto" else dtype),
+        ("attn_implementation", attn_implementation),
+        ("adapter", None if adapter == "auto" else adapter),
+        ("processor", processor or None),
+        ("model", model_kwargs or None),
+        ("image_placeholder", image_placeholder),
+    )
     options = {k: v for k, v in chosen if v is not None}
-    return BackendInfo(backend="transformers", model=str(model), fingerprint=model_fingerprint(str(model), revision),
-                       batch_invariant=not on_gpu, default_batch_size=1, output_options=options)
+    return BackendInfo(
+        backend="transformers",
+        model=str(model),
+        fingerprint=model_fingerprint(str(model), revision),
+        batch_invariant=not on_gpu,
+        default_batch_size=1,
+        output_options=options,
+    )
 
 
 def _model_classes(transformers, model_class: str) -> list:
@@ -127,8 +153,10 @@ def _model_classes(transformers, model_class: str) -> list:
         names = [MODEL_CLASSES[model_class]]
     classes = [getattr(transformers, n) for n in names if hasattr(transformers, n)]
     if not classes:
-        raise InputError(f"transformers {transformers.__version__} has no {names[0]}.",
-                         "Use --backend-arg model_class=image-text-to-text (Vision2Seq models moved there in transformers 5).")
+        raise InputError(
+            f"transformers {transformers.__version__} has no {names[0]}.",
+            "Use --backend-arg model_class=image-text-to-text (Vision2Seq models moved there in transformers 5).",
+        )
     return classes
 
 
@@ -146,9 +174,11 @@ def load_model(transformers, model: str, model_class: str, kwargs: dict):
             if _remote_code_refused(exc) or "Unrecognized configuration class" not in str(exc):
                 raise
             tried.append(cls.__name__)
-    raise BackendError(f"{model!r}: none of {', '.join(tried)} knows this model's configuration.",
-                       "If the model ships its own code (auto_map in config.json), add --trust-remote-code (only for code you trust); "
-                       "otherwise it is not a generative vision-language model transformers can load.")
+    raise BackendError(
+        f"{model!r}: none of {', '.join(tried)} knows this model's configuration.",
+        "If the model ships its own code (auto_map in config.json), add --trust-remote-code (only for code you trust); "
+        "otherwise it is not a generative vision-language model transformers can load.",
+    )
 
 
 def _rgb(img):
@@ -182,14 +212,21 @@ class TransformersBackend:
         self._torch = torch
         torch_dtype, device_arg = choose_dtype_and_device(dtype, device)
         requested = chosen_adapter(adapter, model_class)
-        self.adapter = resolve_adapter(requested, read_model_config(model, revision), model=str(model), trust_remote_code=bool(trust_remote_code))
+        self.adapter = resolve_adapter(
+            requested, read_model_config(model, revision), model=str(model), trust_remote_code=bool(trust_remote_code)
+        )
         limit = FAMILY_MAX_IMAGES.get(self.adapter)
         if limit is not None and (images_per_request or 0) > limit:
-            raise InputError(f"{MOLMO_SEES_ONE_IMAGE}, and this task sends {images_per_request} images a request.",
-                             "Run Common-O with --concat-images (the pair side by side in one image); association steps (3 images) cannot run with Molmo.")
+            raise InputError(
+                f"{MOLMO_SEES_ONE_IMAGE}, and this task sends {images_per_request} images a request.",
+                "Run Common-O with --concat-images (the pair side by side in one image); association steps (3 images) cannot run with Molmo.",
+            )
         if image_placeholder and self.adapter in FAMILY_ADAPTERS:
-            raise InputError(f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes the "
-                             "prompt the way its model family expects.", "Drop image_placeholder.")
+            raise InputError(
+                f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes the "
+                "prompt the way its model family expects.",
+                "Drop image_placeholder.",
+            )
         load_kwargs = dict(revision=revision, trust_remote_code=bool(trust_remote_code))
         model_load_kwargs = dict(load_kwargs, dtype=torch_dtype, **(model_kwargs or {}))
         if attn_implementation:
@@ -200,8 +237,14 @@ class TransformersBackend:
         self.family = None
         try:
             if self.adapter in FAMILY_ADAPTERS:
-                self.family = FAMILY_CLASSES[self.adapter](transformers, model, model_load_kwargs, load_kwargs, processor or {})
-                self.model, self.processor, self.tokenizer = self.family.model, self.family.processor, self.family.tokenizer
+                self.family = FAMILY_CLASSES[self.adapter](
+                    transformers, model, model_load_kwargs, load_kwargs, processor or {}
+                )
+                self.model, self.processor, self.tokenizer = (
+                    self.family.model,
+                    self.family.processor,
+                    self.family.tokenizer,
+                )
             else:
                 self.processor = transformers.AutoProcessor.from_pretrained(model, **load_kwargs, **(processor or {}))
                 self.model = load_model(transformers, model, self.adapter, model_load_kwargs)
@@ -222,9 +265,18 @@ class TransformersBackend:
         if self.family is None:
             self._check_generic_processor(model)
         self.generate_seconds = 0.0
-        self.info = planned_info(model, revision=revision, dtype=dtype, attn_implementation=attn_implementation, adapter=requested,
-                                 processor=processor, model_kwargs=model_kwargs, image_placeholder=image_placeholder)
-        self.info.details.update({
+        self.info = planned_info(
+            model,
+            revision=revision,
+            dtype=dtype,
+            attn_implementation=attn_implementation,
+            adapter=requested,
+            processor=processor,
+            model_kwargs=model_kwargs,
+            image_placeholder=image_placeholder,
+        )
+        self.info.details.update(
+            {
                 "dtype": str(torch_dtype).replace("torch.", ""),
                 "device": str(getattr(self.model, "hf_device_map", None) or self.model.device),
                 "revision": revision,
@@ -233,14 +285,17 @@ class TransformersBackend:
                 "adapter": self.adapter,
                 "model_class": type(self.model).__name__,
                 "trust_remote_code": bool(trust_remote_code),
-            })
+            }
+        )
         if self.family is None:
             self.info.details["padding_side"] = "left"
 
     def _check_generic_processor(self, model: str) -> None:
         self.tokenizer = getattr(self.processor, "tokenizer", None)
         if self.tokenizer is None:
-            raise BackendError(f"{model!r}: the processor has no tokenizer.", "Use a processor that bundles a tokenizer.")
+            raise BackendError(
+                f"{model!r}: the processor has no tokenizer.", "Use a processor that bundles a tokenizer."
+            )
         self.tokenizer.padding_side = "left"  # answers must start right after each prompt in a batch
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -254,13 +309,20 @@ class TransformersBackend:
         if self.image_placeholder:
             # templates with plain-text content and numbered image tags (Phi-3-vision: <|image_1|>)
             numbered = iter(range(1, len(request.images) + 1))
-            text = "".join(self.image_placeholder.format(n=next(numbered)) if kind == "image" else value for kind, value in message_parts(request))
-            messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []) + [{"role": "user", "content": text}]
+            text = "".join(
+                self.image_placeholder.format(n=next(numbered)) if kind == "image" else value
+                for kind, value in message_parts(request)
+            )
+            messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []) + [
+                {"role": "user", "content": text}
+            ]
         else:
             messages = chat_messages(request, settings, lambda _: {"type": "image"})
         return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
-    def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], settings: GenerationSettings
+    ) -> list[str | RequestFailure]:
         if self.family is not None:
             outputs = self.family.generate(requests, settings)
             self.generate_seconds = self.family.generate_seconds
@@ -273,7 +335,9 @@ class TransformersBackend:
         texts = [self._chat_text(r, settings) for r in requests]
         images = [[_rgb(img) for kind, img in message_parts(r) if kind == "image"] for r in requests]
         try:
-            inputs = self.processor(text=texts, images=images if any(images) else None, return_tensors="pt", padding=True)
+            inputs = self.processor(
+                text=texts, images=images if any(images) else None, return_tensors="pt", padding=True
+            )
         except (ValueError, TypeError) as exc:
             if len(requests) == 1:
                 return [RequestFailure(f"processor rejected the input ({exc})")]

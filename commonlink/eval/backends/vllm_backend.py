@@ -37,16 +37,47 @@ from commonlink.eval.backends.fingerprint import model_fingerprint
 DEFAULT_IMAGES_PER_REQUEST = 2
 
 
-def planned_info(model: str, *, revision: str | None = None, max_model_len: int | None = None, processor: dict | None = None,
-                 images_per_request: int | None = None, **engine_args) -> BackendInfo:
+def planned_info(
+    model: str,
+    *,
+    revision: str | None = None,
+    max_model_len: int | None = None,
+    processor: dict | None = None,
+    images_per_request: int | None = None,
+    **engine_args,
+) -> BackendInfo:
     """What the backend for ``model`` will report, known without starting vLLM (for cache keys)."""
     # Engine arguments that cannot change an answer stay out of the cache key, so adding GPUs keeps the cache.
-    neutral = {"tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization", "trust_remote_code", "limit_mm_per_prompt",
-               "enforce_eager", "seed", "disable_log_stats", "swap_space", "cpu_offload_gb"}
+    neutral = {
+        "tensor_parallel_size",
+        "data_parallel_size",
+        "gpu_memory_utilization",
+        "trust_remote_code",
+        "limit_mm_per_prompt",
+        "enforce_eager",
+        "seed",
+        "disable_log_stats",
+        "swap_space",
+        "cpu_offload_gb",
+    }
     engine = {k: v for k, v in engine_args.items() if k not in neutral}
-    options = {k: v for k, v in (("max_model_len", max_model_len), ("engine_args", engine or None), ("processor", processor or None)) if v is not None}
-    return BackendInfo(backend="vllm", model=model, fingerprint=model_fingerprint(model, revision), batch_invariant=False, default_batch_size=256,
-                       output_options=options)
+    options = {
+        k: v
+        for k, v in (
+            ("max_model_len", max_model_len),
+            ("engine_args", engine or None),
+            ("processor", processor or None),
+        )
+        if v is not None
+    }
+    return BackendInfo(
+        backend="vllm",
+        model=model,
+        fingerprint=model_fingerprint(model, revision),
+        batch_invariant=False,
+        default_batch_size=256,
+        output_options=options,
+    )
 
 
 #: vLLM's per-modality limit form (``vllm.config.multimodal.ImageDummyOptions``: ``count``, default 999, and the
@@ -57,20 +88,31 @@ _IMAGE_LIMIT_FIELDS = {"count": 0, "width": 1, "height": 1}  # field: smallest v
 def image_limit(limit) -> int:
     """The most images a prompt may have under ``limit_mm_per_prompt``: ``{"image": 3}`` or vLLM's per-modality
     form ``{"image": {"count": 5, "width": 512, "height": 512}}``; other modalities are vLLM's to check."""
-    fix = ("e.g. --backend-arg 'limit_mm_per_prompt={\"image\": 3}' or vLLM's per-modality form "
-           "'{\"image\": {\"count\": 3, \"width\": 512, \"height\": 512}}' (or leave it out: the task sets it).")
+    fix = (
+        "e.g. --backend-arg 'limit_mm_per_prompt={\"image\": 3}' or vLLM's per-modality form "
+        '\'{"image": {"count": 3, "width": 512, "height": 512}}\' (or leave it out: the task sets it).'
+    )
     if not isinstance(limit, dict):
         raise InputError(f"--backend-arg limit_mm_per_prompt={limit!r} is not a mapping of modality to limit.", fix)
     value = limit.get("image", 999)  # MultiModalConfig.get_limit_per_prompt: an unset modality allows 999
     if isinstance(value, dict):
         for key, item in value.items():
             if key not in _IMAGE_LIMIT_FIELDS:
-                raise InputError(f"limit_mm_per_prompt image option {key!r} is not one of vLLM's ({', '.join(_IMAGE_LIMIT_FIELDS)}).", fix)
+                raise InputError(
+                    f"limit_mm_per_prompt image option {key!r} is not one of vLLM's ({', '.join(_IMAGE_LIMIT_FIELDS)}).",
+                    fix,
+                )
             if isinstance(item, bool) or not isinstance(item, int) or item < _IMAGE_LIMIT_FIELDS[key]:
-                raise InputError(f"limit_mm_per_prompt image {key}={item!r} must be a whole number >= {_IMAGE_LIMIT_FIELDS[key]}.", fix)
+                raise InputError(
+                    f"limit_mm_per_prompt image {key}={item!r} must be a whole number >= {_IMAGE_LIMIT_FIELDS[key]}.",
+                    fix,
+                )
         return int(value.get("count", 999))
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"limit_mm_per_prompt image limit {value!r} is neither a whole number >= 0 nor vLLM's per-modality options.", fix)
+        raise InputError(
+            f"limit_mm_per_prompt image limit {value!r} is neither a whole number >= 0 nor vLLM's per-modality options.",
+            fix,
+        )
     return value
 
 
@@ -119,13 +161,21 @@ class VLLMBackend:
         try:
             self.llm = vllm.LLM(**kwargs)
         except TypeError as exc:  # EngineArgs(**kwargs) refuses an unknown engine argument
-            raise InputError(f"vLLM refused an engine argument: {exc}.", "Check the --backend-arg names against vLLM's EngineArgs (`vllm serve --help`).") from exc
+            raise InputError(
+                f"vLLM refused an engine argument: {exc}.",
+                "Check the --backend-arg names against vLLM's EngineArgs (`vllm serve --help`).",
+            ) from exc
         except (ValueError, RuntimeError, OSError) as exc:
-            raise BackendError(f"vLLM could not start {model!r} ({exc}).", "Check the model name, GPU memory and --backend-arg settings.") from exc
+            raise BackendError(
+                f"vLLM could not start {model!r} ({exc}).",
+                "Check the model name, GPU memory and --backend-arg settings.",
+            ) from exc
         self._vllm = vllm
         self.generate_seconds = 0.0
         self.tokens = {"prompt_tokens": 0, "completion_tokens": 0}
-        self.info = planned_info(model, revision=revision, max_model_len=max_model_len, processor=processor, **engine_args)
+        self.info = planned_info(
+            model, revision=revision, max_model_len=max_model_len, processor=processor, **engine_args
+        )
         self.info.details.update(
             vllm_version=getattr(vllm, "__version__", "?"),
             tensor_parallel_size=tensor_parallel_size,
@@ -145,18 +195,26 @@ class VLLMBackend:
                 **settings.extra,
             )
         except Exception as exc:  # TypeError: an unknown field; vllm.exceptions.VLLMValidationError (not a ValueError): a value out of range
-            raise InputError(f"vLLM's SamplingParams refused a --gen-arg or a generation setting: {exc}",
-                             "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature in [0, 2].") from exc
+            raise InputError(
+                f"vLLM's SamplingParams refused a --gen-arg or a generation setting: {exc}",
+                "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature in [0, 2].",
+            ) from exc
 
-    def generate(self, requests: Sequence[GenerationRequest], settings: GenerationSettings) -> list[str | RequestFailure]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], settings: GenerationSettings
+    ) -> list[str | RequestFailure]:
         results: list[str | RequestFailure | None] = [None] * len(requests)
         conversations, positions = [], []
         for i, request in enumerate(requests):
             if len(request.images) > self.max_images:  # vLLM would fail the whole batch on this one
-                results[i] = RequestFailure(f"{len(request.images)} images, more than limit_mm_per_prompt allows ({self.max_images})")
+                results[i] = RequestFailure(
+                    f"{len(request.images)} images, more than limit_mm_per_prompt allows ({self.max_images})"
+                )
                 continue
             # PIL images go in as they are ("image_pil" parts): no PNG/base64 round trip for every image.
-            conversations.append(chat_messages(request, settings, lambda img: {"type": "image_pil", "image_pil": img.convert("RGB")}))
+            conversations.append(
+                chat_messages(request, settings, lambda img: {"type": "image_pil", "image_pil": img.convert("RGB")})
+            )
             positions.append(i)
         if conversations:
             params = self.sampling_params(settings)

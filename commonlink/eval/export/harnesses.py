@@ -56,15 +56,28 @@ def common_o_score(doc: dict, response: str) -> dict:
     example = example_from_row(doc, images=False)
     parsed = parse_common_o_answer(response, example.choices)
     scores = score_common_o(parsed.letters, example.answer_letters, example.choices)
-    return {"id": example.id, "choices": list(example.choices), "num_choices": len(example.choices), "parse_ok": parsed.ok,
-            "parsed_letters": parsed.letters, "source": example.source, "num_objects_image_1": example.num_objects_image_1,
-            "num_objects_image_2": example.num_objects_image_2, "ground_truth": list(example.ground_truth),
-            "ground_truth_letters": list(example.answer_letters), "raw_output": response, **scores}
+    return {
+        "id": example.id,
+        "choices": list(example.choices),
+        "num_choices": len(example.choices),
+        "parse_ok": parsed.ok,
+        "parsed_letters": parsed.letters,
+        "source": example.source,
+        "num_objects_image_1": example.num_objects_image_1,
+        "num_objects_image_2": example.num_objects_image_2,
+        "ground_truth": list(example.ground_truth),
+        "ground_truth_letters": list(example.answer_letters),
+        "raw_output": response,
+        **scores,
+    }
 
 
 def common_o_process_results(doc: dict, results: Sequence[str]) -> dict:
     record = common_o_score(doc, results[0])
-    return {"acc": float(record["correct"]), "hallucination_rate": record["hallucinated"] / max(1, record["num_choices"])}
+    return {
+        "acc": float(record["correct"]),
+        "hallucination_rate": record["hallucinated"] / max(1, record["num_choices"]),
+    }
 
 
 # ------------------------------------------------------------------------------------------ association single step
@@ -88,8 +101,13 @@ def association_doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = 
 def association_doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
     """Images interleaved with the text exactly where ``commonlink eval association`` puts them."""
     images = list(doc["images"])
-    content = [{"type": "image", "url": images[s[IMAGE_KEY]].convert("RGB")} if isinstance(s, dict) else {"type": "text", "text": s}
-               for s in _segments(doc) if s]
+    content = [
+        {"type": "image", "url": images[s[IMAGE_KEY]].convert("RGB")}
+        if isinstance(s, dict)
+        else {"type": "text", "text": s}
+        for s in _segments(doc)
+        if s
+    ]
     return [{"role": "user", "content": content}]
 
 
@@ -114,7 +132,11 @@ def vlmeval_messages(line, image_paths: Sequence[str]) -> list[dict]:
     segments = json.loads(line["segments"]) if "segments" in line and isinstance(line["segments"], str) else None
     if segments is None:  # Common-O: both images, then the question
         return [{"type": "image", "value": p} for p in image_paths] + [{"type": "text", "value": line["question"]}]
-    return [{"type": "image", "value": image_paths[s[IMAGE_KEY]]} if isinstance(s, dict) else {"type": "text", "value": s} for s in segments if s]
+    return [
+        {"type": "image", "value": image_paths[s[IMAGE_KEY]]} if isinstance(s, dict) else {"type": "text", "value": s}
+        for s in segments
+        if s
+    ]
 
 
 def vlmeval_records(table) -> list[dict]:
@@ -127,9 +149,19 @@ def vlmeval_records(table) -> list[dict]:
         if "segments" in r:
             choice = parse_selection(prediction)
             truth = parse_selection(table_cell(r["answer"]))
-            records.append({"index": r["index"], "id": table_cell(r.get("id")), "concept": table_cell(r["concept"]), "answer": table_cell(r["answer"]),
-                            "prediction": prediction, "parsed": None if choice is None else f"Image{choice + 1}", "correct": choice == truth,
-                            "unparseable": choice is None, "failed": failed})
+            records.append(
+                {
+                    "index": r["index"],
+                    "id": table_cell(r.get("id")),
+                    "concept": table_cell(r["concept"]),
+                    "answer": table_cell(r["answer"]),
+                    "prediction": prediction,
+                    "parsed": None if choice is None else f"Image{choice + 1}",
+                    "correct": choice == truth,
+                    "unparseable": choice is None,
+                    "failed": failed,
+                }
+            )
             continue
         records.append({"index": r["index"], **common_o_score(vlmeval_doc(r), prediction), "failed": failed})
     return records
@@ -141,10 +173,20 @@ def vlmeval_metrics(records: list[dict]) -> dict:
     failed = sum(bool(r["failed"]) for r in records)
     if records and "concept" in records[0]:
         summary = ratio_metrics(records, ["correct"], seed=0, n_boot=2)["summary"]
-        return {"acc": summary["avg_success_ratio"], "unparseable_rate": summary["unparseable_rate"], "n": summary["n"], "failed": failed}
+        return {
+            "acc": summary["avg_success_ratio"],
+            "unparseable_rate": summary["unparseable_rate"],
+            "n": summary["n"],
+            "failed": failed,
+        }
     overall = common_o_metrics([r for r in records if not r["failed"]], seed=0, n_boot=2)["overall"]
-    return {"acc": overall.get("accuracy"), "hallucination_rate": overall.get("hallucination_rate"),
-            "parse_failure_rate": overall.get("parse_failure_rate"), "n": overall["n"], "failed": failed}
+    return {
+        "acc": overall.get("accuracy"),
+        "hallucination_rate": overall.get("hallucination_rate"),
+        "parse_failure_rate": overall.get("parse_failure_rate"),
+        "n": overall["n"],
+        "failed": failed,
+    }
 
 
 def vlmeval_score(table) -> dict:

@@ -39,9 +39,13 @@ from commonlink.progress import make_progress
 LMMS_TASK_DIR = "commonlink_tasks"
 COMMON_O_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
 VLMEVAL_NAMES = {"main": "CommonO", "challenge": "CommonO_Challenge", "association": "CommonO_AssocSingleStep"}
-HEADER = f"# Written by `commonlink export` (commonlink {__version__}); needs commonlink installed where the harness runs.\n"
+HEADER = (
+    f"# Written by `commonlink export` (commonlink {__version__}); needs commonlink installed where the harness runs.\n"
+)
 
-LMMS_UTILS = HEADER + '''from commonlink.eval.export.harnesses import (  # noqa: F401 - referenced by the task YAML files
+LMMS_UTILS = (
+    HEADER
+    + """from commonlink.eval.export.harnesses import (  # noqa: F401 - referenced by the task YAML files
     association_aggregate,
     association_doc_to_messages,
     association_doc_to_target,
@@ -54,7 +58,8 @@ LMMS_UTILS = HEADER + '''from commonlink.eval.export.harnesses import (  # noqa:
     common_o_doc_to_visual,
     common_o_process_results,
 )
-'''
+"""
+)
 
 COMMON_O_TEMPLATE = """output_type: generate_until
 doc_to_visual: !function utils.common_o_doc_to_visual
@@ -104,7 +109,9 @@ metadata:
   source: {source}
 """
 
-VLMEVAL_MODULE = HEADER + '''"""Common-O and association single-step for VLMEvalKit (https://github.com/open-compass/VLMEvalKit).
+VLMEVAL_MODULE = (
+    HEADER
+    + '''"""Common-O and association single-step for VLMEvalKit (https://github.com/open-compass/VLMEvalKit).
 
 Run them with VLMEvalKit's own run.py and any of its models; this file registers the datasets, then runs it:
 
@@ -195,6 +202,7 @@ def main(argv):
 if __name__ == "__main__":
     main(sys.argv[1:])
 '''
+)
 
 
 def _association_rows(association: str | os.PathLike, revision: str | None, show_progress: bool, catalog_root=None):
@@ -207,8 +215,13 @@ def _association_rows(association: str | os.PathLike, revision: str | None, show
             task = split.get(i)
             request = single_step_selection(task, settings)
             segments = [{IMAGE_KEY: s.index} if isinstance(s, ImageSlot) else s for s in request.prompt]
-            yield {"id": task.id, "concept": task.concept, "answer": int(task.answer), "segments": json.dumps(segments, ensure_ascii=False),
-                   "images": [image_to_png_bytes(img.convert("RGB")) for img in request.images]}
+            yield {
+                "id": task.id,
+                "concept": task.concept,
+                "answer": int(task.answer),
+                "segments": json.dumps(segments, ensure_ascii=False),
+                "images": [image_to_png_bytes(img.convert("RGB")) for img in request.images],
+            }
             progress.advance(bar)
 
 
@@ -224,9 +237,16 @@ def _common_o_parquet(data, split: str, revision: str | None, path: Path) -> int
     return len(rows)
 
 
-def export_lmms_eval(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
-                     revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True,
-                     catalog_root: str | os.PathLike | None = None) -> list[Path]:
+def export_lmms_eval(
+    out_dir: str | os.PathLike,
+    *,
+    data: str | os.PathLike = "facebook/Common-O",
+    association: str | os.PathLike | None = None,
+    revision: str | None = None,
+    splits: tuple[str, ...] = ("main", "challenge"),
+    show_progress: bool = True,
+    catalog_root: str | os.PathLike | None = None,
+) -> list[Path]:
     """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written (``catalog_root``: where
     the catalogs of ``association`` chain files are now)."""
     import datasets
@@ -242,7 +262,9 @@ def export_lmms_eval(out_dir: str | os.PathLike, *, data: str | os.PathLike = "f
             _common_o_parquet(data, split, revision, folder / f"common_o_{split}.parquet")
             data_files[split] = f"common_o_{split}.parquet"
             written.append(folder / f"common_o_{split}.parquet")
-        source = "dataset_path: parquet\ndataset_kwargs:\n  data_files:\n" + "".join(f"    {s}: {f}\n" for s, f in data_files.items())
+        source = "dataset_path: parquet\ndataset_kwargs:\n  data_files:\n" + "".join(
+            f"    {s}: {f}\n" for s, f in data_files.items()
+        )
     else:
         source = f"dataset_path: {data}\n" + (f"dataset_kwargs:\n  revision: {revision}\n" if revision else "")
     atomic_write_text(written[1], HEADER + source + COMMON_O_TEMPLATE + f"metadata:\n  version: {__version__}\n")
@@ -252,13 +274,29 @@ def export_lmms_eval(out_dir: str | os.PathLike, *, data: str | os.PathLike = "f
         atomic_write_text(path, HEADER + f"task: {task}\ntest_split: {split}\ninclude: _common_o_template_yaml\n")
         written.append(path)
     if association is not None:
-        features = datasets.Features({"id": datasets.Value("string"), "concept": datasets.Value("string"), "answer": datasets.Value("int64"),
-                                      "segments": datasets.Value("string"), "images": datasets.Sequence(datasets.Image())})
-        rows = [dict(r, images=[{"bytes": b, "path": None} for b in r["images"]]) for r in _association_rows(association, revision, show_progress, catalog_root)]
+        features = datasets.Features(
+            {
+                "id": datasets.Value("string"),
+                "concept": datasets.Value("string"),
+                "answer": datasets.Value("int64"),
+                "segments": datasets.Value("string"),
+                "images": datasets.Sequence(datasets.Image()),
+            }
+        )
+        rows = [
+            dict(r, images=[{"bytes": b, "path": None} for b in r["images"]])
+            for r in _association_rows(association, revision, show_progress, catalog_root)
+        ]
         if not rows:
-            raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
+            raise InputError(
+                f"{association}: the single_step config has no tasks.",
+                "Build chains with single-step tasks (commonlink chains).",
+            )
         datasets.Dataset.from_list(rows, features=features).to_parquet(str(folder / "association_single_step.parquet"))
-        atomic_write_text(folder / "association_single_step.yaml", HEADER + ASSOCIATION_TASK.format(version=__version__, source=json.dumps(str(association))))
+        atomic_write_text(
+            folder / "association_single_step.yaml",
+            HEADER + ASSOCIATION_TASK.format(version=__version__, source=json.dumps(str(association))),
+        )
         written += [folder / "association_single_step.parquet", folder / "association_single_step.yaml"]
     return written
 
@@ -280,7 +318,10 @@ def _image_columns(pngs: list[bytes]) -> dict:
     """``image`` (VLMEvalKit's list of base64 PNGs) and ``image_path``: the file names its ``dump_image`` writes them
     to under ``$LMUData/images/NAME/``. Named by content: it keeps any file already there, so names made from the
     row index alone (its default) would show a re-exported release the previous export's pictures."""
-    return {"image": str([base64.b64encode(b).decode() for b in pngs]), "image_path": str([f"{sha256_bytes(b)[:24]}.png" for b in pngs])}
+    return {
+        "image": str([base64.b64encode(b).decode() for b in pngs]),
+        "image_path": str([f"{sha256_bytes(b)[:24]}.png" for b in pngs]),
+    }
 
 
 def _common_o_lines(data, split: str, revision: str | None, show_progress: bool):
@@ -290,22 +331,48 @@ def _common_o_lines(data, split: str, revision: str | None, show_progress: bool)
         for i in range(len(source)):
             example, raw = source.get(i), source.raw_row(i)
             request = common_o_request(example)  # images sized and question chosen as `eval commono` does by default
-            yield {"index": i, **_image_columns([image_to_png_bytes(img.convert("RGB")) for img in request.images]), "question": request.prompt,
-                   "answer": ", ".join(example.answer_letters), "choices": json.dumps(list(example.choices)),
-                   "ground_truth_objects": json.dumps(list(example.ground_truth)), "real_or_synthetic": raw.get("real_or_synthetic") or "",
-                   "num_objects_image_1": example.num_objects_image_1, "num_objects_image_2": example.num_objects_image_2, "id": example.id}
+            yield {
+                "index": i,
+                **_image_columns([image_to_png_bytes(img.convert("RGB")) for img in request.images]),
+                "question": request.prompt,
+                "answer": ", ".join(example.answer_letters),
+                "choices": json.dumps(list(example.choices)),
+                "ground_truth_objects": json.dumps(list(example.ground_truth)),
+                "real_or_synthetic": raw.get("real_or_synthetic") or "",
+                "num_objects_image_1": example.num_objects_image_1,
+                "num_objects_image_2": example.num_objects_image_2,
+                "id": example.id,
+            }
             progress.advance(bar)
 
 
 def _association_lines(association, revision: str | None, show_progress: bool, catalog_root=None):
     for i, row in enumerate(_association_rows(association, revision, show_progress, catalog_root)):
         text = "".join("" if isinstance(s, dict) else s for s in json.loads(row["segments"]))
-        yield {"index": i, **_image_columns(row["images"]), "question": text, "segments": row["segments"],
-               "answer": f"Image{row['answer'] + 1}", "concept": row["concept"], "id": row["id"]}
+        yield {
+            "index": i,
+            **_image_columns(row["images"]),
+            "question": text,
+            "segments": row["segments"],
+            "answer": f"Image{row['answer'] + 1}",
+            "concept": row["concept"],
+            "id": row["id"],
+        }
 
 
-COMMON_O_FIELDS = ["index", "image", "image_path", "question", "answer", "choices", "ground_truth_objects", "real_or_synthetic",
-                   "num_objects_image_1", "num_objects_image_2", "id"]
+COMMON_O_FIELDS = [
+    "index",
+    "image",
+    "image_path",
+    "question",
+    "answer",
+    "choices",
+    "ground_truth_objects",
+    "real_or_synthetic",
+    "num_objects_image_1",
+    "num_objects_image_2",
+    "id",
+]
 ASSOCIATION_FIELDS = ["index", "image", "image_path", "question", "segments", "answer", "concept", "id"]
 
 
@@ -349,13 +416,25 @@ def check_vlmevalkit() -> None:
     import vlmeval.smp
 
     if not hasattr(vlmeval.smp, "get_intermediate_file_path"):
-        raise InputError(VLMEVAL_TOO_OLD.replace("commonlink_vlmeval.py", f"commonlink_vlmeval.py (VLMEvalKit at {Path(vlmeval.smp.__file__).parents[2]})"),
-                         "Update VLMEvalKit as the message says, or export from an environment without it and run there.")
+        raise InputError(
+            VLMEVAL_TOO_OLD.replace(
+                "commonlink_vlmeval.py",
+                f"commonlink_vlmeval.py (VLMEvalKit at {Path(vlmeval.smp.__file__).parents[2]})",
+            ),
+            "Update VLMEvalKit as the message says, or export from an environment without it and run there.",
+        )
 
 
-def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "facebook/Common-O", association: str | os.PathLike | None = None,
-                      revision: str | None = None, splits: tuple[str, ...] = ("main", "challenge"), show_progress: bool = True,
-                      catalog_root: str | os.PathLike | None = None) -> list[Path]:
+def export_vlmevalkit(
+    out_dir: str | os.PathLike,
+    *,
+    data: str | os.PathLike = "facebook/Common-O",
+    association: str | os.PathLike | None = None,
+    revision: str | None = None,
+    splits: tuple[str, ...] = ("main", "challenge"),
+    show_progress: bool = True,
+    catalog_root: str | os.PathLike | None = None,
+) -> list[Path]:
     """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
     check_vlmevalkit()
     out = Path(out_dir)
@@ -371,9 +450,16 @@ def export_vlmevalkit(out_dir: str | os.PathLike, *, data: str | os.PathLike = "
     if association is not None:
         name = VLMEVAL_NAMES["association"]
         _forget_localized(out, name)
-        if not _write_tsv(out / f"{name}.tsv", ASSOCIATION_FIELDS, _association_lines(association, revision, show_progress, catalog_root)):
+        if not _write_tsv(
+            out / f"{name}.tsv",
+            ASSOCIATION_FIELDS,
+            _association_lines(association, revision, show_progress, catalog_root),
+        ):
             (out / f"{name}.tsv").unlink()
-            raise InputError(f"{association}: the single_step config has no tasks.", "Build chains with single-step tasks (commonlink chains).")
+            raise InputError(
+                f"{association}: the single_step config has no tasks.",
+                "Build chains with single-step tasks (commonlink chains).",
+            )
         written.append(out / f"{name}.tsv")
         names.append(name)
     atomic_write_text(module, VLMEVAL_MODULE % {"names": list(dict.fromkeys(names)), "too_old": VLMEVAL_TOO_OLD})

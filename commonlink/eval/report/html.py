@@ -48,8 +48,17 @@ from commonlink.seeding import rng_for
 REPORT_FILENAME = "report.html"
 PAGE_SIZE = 25
 CHUNK_ROWS = 256  #: rows whose images are read and thumbnailed together (bounds memory)
-_COMMON_O_FIELDS = ("id", "row_index", "choices", "ground_truth_letters", "raw_output", "parsed_letters", "parse_ok", "correct",
-                    "hallucinated_objects")
+_COMMON_O_FIELDS = (
+    "id",
+    "row_index",
+    "choices",
+    "ground_truth_letters",
+    "raw_output",
+    "parsed_letters",
+    "parse_ok",
+    "correct",
+    "hallucinated_objects",
+)
 _CHAIN_CONFIGS = ("synchronous", "asynchronous")
 _BREAKDOWNS = (("by_num_objects", "objects per image"), ("by_source", "source"), ("by_num_common", "common objects"))
 
@@ -120,32 +129,62 @@ def write_report(
         out = Path(runs[0]["_dir"]) / REPORT_FILENAME
     out = Path(out)
     if out.suffix.lower() not in (".html", ".htm"):
-        raise InputError(f"--out {out}: the report is an HTML page.", f"Give a file name ending in .html, e.g. {out.with_suffix('.html')}.")
+        raise InputError(
+            f"--out {out}: the report is an HTML page.",
+            f"Give a file name ending in .html, e.g. {out.with_suffix('.html')}.",
+        )
     if chain_steps < 1:
         raise InputError(f"--chain-steps {chain_steps} must be at least 1.")
     if max_output_chars < 100:
-        raise InputError(f"--max-output-chars {max_output_chars} is too short to read an answer.", "Use at least 100 (default 4000).")
+        raise InputError(
+            f"--max-output-chars {max_output_chars} is too short to read an answer.", "Use at least 100 (default 4000)."
+        )
     tasks = sorted({str(r.get("task")) for r in runs})
     if len(tasks) > 1:
-        raise InputError(f"The runs are of different tasks ({', '.join(tasks)}); one page shows one task.", "Write one report per task.")
+        raise InputError(
+            f"The runs are of different tasks ({', '.join(tasks)}); one page shows one task.",
+            "Write one report per task.",
+        )
     task = tasks[0]
-    thumbs = ThumbnailStore(images, images_folder_for(out), size=thumb_size, cache=thumbnail_cache_dir() if thumbnail_cache else None)
-    options = {"data": data, "revision": revision, "seed": seed, "max_output_chars": max_output_chars, "dataset": dataset, "show_progress": show_progress}
+    thumbs = ThumbnailStore(
+        images, images_folder_for(out), size=thumb_size, cache=thumbnail_cache_dir() if thumbnail_cache else None
+    )
+    options = {
+        "data": data,
+        "revision": revision,
+        "seed": seed,
+        "max_output_chars": max_output_chars,
+        "dataset": dataset,
+        "show_progress": show_progress,
+    }
     if task == "common_o":
         page, cards = _common_o_page(runs, thumbs, **options)
     elif task.startswith("association/") and len(runs) == 1:
         page, cards = _association_page(runs[0], thumbs, chain_steps=chain_steps, catalog_root=catalog_root, **options)
-    elif task.startswith("association/") or task in ("perception", "concept_perception"):  # metrics of each run by name, no cards
+    elif task.startswith("association/") or task in (
+        "perception",
+        "concept_perception",
+    ):  # metrics of each run by name, no cards
         page, cards = summary_page(runs, _runs_table(runs, _run_labels(runs)))
     else:
-        raise InputError(f"{runs[0]['_path']}: task {task!r} has no report page.",
-                         "Reports cover common_o, perception, association/* and concept_perception runs written by `commonlink eval`.")
+        raise InputError(
+            f"{runs[0]['_path']}: task {task!r} has no report page.",
+            "Reports cover common_o, perception, association/* and concept_perception runs written by `commonlink eval`.",
+        )
     html = _page(page)
     atomic_write_text(out, html)
     thumbs.prune()
     return ReportSummary(
-        path=out, kind=task, runs=len(runs), cards=cards, images_written=thumbs.written, images_reused=thumbs.reused, images_from_cache=thumbs.from_cache,
-        html_bytes=len(html.encode("utf-8")), image_bytes=thumbs.bytes, images_folder=thumbs.folder if images == "folder" else None,
+        path=out,
+        kind=task,
+        runs=len(runs),
+        cards=cards,
+        images_written=thumbs.written,
+        images_reused=thumbs.reused,
+        images_from_cache=thumbs.from_cache,
+        html_bytes=len(html.encode("utf-8")),
+        image_bytes=thumbs.bytes,
+        images_folder=thumbs.folder if images == "folder" else None,
         seconds=time.perf_counter() - start,
     )
 
@@ -157,8 +196,11 @@ def report_beside_run(run_dir: str | Path, *, dataset=None) -> Path | None:
         return write_report([run_dir], dataset=dataset).path
     except (CommonlinkError, OSError) as exc:
         problem = getattr(exc, "problem", str(exc))
-        warnings.warn(f"The HTML report of {run_dir} was not written: {problem} "
-                      f"Write it later with `commonlink eval report {run_dir}`.", stacklevel=2)
+        warnings.warn(
+            f"The HTML report of {run_dir} was not written: {problem} "
+            f"Write it later with `commonlink eval report {run_dir}`.",
+            stacklevel=2,
+        )
         return None
 
 
@@ -170,7 +212,13 @@ def _asset(name: str) -> str:
 def _json_for_script(obj) -> str:
     """JSON that cannot end the <script> element it sits in, nor open a comment or CDATA section."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _page(page: dict) -> str:
@@ -178,24 +226,28 @@ def _page(page: dict) -> str:
     # Only the page's own script may run: it is allowed by its hash, so neither an inline handler nor a script
     # element that reached the page some other way runs (a data block of type application/json is not run).
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    return "".join([
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        # Offline page: nothing may be fetched from elsewhere, and no inline handler may run (defence in depth).
-        ("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data: file:; "
-        f"style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'\">"),
-        f"<title>{escape(page['title'])}</title><style>{_asset('report.css')}</style></head><body>",
-        f'<header><h1>{escape(page["title"])}</h1><p class="sub">{page["subtitle"]}</p></header>',
-        '<nav class="toc"><a href="#metrics">Metrics</a><a href="#examples">Examples</a><a href="#runs">Runs</a></nav>',
-        f'<section id="metrics"><h2>Metrics</h2>{page["metrics"]}</section>',
-        '<section id="examples"><h2>Examples</h2><div id="controls"></div><div id="status" aria-live="polite"></div>',
-        '<div id="mistakes" hidden></div><div id="cards"></div><div id="pager"></div>',
-        "<noscript>The example cards need JavaScript; the metrics above do not.</noscript></section>",
-        f'<section id="runs"><h2>Runs</h2>{page["runs"]}</section>',
-        f'<footer>commonlink {escape(__version__)} · static page, works offline · {escape(page["footer"])}</footer>',
-        f'<script type="application/json" id="report-data">{_json_for_script(page["data"])}</script>',
-        f"<script>{script}</script></body></html>\n",
-    ])
+    return "".join(
+        [
+            '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            # Offline page: nothing may be fetched from elsewhere, and no inline handler may run (defence in depth).
+            (
+                "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data: file:; "
+                f"style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'\">"
+            ),
+            f"<title>{escape(page['title'])}</title><style>{_asset('report.css')}</style></head><body>",
+            f'<header><h1>{escape(page["title"])}</h1><p class="sub">{page["subtitle"]}</p></header>',
+            '<nav class="toc"><a href="#metrics">Metrics</a><a href="#examples">Examples</a><a href="#runs">Runs</a></nav>',
+            f'<section id="metrics"><h2>Metrics</h2>{page["metrics"]}</section>',
+            '<section id="examples"><h2>Examples</h2><div id="controls"></div><div id="status" aria-live="polite"></div>',
+            '<div id="mistakes" hidden></div><div id="cards"></div><div id="pager"></div>',
+            "<noscript>The example cards need JavaScript; the metrics above do not.</noscript></section>",
+            f'<section id="runs"><h2>Runs</h2>{page["runs"]}</section>',
+            f"<footer>commonlink {escape(__version__)} · static page, works offline · {escape(page['footer'])}</footer>",
+            f'<script type="application/json" id="report-data">{_json_for_script(page["data"])}</script>',
+            f"<script>{script}</script></body></html>\n",
+        ]
+    )
 
 
 def _run_labels(runs: list[dict]) -> list[str]:
@@ -209,9 +261,25 @@ def _runs_table(runs: list[dict], labels: list[str]) -> str:
     rows = []
     for run, label in zip(runs, labels):
         gen = run.get("generation") or {}
-        gen_text = ", ".join(f"{k}={gen[k]}" for k in ("temperature", "top_p", "max_new_tokens", "max_pixels") if k in gen)
-        rows.append("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
-            label, run.get("backend", "?"), run.get("created", "?"), gen_text, run.get("seed", "?"), run.get("toolkit_version", "?"), run["_dir"])) + "</tr>")
+        gen_text = ", ".join(
+            f"{k}={gen[k]}" for k in ("temperature", "top_p", "max_new_tokens", "max_pixels") if k in gen
+        )
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{escape(str(v))}</td>"
+                for v in (
+                    label,
+                    run.get("backend", "?"),
+                    run.get("created", "?"),
+                    gen_text,
+                    run.get("seed", "?"),
+                    run.get("toolkit_version", "?"),
+                    run["_dir"],
+                )
+            )
+            + "</tr>"
+        )
     return f'<table class="runs">{head}{"".join(rows)}</table>'
 
 
@@ -223,14 +291,20 @@ def _truncate(text, limit: int):
 
 def _read_records(path: Path, needed: Sequence[str], what: str) -> list[dict]:
     if not path.is_file():
-        raise InputError(f"{path}: not found; the report needs the run's {path.name}.",
-                         f"Give a folder written by `commonlink eval {what}` (a sharded run: merge it first by rerunning without --shard).")
+        raise InputError(
+            f"{path}: not found; the report needs the run's {path.name}.",
+            f"Give a folder written by `commonlink eval {what}` (a sharded run: merge it first by rerunning without --shard).",
+        )
     records = []
-    for lineno, record in read_jsonl_numbered(path, fix=f"Rewrite the file with `commonlink eval {what}` (or `eval score --out`)."):
+    for lineno, record in read_jsonl_numbered(
+        path, fix=f"Rewrite the file with `commonlink eval {what}` (or `eval score --out`)."
+    ):
         missing = [k for k in needed if k not in record]
         if missing:
-            raise InputError(f"{path}, line {lineno}: lacks {', '.join(missing)}.",
-                             f"Give a {path.name} written by `commonlink eval {what}` of this toolkit version.")
+            raise InputError(
+                f"{path}, line {lineno}: lacks {', '.join(missing)}.",
+                f"Give a {path.name} written by `commonlink eval {what}` of this toolkit version.",
+            )
         records.append(record)
     return records
 
@@ -245,14 +319,23 @@ def _pct(group: dict, name: str) -> str:
 
 
 def _metrics_table(runs: list[dict], labels: list[str]) -> str:
-    head = ("<tr><th>Model</th><th>n</th><th>Accuracy %</th><th>Halluc. rate %</th><th>1+ halluc. %</th><th>2+ halluc. %</th>"
-            "<th>Parse fail. %</th></tr>")
+    head = (
+        "<tr><th>Model</th><th>n</th><th>Accuracy %</th><th>Halluc. rate %</th><th>1+ halluc. %</th><th>2+ halluc. %</th>"
+        "<th>Parse fail. %</th></tr>"
+    )
     rows = []
     for run, label in zip(runs, labels):
         g = run.get("metrics", {}).get("overall", {})
         pf = g.get("parse_failure_rate")
-        cells = [escape(label), cell(g.get("n", 0)), _pct(g, "accuracy"), _pct(g, "hallucination_rate"), _pct(g, "hallucination_1plus"),
-                 _pct(g, "hallucination_2plus"), "–" if pf is None else cell(pf, ".1f", 100)]
+        cells = [
+            escape(label),
+            cell(g.get("n", 0)),
+            _pct(g, "accuracy"),
+            _pct(g, "hallucination_rate"),
+            _pct(g, "hallucination_1plus"),
+            _pct(g, "hallucination_2plus"),
+            "–" if pf is None else cell(pf, ".1f", 100),
+        ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f'<table class="metrics">{head}{"".join(rows)}</table>'
 
@@ -262,8 +345,12 @@ def _group_chart(runs: list[dict], labels: list[str], key: str, x_label: str, st
     categories = sort_keys({k for g in groups for k in g})
     if not categories:
         return ""
-    series = [Series(label, [g.get(c, {}).get(stat) for c in categories], [g.get(c, {}).get(f"{stat}_se") for c in categories])
-              for label, g in zip(labels, groups)]
+    series = [
+        Series(
+            label, [g.get(c, {}).get(stat) for c in categories], [g.get(c, {}).get(f"{stat}_se") for c in categories]
+        )
+        for label, g in zip(labels, groups)
+    ]
     return bar_chart(f"{title} by {x_label}", categories, series, x_label=x_label, width=400)
 
 
@@ -279,11 +366,19 @@ def _common_o_images(run: dict, *, data, revision, dataset):
     info = run.get("dataset") or {}
     source = data or info.get("source")
     if not source:
-        raise InputError(f"{run['_path']} does not say which dataset the run used.", "Pass --data with the release, or --images none.")
+        raise InputError(
+            f"{run['_path']} does not say which dataset the run used.",
+            "Pass --data with the release, or --images none.",
+        )
     try:
-        return open_common_o(source, info.get("split", "main"), revision=revision if data else (revision or info.get("revision")))
+        return open_common_o(
+            source, info.get("split", "main"), revision=revision if data else (revision or info.get("revision"))
+        )
     except CommonlinkError as exc:
-        raise InputError(f"The report's images: {exc.problem}", "Pass --data with the release the run used, or --images none to leave images out.") from exc
+        raise InputError(
+            f"The report's images: {exc.problem}",
+            "Pass --data with the release the run used, or --images none to leave images out.",
+        ) from exc
 
 
 def _common_o_row_images(dataset, record: dict) -> list[ImageJob]:
@@ -291,11 +386,21 @@ def _common_o_row_images(dataset, record: dict) -> list[ImageJob]:
     i = int(record["row_index"])
     fix = "Pass --data with the release the run was made on, or --images none to leave images out."
     if not 0 <= i < len(dataset):
-        raise InputError(f"Prediction {record['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has {len(dataset)} rows.", fix)
+        raise InputError(
+            f"Prediction {record['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has {len(dataset)} rows.",
+            fix,
+        )
     example = dataset.get(i, images=False)
-    if (example.id, example.choices, example.answer_letters) != (str(record["id"]), list(record["choices"]), list(record["ground_truth_letters"])):
-        raise InputError(f"Row {i} of {dataset.source_name} split {dataset.split!r} ({example.id!r}) is not the row the run answered "
-                         f"({record['id']!r}): its id, choices or ground truth differ, so its images could be another row's.", fix)
+    if (example.id, example.choices, example.answer_letters) != (
+        str(record["id"]),
+        list(record["choices"]),
+        list(record["ground_truth_letters"]),
+    ):
+        raise InputError(
+            f"Row {i} of {dataset.source_name} split {dataset.split!r} ({example.id!r}) is not the row the run answered "
+            f"({record['id']!r}): its id, choices or ground truth differ, so its images could be another row's.",
+            fix,
+        )
     raw = dataset.raw_row(i)
     jobs = []
     for field in ("image_1", "image_2"):
@@ -313,29 +418,48 @@ def _read_chunk(dataset, chunk: list[dict]) -> list[ImageJob]:
     return [job for row in chunk for job in _common_o_row_images(dataset, row["_record"])]
 
 
-def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, seed, max_output_chars, dataset, show_progress) -> tuple[dict, int]:
+def _common_o_page(
+    runs: list[dict], thumbs: ThumbnailStore, *, data, revision, seed, max_output_chars, dataset, show_progress
+) -> tuple[dict, int]:
     labels = _run_labels(runs)
     splits = {(str((r.get("dataset") or {}).get("split")), (r.get("dataset") or {}).get("fingerprint")) for r in runs}
     if len(splits) > 1:
         names = ", ".join(f"{s} ({(f or '?')[:12]})" for s, f in sorted(splits, key=str))
-        raise InputError(f"The runs were made on different data ({names}); side-by-side cards need the same rows.",
-                         "Write one report per split; `commonlink eval compare` tables their metrics, one table per split.")
+        raise InputError(
+            f"The runs were made on different data ({names}); side-by-side cards need the same rows.",
+            "Write one report per split; `commonlink eval compare` tables their metrics, one table per split.",
+        )
     rows: dict[str, dict] = {}
     for r, run in enumerate(runs):
         for record in _read_records(Path(run["_dir"]) / "predictions.jsonl", _COMMON_O_FIELDS, "commono"):
             key = str(record["id"])
             row = rows.get(key)
             if row is None:
-                row = rows[key] = {"i": int(record["row_index"]), "id": key, "s": record.get("source") or "unknown",
-                                   "n": [record.get("num_objects_image_1"), record.get("num_objects_image_2")],
-                                   "c": list(record["choices"]), "t": list(record["ground_truth_letters"]), "r": [None] * len(runs),
-                                   "_record": record}
+                row = rows[key] = {
+                    "i": int(record["row_index"]),
+                    "id": key,
+                    "s": record.get("source") or "unknown",
+                    "n": [record.get("num_objects_image_1"), record.get("num_objects_image_2")],
+                    "c": list(record["choices"]),
+                    "t": list(record["ground_truth_letters"]),
+                    "r": [None] * len(runs),
+                    "_record": record,
+                }
             elif row["c"] != list(record["choices"]) or row["t"] != list(record["ground_truth_letters"]):
-                raise InputError(f"Row {key!r} has different choices or answers in {runs[0]['_dir']} and {run['_dir']}.",
-                                 "The runs are not on the same data: write one report per run.")
+                raise InputError(
+                    f"Row {key!r} has different choices or answers in {runs[0]['_dir']} and {run['_dir']}.",
+                    "The runs are not on the same data: write one report per run.",
+                )
             output, full_length = _truncate(record["raw_output"], max_output_chars)
-            row["r"][r] = {"p": list(record["parsed_letters"]), "ok": bool(record["correct"]), "pok": bool(record["parse_ok"]),
-                           "e": record.get("parse_error"), "h": list(record["hallucinated_objects"]), "o": output, "ol": full_length}
+            row["r"][r] = {
+                "p": list(record["parsed_letters"]),
+                "ok": bool(record["correct"]),
+                "pok": bool(record["parse_ok"]),
+                "e": record.get("parse_error"),
+                "h": list(record["hallucinated_objects"]),
+                "o": output,
+                "ol": full_length,
+            }
     ordered = sorted(rows.values(), key=lambda row: (row["i"], row["id"]))
     if thumbs.mode != "none" and ordered:
         split = _common_o_images(runs[0], data=data, revision=revision, dataset=dataset)
@@ -356,26 +480,48 @@ def _common_o_page(runs: list[dict], thumbs: ThumbnailStore, *, data, revision, 
                     progress.advance(task, len(chunk))
     for row in ordered:
         del row["_record"]
-    mistakes = [[pos, r] for pos, row in enumerate(ordered) for r, out in enumerate(row["r"]) if out is not None and not out["ok"]]
+    mistakes = [
+        [pos, r]
+        for pos, row in enumerate(ordered)
+        for r, out in enumerate(row["r"])
+        if out is not None and not out["ok"]
+    ]
     order = rng_for(seed, "report", "mistakes").permutation(len(mistakes)) if mistakes else []
     info = runs[0].get("dataset") or {}
-    subtitle = (f"split <b>{escape(str(info.get('split', '?')))}</b> of {escape(str(info.get('source', '?')))}"
-                + (f" @ {escape(str(info['revision']))}" if info.get("revision") else "")
-                + f" · {len(ordered)} examples · {len(runs)} run{'s' if len(runs) > 1 else ''}")
-    metrics = (_row_set_note(ordered, labels) + _metrics_table(runs, labels) + '<p class="note">± one bootstrap standard error '
-               f"({escape(str(runs[0].get('bootstrap_resamples', '?')))} resamples); bars in the charts show the same.</p>"
-               + (legend(labels) if len(runs) > 1 else "")
-               + "".join('<div class="charts">' + "".join(_group_chart(runs, labels, key, x_label, stat, title) for key, x_label in _BREAKDOWNS) + "</div>"
-                         for stat, title in (("accuracy", "Accuracy"), ("hallucination_rate", "Hallucination rate")))
-               + _similarity_bins(runs, labels))
+    subtitle = (
+        f"split <b>{escape(str(info.get('split', '?')))}</b> of {escape(str(info.get('source', '?')))}"
+        + (f" @ {escape(str(info['revision']))}" if info.get("revision") else "")
+        + f" · {len(ordered)} examples · {len(runs)} run{'s' if len(runs) > 1 else ''}"
+    )
+    metrics = (
+        _row_set_note(ordered, labels)
+        + _metrics_table(runs, labels)
+        + '<p class="note">± one bootstrap standard error '
+        f"({escape(str(runs[0].get('bootstrap_resamples', '?')))} resamples); bars in the charts show the same.</p>"
+        + (legend(labels) if len(runs) > 1 else "")
+        + "".join(
+            '<div class="charts">'
+            + "".join(_group_chart(runs, labels, key, x_label, stat, title) for key, x_label in _BREAKDOWNS)
+            + "</div>"
+            for stat, title in (("accuracy", "Accuracy"), ("hallucination_rate", "Hallucination rate"))
+        )
+        + _similarity_bins(runs, labels)
+    )
     page = {
         "title": "Common-O: " + " vs ".join(labels) if len(labels) <= 3 else f"Common-O: {len(labels)} models",
         "subtitle": subtitle,
         "metrics": metrics,
         "runs": _runs_table(runs, labels),
         "footer": f"random mistakes drawn with seed {seed}",
-        "data": {"kind": "common_o", "runs": labels, "none": NO_COMMON_OBJECTS, "page_size": PAGE_SIZE, "seed": seed,
-                 "rows": ordered, "mistakes": [mistakes[k] for k in order]},
+        "data": {
+            "kind": "common_o",
+            "runs": labels,
+            "none": NO_COMMON_OBJECTS,
+            "page_size": PAGE_SIZE,
+            "seed": seed,
+            "rows": ordered,
+            "mistakes": [mistakes[k] for k in order],
+        },
     }
     return page, len(ordered)
 
@@ -387,9 +533,11 @@ def _row_set_note(rows: list[dict], labels: list[str]) -> str:
     if len(labels) < 2 or all(n == len(rows) for n in answered):
         return ""
     counts = "; ".join(f"{escape(label)}: {n} of {len(rows)} rows" for label, n in zip(labels, answered))
-    return (f'<p class="facts">The runs answered different rows ({counts}): each run\'s metrics below are over its own rows, '
-            "so they are not ranked against each other, and a card shows – where a run has no answer. "
-            "<code>commonlink eval compare</code> scores them on the rows they share.</p>")
+    return (
+        f'<p class="facts">The runs answered different rows ({counts}): each run\'s metrics below are over its own rows, '
+        "so they are not ranked against each other, and a card shows – where a run has no answer. "
+        "<code>commonlink eval compare</code> scores them on the rows they share.</p>"
+    )
 
 
 def _similarity_bins(runs: list[dict], labels: list[str]) -> str:
@@ -400,20 +548,32 @@ def _similarity_bins(runs: list[dict], labels: list[str]) -> str:
         if not sim.get("bins"):
             continue
         r = "n/a" if sim.get("r") is None else f"{sim['r']:.3f}"
-        rows = "".join(f"<tr><td>{b['low']:.3f}–{b['high']:.3f}</td><td>{int(b['n'])}</td>"
-                       + "".join(f"<td>{100 * float(b[k]):.1f}</td>" for k in ("hallucination_rate", "hallucination_1plus", "accuracy"))
-                       + "</tr>" for b in sim["bins"])
-        parts.append(f"<h3>Hallucination by distractor similarity: {escape(label)}</h3><p class=\"note\">{escape(str(sim.get('measure')))}"
-                     f" ({escape(str(sim.get('embedding')))}); Pearson r with 1+ hallucination = {escape(r)} over "
-                     f"{int(sim.get('examples_used') or 0)} examples.</p><table><tr><th>similarity</th><th>n</th><th>halluc. rate %</th>"
-                     f"<th>1+ halluc. %</th><th>accuracy %</th></tr>{rows}</table>")
+        rows = "".join(
+            f"<tr><td>{b['low']:.3f}–{b['high']:.3f}</td><td>{int(b['n'])}</td>"
+            + "".join(
+                f"<td>{100 * float(b[k]):.1f}</td>" for k in ("hallucination_rate", "hallucination_1plus", "accuracy")
+            )
+            + "</tr>"
+            for b in sim["bins"]
+        )
+        parts.append(
+            f'<h3>Hallucination by distractor similarity: {escape(label)}</h3><p class="note">{escape(str(sim.get("measure")))}'
+            f" ({escape(str(sim.get('embedding')))}); Pearson r with 1+ hallucination = {escape(r)} over "
+            f"{int(sim.get('examples_used') or 0)} examples.</p><table><tr><th>similarity</th><th>n</th><th>halluc. rate %</th>"
+            f"<th>1+ halluc. %</th><th>accuracy %</th></tr>{rows}</table>"
+        )
     return "".join(parts)
 
 
 # ------------------------------------------------------------------------------------------------ association
 def memory_text(snapshot: dict | None, settings: dict, concept_kind: str) -> str:
     """The memory context a selection prompt carried, rebuilt from the previous step's logged snapshot."""
-    memory = MemoryBase(settings.get("memory", "structm"), settings.get("repetition", 1.0), settings.get("forgetting", 0.2), concept_kind=concept_kind)
+    memory = MemoryBase(
+        settings.get("memory", "structm"),
+        settings.get("repetition", 1.0),
+        settings.get("forgetting", 0.2),
+        concept_kind=concept_kind,
+    )
     snapshot = snapshot or {}
     if "links" in snapshot:
         memory.links = [tuple(link) for link in snapshot["links"]]
@@ -439,14 +599,20 @@ def _open_tasks(run: dict, config: str, *, data, revision, catalog_root=None):
     info = run.get("dataset") or {}
     source = data or info.get("source")
     try:
-        split = open_association(source, config, revision=revision if data else (revision or info.get("revision")), catalog_root=catalog_root)
+        split = open_association(
+            source, config, revision=revision if data else (revision or info.get("revision")), catalog_root=catalog_root
+        )
     except CommonlinkError as exc:
-        raise InputError(f"The report's tasks and images: {exc.problem}",
-                         "Pass --data with the release or chain files the run used (the association page needs them for its images too).") from exc
+        raise InputError(
+            f"The report's tasks and images: {exc.problem}",
+            "Pass --data with the release or chain files the run used (the association page needs them for its images too).",
+        ) from exc
     recorded = info.get("fingerprint")
     if recorded and split.fingerprint and split.fingerprint != recorded:
-        raise InputError(f"{split.source_name} [{config}] is not the data of {run['_path']} (fingerprint {split.fingerprint[:12]}, the run recorded {recorded[:12]}).",
-                         "Pass --data with the release or chain files the run was made on.")
+        raise InputError(
+            f"{split.source_name} [{config}] is not the data of {run['_path']} (fingerprint {split.fingerprint[:12]}, the run recorded {recorded[:12]}).",
+            "Pass --data with the release or chain files the run was made on.",
+        )
     return split
 
 
@@ -460,8 +626,10 @@ def _tasks_by_id(split, wanted: set[str]) -> dict[str, object]:
             found[task.id] = task
     missing = wanted - set(found)
     if missing:
-        raise InputError(f"{len(missing)} task(s) of the run are not in {split.source_name} (e.g. {min(missing)!r}).",
-                         "Pass --data with the release or chain files the run was made on.")
+        raise InputError(
+            f"{len(missing)} task(s) of the run are not in {split.source_name} (e.g. {min(missing)!r}).",
+            "Pass --data with the release or chain files the run was made on.",
+        )
     return found
 
 
@@ -478,14 +646,29 @@ def _outputs(values, limit: int) -> list:
     return [_truncate(v, limit)[0] for v in (values or [])]
 
 
-def _association_page(run: dict, thumbs: ThumbnailStore, *, chain_steps: int, data, revision, seed, max_output_chars, dataset,
-                      show_progress, catalog_root=None) -> tuple[dict, int]:
+def _association_page(
+    run: dict,
+    thumbs: ThumbnailStore,
+    *,
+    chain_steps: int,
+    data,
+    revision,
+    seed,
+    max_output_chars,
+    dataset,
+    show_progress,
+    catalog_root=None,
+) -> tuple[dict, int]:
     config = str(run["task"]).split("/", 1)[1]
     settings = run.get("association") or {}
     chains = config in _CHAIN_CONFIGS
     log = Path(run["_dir"]) / ("steps.jsonl" if chains else "predictions.jsonl")
     entries = _read_records(log, ("chain", "step", "correct") if chains else ("id", "concept"), "association")
-    split = dataset if dataset is not None else _open_tasks(run, config, data=data, revision=revision, catalog_root=catalog_root)
+    split = (
+        dataset
+        if dataset is not None
+        else _open_tasks(run, config, data=data, revision=revision, catalog_root=catalog_root)
+    )
     by_task: dict[str, list[dict]] = defaultdict(list)
     for entry in entries:
         by_task[str(entry["chain"] if chains else entry["id"])].append(entry)
@@ -495,14 +678,19 @@ def _association_page(run: dict, thumbs: ThumbnailStore, *, chain_steps: int, da
         job = progress.add_task("report images", total=len(by_task))
         for task_id, task_entries in by_task.items():
             task = tasks[task_id]
-            card = _chain_card(task, task_entries, split, thumbs, settings, chain_steps, max_output_chars) if chains else \
-                _task_card(task, task_entries[0], split, thumbs, config, max_output_chars)
+            card = (
+                _chain_card(task, task_entries, split, thumbs, settings, chain_steps, max_output_chars)
+                if chains
+                else _task_card(task, task_entries[0], split, thumbs, config, max_output_chars)
+            )
             cards.append(card)
             progress.advance(job)
     labels = _run_labels([run])
     info = run.get("dataset") or {}
-    subtitle = (f"{escape(config)} tasks of {escape(str(info.get('source', '?')))} · memory <b>{escape(str(settings.get('memory', '?')))}</b>"
-                f" · {len(cards)} {'chains' if chains else 'tasks'}")
+    subtitle = (
+        f"{escape(config)} tasks of {escape(str(info.get('source', '?')))} · memory <b>{escape(str(settings.get('memory', '?')))}</b>"
+        f" · {len(cards)} {'chains' if chains else 'tasks'}"
+    )
     metrics = association_metrics_html(run, chains)
     failures = [k for k, card in enumerate(cards) if not card["ok"]]
     order = rng_for(seed, "report", "mistakes").permutation(len(failures)) if failures else []
@@ -512,22 +700,45 @@ def _association_page(run: dict, thumbs: ThumbnailStore, *, chain_steps: int, da
         "metrics": metrics,
         "runs": _runs_table([run], labels),
         "footer": f"random failures drawn with seed {seed}",
-        "data": {"kind": "chains" if chains else config, "runs": labels, "page_size": PAGE_SIZE if not chains else 10, "seed": seed,
-                 "memory": settings.get("memory"), "rows": cards, "mistakes": [[failures[k], 0] for k in order]},
+        "data": {
+            "kind": "chains" if chains else config,
+            "runs": labels,
+            "page_size": PAGE_SIZE if not chains else 10,
+            "seed": seed,
+            "memory": settings.get("memory"),
+            "rows": cards,
+            "mistakes": [[failures[k], 0] for k in order],
+        },
     }
     return page, len(cards)
 
 
-def _step_view(step, entry: dict, previous: dict | None, split, thumbs: ThumbnailStore, settings: dict, chain, limit: int) -> dict:
+def _step_view(
+    step, entry: dict, previous: dict | None, split, thumbs: ThumbnailStore, settings: dict, chain, limit: int
+) -> dict:
     images = thumbs.urls([_image_job(split, step.query)] + [_image_job(split, c) for c in step.candidates])
     return {
-        "k": step.index, "w": bool(entry.get("warmup")), "concept": step.concept, "bridge": bool(step.bridge),
-        "q": images[0], "qid": step.query.id, "ql": _labels_in(step.query, chain.options),
-        "cand": images[1:], "cid": [c.id for c in step.candidates], "cl": [_labels_in(c, chain.options) for c in step.candidates],
-        "a": step.answer, "ch": entry.get("choice"), "ok": bool(entry.get("correct")),
-        "mem": memory_text((previous or {}).get("memory"), settings, chain.concept_kind) if previous is not None else "",
-        "out": _outputs(entry.get("outputs"), limit), "ded": entry.get("deduction"), "gold": entry.get("deduction_gold"),
-        "dok": entry.get("deduction_correct"), "dout": _outputs(entry.get("deduction_outputs"), limit),
+        "k": step.index,
+        "w": bool(entry.get("warmup")),
+        "concept": step.concept,
+        "bridge": bool(step.bridge),
+        "q": images[0],
+        "qid": step.query.id,
+        "ql": _labels_in(step.query, chain.options),
+        "cand": images[1:],
+        "cid": [c.id for c in step.candidates],
+        "cl": [_labels_in(c, chain.options) for c in step.candidates],
+        "a": step.answer,
+        "ch": entry.get("choice"),
+        "ok": bool(entry.get("correct")),
+        "mem": memory_text((previous or {}).get("memory"), settings, chain.concept_kind)
+        if previous is not None
+        else "",
+        "out": _outputs(entry.get("outputs"), limit),
+        "ded": entry.get("deduction"),
+        "gold": entry.get("deduction_gold"),
+        "dok": entry.get("deduction_correct"),
+        "dout": _outputs(entry.get("deduction_outputs"), limit),
     }
 
 
@@ -542,9 +753,18 @@ def _chain_card(chain, entries: list[dict], split, thumbs, settings: dict, chain
         entry = entries[k]
         step = chain.steps[int(entry["step"])]
         steps.append(_step_view(step, entry, entries[k - 1] if k > 0 else None, split, thumbs, settings, chain, limit))
-    return {"id": chain.id, "concept": "+".join(chain.concepts), "kind": chain.kind, "len": length, "scored": len(scored),
-            "warm": sum(bool(e.get("warmup")) for e in entries), "hidden": shown_from, "ended": ended,
-            "ok": ended not in ("wrong", "unparseable"), "steps": steps}
+    return {
+        "id": chain.id,
+        "concept": "+".join(chain.concepts),
+        "kind": chain.kind,
+        "len": length,
+        "scored": len(scored),
+        "warm": sum(bool(e.get("warmup")) for e in entries),
+        "hidden": shown_from,
+        "ended": ended,
+        "ok": ended not in ("wrong", "unparseable"),
+        "steps": steps,
+    }
 
 
 def _task_card(task, record: dict, split, thumbs, config: str, limit: int) -> dict:
@@ -557,11 +777,23 @@ def _task_card(task, record: dict, split, thumbs, config: str, limit: int) -> di
     urls = thumbs.urls([_image_job(split, p) for p in pictures])
     # single step is judged by its selection, deduction by its deduction (as the metrics do)
     ok = record.get("correct") if config == "single_step" else record.get("deduction_correct")
-    return {"id": task.id, "concept": task.concept, "ok": bool(ok), "im": urls, "names": names, "ids": [p.id for p in pictures],
-            "labels": [_labels_in(p, task.options) for p in pictures], "a": record.get("answer"), "ch": record.get("choice"),
-            "ded": record.get("deduction"), "gold": record.get("deduction_gold"), "dok": record.get("deduction_correct"),
-            "out": _outputs(record.get("outputs"), limit), "dout": _outputs(record.get("deduction_outputs"), limit),
-            "failed": bool(record.get("failed"))}
+    return {
+        "id": task.id,
+        "concept": task.concept,
+        "ok": bool(ok),
+        "im": urls,
+        "names": names,
+        "ids": [p.id for p in pictures],
+        "labels": [_labels_in(p, task.options) for p in pictures],
+        "a": record.get("answer"),
+        "ch": record.get("choice"),
+        "ded": record.get("deduction"),
+        "gold": record.get("deduction_gold"),
+        "dok": record.get("deduction_correct"),
+        "out": _outputs(record.get("outputs"), limit),
+        "dout": _outputs(record.get("deduction_outputs"), limit),
+        "failed": bool(record.get("failed")),
+    }
 
 
 __all__ = ["REPORT_FILENAME", "ReportSummary", "memory_text", "report_beside_run", "write_report"]

@@ -86,7 +86,9 @@ class ThumbnailStore:
     the page itself: one file to send, but about 4/3 the bytes) or ``none`` (no images).
     """
 
-    def __init__(self, mode: str, folder: Path, *, size: int = 224, workers: int | None = None, cache: Path | None = None):
+    def __init__(
+        self, mode: str, folder: Path, *, size: int = 224, workers: int | None = None, cache: Path | None = None
+    ):
         if mode not in IMAGE_MODES:
             raise InputError(f"--images {mode!r} is not an image mode.", f"Use one of: {', '.join(IMAGE_MODES)}.")
         if size < 16:
@@ -169,7 +171,9 @@ class ThumbnailStore:
         else:
             img = source
         if not isinstance(img, Image.Image):
-            raise InputError(f"image {job.key}: got {type(img).__name__}, not an image.", "Check the dataset the run was made on.")
+            raise InputError(
+                f"image {job.key}: got {type(img).__name__}, not an image.", "Check the dataset the run was made on."
+            )
         if img.mode != "RGB":  # convert copies even an RGB image
             img = img.convert("RGB")
         scale = self.size / max(img.width, img.height)

@@ -38,7 +38,9 @@ def association_facts(run: dict, chains: bool) -> str:
     summary, per = metrics.get("summary") or {}, metrics.get("per_concept") or {}
     if chains:
         total = summary.get("chains") or 0
-        bad = sum((v.get("ended") or {}).get("unparseable", 0) for v in per.values() if isinstance(v.get("ended"), dict))
+        bad = sum(
+            (v.get("ended") or {}).get("unparseable", 0) for v in per.values() if isinstance(v.get("ended"), dict)
+        )
         what = "chains ended by an unparseable answer"
     else:
         total = summary.get("n") or 0
@@ -46,23 +48,50 @@ def association_facts(run: dict, chains: bool) -> str:
         what = "answers could not be parsed"
     rate = f"{100 * bad / total:.1f}%" if isinstance(total, int) and total and isinstance(bad, int) else "–"
     memory = (run.get("association") or {}).get("memory", "?")
-    return (f'<p class="facts">Memory <b>{cell(memory)}</b> · parse failures: <b>{rate}</b> ({cell(bad)} of {cell(total)} {what})'
-            "</p>")
+    return (
+        f'<p class="facts">Memory <b>{cell(memory)}</b> · parse failures: <b>{rate}</b> ({cell(bad)} of {cell(total)} {what})'
+        "</p>"
+    )
 
 
 def _chain_rows(per: dict, names: list[str], summary: dict) -> list[list[str]]:
     rows = []
     for name in names:
         v = per[name]
-        mean = "–" if v.get("mean_steps") is None else cell(v["mean_steps"], ".2f") + (
-            f'<span class="se"> ± {cell(v["mean_steps_se"], ".2f")}</span>' if v.get("mean_steps_se") is not None else "")
+        mean = (
+            "–"
+            if v.get("mean_steps") is None
+            else cell(v["mean_steps"], ".2f")
+            + (
+                f'<span class="se"> ± {cell(v["mean_steps_se"], ".2f")}</span>'
+                if v.get("mean_steps_se") is not None
+                else ""
+            )
+        )
         ded = "–" if v.get("deduction_success_ratio") is None else cell(v["deduction_success_ratio"], ".1f", 100) + "%"
         ended = ", ".join(f"{escape(str(k))} {cell(n)}" for k, n in sorted((v.get("ended") or {}).items()))
-        most = "–" if v.get("max_steps") is None else cell(v["max_steps"]) + (
-            f'<span class="se"> ± {cell(v["max_steps_se"], ".2f")}</span>' if v.get("max_steps_se") is not None else "")
+        most = (
+            "–"
+            if v.get("max_steps") is None
+            else cell(v["max_steps"])
+            + (
+                f'<span class="se"> ± {cell(v["max_steps_se"], ".2f")}</span>'
+                if v.get("max_steps_se") is not None
+                else ""
+            )
+        )
         rows.append([escape(name), cell(v.get("chains", 0)), most, mean, ded, ended])
     if summary.get("avg_max_steps") is not None:
-        rows.append(["average", cell(summary.get("chains", 0)), cell(summary["avg_max_steps"], ".2f"), cell(summary.get("avg_mean_steps"), ".2f"), "", ""])
+        rows.append(
+            [
+                "average",
+                cell(summary.get("chains", 0)),
+                cell(summary["avg_max_steps"], ".2f"),
+                cell(summary.get("avg_mean_steps"), ".2f"),
+                "",
+                "",
+            ]
+        )
     return rows
 
 
@@ -73,21 +102,46 @@ def association_metrics_html(run: dict, chains: bool) -> str:
     names = sort_keys(per)
     facts = association_facts(run, chains)
     if chains:
-        table = table_html(["Concept", "Chains", "Max steps", "Mean steps", "Deduction ✓", "Ended by"], _chain_rows(per, names, metrics.get("summary") or {}))
-        charts = (bar_chart("Mean steps per concept", names, [Series("mean", [per[n].get("mean_steps") for n in names],
-                                                                       [per[n].get("mean_steps_se") for n in names])], x_label="concept", percent=False)
-                  + bar_chart("Max steps per concept", names, [Series("max", [per[n].get("max_steps") for n in names], [None] * len(names))],
-                              x_label="concept", percent=False))
-        note = ('<p class="note">Max | mean steps: correct scored steps before a chain ended (warm-up steps not counted); '
-                "± one bootstrap standard error.</p>")
+        table = table_html(
+            ["Concept", "Chains", "Max steps", "Mean steps", "Deduction ✓", "Ended by"],
+            _chain_rows(per, names, metrics.get("summary") or {}),
+        )
+        charts = bar_chart(
+            "Mean steps per concept",
+            names,
+            [Series("mean", [per[n].get("mean_steps") for n in names], [per[n].get("mean_steps_se") for n in names])],
+            x_label="concept",
+            percent=False,
+        ) + bar_chart(
+            "Max steps per concept",
+            names,
+            [Series("max", [per[n].get("max_steps") for n in names], [None] * len(names))],
+            x_label="concept",
+            percent=False,
+        )
+        note = (
+            '<p class="note">Max | mean steps: correct scored steps before a chain ended (warm-up steps not counted); '
+            "± one bootstrap standard error.</p>"
+        )
         return facts + table + note + f'<div class="charts">{charts}</div>'
     fields = [k for k in (next(iter(per.values()), {}) or {}) if k.endswith("success_ratio")]
-    rows = [[escape(name), cell(per[name].get("n", 0))] + [
-        f"{cell(per[name].get(f), '.1f', 100)}<span class='se'> ± {cell(per[name].get(f + '_se', 0), '.1f', 100)}</span>" for f in fields]
-        for name in names]
-    charts = "".join(bar_chart(f.replace("_", " ").capitalize(), names, [Series("ratio", [per[n].get(f) for n in names],
-                                                                                [per[n].get(f + "_se") for n in names])], x_label="concept")
-                     for f in fields)
+    rows = [
+        [escape(name), cell(per[name].get("n", 0))]
+        + [
+            f"{cell(per[name].get(f), '.1f', 100)}<span class='se'> ± {cell(per[name].get(f + '_se', 0), '.1f', 100)}</span>"
+            for f in fields
+        ]
+        for name in names
+    ]
+    charts = "".join(
+        bar_chart(
+            f.replace("_", " ").capitalize(),
+            names,
+            [Series("ratio", [per[n].get(f) for n in names], [per[n].get(f + "_se") for n in names])],
+            x_label="concept",
+        )
+        for f in fields
+    )
     head = ["Concept", "n"] + [f"{escape(f.replace('_', ' '))} %" for f in fields]
     return facts + table_html(head, rows) + f'<div class="charts">{charts}</div>'
 
@@ -109,7 +163,10 @@ def comparison_html(comparison: Comparison) -> str:
     parts = [f'<p class="note">{escape(n)}</p>' for n in comparison.notes]
     for table in comparison.tables:
         head = ["Run", "Model", "Backend"] + [escape(c.title) for c in table.columns]
-        rows = [[cell(r["run"]), cell(r["model"]), cell(r["backend"])] + [_comparison_cell(r, c) for c in table.columns] for r in table.rows]
+        rows = [
+            [cell(r["run"]), cell(r["model"]), cell(r["backend"])] + [_comparison_cell(r, c) for c in table.columns]
+            for r in table.rows
+        ]
         parts.append(f"<h3>{escape(table.title)}</h3>" + table_html(head, rows))
     return "".join(parts)
 

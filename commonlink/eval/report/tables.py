@@ -44,12 +44,19 @@ def hallucination_similarity_lines(analysis: dict | None) -> list[str]:
     if not analysis or not analysis.get("bins"):
         return []
     r = "n/a" if analysis.get("r") is None else f"{analysis['r']:.3f}"
-    lines = ["", f"**Hallucination by distractor similarity** ({analysis.get('embedding')}; {analysis.get('measure')}; "
-                 f"Pearson r with 1+ hallucination = {r} over {analysis.get('examples_used', 0)} examples)", "",
-             "| Similarity | n | Halluc. rate (%) | 1+ halluc. (%) | Accuracy (%) |", "|---|---|---|---|---|"]
+    lines = [
+        "",
+        f"**Hallucination by distractor similarity** ({analysis.get('embedding')}; {analysis.get('measure')}; "
+        f"Pearson r with 1+ hallucination = {r} over {analysis.get('examples_used', 0)} examples)",
+        "",
+        "| Similarity | n | Halluc. rate (%) | 1+ halluc. (%) | Accuracy (%) |",
+        "|---|---|---|---|---|",
+    ]
     for b in analysis["bins"]:
-        lines.append(f"| {b['low']:.3f}–{b['high']:.3f} | {b['n']} | {_pct(b, 'hallucination_rate')} | "
-                     f"{_pct(b, 'hallucination_1plus')} | {_pct(b, 'accuracy')} |")
+        lines.append(
+            f"| {b['low']:.3f}–{b['high']:.3f} | {b['n']} | {_pct(b, 'hallucination_rate')} | "
+            f"{_pct(b, 'hallucination_1plus')} | {_pct(b, 'accuracy')} |"
+        )
     return lines
 
 
@@ -78,7 +85,11 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
         lines.append(_row(label, r.get("metrics", {}).get("overall", {}), perception=perception))
     if breakdowns and len(runs) == 1:
         metrics = runs[0].get("metrics", {})
-        for title, key in (("Source", "by_source"), ("Objects per image", "by_num_objects"), ("Common objects", "by_num_common")):
+        for title, key in (
+            ("Source", "by_source"),
+            ("Objects per image", "by_num_objects"),
+            ("Common objects", "by_num_common"),
+        ):
             groups = metrics.get(key)
             if not groups:
                 continue
@@ -88,7 +99,10 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
         if sim:
             r = "n/a" if sim.get("r") is None else f"{sim['r']:.3f}"
             p = "" if sim.get("p_value") is None else f", p = {sim['p_value']:.3g}"
-            lines += ["", f"Object similarity ({sim.get('embedding')}): Pearson r = {r}{p} over {sim.get('examples_used', 0)} examples with 2+ common objects."]
+            lines += [
+                "",
+                f"Object similarity ({sim.get('embedding')}): Pearson r = {r}{p} over {sim.get('examples_used', 0)} examples with 2+ common objects.",
+            ]
         lines += hallucination_similarity_lines(runs[0].get("hallucination_similarity"))
         skipped = runs[0].get("skipped")
         if skipped:
@@ -111,13 +125,20 @@ def load_results(paths: Sequence[str | os.PathLike]) -> list[dict]:
                     "Merge them: rerun the same `commonlink eval` command without --shard on this folder (no model is loaded), "
                     "or pass a results.shard-K-of-N.json file.",
                 )
-            raise InputError(f"{path}: no results file.", "Give results.json files or run folders written by `commonlink eval`.")
+            raise InputError(
+                f"{path}: no results file.", "Give results.json files or run folders written by `commonlink eval`."
+            )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
-            raise InputError(f"{path}: not valid JSON ({exc}).", "Give results.json files written by `commonlink eval`.") from exc
+            raise InputError(
+                f"{path}: not valid JSON ({exc}).", "Give results.json files written by `commonlink eval`."
+            ) from exc
         if not isinstance(data, dict) or "metrics" not in data:
-            raise InputError(f"{path}: not a commonlink results file (no 'metrics').", "Give results.json files written by `commonlink eval`.")
+            raise InputError(
+                f"{path}: not a commonlink results file (no 'metrics').",
+                "Give results.json files written by `commonlink eval`.",
+            )
         data["_path"] = str(path)
         runs.append(data)
     return runs
@@ -126,8 +147,10 @@ def load_results(paths: Sequence[str | os.PathLike]) -> list[dict]:
 def render_association_table(results: dict) -> str:
     """Markdown table of per-concept metrics (chains: max | mean steps; others: success ratios)."""
     metrics = results["metrics"]
-    title = (f"{results['task']} — {run_name(results)}: {', '.join(results['models'])} ({results['backend']}, "
-             f"memory {results['association']['memory']})")
+    title = (
+        f"{results['task']} — {run_name(results)}: {', '.join(results['models'])} ({results['backend']}, "
+        f"memory {results['association']['memory']})"
+    )
     lines = [f"### {title}", ""]
     per = metrics["per_concept"]
     if results["task"].endswith(("synchronous", "asynchronous")):
@@ -135,7 +158,9 @@ def render_association_table(results: dict) -> str:
         for name, v in per.items():
             ded = "-" if v["deduction_success_ratio"] is None else f"{v['deduction_success_ratio']:.3f}"
             mean = "-" if v["mean_steps"] is None else f"{v['mean_steps']:.2f} ± {v['mean_steps_se']:.2f}"
-            lines.append(f"| {name} | {v['chains']} | {'-' if v['max_steps'] is None else v['max_steps']} | {mean} | {ded} |")
+            lines.append(
+                f"| {name} | {v['chains']} | {'-' if v['max_steps'] is None else v['max_steps']} | {mean} | {ded} |"
+            )
         s = metrics["summary"]
         if s["avg_max_steps"] is not None:
             lines.append(f"| **average** | {s['chains']} | {s['avg_max_steps']:.2f} | {s['avg_mean_steps']:.2f} | |")
@@ -143,12 +168,21 @@ def render_association_table(results: dict) -> str:
         fields = [k for k in next(iter(per.values()), {}) if k.endswith("success_ratio")]
         lines += ["| concept | n | " + " | ".join(fields) + " |", "|---|---|" + "---|" * len(fields)]
         for name, v in per.items():
-            lines.append(f"| {name} | {v['n']} | " + " | ".join(f"{v[f]:.3f} ± {v[f + '_se']:.3f}" for f in fields) + " |")
+            lines.append(
+                f"| {name} | {v['n']} | " + " | ".join(f"{v[f]:.3f} ± {v[f + '_se']:.3f}" for f in fields) + " |"
+            )
         s = metrics["summary"]
-        lines.append("| **average** | " + str(s["n"]) + " | " + " | ".join(f"{s['avg_' + f]:.3f}" for f in fields) + " |")
+        lines.append(
+            "| **average** | " + str(s["n"]) + " | " + " | ".join(f"{s['avg_' + f]:.3f}" for f in fields) + " |"
+        )
     req = results["requests"]
-    lines += ["", f"Model requests: {req['total']} for {req['scored_steps']} scored steps ({req['per_scored_step']} a step)."]
+    lines += [
+        "",
+        f"Model requests: {req['total']} for {req['scored_steps']} scored steps ({req['per_scored_step']} a step).",
+    ]
     failed = metrics["summary"].get("failed_chains") or metrics["summary"].get("failed") or 0
     if failed:
-        lines.append(f"**{failed} task(s) got no answer from the backend and are left out of the metrics; rerun to retry them.**")
+        lines.append(
+            f"**{failed} task(s) got no answer from the backend and are left out of the metrics; rerun to retry them.**"
+        )
     return "\n".join(lines) + "\n"

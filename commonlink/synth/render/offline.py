@@ -204,19 +204,29 @@ def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | N
     else:
         path = _resolve_source(source, Path(base_dir))
         if not path.is_file():
-            raise InputError(f"Mesh file not found: {path}", "Fix the asset's 'mesh' entry (paths are relative to the asset file).")
+            raise InputError(
+                f"Mesh file not found: {path}", "Fix the asset's 'mesh' entry (paths are relative to the asset file)."
+            )
         problem = f"Mesh file {path} holds no triangles the offline renderer can read"
         fix = "Export it as .obj, .glb or .ply with triangle faces, or fix the asset's 'mesh' entry."
         try:
             mesh = trimesh.load(str(path), force="mesh")
-        except (ValueError, KeyError, IndexError, TypeError, OSError) as exc:  # what trimesh's loaders raise on bad files
+        except (
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+            OSError,
+        ) as exc:  # what trimesh's loaders raise on bad files
             raise InputError(f"{problem} ({type(exc).__name__}: {exc}).", fix) from exc
         if len(mesh.vertices) == 0 or len(mesh.faces) == 0:  # trimesh reads a garbage .obj as an empty mesh
             raise InputError(f"{problem}.", fix)
         if mesh_up == "y":
             mesh.apply_transform(trimesh.transformations.rotation_matrix(math.pi / 2, [1, 0, 0]))
         if color is not None:
-            mesh.visual = trimesh.visual.ColorVisuals(mesh, vertex_colors=np.tile([*color, 255], (len(mesh.vertices), 1)))
+            mesh.visual = trimesh.visual.ColorVisuals(
+                mesh, vertex_colors=np.tile([*color, 255], (len(mesh.vertices), 1))
+            )
     # Normalise: largest extent equals the asset's largest size hint; pivot at the bottom centre.
     lo, hi = mesh.bounds
     factor = max(size_cm) / float(max(hi - lo))
@@ -228,7 +238,10 @@ def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | N
 def asset_mesh(asset: Asset, catalog: AssetCatalog):
     """The trimesh for an asset, normalised to its size hint, bottom-centred, z up (cached)."""
     if not asset.mesh:
-        raise InputError(f"Asset {asset.name!r} has no 'mesh' entry, so the offline renderer cannot draw it.", "Add a mesh source to the asset file.")
+        raise InputError(
+            f"Asset {asset.name!r} has no 'mesh' entry, so the offline renderer cannot draw it.",
+            "Add a mesh source to the asset file.",
+        )
     return _load_mesh_cached(asset.mesh, str(catalog.base_dir), asset.mesh_up, asset.color, asset.size_cm)
 
 
@@ -241,18 +254,26 @@ def check_sources(catalog: AssetCatalog) -> None:
             problems.append(f"asset {asset.name!r} has no 'mesh' entry")
         elif asset.mesh.startswith("procedural:"):
             if asset.mesh.split(":", 1)[1] not in PROCEDURAL_MODELS:
-                problems.append(f"asset {asset.name!r}: unknown procedural model {asset.mesh!r}"
-                                + _did_you_mean(asset.mesh.split(":", 1)[1], PROCEDURAL_MODELS))
+                problems.append(
+                    f"asset {asset.name!r}: unknown procedural model {asset.mesh!r}"
+                    + _did_you_mean(asset.mesh.split(":", 1)[1], PROCEDURAL_MODELS)
+                )
         elif not _resolve_source(asset.mesh, catalog.base_dir).is_file():
-            problems.append(f"asset {asset.name!r}: mesh file not found: {_resolve_source(asset.mesh, catalog.base_dir)}")
+            problems.append(
+                f"asset {asset.name!r}: mesh file not found: {_resolve_source(asset.mesh, catalog.base_dir)}"
+            )
     for floor in catalog.floors:
         texture = floor.texture or "procedural:concrete"
         if texture.startswith("procedural:"):
             if texture.split(":", 1)[1] not in PROCEDURAL_FLOORS:
-                problems.append(f"floor {floor.name!r}: unknown procedural floor {texture!r}"
-                                + _did_you_mean(texture.split(":", 1)[1], PROCEDURAL_FLOORS))
+                problems.append(
+                    f"floor {floor.name!r}: unknown procedural floor {texture!r}"
+                    + _did_you_mean(texture.split(":", 1)[1], PROCEDURAL_FLOORS)
+                )
         elif not _resolve_source(texture, catalog.base_dir).is_file():
-            problems.append(f"floor {floor.name!r}: texture file not found: {_resolve_source(texture, catalog.base_dir)}")
+            problems.append(
+                f"floor {floor.name!r}: texture file not found: {_resolve_source(texture, catalog.base_dir)}"
+            )
     if problems:
         raise InputError(
             f"The offline renderer cannot draw {len(problems)} entries of the asset file {catalog.path}:\n"
@@ -335,8 +356,12 @@ class OfflineRenderer:
             faces = np.array([[0, 1, 2], [0, 2, 3]])
             uv = np.array([[0, 0], [repeats, 0], [repeats, repeats], [0, repeats]], float)
             texture = Image.fromarray(floor_texture(floor, self.catalog))
-            material = trimesh.visual.material.PBRMaterial(baseColorTexture=texture, metallicFactor=0.0, roughnessFactor=0.9)
-            quad = trimesh.Trimesh(vertices, faces, visual=trimesh.visual.TextureVisuals(uv=uv, material=material), process=False)
+            material = trimesh.visual.material.PBRMaterial(
+                baseColorTexture=texture, metallicFactor=0.0, roughnessFactor=0.9
+            )
+            quad = trimesh.Trimesh(
+                vertices, faces, visual=trimesh.visual.TextureVisuals(uv=uv, material=material), process=False
+            )
             self._floors[floor.name] = pyrender.Mesh.from_trimesh(quad, smooth=False)
         return self._floors[floor.name]
 
@@ -396,13 +421,20 @@ class OfflineRenderer:
     def render_view(self, scene, nodes, camera: CameraPose, lighting: Lighting, seg_colors=None):
         """Render one camera of a built scene: (rgb, seg) where seg is the flat-colour pass (or None)."""
         pyrender = self._pyrender
-        cam = pyrender.PerspectiveCamera(yfov=vertical_fov(camera.fov, self.width, self.height), znear=5.0, zfar=5000.0,
-                                         aspectRatio=self.width / self.height)
+        cam = pyrender.PerspectiveCamera(
+            yfov=vertical_fov(camera.fov, self.width, self.height),
+            znear=5.0,
+            zfar=5000.0,
+            aspectRatio=self.width / self.height,
+        )
         pose = camera_pose_gl(camera.location, camera.rotation)
         cam_node = scene.add(cam, pose=pose, name="camera")
         # A dim fill light from the camera keeps the shadowed sides readable.
-        fill = scene.add(pyrender.DirectionalLight(color=[1.0, 1.0, 1.0], intensity=lighting.fill_intensity), pose=pose,
-                         name="light:fill")
+        fill = scene.add(
+            pyrender.DirectionalLight(color=[1.0, 1.0, 1.0], intensity=lighting.fill_intensity),
+            pose=pose,
+            name="light:fill",
+        )
         try:
             flags = pyrender.RenderFlags.SHADOWS_DIRECTIONAL if self.shadows else pyrender.RenderFlags.NONE
             rgb, _ = self._renderer.render(scene, flags=flags)
@@ -418,9 +450,12 @@ class OfflineRenderer:
     def render(self, plan: ScenePlan) -> list[RenderedView]:
         """Render every camera of a plan (its resolution must be this renderer's)."""
         if tuple(plan.resolution) != (self.width, self.height):
-            raise InputError(f"Plan resolution {plan.resolution} differs from the renderer's {self.width}x{self.height}.")
+            raise InputError(
+                f"Plan resolution {plan.resolution} differs from the renderer's {self.width}x{self.height}."
+            )
         placements = [
-            Placement(self.catalog.asset(obj.asset), obj.location, obj.rotation, (obj.scale,) * 3) for obj in plan.objects
+            Placement(self.catalog.asset(obj.asset), obj.location, obj.rotation, (obj.scale,) * 3)
+            for obj in plan.objects
         ]
         scene, nodes = self.build_scene(placements, self.catalog.floor(plan.floor.material), plan.lighting)
         ids = [(k + 1, 0, 0) for k in range(len(nodes))]
@@ -473,8 +508,10 @@ def _ordered_scene_class():
 
         @property
         def light_nodes(self):
-            return sorted(self._point_light_nodes | self._spot_light_nodes | self._directional_light_nodes,
-                          key=lambda n: n.name or "")
+            return sorted(
+                self._point_light_nodes | self._spot_light_nodes | self._directional_light_nodes,
+                key=lambda n: n.name or "",
+            )
 
     return OrderedScene
 

@@ -94,12 +94,16 @@ class ProjectCheck:
         """What to do about the problems found (None when there are none), naming only the kinds found."""
         steps = []
         if self.missing:
-            steps.append("import the missing meshes (tools/unreal/commonlink_import.py) and keep one actor of each class in "
-                         "the level (hidden in game) so the class is loaded when Play starts")
+            steps.append(
+                "import the missing meshes (tools/unreal/commonlink_import.py) and keep one actor of each class in "
+                "the level (hidden in game) so the class is loaded when Play starts"
+            )
         if self.mismatched:
-            steps.append("fix what each mismatched line names: size_cm in the asset file (to the measured size), the "
-                         "Blueprint's pivot (bottom centre; a floor's top at its pivot) or a StaticMeshComponent visible in "
-                         "game (the import tool sets all three)")
+            steps.append(
+                "fix what each mismatched line names: size_cm in the asset file (to the measured size), the "
+                "Blueprint's pivot (bottom centre; a floor's top at its pivot) or a StaticMeshComponent visible in "
+                "game (the import tool sets all three)"
+            )
         if not steps:
             return None
         text = "; ".join(steps)
@@ -131,11 +135,15 @@ def _bounds(reply: str) -> tuple[list[float], list[float]]:
     except ValueError:
         values = []
     if len(values) != 6:
-        raise BackendError(f"Unexpected reply to a bounds query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x).")
+        raise BackendError(
+            f"Unexpected reply to a bounds query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x)."
+        )
     return values[:3], values[3:]
 
 
-def _compare(entry: ClassCheck, low: list[float], high: list[float], size_tolerance: float, pivot_tolerance: float) -> None:
+def _compare(
+    entry: ClassCheck, low: list[float], high: list[float], size_tolerance: float, pivot_tolerance: float
+) -> None:
     size = tuple(round(h - lo, 2) for lo, h in zip(low, high))
     offset = (round((low[0] + high[0]) / 2, 2), round((low[1] + high[1]) / 2, 2), round(low[2], 2))
     entry.measured_size_cm, entry.pivot_offset_cm = size, offset  # type: ignore[assignment]
@@ -152,7 +160,9 @@ def _compare(entry: ClassCheck, low: list[float], high: list[float], size_tolera
                 f"pivot is not the bottom centre: the bounds' bottom centre is at {_triple(offset)} cm from it"
             )
     elif abs(high[2]) > MIN_SLACK_CM:
-        entry.problems.append(f"the floor's top is at z = {high[2]:.2f} cm, not at its pivot (objects would float or sink)")
+        entry.problems.append(
+            f"the floor's top is at z = {high[2]:.2f} cm, not at its pivot (objects would float or sink)"
+        )
     if entry.problems:
         entry.status = "mismatch"
 
@@ -164,11 +174,21 @@ def _triple(values) -> str:
 def _probe_camera_location(distance: float, height: float) -> tuple[float, float, float]:
     """``distance`` from the middle of an object of ``height`` standing on PROBE_SPOT, looking down at PROBE_PITCH."""
     pitch = np.radians(PROBE_PITCH)
-    return (PROBE_SPOT[0] - distance * np.cos(pitch), PROBE_SPOT[1], PROBE_SPOT[2] + height / 2 + distance * np.sin(pitch))
+    return (
+        PROBE_SPOT[0] - distance * np.cos(pitch),
+        PROBE_SPOT[1],
+        PROBE_SPOT[2] + height / 2 + distance * np.sin(pitch),
+    )
 
 
-def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]], level_colors, token: str, owned: list[str],
-                 progress: bool) -> None:
+def _probe_masks(
+    conn: UnrealCVConnection,
+    probes: list[tuple[ClassCheck, str]],
+    level_colors,
+    token: str,
+    owned: list[str],
+    progress: bool,
+) -> None:
     """Colour each class's actor, put it alone in front of a camera far above the level, and check that it shows
     in the object mask: a mesh hidden in game, or components the plugin does not annotate, would leave the class
     out of every mask (and its objects unlabelled) however many views a scene has."""
@@ -176,23 +196,32 @@ def _probe_masks(conn: UnrealCVConnection, probes: list[tuple[ClassCheck, str]],
     camera_actor, camera = conn.spawn_camera(f"{NAME_PREFIX}check_{token}_camera", on_spawned=owned.append)
     size = 64  # enough to see whether the class is drawn at all
     # Looking down at PROBE_PITCH degrees: a flat class (a cutting board, a tray) shows its top, not a sliver.
-    conn.batch([f"vset /camera/{camera}/size {size} {size}", f"vset /camera/{camera}/fov {PROBE_FOV:.1f}",
-                f"vset /object/{camera_actor}/rotation {-PROBE_PITCH:.1f} 0.0 0.0"])
+    conn.batch(
+        [
+            f"vset /camera/{camera}/size {size} {size}",
+            f"vset /camera/{camera}/fov {PROBE_FOV:.1f}",
+            f"vset /object/{camera_actor}/rotation {-PROBE_PITCH:.1f} 0.0 0.0",
+        ]
+    )
     for entry, name in track(probes, "Checking object masks", unit="classes", disable=not progress):
         sx, sy, sz = entry.measured_size_cm  # type: ignore[misc]
         distance = sx / 2 + 1.6 * max(sx, sy, sz) + 5.0  # the whole object fits a 60 degree view
         ox, oy, oz = entry.pivot_offset_cm  # type: ignore[misc]
         target = (PROBE_SPOT[0] - ox, PROBE_SPOT[1] - oy, PROBE_SPOT[2] - oz)  # bounds' bottom centre on the spot
-        replies = conn.batch([
-            f"vset /object/{name}/location {fmt_floats(target)}",
-            f"vset /object/{name}/color {color[0]} {color[1]} {color[2]}",
-            f"vget /object/{name}/color",
-            f"vset /object/{camera_actor}/location {fmt_floats(_probe_camera_location(distance, sz))}",
-            f"vget /camera/{camera}/object_mask png",
-            f"vset /object/{name}/destroy",  # done with it (the final clean-up skips names already gone)
-        ])
+        replies = conn.batch(
+            [
+                f"vset /object/{name}/location {fmt_floats(target)}",
+                f"vset /object/{name}/color {color[0]} {color[1]} {color[2]}",
+                f"vget /object/{name}/color",
+                f"vset /object/{camera_actor}/location {fmt_floats(_probe_camera_location(distance, sz))}",
+                f"vget /camera/{camera}/object_mask png",
+                f"vset /object/{name}/destroy",  # done with it (the final clean-up skips names already gone)
+            ]
+        )
         if parse_color(str(replies[2])) != color:
-            entry.problems.append(f"it does not take an object mask colour (reads {replies[2]!r}): it has no mesh component")
+            entry.problems.append(
+                f"it does not take an object mask colour (reads {replies[2]!r}): it has no mesh component"
+            )
         else:
             mask = decode_png(replies[4], "object_mask").astype(np.int16)
             if not np.any(np.abs(mask - np.array(color)).max(axis=2) <= 3):
@@ -242,12 +271,18 @@ def check_project(
         try:
             commands = []
             for _, name in spawned:
-                commands += [f"vset /object/{name}/location 0.0 0.0 0.0", f"vset /object/{name}/rotation 0.0 0.0 0.0",
-                             f"vset /object/{name}/scale 1.0 1.0 1.0", f"vget /object/{name}/bounds"]
+                commands += [
+                    f"vset /object/{name}/location 0.0 0.0 0.0",
+                    f"vset /object/{name}/rotation 0.0 0.0 0.0",
+                    f"vset /object/{name}/scale 1.0 1.0 1.0",
+                    f"vget /object/{name}/bounds",
+                ]
             measured = conn.batch(commands)[3::4]
             for (entry, _), reply in zip(spawned, measured):
                 _compare(entry, *_bounds(str(reply)), size_tolerance, pivot_tolerance)
-            drawable = [(e, n) for e, n in spawned if e.kind == "object" and e.measured_size_cm and min(e.measured_size_cm) > 0]
+            drawable = [
+                (e, n) for e, n in spawned if e.kind == "object" and e.measured_size_cm and min(e.measured_size_cm) > 0
+            ]
             if drawable:
                 level_colors = list(conn.annotation_colors(level).values())
                 _probe_masks(conn, drawable, level_colors, token, owned=spawned_names, progress=progress)
@@ -257,22 +292,36 @@ def check_project(
     finally:
         if connection is None:
             conn.close()
-    return ProjectCheck(host=host, port=int(port), plugin_version=version, scene=scene, cameras=len(cameras),
-                        level_actors=len(level), classes=entries)
+    return ProjectCheck(
+        host=host,
+        port=int(port),
+        plugin_version=version,
+        scene=scene,
+        cameras=len(cameras),
+        level_actors=len(level),
+        classes=entries,
+    )
 
 
-def require_project_ready(host: str, port: int, catalog: AssetCatalog, *, timeout: float = 60.0,
-                          connect_timeout: float = 10.0, progress: bool = False,
-                          connection: UnrealCVConnection | None = None) -> ProjectCheck:
+def require_project_ready(
+    host: str,
+    port: int,
+    catalog: AssetCatalog,
+    *,
+    timeout: float = 60.0,
+    connect_timeout: float = 10.0,
+    progress: bool = False,
+    connection: UnrealCVConnection | None = None,
+) -> ProjectCheck:
     """What ``synth --backend unrealcv`` runs first: refuse placeholder classes, then every missing or mismatched
     class at once, as one error."""
     refuse_placeholder_classes(catalog)
-    report = check_project(host, port, catalog, timeout=timeout, connect_timeout=connect_timeout, progress=progress,
-                           connection=connection)
+    report = check_project(
+        host, port, catalog, timeout=timeout, connect_timeout=connect_timeout, progress=progress, connection=connection
+    )
     if not report.ok:
         raise InputError(
             f"The Unreal project at {host}:{port} does not match the asset file {catalog.path}:\n{report.describe()}",
             report.fix(catalog.path),
         )
     return report
-

@@ -81,7 +81,8 @@ class UnrealCVCommandError(BackendError):
     def __init__(self, command: str, reply: str, fix: str | None = None):
         super().__init__(
             f"UnrealCV answered {reply!r} to the command {command!r}.",
-            fix or "Run `commonlink unreal check --assets FILE` to see which classes the project lacks, and check that "
+            fix
+            or "Run `commonlink unreal check --assets FILE` to see which classes the project lacks, and check that "
             "the UnrealCV plugin is the 5.2 branch (1.0.x).",
         )
         self.command = command
@@ -101,7 +102,9 @@ def parse_color(reply: str) -> tuple[int, int, int] | None:
     """``"(R=12,G=34,B=56,A=255)"`` -> (12, 34, 56); an unset colour (alpha 0: no annotation yet) -> None."""
     match = _COLOR_RE.search(reply)
     if not match:
-        raise BackendError(f"Unexpected reply to a colour query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x).")
+        raise BackendError(
+            f"Unexpected reply to a colour query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x)."
+        )
     r, g, b, a = match.groups()
     if a is not None and int(a) == 0:
         return None
@@ -112,13 +115,18 @@ def parse_vector(reply: str) -> tuple[float, float, float]:
     try:
         x, y, z = (float(v) for v in str(reply).split()[:3])
     except ValueError:
-        raise BackendError(f"Unexpected reply to a location query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x).") from None
+        raise BackendError(
+            f"Unexpected reply to a location query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x)."
+        ) from None
     return x, y, z
 
 
 def decode_png(data, what: str) -> np.ndarray:
     if not isinstance(data, (bytes, bytearray)) or not bytes(data[:8]) == b"\x89PNG\r\n\x1a\n":
-        raise BackendError(f"UnrealCV did not send a PNG for {what} (got {str(data)[:80]!r}).", "Check the camera id and plugin version.")
+        raise BackendError(
+            f"UnrealCV did not send a PNG for {what} (got {str(data)[:80]!r}).",
+            "Check the camera id and plugin version.",
+        )
     return np.asarray(Image.open(io.BytesIO(bytes(data))).convert("RGB"))
 
 
@@ -215,7 +223,9 @@ class UnrealCVConnection:
         except ConnectionError:
             raise self._lost(repr(command)) from None
         except TimeoutError:  # the client's own wait on its reply queue
-            raise TimeoutError(f"no reply within {self.timeout:g} s to {command!r} (UnrealCV at {self.host}:{self.port})") from None
+            raise TimeoutError(
+                f"no reply within {self.timeout:g} s to {command!r} (UnrealCV at {self.host}:{self.port})"
+            ) from None
         if reply is None:
             raise self._lost(repr(command))
         return self.check(command, reply)
@@ -302,7 +312,9 @@ class UnrealCVConnection:
         cameras = self.require_playing()
         ids = range(1, len(cameras))  # id 0 is the pawn's sensor (listed first by USensorBPLib::GetFusionSensorList)
         replies = self.batch([f"vget /camera/{i}/location" for i in ids], check=False)
-        found = [i for i, r in zip(ids, replies) if not is_error(r) and np.allclose(parse_vector(str(r)), marker, atol=0.01)]
+        found = [
+            i for i, r in zip(ids, replies) if not is_error(r) and np.allclose(parse_vector(str(r)), marker, atol=0.01)
+        ]
         if len(found) != 1:
             raise BackendError(
                 f"Spawned the camera {actor} but could not find its id among the {len(cameras)} cameras of `vget /cameras`.",
@@ -429,7 +441,9 @@ class UnrealCVBackend:
     # -- rendering ----------------------------------------------------------------------------------------
     def render(self, plan: ScenePlan) -> list[RenderedView]:
         if tuple(plan.resolution) != (self.width, self.height):
-            raise BackendError(f"Plan resolution {plan.resolution} differs from the backend's {self.width}x{self.height}.")
+            raise BackendError(
+                f"Plan resolution {plan.resolution} differs from the backend's {self.width}x{self.height}."
+            )
         last: Exception | None = None
         for attempt in range(self.reconnect_attempts + 1):
             try:
@@ -486,7 +500,7 @@ class UnrealCVBackend:
             setup += [f"vset /object/{n}/color {r} {g} {b}" for n, (r, g, b) in zip(spawned, colors)]
             readback = [f"vget /object/{n}/color" for n in spawned]
             replies = self._conn.batch(setup + readback)
-            for name, cls, color, reply in zip(spawned, classes, colors, replies[len(setup):]):
+            for name, cls, color, reply in zip(spawned, classes, colors, replies[len(setup) :]):
                 if parse_color(str(reply)) != color:
                     raise BackendError(
                         f"The actor {name} (class {cls}) did not take its object mask colour {color} (reads {reply!r}): "
@@ -498,13 +512,15 @@ class UnrealCVBackend:
             views = []
             for camera in plan.cameras:
                 # A spawned camera moves at once (SetSensorLocation), so pose and captures share one round trip.
-                lit, mask = self._conn.batch([
-                    f"vset {cam}/location {fmt_floats(camera.location)}",
-                    f"vset {cam}/rotation {fmt_floats(camera.rotation)}",
-                    f"vset {cam}/fov {camera.fov:.4f}",
-                    f"vget {cam}/lit png",
-                    f"vget {cam}/object_mask png",
-                ])[3:]
+                lit, mask = self._conn.batch(
+                    [
+                        f"vset {cam}/location {fmt_floats(camera.location)}",
+                        f"vset {cam}/rotation {fmt_floats(camera.rotation)}",
+                        f"vset {cam}/fov {camera.fov:.4f}",
+                        f"vget {cam}/lit png",
+                        f"vget {cam}/object_mask png",
+                    ]
+                )[3:]
                 rgb = decode_png(lit, "lit")
                 ids = instance_ids_from_colors(decode_png(mask, "object_mask"), object_colors, self.mask_tolerance)
                 views.append(RenderedView(rgb=rgb, instance=ids))
@@ -520,7 +536,11 @@ class UnrealCVBackend:
         if len(views) < MIN_VIEWS_FOR_ABSENCE_CHECK:
             return  # one or two views can legitimately hide an object behind others
         seen = sum(object_pixel_counts(view.instance, len(names)) for view in views)
-        missing = [f"{o.name} ({name}, class {o.ue_class})" for o, name, pixels in zip(plan.objects, names, seen) if pixels == 0]
+        missing = [
+            f"{o.name} ({name}, class {o.ue_class})"
+            for o, name, pixels in zip(plan.objects, names, seen)
+            if pixels == 0
+        ]
         if missing:
             raise ObjectMissingFromMaskError(
                 f"Scene {plan.scene_id}: {', '.join(missing)} appear in no view's object mask although the cameras frame "

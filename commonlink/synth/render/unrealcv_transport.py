@@ -155,9 +155,14 @@ def dial(host: str, port: int, connect_timeout: float) -> tuple[TimedSocket, str
         sock.close()
         raise
     sock.close()
-    where = (f"and {path} is {'stale' if stale else 'not there'}" if local
-             else "and its Unix socket is on the Unreal machine, out of reach from here")
-    raise _busy(host, port, f"the TCP connection was accepted but no welcome came within {connect_timeout:g} s, {where}")
+    where = (
+        f"and {path} is {'stale' if stale else 'not there'}"
+        if local
+        else "and its Unix socket is on the Unreal machine, out of reach from here"
+    )
+    raise _busy(
+        host, port, f"the TCP connection was accepted but no welcome came within {connect_timeout:g} s, {where}"
+    )
 
 
 def _busy(host: str, port: int, what: str) -> BackendError:
