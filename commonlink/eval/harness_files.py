@@ -91,7 +91,8 @@ def _read_lmms_eval(path: Path) -> HarnessAnswers:
         if raw is not None and not isinstance(raw, str):
             raise InputError(
                 f"{path}, line {n}: the response is {type(raw).__name__}, not text.",
-                "Give the samples file of a generate_until task (the Common-O tasks `commonlink export lmms-eval` writes).",
+                "Give the samples file of a generate_until task (the Common-O tasks `commonlink export lmms-eval` "
+                "writes).",
             )
         doc = sample.get("doc") or None
         out.answers.append(

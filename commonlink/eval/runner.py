@@ -213,7 +213,8 @@ def _skip_unreadable(
         examples = "; ".join(f"row {s['row']}: {s['reason']}" for s in unreadable[:3])
         raise SchemaError(
             f"{len(unreadable)} of the {total if total is not None else rows_read} rows requested cannot be read "
-            f"(more than the {max_row_errors} allowed; stopped at row {row}), so no score is reported. First: {examples}",
+            f"(more than the {max_row_errors} allowed; stopped at row {row}), so no score is reported. First: "
+            f"{examples}",
             "Fix or drop those rows (the reasons name row, field and value), or allow more with --max-unreadable-share.",
         ) from exc
 

@@ -95,9 +95,11 @@ def _check_key_variable(api_key_env: str) -> None:
     """``api_key_env`` must be a variable *name*: a pasted key would otherwise be written to results.json."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env or ""):
         raise InputError(
-            "api_key_env must name an environment variable (letters, digits, _), and the value given is not such a name "
+            "api_key_env must name an environment variable (letters, digits, _), and the value given is not such a "
+            "name "
             "(not shown: it may be the key itself).",
-            "Put the key in a variable (export OPENAI_API_KEY=...) and pass its name: --backend-arg api_key_env=OPENAI_API_KEY.",
+            "Put the key in a variable (export OPENAI_API_KEY=...) and pass its name: --backend-arg "
+            "api_key_env=OPENAI_API_KEY.",
         )
 
 
@@ -263,9 +265,11 @@ class OpenAIBackend:
                     ) from None
                 if sdk_retries(status):
                     raise BackendError(
-                        f"HTTP {status} from the server for {request.id}, still after {retries_taken(exc.response, self.max_retries)} retries: "
+                        f"HTTP {status} from the server for {request.id}, still after "
+                        f"{retries_taken(exc.response, self.max_retries)} retries: "
                         f"{self._scrub(str(exc))[:300]}",
-                        "The server is down or overloaded; rerun later (finished rows are cached), lower --concurrency, or raise "
+                        "The server is down or overloaded; rerun later (finished rows are cached), lower "
+                        "--concurrency, or raise "
                         "--backend-arg max_retries.",
                     ) from None
                 reason = f"HTTP {status}: {self._scrub(api_message(exc))[:300]}"
@@ -274,14 +278,17 @@ class OpenAIBackend:
                     refused_all = self.usage["requests"] == 0 and self.usage["failed_requests"] >= SYSTEMIC_REFUSALS
                 if refused_all:  # the same refusal for every row: stop before sending the whole dataset
                     raise BackendError(
-                        f"The server refused the first {SYSTEMIC_REFUSALS} requests and answered none; the last: {reason}",
-                        "Fix what the server's reason names (model, images, parameters) and rerun; finished rows are cached.",
+                        f"The server refused the first {SYSTEMIC_REFUSALS} requests and answered none; the last: "
+                        f"{reason}",
+                        "Fix what the server's reason names (model, images, parameters) and rerun; finished rows are "
+                        "cached.",
                     ) from None
                 log.warning("HTTP %s for %s: skipped", status, request.id)
                 return RequestFailure(reason)
             except openai.APIConnectionError as exc:
                 raise BackendError(
-                    f"No connection to the server for {request.id}, still after {self.max_retries} retries: {self._scrub(str(exc))[:300]}",
+                    f"No connection to the server for {request.id}, still after {self.max_retries} retries: "
+                    f"{self._scrub(str(exc))[:300]}",
                     "Check base_url and that the server is up; rerun (finished rows are cached).",
                 ) from None
             self._count(getattr(reply, "usage", None))

@@ -266,7 +266,8 @@ class TransformersBackend:
             )
         if image_placeholder and self.adapter in FAMILY_ADAPTERS:
             raise InputError(
-                f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes the "
+                f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes "
+                "the "
                 "prompt the way its model family expects.",
                 "Drop image_placeholder.",
             )

@@ -197,7 +197,8 @@ class VLLMBackend:
         except Exception as exc:  # TypeError: an unknown field; vllm.exceptions.VLLMValidationError (not a ValueError): a value out of range
             raise InputError(
                 f"vLLM's SamplingParams refused a --gen-arg or a generation setting: {exc}",
-                "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature in [0, 2].",
+                "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature "
+                "in [0, 2].",
             ) from exc
 
     def generate(

@@ -404,7 +404,8 @@ VLMEVAL_MIN_COMMIT = "9cc14cd0 (2025-09-12)"
 VLMEVAL_TOO_OLD = (
     f"This VLMEvalKit is too old for commonlink_vlmeval.py: it lacks vlmeval.smp.get_intermediate_file_path, added in "
     f"commit {VLMEVAL_MIN_COMMIT}; no tagged release has it (v0.3rc1 and older lack it). Update the clone "
-    "(git pull in VLMEvalKit, then pip install -e .) to that commit or later, e.g. e8e78f05 (what commonlink is tested with)."
+    "(git pull in VLMEvalKit, then pip install -e .) to that commit or later, e.g. e8e78f05 (what commonlink is tested "
+    "with)."
 )
 
 

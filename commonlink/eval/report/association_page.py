@@ -59,12 +59,14 @@ def _open_tasks(run: dict, config: str, *, data, revision, catalog_root=None):
     except CommonlinkError as exc:
         raise InputError(
             f"The report's tasks and images: {exc.problem}",
-            "Pass --data with the release or chain files the run used (the association page needs them for its images too).",
+            "Pass --data with the release or chain files the run used (the association page needs them for its images "
+            "too).",
         ) from exc
     recorded = info.get("fingerprint")
     if recorded and split.fingerprint and split.fingerprint != recorded:
         raise InputError(
-            f"{split.source_name} [{config}] is not the data of {run['_path']} (fingerprint {split.fingerprint[:12]}, the run recorded {recorded[:12]}).",
+            f"{split.source_name} [{config}] is not the data of {run['_path']} (fingerprint {split.fingerprint[:12]}, "
+            f"the run recorded {recorded[:12]}).",
             "Pass --data with the release or chain files the run was made on.",
         )
     return split
@@ -142,7 +144,8 @@ def association_page(
     labels = run_labels([run])
     info = run.get("dataset") or {}
     subtitle = (
-        f"{escape(config)} tasks of {escape(str(info.get('source', '?')))} · memory <b>{escape(str(settings.get('memory', '?')))}</b>"
+        f"{escape(config)} tasks of {escape(str(info.get('source', '?')))} · memory "
+        f"<b>{escape(str(settings.get('memory', '?')))}</b>"
         f" · {len(cards)} {'chains' if chains else 'tasks'}"
     )
     metrics = association_metrics_html(run, chains)

@@ -42,7 +42,8 @@ def _pct(group: dict, name: str) -> str:
 
 def _metrics_table(runs: list[dict], labels: list[str]) -> str:
     head = (
-        "<tr><th>Model</th><th>n</th><th>Accuracy %</th><th>Halluc. rate %</th><th>1+ halluc. %</th><th>2+ halluc. %</th>"
+        "<tr><th>Model</th><th>n</th><th>Accuracy %</th><th>Halluc. rate %</th><th>1+ halluc. %</th><th>2+ halluc. "
+        "%</th>"
         "<th>Parse fail. %</th></tr>"
     )
     rows = []
@@ -109,7 +110,8 @@ def _common_o_row_images(dataset, record: dict) -> list[ImageJob]:
     fix = "Pass --data with the release the run was made on, or --images none to leave images out."
     if not 0 <= i < len(dataset):
         raise InputError(
-            f"Prediction {record['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has {len(dataset)} rows.",
+            f"Prediction {record['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has "
+            f"{len(dataset)} rows.",
             fix,
         )
     example = dataset.get(i, images=False)
@@ -119,7 +121,8 @@ def _common_o_row_images(dataset, record: dict) -> list[ImageJob]:
         list(record["ground_truth_letters"]),
     ):
         raise InputError(
-            f"Row {i} of {dataset.source_name} split {dataset.split!r} ({example.id!r}) is not the row the run answered "
+            f"Row {i} of {dataset.source_name} split {dataset.split!r} ({example.id!r}) is not the row the run "
+            "answered "
             f"({record['id']!r}): its id, choices or ground truth differ, so its images could be another row's.",
             fix,
         )
@@ -277,7 +280,8 @@ def _row_set_note(rows: list[dict], labels: list[str]) -> str:
         return ""
     counts = "; ".join(f"{escape(label)}: {n} of {len(rows)} rows" for label, n in zip(labels, answered))
     return (
-        f'<p class="facts">The runs answered different rows ({counts}): each run\'s metrics below are over its own rows, '
+        f'<p class="facts">The runs answered different rows ({counts}): each run\'s metrics below are over its own '
+        "rows, "
         "so they are not ranked against each other, and a card shows – where a run has no answer. "
         "<code>commonlink eval compare</code> scores them on the rows they share.</p>"
     )
@@ -300,9 +304,11 @@ def _similarity_bins(runs: list[dict], labels: list[str]) -> str:
             for b in sim["bins"]
         )
         parts.append(
-            f'<h3>Hallucination by distractor similarity: {escape(label)}</h3><p class="note">{escape(str(sim.get("measure")))}'
+            f"<h3>Hallucination by distractor similarity: {escape(label)}</h3><p "
+            f'class="note">{escape(str(sim.get("measure")))}'
             f" ({escape(str(sim.get('embedding')))}); Pearson r with 1+ hallucination = {escape(r)} over "
-            f"{int(sim.get('examples_used') or 0)} examples.</p><table><tr><th>similarity</th><th>n</th><th>halluc. rate %</th>"
+            f"{int(sim.get('examples_used') or 0)} examples.</p><table><tr><th>similarity</th><th>n</th><th>halluc. "
+            "rate %</th>"
             f"<th>1+ halluc. %</th><th>accuracy %</th></tr>{rows}</table>"
         )
     return "".join(parts)

@@ -144,7 +144,8 @@ def write_report(
     else:
         raise InputError(
             f"{runs[0]['_path']}: task {task!r} has no report page.",
-            "Reports cover common_o, perception, association/* and concept_perception runs written by `commonlink eval`.",
+            "Reports cover common_o, perception, association/* and concept_perception runs written by `commonlink "
+            "eval`.",
         )
     html = render_page(page)
     atomic_write_text(out, html)

@@ -47,14 +47,17 @@ def render_page(page: dict) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             # Offline page: nothing may be fetched from elsewhere, and no inline handler may run (defence in depth).
             (
-                "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data: file:; "
+                "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data: "
+                "file:; "
                 f"style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'\">"
             ),
             f"<title>{escape(page['title'])}</title><style>{_asset('report.css')}</style></head><body>",
             f'<header><h1>{escape(page["title"])}</h1><p class="sub">{page["subtitle"]}</p></header>',
-            '<nav class="toc"><a href="#metrics">Metrics</a><a href="#examples">Examples</a><a href="#runs">Runs</a></nav>',
+            '<nav class="toc"><a href="#metrics">Metrics</a><a href="#examples">Examples</a><a '
+            'href="#runs">Runs</a></nav>',
             f'<section id="metrics"><h2>Metrics</h2>{page["metrics"]}</section>',
-            '<section id="examples"><h2>Examples</h2><div id="controls"></div><div id="status" aria-live="polite"></div>',
+            '<section id="examples"><h2>Examples</h2><div id="controls"></div><div id="status" '
+            'aria-live="polite"></div>',
             '<div id="mistakes" hidden></div><div id="cards"></div><div id="pager"></div>',
             "<noscript>The example cards need JavaScript; the metrics above do not.</noscript></section>",
             f'<section id="runs"><h2>Runs</h2>{page["runs"]}</section>',
@@ -108,7 +111,8 @@ def read_records(path: Path, needed: Sequence[str], what: str) -> list[dict]:
     if not path.is_file():
         raise InputError(
             f"{path}: not found; the report needs the run's {path.name}.",
-            f"Give a folder written by `commonlink eval {what}` (a sharded run: merge it first by rerunning without --shard).",
+            f"Give a folder written by `commonlink eval {what}` (a sharded run: merge it first by rerunning without "
+            "--shard).",
         )
     records = []
     for lineno, record in read_jsonl_numbered(

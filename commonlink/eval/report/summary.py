@@ -49,7 +49,8 @@ def association_facts(run: dict, chains: bool) -> str:
     rate = f"{100 * bad / total:.1f}%" if isinstance(total, int) and total and isinstance(bad, int) else "–"
     memory = (run.get("association") or {}).get("memory", "?")
     return (
-        f'<p class="facts">Memory <b>{cell(memory)}</b> · parse failures: <b>{rate}</b> ({cell(bad)} of {cell(total)} {what})'
+        f'<p class="facts">Memory <b>{cell(memory)}</b> · parse failures: <b>{rate}</b> ({cell(bad)} of {cell(total)} '
+        f"{what})"
         "</p>"
     )
 
@@ -128,7 +129,8 @@ def association_metrics_html(run: dict, chains: bool) -> str:
     rows = [
         [escape(name), cell(per[name].get("n", 0))]
         + [
-            f"{cell(per[name].get(f), '.1f', 100)}<span class='se'> ± {cell(per[name].get(f + '_se', 0), '.1f', 100)}</span>"
+            f"{cell(per[name].get(f), '.1f', 100)}<span class='se'> ± "
+            f"{cell(per[name].get(f + '_se', 0), '.1f', 100)}</span>"
             for f in fields
         ]
         for name in names
