@@ -485,7 +485,8 @@ def _score_harness_file(path: Path, data, split: str, revision: str | None) -> t
             if a["id"] is None:
                 if not 0 <= a["row"] < len(dataset):
                     raise InputError(
-                        f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} ({len(dataset)} rows).",
+                        f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} "
+                        f"({len(dataset)} rows).",
                         "Score against the dataset and split the harness ran on.",
                     )
                 a["id"] = dataset.get(a["row"], images=False).id

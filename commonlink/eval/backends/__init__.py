@@ -101,7 +101,8 @@ def backend_class(backend: str, model: str = "") -> type:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-#: Constructor parameters as ``--backend-arg`` and docs/eval.md spell them; those with options of their own are not listed.
+#: Constructor parameters as ``--backend-arg`` and docs/eval.md spell them; those with options of their own are not
+#: listed.
 _DOCUMENTED_NAMES = {
     "model_kwargs": "model.KEY",
     "processor": "processor.KEY",

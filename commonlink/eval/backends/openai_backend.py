@@ -11,8 +11,9 @@ one we send: it would refuse every row); other refusals (HTTP 400) skip that row
 Per-model request rules: OpenAI's reasoning models (o-series, gpt-5; :func:`is_reasoning_model`, or
 ``reasoning=true``) refuse ``max_tokens`` (they take ``max_completion_tokens``), any ``temperature`` but the
 default 1, and ``top_p``, each with a 400 naming ``param``; for them we send ``max_completion_tokens`` and neither
-(they sample at temperature 1 whatever is asked; ``backend_details.request_rules`` says so). Token counts (and a cost, when ``price_input_per_mtok`` /
-``price_output_per_mtok`` are given) of the requests this run sent are in ``backend_details.usage``.
+(they sample at temperature 1 whatever is asked; ``backend_details.request_rules`` says so). Token counts (and a
+cost, when ``price_input_per_mtok`` / ``price_output_per_mtok`` are given) of the requests this run sent are in
+``backend_details.usage``.
 
 The API key is read from an environment variable (default ``OPENAI_API_KEY``) and never printed, logged or
 written to results; error texts are scrubbed of it. Each request is independent, so batch size cannot change
@@ -250,7 +251,8 @@ class OpenAIBackend:
                 if status in (401, 403):
                     raise BackendError(
                         f"The server refused the API key (HTTP {status}).",
-                        "Check the key in the environment variable named by --backend-arg api_key_env and the base_url.",
+                        "Check the key in the environment variable named by --backend-arg api_key_env "
+                        "and the base_url.",
                     ) from None
                 if status == 400 and length_param == "max_tokens" and "max_completion_tokens" in str(exc):
                     # Newer OpenAI models refuse max_tokens and ask for max_completion_tokens: switch once, for good.
@@ -310,7 +312,10 @@ class OpenAIBackend:
                 f"{self.info.model} does not follow OpenAI's reasoning-model rules: add --backend-arg reasoning=false."
             )
         else:
-            fix = f"Check the model's documented request parameters; --gen-arg/--backend-arg set what commonlink sends ({param})."
+            fix = (
+                "Check the model's documented request parameters; "
+                f"--gen-arg/--backend-arg set what commonlink sends ({param})."
+            )
         return BackendError(
             f"The server refused the request parameter {param} for the model {self.info.model} "
             f"(HTTP 400 {getattr(exc, 'code', None) or ''}): {self._scrub(api_message(exc))[:300]}",

@@ -61,7 +61,8 @@ def render_page(page: dict) -> str:
             '<div id="mistakes" hidden></div><div id="cards"></div><div id="pager"></div>',
             "<noscript>The example cards need JavaScript; the metrics above do not.</noscript></section>",
             f'<section id="runs"><h2>Runs</h2>{page["runs"]}</section>',
-            f"<footer>commonlink {escape(__version__)} · static page, works offline · {escape(page['footer'])}</footer>",
+            f"<footer>commonlink {escape(__version__)} · static page, works offline · "
+            f"{escape(page['footer'])}</footer>",
             f'<script type="application/json" id="report-data">{_json_for_script(page["data"])}</script>',
             f"<script>{script}</script></body></html>\n",
         ]
@@ -75,7 +76,10 @@ def run_labels(runs: list[dict]) -> list[str]:
 
 
 def runs_table(runs: list[dict], labels: list[str]) -> str:
-    head = "<tr><th>Run</th><th>Backend</th><th>Created</th><th>Generation</th><th>Seed</th><th>Toolkit</th><th>Folder</th></tr>"
+    head = (
+        "<tr><th>Run</th><th>Backend</th><th>Created</th><th>Generation</th><th>Seed</th><th>Toolkit</th>"
+        "<th>Folder</th></tr>"
+    )
     rows = []
     for run, label in zip(runs, labels):
         gen = run.get("generation") or {}

@@ -28,7 +28,10 @@ def sort_keys(keys) -> list[str]:
 def table_html(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "metrics") -> str:
     """A table (cells already escaped) in a box that scrolls sideways on a narrow screen."""
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<div class="scroll"><table class="{cls}"><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr>{body}</table></div>'
+    return (
+        f'<div class="scroll"><table class="{cls}"><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr>'
+        f"{body}</table></div>"
+    )
 
 
 # ------------------------------------------------------------------------------------------ one association run
