@@ -24,38 +24,39 @@ ids of the request), so a killed run, rerun, replays the cached answers and cont
 With several models (``--moe``), each request goes to every model and the majority answer is taken: the
 candidate most models picked (a tie goes to the first model's pick), and the concepts more than half of the
 models named (none: the first parseable model's answer).
+
+Modules: :mod:`.association_requests` (settings, requests, the asker, majority votes, deduction rules),
+:mod:`.association_chains` (the lockstep episode loop of chains); this one runs single-step and deduction
+tasks, a config a group at a time, and is the eval task; its names stay importable from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from commonlink import constants
 from commonlink.errors import InputError
-from commonlink.eval.association_memory import CHAINM_WINDOW, MEMORY_KINDS, MemoryBase
-from commonlink.eval.association_memory import image_name as memory_name
-from commonlink.eval.association_prompts import (
-    deduction_prompt,
-    parse_concepts,
-    parse_selection,
-    prompt_text,
-    selection_prompt,
+from commonlink.eval.association_chains import chain_summary, run_chains
+from commonlink.eval.association_memory import MemoryBase
+from commonlink.eval.association_prompts import parse_concepts, parse_selection
+from commonlink.eval.association_requests import (
+    DEDUCTION_RULES,
+    Asker,
+    AssociationSettings,
+    deduction_correct,
+    deduction_request,
+    image_name,
+    majority_concepts,
+    majority_selection,
+    selection_request,
 )
-from commonlink.eval.backends.base import (
-    Backend,
-    GenerationRequest,
-    GenerationSettings,
-    RequestFailure,
-)
-from commonlink.eval.cache import CACHE_FILENAME, CachedGenerator, PredictionCache
-from commonlink.eval.concept_prompts import STRATEGIES, strategy_preamble
+from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
+from commonlink.eval.cache import CACHE_FILENAME, PredictionCache
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.report.tables import render_association_table
@@ -63,405 +64,9 @@ from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_f
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.loaders.association import open_association
-from commonlink.progress import make_progress
 
 PROTOCOL_VERSION = "association-v1"
 CHAIN_CONFIGS = ("synchronous", "asynchronous")
-SELECTION_CHOICES = ["Image1", "Image2"]
-
-
-@dataclass
-class AssociationSettings:
-    """Protocol settings (all recorded in results.json and in the cache key)."""
-
-    memory: str = "structm"  #: nom | structm | nlm | chainm
-    repetition: float = 1.0  #: memory weight added when an entry is seen again
-    forgetting: float = 0.2  #: memory weight removed from every other entry each step
-    max_steps: int = 500  #: scored steps after which a chain stops (counted as a full-length chain)
-    deduction: bool = True  #: run the deduction step after each correct selection (chains)
-    chainm_window: int = CHAINM_WINDOW  #: ChainM subchains kept in memory (the harness: 5; 0 = all)
-    deduction_rule: str = "all-shared"  #: when a deduction counts as correct (DEDUCTION_RULES; the paper defines none)
-    strategy: str = "normal"  #: prompt strategy (concept_prompts.STRATEGIES; text-only here: see strategy_preamble)
-
-    def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise InputError(
-                f"--strategy {self.strategy!r} is not a strategy.", f"Use one of: {', '.join(STRATEGIES)}."
-            )
-        if self.deduction_rule not in DEDUCTION_RULES:
-            raise InputError(
-                f"--deduction-rule {self.deduction_rule!r} is not a rule.", f"Use one of: {', '.join(DEDUCTION_RULES)}."
-            )
-        if self.memory not in MEMORY_KINDS:
-            raise InputError(
-                f"--memory {self.memory!r} is not a memory strategy.", f"Use one of: {', '.join(MEMORY_KINDS)}."
-            )
-        if self.max_steps < 1:
-            raise InputError("--max-steps must be at least 1.")
-
-
-# ------------------------------------------------------------------------------------------ naming images
-def image_name(image, options: Sequence[str]) -> str:
-    """How the memory names an image: its source name (OCL object such as "sandwich", Pangea action phrase),
-    else what its labels say (association_memory.image_name). ``options`` is kept for callers' signatures."""
-    return memory_name(image)
-
-
-#: When a deduction counts as correct. The paper scores deductions (Table 3's step) without saying how; the
-#: default is this project's own. all-shared: it names at least one concept and every one it names is shared;
-#: any-shared: at least one concept it names is shared; exact: it names exactly the shared concepts.
-DEDUCTION_RULES = ("all-shared", "any-shared", "exact")
-
-
-def deduction_correct(predicted: list[str] | None, gold: Sequence[str], rule: str = "all-shared") -> bool:
-    """Whether a deduction is correct under ``rule`` (see :data:`DEDUCTION_RULES`); naming nothing never is."""
-    if not predicted:
-        return False
-    if rule == "any-shared":
-        return bool(set(predicted) & set(gold))
-    if rule == "exact":
-        return set(predicted) == set(gold)
-    return set(predicted) <= set(gold)
-
-
-# ------------------------------------------------------------------------------------------ model calls
-class Asker:
-    """Sends batches of requests to one or more models, each behind the prediction cache (one
-    :class:`CachedGenerator` per model); several models are combined by majority vote by the caller."""
-
-    def __init__(
-        self,
-        backends: list[Backend],
-        cache: PredictionCache,
-        settings: GenerationSettings,
-        run_keys: list[str],
-        batch_size: int,
-    ):
-        self.generators = [CachedGenerator(b, cache, settings, run, batch_size) for b, run in zip(backends, run_keys)]
-        self.requests_sent = 0  #: requests asked of the protocol (one per request, whatever the number of models)
-        #: False when no model looks at pixels (the random baseline): requests are built without decoding images
-        self.pixels = any(b.info.uses_images for b in backends)
-
-    @property
-    def generated(self) -> int:
-        return sum(g.generated for g in self.generators)
-
-    @property
-    def cached(self) -> int:
-        return sum(g.cached for g in self.generators)
-
-    @property
-    def failures(self) -> int:
-        return sum(g.failures for g in self.generators)
-
-    def ask(self, requests: list[GenerationRequest]) -> list[list[str | None]]:
-        """Per request, the output of each model (``None`` where the backend failed on it)."""
-        self.requests_sent += len(requests)
-        per_model = [generator.answer(requests) for generator in self.generators]
-        return [
-            [None if isinstance(out[i], RequestFailure) else out[i] for out in per_model] for i in range(len(requests))
-        ]
-
-
-def majority_selection(votes: list[int | None]) -> int | None:
-    counted = Counter(v for v in votes if v is not None)
-    if not counted:
-        return None
-    best = max(counted.values())
-    tied = {v for v, n in counted.items() if n == best}
-    return next(v for v in votes if v in tied)  # first model's pick among the tied
-
-
-def majority_concepts(votes: list[list[str] | None], options: Sequence[str]) -> list[str] | None:
-    parsed = [v for v in votes if v is not None]
-    if not parsed:
-        return None
-    counts = Counter(c for v in parsed for c in set(v))
-    winners = [o for o in options if counts[o] * 2 > len(parsed)]
-    return winners or parsed[0]
-
-
-def _request_id(kind: str, task_id: str, step: int, segments, images) -> str:
-    """Identify a request by task, step and its exact content (prompt text with memory, image ids)."""
-    digest = hashlib.sha256(
-        (prompt_text(segments) + "\0" + "\0".join(i.id for i in images)).encode("utf-8")
-    ).hexdigest()[:16]
-    return f"{task_id}/{step}/{kind}/{digest}"
-
-
-def selection_request(
-    task_id: str,
-    step: int,
-    query,
-    candidates,
-    concept_kind: str,
-    memory: MemoryBase,
-    *,
-    pixels: bool = True,
-    strategy: str = "normal",
-    options: Sequence[str] = (),
-) -> GenerationRequest:
-    """The selection of one step: query and candidates, the memory in the prompt. ``pixels=False`` (backends that
-    do not use images) leaves the images undecoded (``None``); the request id depends on image ids only.
-    ``strategy``: a prompt strategy's text in front (about ``options``), or CoT's answer line."""
-    segments = selection_prompt(
-        concept_kind,
-        memory.render(),
-        preamble=strategy_preamble(strategy, concept_kind, options),
-        cot=strategy == "cot",
-    )
-    images = [query, *candidates]
-    return GenerationRequest(
-        id=_request_id("select", task_id, step, segments, images),
-        images=[img.image if pixels else None for img in images],
-        prompt=segments,
-        choices=list(SELECTION_CHOICES),
-        multi_select=False,
-    )
-
-
-def deduction_request(
-    task_id: str,
-    step: int,
-    image_1,
-    image_2,
-    concept_kind: str,
-    options: list[str],
-    *,
-    pixels: bool = True,
-    strategy: str = "normal",
-) -> GenerationRequest:
-    """The deduction on two images (which concepts they share); ``pixels`` as in :func:`selection_request`;
-    ``strategy``: ComKnow's knowledge in front, or CoT's answer line (One-shot's example is the selection's)."""
-    segments = deduction_prompt(
-        concept_kind,
-        options,
-        preamble=strategy_preamble(strategy, concept_kind, options) if strategy == "comknow" else "",
-        cot=strategy == "cot",
-    )
-    return GenerationRequest(
-        id=_request_id("deduce", task_id, step, segments, [image_1, image_2]),
-        images=[image_1.image, image_2.image] if pixels else [None, None],
-        prompt=segments,
-        choices=list(options),
-        multi_select=True,
-    )
-
-
-# ------------------------------------------------------------------------------------------ chains
-@dataclass
-class _ChainRun:
-    chain: object
-    memory: MemoryBase
-    t: int = 0  #: index of the next step
-    length: int = 0  #: correct scored steps so far
-    scored: int = 0
-    deductions: int = 0
-    deductions_correct: int = 0
-    ended: str = ""  #: "" while active; "wrong", "unparseable", "failed", "max_steps", "exhausted"
-    log: list[dict] = field(default_factory=list)
-
-
-def _remember(run: _ChainRun, step, concepts: list[str]) -> None:
-    """Teach the chain's memory that the step's query and positive share ``concepts``."""
-    options = run.chain.options
-    run.memory.update(image_name(step.query, options), image_name(step.positive, options), concepts)
-
-
-def _skip_warmup(run: _ChainRun) -> None:
-    """Apply the forced-correct warm-up steps at the current position (no model call)."""
-    chain = run.chain
-    while run.t < len(chain.steps) and chain.steps[run.t].warmup:
-        step = chain.steps[run.t]
-        # The builder guarantees the positive carries the step's concept, so that is the correct deduction.
-        _remember(run, step, [step.concept])
-        run.log.append(
-            {
-                "chain": chain.id,
-                "step": step.index,
-                "warmup": True,
-                "concept": step.concept,
-                "candidates": [c.id for c in step.candidates],
-                "answer": step.answer,
-                "choice": step.answer,
-                "correct": True,
-                "deduction": [step.concept],
-                "memory": run.memory.snapshot(),
-            }
-        )
-        run.t += 1
-
-
-def _start_chain(chain, settings: AssociationSettings) -> _ChainRun:
-    """A fresh run of ``chain`` with an empty memory, past its warm-up steps."""
-    memory = MemoryBase(
-        settings.memory,
-        settings.repetition,
-        settings.forgetting,
-        concept_kind=chain.concept_kind,
-        chainm_window=settings.chainm_window,
-    )
-    run = _ChainRun(chain, memory)
-    _skip_warmup(run)
-    if run.t >= len(chain.steps):
-        run.ended = "exhausted"
-    return run
-
-
-def _judge_selection(run: _ChainRun, step, outputs: list[str | None]) -> dict:
-    """Score one step's selection: log it, and end the chain unless the majority picked the right candidate."""
-    choice = majority_selection([parse_selection(o) if o is not None else None for o in outputs])
-    run.scored += 1
-    entry = {
-        "chain": run.chain.id,
-        "step": step.index,
-        "warmup": False,
-        "concept": step.concept,
-        "bridge": step.bridge,
-        "candidates": [c.id for c in step.candidates],
-        "answer": step.answer,
-        "choice": choice,
-        "correct": choice == step.answer,
-        "outputs": outputs,
-    }
-    run.log.append(entry)
-    if all(o is None for o in outputs):
-        run.ended = "failed"
-    elif choice is None:
-        run.ended = "unparseable"
-    elif choice != step.answer:
-        run.ended = "wrong"
-    else:
-        run.length += 1
-    return entry
-
-
-def _select(
-    active: list[_ChainRun], steps: list, asker: Asker, settings: AssociationSettings
-) -> list[tuple[_ChainRun, object, dict]]:
-    """Ask every active chain's selection in one batch; the correct ones that await a deduction are returned
-    (with deduction off, the memory learns the gold concept at once)."""
-    selections = asker.ask(
-        [
-            selection_request(
-                r.chain.id,
-                s.index,
-                s.query,
-                s.candidates,
-                r.chain.concept_kind,
-                r.memory,
-                pixels=asker.pixels,
-                strategy=settings.strategy,
-                options=r.chain.options,
-            )
-            for r, s in zip(active, steps)
-        ]
-    )
-    to_deduce = []
-    for run, step, outputs in zip(active, steps, selections):
-        entry = _judge_selection(run, step, outputs)
-        if run.ended:
-            continue
-        if settings.deduction:
-            to_deduce.append((run, step, entry))
-        else:
-            _remember(run, step, [step.concept])
-            entry["memory"] = run.memory.snapshot()
-    return to_deduce
-
-
-def _deduce(to_deduce: list[tuple[_ChainRun, object, dict]], asker: Asker, settings: AssociationSettings) -> None:
-    """Ask the deductions in one batch; the deduced concepts (right or wrong) go into each chain's memory."""
-    outputs_list = asker.ask(
-        [
-            deduction_request(
-                r.chain.id,
-                s.index,
-                s.query,
-                s.positive,
-                r.chain.concept_kind,
-                r.chain.options,
-                pixels=asker.pixels,
-                strategy=settings.strategy,
-            )
-            for r, s, _ in to_deduce
-        ]
-    )
-    for (run, step, entry), outputs in zip(to_deduce, outputs_list):
-        options = run.chain.options
-        concepts = majority_concepts(
-            [
-                parse_concepts(o, options, answer_only=settings.strategy == "cot") if o is not None else None
-                for o in outputs
-            ],
-            options,
-        )
-        ok = deduction_correct(concepts, step.gold, settings.deduction_rule)
-        run.deductions += 1
-        run.deductions_correct += ok
-        _remember(run, step, concepts or [])
-        entry.update(
-            {
-                "deduction": concepts,
-                "deduction_gold": step.gold,
-                "deduction_correct": ok,
-                "deduction_outputs": outputs,
-                "memory": run.memory.snapshot(),
-            }
-        )
-
-
-def _advance(run: _ChainRun, settings: AssociationSettings) -> None:
-    """Move a chain that is still going to its next scored step, ending it at ``max_steps`` or its last step."""
-    if run.ended:
-        return
-    run.t += 1
-    _skip_warmup(run)
-    if run.scored >= settings.max_steps:
-        run.ended = "max_steps"
-    elif run.t >= len(run.chain.steps):
-        run.ended = "exhausted"
-
-
-def _run_step(active: list[_ChainRun], asker: Asker, settings: AssociationSettings) -> None:
-    """One lockstep step of every active chain: a batch of selections, then a batch of deductions."""
-    steps = [r.chain.steps[r.t] for r in active]
-    to_deduce = _select(active, steps, asker, settings)
-    if to_deduce:
-        _deduce(to_deduce, asker, settings)
-    for run in active:
-        _advance(run, settings)
-
-
-def run_chains(
-    chains: list, asker: Asker, settings: AssociationSettings, *, show_progress: bool = True
-) -> list[_ChainRun]:
-    """Run chains in lockstep (one batch per step for selections, one for deductions)."""
-    runs = [_start_chain(chain, settings) for chain in chains]
-    with make_progress("steps", disable=not show_progress) as progress:
-        task = progress.add_task("association chains (active)", total=len(runs))
-        while active := [r for r in runs if not r.ended]:
-            progress.update(
-                task,
-                completed=len(runs) - len(active),
-                description=f"chains: {len(active)} active, step {min(r.scored for r in active) + 1}",
-            )
-            _run_step(active, asker, settings)
-        progress.update(task, completed=len(runs))
-    return runs
-
-
-def chain_summary(run: _ChainRun) -> dict:
-    """What the metrics need of a finished chain (the chain itself and its log can then be dropped)."""
-    return {
-        "chain": run.chain.id,
-        "group": "+".join(run.chain.concepts),
-        "length": run.length,
-        "scored": run.scored,
-        "deductions": run.deductions,
-        "deductions_correct": run.deductions_correct,
-        "ended": run.ended,
-    }
 
 
 # ------------------------------------------------------------------------------------------ single step, deduction
@@ -804,3 +409,31 @@ def write_association_outputs(out: Path, results: dict, outcome: AssociationOutc
             for n, r in enumerate(outcome.records)
         )
         write_lmms_eval_files(out, LMMS_TASK, results, metrics, samples)
+
+
+__all__ = [
+    "CHAIN_CONFIGS",
+    "DEDUCTION_RULES",
+    "IMAGES_PER_ASSOCIATION_REQUEST",
+    "LMMS_TASK",
+    "PROTOCOL_VERSION",
+    "Asker",
+    "AssociationOutcome",
+    "AssociationSettings",
+    "AssociationTask",
+    "chain_summary",
+    "config_metrics",
+    "deduction_correct",
+    "deduction_request",
+    "evaluate_association",
+    "image_name",
+    "majority_concepts",
+    "majority_selection",
+    "run_chains",
+    "run_config",
+    "run_deduction",
+    "run_single_step",
+    "selection_request",
+    "single_step_selection",
+    "write_association_outputs",
+]

@@ -109,9 +109,8 @@ def parse_selection(text: str) -> int | None:
     the last ``Answer:`` line wins when present. Naming both candidates is ambiguous (None).
     """
     body = _strip_reasoning(text)
-    last = None
-    for last in _ANSWER_LINE.finditer(body):
-        pass
+    answer_lines = list(_ANSWER_LINE.finditer(body))
+    last = answer_lines[-1] if answer_lines else None
     if last is not None:  # the last Answer: line wins: its text after the colon
         end = _LINE_END.search(body, last.end())
         body = body[last.end() : end.start() if end else len(body)]

@@ -367,7 +367,8 @@ def refuse_duplicate_ids(predictions: Path, lines: list[dict]) -> None:
     doubled = sorted(i for i, n in counts.items() if n > 1)
     if doubled:
         raise InputError(
-            f"{predictions} lists {len(doubled)} id(s) more than once (duplicate predictions, e.g. {', '.join(doubled[:5])}); "
+            f"{predictions} lists {len(doubled)} id(s) more than once (duplicate predictions, e.g. "
+            f"{', '.join(doubled[:5])}); "
             "each example must be scored once.",
             "Keep one line per id (e.g. the predictions.jsonl of one run, not several concatenated).",
         )
@@ -472,8 +473,10 @@ def _score_harness_file(path: Path, data, split: str, revision: str | None) -> t
         missing = sum(f is None for f in facts)
         if missing:
             raise InputError(
-                f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep the document).",
-                "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / index).",
+                f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep "
+                "the document).",
+                "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / "
+                "index).",
             )
         return [score_output(f, a["raw_output"]) for f, a in zip(facts, read.answers)], read.failed, {}
     if any(a["id"] is None for a in read.answers):
@@ -482,7 +485,8 @@ def _score_harness_file(path: Path, data, split: str, revision: str | None) -> t
             if a["id"] is None:
                 if not 0 <= a["row"] < len(dataset):
                     raise InputError(
-                        f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} ({len(dataset)} rows).",
+                        f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} "
+                        f"({len(dataset)} rows).",
                         "Score against the dataset and split the harness ran on.",
                     )
                 a["id"] = dataset.get(a["row"], images=False).id
@@ -497,7 +501,8 @@ def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:
     if not lines:  # scoring nothing would print a table of zeros that looks like a result
         raise InputError(
             f"{predictions} holds no predictions.",
-            "Give the predictions.jsonl of a run that answered rows (rerun `commonlink eval commono` with the same --out to finish one).",
+            "Give the predictions.jsonl of a run that answered rows (rerun `commonlink eval commono` with the same "
+            "--out to finish one).",
         )
     refuse_duplicate_ids(predictions, lines)
     needed = (*_FACT_FIELDS, "raw_output") if facts_needed else ("id", "raw_output")

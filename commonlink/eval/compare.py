@@ -271,7 +271,8 @@ def _on_shared_rows(title: str, kind: str, runs: list[dict], notes: list[str]) -
             "Rerun them on the same rows (same --rows/--limit and data).",
         )
     notes.append(
-        f"{title}: the runs cover different rows ({described}); each is scored here on the {len(shared)} rows they all share."
+        f"{title}: the runs cover different rows ({described}); each is scored here on the {len(shared)} rows they all "
+        "share."
     )
     return [_rescore(kind, r, [x for x in recs if _row_id(kind, x) in shared]) for r, recs in zip(runs, records)]
 
@@ -304,7 +305,8 @@ def compare_runs(runs: Sequence[str | os.PathLike | dict]) -> Comparison:
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             notes.append(
-                f"{title}: several runs are named {', '.join(repeated)}; give each a --run-name (`eval score --run-name` for a "
+                f"{title}: several runs are named {', '.join(repeated)}; give each a --run-name (`eval score "
+                "--run-name` for a "
                 "rescored file) to tell them apart."
             )
         tables.append(_table(title, kind, members))

@@ -193,7 +193,8 @@ def strategy_preamble(strategy: str, kind: str, concepts: Sequence[str]) -> str:
             else ""
         )
         return (
-            f'Example: an original image of an object with the {kind} "{concept}", Image1 of an object without it, Image2 of '
+            f'Example: an original image of an object with the {kind} "{concept}", Image1 of an object without it, '
+            "Image2 of "
             f"an object with it.{why} Answer: Image2.\n"
         )
     return ""

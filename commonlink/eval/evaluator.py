@@ -1,8 +1,8 @@
 """The one evaluator: runs any :class:`commonlink.eval.task.Task` over the cached backend and writes its outputs.
 
     >>> from commonlink.eval.commono import CommonOTask
-    >>> results = evaluate(CommonOTask("facebook/Common-O", "main"), RunOptions(models=["Qwen/Qwen2.5-VL-7B-Instruct"], backend="vllm",
-    ...                                                                         out_dir="runs/qwen"))
+    >>> options = RunOptions(models=["Qwen/Qwen2.5-VL-7B-Instruct"], backend="vllm", out_dir="runs/qwen")
+    >>> results = evaluate(CommonOTask("facebook/Common-O", "main"), options)
 
 Steps, the same for every task: validate the run options, open the data (:meth:`Task.open`), pick the rows
 (``rows`` range, ``limit``, then ``shard``), load the backends lazily (a rerun whose answers are all cached never

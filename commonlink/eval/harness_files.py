@@ -34,9 +34,10 @@ __all__ = [
     "vlmeval_doc",
 ]
 
-#: What VLMEvalKit writes as the prediction of a row it could not get an answer for (``vlmeval.smp.file.INFER_FAIL_MSG``,
-#: the start of its API and ``SKIP_ERR`` failure texts). Such rows are left out of the scores and counted as
-#: ``failed``, as ``commonlink eval`` leaves out requests its backend could not answer.
+#: What VLMEvalKit writes as the prediction of a row it could not get an answer for
+#: (``vlmeval.smp.file.INFER_FAIL_MSG``, the start of its API and ``SKIP_ERR`` failure texts). Such rows are left
+#: out of the scores and counted as ``failed``, as ``commonlink eval`` leaves out requests its backend could not
+#: answer.
 VLMEVAL_FAIL_MARKER = "Failed to obtain answer"
 
 
@@ -91,7 +92,8 @@ def _read_lmms_eval(path: Path) -> HarnessAnswers:
         if raw is not None and not isinstance(raw, str):
             raise InputError(
                 f"{path}, line {n}: the response is {type(raw).__name__}, not text.",
-                "Give the samples file of a generate_until task (the Common-O tasks `commonlink export lmms-eval` writes).",
+                "Give the samples file of a generate_until task (the Common-O tasks `commonlink export lmms-eval` "
+                "writes).",
             )
         doc = sample.get("doc") or None
         out.answers.append(
@@ -101,7 +103,8 @@ def _read_lmms_eval(path: Path) -> HarnessAnswers:
     doubled = sorted(r for r, c in rows.items() if c > 1)
     if doubled:
         raise InputError(
-            f"{path} lists doc_id {', '.join(map(str, doubled[:5]))} more than once; each document must be scored once.",
+            f"{path} lists doc_id {', '.join(map(str, doubled[:5]))} more than once; "
+            "each document must be scored once.",
             "Give one task's samples file of one run (not several concatenated).",
         )
     return out

@@ -5,8 +5,8 @@ A task gives two functions: ``build(example) -> [(request, meta), ...]`` (the mo
 ``finish(meta, output) -> record`` (parse and score one output). The runner keeps at most one batch of images
 in memory, reads rows without their pixels for a backend that does not use images, answers cached requests
 without the model, appends new outputs to the cache after every batch (fsynced every few seconds; the
-evaluator fsyncs the rest at the end of the run), and turns undecodable or malformed rows and failed requests into ``skipped`` entries (row, reason)
-instead of stopping the run.
+evaluator fsyncs the rest at the end of the run), and turns undecodable or malformed rows and failed requests
+into ``skipped`` entries (row, reason) instead of stopping the run.
 """
 
 from __future__ import annotations
@@ -213,8 +213,10 @@ def _skip_unreadable(
         examples = "; ".join(f"row {s['row']}: {s['reason']}" for s in unreadable[:3])
         raise SchemaError(
             f"{len(unreadable)} of the {total if total is not None else rows_read} rows requested cannot be read "
-            f"(more than the {max_row_errors} allowed; stopped at row {row}), so no score is reported. First: {examples}",
-            "Fix or drop those rows (the reasons name row, field and value), or allow more with --max-unreadable-share.",
+            f"(more than the {max_row_errors} allowed; stopped at row {row}), so no score is reported. First: "
+            f"{examples}",
+            "Fix or drop those rows (the reasons name row, field and value), "
+            "or allow more with --max-unreadable-share.",
         ) from exc
 
 

@@ -112,7 +112,8 @@ SIMILARITY_BINS = 4
 
 
 def distractor_similarity(record: dict, vectors: dict[str, np.ndarray]) -> float | None:
-    """The greatest similarity between a distractor and an object in common (None: no common object or no distractor)."""
+    """The greatest similarity between a distractor and an object in common (None: no common object or no
+    distractor)."""
     common = [o for o in record["ground_truth"] if o != NO_COMMON_OBJECTS]
     distractors = [c for c in record["choices"] if c not in set(record["ground_truth"]) and c != NO_COMMON_OBJECTS]
     if not common or not distractors:

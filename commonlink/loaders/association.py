@@ -421,7 +421,7 @@ def _open_release(path_or_repo: str, config: str, revision: str | None) -> Assoc
             f"Association release {path_or_repo!r} not found ({exc}).", "Check the path or repo id."
         ) from exc
     ids = list(images["id"])
-    labels = {i: list(l) for i, l in zip(ids, images["labels"])}
+    labels = {image_id: list(image_labels) for image_id, image_labels in zip(ids, images["labels"])}
     row_of = {image_id: row for row, image_id in enumerate(ids)}
     # releases built before images carried names have no name column: every image is unnamed there
     names = dict(zip(ids, images["name"])) if "name" in images.column_names else {}

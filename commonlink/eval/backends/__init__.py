@@ -101,7 +101,8 @@ def backend_class(backend: str, model: str = "") -> type:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-#: Constructor parameters as ``--backend-arg`` and docs/eval.md spell them; those with options of their own are not listed.
+#: Constructor parameters as ``--backend-arg`` and docs/eval.md spell them; those with options of their own are not
+#: listed.
 _DOCUMENTED_NAMES = {
     "model_kwargs": "model.KEY",
     "processor": "processor.KEY",
@@ -218,8 +219,10 @@ class LazyBackend:
                 inner.close()
                 raise BackendError(
                     f"The weights of {self._args[1]!r} changed between planning the run and loading them ({planned} -> "
-                    f"{inner.info.fingerprint}): files of the model folder changed, or the Hub snapshot was updated meanwhile.",
-                    "Rerun the same command: it keys the prediction cache to the weights now in place (answers cached for the "
+                    f"{inner.info.fingerprint}): files of the model folder changed, or the Hub snapshot was updated "
+                    "meanwhile.",
+                    "Rerun the same command: it keys the prediction cache to the weights now in place (answers cached "
+                    "for the "
                     "old weights are kept apart, not mixed in).",
                 )
             self._inner = inner

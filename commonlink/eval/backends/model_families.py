@@ -30,7 +30,8 @@ FAMILY_NAMES = {
 #: Why Molmo takes one image a prompt (so Common-O needs --concat-images and association steps cannot run).
 MOLMO_SEES_ONE_IMAGE = (
     "Molmo's processor puts every image at the start of the prompt and maps each image's patches onto the token "
-    "positions of the first one (image_preprocessing_molmo.py, multimodal_preprocess), so the model sees one image a prompt"
+    "positions of the first one (image_preprocessing_molmo.py, multimodal_preprocess), so the model sees one image a "
+    "prompt"
 )
 #: The most images a request may carry, for families that cannot take more.
 FAMILY_MAX_IMAGES = {"molmo": 1}
@@ -85,14 +86,16 @@ def resolve_adapter(adapter: str, config: dict | None, *, model: str, trust_remo
     auto_map = config.get("auto_map") or {}
     if family and auto_map and not trust_remote_code:
         raise BackendError(
-            f"{model!r} is a {FAMILY_NAMES[family]} model, which ships its own Python code that runs only with your consent.",
+            f"{model!r} is a {FAMILY_NAMES[family]} model, which ships its own Python code that runs only with your "
+            "consent.",
             "Add --trust-remote-code if you trust the code of this model (read it first).",
         )
     if family:
         return family
     if auto_map and trust_remote_code and not set(auto_map) & set(GENERIC_ADAPTERS.values()):
         raise InputError(
-            f"{model!r} ships its own code (auto_map: {', '.join(sorted(auto_map))}; model_type {config.get('model_type')!r}, "
+            f"{model!r} ships its own code (auto_map: {', '.join(sorted(auto_map))}; model_type "
+            f"{config.get('model_type')!r}, "
             f"architectures {config.get('architectures')}) and no adapter knows its calling convention.",
             f"If it follows one of the supported conventions, name it: --backend-arg adapter=NAME with NAME one of "
             f"{', '.join(ADAPTERS[1:])} (see docs/eval.md, 'Model adapters').",

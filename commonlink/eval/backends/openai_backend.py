@@ -11,8 +11,9 @@ one we send: it would refuse every row); other refusals (HTTP 400) skip that row
 Per-model request rules: OpenAI's reasoning models (o-series, gpt-5; :func:`is_reasoning_model`, or
 ``reasoning=true``) refuse ``max_tokens`` (they take ``max_completion_tokens``), any ``temperature`` but the
 default 1, and ``top_p``, each with a 400 naming ``param``; for them we send ``max_completion_tokens`` and neither
-(they sample at temperature 1 whatever is asked; ``backend_details.request_rules`` says so). Token counts (and a cost, when ``price_input_per_mtok`` /
-``price_output_per_mtok`` are given) of the requests this run sent are in ``backend_details.usage``.
+(they sample at temperature 1 whatever is asked; ``backend_details.request_rules`` says so). Token counts (and a
+cost, when ``price_input_per_mtok`` / ``price_output_per_mtok`` are given) of the requests this run sent are in
+``backend_details.usage``.
 
 The API key is read from an environment variable (default ``OPENAI_API_KEY``) and never printed, logged or
 written to results; error texts are scrubbed of it. Each request is independent, so batch size cannot change
@@ -95,9 +96,11 @@ def _check_key_variable(api_key_env: str) -> None:
     """``api_key_env`` must be a variable *name*: a pasted key would otherwise be written to results.json."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env or ""):
         raise InputError(
-            "api_key_env must name an environment variable (letters, digits, _), and the value given is not such a name "
+            "api_key_env must name an environment variable (letters, digits, _), and the value given is not such a "
+            "name "
             "(not shown: it may be the key itself).",
-            "Put the key in a variable (export OPENAI_API_KEY=...) and pass its name: --backend-arg api_key_env=OPENAI_API_KEY.",
+            "Put the key in a variable (export OPENAI_API_KEY=...) and pass its name: --backend-arg "
+            "api_key_env=OPENAI_API_KEY.",
         )
 
 
@@ -248,7 +251,8 @@ class OpenAIBackend:
                 if status in (401, 403):
                     raise BackendError(
                         f"The server refused the API key (HTTP {status}).",
-                        "Check the key in the environment variable named by --backend-arg api_key_env and the base_url.",
+                        "Check the key in the environment variable named by --backend-arg api_key_env "
+                        "and the base_url.",
                     ) from None
                 if status == 400 and length_param == "max_tokens" and "max_completion_tokens" in str(exc):
                     # Newer OpenAI models refuse max_tokens and ask for max_completion_tokens: switch once, for good.
@@ -263,9 +267,11 @@ class OpenAIBackend:
                     ) from None
                 if sdk_retries(status):
                     raise BackendError(
-                        f"HTTP {status} from the server for {request.id}, still after {retries_taken(exc.response, self.max_retries)} retries: "
+                        f"HTTP {status} from the server for {request.id}, still after "
+                        f"{retries_taken(exc.response, self.max_retries)} retries: "
                         f"{self._scrub(str(exc))[:300]}",
-                        "The server is down or overloaded; rerun later (finished rows are cached), lower --concurrency, or raise "
+                        "The server is down or overloaded; rerun later (finished rows are cached), lower "
+                        "--concurrency, or raise "
                         "--backend-arg max_retries.",
                     ) from None
                 reason = f"HTTP {status}: {self._scrub(api_message(exc))[:300]}"
@@ -274,14 +280,17 @@ class OpenAIBackend:
                     refused_all = self.usage["requests"] == 0 and self.usage["failed_requests"] >= SYSTEMIC_REFUSALS
                 if refused_all:  # the same refusal for every row: stop before sending the whole dataset
                     raise BackendError(
-                        f"The server refused the first {SYSTEMIC_REFUSALS} requests and answered none; the last: {reason}",
-                        "Fix what the server's reason names (model, images, parameters) and rerun; finished rows are cached.",
+                        f"The server refused the first {SYSTEMIC_REFUSALS} requests and answered none; the last: "
+                        f"{reason}",
+                        "Fix what the server's reason names (model, images, parameters) and rerun; finished rows are "
+                        "cached.",
                     ) from None
                 log.warning("HTTP %s for %s: skipped", status, request.id)
                 return RequestFailure(reason)
             except openai.APIConnectionError as exc:
                 raise BackendError(
-                    f"No connection to the server for {request.id}, still after {self.max_retries} retries: {self._scrub(str(exc))[:300]}",
+                    f"No connection to the server for {request.id}, still after {self.max_retries} retries: "
+                    f"{self._scrub(str(exc))[:300]}",
                     "Check base_url and that the server is up; rerun (finished rows are cached).",
                 ) from None
             self._count(getattr(reply, "usage", None))
@@ -303,7 +312,10 @@ class OpenAIBackend:
                 f"{self.info.model} does not follow OpenAI's reasoning-model rules: add --backend-arg reasoning=false."
             )
         else:
-            fix = f"Check the model's documented request parameters; --gen-arg/--backend-arg set what commonlink sends ({param})."
+            fix = (
+                "Check the model's documented request parameters; "
+                f"--gen-arg/--backend-arg set what commonlink sends ({param})."
+            )
         return BackendError(
             f"The server refused the request parameter {param} for the model {self.info.model} "
             f"(HTTP 400 {getattr(exc, 'code', None) or ''}): {self._scrub(api_message(exc))[:300]}",

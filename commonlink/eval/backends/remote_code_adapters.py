@@ -152,7 +152,8 @@ class MiniCPMChat(FamilyAdapter):
             what = (
                 "its named arguments"
                 if not (greedy or sampled)
-                else f"the keys of its own generation config for {'greedy' if greedy else 'sampled'} decoding and its named arguments"
+                else f"the keys of its own generation config for {'greedy' if greedy else 'sampled'} decoding and its "
+                "named arguments"
             )
             raise InputError(
                 f"{flag.format(key=unknown[0])} would be silently ignored by MiniCPM-V's chat(): it uses only {what}.",
@@ -244,7 +245,8 @@ class MolmoGenerate(FamilyAdapter):
         unknown = [k for k in settings.extra if not hasattr(self.transformers.GenerationConfig(), k)]
         if unknown:  # GenerationConfig keeps any attribute without a word; generate would never read a misspelt one
             raise InputError(
-                f"--gen-arg {unknown[0]}=... is not a transformers GenerationConfig field, so Molmo's generate_from_batch would ignore it.",
+                f"--gen-arg {unknown[0]}=... is not a transformers GenerationConfig field, so Molmo's "
+                "generate_from_batch would ignore it.",
                 "Use GenerationConfig fields, e.g. repetition_penalty, top_k, num_beams, no_repeat_ngram_size.",
             )
         inputs = self.processor.process(images=images or None, text=text, **self.options)

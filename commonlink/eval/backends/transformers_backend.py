@@ -215,18 +215,7 @@ class TransformersBackend:
         self.adapter = resolve_adapter(
             requested, read_model_config(model, revision), model=str(model), trust_remote_code=bool(trust_remote_code)
         )
-        limit = FAMILY_MAX_IMAGES.get(self.adapter)
-        if limit is not None and (images_per_request or 0) > limit:
-            raise InputError(
-                f"{MOLMO_SEES_ONE_IMAGE}, and this task sends {images_per_request} images a request.",
-                "Run Common-O with --concat-images (the pair side by side in one image); association steps (3 images) cannot run with Molmo.",
-            )
-        if image_placeholder and self.adapter in FAMILY_ADAPTERS:
-            raise InputError(
-                f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes the "
-                "prompt the way its model family expects.",
-                "Drop image_placeholder.",
-            )
+        self._check_adapter_options(images_per_request, image_placeholder)
         load_kwargs = dict(revision=revision, trust_remote_code=bool(trust_remote_code))
         model_load_kwargs = dict(load_kwargs, dtype=torch_dtype, **(model_kwargs or {}))
         if attn_implementation:
@@ -234,31 +223,7 @@ class TransformersBackend:
         if device_arg == "auto":
             model_load_kwargs["device_map"] = "auto"
         self.image_placeholder = image_placeholder
-        self.family = None
-        try:
-            if self.adapter in FAMILY_ADAPTERS:
-                self.family = FAMILY_CLASSES[self.adapter](
-                    transformers, model, model_load_kwargs, load_kwargs, processor or {}
-                )
-                self.model, self.processor, self.tokenizer = (
-                    self.family.model,
-                    self.family.processor,
-                    self.family.tokenizer,
-                )
-            else:
-                self.processor = transformers.AutoProcessor.from_pretrained(model, **load_kwargs, **(processor or {}))
-                self.model = load_model(transformers, model, self.adapter, model_load_kwargs)
-        except (OSError, ValueError, KeyError) as exc:
-            if _remote_code_refused(exc) and not trust_remote_code:
-                raise BackendError(
-                    f"{model!r} ships its own Python code, which runs only with your consent.",
-                    "Add --trust-remote-code if you trust the code of this model (read it first), or use a model transformers supports natively.",
-                ) from exc
-            raise BackendError(
-                f"Could not load {model!r} with the {self.adapter} model adapter ({exc}).",
-                "Give a local folder or a Hub id of an image-text-to-text model (e.g. Qwen/Qwen2.5-VL-7B-Instruct); "
-                "models with custom code also need --trust-remote-code (and, if auto does not recognise them, --backend-arg adapter=...).",
-            ) from exc
+        self._load(transformers, model, model_load_kwargs, load_kwargs, processor, trust_remote_code=trust_remote_code)
         if device_arg != "auto":
             self.model.to(device_arg)
         self.model.eval()
@@ -289,6 +254,62 @@ class TransformersBackend:
         )
         if self.family is None:
             self.info.details["padding_side"] = "left"
+
+    def _check_adapter_options(self, images_per_request: int | None, image_placeholder: str | None) -> None:
+        """Refuse, before loading anything, options the resolved adapter cannot honour."""
+        limit = FAMILY_MAX_IMAGES.get(self.adapter)
+        if limit is not None and (images_per_request or 0) > limit:
+            raise InputError(
+                f"{MOLMO_SEES_ONE_IMAGE}, and this task sends {images_per_request} images a request.",
+                "Run Common-O with --concat-images (the pair side by side in one image); "
+                "association steps (3 images) cannot run with Molmo.",
+            )
+        if image_placeholder and self.adapter in FAMILY_ADAPTERS:
+            raise InputError(
+                f"--backend-arg image_placeholder applies to the generic adapters; the {self.adapter} adapter writes "
+                "the "
+                "prompt the way its model family expects.",
+                "Drop image_placeholder.",
+            )
+
+    def _load(
+        self,
+        transformers,
+        model: str,
+        model_load_kwargs: dict,
+        load_kwargs: dict,
+        processor: dict | None,
+        *,
+        trust_remote_code: bool,
+    ) -> None:
+        """Load the model and processor with the adapter (a family's class, or an auto class + AutoProcessor)."""
+        self.family = None
+        try:
+            if self.adapter in FAMILY_ADAPTERS:
+                self.family = FAMILY_CLASSES[self.adapter](
+                    transformers, model, model_load_kwargs, load_kwargs, processor or {}
+                )
+                self.model, self.processor, self.tokenizer = (
+                    self.family.model,
+                    self.family.processor,
+                    self.family.tokenizer,
+                )
+            else:
+                self.processor = transformers.AutoProcessor.from_pretrained(model, **load_kwargs, **(processor or {}))
+                self.model = load_model(transformers, model, self.adapter, model_load_kwargs)
+        except (OSError, ValueError, KeyError) as exc:
+            if _remote_code_refused(exc) and not trust_remote_code:
+                raise BackendError(
+                    f"{model!r} ships its own Python code, which runs only with your consent.",
+                    "Add --trust-remote-code if you trust the code of this model (read it first), "
+                    "or use a model transformers supports natively.",
+                ) from exc
+            raise BackendError(
+                f"Could not load {model!r} with the {self.adapter} model adapter ({exc}).",
+                "Give a local folder or a Hub id of an image-text-to-text model (e.g. Qwen/Qwen2.5-VL-7B-Instruct); "
+                "models with custom code also need --trust-remote-code "
+                "(and, if auto does not recognise them, --backend-arg adapter=...).",
+            ) from exc
 
     def _check_generic_processor(self, model: str) -> None:
         self.tokenizer = getattr(self.processor, "tokenizer", None)

@@ -99,7 +99,8 @@ def image_limit(limit) -> int:
         for key, item in value.items():
             if key not in _IMAGE_LIMIT_FIELDS:
                 raise InputError(
-                    f"limit_mm_per_prompt image option {key!r} is not one of vLLM's ({', '.join(_IMAGE_LIMIT_FIELDS)}).",
+                    f"limit_mm_per_prompt image option {key!r} is not one of vLLM's "
+                    f"({', '.join(_IMAGE_LIMIT_FIELDS)}).",
                     fix,
                 )
             if isinstance(item, bool) or not isinstance(item, int) or item < _IMAGE_LIMIT_FIELDS[key]:
@@ -110,7 +111,8 @@ def image_limit(limit) -> int:
         return int(value.get("count", 999))
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(
-            f"limit_mm_per_prompt image limit {value!r} is neither a whole number >= 0 nor vLLM's per-modality options.",
+            f"limit_mm_per_prompt image limit {value!r} is neither a whole number >= 0 "
+            "nor vLLM's per-modality options.",
             fix,
         )
     return value
@@ -194,10 +196,13 @@ class VLLMBackend:
                 seed=settings.seed,
                 **settings.extra,
             )
-        except Exception as exc:  # TypeError: an unknown field; vllm.exceptions.VLLMValidationError (not a ValueError): a value out of range
+        except Exception as exc:
+            # TypeError: an unknown field; vllm.exceptions.VLLMValidationError (not a ValueError): a value out of
+            # range
             raise InputError(
                 f"vLLM's SamplingParams refused a --gen-arg or a generation setting: {exc}",
-                "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature in [0, 2].",
+                "Use SamplingParams field names with values in vLLM's ranges, e.g. --gen-arg top_k=20, --temperature "
+                "in [0, 2].",
             ) from exc
 
     def generate(

@@ -30,7 +30,8 @@ IMAGE_KEY = "image"
 
 # ------------------------------------------------------------------------------------------ Common-O
 def common_o_doc_to_visual(doc: dict) -> list:
-    """Both images sized by our default image protocol (the paper's: shorter side 384 px), as ``eval commono`` sends them."""
+    """Both images sized by our default image protocol (the paper's: shorter side 384 px), as ``eval commono``
+    sends them."""
     protocol = parse_image_protocol(None)
     return [protocol.apply(doc["image_1"].convert("RGB")), protocol.apply(doc["image_2"].convert("RGB"))]
 

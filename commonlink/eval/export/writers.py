@@ -154,8 +154,8 @@ class CommonLinkDataset(ImageBaseDataset):
     def load_data(self, dataset):
         path = osp.join(LMUDataRoot(), f"{dataset}.tsv")
         if not osp.isfile(path):  # VLMEvalKit would try to download it from the URL "NAME.tsv"
-            raise FileNotFoundError(f"{path} does not exist: put the files written by `commonlink export vlmevalkit` in "
-                                    "$LMUData (or run this file, which reads them from its own folder).")
+            raise FileNotFoundError(f"{path} does not exist: put the files written by `commonlink export vlmevalkit` "
+                                    "in $LMUData (or run this file, which reads them from its own folder).")
         return super().load_data(dataset)
 
     def build_prompt(self, line):
@@ -165,7 +165,8 @@ class CommonLinkDataset(ImageBaseDataset):
 
     def evaluate(self, eval_file, **judge_kwargs):
         records = vlmeval_records(load(eval_file))
-        dump(pd.DataFrame(records), get_intermediate_file_path(eval_file, "_results"))  # per row: parsed answer, correct
+        # per row: parsed answer, correct
+        dump(pd.DataFrame(records), get_intermediate_file_path(eval_file, "_results"))
         metrics = vlmeval_metrics(records)
         dump(d2df(metrics), get_intermediate_file_path(eval_file, "_acc"))
         return metrics
@@ -188,7 +189,8 @@ def main(argv):
     checkout installed with pip install -e ., as vlmeval.tools finds it for vlmutil run) or at $VLMEVALKIT_RUN."""
     import vlmeval
 
-    run_py = os.environ.get("VLMEVALKIT_RUN") or osp.join(osp.dirname(osp.dirname(osp.abspath(vlmeval.__file__))), "run.py")
+    checkout = osp.dirname(osp.dirname(osp.abspath(vlmeval.__file__)))
+    run_py = os.environ.get("VLMEVALKIT_RUN") or osp.join(checkout, "run.py")
     if not osp.isfile(run_py):
         sys.exit(f"VLMEvalKit's run.py is not at {run_py}. Install VLMEvalKit from a git checkout (git clone "
                  "https://github.com/open-compass/VLMEvalKit; cd VLMEvalKit; pip install -e .), or set VLMEVALKIT_RUN "
@@ -404,7 +406,8 @@ VLMEVAL_MIN_COMMIT = "9cc14cd0 (2025-09-12)"
 VLMEVAL_TOO_OLD = (
     f"This VLMEvalKit is too old for commonlink_vlmeval.py: it lacks vlmeval.smp.get_intermediate_file_path, added in "
     f"commit {VLMEVAL_MIN_COMMIT}; no tagged release has it (v0.3rc1 and older lack it). Update the clone "
-    "(git pull in VLMEvalKit, then pip install -e .) to that commit or later, e.g. e8e78f05 (what commonlink is tested with)."
+    "(git pull in VLMEvalKit, then pip install -e .) to that commit or later, e.g. e8e78f05 (what commonlink is tested "
+    "with)."
 )
 
 

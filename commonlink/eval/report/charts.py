@@ -64,7 +64,8 @@ def bar_chart(
         highest = min(highest, 1.0)  # a share never exceeds 100%, whatever its error bar says
     y_top, intervals = (y_max, 4) if y_max is not None else _nice_axis(highest)
     parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(title)}">',
         f'<text x="{left}" y="16" class="chart-title">{escape(title)}</text>',
     ]
     for k in range(intervals + 1):  # y grid and ticks
@@ -72,7 +73,8 @@ def bar_chart(
         y = top + plot_h - plot_h * k / intervals
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(
-            f'<text x="{left - 5}" y="{y + 3.5:.1f}" class="tick" text-anchor="end">{escape(_fmt(value, percent))}</text>'
+            f'<text x="{left - 5}" y="{y + 3.5:.1f}" class="tick" '
+            f'text-anchor="end">{escape(_fmt(value, percent))}</text>'
         )
     n_cat, n_ser = max(1, len(categories)), max(1, len(series))
     group_w = plot_w / n_cat
@@ -89,7 +91,8 @@ def bar_chart(
             y = top + plot_h - h
             tip = f"{ser.label} · {name}: {_fmt(value, percent)}" + (f" ± {_fmt(error, percent)}" if error else "")
             parts.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}" fill="{PALETTE[s % len(PALETTE)]}">'
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}" '
+                f'fill="{PALETTE[s % len(PALETTE)]}">'
                 f"<title>{escape(tip)}</title></rect>"
             )
             if error:
@@ -97,7 +100,8 @@ def bar_chart(
                 y_lo = top + plot_h - plot_h * max(0.0, value - error) / y_top
                 y_hi = top + plot_h - plot_h * min(y_top, value + error) / y_top
                 parts.append(
-                    f'<path d="M{cx:.1f},{y_lo:.1f}V{y_hi:.1f}M{cx - 3:.1f},{y_lo:.1f}h6M{cx - 3:.1f},{y_hi:.1f}h6" class="errbar"/>'
+                    f'<path d="M{cx:.1f},{y_lo:.1f}V{y_hi:.1f}M{cx - 3:.1f},{y_lo:.1f}h6M{cx - 3:.1f},{y_hi:.1f}h6" '
+                    'class="errbar"/>'
                 )
         label = name if len(name) <= 14 else name[:13] + "…"
         parts.append(
@@ -107,7 +111,8 @@ def bar_chart(
     parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
     if x_label:
         parts.append(
-            f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" class="axis-label" text-anchor="middle">{escape(x_label)}</text>'
+            f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" class="axis-label" '
+            f'text-anchor="middle">{escape(x_label)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)

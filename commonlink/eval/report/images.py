@@ -4,7 +4,8 @@ An image is identified by a key (the SHA-256 of its stored bytes, or the release
 image shared by several examples or several runs is decoded and written once, and a rerun of the report reuses the
 thumbnails already in the folder. Thumbnails are also kept in a cache shared by every report
 (``$COMMONLINK_HOME/thumbnails``, see :func:`thumbnail_cache_dir`), keyed by that key and the size: the report of
-the next run on the same release links them instead of decoding its images again. Decoding goes through :func:`commonlink.images.open_image` (pixel cap, clear errors).
+the next run on the same release links them instead of decoding its images again. Decoding goes through
+:func:`commonlink.images.open_image` (pixel cap, clear errors).
 Work is spread over a small thread pool: Pillow releases the GIL while it decodes, resizes and encodes.
 """
 
@@ -186,7 +187,8 @@ class ThumbnailStore:
         return out.getvalue()
 
     def prune(self) -> int:
-        """Delete thumbnails in the folder that the page no longer uses (left by an earlier report); returns how many."""
+        """Delete thumbnails in the folder that the page no longer uses (left by an earlier report); returns how
+        many."""
         if self.mode != "folder" or not self.folder.is_dir():
             return 0
         used = {url.rsplit("/", 1)[-1] for url in self._urls.values() if not url.startswith("data:")}

@@ -28,7 +28,10 @@ def sort_keys(keys) -> list[str]:
 def table_html(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "metrics") -> str:
     """A table (cells already escaped) in a box that scrolls sideways on a narrow screen."""
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<div class="scroll"><table class="{cls}"><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr>{body}</table></div>'
+    return (
+        f'<div class="scroll"><table class="{cls}"><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr>'
+        f"{body}</table></div>"
+    )
 
 
 # ------------------------------------------------------------------------------------------ one association run
@@ -49,7 +52,8 @@ def association_facts(run: dict, chains: bool) -> str:
     rate = f"{100 * bad / total:.1f}%" if isinstance(total, int) and total and isinstance(bad, int) else "–"
     memory = (run.get("association") or {}).get("memory", "?")
     return (
-        f'<p class="facts">Memory <b>{cell(memory)}</b> · parse failures: <b>{rate}</b> ({cell(bad)} of {cell(total)} {what})'
+        f'<p class="facts">Memory <b>{cell(memory)}</b> · parse failures: <b>{rate}</b> ({cell(bad)} of {cell(total)} '
+        f"{what})"
         "</p>"
     )
 
@@ -128,7 +132,8 @@ def association_metrics_html(run: dict, chains: bool) -> str:
     rows = [
         [escape(name), cell(per[name].get("n", 0))]
         + [
-            f"{cell(per[name].get(f), '.1f', 100)}<span class='se'> ± {cell(per[name].get(f + '_se', 0), '.1f', 100)}</span>"
+            f"{cell(per[name].get(f), '.1f', 100)}<span class='se'> ± "
+            f"{cell(per[name].get(f + '_se', 0), '.1f', 100)}</span>"
             for f in fields
         ]
         for name in names

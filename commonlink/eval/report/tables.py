@@ -101,7 +101,8 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
             p = "" if sim.get("p_value") is None else f", p = {sim['p_value']:.3g}"
             lines += [
                 "",
-                f"Object similarity ({sim.get('embedding')}): Pearson r = {r}{p} over {sim.get('examples_used', 0)} examples with 2+ common objects.",
+                f"Object similarity ({sim.get('embedding')}): Pearson r = {r}{p} over {sim.get('examples_used', 0)} "
+                "examples with 2+ common objects.",
             ]
         lines += hallucination_similarity_lines(runs[0].get("hallucination_similarity"))
         skipped = runs[0].get("skipped")
@@ -121,8 +122,10 @@ def load_results(paths: Sequence[str | os.PathLike]) -> list[dict]:
             shards = sorted(path.parent.glob("results.shard-*.json")) if path.name == "results.json" else []
             if shards:
                 raise InputError(
-                    f"{path}: no results file; the folder holds shard results only ({', '.join(p.name for p in shards)}).",
-                    "Merge them: rerun the same `commonlink eval` command without --shard on this folder (no model is loaded), "
+                    f"{path}: no results file; the folder holds shard results only "
+                    f"({', '.join(p.name for p in shards)}).",
+                    "Merge them: rerun the same `commonlink eval` command without --shard on this folder (no model is "
+                    "loaded), "
                     "or pass a results.shard-K-of-N.json file.",
                 )
             raise InputError(
