@@ -185,7 +185,8 @@ def repair_chain(
         query = start if k == 0 else positive[keep[k - 1]]
         rng = rng_for(builder.config.seed, "verify", row["id"], t)
 
-        def valid_with(p: int, q: int) -> bool:
+        # this step's text, arrays and index bound now: valid_with is only called within this pass of the loop
+        def valid_with(p: int, q: int, current=current, k=k, text=text) -> bool:
             trial = [current[0].copy(), current[1].copy()]
             trial[0][k], trial[1][k] = p, q
             return not builder.invalid_steps(concepts, text, start, trial[0], trial[1])[k]

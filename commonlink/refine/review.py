@@ -75,8 +75,8 @@ def _card(img: LabelledImage, caption: str, concept: str | None, *, negative: bo
     choice = ""
     if concept is not None:
         choice = (
-            f'<select data-image="{e(img.id)}" data-concept="{e(concept)}"><option value="keep">keep: shows {e(concept)}</option>'
-            f'<option value="reject">reject: does not show {e(concept)}</option></select>'
+            f'<select data-image="{e(img.id)}" data-concept="{e(concept)}"><option value="keep">keep: shows '
+            f'{e(concept)}</option><option value="reject">reject: does not show {e(concept)}</option></select>'
         )
     return (
         f'<div class="step{" neg" if negative else ""}"><div>{e(caption)}</div><img src="../images/{e(img.id)}.jpg" '

@@ -211,7 +211,8 @@ def source_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: Catalo
         raise InputError(
             f"{what}: {path or 'its source'} changed since the chain files were built (its sha256 is not the one in "
             f"{IMAGES_FILENAME}), so its labels may no longer describe it.",
-            "Restore the original file, or rebuild the chain files (`commonlink chains ... --overwrite`) and then the release.",
+            "Restore the original file, or rebuild the chain files "
+            "(`commonlink chains ... --overwrite`) and then the release.",
         )
     return data
 
@@ -326,22 +327,7 @@ def build_association_release(
     concept_kind = first.get("concept_kind", "concept")
     seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
-    config = {
-        "kind": "association",
-        **options.recorded(),
-        "inputs": [
-            {
-                "file": inp.path.name,
-                "task": inp.task,
-                "sha256": inp.sha256,
-                "rows": inp.meta.get("rows"),
-                "seed": inp.meta.get("seed"),
-                "toolkit_version": inp.meta.get("toolkit_version"),
-                "config": without_local_paths(inp.meta.get("config", {})),
-            }
-            for inp in inputs
-        ],
-    }
+    config = _release_config(inputs, options)
     build_key = build_key_of(config, __version__)
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
@@ -353,30 +339,7 @@ def build_association_release(
     with stage_release(out_dir) as tmp_dir:
         configs: dict[str, dict] = {}
         features_by_config: dict[str, Any] = {}
-        fetcher, reader = ImageFetcher(), CatalogImageReader()
-        features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
-        image_bytes = 0
-        with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
-            for image_id in track(
-                sorted(images), "images", total=len(images), unit="images", disable=not options.progress
-            ):
-                img = images[image_id]
-                data = release_image_bytes(fetcher, img, reader)
-                image_bytes += len(data)
-                width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
-                writer.write(
-                    {
-                        "id": img.id,
-                        "image": {"bytes": data, "path": None},
-                        "labels": img.labels,
-                        "width": width,
-                        "height": height,
-                        "crop": img.crop,
-                        "origin": _origin_text(img.origin),
-                        "name": img.name,
-                    }
-                )
-        configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
+        image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config)
         for inp in inputs:
             ids = [img.id for img in inp.table]
             features = features_by_config[inp.task] = association_features(inp.task)
@@ -385,20 +348,7 @@ def build_association_release(
                 for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not options.progress):
                     writer.write(row)
             configs[inp.task] = _config_info(writer, inp.task)
-        stats = {
-            "concepts": first.get("concepts", []),
-            "pairs": first.get("pairs", []),
-            "options": concept_options,
-            "concept_kind": concept_kind,
-            "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
-            "steps": {inp.task: inp.meta.get("steps") for inp in inputs if inp.task in ("synchronous", "asynchronous")},
-            "images": len(images),
-            "image_bytes": image_bytes,
-            "source": without_local_paths(first.get("source") or {}),
-            "construction": without_local_paths(first.get("config", {})),
-            "verification": first.get("verification"),
-            "images_without_disjoint_negative": first.get("images_without_disjoint_negative", 0),
-        }
+        stats = _release_stats(inputs, len(images), image_bytes)
         card = render_association_card(
             name=options.name,
             version=options.version,
@@ -429,6 +379,80 @@ def build_association_release(
         }
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
     return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files, notes=notes)
+
+
+def _release_config(inputs: list[_ChainInput], options: ReleaseOptions) -> dict:
+    """The build's recorded configuration (the manifest's ``config``; its hash is the build key)."""
+    return {
+        "kind": "association",
+        **options.recorded(),
+        "inputs": [
+            {
+                "file": inp.path.name,
+                "task": inp.task,
+                "sha256": inp.sha256,
+                "rows": inp.meta.get("rows"),
+                "seed": inp.meta.get("seed"),
+                "toolkit_version": inp.meta.get("toolkit_version"),
+                "config": without_local_paths(inp.meta.get("config", {})),
+            }
+            for inp in inputs
+        ],
+    }
+
+
+def _write_images(
+    tmp_dir: Path,
+    images: dict[str, LabelledImage],
+    options: ReleaseOptions,
+    configs: dict[str, dict],
+    features_by_config: dict[str, Any],
+) -> int:
+    """The images config (every image once, by id) written into ``tmp_dir``, recorded in ``configs`` and
+    ``features_by_config``; returns the bytes of image data stored."""
+    fetcher, reader = ImageFetcher(), CatalogImageReader()
+    features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
+    image_bytes = 0
+    with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
+        for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
+            img = images[image_id]
+            data = release_image_bytes(fetcher, img, reader)
+            image_bytes += len(data)
+            width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
+            writer.write(
+                {
+                    "id": img.id,
+                    "image": {"bytes": data, "path": None},
+                    "labels": img.labels,
+                    "width": width,
+                    "height": height,
+                    "crop": img.crop,
+                    "origin": _origin_text(img.origin),
+                    "name": img.name,
+                }
+            )
+    configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
+    return image_bytes
+
+
+def _release_stats(inputs: list[_ChainInput], images: int, image_bytes: int) -> dict:
+    """What the card reports and the manifest's ``stats`` holds: the build's concepts, counts and settings (from
+    the first task file's meta: the task files of one build share them)."""
+    first = inputs[0].meta
+    return {
+        "concepts": first.get("concepts", []),
+        "pairs": first.get("pairs", []),
+        "options": list(first.get("options") or []),
+        "concept_kind": first.get("concept_kind", "concept"),
+        "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
+        "steps": {inp.task: inp.meta.get("steps") for inp in inputs if inp.task in ("synchronous", "asynchronous")},
+        "images": images,
+        "image_bytes": image_bytes,
+        "source": without_local_paths(first.get("source") or {}),
+        "construction": without_local_paths(first.get("config", {})),
+        "verification": first.get("verification"),
+        "images_without_disjoint_negative": first.get("images_without_disjoint_negative", 0),
+    }
 
 
 def _config_info(writer: ShardWriter, config: str) -> dict:

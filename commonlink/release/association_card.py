@@ -19,7 +19,10 @@ from commonlink.formats.card import (
 from commonlink.release.card_info import publisher_section
 
 _CONFIG_TEXT = {
-    "single_step": "single-step association: a query, K memory images with their shared concept, two candidates (answer = index of the positive)",
+    "single_step": (
+        "single-step association: a query, K memory images with their shared concept, two candidates "
+        "(answer = index of the positive)"
+    ),
     "deduction": "deduction: two associated images, the option list, the gold shared concepts",
     "synchronous": "synchronous chains: one concept throughout; the positive of step t is the query of step t+1",
     "asynchronous": "asynchronous chains: two concepts alternating through bridge images that carry both",
@@ -33,7 +36,9 @@ def negatives_and_preset_line(construction: Mapping[str, Any]) -> str:
     rule = (
         "a negative shares no label at all with its query (paper eqs. 1, 4, 5)"
         if negatives == "disjoint"
-        else "a negative only lacks the task's concepts; it may share other labels with its query (not the paper's rule)"
+        else (
+            "a negative only lacks the task's concepts; it may share other labels with its query (not the paper's rule)"
+        )
     )
     preset = construction.get("preset")
     concepts = (
@@ -49,7 +54,8 @@ def verification_text(verification: Mapping[str, Any] | None) -> str:
     if not verification:
         return (
             "Not verified: labels come from the source dataset unchanged; the paper's MLLM verification and human "
-            "review (§4.2) were not applied (`commonlink chains verify`), so annotation errors of the source carry over."
+            "review (§4.2) were not applied (`commonlink chains "
+            "verify`), so annotation errors of the source carry over."
         )
     models = verification.get("models") or ([verification["model"]] if verification.get("model") else [])
     who = (
@@ -67,9 +73,9 @@ def verification_text(verification: Mapping[str, Any] | None) -> str:
     )
     return (
         f"Verified with {' and '.join(who)}: {verification.get('claims', 0):,} (image, concept) claims asked, "
-        f"{verification.get('rejected', 0):,} rejected, {verification.get('undecided', 0):,} undecided (kept as labelled "
-        f"unless --undecided reject); rejected labels were corrected in the image table, {repair}, and tasks relying "
-        f"on them dropped (every claim and drop: the build's verification.json). "
+        f"{verification.get('rejected', 0):,} rejected, {verification.get('undecided', 0):,} undecided (kept "
+        "as labelled unless --undecided reject); rejected labels were corrected in the image table, "
+        f"{repair}, and tasks relying on them dropped (every claim and drop: the build's verification.json). "
         f'Question asked per claim: "{markdown_text(verification.get("prompt", ""))}"'
     )
 
@@ -147,7 +153,8 @@ def _construction_section(stats: Mapping[str, Any]) -> str:
 
 {markdown_table(["setting", "value"], [(k, json.dumps(v)) for k, v in construction.items()])}
 
-Source: {markdown_text(source.get("source_type", "?"))} {code_span(source.get("source", ""))}; samples read {count("read")}, kept
+Source: {markdown_text(source.get("source_type", "?"))} {code_span(source.get("source", ""))}; \
+samples read {count("read")}, kept
 {count("kept")}, dropped under the pixel minimum {count("dropped_small")}, unlabelled {count("dropped_unlabelled")};
 images that share a label with every other image, so never a query or a negative (no disjoint negative exists
 for them): {markdown_text(stats.get("images_without_disjoint_negative", 0))}. They stay in use where no negative is

@@ -55,7 +55,8 @@ def build_release(
             return build_common_o_release(inputs, out_dir, options)
     raise InputError(
         f"Unknown input kind {kind!r} (from {next(iter(kinds))}.meta.json).",
-        f"Inputs must be '{COMMON_O_PAIRS_KIND}' (commonlink pairs) or '{ASSOCIATION_CHAINS_KIND}' (commonlink chains).",
+        f"Inputs must be '{COMMON_O_PAIRS_KIND}' (commonlink pairs) "
+        f"or '{ASSOCIATION_CHAINS_KIND}' (commonlink chains).",
     )
 
 

@@ -40,7 +40,10 @@ DATASHEET_SECTIONS: tuple[str, ...] = (
     "Distribution",
     "Maintenance",
 )
-PAPER = "Ross, Ibrahim et al., *What's in Common? Multimodal Models Hallucinate When Reasoning Across Scenes* (arXiv:2511.03768)"
+PAPER = (
+    "Ross, Ibrahim et al., *What's in Common? Multimodal Models Hallucinate When Reasoning Across Scenes* "
+    "(arXiv:2511.03768)"
+)
 
 Datasheet = list[tuple[str, list[tuple[str, str]]]]
 
@@ -80,6 +83,23 @@ def baseline_accuracies(split_stats: Mapping[str, Any]) -> tuple[float, float]:
     return float(split_stats.get("no_common_share", 0.0)), random
 
 
+#: The Uses answers of a Common-O datasheet: the same for every build.
+_COMMON_O_USES = (
+    (
+        "What tasks is it for?",
+        "Multiple-choice, multiple-answer question answering over two images (exact set match, hallucination rate).",
+    ),
+    (
+        "What (other) tasks could it be used for?",
+        'Open-ended multi-image question answering; single-image perception probes ("Is \\<object\\> in this image?").',
+    ),
+    (
+        "Are there tasks for which it should not be used?",
+        "It is an evaluation benchmark: do not train or fine-tune on it.",
+    ),
+)
+
+
 def common_o_datasheet(
     stats: Mapping[str, Any],
     *,
@@ -97,7 +117,8 @@ def common_o_datasheet(
             [
                 (
                     "For what purpose was the dataset created?",
-                    "To test whether multimodal models can reason across scenes: given two images of several objects each, "
+                    "To test whether multimodal models can reason across "
+                    "scenes: given two images of several objects each, "
                     "pick every object present in both (the Common-O task of " + PAPER + "). Evaluation only.",
                 ),
                 _publisher(card_info, "creators_and_funding"),
@@ -114,8 +135,8 @@ def common_o_datasheet(
             [
                 (
                     "Was any preprocessing/cleaning/labeling done?",
-                    "Object names were normalised to one vocabulary; photo location metadata is stripped at ingestion; images are "
-                    "stored as ingested or rendered (no resizing at release time).",
+                    "Object names were normalised to one vocabulary; photo location metadata is stripped "
+                    "at ingestion; images are stored as ingested or rendered (no resizing at release time).",
                 ),
                 (
                     "Was the raw data saved?",
@@ -123,29 +144,14 @@ def common_o_datasheet(
                 ),
             ],
         ),
-        (
-            "Uses",
-            [
-                (
-                    "What tasks is it for?",
-                    "Multiple-choice, multiple-answer question answering over two images (exact set match, hallucination rate).",
-                ),
-                (
-                    "What (other) tasks could it be used for?",
-                    'Open-ended multi-image question answering; single-image perception probes ("Is \\<object\\> in this image?").',
-                ),
-                (
-                    "Are there tasks for which it should not be used?",
-                    "It is an evaluation benchmark: do not train or fine-tune on it.",
-                ),
-            ],
-        ),
+        ("Uses", list(_COMMON_O_USES)),
         (
             "Distribution",
             [
                 (
                     "How is it distributed?",
-                    "As parquet shards with this card, on the Hugging Face Hub or as a folder; manifest.json lists the sha256 of every file.",
+                    "As parquet shards with this card, on the Hugging Face Hub or "
+                    "as a folder; manifest.json lists the sha256 of every file.",
                 ),
                 ("Under what license?", f"{markdown_text(license)}."),
                 _publisher(card_info, "restrictions"),
@@ -157,11 +163,13 @@ def common_o_datasheet(
                 _publisher(card_info, "maintainers"),
                 (
                     "Will it be updated? Are older versions kept?",
-                    "Each release has a version; on the Hub every version is a tag, so `load_dataset(repo, revision=TAG)` keeps loading old versions.",
+                    "Each release has a version; on the Hub every version is a tag, "
+                    "so `load_dataset(repo, revision=TAG)` keeps loading old versions.",
                 ),
                 (
                     "How can others extend it?",
-                    "Rebuild with more catalogs and the same toolkit: the build is deterministic given the seed and inputs.",
+                    "Rebuild with more catalogs and the same toolkit: the "
+                    "build is deterministic given the seed and inputs.",
                 ),
             ],
         ),
@@ -178,22 +186,11 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
     total = stats.get("total_rows", 0)
     split_counts = ", ".join(f"{markdown_text(s)}: {info['rows']:,}" for s, info in splits.items()) or "none"
     top_text = ", ".join(f"{markdown_text(n)} ({c:,})" for n, c in stats.get("object_frequency", [])[:10]) or "none"
-    area = stats.get("object_area")
-    area_text = (
-        f" Where object areas are known ({area['images']:,} images), each object covers {_pct(area['min'])}–{_pct(area['max'])} of its image"
-        + (
-            f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
-            f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports."
-            if area.get("pairs")
-            else "."
-        )
-        if area
-        else ""
-    )
+    area_text = _area_text(stats.get("object_area"))
     per_split = "; ".join(
         f"{markdown_text(s)}: objects per image {_dist(i['objects_per_image'])}, common objects per example "
-        f"{_dist(i['common_objects_per_example'])}, {_pct(i['no_common_share'])} with no object in common, choices per example "
-        f"{_dist(i['choices_per_example'])}"
+        f"{_dist(i['common_objects_per_example'])}, {_pct(i['no_common_share'])} with "
+        f"no object in common, choices per example {_dist(i['choices_per_example'])}"
         for s, i in splits.items()
     )
     sources = "; ".join(
@@ -203,24 +200,27 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
     return [
         (
             "What do the instances represent?",
-            "Each instance is a pair of images (real photos or synthetic renders of household objects), a lettered list of "
+            "Each instance is a pair of images (real photos or synthetic "
+            "renders of household objects), a lettered list of "
             f'candidate objects, and the set of objects present in both images (or "{NO_COMMON_OBJECTS}").',
         ),
         (
             "How many instances are there?",
             f"{total:,} examples ({split_counts}), built from {stats.get('distinct_images', 0):,} distinct images of "
-            f"{stats.get('distinct_scenes', 0):,} scenes showing {stats.get('distinct_objects', 0):,} distinct objects.",
+            f"{stats.get('distinct_scenes', 0):,} scenes showing "
+            f"{stats.get('distinct_objects', 0):,} distinct objects.",
         ),
         (
             "Is it a sample of a larger set?",
-            "Yes: pairs are sampled (seeded, reproducible) from image catalogs of labelled photos and renders; every image "
+            "Yes: pairs are sampled (seeded, reproducible) from image "
+            "catalogs of labelled photos and renders; every image "
             "pair meeting the sampling options could have been drawn. " + per_split + ".",
         ),
         (
             "What data does each instance consist of? Is there a label?",
-            "Two images embedded as bytes, the question with lettered choices, the choices, the ground-truth common objects, "
-            "the answer letters, both images' object lists, and provenance ids (example, images, scenes, views). "
-            "The label is the set of objects in common.",
+            "Two images embedded as bytes, the question with lettered choices, the choices, the "
+            "ground-truth common objects, the answer letters, both images' object lists, and provenance "
+            "ids (example, images, scenes, views). The label is the set of objects in common.",
         ),
         (
             "How are objects distributed?",
@@ -228,7 +228,8 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
         ),
         (
             "Real and synthetic share?",
-            f"Overall {_pct(stats.get('real_share', 0))} real, {_pct(stats.get('synthetic_share', 0))} synthetic ({sources}).",
+            f"Overall {_pct(stats.get('real_share', 0))} real, "
+            f"{_pct(stats.get('synthetic_share', 0))} synthetic ({sources}).",
         ),
         (
             "Is any information missing from individual instances?",
@@ -240,12 +241,14 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
         ),
         (
             "Are there recommended data splits?",
-            f"The splits above ({', '.join(map(markdown_text, splits)) or 'none'}) are all evaluation splits; there is no training split.",
+            f"The splits above ({', '.join(map(markdown_text, splits)) or 'none'}) "
+            "are all evaluation splits; there is no training split.",
         ),
         (
             "Are there errors, sources of noise, or redundancies?",
-            "Labels come from the image catalogs: human labels for photos, scene plans verified by instance masks for renders. "
-            "Ambiguous or heavily occluded objects are the main source of noise. Images are reused across examples by design.",
+            "Labels come from the image catalogs: human labels for photos, scene plans "
+            "verified by instance masks for renders. Ambiguous or heavily occluded objects "
+            "are the main source of noise. Images are reused across examples by design.",
         ),
         ("Is the dataset self-contained?", "Yes; images are embedded in the parquet files."),
         _publisher(
@@ -254,6 +257,22 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
             "It is meant to show objects only, without people, logos or private information.",
         ),
     ]
+
+
+def _area_text(area: Mapping[str, Any] | None) -> str:
+    """The sentence on how much of its image each object covers ("" when no catalog recorded object areas)."""
+    if not area:
+        return ""
+    return (
+        f" Where object areas are known ({area['images']:,} images), each "
+        f"object covers {_pct(area['min'])}–{_pct(area['max'])} of its image"
+        + (
+            f"; {_pct(area['in_band'] / area['pairs'])} of the {area['pairs']:,} (object, image) pairs fall in "
+            f"{100 * area['band'][0]:g}–{100 * area['band'][1]:g}%, the band Common-O reports."
+            if area.get("pairs")
+            else "."
+        )
+    )
 
 
 def _collection(stats: Mapping[str, Any], seed: Any, card_info: Mapping[str, str] | None) -> list[tuple[str, str]]:
@@ -276,8 +295,8 @@ def _collection(stats: Mapping[str, Any], seed: Any, card_info: Mapping[str, str
                         "Real photos were ingested with their labels from a manifest (`commonlink ingest`)."
                         if stats.get("real_share")
                         else "",
-                        "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility checked on instance masks."
-                        + asset_text
+                        "Synthetic images were rendered from seeded scene plans "
+                        "(`commonlink synth`), with visibility checked on instance masks." + asset_text
                         if stats.get("synthetic_share")
                         else "",
                     ],
@@ -287,8 +306,8 @@ def _collection(stats: Mapping[str, Any], seed: Any, card_info: Mapping[str, str
         ),
         (
             "What sampling strategy was used?",
-            f"Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), seed {code_span(json.dumps(seed))}; "
-            "the exact options are in manifest.json.",
+            "Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), "
+            f"seed {code_span(json.dumps(seed))}; the exact options are in manifest.json.",
         ),
         _publisher(card_info, "collection_process"),
         _publisher(card_info, "consent", "The images are meant to contain no people."),
@@ -343,9 +362,9 @@ def render_common_o_card(
     body = [
         f"# {markdown_text(name)}",
         "",
-        f"Version **{markdown_text(version)}** of a Common-O style benchmark: two images, a lettered list of objects, and the task of "
-        f"picking every object present in both images ({PAPER}). {total:,} examples, built with commonlink {toolkit_version} "
-        f"(seed {code_span(json.dumps(seed))}).",
+        f"Version **{markdown_text(version)}** of a Common-O style benchmark: two images, a lettered list "
+        f"of objects, and the task of picking every object present in both images ({PAPER}). {total:,} "
+        f"examples, built with commonlink {toolkit_version} (seed {code_span(json.dumps(seed))}).",
         "",
         *_usage_section(first_split),
         *_splits_section(splits, stats),
@@ -494,7 +513,8 @@ def _build_section(toolkit_version: str, seed: Any, config: Mapping[str, Any]) -
     return [
         "## Build",
         "",
-        "`manifest.json` lists the sha256 and size of every file, the toolkit version, the seed and the full build configuration.",
+        "`manifest.json` lists the sha256 and size of every file, the "
+        "toolkit version, the seed and the full build configuration.",
         "",
         "```json",
         json.dumps(

@@ -80,7 +80,8 @@ def translate_hub_error(
     if status == 401:
         return InputError(
             f"{doing}: the Hub at {endpoint} rejected the token (401 Unauthorized).",
-            f"Create a token with write access at {endpoint}/settings/tokens and set HF_TOKEN, or run `hf auth login --force`.",
+            f"Create a token with write access at {endpoint}/settings/tokens "
+            "and set HF_TOKEN, or run `hf auth login --force`.",
         )
     if status == 403:
         return InputError(
@@ -142,7 +143,8 @@ def require_token(api: HfApi, endpoint: str) -> str:
     if not token:
         raise InputError(
             "No Hugging Face token found (HF_TOKEN is unset and there is no `hf auth login` cache).",
-            f"Create a write token at {redact_url(endpoint)}/settings/tokens, then `export HF_TOKEN=...` or run `hf auth login`.",
+            f"Create a write token at {redact_url(endpoint)}/settings/tokens, "
+            "then `export HF_TOKEN=...` or run `hf auth login`.",
         )
     try:
         who = api.whoami(token=token)

@@ -24,13 +24,13 @@ from commonlink.formats.release import (
 )
 from commonlink.locks import output_lock
 from commonlink.progress import track
-from commonlink.release.hub import check_repo_id
 from commonlink.release.hub_client import (
     REPO_TYPE,
     hub_api,
     resolve_endpoint,
     translate_hub_error,
 )
+from commonlink.release.hub_plan import check_repo_id
 from commonlink.release.staging import stage_release
 
 
@@ -53,7 +53,8 @@ def pull_release(
     token: str | None = None,
     progress: bool = False,
 ) -> PullResult:
-    """Download version ``version`` of ``repo_id`` into ``out_dir`` (new or empty) and verify it against its manifest."""
+    """Download version ``version`` of ``repo_id`` into ``out_dir`` (new or empty) and verify it against its
+    manifest."""
     check_repo_id(repo_id)
     check_version(version)
     out = Path(out_dir).expanduser().resolve()
@@ -76,7 +77,8 @@ def pull_release(
             if not isinstance(listed, dict) or not listed:
                 raise SchemaError(
                     f"{repo_id} version {version}: its {MANIFEST_FILENAME} lists no files.",
-                    "The version was not published by `commonlink release push`; download it with huggingface_hub instead.",
+                    "The version was not published by `commonlink release "
+                    "push`; download it with huggingface_hub instead.",
                 )
             for rel in track(sorted(listed), "Downloading", unit="files", disable=not progress):
                 _download(api, repo_id, version, _safe_relative(rel), tmp)

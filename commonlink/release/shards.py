@@ -208,7 +208,8 @@ class ShardWriter:
         missing = [c for c in self.columns if c not in row]
         unknown = [c for c in row if c not in self._column_set]
         raise SchemaError(
-            f"Row for split {self.prefix!r} does not match the features: missing {missing or 'none'}, unknown {unknown or 'none'}.",
+            f"Row for split {self.prefix!r} does not match the features: "
+            f"missing {missing or 'none'}, unknown {unknown or 'none'}.",
             "Give every feature column and nothing else.",
         )
 

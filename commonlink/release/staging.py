@@ -96,8 +96,8 @@ class ReleaseOptions:
 
     def recorded(self) -> dict[str, Any]:
         """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
-        release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not (nor card info when there is none, so
-        builds without it keep their build key)."""
+        release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not (nor card info when there
+        is none, so builds without it keep their build key)."""
         recorded = {
             "name": self.name,
             "version": self.version,
@@ -202,7 +202,8 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
     if foreign:
         raise InputError(
             f"--out {out_dir} is a release, but also holds files its manifest does not list: {_listing(foreign)}.",
-            "Move those files out of the folder (--overwrite replaces only what commonlink wrote), or pick another --out.",
+            "Move those files out of the folder (--overwrite replaces "
+            "only what commonlink wrote), or pick another --out.",
         )
     problems = verify_release(out_dir)
     if manifest.get("build_key") == build_key and not problems:
@@ -217,13 +218,14 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
         )
     if not overwrite and manifest.get("build_key") == build_key:
         raise InputError(
-            f"--out {out_dir} holds this release (same inputs and options), but its files no longer match its manifest: "
-            f"{_listing(problems)}.",
+            f"--out {out_dir} holds this release (same inputs and options), "
+            f"but its files no longer match its manifest: {_listing(problems)}.",
             "Pass --overwrite to build it again (replacing the changed files), or restore those files.",
         )
     if not overwrite:
         raise InputError(
-            f"--out {out_dir} already holds a different release ({manifest.get('name')!r} version {manifest.get('version')!r}).",
+            f"--out {out_dir} already holds a different release "
+            f"({manifest.get('name')!r} version {manifest.get('version')!r}).",
             "Pick another folder, or pass --overwrite to replace it.",
         )
     return None
