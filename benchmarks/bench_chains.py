@@ -313,7 +313,8 @@ def main() -> None:
         t0 = time.perf_counter()
         images = make_images(args.images, None if args.no_release else image_dir)
         print(
-            f"pool: {args.images:,} labelled images ({'with' if not args.no_release else 'without'} files) in {time.perf_counter() - t0:.1f} s"
+            f"pool: {args.images:,} labelled images ({'with' if not args.no_release else 'without'} files) in "
+            f"{time.perf_counter() - t0:.1f} s"
         )
 
         quarter = run_worker(args.images, max(1, args.chains // 4), args.steps, tmp / "quarter", None)
@@ -337,26 +338,32 @@ def main() -> None:
         naive_rate = naive_steps_per_second(images, naive_chains, args.steps + 3)
         chains_total = len(concepts) * args.chains
         print(
-            f"build (disjoint negatives): {len(concepts)} concepts x {args.chains:,} chains = {chains_total:,} chains x {args.steps} "
-            f"steps (+3 warm-up) = {full['steps']:,} steps over {args.images:,} images in {full['seconds']:.1f} s "
+            f"build (disjoint negatives): {len(concepts)} concepts x {args.chains:,} chains = {chains_total:,} chains "
+            f"x {args.steps} steps (+3 warm-up) = {full['steps']:,} steps over {args.images:,} images in "
+            f"{full['seconds']:.1f} s "
             f"= {rate:,.0f} steps/s (target < 60 s)"
         )
         print(
             f"  peer (vectorised numpy walk, same chains, disjoint negatives, same JSONL): {peer['seconds']:.1f} s "
-            f"(of which {peer['writing']:.1f} s writing rows) -> commonlink takes {full['seconds'] / peer['seconds']:.2f}x the peer's time"
+            f"(of which {peer['writing']:.1f} s writing rows) -> commonlink takes "
+            f"{full['seconds'] / peer['seconds']:.2f}x the peer's time"
         )
         print(
             f"  baseline (naive per-step Python builder, {naive_chains} chains): {naive_rate:,.0f} steps/s "
             f"-> {rate / naive_rate:.1f}x faster"
         )
         print(
-            f"  peer peak memory above its inputs: {peer['peak_extra_mib']:.0f} MiB (holds each concept's chains as arrays)"
+            f"  peer peak memory above its inputs: {peer['peak_extra_mib']:.0f} MiB (holds each concept's chains as "
+            "arrays)"
         )
         rows = [
             _row(
                 "build seconds, 16k chains x 500 steps, disjoint negatives"
                 if not args.quick
-                else f"build seconds, {chains_total:,} chains x {args.steps} steps, {args.images:,} images, disjoint negatives (quick)",
+                else (
+                    f"build seconds, {chains_total:,} chains x {args.steps} steps, {args.images:,} images, "
+                    "disjoint negatives (quick)"
+                ),
                 full["seconds"],
                 "s",
                 "vectorised numpy walk (same chains, disjoint, same JSONL); ratio = peer time / build time",
@@ -386,13 +393,14 @@ def main() -> None:
         ]
         per_step = naive_bytes_per_step(images, args.steps + 3)
         print(
-            f"  baseline memory: {per_step:.0f} bytes a step held as dicts -> {per_step * full['steps'] / 2**30:.2f} GiB for "
-            f"{full['steps']:,} steps, vs the streaming build below"
+            f"  baseline memory: {per_step:.0f} bytes a step held as dicts -> {per_step * full['steps'] / 2**30:.2f} "
+            f"GiB for {full['steps']:,} steps, vs the streaming build below"
         )
         print(
             f"  peak memory of the build above the loaded image list ({full['base_mib']:.0f} MiB): "
-            f"{full['peak_extra_mib']:.1f} MiB at {args.chains:,} chains/concept vs {quarter['peak_extra_mib']:.1f} MiB at "
-            f"{max(1, args.chains // 4):,} -> ratio {full['peak_extra_mib'] / max(quarter['peak_extra_mib'], 0.1):.2f} for 4x the work"
+            f"{full['peak_extra_mib']:.1f} MiB at {args.chains:,} chains/concept vs {quarter['peak_extra_mib']:.1f} "
+            f"MiB at {max(1, args.chains // 4):,} -> ratio "
+            f"{full['peak_extra_mib'] / max(quarter['peak_extra_mib'], 0.1):.2f} for 4x the work"
         )
         chain_bytes = sum(Path(p).stat().st_size for p in full["files"].values())
         print(f"  chain files: {chain_bytes / 2**20:,.0f} MiB")

@@ -150,7 +150,8 @@ class GenerateClock:
 
     def outside(self, work) -> tuple[object, dict]:
         """(work's result, times): ``wall``, ``outside`` (wall less the time inside generate) and ``outside_on_cpu``
-        (the same less the time the thread waited for a CPU, inside and outside generate: what an idle machine gives)."""
+        (the same less the time the thread waited for a CPU, inside and outside generate: what an idle machine
+        gives)."""
         wall_before, wait_before, start, waited = self.wall, self.cpu_wait, time.perf_counter(), cpu_wait_s()
         result = work()
         wall, waited = time.perf_counter() - start, cpu_wait_s() - waited
@@ -260,7 +261,8 @@ def transformers_overhead(rows: int, max_new_tokens: int, batch_size: int, repea
             runs.append(run)
     return overhead_rows(
         runs,
-        f"{rows} rows, batch {batch_size}, {max_new_tokens} new tokens, tiny LLaVA on CPU, median of {repeats} interleaved",
+        f"{rows} rows, batch {batch_size}, {max_new_tokens} new tokens, tiny LLaVA on CPU, median of {repeats} "
+        "interleaved",
         rows,
     )
 
@@ -287,7 +289,8 @@ def overhead_rows(runs: list[dict], what: str, rows: int) -> list[dict]:
         # with everything it does per row (request building, chat template, processor, decode, prediction cache,
         # parsing, scoring, the cache's final fsync). Time blocked on I/O or on the prefetch thread counts.
         row(
-            f"time outside model.generate per row, harness row loop / bare loop (same rows, model, batch, chat template and processor call; "
+            "time outside model.generate per row, harness row loop / bare loop (same rows, model, batch, chat "
+            "template and processor call; "
             f"ours incl. request building, prediction cache, parsing, scoring; waits for a CPU left out; {what})",
             round(1000 * median(lambda r: r["ours"]["loop"]["outside_on_cpu"]) / rows, 3),
             "ms",
@@ -297,10 +300,14 @@ def overhead_rows(runs: list[dict], what: str, rows: int) -> list[dict]:
         ),
         # What a run pays once whatever its size, and the ratio with it spread over this run's rows.
         row(
-            f"harness once per run: the cache's last fsync, metrics (100 bootstrap resamples), 5 result files written atomically (fsynced) ({what})",
+            "harness once per run: the cache's last fsync, metrics (100 bootstrap resamples), 5 result files written "
+            f"atomically (fsynced) ({what})",
             round(1000 * median(lambda r: r["ours"]["per_run"]["outside_on_cpu"]), 2),
             "ms",
-            peer=f"outside generate incl. it, spread over {rows} rows: {ms_a_row['ours']:.3f} ms a row vs the bare loop's {ms_a_row['bare']:.3f}",
+            peer=(
+                f"outside generate incl. it, spread over {rows} rows: {ms_a_row['ours']:.3f} ms a row vs the bare "
+                f"loop's {ms_a_row['bare']:.3f}"
+            ),
             ratio=paired(lambda r: r["ours"]["outside_on_cpu"] / r["bare"]["outside_on_cpu"]),
         ),
         row(
@@ -431,7 +438,8 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
         max_tokens = GenerationSettings().max_new_tokens
         with served(latency, seed) as url:
             options = {"base_url": url, "api_key_env": "COMMONLINK_BENCH_KEY", "concurrency": concurrency}
-            # 64x48 images sent as stored (image_protocol native): the figure is about request scheduling, not PNG encoding
+            # 64x48 images sent as stored (image_protocol native): the figure is about request scheduling,
+            # not PNG encoding
             evaluate_common_o(
                 warm,
                 "main",
@@ -484,14 +492,16 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
         ),
         # against the faster of the two bare-SDK ways, each against a fresh server drawing the same delays
         row(
-            f"openai backend vs the bare SDK: {what} (whole evaluate_common_o run vs the faster bare SDK loop, same messages)",
+            f"openai backend vs the bare SDK: {what} (whole evaluate_common_o run vs the faster bare SDK loop, same "
+            "messages)",
             round(wall, 3),
             "s",
             peer="; ".join(f"bare {name} {s:.3f} s = {s / ideal:.3f} x ideal" for name, s in peers.items()),
             ratio=round(wall / min(peers.values()), 3),
         ),
         row(
-            f"openai backend: client CPU per request (SDK, JSON, image encoding, scoring), {os.cpu_count()} cores, load average {load}",
+            f"openai backend: client CPU per request (SDK, JSON, image encoding, scoring), {os.cpu_count()} cores, "
+            f"load average {load}",
             round(1000 * cpu / requests, 2),
             "ms",
         ),
@@ -561,8 +571,8 @@ def baselines_image_decoding(rows: int, repeats: int, size: tuple[int, int] = (1
             ours, peer = statistics.median(timings[False]), statistics.median(timings[True])
             out.append(
                 row(
-                    f"`{name}` baseline per 1,000 rows, images not decoded (vs decoded and resized as before; {rows} rows of two "
-                    f"{size[0]}x{size[1]} JPEGs, median of {repeats}, same metrics)",
+                    f"`{name}` baseline per 1,000 rows, images not decoded (vs decoded and resized as before; {rows} "
+                    f"rows of two {size[0]}x{size[1]} JPEGs, median of {repeats}, same metrics)",
                     round(1000 * ours / rows, 3),
                     "s",
                     peer=f"decoding every image {1000 * peer / rows:.2f} s per 1,000 rows",
@@ -645,7 +655,8 @@ def main() -> None:
         verdict = "" if r["met"] is None else (" OK" if r["met"] else " ABOVE TARGET")
         ratio = "" if r["ratio"] is None else f" ratio {r['ratio']}"
         print(
-            f"{r['figure']}: {r['value']} {r['unit']} (vs {r['peer']}){ratio}{' target ' + r['target'] if r['target'] else ''}{verdict}"
+            f"{r['figure']}: {r['value']} {r['unit']} (vs {r['peer']}){ratio}"
+            f"{' target ' + r['target'] if r['target'] else ''}{verdict}"
         )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

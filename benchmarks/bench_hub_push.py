@@ -103,7 +103,9 @@ import sys
 from huggingface_hub import HfApi
 api = HfApi()
 api.create_repo(sys.argv[2], repo_type="dataset", exist_ok=True)
-api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2], repo_type="dataset", commit_message="push " + sys.argv[1])
+api.upload_folder(
+    folder_path=sys.argv[1], repo_id=sys.argv[2], repo_type="dataset", commit_message="push " + sys.argv[1]
+)
 """
 
 
@@ -194,8 +196,9 @@ def main() -> None:
     print(f"release: {args.shards + 2} shards, {total / mb:.1f} MB")
     print(f"fresh push (baseline): {fresh_bytes / mb:.1f} MB sent in {fresh_s:.2f} s")
     print(
-        f"resume after kill: {arrived / mb:.1f} MB had arrived; rerun sent {resume_bytes / mb:.1f} MB in {resume_s:.2f} s "
-        f"-> {resume_bytes / fresh_bytes:.2f} x the baseline's bytes (missing share {(total - arrived) / total:.2f})"
+        f"resume after kill: {arrived / mb:.1f} MB had arrived; rerun sent {resume_bytes / mb:.1f} MB in "
+        f"{resume_s:.2f} s -> {resume_bytes / fresh_bytes:.2f} x the baseline's bytes "
+        f"(missing share {(total - arrived) / total:.2f})"
     )
     print(f"no-op rerun: {noop_bytes} bytes sent, {noop_s:.2f} s = {noop_s / fresh_s:.2f} x the fresh push time")
     print(
@@ -206,7 +209,8 @@ def main() -> None:
     for name in ours:
         (our_s, our_b), (st_s, st_b) = ours[name], stock[name]
         print(
-            f"  {name:7s} ours {our_b / mb:7.2f} MB in {our_s:6.2f} s | upload_folder {st_b / mb:7.2f} MB in {st_s:6.2f} s"
+            f"  {name:7s} ours {our_b / mb:7.2f} MB in {our_s:6.2f} s | upload_folder {st_b / mb:7.2f} MB in "
+            f"{st_s:6.2f} s"
         )
     print(
         "ours adds: a version tag per release (refused when it exists with other content), every file's sha256 checked "

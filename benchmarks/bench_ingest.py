@@ -294,9 +294,10 @@ def bench_scaling(tmp: Path, small: int, large: int) -> list[dict]:
     exponent = math.log(seconds[large] / seconds[small]) / math.log(large / small)
     note = f"load {min(loads):.1f}-{max(loads):.1f}"
     print(
-        f"[growth] small runs {runs[small][0]:.1f} and {runs[small][1]:.1f} s;  {small:,} tiny photos {seconds[small]:.1f} s, {large:,} {seconds[large]:.1f} s "
-        f"({seconds[large] / large * 1e3:.2f} vs {seconds[small] / small * 1e3:.2f} ms a photo) -> exponent {exponent:.3f} "
-        f"(target <= 1.1; {note})"
+        f"[growth] small runs {runs[small][0]:.1f} and {runs[small][1]:.1f} s;  {small:,} tiny photos "
+        f"{seconds[small]:.1f} s, {large:,} {seconds[large]:.1f} s "
+        f"({seconds[large] / large * 1e3:.2f} vs {seconds[small] / small * 1e3:.2f} ms a photo) -> exponent "
+        f"{exponent:.3f} (target <= 1.1; {note})"
     )
     return [
         result_row(BENCH, f"ingest {small:,} tiny photos from scratch ({note})", seconds[small], "s"),

@@ -12,9 +12,10 @@ before each run (untimed):
 * peer: ``cp -r shard_0 ... shard_N out/`` (no checks, no fsync, no merged catalog: a floor, not a competitor);
 * context (no target): ours with ``rehash=True`` (every image hashed while copied).
 
-Target: ours at most 5x the time of ``cp -r`` (median over the rounds of each round's ratio); as every ratio in the table, the row's ratio
-is oriented so that above 1 is better for commonlink: ``cp -r`` time / our time, target >= 0.2. Python's start-up and imports are not counted on our side
-(``cp`` is a ~1 ms process start); the CLI adds about a second of imports on this machine.
+Target: ours at most 5x the time of ``cp -r`` (median over the rounds of each round's ratio); as every ratio in the
+table, the row's ratio is oriented so that above 1 is better for commonlink: ``cp -r`` time / our time, target >= 0.2.
+Python's start-up and imports are not counted on our side (``cp`` is a ~1 ms process start); the CLI adds about a
+second of imports on this machine.
 """
 
 from __future__ import annotations

@@ -365,7 +365,8 @@ def main() -> None:
         tracemalloc.stop()
         ours_peak = peak_memory(big, config)
         print(
-            f"  peak traced memory (numpy/scipy arrays included): ours {ours_peak / 2**20:.1f} MiB, peer {peer_peak / 2**20:.1f} MiB"
+            f"  peak traced memory (numpy/scipy arrays included): ours {ours_peak / 2**20:.1f} MiB, peer "
+            f"{peer_peak / 2**20:.1f} MiB"
         )
         result_rows.append(
             result_row(
@@ -380,7 +381,8 @@ def main() -> None:
         )
         if peer_found < args.count:
             print(
-                f"  (the peer found only {peer_found} of {args.count}: its per-image cap ran out before its random order did)"
+                f"  (the peer found only {peer_found} of {args.count}: its per-image cap ran out before its random "
+                "order did)"
             )
 
         print()

@@ -26,7 +26,8 @@ line through the two points (time = fixed + per-unit x size), and says so in eve
 memory of every stage at the two sizes gives the flatness ratio (target <= 1.3). The projected time on N Ray
 workers divides the render CPU time by N (scenes are independent Ray tasks) and keeps the other stages at their
 CPU time (they run on one machine). The "idle 2-core estimate" is the CPU time with rendering shared by its
-worker processes: on a shared machine wall time mostly measures the other jobs. Target: the whole build under 30 minutes on 2 cores.
+worker processes: on a shared machine wall time mostly measures the other jobs. Target: the whole build under 30
+minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -271,7 +272,8 @@ def build(work: Path, scale: float, options: dict, log=print) -> dict[str, dict]
         results[stage] = json.loads(line.split(" ", 1)[1])
         r = results[stage]
         log(
-            f"  {stage:18s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s CPU  peak RSS {r['peak_rss_mb']:7.0f} MB  {r['info']}"
+            f"  {stage:18s} {r['seconds']:8.1f} s wall {r['cpu_seconds']:8.1f} s CPU  peak RSS {r['peak_rss_mb']:7.0f} "
+            f"MB  {r['info']}"
         )
     return results
 
@@ -331,8 +333,9 @@ def main() -> None:
             work.mkdir(parents=True)
             n = sizes(scale)
             print(
-                f"[build at {scale:.4g} of the paper's size: {n['main_rows']:,} main + {n['challenge_rows']:,} challenge rows, "
-                f"{n['real_scenes'] * 4} photos, {(n['main_scenes'] + n['challenge_scenes']) * 4} renders at {args.resolution} px, "
+                f"[build at {scale:.4g} of the paper's size: {n['main_rows']:,} main + {n['challenge_rows']:,} "
+                f"challenge rows, {n['real_scenes'] * 4} photos, "
+                f"{(n['main_scenes'] + n['challenge_scenes']) * 4} renders at {args.resolution} px, "
                 f"executor {args.executor}]"
             )
             measured[scale] = build(work, scale, options)
@@ -342,7 +345,10 @@ def main() -> None:
         if args.quick or args.scale != 1.0:
             seconds = extrapolate(small, large, scales[0], scales[1])
             cpu = extrapolate(small, large, scales[0], scales[1], key="cpu_seconds")
-            how = f"projected from builds at {scales[0]:.3g} and {scales[1]:.3g} of the paper's size (a line through both, per stage)"
+            how = (
+                f"projected from builds at {scales[0]:.3g} and {scales[1]:.3g} of the paper's size "
+                "(a line through both, per stage)"
+            )
         else:
             seconds = {s: large[s]["seconds"] for s in STAGES}
             cpu = {s: large[s]["cpu_seconds"] for s in STAGES}
@@ -376,14 +382,15 @@ def main() -> None:
         release_bytes = large["release"]["info"]["release_bytes"]
         release_full = release_bytes / scales[1]
         print(
-            f"release size: {release_bytes / 1e6:.1f} MB at {scales[1]:.4g} -> {release_full / 1e9:.2f} GB at full size "
-            f"(proportional: every row carries its two images)"
+            f"release size: {release_bytes / 1e6:.1f} MB at {scales[1]:.4g} -> {release_full / 1e9:.2f} GB at full "
+            f"size (proportional: every row carries its two images)"
         )
         workers = [int(w) for w in args.ray_workers.split(",")]
         render_cpu = sum(cpu[s] for s in RENDER_STAGES)
         if args.executor == "ray":
             print(
-                "  (--executor ray: the render tasks' CPU time is spent in Ray's workers and is not in these CPU figures)"
+                "  (--executor ray: the render tasks' CPU time is spent in Ray's workers and is not in these CPU "
+                "figures)"
             )
         idle_rest = idle - sum(cpu[s] / workers_used for s in RENDER_STAGES)
 
@@ -393,8 +400,9 @@ def main() -> None:
 
         for n_workers in workers:
             print(
-                f"  projected on {n_workers:3d} Ray workers: {on_ray(n_workers) / 60:6.1f} min on an idle driver machine "
-                f"(render {render_cpu / n_workers / 60:.1f} min; {(total - render + render / n_workers) / 60:.1f} min with "
+                f"  projected on {n_workers:3d} Ray workers: {on_ray(n_workers) / 60:6.1f} min on an idle driver "
+                f"machine (render {render_cpu / n_workers / 60:.1f} min; "
+                f"{(total - render + render / n_workers) / 60:.1f} min with "
                 f"the other stages as slow as on this machine)"
             )
         label = (

@@ -223,7 +223,8 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
     for key, name in names.items():
         wall, cpu = best[key]
         print(
-            f"  {name:66s} {image_mb / wall:8.1f} MB/s wall ({wall:.3f} s), {image_mb / cpu:8.1f} MB/s CPU ({cpu:.3f} s)"
+            f"  {name:66s} {image_mb / wall:8.1f} MB/s wall ({wall:.3f} s), "
+            f"{image_mb / cpu:8.1f} MB/s CPU ({cpu:.3f} s)"
         )
     return {"best": best, "image_mb": image_mb, "rows": len(rows)}
 
@@ -283,7 +284,8 @@ start = time.perf_counter()
 result = build_release([sys.argv[1]], sys.argv[2], progress=False)
 elapsed = time.perf_counter() - start
 hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"peak_rss_mb": hwm / 1024, "seconds": elapsed, "rows": sum(s["rows"] for s in result.splits.values())}))
+rows = sum(s["rows"] for s in result.splits.values())
+print(json.dumps({"peak_rss_mb": hwm / 1024, "seconds": elapsed, "rows": rows}))
 """
 
 
@@ -381,7 +383,8 @@ def main() -> None:
         info = build_in_child(quarter, work / "release_quarter")
         row_ratio = peaks[args.images] / info["peak_rss_mb"]
         print(
-            f"full release build of {info['rows']:,} rows (same {args.images:,}-image catalog): peak RSS {info['peak_rss_mb']:.0f} MB; "
+            f"full release build of {info['rows']:,} rows (same {args.images:,}-image catalog): peak RSS "
+            f"{info['peak_rss_mb']:.0f} MB; "
             f"{args.examples:,} vs {info['rows']:,} rows: {row_ratio:.2f}"
         )
         rows.append(

@@ -90,7 +90,9 @@ def write_split(root: Path, n_rows: int, n_images: int, size: int) -> None:
 class Talker:
     """A scripted model: a seeded paragraph of reasoning, then an answer (right about half the time)."""
 
-    WORDS = "the left image shows a table with several objects while the right one has a shelf and a lamp near a cup".split()
+    WORDS = (
+        "the left image shows a table with several objects while the right one has a shelf and a lamp near a cup"
+    ).split()
 
     def __init__(self, name: str, seed: int):
         self.info = BackendInfo(
@@ -205,7 +207,8 @@ def browser_timing(page: Path) -> dict | None:
         driver.get(page.resolve().as_uri())
         load = time.perf_counter() - start
         filter_ms = driver.execute_script(
-            "var s=document.getElementById('f-show'); var t=performance.now(); s.value='wrong'; s.dispatchEvent(new Event('change'));"
+            "var s=document.getElementById('f-show'); var t=performance.now(); s.value='wrong'; "
+            "s.dispatchEvent(new Event('change'));"
             "return performance.now()-t;"
         )
         cards = len(driver.find_elements("css selector", "#cards article.card"))
@@ -265,8 +268,8 @@ def baseline_rows(root: Path, n_rows: int, size: int, repeats: int) -> list[dict
     peer_report(root / "none-off", split, root / "peer-distinct.html", 224)
     peer_cpu = cpu_seconds() - peer_cpu
     print(
-        f"report alone, cold cache: ours {ours_cpu:.2f} CPU s ({ours.images_written} thumbnails made), pandas peer {peer_cpu:.2f} CPU s "
-        f"(the same {2 * n_rows} thumbnails) -> {peer_cpu / ours_cpu:.2f}x"
+        f"report alone, cold cache: ours {ours_cpu:.2f} CPU s ({ours.images_written} thumbnails made), pandas peer "
+        f"{peer_cpu:.2f} CPU s (the same {2 * n_rows} thumbnails) -> {peer_cpu / ours_cpu:.2f}x"
     )
     bench, per_k = "bench_report.py", 1000 / n_rows
     return [
@@ -336,17 +339,19 @@ def main() -> None:
             write_split(root / "split", args.rows, args.images, args.size)
         print(
             f"setup: {args.rows:,} rows, {args.images or 2 * args.rows:,} distinct {args.size}x{args.size} PNGs "
-            f"({sum(p.stat().st_size for p in (root / 'split').rglob('*.parquet')) / 1e6:.0f} MB parquet) in {time.perf_counter() - t:.1f}s"
+            f"({sum(p.stat().st_size for p in (root / 'split').rglob('*.parquet')) / 1e6:.0f} MB parquet) in "
+            f"{time.perf_counter() - t:.1f}s"
         )
         cpu = cpu_seconds()
         floor = read_floor(root / "split")
         floor_cpu = cpu_seconds() - cpu
         print(
-            f"floor: pyarrow reading the two image columns alone (no decoding, no Python objects): {floor:.1f}s wall, {floor_cpu:.1f}s CPU"
+            f"floor: pyarrow reading the two image columns alone (no decoding, no Python objects): {floor:.1f}s wall, "
+            f"{floor_cpu:.1f}s CPU"
         )
         print(
-            f"machine: {os.cpu_count()} CPUs visible, {len(os.sched_getaffinity(0))} usable, load average {os.getloadavg()[0]:.1f} "
-            "(wall times grow with the load of others; CPU seconds do not)"
+            f"machine: {os.cpu_count()} CPUs visible, {len(os.sched_getaffinity(0))} usable, load average "
+            f"{os.getloadavg()[0]:.1f} (wall times grow with the load of others; CPU seconds do not)"
         )
         runs = []
         for name, seed in (("talker-a", 1), ("talker-b", 2)):
@@ -364,7 +369,8 @@ def main() -> None:
                 report=False,
             )
         print(
-            f"{'report':<30}{'wall s':>8}{'CPU s':>7}{'HTML MB':>9}{'thumbs MB':>10}{'total MB':>9}{'KB/row':>8}{'thumbs':>8}"
+            f"{'report':<30}{'wall s':>8}{'CPU s':>7}{'HTML MB':>9}{'thumbs MB':>10}"
+            f"{'total MB':>9}{'KB/row':>8}{'thumbs':>8}"
         )
         results, report_cpu = {}, {}
         for label, dirs, out in (
@@ -376,15 +382,16 @@ def main() -> None:
             s = write_report(dirs, out)
             results[label], report_cpu[label] = s, cpu_seconds() - cpu
             print(
-                f"{label:<30}{s.seconds:>8.1f}{report_cpu[label]:>7.1f}{s.html_bytes / 1e6:>9.2f}{s.image_bytes / 1e6:>10.1f}"
+                f"{label:<30}{s.seconds:>8.1f}{report_cpu[label]:>7.1f}{s.html_bytes / 1e6:>9.2f}"
+                f"{s.image_bytes / 1e6:>10.1f}"
                 f"{s.total_bytes / 1e6:>9.1f}{s.total_bytes / 1e3 / s.cards:>8.1f}{s.images_written:>8}"
             )
         first = results["one run"]
         verdict = "PASS" if first.seconds < 30 else "FAIL"
         print(
-            f"target: {args.rows:,} rows under 30 s -> {first.seconds:.1f}s wall {verdict}; {report_cpu['one run']:.1f} CPU s "
-            f"(<= 60 on 2 cores fits 30 s when the machine is ours); {first.seconds / floor:.2f}x the wall time pyarrow needs just "
-            f"to read the images"
+            f"target: {args.rows:,} rows under 30 s -> {first.seconds:.1f}s wall {verdict}; "
+            f"{report_cpu['one run']:.1f} CPU s (<= 60 on 2 cores fits 30 s when the machine is ours); "
+            f"{first.seconds / floor:.2f}x the wall time pyarrow needs just to read the images"
         )
         scale = 10_000 / args.rows
         rows.append(
@@ -412,8 +419,9 @@ def main() -> None:
             peer_cpu = cpu_seconds() - cpu
             peer_mb = (root / "peer.html").stat().st_size / 1e6
             print(
-                f"peer (pandas to_html + base64 thumbnails, same rows): {peer_s:.1f}s wall, {peer_cpu:.1f} CPU s, {peer_mb:.1f} MB in one page "
-                f"-> commonlink {peer_s / first.seconds:.2f}x the peer's wall speed, {peer_cpu / report_cpu['one run']:.2f}x in CPU; "
+                f"peer (pandas to_html + base64 thumbnails, same rows): {peer_s:.1f}s wall, {peer_cpu:.1f} CPU s, "
+                f"{peer_mb:.1f} MB in one page -> commonlink {peer_s / first.seconds:.2f}x the peer's wall speed, "
+                f"{peer_cpu / report_cpu['one run']:.2f}x in CPU; "
                 f"its page weighs {peer_mb / (first.total_bytes / 1e6):.2f}x ours"
             )
             rows.append(
@@ -422,7 +430,10 @@ def main() -> None:
                     f"HTML report of {args.rows:,} rows (CPU time)",
                     report_cpu["one run"],
                     "CPU s",
-                    peer="pandas DataFrame.to_html with base64 thumbnails, same rows, same thumbnails (one per distinct image)",
+                    peer=(
+                        "pandas DataFrame.to_html with base64 thumbnails, same rows, same thumbnails "
+                        "(one per distinct image)"
+                    ),
                     ratio=peer_cpu / report_cpu["one run"],
                     target=">= 1.0",
                 )
@@ -433,8 +444,9 @@ def main() -> None:
                 print("browser: skipped (needs selenium and Debian's chromium + chromium-driver)")
             else:
                 print(
-                    f"browser (headless chromium, two-run page): loaded in {timing['load_s']:.2f}s with {timing['cards']} cards drawn; "
-                    f"filter 'wrong only' applied in {timing['filter_ms']:.0f} ms ({timing['status']})"
+                    f"browser (headless chromium, two-run page): loaded in {timing['load_s']:.2f}s with "
+                    f"{timing['cards']} cards drawn; filter 'wrong only' applied in {timing['filter_ms']:.0f} ms "
+                    f"({timing['status']})"
                 )
         print(
             json.dumps(

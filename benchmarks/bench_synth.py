@@ -256,7 +256,8 @@ def main() -> None:
     import os
 
     print(
-        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start (timings scale with free cores)"
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start (timings scale with free "
+        "cores)"
     )
 
     if "offline" not in skip:
@@ -267,7 +268,8 @@ def main() -> None:
                 rate, cpu = offline_views_per_s(catalog, n, args.scenes, args.resolution, shadows)
                 label = "shadow maps" if shadows else "contact shadows (default)"
                 print(
-                    f"  {n:2d} objects, {label:26s}: {rate:6.2f} views/s   (target >= 10: {'met' if rate >= 10 else 'NOT met'})"
+                    f"  {n:2d} objects, {label:26s}: {rate:6.2f} views/s   (target >= 10: "
+                    f"{'met' if rate >= 10 else 'NOT met'})"
                     f"   CPU {cpu * 1000:5.0f} ms/view   ratio to a bare pyrender loop {rate / bare:.2f}"
                 )
                 if not shadows:
@@ -291,7 +293,8 @@ def main() -> None:
                         )
                     )
             print(
-                f"  {n:2d} objects, bare pyrender loop (same plans and meshes, lit + seg pass, no files): {bare:6.2f} views/s"
+                f"  {n:2d} objects, bare pyrender loop (same plans and meshes, lit + seg pass, no files): {bare:6.2f} "
+                "views/s"
             )
 
     if "band" not in skip:
@@ -303,9 +306,10 @@ def main() -> None:
             summary, rate = band_shares(objects, args.band_scenes, res)
             ok = summary.in_band_share >= target and summary.hidden_share < 0.01
             print(
-                f"  {split:9s} ({objects[0]}-{objects[1]} objects): {100 * summary.in_band_share:5.1f}% of {summary.object_views} "
-                f"(object, view) pairs in 2-22% (target >= {100 * target:.0f}%), {100 * summary.hidden_share:.2f}% hidden "
-                f"(target < 1%): {'met' if ok else 'NOT met'};  {summary.resampled_scenes} scenes re-sampled;  {rate:5.2f} views/s"
+                f"  {split:9s} ({objects[0]}-{objects[1]} objects): {100 * summary.in_band_share:5.1f}% of "
+                f"{summary.object_views} (object, view) pairs in 2-22% (target >= {100 * target:.0f}%), "
+                f"{100 * summary.hidden_share:.2f}% hidden (target < 1%): {'met' if ok else 'NOT met'};  "
+                f"{summary.resampled_scenes} scenes re-sampled;  {rate:5.2f} views/s"
             )
             rows.append(
                 result_row(
@@ -327,8 +331,8 @@ def main() -> None:
         config = PlanConfig(min_objects=7, max_objects=7, views=4, width=res, height=res)
         plans = [plan_scene(config, catalog, seed=5, index=i) for i in range(args.ue_scenes)]
         print(
-            f"== UnrealCV backend vs raw client on the test server ({res}x{res}, 7 objects, {args.ue_scenes} scenes x 4 views;"
-            " both send spawn, colour + read-back, pose, own-camera and capture commands)"
+            f"== UnrealCV backend vs raw client on the test server ({res}x{res}, 7 objects, {args.ue_scenes} scenes x "
+            "4 views; both send spawn, colour + read-back, pose, own-camera and capture commands)"
         )
         for frame_ms in (0.0, args.ue_frame_ms):
             raw_mean, ours = unrealcv_ratio(catalog, plans, res, frame_ms / 1000)
@@ -359,7 +363,8 @@ def main() -> None:
         start = time.perf_counter()
         marks = memory_curve(catalog, checkpoints, res)
         print(
-            f"== peak RSS of one process over a long run ({res}x{res}, 3-7 objects, 4 views; {time.perf_counter() - start:.0f} s)"
+            f"== peak RSS of one process over a long run ({res}x{res}, 3-7 objects, 4 views; "
+            f"{time.perf_counter() - start:.0f} s)"
         )
         for n, mb in marks.items():
             print(f"  after {n:4d} scenes: {mb:7.1f} MB")

@@ -54,7 +54,10 @@ def machine_description() -> str:
         memory = f", {kib / 2**20:.0f} GiB RAM"
     except (OSError, StopIteration):
         pass
-    return f"{platform.system()} {platform.machine()}, {allowed} of {cpus} CPUs usable{(' (' + model + ')') if model else ''}{memory}, Python {platform.python_version()}"
+    return (
+        f"{platform.system()} {platform.machine()}, {allowed} of {cpus} CPUs usable"
+        f"{(' (' + model + ')') if model else ''}{memory}, Python {platform.python_version()}"
+    )
 
 
 def discover(bench_dir: Path) -> list[Path]:

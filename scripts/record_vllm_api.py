@@ -118,7 +118,8 @@ def main(argv: list[str]) -> None:
     data = record(Path(argv[0]))
     Path(argv[1]).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(
-        f"recorded vllm {data['vllm_version']}: {len(data['LLM.__init__'])} LLM() parameters, {len(data['SamplingParams'])} SamplingParams fields"
+        f"recorded vllm {data['vllm_version']}: {len(data['LLM.__init__'])} LLM() parameters, "
+        f"{len(data['SamplingParams'])} SamplingParams fields"
     )
 
 

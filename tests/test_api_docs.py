@@ -102,8 +102,9 @@ def test_packages_export_the_api_lazily():
         commonlink.not_a_function  # noqa: B018
     # importing the packages loads no heavy dependency (their functions load them when called)
     code = (
-        "import sys, commonlink, commonlink.eval, commonlink.catalog, commonlink.sampling, commonlink.release, commonlink.loaders, "
-        "commonlink.eval.report; heavy = [m for m in ('torch', 'transformers', 'datasets', 'vllm', 'pandas', 'pyarrow') if m in sys.modules]; "
+        "import sys, commonlink, commonlink.eval, commonlink.catalog, commonlink.sampling, commonlink.release, "
+        "commonlink.loaders, commonlink.eval.report; "
+        "heavy = [m for m in ('torch', 'transformers', 'datasets', 'vllm', 'pandas', 'pyarrow') if m in sys.modules]; "
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -27,7 +27,8 @@ from commonlink.loaders.common_o_lists import decode_row_lists, read_list_text
 TABLE_7 = [
     (
         "GPT-4o",
-        "[silver grater, No objects are in common, dark chocolate bar wrapped in foil, silver straw, silver whisk, silver knife, tangerine, measuring cup]",
+        "[silver grater, No objects are in common, dark chocolate bar wrapped in foil, silver straw, silver whisk, "
+        "silver knife, tangerine, measuring cup]",
         "No objects are in common",
         "Measuring cup",
     ),
@@ -63,7 +64,8 @@ TABLE_7 = [
     ),
     (
         "Llama 3.2 Instruct",
-        "[bottle opener, gold jigger, 2-prong serving fork, strainer, paring knife with wooden handle, No objects are in common, gold paring knife, silver jigger]",
+        "[bottle opener, gold jigger, 2-prong serving fork, strainer, paring knife with wooden handle, No objects are "
+        "in common, gold paring knife, silver jigger]",
         "A, B, D, G, H",
         "D, G",
     ),
@@ -87,7 +89,8 @@ TABLE_7 = [
     ),
     (
         "Llama 3.2 Instruct",
-        "[fish bowl, white pill bottle, paint brush, candy cane, No objects are in common, orange pill bottle, lint roller, scissors]",
+        "[fish bowl, white pill bottle, paint brush, candy cane, No objects are in common, orange pill bottle, lint "
+        "roller, scissors]",
         "B, F, H",
         "B, D, F, G, H",
     ),
@@ -129,7 +132,8 @@ TABLE_7 = [
     ),
     (
         "Qwen",
-        "[No objects are in common, pail with handle, burnt orange pot, leaf, black pot, easel, pink pot, watering can]",
+        "[No objects are in common, pail with handle, burnt orange pot, leaf, black pot, easel, pink pot, watering "
+        "can]",
         "B, C, E, G",
         "A",
     ),
@@ -141,7 +145,8 @@ TABLE_7 = [
     ),
     (
         "Llava-OneVision Chat",
-        "[black pot, burnt orange pot, pink pot, pail with handle, No objects are in common, leaf, watering can, easel]",
+        "[black pot, burnt orange pot, pink pot, pail with handle, No objects are in common, leaf, watering can, "
+        "easel]",
         "A, C",
         "A, D, G",
     ),

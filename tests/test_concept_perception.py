@@ -229,7 +229,7 @@ def test_the_grid_runs_end_to_end_with_the_tiny_model_and_prints_table_4(chain_d
     assert len(open_association(chain_dir, "single_step")) > 3
 
 
-# ---------------------------------------------------------------------------------------------- strategies for association tasks
+# ----------------------------------------------------------------------------------- strategies for association tasks
 class _Chooser:
     """Reasons first, naming every option, then answers the gold on its last line (a CoT-style answer)."""
 

@@ -336,7 +336,8 @@ def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_llava, data_dir, t
         )
         upload = (
             f"from huggingface_hub import HfApi; api = HfApi(); api.create_repo('org/tiny-vlm'); "
-            f"api.upload_folder(repo_id='org/tiny-vlm', folder_path={str(tiny_llava)!r}); print(api.model_info('org/tiny-vlm').sha)"
+            f"api.upload_folder(repo_id='org/tiny-vlm', folder_path={str(tiny_llava)!r}); "
+            "print(api.model_info('org/tiny-vlm').sha)"
         )
         done = subprocess.run([sys.executable, "-c", upload], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]

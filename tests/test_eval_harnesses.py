@@ -134,7 +134,7 @@ def _chains(root: Path) -> Path:
     return root / "chains"
 
 
-# ------------------------------------------------------------------------------------------ our results, lmms-eval's layout
+# ------------------------------------------------------------------------------------ our results, lmms-eval's layout
 def test_runs_also_write_lmms_eval_results_and_sample_logs(release, tmp_path):
     results = evaluate_common_o(release, "challenge", "m", "fixed", tmp_path / "run", **FAST)
     folder = tmp_path / "run" / "lmms_eval"
@@ -432,7 +432,8 @@ class TinyLlava(BaseModel):
 
         def allowed(batch, ids):
             done = ids[start:].tolist()
-            return sorted({s[len(done)] for s in sequences if len(s) > len(done) and s[:len(done)] == done}) or [tok.eos_token_id]
+            following = {s[len(done)] for s in sequences if len(s) > len(done) and s[: len(done)] == done}
+            return sorted(following) or [tok.eos_token_id]
 
         output = self.model.generate(**inputs, do_sample=False, max_new_tokens=16, prefix_allowed_tokens_fn=allowed)
         answer = self.processor.decode(output[0][start:], skip_special_tokens=True)
@@ -447,14 +448,18 @@ commonlink_vlmeval.main(["--data", *all_data, "--model", "content_hash", "tiny_l
 os.environ["PRED_FORMAT"] = "json"
 commonlink_vlmeval.main(["--data", *all_data, "--model", "content_hash", "--work-dir", f"{work}/json"])
 del os.environ["PRED_FORMAT"]
-config = {"model": {"content_hash": {}}, "data": {"CommonO_Challenge": {"class": "CommonLinkDataset", "dataset": "CommonO_Challenge"}}}
+config = {
+    "model": {"content_hash": {}},
+    "data": {"CommonO_Challenge": {"class": "CommonLinkDataset", "dataset": "CommonO_Challenge"}},
+}
 Path(work, "config.json").write_text(json.dumps(config))
 commonlink_vlmeval.main(["--config", f"{work}/config.json", "--work-dir", f"{work}/config"])
 # A TSV over 1 GB (the real Common-O main split) is first rewritten by VLMEvalKit's LOCALIZE into NAME_local.tsv
 # with the images as files under their image_path names; take that path at this size.
 import vlmeval.dataset.image_base as image_base
 image_base.file_size = lambda f, unit="GB": 2
-commonlink_vlmeval.main(["--data", "CommonO_Challenge", "CommonO_AssocSingleStep", "--model", "content_hash", "--work-dir", f"{work}/localized"])
+localized_data = ["CommonO_Challenge", "CommonO_AssocSingleStep"]
+commonlink_vlmeval.main(["--data", *localized_data, "--model", "content_hash", "--work-dir", f"{work}/localized"])
 
 out = {"sent": SENT, "status": {}, "predictions": {}, "files": {}}
 for fmt in ("xlsx", "json", "config", "localized"):
@@ -466,7 +471,10 @@ for fmt in ("xlsx", "json", "config", "localized"):
         for name, entry in status["datasets"].items():
             table = load(str(status_file.parent / entry["prediction_file"]))
             rows = table if isinstance(table, list) else table.to_dict("records")
-            out["predictions"][f"{fmt}/{model}/{name}"] = {str(r["index"]): (None if r["prediction"] != r["prediction"] else str(r["prediction"])) for r in rows}
+            # a missing prediction reads back as NaN (not equal to itself) from a table
+            out["predictions"][f"{fmt}/{model}/{name}"] = {
+                str(r["index"]): (None if r["prediction"] != r["prediction"] else str(r["prediction"])) for r in rows
+            }
 print("RESULT " + json.dumps(out, default=str))
 """
 
@@ -628,10 +636,12 @@ from lmms_eval.evaluator import simple_evaluate
 from lmms_eval.tasks import TaskManager
 include, model, model_args, tasks = sys.argv[1:5]
 manager = TaskManager(include_path=include, include_defaults=False)
-out = simple_evaluate(model=model, model_args=model_args, tasks=tasks.split(","), task_manager=manager, device="cpu", batch_size=1,
-                      log_samples=True, gen_kwargs="max_new_tokens=6" if model != "dummy" else None, bootstrap_iters=10)
-print("RESULT " + json.dumps({"tasks": sorted(manager.all_tasks), "results": out["results"],
-                              "samples": {t: [{"doc_id": s["doc_id"], "resps": s["resps"]} for s in v] for t, v in out["samples"].items()}},
+out = simple_evaluate(
+    model=model, model_args=model_args, tasks=tasks.split(","), task_manager=manager, device="cpu", batch_size=1,
+    log_samples=True, gen_kwargs="max_new_tokens=6" if model != "dummy" else None, bootstrap_iters=10,
+)
+samples = {t: [{"doc_id": s["doc_id"], "resps": s["resps"]} for s in v] for t, v in out["samples"].items()}
+print("RESULT " + json.dumps({"tasks": sorted(manager.all_tasks), "results": out["results"], "samples": samples},
                              default=str))
 """
 

@@ -22,7 +22,8 @@ SECRET = "sk-test-0123456789-very-secret"
 
 
 def chat_server(*, failures=(429, 503), answer="Answer: A", refuse_max_tokens=False) -> LatencyServer:
-    """A server that wants the key ``SECRET`` and fails the first requests with ``failures`` (429 then 503 by default)."""
+    """A server that wants the key ``SECRET`` and fails the first requests with ``failures`` (429 then 503 by
+    default)."""
     return LatencyServer(
         latency_s=(0.02, 0.02),
         failures=failures,
@@ -75,7 +76,8 @@ def test_wrong_key_is_a_clear_error_without_the_key(monkeypatch):
 
 
 def test_a_key_pasted_as_the_variable_name_is_refused_without_echoing_it(data_dir, tmp_path):
-    """``--api-key-env sk-...`` (the key instead of the variable's name) must not end up in results.json or the error."""
+    """``--api-key-env sk-...`` (the key instead of the variable's name) must not end up in results.json or the
+    error."""
     from commonlink.errors import InputError
 
     with pytest.raises(InputError) as err:
@@ -228,7 +230,8 @@ def test_a_base_url_without_v1_gets_the_servers_404_and_the_fix(monkeypatch):
 
 
 def test_a_server_that_asks_for_a_long_wait_is_not_retried_and_the_error_says_so(monkeypatch):
-    """The SDK does not retry when Retry-After exceeds its 2-minute limit: the error must say 0 retries, not max_retries."""
+    """The SDK does not retry when Retry-After exceeds its 2-minute limit: the error must say 0 retries, not
+    max_retries."""
     monkeypatch.setenv("MY_KEY", SECRET)
     with LatencyServer(latency_s=(0.01, 0.01), failures=[503] * 5, api_key=SECRET, retry_after_ms="600000") as server:
         backend = load_backend("openai", "m", base_url=server.url, api_key_env="MY_KEY", max_retries=4)

@@ -298,7 +298,8 @@ def test_molmo_takes_one_image_so_common_o_runs_with_concatenated_pairs(models, 
     assert (
         f"User: {SYSTEM}\n\n{rows[0]['question']} Assistant:" in text
     )  # no system turn in Molmo: it leads the question
-    # what the CLI run scored is generate_from_batch's answer for the concatenated pair, called as VLMEvalKit's molmo.py does
+    # what the CLI run scored is generate_from_batch's answer for the concatenated pair, called as VLMEvalKit's
+    # molmo.py does
     import torch
     import transformers
 
@@ -331,7 +332,10 @@ def test_phi3_vision_gets_one_prompt_string_with_numbered_image_tags(models, dat
         sum(1 for t in c["prompt_ids"] if t == -1) == 4 and sum(1 for t in c["prompt_ids"] if t == -2) == 4
         for c in calls
     )
-    prompt = f"<|system|>\n{SYSTEM}<|end|>\n<|user|>\n<|image_1|>\n<|image_2|>\n{rows[0]['question']}<|end|>\n<|assistant|>\n"
+    prompt = (
+        f"<|system|>\n{SYSTEM}<|end|>\n<|user|>\n<|image_1|>\n<|image_2|>\n{rows[0]['question']}<|end|>\n"
+        "<|assistant|>\n"
+    )
     assert (
         backend.tokenizer.apply_chat_template(
             [

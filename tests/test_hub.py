@@ -13,15 +13,30 @@ import hashlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file, write_jsonl
-from tests.fixtures.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN
+from commonlink.release.hub import (
+    card_with_version,
+    check_version,
+    plan_push,
+    read_versions_table,
+    version_key,
+)
+from commonlink.release.hub_card import published_card
+from tests.fixtures.hub_server import TEST_ORG, TEST_USER, TEST_WRITE_TOKEN, git_blob_id
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WRITE_TOKEN, USER, ORG = TEST_WRITE_TOKEN, TEST_USER, TEST_ORG
+
+pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
 
 
 def tiny_png(seed: int) -> bytes:
@@ -90,7 +105,8 @@ def make_release(
     (root / "figures" / "objects_per_image.png").write_bytes(tiny_png(1000 + salt))
     data_files = "".join(f"  - split: {s}\n    path: data/{s}-*\n" for s in shards)
     (root / "README.md").write_text(
-        f"---\nlicense: cc-by-nc-4.0\npretty_name: {name}\nconfigs:\n- config_name: default\n  data_files:\n{data_files}---\n\n"
+        f"---\nlicense: cc-by-nc-4.0\npretty_name: {name}\nconfigs:\n- config_name: default\n  "
+        f"data_files:\n{data_files}---\n\n"
         f"# {name}\n\nVersion {version}.\n\n![objects](figures/objects_per_image.png)\n",
         encoding="utf-8",
     )
@@ -158,24 +174,6 @@ def run_python(hub, home: Path, code: str, token: str | None = WRITE_TOKEN, time
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
-
-import signal
-import time
-
-import pytest
-
-from commonlink.errors import InputError
-from commonlink.release.hub import (
-    card_with_version,
-    check_version,
-    plan_push,
-    read_versions_table,
-    version_key,
-)
-from commonlink.release.hub_card import published_card
-from tests.fixtures.hub_server import git_blob_id
-
-pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
 
 REPO = f"{ORG}/tiny-common-o"
 
@@ -562,7 +560,8 @@ def test_interrupted_upload_is_finished_by_a_rerun(hub, tmp_path):
 
 
 def _pairs_file(tmp_path: Path, split: str, count: int) -> Path:
-    """A catalog of tiny images and a pairs file with its meta sidecar, as `commonlink pairs` writes them (contracts)."""
+    """A catalog of tiny images and a pairs file with its meta sidecar, as `commonlink pairs` writes them
+    (contracts)."""
     catalog = tmp_path / "catalog"
     (catalog / "images").mkdir(parents=True, exist_ok=True)
     choices = ["keys", "apple", "No objects are in common", "book"]
@@ -788,7 +787,8 @@ try:
     unknown_version = None
 except InputError as exc:
     unknown_version = [exc.problem, exc.fix]
-print(json.dumps({{"ids": [e.id for e in examples], "truth": [e.ground_truth for e in examples], "revision": split.revision,
+print(json.dumps({{"ids": [e.id for e in examples], "truth": [e.ground_truth for e in examples],
+                  "revision": split.revision,
                   "plain": plain.num_rows, "columns": plain.column_names, "association": association,
                   "unknown_version": unknown_version}}))
 """,

@@ -286,7 +286,8 @@ def test_card_metadata_the_hub_refuses_is_refused_with_the_hubs_reason(hub, tmp_
 
     ok = (
         "---\nlicense: cc-by-nc-4.0\nlanguage: [en]\ntask_categories: [visual-question-answering, image-text-to-text]\n"
-        "size_categories: [n<1K]\nconfigs:\n- config_name: default\n  data_files:\n  - split: main\n    path: data/main-*\n---\n# x\n"
+        "size_categories: [n<1K]\nconfigs:\n- config_name: default\n  data_files:\n  - split: main\n    path: "
+        "data/main-*\n---\n# x\n"
     )
     assert validate(ok) == (200, {"errors": [], "warnings": []})
     status, body = validate(

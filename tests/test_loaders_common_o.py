@@ -359,6 +359,6 @@ def test_iteration_decodes_ahead_but_yields_and_fails_in_row_order(tmp_path):
             seen.append(example.row_index)
     assert seen == [0, 1, 2, 3, 4, 5]
 
-    for example in split:
+    for _ in split:
         break
     assert not [t for t in threading.enumerate() if t.name.startswith("commonlink-decode")]

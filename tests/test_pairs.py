@@ -193,7 +193,8 @@ def test_build_choices_rules():
 
 
 def test_common_distribution_default_and_options(catalogs):
-    # the default is the paper's shares; none=0.1: exactly 10% with nothing in common, the rest even over 1..K (K = 3 here)
+    # the default is the paper's shares; none=0.1: exactly 10% with nothing in common, the rest even over 1..K
+    # (K = 3 here)
     rows, stats = sample_pairs(
         list(catalogs), PairsConfig(count=60, max_common=3, max_uses=6, seed=4, common_distribution="none=0.1")
     )

@@ -158,7 +158,7 @@ def test_perception_and_commono_allow_the_same_generation_length(tmp_path):
     assert cli["commono"] == cli["perception"] == 1024
 
 
-# ---------------------------------------------------------------------------------------------- hallucination vs similarity
+# ---------------------------------------------------------------------------------------- hallucination vs similarity
 class _SimilarityHallucinator:
     """Answers the objects in common plus every distractor at least ``threshold`` similar to one of them (the
     behaviour Common-O §4.2 reports), by the same character-trigram embedder the analysis uses by default."""

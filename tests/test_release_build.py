@@ -132,8 +132,8 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     distinct = {r[k]["id"]: len(r[k]["objects"]) for r in rows for k in ("image_1", "image_2")}
     mean = sum(distinct.values()) / len(distinct)
     assert (
-        f"| main | 20 | 100.0% | 0.0% | {len(distinct)} | {min(distinct.values())}–{max(distinct.values())} (mean {mean:.2f})"
-        in text
+        f"| main | 20 | 100.0% | 0.0% | {len(distinct)} | {min(distinct.values())}–{max(distinct.values())} (mean "
+        f"{mean:.2f})" in text
     )
     assert "| challenge | 8 | 0.0% | 100.0% |" in text
     freq = Counter()

@@ -108,7 +108,8 @@ def test_the_lock_holds_across_processes_and_a_killed_holder_leaves_no_stale_loc
             sys.executable,
             "-c",
             "import sys, time\nfrom commonlink.locks import output_lock\n"
-            "with output_lock(sys.argv[1], what='commonlink pairs'):\n    print('held', flush=True)\n    time.sleep(60)\n",
+            "with output_lock(sys.argv[1], what='commonlink pairs'):\n    print('held', flush=True)\n    "
+            "time.sleep(60)\n",
             str(out),
         ],
         stdout=subprocess.PIPE,

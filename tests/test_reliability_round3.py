@@ -654,6 +654,7 @@ def fill_disk(monkeypatch, root: Path) -> None:
     monkeypatch.setattr(builtins, "open", guarded_open)
     monkeypatch.setattr(io, "open", guarded_open)
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full_parquet)
+
     def tracking_fdopen(fd, *args, **kwargs):  # atomic writers wrap a mkstemp descriptor in a file object
         handle = real_fdopen(fd, *args, **kwargs)
         return FullFile(handle) if fd in full_fds else handle
