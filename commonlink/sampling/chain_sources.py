@@ -553,7 +553,8 @@ def detect_source_type(source: str) -> str:
             )
         raise InputError(
             f"{source} is a file, not a catalog, dataset or image folder.",
-            "Pass a catalog folder, a Hugging Face dataset, a folder with a manifest, or an OCL/Pangea pickle with --source-type.",
+            "Pass a catalog folder, a Hugging Face dataset, a folder with a manifest, or an OCL/Pangea pickle "
+            "with --source-type.",
         )
     if "/" in source and not source.startswith((".", "/")):
         return "hf"  # looks like a Hub repo id

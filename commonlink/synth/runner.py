@@ -133,8 +133,8 @@ class SynthConfig:
         width, height = self.resolution
         if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
             raise InputError(
-                f"--resolution {width}x{height}: each side must be at least 1 and the image at most {MAX_IMAGE_PIXELS:,} "
-                "pixels (the pixel cap every commonlink image reader enforces).",
+                f"--resolution {width}x{height}: each side must be at least 1 and the image at most "
+                f"{MAX_IMAGE_PIXELS:,} pixels (the pixel cap every commonlink image reader enforces).",
                 "e.g. --resolution 512x512 or 1024x768 (raise COMMONLINK_MAX_IMAGE_PIXELS for bigger renders).",
             )
 
@@ -571,7 +571,8 @@ def synthesize(
     if config.backend == "unrealcv" and (workers > 1 or executor == "ray"):
         raise InputError(
             "The UnrealCV plugin serves one client at a time, so --backend unrealcv runs in one process.",
-            "Drop --workers/--executor ray, or start several Unreal instances and give each a --shard I/N and its --port.",
+            "Drop --workers/--executor ray, or start several Unreal instances and give each a --shard I/N "
+            "and its --port.",
         )
     catalog = load_assets(config.assets)
     config.plan_config().check(catalog)
