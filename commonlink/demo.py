@@ -86,7 +86,8 @@ def run_demo(
         catalog = out / f"catalog-{split}"
         scenes = max(3, round(spec["scenes"] * scale))
         log(
-            f"[1/6] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} views) into {catalog}"
+            f"[1/6] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} "
+            f"views) into {catalog}"
         )
         try:
             synthesize(

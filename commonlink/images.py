@@ -143,7 +143,8 @@ def check_image(data: bytes, *, what: str, size: tuple[int, int] | None = None) 
     img.close()
     if size is not None and (width, height) != tuple(size):
         raise InputError(
-            f"{what}: the image is {width}x{height} pixels, but its record (catalog or image table) says {size[0]}x{size[1]}.",
+            f"{what}: the image is {width}x{height} pixels, but its record (catalog or image table) says "
+            f"{size[0]}x{size[1]}.",
             "The file was replaced after cataloguing: restore the original, or rebuild the catalog and sample again.",
         )
     return width, height

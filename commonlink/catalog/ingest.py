@@ -2,13 +2,8 @@
 
 For every manifest line the photo is checked (inside the photos folder, on disk, labelled with known object
 names, decodable, big enough, not a duplicate), turned upright with its EXIF orientation, stripped of all
-metadata (EXIF with GPS, XMP, comments; the ICC colour profile is kept because it carries no personal data)
-and stored in the catalog at its original resolution:
-
-* JPEG stays JPEG: re-saved with the original quantisation tables when no rotation was needed (almost no
-  generation loss), else at quality 95;
-* HEIC/HEIF/AVIF (phone photos) become JPEG at quality 95 (readable everywhere);
-* everything else (PNG, WebP, TIFF, ...) becomes lossless PNG.
+metadata and stored in the catalog at its original resolution (:mod:`commonlink.catalog.photo_cleaning` says
+how each format is encoded).
 
 The image id is the first 16 hex characters of the stored file's sha256. Each record keeps, in ``extra``,
 the source file, its sha256, size and modification time and the perceptual hash, so re-running skips known
@@ -24,13 +19,11 @@ The report types live in :mod:`commonlink.catalog.ingest_report`, the near-dupli
 
 from __future__ import annotations
 
-import io
 import os
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from PIL import ExifTags, Image
+from PIL import Image
 
 from commonlink.catalog.ingest_log import CatalogJournal, journal_file, replay_journal
 from commonlink.catalog.ingest_report import (
@@ -42,6 +35,7 @@ from commonlink.catalog.ingest_report import (
 )
 from commonlink.catalog.labels import ManifestEntry, read_manifest
 from commonlink.catalog.phash_index import PerceptualHashIndex
+from commonlink.catalog.photo_cleaning import CleanImage, clean_image
 from commonlink.catalog.vocabulary import Vocabulary, likely_typos, normalise_name
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import CommonlinkError, InputError
@@ -70,76 +64,6 @@ DEFAULT_CHECKPOINT_EVERY = 100
 PHOTO_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".avif", ".tif", ".tiff", ".bmp", ".gif"}
 )
-_JPEG_SOURCES = ("JPEG", "MPO")
-_JPEG_TARGETS = _JPEG_SOURCES + ("HEIF", "AVIF")
-_PNG_MODES = frozenset({"1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"})
-_ORIENTATION = ExifTags.Base.Orientation
-
-
-# ------------------------------------------------------------------------------------------------------
-# Image cleaning
-# ------------------------------------------------------------------------------------------------------
-@dataclass
-class CleanImage:
-    data: bytes  #: the stored file's bytes (upright, no metadata)
-    suffix: str  #: ".jpg" or ".png"
-    width: int
-    height: int
-    phash: str  #: 16 hex digits
-    source_format: str
-
-
-def clean_image(img: Image.Image) -> CleanImage:
-    """Apply EXIF orientation, drop every metadata block but the ICC profile, encode (see module doc)."""
-    import imagehash
-
-    source_format = img.format or "unknown"
-    orientation = img.getexif().get(_ORIENTATION, 1)
-    icc_profile = img.info.get("icc_profile")
-    transparency = img.info.get("transparency")
-    method = _TRANSPOSE.get(orientation)
-    upright = img.transpose(method) if method is not None else img
-    # Nothing from the source's info dict (exif, xmp, comment, dpi, text chunks) may reach the encoder.
-    upright.info = {}
-    save_kwargs: dict = {}
-    if icc_profile:
-        save_kwargs["icc_profile"] = icc_profile
-    buf = io.BytesIO()
-    if source_format in _JPEG_TARGETS:
-        suffix = ".jpg"
-        if upright is img and source_format == "JPEG":
-            save_kwargs["quality"] = "keep"  # same quantisation tables: no visible re-encoding loss
-        else:
-            save_kwargs["quality"] = 95
-            if upright.mode not in ("RGB", "L", "CMYK"):
-                upright = upright.convert("RGB")
-        upright.save(buf, format="JPEG", **save_kwargs)
-    else:
-        suffix = ".png"
-        if upright.mode not in _PNG_MODES:
-            upright = upright.convert("RGBA" if "A" in upright.getbands() else "RGB")
-        elif transparency is not None and upright.mode in ("P", "L", "RGB"):
-            save_kwargs["transparency"] = transparency
-        upright.save(buf, format="PNG", **save_kwargs)
-    return CleanImage(
-        data=buf.getvalue(),
-        suffix=suffix,
-        width=upright.width,
-        height=upright.height,
-        phash=str(imagehash.phash(upright)),
-        source_format=source_format,
-    )
-
-
-_TRANSPOSE = {
-    2: Image.Transpose.FLIP_LEFT_RIGHT,
-    3: Image.Transpose.ROTATE_180,
-    4: Image.Transpose.FLIP_TOP_BOTTOM,
-    5: Image.Transpose.TRANSPOSE,
-    6: Image.Transpose.ROTATE_270,
-    7: Image.Transpose.TRANSVERSE,
-    8: Image.Transpose.ROTATE_90,
-}
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -456,12 +380,45 @@ class _IngestRun:
                     other=other_file,
                 )
 
+        record = self._write_image(entry, clean, objects, scene, source_sha, stat, digest)
+        if previous is not None:
+            # The photo under this name changed since the last run: the new version replaces the old record.
+            self.records.pop(previous.id, None)
+            self.journal.drop(previous.id)
+            self.by_source_sha.pop(previous.extra.get("source_sha256", ""), None)
+            self.phashes.remove(previous.id)
+            self.replaced_paths.append(previous.path)
+            self.report.updated.append(
+                {"file": entry.file, "id": image_id, "change": f"photo changed (was {previous.id})"}
+            )
+        else:
+            self.report.added.append({"file": entry.file, "id": image_id})
+        self.records[image_id] = record
+        self.by_source[(self.here, entry.file)] = record
+        self.by_source_sha[source_sha] = record
+        self.claimed[source_sha] = entry.file
+        self.phashes.add(clean.phash, entry.file, image_id)
+        self.journal.set(record)
+        return None
+
+    def _write_image(
+        self,
+        entry: ManifestEntry,
+        clean: CleanImage,
+        objects: list[str],
+        scene: str | None,
+        source_sha: str,
+        stat: os.stat_result,
+        digest: str,
+    ) -> CatalogRecord:
+        """Write the cleaned image into the catalog and make its record (not yet added to the run)."""
+        image_id = digest[:16]
         rel_path = f"{IMAGES_SUBDIR}/{image_id}{clean.suffix}"
         image_file = self.catalog_root / rel_path
         atomic_write_bytes(image_file, clean.data, fsync=False)  # image first: a record never lacks its file
         self.journal.image_written(image_file)  # made durable with its batch, before the batch's records
         stamp = file_stamp(image_file)  # lets `catalog merge` trust sha256 while the file is unchanged
-        record = CatalogRecord(
+        return CatalogRecord(
             id=image_id,
             path=rel_path,
             objects=objects,
@@ -484,25 +441,6 @@ class _IngestRun:
                 **({"manifest": entry.extra} if entry.extra else {}),
             },
         )
-        if previous is not None:
-            # The photo under this name changed since the last run: the new version replaces the old record.
-            self.records.pop(previous.id, None)
-            self.journal.drop(previous.id)
-            self.by_source_sha.pop(previous.extra.get("source_sha256", ""), None)
-            self.phashes.remove(previous.id)
-            self.replaced_paths.append(previous.path)
-            self.report.updated.append(
-                {"file": entry.file, "id": image_id, "change": f"photo changed (was {previous.id})"}
-            )
-        else:
-            self.report.added.append({"file": entry.file, "id": image_id})
-        self.records[image_id] = record
-        self.by_source[(self.here, entry.file)] = record
-        self.by_source_sha[source_sha] = record
-        self.claimed[source_sha] = entry.file
-        self.phashes.add(clean.phash, entry.file, image_id)
-        self.journal.set(record)
-        return None
 
     def _canonical_objects(self, entry: ManifestEntry, refuse) -> tuple[list[str], Refusal | None]:
         if not entry.objects:

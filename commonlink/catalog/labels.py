@@ -161,8 +161,9 @@ def _refuse_duplicates(path: Path, names: list[str], written: list, *, lineno: i
         if name in seen:
             first = seen[name]
             raise SchemaError(
-                f"{path}, line {lineno}: the column {name!r} appears twice ({written[first]!r} at position {first + 1} and "
-                f"{written[position]!r} at position {position + 1}); one would silently replace the other's values.",
+                f"{path}, line {lineno}: the column {name!r} appears twice ({written[first]!r} at position "
+                f"{first + 1} and {written[position]!r} at position {position + 1}); one would silently replace the "
+                "other's values.",
                 f"Keep one {name!r} column: merge the two (object names separated by ';') or rename the other.",
             )
         seen[name] = position

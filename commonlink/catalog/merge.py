@@ -168,7 +168,8 @@ def _merge_locked(
         )
         raise InputError(
             f"{len(conflicts)} conflicting record(s): the same image is described differently:\n  {listed}",
-            "Relabel or remove one record of each pair (or leave one catalog out), then merge again. Nothing was written.",
+            "Relabel or remove one record of each pair (or leave one catalog out), then merge again. "
+            "Nothing was written.",
         )
     if missing:
         listed = "\n  ".join(missing[:_MAX_LISTED]) + (
@@ -253,36 +254,49 @@ def _plan(
                 rel = moved
             used_paths[rel] = record.sha256
             extra = dict(record.extra)
-            sidecars: list[tuple[Path, str]] = []
-            for key in SIDECAR_KEYS:
-                value = extra.get(key)
-                if not isinstance(value, str):
-                    continue
-                try:
-                    source_file = join(value)
-                except InputError as exc:
-                    raise SchemaError(
-                        f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it."
-                    ) from None
-                if not source_file.is_file():
-                    missing.append(f"{source_file} (extra.{key} of {origin})")
-                    continue
-                dest_rel = PurePosixPath(value).as_posix()
-                claimed = sidecar_sources.get(dest_rel)
-                if (claimed is not None and not _same_bytes(claimed, source_file)) or (
-                    claimed is None and dest_rel in used_paths
-                ):
-                    dest_rel = (
-                        PurePosixPath(dest_rel).parent / f"{record.id}-{PurePosixPath(dest_rel).name}"
-                    ).as_posix()
-                sidecar_sources[dest_rel] = source_file
-                extra[key] = dest_rel
-                sidecars.append((source_file, dest_rel))
+            sidecars = _plan_sidecars(record, extra, join, origin, used_paths, sidecar_sources, missing)
             merged = dataclasses.replace(record, path=rel, extra=extra)  # validated when read
             planned.append(_Planned(record=merged, source_image=source_image, origin=origin, sidecars=sidecars))
             by_id[record.id] = (merged, origin)
             by_sha[record.sha256] = (merged, origin)
     return planned, conflicts, missing
+
+
+def _plan_sidecars(
+    record: CatalogRecord,
+    extra: dict,
+    join: _Joiner,
+    origin: str,
+    used_paths: dict[str, str],
+    sidecar_sources: dict[str, Path],
+    missing: list[str],
+) -> list[tuple[Path, str]]:
+    """Where a record's masks and scene plan go in the output; updates ``extra`` to point there and claims the
+    destinations in ``sidecar_sources`` (a file of other bytes already there makes it take a name of its own)."""
+    sidecars: list[tuple[Path, str]] = []
+    for key in SIDECAR_KEYS:
+        value = extra.get(key)
+        if not isinstance(value, str):
+            continue
+        try:
+            source_file = join(value)
+        except InputError as exc:
+            raise SchemaError(
+                f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it."
+            ) from None
+        if not source_file.is_file():
+            missing.append(f"{source_file} (extra.{key} of {origin})")
+            continue
+        dest_rel = PurePosixPath(value).as_posix()
+        claimed = sidecar_sources.get(dest_rel)
+        if (claimed is not None and not _same_bytes(claimed, source_file)) or (
+            claimed is None and dest_rel in used_paths
+        ):
+            dest_rel = (PurePosixPath(dest_rel).parent / f"{record.id}-{PurePosixPath(dest_rel).name}").as_posix()
+        sidecar_sources[dest_rel] = source_file
+        extra[key] = dest_rel
+        sidecars.append((source_file, dest_rel))
+    return sidecars
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
@@ -322,7 +336,8 @@ def _transfer(
             if actual != expected:
                 raise SchemaError(
                     f"{item.origin}: the image {item.source_image} does not match the record's sha256 "
-                    f"({actual[:16]}... vs {expected[:16]}...): it was changed or damaged after the catalog was written.",
+                    f"({actual[:16]}... vs {expected[:16]}...): it was changed or damaged after the catalog was "
+                    "written.",
                     "Rebuild that catalog (or restore the image); pass --no-verify only if you know the file is right.",
                 )
     except BaseException:

@@ -21,8 +21,8 @@ err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 #: ``--catalog-root``, the same words on every command that reads pairs or chain files
 CATALOG_ROOT_HELP = (
-    "Folder that now holds the catalogs the inputs name (each catalog is looked up as DIR/NAME, NAME being its folder name); "
-    "default: where the files name them, relative to each file."
+    "Folder that now holds the catalogs the inputs name (each catalog is looked up as DIR/NAME, NAME being its "
+    "folder name); default: where the files name them, relative to each file."
 )
 
 # One spelling for "no progress bars" on every command: --quiet. The older --progress/--no-progress of `synth` and

@@ -1,4 +1,5 @@
-"""``commonlink eval association``: thin CLI over :class:`commonlink.eval.association.AssociationTask` and the evaluator."""
+"""``commonlink eval association``: thin CLI over :class:`commonlink.eval.association.AssociationTask` and the
+evaluator."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def association(
     memory: str = typer.Option(
         "structm",
         "--memory",
-        help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (obj->concept->obj subchains concatenated, last 5 kept).",
+        help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (obj->concept->obj "
+        "subchains concatenated, last 5 kept).",
     ),
     repetition: float = typer.Option(1.0, "--repetition", help="Memory weight added when an entry is seen again."),
     forgetting: float = typer.Option(
@@ -77,12 +79,14 @@ def association(
     strategy: str = typer.Option(
         "normal",
         "--strategy",
-        help="Prompt strategy (Labyrinth §4.3): normal, comknow (concept knowledge in front), one-shot (a worked example in words), cot (that example with reasoning; answer on a last 'Answer:' line).",
+        help="Prompt strategy (Labyrinth §4.3): normal, comknow (concept knowledge in front), one-shot (a worked "
+        "example in words), cot (that example with reasoning; answer on a last 'Answer:' line).",
     ),
     deduction_rule: str = typer.Option(
         "all-shared",
         "--deduction-rule",
-        help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones).",
+        help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared "
+        "concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones).",
     ),
     out: Path = typer.Option(
         None,
@@ -180,5 +184,6 @@ def fail_if_no_request_answered(results: dict, out: Path) -> None:
     if requests.get("failed") and not (requests.get("generated") or requests.get("from_cache")):
         raise BackendError(
             f"No request was answered: all {requests['failed']} failed, so no step was scored.",
-            f"Check the model name, endpoint and backend options (the per-step log in {out} has every failed step), then rerun.",
+            f"Check the model name, endpoint and backend options (the per-step log in {out} has every failed step), "
+            "then rerun.",
         )

@@ -28,7 +28,8 @@ def merge(
     verify: bool = typer.Option(
         True,
         "--verify/--no-verify",
-        help="Check each image against its record's sha256 while copying (the recorded hash is trusted while the file's size and mtime match the record's file stamp).",
+        help="Check each image against its record's sha256 while copying (the recorded hash is trusted while the "
+        "file's size and mtime match the record's file stamp).",
     ),
     rehash: bool = typer.Option(
         False, "--rehash", help="Hash every image while verifying, even where its file stamp is unchanged."
@@ -53,7 +54,8 @@ def merge(
         console.print(f"... and {len(report.renamed) - 10} more renamed paths.")
     console.print(
         f"[bold]{report.added} record(s) added[/], {report.duplicates} duplicate(s) skipped, "
-        f"{report.already_present} already in {escape(str(out))}; {report.images_written} image(s) {'copied' if link == 'copy' else 'linked'}"
+        f"{report.already_present} already in {escape(str(out))}; {report.images_written} image(s) "
+        f"{'copied' if link == 'copy' else 'linked'}"
         + (f" ({report.fell_back_to_copy} copied: other file system)" if report.fell_back_to_copy else "")
         + f". The catalog holds {report.total} image(s).",
         highlight=False,

@@ -54,7 +54,8 @@ class ChainsGroup(TyperGroup):
 def chains(
     source: str = typer.Argument(
         ...,
-        help="Image catalog folder, Hugging Face dataset (save_to_disk folder, data folder or repo id), folder of images with a manifest, or an OCL/Pangea pickle.",
+        help="Image catalog folder, Hugging Face dataset (save_to_disk folder, data folder or repo id), folder of "
+        "images with a manifest, or an OCL/Pangea pickle.",
     ),
     out: Path = typer.Option(
         None, "--out", "-o", help="Folder for images.jsonl and one TASK.jsonl (+ .meta.json) per task type."
@@ -76,7 +77,8 @@ def chains(
     name_column: str | None = typer.Option(
         None,
         "--name-column",
-        help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named by their labels ('the image with a red circle').",
+        help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named "
+        "by their labels ('the image with a red circle').",
     ),
     split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
@@ -93,22 +95,26 @@ def chains(
     pangea_labels: str = typer.Option(
         "node",
         "--pangea-labels",
-        help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action labels name the image.",
+        help="Pangea: concepts from node (VerbNet nodes: the paper's actions), action or both label lists; the action "
+        "labels name the image.",
     ),
     label_names: Path | None = typer.Option(
         None,
         "--label-names",
-        help="OCL/Pangea: id -> name list (JSON list, or one name a line); else ids become attr_<id>, aff_<id>, action_<id>, node_<id>.",
+        help="OCL/Pangea: id -> name list (JSON list, or one name a line); else ids become attr_<id>, aff_<id>, "
+        "action_<id>, node_<id>.",
     ),
     object_names: Path | None = typer.Option(
         None,
         "--object-names",
-        help="OCL: id -> object name list, when the pickle's obj fields are ids (names given as strings are used as they are).",
+        help="OCL: id -> object name list, when the pickle's obj fields are ids (names given as strings are used as "
+        "they are).",
     ),
     preset: str = typer.Option(
         "auto",
         "--preset",
-        help=f"The paper's concept set and pairs: {', '.join(PRESET_CHOICES)}. auto = ocl-attribute / ocl-affordance for OCL (by --ocl-labels), pangea-action for Pangea, none otherwise. --concepts/--pairs override its parts.",
+        help=f"The paper's concept set and pairs: {', '.join(PRESET_CHOICES)}. auto = ocl-attribute / ocl-affordance "
+        "for OCL (by --ocl-labels), pangea-action for Pangea, none otherwise. --concepts/--pairs override its parts.",
     ),
     min_pixels: int = typer.Option(
         DEFAULT_MIN_PIXELS, "--min-pixels", help="Drop images (or OCL crops) with fewer pixels (paper: 50,000)."
@@ -121,7 +127,8 @@ def chains(
     pairs: str | None = typer.Option(
         None,
         "--pairs",
-        help="Asynchronous concept pairs, e.g. metal-furry,ripe-fresh (or a:b). Default: the --auto-pairs pairs with the largest bridge pools.",
+        help="Asynchronous concept pairs, e.g. metal-furry,ripe-fresh (or a:b). Default: the --auto-pairs pairs with "
+        "the largest bridge pools.",
     ),
     auto_pairs: int = typer.Option(4, "--auto-pairs", help="Without --pairs: how many pairs to pick."),
     tasks: str = typer.Option(",".join(TASKS), "--tasks", help="Task types to build, comma-separated."),
@@ -144,7 +151,8 @@ def chains(
     negatives: str = typer.Option(
         "disjoint",
         "--negatives",
-        help=f"{' or '.join(NEGATIVE_MODES)}: disjoint (paper eqs. 1, 4, 5) = a negative shares no label at all with its query; chain = it only lacks the task's concepts (the earlier default).",
+        help=f"{' or '.join(NEGATIVE_MODES)}: disjoint (paper eqs. 1, 4, 5) = a negative shares no label at all with "
+        "its query; chain = it only lacks the task's concepts (the earlier default).",
     ),
     concept_kind: str | None = typer.Option(
         None,
@@ -273,7 +281,9 @@ def verify(
     model: list[str] = typer.Option(
         None,
         "--model",
-        help="Verifier model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM verification). Repeat for a fallback: the next model is asked only where the ones before could not decide (paper: Gemini-1.5-Flash, then GPT4-V).",
+        help="Verifier model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM "
+        "verification). Repeat for a fallback: the next model is asked only where the ones before could not decide "
+        "(paper: Gemini-1.5-Flash, then GPT4-V).",
     ),
     backend: list[str] = typer.Option(
         ["transformers"],
@@ -283,17 +293,21 @@ def verify(
     decisions: list[Path] = typer.Option(
         None,
         "--decisions",
-        help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they override the models.",
+        help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they "
+        "override the models.",
     ),
     on_fail: str = typer.Option(
         "resample",
         "--on-fail",
-        help=f"{' or '.join(ON_FAIL)}: resample redraws a rejected positive (or negative) from verified images, keeping each chain's period (an asynchronous chain is cut where nothing fits); drop removes the step (asynchronous runs get shorter).",
+        help=f"{' or '.join(ON_FAIL)}: resample redraws a rejected positive (or negative) from verified images, "
+        "keeping each chain's period (an asynchronous chain is cut where nothing fits); drop removes the step "
+        "(asynchronous runs get shorter).",
     ),
     undecided: str = typer.Option(
         "keep",
         "--undecided",
-        help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. Reported apart from rejections either way.",
+        help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. "
+        "Reported apart from rejections either way.",
     ),
     negatives: bool = typer.Option(
         True, "--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."
@@ -345,7 +359,8 @@ def verify(
     if summary.undecided:
         console.print(
             f"[yellow]Note:[/] {summary.undecided:,} claims no verifier could decide were "
-            f"{'kept as labelled' if undecided == 'keep' else 'rejected'} (--undecided); add a --model to ask them again."
+            f"{'kept as labelled' if undecided == 'keep' else 'rejected'} (--undecided); "
+            "add a --model to ask them again."
         )
     console.print(
         f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop)."
@@ -373,7 +388,8 @@ def review(
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
     quiet: bool = QUIET,
 ) -> None:
-    """Export review pages for people (paper §4.2 human review); read the decisions back with `chains verify --decisions`."""
+    """Export review pages for people (paper §4.2 human review); read the decisions back with
+    `chains verify --decisions`."""
     summary = export_review(
         [str(t) for t in tasks],
         out,
@@ -383,8 +399,8 @@ def review(
         catalog_root=catalog_root,
     )
     console.print(
-        f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to {escape(str(summary.out_dir))}; "
-        "open index.html."
+        f"Wrote {summary.pages:,} pages ({summary.claims:,} claims, {summary.images:,} thumbnails) to "
+        f"{escape(str(summary.out_dir))}; open index.html."
     )
     console.print(
         f"Then: commonlink chains verify TASKS --decisions {escape(str(summary.out_dir))}/decisions.csv --out VERIFIED",

@@ -50,7 +50,8 @@ def concept(
     data: str = typer.Option(
         ...,
         "--data",
-        help="Association release folder, Hub repo id, or the chain-files folder of `commonlink chains` (its single-step tasks are the rows).",
+        help="Association release folder, Hub repo id, or the chain-files folder of `commonlink chains` (its "
+        "single-step tasks are the rows).",
     ),
     model: list[str] = typer.Option(
         ..., "--model", help="Model id/folder, or 'random'; repeat for one Table 4 block per model."

@@ -28,7 +28,10 @@ _BACKEND_HELP = (
     "transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
     "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend."
 )
-_MODEL_HELP = "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a weight-free baseline."
+_MODEL_HELP = (
+    "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a "
+    "weight-free baseline."
+)
 #: Generation settings that have their own option (a --gen-arg may not set them behind its back).
 _OWN_GENERATION_OPTIONS = {
     "max_new_tokens": "--max-new-tokens",
@@ -78,8 +81,8 @@ def generation_settings(
 def backend_options(
     backend: str, backend_args: list[str] | None, *, trust_remote_code: bool = False, concurrency: int | None = None
 ) -> dict:
-    """The backend's options from ``--backend-arg KEY=VALUE`` (repeatable), ``--trust-remote-code`` and ``--concurrency``;
-    each backend checks the names it is given (docs/eval.md lists them)."""
+    """The backend's options from ``--backend-arg KEY=VALUE`` (repeatable), ``--trust-remote-code`` and
+    ``--concurrency``; each backend checks the names it is given (docs/eval.md lists them)."""
     options = parse_key_values(backend_args or [], option="--backend-arg")
     if trust_remote_code:
         options["trust_remote_code"] = True
@@ -157,14 +160,16 @@ SYSTEM_PROMPT = typer.Option(
 GEN_ARG = typer.Option(
     [],
     "--gen-arg",
-    help="Decoding option KEY=VALUE for the backend's generate call (repeatable), e.g. top_k=20, repetition_penalty=1.05.",
+    help="Decoding option KEY=VALUE for the backend's generate call (repeatable), e.g. top_k=20, "
+    "repetition_penalty=1.05.",
 )
 BACKEND_ARG = typer.Option(
     [],
     "--backend-arg",
     help=(
-        "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, adapter=minicpm-chat, "
-        "tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. See docs/eval.md."
+        "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, "
+        "adapter=minicpm-chat, tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. "
+        "See docs/eval.md."
     ),
 )
 TRUST_REMOTE_CODE = typer.Option(
@@ -183,12 +188,14 @@ NO_REPORT = typer.Option(
 RUN_NAME = typer.Option(
     None,
     "--run-name",
-    help="What tables and reports call this run (default: the model and the settings that set it apart); kept in results.json.",
+    help="What tables and reports call this run (default: the model and the settings that set it apart); kept in "
+    "results.json.",
 )
 OVERWRITE = typer.Option(
     False,
     "--overwrite",
-    help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are removed.",
+    help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are "
+    "removed.",
 )
 
 
@@ -240,7 +247,8 @@ def commono(
     question: str = typer.Option(
         "dataset",
         "--question",
-        help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the paper's prompt.",
+        help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the "
+        "paper's prompt.",
     ),
     max_unreadable_share: float = typer.Option(
         0.05,
@@ -255,7 +263,8 @@ def commono(
     similarity: bool = typer.Option(
         False,
         "--similarity",
-        help="Add the object-similarity analyses: common-object similarity vs accuracy (Table 6) and hallucination by distractor similarity (§4.2); character trigrams unless --similarity-model.",
+        help="Add the object-similarity analyses: common-object similarity vs accuracy (Table 6) and hallucination by "
+        "distractor similarity (§4.2); character trigrams unless --similarity-model.",
     ),
     similarity_model: str = typer.Option(
         None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."
@@ -393,7 +402,8 @@ def score(
     data: str = typer.Option(
         None,
         "--data",
-        help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); default: the predictions file's own copy.",
+        help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); "
+        "default: the predictions file's own copy.",
     ),
     split: str = SPLIT,
     revision: str = REVISION,
@@ -447,13 +457,15 @@ def compare(
 def report(
     runs: list[Path] = typer.Argument(
         ...,
-        help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side by side, other tasks' runs by their metrics.",
+        help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side "
+        "by side, other tasks' runs by their metrics.",
     ),
     out: Path = typer.Option(
         None,
         "--out",
         "-o",
-        help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in OUT_STEM_files/ beside it.",
+        help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in "
+        "OUT_STEM_files/ beside it.",
     ),
     data: str = typer.Option(
         None, "--data", help="Dataset to read the images from (default: the one results.json records)."
@@ -475,7 +487,8 @@ def report(
     quiet: bool = QUIET,
     catalog_root: Path = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
 ) -> None:
-    """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards, random mistakes."""
+    """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards,
+    random mistakes."""
 
     summary = write_report(
         runs,
@@ -513,7 +526,8 @@ def _print_summary(results: dict, out: Path, render, shard: str | None = None) -
     if results.get("skipped"):
         console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
     console.print(
-        f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in {out}/",
+        f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in "
+        f"{out}/",
         highlight=False,
     )
     print_fresh_report(out)

@@ -53,7 +53,8 @@ def lmms_eval(
     catalog_root: Path = CATALOG_ROOT,
     quiet: bool = QUIET,
 ) -> None:
-    """lmms-eval tasks common_o, common_o_challenge (and association_single_step) scored with commonlink's parser and metrics."""
+    """lmms-eval tasks common_o, common_o_challenge (and association_single_step) scored with commonlink's parser
+    and metrics."""
     out = _out_folder(out, old_out, "lmms-eval")
     written = export_lmms_eval(
         out,
@@ -95,7 +96,7 @@ def vlmevalkit(
     )
     console.print(
         f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "
-        f"{' '.join(p.stem for p in written if p.suffix == '.tsv')} --model ... (VLMEvalKit's run.py options; commonlink must be "
-        "installed in VLMEvalKit's environment).",
+        f"{' '.join(p.stem for p in written if p.suffix == '.tsv')} --model ... (VLMEvalKit's run.py options; "
+        "commonlink must be installed in VLMEvalKit's environment).",
         highlight=False,
     )

@@ -159,8 +159,8 @@ def pull(
     for note in result.notes:
         err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     console.print(
-        f"Downloaded {repo} version {version} into {result.out_dir}: {result.files} files ({_size(result.total_bytes)}), "
-        "every one matching the version's manifest.",
+        f"Downloaded {repo} version {version} into {result.out_dir}: {result.files} files "
+        f"({_size(result.total_bytes)}), every one matching the version's manifest.",
         highlight=False,
         soft_wrap=True,
     )
@@ -177,7 +177,8 @@ def versions(
     found = list_versions(repo, endpoint=endpoint)
     if not found:
         console.print(
-            f"{repo} has no version tags yet. Publish one with `commonlink release push DIR --repo {repo} --version 1.0.0`.",
+            f"{repo} has no version tags yet. Publish one with "
+            f"`commonlink release push DIR --repo {repo} --version 1.0.0`.",
             highlight=False,
         )
         return

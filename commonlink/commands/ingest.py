@@ -29,7 +29,8 @@ def ingest(
         ...,
         "--manifest",
         "-m",
-        help="Labels: CSV `file,objects[,scene,background,view]` (objects separated by ';') or JSONL with the same keys.",
+        help="Labels: CSV `file,objects[,scene,background,view]` (objects separated by ';') or JSONL with the same "
+        "keys.",
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to create or add to (catalog.jsonl + images/)."),
     vocabulary: Path | None = typer.Option(
@@ -45,7 +46,8 @@ def ingest(
     near_duplicate_distance: int = typer.Option(
         DEFAULT_NEAR_DUPLICATE_DISTANCE,
         "--near-duplicate-distance",
-        help="Two photos whose 64-bit perceptual hashes differ in at most this many bits are near-duplicates (0 = only identical hashes).",
+        help="Two photos whose 64-bit perceptual hashes differ in at most this many bits are near-duplicates (0 = "
+        "only identical hashes).",
     ),
     allow_near_duplicates: bool = typer.Option(
         False, "--allow-near-duplicates", help="Keep near-duplicates (they are still reported as pairs)."
@@ -53,7 +55,8 @@ def ingest(
     checkpoint_every: int = typer.Option(
         DEFAULT_CHECKPOINT_EVERY,
         "--checkpoint-every",
-        help="Save the work after this many changes (appended to a journal with one fsync; catalog.jsonl is rewritten with a bounded total cost), so an interruption keeps the work done.",
+        help="Save the work after this many changes (appended to a journal with one fsync; catalog.jsonl is rewritten "
+        "with a bounded total cost), so an interruption keeps the work done.",
     ),
     strict: bool = typer.Option(
         False, "--strict", help="Exit with status 2 when any photo was refused (for scripts and CI)."
@@ -84,8 +87,8 @@ def ingest(
     if report.refused and not (counts["added"] or counts["updated"] or counts["unchanged"]):
         # every listed photo was refused: a script must not go on with an empty (or unchanged) catalog
         raise InputError(
-            f"no photo was ingested: all {counts['refused']} photo(s) the manifest lists were refused (reasons above and in "
-            f"{Path(report.catalog_dir) / REPORT_FILENAME}).",
+            f"no photo was ingested: all {counts['refused']} photo(s) the manifest lists were refused (reasons above "
+            f"and in {Path(report.catalog_dir) / REPORT_FILENAME}).",
             "Fix the refused photos or their labels (or lower --min-pixels), then run again.",
         )
     if strict and report.refused:
@@ -125,6 +128,7 @@ def print_ingest_report(report: IngestReport) -> None:
     console.print(
         f"[bold]{counts['added']} added[/], {counts['updated']} updated, {counts['unchanged']} already in the catalog, "
         f"{counts['refused']} refused; the catalog now holds {counts['catalog_size']} image(s).\n"
-        f"Catalog: {escape(str(Path(report.catalog_dir)))}  Report: {escape(str(Path(report.catalog_dir) / REPORT_FILENAME))}",
+        f"Catalog: {escape(str(Path(report.catalog_dir)))}  Report: "
+        f"{escape(str(Path(report.catalog_dir) / REPORT_FILENAME))}",
         highlight=False,
     )

@@ -41,12 +41,14 @@ def pairs(
     common_distribution: str = typer.Option(
         "paper",
         "--common-distribution",
-        help="How counts 0..K are spread: paper (the default: the shares of the paper's own examples, none 8.7%; see docs/sampling.md), none=P (share P with nothing in common, the rest even), uniform, or weights w0,w1,...,wK.",
+        help="How counts 0..K are spread: paper (the default: the shares of the paper's own examples, none 8.7%; see "
+        "docs/sampling.md), none=P (share P with nothing in common, the rest even), uniform, or weights w0,w1,...,wK.",
     ),
     choices: int = typer.Option(
         8,
         "--choices",
-        help="Lettered choices per example (8 as in the paper); k + 2 when the k common objects leave no room for a distractor.",
+        help="Lettered choices per example (8 as in the paper); k + 2 when the k common objects leave no room for a "
+        "distractor.",
     ),
     max_uses: int | None = typer.Option(
         None,
@@ -56,7 +58,8 @@ def pairs(
     real_fraction: float | None = typer.Option(
         None,
         "--real-fraction",
-        help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources are present, else the one source).",
+        help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources "
+        "are present, else the one source).",
     ),
     seed: int = typer.Option(0, "--seed", help="Global seed: same catalogs + same seed = identical output."),
     overwrite: bool = typer.Option(
@@ -67,8 +70,8 @@ def pairs(
     """Sample Common-O examples (paper §3.1-3.2) from image catalogs.
 
     Both images of an example come from the same source (real or synthetic) and different scenes; the number
-    of common objects follows --common-distribution; choices are the common objects, distractors (objects in one image first,
-    then objects in neither) and "No objects are in common", shuffled and lettered. Then:
+    of common objects follows --common-distribution; choices are the common objects, distractors (objects in
+    one image first, then objects in neither) and "No objects are in common", shuffled and lettered. Then:
     `commonlink release build PAIRS_FILE --out RELEASE_DIR`.
     """
     config = PairsConfig(
@@ -134,7 +137,8 @@ def print_stats(stats: dict) -> None:
     share = stats["real_fraction"]
     console.print(
         f"Real share {share['achieved']:.1%} (requested {share['requested']:.1%}); "
-        f"{stats['images_read']:,} images read from {stats['catalogs']} catalog(s), objects {stats['objects'][0]}-{stats['objects'][1]}"
+        f"{stats['images_read']:,} images read from {stats['catalogs']} catalog(s), objects "
+        f"{stats['objects'][0]}-{stats['objects'][1]}"
         + (
             f", {stats['duplicate_images_skipped']:,} duplicate image(s) skipped"
             if stats["duplicate_images_skipped"]
@@ -155,7 +159,8 @@ def print_stats(stats: dict) -> None:
     if stats["common_objects_missing"]:
         console.print(
             f"[bold red]NOT REACHED:[/] no example has {', '.join(map(str, stats['common_objects_missing']))} "
-            f"object(s) in common (allowed 0-{stats['max_common']}); their share went to the other counts (notes below).",
+            f"object(s) in common (allowed 0-{stats['max_common']}); their share went to the other counts (notes "
+            "below).",
             highlight=False,
             soft_wrap=True,
         )

@@ -35,7 +35,8 @@ from commonlink.release.shards import parse_size
 def build(
     inputs: list[Path] = typer.Argument(
         ...,
-        help="Pairs files from `commonlink pairs` (one split each; files sharing a split need distinct example ids), or chain files from `commonlink chains`.",
+        help="Pairs files from `commonlink pairs` (one split each; files sharing a split need distinct example ids), "
+        "or chain files from `commonlink chains`.",
     ),
     out: Path = typer.Option(
         ..., "--out", "-o", help="Release folder to write (README.md, manifest.json, data/, figures/)."
@@ -44,7 +45,8 @@ def build(
     version: str = typer.Option(
         DEFAULT_VERSION,
         "--version",
-        help="Version X.Y.Z of this release (semantic versioning; recorded in the card and manifest; `release push --version` takes the same value as the Hub tag).",
+        help="Version X.Y.Z of this release (semantic versioning; recorded in the card and manifest; `release push "
+        "--version` takes the same value as the Hub tag).",
     ),
     license: str = typer.Option(
         DEFAULT_LICENSE,
@@ -60,7 +62,8 @@ def build(
     card_info: Path | None = typer.Option(
         None,
         "--card-info",
-        help="YAML file answering the datasheet questions the build cannot answer (start from `commonlink release card-info --template`).",
+        help="YAML file answering the datasheet questions the build cannot answer (start from `commonlink release "
+        "card-info --template`).",
     ),
     quiet: bool = QUIET,
     progress: bool | None = OLD_PROGRESS,
@@ -105,9 +108,11 @@ def build(
 def _report_unanswered(keys: list[str]) -> None:
     if keys:
         err_console.print(
-            f"[yellow]Note:[/] the card still marks {len(keys)} datasheet question(s) as unanswered ({', '.join(keys)}). "
-            "Answer them in a card-info file (`commonlink release card-info --template --out card-info.yaml`), then "
-            "`commonlink release card DIR --card-info card-info.yaml`; `release push` warns (refuses with --strict) until then.",
+            f"[yellow]Note:[/] the card still marks {len(keys)} datasheet question(s) as unanswered "
+            f"({', '.join(keys)}). Answer them in a card-info file "
+            "(`commonlink release card-info --template --out card-info.yaml`), then "
+            "`commonlink release card DIR --card-info card-info.yaml`; `release push` warns (refuses with --strict) "
+            "until then.",
             highlight=False,
             soft_wrap=True,
         )

@@ -66,7 +66,8 @@ def synth(
     min_in_band: float | None = typer.Option(
         None,
         "--min-in-band",
-        help="Re-sample a scene when fewer than this share of its (object, view) pairs fall in --area-band (default 0.8 for scenes of up to 7 objects, 0.55 for more).",
+        help="Re-sample a scene when fewer than this share of its (object, view) pairs fall in --area-band (default "
+        "0.8 for scenes of up to 7 objects, 0.55 for more).",
     ),
     max_yaw: float = typer.Option(
         15.0, "--max-yaw", help="Objects' random yaw, +- degrees (slight by default; 180 = any direction)."
@@ -74,7 +75,8 @@ def synth(
     set_size: int = typer.Option(
         4,
         "--set-size",
-        help="Scenes planned as one set from one object pool (pairs within a set share 0..N objects; 1: independent scenes).",
+        help="Scenes planned as one set from one object pool (pairs within a set share 0..N objects; 1: independent "
+        "scenes).",
     ),
     set_pool: int | None = typer.Option(
         None, "--set-pool", help="Objects in a set's pool (default: twice the upper --objects bound)."
@@ -82,7 +84,8 @@ def synth(
     set_share: float = typer.Option(
         1.0,
         "--set-share",
-        help="Share of sets planned as sets (the rest: independent scenes); scales the within-set pairs, which share the most objects.",
+        help="Share of sets planned as sets (the rest: independent scenes); scales the within-set pairs, which share "
+        "the most objects.",
     ),
     shadows: bool = typer.Option(
         False, "--shadows", help="Offline: shadow-mapped sunlight (about 2.5x slower) instead of soft contact shadows."

@@ -24,7 +24,8 @@ def check(
     asset_file: Path | None = typer.Option(
         None,
         "--assets",
-        help="Asset file naming the project's classes (written by tools/unreal/commonlink_import.py); the same option as `synth --assets`.",
+        help="Asset file naming the project's classes (written by tools/unreal/commonlink_import.py); the same option "
+        "as `synth --assets`.",
     ),
     old_asset_file: Path | None = typer.Option(None, "--asset-file", hidden=True, help="Old name of --assets."),
     host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host."),

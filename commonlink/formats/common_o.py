@@ -16,7 +16,8 @@ from typing import Any
 MULTI_IMAGE_PROMPT = (
     "Which objects are present in both images? Select all choices that are true: {}. "
     "You can think of your answer in any way (e.g. step-by-step) but for the last line of your response, "
-    "respond only in this format \u2018Answer: <letter 1> <letter 2> <letter 3>\u2019, e.g. \u2018Answer: A, B, C\u2019."
+    "respond only in this format \u2018Answer: <letter 1> <letter 2> <letter 3>\u2019, "
+    "e.g. \u2018Answer: A, B, C\u2019."
 )
 
 #: For single-image models that receive the two images concatenated side by side (paper §3.2, second prompt).

@@ -94,7 +94,8 @@ def verify_data_file(data_file: str | os.PathLike, meta: dict) -> str:
 def read_meta(
     data_file: str | os.PathLike, *, fix: str = "Regenerate the file with `commonlink pairs` or `commonlink chains`."
 ) -> dict:
-    """The sidecar of ``data_file`` (a dict with a ``kind``); clear errors when the file or sidecar is missing or broken."""
+    """The sidecar of ``data_file`` (a dict with a ``kind``); clear errors when the file or sidecar is missing or
+    broken."""
     path = Path(data_file)
     if not path.is_file():
         raise InputError(
@@ -104,7 +105,8 @@ def read_meta(
     if not sidecar.is_file():
         raise InputError(
             f"{path} has no sidecar {sidecar.name}, so its kind, seed and split are unknown.",
-            "Use files written by `commonlink pairs` or `commonlink chains` (they write the .meta.json next to the file).",
+            "Use files written by `commonlink pairs` or `commonlink chains` (they write the .meta.json next to the "
+            "file).",
         )
     meta = load_sidecar(sidecar, fix=fix)
     if "kind" not in meta:

@@ -3,7 +3,8 @@
 - ``pairs``: Common-O pairs (two images, lettered choices, the objects in both);
 - ``chains``: association tasks (single-step, deduction, synchronous, asynchronous chains);
 - ``chain_sources``: the labelled image sets chains are built from (catalogs, HF datasets, folders, OCL, Pangea),
-  with ``safe_pickle`` for annotation pickles.
+  with ``pickle_sources`` for the OCL and Pangea annotation pickles (loaded by ``safe_pickle``) and
+  ``source_common`` for what the readers share.
 """
 
 from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above

@@ -101,7 +101,8 @@ def build_index(catalogs: list[Path], object_range: tuple[int, int], progress) -
             names = set(record["objects"])
             if NO_COMMON_OBJECTS in names:
                 raise SchemaError(
-                    f"{catalog_file(folder)}, row {row + 1}: object name {NO_COMMON_OBJECTS!r} is reserved for the answer choice.",
+                    f"{catalog_file(folder)}, row {row + 1}: object name {NO_COMMON_OBJECTS!r} is reserved for the "
+                    "answer choice.",
                     "Rename that object in the catalog.",
                 )
             s = SOURCES.index(record["source"])

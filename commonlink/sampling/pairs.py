@@ -74,7 +74,8 @@ class PairsConfig:
     real_fraction: float | None = None  #: share of real examples; None: split default (see resolve_real_fraction)
     seed: int = 0
     check_files: bool = True  #: verify that the images of the sampled pairs exist inside their catalogs
-    #: how k is drawn over 0..max_common: "paper", "uniform", "none=P" (share P for k = 0, the rest even) or weights "w0,w1,..."
+    #: how k is drawn over 0..max_common: "paper", "uniform", "none=P" (share P for k = 0, the rest even) or
+    #: weights "w0,w1,..."
     common_distribution: str = DEFAULT_COMMON_DISTRIBUTION
 
     def object_range(self) -> tuple[int, int]:

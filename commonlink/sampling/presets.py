@@ -115,7 +115,8 @@ def check_preset_labels(preset: ConceptPreset, labels: set[str], needed: Sequenc
     missing = [c for c in dict.fromkeys(needed) if c not in labels]
     if missing:
         raise InputError(
-            f"Preset {preset.name!r} ({preset.source}, paper {preset.where}) needs labels {missing} that no image of the source carries.",
+            f"Preset {preset.name!r} ({preset.source}, paper {preset.where}) needs labels {missing} that no image of "
+            "the source carries.",
             "Pass --label-names so label ids become the dataset's names, choose concepts with --concepts/--pairs, "
             "or build without the paper's set with --preset none.",
         )

@@ -3,9 +3,10 @@
 OCL and Pangea ship their labels as pickles. Plain ``pickle.load`` will call any importable function the file
 names (``os.system`` through ``__reduce__`` is the classic payload), so it must never see an untrusted file.
 :class:`RestrictedUnpickler` refuses every global lookup except the builtin constructors plain values can need
-(``set`` and ``frozenset`` in protocols < 4, and ``bytes`` stored as latin-1 text in protocols < 3). Lists, tuples, dicts, strings, bytes, numbers, booleans
-and ``None`` are built by opcodes that name no global at all, so they load; anything else (numpy arrays,
-custom classes, ``os.system``) is refused before it is looked up, so nothing in the file runs.
+(``set`` and ``frozenset`` in protocols < 4, and ``bytes`` stored as latin-1 text in protocols < 3). Lists,
+tuples, dicts, strings, bytes, numbers, booleans and ``None`` are built by opcodes that name no global at all, so
+they load; anything else (numpy arrays, custom classes, ``os.system``) is refused before it is looked up, so
+nothing in the file runs.
 """
 
 from __future__ import annotations

@@ -5,12 +5,15 @@
   the built-in assets.
 - ``plan``: :func:`~commonlink.synth.plan.plan_scene`, one seeded plan per (seed, scene index).
 - ``render``: the :class:`~commonlink.synth.render.Renderer` interface; ``render.offline``: the embedded CPU renderer
-  (pyrender on EGL) with exact instance masks; ``render.unrealcv``: the same plans on a running Unreal Engine through the ``unrealcv`` client;
-  ``render.unreal_check``: the preflight of ``commonlink unreal check`` (the test server modelled on the plugin is
-  ``tests.fixtures.unrealcv_server``; the Unreal Editor script is ``tools/unreal/commonlink_import.py``).
+  (pyrender on EGL) with exact instance masks; ``render.unrealcv``: the same plans on a running Unreal Engine
+  through the ``unrealcv`` client; ``render.unreal_check``: the preflight of ``commonlink unreal check`` (the test
+  server modelled on the plugin is ``tests.fixtures.unrealcv_server``; the Unreal Editor script is
+  ``tools/unreal/commonlink_import.py``).
 - ``visibility``: which objects an image shows, from its instance mask.
 - ``runner``: :func:`~commonlink.synth.runner.synthesize`, the resumable scene loop behind ``commonlink synth``
-  (shards, worker processes, Ray). Contact sheets of samples are ``commonlink.release.figures.contact_sheet``.
+  (shards, worker processes, Ray); ``scenes``: one scene planned, rendered and written atomically, and
+  ``catalog.jsonl`` rebuilt from the finished scene folders. Contact sheets of samples are
+  ``commonlink.release.figures.contact_sheet``.
 
 Heavy dependencies (pyrender, OpenGL, trimesh, unrealcv, ray) are imported only by the functions that need them.
 """

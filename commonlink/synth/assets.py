@@ -16,8 +16,8 @@ size-normalise every object; ``mesh`` is the offline renderer's source: ``proced
 ``commonlink.synth.models``), ``pybullet_data:<file>`` (a mesh shipped in the ``pybullet`` wheel) or a path
 to an .obj/.glb/.ply file relative to the asset file. Optional: ``mesh_up`` (``z`` default, or ``y`` for
 y-up meshes), ``color`` ([r, g, b] for untextured meshes), ``source`` and ``license`` (where the shape comes
-from and the licence its renders are under; every built-in asset records both). Floors: ``texture`` is ``procedural:<name>``
-(see ``commonlink.synth.floors``) or an image path relative to the asset file.
+from and the licence its renders are under; every built-in asset records both). Floors: ``texture`` is
+``procedural:<name>`` (see ``commonlink.synth.floors``) or an image path relative to the asset file.
 """
 
 from __future__ import annotations

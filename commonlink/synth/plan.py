@@ -140,12 +140,14 @@ class PlanConfig:
             )
         if self.max_objects > cells:
             raise InputError(
-                f"--objects {self.min_objects}-{self.max_objects}: at most {cells} objects fit on the {self.grid}x{self.grid} floor grid.",
+                f"--objects {self.min_objects}-{self.max_objects}: at most {cells} objects fit on the "
+                f"{self.grid}x{self.grid} floor grid.",
                 f"Use --objects with HIGH <= {cells}.",
             )
         if self.max_objects > len(catalog.assets):
             raise InputError(
-                f"--objects asks for up to {self.max_objects} distinct objects but the asset file has {len(catalog.assets)}.",
+                f"--objects asks for up to {self.max_objects} distinct objects but the asset file has "
+                f"{len(catalog.assets)}.",
                 "Lower --objects or add assets to the asset file.",
             )
         if self.views < 1:

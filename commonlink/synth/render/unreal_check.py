@@ -121,9 +121,9 @@ def refuse_placeholder_classes(catalog: AssetCatalog) -> None:
     """The built-in asset file's ``ue_class`` names (BP_Apple_C, ...) are placeholders no Unreal project has."""
     if is_builtin_asset_file(catalog):
         raise InputError(
-            f"The built-in asset file's ue_class names ({catalog.assets[0].ue_class}, ...) are placeholders for the offline "
-            "renderer, which no Unreal project has: `synth --backend unrealcv` and `unreal check` need an asset file "
-            "naming your project's classes.",
+            f"The built-in asset file's ue_class names ({catalog.assets[0].ue_class}, ...) are placeholders for the "
+            "offline renderer, which no Unreal project has: `synth --backend unrealcv` and `unreal check` need an "
+            "asset file naming your project's classes.",
             "Import your meshes with tools/unreal/commonlink_import.py in the Unreal Editor (docs/unreal.md), which "
             "writes the asset file, then pass it with --assets FILE.",
         )

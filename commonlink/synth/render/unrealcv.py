@@ -279,8 +279,9 @@ class UnrealCVConnection:
         cameras = [] if reply == "ok" else reply.split()
         if not cameras:
             raise BackendError(
-                f"Unreal at {self.host}:{self.port} answers but is not playing: it has no cameras (camera 0 is the player "
-                "pawn, which exists only after Play, and the plugin colours the level for object masks when Play starts).",
+                f"Unreal at {self.host}:{self.port} answers but is not playing: it has no cameras (camera 0 is the "
+                "player pawn, which exists only after Play, and the plugin colours the level for object masks when "
+                "Play starts).",
                 "Press Play in the Unreal Editor (or start the packaged game) and rerun.",
             )
         return cameras
@@ -317,7 +318,8 @@ class UnrealCVConnection:
         ]
         if len(found) != 1:
             raise BackendError(
-                f"Spawned the camera {actor} but could not find its id among the {len(cameras)} cameras of `vget /cameras`.",
+                f"Spawned the camera {actor} but could not find its id among the {len(cameras)} cameras "
+                "of `vget /cameras`.",
                 "Use the UnrealCV plugin's 5.2 branch (1.0.x), whose `vset /cameras/spawn` spawns a FusionCameraActor.",
             )
         return actor, found[0]
@@ -456,8 +458,8 @@ class UnrealCVBackend:
                 last = exc
                 self._conn.close()
         raise BackendError(
-            f"Lost the UnrealCV connection to {self.host}:{self.port} {self.reconnect_attempts + 1} times while rendering "
-            f"scene {plan.scene_id} ({type(last).__name__}: {last}).",
+            f"Lost the UnrealCV connection to {self.host}:{self.port} {self.reconnect_attempts + 1} times while "
+            f"rendering scene {plan.scene_id} ({type(last).__name__}: {last}).",
             "Check that Unreal is still running; rerun the same command to resume from the last finished scene.",
         )
 
@@ -503,9 +505,11 @@ class UnrealCVBackend:
             for name, cls, color, reply in zip(spawned, classes, colors, replies[len(setup) :]):
                 if parse_color(str(reply)) != color:
                     raise BackendError(
-                        f"The actor {name} (class {cls}) did not take its object mask colour {color} (reads {reply!r}): "
-                        "the plugin only colours mesh components, so it would be missing from every object mask.",
-                        "Give the Blueprint a StaticMeshComponent (the editor tool tools/unreal/commonlink_import.py does).",
+                        f"The actor {name} (class {cls}) did not take its object mask colour {color} (reads "
+                        f"{reply!r}): the plugin only colours mesh components, so it would be missing from every "
+                        "object mask.",
+                        "Give the Blueprint a StaticMeshComponent (the editor tool tools/unreal/commonlink_import.py "
+                        "does).",
                     )
             object_colors = colors[: len(names)]
             cam = f"/camera/{self.camera_id}"
@@ -543,8 +547,8 @@ class UnrealCVBackend:
         ]
         if missing:
             raise ObjectMissingFromMaskError(
-                f"Scene {plan.scene_id}: {', '.join(missing)} appear in no view's object mask although the cameras frame "
-                f"them ({len(views)} views): their labels would be wrong.",
+                f"Scene {plan.scene_id}: {', '.join(missing)} appear in no view's object mask although the cameras "
+                f"frame them ({len(views)} views): their labels would be wrong.",
                 "Check that the class's Blueprint has a visible StaticMeshComponent (not hidden in game) and that "
                 "`commonlink unreal check` passes; the plugin draws only coloured mesh components in masks.",
             )
