@@ -19,6 +19,7 @@ from commonlink.loaders import load_association, open_association
 from commonlink.loaders.association import Chain, ChainStep, DeductionTask, SingleStepTask
 from commonlink.release.association import build_association_release
 from commonlink.release.staging import ReleaseOptions, verify_release
+from tests.fixtures.tiny_chains import chains_command, write_concept_catalog
 
 CONFIGS = ("single_step", "deduction", "synchronous", "asynchronous")
 QUIET = ReleaseOptions(progress=False)
@@ -439,60 +440,9 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
 
 def _fresh_chains(tmp_path):
     """A catalog with real sha256s and its chain files (built with the CLI, as a user builds them)."""
-    from tests.test_hub import tiny_png
-
-    catalog = tmp_path / "catalog"
-    (catalog / "images").mkdir(parents=True)
-    records = []
-    for i in range(12):
-        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
-        path = catalog / "images" / f"{i}.png"
-        path.write_bytes(tiny_png(300 + i))
-        records.append(
-            CatalogRecord(
-                id=f"im{i:02d}",
-                path=f"images/{i}.png",
-                objects=labels,
-                source="real",
-                scene_id=f"s{i}",
-                width=8,
-                height=8,
-                sha256=sha256_file(path),
-            )
-        )
-    write_catalog(catalog, records)
-    chains = tmp_path / "chains"
-    built = CliRunner().invoke(
-        app,
-        [
-            "chains",
-            str(catalog),
-            "--out",
-            str(chains),
-            "--min-pixels",
-            "0",
-            "--concepts",
-            "metal,painted,furry",
-            "--pairs",
-            "metal-painted",
-            "--chains",
-            "2",
-            "--max-steps",
-            "6",
-            "--warmup",
-            "1",
-            "--single-steps",
-            "2",
-            "--deductions",
-            "2",
-            "--memory-size",
-            "2",
-            "--seed",
-            "3",
-            "--negatives",
-            "chain",
-        ],
-    )
+    catalog, chains = tmp_path / "catalog", tmp_path / "chains"
+    write_concept_catalog(catalog, 12, seed=300)
+    built = CliRunner().invoke(app, chains_command(catalog, chains, seed=3, extra=("--negatives", "chain")))
     assert built.exit_code == 0, built.output
     table = list(read_jsonl(chains / "images.jsonl"))
     assert all(row["origin"]["sha256"] == sha256_file(catalog / row["origin"]["relative"]) for row in table)  # recorded

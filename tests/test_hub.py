@@ -633,59 +633,14 @@ def _association_release(tmp_path: Path) -> Path:
     from typer.testing import CliRunner
 
     from commonlink.cli import app
-    from commonlink.formats.catalog import CatalogRecord, write_catalog
+    from tests.fixtures.tiny_chains import chains_command, write_concept_catalog
 
     catalog = tmp_path / "assoc-catalog"
-    (catalog / "images").mkdir(parents=True)
-    records = []
-    for i in range(12):
-        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"]][i % 4]
-        (catalog / "images" / f"{i}.png").write_bytes(tiny_png(200 + i))
-        records.append(
-            CatalogRecord(
-                id=f"im{i:02d}",
-                path=f"images/{i}.png",
-                objects=labels,
-                source="real",
-                scene_id=f"s{i}",
-                width=8,
-                height=8,
-                sha256=sha256_file(catalog / "images" / f"{i}.png"),
-            )
-        )
-    write_catalog(catalog, records)
+    write_concept_catalog(catalog, 12, seed=200)
     runner = CliRunner()
     chains = tmp_path / "assoc-chains"
     done = runner.invoke(
-        app,
-        [
-            "chains",
-            str(catalog),
-            "--out",
-            str(chains),
-            "--min-pixels",
-            "0",
-            "--concepts",
-            "metal,painted,furry",
-            "--pairs",
-            "metal-painted",
-            "--chains",
-            "2",
-            "--max-steps",
-            "6",
-            "--warmup",
-            "1",
-            "--single-steps",
-            "2",
-            "--deductions",
-            "2",
-            "--memory-size",
-            "2",
-            "--seed",
-            "3",
-            "--negatives",
-            "chain",
-        ],
+        app, chains_command(catalog, chains, seed=3, extra=("--negatives", "chain"))
     )  # painted+furry images share a label with every other image
     assert done.exit_code == 0, done.output
     out = tmp_path / "assoc-release"

@@ -12,14 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from PIL import Image
 from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
+from commonlink.fileio import read_jsonl, write_jsonl
 from commonlink.formats.association import read_image_table
-from commonlink.formats.catalog import CatalogRecord, write_catalog
 from commonlink.formats.catalog_refs import (
     CatalogResolver,
     catalog_location,
@@ -29,30 +27,14 @@ from commonlink.formats.catalog_refs import (
 )
 from commonlink.formats.meta import read_meta, write_meta
 from tests.fixtures.catalogs import family_scenes, write_scene_catalog
+from tests.fixtures.tiny_chains import CONCEPT_POOLS, chains_command, write_concept_catalog
 
 runner = CliRunner()
 
 
 def _label_catalog(folder: Path) -> None:
     """A catalog whose objects serve as chain concepts (metal / painted / furry pools, wooden negatives)."""
-    records = []
-    for i in range(16):
-        labels = [["metal", "painted"], ["metal"], ["painted", "furry"], ["furry"], ["wooden"]][i % 5]
-        (folder / "images").mkdir(parents=True, exist_ok=True)
-        Image.new("RGB", (30 + i, 20), (i * 12, 40, 90)).save(folder / "images" / f"{i}.png")
-        records.append(
-            CatalogRecord(
-                id=f"im{i:02d}",
-                path=f"images/{i}.png",
-                objects=labels,
-                source="real",
-                scene_id=f"s{i}",
-                width=30 + i,
-                height=20,
-                sha256=sha256_file(folder / "images" / f"{i}.png"),  # the release checks it
-            )
-        )
-    write_catalog(folder, records)
+    write_concept_catalog(folder, 16, pools=(*CONCEPT_POOLS, ("wooden",)))
 
 
 def _invoke(*args: str):
@@ -70,32 +52,7 @@ def work(tmp_path_factory) -> Path:
         "pairs", work / "catalogs" / "real", "--out", work / "pairs" / "main.jsonl", "--count", "8", "--seed", "2"
     )
     assert made.exit_code == 0, made.output
-    made = _invoke(
-        "chains",
-        work / "catalogs" / "labels",
-        "--out",
-        work / "chains",
-        "--min-pixels",
-        "0",
-        "--concepts",
-        "metal,painted,furry",
-        "--pairs",
-        "metal-painted",
-        "--chains",
-        "2",
-        "--max-steps",
-        "6",
-        "--warmup",
-        "1",
-        "--single-steps",
-        "2",
-        "--deductions",
-        "2",
-        "--memory-size",
-        "2",
-        "--seed",
-        "5",
-    )
+    made = _invoke(*chains_command(work / "catalogs" / "labels", work / "chains", seed=5))
     assert made.exit_code == 0, made.output
     return work
 
