@@ -24,7 +24,7 @@ from commonlink.commands.eval import (
     TEMPERATURE,
     TOP_P,
     TRUST_REMOTE_CODE,
-    backend_options,
+    cli_run_options,
     generation_settings,
     print_fresh_report,
     run_backend,
@@ -32,7 +32,7 @@ from commonlink.commands.eval import (
 )
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.association import AssociationSettings, AssociationTask
-from commonlink.eval.evaluator import RunOptions, default_out_dir
+from commonlink.eval.evaluator import default_out_dir
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
 
@@ -154,21 +154,21 @@ def association(
     run_task(
         task,
         out,
-        RunOptions(
-            models=model,
-            backend=backend,
-            out_dir=out,
-            settings=generation,
+        cli_run_options(
+            model,
+            backend,
+            out,
+            generation,
             batch_size=batch_size,
             limit=limit,
-            backend_options=backend_options(
-                backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency
-            ),
+            backend_arg=backend_arg,
+            trust_remote_code=trust_remote_code,
+            concurrency=concurrency,
             seed=seed,
-            n_boot=bootstrap,
-            show_progress=not quiet,
-            report=not no_report,
+            bootstrap=bootstrap,
+            quiet=quiet,
             run_name=run_name,
+            report=not no_report,
         ),
     )
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)

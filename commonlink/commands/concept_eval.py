@@ -23,7 +23,7 @@ from commonlink.commands.eval import (
     TEMPERATURE,
     TOP_P,
     TRUST_REMOTE_CODE,
-    backend_options,
+    cli_run_options,
     generation_settings,
     run_backend,
     run_task,
@@ -33,7 +33,7 @@ from commonlink.eval.association import DEDUCTION_RULES
 from commonlink.eval.backends import GenerationSettings
 from commonlink.eval.concept_perception import ConceptPerceptionTask, render_table4
 from commonlink.eval.concept_prompts import COMPLEXITIES, STRATEGIES
-from commonlink.eval.evaluator import RunOptions, default_out_dir
+from commonlink.eval.evaluator import default_out_dir
 from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
@@ -113,7 +113,6 @@ def concept(
         max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
     )
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    options = backend_options(backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir("grid", "+".join(model), backend, task="concept")
     runs = []
     for name in model:
@@ -131,27 +130,30 @@ def concept(
             run_task(
                 task,
                 folder,
-                RunOptions(
-                    models=[name],
-                    backend=backend,
-                    out_dir=folder,
-                    settings=generation,
+                cli_run_options(
+                    [name],
+                    backend,
+                    folder,
+                    generation,
                     batch_size=batch_size,
                     limit=limit,
-                    backend_options=options,
+                    backend_arg=backend_arg,
+                    trust_remote_code=trust_remote_code,
+                    concurrency=concurrency,
                     seed=seed,
-                    n_boot=bootstrap,
-                    show_progress=not quiet,
-                    report=False,
+                    bootstrap=bootstrap,
+                    quiet=quiet,
                     run_name=run_name[len(runs)] if run_name else None,
+                    report=False,
                 ),
             )
         )
     table = render_table4(runs)
     if len(model) > 1:
         atomic_write_text(out / "table4.md", table)
-        (out / "table4.json").write_text(
-            json.dumps([{"model": r.get("model"), "table": r["metrics"]["table"]} for r in runs], indent=1)
+        atomic_write_text(
+            out / "table4.json",
+            json.dumps([{"model": r.get("model"), "table": r["metrics"]["table"]} for r in runs], indent=1),
         )
     console.print(table, highlight=False, markup=False, soft_wrap=True)
     console.print(

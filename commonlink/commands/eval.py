@@ -95,6 +95,43 @@ def backend_options(
     return options
 
 
+def cli_run_options(
+    models: list[str],
+    backend: str,
+    out: Path,
+    settings: GenerationSettings,
+    *,
+    batch_size: int | None,
+    limit: int | None,
+    backend_arg: list[str] | None,
+    trust_remote_code: bool,
+    concurrency: int | None,
+    seed: int,
+    bootstrap: int,
+    quiet: bool,
+    run_name: str | None,
+    **command_options,
+) -> RunOptions:
+    """The :class:`RunOptions` of an eval command from the options every eval command shares;
+    ``command_options``: the command's own (rows, shard, report, overwrite, ...)."""
+    return RunOptions(
+        models=list(models),
+        backend=backend,
+        out_dir=out,
+        settings=settings,
+        batch_size=batch_size,
+        limit=limit,
+        backend_options=backend_options(
+            backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency
+        ),
+        seed=seed,
+        n_boot=bootstrap,
+        show_progress=not quiet,
+        run_name=run_name,
+        **command_options,
+    )
+
+
 def run_backend(
     models: str | list[str],
     backend: str | None,
@@ -295,25 +332,25 @@ def commono(
     results = run_task(
         task,
         out,
-        RunOptions(
-            models=[model],
-            backend=backend,
-            out_dir=out,
-            settings=settings,
+        cli_run_options(
+            [model],
+            backend,
+            out,
+            settings,
             batch_size=batch_size,
             limit=limit,
+            backend_arg=backend_arg,
+            trust_remote_code=trust_remote_code,
+            concurrency=concurrency,
+            seed=seed,
+            bootstrap=bootstrap,
+            quiet=quiet,
+            run_name=run_name,
             rows=parse_rows(rows),
             shard=parse_shard(shard),
-            backend_options=backend_options(
-                backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency
-            ),
-            seed=seed,
-            n_boot=bootstrap,
-            show_progress=not quiet,
             report=not no_report,
             max_unreadable_share=max_unreadable_share,
             overwrite=overwrite,
-            run_name=run_name,
         ),
     )
     _print_summary(results, out, render_markdown_table, shard)
@@ -372,23 +409,23 @@ def perception(
     results = run_task(
         task,
         out,
-        RunOptions(
-            models=[model],
-            backend=backend,
-            out_dir=out,
-            settings=settings,
+        cli_run_options(
+            [model],
+            backend,
+            out,
+            settings,
             batch_size=batch_size,
             limit=limit,
+            backend_arg=backend_arg,
+            trust_remote_code=trust_remote_code,
+            concurrency=concurrency,
+            seed=seed,
+            bootstrap=bootstrap,
+            quiet=quiet,
+            run_name=run_name,
             rows=parse_rows(rows),
             shard=parse_shard(shard),
-            backend_options=backend_options(
-                backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency
-            ),
-            seed=seed,
-            n_boot=bootstrap,
-            show_progress=not quiet,
             overwrite=overwrite,
-            run_name=run_name,
         ),
     )
     _print_summary(results, out, render_markdown_table, shard)
