@@ -190,11 +190,17 @@ def iter_catalog_rows(catalog_dir: str | os.PathLike) -> Iterator[dict]:
     same errors) but no :class:`CatalogRecord` built: for a reader that needs a few fields of every record."""
     path = _existing_catalog_file(catalog_dir)
     for lineno, (file_line, text) in enumerate(jsonl_lines(path), start=1):  # lineno counts records, as above
-        row = parse_jsonl_line(path, file_line, text)
-        problem = record_problem(row)
-        if problem is not None:
-            raise SchemaError(f"{path}, line {lineno}: {problem[0]}", problem[1])
-        yield nfc_labels(row)
+        yield catalog_row(path, file_line, text, record_no=lineno)
+
+
+def catalog_row(path: Path, file_line: int, text: str, *, record_no: int | None = None) -> dict:
+    """One line of ``catalog.jsonl`` as :func:`iter_catalog_rows` yields it: parsed, checked, object names in NFC
+    (``record_no``: the record's number for the error, default the file line)."""
+    row = parse_jsonl_line(path, file_line, text)
+    problem = record_problem(row)
+    if problem is not None:
+        raise SchemaError(f"{path}, line {record_no or file_line}: {problem[0]}", problem[1])
+    return nfc_labels(row)
 
 
 def read_catalog(catalog_dir: str | os.PathLike) -> list[CatalogRecord]:

@@ -17,14 +17,14 @@ import numpy as np
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import jsonl_lines, parse_jsonl_line
+from commonlink.fileio import jsonl_lines
 from commonlink.formats.catalog import (
     SOURCES,
     CatalogRecord,
     catalog_file,
+    catalog_row,
     image_path,
     iter_catalog_rows,
-    nfc_labels,
 )
 
 # ----------------------------------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def fill_images(index: CatalogIndex, rows: list[dict], slots: np.ndarray, check_
                 break
             if row != slot_row.item(pos):
                 continue
-            data = nfc_labels(parse_jsonl_line(path, lineno, line))  # as pass 1 read it (iter_catalog_rows)
+            data = catalog_row(path, lineno, line)  # as pass 1 read it (iter_catalog_rows)
             g = slots.item(pos, 0)
             if data.get("id") != index.image_ids[g]:
                 raise InputError(
