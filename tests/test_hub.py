@@ -309,6 +309,7 @@ def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Created dataset repo" in done.stdout and "tag 1.0.0" in done.stdout
     assert WRITE_TOKEN not in done.stdout + done.stderr
+    assert "Upload" not in done.stderr and "%|" not in done.stderr  # no tqdm lines in a log (stderr is no terminal)
     refs = hub.refs(REPO)
     assert refs["tags"]["1.0.0"] == refs["heads"]["main"]
     files_v1 = hub.files_at(REPO, "1.0.0")

@@ -68,6 +68,7 @@ from commonlink.release.hub_card import (
 from commonlink.release.hub_client import (
     REPO_TYPE,
     hub_api,
+    hub_progress_bars,
     read_remote_text,
     remote_files,
     require_token,
@@ -149,7 +150,8 @@ def push_release(
         endpoint = resolve_endpoint(endpoint)
         api = hub_api(endpoint, token)
         require_token(api, endpoint)  # before anything is created or uploaded
-        result = _Publisher(api, plan, endpoint, force=force, move_main=move_main).publish(private=private)
+        with hub_progress_bars(progress):
+            result = _Publisher(api, plan, endpoint, force=force, move_main=move_main).publish(private=private)
     result.notes[:0] = notes
     return result
 

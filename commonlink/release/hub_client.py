@@ -4,7 +4,10 @@ Hub errors turned into messages that say what failed and what to do (the Hub's o
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +26,25 @@ if TYPE_CHECKING:  # pragma: no cover
 REPO_TYPE = "dataset"
 #: The most of the Hub's reason a message quotes (a validation error can list many fields).
 _REASON_LIMIT = 1500
+
+
+@contextlib.contextmanager
+def hub_progress_bars(shown: bool) -> Iterator[None]:
+    """huggingface_hub's own tqdm bars (upload, download) only where ours are shown and stderr is a terminal: off
+    one, tqdm writes every refresh as a line into the log. ``HF_HUB_DISABLE_PROGRESS_BARS`` set either way wins."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    if (shown and sys.stderr.isatty()) or constants.HF_HUB_DISABLE_PROGRESS_BARS is not None:
+        yield
+        return
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
 
 
 def hub_reason(exc: BaseException) -> str:

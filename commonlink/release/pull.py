@@ -27,6 +27,7 @@ from commonlink.progress import track
 from commonlink.release.hub_client import (
     REPO_TYPE,
     hub_api,
+    hub_progress_bars,
     resolve_endpoint,
     translate_hub_error,
 )
@@ -63,7 +64,8 @@ def pull_release(
     endpoint = resolve_endpoint(endpoint)
     api = hub_api(endpoint, token)
     doing = f"Downloading {repo_id} version {version}"
-    with output_lock(out, what="commonlink release pull"), stage_release(out) as tmp:
+    # one bar per file from huggingface_hub would interleave with ours, which counts the files
+    with output_lock(out, what="commonlink release pull"), stage_release(out) as tmp, hub_progress_bars(False):
         try:
             tagged = {ref.name for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
             if version not in tagged:
