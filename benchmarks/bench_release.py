@@ -14,7 +14,7 @@
    * context only, no target: a bare write of the two image-byte columns alone, stored as ShardWriter stores
      them (no codec, dictionary or statistics). It leaves out 20 of the 22 columns a release must have (the
      published Common-O columns and our provenance), so it is a floor, not a peer: at 64 px bare pyarrow writing
-     all 22 columns with our bytes reaches only ~0.45-0.5x of it (converting 20 Python columns and writing
+     all 22 columns with our bytes reaches only ~0.4-0.5x of it (converting 20 Python columns and writing
      them costs about as much as the image bytes), and the row prints that figure next to ours;
    and the whole row pipeline (read files, ``published_row``, ``ShardWriter``) against the same generator fed
    to ``datasets`` (target >= 1.0x).
