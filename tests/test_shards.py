@@ -112,6 +112,52 @@ def test_rows_with_the_wrong_columns_are_refused(tmp_path):
     assert not list((tmp_path / "s").iterdir())
 
 
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ({"image": b"x", "label": "a", "count": 1, "oter": b"y"}, "missing \\['other'\\], unknown \\['oter'\\]"),
+        ({"image": b"x", "label": "a", "count": 1, "other": b"y", "extra": 2}, "missing none, unknown \\['extra'\\]"),
+        ([b"x", "a", 1, b"y"], "must be a dict of the feature columns, got list"),
+    ],
+)
+def test_a_misspelt_extra_or_non_dict_row_is_refused_and_nothing_is_left(tmp_path, row, problem):
+    from commonlink.errors import SchemaError
+
+    with pytest.raises(SchemaError, match=problem):
+        with ShardWriter(tmp_path / "s", "main", FEATURES) as writer:
+            writer.write(_rows(1)[0])
+            writer.write(row)
+    assert not list((tmp_path / "s").iterdir())
+
+
+def test_writing_after_close_is_refused(tmp_path):
+    with ShardWriter(tmp_path / "s", "main", FEATURES) as writer:
+        writer.write(_rows(1)[0])
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.write(_rows(1)[0])
+
+
+def test_row_keys_in_any_order_land_in_their_columns(tmp_path):
+    rows = _rows(7)
+    shuffled = [dict(reversed(list(row.items()))) for row in rows]
+    shards = _write(tmp_path / "s", shuffled, row_group_rows=3)
+    table = pq.read_table(shards[0].path)
+    assert table.column_names == list(FEATURES)
+    assert table.column("count").to_pylist() == list(range(7))
+    assert table.column("label").to_pylist() == [row["label"] for row in rows]
+    assert [v["bytes"] for v in table.column("other").to_pylist()] == [row["other"] for row in rows]
+
+
+def test_a_single_column_split_is_written(tmp_path):
+    features = Features({"image": Image()})
+    with ShardWriter(tmp_path / "s", "main", features) as writer:
+        for i in range(3):
+            writer.write({"image": _jpeg(i)})
+    assert [v["bytes"] for v in pq.read_table(writer.shards[0].path).column("image").to_pylist()] == [
+        _jpeg(i) for i in range(3)
+    ]
+
+
 PINNED_SHARD_ROWS = [10, 10, 10, 10]
 PINNED_ROW_GROUPS = [[6, 4], [6, 4], [6, 4], [6, 4]]
 PINNED_DATA_BYTES = [18564, 18500, 18568, 18510]

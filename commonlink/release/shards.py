@@ -19,8 +19,10 @@ The parquet schema carries the ``datasets`` features in its ``huggingface`` meta
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,7 +163,10 @@ class ShardWriter:
         self.dictionary_columns = [
             c for c in self._plain_columns if c not in set(self._string_names) or c in DICTIONARY_STRING_COLUMNS
         ]
-        self._rows: list[dict] = []  # the current row group, split into columns by _flush
+        self._column_count = len(self.columns)
+        self._take = _values_getter(self.columns)
+        self._image_indexes = [i for i, name in enumerate(self.columns) if name in self.image_columns]
+        self._rows: list[tuple] = []  # the current row group (value tuples), split into columns by _flush
         #: Image payloads are JPEG/PNG files, compressed already: a second codec pass over them costs time (a
         #: third of the write at 64 px) and saves nothing, so their bytes are stored as they are.
         self._column_compression = {
@@ -173,17 +178,22 @@ class ShardWriter:
 
     def write(self, row: dict) -> None:
         """Add one row (a dict with exactly the feature columns)."""
-        # The per-row path is kept short (it runs once a row; everything else runs once a row group): the row
-        # is copied (the caller may reuse its dict), image sizes are counted exactly, the small columns are
-        # estimated from the last row group and corrected in _flush, where Arrow measures them in one go.
-        if row.keys() != self._column_set or self._closed:
+        # The per-row path is kept short (it runs once a row; everything else runs once a row group): the row's
+        # values are taken in column order as one tuple (a single C call, and a copy: the caller may reuse its
+        # dict), image sizes are counted exactly, the small columns are estimated from the last row group and
+        # corrected in _flush, where Arrow measures them in one go.
+        try:
+            values = self._take(row)
+        except (KeyError, TypeError):  # a column missing, or not a mapping
+            values = None
+        if values is None or len(row) != self._column_count or self._closed:  # same length, none missing: exact
             self._refuse(row)
-        row = dict(row)
         size = self._small_bytes_per_row
-        for name in self._image_names:
-            value = row[name]
+        for index in self._image_indexes:
+            value = values[index]
             if value.__class__ is not dict or value.get("bytes") is None:
-                value = row[name] = _encode_image(value, column=name)
+                value = _encode_image(value, column=self.columns[index])
+                values = (*values[:index], value, *values[index + 1 :])
             size += len(value["bytes"])
         if (
             self._current_bytes + size > self.max_shard_bytes
@@ -193,18 +203,23 @@ class ShardWriter:
             self._finish_shard()
         if self._writer is None:
             self._open_shard()
-        # Rows are kept whole and split into columns once per row group (one list comprehension a column),
-        # which costs far less per row than appending to every column here.
+        # Rows are kept as tuples and turned into columns once per row group (one zip), which costs far less
+        # per row than appending to every column here.
         rows = self._rows
-        rows.append(row)
+        rows.append(values)
         self._buffer_bytes += size
         self._current_bytes += size
         if len(rows) >= self.row_group_rows or self._buffer_bytes >= self.row_group_bytes:
             self._flush()
 
-    def _refuse(self, row: dict) -> None:
+    def _refuse(self, row: Any) -> None:
         if self._closed:
             raise RuntimeError("ShardWriter is closed")
+        if not isinstance(row, Mapping):
+            raise SchemaError(
+                f"Row for split {self.prefix!r} must be a dict of the feature columns, got {type(row).__name__}.",
+                "Give every feature column and nothing else.",
+            )
         missing = [c for c in self.columns if c not in row]
         unknown = [c for c in row if c not in self._column_set]
         raise SchemaError(
@@ -292,10 +307,9 @@ class ShardWriter:
         if not rows or self._writer is None:
             return
         arrays = []
-        for field, name, is_image in zip(self.schema, self.columns, self._is_image):
+        for field, values, is_image in zip(self.schema, zip(*rows), self._is_image):
             if is_image:
                 # Building the {bytes, path} struct from two flat arrays is much faster than from dicts.
-                values = [r[name] for r in rows]
                 arrays.append(
                     pa.StructArray.from_arrays(
                         [
@@ -306,7 +320,7 @@ class ShardWriter:
                     )
                 )
             else:
-                arrays.append(pa.array([r[name] for r in rows], field.type))
+                arrays.append(pa.array(values, field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
         count = len(rows)
         image_payload = sum(table.column(name).chunk(0).field(0).nbytes for name in self._image_names)
@@ -325,6 +339,13 @@ class ShardWriter:
         if self._writer is not None:
             self._writer.close()  # a zero-row shard keeps the schema and has no row group
             self._writer = None
+
+
+def _values_getter(columns: list[str]):
+    """row dict -> tuple of its values in ``columns`` order (KeyError for a missing column)."""
+    if len(columns) > 1:
+        return operator.itemgetter(*columns)  # one C call a row
+    return lambda row: tuple(row[name] for name in columns)  # itemgetter of one key returns a bare value
 
 
 def _leaf_paths(schema) -> list[tuple[str, ...]]:
