@@ -246,9 +246,7 @@ class UnrealCVConnection:
         cost ceil(n / 32) frames, while the client's receive thread reads each chunk's replies as they come. Sent
         at once (``request_batch`` sends every request before it reads a reply), hundreds of commands fill the
         socket buffers (soonest on a Unix socket: a small message costs a full buffer slot), both sides block, and
-        the plugin's Unix socket writer drops a reply after 1 s of retries (``WrapAndSendPayloadUDS``). Each chunk
-        waits at most ``timeout`` seconds.
-        """
+        the plugin's Unix socket writer drops a reply after 1 s of retries (``WrapAndSendPayloadUDS``)."""
         client = self._client
         if client is None:
             raise ConnectionError("not connected")
@@ -265,17 +263,16 @@ class UnrealCVConnection:
             replies += self._collect(client, in_flight.popleft())
         return [self.check(c, r) for c, r in zip(commands, replies)] if check else replies
 
-    @staticmethod
-    def _send_chunk(client, commands: list[str]) -> None:
+    def _send_chunk(self, client, commands: list[str]) -> None:
         """Send without waiting; the client's receive thread keeps the replies (``request_batch``'s first half)."""
         for command in commands:
             if not client.send(b"%d:%s" % (client.send_message_id, command.encode("utf-8"))):
-                raise ConnectionError("failed to send: the socket is closed")
+                raise self._lost(f"a batch of {len(commands)} commands (first: {commands[0]!r})")
             client.send_message_id += 1
         client.recv_num_q.put(-len(commands))
 
     def _collect(self, client, commands: list[str]) -> list:
-        """The replies to a chunk sent by :meth:`_send_chunk`, within ``timeout`` seconds."""
+        """The replies to a chunk sent by :meth:`_send_chunk`, within ``timeout`` seconds (else the session ends)."""
         what = f"a batch of {len(commands)} commands (first: {commands[0]!r})"
         deadline = time.monotonic() + self.timeout
         replies = []
@@ -283,6 +280,7 @@ class UnrealCVConnection:
             try:
                 reply = client.recv_data_q.get(timeout=max(deadline - time.monotonic(), 0.001))
             except queue.Empty:
+                self.close()  # late replies would be taken for the next commands'
                 raise TimeoutError(
                     f"no reply within {self.timeout:g} s to {what} (UnrealCV at {self.host}:{self.port})"
                 ) from None
@@ -433,8 +431,7 @@ class UnrealCVBackend:
         names = list(dict.fromkeys(names))
         self._forget_destroyed(names, self._conn.batch([f"vset /object/{n}/destroy" for n in names], check=False))
 
-    def _forget_destroyed(self, names: Sequence[str], replies: Sequence) -> None:
-        """Stop tracking the actors whose destroy worked or that are gone already."""
+    def _forget_destroyed(self, names: Sequence[str], replies: Sequence) -> None:  # destroyed, or gone already
         for name, reply in zip(names, replies):
             if not is_error(reply) or "Cannot find object" in str(reply):
                 self._owned.discard(name)
