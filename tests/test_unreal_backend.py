@@ -8,6 +8,7 @@ import json
 import shutil
 import socket
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -330,3 +331,54 @@ def test_preflight_json_is_plain_data(server, user_assets):
     report = check_project(server.host, server.port, load_assets(user_assets))
     data = json.loads(json.dumps(report.to_json()))
     assert data["ok"] is True and data["plugin_version"] == "1.0.1" and data["cameras"] == 1
+
+
+# --- round trips and frames -------------------------------------------------------------------------------
+
+
+def test_a_scene_takes_two_round_trips_and_the_fewest_frames(catalog, plan, offline_views):
+    """The spawns (whose answered names the rest needs), then everything else pipelined: the plugin's 32 requests
+    per frame set the frame count, not the number of waits for replies."""
+    with FakeUnrealCVServer(catalog, frame_seconds=0.05) as server:
+        backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+        backend.open()
+        trips, frames, start = backend.connection.round_trips, server.busy_frames, len(server.log)
+        views = backend.render(plan)
+        trips, frames = backend.connection.round_trips - trips, server.busy_frames - frames
+        log = server.log[start:]
+        backend.close()
+    assert all(np.array_equal(v.instance, r.instance) for v, r in zip(views, offline_views))
+    n = len(plan.objects) + 1  # actors spawned: the objects and the floor
+    assert len(log) == n + (1 + 3 * len(plan.objects) + 2 * n) + 5 * len(plan.cameras) + n
+    assert [c.split()[1].split("/")[-1] for c in log[-n:]] == ["destroy"] * n  # destroyed in that batch, once
+    assert trips == 2
+    fewest = 1 + -(-(len(log) - n) // 32)  # the spawn frame, then ceil(rest / 32)
+    # One more when a batch's requests straddle a frame boundary (the game thread ticks on its own).
+    assert fewest <= frames <= fewest + 1, (frames, fewest)
+
+
+def test_the_server_takes_32_requests_a_frame_at_its_own_cadence(catalog):
+    import unrealcv
+
+    with FakeUnrealCVServer(catalog, frame_seconds=0.05) as server, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the client's "too old to report its supported commands"
+        client = unrealcv.Client((server.host, server.port))
+        client.connect()
+        frames = server.busy_frames
+        replies = client.request_batch([f"vget /unrealcv/echo {i}" for i in range(40)])
+        frames = server.busy_frames - frames
+        client.disconnect()
+    assert replies == [str(i) for i in range(40)]
+    assert server.max_requests_in_a_frame == 32 and frames in (2, 3)
+
+
+def test_error_reply_after_the_spawns_is_raised_and_every_actor_destroyed_once(server, catalog, plan):
+    backend = UnrealCVBackend(server.host, server.port, catalog, width=RES, height=RES)
+    server.error_on("/rotation ", "Injected failure")
+    with pytest.raises(UnrealCVCommandError) as info:
+        backend.render(plan)
+    backend.close()
+    assert "/rotation " in info.value.command and "error Injected failure" in str(info.value)
+    assert _ours(server) == []
+    destroys = [c for c in server.log if c.endswith("/destroy")]
+    assert len(destroys) == len(set(destroys))  # the batch destroyed the scene; nothing sent twice

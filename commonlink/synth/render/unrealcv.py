@@ -22,20 +22,23 @@ below under ``Source/UnrealCV/Private/``), which differs from what a first readi
   connection and per render attempt; we use the name the plugin answers, remember it until the actor is
   destroyed, and a reconnect removes every actor we spawned: our ``cl_`` names, names we were given, and
   automatic names of our classes that were not in the level when we first connected.
-* At most 32 requests run per frame (``Server/UnrealcvServer.cpp``): commands go in batches (one round trip of
-  latency each) rather than one request per frame.
+* At most 32 requests run per frame (``Server/UnrealcvServer.cpp``): commands go in pipelined batches, and a scene
+  takes two (the spawns, then everything else), so its frames are the fewest the 32 per frame allow.
 
 A dropped connection reconnects, removes what the broken attempt left behind and redoes the scene.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import logging
+import queue
 import re
 import secrets
 import threading
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -53,8 +56,10 @@ NAME_PREFIX = "cl_"
 #: With this many views or more, an object absent from every view's mask means it was not drawn in the mask.
 MIN_VIEWS_FOR_ABSENCE_CHECK = 3
 _COLOR_RE = re.compile(r"R=(\d+),\s*G=(\d+),\s*B=(\d+)(?:,\s*A=(\d+))?")
-#: Commands sent before their replies are read (the plugin runs ``MaxRequestsPerTick`` = 32 per frame).
+#: Commands per chunk of a batch (the plugin runs ``MaxRequestsPerTick`` = 32 per frame).
 BATCH_CHUNK = 32
+#: Chunks sent and not yet answered: two keep the plugin's queue from running dry between frames.
+CHUNKS_IN_FLIGHT = 2
 _CONNECTION_ERRORS = (ConnectionError, TimeoutError, OSError, AssertionError)  # AssertionError: reply ids out of step
 
 
@@ -169,6 +174,7 @@ class UnrealCVConnection:
         self._sock = None
         self.transport: str | None = None  #: "tcp" or "unix" for the open session
         self.sessions = 0  #: sessions opened so far (a drop and :meth:`open` make a new one)
+        self.round_trips = 0  #: requests and batches sent, each waited for before the next: a frame or more each
 
     @property
     def connected(self) -> bool:
@@ -218,6 +224,7 @@ class UnrealCVConnection:
     def request(self, command: str):
         if self._client is None:
             raise ConnectionError("not connected")
+        self.round_trips += 1
         try:
             reply = self._client.request(command, timeout=self.timeout)
         except ConnectionError:
@@ -231,46 +238,56 @@ class UnrealCVConnection:
         return self.check(command, reply)
 
     def batch(self, commands: list[str], *, check: bool = True) -> list:
-        """Send several commands back to back and wait for all replies, :data:`BATCH_CHUNK` at a time.
+        """Send commands back to back and return their replies (one round trip); ``check=False`` returns error
+        replies as they are.
 
-        Chunks, because the client sends a whole batch before it reads a reply: with hundreds of commands the
-        plugin's replies fill the socket buffers (soonest on a Unix socket, where every small message costs a
-        full buffer slot) and both sides block; the plugin's Unix socket writer then drops replies after 1 s of
-        retries (``WrapAndSendPayloadUDS``). The plugin runs 32 requests per frame anyway. The client's
-        ``request_batch`` has no timeout, so each chunk runs in a helper thread and we wait at most ``timeout``
-        seconds for it. With ``check=False`` error replies are returned as they are (the caller decides).
-        """
-        replies: list = []
-        for start in range(0, len(commands), BATCH_CHUNK):
-            replies += self._batch_chunk(commands[start : start + BATCH_CHUNK])
-        return [self.check(c, r) for c, r in zip(commands, replies)] if check else replies
-
-    def _batch_chunk(self, commands: list[str]) -> list:
+        Pipelined in chunks of :data:`BATCH_CHUNK` (the plugin's requests per frame), :data:`CHUNKS_IN_FLIGHT`
+        unanswered at most: the next chunk is queued before the plugin's frame takes the current one, so n commands
+        cost ceil(n / 32) frames, while the client's receive thread reads each chunk's replies as they come. Sent
+        at once (``request_batch`` sends every request before it reads a reply), hundreds of commands fill the
+        socket buffers (soonest on a Unix socket: a small message costs a full buffer slot), both sides block, and
+        the plugin's Unix socket writer drops a reply after 1 s of retries (``WrapAndSendPayloadUDS``)."""
         client = self._client
         if client is None:
             raise ConnectionError("not connected")
-        outcome: dict = {}
+        self.round_trips += bool(commands)
+        replies: list = []
+        in_flight: collections.deque[list[str]] = collections.deque()
+        for start in range(0, len(commands), BATCH_CHUNK):
+            if len(in_flight) == CHUNKS_IN_FLIGHT:
+                replies += self._collect(client, in_flight.popleft())
+            chunk = commands[start : start + BATCH_CHUNK]
+            self._send_chunk(client, chunk)
+            in_flight.append(chunk)
+        while in_flight:
+            replies += self._collect(client, in_flight.popleft())
+        return [self.check(c, r) for c, r in zip(commands, replies)] if check else replies
 
-        def call() -> None:
-            try:
-                outcome["replies"] = client.request_batch(commands)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
-                outcome["error"] = exc
+    def _send_chunk(self, client, commands: list[str]) -> None:
+        """Send without waiting; the client's receive thread keeps the replies (``request_batch``'s first half)."""
+        for command in commands:
+            if not client.send(b"%d:%s" % (client.send_message_id, command.encode("utf-8"))):
+                raise self._lost(f"a batch of {len(commands)} commands (first: {commands[0]!r})")
+            client.send_message_id += 1
+        client.recv_num_q.put(-len(commands))
 
-        helper = threading.Thread(target=call, name="commonlink-unrealcv-batch", daemon=True)
-        helper.start()
-        helper.join(self.timeout)
+    def _collect(self, client, commands: list[str]) -> list:
+        """The replies to a chunk sent by :meth:`_send_chunk`, within ``timeout`` seconds (else the session ends)."""
         what = f"a batch of {len(commands)} commands (first: {commands[0]!r})"
-        if helper.is_alive():
-            # Unblock the helper once the connection is dropped (best effort: the queue is a client internal).
-            with contextlib.suppress(Exception):
-                client.recv_data_q.put(ConnectionError("connection dropped after a timeout"))
-            raise TimeoutError(f"no reply within {self.timeout:g} s to {what} (UnrealCV at {self.host}:{self.port})")
-        if isinstance(outcome.get("error"), ConnectionError) or any(r is None for r in outcome.get("replies", [])):
-            raise self._lost(what)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["replies"]
+        deadline = time.monotonic() + self.timeout
+        replies = []
+        for _ in commands:
+            try:
+                reply = client.recv_data_q.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                self.close()  # late replies would be taken for the next commands'
+                raise TimeoutError(
+                    f"no reply within {self.timeout:g} s to {what} (UnrealCV at {self.host}:{self.port})"
+                ) from None
+            if reply is None or isinstance(reply, Exception):  # the receive thread lost the connection
+                raise self._lost(what)
+            replies.append(reply)
+        return replies
 
     def require_playing(self) -> list[str]:
         """The sensor names of ``vget /cameras``; none means the game is not running (no pawn, no game world)."""
@@ -412,7 +429,9 @@ class UnrealCVBackend:
 
     def _destroy(self, names: Sequence[str]) -> None:
         names = list(dict.fromkeys(names))
-        replies = self._conn.batch([f"vset /object/{n}/destroy" for n in names], check=False)
+        self._forget_destroyed(names, self._conn.batch([f"vset /object/{n}/destroy" for n in names], check=False))
+
+    def _forget_destroyed(self, names: Sequence[str], replies: Sequence) -> None:  # destroyed, or gone already
         for name, reply in zip(names, replies):
             if not is_error(reply) or "Cannot find object" in str(reply):
                 self._owned.discard(name)
@@ -490,51 +509,75 @@ class UnrealCVBackend:
         classes = [o.ue_class for o in plan.objects] + [floor.ue_class]
         spawned = self._spawn(classes, [f"{tag}_{k}" for k in range(len(plan.objects))] + [f"{tag}_floor"])
         try:
-            names, floor_name = spawned[:-1], spawned[-1]
+            names = spawned[:-1]
             colors = self.palette_for(len(spawned))
-            setup = [f"vset /object/{floor_name}/location 0.0000 0.0000 0.0000"]
-            for name, obj in zip(names, plan.objects):
-                setup += [
-                    f"vset /object/{name}/location {fmt_floats(obj.location)}",
-                    f"vset /object/{name}/rotation {fmt_floats(obj.rotation)}",
-                    f"vset /object/{name}/scale {fmt_floats([obj.scale] * 3)}",
-                ]
-            setup += [f"vset /object/{n}/color {r} {g} {b}" for n, (r, g, b) in zip(spawned, colors)]
+            # All that follows the spawns (whose names it needs) is one batch, run in order: poses, colours and
+            # their read-back, each view's pose and captures, the destroys. None of it waits on an earlier reply, so
+            # a scene costs 2 round trips and 1 + ceil(n / 32) frames; replies are checked after (the plugin runs
+            # every command whatever an earlier one answered).
+            setup = self._setup_commands(plan, spawned, colors)
             readback = [f"vget /object/{n}/color" for n in spawned]
-            replies = self._conn.batch(setup + readback)
-            for name, cls, color, reply in zip(spawned, classes, colors, replies[len(setup) :]):
-                if parse_color(str(reply)) != color:
-                    raise BackendError(
-                        f"The actor {name} (class {cls}) did not take its object mask colour {color} (reads "
-                        f"{reply!r}): the plugin only colours mesh components, so it would be missing from every "
-                        "object mask.",
-                        "Give the Blueprint a StaticMeshComponent (the editor tool tools/unreal/commonlink_import.py "
-                        "does).",
-                    )
-            object_colors = colors[: len(names)]
-            cam = f"/camera/{self.camera_id}"
-            views = []
-            for camera in plan.cameras:
-                # A spawned camera moves at once (SetSensorLocation), so pose and captures share one round trip.
-                lit, mask = self._conn.batch(
-                    [
-                        f"vset {cam}/location {fmt_floats(camera.location)}",
-                        f"vset {cam}/rotation {fmt_floats(camera.rotation)}",
-                        f"vset {cam}/fov {camera.fov:.4f}",
-                        f"vget {cam}/lit png",
-                        f"vget {cam}/object_mask png",
-                    ]
-                )[3:]
-                rgb = decode_png(lit, "lit")
+            shots = self._shot_commands(plan)
+            destroys = [f"vset /object/{n}/destroy" for n in spawned]
+            commands = setup + readback + shots + destroys
+            replies = self._conn.batch(commands, check=False)
+            self._forget_destroyed(spawned, replies[-len(destroys) :])
+            head = len(setup) + len(readback)
+            for command, reply in zip(commands[:head], replies):
+                self._conn.check(command, reply)
+            self._check_colors(spawned, classes, colors, replies[len(setup) : head])
+            captures = [self._conn.check(c, r) for c, r in zip(shots, replies[head:])]
+            views, object_colors = [], colors[: len(names)]
+            for lit, mask in zip(captures[3::5], captures[4::5]):  # each view: pose, rotation, fov, lit, mask
                 ids = instance_ids_from_colors(decode_png(mask, "object_mask"), object_colors, self.mask_tolerance)
-                views.append(RenderedView(rgb=rgb, instance=ids))
+                views.append(RenderedView(rgb=decode_png(lit, "lit"), instance=ids))
             self._check_every_object_drawn(plan, names, views)
             return views
         finally:
-            if self._conn.connected:
+            left = [n for n in spawned if n in self._owned]
+            if left and self._conn.connected:
                 # Best effort: a failure here must not hide the original error; leftovers are removed on reconnect.
                 with contextlib.suppress(*_CONNECTION_ERRORS, BackendError):
-                    self._destroy(spawned)
+                    self._destroy(left)
+
+    @staticmethod
+    def _setup_commands(plan: ScenePlan, spawned: list[str], colors: list[tuple[int, int, int]]) -> list[str]:
+        """Place the floor and the objects and give every actor its mask colour."""
+        setup = [f"vset /object/{spawned[-1]}/location 0.0000 0.0000 0.0000"]
+        for name, obj in zip(spawned[:-1], plan.objects):
+            setup += [
+                f"vset /object/{name}/location {fmt_floats(obj.location)}",
+                f"vset /object/{name}/rotation {fmt_floats(obj.rotation)}",
+                f"vset /object/{name}/scale {fmt_floats([obj.scale] * 3)}",
+            ]
+        return setup + [f"vset /object/{n}/color {r} {g} {b}" for n, (r, g, b) in zip(spawned, colors)]
+
+    def _shot_commands(self, plan: ScenePlan) -> list[str]:
+        """Per view our camera's pose and fov, then the captures (a spawned camera moves at once, so a capture in
+        the same frame as its pose sees that pose)."""
+        cam = f"/camera/{self.camera_id}"
+        shots = []
+        for camera in plan.cameras:
+            shots += [
+                f"vset {cam}/location {fmt_floats(camera.location)}",
+                f"vset {cam}/rotation {fmt_floats(camera.rotation)}",
+                f"vset {cam}/fov {camera.fov:.4f}",
+                f"vget {cam}/lit png",
+                f"vget {cam}/object_mask png",
+            ]
+        return shots
+
+    @staticmethod
+    def _check_colors(spawned, classes, colors, replies) -> None:
+        for name, cls, color, reply in zip(spawned, classes, colors, replies):
+            if parse_color(str(reply)) != color:
+                raise BackendError(
+                    f"The actor {name} (class {cls}) did not take its object mask colour {color} (reads "
+                    f"{reply!r}): the plugin only colours mesh components, so it would be missing from every "
+                    "object mask.",
+                    "Give the Blueprint a StaticMeshComponent (the editor tool tools/unreal/commonlink_import.py "
+                    "does).",
+                )
 
     def _check_every_object_drawn(self, plan: ScenePlan, names: list[str], views: list[RenderedView]) -> None:
         if len(views) < MIN_VIEWS_FOR_ABSENCE_CHECK:
