@@ -28,6 +28,9 @@ BLOCK = 1024
 #: that pairs lost to the cap and moved quotas still find candidates.
 CANDIDATE_SPARE = 4
 CANDIDATE_MIN = 16
+#: (object, pair) entries listed at a time when finding a block's pairs that share objects: ~8 bytes of
+#: temporaries each; a block of images with much in common lists millions (the distinct pairs are far fewer).
+PAIR_CHUNK = 1 << 17
 
 
 @dataclass
@@ -70,7 +73,9 @@ def weighted_quota(n: int, weights: list[float], rng: np.random.Generator) -> li
 def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pairs of ``block`` (an index array) that share at least one object: sorted local codes ``i * b + j``
     (i < j) and how many objects each shares. Built object by object (every pair of the block's images showing
-    it), so the work and memory are the sum over objects of their images squared, never ``b x b``."""
+    it), so the work is the sum over objects of their images squared, never ``b x b``; listed for a range of
+    first images at a time (about PAIR_CHUNK (object, pair) entries), so memory is the distinct pairs found
+    plus one chunk, however much the block's images overlap."""
     b = len(block)
     starts, ends = images.obj_ptr[block], images.obj_ptr[block + 1]
     lengths = ends - starts
@@ -82,11 +87,25 @@ def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, 
     entries = np.arange(len(objects), dtype=np.int32)
     # every entry pairs with the later entries of its run (same object, larger image index)
     later = np.searchsorted(objects, objects, side="right").astype(np.int32) - entries - 1
-    first = np.repeat(local, later)
-    offsets = np.arange(len(first), dtype=np.int32) - np.repeat(np.cumsum(later, dtype=np.int32) - later, later)
-    second = local[np.repeat(entries + 1, later) + offsets]
-    del offsets
-    return np.unique(first * np.int32(b) + second, return_counts=True)
+    del objects, order, flat
+    per_first = np.cumsum(np.bincount(local, weights=later, minlength=b))  # (object, pair) entries up to image i
+    n_chunks = max(1, -(-int(per_first[-1]) // PAIR_CHUNK)) if b else 1
+    cuts = np.searchsorted(per_first, np.arange(1, n_chunks) * (per_first[-1] / n_chunks)).tolist() if b else []
+    codes, counts = [], []
+    for lo, hi in zip([0, *cuts], [*cuts, b]):
+        chosen = (local >= lo) & (local < hi) if n_chunks > 1 else slice(None)
+        runs = later[chosen]
+        first = np.repeat(local[chosen], runs)
+        offsets = np.arange(len(first), dtype=np.int32) - np.repeat(np.cumsum(runs, dtype=np.int32) - runs, runs)
+        second = local[np.repeat(entries[chosen] + 1, runs) + offsets]
+        del offsets
+        # chunks cover increasing first images, so their sorted codes concatenate in order
+        chunk_codes, chunk_counts = np.unique(first * np.int32(b) + second, return_counts=True)
+        codes.append(chunk_codes)
+        counts.append(chunk_counts)
+    if len(codes) == 1:
+        return codes[0], counts[0]
+    return np.concatenate(codes), np.concatenate(counts)
 
 
 def _subsample(values: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
