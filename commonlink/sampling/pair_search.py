@@ -48,7 +48,7 @@ class SourceImages:
 
 @dataclass
 class SearchResult:
-    pairs: list[tuple[int, int, int]]  #: (image a, image b, k), indices into the source's images
+    pairs: np.ndarray  #: int64 (n, 3): image a, image b (indices into the source's images), k
     requested: list[int]  #: the quota per k from the distribution
     achieved: list[int]
     candidates: list[int]  #: distinct candidate pairs kept per k (all that were found, for a k rarer than its limit)
@@ -102,7 +102,7 @@ def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, 
         # chunks cover increasing first images, so their sorted codes concatenate in order
         chunk_codes, chunk_counts = np.unique(first * np.int32(b) + second, return_counts=True)
         codes.append(chunk_codes)
-        counts.append(chunk_counts)
+        counts.append(chunk_counts.astype(np.uint16))  # at most the objects of one image
     if len(codes) == 1:
         return codes[0], counts[0]
     return np.concatenate(codes), np.concatenate(counts)
@@ -152,10 +152,8 @@ def _block_candidates(
     per_scene = np.bincount(np.unique(scene, return_inverse=True)[1])
     disjoint = b * (b - 1) // 2 - int((per_scene * (per_scene - 1) // 2).sum()) - len(codes)
     by_k = [_disjoint_pairs(scene, codes, disjoint, _limit(wanted[0], b, images.m), rng) if disjoint else codes[:0]]
-    order = np.argsort(shared.astype(np.uint16), kind="stable")  # 16-bit keys: a radix sort
-    bounds = np.searchsorted(shared[order], np.arange(k_max + 2))
-    for k in range(1, k_max + 1):
-        by_k.append(_subsample(codes[order[bounds[k] : bounds[k + 1]]], _limit(wanted[k], b, images.m), rng))
+    for k in range(1, k_max + 1):  # a pass per k over 16-bit counts: no sort, no index array the size of codes
+        by_k.append(_subsample(codes[shared == k], _limit(wanted[k], b, images.m), rng))
     return by_k
 
 
@@ -216,6 +214,9 @@ def _fill(
     return taken, position
 
 
+_NO_PAIRS = np.zeros((0, 3), dtype=np.int64)
+
+
 def sample_source(
     images: SourceImages, n: int, weights: list[float], cap: int, rng: np.random.Generator, k_limit: int | None = None
 ) -> SearchResult:
@@ -224,7 +225,8 @@ def sample_source(
     k_max = len(weights) - 1
     quota = weighted_quota(n, weights, rng)
     candidates, exact = find_candidates(images, k_max, quota, rng)
-    result = SearchResult([], list(quota), [0] * (k_max + 1), [len(c) for c in candidates], exact)
+    result = SearchResult(_NO_PAIRS, list(quota), [0] * (k_max + 1), [len(c) for c in candidates], exact)
+    pairs: list[tuple[int, int, int]] = []
     if k_limit is not None:
         candidates = [c if k <= k_limit else c[:0] for k, c in enumerate(candidates)]
     uses = np.zeros(images.m, dtype=np.int64)
@@ -234,12 +236,13 @@ def sample_source(
         # rarest k first: it has the fewest candidates for its quota
         for k in sorted(range(k_max + 1), key=lambda k: (len(candidates[k]) / max(target[k], 1), k)):
             taken, cursor[k] = _fill(
-                k, target[k] - result.achieved[k], candidates[k], cursor[k], images.m, uses, cap, result.pairs
+                k, target[k] - result.achieved[k], candidates[k], cursor[k], images.m, uses, cap, pairs
             )
             result.achieved[k] += taken
         short = sum(target) - sum(result.achieved)
         open_ks = [k for k in range(k_max + 1) if cursor[k] < len(candidates[k])]
         if short == 0 or not open_ks:
+            result.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 3)  # 24 bytes a pair, not ~130
             return result
         for k in range(k_max + 1):  # a k that fell short is closed at what it got
             target[k] = result.achieved[k]

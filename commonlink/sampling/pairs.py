@@ -243,8 +243,8 @@ def _sample_source(config: PairsConfig, index: CatalogIndex, s: int, n: int) -> 
             "Add images (more catalogs), raise --max-uses, widen --objects, lower --count or --choices, "
             "or change --real-fraction.",
         )
-    uses = np.bincount(np.array([p[:2] for p in result.pairs], dtype=np.int64).ravel(), minlength=images.m)
-    result.pairs = [(members.item(a), members.item(b), k) for a, b, k in result.pairs]
+    uses = np.bincount(result.pairs[:, :2].ravel(), minlength=images.m)
+    result.pairs[:, :2] = members[result.pairs[:, :2]]
     return result, cap, uses
 
 
@@ -297,11 +297,15 @@ def sample_pairs(
 def _plan_rows(config: PairsConfig, index: CatalogIndex, results: dict) -> RowPlan:
     """The pairs of every source in a seeded order, with a seeded side each (choices are drawn as the rows are
     read). ``results``: source name -> ``(SearchResult, cap, uses)``, global image indices."""
-    pairs = [(SOURCES.index(name), a, b, k) for name, (r, _, _) in results.items() for a, b, k in r.pairs]
-    order = rng_for(config.seed, "pairs", config.split, "order").permutation(len(pairs))
+    # (source, image a, image b, k) per pair
+    table = np.concatenate(
+        [np.zeros((0, 4), dtype=np.int64)]
+        + [np.insert(r.pairs, 0, SOURCES.index(name), axis=1) for name, (r, _, _) in results.items()]
+    )
+    order = rng_for(config.seed, "pairs", config.split, "order").permutation(len(table))
     # which image is shown first: a seeded coin per row (the search finds pairs in index order)
-    swap = rng_for(config.seed, "pairs", config.split, "sides").random(len(pairs)) < 0.5
-    table = np.array(pairs, dtype=np.int64).reshape(-1, 4)[order]
+    swap = rng_for(config.seed, "pairs", config.split, "sides").random(len(table)) < 0.5
+    table = table[order]
     images = np.where(swap[:, None], table[:, 2:0:-1], table[:, 1:3])
     # a row has max(choices, k + 2) choices (build_choices), k its common objects
     n_choices, counts = np.unique(np.maximum(config.choices, table[:, 3] + 2), return_counts=True)
