@@ -23,11 +23,12 @@ scenes and 600 challenge scenes, 4 views each, multiplied by ``--scale`` like th
 
 ``--quick`` builds at 1/20 and at 1/40 of the paper's size and extrapolates each stage to full size with the
 line through the two points (time = fixed + per-unit x size), and says so in every figure it reports. Peak
-memory of every stage at the two sizes gives the flatness ratio (target <= 1.3). The projected time on N Ray
-workers divides the render CPU time by N (scenes are independent Ray tasks) and keeps the other stages at their
-CPU time (they run on one machine). The "idle 2-core estimate" is the CPU time with rendering shared by its
-worker processes: on a shared machine wall time mostly measures the other jobs. Target: the whole build under 15
-minutes on an idle 2-core machine (it was 30 until this measured build took 5.6).
+memory of every stage at the two sizes gives the flatness ratio (target <= 1.3); each stage's peak above what
+its process held when it began (interpreter, numpy, these helpers) is given beside it as context. The projected
+time on N Ray workers divides the render CPU time by N (scenes are independent Ray tasks) and keeps the other
+stages at their CPU time (they run on one machine). The "idle 2-core estimate" is the CPU time with rendering
+shared by its worker processes: on a shared machine wall time mostly measures the other jobs. Target: the whole
+build under 15 minutes on an idle 2-core machine (it was 30 until this measured build took 5.6).
 """
 
 from __future__ import annotations

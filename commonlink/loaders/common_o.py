@@ -94,6 +94,9 @@ class _ParquetRows:
         import pyarrow.parquet as pq
 
         cached = self._cached.get(images)
+        whole = self._cached.get(True)
+        if not images and whole is not None and whole[0] == group:  # the whole rows are at hand: no second read
+            return whole[1]
         if cached is None or cached[0] != group:
             file_idx, rg, _, _ = self._index[group]
             columns = None if images else self._text_columns  # the image bytes are most of a row group
