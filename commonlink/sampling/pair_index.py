@@ -26,6 +26,7 @@ from commonlink.formats.catalog import (
     image_path,
     iter_catalog_rows,
 )
+from commonlink.sampling.pair_rows import ImageFields
 
 # ----------------------------------------------------------------------------------------------------------
 # Pass 1: a compact index of the eligible images
@@ -158,7 +159,7 @@ def build_index(catalogs: list[Path], object_range: tuple[int, int], progress) -
 # ----------------------------------------------------------------------------------------------------------
 
 
-def read_image_entries(index: CatalogIndex, images: np.ndarray, check_files: bool) -> dict[int, dict]:
+def read_image_entries(index: CatalogIndex, images: np.ndarray, check_files: bool) -> dict[int, ImageFields]:
     """Stream the catalogs once more and return the ``image_N`` fields of each image in ``images`` (global
     indices; repeats allowed), keyed by global index.
 
@@ -169,7 +170,7 @@ def read_image_entries(index: CatalogIndex, images: np.ndarray, check_files: boo
     used = used[np.lexsort((index.row_index[used], index.catalog_index[used]))]
     used_catalog = index.catalog_index[used]
     used_row = index.row_index[used]
-    entries: dict[int, dict] = {}
+    entries: dict[int, ImageFields] = {}
     missing: list[str] = []
     shared = {name: name for name in index.vocab}
     for ci in np.unique(used_catalog).tolist():
@@ -218,24 +219,25 @@ def _image_exists(folder: Path, folder_text: str, relative: str) -> bool:
     return os.path.isfile(os.path.join(folder_text, relative))
 
 
-def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
-    """The ``image_N`` fields of a row, from a catalog record (rows copy it for each use).
+def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> ImageFields:
+    """The ``image_N`` fields of a row, from a catalog record (rows build their own dict from it for each use).
 
     ``shared`` maps repeated short strings (object names, backgrounds, views) to one string object each, so
-    that thousands of rows do not hold thousands of copies of "apple".
+    that thousands of images do not hold thousands of copies of "apple".
     """
     area = record.get("object_area")
     view, background = record.get("view"), record.get("background")
-    return {
-        "catalog": folder,
-        "id": record["id"],
-        "path": record["path"],
-        "scene_id": record["scene_id"],
-        "view": shared.setdefault(view, view) if isinstance(view, str) else view,
-        "background": shared.setdefault(background, background) if isinstance(background, str) else background,
-        "objects": list(map(shared.setdefault, record["objects"], record["objects"])),
-        "object_area": {shared.setdefault(o, o): v for o, v in area.items()} if area is not None else None,
-        "width": record["width"],
-        "height": record["height"],
-        "sha256": record["sha256"],
-    }
+    return ImageFields(
+        catalog=folder,
+        id=record["id"],
+        path=record["path"],
+        scene_id=record["scene_id"],
+        view=shared.setdefault(view, view) if isinstance(view, str) else view,
+        background=shared.setdefault(background, background) if isinstance(background, str) else background,
+        objects=tuple(map(shared.setdefault, record["objects"], record["objects"])),
+        area_names=tuple(map(shared.setdefault, area, area)) if area is not None else None,
+        area_values=tuple(area.values()) if area is not None else None,
+        width=record["width"],
+        height=record["height"],
+        sha256=record["sha256"],
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,6 +66,41 @@ def build_choices(
     return choices, ground_truth, answer
 
 
+class ImageFields(NamedTuple):
+    """The ``image_N`` fields of the rows that show one image, as read from its catalog record: a tuple of shared
+    strings and numbers (a fraction of a dict's size), kept once per image used; :meth:`as_dict` makes a row's."""
+
+    catalog: str
+    id: str
+    path: str
+    scene_id: str
+    view: Any
+    background: Any
+    objects: tuple[str, ...]
+    area_names: tuple[str, ...] | None  #: object_area's keys and values, None when the record has none
+    area_values: tuple[float, ...] | None
+    width: int
+    height: int
+    sha256: str
+
+    def as_dict(self) -> dict:
+        """The fields as a row holds them (pairs-file format), with lists and dicts of its own."""
+        area = dict(zip(self.area_names, self.area_values)) if self.area_names is not None else None
+        return {
+            "catalog": self.catalog,
+            "id": self.id,
+            "path": self.path,
+            "scene_id": self.scene_id,
+            "view": self.view,
+            "background": self.background,
+            "objects": list(self.objects),
+            "object_area": area,
+            "width": self.width,
+            "height": self.height,
+            "sha256": self.sha256,
+        }
+
+
 @dataclass
 class RowPlan:
     """Everything a row needs but its image records and choices, in row order."""
@@ -87,7 +123,7 @@ class PairRows(Sequence):
     often. Each row is a fresh dict: changing one changes nothing here.
     """
 
-    def __init__(self, plan: RowPlan, entries: dict[int, dict]):
+    def __init__(self, plan: RowPlan, entries: dict[int, ImageFields]):
         self._plan = plan
         self._entries = entries
 
@@ -112,14 +148,14 @@ class PairRows(Sequence):
             s = plan.sources.item(i)
             one, two = entries[plan.images.item(i, 0)], entries[plan.images.item(i, 1)]
             choices, truth, answer = build_choices(
-                one["objects"], two["objects"], plan.vocabularies[s], plan.min_choices, rng
+                one.objects, two.objects, plan.vocabularies[s], plan.min_choices, rng
             )
             yield {
                 "id": f"{plan.split}-{i:08d}",
                 "split": plan.split,
                 "source": SOURCES[s],
-                "image_1": copy_entry(one),
-                "image_2": copy_entry(two),
+                "image_1": one.as_dict(),
+                "image_2": two.as_dict(),
                 "choices": choices,
                 "ground_truth": truth,
                 "answer": answer,
@@ -136,9 +172,3 @@ class PairRows(Sequence):
 
     def __repr__(self) -> str:
         return f"<PairRows: {len(self)} {self._plan.split} rows>"
-
-
-def copy_entry(entry: dict) -> dict:
-    """One use of an image: its fields, with lists and dicts of its own."""
-    area = entry["object_area"]
-    return {**entry, "objects": list(entry["objects"]), "object_area": dict(area) if area is not None else None}
