@@ -215,6 +215,7 @@ def cooccurrence_sampler(
 def peak_memory(folder: Path, config: PairsConfig) -> int:
     tracemalloc.start()
     rows, _ = sample_pairs([folder], config)
+    rows = list(rows)  # held as a list, as the peer holds its rows (writing a pairs file streams them instead)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del rows
@@ -262,6 +263,7 @@ def scaling(sizes: list[int], count: int, repeats: int) -> list[dict]:
             for _ in range(repeats):
                 c0 = time.process_time()
                 result, stats = sample_pairs([folder], config)
+                result = list(result)  # every row built (sample_pairs builds them as they are read)
                 cpu.append(time.process_time() - c0)
                 del result
             peak = peak_memory(folder, config)
@@ -320,6 +322,7 @@ def main() -> None:
         for _ in range(args.repeats):  # interleaved; best of each
             t0, c0 = time.perf_counter(), time.process_time()
             rows, stats = sample_pairs([big], config)
+            rows = list(rows)  # every row built, as the peer builds them (sample_pairs builds them as they are read)
             ours.append((time.perf_counter() - t0, time.process_time() - c0))
             t0, c0 = time.perf_counter(), time.process_time()
             peer_rows, peer_achieved = cooccurrence_sampler(big, config, stats)

@@ -33,6 +33,8 @@ def test_tiny_paper_build_on_a_local_ray_cluster(tmp_path):
     assert list(results) == list(bench.STAGES) and len(lines) == len(bench.STAGES)
     for stage, result in results.items():
         assert result["seconds"] > 0 and result["peak_rss_mb"] > 10, stage
+        assert 10 < result["start_rss_mb"] < result["peak_rss_mb"], stage  # the part before the stage began
+        assert bench._above_start(result) == result["peak_rss_mb"] - result["start_rss_mb"]
     for stage in bench.RENDER_STAGES:
         info = results[stage]["info"]
         assert info["ray_nodes"] == 1 and info["ray_cpus"] >= 1 and info["scenes"] == 3 and info["images"] == 12

@@ -362,3 +362,41 @@ def test_iteration_decodes_ahead_but_yields_and_fails_in_row_order(tmp_path):
     for _ in split:
         break
     assert not [t for t in threading.enumerate() if t.name.startswith("commonlink-decode")]
+
+
+@pytest.mark.slow
+def test_text_only_rows_leave_the_image_columns_unread(release, monkeypatch):
+    # the weight-free baselines read every row without its images: the image bytes are most of a row group
+    import dataclasses
+
+    folder, _ = release
+    split = open_common_o(folder, "main")
+    asked = []
+    read_row_group = pq.ParquetFile.read_row_group
+
+    def spy(self, i, columns=None, **kwargs):
+        asked.append(columns)
+        return read_row_group(self, i, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", spy)
+    text = [split.get(i, images=False) for i in range(len(split))]
+    assert asked and all(c is not None and "image_1" not in c and "image_2" not in c and "id" in c for c in asked)
+    asked.clear()
+    full = [split.get(i) for i in range(len(split))]
+    assert asked and all(c is None for c in asked)  # with images: whole row groups, as before
+    for without, whole in zip(text, full):
+        assert without.image_1 is None and without.image_2 is None and whole.image_1 is not None
+        assert dataclasses.replace(whole, image_1=None, image_2=None) == without
+    # alternating both kinds of read (an eval resuming from its cache, the report) reads each row group once:
+    # whole when a whole read comes first, text only when the text is read first
+    groups = sum(pq.ParquetFile(f).metadata.num_row_groups for f in (folder / "data").glob("*.parquet"))
+    fresh = open_common_o(folder, "main")
+    asked.clear()
+    for i in range(len(fresh)):
+        assert fresh.get(i).id == fresh.get(i, images=False).id == full[i].id
+    assert asked == [None] * groups
+    fresh = open_common_o(folder, "main")
+    asked.clear()
+    for i in range(len(fresh)):
+        assert fresh.get(i, images=False).id == fresh.get(i).id == full[i].id
+    assert len(asked) == 2 * groups and asked[1::2] == [None] * groups

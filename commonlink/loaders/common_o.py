@@ -83,23 +83,31 @@ class _ParquetRows:
                 start += n
         self._len = start
         self._starts = [entry[2] for entry in self._index]
-        self._cached: tuple[int, list[dict]] | None = None
+        # the row group last read, per kind of read: whole rows, or text only (no image columns)
+        self._cached: dict[bool, tuple[int, list[dict]]] = {}
+        self._text_columns = [c for c in self.columns or [] if c not in _IMAGE_COLUMNS]
 
     def __len__(self) -> int:
         return self._len
 
-    def _group(self, group: int) -> list[dict]:
+    def _group(self, group: int, images: bool = True) -> list[dict]:
         import pyarrow.parquet as pq
 
-        if self._cached is None or self._cached[0] != group:
+        cached = self._cached.get(images)
+        whole = self._cached.get(True)
+        if not images and whole is not None and whole[0] == group:  # the whole rows are at hand: no second read
+            return whole[1]
+        if cached is None or cached[0] != group:
             file_idx, rg, _, _ = self._index[group]
-            table = pq.ParquetFile(self.files[file_idx]).read_row_group(rg)
-            self._cached = (group, table.to_pylist())
-        return self._cached[1]
+            columns = None if images else self._text_columns  # the image bytes are most of a row group
+            table = pq.ParquetFile(self.files[file_idx]).read_row_group(rg, columns=columns)
+            self._cached[images] = cached = (group, table.to_pylist())
+        return cached[1]
 
-    def row(self, i: int) -> dict:
+    def row(self, i: int, images: bool = True) -> dict:
+        """Row ``i``; ``images=False`` leaves the image columns out (not read from the file at all)."""
         group = bisect.bisect_right(self._starts, i) - 1
-        return self._group(group)[i - self._index[group][2]]
+        return self._group(group, images)[i - self._index[group][2]]
 
     def iter_rows(self) -> Iterator[dict]:
         for group in range(len(self._index)):
@@ -201,7 +209,9 @@ class CommonOSplit:
         callers that only need the text fields (e.g. an eval resuming from its cache)."""
         if not 0 <= i < len(self):
             raise IndexError(f"row {i} out of range for split {self.split!r} with {len(self)} rows")
-        return self._example(i, self._rows.row(i), images=images)
+        text_only = not images and isinstance(self._rows, _ParquetRows)
+        row = self._rows.row(i, images=False) if text_only else self._rows.row(i)
+        return self._example(i, row, images=images)
 
     def __getitem__(self, i: int) -> CommonOExample:
         return self.get(i)
@@ -301,6 +311,8 @@ class CommonOSplit:
         )
 
 
+#: The columns holding the two images (left unread when only the text fields are wanted).
+_IMAGE_COLUMNS = frozenset({"image_1", "image_2"})
 #: Rows whose images are decoded ahead of the one being returned (bounded memory: 2 images a row).
 _DECODE_AHEAD = 4
 

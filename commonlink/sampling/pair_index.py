@@ -1,8 +1,8 @@
-"""The catalogs as a compact index for pair sampling, and the second pass that fills the rows' image fields.
+"""The catalogs as a compact index for pair sampling, and the second pass that reads the records of the images used.
 
 Pass 1 (:func:`build_index`) streams every catalog once and keeps, per eligible image, its object ids (CSR),
-source, scene code and where its record is: a few bytes an image, never records. Pass 2 (:func:`fill_images`)
-streams the catalogs again and parses only the lines of the images used.
+source, scene code and where its record is: a few bytes an image, never records. Pass 2
+(:func:`read_image_entries`) streams the catalogs again and parses only the lines of the images used.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from commonlink.formats.catalog import (
     image_path,
     iter_catalog_rows,
 )
+from commonlink.sampling.pair_rows import ImageFields
 
 # ----------------------------------------------------------------------------------------------------------
 # Pass 1: a compact index of the eligible images
@@ -158,36 +159,33 @@ def build_index(catalogs: list[Path], object_range: tuple[int, int], progress) -
 # ----------------------------------------------------------------------------------------------------------
 
 
-_IMAGE_KEYS = {1: "image_1", 2: "image_2"}
+def read_image_entries(index: CatalogIndex, images: np.ndarray, check_files: bool) -> dict[int, ImageFields]:
+    """Stream the catalogs once more and return the ``image_N`` fields of each image in ``images`` (global
+    indices; repeats allowed), keyed by global index.
 
-
-def fill_images(index: CatalogIndex, rows: list[dict], slots: np.ndarray, check_files: bool) -> None:
-    """Stream the catalogs once more and put the record of each used image into its rows.
-
-    ``slots`` is an (n, 3) array of ``(global image index, row number, 1 | 2)``. Each row gets its own copy of
-    the image fields and no record is kept, so memory holds the rows and the compact index only. Records
-    were validated in pass 1; the id check catches a catalog rewritten in between.
+    One entry per image used, however many rows use it (the rows copy it when they are built). Records were
+    validated in pass 1; the id check catches a catalog rewritten in between.
     """
-    images = slots[:, 0]
-    order = np.lexsort((index.row_index[images], index.catalog_index[images]))
-    slots = slots[order]
-    slot_catalog = index.catalog_index[slots[:, 0]]
-    slot_row = index.row_index[slots[:, 0]]
+    used = np.unique(images)
+    used = used[np.lexsort((index.row_index[used], index.catalog_index[used]))]
+    used_catalog = index.catalog_index[used]
+    used_row = index.row_index[used]
+    entries: dict[int, ImageFields] = {}
     missing: list[str] = []
     shared = {name: name for name in index.vocab}
-    for ci in np.unique(slot_catalog).tolist():
+    for ci in np.unique(used_catalog).tolist():
         folder = index.catalogs[ci]
         folder_text = str(folder)
         path = catalog_file(folder)
-        pos, end = np.searchsorted(slot_catalog, [ci, ci + 1]).tolist()
+        pos, end = np.searchsorted(used_catalog, [ci, ci + 1]).tolist()
         # only the lines of used images are parsed (pass 1 checked every line of this file)
         for row, (lineno, line) in enumerate(jsonl_lines(path)):
             if pos == end:
                 break
-            if row != slot_row.item(pos):
+            if row != used_row.item(pos):
                 continue
             data = catalog_row(path, lineno, line)  # as pass 1 read it (iter_catalog_rows)
-            g = slots.item(pos, 0)
+            g = used.item(pos)
             if data.get("id") != index.image_ids[g]:
                 raise InputError(
                     f"{path} changed while pairs were being sampled (row {row + 1} is now image {data.get('id')!r}).",
@@ -198,13 +196,8 @@ def fill_images(index: CatalogIndex, rows: list[dict], slots: np.ndarray, check_
                     missing.append(str(folder / data["path"]))
             except InputError as exc:  # a path escaping the catalog: say which record holds it
                 raise InputError(f"{path}, line {lineno}: {exc.problem}", exc.fix) from None
-            entry = _image_entry(folder_text, data, shared)
-            while True:  # every use of this image
-                rows[slots.item(pos, 1)][_IMAGE_KEYS[slots.item(pos, 2)]] = entry
-                pos += 1
-                if pos == end or slots.item(pos, 0) != g:
-                    break
-                entry = _copy_entry(entry)
+            entries[g] = _image_entry(folder_text, data, shared)
+            pos += 1
         if pos < end:
             raise InputError(f"{path} got shorter while pairs were being sampled.", "Rerun `commonlink pairs`.")
     if missing:
@@ -213,6 +206,7 @@ def fill_images(index: CatalogIndex, rows: list[dict], slots: np.ndarray, check_
             f"{len(missing)} image file(s) named by the catalogs are missing, e.g. {shown}.",
             "Restore the files, or rebuild the catalog so that it lists only images that exist.",
         )
+    return entries
 
 
 def _image_exists(folder: Path, folder_text: str, relative: str) -> bool:
@@ -225,30 +219,25 @@ def _image_exists(folder: Path, folder_text: str, relative: str) -> bool:
     return os.path.isfile(os.path.join(folder_text, relative))
 
 
-def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> dict:
-    """The ``image_N`` fields of a row, from a catalog record (a fresh copy for every use).
+def _image_entry(folder: str, record: dict, shared: dict[str, str]) -> ImageFields:
+    """The ``image_N`` fields of a row, from a catalog record (rows build their own dict from it for each use).
 
     ``shared`` maps repeated short strings (object names, backgrounds, views) to one string object each, so
-    that thousands of rows do not hold thousands of copies of "apple".
+    that thousands of images do not hold thousands of copies of "apple".
     """
     area = record.get("object_area")
     view, background = record.get("view"), record.get("background")
-    return {
-        "catalog": folder,
-        "id": record["id"],
-        "path": record["path"],
-        "scene_id": record["scene_id"],
-        "view": shared.setdefault(view, view) if isinstance(view, str) else view,
-        "background": shared.setdefault(background, background) if isinstance(background, str) else background,
-        "objects": list(map(shared.setdefault, record["objects"], record["objects"])),
-        "object_area": {shared.setdefault(o, o): v for o, v in area.items()} if area is not None else None,
-        "width": record["width"],
-        "height": record["height"],
-        "sha256": record["sha256"],
-    }
-
-
-def _copy_entry(entry: dict) -> dict:
-    """Another use of an image: the same fields, its own lists and dicts."""
-    area = entry["object_area"]
-    return {**entry, "objects": list(entry["objects"]), "object_area": dict(area) if area is not None else None}
+    return ImageFields(
+        catalog=folder,
+        id=record["id"],
+        path=record["path"],
+        scene_id=record["scene_id"],
+        view=shared.setdefault(view, view) if isinstance(view, str) else view,
+        background=shared.setdefault(background, background) if isinstance(background, str) else background,
+        objects=tuple(map(shared.setdefault, record["objects"], record["objects"])),
+        area_names=tuple(map(shared.setdefault, area, area)) if area is not None else None,
+        area_values=tuple(area.values()) if area is not None else None,
+        width=record["width"],
+        height=record["height"],
+        sha256=record["sha256"],
+    )

@@ -28,6 +28,9 @@ BLOCK = 1024
 #: that pairs lost to the cap and moved quotas still find candidates.
 CANDIDATE_SPARE = 4
 CANDIDATE_MIN = 16
+#: (object, pair) entries listed at a time when finding a block's pairs that share objects: ~8 bytes of
+#: temporaries each; a block of images with much in common lists millions (the distinct pairs are far fewer).
+PAIR_CHUNK = 1 << 17
 
 
 @dataclass
@@ -45,7 +48,7 @@ class SourceImages:
 
 @dataclass
 class SearchResult:
-    pairs: list[tuple[int, int, int]]  #: (image a, image b, k), indices into the source's images
+    pairs: np.ndarray  #: int64 (n, 3): image a, image b (indices into the source's images), k
     requested: list[int]  #: the quota per k from the distribution
     achieved: list[int]
     candidates: list[int]  #: distinct candidate pairs kept per k (all that were found, for a k rarer than its limit)
@@ -70,7 +73,9 @@ def weighted_quota(n: int, weights: list[float], rng: np.random.Generator) -> li
 def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pairs of ``block`` (an index array) that share at least one object: sorted local codes ``i * b + j``
     (i < j) and how many objects each shares. Built object by object (every pair of the block's images showing
-    it), so the work and memory are the sum over objects of their images squared, never ``b x b``."""
+    it), so the work is the sum over objects of their images squared, never ``b x b``; listed for a range of
+    first images at a time (about PAIR_CHUNK (object, pair) entries), so memory is the distinct pairs found
+    plus one chunk, however much the block's images overlap."""
     b = len(block)
     starts, ends = images.obj_ptr[block], images.obj_ptr[block + 1]
     lengths = ends - starts
@@ -82,11 +87,25 @@ def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, 
     entries = np.arange(len(objects), dtype=np.int32)
     # every entry pairs with the later entries of its run (same object, larger image index)
     later = np.searchsorted(objects, objects, side="right").astype(np.int32) - entries - 1
-    first = np.repeat(local, later)
-    offsets = np.arange(len(first), dtype=np.int32) - np.repeat(np.cumsum(later, dtype=np.int32) - later, later)
-    second = local[np.repeat(entries + 1, later) + offsets]
-    del offsets
-    return np.unique(first * np.int32(b) + second, return_counts=True)
+    del objects, order, flat
+    per_first = np.cumsum(np.bincount(local, weights=later, minlength=b))  # (object, pair) entries up to image i
+    n_chunks = max(1, -(-int(per_first[-1]) // PAIR_CHUNK)) if b else 1
+    cuts = np.searchsorted(per_first, np.arange(1, n_chunks) * (per_first[-1] / n_chunks)).tolist() if b else []
+    codes, counts = [], []
+    for lo, hi in zip([0, *cuts], [*cuts, b]):
+        chosen = (local >= lo) & (local < hi) if n_chunks > 1 else slice(None)
+        runs = later[chosen]
+        first = np.repeat(local[chosen], runs)
+        offsets = np.arange(len(first), dtype=np.int32) - np.repeat(np.cumsum(runs, dtype=np.int32) - runs, runs)
+        second = local[np.repeat(entries[chosen] + 1, runs) + offsets]
+        del offsets
+        # chunks cover increasing first images, so their sorted codes concatenate in order
+        chunk_codes, chunk_counts = np.unique(first * np.int32(b) + second, return_counts=True)
+        codes.append(chunk_codes)
+        counts.append(chunk_counts.astype(np.uint16))  # at most the objects of one image
+    if len(codes) == 1:
+        return codes[0], counts[0]
+    return np.concatenate(codes), np.concatenate(counts)
 
 
 def _subsample(values: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
@@ -133,10 +152,8 @@ def _block_candidates(
     per_scene = np.bincount(np.unique(scene, return_inverse=True)[1])
     disjoint = b * (b - 1) // 2 - int((per_scene * (per_scene - 1) // 2).sum()) - len(codes)
     by_k = [_disjoint_pairs(scene, codes, disjoint, _limit(wanted[0], b, images.m), rng) if disjoint else codes[:0]]
-    order = np.argsort(shared.astype(np.uint16), kind="stable")  # 16-bit keys: a radix sort
-    bounds = np.searchsorted(shared[order], np.arange(k_max + 2))
-    for k in range(1, k_max + 1):
-        by_k.append(_subsample(codes[order[bounds[k] : bounds[k + 1]]], _limit(wanted[k], b, images.m), rng))
+    for k in range(1, k_max + 1):  # a pass per k over 16-bit counts: no sort, no index array the size of codes
+        by_k.append(_subsample(codes[shared == k], _limit(wanted[k], b, images.m), rng))
     return by_k
 
 
@@ -197,6 +214,9 @@ def _fill(
     return taken, position
 
 
+_NO_PAIRS = np.zeros((0, 3), dtype=np.int64)
+
+
 def sample_source(
     images: SourceImages, n: int, weights: list[float], cap: int, rng: np.random.Generator, k_limit: int | None = None
 ) -> SearchResult:
@@ -205,7 +225,8 @@ def sample_source(
     k_max = len(weights) - 1
     quota = weighted_quota(n, weights, rng)
     candidates, exact = find_candidates(images, k_max, quota, rng)
-    result = SearchResult([], list(quota), [0] * (k_max + 1), [len(c) for c in candidates], exact)
+    result = SearchResult(_NO_PAIRS, list(quota), [0] * (k_max + 1), [len(c) for c in candidates], exact)
+    pairs: list[tuple[int, int, int]] = []
     if k_limit is not None:
         candidates = [c if k <= k_limit else c[:0] for k, c in enumerate(candidates)]
     uses = np.zeros(images.m, dtype=np.int64)
@@ -215,12 +236,13 @@ def sample_source(
         # rarest k first: it has the fewest candidates for its quota
         for k in sorted(range(k_max + 1), key=lambda k: (len(candidates[k]) / max(target[k], 1), k)):
             taken, cursor[k] = _fill(
-                k, target[k] - result.achieved[k], candidates[k], cursor[k], images.m, uses, cap, result.pairs
+                k, target[k] - result.achieved[k], candidates[k], cursor[k], images.m, uses, cap, pairs
             )
             result.achieved[k] += taken
         short = sum(target) - sum(result.achieved)
         open_ks = [k for k in range(k_max + 1) if cursor[k] < len(candidates[k])]
         if short == 0 or not open_ks:
+            result.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 3)  # 24 bytes a pair, not ~130
             return result
         for k in range(k_max + 1):  # a k that fell short is closed at what it got
             target[k] = result.achieved[k]

@@ -15,6 +15,7 @@ once to fetch the records of the images used.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -29,7 +30,6 @@ from commonlink.errors import CommonlinkError, InputError, NotEnoughDataError
 from commonlink.fileio import sha256_file, write_jsonl
 from commonlink.formats.catalog import SOURCES, catalog_file
 from commonlink.formats.catalog_refs import pairs_meta_for_file, pairs_meta_from_file, pairs_rows_for_file
-from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question, letters
 from commonlink.formats.meta import (
     COMMON_O_PAIRS_KIND,
     data_file_problem,
@@ -39,7 +39,8 @@ from commonlink.formats.meta import (
 )
 from commonlink.locks import output_lock
 from commonlink.progress import make_progress
-from commonlink.sampling.pair_index import CatalogIndex, build_index, fill_images, resolve_catalogs
+from commonlink.sampling.pair_index import CatalogIndex, build_index, read_image_entries, resolve_catalogs
+from commonlink.sampling.pair_rows import PairRows, RowPlan, build_choices  # noqa: F401 (build_choices: API here)
 from commonlink.sampling.pair_search import BLOCK, SearchResult, SourceImages, sample_source
 from commonlink.seeding import rng_for
 
@@ -242,53 +243,9 @@ def _sample_source(config: PairsConfig, index: CatalogIndex, s: int, n: int) -> 
             "Add images (more catalogs), raise --max-uses, widen --objects, lower --count or --choices, "
             "or change --real-fraction.",
         )
-    uses = np.bincount(np.array([p[:2] for p in result.pairs], dtype=np.int64).ravel(), minlength=images.m)
-    result.pairs = [(members.item(a), members.item(b), k) for a, b, k in result.pairs]
+    uses = np.bincount(result.pairs[:, :2].ravel(), minlength=images.m)
+    result.pairs[:, :2] = members[result.pairs[:, :2]]
     return result, cap, uses
-
-
-def build_choices(
-    objects_1: Iterable[str],
-    objects_2: Iterable[str],
-    vocabulary: Sequence[str],
-    min_choices: int,
-    rng: np.random.Generator,
-) -> tuple[list[str], list[str], str]:
-    """Lettered choices for two object sets: ``(choices, ground_truth, answer)``.
-
-    Choices are the common objects, distractors (objects in only one image first, then objects in neither,
-    drawn from ``vocabulary``) and "No objects are in common", shuffled; there are ``max(min_choices, k + 2)``
-    of them: exactly ``min_choices`` (8 by default, as every list the paper prints) while the k common objects
-    leave room for a distractor, else every common object, "No objects are in common" and one distractor (so
-    the answer is never simply "every object listed"). With 8 choices: k <= 6 gives 8 choices; k = 7 gives 9;
-    the challenge split's k = 8..16 gives k + 2. ``ground_truth`` lists the common objects
-    in letter order (or the "none" choice); ``answer`` is their letters, e.g. ``"A, C"``.
-    """
-    set_1, set_2 = set(objects_1), set(objects_2)
-    common = sorted(set_1 & set_2)
-    n_choices = max(min_choices, len(common) + 2)
-    n_distractors = n_choices - 1 - len(common)
-    only_one = sorted(set_1 ^ set_2)
-    distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors].tolist()]
-    if len(distractors) < n_distractors:
-        union = set_1 | set_2
-        neither = sorted(set(vocabulary) - union)
-        need = n_distractors - len(distractors)
-        if len(neither) < need:
-            raise NotEnoughDataError(
-                f"Only {len(neither) + len(only_one) + len(common)} object names are known: {n_choices} choices need "
-                f"{n_choices - 1}.",
-                "Lower --choices, or add catalogs with more kinds of objects.",
-            )
-        distractors += [neither[j] for j in rng.choice(len(neither), size=need, replace=False).tolist()]
-    options = common + distractors + [NO_COMMON_OBJECTS]
-    choices = [options[j] for j in rng.permutation(len(options)).tolist()]
-    truth_set = set(common) if common else {NO_COMMON_OBJECTS}
-    labels = letters(len(choices))
-    truth_positions = [j for j, c in enumerate(choices) if c in truth_set]
-    ground_truth = [choices[j] for j in truth_positions]
-    answer = ", ".join([labels[j] for j in truth_positions])
-    return choices, ground_truth, answer
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -311,10 +268,11 @@ def _too_few(source: str, m: int, n: int, lo: int, hi: int, index: CatalogIndex,
 
 def sample_pairs(
     catalog_dirs: Sequence[str | os.PathLike], config: PairsConfig, *, progress: bool = False
-) -> tuple[list[dict], dict]:
+) -> tuple[PairRows, dict]:
     """Sample ``config.count`` Common-O examples from the catalogs; returns ``(rows, stats)``.
 
-    Rows follow the pairs-file format (docs/sampling.md); ``stats`` summarises the run (JSON-ready,
+    Rows follow the pairs-file format (docs/sampling.md) and are built as they are read (:class:`PairRows`: a
+    sequence, each row a fresh dict), so writing them streams; ``stats`` summarises the run (JSON-ready,
     deterministic). Raises :class:`NotEnoughDataError` when the catalogs cannot supply the request.
     """
     config.validate()
@@ -330,51 +288,36 @@ def sample_pairs(
             name: _sample_source(config, index, s, wanted[name]) for s, name in enumerate(SOURCES) if wanted[name]
         }
         bar.advance(task, config.count)
-        rows, slots, choice_counts = _rows(config, index, results)
-        fill_images(index, rows, slots, config.check_files)
-    stats = _stats(config, index, eligible, real_fraction, results, choice_counts, len(rows))
+        plan = _plan_rows(config, index, results)
+        rows = PairRows(plan, read_image_entries(index, plan.images, config.check_files))
+    stats = _stats(config, index, eligible, real_fraction, results, plan.choice_counts, len(rows))
     return rows, stats
 
 
-def _rows(config: PairsConfig, index: CatalogIndex, results: dict) -> tuple[list[dict], np.ndarray, dict[int, int]]:
-    """The rows in a seeded order, with choices (image fields come from pass 2), the ``(image, row, 1 | 2)``
-    slots of their images, and the number of rows per choice count."""
-    jobs = [(name, a, b) for name, (r, _, _) in results.items() for a, b, _ in r.pairs]
-    order = rng_for(config.seed, "pairs", config.split, "order").permutation(len(jobs))
+def _plan_rows(config: PairsConfig, index: CatalogIndex, results: dict) -> RowPlan:
+    """The pairs of every source in a seeded order, with a seeded side each (choices are drawn as the rows are
+    read). ``results``: source name -> ``(SearchResult, cap, uses)``, global image indices."""
+    # (source, image a, image b, k) per pair
+    table = np.concatenate(
+        [np.zeros((0, 4), dtype=np.int64)]
+        + [np.insert(r.pairs, 0, SOURCES.index(name), axis=1) for name, (r, _, _) in results.items()]
+    )
+    order = rng_for(config.seed, "pairs", config.split, "order").permutation(len(table))
     # which image is shown first: a seeded coin per row (the search finds pairs in index order)
-    swap = rng_for(config.seed, "pairs", config.split, "sides").random(len(jobs)) < 0.5
-    vocab_names = {name: [index.vocab[o] for o in ids] for name, ids in index.source_vocab.items()}
-    choice_rng = rng_for(config.seed, "pairs", config.split, "choices")
-    rows, choice_counts = [], {}
-    images = np.empty((len(jobs), 2), dtype=np.int64)
-    for i, j in enumerate(order.tolist()):
-        name, a, b = jobs[j]
-        if swap[i]:
-            a, b = b, a
-        images[i] = (a, b)
-        choices, truth, answer = build_choices(
-            index.object_names(a), index.object_names(b), vocab_names[name], config.choices, choice_rng
-        )
-        choice_counts[len(choices)] = choice_counts.get(len(choices), 0) + 1
-        rows.append(
-            {
-                "id": f"{config.split}-{i:08d}",
-                "split": config.split,
-                "source": name,
-                "image_1": None,
-                "image_2": None,
-                "choices": choices,
-                "ground_truth": truth,
-                "answer": answer,
-                "question": common_o_question(choices),
-                "question_template": QUESTION_TEMPLATE_ID,
-            }
-        )
-    slots = np.empty((len(jobs), 2, 3), dtype=np.int64)
-    slots[:, :, 0] = images
-    slots[:, :, 1] = np.arange(len(jobs))[:, None]
-    slots[:, :, 2] = (1, 2)
-    return rows, slots.reshape(-1, 3), choice_counts
+    swap = rng_for(config.seed, "pairs", config.split, "sides").random(len(table)) < 0.5
+    table = table[order]
+    images = np.where(swap[:, None], table[:, 2:0:-1], table[:, 1:3])
+    # a row has max(choices, k + 2) choices (build_choices), k its common objects
+    n_choices, counts = np.unique(np.maximum(config.choices, table[:, 3] + 2), return_counts=True)
+    return RowPlan(
+        split=config.split,
+        images=np.ascontiguousarray(images),
+        sources=table[:, 0].astype(np.uint8),
+        vocabularies={SOURCES.index(name): [index.vocab[o] for o in ids] for name, ids in index.source_vocab.items()},
+        min_choices=config.choices,
+        choice_rng=functools.partial(rng_for, config.seed, "pairs", config.split, "choices"),
+        choice_counts=dict(zip(n_choices.tolist(), counts.tolist())),
+    )
 
 
 def _source_notes(name: str, r: SearchResult) -> list[str]:
