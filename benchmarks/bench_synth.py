@@ -10,8 +10,9 @@
    (``render_scene``: plan, render, visibility, PNGs, plan.json and records written atomically) vs the peer
    writing the same two PNGs per view (target >= 0.9). Ratios are CPU time per view (all threads of the
    process), peer / ours, which other jobs on the shared 2 cores do not inflate (the wall ratio is printed
-   beside). Absolute target: <= 100 ms CPU per view end to end for 7 objects, i.e. >= 10 views/s with one free
-   core; the wall views/s on the shared machine is reported without a target. Also ours with ``--shadows``.
+   beside). Absolute targets for 7 objects: >= 10 views/s wall, end to end, which holds while about one core is
+   free (14.6 views/s at load 3.7, 7.7 at load 5 on the 2 shared cores), and its load-independent form, <= 100 ms
+   CPU per view end to end (10 views/s on one free core). Also ours with ``--shadows``.
 1b. Object areas: `commonlink synth` end to end with its default gates on 40 main (3-7 objects) and 40
    challenge (8-16) scenes: share of (object, view) pairs covering 2-22% of the image (targets >= 85% and
    >= 60%) and hidden pairs (target < 1%), beside views/s (re-sampled plans included).
@@ -298,7 +299,13 @@ def offline_rows(catalog, scenes: int, resolution: int, rounds: int) -> list[dic
                 "ms/view",
                 target="<= 100" if n == 7 else None,
             ),
-            result_row(bench, f"offline views/s at {size}, end to end, wall on the shared machine", e2e, "views/s"),
+            result_row(
+                bench,
+                f"offline views/s at {size}, end to end: absolute (wall; needs about one free core)",
+                e2e,
+                "views/s",
+                target=">= 10" if n == 7 else None,
+            ),
         ]
     rate, cpu = offline_views_per_s(catalog, 7, scenes, resolution, True)
     print(f"   7 objects, --shadows (shadow maps), ours end to end: {rate:6.2f} views/s  CPU {cpu * 1e3:4.0f} ms/view")
