@@ -88,7 +88,7 @@ def synth(
         "the most objects.",
     ),
     shadows: bool = typer.Option(
-        False, "--shadows", help="Offline: shadow-mapped sunlight (about 2.5x slower) instead of soft contact shadows."
+        False, "--shadows", help="Offline: shadow-mapped sunlight (about 3.5x the CPU) instead of soft contact shadows."
     ),
     shard: str | None = typer.Option(
         None, "--shard", help="Render only part I/N of the scenes (0 <= I < N), e.g. $SLURM_ARRAY_TASK_ID/8."

@@ -4,22 +4,18 @@ pyrender on EGL (Mesa llvmpipe on machines without a GPU, the GPU driver where t
 drawn twice: once lit and shaded, once with flat per-object colours (pyrender's segmentation pass), which
 gives an exact instance mask with no anti-aliasing. Plans use Unreal Engine's frame (left-handed, x forward,
 y right, z up, centimetres, rotations as pitch/yaw/roll in degrees), so the same plan drives the UnrealCV
-backend; this module mirrors y to get OpenGL's right-handed frame.
+backend; this module mirrors y to get OpenGL's right-handed frame. What it changes in stock pyrender (a faster
+shader, name-ordered scenes, colour-only read-backs) is in :mod:`commonlink.synth.render.pyrender_ext`.
 
 Heavy imports (pyrender, OpenGL, trimesh) happen inside the functions that need them.
 """
 
 from __future__ import annotations
 
-import atexit
 import difflib
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
@@ -32,82 +28,17 @@ from commonlink.synth.floors import PROCEDURAL_FLOORS, TILE_CM
 from commonlink.synth.models import PROCEDURAL_MODELS
 from commonlink.synth.plan import CameraPose, Lighting, ScenePlan, ue_rotation_matrix
 from commonlink.synth.render.base import RenderedView
+from commonlink.synth.render.pyrender_ext import (
+    colour_only_renderer_class,
+    fast_shader_dir,
+    import_pyrender,
+    ordered_scene_class,
+)
 
 #: Diagonal matrix that turns Unreal's left-handed coordinates into right-handed ones (and back).
 MIRROR = np.diag([1.0, -1.0, 1.0])
 FLOOR_EXTENT_CM = 1600.0
 BACKGROUND_RGB = (0.72, 0.76, 0.82)
-
-#: Replaces pyrender's mesh.frag when shadow maps are off: the same inputs and uniforms, Lambert diffuse plus a
-#: small Blinn-Phong highlight instead of the full PBR BRDF. About 3x cheaper per pixel on llvmpipe and visually
-#: close (checked side by side).
-FAST_MESH_FRAG = """#version 330 core
-// commonlink's fast forward shader: pyrender's inputs and uniforms, Lambert diffuse + a small Blinn-Phong
-// highlight instead of the full PBR BRDF (several times cheaper per pixel on a CPU rasteriser).
-struct DirectionalLight {
-    vec3 color;
-    float intensity;
-    vec3 direction;
-};
-struct Material {
-    vec3 emissive_factor;
-    vec4 base_color_factor;
-    float metallic_factor;
-    float roughness_factor;
-#ifdef HAS_BASE_COLOR_TEX
-    sampler2D base_color_texture;
-#endif
-};
-uniform Material material;
-uniform DirectionalLight directional_lights[MAX_DIRECTIONAL_LIGHTS];
-uniform int n_directional_lights;
-uniform vec3 cam_pos;
-uniform vec3 ambient_light;
-
-in vec3 frag_position;
-#ifdef NORMAL_LOC
-in vec3 frag_normal;
-#endif
-#ifdef TEXCOORD_0_LOC
-in vec2 uv_0;
-#endif
-#ifdef COLOR_0_LOC
-in vec4 color_multiplier;
-#endif
-out vec4 frag_color;
-
-const float PI = 3.141592653589793;
-
-void main()
-{
-    vec4 base_color = material.base_color_factor;
-#ifdef HAS_BASE_COLOR_TEX
-    vec4 texel = texture(material.base_color_texture, uv_0);
-    base_color = base_color * vec4(pow(texel.rgb, vec3(2.2)), texel.a);
-#endif
-    vec3 v = normalize(cam_pos - frag_position);
-#ifdef NORMAL_LOC
-    vec3 n = normalize(frag_normal);
-#else
-    vec3 n = v;
-#endif
-    float shininess = mix(64.0, 4.0, material.roughness_factor);
-    vec3 diffuse = base_color.rgb * (1.0 - 0.04) / PI;
-    vec3 color = base_color.rgb * ambient_light;
-    for (int i = 0; i < n_directional_lights; i++) {
-        vec3 l = normalize(-directional_lights[i].direction);
-        float nl = max(dot(n, l), 0.0);
-        float nh = max(dot(n, normalize(l + v)), 0.0);
-        vec3 radiance = directional_lights[i].intensity * directional_lights[i].color;
-        color += radiance * nl * (diffuse + 0.04 * (shininess + 2.0) / (8.0 * PI) * pow(nh, shininess));
-    }
-    vec4 result = vec4(color, 1.0);
-#ifdef COLOR_0_LOC
-    result *= color_multiplier;
-#endif
-    frag_color = clamp(vec4(pow(result.xyz, vec3(1.0 / 2.2)), result.a * base_color.a), 0.0, 1.0);
-}
-"""
 
 
 @dataclass
@@ -118,36 +49,6 @@ class Placement:
     location: tuple[float, float, float]
     rotation: tuple[float, float, float]
     scale: tuple[float, float, float]
-
-
-def _check_pyopengl() -> None:
-    """pyrender's `PyOpenGL==3.1.0` pin is broken with EGL; `pip install commonlink[render]` keeps the pin."""
-    try:
-        installed = version("PyOpenGL")
-    except PackageNotFoundError:
-        return  # reported as a missing dependency by the import below
-    parts = tuple(int(p) for p in installed.split(".")[:3] if p.isdigit())
-    if parts < (3, 1, 7):
-        raise BackendError(
-            f"PyOpenGL {installed} is installed (pyrender pins 3.1.0), which cannot render headless with EGL.",
-            "pip install 'PyOpenGL>=3.1.7'   (scripts/setup.sh does this for you)",
-        )
-
-
-def _import_pyrender():
-    # pyrender picks its OpenGL platform at import; headless rendering needs EGL unless the user chose.
-    os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-    _check_pyopengl()
-    try:
-        import pyrender
-        import trimesh
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise MissingDependencyError(exc.name or "pyrender", "render", "The offline renderer") from exc
-    if not hasattr(np, "infty"):
-        # pyrender 0.1.45 still spells np.inf as np.infty (removed in NumPy 2) when computing scene bounds
-        # for shadow maps; restore the alias instead of pinning NumPy < 2.
-        np.infty = np.inf  # type: ignore[attr-defined]
-    return pyrender, trimesh
 
 
 def object_pose_gl(location, rotation, scale) -> np.ndarray:
@@ -198,7 +99,7 @@ def _build_procedural(source: str, builders: dict, what: str):
 
 @lru_cache(maxsize=256)
 def _load_mesh_cached(source: str, base_dir: str, mesh_up: str, color: tuple | None, size_cm: tuple):
-    _, trimesh = _import_pyrender()
+    _, trimesh = import_pyrender()
     if source.startswith("procedural:"):
         mesh = _build_procedural(source, PROCEDURAL_MODELS, "model")
     else:
@@ -302,15 +203,16 @@ def floor_texture(floor: FloorMaterial, catalog: AssetCatalog) -> np.ndarray:
 class OfflineRenderer:
     """Renders scenes at a fixed resolution; keep one per process and call :meth:`close` when done.
 
-    ``shadows=True`` adds shadow-mapped sunlight (about 2.5x slower on a CPU); by default each object gets a
-    soft contact shadow instead, which costs almost nothing and still shows that objects rest on the floor.
+    ``shadows=True`` adds shadow-mapped sunlight (about 3.5x the CPU time per view); by default each object gets
+    a soft contact shadow instead (a blended disc: about a quarter of a view's render time on llvmpipe, 12 of
+    50 ms at 512² with 7 objects), which still shows that objects rest on the floor.
     """
 
     _live = 0  #: renderers open in this process (they share one EGL display)
 
     def __init__(self, width: int, height: int, catalog: AssetCatalog, *, shadows: bool = False):
         self.width, self.height, self.catalog, self.shadows = width, height, catalog, shadows
-        self._pyrender, self._trimesh = _import_pyrender()
+        self._pyrender, self._trimesh = import_pyrender()
         try:
             self._renderer = self._pyrender.OffscreenRenderer(width, height)
         except Exception as exc:  # noqa: BLE001 - EGL/driver failures come in many types
@@ -320,10 +222,11 @@ class OfflineRenderer:
                 "and PyOpenGL>=3.1.7, or set PYOPENGL_PLATFORM=osmesa with OSMesa installed.",
             ) from exc
         OfflineRenderer._live += 1
+        self._renderer._renderer.__class__ = colour_only_renderer_class()  # same pixels, less read back
         if not shadows:
             from pyrender.shader_program import ShaderProgramCache
 
-            self._renderer._renderer._program_cache = ShaderProgramCache(shader_dir=_fast_shader_dir())
+            self._renderer._renderer._program_cache = ShaderProgramCache(shader_dir=fast_shader_dir())
         self._meshes: dict[tuple, object] = {}
         self._floors: dict[str, object] = {}
         self._scene = None
@@ -384,7 +287,7 @@ class OfflineRenderer:
         """
         pyrender = self._pyrender
         if self._scene is None:
-            self._scene = _ordered_scene_class()(bg_color=[*BACKGROUND_RGB, 1.0])
+            self._scene = ordered_scene_class()(bg_color=[*BACKGROUND_RGB, 1.0])
             self._sun = pyrender.DirectionalLight()
             self._sun_node = self._scene.add(self._sun, name="light:sun")
         scene = self._scene
@@ -414,7 +317,7 @@ class OfflineRenderer:
 
     def _pooled_node(self, key: tuple, make_mesh):
         if key not in self._pool:
-            # Unique names: the scene draws in name order (see _ordered_scene_class).
+            # Unique names: the scene draws in name order (see ordered_scene_class).
             self._pool[key] = self._scene.add(make_mesh(), name=":".join(str(k) for k in key))
         return self._pool[key]
 
@@ -492,34 +395,9 @@ class OfflineRenderer:
 
 
 @lru_cache(maxsize=1)
-def _ordered_scene_class():
-    """A pyrender Scene whose mesh and light nodes come out in name order instead of set order.
-
-    pyrender keeps nodes in Python sets of objects hashed by address, and iterates them when it sums the lights
-    in the shader and when it breaks ties in its draw order. Summing sun + fill or fill + sun rounds differently
-    in the last bit, so a fresh process could write a pixel one level off (a different PNG, id and catalog).
-    Name order is the same in every process, whatever was rendered before."""
-    pyrender, _ = _import_pyrender()
-
-    class OrderedScene(pyrender.Scene):
-        @property
-        def mesh_nodes(self):
-            return sorted(self._mesh_nodes, key=lambda n: n.name or "")
-
-        @property
-        def light_nodes(self):
-            return sorted(
-                self._point_light_nodes | self._spot_light_nodes | self._directional_light_nodes,
-                key=lambda n: n.name or "",
-            )
-
-    return OrderedScene
-
-
-@lru_cache(maxsize=1)
 def _contact_disc():
     """Triangle-fan disc of radius 1 with alpha 0.5 at the centre fading to 0 at the rim."""
-    _, trimesh = _import_pyrender()
+    _, trimesh = import_pyrender()
     segments, rings = 32, (0.0, 0.45, 0.8, 1.0)
     alphas = (0.5, 0.36, 0.14, 0.0)
     angles = np.linspace(0, 2 * np.pi, segments, endpoint=False)
@@ -534,22 +412,6 @@ def _contact_disc():
             j = (i + 1) % segments
             faces += [[base + i, base + segments + i, base + segments + j], [base + i, base + segments + j, base + j]]
     return trimesh.Trimesh(np.array(vertices), np.array(faces), vertex_colors=np.array(colors, np.uint8), process=False)
-
-
-@lru_cache(maxsize=1)
-def _fast_shader_dir() -> str:
-    """pyrender's shader folder with mesh.frag replaced by :data:`FAST_MESH_FRAG` (one per process)."""
-
-    import pyrender
-
-    folder = tempfile.mkdtemp(prefix="commonlink-shaders-")
-    atexit.register(shutil.rmtree, folder, True)
-    source = Path(pyrender.__file__).parent / "shaders"
-    for item in source.iterdir():
-        if item.is_file():
-            shutil.copy(item, folder)
-    (Path(folder) / "mesh.frag").write_text(FAST_MESH_FRAG, encoding="utf-8")
-    return folder
 
 
 def _contact_shadow_pose(placement: Placement) -> np.ndarray:
