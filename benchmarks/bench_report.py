@@ -478,7 +478,7 @@ def main() -> None:
             result_row(
                 bench,
                 f"HTML report of {args.rows:,} rows"
-                + (" (x10 for 10,000 rows)" if args.rows != 10_000 else "")
+                + (f" (x{scale:g} for 10,000 rows)" if args.rows != 10_000 else "")
                 + f", wall; {report_cpu['one run'] * scale:.1f} CPU s",
                 first.seconds * scale,
                 "s",
