@@ -11,7 +11,7 @@ from pathlib import Path
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.association_memory import MemoryBase
 from commonlink.eval.report.images import ImageJob, ThumbnailStore, text_key
-from commonlink.eval.report.page import PAGE_SIZE, read_records, run_labels, runs_table, truncate
+from commonlink.eval.report.page import PAGE_SIZE, iter_records, run_labels, runs_table, truncate
 from commonlink.eval.report.summary import association_metrics_html
 from commonlink.loaders.association import open_association
 from commonlink.progress import make_progress
@@ -119,7 +119,7 @@ def association_page(
     settings = run.get("association") or {}
     chains = config in _CHAIN_CONFIGS
     log = Path(run["_dir"]) / ("steps.jsonl" if chains else "predictions.jsonl")
-    entries = read_records(log, ("chain", "step", "correct") if chains else ("id", "concept"), "association")
+    entries = list(iter_records(log, ("chain", "step", "correct") if chains else ("id", "concept"), "association"))
     split = (
         dataset
         if dataset is not None

@@ -11,7 +11,7 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.report.charts import Series, bar_chart, legend
 from commonlink.eval.report.images import ImageJob, ThumbnailStore, bytes_key
-from commonlink.eval.report.page import PAGE_SIZE, read_records, run_labels, runs_table, truncate
+from commonlink.eval.report.page import PAGE_SIZE, iter_records, run_labels, runs_table, truncate
 from commonlink.eval.report.summary import cell, sort_keys
 from commonlink.loaders.common_o import open_common_o
 from commonlink.progress import make_progress
@@ -104,26 +104,23 @@ def _common_o_images(run: dict, *, data, revision, dataset):
         ) from exc
 
 
-def _common_o_row_images(dataset, record: dict) -> list[ImageJob]:
-    """The two image jobs of a prediction's row, after checking that the row is the one the model answered."""
-    i = int(record["row_index"])
+def _common_o_row_images(dataset, row: dict) -> list[ImageJob]:
+    """The two image jobs of a card's row (its ``i``, ``id``, choices ``c`` and truth ``t`` as the predictions
+    give them), after checking that the dataset's row is the one the model answered."""
+    i = row["i"]
     fix = "Pass --data with the release the run was made on, or --images none to leave images out."
     if not 0 <= i < len(dataset):
         raise InputError(
-            f"Prediction {record['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has "
+            f"Prediction {row['id']!r} is row {i}, but {dataset.source_name} split {dataset.split!r} has "
             f"{len(dataset)} rows.",
             fix,
         )
     example = dataset.get(i, images=False)
-    if (example.id, example.choices, example.answer_letters) != (
-        str(record["id"]),
-        list(record["choices"]),
-        list(record["ground_truth_letters"]),
-    ):
+    if (example.id, example.choices, example.answer_letters) != (row["id"], row["c"], row["t"]):
         raise InputError(
             f"Row {i} of {dataset.source_name} split {dataset.split!r} ({example.id!r}) is not the row the run "
             "answered "
-            f"({record['id']!r}): its id, choices or ground truth differ, so its images could be another row's.",
+            f"({row['id']!r}): its id, choices or ground truth differ, so its images could be another row's.",
             fix,
         )
     raw = dataset.raw_row(i)
@@ -140,7 +137,7 @@ def _common_o_row_images(dataset, record: dict) -> list[ImageJob]:
 
 
 def _read_chunk(dataset, chunk: list[dict]) -> list[ImageJob]:
-    return [job for row in chunk for job in _common_o_row_images(dataset, row["_record"])]
+    return [job for row in chunk for job in _common_o_row_images(dataset, row)]
 
 
 def common_o_page(
@@ -153,8 +150,6 @@ def common_o_page(
     if thumbs.mode != "none" and ordered:
         split = _common_o_images(runs[0], data=data, revision=revision, dataset=dataset)
         _add_thumbnails(ordered, split, thumbs, show_progress=show_progress)
-    for row in ordered:
-        del row["_record"]
     mistakes = [
         [pos, r]
         for pos, row in enumerate(ordered)
@@ -199,11 +194,12 @@ def _check_same_data(runs: list[dict]) -> None:
 
 
 def _merged_rows(runs: list[dict], max_output_chars: int) -> list[dict]:
-    """One row per example any run answered, with each run's answer (``None`` where it has none), in row order;
-    ``_record`` keeps the first run's prediction for reading the row's images."""
+    """One row per example any run answered, with each run's answer (``None`` where it has none), in row order.
+    Only what a card shows is kept of a prediction (the records are read one at a time: at paper size, holding
+    them would be most of the report's memory)."""
     rows: dict[str, dict] = {}
     for r, run in enumerate(runs):
-        for record in read_records(Path(run["_dir"]) / "predictions.jsonl", _COMMON_O_FIELDS, "commono"):
+        for record in iter_records(Path(run["_dir"]) / "predictions.jsonl", _COMMON_O_FIELDS, "commono"):
             key = str(record["id"])
             row = rows.get(key)
             if row is None:
@@ -215,7 +211,6 @@ def _merged_rows(runs: list[dict], max_output_chars: int) -> list[dict]:
                     "c": list(record["choices"]),
                     "t": list(record["ground_truth_letters"]),
                     "r": [None] * len(runs),
-                    "_record": record,
                 }
             elif row["c"] != list(record["choices"]) or row["t"] != list(record["ground_truth_letters"]):
                 raise InputError(

@@ -7,7 +7,7 @@ import base64
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -111,14 +111,14 @@ def truncate(text, limit: int):
     return text[:limit], len(text)
 
 
-def read_records(path: Path, needed: Sequence[str], what: str) -> list[dict]:
+def iter_records(path: Path, needed: Sequence[str], what: str) -> Iterator[dict]:
+    """A run's per-row log, one checked record at a time (an error names the line that lacks a field)."""
     if not path.is_file():
         raise InputError(
             f"{path}: not found; the report needs the run's {path.name}.",
             f"Give a folder written by `commonlink eval {what}` (a sharded run: merge it first by rerunning without "
             "--shard).",
         )
-    records = []
     for lineno, record in read_jsonl_numbered(
         path, fix=f"Rewrite the file with `commonlink eval {what}` (or `eval score --out`)."
     ):
@@ -128,5 +128,4 @@ def read_records(path: Path, needed: Sequence[str], what: str) -> list[dict]:
                 f"{path}, line {lineno}: lacks {', '.join(missing)}.",
                 f"Give a {path.name} written by `commonlink eval {what}` of this toolkit version.",
             )
-        records.append(record)
-    return records
+        yield record
