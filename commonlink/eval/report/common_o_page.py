@@ -17,7 +17,7 @@ from commonlink.loaders.common_o import open_common_o
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 
-CHUNK_ROWS = 256  #: rows whose images are read and thumbnailed together (bounds memory)
+CHUNK_ROWS = 64  #: rows whose images are read and thumbnailed together (bounds memory)
 _COMMON_O_FIELDS = (
     "id",
     "row_index",
