@@ -11,6 +11,10 @@
 
 from __future__ import annotations
 
+import _common  # noqa: F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import json
 import tempfile
@@ -20,7 +24,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-import _common  # noqa: F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, result_row, write_rows
 
 

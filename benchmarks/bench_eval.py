@@ -30,6 +30,10 @@
 
 from __future__ import annotations
 
+import _common  # noqa: F401  (puts the repository root on sys.path, so tests.fixtures imports)
+
+# isort: split
+
 import argparse
 import contextlib
 import dataclasses
@@ -43,7 +47,6 @@ from pathlib import Path
 
 from tests.fixtures.openai_server import LatencyServer
 
-import _common  # noqa: F401  (puts the repository root on sys.path, so tests.fixtures imports)
 from _results import result_row
 
 BENCHMARK = "bench_eval.py"

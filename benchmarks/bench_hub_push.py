@@ -18,6 +18,10 @@
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import os
 import signal
@@ -34,7 +38,6 @@ import pyarrow.parquet as pq
 from commonlink.fileio import atomic_write_json, sha256_file  # noqa: E402
 from tests.fixtures.hub_server import HubServer  # noqa: E402
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_hub_push.py"

@@ -23,6 +23,10 @@ targets compare with faiss and with the bare numpy scan.
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import math
 import os
@@ -38,7 +42,6 @@ from PIL import Image
 
 from commonlink.catalog.ingest import PerceptualHashIndex, ingest_photos  # noqa: E402
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _common import interleaved, load_average, peak_rss_mib, timed  # noqa: E402
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 

@@ -20,11 +20,14 @@ Target: peer wall time / our wall time >= 1.0 (median of the runs).
 
 from __future__ import annotations
 
+import _common  # noqa: F401  (puts the repository root on sys.path, so tests.fixtures imports)
+
+# isort: split
+
 import argparse
 import tempfile
 from pathlib import Path
 
-import _common  # noqa: F401  (puts the repository root on sys.path, so tests.fixtures imports)
 from _common import interleaved, load_average, ratio_of_medians, spread
 from _results import add_contract_arguments, print_rows, result_row, write_rows
 

@@ -20,6 +20,10 @@ second of imports on this machine.
 
 from __future__ import annotations
 
+import _common  # noqa: F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import shutil
 import statistics
@@ -30,7 +34,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import interleaved, load_average, spread
 from _results import add_contract_arguments, print_rows, result_row, write_rows
 

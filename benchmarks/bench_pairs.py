@@ -20,6 +20,10 @@
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import json
 import struct
@@ -35,7 +39,6 @@ from commonlink.fileio import sha256_bytes  # noqa: E402
 from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
 from commonlink.sampling.pairs import PairsConfig, sample_pairs  # noqa: E402
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_pairs.py"

@@ -33,6 +33,10 @@ build under 15 minutes on an idle 2-core machine (it was 30 until this measured 
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import json
 import os
@@ -46,7 +50,6 @@ from pathlib import Path
 
 import numpy as np
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_paper_build.py"

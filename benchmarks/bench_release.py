@@ -24,6 +24,10 @@
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import json
 import os
@@ -35,7 +39,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _common import noise_catalog  # noqa: E402
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 

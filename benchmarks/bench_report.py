@@ -25,6 +25,10 @@ reasoning before the answer, like a real model's. Measured:
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import base64
 import io
@@ -45,7 +49,6 @@ from commonlink.eval.commono import evaluate_common_o  # noqa: E402
 from commonlink.eval.report.html import images_folder_for, write_report  # noqa: E402
 from tests.fixtures.tiny_models import common_o_rows  # noqa: E402
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _common import interleaved  # noqa: E402
 from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 

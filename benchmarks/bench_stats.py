@@ -13,6 +13,10 @@
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import tempfile
 import time
@@ -27,7 +31,6 @@ from commonlink.catalog.sam_masks import NESTED_OVERLAP, select_object_masks  # 
 from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
 from commonlink.release.figures import write_common_o_figures  # noqa: E402
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
 BENCH = "bench_stats.py"

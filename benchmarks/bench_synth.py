@@ -29,6 +29,10 @@
 
 from __future__ import annotations
 
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+# isort: split
+
 import argparse
 import contextlib
 import io
@@ -66,7 +70,6 @@ from commonlink.synth.runner import SynthConfig, render_scene, synthesize  # noq
 from commonlink.synth.visibility import instance_ids_from_colors  # noqa: E402
 from tests.fixtures.unrealcv_server import FakeUnrealCVServer  # noqa: E402
 
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 from _common import interleaved, load_average, peak_rss_mib  # noqa: E402
 from _results import add_contract_arguments, result_row, write_rows  # noqa: E402
 

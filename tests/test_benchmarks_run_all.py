@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -149,3 +151,21 @@ def test_committed_results_and_docs_table_agree_row_for_row():
         cells = [c.strip() for c in line.strip("|").split(" | ")]
         if cells[1] != "**script failed**" and cells[4] != "—":
             assert cells[3] != "—", f"a row with a ratio must name its peer: {line}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py")))
+def test_every_script_starts_as_the_docs_run_it(script, tmp_path):
+    """`.venv/bin/python benchmarks/bench_x.py`, from anywhere, no PYTHONPATH: `_common` must put the repository
+    on sys.path before anything imports `commonlink` or `tests.fixtures` (an import sorter once moved it below)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage" in done.stdout.lower()
