@@ -750,6 +750,27 @@ def test_lmms_eval_export_files(release, tmp_path):
         assert "task: common_o\ntest_split: main\ninclude: _common_o_template_yaml" in handle.read()
 
 
+def test_lmms_eval_export_copies_a_sharded_split_as_stored(tmp_path):
+    """A local release's shards become one parquet file per split, copied a row group at a time (a paper-sized
+    split holds gigabytes of images): every row as stored, in order, read back by `datasets` with images."""
+    import datasets
+
+    from commonlink.loaders.common_o import open_common_o
+
+    data = write_common_o_split(tmp_path / "data", common_o_rows(9, seed=3), split="main", shards=3)
+    export_lmms_eval(tmp_path / "export", data=data, splits=("main",), show_progress=False)
+    folder = tmp_path / "export" / "commonlink_tasks"
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+    exported = datasets.load_dataset("parquet", data_files=str(folder / "common_o_main.parquet"), split="train")
+    source = open_common_o(data, "main")
+    assert len(exported) == len(source) == 9
+    for i, row in enumerate(exported):
+        stored = source.raw_row(i)
+        text = [k for k in stored if k not in ("image_1", "image_2")]
+        assert {k: row[k] for k in text} == {k: stored[k] for k in text} and set(row) == set(stored)
+        assert row["image_1"].tobytes() == source.get(i).image_1.tobytes()  # an image, the same pixels
+
+
 @pytest.mark.slow
 def test_the_documented_lmms_eval_command_runs_to_the_end(release, tmp_path):
     """docs/eval.md's command, as a user runs it: the harness environment's own `lmms-eval` CLI on the exported

@@ -236,6 +236,11 @@ class CommonOSplit:
         """Row ``i`` as stored (image columns as ``{"bytes", "path"}``), for tools that re-export data."""
         return self._rows.row(i)
 
+    def parquet_files(self) -> list[Path]:
+        """The parquet shards the split is read from, in row order (none for a split read through ``datasets``):
+        for tools that re-export the rows as stored, a row group at a time."""
+        return list(self._rows.files) if isinstance(self._rows, _ParquetRows) else []
+
     # -- decoding
 
     def _example(self, i: int, row: dict, decoded: Future | None = None, *, images: bool = True) -> CommonOExample:

@@ -228,15 +228,51 @@ def _association_rows(association: str | os.PathLike, revision: str | None, show
 
 
 def _common_o_parquet(data, split: str, revision: str | None, path: Path) -> int:
+    """The split's rows as stored, in one parquet file at ``path`` (written atomically): parquet shards are copied a
+    row group at a time (a paper-sized split holds gigabytes of images), other sources go through ``datasets``."""
+    source = open_common_o(data, split, revision=revision)
+    files = source.parquet_files()
+    if files and _images_as_stored(files[0]):
+        return _concat_parquet(files, path)
     import datasets
 
-    source = open_common_o(data, split, revision=revision)
     rows = [source.raw_row(i) for i in range(len(source))]
     table = datasets.Dataset.from_list(rows)
     for column in ("image_1", "image_2"):
         table = table.cast_column(column, datasets.Image())
-    table.to_parquet(str(path))
+    with atomic_write(path, "wb") as handle:
+        table.to_parquet(handle)
     return len(rows)
+
+
+def _images_as_stored(file: Path) -> bool:
+    """Whether the shard's image columns are already ``datasets`` Image structs ({bytes, path}) that
+    ``datasets`` reads as images (its features in the schema's metadata say so)."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(file)
+    features = json.loads((schema.metadata or {}).get(b"huggingface", b"{}")).get("info", {}).get("features", {})
+    return all((features.get(c) or {}).get("_type") == "Image" for c in ("image_1", "image_2"))
+
+
+def _concat_parquet(files: list[Path], path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    rows, writer = 0, None
+    with atomic_write(path, "wb") as handle:
+        try:
+            for file in files:
+                shard = pq.ParquetFile(file)
+                for group in range(shard.num_row_groups):
+                    table = shard.read_row_group(group)
+                    if writer is None:  # the first shard's schema, with its datasets features
+                        writer = pq.ParquetWriter(handle, table.schema)
+                    writer.write_table(table.cast(writer.schema))
+                    rows += table.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
+    return rows
 
 
 def export_lmms_eval(
