@@ -104,6 +104,25 @@ def test_after_the_first_tcp_session_the_unix_socket_serves(catalog):
                 late.recv(8)
 
 
+def test_a_client_without_the_request_queues_is_refused_by_name(catalog, monkeypatch):
+    """The session pipelines batches through the client's own request queues (as its request_batch does): a client
+    without them gets an error naming what is missing and the fix, not an AttributeError mid-scene."""
+    import unrealcv
+
+    init = unrealcv.Client.__init__
+
+    def without_queues(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        del self.recv_num_q
+
+    monkeypatch.setattr(unrealcv.Client, "__init__", without_queues)
+    with FakeUnrealCVServer(catalog) as server:
+        conn = UnrealCVConnection(server.host, server.port, timeout=5, connect_timeout=5)
+        with pytest.raises(BackendError, match="lacks recv_num_q") as caught:
+            conn.open()
+        assert "pip install -U unrealcv" in caught.value.fix and not conn.connected
+
+
 def test_a_stale_socket_file_is_not_mistaken_for_the_game(catalog):
     with FakeUnrealCVServer(catalog) as server:
         stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
