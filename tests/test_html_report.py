@@ -200,6 +200,23 @@ def test_thumbnails_are_made_once_and_linked_for_the_next_report(runs, tmp_path,
     assert off.images_written == first.images_written and off.images_from_cache == 0
 
 
+def test_the_report_reads_each_row_group_of_the_split_once(runs, tmp_path, monkeypatch):
+    """Checking a card's row (its text fields) and taking its images come from the same row group read: a text-only
+    read first and a whole one after would read the text columns of every group twice."""
+    import pyarrow.parquet as pq
+
+    reads = []
+    read_row_group = pq.ParquetFile.read_row_group
+
+    def counted(self, group, *args, **kwargs):
+        reads.append((self.metadata.num_rows, group))
+        return read_row_group(self, group, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counted)
+    summary = write_report([runs["alpha"]], tmp_path / "once.html", thumbnail_cache=False)
+    assert summary.cards == 24 and reads and len(reads) == len(set(reads))
+
+
 def test_embedded_images_make_one_file(runs, tmp_path):
     summary = write_report([runs["alpha"]], tmp_path / "one.html", images="embed")
     data = page_data(summary.path)

@@ -115,6 +115,7 @@ def _common_o_row_images(dataset, row: dict) -> list[ImageJob]:
             f"{len(dataset)} rows.",
             fix,
         )
+    raw = dataset.raw_row(i)  # first: the text-only read below then reuses this row group instead of reading it again
     example = dataset.get(i, images=False)
     if (example.id, example.choices, example.answer_letters) != (row["id"], row["c"], row["t"]):
         raise InputError(
@@ -123,7 +124,6 @@ def _common_o_row_images(dataset, row: dict) -> list[ImageJob]:
             f"({row['id']!r}): its id, choices or ground truth differ, so its images could be another row's.",
             fix,
         )
-    raw = dataset.raw_row(i)
     jobs = []
     for field in ("image_1", "image_2"):
         cell = raw.get(field)
