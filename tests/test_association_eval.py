@@ -392,30 +392,22 @@ def test_moe_and_random_baseline_via_cli(chain_dir, tmp_path):
 def test_tiny_llava_through_transformers(chain_dir, tmp_path, tiny_llava):
     pytest.importorskip("transformers")
     model_dir = tiny_llava
-    res1 = evaluate_association(
-        chain_dir,
-        "synchronous",
-        models=[str(model_dir)],
-        backend="transformers",
-        out_dir=tmp_path / "b1",
-        batch_size=1,
-        limit=3,
-        settings=AssociationSettings(max_steps=3),
-        show_progress=False,
-        n_boot=20,
-    )
-    res4 = evaluate_association(
-        chain_dir,
-        "synchronous",
-        models=[str(model_dir)],
-        backend="transformers",
-        out_dir=tmp_path / "b4",
-        batch_size=4,
-        limit=3,
-        settings=AssociationSettings(max_steps=3),
-        show_progress=False,
-        n_boot=20,
-    )
+
+    def run(batch_size: int) -> dict:
+        return evaluate_association(
+            chain_dir,
+            "synchronous",
+            models=[str(model_dir)],
+            backend="transformers",
+            out_dir=tmp_path / f"b{batch_size}",
+            batch_size=batch_size,
+            limit=3,
+            settings=AssociationSettings(max_steps=3),
+            show_progress=False,
+            n_boot=20,
+        )
+
+    res1, res4 = run(1), run(4)
     assert res1["metrics"] == res4["metrics"]
     assert res1["backend_details"][0].get("loaded", True) is True and "dtype" in res1["backend_details"][0]
     # Everything cached: the rerun answers from the cache without loading the weights.
