@@ -449,22 +449,18 @@ def _fresh_chains(tmp_path):
     return catalog, chains
 
 
+def _build_from(chains, out):
+    """`commonlink release build` of every chain file in ``chains`` into ``out``."""
+    files = sorted(str(p) for p in chains.glob("*.jsonl"))
+    return CliRunner().invoke(app, ["release", "build", *files, "--out", str(out), "--no-progress"])
+
+
 def test_an_image_changed_after_chains_is_refused(tmp_path):
     catalog, chains = _fresh_chains(tmp_path)
     from tests.test_hub import tiny_png
 
     (catalog / "images" / "0.png").write_bytes(tiny_png(999))  # same size, other pixels: labels no longer true
-    done = CliRunner().invoke(
-        app,
-        [
-            "release",
-            "build",
-            *sorted(str(p) for p in chains.glob("*.jsonl")),
-            "--out",
-            str(tmp_path / "rel"),
-            "--no-progress",
-        ],
-    )
+    done = _build_from(chains, tmp_path / "rel")
     assert done.exit_code == 1
     assert "changed since the chain files were built" in done.output and "images/0.png" in done.output
     assert not (tmp_path / "rel").exists()
@@ -476,17 +472,7 @@ def test_a_symlink_out_of_the_catalog_is_refused(tmp_path):
     outside.write_bytes((catalog / "images" / "1.png").read_bytes())  # even the same bytes: never read from outside
     (catalog / "images" / "1.png").unlink()
     (catalog / "images" / "1.png").symlink_to(outside)
-    done = CliRunner().invoke(
-        app,
-        [
-            "release",
-            "build",
-            *sorted(str(p) for p in chains.glob("*.jsonl")),
-            "--out",
-            str(tmp_path / "rel"),
-            "--no-progress",
-        ],
-    )
+    done = _build_from(chains, tmp_path / "rel")
     assert done.exit_code == 1
     assert "symbolic link" in done.output and "escapes the catalog" in done.output
     assert not (tmp_path / "rel").exists()
