@@ -158,7 +158,7 @@ def write_report(
         images_written=thumbs.written,
         images_reused=thumbs.reused,
         images_from_cache=thumbs.from_cache,
-        html_bytes=len(html.encode("utf-8")),
+        html_bytes=out.stat().st_size,  # the page as written (encoding it again would copy it)
         image_bytes=thumbs.bytes,
         images_folder=thumbs.folder if images == "folder" else None,
         seconds=time.perf_counter() - start,
