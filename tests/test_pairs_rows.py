@@ -15,7 +15,7 @@ from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl
 from commonlink.formats.catalog import catalog_file
 from commonlink.formats.catalog_refs import CatalogResolver
-from commonlink.sampling import pair_search, pairs
+from commonlink.sampling import pair_rows, pair_search, pairs
 from commonlink.sampling.pair_search import SourceImages
 from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from tests.fixtures.catalogs import family_scenes, write_scene_catalog
@@ -27,7 +27,7 @@ def catalog(tmp_path_factory) -> Path:
     return write_scene_catalog(root / "synthetic", "synthetic", family_scenes(40, seed=5), views=4, hide=True, seed=5)
 
 
-def test_rows_are_the_same_on_every_read_and_changing_one_changes_nothing(catalog, tmp_path):
+def test_rows_are_the_same_on_every_read_and_changing_one_changes_nothing(catalog, tmp_path, monkeypatch):
     config = PairsConfig(count=60, seed=2)
     rows, stats = sample_pairs([catalog], config)
     first = list(rows)
@@ -42,6 +42,18 @@ def test_rows_are_the_same_on_every_read_and_changing_one_changes_nothing(catalo
     edited["image_1"]["objects"].append("spoon")
     edited["image_2"]["id"] = "x"
     assert rows[0] == first[0] != edited
+    # indexing every row in a loop builds each row once, not once per index (rows 0..i-1 before row i)
+    built = Counter()
+    real_build = pair_rows.build_choices
+
+    def counted(*args):
+        built["rows"] += 1
+        return real_build(*args)
+
+    again, _ = sample_pairs([catalog], config)
+    monkeypatch.setattr(pair_rows, "build_choices", counted)
+    assert [again[i] for i in range(len(again))] == first and built["rows"] == 60
+    monkeypatch.undo()
     # written as read
     out = tmp_path / "pairs.jsonl"
     assert write_pairs(out, rows, pairs_meta(config, [catalog], stats)) == 60

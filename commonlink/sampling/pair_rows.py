@@ -9,7 +9,7 @@ row at a time while its file is written, never all of them (a row with its two i
 
 from __future__ import annotations
 
-import itertools
+import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -118,28 +118,28 @@ class RowPlan:
 class PairRows(Sequence):
     """The rows of a pairs run (pairs-file format, docs/sampling.md), built as they are read.
 
-    ``len``, iteration (as often as wanted, the same rows each time), ``==`` with a list; indexing works but walks
-    from the first row (row i's choices are drawn after those of rows 0..i-1): take ``list(rows)`` to index
-    often. Each row is a fresh dict: changing one changes nothing here.
+    ``len``, iteration (as often as wanted, the same rows each time; one row held at a time), ``==`` with a list,
+    indexing. Row i's choices are drawn after those of rows 0..i-1, so the first index builds every row once and
+    keeps them (memory then grows with the rows, as a list's would). Each row is a fresh dict: changing one
+    changes nothing here.
     """
 
     def __init__(self, plan: RowPlan, entries: dict[int, ImageFields]):
         self._plan = plan
         self._entries = entries
+        self._built: list[dict] | None = None  # every row, once something indexes
 
     def __len__(self) -> int:
         return len(self._plan.sources)
 
     def __getitem__(self, i):
-        n = len(self)
+        if self._built is None:  # indexing from the start each time would make a loop over the rows quadratic
+            self._built = list(self)
         if isinstance(i, slice):
-            start, stop, step = i.indices(n)
-            if step < 0:
-                return list(self)[i]
-            return list(itertools.islice(self, start, stop, step))
-        if not -n <= i < n:
-            raise IndexError(f"row {i} of {n}")
-        return next(itertools.islice(self, i % n, None))
+            return copy.deepcopy(self._built[i])
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"row {i} of {len(self)}")
+        return copy.deepcopy(self._built[i])
 
     def __iter__(self) -> Iterator[dict]:
         plan, entries = self._plan, self._entries
