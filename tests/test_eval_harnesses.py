@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from commonlink.errors import InputError
 from commonlink.eval.association import AssociationSettings, evaluate_association
 from commonlink.eval.backends import (
     BACKEND_REGISTRY,
@@ -104,7 +105,7 @@ def vlm_release(tmp_path):
     return data
 
 
-def _chains(root: Path) -> Path:
+def _chains(root: Path, single_steps: int = 4) -> Path:
     rng = np.random.default_rng(1)
     (root / "imgs").mkdir(parents=True)
     concepts = ["metal", "furry", "ripe", "painted"]
@@ -125,7 +126,7 @@ def _chains(root: Path) -> Path:
         chains_per_concept=2,
         max_steps=8,
         warmup=3,
-        single_step_per_concept=4,
+        single_step_per_concept=single_steps,
         deductions_per_concept=2,
         min_pool=3,
         memory_size=3,
@@ -769,6 +770,14 @@ def test_lmms_eval_export_copies_a_sharded_split_as_stored(tmp_path):
         text = [k for k in stored if k not in ("image_1", "image_2")]
         assert {k: row[k] for k in text} == {k: stored[k] for k in text} and set(row) == set(stored)
         assert row["image_1"].tobytes() == source.get(i).image_1.tobytes()  # an image, the same pixels
+
+
+def test_lmms_eval_export_of_chains_without_single_step_tasks_says_so_and_writes_no_parquet(release, tmp_path):
+    chains = _chains(tmp_path / "assoc", single_steps=0)
+    with pytest.raises(InputError, match="single_step config has no tasks") as caught:
+        export_lmms_eval(tmp_path / "export", data=release, association=chains, show_progress=False)
+    assert "commonlink chains" in caught.value.fix
+    assert not list((tmp_path / "export" / "commonlink_tasks").glob("*association*"))
 
 
 @pytest.mark.slow

@@ -20,8 +20,10 @@ import ast
 import base64
 import csv
 import importlib.util
+import itertools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from commonlink import __version__
@@ -245,6 +247,24 @@ def _common_o_parquet(data, split: str, revision: str | None, path: Path) -> int
     return len(rows)
 
 
+def _stream_parquet(path: Path, rows: Iterator[dict], schema, batch_rows: int = 256) -> int:
+    """Write ``rows`` to ``path`` as parquet of ``schema``, ``batch_rows`` at a time (their images are never all in
+    memory), atomically; returns the row count. With no rows nothing is written and 0 is returned."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    first = next(rows, None)
+    if first is None:
+        return 0
+    count = 0
+    with atomic_write(path, "wb") as handle, pq.ParquetWriter(handle, schema) as writer:
+        pending = itertools.chain([first], rows)
+        while batch := list(itertools.islice(pending, batch_rows)):
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            count += len(batch)
+    return count
+
+
 def _images_as_stored(file: Path) -> bool:
     """Whether the shard's image columns are already ``datasets`` Image structs ({bytes, path}) that
     ``datasets`` reads as images (its features in the schema's metadata say so)."""
@@ -321,16 +341,15 @@ def export_lmms_eval(
                 "images": datasets.Sequence(datasets.Image()),
             }
         )
-        rows = [
+        rows = (
             dict(r, images=[{"bytes": b, "path": None} for b in r["images"]])
             for r in _association_rows(association, revision, show_progress, catalog_root)
-        ]
-        if not rows:
+        )
+        if not _stream_parquet(folder / "association_single_step.parquet", rows, features.arrow_schema):
             raise InputError(
                 f"{association}: the single_step config has no tasks.",
                 "Build chains with single-step tasks (commonlink chains).",
             )
-        datasets.Dataset.from_list(rows, features=features).to_parquet(str(folder / "association_single_step.parquet"))
         atomic_write_text(
             folder / "association_single_step.yaml",
             HEADER + ASSOCIATION_TASK.format(version=__version__, source=json.dumps(str(association))),
