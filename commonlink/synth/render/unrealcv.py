@@ -48,7 +48,7 @@ from commonlink.errors import BackendError, MissingDependencyError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
 from commonlink.synth.render.base import RenderedView
-from commonlink.synth.render.unrealcv_transport import dial, unix_socket_path
+from commonlink.synth.render.unrealcv_transport import dial, require_client_internals, unix_socket_path
 from commonlink.synth.visibility import instance_ids_from_colors, object_pixel_counts
 
 #: Prefix of every actor this backend spawns, so leftovers of a dropped connection can be found and removed.
@@ -60,8 +60,6 @@ _COLOR_RE = re.compile(r"R=(\d+),\s*G=(\d+),\s*B=(\d+)(?:,\s*A=(\d+))?")
 BATCH_CHUNK = 32
 #: Chunks sent and not yet answered: two keep the plugin's queue from running dry between frames.
 CHUNKS_IN_FLIGHT = 2
-#: What of ``unrealcv.Client`` a session uses beyond its public methods (checked on each new client).
-_CLIENT_INTERNALS = ("receive_loop_queue", "send", "send_message_id", "recv_num_q", "recv_data_q")
 _CONNECTION_ERRORS = (ConnectionError, TimeoutError, OSError, AssertionError)  # AssertionError: reply ids out of step
 
 
@@ -192,16 +190,7 @@ class UnrealCVConnection:
         sock, transport = dial(self.host, self.port, self.connect_timeout)
         endpoint = unix_socket_path(self.port) if transport == "unix" else (self.host, self.port)
         client = unrealcv.Client(endpoint, "unix" if transport == "unix" else "inet")
-        # The session drives the client's own receive thread and request queues (what request_batch does, in
-        # pipelined chunks with a timeout): a client without them cannot be driven.
-        missing = [a for a in _CLIENT_INTERNALS if not hasattr(client, a)]
-        if missing:
-            sock.close()
-            raise BackendError(
-                f"This unrealcv client ({getattr(unrealcv, '__version__', 'unknown version')}) lacks "
-                f"{', '.join(missing)}, which commonlink's UnrealCV session uses (tested with unrealcv 1.3.2).",
-                "Install a current client: pip install -U unrealcv",
-            )
+        require_client_internals(client, sock)
         # The client's own retry loop sleeps ~1 min on a dead socket; we reconnect and redo the scene instead.
         client.RECONNECT_ATTEMPTS = 0
         # What Client.connect does after the welcome (its connect has no working timeout, see unrealcv_transport).

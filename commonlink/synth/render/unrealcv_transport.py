@@ -165,6 +165,25 @@ def dial(host: str, port: int, connect_timeout: float) -> tuple[TimedSocket, str
     )
 
 
+#: What of an ``unrealcv.Client`` a session uses beyond its public methods: it drives the client's own receive thread
+#: and request queues (what ``request_batch`` does, in pipelined chunks with a timeout; unrealcv 1.3.2).
+CLIENT_INTERNALS = ("receive_loop_queue", "send", "send_message_id", "recv_num_q", "recv_data_q")
+
+
+def require_client_internals(client, sock) -> None:
+    """A clear error (``sock`` closed) for a client that lacks what a session drives, not an AttributeError later."""
+    missing = [a for a in CLIENT_INTERNALS if not hasattr(client, a)]
+    if missing:
+        sock.close()
+        import unrealcv
+
+        raise BackendError(
+            f"This unrealcv client ({getattr(unrealcv, '__version__', 'unknown version')}) lacks {', '.join(missing)}, "
+            "which commonlink's UnrealCV session uses (tested with unrealcv 1.3.2).",
+            "Install a current client: pip install -U unrealcv",
+        )
+
+
 def _busy(host: str, port: int, what: str) -> BackendError:
     return BackendError(
         f"UnrealCV at {host}:{port} did not start a session: {what}. Either another client is connected (the plugin "
