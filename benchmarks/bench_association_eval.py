@@ -28,8 +28,8 @@ from _results import add_contract_arguments, result_row, write_rows
 
 
 def build_chains(root: Path, chains: int, steps: int) -> Path:
-    from commonlink.formats.association import LabelledImage
-    from commonlink.sampling.chains import ChainConfig, build_chain_files
+    from commonlink.kinds.association.chains import ChainConfig, build_chain_files
+    from commonlink.kinds.association.format import LabelledImage
 
     rng = np.random.default_rng(0)
     concepts = ["metal", "furry", "ripe", "painted"]
@@ -96,10 +96,10 @@ def main() -> None:
     if args.quick:
         args.chains, args.steps = 8, 4
 
-    from commonlink.eval.association import Asker, AssociationSettings, run_chains
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
-    from commonlink.loaders.association import open_association
+    from commonlink.kinds.association.loader import open_association
+    from commonlink.kinds.association.task import Asker, AssociationSettings, run_chains
     from tests.fixtures.tiny_models import build_tiny_llava
 
     with tempfile.TemporaryDirectory() as tmp:

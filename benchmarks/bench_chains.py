@@ -54,7 +54,7 @@ def make_images(n: int, folder: Path | None, seed: int = 0):
     """``n`` labelled samples (1-3 concepts each); with ``folder``, real 64x64 JPEG files too."""
     from PIL import Image
 
-    from commonlink.formats.association import LabelledImage
+    from commonlink.kinds.association.format import LabelledImage
 
     rng = np.random.default_rng(seed)
     pixel_rng = np.random.default_rng(seed + 1)  # separate, so labels do not depend on which files exist
@@ -101,7 +101,7 @@ class PeakSampler:
 
 def worker(args) -> None:
     """Child process: build the chain files and report time and peak RSS above the loaded inputs."""
-    from commonlink.sampling.chains import ChainConfig, build_chain_files
+    from commonlink.kinds.association.chains import ChainConfig, build_chain_files
 
     images = make_images(args.images, Path(args.image_dir) if args.image_dir else None)
     before = rss_mib()
@@ -303,7 +303,7 @@ def main() -> None:
         return
     if args.quick:
         args.images, args.chains, args.no_release = 5_000, 200, True
-    from commonlink.release.association import build_association_release
+    from commonlink.kinds.association.release import build_association_release
     from commonlink.release.staging import ReleaseOptions
 
     with tempfile.TemporaryDirectory(prefix="bench-chains-") as tmp:

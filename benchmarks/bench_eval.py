@@ -90,7 +90,7 @@ def bare_loop(backend, examples, batch_size: int, max_new_tokens: int) -> tuple[
     Returns (wall seconds, seconds inside ``model.generate``, outputs)."""
     import torch
 
-    from commonlink.formats.common_o import common_o_question
+    from commonlink.kinds.common_o.format import common_o_question
 
     processor, model = backend.processor, backend.model
     outputs = []
@@ -211,10 +211,10 @@ def transformers_runs(rows: int, max_new_tokens: int, batch_size: int, repeats: 
     Returns each repeat's times per side (the outputs checked equal and left out)."""
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
-    from commonlink.eval.commono import CommonOTask, evaluate_common_o, write_outputs
     from commonlink.eval.metrics import common_o_metrics
     from commonlink.eval.runner import run_over_split
-    from commonlink.loaders.common_o import open_common_o
+    from commonlink.kinds.common_o.loader import open_common_o
+    from commonlink.kinds.common_o.task import CommonOTask, evaluate_common_o, write_outputs
     from tests.fixtures.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -396,7 +396,7 @@ def bare_sdk(url: str, examples, concurrency: int, max_tokens: int, *, use_async
     import openai
 
     from commonlink.eval.imaging import image_data_url
-    from commonlink.formats.common_o import common_o_question
+    from commonlink.kinds.common_o.format import common_o_question
 
     def messages(e):
         return [
@@ -462,8 +462,8 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
     import os
 
     from commonlink.eval.backends import GenerationSettings
-    from commonlink.eval.commono import evaluate_common_o
-    from commonlink.loaders.common_o import open_common_o
+    from commonlink.kinds.common_o.loader import open_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
     from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     os.environ.setdefault("COMMONLINK_BENCH_KEY", "sk-bench")
@@ -577,7 +577,7 @@ def baselines_image_decoding(rows: int, repeats: int, size: tuple[int, int] = (1
     that it uses images, i.e. the evaluator as it was before (every image decoded and resized to the paper's 384 px).
     Same answers (asserted), fresh run folder and cache each time, no HTML report (that is bench_report's)."""
     from commonlink.eval.backends.baselines import BaselineBackend
-    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
     from tests.fixtures.tiny_models import write_common_o_split
 
     out = []
@@ -628,7 +628,7 @@ def gpu_throughput(model: str, rows: int) -> list[dict]:
     if not torch.cuda.is_available():
         return [row("GPU examples/s (transformers, vllm)", None, "examples/s", peer="skipped: no GPU")]
     from commonlink.eval.backends import GenerationSettings
-    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
     from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     out = []

@@ -47,7 +47,7 @@ def main() -> None:
 
     import datasets
 
-    from commonlink.loaders.common_o import open_common_o
+    from commonlink.kinds.common_o.loader import open_common_o
     from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     datasets.disable_progress_bars()

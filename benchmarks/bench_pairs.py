@@ -37,7 +37,7 @@ import numpy as np
 
 from commonlink.fileio import sha256_bytes  # noqa: E402
 from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
-from commonlink.sampling.pairs import PairsConfig, sample_pairs  # noqa: E402
+from commonlink.kinds.common_o.pairs import PairsConfig, sample_pairs  # noqa: E402
 
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 
@@ -125,8 +125,8 @@ def cooccurrence_sampler(
 
     import scipy.sparse as sp
 
-    from commonlink.formats.common_o import QUESTION_TEMPLATE_ID, common_o_question
-    from commonlink.sampling.pairs import build_choices
+    from commonlink.kinds.common_o.format import QUESTION_TEMPLATE_ID, common_o_question
+    from commonlink.kinds.common_o.pairs import build_choices
 
     lo, hi = config.object_range()
     records = {"real": [], "synthetic": []}

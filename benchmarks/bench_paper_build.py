@@ -175,7 +175,7 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
                 ray.shutdown()
         return {"scenes": summary.scenes_rendered, "images": summary.catalog_records, **cluster}
     if stage.startswith("pairs-"):
-        from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+        from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 
         split = stage.split("-")[1]
         catalogs = [work / "catalog-main", work / "catalog-real"] if split == "main" else [work / "catalog-challenge"]
@@ -201,7 +201,7 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
         size = sum(p.stat().st_size for p in (work / "release").rglob("*") if p.is_file())
         return {"rows": {split: info["rows"] for split, info in result.splits.items()}, "release_bytes": size}
     if stage == "baselines":
-        from commonlink.eval.commono import evaluate_common_o
+        from commonlink.kinds.common_o.task import evaluate_common_o
 
         scores = {}
         for split in ("main", "challenge"):

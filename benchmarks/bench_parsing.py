@@ -154,8 +154,8 @@ def _floor_peer(text: str) -> None:
 
 
 def _whitespace_rows() -> list[dict]:
-    from commonlink.eval.association_prompts import parse_selection
     from commonlink.eval.parsing import parse_common_o_answer
+    from commonlink.kinds.association.prompts import parse_selection
 
     parsers = {
         "Common-O": (

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_release.py [--quick] [--json ROWS] [--images 20000] [--examples 10000]
 
 1. Generates image catalogs of small real JPEG files (``--size`` px, default 64) with 3-7 objects each and
-   samples ``--examples`` pairs from them with ``commonlink.sampling.pairs``.
+   samples ``--examples`` pairs from them with ``commonlink.kinds.common_o.pairs``.
 2. Shard writing, at ``--size`` and ``--large-size`` (512) px, the same release rows (22 columns, image bytes
    in memory) written by ``ShardWriter`` and by its peers, interleaved, best of ``--repeats``:
    * bare pyarrow: the same rows built column by column into one Table, written with ShardWriter's codecs,
@@ -52,14 +52,14 @@ def make_catalog(root: Path, n: int, *, size: int, seed: int = 0) -> None:
 
 
 def sample_with_toolkit(catalog: Path, count: int, out: Path) -> tuple[float, str]:
-    from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+    from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 
     config = PairsConfig(split="main", count=count, seed=0, real_fraction=0.45)
     start = time.perf_counter()
     rows, stats = sample_pairs([catalog], config)
     elapsed = time.perf_counter() - start
     write_pairs(out, rows, pairs_meta(config, [catalog], stats))
-    return elapsed, "commonlink.sampling.pairs.sample_pairs"
+    return elapsed, "commonlink.kinds.common_o.pairs.sample_pairs"
 
 
 def sample(catalog: Path, count: int, out: Path) -> tuple[float, str]:
@@ -113,8 +113,8 @@ def bench_shard_writing(pairs_file: Path, work: Path, label: str, *, repeats: in
 
     from commonlink.fileio import read_jsonl
     from commonlink.formats.catalog_refs import CatalogResolver
-    from commonlink.formats.common_o import common_o_features
-    from commonlink.release.common_o import CatalogImageReader, published_row
+    from commonlink.kinds.common_o.format import common_o_features
+    from commonlink.kinds.common_o.release import CatalogImageReader, published_row
     from commonlink.release.shards import ShardWriter
 
     features = common_o_features()

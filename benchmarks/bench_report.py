@@ -45,8 +45,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from commonlink.eval.backends.base import BackendInfo  # noqa: E402
-from commonlink.eval.commono import evaluate_common_o  # noqa: E402
 from commonlink.eval.report.html import images_folder_for, write_report  # noqa: E402
+from commonlink.kinds.common_o.task import evaluate_common_o  # noqa: E402
 from tests.fixtures.tiny_models import common_o_rows  # noqa: E402
 
 from _common import interleaved  # noqa: E402
@@ -77,7 +77,7 @@ def write_split(root: Path, n_rows: int, n_images: int, size: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from commonlink.formats.common_o import common_o_features
+    from commonlink.kinds.common_o.format import common_o_features
 
     features = common_o_features(provenance=False)
     schema = features.arrow_schema

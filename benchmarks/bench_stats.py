@@ -29,7 +29,7 @@ from PIL import Image
 from commonlink.catalog.areas import compute_object_stats  # noqa: E402
 from commonlink.catalog.sam_masks import NESTED_OVERLAP, select_object_masks  # noqa: E402
 from commonlink.formats.catalog import CatalogRecord, write_catalog  # noqa: E402
-from commonlink.release.figures import write_common_o_figures  # noqa: E402
+from commonlink.kinds.common_o.figures import write_common_o_figures  # noqa: E402
 
 from _results import add_contract_arguments, print_rows, result_row, write_rows  # noqa: E402
 

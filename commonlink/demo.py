@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commonlink.errors import InputError
-from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.report.html import write_report
+from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+from commonlink.kinds.common_o.task import evaluate_common_o
 from commonlink.release.build import build_release
-from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from commonlink.synth.runner import SynthConfig, synthesize
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.

@@ -8,7 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from commonlink.eval.association import (
+from commonlink.eval.backends import GenerationSettings
+from commonlink.eval.backends.base import BackendInfo
+from commonlink.eval.cache import PredictionCache
+from commonlink.kinds.association.loader import open_association
+from commonlink.kinds.association.task import (
     Asker,
     AssociationSettings,
     evaluate_association,
@@ -16,10 +20,6 @@ from commonlink.eval.association import (
     majority_selection,
     run_chains,
 )
-from commonlink.eval.backends import GenerationSettings
-from commonlink.eval.backends.base import BackendInfo
-from commonlink.eval.cache import PredictionCache
-from commonlink.loaders.association import open_association
 from tests.fixtures.tiny_chains import TINY_CONCEPTS, write_tiny_chain_files
 
 CONCEPTS = list(TINY_CONCEPTS)
@@ -272,7 +272,7 @@ def test_single_step_and_deduction_ratios(chain_dir):
 
 def test_single_step_without_deduction_reports_no_deduction_ratio(chain_dir, tmp_path):
     """--no-deduction sends no deduction requests, so no deduction success ratio (not 0%) may be reported."""
-    from commonlink.eval.association import AssociationSettings
+    from commonlink.kinds.association.task import AssociationSettings
 
     split, answers = _answers(chain_dir, "single_step")
     backend = Scripted(answers, lambda c, t, a: a, name="always-right")

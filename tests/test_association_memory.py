@@ -2,12 +2,12 @@
 
 import pytest
 
-from commonlink.eval.association_memory import (
+from commonlink.kinds.association.memory import (
     MemoryBase,
     chain_text,
     image_name,
 )
-from commonlink.eval.association_prompts import (
+from commonlink.kinds.association.prompts import (
     ImageSlot,
     deduction_prompt,
     parse_concepts,
@@ -117,7 +117,7 @@ def test_images_without_a_name_are_named_by_what_they_show():
 
 
 def test_name_unnamed_gives_every_image_its_own_name():
-    from commonlink.formats.association import LabelledImage, name_unnamed
+    from commonlink.kinds.association.format import LabelledImage, name_unnamed
 
     images = [
         LabelledImage(i, labels, 8, 8, {})

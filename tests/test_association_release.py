@@ -15,9 +15,9 @@ from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl, sha256_file
 from commonlink.formats.catalog import CatalogRecord, write_catalog
+from commonlink.kinds.association.loader import Chain, ChainStep, DeductionTask, SingleStepTask
+from commonlink.kinds.association.release import build_association_release
 from commonlink.loaders import load_association, open_association
-from commonlink.loaders.association import Chain, ChainStep, DeductionTask, SingleStepTask
-from commonlink.release.association import build_association_release
 from commonlink.release.staging import ReleaseOptions, verify_release
 from tests.fixtures.tiny_chains import chains_command, write_concept_catalog
 
@@ -290,8 +290,8 @@ def test_png_text_chunks_are_not_published(tmp_path):
     """PNG tEXt/iTXt chunks (captions, locations, software) count as metadata: the image is re-encoded without them."""
     from PIL import PngImagePlugin
 
-    from commonlink.formats.association import ImageFetcher, LabelledImage
-    from commonlink.release.association import release_image_bytes
+    from commonlink.kinds.association.format import ImageFetcher, LabelledImage
+    from commonlink.kinds.association.release import release_image_bytes
 
     info = PngImagePlugin.PngInfo()
     info.add_text("Comment", "taken at home, 52.5N 13.4E")
@@ -311,8 +311,8 @@ def test_png_text_chunks_are_not_published(tmp_path):
 
 def test_rotated_photo_is_upright_and_sized_alike_in_chain_files_and_release(tmp_path):
     """An EXIF-rotated photo: the chain-file loader and the release show the same upright pixels and size."""
-    from commonlink.formats.association import ImageFetcher, LabelledImage
-    from commonlink.release.association import release_image_bytes, stored_size
+    from commonlink.kinds.association.format import ImageFetcher, LabelledImage
+    from commonlink.kinds.association.release import release_image_bytes, stored_size
 
     raw = Image.new("RGB", (30, 20), (200, 10, 10))
     raw.paste((10, 10, 200), (0, 0, 10, 20))  # a blue band on the left of the stored pixels
@@ -332,7 +332,7 @@ def test_rotated_photo_is_upright_and_sized_alike_in_chain_files_and_release(tmp
 
 def test_the_shared_image_table_is_read_once_per_build(release, tmp_path, monkeypatch):
     """The task files of one `chains` run share images.jsonl: it is hashed and parsed once, not once per task."""
-    import commonlink.release.association as association_release
+    import commonlink.kinds.association.release as association_release
 
     _, chains, _ = release
     calls = []
@@ -352,7 +352,7 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
     with the default disjoint negatives (that image kept out of query and negative positions, counted in the
     summary and the card); memories
     and prompts name images by what they show, never "unnamed image"; the release verifies."""
-    from commonlink.eval.association import evaluate_association
+    from commonlink.kinds.association.task import evaluate_association
 
     catalog = tmp_path / "catalog"
     (catalog / "images").mkdir(parents=True)

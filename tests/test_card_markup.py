@@ -123,8 +123,8 @@ def test_a_common_o_card_with_hostile_labels_and_name_has_no_live_markup_and_no_
 
 
 def test_an_association_card_with_hostile_concepts_and_source_has_no_live_markup():
-    from commonlink.formats.association import association_features
-    from commonlink.release.association_card import render_association_card
+    from commonlink.kinds.association.card import render_association_card
+    from commonlink.kinds.association.format import association_features
 
     configs = {c: {"rows": 2, "num_bytes": 10, "download_size": 10, "files": []} for c in ("single_step", "images")}
     stats = {

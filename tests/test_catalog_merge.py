@@ -222,7 +222,7 @@ def test_merging_into_an_existing_catalog_keeps_its_masks(tmp_path):
 def test_symlinked_merge_reports_why_its_images_cannot_be_read(tmp_path):
     """Readers refuse links leading out of a catalog; the error must say that --link symlink made them and how to
     fix."""
-    from commonlink.release.common_o import CatalogImageReader
+    from commonlink.kinds.common_o.release import CatalogImageReader
 
     make_catalog(tmp_path / "a", [(1, ["duck"], "s1")])
     merge_catalogs([tmp_path / "a"], tmp_path / "soft", link="symlink")

@@ -9,8 +9,7 @@ import pytest
 
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.fileio import read_jsonl
-from commonlink.formats.association import LabelledImage, read_image_table
-from commonlink.sampling.chains import (
+from commonlink.kinds.association.chains import (
     AssociationBuilder,
     ChainConfig,
     LabelIndex,
@@ -19,6 +18,7 @@ from commonlink.sampling.chains import (
     parse_pairs,
     plan_build,
 )
+from commonlink.kinds.association.format import LabelledImage, read_image_table
 
 CONCEPTS = ["metal", "furry", "ripe", "painted", "rusty"]
 
@@ -299,8 +299,8 @@ def test_min_pixels_applies_to_given_image_lists(tmp_path):
 
 
 def test_chain_lines_are_the_json_of_the_rows_and_plan_codes_fill_forward():
-    from commonlink.formats.association import step_concept_codes
-    from commonlink.sampling.chains import ChainArrays
+    from commonlink.kinds.association.chains import ChainArrays
+    from commonlink.kinds.association.format import step_concept_codes
 
     chain = ChainArrays(
         "asynchronous-métal+furry-00001",

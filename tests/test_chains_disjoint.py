@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 from commonlink.errors import NotEnoughDataError
 from commonlink.fileio import read_jsonl, sha256_file
-from commonlink.formats.association import LabelledImage
 from commonlink.formats.catalog import CatalogRecord, write_catalog
+from commonlink.kinds.association.chain_sources import read_source
+from commonlink.kinds.association.chains import ChainConfig, build_chain_files, meta_path
+from commonlink.kinds.association.format import LabelledImage
 from commonlink.loaders import load_association
-from commonlink.sampling.chain_sources import read_source
-from commonlink.sampling.chains import ChainConfig, build_chain_files, meta_path
 
 #: Multi-object photos: every group has a disjoint partner, apple+mug is the bridge of the apple-mug pair.
 GROUPS = [["apple"], ["mug"], ["keys"], ["book"], ["apple", "keys"], ["mug", "book"], ["apple", "mug"]]

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl
-from commonlink.formats.association import ImageFetcher
 from commonlink.formats.catalog import CatalogRecord, write_catalog
+from commonlink.kinds.association.chain_sources import read_source
+from commonlink.kinds.association.format import ImageFetcher
+from commonlink.kinds.association.safe_pickle import UnsafePickleError, safe_load, safe_loads
 from commonlink.loaders import load_association
-from commonlink.sampling.chain_sources import read_source
-from commonlink.sampling.safe_pickle import UnsafePickleError, safe_load, safe_loads
 
 
 def save_image(path, size=(40, 30), colour=(200, 10, 10)):
@@ -329,7 +329,7 @@ def test_cli_prints_labels_with_square_brackets_as_written(tmp_path):
 def test_label_names_file_keeps_ids_on_their_lines_and_bad_files_fail_clearly(tmp_path):
     """Line i names id i: a blank line inside the list would shift every later id onto the wrong name."""
     from commonlink.errors import SchemaError
-    from commonlink.sampling.chain_sources import read_label_names
+    from commonlink.kinds.association.chain_sources import read_label_names
 
     names = tmp_path / "names.txt"
     names.write_text("metal\nwooden\n\n")  # trailing blank lines are fine

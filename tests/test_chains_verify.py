@@ -15,15 +15,15 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.eval.association import AssociationSettings, evaluate_association
-from commonlink.eval.association_memory import MemoryBase, image_name
-from commonlink.eval.association_prompts import prompt_text
 from commonlink.eval.backends import BackendInfo
 from commonlink.fileio import read_jsonl
-from commonlink.formats.association import read_image_table
+from commonlink.kinds.association.format import read_image_table
+from commonlink.kinds.association.memory import MemoryBase, image_name
+from commonlink.kinds.association.presets import PRESETS, resolve_preset
+from commonlink.kinds.association.prompts import prompt_text
+from commonlink.kinds.association.refine.verify import VERIFY_PROMPT, verify_tasks
+from commonlink.kinds.association.task import AssociationSettings, evaluate_association
 from commonlink.loaders import load_association
-from commonlink.refine.verify import VERIFY_PROMPT, verify_tasks
-from commonlink.sampling.presets import PRESETS, resolve_preset
 
 ATTRIBUTES = ["metal", "ripe", "fresh", "natural", "cooked", "painted", "rusty", "furry", "wooden"]
 OBJECTS = ["sandwich", "pizza", "broccoli", "orange", "knife", "chair", "apple"]

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.eval.association_prompts import ImageSlot, prompt_text
 from commonlink.eval.backends.base import BackendInfo
-from commonlink.eval.concept_perception import ConceptPerceptionTask, evaluate_concept_perception, render_table4
-from commonlink.eval.concept_prompts import META_INSTRUCTION, SELECTION_OUTPUT
-from commonlink.loaders.association import open_association
+from commonlink.kinds.association.concept_prompts import META_INSTRUCTION, SELECTION_OUTPUT
+from commonlink.kinds.association.concept_task import ConceptPerceptionTask, evaluate_concept_perception, render_table4
+from commonlink.kinds.association.loader import open_association
+from commonlink.kinds.association.prompts import ImageSlot, prompt_text
 from tests.fixtures.tiny_chains import write_tiny_chain_files
 
 TABLE_4_HEADER = "| Model | Strategy | TaskInstr | MetaInstr | TaskInstr w/ DedPo | MetaInstr w/ DedPo |"
@@ -253,7 +253,7 @@ class _Chooser:
 
 
 def test_strategies_are_selectable_for_association_tasks(tmp_path_factory, tmp_path):
-    from commonlink.eval.association import AssociationSettings, evaluate_association
+    from commonlink.kinds.association.task import AssociationSettings, evaluate_association
 
     chains = write_tiny_chain_files(
         tmp_path_factory.mktemp("assoc-strategy"), tasks=["deduction"], concept_kind="attribute"

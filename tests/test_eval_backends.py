@@ -21,7 +21,7 @@ from commonlink.eval.backends import (
     parse_key_values,
     register_backend,
 )
-from commonlink.eval.commono import evaluate_common_o
+from commonlink.kinds.common_o.task import evaluate_common_o
 from tests.fixtures.tiny_models import (
     build_remote_code_vlm,
     build_tiny_gemma3,

@@ -16,11 +16,11 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import BackendError, InputError, SchemaError
 from commonlink.eval.backends import GenerationSettings, load_backend
 from commonlink.eval.backends.baselines import BaselineBackend
-from commonlink.eval.commono import common_o_request, evaluate_common_o, score_predictions
-from commonlink.eval.perception import evaluate_perception
-from commonlink.eval.similarity import char_ngram_embedder, object_similarity_analysis
-from commonlink.formats.common_o import CONCAT_IMAGE_PROMPT, common_o_question, format_choices
-from commonlink.loaders.common_o import open_common_o
+from commonlink.kinds.common_o.format import CONCAT_IMAGE_PROMPT, common_o_question, format_choices
+from commonlink.kinds.common_o.loader import open_common_o
+from commonlink.kinds.common_o.perception import evaluate_perception
+from commonlink.kinds.common_o.similarity import char_ngram_embedder, object_similarity_analysis
+from commonlink.kinds.common_o.task import common_o_request, evaluate_common_o, score_predictions
 from tests.fixtures.tiny_models import build_tiny_idefics3, common_o_rows, write_common_o_split
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)

@@ -22,7 +22,6 @@ import pytest
 from PIL import Image
 
 from commonlink.errors import InputError
-from commonlink.eval.association import AssociationSettings, evaluate_association
 from commonlink.eval.backends import (
     BACKEND_REGISTRY,
     BackendInfo,
@@ -30,16 +29,17 @@ from commonlink.eval.backends import (
     message_parts,
     register_backend,
 )
-from commonlink.eval.commono import (
+from commonlink.eval.export.harnesses import vlmeval_messages, vlmeval_records, vlmeval_score
+from commonlink.eval.export.writers import export_lmms_eval, export_vlmevalkit
+from commonlink.kinds.association.chains import ChainConfig, build_chain_files
+from commonlink.kinds.association.format import LabelledImage
+from commonlink.kinds.association.task import AssociationSettings, evaluate_association
+from commonlink.kinds.common_o.loader import open_common_o
+from commonlink.kinds.common_o.task import (
     common_o_request,
     evaluate_common_o,
     score_predictions,
 )
-from commonlink.eval.export.harnesses import vlmeval_messages, vlmeval_records, vlmeval_score
-from commonlink.eval.export.writers import export_lmms_eval, export_vlmevalkit
-from commonlink.formats.association import LabelledImage
-from commonlink.loaders.common_o import open_common_o
-from commonlink.sampling.chains import ChainConfig, build_chain_files
 from tests.fixtures.harness_models import (
     ContentHashBackend,
     ReplayBackend,
@@ -711,7 +711,7 @@ def test_lmms_eval_runs_the_exported_tasks_and_scores_like_us(run_lmms_eval, rel
     out = run_lmms_eval(include, "llava_hf", f"pretrained={model},device_map=cpu", "common_o")
     samples = out["samples"]["common_o"]
     assert len(samples) == 12 and all(s["resps"][0][0] for s in samples)
-    from commonlink.eval.commono import score_predictions
+    from commonlink.kinds.common_o.task import score_predictions
 
     predictions = tmp_path / "lmms_predictions.jsonl"
     rows = {int(s["doc_id"]): s["resps"][0][0] for s in samples}
@@ -756,7 +756,7 @@ def test_lmms_eval_export_copies_a_sharded_split_as_stored(tmp_path):
     split holds gigabytes of images): every row as stored, in order, read back by `datasets` with images."""
     import datasets
 
-    from commonlink.loaders.common_o import open_common_o
+    from commonlink.kinds.common_o.loader import open_common_o
 
     data = write_common_o_split(tmp_path / "data", common_o_rows(9, seed=3), split="main", shards=3)
     export_lmms_eval(tmp_path / "export", data=data, splits=("main",), show_progress=False)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 from commonlink.errors import BackendError
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
-from commonlink.eval.commono import evaluate_common_o
+from commonlink.kinds.common_o.task import evaluate_common_o
 from tests.fixtures.openai_server import IMAGES_NOT_SUPPORTED, LatencyServer
 from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 

@@ -371,7 +371,7 @@ def test_cache_writes_every_batch_and_fsyncs_at_most_every_interval(tmp_path, mo
 
 def test_a_run_fsyncs_its_cache_at_the_end(tmp_path, monkeypatch):
     from commonlink.eval import cache as cache_module
-    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
     from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     synced = []

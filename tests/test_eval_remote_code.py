@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import BackendError, InputError
-from commonlink.eval.association_prompts import ImageSlot
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
-from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.imaging import concat_side_by_side
-from commonlink.formats.common_o import concat_question
+from commonlink.kinds.association.prompts import ImageSlot
+from commonlink.kinds.common_o.format import concat_question
+from commonlink.kinds.common_o.task import evaluate_common_o
 from tests.fixtures.remote_code_models import (
     build_minicpmv_double,
     build_molmo_double,

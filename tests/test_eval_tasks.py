@@ -11,17 +11,17 @@ import json
 import pytest
 
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.eval.association import evaluate_association
 from commonlink.eval.backends.base import GenerationRequest
 from commonlink.eval.backends.baselines import BaselineBackend
-from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.parsing import parse_yes_no
-from commonlink.eval.perception import evaluate_perception
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_json, write_jsonl
-from commonlink.loaders.association import AssociationImage
-from commonlink.loaders.common_o import CommonOSplit, open_common_o
+from commonlink.kinds.association.loader import AssociationImage
+from commonlink.kinds.association.task import evaluate_association
+from commonlink.kinds.common_o.loader import CommonOSplit, open_common_o
+from commonlink.kinds.common_o.perception import evaluate_perception
+from commonlink.kinds.common_o.task import evaluate_common_o
 from tests.fixtures.tiny_chains import write_tiny_chain_files
 
 FAST = dict(n_boot=50, show_progress=False, report=False)

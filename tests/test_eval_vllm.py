@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.eval.association import evaluate_association
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
-from commonlink.eval.commono import evaluate_common_o
-from commonlink.eval.perception import evaluate_perception
+from commonlink.kinds.association.task import evaluate_association
+from commonlink.kinds.common_o.perception import evaluate_perception
+from commonlink.kinds.common_o.task import evaluate_common_o
 from tests.fixtures import vllm_double
 from tests.fixtures.tiny_chains import write_tiny_chain_files
 

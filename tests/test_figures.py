@@ -8,7 +8,7 @@ from PIL import Image
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.formats.catalog import CatalogRecord, write_catalog
-from commonlink.release.figures import (
+from commonlink.kinds.common_o.figures import (
     area_fractions_by_source,
     common_object_count,
     sample_rows,
@@ -169,7 +169,7 @@ def test_object_frequency_order_does_not_depend_on_string_hashing():
     import sys
 
     code = (
-        "from commonlink.release.figures import _object_frequency_figure\n"
+        "from commonlink.kinds.common_o.figures import _object_frequency_figure\n"
         "imgs = [{'source': 'real', 'objects': [f'obj{i}' for i in range(12)]}]\n"
         "fig = _object_frequency_figure(imgs)\n"
         "print([t.get_text() for t in fig.axes[0].get_yticklabels()])\n"

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import BackendInfo
-from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.report.html import memory_text, write_report
-from commonlink.formats.common_o import letters
+from commonlink.kinds.common_o.format import letters
+from commonlink.kinds.common_o.task import evaluate_common_o
 from commonlink.seeding import rng_for
 from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
@@ -305,8 +305,8 @@ def test_truncated_output_says_where_the_whole_is(runs, tmp_path):
 # ----------------------------------------------------------------------------------------------- association
 @pytest.fixture(scope="module")
 def chain_run(tmp_path_factory):
-    from commonlink.eval.association import evaluate_association
-    from commonlink.loaders.association import open_association
+    from commonlink.kinds.association.loader import open_association
+    from commonlink.kinds.association.task import evaluate_association
     from tests.fixtures.tiny_chains import write_tiny_chain_files
 
     root = tmp_path_factory.mktemp("report-chains")
@@ -328,7 +328,7 @@ def chain_run(tmp_path_factory):
         generate_seconds = 0.0
 
         def generate(self, requests, settings):
-            from commonlink.eval.association_prompts import prompt_text
+            from commonlink.kinds.association.prompts import prompt_text
 
             out = []
             for r in requests:
@@ -413,7 +413,7 @@ def _renamed_task(run: Path, dest: Path, task: str) -> Path:
 
 
 def test_association_pages_show_memory_and_parse_failures_for_every_task(chain_run, tmp_path):
-    from commonlink.eval.association import evaluate_association
+    from commonlink.kinds.association.task import evaluate_association
 
     chains = chain_run[0].parent / "chains"
     for config in ("single_step", "deduction"):
@@ -427,8 +427,8 @@ def test_association_pages_show_memory_and_parse_failures_for_every_task(chain_r
 
 
 def test_perception_and_concept_runs_get_a_metrics_page(split_dir, tmp_path):
-    from commonlink.eval.concept_perception import evaluate_concept_perception
-    from commonlink.eval.perception import evaluate_perception
+    from commonlink.kinds.association.concept_task import evaluate_concept_perception
+    from commonlink.kinds.common_o.perception import evaluate_perception
     from tests.fixtures.tiny_chains import write_tiny_chain_files
 
     data, _ = split_dir
@@ -696,7 +696,7 @@ def test_browser_pages_fit_a_narrow_phone_screen_and_number_scored_steps(browser
 
 
 def test_browser_single_step_and_deduction_pages(browser, chain_run, tmp_path):
-    from commonlink.eval.association import evaluate_association
+    from commonlink.kinds.association.task import evaluate_association
 
     chains = chain_run[0].parent / "chains"
     for config in ("single_step", "deduction"):

@@ -85,7 +85,7 @@ def make_release(
     to the row count of each of its shards; ``salt`` changes the content between versions."""
     import datasets
 
-    from commonlink.formats.common_o import common_o_features
+    from commonlink.kinds.common_o.format import common_o_features
 
     root.mkdir(parents=True, exist_ok=True)
     features = common_o_features()
@@ -366,7 +366,7 @@ def test_push_two_versions_list_them_and_load_each(hub, tmp_path):
         f"""
 import json, datasets
 from huggingface_hub import hf_hub_download
-from commonlink.loaders.common_o import load_common_o
+from commonlink.kinds.common_o.loader import load_common_o
 out = {{}}
 for version in ("1.0.0", "1.1.0"):
     main = datasets.load_dataset({REPO!r}, revision=version, split="main")
@@ -731,7 +731,7 @@ def test_release_build_then_push_then_load_that_version(hub, tmp_path):
         f"""
 import json, datasets
 from commonlink.loaders import open_association
-from commonlink.loaders.common_o import open_common_o
+from commonlink.kinds.common_o.loader import open_common_o
 split = open_common_o({repo!r}, "main", revision="1.0.0")
 examples = list(split)
 plain = datasets.load_dataset({repo!r}, revision="1.0.0", split="main")

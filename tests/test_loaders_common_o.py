@@ -1,4 +1,4 @@
-"""`commonlink.loaders.common_o`: our releases and rows in the published facebook/Common-O schema."""
+"""`commonlink.kinds.common_o.loader`: our releases and rows in the published facebook/Common-O schema."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from PIL import Image
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
-from commonlink.formats.common_o import common_o_features
-from commonlink.loaders.common_o import load_common_o, open_common_o, parse_list_field
-from commonlink.loaders.types import CommonOExample
+from commonlink.kinds.common_o.example import CommonOExample
+from commonlink.kinds.common_o.format import common_o_features
+from commonlink.kinds.common_o.loader import load_common_o, open_common_o, parse_list_field
 from commonlink.release.build import build_release
 from tests.fixtures.catalogs import write_rotating_catalog as make_catalog
 from tests.fixtures.catalogs import write_tiny_pairs as make_pairs
@@ -299,8 +299,8 @@ def test_a_row_pointing_at_a_file_outside_the_release_is_not_read(tmp_path):
     from PIL import Image
 
     from commonlink.errors import InputError
-    from commonlink.formats.common_o import common_o_features
-    from commonlink.loaders.common_o import open_common_o
+    from commonlink.kinds.common_o.format import common_o_features
+    from commonlink.kinds.common_o.loader import open_common_o
 
     secret = tmp_path / "private.png"
     Image.new("RGB", (8, 8), (255, 0, 0)).save(secret)

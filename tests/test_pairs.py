@@ -17,9 +17,9 @@ from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.fileio import read_jsonl
 from commonlink.formats.catalog import CatalogRecord, read_catalog, write_catalog
 from commonlink.formats.catalog_refs import CatalogResolver, catalog_reference
-from commonlink.formats.common_o import common_o_question, letters
 from commonlink.formats.meta import meta_path
-from commonlink.sampling.pairs import PairsConfig, build_choices, pairs_meta, sample_pairs, write_pairs
+from commonlink.kinds.common_o.format import common_o_question, letters
+from commonlink.kinds.common_o.pairs import PairsConfig, build_choices, pairs_meta, sample_pairs, write_pairs
 from tests.fixtures.catalogs import VOCAB, family_scenes, write_scene_catalog
 
 make_catalog = write_scene_catalog
@@ -374,8 +374,8 @@ def test_a_catalog_path_leaving_the_catalog_is_refused_naming_its_line(tmp_path)
 def test_make_pairs_file_keeps_a_rerun_refuses_other_settings_and_holds_the_lock(catalogs, tmp_path):
     """The CLI's rules (keep an identical rerun, refuse to replace another file without overwrite, one writer
     per file) live in make_pairs_file, so library callers get them too."""
+    from commonlink.kinds.common_o.pairs import make_pairs_file
     from commonlink.locks import output_lock
-    from commonlink.sampling.pairs import make_pairs_file
 
     out = tmp_path / "pairs.jsonl"
     config = PairsConfig(split="main", count=20, seed=3)

@@ -15,9 +15,9 @@ from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl
 from commonlink.formats.catalog import catalog_file
 from commonlink.formats.catalog_refs import CatalogResolver
-from commonlink.sampling import pair_rows, pair_search, pairs
-from commonlink.sampling.pair_search import SourceImages
-from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
+from commonlink.kinds.common_o import pair_rows, pair_search, pairs
+from commonlink.kinds.common_o.pair_search import SourceImages
+from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from tests.fixtures.catalogs import family_scenes, write_scene_catalog
 
 

@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 
 from commonlink.errors import InputError
-from commonlink.eval.association import AssociationSettings, deduction_correct, evaluate_association
-from commonlink.eval.association_prompts import deduction_prompt, prompt_text
-from commonlink.loaders.association import load_association
-from commonlink.sampling.chains import build_chain_files, use_preset
-from commonlink.sampling.presets import PRESETS
+from commonlink.kinds.association.chains import build_chain_files, use_preset
+from commonlink.kinds.association.loader import load_association
+from commonlink.kinds.association.presets import PRESETS
+from commonlink.kinds.association.prompts import deduction_prompt, prompt_text
+from commonlink.kinds.association.task import AssociationSettings, deduction_correct, evaluate_association
 from tests.fixtures.tiny_chains import tiny_chain_config, tiny_labelled_images
 
 #: Labyrinth of Links, Table 3, deduction step, output instruction (verbatim, the paper's quotes normalised).
@@ -140,8 +140,8 @@ def test_perception_and_commono_allow_the_same_generation_length(tmp_path):
     import inspect
 
     from commonlink.commands import eval as eval_commands
-    from commonlink.eval.commono import evaluate_common_o
-    from commonlink.eval.perception import evaluate_perception
+    from commonlink.kinds.common_o.perception import evaluate_perception
+    from commonlink.kinds.common_o.task import evaluate_common_o
     from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     data = write_common_o_split(tmp_path / "data", common_o_rows(2))
@@ -165,7 +165,7 @@ class _SimilarityHallucinator:
 
     def __init__(self, rows, threshold: float, name: str):
         from commonlink.eval.backends.base import BackendInfo
-        from commonlink.eval.similarity import char_ngram_embedder
+        from commonlink.kinds.common_o.similarity import char_ngram_embedder
 
         self.truth = {tuple(json.loads(r["choices"])): json.loads(r["ground_truth_objects"]) for r in rows}
         self.embed, self.threshold = char_ngram_embedder(), threshold
@@ -200,7 +200,7 @@ class _SimilarityHallucinator:
 
 
 def test_hallucination_by_distractor_similarity_in_results_and_report(tmp_path):
-    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
     from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
     rows = common_o_rows(40, seed=5)

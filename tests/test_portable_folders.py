@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl, write_jsonl
-from commonlink.formats.association import read_image_table
 from commonlink.formats.catalog_refs import (
     CatalogResolver,
     catalog_location,
@@ -26,6 +25,7 @@ from commonlink.formats.catalog_refs import (
     resolve_catalog_reference,
 )
 from commonlink.formats.meta import read_meta, write_meta
+from commonlink.kinds.association.format import read_image_table
 from tests.fixtures.catalogs import family_scenes, write_scene_catalog
 from tests.fixtures.tiny_chains import CONCEPT_POOLS, chains_command, write_concept_catalog
 

@@ -15,9 +15,9 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import atomic_write_json, read_jsonl, sha256_file
 from commonlink.formats.card import read_card_metadata, size_category
-from commonlink.formats.common_o import common_o_features
+from commonlink.kinds.common_o.datasheet import DATASHEET_SECTIONS
+from commonlink.kinds.common_o.format import common_o_features
 from commonlink.release.build import build_release
-from commonlink.release.datasheet import DATASHEET_SECTIONS
 from commonlink.release.shards import ShardWriter, parse_size
 from commonlink.release.staging import ReleaseOptions, verify_release
 from tests.fixtures.catalogs import rewrite_pairs, write_rotating_catalog, write_tiny_pairs
@@ -149,7 +149,7 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     assert f"| {top_name} | {top_count} |" in text
     # the floor a model must beat: `none` scores the share with nothing in common (as eval measures it),
     # `random` 2^-(choices - 1) per example in expectation
-    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
 
     none = evaluate_common_o(tiny["rel"], "main", "none", n_boot=10, show_progress=False)["metrics"]["overall"][
         "accuracy"
@@ -371,7 +371,7 @@ def test_cli_release_build(tiny, tmp_path):
 
 
 def test_image_paths_cannot_escape_their_catalog(tmp_path):
-    from commonlink.release.common_o import CatalogImageReader
+    from commonlink.kinds.common_o.release import CatalogImageReader
 
     records = make_catalog(tmp_path / "cat", 2)
     outside = tmp_path / "secret.jpg"

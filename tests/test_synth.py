@@ -630,7 +630,7 @@ def test_cli_synth_and_errors(tmp_path):
 
 @pytest.mark.slow
 def test_pairs_consume_a_synthetic_catalog(tmp_path):
-    pairs = pytest.importorskip("commonlink.sampling.pairs")
+    pairs = pytest.importorskip("commonlink.kinds.common_o.pairs")
     out = tmp_path / "cat"
     synthesize(out, tiny(6, objects=(3, 5), views=2, resolution=(96, 96)), progress=False)
     rows, _ = pairs.sample_pairs(

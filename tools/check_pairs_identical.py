@@ -117,7 +117,7 @@ def build_catalogs(folder: Path, quick: bool) -> None:
 def worker(catalogs: Path, out: Path, quick: bool) -> None:
     """Runs inside the process whose PYTHONPATH selects the commonlink under test."""
     from commonlink.errors import CommonlinkError
-    from commonlink.sampling.pairs import (
+    from commonlink.kinds.common_o.pairs import (
         PairsConfig,
         pairs_meta,
         sample_pairs,

@@ -1,4 +1,4 @@
-"""``commonlink eval association``: thin CLI over :class:`commonlink.eval.association.AssociationTask` and the
+"""``commonlink eval association``: thin CLI over :class:`commonlink.kinds.association.task.AssociationTask` and the
 evaluator."""
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from commonlink.commands.eval import (
     run_task,
 )
 from commonlink.errors import BackendError, InputError
-from commonlink.eval.association import AssociationSettings, AssociationTask
 from commonlink.eval.evaluator import default_out_dir
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
+from commonlink.kinds.association.task import AssociationSettings, AssociationTask
 
 
 @reports_errors

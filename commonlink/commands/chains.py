@@ -23,10 +23,13 @@ from commonlink.commands.eval import (
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
-from commonlink.refine.review import export_review
-from commonlink.refine.verify import ON_FAIL, UNDECIDED, verify_tasks
-from commonlink.sampling.chain_sources import SourceReport, default_concept_kind, detect_source_type, read_source
-from commonlink.sampling.chains import (
+from commonlink.kinds.association.chain_sources import (
+    SourceReport,
+    default_concept_kind,
+    detect_source_type,
+    read_source,
+)
+from commonlink.kinds.association.chains import (
     NEGATIVE_MODES,
     TASKS,
     BuildSummary,
@@ -37,7 +40,9 @@ from commonlink.sampling.chains import (
     parse_pairs,
     use_preset,
 )
-from commonlink.sampling.presets import PRESET_CHOICES, apply_aliases, resolve_preset
+from commonlink.kinds.association.presets import PRESET_CHOICES, apply_aliases, resolve_preset
+from commonlink.kinds.association.refine.review import export_review
+from commonlink.kinds.association.refine.verify import ON_FAIL, UNDECIDED, verify_tasks
 
 
 class ChainsGroup(TyperGroup):

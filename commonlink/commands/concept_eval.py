@@ -1,5 +1,5 @@
 """``commonlink eval concept``: the concept-perception grid (Labyrinth of Links App. B, Table 4) for one or more
-models, each a :class:`commonlink.eval.concept_perception.ConceptPerceptionTask` run by the evaluator; prints
+models, each a :class:`commonlink.kinds.association.concept_task.ConceptPerceptionTask` run by the evaluator; prints
 the grid in Table 4's layout."""
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from commonlink.commands.eval import (
     run_task,
 )
 from commonlink.errors import InputError
-from commonlink.eval.association import DEDUCTION_RULES
 from commonlink.eval.backends import GenerationSettings
-from commonlink.eval.concept_perception import ConceptPerceptionTask, render_table4
-from commonlink.eval.concept_prompts import COMPLEXITIES, STRATEGIES
 from commonlink.eval.evaluator import default_out_dir
 from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
+from commonlink.kinds.association.concept_prompts import COMPLEXITIES, STRATEGIES
+from commonlink.kinds.association.concept_task import ConceptPerceptionTask, render_table4
+from commonlink.kinds.association.task import DEDUCTION_RULES
 
 ALL_STRATEGIES = ",".join(STRATEGIES)
 ALL_COMPLEXITIES = ",".join(COMPLEXITIES)

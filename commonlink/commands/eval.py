@@ -11,15 +11,15 @@ from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, parse
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
-from commonlink.eval.commono import CommonOTask, score_predictions
 from commonlink.eval.compare import compare_runs, render_comparison
 from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
-from commonlink.eval.perception import PerceptionTask
 from commonlink.eval.report.html import REPORT_FILENAME, write_report
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
+from commonlink.kinds.common_o.perception import PerceptionTask
+from commonlink.kinds.common_o.task import CommonOTask, score_predictions
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 

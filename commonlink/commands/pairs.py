@@ -16,7 +16,7 @@ from commonlink.commands._common import (
     stdout_is_terminal,
 )
 from commonlink.formats.meta import meta_path
-from commonlink.sampling.pairs import PairsConfig, make_pairs_file
+from commonlink.kinds.common_o.pairs import PairsConfig, make_pairs_file
 
 
 @reports_errors

@@ -72,7 +72,7 @@ def build(
     """Write a release folder from pairs files: parquet shards in the published Common-O schema, a Hub dataset card
     (YAML metadata + datasheet + figures) and manifest.json (sha256 of every file, toolkit version, seed, config).
 
-    The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.loaders.common_o.load_common_o`.
+    The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.kinds.common_o.loader.load_common_o`.
     """
     answers = tuple(read_card_info(card_info).items()) if card_info is not None else ()
     options = ReleaseOptions(

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commonlink.errors import InputError
-from commonlink.eval.concept_prompts import COMPLEXITIES
 from commonlink.eval.metrics import common_o_metrics, perception_metrics, ratio_metrics
 from commonlink.eval.report.tables import load_results
 from commonlink.eval.run_names import default_run_name, model_names, run_name
+from commonlink.kinds.association.concept_prompts import COMPLEXITIES
 
 __all__ = [
     "Comparison",

@@ -1,6 +1,6 @@
 """The one evaluator: runs any :class:`commonlink.eval.task.Task` over the cached backend and writes its outputs.
 
-    >>> from commonlink.eval.commono import CommonOTask
+    >>> from commonlink.kinds.common_o.task import CommonOTask
     >>> options = RunOptions(models=["Qwen/Qwen2.5-VL-7B-Instruct"], backend="vllm", out_dir="runs/qwen")
     >>> results = evaluate(CommonOTask("facebook/Common-O", "main"), options)
 

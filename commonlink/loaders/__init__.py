@@ -1,11 +1,20 @@
 """Reading published and locally built splits into typed examples.
 
 ``load_common_o(path_or_repo, split, revision=None)`` and ``load_association(path_or_repo, config, revision=None)``
-work on local release folders and on Hub repos (``revision`` pins a version tag).
+work on local release folders and on Hub repos (``revision`` pins a version tag). The loaders live with their kind
+(``commonlink.kinds.common_o.loader``, ``commonlink.kinds.association.loader``); this package keeps the documented
+names and the Hub id checks every kind shares (:mod:`.hub_ids`).
 """
 
-from commonlink.loaders.association import load_association, open_association
-from commonlink.loaders.common_o import load_common_o, open_common_o
-from commonlink.loaders.types import CommonOExample
+from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
 
-__all__ = ["CommonOExample", "load_association", "load_common_o", "open_association", "open_common_o"]
+#: The public API (docs/api.md), each name imported from its module on first use.
+_EXPORTS = {
+    "load_common_o": "commonlink.kinds.common_o.loader",
+    "open_common_o": "commonlink.kinds.common_o.loader",
+    "CommonOExample": "commonlink.kinds.common_o.example",
+    "load_association": "commonlink.kinds.association.loader",
+    "open_association": "commonlink.kinds.association.loader",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

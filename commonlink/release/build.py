@@ -12,9 +12,9 @@ from commonlink.formats.meta import (
     COMMON_O_PAIRS_KIND,
     read_meta,
 )
+from commonlink.kinds.association.release import build_association_release
+from commonlink.kinds.common_o.release import build_common_o_release
 from commonlink.locks import output_lock
-from commonlink.release.association import build_association_release
-from commonlink.release.common_o import build_common_o_release
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,

@@ -16,17 +16,17 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_bytes, atomic_write_json, sha256_bytes
-from commonlink.formats.association import association_features
-from commonlink.formats.common_o import common_o_features
 from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
     read_release_manifest,
 )
+from commonlink.kinds.association.card import render_association_card
+from commonlink.kinds.association.format import association_features
+from commonlink.kinds.common_o.datasheet import render_common_o_card
+from commonlink.kinds.common_o.format import common_o_features
 from commonlink.locks import output_lock
-from commonlink.release.association_card import render_association_card
 from commonlink.release.card_info import check_card_info, unanswered_questions
-from commonlink.release.datasheet import render_common_o_card
 from commonlink.release.staging import build_key_of, is_release_manifest, verify_release
 
 _REBUILD = "Rebuild the release with `commonlink release build ... --card-info FILE --overwrite`."

@@ -2,7 +2,7 @@
 parser and our metrics, so a score from either harness equals ours on the same predictions.
 
 lmms-eval (task YAML + ``utils.py``): ``doc_to_visual`` / ``doc_to_text`` / ``doc_to_messages`` build the request
-exactly as ``commonlink eval`` does (:func:`commonlink.eval.commono.common_o_request`, the association
+exactly as ``commonlink eval`` does (:func:`commonlink.kinds.common_o.task.common_o_request`, the association
 selection prompt with its fixed memory); ``process_results`` parses one answer and returns per-document
 scores; Common-O accuracy is lmms-eval's ``mean`` of them (our accuracy is that mean), the association
 success ratio uses :func:`association_aggregate` (the average over concepts of per-concept ratios, as ours).
@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from commonlink.eval.association_prompts import parse_selection
-from commonlink.eval.commono import common_o_request
 from commonlink.eval.harness_files import VLMEVAL_FAIL_MARKER, table_cell, table_rows, vlmeval_doc
 from commonlink.eval.imaging import parse_image_protocol
 from commonlink.eval.metrics import common_o_metrics, ratio_metrics, score_common_o
 from commonlink.eval.parsing import parse_common_o_answer
-from commonlink.loaders.common_o import example_from_row
+from commonlink.kinds.association.prompts import parse_selection
+from commonlink.kinds.common_o.loader import example_from_row
+from commonlink.kinds.common_o.task import common_o_request
 
 #: Association docs mark where an image goes in the prompt with ``{"image": k}`` segments.
 IMAGE_KEY = "image"

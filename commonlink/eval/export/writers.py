@@ -28,14 +28,14 @@ from pathlib import Path
 
 from commonlink import __version__
 from commonlink.errors import InputError
-from commonlink.eval.association import AssociationSettings, single_step_selection
-from commonlink.eval.association_prompts import ImageSlot
-from commonlink.eval.commono import common_o_request
 from commonlink.eval.export.harnesses import IMAGE_KEY
 from commonlink.fileio import atomic_write, atomic_write_text, sha256_bytes
 from commonlink.images import image_to_png_bytes
-from commonlink.loaders.association import open_association
-from commonlink.loaders.common_o import open_common_o
+from commonlink.kinds.association.loader import open_association
+from commonlink.kinds.association.prompts import ImageSlot
+from commonlink.kinds.association.task import AssociationSettings, single_step_selection
+from commonlink.kinds.common_o.loader import open_common_o
+from commonlink.kinds.common_o.task import common_o_request
 from commonlink.progress import make_progress
 
 LMMS_TASK_DIR = "commonlink_tasks"

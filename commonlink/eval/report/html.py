@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commonlink.errors import CommonlinkError, InputError
-from commonlink.eval.report.association_page import association_page, memory_text
-from commonlink.eval.report.common_o_page import common_o_page
 from commonlink.eval.report.images import ThumbnailStore, thumbnail_cache_dir
 from commonlink.eval.report.page import render_page, run_labels, runs_table
 from commonlink.eval.report.summary import summary_page
 from commonlink.eval.report.tables import load_results
 from commonlink.fileio import atomic_write_text
+from commonlink.kinds.association.report_page import association_page, memory_text
+from commonlink.kinds.common_o.report_page import common_o_page
 
 REPORT_FILENAME = "report.html"
 

@@ -1,0 +1,464 @@
+"""Association release: chain files -> a folder ``datasets.load_dataset(RELEASE_DIR, CONFIG)`` opens.
+
+Layout (one parquet folder per config, split ``test``)::
+
+    RELEASE_DIR/README.md                       card: configs block, concepts, pool sizes, counts, settings
+    RELEASE_DIR/manifest.json                   kind "association", configs, sha256/size of every file
+    RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin, name
+    RELEASE_DIR/single_step/test-*.parquet      tasks that reference images by id
+    RELEASE_DIR/deduction/test-*.parquet
+    RELEASE_DIR/synchronous/test-*.parquet      one row per chain; per-step lists of image ids
+    RELEASE_DIR/asynchronous/test-*.parquet
+
+Each image is stored once, however many steps use it (a 500-step chain would otherwise repeat its images
+about a thousand times). Images keep their original bytes unless they carry metadata (EXIF, GPS, XMP,
+comments), which is stripped by the ingestion cleaner; crops are encoded fresh (JPEG for JPEG sources, else
+PNG). The build is staged in a hidden folder and renamed into place; rerunning with the same inputs keeps
+the existing release.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from commonlink import __version__
+from commonlink.catalog.ingest import clean_image
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    sha256_bytes,
+)
+from commonlink.formats.meta import utc_now, verify_data_file
+from commonlink.formats.release import (
+    CARD_FILENAME,
+    MANIFEST_FILENAME,
+    read_release_manifest,
+)
+from commonlink.images import check_image, open_image
+from commonlink.kinds.association.card import render_association_card
+from commonlink.kinds.association.format import (
+    IMAGE_TABLE_TASK,
+    IMAGES_CONFIG,
+    IMAGES_FILENAME,
+    SPLIT,
+    TASKS,
+    ImageFetcher,
+    LabelledImage,
+    association_features,
+    read_chain_meta,
+    read_image_table,
+)
+from commonlink.kinds.common_o.release import CatalogImageReader
+from commonlink.progress import track
+from commonlink.release.shards import ShardWriter
+from commonlink.release.staging import (
+    DEFAULT_RELEASE_OPTIONS,
+    ReleaseOptions,
+    ReleaseResult,
+    build_key_of,
+    hash_files,
+    reuse_or_refuse,
+    stage_release,
+    without_local_paths,
+)
+
+
+@dataclass
+class _ChainInput:
+    path: Path
+    meta: dict
+    task: str
+    table: list[LabelledImage]
+    sha256: str
+
+
+def _read_inputs(
+    chain_files: Sequence[str | os.PathLike],
+    empty: list[str] | None = None,
+    *,
+    catalog_root: str | os.PathLike | None = None,
+) -> list[_ChainInput]:
+    """The task files to release, in task order; files without rows are left out and named in ``empty``
+    (datasets.load_dataset cannot open a config without rows)."""
+    inputs, seen = [], {}
+    tables: dict[tuple[Path, str | None], list[LabelledImage]] = {}  # the task files of one build share one table
+    empty = [] if empty is None else empty
+    for file in chain_files:
+        path = Path(file)
+        if not path.is_file():
+            raise InputError(
+                f"Chain file {path} not found.", "Make chain files with `commonlink chains SOURCE --out DIR`."
+            )
+        meta = read_chain_meta(path, allow_image_table=True)
+        task = meta["task"]
+        if task == IMAGE_TABLE_TASK:
+            continue  # images.jsonl passed along with the task files (e.g. OUT/*.jsonl): read through them
+        if task in seen:
+            raise InputError(
+                f"Two inputs hold {task} tasks ({seen[task]} and {path}).",
+                "Pass one chain file per task type (single_step, deduction, synchronous, asynchronous).",
+            )
+        sha256 = verify_data_file(path, meta)
+        seen[task] = path
+        if meta.get("rows") == 0:
+            empty.append(task)
+            continue
+        key = ((path.parent / meta.get("images_file", IMAGES_FILENAME)).resolve(), meta.get("images_sha256"))
+        if key not in tables:
+            tables[key] = read_image_table(
+                path, meta, catalog_root=catalog_root
+            )  # hashed against the meta, then parsed: once per table
+        inputs.append(_ChainInput(path, meta, task, tables[key], sha256))
+    if not inputs and empty:
+        raise InputError(
+            f"The task file(s) given have no rows ({', '.join(empty)}); a release needs at least one task.",
+            "Rebuild with `commonlink chains` (see its notes on why no task was built), or pass other task files.",
+        )
+    if not inputs:
+        raise InputError(
+            "Only the image table was given, no task files.",
+            "Pass the TASK.jsonl files written by `commonlink chains` (e.g. OUT/*.jsonl).",
+        )
+    return sorted(inputs, key=lambda inp: TASKS.index(inp.task))
+
+
+def _image_indices(row: dict, task: str) -> Iterator[int]:
+    if task == "single_step":
+        yield row["query"]
+        yield from row["memory"]
+        yield from row["candidates"]
+    elif task == "deduction":
+        yield row["image_1"]
+        yield row["image_2"]
+    else:
+        yield row["start"]
+        yield from row["positive"]
+        yield from row["negative"]
+
+
+def _referenced_images(inputs: list[_ChainInput], progress: bool) -> dict[str, LabelledImage]:
+    """Every image some task uses, by id (checked consistent across inputs)."""
+
+    images: dict[str, LabelledImage] = {}
+    for inp in inputs:
+        used = np.zeros(len(inp.table), dtype=bool)
+        for row in track(
+            read_jsonl(inp.path), f"scan {inp.path.name}", total=inp.meta.get("rows"), unit="rows", disable=not progress
+        ):
+            idx = np.fromiter(_image_indices(row, inp.task), dtype=np.int64)
+            if len(idx) and (idx.min() < 0 or idx.max() >= len(inp.table)):
+                raise SchemaError(
+                    f"{inp.path}: task {row.get('id')} names an image index outside images.jsonl.",
+                    "Rebuild the chain files.",
+                )
+            used[idx] = True
+        for i in np.flatnonzero(used):
+            img = inp.table[int(i)]
+            other = images.get(img.id)
+            if other is not None and (other.labels != img.labels or other.crop != img.crop):
+                raise SchemaError(
+                    f"Image {img.id} has different labels or crops in {inp.path.name} and another input.",
+                    "Build every chain file of a release from one source with one `commonlink chains` run.",
+                )
+            images[img.id] = img
+    return images
+
+
+_METADATA_KEYS = ("exif", "xmp", "XML:com.adobe.xmp", "comment", "photoshop")
+
+
+def stored_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from an encoded image's header (no pixel decoding)."""
+    with Image.open(io.BytesIO(data)) as probe:
+        return probe.size
+
+
+def source_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: CatalogImageReader | None = None) -> bytes:
+    """The bytes of ``img``'s source file, checked as Common-O releases check theirs: a file of a catalog (or
+    manifest folder) is read through :class:`CatalogImageReader` (a symbolic link out of that folder is refused),
+    and its sha256 must be the one recorded when the chains were built (an image changed since is refused)."""
+    origin = img.origin
+    data, path = fetcher.original_bytes(origin)
+    what = f"Image {img.id}"
+    if data is None:
+        if path is None:
+            raise InputError(f"{what}: its source row has no image.", "Rebuild the chain files from a complete source.")
+        try:
+            if origin.get("catalog") and origin.get("relative"):
+                data = (reader or CatalogImageReader()).read(origin["catalog"], origin["relative"], what=what)
+            else:
+                data = Path(path).read_bytes()
+        except FileNotFoundError:
+            data = None
+        if data is None:
+            raise InputError(
+                f"{what}: file {path} is gone since the chain files were built.",
+                "Restore the file, or rebuild the chain files.",
+            )
+    recorded = origin.get("sha256")
+    if recorded and sha256_bytes(data) != recorded:
+        raise InputError(
+            f"{what}: {path or 'its source'} changed since the chain files were built (its sha256 is not the one in "
+            f"{IMAGES_FILENAME}), so its labels may no longer describe it.",
+            "Restore the original file, or rebuild the chain files "
+            "(`commonlink chains ... --overwrite`) and then the release.",
+        )
+    return data
+
+
+def release_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: CatalogImageReader | None = None) -> bytes:
+    """Bytes to store for ``img``: the original file when it is clean, else a re-encode without metadata."""
+    data = source_image_bytes(fetcher, img, reader)
+    path = img.origin.get("path")
+    if img.crop is not None:
+        full = open_image(data, what=f"image {img.id}")
+        source_format = full.format
+        crop = full.crop(tuple(img.crop))
+        buf = io.BytesIO()
+        if source_format == "JPEG":
+            crop.convert("RGB" if crop.mode not in ("RGB", "L") else crop.mode).save(buf, format="JPEG", quality=95)
+        else:
+            crop.save(buf, format="PNG")
+        return buf.getvalue()
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            # PNG text chunks (tEXt/zTXt/iTXt) can hold anything: captions, places, names
+            dirty = (
+                bool(probe.getexif())
+                or any(key in probe.info for key in _METADATA_KEYS)
+                or bool(getattr(probe, "text", None))
+            )
+    except Exception as exc:  # Pillow names a BytesIO object, not the file: name the image and its file
+        where = f"Image {img.id} ({path})" if path else f"Image {img.id} ({json.dumps(img.origin, sort_keys=True)})"
+        raise InputError(
+            f"{where}: not a readable image (corrupt or unknown format: {type(exc).__name__}).",
+            "Fix or remove it from the source, then build the chain files again.",
+        ) from exc
+    if not dirty:
+        # decoded, so a truncated, oversized or replaced file is refused rather than published
+        check_image(data, what=f"Image {img.id}" + (f" ({path})" if path else ""), size=(img.width, img.height))
+        return data
+    return clean_image(open_image(data, what=f"image {img.id}")).data
+
+
+def _origin_text(origin: dict) -> str:
+    """Origin without local folder names (the release gets published)."""
+    public = dict(origin)
+    for key in ("path", "dataset", "catalog"):
+        value = public.get(key)
+        if isinstance(value, str) and os.path.isabs(value):
+            public[key] = os.path.basename(value.rstrip("/\\"))
+    return json.dumps(public, sort_keys=True)
+
+
+def _task_rows(inp: _ChainInput, ids: list[str], options: list[str], concept_kind: str) -> Iterator[dict]:
+    def image_id(i: int) -> str:
+        return ids[i]
+
+    for row in read_jsonl(inp.path):
+        if inp.task == "single_step":
+            yield {
+                "id": row["id"],
+                "concept": row["concept"],
+                "concept_kind": concept_kind,
+                "query": image_id(row["query"]),
+                "memory": [image_id(i) for i in row["memory"]],
+                "memory_concept": row.get("memory_concept", row["concept"]),
+                "candidates": [image_id(i) for i in row["candidates"]],
+                "answer": int(row["answer"]),
+                "options": options,
+            }
+        elif inp.task == "deduction":
+            yield {
+                "id": row["id"],
+                "concept": row["concept"],
+                "concept_kind": concept_kind,
+                "image_1": image_id(row["image_1"]),
+                "image_2": image_id(row["image_2"]),
+                "options": options,
+                "gold": list(row["gold"]),
+            }
+        else:
+            yield {
+                "id": row["id"],
+                "kind": row.get("kind", inp.task),
+                "concepts": list(row["concepts"]),
+                "concept_kind": concept_kind,
+                "start": image_id(row["start"]),
+                "positive": [ids[i] for i in row["positive"]],
+                "negative": [ids[i] for i in row["negative"]],
+                "answer": list(row["answer"]),
+                "plan": row["plan"],
+                "warmup": int(row["warmup"]),
+                "num_steps": int(row.get("num_steps", len(row["positive"]))),
+                "options": options,
+            }
+
+
+def build_association_release(
+    chain_files: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    options: ReleaseOptions = DEFAULT_RELEASE_OPTIONS,
+) -> ReleaseResult:
+    """Write an association release folder (layout in the module docstring)."""
+    if not chain_files:
+        raise InputError("No chain files given.", "Pass the .jsonl files written by `commonlink chains`.")
+    out_dir = Path(out_dir).expanduser().resolve()
+    options = options.named_for(out_dir)
+    empty: list[str] = []
+    inputs = _read_inputs(chain_files, empty, catalog_root=options.catalog_root)
+    notes = [
+        f"{task}: the task file has no rows, so the release has no {task} config (datasets cannot load an empty one)."
+        for task in empty
+    ]
+    first = inputs[0].meta
+    concept_options = list(first.get("options") or [])
+    concept_kind = first.get("concept_kind", "concept")
+    seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
+    seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
+    config = _release_config(inputs, options)
+    build_key = build_key_of(config, __version__)
+    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
+    if reused is not None:
+        reused.splits = read_release_manifest(out_dir).get("configs", {})
+        reused.notes = notes
+        return reused
+
+    images = _referenced_images(inputs, options.progress)
+    with stage_release(out_dir) as tmp_dir:
+        configs: dict[str, dict] = {}
+        features_by_config: dict[str, Any] = {}
+        image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config)
+        for inp in inputs:
+            ids = [img.id for img in inp.table]
+            features = features_by_config[inp.task] = association_features(inp.task)
+            with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
+                rows = _task_rows(inp, ids, concept_options, concept_kind)
+                for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not options.progress):
+                    writer.write(row)
+            configs[inp.task] = _config_info(writer, inp.task)
+        stats = _release_stats(inputs, len(images), image_bytes)
+        card = render_association_card(
+            name=options.name,
+            version=options.version,
+            license=options.license,
+            configs=configs,
+            features=features_by_config,
+            stats=stats,
+            seed=seed,
+            toolkit_version=__version__,
+            card_info=dict(options.card_info),
+        )
+        atomic_write_text(tmp_dir / CARD_FILENAME, card)
+        files = hash_files(tmp_dir)
+        manifest = {
+            "toolkit_version": __version__,
+            "name": options.name,
+            "version": options.version,
+            "kind": "association",
+            "seed": seed,
+            "build_key": build_key,
+            "created": utc_now(),
+            "config": config,
+            "configs": {
+                c: {k: i[k] for k in ("rows", "files", "num_bytes", "download_size")} for c, i in configs.items()
+            },
+            "stats": stats,
+            "files": files,
+        }
+        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
+    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files, notes=notes)
+
+
+def _release_config(inputs: list[_ChainInput], options: ReleaseOptions) -> dict:
+    """The build's recorded configuration (the manifest's ``config``; its hash is the build key)."""
+    return {
+        "kind": "association",
+        **options.recorded(),
+        "inputs": [
+            {
+                "file": inp.path.name,
+                "task": inp.task,
+                "sha256": inp.sha256,
+                "rows": inp.meta.get("rows"),
+                "seed": inp.meta.get("seed"),
+                "toolkit_version": inp.meta.get("toolkit_version"),
+                "config": without_local_paths(inp.meta.get("config", {})),
+            }
+            for inp in inputs
+        ],
+    }
+
+
+def _write_images(
+    tmp_dir: Path,
+    images: dict[str, LabelledImage],
+    options: ReleaseOptions,
+    configs: dict[str, dict],
+    features_by_config: dict[str, Any],
+) -> int:
+    """The images config (every image once, by id) written into ``tmp_dir``, recorded in ``configs`` and
+    ``features_by_config``; returns the bytes of image data stored."""
+    fetcher, reader = ImageFetcher(), CatalogImageReader()
+    features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
+    image_bytes = 0
+    with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
+        for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
+            img = images[image_id]
+            data = release_image_bytes(fetcher, img, reader)
+            image_bytes += len(data)
+            width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
+            writer.write(
+                {
+                    "id": img.id,
+                    "image": {"bytes": data, "path": None},
+                    "labels": img.labels,
+                    "width": width,
+                    "height": height,
+                    "crop": img.crop,
+                    "origin": _origin_text(img.origin),
+                    "name": img.name,
+                }
+            )
+    configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
+    return image_bytes
+
+
+def _release_stats(inputs: list[_ChainInput], images: int, image_bytes: int) -> dict:
+    """What the card reports and the manifest's ``stats`` holds: the build's concepts, counts and settings (from
+    the first task file's meta: the task files of one build share them)."""
+    first = inputs[0].meta
+    return {
+        "concepts": first.get("concepts", []),
+        "pairs": first.get("pairs", []),
+        "options": list(first.get("options") or []),
+        "concept_kind": first.get("concept_kind", "concept"),
+        "counts": {inp.task: inp.meta.get("rows") for inp in inputs},
+        "steps": {inp.task: inp.meta.get("steps") for inp in inputs if inp.task in ("synchronous", "asynchronous")},
+        "images": images,
+        "image_bytes": image_bytes,
+        "source": without_local_paths(first.get("source") or {}),
+        "construction": without_local_paths(first.get("config", {})),
+        "verification": first.get("verification"),
+        "images_without_disjoint_negative": first.get("images_without_disjoint_negative", 0),
+    }
+
+
+def _config_info(writer: ShardWriter, config: str) -> dict:
+    return {
+        "rows": writer.rows_written,
+        "files": [f"{config}/{s.path.name}" for s in writer.shards],
+        "num_bytes": sum(s.data_bytes for s in writer.shards),
+        "download_size": sum(s.bytes for s in writer.shards),
+    }

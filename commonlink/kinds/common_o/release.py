@@ -1,0 +1,537 @@
+"""Build a release folder (parquet shards + dataset card + manifest) from pairs files.
+
+Layout written (contracts; ``datasets.load_dataset(RELEASE_DIR)`` reads it with no custom code)::
+
+    RELEASE_DIR/README.md                               Hub dataset card: YAML metadata + datasheet
+    RELEASE_DIR/manifest.json                           sha256/size of every file, toolkit version, seed, config
+    RELEASE_DIR/data/{split}-{i:05d}-of-{n:05d}.parquet published facebook/Common-O columns + provenance
+    RELEASE_DIR/figures/*.png                           figures linked from the card
+
+Rows are streamed: each pairs row is read, its two image files are read and written into the current row
+group, and only light per-row metadata is kept (for statistics and figures), so memory does not grow with
+image count. The folder is built under a hidden temporary name next to ``RELEASE_DIR`` and renamed into
+place at the end; an existing release is only replaced with ``overwrite=True``, and rebuilding the same
+inputs with the same options finds the finished release and keeps it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from commonlink import __version__
+from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    safe_join,
+    sha256_bytes,
+)
+from commonlink.formats.catalog import (
+    CatalogRecord,
+    iter_catalog,
+    outside_link_error,
+)
+from commonlink.formats.catalog_refs import CatalogResolver
+from commonlink.formats.meta import (
+    COMMON_O_PAIRS_KIND,
+    meta_path,
+    read_meta,
+    utc_now,
+    verify_data_file,
+)
+from commonlink.formats.release import CARD_FILENAME, MANIFEST_FILENAME
+from commonlink.images import check_image
+from commonlink.kinds.common_o.datasheet import render_common_o_card
+from commonlink.kinds.common_o.figures import write_common_o_figures
+from commonlink.kinds.common_o.format import common_o_features, letters
+from commonlink.kinds.common_o.release_stats import CommonOStatsAccumulator
+from commonlink.progress import track
+from commonlink.release.shards import ShardWriter
+from commonlink.release.staging import (
+    DEFAULT_RELEASE_OPTIONS,
+    ReleaseOptions,
+    ReleaseResult,
+    build_key_of,
+    hash_files,
+    reuse_or_refuse,
+    stage_release,
+    without_local_paths,
+)
+
+#: Stored in every row's ``answer_type``: the model picks every correct letter among the choices.
+ANSWER_TYPE = "multiple_choice"
+
+
+# ------------------------------------------------------------------------------------------------ Common-O
+
+
+@dataclass
+class _Input:
+    path: Path
+    meta: dict
+    split: str
+    sha256: str
+
+
+def build_common_o_release(
+    pairs_files: list[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    options: ReleaseOptions = DEFAULT_RELEASE_OPTIONS,
+) -> ReleaseResult:
+    """Write a Common-O release folder from pairs files (one split per file's meta ``split``)."""
+    out_dir = Path(out_dir).expanduser().resolve()
+    options = options.named_for(out_dir)
+    inputs = _read_inputs(pairs_files)
+    seed = _common_seed(inputs)
+    config = {
+        "kind": "common_o",
+        **options.recorded(),
+        "answer_type": ANSWER_TYPE,
+        "inputs": [
+            {
+                "file": inp.path.name,
+                "sha256": inp.sha256,
+                "split": inp.split,
+                "count": inp.meta.get("count"),
+                "seed": inp.meta.get("seed"),
+                "toolkit_version": inp.meta.get("toolkit_version"),
+                "config": without_local_paths(inp.meta.get("config", {})),
+            }
+            for inp in inputs
+        ],
+    }
+    build_key = build_key_of(config, __version__)
+
+    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
+    if reused is not None:
+        return reused
+
+    with stage_release(out_dir) as tmp_dir:
+        features = common_o_features()
+        shards = _SplitShards(
+            tmp_dir / "data",
+            features,
+            max_shard_bytes=options.max_shard_bytes,
+            progress=options.progress,
+            catalog_root=options.catalog_root,
+        )
+        for split in dict.fromkeys(inp.split for inp in inputs):
+            shards.write_split(split, [inp for inp in inputs if inp.split == split])
+
+        figures = write_common_o_figures(
+            dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
+        )
+        summary = shards.stats.summary()
+        _mark_unreached_counts(summary, inputs)
+        card = render_common_o_card(
+            name=options.name,
+            version=options.version,
+            license=options.license,
+            splits=shards.splits,
+            stats=summary,
+            figures=figures,
+            features=features,
+            seed=seed,
+            toolkit_version=__version__,
+            config=config,
+            card_info=dict(options.card_info),
+        )
+        atomic_write_text(tmp_dir / CARD_FILENAME, card)
+        files = hash_files(tmp_dir)
+        manifest = {
+            "toolkit_version": __version__,
+            "name": options.name,
+            "version": options.version,
+            "kind": "common_o",
+            "seed": seed,
+            "build_key": build_key,
+            "created": utc_now(),
+            "config": config,
+            "splits": {
+                s: {k: info[k] for k in ("rows", "files", "num_bytes", "download_size")}
+                for s, info in shards.splits.items()
+            },
+            "stats": summary,
+            "figures": figures,
+            "files": files,
+        }
+        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
+    return ReleaseResult(out_dir=out_dir, kind="common_o", splits=manifest["splits"], files=files, figures=figures)
+
+
+class _SplitShards:
+    """Streams the pairs rows of each split into parquet shards, keeping per-split statistics and the light
+    metadata the figures need (no image bytes); ids must be unique across the whole release."""
+
+    def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool, catalog_root=None) -> None:
+        self.data_dir, self.features, self.max_shard_bytes, self.progress = (
+            data_dir,
+            features,
+            max_shard_bytes,
+            progress,
+        )
+        self.catalog_root = catalog_root
+        self.stats = CommonOStatsAccumulator()
+        self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
+        self.splits: dict[str, dict] = {}
+        self._compact = _CompactRows()
+        self._reader = CatalogImageReader()
+        self._seen_ids: dict[str, str] = {}
+
+    def write_split(self, split: str, split_inputs: list[_Input]) -> None:
+        with ShardWriter(self.data_dir, split, self.features, max_shard_bytes=self.max_shard_bytes) as writer:
+            for inp in split_inputs:
+                total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
+                located = map(CatalogResolver(inp.path, self.catalog_root).pairs_row, read_jsonl(inp.path))
+                rows = track(located, f"{split}: {inp.path.name}", total=total, unit="rows", disable=not self.progress)
+                for number, row in enumerate(rows, start=1):
+                    where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
+                    writer.write(self._record(row, split, where))
+                    self.stats.add(split, row)
+                    self.rows_by_split[split].append(self._compact.row(row))
+        if writer.rows_written == 0:
+            raise InputError(
+                f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
+                "datasets.load_dataset cannot open an empty split.",
+                "Sample pairs into the file first (`commonlink pairs --count N`), or leave it out.",
+            )
+        self.splits[split] = {
+            "rows": writer.rows_written,
+            "files": [f"data/{s.path.name}" for s in writer.shards],
+            "num_bytes": sum(s.data_bytes for s in writer.shards),
+            "download_size": sum(s.bytes for s in writer.shards),
+        }
+
+    def _record(self, row: dict, split: str, where: str) -> dict:
+        record = published_row(row, split=split, where=where, reader=self._reader)
+        if record["id"] in self._seen_ids:
+            raise SchemaError(
+                f"{where}: example id {record['id']!r} is already used by {self._seen_ids[record['id']]}.",
+                "Ids must be unique in a release, and `commonlink pairs` numbers them {split}-{index} whatever the "
+                "seed: sample one file per split (one `commonlink pairs` run with the total --count), or drop the "
+                "duplicate file.",
+            )
+        self._seen_ids[record["id"]] = where
+        return record
+
+
+class CatalogImageReader:
+    """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
+
+    Each catalog sub-folder is resolved (``safe_join``) once and cached; files are opened without following
+    symlinks, and a symlinked file is checked with ``safe_join`` before it is read, so a link cannot escape.
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, str], str] = {}
+        self._records: dict[str, dict[str, CatalogRecord]] = {}
+        self._verified: set[tuple[str, int, int]] = set()
+
+    def verify_image(self, data: bytes, record: CatalogRecord, *, what: str) -> None:
+        """Decode ``data`` (the bytes of ``record``'s file, sha256 already matched) under the pixel cap and check
+        its size against the record; an image used by many rows is decoded once per build."""
+        key = (record.sha256, record.width, record.height)
+        if key not in self._verified:
+            check_image(data, what=what, size=(record.width, record.height))
+            self._verified.add(key)
+
+    def record(self, catalog: str, image_id: str, *, what: str) -> CatalogRecord:
+        """The catalog record of ``image_id`` (each catalog read once); an error when it has none."""
+        records = self._records.get(catalog)
+        if records is None:
+            try:
+                records = self._records[catalog] = {r.id: r for r in iter_catalog(catalog)}
+            except InputError as exc:
+                raise InputError(f"{what}: {exc.problem}", exc.fix) from None
+        found = records.get(image_id)
+        if found is None:
+            raise SchemaError(
+                f"{what}: id {image_id!r} is not a record of the catalog {catalog}.",
+                "Sample the pairs again from the current catalog (`commonlink pairs ... --overwrite`).",
+            )
+        return found
+
+    def path(self, catalog: str, relative: str, *, what: str) -> str:
+        head, tail = os.path.split(relative)
+        key = (catalog, head)
+        folder = self._folders.get(key)
+        if folder is None:
+            try:
+                folder = self._folders[key] = str(safe_join(catalog, head or "."))
+            except InputError as exc:
+                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
+        if tail in ("", ".", ".."):
+            raise InputError(f"{what} path {relative!r} names no file.", "Regenerate the pairs file.")
+        return os.path.join(folder, tail)
+
+    def read(self, catalog: str, relative: str, *, what: str) -> bytes:
+        path = self.path(catalog, relative, what=what)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            raise InputError(
+                f"{what} file {path} not found.",
+                "Restore the image into its catalog folder (or rebuild the catalog and the pairs) and rerun.",
+            ) from None
+        except OSError:  # ELOOP: the file is a symlink; allowed only when it stays inside the catalog
+            try:
+                path = str(safe_join(catalog, relative))
+            except InputError as exc:
+                exc = outside_link_error(catalog, relative) or exc
+                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
+            fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            data = os.read(fd, size) if size else b""
+            if len(data) == size and size:
+                return data  # the usual case: one read, no extra syscall to see end of file
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _json_list(items: tuple[str, ...]) -> str:
+    return json.dumps(list(items), ensure_ascii=False)
+
+
+def published_row(row: dict, *, split: str, where: str, reader: CatalogImageReader | None = None) -> dict:
+    """One pairs-file row -> one parquet row (published Common-O columns + provenance), images as file bytes.
+
+    Pass one ``reader`` for a whole build: it resolves each catalog folder once instead of once a file.
+    """
+    for key in ("id", "image_1", "image_2", "choices", "ground_truth", "answer", "question", "source"):
+        if key not in row:
+            raise SchemaError(f"{where}: missing field {key!r}.", "Regenerate the pairs file with `commonlink pairs`.")
+    if row.get("split") not in (None, split):
+        raise SchemaError(
+            f"{where}: row split {row['split']!r} differs from the file's split {split!r} (meta).",
+            "Regenerate the pairs file.",
+        )
+    choices, truth = row["choices"], row["ground_truth"]
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
+        raise SchemaError(f"{where}: 'choices' must be a non-empty list of names.")
+    position = {c: i for i, c in enumerate(choices)}
+    if len(position) != len(choices):
+        raise SchemaError(f"{where}: 'choices' repeats a name ({choices}).")
+    if not isinstance(truth, list) or not truth or any(t not in position for t in truth):
+        raise SchemaError(f"{where}: ground truth {truth} not among the choices.", "Regenerate the pairs file.")
+    labels = letters(len(choices))
+    expected = {labels[position[t]] for t in truth}
+    given = {part.strip() for part in str(row["answer"]).split(",")}
+    if given != expected:
+        raise SchemaError(
+            f"{where}: answer {row['answer']!r} does not match the ground truth letters "
+            f"{', '.join(sorted(expected))!r}.",
+            "Regenerate the pairs file; answer and ground_truth must agree.",
+        )
+    if row["source"] not in ("real", "synthetic"):
+        raise SchemaError(f"{where}: source must be 'real' or 'synthetic', got {row['source']!r}.")
+    check_row_types(row, where)
+    reader = reader or CatalogImageReader()
+    images, objects = [], []
+    for key in ("image_1", "image_2"):
+        image = row[key]
+        record = checked_image_record(image, key=key, source=row["source"], where=where, reader=reader)
+        data = reader.read(image["catalog"], image["path"], what=f"{where}: {key}")
+        if sha256_bytes(data) != record.sha256:
+            # The labels in the pairs row describe the image that was sampled; publishing other pixels under
+            # them would publish wrong ground truth.
+            raise SchemaError(
+                f"{where}: {key} file {image['path']} in {image['catalog']} changed after the pairs were sampled "
+                "(sha256 differs).",
+                "Restore the original image, or rebuild the catalog and sample the pairs again.",
+            )
+        reader.verify_image(data, record, what=f"{where}: {key} file {image['path']} in {image['catalog']}")
+        images.append({"bytes": data, "path": os.path.basename(image["path"])})
+        objects.append(image["objects"])
+    common = [t for t in truth if t != NO_COMMON_OBJECTS]
+    return {
+        "image_1": images[0],
+        "image_2": images[1],
+        "question": str(row["question"]),
+        "answer": str(row["answer"]),
+        "objects_1": _json_list(tuple(objects[0])),
+        "objects_2": _json_list(tuple(objects[1])),
+        "num_objects_image_1": len(objects[0]),
+        "num_objects_image_2": len(objects[1]),
+        "question_template": str(row.get("question_template") or ""),
+        "answer_type": ANSWER_TYPE,
+        "choices": _json_list(tuple(choices)),
+        "num_choices": len(choices),
+        "num_ground_truth_objects": len(common),
+        "real_or_synthetic": row["source"],
+        "ground_truth_objects": _json_list(tuple(truth)),
+        "id": str(row["id"]),
+        "image_1_id": _str_or_none(row["image_1"].get("id")),
+        "image_2_id": _str_or_none(row["image_2"].get("id")),
+        "scene_1_id": _str_or_none(row["image_1"].get("scene_id")),
+        "scene_2_id": _str_or_none(row["image_2"].get("scene_id")),
+        "view_1": _str_or_none(row["image_1"].get("view")),
+        "view_2": _str_or_none(row["image_2"].get("view")),
+    }
+
+
+def check_row_types(row: dict, where: str) -> None:
+    """The row's own fields have the types the published schema needs (never ``None`` stored as ``"None"``)."""
+    for key in ("id", "question", "answer"):
+        if not isinstance(row[key], str) or not row[key]:
+            raise SchemaError(
+                f"{where}: {key!r} must be a non-empty string, got {row[key]!r}.",
+                "Regenerate the pairs file with `commonlink pairs`.",
+            )
+    if row.get("question_template") is not None and not isinstance(row["question_template"], str):
+        raise SchemaError(
+            f"{where}: 'question_template' must be a string, got {row['question_template']!r}.",
+            "Regenerate the pairs file.",
+        )
+
+
+def checked_image_record(image: Any, *, key: str, source: str, where: str, reader: CatalogImageReader) -> CatalogRecord:
+    """The catalog record an ``image_N`` entry names, after checking that the entry agrees with it (id, path,
+    objects, sha256, size, source): the release publishes the entry's labels as ground truth."""
+    fix = "Sample the pairs again from the current catalog (`commonlink pairs ... --overwrite`)."
+    if not isinstance(image, dict) or not image.get("catalog") or not image.get("path"):
+        raise SchemaError(f"{where}: {key} needs 'catalog' and 'path'.", "Regenerate the pairs file.")
+    for field_name in ("catalog", "path", "id"):
+        if not isinstance(image.get(field_name), str) or not image[field_name]:
+            raise SchemaError(
+                f"{where}: {key} {field_name!r} must be a non-empty string, got {image.get(field_name)!r}.", fix
+            )
+    objects = image.get("objects")
+    if not isinstance(objects, list) or not all(isinstance(o, str) and o for o in objects):
+        raise SchemaError(f"{where}: {key} 'objects' must be a list of object names, got {objects!r}.", fix)
+    record = reader.record(image["catalog"], image["id"], what=f"{where}: {key}")
+    if record.path != image["path"]:
+        raise SchemaError(
+            f"{where}: {key} path {image['path']!r} is not the path {record.path!r} the catalog records for id "
+            f"{record.id!r}.",
+            fix,
+        )
+    if sorted(objects) != sorted(record.objects):
+        raise SchemaError(
+            f"{where}: {key} objects {objects} differ from the catalog record of {record.id!r} ({record.objects}).", fix
+        )
+    for field_name, expected in (("sha256", record.sha256), ("width", record.width), ("height", record.height)):
+        if image.get(field_name) is not None and image[field_name] != expected:
+            raise SchemaError(
+                f"{where}: {key} {field_name} {image[field_name]!r} differs from the catalog record ({expected!r}).",
+                fix,
+            )
+    if record.source != source:
+        raise SchemaError(
+            f"{where}: {key} is a {record.source} image in its catalog, but the row says {source!r}.", fix
+        )
+    return record
+
+
+# ------------------------------------------------------------------------------------------------ internals
+
+
+def _mark_unreached_counts(summary: dict, inputs: list[_Input]) -> None:
+    """Per split, the numbers of common objects 0..K (K from the pairs files' options) that no row has: the card
+    says so, so that a split that could not reach them never passes for one that did."""
+    for split, info in summary["splits"].items():
+        k_max = max(
+            (int(inp.meta.get("config", {}).get("max_common") or 0) for inp in inputs if inp.split == split), default=0
+        )
+        histogram = (info.get("common_objects_per_example") or {}).get("histogram") or {}
+        info["max_common"] = k_max
+        info["common_objects_missing"] = [k for k in range(k_max + 1) if not histogram.get(str(k))]
+
+
+def _read_inputs(pairs_files: list[str | os.PathLike]) -> list[_Input]:
+    inputs = []
+    seen = set()
+    for raw in pairs_files:
+        path = Path(raw).expanduser().resolve()
+        if path in seen:
+            raise InputError(f"{path} is given twice.", "Pass each pairs file once.")
+        seen.add(path)
+        meta = read_meta(path)
+        if meta["kind"] != COMMON_O_PAIRS_KIND:
+            raise InputError(
+                f"{path} is a {meta['kind']!r} file, not Common-O pairs.", "Pass files written by `commonlink pairs`."
+            )
+        split = str(meta.get("split") or "")
+        if not re.fullmatch(r"\w+", split):
+            raise SchemaError(
+                f"{meta_path(path)}: split {split!r} is not a valid split name (letters, digits, '_').",
+                "Regenerate the pairs with `commonlink pairs --split NAME`.",
+            )
+        inputs.append(_Input(path=path, meta=meta, split=split, sha256=verify_data_file(path, meta)))
+    return inputs
+
+
+def _common_seed(inputs: list[_Input]) -> Any:
+    """The inputs' seed, or {input file name: seed} when they differ (names only: the card gets published)."""
+    names = [inp.path.name for inp in inputs]
+    if len(set(names)) < len(names):
+        names = [f"{inp.path.parent.name}/{inp.path.name}" for inp in inputs]
+    if len(set(names)) < len(names):
+        names = [f"{i + 1}: {name}" for i, name in enumerate(names)]
+    seeds = {name: inp.meta.get("seed") for name, inp in zip(names, inputs)}
+    distinct = {json.dumps(s) for s in seeds.values()}
+    return next(iter(seeds.values())) if len(distinct) == 1 else seeds
+
+
+class _CompactRows:
+    """Pairs rows as the figures need them, held for the whole build: no question text, one shared dict per
+    distinct image and one string object per distinct name, so memory grows slowly with the number of rows."""
+
+    _IMAGE_KEYS = ("catalog", "id", "path", "source", "scene_id", "view", "background", "objects", "object_area")
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._images: dict[tuple, dict] = {}
+
+    def _name(self, text: Any) -> Any:
+        return self._strings.setdefault(text, text) if isinstance(text, str) else text
+
+    def _image(self, image: dict) -> dict:
+        key = (image.get("catalog"), image.get("id") or image.get("path"))
+        shared = self._images.get(key)
+        if shared is None:
+            shared = {k: self._name(image[k]) for k in self._IMAGE_KEYS if k in image and k != "objects"}
+            shared["objects"] = [self._name(o) for o in image.get("objects") or []]
+            self._images[key] = shared
+        return shared
+
+    def row(self, row: dict) -> dict:
+        return {
+            "id": row["id"],
+            "split": self._name(row.get("split")),
+            "source": self._name(row["source"]),
+            "image_1": self._image(row["image_1"]),
+            "image_2": self._image(row["image_2"]),
+            "choices": [self._name(c) for c in row["choices"]],
+            "ground_truth": [self._name(t) for t in row["ground_truth"]],
+            "answer": self._name(row["answer"]),
+        }
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+__all__ = [
+    "ANSWER_TYPE",
+    "CatalogImageReader",
+    "CommonOStatsAccumulator",
+    "build_common_o_release",
+    "check_row_types",
+    "checked_image_record",
+    "published_row",
+]
