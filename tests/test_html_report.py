@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import BackendInfo
-from commonlink.eval.report.html import memory_text, write_report
+from commonlink.eval.report.html import write_report
+from commonlink.kinds.association.report_page import memory_text
 from commonlink.kinds.common_o.format import letters
 from commonlink.kinds.common_o.task import evaluate_common_o
 from commonlink.seeding import rng_for

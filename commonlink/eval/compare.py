@@ -21,21 +21,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from commonlink import registry
 from commonlink.errors import InputError
-from commonlink.eval.metrics import common_o_metrics, perception_metrics, ratio_metrics
 from commonlink.eval.report.tables import load_results
 from commonlink.eval.run_names import default_run_name, model_names, run_name
-from commonlink.kinds.association.concept_prompts import COMPLEXITIES
 
 __all__ = [
+    "Column",
     "Comparison",
+    "Table",
     "RowSetMismatch",
     "compare_runs",
     "default_run_name",
     "render_comparison",
     "row_set",
+    "mean_se",
+    "run_head",
     "run_name",
     "task_kind",
+    "with_se",
 ]
 
 FORMATS = ("md", "csv", "json")
@@ -87,43 +91,8 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
 
-_COMMON_O = [
-    Column("n", "n", "int"),
-    Column("Accuracy (%)", "accuracy", "pct"),
-    Column("Halluc. rate (%)", "hallucination_rate", "pct"),
-    Column("1+ halluc. (%)", "hallucination_1plus", "pct"),
-    Column("2+ halluc. (%)", "hallucination_2plus", "pct"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
-]
-_PERCEPTION = [
-    Column("Images", "n", "int"),
-    Column("Accuracy (%)", "accuracy", "pct"),
-    Column("Halluc. rate (%)", "hallucination_rate", "pct"),
-    Column("Question acc. (%)", "question_accuracy", "pct"),
-    Column("Recall (%)", "recall", "pct"),
-    Column("Yes when absent (%)", "yes_rate_absent", "pct"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
-]
-_CHAINS = [
-    Column("Memory", "memory"),
-    Column("Task", "config"),
-    Column("Chains", "n", "int"),
-    Column("Max steps", "max_steps", "num"),
-    Column("Mean steps", "mean_steps", "num"),
-    Column("Deduction", "deduction", "ratio"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
-]
-_RATIOS = [
-    Column("Memory", "memory"),
-    Column("Task", "config"),
-    Column("n", "n", "int"),
-    Column("Success", "success", "ratio"),
-    Column("Deduction", "deduction", "ratio"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
-]
-
-
-def _head(results: dict) -> dict:
+def run_head(results: dict) -> dict:
+    """The columns every table starts with: the run's name, model(s), backend and results path."""
     return {
         "run": run_name(results),
         "model": "+".join(model_names(results)),
@@ -132,92 +101,16 @@ def _head(results: dict) -> dict:
     }
 
 
-def _with_se(group: dict, key: str, out_key: str | None = None) -> dict:
+def with_se(group: dict, key: str, out_key: str | None = None) -> dict:
+    """``{out_key: value, out_key_se: its standard error}`` from a metrics group."""
     out_key = out_key or key
     return {out_key: group.get(key), f"{out_key}_se": group.get(f"{key}_se")}
 
 
-def _common_o_row(results: dict) -> dict:
-    overall = results.get("metrics", {}).get("overall", {})
-    row = _head(results) | {"n": overall.get("n", 0), "parse_failure_rate": overall.get("parse_failure_rate")}
-    for key in (
-        "accuracy",
-        "hallucination_rate",
-        "hallucination_1plus",
-        "hallucination_2plus",
-        "question_accuracy",
-        "recall",
-        "yes_rate_absent",
-    ):
-        row |= _with_se(overall, key)
-    return row
-
-
-def _mean_se(values: Sequence[float | None]) -> float | None:
+def mean_se(values: Sequence[float | None]) -> float | None:
     """SE of an average of independent per-concept means (each with its own SE)."""
     values = [v for v in values if v is not None]
     return (sum(v * v for v in values) ** 0.5 / len(values)) if values else None
-
-
-def _association_row(results: dict) -> dict:
-    metrics = results.get("metrics", {})
-    summary, per = metrics.get("summary", {}), metrics.get("per_concept", {})
-    row = _head(results) | {
-        "memory": results.get("association", {}).get("memory", "?"),
-        "config": results.get("dataset", {}).get("config", "?"),
-    }
-    if "avg_mean_steps" in summary:
-        chains = summary.get("chains", 0)
-        unparseable = sum(v.get("ended", {}).get("unparseable", 0) for v in per.values())
-        deductions = [
-            v["deduction_success_ratio"] for v in per.values() if v.get("deduction_success_ratio") is not None
-        ]
-        return row | {
-            "n": chains,
-            "max_steps": summary.get("avg_max_steps"),
-            "mean_steps": summary.get("avg_mean_steps"),
-            "max_steps_se": summary.get("avg_max_steps_se"),  # runs written before it was recorded: none
-            "mean_steps_se": summary.get("avg_mean_steps_se", _mean_se([v.get("mean_steps_se") for v in per.values()])),
-            "deduction": sum(deductions) / len(deductions) if deductions else None,
-            "parse_failure_rate": unparseable / chains if chains else None,
-        }
-    return row | {
-        "n": summary.get("n", 0),
-        "parse_failure_rate": summary.get("unparseable_rate"),
-        "success": summary.get("avg_success_ratio"),
-        "success_se": _mean_se([v.get("success_ratio_se") for v in per.values()]),
-        "deduction": summary.get("avg_deduction_success_ratio"),
-        "deduction_se": _mean_se([v.get("deduction_success_ratio_se") for v in per.values()]),
-    }
-
-
-def _concept_table(title: str, runs: list[dict]) -> Table:
-    complexities = list(runs[0].get("concept_perception", {}).get("complexities") or COMPLEXITIES)
-    columns = [Column("Strategy", "strategy"), Column("n", "n", "int")] + [Column(c, c, "ratio") for c in complexities]
-    rows = []
-    for results in runs:
-        for strategy, cells in results.get("metrics", {}).get("table", {}).items():
-            row = _head(results) | {"strategy": strategy, "n": next(iter(cells.values()), {}).get("n")}
-            for c in complexities:
-                row |= {c: cells.get(c, {}).get("success_ratio"), f"{c}_se": cells.get(c, {}).get("se")}
-            rows.append(row)
-    return Table(title, columns, rows)
-
-
-def _table(title: str, kind: str, runs: list[dict]) -> Table:
-    if kind == "concept_perception":
-        return _concept_table(title, runs)
-    if kind.startswith("association"):
-        rows = [_association_row(r) for r in runs]
-        chains = any("mean_steps" in r for r in rows)
-        key = (
-            "mean_steps" if chains else ("success" if any(r.get("success") is not None for r in rows) else "deduction")
-        )
-        rows.sort(key=lambda r: -(r.get(key) or 0.0))
-        return Table(title, _CHAINS if chains else _RATIOS, rows)
-    rows = [_common_o_row(r) for r in runs]
-    rows.sort(key=lambda r: (-(r.get("accuracy") or 0.0), r.get("hallucination_rate") or 0.0))
-    return Table(title, _PERCEPTION if kind == "perception" else _COMMON_O, rows)
 
 
 # ------------------------------------------------------------------------------------------ shared rows
@@ -229,30 +122,11 @@ def _predictions(results: dict) -> list[dict] | None:
     return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _row_id(kind: str, record: dict) -> str:
-    return str(record.get("row_id", record.get("id"))) if kind == "perception" else str(record.get("id"))
-
-
-def _rescore(kind: str, results: dict, records: list[dict]) -> dict:
-    seed, n_boot = results.get("seed", 0), results.get("bootstrap_resamples", 1000)
-    if kind == "common_o":
-        metrics = common_o_metrics(records, seed=seed, n_boot=n_boot)
-    elif kind == "perception":
-        metrics = perception_metrics(records, seed=seed, n_boot=n_boot)
-    else:
-        fields = [f for f in ("correct", "deduction_correct") if records and f in records[0]]
-        if kind.endswith("deduction"):
-            fields = ["deduction_correct"]
-        elif not results.get("association", {}).get("deduction", True):
-            fields = ["correct"]
-        metrics = ratio_metrics(records, fields, seed=seed, n_boot=n_boot)
-    return dict(results, metrics=metrics)
-
-
 def _on_shared_rows(title: str, kind: str, runs: list[dict], notes: list[str]) -> list[dict]:
     """The runs rescored on the rows they all share, or :class:`RowSetMismatch` saying why not."""
     described = "; ".join(f"{run_name(r)}: {row_set(r)['count']} rows" for r in runs)
-    rescorable = kind in ("common_o", "perception", "association/single_step", "association/deduction")
+    task = _task_of(kind)
+    rescorable = task.rescore is not None and task.rescorable(runs[0])
     records = [_predictions(r) for r in runs] if rescorable else []
     if not rescorable or any(r is None for r in records):
         why = (
@@ -264,7 +138,12 @@ def _on_shared_rows(title: str, kind: str, runs: list[dict], notes: list[str]) -
             f"{title}: the runs cover different rows ({described}) and {why}; they are not ranked together.",
             "Rerun them on the same rows (same --rows/--limit and data), or compare each group separately.",
         )
-    shared = set.intersection(*({_row_id(kind, x) for x in recs} for recs in records))
+    key = task.record_key
+
+    def row_id(record: dict) -> str:
+        return str(record.get(key, record.get("id")))
+
+    shared = set.intersection(*({row_id(x) for x in recs} for recs in records))
     if not shared:
         raise RowSetMismatch(
             f"{title}: the runs share no rows ({described}).",
@@ -274,7 +153,21 @@ def _on_shared_rows(title: str, kind: str, runs: list[dict], notes: list[str]) -
         f"{title}: the runs cover different rows ({described}); each is scored here on the {len(shared)} rows they all "
         "share."
     )
-    return [_rescore(kind, r, [x for x in recs if _row_id(kind, x) in shared]) for r, recs in zip(runs, records)]
+    seeds = [(r.get("seed", 0), r.get("bootstrap_resamples", 1000)) for r in runs]
+    return [
+        dict(r, metrics=task.rescore([x for x in recs if row_id(x) in shared], r, seed=seed, n_boot=n_boot))
+        for r, recs, (seed, n_boot) in zip(runs, records, seeds)
+    ]
+
+
+def _task_of(kind: str) -> registry.TaskInfo:
+    task = registry.task_for_results(kind)
+    if task is None or task.compare_table is None:
+        raise InputError(
+            f"Runs of task {kind!r} cannot be compared: no registered task writes them.",
+            f"Compare runs of the registered tasks ({', '.join(registry.task_names())}).",
+        )
+    return task
 
 
 def _same_rows(runs: list[dict]) -> bool:
@@ -298,7 +191,7 @@ def compare_runs(runs: Sequence[str | os.PathLike | dict]) -> Comparison:
     notes: list[str] = []
     tables = []
     for (kind, split), members in groups.items():
-        title = f"{kind} ({split})" if kind in ("common_o", "perception") else kind
+        title = f"{kind} ({split})" if _task_of(kind).title_with_split else kind
         if len(members) > 1 and not _same_rows(members):
             members = _on_shared_rows(title, kind, members, notes)
         names = [run_name(r) for r in members]
@@ -309,7 +202,7 @@ def compare_runs(runs: Sequence[str | os.PathLike | dict]) -> Comparison:
                 "--run-name` for a "
                 "rescored file) to tell them apart."
             )
-        tables.append(_table(title, kind, members))
+        tables.append(_task_of(kind).compare_table(title, members))
     return Comparison(tables, notes)
 
 

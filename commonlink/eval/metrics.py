@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.kinds.common_o.format import letters as letter_labels
+from commonlink.formats.choices import letters as letter_labels
 from commonlink.seeding import rng_for
 
 N_BOOTSTRAP = 1000

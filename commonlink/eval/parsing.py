@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 
 from commonlink.constants import NO_COMMON_OBJECTS
-from commonlink.kinds.common_o.format import letters as letter_labels
+from commonlink.formats.choices import letters as letter_labels
 
 
 @dataclass

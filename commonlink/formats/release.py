@@ -88,6 +88,13 @@ def read_release_manifest(release_dir: str | os.PathLike) -> dict:
     return manifest
 
 
+def manifest_units(manifest: dict) -> dict[str, dict]:
+    """The parts of a release a manifest lists, ``{name: {"rows", "files", ...}}``, whichever the kind: Common-O
+    manifests call them ``splits``, association manifests ``configs`` (both read, as published releases hold both)."""
+    units = manifest.get("splits") or manifest.get("configs") or {}
+    return units if isinstance(units, dict) else {}
+
+
 __all__ = [
     "CARD_FILENAME",
     "DEFAULT_LICENSE",
@@ -97,6 +104,7 @@ __all__ = [
     "check_name",
     "check_version",
     "is_version",
+    "manifest_units",
     "read_release_manifest",
     "version_key",
 ]

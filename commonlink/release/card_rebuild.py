@@ -14,17 +14,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from commonlink import registry
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_bytes, atomic_write_json, sha256_bytes
 from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
+    manifest_units,
     read_release_manifest,
 )
-from commonlink.kinds.association.card import render_association_card
-from commonlink.kinds.association.format import association_features
-from commonlink.kinds.common_o.datasheet import render_common_o_card
-from commonlink.kinds.common_o.format import common_o_features
 from commonlink.locks import output_lock
 from commonlink.release.card_info import check_card_info, unanswered_questions
 from commonlink.release.staging import build_key_of, is_release_manifest, verify_release
@@ -44,19 +42,15 @@ def render_card_from_manifest(manifest: dict, card_info: Mapping[str, str]) -> s
         "stats": manifest.get("stats") or {},
         "card_info": card_info,
     }
-    units = manifest.get("splits") if manifest.get("kind") == "common_o" else manifest.get("configs")
+    kind = registry.get_kind(str(manifest.get("kind") or "common_o"))
+    units = manifest_units(manifest)
     if not units or any("num_bytes" not in info or "download_size" not in info for info in units.values()):
         raise InputError(
             "The release's manifest does not record split sizes (it was built by an older commonlink), so "
             "its card cannot be rendered again on its own.",
             _REBUILD,
         )
-    if manifest.get("kind") == "common_o":
-        return render_common_o_card(
-            splits=units, figures=manifest.get("figures") or {}, features=common_o_features(), config=config, **common
-        )
-    features = {c: association_features(c) for c in units}
-    return render_association_card(configs=units, features=features, **common)
+    return kind.render_card(units, manifest, common)
 
 
 def rebuild_card(release_dir: str | os.PathLike, card_info: Mapping[str, str]) -> list[str]:

@@ -53,6 +53,7 @@ from commonlink.formats.release import (
     MANIFEST_FILENAME,
     check_version,
     is_version,
+    manifest_units,
     version_key,
 )
 from commonlink.locks import output_lock
@@ -424,7 +425,7 @@ def list_versions(repo_id: str, *, endpoint: str | None = None, token: str | Non
             manifest_text = read_remote_text(api, repo_id, MANIFEST_FILENAME, ref.target_commit)
             if manifest_text:
                 with_rows = json.loads(manifest_text)
-                units = with_rows.get("splits") or with_rows.get("configs") or {}
+                units = manifest_units(with_rows)
                 rows = {name: int(info.get("rows", 0)) for name, info in units.items()}
             title = top.title if top else ""
             message = re.sub(rf"^Release {re.escape(ref.name)}:?\s*", "", title)

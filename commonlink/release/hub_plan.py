@@ -20,6 +20,7 @@ from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
     check_version,
+    manifest_units,
     read_release_manifest,
 )
 from commonlink.progress import track
@@ -154,7 +155,7 @@ def plan_push(
     files = [f for f in files if f.path != CARD_FILENAME] + [ReleaseFile.of_bytes(CARD_FILENAME, card_bytes)]
     files.append(ReleaseFile.of_bytes(MANIFEST_FILENAME, (root / MANIFEST_FILENAME).read_bytes()))
     card_text = card_bytes.decode("utf-8")
-    units = manifest.get("splits") or manifest.get("configs") or {}
+    units = manifest_units(manifest)
     kind = str(manifest.get("kind") or "common_o")
     title = f"Release {version}" + (f": {message}" if message else "")
     description = (

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from commonlink import registry
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_json, pid_alive, sha256_file
 from commonlink.formats.release import (
@@ -28,13 +29,14 @@ from commonlink.formats.release import (
     check_license,
     check_name,
     check_version,
+    manifest_units,
     read_release_manifest,
 )
 from commonlink.release.card_info import check_card_info
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
 
-#: ``kind`` of the manifest of each release builder.
-RELEASE_KINDS = ("common_o", "association")
+#: ``kind`` of the manifest of each release builder (the registered kinds).
+RELEASE_KINDS = tuple(registry.KINDS)
 
 
 @dataclass
@@ -210,7 +212,7 @@ def reuse_or_refuse(out_dir: Path, build_key: str, *, overwrite: bool) -> Releas
         return ReleaseResult(
             out_dir=out_dir,
             kind=manifest.get("kind", "common_o"),
-            splits=manifest.get("splits", {}),
+            splits=manifest_units(manifest),
             files=manifest.get("files", {}),
             figures=manifest.get("figures", {}),
             notes=["The folder already holds this exact release (same inputs and options); kept as is."],

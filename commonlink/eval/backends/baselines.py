@@ -21,7 +21,7 @@ from commonlink.eval.backends.base import (
     GenerationSettings,
     RequestFailure,
 )
-from commonlink.kinds.common_o.format import letters
+from commonlink.formats.choices import letters
 from commonlink.seeding import rng_for
 
 BASELINES = ("random", "none")

@@ -14,8 +14,9 @@ Thumbnails go in a folder beside the page (``report_files/`` for ``report.html``
 ``images="embed"``, into the page itself. The data is embedded as JSON and every card is built with DOM text
 nodes, so no string from a dataset or a model (names, outputs, ids) is ever read as HTML.
 
-Modules: :mod:`.page` (the page frame shared by every page), :mod:`.common_o_page` and :mod:`.association_page`
-(the cards and metrics of each task); this one checks the options and writes the page.
+Modules: :mod:`.page` (the page frame shared by every page), :mod:`.summary` (the metrics page of runs without
+cards); the cards of a task are its ``report_page`` (declared in :mod:`commonlink.registry`, e.g.
+``commonlink.kinds.common_o.report_page``); this one checks the options, picks the page and writes it.
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from commonlink import registry
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.report.images import ThumbnailStore, thumbnail_cache_dir
 from commonlink.eval.report.page import render_page, run_labels, runs_table
 from commonlink.eval.report.summary import summary_page
 from commonlink.eval.report.tables import load_results
 from commonlink.fileio import atomic_write_text
-from commonlink.kinds.association.report_page import association_page, memory_text
-from commonlink.kinds.common_o.report_page import common_o_page
 
 REPORT_FILENAME = "report.html"
 
@@ -132,21 +132,17 @@ def write_report(
         "dataset": dataset,
         "show_progress": show_progress,
     }
-    if task == "common_o":
-        page, cards = common_o_page(runs, thumbs, **options)
-    elif task.startswith("association/") and len(runs) == 1:
-        page, cards = association_page(runs[0], thumbs, chain_steps=chain_steps, catalog_root=catalog_root, **options)
-    elif task.startswith("association/") or task in (
-        "perception",
-        "concept_perception",
-    ):  # metrics of each run by name, no cards
-        page, cards = summary_page(runs, runs_table(runs, run_labels(runs)))
-    else:
+    info = registry.task_for_results(task)
+    if info is None:
         raise InputError(
             f"{runs[0]['_path']}: task {task!r} has no report page.",
-            "Reports cover common_o, perception, association/* and concept_perception runs written by `commonlink "
-            "eval`.",
+            f"Reports cover runs of the registered tasks ({', '.join(registry.task_names())}) written by "
+            "`commonlink eval`.",
         )
+    if info.report_page is not None and (not info.report_page_runs or len(runs) <= info.report_page_runs):
+        page, cards = info.report_page(runs, thumbs, chain_steps=chain_steps, catalog_root=catalog_root, **options)
+    else:  # metrics of each run by name, no cards
+        page, cards = summary_page(runs, runs_table(runs, run_labels(runs)))
     html = render_page(page)
     atomic_write_text(out, html)
     thumbs.prune()
@@ -180,4 +176,4 @@ def report_beside_run(run_dir: str | Path, *, dataset=None) -> Path | None:
         return None
 
 
-__all__ = ["REPORT_FILENAME", "ReportSummary", "memory_text", "report_beside_run", "write_report"]
+__all__ = ["REPORT_FILENAME", "ReportSummary", "report_beside_run", "write_report"]

@@ -7,10 +7,10 @@ the eval module. Keep this module free of heavy imports.
 
 from __future__ import annotations
 
-import functools
 import re
-import string
 from typing import Any
+
+from commonlink.formats.choices import letters
 
 #: For models trained on multi-image input (paper §3.2, first prompt).
 MULTI_IMAGE_PROMPT = (
@@ -31,29 +31,9 @@ YES_NO_HINT = " Answer yes or no."
 QUESTION_TEMPLATE_ID = "which_objects_in_both_v1"
 
 
-def letters(n: int) -> list[str]:
-    """A, B, ..., Z, AA, AB, ... for ``n`` choices."""
-    return list(_letters(n))
-
-
-@functools.lru_cache(maxsize=64)
-def _letters(n: int) -> tuple[str, ...]:
-    out = []
-    for i in range(n):
-        label = ""
-        k = i
-        while True:
-            label = string.ascii_uppercase[k % 26] + label
-            k = k // 26 - 1
-            if k < 0:
-                break
-        out.append(label)
-    return tuple(out)
-
-
 def format_choices(choices: list[str]) -> str:
     """``A. apple, B. keys, ...``: the lettered list inserted into the prompt."""
-    return ", ".join([f"{letter}. {choice}" for letter, choice in zip(_letters(len(choices)), choices)])
+    return ", ".join([f"{letter}. {choice}" for letter, choice in zip(letters(len(choices)), choices)])
 
 
 def common_o_question(choices: list[str], *, concat: bool = False) -> str:

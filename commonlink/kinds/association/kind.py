@@ -1,0 +1,65 @@
+"""The association kind and its tasks as the engine sees them (registered in :mod:`commonlink.registry`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND
+from commonlink.kinds.association.card import render_association_card
+from commonlink.kinds.association.compare import (
+    association_table,
+    concept_table,
+    rescorable_association,
+    rescore_association,
+)
+from commonlink.kinds.association.concept_task import evaluate_concept_perception
+from commonlink.kinds.association.format import association_features
+from commonlink.kinds.association.release import build_association_release
+from commonlink.kinds.association.report_page import association_page
+from commonlink.kinds.association.task import evaluate_association
+from commonlink.registry import Kind, TaskInfo
+
+__all__ = ["ASSOCIATION_TASK", "CONCEPT_PERCEPTION_TASK", "KIND"]
+
+
+def _render_card(units: Mapping[str, dict], manifest: Mapping, common: Mapping) -> str:
+    features = {c: association_features(c) for c in units}
+    return render_association_card(configs=units, features=features, **common)
+
+
+def _build_release(inputs: Sequence, out_dir, options):
+    return build_association_release([Path(p) for p in inputs], Path(out_dir), options)
+
+
+def _report_page(runs: list[dict], thumbs, *, chain_steps: int, catalog_root=None, **options):
+    return association_page(runs[0], thumbs, chain_steps=chain_steps, catalog_root=catalog_root, **options)
+
+
+KIND = Kind(
+    name="association",
+    title="association chains",
+    input_kind=ASSOCIATION_CHAINS_KIND,
+    input_command="commonlink chains",
+    build_release=_build_release,
+    render_card=_render_card,
+)
+ASSOCIATION_TASK = TaskInfo(
+    name="association",
+    kind="association",
+    summary="Labyrinth-of-Links association: single-step, deduction, synchronous and asynchronous chains",
+    evaluate=evaluate_association,
+    result_tasks=("association/",),
+    report_page=_report_page,
+    report_page_runs=1,
+    compare_table=association_table,
+    rescore=rescore_association,
+    rescorable=rescorable_association,
+)
+CONCEPT_PERCEPTION_TASK = TaskInfo(
+    name="concept_perception",
+    kind="association",
+    summary="Concept perception: one image, find the concept (strategies x complexities)",
+    evaluate=evaluate_concept_perception,
+    compare_table=concept_table,
+)
