@@ -152,7 +152,7 @@ def test_perception_and_commono_allow_the_same_generation_length(tmp_path):
         caps[name] = {s.max_new_tokens for s in backend.settings}
     assert caps["commono"] == caps["perception"] == {1024}
     cli = {
-        name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default.default
+        name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default
         for name in ("commono", "perception")
     }
     assert cli["commono"] == cli["perception"] == 1024

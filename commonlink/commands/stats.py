@@ -15,7 +15,8 @@ from commonlink.catalog.sam_masks import (
     checkpoint_help,
     load_sam,
 )
-from commonlink.commands._common import QUIET, console, err_console, reports_errors
+from commonlink.commands._common import console, err_console, reports_errors
+from commonlink.commands._options import QuietOpt
 from commonlink.errors import InputError
 
 
@@ -43,7 +44,7 @@ def stats(
     per_object: int = typer.Option(
         20, "--show-objects", min=0, help="Objects listed in the printed per-object table (all are saved)."
     ),
-    quiet: bool = QUIET,
+    quiet: QuietOpt = False,
 ) -> None:
     """Measure how much of each image its objects cover; store it in the catalog and summarise it.
 
