@@ -289,7 +289,6 @@ MaxStepsOpt = Annotated[
     int,
     typer.Option(
         "--max-steps",
-        min=1,
         help="Chain length cap in scored steps (the paper's 500): `chains` samples each chain to it, an eval stops a "
         "chain there.",
     ),

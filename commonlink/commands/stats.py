@@ -11,6 +11,7 @@ from rich.table import Table
 from commonlink.catalog.areas import SUMMARY_FILENAME, compute_object_stats
 from commonlink.catalog.sam_masks import (
     AutoMaskSettings,
+    check_device_name,
     checkpoint_fingerprint,
     checkpoint_help,
     load_sam,
@@ -54,12 +55,7 @@ def stats(
     CATALOG/.stats_cache.jsonl; the summary is saved to CATALOG/stats_summary.json.
     """
 
-    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
-        raise InputError(f"Unknown device {device!r}.", "Use --device cpu, --device cuda or --device cuda:N.")
-    if min_area >= max_area:
-        raise InputError(
-            f"--min-area {min_area} must be below --max-area {max_area}.", "e.g. --min-area 0.005 --max-area 0.4"
-        )
+    check_device_name(device)
     settings = AutoMaskSettings(points_per_side=points_per_side, min_fraction=min_area, max_fraction=max_area)
     loader = None
     model_id = ""
