@@ -27,7 +27,7 @@ from tests.fixtures.remote_code_models import (
 )
 from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
-FAST = {"n_boot": 20, "show_progress": False, "image_protocol": "native"}
+FAST = {"n_boot": 20, "progress": False, "image_protocol": "native"}
 SYSTEM = "Answer with letters only."
 SETTINGS = GenerationSettings(max_new_tokens=6, system_prompt=SYSTEM)
 BUILDERS = {

@@ -127,7 +127,7 @@ def cli_run_options(
         ),
         seed=seed,
         n_boot=bootstrap,
-        show_progress=not quiet,
+        progress=not quiet,
         run_name=run_name,
         **command_options,
     )
@@ -447,7 +447,7 @@ def report(
         seed=seed,
         chain_steps=chain_steps,
         max_output_chars=max_output_chars,
-        show_progress=not quiet,
+        progress=not quiet,
         catalog_root=catalog_root,
     )
     console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)

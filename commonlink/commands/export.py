@@ -63,7 +63,7 @@ def lmms_eval(
         revision=revision,
         splits=tuple(split),
         catalog_root=catalog_root,
-        show_progress=not quiet,
+        progress=not quiet,
     )
     console.print(
         f"Wrote {len(written)} files to {out / LMMS_TASK_DIR}. Run: lmms-eval --include_path {out / LMMS_TASK_DIR} "
@@ -93,7 +93,7 @@ def vlmevalkit(
         revision=revision,
         splits=tuple(split),
         catalog_root=catalog_root,
-        show_progress=not quiet,
+        progress=not quiet,
     )
     console.print(
         f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "

@@ -69,7 +69,7 @@ def stats(
             return load_sam(sam_checkpoint, sam_model, device)
 
     result = compute_object_stats(
-        catalog_dir, load_sam=loader, model_id=model_id, settings=settings, show_progress=not quiet
+        catalog_dir, load_sam=loader, model_id=model_id, settings=settings, progress=not quiet
     )
     _print_summary(result.summary, per_object)
     measured = ", ".join(f"{method}: {n}" for method, n in sorted(result.measured.items())) or "none"

@@ -62,7 +62,7 @@ class RunOptions:
     backend_instances: Sequence[Backend] | None = None  #: already loaded backends (the caller closes them)
     seed: int = 0
     n_boot: int = N_BOOTSTRAP
-    show_progress: bool = True
+    progress: bool = True
     max_unreadable_share: float = MAX_UNREADABLE_SHARE
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
@@ -110,7 +110,7 @@ def evaluate(task: Task, options: RunOptions) -> dict:
             shard=options.shard,
             seed=options.seed,
             n_boot=options.n_boot,
-            show_progress=options.show_progress,
+            progress=options.progress,
             max_row_errors=max_row_errors,
         )
         start = time.perf_counter()

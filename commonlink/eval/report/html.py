@@ -77,7 +77,7 @@ def write_report(
     chain_steps: int = 6,
     max_output_chars: int = 4000,
     dataset=None,
-    show_progress: bool = False,
+    progress: bool = False,
     catalog_root: str | Path | None = None,
     thumbnail_cache: bool = True,
 ) -> ReportSummary:
@@ -132,7 +132,7 @@ def write_report(
         "seed": seed,
         "max_output_chars": max_output_chars,
         "dataset": dataset,
-        "show_progress": show_progress,
+        "progress": progress,
     }
     if task == "common_o":
         page, cards = common_o_page(runs, thumbs, **options)
