@@ -138,7 +138,7 @@ def run_demo(
             run_dir = out / "eval" / f"{split}-{model}"
             log(f"[5/6] Scoring the {model!r} baseline on {split} into {run_dir}")
             result.results.append(
-                evaluate_common_o(release, split, model, "transformers", run_dir, seed=seed, show_progress=progress)
+                evaluate_common_o(release, split, model, "transformers", run_dir, seed=seed, progress=progress)
             )
             result.eval_runs[f"{split}-{model}"] = run_dir
 

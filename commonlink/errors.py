@@ -46,6 +46,13 @@ class MissingDependencyError(CommonlinkError):
         self.extra = extra
 
 
+def check_at_least(option: str, value: int | float | None, low: int | float, fix: str | None = None) -> None:
+    """Refuse a setting below ``low`` (None: not set), naming it as the CLI does: ``--limit 0 must be at least 1.``
+    Library settings call it, so the Python API refuses what the command line refuses, in the same words."""
+    if value is not None and value < low:
+        raise InputError(f"{option} {value} must be at least {low}.", fix)
+
+
 def describe_os_error(exc: OSError) -> tuple[str, str]:
     """``(problem, fix)`` for an operating-system error, naming the path it concerns.
 

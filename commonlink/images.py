@@ -13,13 +13,23 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from commonlink.constants import MAX_IMAGE_PIXELS
-from commonlink.errors import InputError
+from commonlink.errors import InputError, check_at_least
 
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
 # Truncated files must fail loudly, not decode as half-grey images.
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 
 _HEIF_REGISTERED = False
+
+
+#: The smallest thumbnail side (``--thumb-size``) the review pages and the HTML report draw.
+MIN_THUMB_SIZE = 32
+
+
+def check_thumb_size(size: int) -> int:
+    """``size`` if it is a usable thumbnail side, else the error ``--thumb-size`` gives."""
+    check_at_least("--thumb-size", size, MIN_THUMB_SIZE, "e.g. --thumb-size 224.")
+    return size
 
 
 def register_heif() -> bool:

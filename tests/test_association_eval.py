@@ -92,7 +92,7 @@ def test_correct_for_k_steps_then_wrong(chain_dir, tmp_path):
     k_of = {chain.id: i % 5 for i, chain in enumerate(split)}  # chain i: right for i % 5 steps, then wrong
     backend = Scripted(answers, lambda c, t, a: a if t - 3 < k_of[c] else 1 - a)
     res = evaluate_association(
-        chain_dir, "synchronous", backend_instances=[backend], out_dir=tmp_path, show_progress=False, n_boot=50
+        chain_dir, "synchronous", backend_instances=[backend], out_dir=tmp_path, progress=False, n_boot=50
     )
     per = res["metrics"]["per_concept"]
     for concept in CONCEPTS:
@@ -117,7 +117,7 @@ def test_always_first_image_and_max_steps_cap(chain_dir):
         chain_dir,
         "synchronous",
         backend_instances=[backend],
-        show_progress=False,
+        progress=False,
         n_boot=20,
         settings=AssociationSettings(max_steps=5),
     )
@@ -143,7 +143,7 @@ def test_wrong_deduction_does_not_end_chain_but_enters_memory(chain_dir):
     )
     chains = [c for c in split][:2]
     asker = Asker([backend], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 8)
-    runs = run_chains(chains, asker, AssociationSettings(memory="structm", max_steps=6), show_progress=False)
+    runs = run_chains(chains, asker, AssociationSettings(memory="structm", max_steps=6), progress=False)
     for run in runs:
         assert run.length == 6 and run.ended == "max_steps"
         assert run.deductions == 6 and run.deductions_correct == 0
@@ -166,7 +166,7 @@ def test_lockstep_equals_one_by_one_and_batches(chain_dir):
         chains,
         Asker([together], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
         AssociationSettings(memory="chainm"),
-        show_progress=False,
+        progress=False,
     )
     alone = Scripted(answers, policy)
     singles = [
@@ -174,7 +174,7 @@ def test_lockstep_equals_one_by_one_and_batches(chain_dir):
             [c],
             Asker([alone], PredictionCache(_tmpfile()), GenerationSettings(), ["k"], 64),
             AssociationSettings(memory="chainm"),
-            show_progress=False,
+            progress=False,
         )[0]
         for c in chains
     ]
@@ -191,7 +191,7 @@ def test_groups_of_chains_give_the_same_results_and_log(chain_dir, tmp_path):
         "asynchronous",
         backend_instances=[Scripted(answers, policy)],
         out_dir=tmp_path / "a",
-        show_progress=False,
+        progress=False,
         n_boot=20,
     )
     grouped = evaluate_association(
@@ -199,7 +199,7 @@ def test_groups_of_chains_give_the_same_results_and_log(chain_dir, tmp_path):
         "asynchronous",
         backend_instances=[Scripted(answers, policy)],
         out_dir=tmp_path / "b",
-        show_progress=False,
+        progress=False,
         n_boot=20,
         group_size=2,
     )
@@ -215,7 +215,7 @@ def test_resume_from_cache_gives_identical_results(chain_dir, tmp_path):
         "synchronous",
         backend_instances=[Scripted(answers, policy)],
         out_dir=tmp_path / "full",
-        show_progress=False,
+        progress=False,
         n_boot=30,
     )
 
@@ -231,7 +231,7 @@ def test_resume_from_cache_gives_identical_results(chain_dir, tmp_path):
             "synchronous",
             backend_instances=[Dies(answers, policy)],
             out_dir=tmp_path / "resumed",
-            show_progress=False,
+            progress=False,
             n_boot=30,
         )
     again = Scripted(answers, policy)
@@ -240,7 +240,7 @@ def test_resume_from_cache_gives_identical_results(chain_dir, tmp_path):
         "synchronous",
         backend_instances=[again],
         out_dir=tmp_path / "resumed",
-        show_progress=False,
+        progress=False,
         n_boot=30,
     )
     assert resumed["metrics"] == full["metrics"]
@@ -253,7 +253,7 @@ def test_single_step_and_deduction_ratios(chain_dir):
     tasks = list(split)
     right = {t.id for i, t in enumerate(tasks) if i % 2 == 0}
     backend = Scripted(answers, lambda c, t, a: a if c in right else 1 - a)
-    res = evaluate_association(chain_dir, "single_step", backend_instances=[backend], show_progress=False, n_boot=20)
+    res = evaluate_association(chain_dir, "single_step", backend_instances=[backend], progress=False, n_boot=20)
     for concept, v in res["metrics"]["per_concept"].items():
         mine = [t for t in tasks if t.concept == concept]
         assert v["success_ratio"] == pytest.approx(sum(t.id in right for t in mine) / len(mine))
@@ -263,7 +263,7 @@ def test_single_step_and_deduction_ratios(chain_dir):
         chain_dir,
         "deduction",
         backend_instances=[Scripted(ded_answers, None, deduce=lambda g: ["nonsense"])],
-        show_progress=False,
+        progress=False,
         n_boot=20,
     )
     assert res["metrics"]["summary"]["avg_deduction_success_ratio"] == 0.0
@@ -282,7 +282,7 @@ def test_single_step_without_deduction_reports_no_deduction_ratio(chain_dir, tmp
         backend_instances=[backend],
         settings=AssociationSettings(deduction=False),
         out_dir=tmp_path,
-        show_progress=False,
+        progress=False,
         n_boot=20,
     )
     assert res["requests"]["total"] == len(split)  # selections only
@@ -310,7 +310,7 @@ def test_backend_failures_are_left_out_and_retried(chain_dir, tmp_path):
         "synchronous",
         backend_instances=[FailsFirstChain(answers, policy)],
         out_dir=tmp_path,
-        show_progress=False,
+        progress=False,
         n_boot=20,
     )
     assert res["metrics"]["summary"]["failed_chains"] == 1
@@ -321,7 +321,7 @@ def test_backend_failures_are_left_out_and_retried(chain_dir, tmp_path):
         "synchronous",
         backend_instances=[Scripted(answers, policy)],
         out_dir=tmp_path,
-        show_progress=False,
+        progress=False,
         n_boot=20,
     )
     assert again["metrics"]["summary"]["failed_chains"] == 0
@@ -403,7 +403,7 @@ def test_tiny_llava_through_transformers(chain_dir, tmp_path, tiny_llava):
             batch_size=batch_size,
             limit=3,
             settings=AssociationSettings(max_steps=3),
-            show_progress=False,
+            progress=False,
             n_boot=20,
         )
 
@@ -420,7 +420,7 @@ def test_tiny_llava_through_transformers(chain_dir, tmp_path, tiny_llava):
         batch_size=1,
         limit=3,
         settings=AssociationSettings(max_steps=3),
-        show_progress=False,
+        progress=False,
         n_boot=20,
     )
     assert again["metrics"] == res1["metrics"] and again["requests"]["generated"] == 0

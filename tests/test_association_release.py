@@ -427,7 +427,7 @@ def test_photo_catalog_with_an_all_overlapping_image_builds_names_images_and_rel
     assert len(set(names)) == len(names) and all(n.startswith("the image with a") for n in names)
     for config in ("single_step", "synchronous"):
         evaluate_association(
-            out, config, ["random"], out_dir=tmp_path / f"eval-{config}", show_progress=False, report=False, n_boot=10
+            out, config, ["random"], out_dir=tmp_path / f"eval-{config}", progress=False, report=False, n_boot=10
         )
         logged = "".join(p.read_text() for p in (tmp_path / f"eval-{config}").rglob("*.jsonl"))
         assert logged and "unnamed image" not in logged

@@ -184,7 +184,7 @@ def test_memory_text_names_objects_in_the_eval_prompts(ocl_build, tmp_path):
         backend_instances=[backend],
         settings=AssociationSettings(memory="structm"),
         out_dir=tmp_path / "run",
-        show_progress=False,
+        progress=False,
     )
     memories = [
         re.search(r"Given the memory: (\{.*\})", prompt_text(r.prompt)).group(1)

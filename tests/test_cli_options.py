@@ -246,7 +246,9 @@ OLD_PROGRESS_COMMANDS = {"synth", "release build"}
 
 
 def test_every_command_that_shows_progress_takes_the_shared_quiet_flag():
-    from commonlink.commands._common import QUIET
+    from commonlink.commands._options import QuietOpt
+
+    (quiet_option,) = QuietOpt.__metadata__
 
     assert SHOWS_PROGRESS <= set(COMMANDS)
     for name, command in COMMANDS.items():
@@ -256,9 +258,9 @@ def test_every_command_that_shows_progress_takes_the_shared_quiet_flag():
             continue
         assert len(quiet) == 1, f"{name} has no --quiet"
         (param,) = quiet
-        # the shared option: a plain flag, the same words everywhere (commands/_common.py QUIET)
+        # the shared option: a plain flag, the same words everywhere (commands/_options.py QuietOpt)
         assert param.is_flag and param.opts == ["--quiet"] and not param.secondary_opts, f"{name}: {param.opts}"
-        assert param.help == QUIET.help, f"{name}: --quiet has its own help {param.help!r}"
+        assert param.help == quiet_option.help, f"{name}: --quiet has its own help {param.help!r}"
         assert param.name == "quiet"
     for name, command in COMMANDS.items():
         others = {
@@ -285,12 +287,11 @@ def _terminal_console(monkeypatch, *modules) -> io.StringIO:
 
 
 def test_quiet_pairs_and_chains_draw_no_progress_bar_on_a_terminal(tmp_path, monkeypatch):
-    from commonlink.commands import chains as chains_commands
-    from commonlink.commands import pairs as pairs_commands
+    from commonlink.commands import _common
     from tests.fixtures.catalogs import family_scenes, write_scene_catalog
 
     catalog = write_scene_catalog(tmp_path / "real", "real", family_scenes(12, seed=1), views=3, seed=1)
-    buffer = _terminal_console(monkeypatch, pairs_commands, chains_commands)
+    buffer = _terminal_console(monkeypatch, _common)
     commands = {
         "pairs": lambda out: ["pairs", str(catalog), "--out", str(out / "pairs.jsonl"), "--count", "6", "--seed", "1"],
         "chains": lambda out: [
@@ -326,3 +327,70 @@ def test_quiet_pairs_and_chains_draw_no_progress_bar_on_a_terminal(tmp_path, mon
                 assert drawn == "", f"{name} --quiet drew: {drawn[:300]!r}"
             else:  # the control: without --quiet the same run does draw its bar (count, ETA) on the terminal
                 assert "ETA" in drawn and "\x1b[" in drawn, f"{name} drew no bar: {drawn[:300]!r}"
+
+
+# ------------------------------------------------------------------------------------ each option declared once
+def _declarations():
+    """Every option of every registered command, as ``(command, flag, declaration)``: the ``typer.Option`` object the
+    parameter was built from (in ``Annotated[...]`` or as the default), read from the command functions themselves."""
+    import inspect
+
+    from typer.models import OptionInfo
+
+    def callbacks(typer_app, path):
+        for info in typer_app.registered_commands:
+            yield " ".join([*path, info.name or info.callback.__name__]), info.callback
+        for group in typer_app.registered_groups:
+            yield from callbacks(group.typer_instance, [*path, group.name])
+
+    for name, callback in callbacks(app, []):
+        for param in inspect.signature(callback, eval_str=True).parameters.values():
+            declared = [m for m in getattr(param.annotation, "__metadata__", ()) if isinstance(m, OptionInfo)]
+            if isinstance(param.default, OptionInfo):
+                declared.append(param.default)
+            for info in declared:
+                # in Annotated[...] the first name sits in ``default`` (Typer moves it when it builds the command)
+                names = [info.default] if isinstance(info.default, str) and info.default.startswith("-") else []
+                names += list(info.param_decls or ()) or ([] if names else [f"--{param.name.replace('_', '-')}"])
+                for flag in {n.split("/")[0] for n in names if n.startswith("--")}:
+                    yield name, flag, info
+
+
+#: Flags that name different things on different commands: how many declarations (one per meaning) each may have.
+MEANINGS = {"--backend": 2, "--split": 2, "--negatives": 2, "--strict": 2}
+
+
+def test_the_declaration_walk_sees_every_command_and_option():
+    seen = list(_declarations())
+    assert {name for name, _, _ in seen} == set(COMMANDS)
+    for name, command in COMMANDS.items():
+        flags = {flag for n, flag, _ in seen if n == name}
+        assert flags == {o.split("/")[0] for p in _options(command, hidden=True) for o in p.opts if o.startswith("--")}
+
+
+def test_no_option_is_declared_in_more_than_one_place():
+    """A flag used by several commands comes from one ``typer.Option`` (an alias in commands/_options.py), so its
+    name, short form and help cannot drift apart; a flag with two meanings has one declaration per meaning."""
+    declarations = defaultdict(dict)
+    commands = defaultdict(set)
+    for name, flag, info in _declarations():
+        declarations[flag][id(info)] = info
+        commands[flag].add(name)
+    repeated = {
+        flag: sorted(commands[flag]) for flag, found in declarations.items() if len(found) > MEANINGS.get(flag, 1)
+    }
+    assert not repeated, f"options declared in more than one place (use an alias of commands/_options.py): {repeated}"
+
+
+def test_shared_options_are_the_aliases_of_the_options_module():
+    from commonlink.commands import _options
+
+    aliases = {id(m): alias for alias, value in vars(_options).items() for m in getattr(value, "__metadata__", ())}
+    commands = defaultdict(set)
+    for name, flag, _ in _declarations():
+        commands[flag].add(name)
+    for name, flag, info in _declarations():
+        if len(commands[flag]) > 1:
+            assert id(info) in aliases, f"{name}: {flag} is shared by {sorted(commands[flag])} but declared in place"
+    for flag, names in _options.MEANINGS.items():
+        assert MEANINGS[flag] == len(names) and all(hasattr(_options, n) for n in names), flag

@@ -75,7 +75,7 @@ def test_grid_scores_each_complexity_by_hand(chain_dir, tmp_path):
     split = task.open()
     backend = Scripted(_truth(task, split))
     results = evaluate_concept_perception(
-        chain_dir, out_dir=tmp_path / "run", backend_instances=[backend], seed=3, n_boot=10, show_progress=False
+        chain_dir, out_dir=tmp_path / "run", backend_instances=[backend], seed=3, n_boot=10, progress=False
     )
     table = results["metrics"]["table"]
     assert list(table) == ["normal", "comknow", "one-shot", "cot"]
@@ -98,7 +98,7 @@ def test_grid_scores_each_complexity_by_hand(chain_dir, tmp_path):
     again = Scripted({})
     again.info = backend.info
     rerun = evaluate_concept_perception(
-        chain_dir, out_dir=tmp_path / "run", backend_instances=[again], seed=3, n_boot=10, show_progress=False
+        chain_dir, out_dir=tmp_path / "run", backend_instances=[again], seed=3, n_boot=10, progress=False
     )
     assert again.requests == [] and rerun["metrics"]["table"]["cot"]["task"]["success_ratio"] == 1.0
 
@@ -151,7 +151,7 @@ def test_bad_grid_options_are_refused(chain_dir):
     with pytest.raises(InputError, match="--complexity"):
         ConceptPerceptionTask(chain_dir, complexities=["task+cot"])
     with pytest.raises(InputError, match="none"):
-        evaluate_concept_perception(chain_dir, model="none", show_progress=False)
+        evaluate_concept_perception(chain_dir, model="none", progress=False)
 
 
 def test_render_table4_puts_each_model_in_its_own_block():
@@ -268,7 +268,7 @@ def test_strategies_are_selectable_for_association_tasks(tmp_path_factory, tmp_p
             out_dir=tmp_path / strategy,
             n_boot=10,
             settings=AssociationSettings(strategy=strategy),
-            show_progress=False,
+            progress=False,
             report=False,
         )
         assert results["association"]["strategy"] == strategy
@@ -301,7 +301,7 @@ def test_strategies_are_selectable_for_association_tasks(tmp_path_factory, tmp_p
         n_boot=10,
         limit=1,
         settings=AssociationSettings(strategy="one-shot", memory="nom"),
-        show_progress=False,
+        progress=False,
         report=False,
     )
     selection = next(p for p in backend.prompts if "Candidate images" in p)

@@ -24,7 +24,7 @@ from commonlink.kinds.common_o.task import common_o_request, evaluate_common_o, 
 from tests.fixtures.tiny_models import build_tiny_idefics3, common_o_rows, write_common_o_split
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
-FAST = dict(n_boot=50, show_progress=False)
+FAST = dict(n_boot=50, progress=False)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -302,7 +302,7 @@ def test_backend_options_that_change_outputs_are_part_of_the_cache_key(tiny_llav
 def test_rescoring_records_the_bootstrap_it_used(data_dir, tmp_path):
     """results.json of `eval score` must name the seed and resample count its standard errors came from."""
     run = evaluate_common_o(
-        data_dir, "main", "random", "transformers", tmp_path / "run", seed=3, n_boot=40, show_progress=False
+        data_dir, "main", "random", "transformers", tmp_path / "run", seed=3, n_boot=40, progress=False
     )
     rescored = score_predictions(
         tmp_path / "run" / "predictions.jsonl", seed=0, n_boot=60, out_dir=tmp_path / "rescored"

@@ -320,7 +320,7 @@ def test_eval_score_reads_a_vlmevalkit_xlsx_without_data(co_dir, tmp_path):
         json.loads(line)["row_index"]: json.loads(line)["raw_output"]
         for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()
     }
-    export_vlmevalkit(tmp_path / "vlm", data=co_dir, splits=("main",), show_progress=False)
+    export_vlmevalkit(tmp_path / "vlm", data=co_dir, splits=("main",), progress=False)
     table = pd.read_csv(tmp_path / "vlm" / "CommonO.tsv", sep="\t").drop(columns=["image"])
     table["prediction"] = [outputs[i] for i in table["index"]]
     with pd.ExcelWriter(

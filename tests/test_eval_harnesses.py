@@ -53,7 +53,7 @@ from tests.fixtures.tiny_models import (
     write_common_o_split,
 )
 
-FAST = {"n_boot": 20, "show_progress": False}
+FAST = {"n_boot": 20, "progress": False}
 
 
 class FixedAnswer:
@@ -236,11 +236,11 @@ class Scripted(ContentHashBackend):
 
 
 def test_vlmevalkit_module_keeps_every_exported_dataset_and_our_prompt(release, tmp_path):
-    export_vlmevalkit(tmp_path / "vlm", data=release, show_progress=False)
+    export_vlmevalkit(tmp_path / "vlm", data=release, progress=False)
     for name in ("CommonO", "CommonO_Challenge"):  # what VLMEvalKit's LOCALIZE leaves beside a TSV over 1 GB
         (tmp_path / "vlm" / f"{name}_local.tsv").write_text("index\timage_path\n")
     again = write_common_o_split(tmp_path / "other", common_o_rows(3, seed=9), split="challenge")
-    export_vlmevalkit(tmp_path / "vlm", data=again, splits=("challenge",), show_progress=False)  # one split again
+    export_vlmevalkit(tmp_path / "vlm", data=again, splits=("challenge",), progress=False)  # one split again
     # VLMEvalKit would keep serving the stale localized copy of the re-exported split
     assert (
         not (tmp_path / "vlm" / "CommonO_Challenge_local.tsv").exists()
@@ -271,7 +271,7 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
     import pandas as pd
 
     chains = _chains(tmp_path / "assoc")
-    written = export_vlmevalkit(tmp_path / "vlm", data=release, association=chains, show_progress=False)
+    written = export_vlmevalkit(tmp_path / "vlm", data=release, association=chains, progress=False)
     assert sorted(p.name for p in written) == [
         "CommonO.tsv",
         "CommonO_AssocSingleStep.tsv",
@@ -356,7 +356,7 @@ def test_vlmevalkit_images_are_named_by_content(tmp_path):
     second = write_common_o_split(tmp_path / "b", common_o_rows(3, seed=2), split="challenge")
     names = []
     for data in (first, second):
-        export_vlmevalkit(tmp_path / "vlm", data=data, splits=("challenge",), show_progress=False)
+        export_vlmevalkit(tmp_path / "vlm", data=data, splits=("challenge",), progress=False)
         table = pd.read_csv(tmp_path / "vlm" / "CommonO_Challenge.tsv", sep="\t")
         names.append([n for cell in table["image_path"] for n in _to_list(cell)])
         for _, line in table.iterrows():  # what VLMEvalKit shows the model is this export's images
@@ -511,7 +511,7 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
 
     chains = _chains(tmp_path / "assoc")
     export = tmp_path / "export"
-    export_vlmevalkit(export, data=release, association=chains, show_progress=False)
+    export_vlmevalkit(export, data=release, association=chains, progress=False)
     llava = build_tiny_llava(tmp_path / "llava")
     driver = tmp_path / "vlmeval_driver.py"
     driver.write_text(VLMEVAL_DRIVER)
@@ -562,9 +562,7 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
     assert localized["image_path"][0] == pd.read_csv(export / "CommonO_Challenge.tsv", sep="\t")["image_path"][0]
     for name in ("CommonO_Challenge", "CommonO_AssocSingleStep"):
         assert out["predictions"][f"localized/content_hash/{name}"] == out["predictions"][f"xlsx/content_hash/{name}"]
-    export_vlmevalkit(
-        export, data=release, splits=("challenge",), show_progress=False
-    )  # re-export: the stale copy goes
+    export_vlmevalkit(export, data=release, splits=("challenge",), progress=False)  # re-export: the stale copy goes
     assert (
         not (export / "CommonO_Challenge_local.tsv").exists()
         and (export / "CommonO_AssocSingleStep_local.tsv").exists()
@@ -688,7 +686,7 @@ def run_lmms_eval(tmp_path):
 @pytest.mark.slow
 def test_lmms_eval_runs_the_exported_tasks_and_scores_like_us(run_lmms_eval, release, tmp_path):
     chains = _chains(tmp_path / "assoc")
-    export_lmms_eval(tmp_path / "export", data=release, association=chains, show_progress=False)
+    export_lmms_eval(tmp_path / "export", data=release, association=chains, progress=False)
     include = tmp_path / "export" / "commonlink_tasks"
 
     # lmms-eval's dummy model answers "Answer: A" everywhere; our run with the same answers must score the same
@@ -724,7 +722,7 @@ def test_lmms_eval_runs_the_exported_tasks_and_scores_like_us(run_lmms_eval, rel
 
 
 def test_lmms_eval_export_files(release, tmp_path):
-    written = export_lmms_eval(tmp_path / "export", data=release, show_progress=False)
+    written = export_lmms_eval(tmp_path / "export", data=release, progress=False)
     names = sorted(p.name for p in written)
     assert names == sorted(
         [
@@ -740,7 +738,7 @@ def test_lmms_eval_export_files(release, tmp_path):
     assert (
         "dataset_path: parquet" in template and "process_results: !function utils.common_o_process_results" in template
     )
-    hub = export_lmms_eval(tmp_path / "hub", data="facebook/Common-O", revision="v1.0.0", show_progress=False)
+    hub = export_lmms_eval(tmp_path / "hub", data="facebook/Common-O", revision="v1.0.0", progress=False)
     text = (tmp_path / "hub" / "commonlink_tasks" / "_common_o_template_yaml").read_text()
     assert (
         "dataset_path: facebook/Common-O" in text
@@ -759,7 +757,7 @@ def test_lmms_eval_export_copies_a_sharded_split_as_stored(tmp_path):
     from commonlink.kinds.common_o.loader import open_common_o
 
     data = write_common_o_split(tmp_path / "data", common_o_rows(9, seed=3), split="main", shards=3)
-    export_lmms_eval(tmp_path / "export", data=data, splits=("main",), show_progress=False)
+    export_lmms_eval(tmp_path / "export", data=data, splits=("main",), progress=False)
     folder = tmp_path / "export" / "commonlink_tasks"
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary file left behind
     exported = datasets.load_dataset("parquet", data_files=str(folder / "common_o_main.parquet"), split="train")
@@ -775,7 +773,7 @@ def test_lmms_eval_export_copies_a_sharded_split_as_stored(tmp_path):
 def test_lmms_eval_export_of_chains_without_single_step_tasks_says_so_and_writes_no_parquet(release, tmp_path):
     chains = _chains(tmp_path / "assoc", single_steps=0)
     with pytest.raises(InputError, match="single_step config has no tasks") as caught:
-        export_lmms_eval(tmp_path / "export", data=release, association=chains, show_progress=False)
+        export_lmms_eval(tmp_path / "export", data=release, association=chains, progress=False)
     assert "commonlink chains" in caught.value.fix
     assert not list((tmp_path / "export" / "commonlink_tasks").glob("*association*"))
 
@@ -790,7 +788,7 @@ def test_the_documented_lmms_eval_command_runs_to_the_end(release, tmp_path):
     site = Path(os.environ.get("COMMONLINK_HARNESS_SITE") or Path(__file__).resolve().parents[1] / ".harness-site")
     if not (site / "bin" / "lmms-eval").is_file():
         pytest.skip("no lmms-eval environment (scripts/setup.sh makes .harness-site; or scripts/harness_site.sh DIR)")
-    export_lmms_eval(tmp_path / "harness", data=release, show_progress=False)
+    export_lmms_eval(tmp_path / "harness", data=release, progress=False)
     model = build_tiny_llava(tmp_path / "llava")
     env = dict(
         os.environ,

@@ -45,7 +45,7 @@ def test_openai_backend_scores_retries_and_hides_the_key(data_dir, tmp_path, mon
     with chat_server() as server:
         backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="MY_KEY", concurrency=3)
         results = evaluate_common_o(
-            data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=50, show_progress=False
+            data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=50, progress=False
         )
     assert server.statuses.count(429) == 1 and server.statuses.count(503) == 1 and backend.retries == 2
     assert results["dataset"]["rows_scored"] == 6 and results["metrics"]["overall"]["parse_failures"] == 0
@@ -189,7 +189,7 @@ def test_concurrent_requests_stay_bounded_retry_failures_and_count_tokens_and_co
             price_output_per_mtok=8.0,
         )
         results = evaluate_common_o(
-            data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=20, show_progress=False
+            data_dir, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=20, progress=False
         )
         backend.close()
     assert results["dataset"]["rows_scored"] == 6 and results["skipped"] == 0

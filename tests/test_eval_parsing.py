@@ -383,7 +383,7 @@ def test_a_run_fsyncs_its_cache_at_the_end(tmp_path, monkeypatch):
     )
     data = write_common_o_split(tmp_path / "data", common_o_rows(6, seed=0))
     evaluate_common_o(
-        data, "main", "none", out_dir=tmp_path / "run", batch_size=2, show_progress=False, n_boot=10, report=False
+        data, "main", "none", out_dir=tmp_path / "run", batch_size=2, progress=False, n_boot=10, report=False
     )
     assert synced == ["prediction-cache.jsonl"]  # three batches written, one fsync at the end
     assert len(PredictionCache(tmp_path / "run" / "prediction-cache.jsonl")) == 6

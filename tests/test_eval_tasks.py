@@ -24,7 +24,7 @@ from commonlink.kinds.common_o.perception import evaluate_perception
 from commonlink.kinds.common_o.task import evaluate_common_o
 from tests.fixtures.tiny_chains import write_tiny_chain_files
 
-FAST = dict(n_boot=50, show_progress=False, report=False)
+FAST = dict(n_boot=50, progress=False, report=False)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ class SharesAnyTask(Task):
 def test_a_new_task_runs_shards_and_resumes_through_the_evaluator(common_o_split, tmp_path):
     data = common_o_split(8, seed=1, shards=2)
     task = SharesAnyTask(data)
-    whole = evaluate(task, RunOptions(models=["none"], out_dir=tmp_path / "whole", n_boot=20, show_progress=False))
+    whole = evaluate(task, RunOptions(models=["none"], out_dir=tmp_path / "whole", n_boot=20, progress=False))
     truth = [open_common_o(data, "main").get(i, images=False).ground_truth != [NO_COMMON_OBJECTS] for i in range(8)]
     assert whole["task"] == "shares_any" and whole["model"] == "none"  # the common head
     assert whole["metrics"]["overall"] == {
@@ -189,13 +189,11 @@ def test_a_new_task_runs_shards_and_resumes_through_the_evaluator(common_o_split
         "accuracy": sum(not t for t in truth) / 8,
     }  # "none" always answers no
     for k in (0, 1):
-        part = evaluate(
-            task, RunOptions(models=["random"], out_dir=tmp_path / "sharded", shard=(k, 2), show_progress=False)
-        )
+        part = evaluate(task, RunOptions(models=["random"], out_dir=tmp_path / "sharded", shard=(k, 2), progress=False))
         assert (
             part["metrics"]["overall"]["n"] == 4 and (tmp_path / "sharded" / f"results.shard-{k}-of-2.json").is_file()
         )
-    merged = evaluate(task, RunOptions(models=["random"], out_dir=tmp_path / "sharded", show_progress=False))
+    merged = evaluate(task, RunOptions(models=["random"], out_dir=tmp_path / "sharded", progress=False))
     assert merged["metrics"]["overall"]["n"] == 8 and merged["metrics"] != whole["metrics"]
     cache = tmp_path / "sharded" / "prediction-cache.jsonl"
     assert not cache.exists() or cache.read_text() == ""  # the merge answered everything from the shards' caches

@@ -18,7 +18,7 @@ from commonlink.kinds.common_o.task import evaluate_common_o
 from tests.fixtures import vllm_double
 from tests.fixtures.tiny_chains import write_tiny_chain_files
 
-FAST = {"n_boot": 20, "show_progress": False}
+FAST = {"n_boot": 20, "progress": False}
 
 
 @pytest.fixture(autouse=True)
@@ -141,7 +141,7 @@ def test_eval_association_backend_vllm_sends_three_images_vllm_accepts(tmp_path,
         tmp_path / "limited",
         backend_options={"limit_mm_per_prompt": {"image": 2}},
         n_boot=20,
-        show_progress=False,
+        progress=False,
     )
     assert out["requests"]["failed"] == 12 and out["metrics"]["summary"]["failed"] == 12
     assert all(

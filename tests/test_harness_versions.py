@@ -40,7 +40,7 @@ def test_export_refuses_a_vlmevalkit_too_old_for_the_module(tmp_path, monkeypatc
     old = _fake_vlmeval(tmp_path / "old", new=False)
     monkeypatch.syspath_prepend(str(old))
     with pytest.raises(InputError, match="get_intermediate_file_path") as info:
-        export_vlmevalkit(tmp_path / "vlm", data=tmp_path / "not-read", show_progress=False)
+        export_vlmevalkit(tmp_path / "vlm", data=tmp_path / "not-read", progress=False)
     assert VLMEVAL_MIN_COMMIT in str(info.value) and "git pull" in str(info.value)
     assert not (tmp_path / "vlm").exists()  # refused before anything is written
 

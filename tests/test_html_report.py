@@ -103,7 +103,7 @@ def runs(split_dir, tmp_path_factory):
     for name, outputs in (("alpha", alpha), ("beta", beta)):
         dirs[name] = root / name
         evaluate_common_o(
-            data, "main", out_dir=dirs[name], backend_instance=Scripted(outputs, name), show_progress=False, n_boot=50
+            data, "main", out_dir=dirs[name], backend_instance=Scripted(outputs, name), progress=False, n_boot=50
         )
     return dirs
 
@@ -263,7 +263,7 @@ def test_other_data_is_refused(runs, tmp_path):
         "main",
         out_dir=run_other,
         backend_instance=Scripted({}, "gamma"),
-        show_progress=False,
+        progress=False,
         n_boot=20,
         report=False,
     )
@@ -350,7 +350,7 @@ def chain_run(tmp_path_factory):
 
     out = root / "run"
     evaluate_association(
-        root / "chains", "synchronous", backend_instances=[Chains()], out_dir=out, show_progress=False, n_boot=20
+        root / "chains", "synchronous", backend_instances=[Chains()], out_dir=out, progress=False, n_boot=20
     )
     return out, k_of, prompts
 
@@ -419,7 +419,7 @@ def test_association_pages_show_memory_and_parse_failures_for_every_task(chain_r
     chains = chain_run[0].parent / "chains"
     for config in ("single_step", "deduction"):
         out = tmp_path / config
-        results = evaluate_association(chains, config, ["random"], "transformers", out, show_progress=False, n_boot=20)
+        results = evaluate_association(chains, config, ["random"], "transformers", out, progress=False, n_boot=20)
         html = (out / "report.html").read_text()
         rate = 100 * results["metrics"]["summary"]["unparseable_rate"]
         assert f"Memory <b>structm</b> · parse failures: <b>{rate:.1f}%</b>" in html, config
@@ -433,11 +433,11 @@ def test_perception_and_concept_runs_get_a_metrics_page(split_dir, tmp_path):
     from tests.fixtures.tiny_chains import write_tiny_chain_files
 
     data, _ = split_dir
-    evaluate_perception(data, "main", "random", out_dir=tmp_path / "p", show_progress=False, n_boot=20)
+    evaluate_perception(data, "main", "random", out_dir=tmp_path / "p", progress=False, n_boot=20)
     page = write_report([tmp_path / "p"]).path.read_text()
     assert "Question acc. (%)" in page and "<td>random</td>" in page
     chains = write_tiny_chain_files(tmp_path / "assoc", single_step_per_concept=3)
-    evaluate_concept_perception(chains, "random", out_dir=tmp_path / "k", show_progress=False, n_boot=20)
+    evaluate_concept_perception(chains, "random", out_dir=tmp_path / "k", progress=False, n_boot=20)
     summary = write_report([tmp_path / "k"])
     assert summary.path == tmp_path / "k" / "report.html" and "task+ded" in summary.path.read_text()
 
@@ -587,7 +587,7 @@ def test_browser_pages_through_many_rows(browser, chain_run, tmp_path):
     rows = common_o_rows(60, seed=4, image_size=(32, 24))
     write_common_o_split(data, rows)
     evaluate_common_o(
-        data, "main", out_dir=tmp_path / "run", backend_instance=Scripted({}, "delta"), show_progress=False, n_boot=20
+        data, "main", out_dir=tmp_path / "run", backend_instance=Scripted({}, "delta"), progress=False, n_boot=20
     )
     _open(browser, tmp_path / "run" / "report.html")
     assert _card_ids(browser) == [f"main-{i}" for i in range(25)]
@@ -702,7 +702,7 @@ def test_browser_single_step_and_deduction_pages(browser, chain_run, tmp_path):
     chains = chain_run[0].parent / "chains"
     for config in ("single_step", "deduction"):
         out = tmp_path / config
-        evaluate_association(chains, config, ["random"], "transformers", out, show_progress=False, n_boot=20)
+        evaluate_association(chains, config, ["random"], "transformers", out, progress=False, n_boot=20)
         data = page_data(out / "report.html")
         _open(browser, out / "report.html")
         assert _card_ids(browser) == [t["id"] for t in data["rows"]][:25]

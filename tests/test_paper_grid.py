@@ -93,7 +93,7 @@ def test_deduction_rule_changes_the_score_and_is_recorded(affordance_build, tmp_
             backend_instances=[_Deducer()],
             out_dir=tmp_path / rule,
             settings=AssociationSettings(deduction_rule=rule),
-            show_progress=False,
+            progress=False,
             report=False,
             n_boot=10,
         )
@@ -148,11 +148,11 @@ def test_perception_and_commono_allow_the_same_generation_length(tmp_path):
     caps = {}
     for name, run in (("commono", evaluate_common_o), ("perception", evaluate_perception)):
         backend = _Recorder()
-        run(data, "main", out_dir=tmp_path / name, backend_instance=backend, show_progress=False, n_boot=10)
+        run(data, "main", out_dir=tmp_path / name, backend_instance=backend, progress=False, n_boot=10)
         caps[name] = {s.max_new_tokens for s in backend.settings}
     assert caps["commono"] == caps["perception"] == {1024}
     cli = {
-        name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default.default
+        name: inspect.signature(getattr(eval_commands, name)).parameters["max_new_tokens"].default
         for name in ("commono", "perception")
     }
     assert cli["commono"] == cli["perception"] == 1024
@@ -213,7 +213,7 @@ def test_hallucination_by_distractor_similarity_in_results_and_report(tmp_path):
         out_dir=tmp_path / "run",
         backend_instance=backend,
         similarity=True,
-        show_progress=False,
+        progress=False,
         n_boot=10,
     )
     analysis = results["hallucination_similarity"]

@@ -151,9 +151,7 @@ def test_card_yaml_is_valid_and_numbers_match_the_build(tiny):
     # `random` 2^-(choices - 1) per example in expectation
     from commonlink.kinds.common_o.task import evaluate_common_o
 
-    none = evaluate_common_o(tiny["rel"], "main", "none", n_boot=10, show_progress=False)["metrics"]["overall"][
-        "accuracy"
-    ]
+    none = evaluate_common_o(tiny["rel"], "main", "none", n_boot=10, progress=False)["metrics"]["overall"]["accuracy"]
     assert none == sum(r["ground_truth"] == [NO_COMMON_OBJECTS] for r in rows) / len(rows)
     expected_random = sum(0.5 ** (len(r["choices"]) - 1) for r in rows) / len(rows)
     assert f"main: `none` {100 * none:.1f}%, `random` {100 * expected_random:.1f}% (expected) accuracy" in text

@@ -238,9 +238,7 @@ def test_sixteen_bit_grey_photo_reaches_the_model_as_the_same_grey(tmp_path):
     data = write_common_o_split(tmp_path / "data", rows)
     with LatencyServer(latency_s=(0.0, 0.0)) as server:
         backend = load_backend("openai", "served-vlm", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR")
-        evaluate_common_o(
-            data, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=10, show_progress=False
-        )
+        evaluate_common_o(data, "main", backend_instance=backend, out_dir=tmp_path / "out", n_boot=10, progress=False)
     (body,) = server.bodies
     url = body["messages"][0]["content"][0]["image_url"]["url"]
     received = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB"))

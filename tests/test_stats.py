@@ -138,7 +138,7 @@ def test_render_mask_areas_are_exact(tmp_path):
     )
     write_catalog(cat, [record])
 
-    result = compute_object_stats(cat, show_progress=False)  # no model needed for renders
+    result = compute_object_stats(cat, progress=False)  # no model needed for renders
 
     stored = read_catalog(cat)[0]
     assert stored.object_area == {"apple": 0.11, "duck": 0.25, "ball": 0.0}  # recomputed, old 0.5 replaced
@@ -181,7 +181,7 @@ def test_synth_layout_planned_objects(tmp_path):
         extra={"mask": "scenes/scene_000000/mask_0.png", "planned_objects": ["mug", "ball", "duck"]},
     )
     write_catalog(cat, [record])
-    compute_object_stats(cat, show_progress=False)
+    compute_object_stats(cat, progress=False)
     stored = read_catalog(cat)[0]
     assert stored.object_area == {"mug": 0.1, "ball": 0.25}
     assert stored.extra["area_method"] == "mask"
@@ -194,10 +194,10 @@ def test_refuses_catalog_being_written_and_missing_catalog(tmp_path):
     before = (cat / "catalog.jsonl").read_bytes()
     with catalog_lock(cat, what="commonlink ingest"):
         with pytest.raises(InputError, match="being written by commonlink ingest"):
-            compute_object_stats(cat, show_progress=False)
+            compute_object_stats(cat, progress=False)
     assert (cat / "catalog.jsonl").read_bytes() == before
     with pytest.raises(InputError, match="not an image catalog"):
-        compute_object_stats(tmp_path / "nowhere", show_progress=False)
+        compute_object_stats(tmp_path / "nowhere", progress=False)
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -226,13 +226,13 @@ def test_mask_naming_unknown_object_is_refused(tmp_path):
     )
     write_catalog(cat, [rec])
     with pytest.raises(SchemaError, match="pear"):
-        compute_object_stats(cat, show_progress=False)
+        compute_object_stats(cat, progress=False)
 
 
 def test_tiny_sam_automatic_and_prompted_then_cached(tmp_path):
     cat = _photo_catalog(tmp_path)
     sam = build_tiny_sam()
-    first = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    first = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, progress=False)
     assert first.computed == 2 and first.cached == 0
     auto, prompted = read_catalog(cat)
 
@@ -251,14 +251,12 @@ def test_tiny_sam_automatic_and_prompted_then_cached(tmp_path):
     def must_not_load():
         raise AssertionError("everything is cached; the model must not be loaded")
 
-    second = compute_object_stats(
-        cat, load_sam=must_not_load, model_id="tiny", settings=PERMISSIVE, show_progress=False
-    )
+    second = compute_object_stats(cat, load_sam=must_not_load, model_id="tiny", settings=PERMISSIVE, progress=False)
     assert (second.cached, second.computed) == (2, 0)
     assert read_catalog(cat) == [auto, prompted]
 
     _photo(cat / "images" / "auto.png", 99)  # a changed image is measured again, the other stays cached
-    third = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    third = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, progress=False)
     assert (third.cached, third.computed) == (1, 1)
     summary = json.loads((cat / SUMMARY_FILENAME).read_text())
     assert summary["images"]["measured_by_method"] == {"sam-auto": 1, "sam-prompt": 1}
@@ -270,10 +268,10 @@ def test_tiny_sam_automatic_and_prompted_then_cached(tmp_path):
 def test_torn_cache_line_is_redone(tmp_path):
     cat = _photo_catalog(tmp_path)
     sam = build_tiny_sam()
-    compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, progress=False)
     lines = (cat / CACHE_FILENAME).read_text().splitlines()
     (cat / CACHE_FILENAME).write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])  # crash mid-write
-    again = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    again = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, progress=False)
     assert (again.cached, again.computed) == (1, 1)
 
 
@@ -290,10 +288,10 @@ def test_interrupted_run_keeps_work_and_resumes(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(stats_module, "estimate_prompted", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+            compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, progress=False)
     auto, prompted = read_catalog(cat)
     assert auto.extra["area_method"] == "sam-auto" and "area_method" not in prompted.extra  # first one kept
-    resumed = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    resumed = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, progress=False)
     assert (resumed.cached, resumed.computed) == (1, 1)
 
 
@@ -303,7 +301,7 @@ def test_bad_prompt_names_record(tmp_path):
     records[1].extra["boxes"] = {"apple": [40, 10, 10, 30]}  # x1 < x0
     write_catalog(cat, records)
     with pytest.raises(SchemaError, match="prompted.*apple"):
-        compute_object_stats(cat, sam=build_tiny_sam(), model_id="tiny", settings=PERMISSIVE, show_progress=False)
+        compute_object_stats(cat, sam=build_tiny_sam(), model_id="tiny", settings=PERMISSIVE, progress=False)
 
 
 def test_select_object_masks_filters_sizes_nesting_and_count():
@@ -411,6 +409,6 @@ def test_cli_with_checkpoint_runs_sam(tmp_path, monkeypatch):
 def test_tiny_sam_on_cuda(tmp_path):
     cat = _photo_catalog(tmp_path)
     sam = build_tiny_sam().to("cuda")
-    result = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, show_progress=False)
+    result = compute_object_stats(cat, sam=sam, model_id="tiny", settings=PERMISSIVE, progress=False)
     assert result.computed == 2
     assert read_catalog(cat)[0].extra["area_method"] == "sam-auto"

@@ -198,7 +198,7 @@ def compute_object_stats(
     load_sam: Callable[[], Any] | None = None,
     model_id: str = "",
     settings: AutoMaskSettings = AutoMaskSettings(),
-    show_progress: bool = True,
+    progress: bool = True,
 ) -> ObjectStats:
     """Measure object areas of every image of a catalog, store them in it, and write ``stats_summary.json``.
 
@@ -215,7 +215,7 @@ def compute_object_stats(
     # the whole read-measure-rewrite pass holds the writer lock, so records added meanwhile cannot be lost
     with catalog_lock(catalog_dir, what="commonlink stats"):
         return _compute_locked(
-            catalog_dir, sam=sam, load_sam=load_sam, model_id=model_id, settings=settings, show_progress=show_progress
+            catalog_dir, sam=sam, load_sam=load_sam, model_id=model_id, settings=settings, progress=progress
         )
 
 
@@ -226,7 +226,7 @@ def _compute_locked(
     load_sam: Callable[[], Any] | None,
     model_id: str,
     settings: AutoMaskSettings,
-    show_progress: bool,
+    progress: bool,
 ) -> ObjectStats:
     records = read_catalog(catalog_dir)
     cache = StatsCache(catalog_dir)
@@ -241,7 +241,7 @@ def _compute_locked(
     have_model = sam is not None or load_sam is not None
     completed = False
     try:
-        for record in track(records, "Measuring object areas", unit="images", disable=not show_progress):
+        for record in track(records, "Measuring object areas", unit="images", disable=not progress):
             method = _measure(catalog_dir, record, cache, result, model if have_model else None, model_id, settings)
             if method:
                 result.measured[method] = result.measured.get(method, 0) + 1

@@ -41,6 +41,7 @@ from commonlink.errors import (
     InputError,
     MissingDependencyError,
     SchemaError,
+    check_at_least,
 )
 from commonlink.fileio import sha256_file
 
@@ -222,11 +223,16 @@ def load_sam(checkpoint: str | os.PathLike, model_type: str = "vit_b", device: s
     return sam.to(device)
 
 
+def check_device_name(device: str) -> None:
+    """Refuse a device name torch does not know (cpu, cuda, cuda:N), without importing torch."""
+    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise InputError(f"Unknown device {device!r}.", "Use --device cpu, --device cuda or --device cuda:N.")
+
+
 def check_device(device: str) -> None:
     import torch
 
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise InputError(f"Unknown device {device!r}.", "Use --device cpu or --device cuda.")
+    check_device_name(device)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InputError("--device cuda was asked for, but torch sees no CUDA GPU here.", "Use --device cpu.")
 
@@ -275,6 +281,15 @@ class AutoMaskSettings:
     stability_score_thresh: float = 0.95
     min_fraction: float = DEFAULT_MIN_FRACTION
     max_fraction: float = DEFAULT_MAX_FRACTION
+
+    def __post_init__(self) -> None:
+        """The CLI's checks (``commonlink stats --min-area/--max-area``), in its words."""
+        check_at_least("--points-per-side", self.points_per_side, 1)
+        if not 0 <= self.min_fraction < self.max_fraction <= 1:
+            raise InputError(
+                f"--min-area {self.min_fraction} must be below --max-area {self.max_fraction} (both in [0, 1]).",
+                "e.g. --min-area 0.005 --max-area 0.4",
+            )
 
     def key(self) -> str:
         text = repr(sorted(self.__dict__.items()))

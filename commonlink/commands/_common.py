@@ -19,23 +19,15 @@ from commonlink.redact import redact_text
 console = Console(soft_wrap=not sys.stdout.isatty())
 err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
-#: ``--catalog-root``, the same words on every command that reads pairs or chain files
-CATALOG_ROOT_HELP = (
-    "Folder that now holds the catalogs the inputs name (each catalog is looked up as DIR/NAME, NAME being its "
-    "folder name); default: where the files name them, relative to each file."
-)
-
-# One spelling for "no progress bars" on every command: --quiet. The older --progress/--no-progress of `synth` and
-# `release build` still parse (hidden): --no-progress means --quiet.
-QUIET = typer.Option(False, "--quiet", help="No progress bars.")
-OLD_PROGRESS = typer.Option(
-    None, "--progress/--no-progress", hidden=True, help="Old spelling: --no-progress = --quiet."
-)
-
 
 def shows_progress(quiet: bool, old_progress: bool | None) -> bool:
     """Whether to draw progress bars, from --quiet and the hidden old --progress/--no-progress."""
     return not quiet and old_progress is not False
+
+
+def progress_shown(quiet: bool) -> bool:
+    """Whether to draw progress bars: not with --quiet, and only on a terminal (a log file gets none)."""
+    return not quiet and stdout_is_terminal()
 
 
 F = TypeVar("F", bound=Callable)

@@ -8,22 +8,35 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors
+from commonlink.commands._common import console, reports_errors
+from commonlink.commands._options import (
+    BackendArgOpt,
+    BackendOpt,
+    BatchSizeOpt,
+    BootstrapOpt,
+    CatalogRootOpt,
+    ConcurrencyOpt,
+    DataOpt,
+    DeductionRuleOpt,
+    GenArgOpt,
+    LimitOpt,
+    MaxNewTokensOpt,
+    MaxPixelsOpt,
+    MaxStepsOpt,
+    ModelsOpt,
+    NoReportOpt,
+    OptionalOutOpt,
+    QuietOpt,
+    RevisionOpt,
+    RunNameOpt,
+    SeedOpt,
+    StrategyOpt,
+    SystemPromptOpt,
+    TemperatureOpt,
+    TopPOpt,
+    TrustRemoteCodeOpt,
+)
 from commonlink.commands.eval import (
-    BACKEND_ARG,
-    BOOTSTRAP,
-    CONCURRENCY,
-    GEN_ARG,
-    MAX_PIXELS,
-    NO_REPORT,
-    QUIET,
-    REVISION,
-    RUN_NAME,
-    SEED,
-    SYSTEM_PROMPT,
-    TEMPERATURE,
-    TOP_P,
-    TRUST_REMOTE_CODE,
     cli_run_options,
     generation_settings,
     print_fresh_report,
@@ -31,29 +44,21 @@ from commonlink.commands.eval import (
     run_task,
 )
 from commonlink.errors import BackendError, InputError
+from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.eval.evaluator import default_out_dir
-from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
+from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.kinds.association.task import AssociationSettings, AssociationTask
 
 
 @reports_errors
 def association(
-    data: str = typer.Option(
-        ..., "--data", help="Association release folder, Hub repo id, or the chain-files folder of `commonlink chains`."
-    ),
+    data: DataOpt = ...,
     config: str = typer.Option(..., "--config", help="single_step | deduction | synchronous | asynchronous."),
-    model: list[str] = typer.Option(
-        ..., "--model", help="Model id/folder, or 'random'. Repeat with --moe to combine several models."
-    ),
+    model: ModelsOpt = ...,
     moe: bool = typer.Option(
         False, "--moe", help="Mixture of experts: ask every --model and take the majority answer at each step."
     ),
-    backend: str | None = typer.Option(
-        None,
-        "--backend",
-        show_default=False,
-        help="transformers (default) | vllm | openai (the same for every --model); vllm is told 3 images a request.",
-    ),
+    backend: BackendOpt = None,
     memory: str = typer.Option(
         "structm",
         "--memory",
@@ -70,61 +75,45 @@ def association(
         min=0,
         help="ChainM: subchains kept (the authors' harness: 5; 0 = all, as the paper words it).",
     ),
-    max_steps: int = typer.Option(
-        500, "--max-steps", min=1, help="A chain stops after this many correct scored steps."
-    ),
+    max_steps: MaxStepsOpt = 500,
     no_deduction: bool = typer.Option(
         False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."
     ),
-    strategy: str = typer.Option(
-        "normal",
-        "--strategy",
-        help="Prompt strategy (Labyrinth §4.3): normal, comknow (concept knowledge in front), one-shot (a worked "
-        "example in words), cot (that example with reasoning; answer on a last 'Answer:' line).",
-    ),
-    deduction_rule: str = typer.Option(
-        "all-shared",
-        "--deduction-rule",
-        help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared "
-        "concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones).",
-    ),
-    out: Path = typer.Option(
-        None,
-        "--out",
-        "-o",
-        help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume.",
-    ),
-    revision: str = REVISION,
-    batch_size: int = typer.Option(
-        None,
-        "--batch-size",
-        min=1,
-        help="Requests per model call (chains advance in lockstep; one step of every active chain is one batch).",
-    ),
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N tasks or chains."),
+    strategy: StrategyOpt = "normal",
+    deduction_rule: DeductionRuleOpt = "all-shared",
+    out: OptionalOutOpt = None,
+    revision: RevisionOpt = None,
+    batch_size: BatchSizeOpt = None,
+    limit: LimitOpt = None,
     group_size: int = typer.Option(
         512,
         "--group-size",
         min=1,
         help="Tasks loaded and run together (chains of a group advance in lockstep); bounds memory.",
     ),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Generation length cap."),
-    temperature: float = TEMPERATURE,
-    top_p: float = TOP_P,
-    seed: int = SEED,
-    max_pixels: int = MAX_PIXELS,
-    system_prompt: str = SYSTEM_PROMPT,
-    gen_arg: list[str] = GEN_ARG,
-    backend_arg: list[str] = BACKEND_ARG,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
-    concurrency: int = CONCURRENCY,
-    bootstrap: int = BOOTSTRAP,
-    quiet: bool = QUIET,
-    no_report: bool = NO_REPORT,
-    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
-    run_name: str = RUN_NAME,
+    max_new_tokens: MaxNewTokensOpt = 64,
+    temperature: TemperatureOpt = 0.0,
+    top_p: TopPOpt = 1.0,
+    seed: SeedOpt = 0,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    system_prompt: SystemPromptOpt = None,
+    gen_arg: GenArgOpt = None,
+    backend_arg: BackendArgOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    bootstrap: BootstrapOpt = N_BOOTSTRAP,
+    quiet: QuietOpt = False,
+    no_report: NoReportOpt = False,
+    catalog_root: CatalogRootOpt = None,
+    run_name: RunNameOpt = None,
 ) -> None:
-    """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
+    """Score models on association tasks (paper protocol): success ratios, or max | mean chain length.
+
+    --model: repeat it with --moe to combine several models (the same --backend for every one; vllm is told 3 images
+    a request). --out: the run folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume.
+    --limit counts tasks or chains; --batch-size requests per model call (chains advance in lockstep: one step of
+    every active chain is one batch).
+    """
 
     if len(model) > 1 and not moe:
         raise InputError(

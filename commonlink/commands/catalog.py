@@ -11,15 +11,14 @@ from rich.table import Table
 
 from commonlink.catalog.info import catalog_summary
 from commonlink.catalog.merge import LINK_MODES, merge_catalogs
-from commonlink.commands._common import QUIET, console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import console, progress_shown, reports_errors
+from commonlink.commands._options import JsonOpt, OutOpt, QuietOpt
 
 
 @reports_errors
 def merge(
     catalogs: list[Path] = typer.Argument(..., help="Catalog folders to join (each with a catalog.jsonl)."),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Output catalog folder; created, or extended when it is a catalog already."
-    ),
+    out: OutOpt = ...,
     link: str = typer.Option(
         "copy",
         "--link",
@@ -34,17 +33,16 @@ def merge(
     rehash: bool = typer.Option(
         False, "--rehash", help="Hash every image while verifying, even where its file stamp is unchanged."
     ),
-    quiet: bool = QUIET,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Join catalogs (e.g. render shards from several machines) into one.
+    """Join catalogs (e.g. render shards from several machines) into one: --out, created, or extended when it is
+    a catalog already.
 
     Records are de-duplicated by id and sha256; the same image described differently in two catalogs is a
     conflict and the merge is refused (nothing is written). Images are copied atomically, catalog.jsonl is
     written last and atomically; re-running the same merge changes nothing.
     """
-    report = merge_catalogs(
-        catalogs, out, link=link, verify=verify, rehash=rehash, progress=not quiet and stdout_is_terminal()
-    )
+    report = merge_catalogs(catalogs, out, link=link, verify=verify, rehash=rehash, progress=progress_shown(quiet))
     for item in report.renamed[:10]:
         console.print(
             f"[yellow]path taken:[/] {escape(item['catalog'])}: {escape(item['from'])} stored as {escape(item['to'])}",
@@ -66,7 +64,7 @@ def merge(
 def info(
     catalog_dir: Path = typer.Argument(..., help="Catalog folder (with catalog.jsonl)."),
     top: int = typer.Option(10, "--top", min=0, help="How many of the most frequent objects to list."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
+    as_json: JsonOpt = False,
     check_files: bool = typer.Option(
         True, "--check-files/--no-check-files", help="Check that every image file exists."
     ),

@@ -10,19 +10,34 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, reports_errors, stdout_is_terminal
-from commonlink.commands.eval import (
-    BACKEND_ARG,
-    CONCURRENCY,
-    MAX_PIXELS,
-    SEED,
-    TRUST_REMOTE_CODE,
-    backend_options,
-    generation_settings,
+from commonlink.commands._common import console, progress_shown, reports_errors
+from commonlink.commands._options import (
+    BackendArgOpt,
+    BackendsOpt,
+    BatchSizeOpt,
+    CatalogRootOpt,
+    CheckNegativesOpt,
+    ConcurrencyOpt,
+    LimitOpt,
+    ManifestOpt,
+    MaxNewTokensOpt,
+    MaxPixelsOpt,
+    MaxStepsOpt,
+    MinPixelsOpt,
+    ModelsOpt,
+    NegativeModeOpt,
+    OptionalOutOpt,
+    OutOpt,
+    QuietOpt,
+    SeedOpt,
+    SourceSplitOpt,
+    ThumbSizeOpt,
+    TrustRemoteCodeOpt,
 )
+from commonlink.commands.eval import backend_options, generation_settings
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
-from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
+from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.kinds.association.chain_sources import (
     SourceReport,
     default_concept_kind,
@@ -30,7 +45,6 @@ from commonlink.kinds.association.chain_sources import (
     read_source,
 )
 from commonlink.kinds.association.chains import (
-    NEGATIVE_MODES,
     TASKS,
     BuildSummary,
     ChainConfig,
@@ -62,9 +76,7 @@ def chains(
         help="Image catalog folder, Hugging Face dataset (save_to_disk folder, data folder or repo id), folder of "
         "images with a manifest, or an OCL/Pangea pickle.",
     ),
-    out: Path = typer.Option(
-        None, "--out", "-o", help="Folder for images.jsonl and one TASK.jsonl (+ .meta.json) per task type."
-    ),
+    out: OptionalOutOpt = None,
     source_type: str = typer.Option(
         "auto", "--source-type", help="auto, catalog, hf, manifest, ocl or pangea (pickles need ocl/pangea)."
     ),
@@ -85,14 +97,9 @@ def chains(
         help="HF dataset: a string column naming each image (object, caption) for memory text; else images are named "
         "by their labels ('the image with a red circle').",
     ),
-    split: str | None = typer.Option(None, "--split", help="HF dataset split (default: the only one, else train)."),
+    split: SourceSplitOpt = None,
     hf_config: str | None = typer.Option(None, "--hf-config", help="HF dataset config name."),
-    manifest: Path | None = typer.Option(
-        None,
-        "--manifest",
-        "-m",
-        help="Image folder: the CSV/JSONL manifest (default: manifest.csv/.jsonl in the folder).",
-    ),
+    manifest: ManifestOpt = None,
     image_root: Path | None = typer.Option(
         None, "--image-root", help="OCL/Pangea: folder holding the images (default: the pickle's folder)."
     ),
@@ -121,9 +128,7 @@ def chains(
         help=f"The paper's concept set and pairs: {', '.join(PRESET_CHOICES)}. auto = ocl-attribute / ocl-affordance "
         "for OCL (by --ocl-labels), pangea-action for Pangea, none otherwise. --concepts/--pairs override its parts.",
     ),
-    min_pixels: int = typer.Option(
-        DEFAULT_MIN_PIXELS, "--min-pixels", help="Drop images (or OCL crops) with fewer pixels (paper: 50,000)."
-    ),
+    min_pixels: MinPixelsOpt = DEFAULT_MIN_PIXELS,
     concepts: str | None = typer.Option(
         None, "--concepts", help="Concepts to build, comma-separated (default: the --top-k largest pools)."
     ),
@@ -143,9 +148,7 @@ def chains(
     chains_per_concept: int = typer.Option(
         2000, "--chains", help="Synchronous chains per concept and asynchronous chains per pair."
     ),
-    max_steps: int = typer.Option(
-        500, "--max-steps", help="Scored steps each chain is pre-sampled to (the paper's cap)."
-    ),
+    max_steps: MaxStepsOpt = 500,
     warmup: int = typer.Option(
         3, "--warmup", help="Warm-up steps at the start of each chain (marked; the correct choice is forced in eval)."
     ),
@@ -153,26 +156,23 @@ def chains(
     bridge_steps: int = typer.Option(
         1, "--bridge-steps", help="Asynchronous: bridge steps (from the pool carrying both concepts) after each run."
     ),
-    negatives: str = typer.Option(
-        "disjoint",
-        "--negatives",
-        help=f"{' or '.join(NEGATIVE_MODES)}: disjoint (paper eqs. 1, 4, 5) = a negative shares no label at all with "
-        "its query; chain = it only lacks the task's concepts (the earlier default).",
-    ),
+    negatives: NegativeModeOpt = "disjoint",
     concept_kind: str | None = typer.Option(
         None,
         "--concept-kind",
         help="What the concepts are, for prompts (attribute, affordance, action, object...). Default from the source.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Global seed; every task and chain gets its own generator from it."),
+    seed: SeedOpt = 0,
     list_concepts: bool = typer.Option(False, "--list-concepts", help="Print every label with its pool size and exit."),
-    quiet: bool = QUIET,
+    quiet: QuietOpt = False,
 ) -> None:
     """Build association tasks (single-step, deduction, synchronous and asynchronous chains) from labelled images.
 
     Two images are associated when their label sets intersect (paper §3). Writes OUT/images.jsonl (the image
     table) and OUT/TASK.jsonl per task type, each with a .meta.json sidecar; rerunning with the same settings
-    skips finished task files. Then: `commonlink release build OUT/*.jsonl --out RELEASE_DIR`.
+    skips finished task files (--out: the folder for them). Each task and chain gets its own generator from --seed;
+    --max-steps is the number of scored steps each chain is pre-sampled to. Then:
+    `commonlink release build OUT/*.jsonl --out RELEASE_DIR`.
     """
     kind = detect_source_type(source) if source_type == "auto" else source_type
     images, report = read_source(
@@ -230,9 +230,7 @@ def chains(
             f"Preset {config.preset}: concepts {', '.join(config.concepts)}; pairs "
             f"{', '.join('-'.join(p) for p in config.pairs or [])} (--preset none for the largest pools)."
         )
-    _print_build_summary(
-        build_chain_files(images, out, config, source=report, progress=not quiet and stdout_is_terminal())
-    )
+    _print_build_summary(build_chain_files(images, out, config, source=report, progress=progress_shown(quiet)))
 
 
 def _print_read_report(report: SourceReport, kind: str, min_pixels: int) -> None:
@@ -280,21 +278,9 @@ def _print_build_summary(summary: BuildSummary) -> None:
 @reports_errors
 def verify(
     tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="New folder for the verified chain files, verification.json and verification.md."
-    ),
-    model: list[str] = typer.Option(
-        None,
-        "--model",
-        help="Verifier model that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM "
-        "verification). Repeat for a fallback: the next model is asked only where the ones before could not decide "
-        "(paper: Gemini-1.5-Flash, then GPT4-V).",
-    ),
-    backend: list[str] = typer.Option(
-        ["transformers"],
-        "--backend",
-        help="transformers | vllm | openai: one for every --model, or one per --model in the same order.",
-    ),
+    out: OutOpt = ...,
+    model: ModelsOpt = None,
+    backend: BackendsOpt = ["transformers"],  # noqa: B006 (Typer reads it, never mutates it)
     decisions: list[Path] = typer.Option(
         None,
         "--decisions",
@@ -314,24 +300,26 @@ def verify(
         help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. "
         "Reported apart from rejections either way.",
     ),
-    negatives: bool = typer.Option(
-        True, "--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."
-    ),
-    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
-    max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
-    seed: int = SEED,
-    max_pixels: int = MAX_PIXELS,
-    backend_arg: list[str] = BACKEND_ARG,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
-    concurrency: int = CONCURRENCY,
-    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
-    quiet: bool = QUIET,
+    negatives: CheckNegativesOpt = True,
+    batch_size: BatchSizeOpt = None,
+    max_new_tokens: MaxNewTokensOpt = 16,
+    seed: SeedOpt = 0,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    backend_arg: BackendArgOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    catalog_root: CatalogRootOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Verify association task files (paper §4.2, App. A.1): correct labels the verifiers reject, then repair the tasks.
 
-    Each distinct (image, concept) claim is asked once per model (answers cached in OUT; rerun to resume); a later
-    --model is asked only where the earlier ones were undecided. Rejected labels are corrected in the image table;
-    chain steps relying on them are repaired (--on-fail); tasks with a rejected image are dropped.
+    Each --model is a verifier that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM
+    verification); repeat it for a fallback (paper: Gemini-1.5-Flash, then GPT4-V), with one --backend for every
+    --model or one per --model in the same order. Each distinct (image, concept) claim is asked once per model
+    (answers cached in --out, the new folder for the verified chain files, verification.json and verification.md;
+    rerun to resume); a later --model is asked only where the earlier ones were undecided. Rejected labels are
+    corrected in the image table; chain steps relying on them are repaired (--on-fail); tasks with a rejected image
+    are dropped.
     Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
     """
     generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
@@ -357,7 +345,7 @@ def verify(
         on_fail=on_fail,
         undecided=undecided,
         negatives=negatives,
-        progress=not quiet and stdout_is_terminal(),
+        progress=progress_shown(quiet),
         catalog_root=catalog_root,
     )
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
@@ -380,27 +368,27 @@ def verify(
 @reports_errors
 def review(
     tasks: list[Path] = typer.Argument(..., help="Chain files of one build (TASK.jsonl), or their folder."),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Folder for index.html, one page per chain/task, thumbnails and decisions.csv."
-    ),
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows of each task file."),
-    thumbnail: int = typer.Option(
-        200, "--thumb-size", min=32, help="Longest side of a thumbnail, in pixels (as `eval report --thumb-size`)."
-    ),
+    out: OutOpt = ...,
+    limit: LimitOpt = None,
+    thumbnail: ThumbSizeOpt = 200,
     old_thumbnail: int | None = typer.Option(
         None, "--thumbnail", min=32, hidden=True, help="Old name of --thumb-size."
     ),
-    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
-    quiet: bool = QUIET,
+    catalog_root: CatalogRootOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Export review pages for people (paper §4.2 human review); read the decisions back with
-    `chains verify --decisions`."""
+    `chains verify --decisions`.
+
+    --out: the folder for index.html, one page per chain/task, thumbnails and decisions.csv. --limit: the first N
+    rows of each task file.
+    """
     summary = export_review(
         [str(t) for t in tasks],
         out,
         limit=limit,
         thumbnail=old_thumbnail or thumbnail,
-        progress=not quiet and stdout_is_terminal(),
+        progress=progress_shown(quiet),
         catalog_root=catalog_root,
     )
     console.print(

@@ -5,37 +5,44 @@ the grid in Table 4's layout."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors
-from commonlink.commands.eval import (
-    BACKEND_ARG,
-    BOOTSTRAP,
-    CONCURRENCY,
-    GEN_ARG,
-    MAX_PIXELS,
-    QUIET,
-    REVISION,
-    SEED,
-    SYSTEM_PROMPT,
-    TEMPERATURE,
-    TOP_P,
-    TRUST_REMOTE_CODE,
-    cli_run_options,
-    generation_settings,
-    run_backend,
-    run_task,
+from commonlink.commands._common import console, reports_errors
+from commonlink.commands._options import (
+    BackendArgOpt,
+    BackendOpt,
+    BatchSizeOpt,
+    BootstrapOpt,
+    CatalogRootOpt,
+    ConcurrencyOpt,
+    DataOpt,
+    DeductionRuleOpt,
+    GenArgOpt,
+    LimitOpt,
+    MaxNewTokensOpt,
+    MaxPixelsOpt,
+    ModelsOpt,
+    OptionalOutOpt,
+    QuietOpt,
+    RevisionOpt,
+    RunNamesOpt,
+    SeedOpt,
+    StrategyOpt,
+    SystemPromptOpt,
+    TemperatureOpt,
+    TopPOpt,
+    TrustRemoteCodeOpt,
 )
+from commonlink.commands.eval import cli_run_options, generation_settings, run_backend, run_task
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings
+from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.eval.evaluator import default_out_dir
+from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.fileio import atomic_write_text
-from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.kinds.association.concept_prompts import COMPLEXITIES, STRATEGIES
 from commonlink.kinds.association.concept_task import ConceptPerceptionTask, render_table4
-from commonlink.kinds.association.task import DEDUCTION_RULES
 
 ALL_STRATEGIES = ",".join(STRATEGIES)
 ALL_COMPLEXITIES = ",".join(COMPLEXITIES)
@@ -47,63 +54,41 @@ def _split(value: str | None) -> list[str] | None:
 
 @reports_errors
 def concept(
-    data: str = typer.Option(
-        ...,
-        "--data",
-        help="Association release folder, Hub repo id, or the chain-files folder of `commonlink chains` (its "
-        "single-step tasks are the rows).",
-    ),
-    model: list[str] = typer.Option(
-        ..., "--model", help="Model id/folder, or 'random'; repeat for one Table 4 block per model."
-    ),
-    backend: str | None = typer.Option(
-        None,
-        "--backend",
-        show_default=False,
-        help="transformers (default) | vllm | openai (the same for every --model).",
-    ),
-    strategy: str = typer.Option(
-        ALL_STRATEGIES, "--strategy", help=f"Strategies, comma-separated: {', '.join(STRATEGIES)}."
-    ),
+    data: DataOpt = ...,
+    model: ModelsOpt = ...,
+    backend: BackendOpt = None,
+    strategy: StrategyOpt = ALL_STRATEGIES,
     complexity: str = typer.Option(
         ALL_COMPLEXITIES,
         "--complexity",
         help="Task complexities, comma-separated: task (TaskInstr), meta (MetaInstr), task+ded, meta+ded (w/ DedPo).",
     ),
-    deduction_rule: str = typer.Option(
-        "all-shared",
-        "--deduction-rule",
-        help=f"When a deduction counts: {', '.join(DEDUCTION_RULES)} (see docs/eval.md).",
-    ),
-    out: Path = typer.Option(
-        None,
-        "--out",
-        "-o",
-        help="Output folder (default eval-runs/concept-...); one subfolder per model; rerun to resume.",
-    ),
-    revision: str = REVISION,
-    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N single-step tasks."),
-    max_new_tokens: int = typer.Option(
-        GenerationSettings.max_new_tokens, "--max-new-tokens", help="Generation length cap (CoT needs room)."
-    ),
-    temperature: float = TEMPERATURE,
-    top_p: float = TOP_P,
-    seed: int = SEED,
-    max_pixels: int = MAX_PIXELS,
-    system_prompt: str = SYSTEM_PROMPT,
-    gen_arg: list[str] = GEN_ARG,
-    backend_arg: list[str] = BACKEND_ARG,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
-    concurrency: int = CONCURRENCY,
-    bootstrap: int = BOOTSTRAP,
-    quiet: bool = QUIET,
-    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
-    run_name: list[str] = typer.Option(
-        [], "--run-name", help="What tables and reports call each run (one per --model, in order; default: the model)."
-    ),
+    deduction_rule: DeductionRuleOpt = "all-shared",
+    out: OptionalOutOpt = None,
+    revision: RevisionOpt = None,
+    batch_size: BatchSizeOpt = None,
+    limit: LimitOpt = None,
+    max_new_tokens: MaxNewTokensOpt = GenerationSettings.max_new_tokens,
+    temperature: TemperatureOpt = 0.0,
+    top_p: TopPOpt = 1.0,
+    seed: SeedOpt = 0,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    system_prompt: SystemPromptOpt = None,
+    gen_arg: GenArgOpt = None,
+    backend_arg: BackendArgOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    bootstrap: BootstrapOpt = N_BOOTSTRAP,
+    quiet: QuietOpt = False,
+    catalog_root: CatalogRootOpt = None,
+    run_name: RunNamesOpt = None,
 ) -> None:
-    """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4."""
+    """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4.
+
+    --model: repeat it for one Table 4 block per model (the same --backend for every one), with one --run-name per
+    --model in order (default: the model). --strategy: comma-separated. --out: default eval-runs/concept-...; one
+    subfolder per model; rerun to resume. --limit counts single-step tasks.
+    """
     if run_name and len(run_name) != len(model):
         raise InputError(
             f"{len(run_name)} --run-name for {len(model)} --model.",

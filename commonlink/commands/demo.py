@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from commonlink.commands._common import QUIET, console, reports_errors
+from commonlink.commands._common import console, reports_errors
+from commonlink.commands._options import OutOpt, QuietOpt, ResolutionOpt, SeedOpt, WorkersOpt
 from commonlink.commands.eval import report_line
 from commonlink.demo import k_spread_lines, run_demo
 from commonlink.errors import InputError
@@ -16,20 +17,19 @@ from commonlink.eval.report.tables import render_markdown_table
 
 @reports_errors
 def demo(
-    out: Path = typer.Option(
-        Path("commonlink-demo"), "--out", "-o", help="Folder for everything the demo writes (rerun to continue)."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Seed for rendering, sampling and the random baseline."),
+    out: OutOpt = Path("commonlink-demo"),
+    seed: SeedOpt = 0,
     scale: float = typer.Option(
         1.0, "--scale", min=0.05, help="Multiply the number of scenes and examples (1.0: 40 scenes, 180 examples)."
     ),
-    resolution: str = typer.Option("384x384", "--resolution", help="Render size WIDTHxHEIGHT."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Render processes."),
-    quiet: bool = QUIET,
+    resolution: ResolutionOpt = "384x384",
+    workers: WorkersOpt = 1,
+    quiet: QuietOpt = False,
 ) -> None:
     """Render a small synthetic set with the offline renderer, sample Common-O pairs for both splits, build a
     release that `datasets.load_dataset` opens, score the random and none baselines on it, and write an HTML
-    report of their predictions with the images (one page per split)."""
+    report of their predictions with the images (one page per split). --out: the folder for everything the demo
+    writes (rerun to continue)."""
 
     try:
         width, height = (int(v) for v in resolution.lower().split("x"))

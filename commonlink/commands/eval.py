@@ -7,40 +7,54 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, parse_range, reports_errors
+from commonlink.commands._common import console, parse_range, reports_errors
+from commonlink.commands._options import (
+    BackendArgOpt,
+    BackendOpt,
+    BatchSizeOpt,
+    BootstrapOpt,
+    CatalogRootOpt,
+    ConcurrencyOpt,
+    DataOpt,
+    GenArgOpt,
+    ImageProtocolOpt,
+    LimitOpt,
+    MaxNewTokensOpt,
+    MaxPixelsOpt,
+    ModelOpt,
+    NoReportOpt,
+    OptionalOutOpt,
+    OverwriteOpt,
+    QuietOpt,
+    RevisionOpt,
+    RowsOpt,
+    RunNameOpt,
+    SeedOpt,
+    ShardOpt,
+    SplitOpt,
+    SystemPromptOpt,
+    TemperatureOpt,
+    ThumbSizeOpt,
+    TopPOpt,
+    TrustRemoteCodeOpt,
+)
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
+from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.eval.cache import shard_suffix
 from commonlink.eval.compare import compare_runs, render_comparison
-from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
+from commonlink.eval.evaluator import MAX_UNREADABLE_SHARE, RunOptions, default_out_dir, evaluate
+from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.report.html import REPORT_FILENAME, write_report
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_text
-from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.kinds.common_o.perception import PerceptionTask
 from commonlink.kinds.common_o.task import CommonOTask, score_predictions
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 
 DEFAULT_BACKEND = "transformers"
-_BACKEND_HELP = (
-    "transformers (local; image-text-to-text, vision2seq or causal-LM models) | vllm (GPU, optional extra) | "
-    "openai (any OpenAI-compatible server) | any name added with commonlink.eval.backends.register_backend."
-)
-_MODEL_HELP = (
-    "Hub id or local folder of the model (server model name for --backend openai); 'random' or 'none' for a "
-    "weight-free baseline."
-)
-#: Generation settings that have their own option (a --gen-arg may not set them behind its back).
-_OWN_GENERATION_OPTIONS = {
-    "max_new_tokens": "--max-new-tokens",
-    "temperature": "--temperature",
-    "top_p": "--top-p",
-    "seed": "--seed",
-    "max_pixels": "--max-pixels",
-    "system_prompt": "--system-prompt",
-}
 
 
 def generation_settings(
@@ -53,20 +67,7 @@ def generation_settings(
     system_prompt: str | None = None,
     gen_args: list[str] | None = None,
 ) -> GenerationSettings:
-    if max_new_tokens < 1:
-        raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1.")
-    if temperature < 0:
-        raise InputError(f"--temperature {temperature} must be >= 0 (0 = greedy).")
-    if not 0 < top_p <= 1:
-        raise InputError(f"--top-p {top_p} must be in (0, 1].", "e.g. --top-p 0.9 (1 = no nucleus cut).")
-    if max_pixels < 0:
-        raise InputError(f"--max-pixels {max_pixels} must be >= 0 (0 = no cap).")
-    extra = parse_key_values(gen_args or [], option="--gen-arg")
-    for key in extra:
-        if key in _OWN_GENERATION_OPTIONS:
-            raise InputError(
-                f"--gen-arg {key}=... duplicates an option.", f"Use {_OWN_GENERATION_OPTIONS[key]} instead."
-            )
+    """The :class:`GenerationSettings` of the generation options (the settings check themselves)."""
     return GenerationSettings(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
@@ -74,7 +75,7 @@ def generation_settings(
         seed=seed,
         max_pixels=max_pixels,
         system_prompt=system_prompt or None,
-        extra=extra,
+        extra=parse_key_values(gen_args or [], option="--gen-arg"),
     )
 
 
@@ -126,7 +127,7 @@ def cli_run_options(
         ),
         seed=seed,
         n_boot=bootstrap,
-        show_progress=not quiet,
+        progress=not quiet,
         run_name=run_name,
         **command_options,
     )
@@ -163,79 +164,6 @@ def run_backend(
     return backend or DEFAULT_BACKEND
 
 
-# Options shared by every eval command that runs a model (one definition, reused in each signature).
-DATA = typer.Option("facebook/Common-O", "--data", help="Hub dataset id, release folder or parquet file.")
-SPLIT = typer.Option(
-    "main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex), or any split of a local release."
-)
-REVISION = typer.Option(None, "--revision", help="Hub revision (tag, branch or commit) of the dataset.")
-MODEL = typer.Option(..., "--model", help=_MODEL_HELP)
-BACKEND = typer.Option(None, "--backend", show_default=False, help=_BACKEND_HELP + " Default: transformers.")
-BATCH_SIZE = typer.Option(
-    None,
-    "--batch-size",
-    min=1,
-    help="Requests per model call (default: the backend's safe setting; 1 for transformers).",
-)
-ROWS = typer.Option(None, "--rows", help="Row range LOW-HIGH (inclusive), e.g. 0-99.")
-SHARD = typer.Option(
-    None,
-    "--shard",
-    help="K/N: take rows K, K+N, ... (one process per GPU, same --out); rerun without --shard to merge.",
-)
-TEMPERATURE = typer.Option(0.0, "--temperature", help="0 = greedy decoding (the paper's setting).")
-TOP_P = typer.Option(1.0, "--top-p", help="Nucleus sampling (only with --temperature > 0).")
-SEED = typer.Option(
-    0, "--seed", help="Seed for sampling, the random baseline, question draws and bootstrap resampling."
-)
-MAX_PIXELS = typer.Option(
-    1_048_576, "--max-pixels", help="Downscale each image (aspect kept) to at most this many pixels; 0 = no cap."
-)
-SYSTEM_PROMPT = typer.Option(
-    None, "--system-prompt", help="A system message sent before every request (part of the cache key)."
-)
-GEN_ARG = typer.Option(
-    [],
-    "--gen-arg",
-    help="Decoding option KEY=VALUE for the backend's generate call (repeatable), e.g. top_k=20, "
-    "repetition_penalty=1.05.",
-)
-BACKEND_ARG = typer.Option(
-    [],
-    "--backend-arg",
-    help=(
-        "Backend option KEY=VALUE (repeatable; JSON values), e.g. dtype=bfloat16, processor.max_pixels=1003520, "
-        "adapter=minicpm-chat, tensor_parallel_size=2, base_url=http://localhost:8000/v1, api_key_env=MY_KEY. "
-        "See docs/eval.md."
-    ),
-)
-TRUST_REMOTE_CODE = typer.Option(
-    False, "--trust-remote-code", help="Allow model repos to run their own code (only for models you trust)."
-)
-CONCURRENCY = typer.Option(None, "--concurrency", min=1, help="openai: requests in flight at once (default 8).")
-IMAGE_PROTOCOL = typer.Option(
-    "shorter-side-384",
-    "--image-protocol",
-    help="Image sizing: shorter-side-384 (the paper's, default), shorter-side-N, native, or max-pixels-N.",
-)
-BOOTSTRAP = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples for standard errors.")
-NO_REPORT = typer.Option(
-    False, "--no-report", help="Do not write report.html (the HTML page of predictions with images) beside the results."
-)
-RUN_NAME = typer.Option(
-    None,
-    "--run-name",
-    help="What tables and reports call this run (default: the model and the settings that set it apart); kept in "
-    "results.json.",
-)
-OVERWRITE = typer.Option(
-    False,
-    "--overwrite",
-    help="Replace the results of another run (other model, data or settings) in --out; only the eval's own files are "
-    "removed.",
-)
-
-
 def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
     """One process per run folder and shard: a second one writing the same results files is refused."""
     return output_lock(Path(out) / f"results{shard_suffix(shard)}.json", what="commonlink eval")
@@ -253,34 +181,25 @@ def parse_rows(rows: str | None) -> tuple[int, int] | None:
 
 @reports_errors
 def commono(
-    model: str = MODEL,
-    data: str = DATA,
-    split: str = SPLIT,
-    backend: str = BACKEND,
-    out: Path = typer.Option(
-        None,
-        "--out",
-        "-o",
-        help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume.",
-    ),
-    revision: str = REVISION,
-    batch_size: int = BATCH_SIZE,
-    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N rows (of --rows if given)."),
-    rows: str = ROWS,
-    shard: str = SHARD,
-    max_new_tokens: int = typer.Option(
-        GenerationSettings.max_new_tokens,
-        "--max-new-tokens",
-        help="Generation length cap (reasoning models need room).",
-    ),
-    temperature: float = TEMPERATURE,
-    top_p: float = TOP_P,
-    seed: int = SEED,
-    max_pixels: int = MAX_PIXELS,
+    model: ModelOpt = ...,
+    data: DataOpt = "facebook/Common-O",
+    split: SplitOpt = "main",
+    backend: BackendOpt = None,
+    out: OptionalOutOpt = None,
+    revision: RevisionOpt = None,
+    batch_size: BatchSizeOpt = None,
+    limit: LimitOpt = None,
+    rows: RowsOpt = None,
+    shard: ShardOpt = None,
+    max_new_tokens: MaxNewTokensOpt = GenerationSettings.max_new_tokens,
+    temperature: TemperatureOpt = 0.0,
+    top_p: TopPOpt = 1.0,
+    seed: SeedOpt = 0,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
     concat_images: bool = typer.Option(
         False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."
     ),
-    image_protocol: str = IMAGE_PROTOCOL,
+    image_protocol: ImageProtocolOpt = "shorter-side-384",
     question: str = typer.Option(
         "dataset",
         "--question",
@@ -288,15 +207,15 @@ def commono(
         "paper's prompt.",
     ),
     max_unreadable_share: float = typer.Option(
-        0.05,
+        MAX_UNREADABLE_SHARE,
         "--max-unreadable-share",
         help="Stop when more than this share of the rows cannot be read (1 = never stop).",
     ),
-    system_prompt: str = SYSTEM_PROMPT,
-    gen_arg: list[str] = GEN_ARG,
-    backend_arg: list[str] = BACKEND_ARG,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
-    concurrency: int = CONCURRENCY,
+    system_prompt: SystemPromptOpt = None,
+    gen_arg: GenArgOpt = None,
+    backend_arg: BackendArgOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    concurrency: ConcurrencyOpt = None,
     similarity: bool = typer.Option(
         False,
         "--similarity",
@@ -306,13 +225,16 @@ def commono(
     similarity_model: str = typer.Option(
         None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."
     ),
-    bootstrap: int = BOOTSTRAP,
-    quiet: bool = QUIET,
-    no_report: bool = NO_REPORT,
-    overwrite: bool = OVERWRITE,
-    run_name: str = RUN_NAME,
+    bootstrap: BootstrapOpt = N_BOOTSTRAP,
+    quiet: QuietOpt = False,
+    no_report: NoReportOpt = False,
+    overwrite: OverwriteOpt = False,
+    run_name: RunNameOpt = None,
 ) -> None:
-    """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
+    """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html.
+
+    --out: the run folder (default eval-runs/commono-SPLIT-MODEL-BACKEND); rerun with the same folder to resume.
+    """
 
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend)
@@ -358,47 +280,40 @@ def commono(
 
 @reports_errors
 def perception(
-    model: str = MODEL,
-    data: str = DATA,
-    split: str = SPLIT,
-    backend: str = BACKEND,
-    out: Path = typer.Option(
-        None,
-        "--out",
-        "-o",
-        help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume.",
-    ),
-    revision: str = REVISION,
-    batch_size: int = BATCH_SIZE,
-    limit: int = typer.Option(
-        None, "--limit", min=1, help="Only the first N rows (one question per choice object for each image)."
-    ),
-    rows: str = ROWS,
-    shard: str = SHARD,
-    max_new_tokens: int = typer.Option(
-        GenerationSettings.max_new_tokens,
-        "--max-new-tokens",
-        help="Generation length cap (as for commono: reasoning models need room).",
-    ),
-    temperature: float = TEMPERATURE,
-    top_p: float = TOP_P,
-    seed: int = SEED,
-    max_pixels: int = MAX_PIXELS,
-    image_protocol: str = IMAGE_PROTOCOL,
+    model: ModelOpt = ...,
+    data: DataOpt = "facebook/Common-O",
+    split: SplitOpt = "main",
+    backend: BackendOpt = None,
+    out: OptionalOutOpt = None,
+    revision: RevisionOpt = None,
+    batch_size: BatchSizeOpt = None,
+    limit: LimitOpt = None,
+    rows: RowsOpt = None,
+    shard: ShardOpt = None,
+    max_new_tokens: MaxNewTokensOpt = GenerationSettings.max_new_tokens,
+    temperature: TemperatureOpt = 0.0,
+    top_p: TopPOpt = 1.0,
+    seed: SeedOpt = 0,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    image_protocol: ImageProtocolOpt = "shorter-side-384",
     yes_no_hint: bool = typer.Option(
         False, "--yes-no-hint", help="Add ' Answer yes or no.' to the paper's question (off: the paper's wording)."
     ),
-    system_prompt: str = SYSTEM_PROMPT,
-    gen_arg: list[str] = GEN_ARG,
-    backend_arg: list[str] = BACKEND_ARG,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
-    concurrency: int = CONCURRENCY,
-    bootstrap: int = BOOTSTRAP,
-    quiet: bool = QUIET,
-    overwrite: bool = OVERWRITE,
-    run_name: str = RUN_NAME,
+    system_prompt: SystemPromptOpt = None,
+    gen_arg: GenArgOpt = None,
+    backend_arg: BackendArgOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    bootstrap: BootstrapOpt = N_BOOTSTRAP,
+    quiet: QuietOpt = False,
+    overwrite: OverwriteOpt = False,
+    run_name: RunNameOpt = None,
 ) -> None:
-    """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
+    """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image.
+
+    --out: the run folder (default eval-runs/perception-SPLIT-MODEL-BACKEND); rerun with the same folder to resume.
+    --limit counts rows, each asked one question per choice object for each image.
+    """
 
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
     out = out or default_out_dir(split, model, backend, task="perception")
@@ -436,23 +351,21 @@ def score(
     predictions: Path = typer.Argument(
         ..., help="predictions.jsonl of a Common-O run, an lmms-eval samples file, or a VLMEvalKit prediction file."
     ),
-    data: str = typer.Option(
-        None,
-        "--data",
-        help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); "
-        "default: the predictions file's own copy.",
-    ),
-    split: str = SPLIT,
-    revision: str = REVISION,
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    bootstrap: int = BOOTSTRAP,
-    out: Path = typer.Option(None, "--out", "-o", help="Also write results.json/predictions.jsonl/results.md here."),
-    run_name: str = typer.Option(
-        None, "--run-name", help="What tables and reports call this run (default: the run's own name, or the file's)."
-    ),
+    data: DataOpt = None,
+    split: SplitOpt = "main",
+    revision: RevisionOpt = None,
+    seed: SeedOpt = 0,
+    bootstrap: BootstrapOpt = N_BOOTSTRAP,
+    out: OptionalOutOpt = None,
+    run_name: RunNameOpt = None,
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset: our
-    predictions.jsonl, lmms-eval's *_samples_<task>.jsonl or VLMEvalKit's prediction file (xlsx/tsv/json)."""
+    predictions.jsonl, lmms-eval's *_samples_<task>.jsonl or VLMEvalKit's prediction file (xlsx/tsv/json).
+
+    --data: the dataset to take choices and ground truth from (authoritative; rows are read without their images);
+    default: the predictions file's own copy. --seed: the bootstrap's. --out: also write results.json,
+    predictions.jsonl and results.md there.
+    """
 
     with run_folder_lock(out) if out is not None else contextlib.nullcontext():
         results = score_predictions(
@@ -497,35 +410,32 @@ def report(
         help="Run folders (or their results.json) of one task; several Common-O runs on the same split are shown side "
         "by side, other tasks' runs by their metrics.",
     ),
-    out: Path = typer.Option(
-        None,
-        "--out",
-        "-o",
-        help="The page to write (default: RUN_DIR/report.html for one run; needed for several). Thumbnails go in "
-        "OUT_STEM_files/ beside it.",
-    ),
-    data: str = typer.Option(
-        None, "--data", help="Dataset to read the images from (default: the one results.json records)."
-    ),
-    revision: str = REVISION,
+    out: OptionalOutOpt = None,
+    data: DataOpt = None,
+    revision: RevisionOpt = None,
     images: str = typer.Option(
         "folder",
         "--images",
         help="folder (thumbnails beside the page) | embed (inside the page: one file, bigger) | none.",
     ),
-    thumb_size: int = typer.Option(224, "--thumb-size", help="Longest side of a thumbnail, in pixels."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random-mistakes table."),
+    thumb_size: ThumbSizeOpt = 224,
+    seed: SeedOpt = 0,
     chain_steps: int = typer.Option(
         6, "--chain-steps", help="Association chains: steps shown before (and including) the one that ended the chain."
     ),
     max_output_chars: int = typer.Option(
         4000, "--max-output-chars", help="Cut longer model outputs on the page (predictions.jsonl keeps them whole)."
     ),
-    quiet: bool = QUIET,
-    catalog_root: Path = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
+    quiet: QuietOpt = False,
+    catalog_root: CatalogRootOpt = None,
 ) -> None:
     """Write a static HTML page of a run's predictions with their images: metrics, charts, filterable cards,
-    random mistakes."""
+    random mistakes.
+
+    --out: the page to write (default: RUN_DIR/report.html for one run; needed for several); thumbnails go in
+    OUT_STEM_files/ beside it. --data: the dataset to read the images from (default: the one results.json records).
+    --seed: the random-mistakes table's.
+    """
 
     summary = write_report(
         runs,
@@ -537,7 +447,7 @@ def report(
         seed=seed,
         chain_steps=chain_steps,
         max_output_chars=max_output_chars,
-        show_progress=not quiet,
+        progress=not quiet,
         catalog_root=catalog_root,
     )
     console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)

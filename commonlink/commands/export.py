@@ -6,25 +6,25 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, err_console, reports_errors
+from commonlink.commands._common import console, err_console, reports_errors
+from commonlink.commands._options import (
+    AssociationOpt,
+    CatalogRootOpt,
+    DataOpt,
+    OptionalOutOpt,
+    QuietOpt,
+    RevisionOpt,
+    SplitsOpt,
+)
 from commonlink.errors import InputError
 from commonlink.eval.export.writers import (
     LMMS_TASK_DIR,
     export_lmms_eval,
     export_vlmevalkit,
 )
-from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
-OUT = typer.Option(None, "--out", "-o", help="Folder to write the harness files to (required).")
 #: The positional OUT of earlier versions, still accepted (with a note) so that old scripts keep working.
 OLD_OUT = typer.Argument(None, metavar="OUT", hidden=True, help="Old form of --out.")
-DATA = typer.Option("facebook/Common-O", "--data", help="Common-O Hub id or local release folder.")
-ASSOCIATION = typer.Option(
-    None, "--association", help="Association release (or chain-files folder): adds the single-step task."
-)
-REVISION = typer.Option(None, "--revision", help="Hub revision of the data.")
-SPLITS = typer.Option(["main", "challenge"], "--split", help="Common-O splits to export (repeatable).")
-CATALOG_ROOT = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP)
 
 
 def _out_folder(out: Path | None, old_out: Path | None, command: str) -> Path:
@@ -45,16 +45,16 @@ def _out_folder(out: Path | None, old_out: Path | None, command: str) -> Path:
 @reports_errors
 def lmms_eval(
     old_out: Path = OLD_OUT,
-    out: Path = OUT,
-    data: str = DATA,
-    association: str = ASSOCIATION,
-    revision: str = REVISION,
-    split: list[str] = SPLITS,
-    catalog_root: Path = CATALOG_ROOT,
-    quiet: bool = QUIET,
+    out: OptionalOutOpt = None,
+    data: DataOpt = "facebook/Common-O",
+    association: AssociationOpt = None,
+    revision: RevisionOpt = None,
+    split: SplitsOpt = ["main", "challenge"],  # noqa: B006 (Typer reads it, never mutates it)
+    catalog_root: CatalogRootOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """lmms-eval tasks common_o, common_o_challenge (and association_single_step) scored with commonlink's parser
-    and metrics."""
+    and metrics, written into --out (required)."""
     out = _out_folder(out, old_out, "lmms-eval")
     written = export_lmms_eval(
         out,
@@ -63,7 +63,7 @@ def lmms_eval(
         revision=revision,
         splits=tuple(split),
         catalog_root=catalog_root,
-        show_progress=not quiet,
+        progress=not quiet,
     )
     console.print(
         f"Wrote {len(written)} files to {out / LMMS_TASK_DIR}. Run: lmms-eval --include_path {out / LMMS_TASK_DIR} "
@@ -75,15 +75,16 @@ def lmms_eval(
 @reports_errors
 def vlmevalkit(
     old_out: Path = OLD_OUT,
-    out: Path = OUT,
-    data: str = DATA,
-    association: str = ASSOCIATION,
-    revision: str = REVISION,
-    split: list[str] = SPLITS,
-    catalog_root: Path = CATALOG_ROOT,
-    quiet: bool = QUIET,
+    out: OptionalOutOpt = None,
+    data: DataOpt = "facebook/Common-O",
+    association: AssociationOpt = None,
+    revision: RevisionOpt = None,
+    split: SplitsOpt = ["main", "challenge"],  # noqa: B006 (Typer reads it, never mutates it)
+    catalog_root: CatalogRootOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
-    """VLMEvalKit TSV files and a dataset class (commonlink_vlmeval.py) scored with commonlink's parser and metrics."""
+    """VLMEvalKit TSV files and a dataset class (commonlink_vlmeval.py) scored with commonlink's parser and metrics,
+    written into --out (required)."""
     out = _out_folder(out, old_out, "vlmevalkit")
     written = export_vlmevalkit(
         out,
@@ -92,7 +93,7 @@ def vlmevalkit(
         revision=revision,
         splits=tuple(split),
         catalog_root=catalog_root,
-        show_progress=not quiet,
+        progress=not quiet,
     )
     console.print(
         f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "

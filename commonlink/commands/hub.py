@@ -8,13 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import (
-    QUIET,
-    console,
-    err_console,
-    reports_errors,
-    stdout_is_terminal,
-)
+from commonlink.commands._common import console, err_console, progress_shown, reports_errors
+from commonlink.commands._options import EndpointOpt, OutOpt, QuietOpt, StrictCardOpt, VersionOpt
 from commonlink.formats.release import read_release_manifest
 from commonlink.redact import redact_text, redact_url
 from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release, resolve_endpoint
@@ -59,15 +54,11 @@ def print_plan(plan: PushPlan, *, private: bool, endpoint: str | None) -> None:
 def push(
     release_dir: Path = typer.Argument(..., help="Release folder written by `commonlink release build`."),
     repo: str = typer.Option(..., "--repo", help="Dataset repo on the Hub, ORG/NAME (created when missing)."),
-    version: str = typer.Option(
-        ..., "--version", help="Version X.Y.Z; becomes a git tag. Must equal the version the folder was built with."
-    ),
+    version: VersionOpt = ...,
     private: bool = typer.Option(
         False, "--private", help="Create the repo private (an existing repo keeps its visibility)."
     ),
-    endpoint: str | None = typer.Option(
-        None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."
-    ),
+    endpoint: EndpointOpt = None,
     message: str | None = typer.Option(
         None, "--message", "-m", help="What changed; goes in the commit title, the tag and the card's Versions table."
     ),
@@ -82,12 +73,8 @@ def push(
         "--move-main",
         help="Put this version on main even when main holds a higher one (by default an older version is only tagged).",
     ),
-    strict: bool = typer.Option(
-        False,
-        "--strict",
-        help="Refuse to push while the card still marks datasheet questions as unanswered (default: warn).",
-    ),
-    quiet: bool = QUIET,
+    strict: StrictCardOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Publish a release folder as a version of a Hub dataset repo.
 
@@ -100,7 +87,7 @@ def push(
     finished by running the same command again.
     """
     if dry_run:
-        plan = plan_push(release_dir, repo, version, message=message, progress=not quiet and stdout_is_terminal())
+        plan = plan_push(release_dir, repo, version, message=message, progress=progress_shown(quiet))
         print_plan(plan, private=private, endpoint=endpoint)
         return
     result = push_release(
@@ -111,7 +98,7 @@ def push(
         endpoint=endpoint,
         message=message,
         force=force,
-        progress=not quiet and stdout_is_terminal(),
+        progress=progress_shown(quiet),
         move_main=move_main,
         strict=strict,
     )
@@ -146,16 +133,14 @@ def _config_argument(release_dir: Path) -> str:
 @reports_errors
 def pull(
     repo: str = typer.Argument(..., help="Dataset repo on the Hub, ORG/NAME."),
-    version: str = typer.Option(..., "--version", help="Version X.Y.Z to download (a tag of the repo)."),
-    out: Path = typer.Option(..., "--out", "-o", help="New or empty folder to write the release into."),
-    endpoint: str | None = typer.Option(
-        None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."
-    ),
-    quiet: bool = QUIET,
+    version: VersionOpt = ...,
+    out: OutOpt = ...,
+    endpoint: EndpointOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Download one published version into a folder and verify every file against the version's manifest (sha256
-    and size); nothing is kept when a file does not match."""
-    result = pull_release(repo, version, out, endpoint=endpoint, progress=not quiet and stdout_is_terminal())
+    """Download one published version into --out (a new or empty folder) and verify every file against the
+    version's manifest (sha256 and size); nothing is kept when a file does not match."""
+    result = pull_release(repo, version, out, endpoint=endpoint, progress=progress_shown(quiet))
     for note in result.notes:
         err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     console.print(
@@ -169,9 +154,7 @@ def pull(
 @reports_errors
 def versions(
     repo: str = typer.Argument(..., help="Dataset repo on the Hub, ORG/NAME."),
-    endpoint: str | None = typer.Option(
-        None, "--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co)."
-    ),
+    endpoint: EndpointOpt = None,
 ) -> None:
     """List the published versions of a Hub dataset repo (tags), newest first, with dates and row counts."""
     found = list_versions(repo, endpoint=endpoint)

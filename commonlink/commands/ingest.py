@@ -15,7 +15,8 @@ from commonlink.catalog.ingest import (
     IngestReport,
     ingest_photos,
 )
-from commonlink.commands._common import QUIET, console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import console, progress_shown, reports_errors
+from commonlink.commands._options import ManifestOpt, MinPixelsOpt, OutOpt, QuietOpt, StrictIngestOpt
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
 
@@ -25,14 +26,8 @@ _SHOWN_ROWS = 50  # longer lists are in ingest_report.json
 @reports_errors
 def ingest(
     photos_dir: Path = typer.Argument(..., help="Folder holding the photos (the manifest's paths are relative to it)."),
-    manifest: Path = typer.Option(
-        ...,
-        "--manifest",
-        "-m",
-        help="Labels: CSV `file,objects[,scene,background,view]` (objects separated by ';') or JSONL with the same "
-        "keys.",
-    ),
-    out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to create or add to (catalog.jsonl + images/)."),
+    manifest: ManifestOpt = ...,
+    out: OutOpt = ...,
     vocabulary: Path | None = typer.Option(
         None,
         "--vocabulary",
@@ -40,9 +35,7 @@ def ingest(
         "manifest's own names plus the existing catalog's, so misspelt names CANNOT be refused (they are only "
         "flagged as possible typos).",
     ),
-    min_pixels: int = typer.Option(
-        DEFAULT_MIN_PIXELS, "--min-pixels", help="Refuse photos with fewer pixels (width x height)."
-    ),
+    min_pixels: MinPixelsOpt = DEFAULT_MIN_PIXELS,
     near_duplicate_distance: int = typer.Option(
         DEFAULT_NEAR_DUPLICATE_DISTANCE,
         "--near-duplicate-distance",
@@ -58,12 +51,11 @@ def ingest(
         help="Save the work after this many changes (appended to a journal with one fsync; catalog.jsonl is rewritten "
         "with a bounded total cost), so an interruption keeps the work done.",
     ),
-    strict: bool = typer.Option(
-        False, "--strict", help="Exit with status 2 when any photo was refused (for scripts and CI)."
-    ),
-    quiet: bool = QUIET,
+    strict: StrictIngestOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Ingest labelled photos into an image catalog.
+    """Ingest labelled photos into an image catalog (--out: the catalog folder to create or add to, catalog.jsonl +
+    images/).
 
     Each photo is turned upright (EXIF orientation), stripped of all metadata (EXIF, GPS, XMP, comments; the
     colour profile is kept) and stored at full resolution: JPEG stays JPEG, HEIC/HEIF becomes JPEG (quality 95),
@@ -80,7 +72,7 @@ def ingest(
         near_duplicate_distance=near_duplicate_distance,
         allow_near_duplicates=allow_near_duplicates,
         checkpoint_every=checkpoint_every,
-        progress=not quiet and stdout_is_terminal(),
+        progress=progress_shown(quiet),
     )
     print_ingest_report(report)
     counts = report.counts()

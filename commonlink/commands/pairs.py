@@ -8,13 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import (
-    QUIET,
-    console,
-    parse_range,
-    reports_errors,
-    stdout_is_terminal,
-)
+from commonlink.commands._common import console, parse_range, progress_shown, reports_errors
+from commonlink.commands._options import ObjectsOpt, OutOpt, OverwriteOpt, QuietOpt, SeedOpt, SplitOpt
 from commonlink.formats.meta import meta_path
 from commonlink.kinds.common_o.pairs import PairsConfig, make_pairs_file
 
@@ -24,17 +19,10 @@ def pairs(
     catalogs: list[Path] = typer.Argument(
         ..., metavar="CATALOG_DIR", help="One or more image catalog folders (each with catalog.jsonl)."
     ),
-    out: Path = typer.Option(
-        ...,
-        "--out",
-        "-o",
-        help="Pairs file to write (JSON lines; a PAIRS_FILE.meta.json sidecar is written beside it).",
-    ),
-    split: str = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex)."),
+    out: OutOpt = ...,
+    split: SplitOpt = "main",
     count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
-    objects: str | None = typer.Option(
-        None, "--objects", help="Eligible images show LOW-HIGH objects (default 3-7 for main, 8-16 for challenge)."
-    ),
+    objects: ObjectsOpt = None,
     max_common: int | None = typer.Option(
         None, "--max-common", help="Common-object counts range over 0..K (default K = the upper --objects bound)."
     ),
@@ -61,18 +49,17 @@ def pairs(
         help="Share of real-photo examples (default: 0 for challenge; for main 0.45 as the paper when both sources "
         "are present, else the one source).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Global seed: same catalogs + same seed = identical output."),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace an existing pairs file made with other settings."
-    ),
-    quiet: bool = QUIET,
+    seed: SeedOpt = 0,
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Sample Common-O examples (paper §3.1-3.2) from image catalogs.
 
     Both images of an example come from the same source (real or synthetic) and different scenes; the number
     of common objects follows --common-distribution; choices are the common objects, distractors (objects in
-    one image first, then objects in neither) and "No objects are in common", shuffled and lettered. Then:
-    `commonlink release build PAIRS_FILE --out RELEASE_DIR`.
+    one image first, then objects in neither) and "No objects are in common", shuffled and lettered. --out: the pairs
+    file to write (JSON lines; a PAIRS_FILE.meta.json sidecar is written beside it); the same catalogs and --seed
+    give the same file. Then: `commonlink release build PAIRS_FILE --out RELEASE_DIR`.
     """
     config = PairsConfig(
         split=split,
@@ -85,7 +72,7 @@ def pairs(
         seed=seed,
         common_distribution=common_distribution,
     )
-    result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=not quiet and stdout_is_terminal())
+    result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=progress_shown(quiet))
     if result.kept:
         console.print(
             f"{escape(str(out))} was already built from these catalogs with these settings; kept it.", highlight=False

@@ -8,18 +8,19 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import (
-    CATALOG_ROOT_HELP,
-    OLD_PROGRESS,
-    QUIET,
-    console,
-    err_console,
-    reports_errors,
-    shows_progress,
+from commonlink.commands._common import console, err_console, reports_errors, shows_progress
+from commonlink.commands._options import (
+    CardInfoOpt,
+    CatalogRootOpt,
+    OldProgressOpt,
+    OptionalOutOpt,
+    OutOpt,
+    OverwriteOpt,
+    QuietOpt,
+    VersionOpt,
 )
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_text
-from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.formats.release import CARD_FILENAME, DEFAULT_LICENSE, DEFAULT_VERSION
 from commonlink.release.build import ReleaseOptions, build_release
 from commonlink.release.card_info import (
@@ -38,16 +39,9 @@ def build(
         help="Pairs files from `commonlink pairs` (one split each; files sharing a split need distinct example ids), "
         "or chain files from `commonlink chains`.",
     ),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Release folder to write (README.md, manifest.json, data/, figures/)."
-    ),
+    out: OutOpt = ...,
     name: str | None = typer.Option(None, "--name", help="Pretty name shown on the card (default: the folder name)."),
-    version: str = typer.Option(
-        DEFAULT_VERSION,
-        "--version",
-        help="Version X.Y.Z of this release (semantic versioning; recorded in the card and manifest; `release push "
-        "--version` takes the same value as the Hub tag).",
-    ),
+    version: VersionOpt = DEFAULT_VERSION,
     license: str = typer.Option(
         DEFAULT_LICENSE,
         "--license",
@@ -58,19 +52,15 @@ def build(
         "--max-shard-size",
         help="Largest parquet shard, e.g. 500MB, 64MiB (shards are named {split}-00000-of-0000N.parquet).",
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a different release already in --out."),
-    card_info: Path | None = typer.Option(
-        None,
-        "--card-info",
-        help="YAML file answering the datasheet questions the build cannot answer (start from `commonlink release "
-        "card-info --template`).",
-    ),
-    quiet: bool = QUIET,
-    progress: bool | None = OLD_PROGRESS,
-    catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
+    overwrite: OverwriteOpt = False,
+    card_info: CardInfoOpt = None,
+    quiet: QuietOpt = False,
+    progress: OldProgressOpt = None,
+    catalog_root: CatalogRootOpt = None,
 ) -> None:
     """Write a release folder from pairs files: parquet shards in the published Common-O schema, a Hub dataset card
-    (YAML metadata + datasheet + figures) and manifest.json (sha256 of every file, toolkit version, seed, config).
+    (YAML metadata + datasheet + figures) and manifest.json (sha256 of every file, toolkit version, seed, config),
+    into --out (README.md, manifest.json, data/, figures/).
 
     The folder loads with plain `datasets.load_dataset(OUT)` and with `commonlink.kinds.common_o.loader.load_common_o`.
     """
@@ -125,11 +115,14 @@ def card_info(
         "--template",
         help="Write the template: one key per question the build cannot answer, the question as a comment.",
     ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: print it)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    out: OptionalOutOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """The card-info file: the publisher's answers to the datasheet questions a build cannot answer from the data
-    (creators and funding, sensitive data, collection process and review, consent, restrictions, maintainers)."""
+    (creators and funding, sensitive data, collection process and review, consent, restrictions, maintainers).
+
+    --out: the file to write (default: print it); an existing one is replaced only with --overwrite.
+    """
     if not template:
         raise InputError(
             "Nothing to do: `release card-info` writes the template.",
@@ -152,9 +145,7 @@ def card_info(
 @reports_errors
 def card(
     release_dir: Path = typer.Argument(..., help="Release folder written by `commonlink release build`."),
-    card_info: Path = typer.Option(
-        ..., "--card-info", help="YAML file with the publisher's answers (`commonlink release card-info --template`)."
-    ),
+    card_info: CardInfoOpt = ...,
 ) -> None:
     """Rewrite a built release's card with new card info, keeping its manifest true (no hand edits: a card that
     differs from the manifest is refused by `release push`). Shards and figures are not touched."""

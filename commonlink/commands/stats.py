@@ -11,11 +11,13 @@ from rich.table import Table
 from commonlink.catalog.areas import SUMMARY_FILENAME, compute_object_stats
 from commonlink.catalog.sam_masks import (
     AutoMaskSettings,
+    check_device_name,
     checkpoint_fingerprint,
     checkpoint_help,
     load_sam,
 )
-from commonlink.commands._common import QUIET, console, err_console, reports_errors
+from commonlink.commands._common import console, err_console, reports_errors
+from commonlink.commands._options import QuietOpt
 from commonlink.errors import InputError
 
 
@@ -43,7 +45,7 @@ def stats(
     per_object: int = typer.Option(
         20, "--show-objects", min=0, help="Objects listed in the printed per-object table (all are saved)."
     ),
-    quiet: bool = QUIET,
+    quiet: QuietOpt = False,
 ) -> None:
     """Measure how much of each image its objects cover; store it in the catalog and summarise it.
 
@@ -53,12 +55,7 @@ def stats(
     CATALOG/.stats_cache.jsonl; the summary is saved to CATALOG/stats_summary.json.
     """
 
-    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
-        raise InputError(f"Unknown device {device!r}.", "Use --device cpu, --device cuda or --device cuda:N.")
-    if min_area >= max_area:
-        raise InputError(
-            f"--min-area {min_area} must be below --max-area {max_area}.", "e.g. --min-area 0.005 --max-area 0.4"
-        )
+    check_device_name(device)
     settings = AutoMaskSettings(points_per_side=points_per_side, min_fraction=min_area, max_fraction=max_area)
     loader = None
     model_id = ""
@@ -72,7 +69,7 @@ def stats(
             return load_sam(sam_checkpoint, sam_model, device)
 
     result = compute_object_stats(
-        catalog_dir, load_sam=loader, model_id=model_id, settings=settings, show_progress=not quiet
+        catalog_dir, load_sam=loader, model_id=model_id, settings=settings, progress=not quiet
     )
     _print_summary(result.summary, per_object)
     measured = ", ".join(f"{method}: {n}" for method, n in sorted(result.measured.items())) or "none"

@@ -6,7 +6,24 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import OLD_PROGRESS, QUIET, console, parse_range, reports_errors, shows_progress
+from commonlink.commands._common import console, parse_range, reports_errors, shows_progress
+from commonlink.commands._options import (
+    AssetsOpt,
+    ConnectTimeoutOpt,
+    HostOpt,
+    ObjectsOpt,
+    OldProgressOpt,
+    OutOpt,
+    OverwriteOpt,
+    PortOpt,
+    QuietOpt,
+    RendererOpt,
+    ResolutionOpt,
+    SeedOpt,
+    ShardOpt,
+    TimeoutOpt,
+    WorkersOpt,
+)
 from commonlink.errors import InputError
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
@@ -35,20 +52,14 @@ def _parse_band(text: str) -> tuple[float, float] | None:
 
 @reports_errors
 def synth(
-    out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to write (created; reruns resume it)."),
+    out: OutOpt = ...,
     scenes: int = typer.Option(..., "--scenes", help="Number of scenes (each gives --views images)."),
-    objects: str = typer.Option(
-        "3-7", "--objects", help="Objects per scene, LOW-HIGH: 3-7 for main, 8-16 for challenge."
-    ),
+    objects: ObjectsOpt = "3-7",
     views: int = typer.Option(4, "--views", help="Cameras per scene."),
-    resolution: str = typer.Option("512x512", "--resolution", help="Image size WIDTHxHEIGHT."),
-    seed: int = typer.Option(0, "--seed", help="Global seed; scene i depends only on (seed, i)."),
-    backend: str = typer.Option(
-        "offline", "--backend", help="offline (embedded CPU renderer) or unrealcv (a running Unreal Engine)."
-    ),
-    assets: Path | None = typer.Option(
-        None, "--assets", help="Asset file (JSON/YAML; see docs/synth.md). Default: the built-in assets."
-    ),
+    resolution: ResolutionOpt = "512x512",
+    seed: SeedOpt = 0,
+    backend: RendererOpt = "offline",
+    assets: AssetsOpt = None,
     min_visible_pixels: int | None = typer.Option(
         None,
         "--min-visible-pixels",
@@ -90,34 +101,27 @@ def synth(
     shadows: bool = typer.Option(
         False, "--shadows", help="Offline: shadow-mapped sunlight (about 3.5x the CPU) instead of soft contact shadows."
     ),
-    shard: str | None = typer.Option(
-        None, "--shard", help="Render only part I/N of the scenes (0 <= I < N), e.g. $SLURM_ARRAY_TASK_ID/8."
-    ),
-    workers: int = typer.Option(1, "--workers", help="Local render processes."),
+    shard: ShardOpt = None,
+    workers: WorkersOpt = 1,
     executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (tasks on a Ray cluster)."),
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="Ray cluster address (default: start a local Ray instance)."
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host (--backend unrealcv)."),
-    port: int = typer.Option(9000, "--port", help="UnrealCV server port (--backend unrealcv)."),
-    connect_timeout: float = typer.Option(
-        10.0, "--connect-timeout", min=0.1, help="Seconds to wait for UnrealCV to start a session (--backend unrealcv)."
-    ),
-    timeout: float = typer.Option(
-        60.0, "--timeout", min=0.1, help="Seconds to wait for each UnrealCV reply (--backend unrealcv)."
-    ),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Delete scenes made with different options instead of refusing."
-    ),
-    quiet: bool = QUIET,
-    progress: bool | None = OLD_PROGRESS,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 9000,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    timeout: TimeoutOpt = 60.0,
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+    progress: OldProgressOpt = None,
 ) -> None:
     """Render synthetic multi-object scenes (Common-O §3.1) into an image catalog with `source: synthetic`.
 
     Each scene puts N distinct assets on a 4x4 floor grid (slight random rotation, size-normalised), lights it and
     renders `--views` cameras with instance masks; an object is listed for an image only when enough of it is
-    visible. Scenes are written atomically; rerun the same command to resume. Join shards with
-    `commonlink catalog merge`.
+    visible. --out: the catalog folder to write (created); scene i depends only on (--seed, i). Scenes are written
+    atomically; rerun the same command to resume. --host, --port, --connect-timeout and --timeout apply to
+    --backend unrealcv. Join shards with `commonlink catalog merge`.
     """
 
     config = SynthConfig(

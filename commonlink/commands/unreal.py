@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import QUIET, console, reports_errors, stdout_is_terminal
+from commonlink.commands._common import console, progress_shown, reports_errors
+from commonlink.commands._options import AssetsOpt, ConnectTimeoutOpt, HostOpt, JsonOpt, PortOpt, QuietOpt, TimeoutOpt
 from commonlink.errors import InputError
 from commonlink.synth.assets import load_assets
 from commonlink.synth.render.unreal_check import check_project, refuse_placeholder_classes
@@ -21,21 +22,14 @@ def _triple(values) -> str:
 
 @reports_errors
 def check(
-    asset_file: Path | None = typer.Option(
-        None,
-        "--assets",
-        help="Asset file naming the project's classes (written by tools/unreal/commonlink_import.py); the same option "
-        "as `synth --assets`.",
-    ),
+    asset_file: AssetsOpt = None,
     old_asset_file: Path | None = typer.Option(None, "--asset-file", hidden=True, help="Old name of --assets."),
-    host: str = typer.Option("127.0.0.1", "--host", help="UnrealCV server host."),
-    port: int = typer.Option(9000, "--port", help="UnrealCV server port (unrealcv.ini; 9000 by default)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    connect_timeout: float = typer.Option(
-        10.0, "--connect-timeout", min=0.1, help="Seconds to wait for the plugin to start a session."
-    ),
-    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each reply."),
-    quiet: bool = QUIET,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 9000,
+    as_json: JsonOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    timeout: TimeoutOpt = 60.0,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check a running Unreal game (Play pressed, UnrealCV plugin listening) against an asset file.
 
@@ -57,7 +51,7 @@ def check(
         catalog,
         timeout=timeout,
         connect_timeout=connect_timeout,
-        progress=not (as_json or quiet) and stdout_is_terminal(),
+        progress=progress_shown(as_json or quiet),
     )
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from commonlink.errors import InputError
+from commonlink.errors import InputError, check_at_least
 from commonlink.eval.backends import is_baseline
 from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
@@ -62,11 +62,23 @@ class RunOptions:
     backend_instances: Sequence[Backend] | None = None  #: already loaded backends (the caller closes them)
     seed: int = 0
     n_boot: int = N_BOOTSTRAP
-    show_progress: bool = True
+    progress: bool = True
     max_unreadable_share: float = MAX_UNREADABLE_SHARE
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
     run_name: str | None = None  #: what tables and reports call the run (None: model + distinguishing settings)
+
+    def __post_init__(self) -> None:
+        """Refuse what no run can do, in the CLI's words (the eval commands build this record)."""
+        if not self.models:
+            raise InputError("No model given.", "Pass --model MODEL (or random / none for a weight-free baseline).")
+        check_at_least("--batch-size", self.batch_size, 1, "Leave it out for the backend's default.")
+        check_at_least("--limit", self.limit, 1)
+        check_at_least("--bootstrap", self.n_boot, 2, "e.g. --bootstrap 1000.")
+        if not 0 <= self.max_unreadable_share <= 1:
+            raise InputError(
+                f"--max-unreadable-share {self.max_unreadable_share} must be in [0, 1].", "e.g. 0.05 (1 = never stop)."
+            )
 
 
 def evaluate(task: Task, options: RunOptions) -> dict:
@@ -98,7 +110,7 @@ def evaluate(task: Task, options: RunOptions) -> dict:
             shard=options.shard,
             seed=options.seed,
             n_boot=options.n_boot,
-            show_progress=options.show_progress,
+            progress=options.progress,
             max_row_errors=max_row_errors,
         )
         start = time.perf_counter()

@@ -233,7 +233,7 @@ def run_over_split(
     batch_size: int,
     total: int | None = None,
     description: str = "eval",
-    show_progress: bool = True,
+    progress: bool = True,
     max_row_errors: int | None = None,
 ) -> RunOutcome:
     """Answer every request of the rows ``indices`` through the cache (:class:`CachedGenerator`), score each
@@ -258,16 +258,16 @@ def run_over_split(
         is_cached=generator.is_cached if len(cache) else None,
     )
     rows_read = 0
-    with make_progress("rows", disable=not show_progress) as progress, contextlib.closing(rows):
-        task = progress.add_task(description, total=total)
+    with make_progress("rows", disable=not progress) as bars, contextlib.closing(rows):
+        task = bars.add_task(description, total=total)
         for i, items, exc in rows:
             rows_read += 1
             if exc is not None:
-                progress.advance(task)
+                bars.advance(task)
                 _skip_unreadable(outcome, i, exc, rows_read=rows_read, total=total, max_row_errors=max_row_errors)
                 continue
-            progress.advance(task, batches.add(i, items))
-        progress.advance(task, batches.flush())
+            bars.advance(task, batches.add(i, items))
+        bars.advance(task, batches.flush())
     batches.done.sort(key=lambda item: (item[0], item[1]))
     outcome.records = [record for _, _, record in batches.done]
     outcome.skipped.sort(key=lambda s: s["row"])

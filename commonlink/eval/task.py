@@ -57,7 +57,7 @@ class TaskRun:
     shard: tuple[int, int] | None = None
     seed: int = 0
     n_boot: int = 1000
-    show_progress: bool = True
+    progress: bool = True
     max_row_errors: int | None = None  #: unreadable rows allowed before the run stops
     infos: list[BackendInfo] = field(
         default_factory=list
@@ -139,7 +139,7 @@ class Task:
             batch_size=run.batch_size,
             total=len(run.indices),
             description=self.description,
-            show_progress=run.show_progress,
+            progress=run.progress,
             max_row_errors=run.max_row_errors,
         )
 

@@ -50,6 +50,17 @@ class GenerationRequest:
     multi_select: bool = False
 
 
+#: Generation settings that have their own option (``extra``, a ``--gen-arg``, may not set them behind its back).
+OWN_GENERATION_OPTIONS = {
+    "max_new_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "seed": "--seed",
+    "max_pixels": "--max-pixels",
+    "system_prompt": "--system-prompt",
+}
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     """Decoding settings; part of the prediction-cache key (changing one re-runs the affected rows)."""
@@ -64,6 +75,22 @@ class GenerationSettings:
     #: Further decoding options passed as they are to the backend's generate call (``--gen-arg k=v``):
     #: ``model.generate`` kwargs (transformers), ``SamplingParams`` fields (vLLM), request body fields (OpenAI).
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Refuse settings no backend can honour, in the CLI's words (``commonlink eval`` builds this record)."""
+        if self.max_new_tokens < 1:
+            raise InputError(f"--max-new-tokens {self.max_new_tokens} must be at least 1.")
+        if self.temperature < 0:
+            raise InputError(f"--temperature {self.temperature} must be >= 0 (0 = greedy).")
+        if not 0 < self.top_p <= 1:
+            raise InputError(f"--top-p {self.top_p} must be in (0, 1].", "e.g. --top-p 0.9 (1 = no nucleus cut).")
+        if self.max_pixels < 0:
+            raise InputError(f"--max-pixels {self.max_pixels} must be >= 0 (0 = no cap).")
+        for key in self.extra:
+            if key in OWN_GENERATION_OPTIONS:
+                raise InputError(
+                    f"--gen-arg {key}=... duplicates an option.", f"Use {OWN_GENERATION_OPTIONS[key]} instead."
+                )
 
     @property
     def greedy(self) -> bool:

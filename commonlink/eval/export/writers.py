@@ -209,12 +209,12 @@ if __name__ == "__main__":
 )
 
 
-def _association_rows(association: str | os.PathLike, revision: str | None, show_progress: bool, catalog_root=None):
+def _association_rows(association: str | os.PathLike, revision: str | None, progress: bool, catalog_root=None):
     """One row per single-step task: the selection request our eval sends (memory in the prompt), as data."""
     split = open_association(association, "single_step", revision=revision, catalog_root=catalog_root)
     settings = AssociationSettings()
-    with make_progress("tasks", disable=not show_progress) as progress:
-        bar = progress.add_task("association single step", total=len(split))
+    with make_progress("tasks", disable=not progress) as bars:
+        bar = bars.add_task("association single step", total=len(split))
         for i in range(len(split)):
             task = split.get(i)
             request = single_step_selection(task, settings)
@@ -226,7 +226,7 @@ def _association_rows(association: str | os.PathLike, revision: str | None, show
                 "segments": json.dumps(segments, ensure_ascii=False),
                 "images": [image_to_png_bytes(img.convert("RGB")) for img in request.images],
             }
-            progress.advance(bar)
+            bars.advance(bar)
 
 
 def _common_o_parquet(data, split: str, revision: str | None, path: Path) -> int:
@@ -302,7 +302,7 @@ def export_lmms_eval(
     association: str | os.PathLike | None = None,
     revision: str | None = None,
     splits: tuple[str, ...] = ("main", "challenge"),
-    show_progress: bool = True,
+    progress: bool = True,
     catalog_root: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written (``catalog_root``: where
@@ -343,7 +343,7 @@ def export_lmms_eval(
         )
         rows = (
             dict(r, images=[{"bytes": b, "path": None} for b in r["images"]])
-            for r in _association_rows(association, revision, show_progress, catalog_root)
+            for r in _association_rows(association, revision, progress, catalog_root)
         )
         if not _stream_parquet(folder / "association_single_step.parquet", rows, features.arrow_schema):
             raise InputError(
@@ -381,10 +381,10 @@ def _image_columns(pngs: list[bytes]) -> dict:
     }
 
 
-def _common_o_lines(data, split: str, revision: str | None, show_progress: bool):
+def _common_o_lines(data, split: str, revision: str | None, progress: bool):
     source = open_common_o(data, split, revision=revision)
-    with make_progress("rows", disable=not show_progress) as progress:
-        bar = progress.add_task(f"Common-O {split}", total=len(source))
+    with make_progress("rows", disable=not progress) as bars:
+        bar = bars.add_task(f"Common-O {split}", total=len(source))
         for i in range(len(source)):
             example, raw = source.get(i), source.raw_row(i)
             request = common_o_request(example)  # images sized and question chosen as `eval commono` does by default
@@ -400,11 +400,11 @@ def _common_o_lines(data, split: str, revision: str | None, show_progress: bool)
                 "num_objects_image_2": example.num_objects_image_2,
                 "id": example.id,
             }
-            progress.advance(bar)
+            bars.advance(bar)
 
 
-def _association_lines(association, revision: str | None, show_progress: bool, catalog_root=None):
-    for i, row in enumerate(_association_rows(association, revision, show_progress, catalog_root)):
+def _association_lines(association, revision: str | None, progress: bool, catalog_root=None):
+    for i, row in enumerate(_association_rows(association, revision, progress, catalog_root)):
         text = "".join("" if isinstance(s, dict) else s for s in json.loads(row["segments"]))
         yield {
             "index": i,
@@ -490,7 +490,7 @@ def export_vlmevalkit(
     association: str | os.PathLike | None = None,
     revision: str | None = None,
     splits: tuple[str, ...] = ("main", "challenge"),
-    show_progress: bool = True,
+    progress: bool = True,
     catalog_root: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
@@ -502,7 +502,7 @@ def export_vlmevalkit(
     for split in splits:
         name = VLMEVAL_NAMES.get(split, f"CommonO_{split}")
         _forget_localized(out, name)
-        _write_tsv(out / f"{name}.tsv", COMMON_O_FIELDS, _common_o_lines(data, split, revision, show_progress))
+        _write_tsv(out / f"{name}.tsv", COMMON_O_FIELDS, _common_o_lines(data, split, revision, progress))
         written.append(out / f"{name}.tsv")
         names.append(name)
     if association is not None:
@@ -511,7 +511,7 @@ def export_vlmevalkit(
         if not _write_tsv(
             out / f"{name}.tsv",
             ASSOCIATION_FIELDS,
-            _association_lines(association, revision, show_progress, catalog_root),
+            _association_lines(association, revision, progress, catalog_root),
         ):
             (out / f"{name}.tsv").unlink()
             raise InputError(

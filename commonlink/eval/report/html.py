@@ -34,6 +34,7 @@ from commonlink.eval.report.page import render_page, run_labels, runs_table
 from commonlink.eval.report.summary import summary_page
 from commonlink.eval.report.tables import load_results
 from commonlink.fileio import atomic_write_text
+from commonlink.images import check_thumb_size
 
 REPORT_FILENAME = "report.html"
 
@@ -76,7 +77,7 @@ def write_report(
     chain_steps: int = 6,
     max_output_chars: int = 4000,
     dataset=None,
-    show_progress: bool = False,
+    progress: bool = False,
     catalog_root: str | Path | None = None,
     thumbnail_cache: bool = True,
 ) -> ReportSummary:
@@ -93,6 +94,7 @@ def write_report(
     report on the same images decodes none of them.
     """
     start = time.perf_counter()
+    check_thumb_size(thumb_size)
     if not run_dirs:
         raise InputError("No run folders given.", "e.g. commonlink eval report eval-runs/commono-main-random")
     runs = load_results(run_dirs)
@@ -130,7 +132,7 @@ def write_report(
         "seed": seed,
         "max_output_chars": max_output_chars,
         "dataset": dataset,
-        "show_progress": show_progress,
+        "progress": progress,
     }
     info = registry.task_for_results(task)
     if info is None:

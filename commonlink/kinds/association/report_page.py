@@ -112,7 +112,7 @@ def association_page(
     seed,
     max_output_chars,
     dataset,
-    show_progress,
+    progress,
     catalog_root=None,
 ) -> tuple[dict, int]:
     config = str(run["task"]).split("/", 1)[1]
@@ -130,8 +130,8 @@ def association_page(
         by_task[str(entry["chain"] if chains else entry["id"])].append(entry)
     tasks = _tasks_by_id(split, set(by_task))
     cards = []
-    with make_progress("tasks", disable=not show_progress) as progress:
-        job = progress.add_task("report images", total=len(by_task))
+    with make_progress("tasks", disable=not progress) as bars:
+        job = bars.add_task("report images", total=len(by_task))
         for task_id, task_entries in by_task.items():
             task = tasks[task_id]
             card = (
@@ -140,7 +140,7 @@ def association_page(
                 else _task_card(task, task_entries[0], split, thumbs, config, max_output_chars)
             )
             cards.append(card)
-            progress.advance(job)
+            bars.advance(job)
     labels = run_labels([run])
     info = run.get("dataset") or {}
     subtitle = (

@@ -212,7 +212,7 @@ def run_config(
     *,
     group_size: int,
     log_path: Path | None,
-    show_progress: bool,
+    progress: bool,
 ) -> AssociationOutcome:
     """Run the tasks of one config a group at a time (chains in lockstep within a group), streaming the
     per-step log to ``log_path``, so memory stays flat however many chains a config has."""
@@ -223,7 +223,7 @@ def run_config(
         for first in range(0, len(indices), group_size):
             tasks = [split.get(i) for i in indices[first : first + group_size]]
             if chains:
-                chain_runs = run_chains(tasks, asker, settings, show_progress=show_progress)
+                chain_runs = run_chains(tasks, asker, settings, progress=progress)
                 outcome.summaries.extend(chain_summary(r) for r in chain_runs)
                 entries = [e for r in chain_runs for e in r.log]
             elif config == "single_step":
@@ -318,7 +318,7 @@ class AssociationTask(Task):
             self.settings,
             group_size=self.group_size,
             log_path=run.out_dir / log_name if run.out_dir is not None else None,
-            show_progress=run.show_progress,
+            progress=run.progress,
         )
 
     def results(self, run: TaskRun, outcome: AssociationOutcome) -> dict:
@@ -368,7 +368,7 @@ def evaluate_association(
     """Score one or more models (majority vote when several) on one association config; returns results
     (:class:`AssociationTask` run by :func:`commonlink.eval.evaluator.evaluate`; ``run_options``: its
     :class:`RunOptions` fields, e.g. ``batch_size``, ``limit``, ``backend_options``, ``backend_instances``,
-    ``seed``, ``n_boot``, ``show_progress``, ``report``).
+    ``seed``, ``n_boot``, ``progress``, ``report``).
 
     ``data`` is an association release folder, a Hub repo id, or the chain files written by
     ``commonlink chains`` (``catalog_root``: where their catalogs are now). Outputs (when ``out_dir`` is given):

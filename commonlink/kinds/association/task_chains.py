@@ -205,21 +205,19 @@ def _run_step(active: list[_ChainRun], asker: Asker, settings: AssociationSettin
         _advance(run, settings)
 
 
-def run_chains(
-    chains: list, asker: Asker, settings: AssociationSettings, *, show_progress: bool = True
-) -> list[_ChainRun]:
+def run_chains(chains: list, asker: Asker, settings: AssociationSettings, *, progress: bool = True) -> list[_ChainRun]:
     """Run chains in lockstep (one batch per step for selections, one for deductions)."""
     runs = [_start_chain(chain, settings) for chain in chains]
-    with make_progress("steps", disable=not show_progress) as progress:
-        task = progress.add_task("association chains (active)", total=len(runs))
+    with make_progress("steps", disable=not progress) as bars:
+        task = bars.add_task("association chains (active)", total=len(runs))
         while active := [r for r in runs if not r.ended]:
-            progress.update(
+            bars.update(
                 task,
                 completed=len(runs) - len(active),
                 description=f"chains: {len(active)} active, step {min(r.scored for r in active) + 1}",
             )
             _run_step(active, asker, settings)
-        progress.update(task, completed=len(runs))
+        bars.update(task, completed=len(runs))
     return runs
 
 

@@ -141,7 +141,7 @@ def _read_chunk(dataset, chunk: list[dict]) -> list[ImageJob]:
 
 
 def common_o_page(
-    runs: list[dict], thumbs: ThumbnailStore, *, data, revision, seed, max_output_chars, dataset, show_progress
+    runs: list[dict], thumbs: ThumbnailStore, *, data, revision, seed, max_output_chars, dataset, progress
 ) -> tuple[dict, int]:
     """The page of one or more Common-O runs on the same split (one column per run) and its number of cards."""
     labels = run_labels(runs)
@@ -149,7 +149,7 @@ def common_o_page(
     ordered = _merged_rows(runs, max_output_chars)
     if thumbs.mode != "none" and ordered:
         split = _common_o_images(runs[0], data=data, revision=revision, dataset=dataset)
-        _add_thumbnails(ordered, split, thumbs, show_progress=show_progress)
+        _add_thumbnails(ordered, split, thumbs, progress=progress)
     mistakes = [
         [pos, r]
         for pos, row in enumerate(ordered)
@@ -230,10 +230,10 @@ def _merged_rows(runs: list[dict], max_output_chars: int) -> list[dict]:
     return sorted(rows.values(), key=lambda row: (row["i"], row["id"]))
 
 
-def _add_thumbnails(ordered: list[dict], split, thumbs: ThumbnailStore, *, show_progress: bool) -> None:
+def _add_thumbnails(ordered: list[dict], split, thumbs: ThumbnailStore, *, progress: bool) -> None:
     """Each row's two thumbnail URLs (``im``), made a chunk of rows at a time."""
-    with make_progress("rows", disable=not show_progress) as progress:
-        task = progress.add_task("report images", total=len(ordered))
+    with make_progress("rows", disable=not progress) as bars:
+        task = bars.add_task("report images", total=len(ordered))
         chunks = [ordered[start : start + CHUNK_ROWS] for start in range(0, len(ordered), CHUNK_ROWS)]
         # One thread reads (and hashes) the next chunk's rows while the pool makes this chunk's thumbnails:
         # reading a release is mostly I/O, thumbnails are CPU, and both release the GIL for their heavy part.
@@ -246,7 +246,7 @@ def _add_thumbnails(ordered: list[dict], split, thumbs: ThumbnailStore, *, show_
                 urls = thumbs.urls(jobs)
                 for k, row in enumerate(chunk):
                     row["im"] = urls[2 * k : 2 * k + 2]
-                progress.advance(task, len(chunk))
+                bars.advance(task, len(chunk))
 
 
 def _metrics_html(runs: list[dict], labels: list[str], ordered: list[dict]) -> str:

@@ -300,7 +300,7 @@ def evaluate_common_o(
     ``native``; ``max-pixels-N``); ``question="dataset"`` sends a row's own question verbatim, ``"built"``
     always the paper's prompt built from the choices. ``run_options`` are :class:`RunOptions` fields
     (``settings``, ``batch_size``, ``limit``, ``rows``, ``shard``, ``backend_options``, ``seed``, ``n_boot``,
-    ``show_progress``, ``max_unreadable_share``, ``report``, ``overwrite``).
+    ``progress``, ``max_unreadable_share``, ``report``, ``overwrite``).
 
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from commonlink.errors import check_at_least
 from commonlink.fileio import atomic_write, atomic_write_text, read_jsonl
+from commonlink.images import check_thumb_size
 from commonlink.kinds.association.format import ImageFetcher, LabelledImage
 from commonlink.kinds.association.memory import image_name
 from commonlink.kinds.association.refine.verify import row_claims, task_inputs
@@ -127,6 +129,8 @@ def export_review(
     catalog_root: str | os.PathLike | None = None,
 ) -> ReviewSummary:
     """Write the review pages, thumbnails and ``decisions.csv`` for the task files (``limit`` rows a task)."""
+    check_thumb_size(thumbnail)
+    check_at_least("--limit", limit, 1)
     inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
     out_dir = Path(out_dir)
     concept_kind = meta.get("concept_kind", "concept")
