@@ -6,10 +6,15 @@ them, so ``commonlink --help`` reads as a table of contents.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
+import typer.rich_utils
 from typer.models import DefaultPlaceholder
 
 from commonlink import __version__
+from commonlink.progress import quiet_library_bars_by_default
 
 app = typer.Typer(
     name="commonlink",
@@ -135,7 +140,15 @@ def _use_flag_help(typer_app: typer.Typer) -> None:
 _use_flag_help(app)
 
 
+#: Width of ``--help`` and tables off a terminal: wide enough that no option, default or path is cut with "…".
+LOG_WIDTH = 200
+
+
 def main() -> None:  # console-script entry point
+    if "--quiet" in sys.argv[1:] or not sys.stdout.isatty():
+        quiet_library_bars_by_default()
+    if not sys.stdout.isatty() and not os.environ.get("TERMINAL_WIDTH"):
+        typer.rich_utils.MAX_WIDTH = LOG_WIDTH  # read when help is drawn; on a terminal its width is used
     app()
 
 

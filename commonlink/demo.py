@@ -24,6 +24,7 @@ from commonlink.errors import InputError
 from commonlink.eval.report.html import write_report
 from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from commonlink.kinds.common_o.task import evaluate_common_o
+from commonlink.progress import datasets_bars
 from commonlink.release.build import build_release
 from commonlink.synth.runner import SynthConfig, synthesize
 
@@ -127,7 +128,8 @@ def run_demo(
     log("[4/6] Loading it back with datasets.load_dataset")
     import datasets
 
-    loaded = datasets.load_dataset(str(release))
+    with datasets_bars(progress):  # its "Generating ... split" bars follow ours
+        loaded = datasets.load_dataset(str(release))
     for split, ds in loaded.items():
         result.rows[split] = len(ds)
     first = next(iter(loaded.values()))

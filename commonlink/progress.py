@@ -1,10 +1,18 @@
-"""Progress bars for long jobs (rich): count, rate, elapsed time and ETA."""
+"""Progress bars for long jobs (rich): count, rate, elapsed time and ETA.
+
+Bars are drawn only on a terminal. Off one (a pipe, a log file, a CI job) rich would still print each bar's last
+frame when it stops, and wrap it at 80 columns: noise in a log, so there they are off whatever the caller asked.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+from rich import get_console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -32,7 +40,13 @@ class RateColumn(ProgressColumn):
         return Text("" if speed is None else f"{speed:.1f} {self.unit}/s", style="progress.data.speed")
 
 
+def bars_shown(requested: bool = True) -> bool:
+    """Whether a bar asked for is drawn: only where rich's console is a terminal."""
+    return requested and get_console().is_terminal
+
+
 def make_progress(unit: str = "it", *, transient: bool = False, disable: bool = False) -> Progress:
+    disable = not bars_shown(not disable)
     return Progress(
         TextColumn("{task.description}", style="bold", markup=False),  # descriptions name user files: no markup
         BarColumn(),
@@ -57,3 +71,32 @@ def track(
         for item in items:
             yield item
             progress.advance(task)
+
+
+#: The libraries' own switches for their (tqdm) bars; each reads its variable when first imported.
+LIBRARY_BAR_SWITCHES = ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS")
+
+
+def quiet_library_bars_by_default() -> None:
+    """Turn off ``datasets``' and ``huggingface_hub``'s own bars before they are imported (the CLI calls this when
+    ``--quiet`` is given or stdout is no terminal). A variable the user set either way wins."""
+    for name in LIBRARY_BAR_SWITCHES:
+        os.environ.setdefault(name, "1")
+
+
+@contextlib.contextmanager
+def datasets_bars(shown: bool) -> Iterator[None]:
+    """``datasets``' own bars ("Generating main split") only where ours are shown; the caller's setting comes back
+    afterwards."""
+    from datasets.utils import tqdm as datasets_tqdm
+
+    if bars_shown(shown) and sys.stderr.isatty():  # tqdm draws on stderr
+        yield
+        return
+    was_disabled = datasets_tqdm.are_progress_bars_disabled()
+    datasets_tqdm.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            datasets_tqdm.enable_progress_bars()

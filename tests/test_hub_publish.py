@@ -202,15 +202,16 @@ def test_interleaved_pushes_never_leave_main_on_the_older_version(hub, tmp_path)
 
 
 def test_a_rebuild_during_a_push_cannot_mix_builds(hub, tmp_path):
-    """A slowed upload holds the push; `release build --overwrite` into the same folder is refused while it runs,
-    and the version published is exactly build A (every file matching A's manifest)."""
+    """A held upload keeps the push in flight; `release build --overwrite` into the same folder is refused while it
+    runs, and the version published is exactly build A (every file matching A's manifest). The upload is released
+    only once the rebuild has answered, so a slow machine cannot let the push finish first."""
     pairs_a = _pairs_file(tmp_path / "a", "main", 3)
     pairs_b = _pairs_file(tmp_path / "b", "main", 4)
     out = tmp_path / "release"
     assert run_cli(hub, tmp_path, "release", "build", str(pairs_a), "--out", str(out), "--no-progress").returncode == 0
     manifest_a = json.loads((out / "manifest.json").read_text())
     repo = f"{ORG}/locked-set"
-    hub.slow_lfs_uploads(3.0)
+    released = hub.hold_lfs_uploads()
     push = subprocess.Popen(
         [sys.executable, "-m", "commonlink.cli", "release", "push", str(out), "--repo", repo, "--version", "1.0.0"],
         env=client_env(hub, tmp_path),
@@ -223,7 +224,8 @@ def test_a_rebuild_during_a_push_cannot_mix_builds(hub, tmp_path):
     rebuild = run_cli(
         hub, tmp_path, "release", "build", str(pairs_b), "--out", str(out), "--overwrite", "--no-progress"
     )
-    stdout, stderr = push.communicate(timeout=120)
+    released.set()
+    stdout, stderr = push.communicate(timeout=600)
     hub.clear_faults()
     assert push.returncode == 0, stderr
     assert rebuild.returncode == 1 and "being written by commonlink release push" in rebuild.stderr

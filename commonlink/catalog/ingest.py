@@ -189,12 +189,26 @@ def _ingest_locked(
     )
     run.execute(progress=progress)
     report.unlisted = _unlisted_photos(photos_root, entries, exclude=[catalog_root, manifest])
+    report.folder_scenes = _large_folder_scenes(entries, run.records.values())
     if names_from_data:
         counts = Counter(name for record in run.records.values() for name in record.objects)
         report.possible_typos = likely_typos(dict(counts))
     report.catalog_size = len(run.records)
     atomic_write_json(catalog_root / REPORT_FILENAME, report.to_json())
     return report
+
+
+#: A scene taken from a folder (no ``scene`` in the manifest) with this many photos or more is worth a warning: two
+#: photos of one scene are never paired, so a folder of unrelated photos loses most of its pairs.
+LARGE_FOLDER_SCENE = 10
+
+
+def _large_folder_scenes(entries: list[ManifestEntry], records) -> dict[str, int]:
+    """Folder -> photo count, for scenes that came from a folder name alone and hold many photos."""
+    undeclared = {entry.file for entry in entries if entry.scene is None}
+    folders = {str(PurePosixPath(file).parent) for file in undeclared} - {"", "."}
+    counts = Counter(record.scene_id for record in records if record.scene_id in folders)
+    return {folder: n for folder, n in sorted(counts.items()) if n >= LARGE_FOLDER_SCENE}
 
 
 def _load_catalog(catalog_root: Path, batch: int) -> list[CatalogRecord]:
@@ -373,6 +387,17 @@ class _IngestRun:
                 NearDuplicatePair(other_file, other_id, entry.file, image_id, distance, kept_both=self.allow_near)
             )
             if not self.allow_near:
+                other = self.records.get(other_id)
+                if entry.scene is not None and other is not None and other.scene_id == entry.scene:
+                    # Views of one scene shot from nearly the same spot look alike; they are never paired anyway.
+                    return refuse(
+                        "near_duplicate",
+                        f"perceptual hash within {distance} bits of {other_file!r}, which the manifest declares as "
+                        f"another view of the same scene {entry.scene!r} (views {other.view!r} and {entry.view!r}). "
+                        "Pass --allow-near-duplicates to keep both views (two views of one scene are never paired "
+                        "with each other), or remove one.",
+                        other=other_file,
+                    )
                 return refuse(
                     "near_duplicate",
                     f"perceptual hash within {distance} bits of {other_file!r}. Remove one, "

@@ -62,6 +62,8 @@ class IngestReport:
     near_duplicates: list[NearDuplicatePair] = field(default_factory=list)
     unlisted: list[str] = field(default_factory=list)  #: photos on disk that the manifest does not name
     possible_typos: list[tuple[str, str]] = field(default_factory=list)  #: (rare name, common name)
+    #: folder -> photos, for scenes that came from a folder (no ``scene`` column) and hold many photos
+    folder_scenes: dict[str, int] = field(default_factory=dict)
     catalog_size: int = 0
 
     def counts(self) -> dict[str, int]:
@@ -95,6 +97,7 @@ class IngestReport:
             "near_duplicates": [asdict(p) for p in self.near_duplicates],
             "unlisted": self.unlisted,
             "possible_typos": [list(p) for p in self.possible_typos],
+            "folder_scenes": self.folder_scenes,
         }
 
 

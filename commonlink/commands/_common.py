@@ -14,10 +14,19 @@ from rich.markup import escape
 from commonlink.errors import CommonlinkError, InputError, describe_os_error
 from commonlink.redact import redact_text
 
-# Off a terminal (a pipe, a log file, a CI job) lines are not wrapped at 80 columns: a wrapped path cannot be
-# copied back into a shell. On a terminal Rich wraps at its width as usual.
-console = Console(soft_wrap=not sys.stdout.isatty())
-err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+# Off a terminal (a pipe, a log file, a CI job) lines and tables are not wrapped at 80 columns: a wrapped path cannot
+# be copied back into a shell, and a table cut into two lines per row cannot be read. On a terminal Rich wraps at its
+# width as usual. (Tables take their natural width; nothing here expands to the console's width.)
+_UNWRAPPED = 100_000
+
+
+def _console(stream) -> Console:
+    terminal = stream.isatty()
+    return Console(stderr=stream is sys.stderr, soft_wrap=not terminal, width=None if terminal else _UNWRAPPED)
+
+
+console = _console(sys.stdout)
+err_console = _console(sys.stderr)
 
 
 def shows_progress(quiet: bool, old_progress: bool | None) -> bool:

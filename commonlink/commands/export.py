@@ -17,6 +17,7 @@ from commonlink.commands._options import (
     SplitsOpt,
 )
 from commonlink.errors import InputError
+from commonlink.eval.export.run_commands import format_commands, lmms_eval_commands, vlmevalkit_commands
 from commonlink.eval.export.writers import (
     LMMS_TASK_DIR,
     export_lmms_eval,
@@ -65,10 +66,13 @@ def lmms_eval(
         catalog_root=catalog_root,
         progress=not quiet,
     )
+    tasks = [p.stem for p in written if p.suffix == ".yaml"]
     console.print(
-        f"Wrote {len(written)} files to {out / LMMS_TASK_DIR}. Run: lmms-eval --include_path {out / LMMS_TASK_DIR} "
-        "--tasks common_o --model ... (commonlink must be installed in that environment).",
+        f"Wrote {len(written)} files to {out / LMMS_TASK_DIR} (tasks {', '.join(tasks)}). Run them with "
+        "(commonlink must be installed in lmms-eval's environment):\n"
+        + format_commands(lmms_eval_commands(out / LMMS_TASK_DIR, tasks)),
         highlight=False,
+        markup=False,
     )
 
 
@@ -95,9 +99,11 @@ def vlmevalkit(
         catalog_root=catalog_root,
         progress=not quiet,
     )
+    datasets = [p.stem for p in written if p.suffix == ".tsv"]
     console.print(
-        f"Wrote {', '.join(p.name for p in written)} to {out}. Run: python {out / 'commonlink_vlmeval.py'} --data "
-        f"{' '.join(p.stem for p in written if p.suffix == '.tsv')} --model ... (VLMEvalKit's run.py options; "
-        "commonlink must be installed in VLMEvalKit's environment).",
+        f"Wrote {', '.join(p.name for p in written)} to {out}. Run them with VLMEvalKit's run.py options "
+        "(commonlink must be installed in VLMEvalKit's environment; docs/eval.md has the install recipe):\n"
+        + format_commands(vlmevalkit_commands(out / "commonlink_vlmeval.py", datasets)),
         highlight=False,
+        markup=False,
     )

@@ -114,6 +114,14 @@ def print_ingest_report(report: IngestReport) -> None:
         console.print(
             f"[yellow]{len(report.unlisted)} photo(s) on disk are not in the manifest:[/] {shown}", highlight=False
         )
+    if report.folder_scenes:
+        shown = escape(", ".join(f"{folder!r} ({n} photos)" for folder, n in list(report.folder_scenes.items())[:10]))
+        console.print(
+            f"[yellow]The manifest gives no scene, so each folder became one scene:[/] {shown}. Two photos of one "
+            "scene are never paired with each other; add a `scene` column (one scene per place photographed) unless "
+            "each folder really is one scene.",
+            highlight=False,
+        )
     if report.possible_typos:
         pairs = escape(", ".join(f"{rare!r} ~ {common!r}" for rare, common in report.possible_typos[:10]))
         console.print(f"[yellow]Possible misspellings (pass --vocabulary to refuse them):[/] {pairs}", highlight=False)

@@ -158,6 +158,14 @@ class OpenAIBackend:
             )
         _check_key_variable(api_key_env)
         key = os.environ.get(api_key_env)
+        if not key and base_url is None:  # the SDK would retry "Connection error" for minutes, naming neither
+            raise BackendError(
+                f"No API key for {DEFAULT_BASE_URL}: the environment variable ${api_key_env} is not set (and no "
+                "base_url was given, so requests would go to OpenAI).",
+                f"export {api_key_env}=... (your key), or for a local OpenAI-compatible server pass its address: "
+                "--backend-arg base_url=http://127.0.0.1:8000/v1 (local servers accept any key).",
+            )
+        self._endpoint = redact_url(base_url or DEFAULT_BASE_URL)
         self._secret = key or ""
         self._openai = openai
         self._lock = threading.Lock()
@@ -289,9 +297,10 @@ class OpenAIBackend:
                 return RequestFailure(reason)
             except openai.APIConnectionError as exc:
                 raise BackendError(
-                    f"No connection to the server for {request.id}, still after {self.max_retries} retries: "
+                    f"No connection to {self._endpoint} for {request.id}, still after {self.max_retries} retries: "
                     f"{self._scrub(str(exc))[:300]}",
-                    "Check base_url and that the server is up; rerun (finished rows are cached).",
+                    "Check base_url (--backend-arg base_url=...) and that the server is up; rerun (finished rows are "
+                    "cached).",
                 ) from None
             self._count(getattr(reply, "usage", None))
             if not reply.choices:
