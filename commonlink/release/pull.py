@@ -9,7 +9,10 @@ publish it again, ``datasets.load_dataset(OUT)`` reads it).
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,6 @@ from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
     check_version,
-    read_release_manifest,
 )
 from commonlink.locks import output_lock
 from commonlink.progress import track
@@ -66,44 +68,123 @@ def pull_release(
     doing = f"Downloading {repo_id} version {version}"
     # one bar per file from huggingface_hub would interleave with ours, which counts the files
     with output_lock(out, what="commonlink release pull"), stage_release(out) as tmp, hub_progress_bars(False):
+        where = f"{repo_id} version {version}"
+        rel = MANIFEST_FILENAME
         try:
-            tagged = {ref.name for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
-            if version not in tagged:
+            tags = {ref.name: ref.target_commit for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
+            if version not in tags:
                 raise InputError(
-                    f"{repo_id} has no version {version} (tags: {', '.join(sorted(tagged)) or 'none'}).",
+                    f"{repo_id} has no version {version} (tags: {', '.join(sorted(tags)) or 'none'}).",
                     f"List the versions with `commonlink release versions {repo_id}`.",
                 )
-            _download(api, repo_id, version, MANIFEST_FILENAME, tmp)
-            manifest = read_release_manifest(tmp)
-            listed = manifest.get("files")
-            if not isinstance(listed, dict) or not listed:
-                raise SchemaError(
-                    f"{repo_id} version {version}: its {MANIFEST_FILENAME} lists no files.",
-                    "The version was not published by `commonlink release "
-                    "push`; download it with huggingface_hub instead.",
-                )
+            commit = tags[version]  # every file from this one commit: no same-named branch, no tag moved meanwhile
+            _download(api, repo_id, commit, rel, tmp, where=where)
+            manifest = check_pulled_manifest(tmp / MANIFEST_FILENAME, repo_id=repo_id, version=version)
+            listed = manifest["files"]
             for rel in track(sorted(listed), "Downloading", unit="files", disable=not progress):
-                _download(api, repo_id, version, _safe_relative(rel), tmp)
+                _download(api, repo_id, commit, rel, tmp, where=where)
         except CommonlinkError:
             raise
+        except OSError as exc:
+            if not _local_os_error(exc):
+                raise translate_hub_error(exc, endpoint=endpoint, repo_id=repo_id, doing=doing) from None
+            # a full or read-only disk here, not the Hub: named by its place in --out (not the staging folder)
+            raise OSError(exc.errno, exc.strerror or str(exc), str(out / rel)) from None
         except Exception as exc:
             raise translate_hub_error(exc, endpoint=endpoint, repo_id=repo_id, doing=doing) from None
-        notes = _verify(tmp, listed, manifest, where=f"{repo_id} version {version}")
-    total = sum(int(info.get("size", 0)) for info in listed.values())
+        notes = _verify(tmp, listed, manifest, where=where)
+    total = sum(info["size"] for info in listed.values())
     return PullResult(repo_id, version, out, len(listed) + 1, total, notes)
 
 
-def _safe_relative(rel: str) -> str:
-    if rel.startswith("/") or ".." in rel.split("/") or "\\" in rel:
+_DONT_USE = "Do not use this version; report it to its publisher."
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def check_pulled_manifest(path: Path, *, repo_id: str, version: str) -> dict:
+    """The downloaded ``manifest.json`` of ``repo_id`` version ``version``, checked as untrusted input before any
+    of it is used: a JSON object naming this version (and this repo, where it records one) whose ``files`` maps
+    safe relative paths (no hidden or reserved names, nothing leaving the folder) to ``{"sha256", "size"}``."""
+    where = f"{repo_id} version {version}: its {MANIFEST_FILENAME}"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"{where} is not valid JSON ({exc}).", _DONT_USE) from None
+    if not isinstance(manifest, dict):
+        raise SchemaError(f"{where} is not a JSON object.", _DONT_USE)
+    if manifest.get("version") != version:
         raise SchemaError(
-            f"The manifest lists the path {rel!r}, which would leave the download folder.",
-            "Do not use this version; report it to its publisher.",
+            f"{where} is a release of version {manifest.get('version')!r}, not the {version!r} that was asked for.",
+            _DONT_USE,
+        )
+    recorded_repo = manifest.get("repo_id", repo_id)  # pushes before the card named its repo recorded none
+    if not isinstance(recorded_repo, str) or recorded_repo.casefold() != repo_id.casefold():
+        raise SchemaError(
+            f"{where} is a release of the repo {recorded_repo!r}, not of {repo_id!r} that was asked for.", _DONT_USE
+        )
+    listed = manifest.get("files")
+    if not isinstance(listed, dict):
+        raise SchemaError(f"{where}: its 'files' is not a JSON object ({type(listed).__name__}).", _DONT_USE)
+    if not listed:
+        raise SchemaError(
+            f"{where} lists no files.",
+            "The version was not published by `commonlink release push`; download it with huggingface_hub instead.",
+        )
+    for rel, info in listed.items():
+        _safe_relative(rel, where)
+        if not isinstance(info, dict):
+            raise SchemaError(f"{where}: its 'files' entry {rel!r} is not a JSON object.", _DONT_USE)
+        size, digest = info.get("size"), info.get("sha256")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise SchemaError(f"{where}: {rel}: its 'size' is not a whole number ({size!r}).", _DONT_USE)
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise SchemaError(f"{where}: {rel}: its 'sha256' is not 64 hex digits ({digest!r}).", _DONT_USE)
+    return manifest
+
+
+def _safe_relative(rel: str, where: str) -> str:
+    """``rel`` when it names a file a release can hold: relative, inside the folder, no hidden part (``.cache``,
+    the staging marker ``.commonlink-staging``: a release build lists no hidden file), not the manifest itself."""
+    parts = rel.split("/")
+    if (
+        not rel
+        or rel.startswith("/")
+        or "\\" in rel
+        or any(part in ("", ".", "..") or part.startswith(".") for part in parts)
+        or rel == MANIFEST_FILENAME
+        or any(ord(c) < 32 for c in rel)
+    ):
+        raise SchemaError(
+            f"{where} lists the path {rel!r}, which a release cannot hold (hidden, reserved, the manifest itself, "
+            "or leaving the download folder).",
+            _DONT_USE,
         )
     return rel
 
 
-def _download(api, repo_id: str, version: str, rel: str, folder: Path) -> None:
-    api.hf_hub_download(repo_id, rel, repo_type=REPO_TYPE, revision=version, local_dir=folder)
+def _local_os_error(exc: OSError) -> bool:
+    """Whether ``exc`` is about the local disk (full, read-only, no permission), not the network or the Hub."""
+    from huggingface_hub.errors import EntryNotFoundError
+
+    if isinstance(exc, (ConnectionError, TimeoutError, EntryNotFoundError)):
+        return False
+    return exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1), errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _download(api, repo_id: str, commit: str, rel: str, folder: Path, *, where: str) -> None:
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    try:
+        api.hf_hub_download(repo_id, rel, repo_type=REPO_TYPE, revision=commit, local_dir=folder)
+    except RemoteEntryNotFoundError:
+        raise SchemaError(
+            f"{where}: {rel} is missing from the repo at the version's commit {commit[:12]}"
+            + ("" if rel == MANIFEST_FILENAME else f" (its {MANIFEST_FILENAME} lists it)")
+            + ".",
+            "Do not use this version; ask the publisher to push it again (nothing was kept)."
+            if rel != MANIFEST_FILENAME
+            else "The version was not published by `commonlink release push`; download it with huggingface_hub.",
+        ) from None
 
 
 def _verify(folder: Path, listed: dict, manifest: dict, *, where: str) -> list[str]:
@@ -112,7 +193,7 @@ def _verify(folder: Path, listed: dict, manifest: dict, *, where: str) -> list[s
     problems, notes = [], []
     for rel, info in listed.items():
         path = folder / rel
-        if path.stat().st_size == info.get("size") and sha256_file(path) == info.get("sha256"):
+        if path.stat().st_size == info["size"] and sha256_file(path) == info["sha256"]:
             continue
         if rel == CARD_FILENAME and "repo_id" not in manifest:
             # pushed by a commonlink that added the Versions table without listing the card as pushed
