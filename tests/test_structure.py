@@ -37,6 +37,7 @@ LAYERS = {
     "demo": 6,
     "commands": 7,
     "cli": 8,
+    "__main__": 9,
 }
 # Imports allowed inside functions: heavy or slow optional dependencies (and a platform-only module).
 LAZY_OK = {
