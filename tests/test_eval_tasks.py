@@ -172,6 +172,7 @@ class SharesAnyTask(Task):
             "skipped_rows": outcome.skipped,
             "run_key": run.run_keys[0],
         }
+
     # no writer: commonlink.eval.outputs.write_results writes results.json and predictions.jsonl
 
 
