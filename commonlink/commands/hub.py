@@ -15,7 +15,7 @@ from commonlink.commands._common import (
     reports_errors,
     stdout_is_terminal,
 )
-from commonlink.formats.release import read_release_manifest
+from commonlink.formats.release import manifest_units, read_release_manifest
 from commonlink.redact import redact_text, redact_url
 from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release, resolve_endpoint
 from commonlink.release.pull import pull_release
@@ -139,7 +139,7 @@ def _config_argument(release_dir: Path) -> str:
     """An association release has several configs and no default: the load hint must name one."""
 
     manifest = read_release_manifest(release_dir)
-    configs = [name for name in manifest.get("configs") or {} if name != "images"]
+    configs = [name for name in manifest_units(manifest) if name != "images"]
     return f"{configs[0]!r}, " if manifest.get("kind") == "association" and configs else ""
 
 
