@@ -13,7 +13,7 @@
 - ``runner``: :func:`~commonlink.synth.runner.synthesize`, the resumable scene loop behind ``commonlink synth``
   (shards, worker processes, Ray); ``scenes``: one scene planned, rendered and written atomically, and
   ``catalog.jsonl`` rebuilt from the finished scene folders. Contact sheets of samples are
-  ``commonlink.release.figures.contact_sheet``.
+  ``commonlink.kinds.common_o.figures.contact_sheet``.
 
 Heavy dependencies (pyrender, OpenGL, trimesh, unrealcv, ray) are imported only by the functions that need them.
 """

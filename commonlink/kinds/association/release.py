@@ -3,7 +3,7 @@
 Layout (one parquet folder per config, split ``test``)::
 
     RELEASE_DIR/README.md                       card: configs block, concepts, pool sizes, counts, settings
-    RELEASE_DIR/manifest.json                   kind "association", configs, sha256/size of every file
+    RELEASE_DIR/manifest.json                   kind "association", parts (configs), sha256/size of every file
     RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin, name
     RELEASE_DIR/single_step/test-*.parquet      tasks that reference images by id
     RELEASE_DIR/deduction/test-*.parquet
