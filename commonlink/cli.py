@@ -69,6 +69,7 @@ from commonlink.commands import chains as _chains_cmds  # noqa: E402
 from commonlink.commands import concept_eval as _concept_eval_cmds  # noqa: E402
 from commonlink.commands import demo as _demo_cmds  # noqa: E402
 from commonlink.commands import eval as _eval_cmds  # noqa: E402
+from commonlink.commands import eval_run as _eval_run_cmds  # noqa: E402
 from commonlink.commands import export as _export_cmds  # noqa: E402
 from commonlink.commands import hub as _hub_cmds  # noqa: E402
 from commonlink.commands import ingest as _ingest_cmds  # noqa: E402
@@ -106,6 +107,8 @@ eval_app.command("compare")(_eval_cmds.compare)
 eval_app.command("report")(_eval_cmds.report)
 eval_app.command("association")(_association_eval_cmds.association)
 eval_app.command("concept")(_concept_eval_cmds.concept)
+eval_app.command("run", context_settings=_eval_run_cmds.RUN_SETTINGS)(_eval_run_cmds.run)
+eval_app.command("tasks")(_eval_run_cmds.tasks)
 export_app.command("lmms-eval")(_export_cmds.lmms_eval)
 export_app.command("vlmevalkit")(_export_cmds.vlmevalkit)
 app.command("demo")(_demo_cmds.demo)

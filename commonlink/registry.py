@@ -76,6 +76,7 @@ class TaskInfo:
     kind: str  #: the benchmark kind it scores
     summary: str  #: one line for ``eval tasks``
     evaluate: Callable[..., dict]  #: the Python entry point (``evaluate_common_o``, ...)
+    command: str = ""  #: its own eval command (``eval commono``), which ``eval run --task NAME`` runs
     #: ``results.json`` ``task`` values this task writes (an entry ending in "/" matches a prefix)
     result_tasks: tuple[str, ...] = ()
     #: ``(runs, thumbs, chain_steps=, catalog_root=, **options) -> (page, cards)``; None: the metrics page

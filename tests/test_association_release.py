@@ -149,7 +149,7 @@ def test_card_manifest_and_rerun(release):
     assert "metal + painted" in card and "max_steps" in card and "license: cc-by-4.0" in card
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "association" and manifest["seed"] == 5
-    assert manifest["configs"]["synchronous"]["rows"] == 9 and verify_release(out) == []
+    assert manifest["parts"]["synchronous"]["rows"] == 9 and verify_release(out) == []
     files = sorted(str(p) for p in chains.glob("*.jsonl"))
     again = build_association_release(
         files, out, ReleaseOptions(name="assoc-test", license="cc-by-4.0", max_shard_bytes=500_000_000, progress=False)

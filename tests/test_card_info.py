@@ -87,3 +87,48 @@ def test_association_card_carries_the_answers_after_a_card_rebuild(tmp_path):
     assert len(unanswered_questions((out / "README.md").read_text())) == len(PUBLISHER_QUESTIONS)
     assert rebuild_card(out, ANSWERS) == [] and verify_release(out) == []
     assert "Answer to maintainers" in (out / "README.md").read_text()
+
+
+def _in_old_shape(manifest: dict, key: str) -> dict:
+    """The manifest as releases built before the one shape wrote it: parts under ``splits`` or ``configs``."""
+    old = {k: v for k, v in manifest.items() if k not in ("parts", "part_type", "figures")}
+    old[key] = manifest["parts"]
+    if manifest.get("figures"):
+        old["figures"] = manifest["figures"]
+    return old
+
+
+def test_both_kinds_write_one_manifest_shape_and_old_shapes_still_read(pairs, tmp_path):
+    """Every kind's manifest lists its parts under ``parts``; published releases list them under ``splits``
+    (Common-O) or ``configs`` (association), and their cards are rendered again from those just the same."""
+    from commonlink.formats.release import manifest_units
+    from commonlink.release.card_rebuild import render_card_from_manifest
+    from commonlink.release.hub_plan import plan_push
+    from tests.test_association_release import _fresh_chains
+
+    common_o = tmp_path / "common-o"
+    build_release([pairs], common_o, progress=False)
+    _, chains = _fresh_chains(tmp_path)
+    association = tmp_path / "association"
+    build_release(sorted(chains.glob("*.jsonl")), association, progress=False)
+    for folder, kind, part_type, old_key in (
+        (common_o, "common_o", "split", "splits"),
+        (association, "association", "config", "configs"),
+    ):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["kind"] == kind and manifest["part_type"] == part_type
+        assert "splits" not in manifest and "configs" not in manifest
+        keys = list(manifest)
+        assert keys == [
+            "toolkit_version", "name", "version", "kind", "seed", "build_key", "created", "config",
+            "part_type", "parts", "stats", "figures", "files",
+        ]  # fmt: skip
+        old = _in_old_shape(manifest, old_key)
+        assert manifest_units(old) == manifest_units(manifest) == manifest["parts"]
+        card = (folder / "README.md").read_text()
+        assert render_card_from_manifest(old, {}) == render_card_from_manifest(manifest, {}) == card
+        (folder / "manifest.json").write_text(json.dumps(old))  # a release folder built by an older commonlink
+        plan = plan_push(folder, "me/set", "1.0.0")
+        assert {name: info["rows"] for name, info in plan.units.items()} == {
+            name: info["rows"] for name, info in manifest["parts"].items()
+        }

@@ -266,7 +266,7 @@ def _check_release_invariants(release: Path, rejected: set[tuple[str, str]], *, 
     ``only_present``, task types the release lacks (verification may drop one entirely) are passed over."""
     configs = ("synchronous", "asynchronous", "single_step", "deduction")
     if only_present:
-        present = set(json.loads((release / "manifest.json").read_text())["configs"])
+        present = set(json.loads((release / "manifest.json").read_text())["parts"])
         configs = tuple(c for c in configs if c in present)
     checked = 0
     for config in ("synchronous", "asynchronous"):

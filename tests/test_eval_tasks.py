@@ -13,15 +13,15 @@ import pytest
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.eval.backends.base import GenerationRequest
 from commonlink.eval.backends.baselines import BaselineBackend
-from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.evaluator import RunOptions, run_eval
+from commonlink.eval.outputs import evaluate, write_run
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.eval.task import Task
-from commonlink.fileio import atomic_write_json, write_jsonl
 from commonlink.kinds.association.loader import AssociationImage
 from commonlink.kinds.association.task import evaluate_association
 from commonlink.kinds.common_o.loader import CommonOSplit, open_common_o
 from commonlink.kinds.common_o.perception import evaluate_perception
-from commonlink.kinds.common_o.task import evaluate_common_o
+from commonlink.kinds.common_o.task import CommonOTask, evaluate_common_o
 from tests.fixtures.tiny_chains import write_tiny_chain_files
 
 FAST = dict(n_boot=50, progress=False, report=False)
@@ -173,9 +173,23 @@ class SharesAnyTask(Task):
             "run_key": run.run_keys[0],
         }
 
-    def write(self, out_dir, results, outcome, *, suffix=""):
-        write_jsonl(out_dir / f"predictions{suffix}.jsonl", outcome.records)
-        atomic_write_json(out_dir / f"results{suffix}.json", results)
+    # no writer: commonlink.eval.outputs.write_results writes results.json and predictions.jsonl
+
+
+def test_the_evaluator_returns_results_and_the_writers_write_them(common_o_split, tmp_path):
+    """run_eval writes nothing but the prediction cache; write_run writes the task's files and the report."""
+    data = common_o_split(6, seed=2)
+    out = tmp_path / "run"
+    options = RunOptions(models=["random"], out_dir=out, n_boot=20, show_progress=False)
+    run = run_eval(CommonOTask(data, "main"), options)
+    assert run.results["task"] == "common_o" and len(run.outcome.records) == 6
+    assert sorted(p.name for p in out.iterdir()) == ["prediction-cache.jsonl"]
+    write_run(run, report=False)
+    assert {"results.json", "predictions.jsonl", "results.md"} <= {p.name for p in out.iterdir()}
+    assert json.loads((out / "results.json").read_text()) == run.results
+    assert not (out / "report.html").exists()
+    write_run(run)
+    assert (out / "report.html").is_file()
 
 
 def test_a_new_task_runs_shards_and_resumes_through_the_evaluator(common_o_split, tmp_path):

@@ -170,7 +170,7 @@ def test_manifest_hashes_every_file(tiny):
     manifest = json.loads((tiny["rel"] / "manifest.json").read_text())
     assert manifest["toolkit_version"] == __import__("commonlink").__version__
     assert manifest["kind"] == "common_o" and manifest["seed"] == 3 and manifest["version"] == "0.2.0"
-    split = manifest["splits"]["main"]
+    split = manifest["parts"]["main"]
     assert {k: split[k] for k in ("rows", "files")} == {"rows": 20, "files": ["data/main-00000-of-00001.parquet"]}
     # the sizes the card shows, so `release card` can render it again from the manifest
     assert (
@@ -363,7 +363,7 @@ def test_cli_release_build(tiny, tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert "challenge" in res.output and (out / "manifest.json").is_file()
-    assert json.loads((out / "manifest.json").read_text())["splits"]["challenge"]["rows"] == 8
+    assert json.loads((out / "manifest.json").read_text())["parts"]["challenge"]["rows"] == 8
     res = runner.invoke(app, ["release", "build", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x")])
     assert res.exit_code == 1 and "not found" in res.output
 

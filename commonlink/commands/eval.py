@@ -43,8 +43,9 @@ from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_
 from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.eval.cache import shard_suffix
 from commonlink.eval.compare import compare_runs, render_comparison
-from commonlink.eval.evaluator import MAX_UNREADABLE_SHARE, RunOptions, default_out_dir, evaluate
+from commonlink.eval.evaluator import MAX_UNREADABLE_SHARE, RunOptions, default_out_dir
 from commonlink.eval.metrics import N_BOOTSTRAP
+from commonlink.eval.outputs import evaluate
 from commonlink.eval.report.html import REPORT_FILENAME, write_report
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.task import Task
@@ -170,7 +171,7 @@ def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
 
 
 def run_task(task: Task, out: Path, options: RunOptions) -> dict:
-    """Run ``task`` with the evaluator (:func:`commonlink.eval.evaluator.evaluate`), holding the run folder's lock."""
+    """Run ``task`` with the evaluator (:func:`commonlink.eval.outputs.evaluate`), holding the run folder's lock."""
     with run_folder_lock(out, options.shard):
         return evaluate(task, options)
 

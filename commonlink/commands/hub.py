@@ -8,9 +8,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from commonlink.commands._common import console, err_console, progress_shown, reports_errors
+from commonlink.commands._common import (
+    console,
+    err_console,
+    progress_shown,
+    reports_errors,
+)
 from commonlink.commands._options import EndpointOpt, OutOpt, QuietOpt, StrictCardOpt, VersionOpt
-from commonlink.formats.release import read_release_manifest
+from commonlink.formats.release import manifest_units, read_release_manifest
 from commonlink.redact import redact_text, redact_url
 from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release, resolve_endpoint
 from commonlink.release.pull import pull_release
@@ -126,7 +131,7 @@ def _config_argument(release_dir: Path) -> str:
     """An association release has several configs and no default: the load hint must name one."""
 
     manifest = read_release_manifest(release_dir)
-    configs = [name for name in manifest.get("configs") or {} if name != "images"]
+    configs = [name for name in manifest_units(manifest) if name != "images"]
     return f"{configs[0]!r}, " if manifest.get("kind") == "association" and configs else ""
 
 

@@ -4,7 +4,9 @@ from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and
 
 #: The public API (docs/api.md), each name imported from its module on first use.
 _EXPORTS = {
-    "evaluate": "commonlink.eval.evaluator",
+    "evaluate": "commonlink.eval.outputs",
+    "run_eval": "commonlink.eval.evaluator",
+    "write_run": "commonlink.eval.outputs",
     "RunOptions": "commonlink.eval.evaluator",
     "Task": "commonlink.eval.task",
     "evaluate_common_o": "commonlink.kinds.common_o.task",

@@ -1,14 +1,15 @@
-"""The one evaluator: runs any :class:`commonlink.eval.task.Task` over the cached backend and writes its outputs.
+"""The one evaluator: runs any :class:`commonlink.eval.task.Task` over the cached backend and returns its results.
 
     >>> from commonlink.kinds.common_o.task import CommonOTask
     >>> options = RunOptions(models=["Qwen/Qwen2.5-VL-7B-Instruct"], backend="vllm", out_dir="runs/qwen")
-    >>> results = evaluate(CommonOTask("facebook/Common-O", "main"), options)
+    >>> run = run_eval(CommonOTask("facebook/Common-O", "main"), options)   # run.results: results.json's content
 
 Steps, the same for every task: validate the run options, open the data (:meth:`Task.open`), pick the rows
 (``rows`` range, ``limit``, then ``shard``), load the backends lazily (a rerun whose answers are all cached never
 loads weights), key the cache (:meth:`Task.key_parts` + :func:`commonlink.eval.cache.run_key`) and open it,
-:meth:`Task.run`, put the common head of results.json in front of :meth:`Task.results`, and write
-(:meth:`Task.write`, then ``report.html`` for an unsharded run).
+:meth:`Task.run`, and put the common head of results.json in front of :meth:`Task.results`. Nothing is written
+here but the prediction cache: :func:`commonlink.eval.outputs.write_run` writes the task's files (its ``writer``) and
+``report.html``, and :func:`commonlink.eval.outputs.evaluate` does both steps.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from commonlink.eval.backends import is_baseline
 from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
 from commonlink.eval.metrics import N_BOOTSTRAP
-from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.results import results_header
 from commonlink.eval.run_names import default_run_name
 from commonlink.eval.runner import open_backends
@@ -34,9 +34,10 @@ from commonlink.eval.task import Task, TaskRun
 
 __all__ = [
     "MAX_UNREADABLE_SHARE",
+    "EvalRun",
     "RunOptions",
     "default_out_dir",
-    "evaluate",
+    "run_eval",
     "row_indices",
     "row_set_record",
     "unreadable_limit",
@@ -81,8 +82,22 @@ class RunOptions:
             )
 
 
-def evaluate(task: Task, options: RunOptions) -> dict:
-    """Run ``task`` as ``options`` say and return its results (also written to ``options.out_dir``)."""
+@dataclass
+class EvalRun:
+    """What a run returns: ``results`` (results.json's content) and what the task's writer needs besides."""
+
+    task: Task
+    results: dict
+    outcome: object  #: what :meth:`Task.run` returned (``records``, ...)
+    dataset: object  #: the split :meth:`Task.open` returned
+    out_dir: Path | None
+    suffix: str  #: ``.shard-K-of-N`` for a shard, else ""
+    shard: tuple[int, int] | None = None
+
+
+def run_eval(task: Task, options: RunOptions) -> EvalRun:
+    """Run ``task`` as ``options`` say and return its results; writes nothing but the prediction cache (the files
+    of a run are written by :func:`commonlink.eval.outputs.write_run`)."""
     if options.shard is not None and not task.shardable:
         raise InputError(
             f"--shard is not supported by {task.name}.", "Run it without --shard (use --limit to run a part)."
@@ -125,13 +140,7 @@ def evaluate(task: Task, options: RunOptions) -> dict:
     results.update(task.results(run, outcome))
     results["row_set"] = row_set_record(dataset, indices)
     results["run_name"] = options.run_name or default_run_name(results)
-    if out_dir is not None:
-        task.write(out_dir, results, outcome, suffix=shard_suffix(options.shard))
-        if (
-            options.report and task.writes_report and options.shard is None
-        ):  # a shard is a part: the merging run writes the page
-            report_beside_run(out_dir, dataset=dataset)
-    return results
+    return EvalRun(task, results, outcome, dataset, out_dir, shard_suffix(options.shard), options.shard)
 
 
 def row_set_record(dataset, indices: Sequence[int]) -> dict:

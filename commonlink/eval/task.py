@@ -7,12 +7,13 @@ Modelled on lm-evaluation-harness (one ``Task``, one evaluator): a task knows
 * how to score one answer: :meth:`Task.score` ``(meta, output) -> record`` (a line of ``predictions.jsonl``);
 * how records aggregate into metrics and the rest of ``results.json``: :meth:`Task.results`;
 * its parts of the run key (the prediction-cache key): :meth:`Task.key_parts`;
-* what it writes besides ``results.json``: :meth:`Task.write`.
+* which function writes its files: :attr:`Task.writer` (``(run) -> None``; default
+  :func:`commonlink.eval.outputs.write_results`). The task itself writes nothing.
 
 :func:`commonlink.eval.evaluator.evaluate` does the rest the same way for every task: opens the data, picks the
 rows (``limit``, ``rows``, ``shard``), loads the backend(s) lazily, keys and opens the prediction cache (so a rerun
-resumes), runs, adds the common head of ``results.json`` (:func:`commonlink.eval.results.results_header`), writes
-the outputs and the HTML report.
+resumes), runs, adds the common head of ``results.json`` (:func:`commonlink.eval.results.results_header`) and
+returns; :func:`commonlink.eval.outputs.write_run` then writes the task's files and the HTML report.
 
 A task whose requests depend on earlier answers (association chains: a step's prompt holds the memory built
 from the previous answers) overrides :meth:`Task.run` and drives its own episode loop over the same cached
@@ -23,7 +24,7 @@ backends (``run.backends``, ``run.cache``, ``run.run_keys``); every other task i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,9 @@ class Task:
     writes_report: bool = True
     #: progress bar label
     description: str = "eval"
+    #: writes the run's files: ``(run: commonlink.eval.evaluator.EvalRun) -> None`` (a ``staticmethod``); None:
+    #: :func:`commonlink.eval.outputs.write_results` (results.json and predictions.jsonl)
+    writer: Callable[..., None] | None = None
 
     # ----------------------------------------------------------------- data and keys
     def default_settings(self, seed: int) -> GenerationSettings:
@@ -125,7 +129,7 @@ class Task:
 
     # ----------------------------------------------------------------- the run
     def run(self, run: TaskRun):
-        """Answer every row and return the outcome :meth:`results` and :meth:`write` read. Default: the row loop
+        """Answer every row and return the outcome :meth:`results` and the writer read. Default: the row loop
         over :meth:`requests` / :meth:`score` (a :class:`commonlink.eval.runner.RunOutcome`)."""
         return run_over_split(
             run.dataset,
@@ -145,8 +149,4 @@ class Task:
 
     def results(self, run: TaskRun, outcome) -> dict:
         """The fields of results.json after the common head: settings, dataset, ``metrics``, timing (required)."""
-        raise NotImplementedError
-
-    def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
-        """results.json and the task's other files in ``out_dir`` (``suffix``: ``.shard-K-of-N`` or "") (required)."""
         raise NotImplementedError

@@ -89,9 +89,10 @@ def read_release_manifest(release_dir: str | os.PathLike) -> dict:
 
 
 def manifest_units(manifest: dict) -> dict[str, dict]:
-    """The parts of a release a manifest lists, ``{name: {"rows", "files", ...}}``, whichever the kind: Common-O
-    manifests call them ``splits``, association manifests ``configs`` (both read, as published releases hold both)."""
-    units = manifest.get("splits") or manifest.get("configs") or {}
+    """The parts of a release a manifest lists, ``{name: {"rows", "files", ...}}``, whichever the kind: ``parts``
+    (every release built now), or, in releases built before that shape (published ones exist), ``splits``
+    (Common-O) or ``configs`` (association)."""
+    units = manifest.get("parts") or manifest.get("splits") or manifest.get("configs") or {}
     return units if isinstance(units, dict) else {}
 
 

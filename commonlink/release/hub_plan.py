@@ -41,7 +41,7 @@ class PushPlan:
     commit_message: str
     commit_description: str
     files: list[ReleaseFile]
-    units: dict[str, dict]  #: manifest splits (Common-O) or configs (association): {name: {"rows", "files"}}
+    units: dict[str, dict]  #: the manifest's parts (splits or configs): {name: {"rows", "files"}}
     kind: str
     message: str | None
     manifest: dict = field(default_factory=dict)  #: the manifest the files were checked against (read once)

@@ -22,6 +22,7 @@ from typing import Any
 from commonlink import registry
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_json, pid_alive, sha256_file
+from commonlink.formats.meta import utc_now
 from commonlink.formats.release import (
     DEFAULT_LICENSE,
     DEFAULT_VERSION,
@@ -166,6 +167,45 @@ def _entries(root: Path, keep: set[str]) -> list[str]:
         if not dirs and not names and rel_folder != Path("."):
             found.append(rel_folder.as_posix() + "/")
     return found
+
+
+#: What each part of a release records in the manifest (``parts``): rows, shard files and the Hub's two sizes.
+PART_FIELDS = ("rows", "files", "num_bytes", "download_size")
+
+
+def release_manifest(
+    *,
+    kind: str,
+    part_type: str,
+    parts: Mapping[str, Mapping[str, Any]],
+    options: ReleaseOptions,
+    seed: Any,
+    build_key: str,
+    config: Mapping[str, Any],
+    stats: Mapping[str, Any],
+    files: Mapping[str, dict],
+    figures: Mapping[str, str] | None = None,
+    toolkit_version: str,
+) -> dict:
+    """``manifest.json`` of a release, one shape for every kind: ``parts`` (``{name: {"rows", "files",
+    "num_bytes", "download_size"}}``) are the kind's ``part_type`` ("split" for Common-O, "config" for association).
+    Releases built before this shape list them under ``splits`` or ``configs``; readers go through
+    :func:`commonlink.formats.release.manifest_units`, which reads all three."""
+    return {
+        "toolkit_version": toolkit_version,
+        "name": options.name,
+        "version": options.version,
+        "kind": kind,
+        "seed": seed,
+        "build_key": build_key,
+        "created": utc_now(),
+        "config": dict(config),
+        "part_type": part_type,
+        "parts": {name: {k: info[k] for k in PART_FIELDS} for name, info in parts.items()},
+        "stats": dict(stats),
+        "figures": dict(figures or {}),
+        "files": dict(files),
+    }
 
 
 def is_release_manifest(manifest: dict) -> bool:
@@ -385,6 +425,7 @@ def without_local_paths(value: Any) -> Any:
 
 __all__ = [
     "DEFAULT_RELEASE_OPTIONS",
+    "PART_FIELDS",
     "RELEASE_KINDS",
     "STAGING_MARKER",
     "StrangerFilesError",
@@ -396,6 +437,7 @@ __all__ = [
     "hash_files",
     "is_release_manifest",
     "process_start",
+    "release_manifest",
     "remove_stale_staging",
     "reuse_or_refuse",
     "stage_release",

@@ -26,12 +26,12 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
-from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.metrics import ratio_metrics
+from commonlink.eval.outputs import evaluate
 from commonlink.eval.results import timing
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write_json, atomic_write_text, write_jsonl
@@ -285,8 +285,17 @@ def _choices(values: Sequence[str] | None, known: Sequence[str], what: str) -> l
     return [v for v in known if v in chosen]  # the paper's order
 
 
+def write_concept_perception_run(run) -> None:
+    """The files of a concept-perception run: predictions.jsonl, results.json and results.md (the paper's Table 4)."""
+    write_jsonl(run.out_dir / f"predictions{run.suffix}.jsonl", run.outcome.records)
+    atomic_write_json(run.out_dir / f"results{run.suffix}.json", run.results)
+    atomic_write_text(run.out_dir / f"results{run.suffix}.md", render_table4([run.results]))
+
+
 class ConceptPerceptionTask(Task):
     """The concept-perception grid over the single-step tasks of an association source (see the module doc)."""
+
+    writer = staticmethod(write_concept_perception_run)
 
     name = "concept_perception"
     description = "concept perception"
@@ -376,11 +385,6 @@ class ConceptPerceptionTask(Task):
             "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
             "run_key": run.run_keys[0],
         }
-
-    def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
-        write_jsonl(out_dir / f"predictions{suffix}.jsonl", outcome.records)
-        atomic_write_json(out_dir / f"results{suffix}.json", results)
-        atomic_write_text(out_dir / f"results{suffix}.md", render_table4([results]))
 
 
 def evaluate_concept_perception(

@@ -49,6 +49,7 @@ ASSOCIATION_TASK = TaskInfo(
     kind="association",
     summary="Labyrinth-of-Links association: single-step, deduction, synchronous and asynchronous chains",
     evaluate=evaluate_association,
+    command="association",
     result_tasks=("association/",),
     report_page=_report_page,
     report_page_runs=1,
@@ -61,5 +62,6 @@ CONCEPT_PERCEPTION_TASK = TaskInfo(
     kind="association",
     summary="Concept perception: one image, find the concept (strategies x complexities)",
     evaluate=evaluate_concept_perception,
+    command="concept",
     compare_table=concept_table,
 )

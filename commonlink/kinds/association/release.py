@@ -3,7 +3,7 @@
 Layout (one parquet folder per config, split ``test``)::
 
     RELEASE_DIR/README.md                       card: configs block, concepts, pool sizes, counts, settings
-    RELEASE_DIR/manifest.json                   kind "association", configs, sha256/size of every file
+    RELEASE_DIR/manifest.json                   kind "association", parts (configs), sha256/size of every file
     RELEASE_DIR/images/test-00000-of-0000N.parquet        id, image (Image), labels, width, height, origin, name
     RELEASE_DIR/single_step/test-*.parquet      tasks that reference images by id
     RELEASE_DIR/deduction/test-*.parquet
@@ -39,10 +39,11 @@ from commonlink.fileio import (
     read_jsonl,
     sha256_bytes,
 )
-from commonlink.formats.meta import utc_now, verify_data_file
+from commonlink.formats.meta import verify_data_file
 from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
+    manifest_units,
     read_release_manifest,
 )
 from commonlink.images import check_image, open_image
@@ -68,6 +69,7 @@ from commonlink.release.staging import (
     ReleaseResult,
     build_key_of,
     hash_files,
+    release_manifest,
     reuse_or_refuse,
     stage_release,
     without_local_paths,
@@ -320,7 +322,7 @@ def build_association_release(
     build_key = build_key_of(config, __version__)
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
-        reused.splits = read_release_manifest(out_dir).get("configs", {})
+        reused.splits = manifest_units(read_release_manifest(out_dir))
         reused.notes = notes
         return reused
 
@@ -351,23 +353,20 @@ def build_association_release(
         )
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
-        manifest = {
-            "toolkit_version": __version__,
-            "name": options.name,
-            "version": options.version,
-            "kind": "association",
-            "seed": seed,
-            "build_key": build_key,
-            "created": utc_now(),
-            "config": config,
-            "configs": {
-                c: {k: i[k] for k in ("rows", "files", "num_bytes", "download_size")} for c, i in configs.items()
-            },
-            "stats": stats,
-            "files": files,
-        }
+        manifest = release_manifest(
+            kind="association",
+            part_type="config",
+            parts=configs,
+            options=options,
+            seed=seed,
+            build_key=build_key,
+            config=config,
+            stats=stats,
+            files=files,
+            toolkit_version=__version__,
+        )
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["configs"], files=files, notes=notes)
+    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["parts"], files=files, notes=notes)
 
 
 def _release_config(inputs: list[_ChainInput], options: ReleaseOptions) -> dict:

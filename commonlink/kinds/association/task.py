@@ -1,5 +1,5 @@
 """The association protocol (Labyrinth of Links §3–5, appendix A.2): single-step, deduction and chains, as one
-eval task (:class:`AssociationTask`, run by :func:`commonlink.eval.evaluator.evaluate`) that drives its own
+eval task (:class:`AssociationTask`, run by :func:`commonlink.eval.outputs.evaluate`) that drives its own
 episode loop over the evaluator's cached backends.
 
 How a chain is run (synchronous or asynchronous):
@@ -43,8 +43,9 @@ from commonlink import constants
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache
-from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.metrics import chain_metrics, ratio_metrics
+from commonlink.eval.outputs import evaluate
 from commonlink.eval.report.tables import render_association_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.task import Task, TaskRun
@@ -250,12 +251,19 @@ def config_metrics(
     return ratio_metrics(outcome.records, fields, seed=seed, n_boot=n_boot), len(outcome.records)
 
 
+def write_association_run(run) -> None:
+    """The files of an association run: results.json, results.md, steps.jsonl or predictions.jsonl."""
+    write_association_outputs(run.out_dir, run.results, run.outcome)
+
+
 class AssociationTask(Task):
     """One association config (single_step, deduction, synchronous, asynchronous) as an eval task.
 
     Chains are episodes: a step's prompt holds the memory built from the previous answers, so this task drives
     its own loop (:func:`run_config`: groups of tasks, chains in lockstep) over the evaluator's cached backends
     instead of the row loop; several models (``--moe``) vote on every answer."""
+
+    writer = staticmethod(write_association_run)
 
     images_per_request = IMAGES_PER_ASSOCIATION_REQUEST
     several_models = True
@@ -347,9 +355,6 @@ class AssociationTask(Task):
             "timing": timing(run.wall_s, run.generate_s, from_cache=asker.cached, generated=asker.generated),
         }
 
-    def write(self, out_dir: Path, results: dict, outcome: AssociationOutcome, *, suffix: str = "") -> None:
-        write_association_outputs(out_dir, results, outcome)
-
 
 def evaluate_association(
     data: str | os.PathLike,
@@ -366,7 +371,7 @@ def evaluate_association(
     **run_options,
 ) -> dict:
     """Score one or more models (majority vote when several) on one association config; returns results
-    (:class:`AssociationTask` run by :func:`commonlink.eval.evaluator.evaluate`; ``run_options``: its
+    (:class:`AssociationTask` run by :func:`commonlink.eval.outputs.evaluate`; ``run_options``: its
     :class:`RunOptions` fields, e.g. ``batch_size``, ``limit``, ``backend_options``, ``backend_instances``,
     ``seed``, ``n_boot``, ``progress``, ``report``).
 

@@ -23,9 +23,10 @@ from pathlib import Path
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import NotEnoughDataError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
-from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.imaging import ImageProtocol, parse_image_protocol
 from commonlink.eval.metrics import perception_metrics
+from commonlink.eval.outputs import evaluate
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.task import Task, TaskRun
@@ -90,8 +91,16 @@ def score_perception(meta: dict, output: str) -> dict:
     )
 
 
+def write_perception_run(run) -> None:
+    """The files of a perception run: those of a Common-O run (same shapes) and its lmms-eval samples."""
+    write_outputs(run.out_dir, run.results, run.outcome.records, suffix=run.suffix)
+    write_perception_lmms_eval(run.out_dir, run.results, run.outcome.records, suffix=run.suffix)
+
+
 class PerceptionTask(Task):
     """The single-image yes/no baseline: one question per choice object for each of a row's two images."""
+
+    writer = staticmethod(write_perception_run)
 
     name = "perception"
     images_per_request = 1
@@ -155,10 +164,6 @@ class PerceptionTask(Task):
             "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
             "run_key": run.run_keys[0],
         }
-
-    def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
-        write_outputs(out_dir, results, outcome.records, suffix=suffix)
-        write_perception_lmms_eval(out_dir, results, outcome.records, suffix=suffix)
 
 
 def evaluate_perception(

@@ -45,7 +45,6 @@ from commonlink.formats.meta import (
     COMMON_O_PAIRS_KIND,
     meta_path,
     read_meta,
-    utc_now,
     verify_data_file,
 )
 from commonlink.formats.release import CARD_FILENAME, MANIFEST_FILENAME
@@ -62,6 +61,7 @@ from commonlink.release.staging import (
     ReleaseResult,
     build_key_of,
     hash_files,
+    release_manifest,
     reuse_or_refuse,
     stage_release,
     without_local_paths,
@@ -147,25 +147,21 @@ def build_common_o_release(
         )
         atomic_write_text(tmp_dir / CARD_FILENAME, card)
         files = hash_files(tmp_dir)
-        manifest = {
-            "toolkit_version": __version__,
-            "name": options.name,
-            "version": options.version,
-            "kind": "common_o",
-            "seed": seed,
-            "build_key": build_key,
-            "created": utc_now(),
-            "config": config,
-            "splits": {
-                s: {k: info[k] for k in ("rows", "files", "num_bytes", "download_size")}
-                for s, info in shards.splits.items()
-            },
-            "stats": summary,
-            "figures": figures,
-            "files": files,
-        }
+        manifest = release_manifest(
+            kind="common_o",
+            part_type="split",
+            parts=shards.splits,
+            options=options,
+            seed=seed,
+            build_key=build_key,
+            config=config,
+            stats=summary,
+            files=files,
+            figures=figures,
+            toolkit_version=__version__,
+        )
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(out_dir=out_dir, kind="common_o", splits=manifest["splits"], files=files, figures=figures)
+    return ReleaseResult(out_dir=out_dir, kind="common_o", splits=manifest["parts"], files=files, figures=figures)
 
 
 class _SplitShards:

@@ -1,5 +1,5 @@
 """The Common-O task (:class:`CommonOTask`): one request per row, the answer parsed and scored, the result files;
-run by the one evaluator (:func:`commonlink.eval.evaluator.evaluate`), or through :func:`evaluate_common_o`.
+run by the one evaluator (:func:`commonlink.eval.outputs.evaluate`), or through :func:`evaluate_common_o`.
 
     >>> results = evaluate_common_o("facebook/Common-O", "main", "Qwen/Qwen2.5-VL-7B-Instruct", "vllm", "runs/qwen")
     >>> print(render_markdown_table(results))
@@ -20,7 +20,7 @@ from pathlib import Path
 from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
-from commonlink.eval.evaluator import RunOptions, evaluate
+from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.imaging import (
     ImageProtocol,
@@ -28,6 +28,7 @@ from commonlink.eval.imaging import (
     parse_image_protocol,
 )
 from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
+from commonlink.eval.outputs import evaluate
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
@@ -154,9 +155,16 @@ def score_output(meta: dict, output: str) -> dict:
 LMMS_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
 
 
+def write_common_o_run(run) -> None:
+    """The files of a Common-O run: results.json, predictions.jsonl, results.md, the lmms-eval samples and prompts."""
+    write_outputs(run.out_dir, run.results, run.outcome.records, suffix=run.suffix, prompts=run.task.prompts)
+
+
 class CommonOTask(Task):
     """Common-O (paper §3.2): one model call per row with both images (or one side-by-side image) and the
     question; the answer's letters scored against the ground truth (:func:`score_output`)."""
+
+    writer = staticmethod(write_common_o_run)
 
     name = "common_o"
 
@@ -269,9 +277,6 @@ class CommonOTask(Task):
             )
         return results
 
-    def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
-        write_outputs(out_dir, results, outcome.records, suffix=suffix, prompts=self.prompts)
-
 
 def evaluate_common_o(
     data: str | os.PathLike,
@@ -290,7 +295,7 @@ def evaluate_common_o(
     **run_options,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``):
-    :class:`CommonOTask` run by :func:`commonlink.eval.evaluator.evaluate`.
+    :class:`CommonOTask` run by :func:`commonlink.eval.outputs.evaluate`.
 
     ``data`` is a Hub id (``facebook/Common-O``), a release folder or a parquet file. ``model`` ``random`` /
     ``none`` runs a weight-free baseline (rows are then read without decoding their images).
