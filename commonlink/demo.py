@@ -25,7 +25,9 @@ from commonlink.eval.commono import evaluate_common_o
 from commonlink.eval.report.html import write_report
 from commonlink.release.build import build_release
 from commonlink.sampling.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.job import SynthJob
+from commonlink.synth.plan import PlanConfig
+from commonlink.synth.runner import synthesize
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.
 DEMO_SPLITS = {
@@ -92,7 +94,11 @@ def run_demo(
         try:
             synthesize(
                 catalog,
-                SynthConfig(scenes=scenes, objects=spec["objects"], views=views, resolution=resolution, seed=seed),
+                SynthJob(
+                    scenes=scenes,
+                    seed=seed,
+                    plan=PlanConfig(*spec["objects"], views=views, width=resolution[0], height=resolution[1]),
+                ),
                 workers=workers,
                 progress=progress,
             )

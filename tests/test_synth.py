@@ -21,17 +21,17 @@ from commonlink.fileio import sha256_file
 from commonlink.formats.catalog import image_path, read_catalog
 from commonlink.sharding import parse_shard
 from commonlink.synth.assets import load_assets
+from commonlink.synth.job import SceneChecks, SynthJob
 from commonlink.synth.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.runner import synthesize
 from commonlink.synth.visibility import hidden_share, instance_ids_from_colors, object_areas
 
 RES = (64, 64)
 
 
-def tiny(scenes: int, **kw) -> SynthConfig:
-    base = dict(scenes=scenes, objects=(3, 4), views=2, resolution=RES, seed=7, min_visible_pixels=4)
-    base.update(kw)
-    return SynthConfig(**base)
+def tiny(scenes: int, *, objects=(3, 4), views=2, resolution=RES, seed=7, **checks) -> SynthJob:
+    plan = PlanConfig(*objects, views=views, width=resolution[0], height=resolution[1])
+    return SynthJob(scenes=scenes, seed=seed, plan=plan, checks=SceneChecks(**{"min_visible_pixels": 4, **checks}))
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,8 @@ def test_synth_refuses_meshes_it_cannot_draw_before_writing_anything(tmp_path):
         "floors:\n"
         "  - {name: wood, ue_class: BP_Wood_C, texture: 'procedural:wood_plank'}\n"
     )
-    config = SynthConfig(scenes=1, objects=(3, 3), views=1, resolution=(48, 48), assets=str(tmp_path / "assets.yaml"))
+    plan = PlanConfig(3, 3, views=1, width=48, height=48)
+    config = SynthJob(scenes=1, assets=str(tmp_path / "assets.yaml"), plan=plan)
     with pytest.raises(InputError) as info:
         synthesize(tmp_path / "out", config, progress=False)
     problem = info.value.problem
@@ -643,9 +644,9 @@ def test_pairs_consume_a_synthetic_catalog(tmp_path):
 def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch):
     out = tmp_path / "cat"
     synthesize(out, tiny(1), progress=False)
-    import commonlink.synth.runner as runner
+    import commonlink.synth.job as job
 
-    monkeypatch.setattr(runner, "PLAN_VERSION", runner.PLAN_VERSION + 1)
+    monkeypatch.setattr(job, "PLAN_VERSION", job.PLAN_VERSION + 1)
     with pytest.raises(InputError, match="plan_version"):
         synthesize(out, tiny(2), progress=False)
 

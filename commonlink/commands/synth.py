@@ -10,7 +10,10 @@ from commonlink.commands._common import OLD_PROGRESS, QUIET, console, parse_rang
 from commonlink.errors import InputError
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.job import SceneChecks, SynthJob
+from commonlink.synth.plan import PlanConfig
+from commonlink.synth.render import renderer_settings
+from commonlink.synth.runner import synthesize
 
 
 def _parse_resolution(text: str) -> tuple[int, int]:
@@ -120,28 +123,34 @@ def synth(
     `commonlink catalog merge`.
     """
 
-    config = SynthConfig(
+    low, high = parse_range(objects, option="--objects")
+    width, height = _parse_resolution(resolution)
+    job = SynthJob(
         scenes=scenes,
-        objects=parse_range(objects, option="--objects"),
-        views=views,
-        resolution=_parse_resolution(resolution),
         seed=seed,
-        backend=backend,
         assets=str(assets) if assets is not None else None,
-        min_visible_pixels=min_visible_pixels,
-        max_hidden_share=max_hidden,
-        max_attempts=max_attempts,
-        unrealcv_host=host,
-        unrealcv_port=port,
-        shadows=shadows,
-        unrealcv_timeout=timeout,
-        unrealcv_connect_timeout=connect_timeout,
-        area_band=_parse_band(area_band),
-        min_in_band=min_in_band,
-        max_yaw=max_yaw,
-        set_size=set_size,
-        set_pool=set_pool,
-        set_share=set_share,
+        plan=PlanConfig(
+            min_objects=low,
+            max_objects=high,
+            views=views,
+            width=width,
+            height=height,
+            max_yaw_deg=max_yaw,
+            set_size=set_size,
+            set_pool=set_pool,
+            set_share=set_share,
+        ),
+        checks=SceneChecks(
+            min_visible_pixels=min_visible_pixels,
+            max_hidden_share=max_hidden,
+            area_band=_parse_band(area_band),
+            min_in_band=min_in_band,
+            max_attempts=max_attempts,
+        ),
+        # Each renderer takes its own options (--shadows: offline; --host, --port and the timeouts: unrealcv).
+        renderer=renderer_settings(
+            backend, shadows=shadows, host=host, port=port, timeout=timeout, connect_timeout=connect_timeout
+        ),
     )
     part = parse_shard(shard) or (0, 1)
     # One run per output (per shard when sharded: shards of one folder run side by side).
@@ -149,7 +158,7 @@ def synth(
     with output_lock(out, what="commonlink synth", lock_file=lock_file):
         summary = synthesize(
             out,
-            config,
+            job,
             shard=part,
             workers=workers,
             executor=executor,

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from commonlink.constants import MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, SchemaError
 from commonlink.seeding import rng_for
 from commonlink.synth.assets import AssetCatalog
@@ -126,6 +127,15 @@ class PlanConfig:
     #: share of sets planned as sets (the others' scenes draw on their own): scales the share of scene pairs
     #: that come from one set, and so how many pairs share many objects
     set_share: float = 1.0
+
+    def __post_init__(self) -> None:
+        width, height = self.width, self.height
+        if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
+            raise InputError(
+                f"--resolution {width}x{height}: each side must be at least 1 and the image at most "
+                f"{MAX_IMAGE_PIXELS:,} pixels (the pixel cap every commonlink image reader enforces).",
+                "e.g. --resolution 512x512 or 1024x768 (raise COMMONLINK_MAX_IMAGE_PIXELS for bigger renders).",
+            )
 
     def pool_size(self, n_assets: int) -> int:
         """Objects a set draws its scenes from (never more than the asset file holds)."""

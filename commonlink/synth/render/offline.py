@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from PIL import Image
@@ -392,6 +393,27 @@ class OfflineRenderer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@dataclass
+class OfflineSettings:
+    """The offline renderer's settings for ``commonlink synth --backend offline`` (the default)."""
+
+    name: ClassVar[str] = "offline"
+    shadows: bool = False  #: shadow-mapped sunlight (slower) instead of soft contact shadows
+
+    def content(self) -> dict:
+        """The settings that change the output."""
+        return {"shadows": self.shadows}
+
+    def check_assets(self, catalog: AssetCatalog) -> None:
+        check_sources(catalog)
+
+    def check_processes(self, workers: int, executor: str) -> None:
+        """Any number of processes: each opens its own renderer."""
+
+    def open(self, catalog: AssetCatalog, width: int, height: int) -> OfflineRenderer:
+        return OfflineRenderer(width, height, catalog, shadows=self.shadows)
 
 
 @lru_cache(maxsize=1)
