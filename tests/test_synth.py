@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from commonlink.sharding import parse_shard
 from commonlink.synth.assets import load_assets
 from commonlink.synth.job import SceneChecks, SynthJob
 from commonlink.synth.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
+from commonlink.synth.render.offline import OfflineSettings
 from commonlink.synth.runner import synthesize
 from commonlink.synth.visibility import hidden_share, instance_ids_from_colors, object_areas
 
@@ -649,6 +651,80 @@ def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch)
     monkeypatch.setattr(job, "PLAN_VERSION", job.PLAN_VERSION + 1)
     with pytest.raises(InputError, match="plan_version"):
         synthesize(out, tiny(2), progress=False)
+
+
+#: The ``config`` of ``synth_config.json`` as written before the settings moved onto the renderers (toolkit 0.x,
+#: ``SynthConfig``): both renderers' settings, whatever the backend, for ``tiny(n)``.
+RECORD_BEFORE_THE_SPLIT = {
+    "plan_version": 4,
+    "objects": [3, 4],
+    "views": 2,
+    "resolution": [64, 64],
+    "seed": 7,
+    "backend": "offline",
+    "min_visible_pixels": 4,
+    "max_hidden_share": 0.25,
+    "max_attempts": 5,
+    "mask_tolerance": 3,
+    "shadows": False,
+    "area_band": [0.02, 0.22],
+    "min_in_band": None,
+    "max_yaw": 15.0,
+    "set_size": 4,
+    "set_pool": None,
+    "set_share": 1.0,
+}
+
+
+def test_the_record_compares_only_what_changes_the_output(catalog):
+    from commonlink.synth.job import changed_options
+    from commonlink.synth.render.unrealcv import UnrealCVSettings
+
+    old = {**RECORD_BEFORE_THE_SPLIT, "assets_sha256": catalog.sha256}
+    content = tiny(1).content(catalog)
+    assert "mask_tolerance" not in content and changed_options(old, content) == []
+    # An UnrealCV folder recorded `shadows` too; the address and the timeouts are not recorded at all.
+    ue = dataclasses.replace(tiny(1), renderer=UnrealCVSettings("example.org", 9001, timeout=5.0))
+    assert changed_options({**old, "backend": "unrealcv"}, ue.content(catalog)) == []
+    assert changed_options(old, ue.content(catalog)) == ["backend"]
+    # What a record holds and this code does not know is a change (a folder from a newer toolkit).
+    assert changed_options({**old, "lens": "fisheye"}, content) == ["lens"]
+    # Plan settings the CLI has no option for are recorded once they leave their defaults.
+    wide = dataclasses.replace(tiny(1), plan=dataclasses.replace(tiny(1).plan, cell_cm=40.0, fill=(0.9, 0.95)))
+    assert wide.content(catalog)["plan_options"] == {"cell_cm": 40.0, "fill": [0.9, 0.95]}
+    assert changed_options(content, wide.content(catalog)) == ["plan_options"]
+
+
+def test_the_renderer_is_chosen_by_name_and_takes_its_own_options():
+    from commonlink.synth.render import RENDERERS, renderer_settings
+    from commonlink.synth.render.offline import OfflineSettings
+    from commonlink.synth.render.unrealcv import UnrealCVSettings
+
+    cli = dict(shadows=True, host="10.0.0.2", port=9001, timeout=30.0, connect_timeout=5.0)
+    assert renderer_settings("offline", **cli) == OfflineSettings(shadows=True)
+    assert renderer_settings("unrealcv", **cli) == UnrealCVSettings("10.0.0.2", 9001, 30.0, 5.0)
+    assert sorted(RENDERERS) == ["offline", "unrealcv"]
+    with pytest.raises(InputError, match="--backend 'blender' is not one of offline, unrealcv"):
+        renderer_settings("blender")
+    with pytest.raises(TypeError, match="shadow"):
+        renderer_settings("offline", shadow=True)
+    with pytest.raises(InputError, match="--timeout 0.0"):
+        UnrealCVSettings(timeout=0.0)
+    with pytest.raises(InputError, match="--resolution 0x64"):
+        PlanConfig(width=0, height=64)
+
+
+@pytest.mark.slow
+def test_a_folder_recorded_before_the_split_resumes(tmp_path):
+    out = tmp_path / "cat"
+    synthesize(out, tiny(1), progress=False)
+    meta = json.loads((out / "synth_config.json").read_text())
+    meta["config"] = {**RECORD_BEFORE_THE_SPLIT, "assets_sha256": meta["config"]["assets_sha256"]}
+    (out / "synth_config.json").write_text(json.dumps(meta))
+    summary = synthesize(out, tiny(2), progress=False)
+    assert (summary.scenes_skipped, summary.scenes_rendered) == (1, 1)
+    with pytest.raises(InputError, match="shadows"):
+        synthesize(out, dataclasses.replace(tiny(2), renderer=OfflineSettings(shadows=True)), progress=False)
 
 
 @pytest.mark.slow

@@ -125,32 +125,17 @@ def synth(
 
     low, high = parse_range(objects, option="--objects")
     width, height = _parse_resolution(resolution)
+    sets = {"set_size": set_size, "set_pool": set_pool, "set_share": set_share}
+    checks = {"min_visible_pixels": min_visible_pixels, "max_hidden_share": max_hidden, "max_attempts": max_attempts}
+    # Each renderer takes its own options (--shadows: offline; --host, --port and the timeouts: unrealcv).
+    renderer = {"shadows": shadows, "host": host, "port": port, "timeout": timeout, "connect_timeout": connect_timeout}
     job = SynthJob(
         scenes=scenes,
         seed=seed,
         assets=str(assets) if assets is not None else None,
-        plan=PlanConfig(
-            min_objects=low,
-            max_objects=high,
-            views=views,
-            width=width,
-            height=height,
-            max_yaw_deg=max_yaw,
-            set_size=set_size,
-            set_pool=set_pool,
-            set_share=set_share,
-        ),
-        checks=SceneChecks(
-            min_visible_pixels=min_visible_pixels,
-            max_hidden_share=max_hidden,
-            area_band=_parse_band(area_band),
-            min_in_band=min_in_band,
-            max_attempts=max_attempts,
-        ),
-        # Each renderer takes its own options (--shadows: offline; --host, --port and the timeouts: unrealcv).
-        renderer=renderer_settings(
-            backend, shadows=shadows, host=host, port=port, timeout=timeout, connect_timeout=connect_timeout
-        ),
+        plan=PlanConfig(low, high, views, width, height, max_yaw_deg=max_yaw, **sets),
+        checks=SceneChecks(area_band=_parse_band(area_band), min_in_band=min_in_band, **checks),
+        renderer=renderer_settings(backend, **renderer),
     )
     part = parse_shard(shard) or (0, 1)
     # One run per output (per shard when sharded: shards of one folder run side by side).

@@ -40,26 +40,24 @@ class Renderer(Protocol):
         ...
 
 
-class RendererSettings(Protocol):
-    """A renderer's own settings (a dataclass in the renderer's module), and how to open it."""
+class RendererSettings:
+    """A renderer's own settings (a dataclass in the renderer's module, subclassing this), and how to open it."""
 
     name: ClassVar[str]  #: the ``--backend`` name, recorded with every image the renderer makes
 
     def content(self) -> dict:
         """The settings that change the output: recorded in ``synth_config.json``, which a resumed run must match."""
-        ...
+        raise NotImplementedError
 
     def check_assets(self, catalog: AssetCatalog) -> None:
         """Refuse an asset file this renderer cannot draw, naming every problem, before anything is written."""
-        ...
 
     def check_processes(self, workers: int, executor: str) -> None:
-        """Refuse a run in more processes than this renderer can serve."""
-        ...
+        """Refuse a run in more processes than this renderer can serve (by default any number)."""
 
     def open(self, catalog: AssetCatalog, width: int, height: int) -> Renderer:
-        """A renderer of ``width`` x ``height`` images, ready to render (closed by the caller)."""
-        ...
+        """A renderer of ``width`` x ``height`` images, ready to render (the caller closes it)."""
+        raise NotImplementedError
 
 
 __all__ = ["RenderedView", "Renderer", "RendererSettings"]

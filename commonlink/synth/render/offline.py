@@ -28,7 +28,7 @@ from commonlink.synth.assets import Asset, AssetCatalog, FloorMaterial
 from commonlink.synth.floors import PROCEDURAL_FLOORS, TILE_CM
 from commonlink.synth.models import PROCEDURAL_MODELS
 from commonlink.synth.plan import CameraPose, Lighting, ScenePlan, ue_rotation_matrix
-from commonlink.synth.render.base import RenderedView
+from commonlink.synth.render.base import RenderedView, RendererSettings
 from commonlink.synth.render.pyrender_ext import (
     colour_only_renderer_class,
     fast_shader_dir,
@@ -396,7 +396,7 @@ class OfflineRenderer:
 
 
 @dataclass
-class OfflineSettings:
+class OfflineSettings(RendererSettings):
     """The offline renderer's settings for ``commonlink synth --backend offline`` (the default)."""
 
     name: ClassVar[str] = "offline"
@@ -408,9 +408,6 @@ class OfflineSettings:
 
     def check_assets(self, catalog: AssetCatalog) -> None:
         check_sources(catalog)
-
-    def check_processes(self, workers: int, executor: str) -> None:
-        """Any number of processes: each opens its own renderer."""
 
     def open(self, catalog: AssetCatalog, width: int, height: int) -> OfflineRenderer:
         return OfflineRenderer(width, height, catalog, shadows=self.shadows)

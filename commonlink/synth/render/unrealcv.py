@@ -40,7 +40,7 @@ from typing import ClassVar
 from commonlink.errors import BackendError, InputError
 from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
-from commonlink.synth.render.base import RenderedView
+from commonlink.synth.render.base import RenderedView, RendererSettings
 from commonlink.synth.render.unreal_check import refuse_placeholder_classes, require_project_ready
 from commonlink.synth.render.unrealcv_transport import (
     NAME_PREFIX,
@@ -315,7 +315,7 @@ class UnrealCVBackend:
 
 
 @dataclass
-class UnrealCVSettings:
+class UnrealCVSettings(RendererSettings):
     """How ``commonlink synth --backend unrealcv`` reaches the game and reads its masks; :meth:`open` runs the
     preflight (:func:`~commonlink.synth.render.unreal_check.require_project_ready`) on the session it renders on."""
 
