@@ -53,4 +53,12 @@ def recorded_keys() -> set[str]:
     return {key for name in RENDERERS for key in settings_class(name)().content()}
 
 
-__all__ = ["RENDERERS", "RenderedView", "Renderer", "RendererSettings", "recorded_keys", "renderer_settings"]
+__all__ = [
+    "RENDERERS",
+    "RenderedView",
+    "Renderer",
+    "RendererSettings",
+    "recorded_keys",
+    "renderer_settings",
+    "settings_class",
+]

@@ -8,9 +8,10 @@ below under ``Source/UnrealCV/Private/``), which differs from what a first readi
   (``Sensor/CameraSensor/AnnotationCamSensor.cpp``). Actors we spawn later are therefore missing from
   ``object_mask`` until we colour them, and ``vget /object/X/color`` of an uncoloured actor answers an unset
   colour without an error. So on every connection we read the level actors' colours, choose a palette far from
-  black and from them (:func:`choose_palette`), colour every actor we spawn with ``vset /object/X/color``, read
-  the colours back, and match masks against our palette only. An object absent from every view's mask (with 3
-  or more views) is an :class:`ObjectMissingFromMaskError`, never a silently relabelled image.
+  black and from them (:func:`~commonlink.synth.render.unrealcv_transport.choose_palette`), colour every actor
+  we spawn with ``vset /object/X/color``, read the colours back, and match masks against our palette only. An
+  object absent from every view's mask (with 3 or more views) is an :class:`ObjectMissingFromMaskError`, never a
+  silently relabelled image.
 * Camera 0 is the player pawn (``Commands/CameraHandler.cpp``, ``Sensor/CameraSensor/PawnCamSensor.cpp``):
   setting its location moves the pawn, its rotation goes through ``ClientSetRotation``, and the sensor copies the
   pawn's eyes once per frame. We never touch it: we spawn our own camera (``vset /cameras/spawn``, which answers
@@ -25,7 +26,9 @@ below under ``Source/UnrealCV/Private/``), which differs from what a first readi
 * At most 32 requests run per frame (``Server/UnrealcvServer.cpp``): commands go in pipelined batches, and a scene
   takes two (the spawns, then everything else), so its frames are the fewest the 32 per frame allow.
 
-A dropped connection reconnects, removes what the broken attempt left behind and redoes the scene.
+A dropped connection reconnects, removes what the broken attempt left behind and redoes the scene. The session
+with the plugin (dialling, requests, pipelined batches, reply formats) is
+:mod:`commonlink.synth.render.unrealcv_transport`; :class:`UnrealCVSettings` opens the backend for ``synth``.
 """
 
 from __future__ import annotations

@@ -315,11 +315,10 @@ def choose_palette(count: int, avoid: Iterable[Sequence[int]], min_distance: int
 
 
 class UnrealCVConnection:
-    """One session with the plugin through the real ``unrealcv`` client: dialled by
-    :func:`dial` (TCP, or the Unix socket a Linux game serves after its
-    first TCP session; our connect deadline), a read timeout on the socket, single requests, batches with a
-    timeout, and error replies turned into :class:`UnrealCVCommandError`. One instance serves a whole command
-    (preflight and renders); :meth:`open` again after a drop starts a new session."""
+    """One session with the plugin through the real ``unrealcv`` client: dialled by :func:`dial` (TCP, or the Unix
+    socket a Linux game serves after its first TCP session; our connect deadline), a read timeout on the socket,
+    single requests, batches with a timeout, and error replies turned into :class:`UnrealCVCommandError`. One
+    instance serves a whole command (preflight and renders); :meth:`open` again after a drop starts a new session."""
 
     def __init__(self, host: str, port: int, timeout: float = 60.0, connect_timeout: float = 10.0):
         self.host, self.port, self.timeout, self.connect_timeout = host, int(port), timeout, connect_timeout
