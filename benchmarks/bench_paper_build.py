@@ -142,17 +142,15 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
         report = ingest_photos(work / "photos", work / "photos.csv", work / "catalog-real", progress=False)
         return {"added": len(report.added), "refused": len(report.refused)}
     if stage in RENDER_STAGES:
-        from commonlink.synth.runner import SynthConfig, synthesize
+        from commonlink.synth.job import SynthJob
+        from commonlink.synth.plan import PlanConfig
+        from commonlink.synth.runner import synthesize
 
         split = stage.split("-")[1]
         objects = (3, 7) if split == "main" else (8, 16)
-        config = SynthConfig(
-            scenes=n[f"{split}_scenes"],
-            objects=objects,
-            views=PAPER["views"],
-            resolution=(options["resolution"], options["resolution"]),
-            seed=0,
-        )
+        side = options["resolution"]
+        plan = PlanConfig(*objects, views=PAPER["views"], width=side, height=side)
+        config = SynthJob(scenes=n[f"{split}_scenes"], seed=0, plan=plan)
         cluster = {}
         if options["executor"] == "ray":
             import ray  # connect here (timed with the stage) to report what the scenes ran on

@@ -49,12 +49,14 @@ from PIL import Image
 
 from commonlink.synth.assets import load_assets  # noqa: E402
 from commonlink.synth.floors import TILE_CM  # noqa: E402
+from commonlink.synth.job import SceneChecks, SynthJob  # noqa: E402
 from commonlink.synth.plan import PlanConfig, plan_scene, ue_rotation_matrix  # noqa: E402
 from commonlink.synth.render.offline import (  # noqa: E402
     BACKGROUND_RGB,
     FLOOR_EXTENT_CM,
     MIRROR,
     OfflineRenderer,
+    OfflineSettings,
     Placement,
     _contact_disc,
     _contact_shadow_pose,
@@ -65,8 +67,10 @@ from commonlink.synth.render.offline import (  # noqa: E402
     object_pose_gl,
     vertical_fov,
 )
-from commonlink.synth.render.unrealcv import UnrealCVBackend, decode_png, fmt_floats  # noqa: E402
-from commonlink.synth.runner import SynthConfig, render_scene, synthesize  # noqa: E402
+from commonlink.synth.render.unrealcv import UnrealCVBackend  # noqa: E402
+from commonlink.synth.render.unrealcv_transport import decode_png, fmt_floats  # noqa: E402
+from commonlink.synth.runner import synthesize  # noqa: E402
+from commonlink.synth.scenes import render_scene  # noqa: E402
 from commonlink.synth.visibility import instance_ids_from_colors  # noqa: E402
 from tests.fixtures.unrealcv_server import FakeUnrealCVServer  # noqa: E402
 
@@ -192,15 +196,13 @@ def offline_comparison(catalog, n_objects: int, scenes: int, resolution: int, ro
     of every side first, so every mesh is built and uploaded (a run builds each asset's mesh once per process).
     Returns {side: (views/s from the median wall time, CPU seconds per view from the median)}, and the pixel
     check and the load average."""
-    config = SynthConfig(
+    config = SynthJob(
         scenes=scenes + 1,
-        objects=(n_objects, n_objects),
-        views=4,
-        resolution=(resolution, resolution),
         seed=123,
-        max_attempts=1,
+        plan=PlanConfig(n_objects, n_objects, views=4, width=resolution, height=resolution),
+        checks=SceneChecks(max_attempts=1),
     )
-    plans = [plan_scene(config.plan_config(), catalog, config.seed, i, 0) for i in range(1, scenes + 1)]
+    plans = [plan_scene(config.plan, catalog, config.seed, i, 0) for i in range(1, scenes + 1)]
     views = 4 * scenes
     with tempfile.TemporaryDirectory() as tmp, OfflineRenderer(resolution, resolution, catalog) as ours:
         peer = BarePyrenderPeer(catalog, resolution)
@@ -229,14 +231,12 @@ def offline_comparison(catalog, n_objects: int, scenes: int, resolution: int, ro
 
 def offline_views_per_s(catalog, n_objects: int, scenes: int, resolution: int, shadows: bool) -> tuple[float, float]:
     """Ours alone, end to end (views/s, CPU seconds per view), after one warm-up scene (for --shadows)."""
-    config = SynthConfig(
+    config = SynthJob(
         scenes=scenes + 1,
-        objects=(n_objects, n_objects),
-        views=4,
-        resolution=(resolution, resolution),
         seed=123,
-        max_attempts=1,
-        shadows=shadows,
+        plan=PlanConfig(n_objects, n_objects, views=4, width=resolution, height=resolution),
+        checks=SceneChecks(max_attempts=1),
+        renderer=OfflineSettings(shadows=shadows),
     )
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -325,7 +325,7 @@ def band_shares(objects: tuple[int, int], scenes: int, resolution: int):
         start = time.perf_counter()
         summary = synthesize(
             tmp,
-            SynthConfig(scenes=scenes, objects=objects, resolution=(resolution, resolution), seed=2026),
+            SynthJob(scenes=scenes, seed=2026, plan=PlanConfig(*objects, width=resolution, height=resolution)),
             progress=False,
         )
         return summary, summary.views_written / (time.perf_counter() - start)
@@ -444,8 +444,11 @@ def peak_rss_mb() -> float:
 
 
 def memory_curve(catalog, checkpoints: list[int], resolution: int) -> dict[int, float]:
-    config = SynthConfig(
-        scenes=max(checkpoints), objects=(3, 7), views=4, resolution=(resolution, resolution), seed=9, max_attempts=1
+    config = SynthJob(
+        scenes=max(checkpoints),
+        seed=9,
+        plan=PlanConfig(3, 7, views=4, width=resolution, height=resolution),
+        checks=SceneChecks(max_attempts=1),
     )
     marks = {}
     with tempfile.TemporaryDirectory() as tmp, OfflineRenderer(resolution, resolution, catalog) as renderer:

@@ -26,7 +26,9 @@ from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pair
 from commonlink.kinds.common_o.task import evaluate_common_o
 from commonlink.progress import datasets_bars
 from commonlink.release.build import build_release
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.job import SynthJob
+from commonlink.synth.plan import PlanConfig
+from commonlink.synth.runner import synthesize
 
 #: Demo sizes: small enough for a laptop CPU in a few minutes, big enough to fill every figure.
 DEMO_SPLITS = {
@@ -93,7 +95,11 @@ def run_demo(
         try:
             synthesize(
                 catalog,
-                SynthConfig(scenes=scenes, objects=spec["objects"], views=views, resolution=resolution, seed=seed),
+                SynthJob(
+                    scenes=scenes,
+                    seed=seed,
+                    plan=PlanConfig(*spec["objects"], views=views, width=resolution[0], height=resolution[1]),
+                ),
                 workers=workers,
                 progress=progress,
             )

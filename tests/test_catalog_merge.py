@@ -185,11 +185,13 @@ def test_merging_render_shards_brings_masks_and_plans_along(tmp_path):
     from commonlink.catalog.areas import mask_area_fractions, mask_for, read_instance_mask
     from commonlink.catalog.merge import merge_catalogs
     from commonlink.formats.catalog import read_catalog
-    from commonlink.synth.runner import SynthConfig, synthesize
+    from commonlink.synth.job import SynthJob
+    from commonlink.synth.plan import PlanConfig
+    from commonlink.synth.runner import synthesize
 
-    config = dict(scenes=2, objects=(3, 4), views=2, resolution=(64, 64), seed=5)
-    synthesize(tmp_path / "a", SynthConfig(**config), shard=(0, 2), progress=False)
-    synthesize(tmp_path / "b", SynthConfig(**config), shard=(1, 2), progress=False)
+    config = SynthJob(scenes=2, seed=5, plan=PlanConfig(3, 4, views=2, width=64, height=64))
+    synthesize(tmp_path / "a", config, shard=(0, 2), progress=False)
+    synthesize(tmp_path / "b", config, shard=(1, 2), progress=False)
     report = merge_catalogs([tmp_path / "a", tmp_path / "b"], tmp_path / "merged")
     assert report.added == 4 and report.sidecars_written == 2 * 2 + 2  # 4 masks, 2 plans
     merged = tmp_path / "merged"

@@ -12,10 +12,12 @@ pytestmark = pytest.mark.slow  # every test here runs whole client processes or 
 
 def test_rerun_with_other_options_names_a_fix_the_demo_has(tmp_path):
     """The synth runner's "add --overwrite" hint is wrong for `demo`, which has no such option."""
-    from commonlink.synth.runner import SynthConfig, synthesize
+    from commonlink.synth.job import SynthJob
+    from commonlink.synth.plan import PlanConfig
+    from commonlink.synth.runner import synthesize
 
     out = tmp_path / "demo"
-    synthesize(out / "catalog-main", SynthConfig(scenes=0, objects=(3, 7), resolution=(32, 32), seed=0), progress=False)
+    synthesize(out / "catalog-main", SynthJob(scenes=0, plan=PlanConfig(3, 7, width=32, height=32)), progress=False)
     result = CliRunner().invoke(
         app, ["demo", "--out", str(out), "--seed", "1", "--resolution", "32x32", "--scale", "0.05", "--quiet"]
     )

@@ -310,3 +310,10 @@ def test_both_renderers_implement_the_renderer_interface():
     for cls in (OfflineRenderer, UnrealCVBackend):
         assert callable(getattr(cls, "render", None)) and callable(getattr(cls, "close", None)), cls
     assert Renderer.__doc__
+    # Each renderer keeps its own settings, found by --backend name; they open the renderer.
+    from commonlink.synth.render import RENDERERS, RendererSettings, settings_class
+
+    for name in RENDERERS:
+        cls = settings_class(name)
+        assert issubclass(cls, RendererSettings) and cls.name == name, cls
+        assert cls.open is not RendererSettings.open and isinstance(cls().content(), dict), cls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -21,17 +22,18 @@ from commonlink.fileio import sha256_file
 from commonlink.formats.catalog import image_path, read_catalog
 from commonlink.sharding import parse_shard
 from commonlink.synth.assets import load_assets
+from commonlink.synth.job import SceneChecks, SynthJob
 from commonlink.synth.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.render.offline import OfflineSettings
+from commonlink.synth.runner import synthesize
 from commonlink.synth.visibility import hidden_share, instance_ids_from_colors, object_areas
 
 RES = (64, 64)
 
 
-def tiny(scenes: int, **kw) -> SynthConfig:
-    base = dict(scenes=scenes, objects=(3, 4), views=2, resolution=RES, seed=7, min_visible_pixels=4)
-    base.update(kw)
-    return SynthConfig(**base)
+def tiny(scenes: int, *, objects=(3, 4), views=2, resolution=RES, seed=7, **checks) -> SynthJob:
+    plan = PlanConfig(*objects, views=views, width=resolution[0], height=resolution[1])
+    return SynthJob(scenes=scenes, seed=seed, plan=plan, checks=SceneChecks(**{"min_visible_pixels": 4, **checks}))
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +148,8 @@ def test_synth_refuses_meshes_it_cannot_draw_before_writing_anything(tmp_path):
         "floors:\n"
         "  - {name: wood, ue_class: BP_Wood_C, texture: 'procedural:wood_plank'}\n"
     )
-    config = SynthConfig(scenes=1, objects=(3, 3), views=1, resolution=(48, 48), assets=str(tmp_path / "assets.yaml"))
+    plan = PlanConfig(3, 3, views=1, width=48, height=48)
+    config = SynthJob(scenes=1, assets=str(tmp_path / "assets.yaml"), plan=plan)
     with pytest.raises(InputError) as info:
         synthesize(tmp_path / "out", config, progress=False)
     problem = info.value.problem
@@ -643,11 +646,85 @@ def test_pairs_consume_a_synthetic_catalog(tmp_path):
 def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch):
     out = tmp_path / "cat"
     synthesize(out, tiny(1), progress=False)
-    import commonlink.synth.runner as runner
+    import commonlink.synth.job as job
 
-    monkeypatch.setattr(runner, "PLAN_VERSION", runner.PLAN_VERSION + 1)
+    monkeypatch.setattr(job, "PLAN_VERSION", job.PLAN_VERSION + 1)
     with pytest.raises(InputError, match="plan_version"):
         synthesize(out, tiny(2), progress=False)
+
+
+#: The ``config`` of ``synth_config.json`` as written before the settings moved onto the renderers (toolkit 0.x,
+#: ``SynthConfig``): both renderers' settings, whatever the backend, for ``tiny(n)``.
+RECORD_BEFORE_THE_SPLIT = {
+    "plan_version": 4,
+    "objects": [3, 4],
+    "views": 2,
+    "resolution": [64, 64],
+    "seed": 7,
+    "backend": "offline",
+    "min_visible_pixels": 4,
+    "max_hidden_share": 0.25,
+    "max_attempts": 5,
+    "mask_tolerance": 3,
+    "shadows": False,
+    "area_band": [0.02, 0.22],
+    "min_in_band": None,
+    "max_yaw": 15.0,
+    "set_size": 4,
+    "set_pool": None,
+    "set_share": 1.0,
+}
+
+
+def test_the_record_compares_only_what_changes_the_output(catalog):
+    from commonlink.synth.job import changed_options
+    from commonlink.synth.render.unrealcv import UnrealCVSettings
+
+    old = {**RECORD_BEFORE_THE_SPLIT, "assets_sha256": catalog.sha256}
+    content = tiny(1).content(catalog)
+    assert "mask_tolerance" not in content and changed_options(old, content) == []
+    # An UnrealCV folder recorded `shadows` too; the address and the timeouts are not recorded at all.
+    ue = dataclasses.replace(tiny(1), renderer=UnrealCVSettings("example.org", 9001, timeout=5.0))
+    assert changed_options({**old, "backend": "unrealcv"}, ue.content(catalog)) == []
+    assert changed_options(old, ue.content(catalog)) == ["backend"]
+    # What a record holds and this code does not know is a change (a folder from a newer toolkit).
+    assert changed_options({**old, "lens": "fisheye"}, content) == ["lens"]
+    # Plan settings the CLI has no option for are recorded once they leave their defaults.
+    wide = dataclasses.replace(tiny(1), plan=dataclasses.replace(tiny(1).plan, cell_cm=40.0, fill=(0.9, 0.95)))
+    assert wide.content(catalog)["plan_options"] == {"cell_cm": 40.0, "fill": [0.9, 0.95]}
+    assert changed_options(content, wide.content(catalog)) == ["plan_options"]
+
+
+def test_the_renderer_is_chosen_by_name_and_takes_its_own_options():
+    from commonlink.synth.render import RENDERERS, renderer_settings
+    from commonlink.synth.render.offline import OfflineSettings
+    from commonlink.synth.render.unrealcv import UnrealCVSettings
+
+    cli = dict(shadows=True, host="10.0.0.2", port=9001, timeout=30.0, connect_timeout=5.0)
+    assert renderer_settings("offline", **cli) == OfflineSettings(shadows=True)
+    assert renderer_settings("unrealcv", **cli) == UnrealCVSettings("10.0.0.2", 9001, 30.0, 5.0)
+    assert sorted(RENDERERS) == ["offline", "unrealcv"]
+    with pytest.raises(InputError, match="--backend 'blender' is not one of offline, unrealcv"):
+        renderer_settings("blender")
+    with pytest.raises(TypeError, match="shadow"):
+        renderer_settings("offline", shadow=True)
+    with pytest.raises(InputError, match="--timeout 0.0"):
+        UnrealCVSettings(timeout=0.0)
+    with pytest.raises(InputError, match="--resolution 0x64"):
+        PlanConfig(width=0, height=64)
+
+
+@pytest.mark.slow
+def test_a_folder_recorded_before_the_split_resumes(tmp_path):
+    out = tmp_path / "cat"
+    synthesize(out, tiny(1), progress=False)
+    meta = json.loads((out / "synth_config.json").read_text())
+    meta["config"] = {**RECORD_BEFORE_THE_SPLIT, "assets_sha256": meta["config"]["assets_sha256"]}
+    (out / "synth_config.json").write_text(json.dumps(meta))
+    summary = synthesize(out, tiny(2), progress=False)
+    assert (summary.scenes_skipped, summary.scenes_rendered) == (1, 1)
+    with pytest.raises(InputError, match="shadows"):
+        synthesize(out, dataclasses.replace(tiny(2), renderer=OfflineSettings(shadows=True)), progress=False)
 
 
 @pytest.mark.slow

@@ -6,7 +6,9 @@ import pytest
 
 from commonlink.fileio import sha256_file
 from commonlink.formats.catalog import read_catalog
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.job import SceneChecks, SynthJob
+from commonlink.synth.plan import PlanConfig
+from commonlink.synth.runner import synthesize
 
 pytestmark = pytest.mark.slow  # every test here runs whole client processes or pipelines
 
@@ -15,7 +17,9 @@ ray = pytest.importorskip("ray")
 
 @pytest.mark.slow
 def test_ray_executor_matches_local(tmp_path):
-    config = SynthConfig(scenes=2, objects=(3, 4), views=2, resolution=(64, 64), seed=11, min_visible_pixels=4)
+    config = SynthJob(
+        scenes=2, seed=11, plan=PlanConfig(3, 4, views=2, width=64, height=64), checks=SceneChecks(min_visible_pixels=4)
+    )
     ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
         summary = synthesize(tmp_path / "ray", config, executor="ray", progress=False)

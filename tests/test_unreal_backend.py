@@ -4,6 +4,7 @@ loaded classes, failed renames keep the automatic name, 32 requests per frame, t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import socket
@@ -16,15 +17,12 @@ import pytest
 from commonlink.errors import BackendError, InputError
 from commonlink.formats.catalog import read_catalog
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, load_assets
+from commonlink.synth.job import SceneChecks, SynthJob
 from commonlink.synth.plan import PlanConfig, plan_scene
-from commonlink.synth.render.offline import OfflineRenderer
-from commonlink.synth.render.unrealcv import (
-    ObjectMissingFromMaskError,
-    UnrealCVBackend,
-    UnrealCVCommandError,
-    choose_palette,
-)
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.render.offline import OfflineRenderer, OfflineSettings
+from commonlink.synth.render.unrealcv import ObjectMissingFromMaskError, UnrealCVBackend, UnrealCVSettings
+from commonlink.synth.render.unrealcv_transport import UnrealCVCommandError, choose_palette
+from commonlink.synth.runner import synthesize
 from tests.fixtures.unrealcv_server import (
     FakeUnrealCVServer,
     LevelActor,
@@ -260,21 +258,17 @@ def test_palette_avoids_black_level_colours_and_itself():
 
 @pytest.mark.slow
 def test_synth_with_the_unrealcv_backend(server, tmp_path, user_assets):
-    config = SynthConfig(
+    config = SynthJob(
         scenes=2,
-        objects=(3, 4),
-        views=2,
-        resolution=(RES, RES),
         seed=7,
-        min_visible_pixels=4,
-        backend="unrealcv",
-        unrealcv_host=server.host,
-        unrealcv_port=server.port,
         assets=str(user_assets),
+        plan=PlanConfig(3, 4, views=2, width=RES, height=RES),
+        checks=SceneChecks(min_visible_pixels=4),
+        renderer=UnrealCVSettings(server.host, server.port),
     )
     summary = synthesize(tmp_path / "ue", config, progress=False)
     assert summary.catalog_records == 4
-    offline = synthesize(tmp_path / "off", SynthConfig(**{**config.__dict__, "backend": "offline"}), progress=False)
+    offline = synthesize(tmp_path / "off", dataclasses.replace(config, renderer=OfflineSettings()), progress=False)
     assert offline.catalog_records == 4
     ue_objects = [(r.scene_id, r.view, r.objects) for r in read_catalog(tmp_path / "ue")]
     off_objects = [(r.scene_id, r.view, r.objects) for r in read_catalog(tmp_path / "off")]
@@ -283,17 +277,12 @@ def test_synth_with_the_unrealcv_backend(server, tmp_path, user_assets):
     assert any("cl_check_" in c for c in server.log)  # the preflight ran first
     assert _ours(server) == []
     with pytest.raises(InputError, match="one client at a time"):
-        synthesize(tmp_path / "ue2", SynthConfig(**{**config.__dict__, "scenes": 1}), workers=2, progress=False)
+        synthesize(tmp_path / "ue2", dataclasses.replace(config, scenes=1), workers=2, progress=False)
 
 
 def test_synth_refuses_placeholder_classes_before_connecting(server, tmp_path):
-    config = SynthConfig(
-        scenes=1,
-        views=1,
-        resolution=(RES, RES),
-        backend="unrealcv",
-        unrealcv_host=server.host,
-        unrealcv_port=server.port,
+    config = SynthJob(
+        scenes=1, plan=PlanConfig(views=1, width=RES, height=RES), renderer=UnrealCVSettings(server.host, server.port)
     )
     with pytest.raises(InputError, match="placeholders") as info:
         synthesize(tmp_path / "ue", config, progress=False)
@@ -303,17 +292,13 @@ def test_synth_refuses_placeholder_classes_before_connecting(server, tmp_path):
 
 @pytest.mark.slow
 def test_error_stops_the_run_but_keeps_finished_scenes(server, tmp_path, user_assets):
-    config = SynthConfig(
+    config = SynthJob(
         scenes=3,
-        objects=(3, 3),
-        views=1,
-        resolution=(RES, RES),
         seed=8,
-        min_visible_pixels=4,
-        backend="unrealcv",
-        unrealcv_host=server.host,
-        unrealcv_port=server.port,
         assets=str(user_assets),
+        plan=PlanConfig(3, 3, views=1, width=RES, height=RES),
+        checks=SceneChecks(min_visible_pixels=4),
+        renderer=UnrealCVSettings(server.host, server.port),
     )
     server.error_on("_8-1_", "Failed to spawn actor")  # scene 1 fails
     with pytest.raises(UnrealCVCommandError, match="_8-1_"):

@@ -13,8 +13,11 @@ from commonlink.cli import app
 from commonlink.errors import BackendError, InputError
 from commonlink.formats.catalog import read_catalog
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, load_assets
+from commonlink.synth.job import SynthJob
+from commonlink.synth.plan import PlanConfig
 from commonlink.synth.render.unreal_check import check_project, require_project_ready
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.render.unrealcv import UnrealCVSettings
+from commonlink.synth.runner import synthesize
 from tests.fixtures.unrealcv_server import (
     ClassShape,
     FakeUnrealCVServer,
@@ -89,15 +92,11 @@ def test_every_missing_class_is_reported_at_once(broken_project, catalog):
 @pytest.mark.slow
 def test_synth_runs_the_check_first_and_renders_nothing(broken_project, user_assets, tmp_path):
     server, missing, _, _ = broken_project
-    config = SynthConfig(
+    config = SynthJob(
         scenes=2,
-        objects=(3, 3),
-        views=1,
-        resolution=(48, 48),
-        backend="unrealcv",
-        unrealcv_host=server.host,
-        unrealcv_port=server.port,
         assets=str(user_assets),
+        plan=PlanConfig(3, 3, views=1, width=48, height=48),
+        renderer=UnrealCVSettings(server.host, server.port),
     )
     with pytest.raises(InputError, match="does not match the asset file") as info:
         synthesize(tmp_path / "out", config, progress=False)

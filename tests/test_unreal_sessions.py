@@ -5,6 +5,7 @@ other platforms), keep one session per command, and give up by its own deadlines
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -17,9 +18,13 @@ import pytest
 from commonlink.errors import BackendError
 from commonlink.formats.catalog import read_catalog
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, load_assets
+from commonlink.synth.job import SceneChecks, SynthJob
+from commonlink.synth.plan import PlanConfig
+from commonlink.synth.render.offline import OfflineSettings
 from commonlink.synth.render.unreal_check import check_project
-from commonlink.synth.render.unrealcv import UnrealCVConnection
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.render.unrealcv import UnrealCVSettings
+from commonlink.synth.render.unrealcv_transport import UnrealCVConnection
+from commonlink.synth.runner import synthesize
 from tests.fixtures.unrealcv_server import (
     FakeUnrealCVServer,
     SilentServer,
@@ -46,22 +51,15 @@ def _ours(server):
     return sorted(set(server.actors) - {a.name for a in default_level()})
 
 
-def _config(server, assets, **over):
-    values = dict(
-        scenes=3,
-        objects=(3, 3),
-        views=2,
-        resolution=(RES, RES),
+def _config(server, assets, scenes=3):
+    return SynthJob(
+        scenes=scenes,
         seed=11,
-        min_visible_pixels=4,
-        backend="unrealcv",
-        unrealcv_host=server.host,
-        unrealcv_port=server.port,
         assets=str(assets),
-        unrealcv_timeout=20.0,
+        plan=PlanConfig(3, 3, views=2, width=RES, height=RES),
+        checks=SceneChecks(min_visible_pixels=4),
+        renderer=UnrealCVSettings(server.host, server.port, timeout=20.0),
     )
-    values.update(over)
-    return SynthConfig(**values)
 
 
 def _objects(folder):
@@ -69,7 +67,7 @@ def _objects(folder):
 
 
 def _offline_objects(config, folder):
-    synthesize(folder, SynthConfig(**{**config.__dict__, "backend": "offline"}), progress=False)
+    synthesize(folder, dataclasses.replace(config, renderer=OfflineSettings()), progress=False)
     return _objects(folder)
 
 
@@ -274,10 +272,8 @@ def test_dropped_connection_mid_synth_then_rerun(catalog, user_assets, tmp_path)
 
 @pytest.mark.slow
 def test_check_and_renders_share_one_session(catalog, user_assets):
-    from commonlink.synth.runner import open_backend
-
     with FakeUnrealCVServer(catalog) as server:
-        backend = open_backend(_config(server, user_assets, scenes=1), load_assets(user_assets))
+        backend = _config(server, user_assets, scenes=1).open_renderer(load_assets(user_assets))
         try:
             assert backend.connection.connected and server.sessions == ["tcp"]
         finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from PIL import Image
@@ -220,6 +221,19 @@ def _load_catalog(catalog_root: Path, batch: int) -> list[CatalogRecord]:
     return list(records.values())
 
 
+@dataclass
+class _Incoming:
+    """A photo that passed the checks on its file, ready to be stored: its manifest line, canonical labels and
+    scene, the facts of its source file, and the cleaned image."""
+
+    entry: ManifestEntry
+    objects: list[str]
+    scene: str | None
+    source_sha: str
+    stat: os.stat_result
+    clean: CleanImage
+
+
 class _IngestRun:
     """State of one ingestion run (kept in one place so checkpoints see a consistent picture)."""
 
@@ -347,19 +361,11 @@ class _IngestRun:
                 return refuse("too_large", f"{exc.problem} {exc.fix}")
             problem = exc.problem if isinstance(exc, CommonlinkError) else f"{entry.file}: cannot decode ({exc})"
             return refuse("corrupt", f"{problem} Re-export the photo or remove it from the manifest.")
-        return self._store(entry, clean, objects, scene, source_sha, stat, refuse)
+        return self._store(_Incoming(entry, objects, scene, source_sha, stat, clean), refuse)
 
-    def _store(
-        self,
-        entry: ManifestEntry,
-        clean: CleanImage,
-        objects: list[str],
-        scene: str | None,
-        source_sha: str,
-        stat: os.stat_result,
-        refuse,
-    ) -> Refusal | None:
+    def _store(self, photo: _Incoming, refuse) -> Refusal | None:
         """Duplicate checks on the cleaned image, then write it and its record."""
+        entry, clean, source_sha = photo.entry, photo.clean, photo.source_sha
         digest = sha256_bytes(clean.data)
         image_id = digest[:16]
         previous = self.by_source.get((self.here, entry.file))  # an older version of this very photo, if any
@@ -369,8 +375,8 @@ class _IngestRun:
             self.by_source_sha[source_sha] = previous
             self.claimed[source_sha] = entry.file
             previous.extra["source_sha256"] = source_sha
-            self._update_source(previous, entry.file, stat)
-            self._refresh_labels(previous, entry, objects, scene)
+            self._update_source(previous, entry.file, photo.stat)
+            self._refresh_labels(previous, entry, photo.objects, photo.scene)
             return None
         if image_id in self.records:
             other = self._display(self.records[image_id])
@@ -405,7 +411,7 @@ class _IngestRun:
                     other=other_file,
                 )
 
-        record = self._write_image(entry, clean, objects, scene, source_sha, stat, digest)
+        record = self._write_image(photo, digest)
         if previous is not None:
             # The photo under this name changed since the last run: the new version replaces the old record.
             self.records.pop(previous.id, None)
@@ -426,17 +432,9 @@ class _IngestRun:
         self.journal.set(record)
         return None
 
-    def _write_image(
-        self,
-        entry: ManifestEntry,
-        clean: CleanImage,
-        objects: list[str],
-        scene: str | None,
-        source_sha: str,
-        stat: os.stat_result,
-        digest: str,
-    ) -> CatalogRecord:
+    def _write_image(self, photo: _Incoming, digest: str) -> CatalogRecord:
         """Write the cleaned image into the catalog and make its record (not yet added to the run)."""
+        entry, clean, stat = photo.entry, photo.clean, photo.stat
         image_id = digest[:16]
         rel_path = f"{IMAGES_SUBDIR}/{image_id}{clean.suffix}"
         image_file = self.catalog_root / rel_path
@@ -446,9 +444,9 @@ class _IngestRun:
         return CatalogRecord(
             id=image_id,
             path=rel_path,
-            objects=objects,
+            objects=photo.objects,
             source="real",
-            scene_id=scene or default_scene(entry.file, image_id),
+            scene_id=photo.scene or default_scene(entry.file, image_id),
             width=clean.width,
             height=clean.height,
             sha256=digest,
@@ -457,7 +455,7 @@ class _IngestRun:
             extra={
                 "source_dir": self.here,
                 "source_file": entry.file,
-                "source_sha256": source_sha,
+                "source_sha256": photo.source_sha,
                 "source_size": stat.st_size,
                 "source_mtime_ns": stat.st_mtime_ns,
                 "source_format": clean.source_format,

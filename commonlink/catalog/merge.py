@@ -114,6 +114,19 @@ class _Joiner:
         candidate = folder / name
         return safe_join(self.root, relative) if candidate.is_symlink() else candidate
 
+    def source(self, relative: str, where: str, missing: list[str]) -> Path | None:
+        """The file ``relative`` names in a catalog being merged (``where``: the line that names it), or None,
+        listed in ``missing``, when it is not there; a path leaving the catalog is refused."""
+        try:
+            path = self(relative)
+        except InputError as exc:
+            fix = "Rebuild that catalog; its files must stay inside it."
+            raise SchemaError(f"{where}: {exc.problem}", fix) from None
+        if not path.is_file():
+            missing.append(f"{path} ({where})")
+            return None
+        return path
+
 
 def _differences(a: CatalogRecord, b: CatalogRecord) -> list[str]:
     return [
@@ -234,14 +247,8 @@ def _plan(
                 else:
                     report.duplicates += 1
                 continue
-            try:
-                source_image = join(record.path)
-            except InputError as exc:
-                raise SchemaError(
-                    f"{origin}: {exc.problem}", "Rebuild that catalog; image paths must stay inside it."
-                ) from None
-            if not source_image.is_file():
-                missing.append(f"{source_image} ({origin})")
+            source_image = join.source(record.path, origin, missing)
+            if source_image is None:
                 continue
             rel = PurePosixPath(record.path).as_posix()
             if used_paths.get(rel, record.sha256) != record.sha256:
@@ -278,14 +285,8 @@ def _plan_sidecars(
         value = extra.get(key)
         if not isinstance(value, str):
             continue
-        try:
-            source_file = join(value)
-        except InputError as exc:
-            raise SchemaError(
-                f"{origin}: extra.{key}: {exc.problem}", "Rebuild that catalog; its files must stay inside it."
-            ) from None
-        if not source_file.is_file():
-            missing.append(f"{source_file} (extra.{key} of {origin})")
+        source_file = join.source(value, f"extra.{key} of {origin}", missing)
+        if source_file is None:
             continue
         dest_rel = PurePosixPath(value).as_posix()
         claimed = sidecar_sources.get(dest_rel)

@@ -27,7 +27,10 @@ from commonlink.commands._options import (
 from commonlink.errors import InputError
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
-from commonlink.synth.runner import SynthConfig, synthesize
+from commonlink.synth.job import SceneChecks, SynthJob
+from commonlink.synth.plan import PlanConfig
+from commonlink.synth.render import renderer_settings
+from commonlink.synth.runner import synthesize
 
 
 def _parse_resolution(text: str) -> tuple[int, int]:
@@ -124,28 +127,19 @@ def synth(
     --backend unrealcv. Join shards with `commonlink catalog merge`.
     """
 
-    config = SynthConfig(
+    low, high = parse_range(objects, option="--objects")
+    width, height = _parse_resolution(resolution)
+    sets = {"set_size": set_size, "set_pool": set_pool, "set_share": set_share}
+    checks = {"min_visible_pixels": min_visible_pixels, "max_hidden_share": max_hidden, "max_attempts": max_attempts}
+    # Each renderer takes its own options (--shadows: offline; --host, --port and the timeouts: unrealcv).
+    renderer = {"shadows": shadows, "host": host, "port": port, "timeout": timeout, "connect_timeout": connect_timeout}
+    job = SynthJob(
         scenes=scenes,
-        objects=parse_range(objects, option="--objects"),
-        views=views,
-        resolution=_parse_resolution(resolution),
         seed=seed,
-        backend=backend,
         assets=str(assets) if assets is not None else None,
-        min_visible_pixels=min_visible_pixels,
-        max_hidden_share=max_hidden,
-        max_attempts=max_attempts,
-        unrealcv_host=host,
-        unrealcv_port=port,
-        shadows=shadows,
-        unrealcv_timeout=timeout,
-        unrealcv_connect_timeout=connect_timeout,
-        area_band=_parse_band(area_band),
-        min_in_band=min_in_band,
-        max_yaw=max_yaw,
-        set_size=set_size,
-        set_pool=set_pool,
-        set_share=set_share,
+        plan=PlanConfig(low, high, views, width, height, max_yaw_deg=max_yaw, **sets),
+        checks=SceneChecks(area_band=_parse_band(area_band), min_in_band=min_in_band, **checks),
+        renderer=renderer_settings(backend, **renderer),
     )
     part = parse_shard(shard) or (0, 1)
     # One run per output (per shard when sharded: shards of one folder run side by side).
@@ -153,7 +147,7 @@ def synth(
     with output_lock(out, what="commonlink synth", lock_file=lock_file):
         summary = synthesize(
             out,
-            config,
+            job,
             shard=part,
             workers=workers,
             executor=executor,

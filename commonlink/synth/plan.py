@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from commonlink.constants import MAX_IMAGE_PIXELS
 from commonlink.errors import InputError, SchemaError
 from commonlink.seeding import rng_for
 from commonlink.synth.assets import AssetCatalog
@@ -127,12 +128,7 @@ class PlanConfig:
     #: that come from one set, and so how many pairs share many objects
     set_share: float = 1.0
 
-    def pool_size(self, n_assets: int) -> int:
-        """Objects a set draws its scenes from (never more than the asset file holds)."""
-        wanted = self.set_pool if self.set_pool is not None else 2 * self.max_objects
-        return min(wanted, n_assets)
-
-    def check(self, catalog: AssetCatalog) -> None:
+    def __post_init__(self) -> None:
         cells = self.grid * self.grid
         if not 1 <= self.min_objects <= self.max_objects:
             raise InputError(
@@ -144,17 +140,13 @@ class PlanConfig:
                 f"{self.grid}x{self.grid} floor grid.",
                 f"Use --objects with HIGH <= {cells}.",
             )
-        if self.max_objects > len(catalog.assets):
-            raise InputError(
-                f"--objects asks for up to {self.max_objects} distinct objects but the asset file has "
-                f"{len(catalog.assets)}.",
-                "Lower --objects or add assets to the asset file.",
-            )
         if self.views < 1:
             raise InputError(f"--views {self.views}: need at least one camera.", "e.g. --views 4.")
-        if self.width < 16 or self.height < 16:
+        if min(self.width, self.height) < 16 or self.width * self.height > MAX_IMAGE_PIXELS:
             raise InputError(
-                f"--resolution {self.width}x{self.height} is too small.", "Use at least 16x16, e.g. 512x512."
+                f"--resolution {self.width}x{self.height}: each side must be at least 16 and the image at most "
+                f"{MAX_IMAGE_PIXELS:,} pixels (the pixel cap every commonlink image reader enforces).",
+                "e.g. --resolution 512x512 or 1024x768 (raise COMMONLINK_MAX_IMAGE_PIXELS for bigger renders).",
             )
         if self.set_size < 1:
             raise InputError(
@@ -174,6 +166,20 @@ class PlanConfig:
             raise InputError(
                 f"--max-yaw {self.max_yaw_deg}: must be between 0 and 180 degrees.",
                 "e.g. --max-yaw 20 (slight, the default) or --max-yaw 180 (any direction).",
+            )
+
+    def pool_size(self, n_assets: int) -> int:
+        """Objects a set draws its scenes from (never more than the asset file holds)."""
+        wanted = self.set_pool if self.set_pool is not None else 2 * self.max_objects
+        return min(wanted, n_assets)
+
+    def check(self, catalog: AssetCatalog) -> None:
+        """Refuse a plan the asset file cannot fill (the rest is checked when the settings are made)."""
+        if self.max_objects > len(catalog.assets):
+            raise InputError(
+                f"--objects asks for up to {self.max_objects} distinct objects but the asset file has "
+                f"{len(catalog.assets)}.",
+                "Lower --objects or add assets to the asset file.",
             )
 
 

@@ -1,13 +1,14 @@
 """One scene of a synthetic catalog, and the catalog made from the finished ones.
 
-:func:`render_scene` plans scene ``i`` (re-sampling while too many objects are hidden or outside the area band),
-renders it and writes its folder atomically (a temporary folder renamed into place, ``records.jsonl`` written
-last); :func:`rebuild_catalog` rewrites ``catalog.jsonl`` from every finished scene folder. The loop over scenes,
-shards and executors is :mod:`commonlink.synth.runner`.
+:func:`render_scene` plans scene ``i`` of a :class:`~commonlink.synth.job.SynthJob` (re-sampling while the job's
+:class:`~commonlink.synth.job.SceneChecks` fail), renders it and writes its folder atomically (a temporary folder
+renamed into place, ``records.jsonl`` written last); :func:`rebuild_catalog` rewrites ``catalog.jsonl`` from every
+finished scene folder. The loop over scenes, shards and executors is :mod:`commonlink.synth.runner`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -16,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
@@ -24,14 +24,13 @@ from PIL import Image
 from commonlink import __version__
 from commonlink.constants import AREA_BAND
 from commonlink.errors import InputError
-from commonlink.fileio import atomic_write_json, read_jsonl, sha256_bytes, write_jsonl
+from commonlink.fileio import atomic_write_json, pid_alive, read_jsonl, sha256_bytes, write_jsonl
 from commonlink.formats.catalog import CatalogRecord, catalog_lock, write_catalog
 from commonlink.synth.assets import AssetCatalog
+from commonlink.synth.job import SynthJob
 from commonlink.synth.plan import plan_scene
+from commonlink.synth.render import Renderer
 from commonlink.synth.visibility import band_counts, hidden_share, object_areas
-
-if TYPE_CHECKING:  # the options type lives with the loop that takes it (runner imports this module)
-    from commonlink.synth.runner import SynthConfig
 
 SCENES_DIR = "scenes"
 
@@ -42,6 +41,20 @@ def scene_dir(out_dir: str | os.PathLike, index: int) -> Path:
 
 def is_scene_done(out_dir: str | os.PathLike, index: int) -> bool:
     return (scene_dir(out_dir, index) / "records.jsonl").is_file()
+
+
+def clean_stale_temp_dirs(out_dir: str | os.PathLike) -> None:
+    """Remove temporary scene folders (see :func:`render_scene`) left by killed runs of this host (live processes
+    keep theirs)."""
+    host = socket.gethostname()
+    for tmp in (Path(out_dir) / SCENES_DIR).glob(".tmp-scene_*"):
+        parts = tmp.name.rsplit("-", 2)
+        if len(parts) != 3 or parts[1] != host:
+            continue
+        with contextlib.suppress(ValueError):
+            pid = int(parts[2])
+            if pid == os.getpid() or not pid_alive(pid):
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _png_bytes(array: np.ndarray) -> bytes:
@@ -58,48 +71,41 @@ def _png_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def min_in_band_for(n_objects: int, chosen: float | None) -> float:
-    """The share of a scene's (object, view) pairs that must fall in the area band: ``chosen``, or by default 0.8
-    for up to 7 objects and 0.55 for more (16 objects on 16 positions leave thin objects little room, and
-    re-sampling such scenes again and again would mostly cost time)."""
-    if chosen is not None:
-        return chosen
-    return 0.8 if n_objects <= 7 else 0.55
-
-
-def plan_and_render(config: SynthConfig, catalog: AssetCatalog, backend, index: int):
-    """Plan scene ``index``, render it, and re-sample (at most ``max_attempts`` plans) while too many objects
-    are hidden; returns (plan, views, attempts) for the best plan seen."""
-    threshold = config.pixel_threshold
-    plan_config = config.plan_config()
+def plan_and_render(job: SynthJob, catalog: AssetCatalog, renderer: Renderer, index: int):
+    """Plan scene ``index``, render it, and re-sample (at most ``max_attempts`` plans) while the job's checks
+    fail; returns (plan, views, attempts) for the best plan seen."""
+    checks = job.checks
+    threshold = job.pixel_threshold
     best = None
-    for attempt in range(config.max_attempts):
-        plan = plan_scene(plan_config, catalog, config.seed, index, attempt)
-        views = backend.render(plan)
+    for attempt in range(checks.max_attempts):
+        plan = plan_scene(job.plan, catalog, job.seed, index, attempt)
+        views = renderer.render(plan)
         share = hidden_share([v.instance for v in views], len(plan.objects), threshold)
         in_band = 1.0
-        if config.area_band is not None:
-            inside, total = band_counts([v.instance for v in views], len(plan.objects), config.area_band)
+        if checks.area_band is not None:
+            inside, total = band_counts([v.instance for v in views], len(plan.objects), checks.area_band)
             in_band = inside / total if total else 1.0
         if best is None or in_band - share > best[3] - best[2]:
             best = (plan, views, share, in_band)
-        if share <= config.max_hidden_share and in_band >= min_in_band_for(len(plan.objects), config.min_in_band):
+        if share <= checks.max_hidden_share and in_band >= checks.min_in_band_for(len(plan.objects)):
             break
     plan, views, share, in_band = best  # type: ignore[misc]
     plan.extra.update({"attempts": attempt + 1, "hidden_share": round(share, 4), "min_visible_pixels": threshold})
-    if config.area_band is not None:
-        plan.extra.update({"area_band": list(config.area_band), "in_band_share": round(in_band, 4)})
+    if checks.area_band is not None:
+        plan.extra.update({"area_band": list(checks.area_band), "in_band_share": round(in_band, 4)})
     return plan, views, attempt + 1
 
 
-def render_scene(out_dir: str | os.PathLike, config: SynthConfig, catalog: AssetCatalog, backend, index: int) -> dict:
+def render_scene(
+    out_dir: str | os.PathLike, job: SynthJob, catalog: AssetCatalog, renderer: Renderer, index: int
+) -> dict:
     """Render scene ``index`` into its folder (atomically); returns {"views", "attempts"}."""
     out_dir = Path(out_dir)
     final = scene_dir(out_dir, index)
     if is_scene_done(out_dir, index):
         return {"views": 0, "attempts": 0, "skipped": True}
-    plan, views, attempts = plan_and_render(config, catalog, backend, index)
-    threshold = config.pixel_threshold
+    plan, views, attempts = plan_and_render(job, catalog, renderer, index)
+    threshold = job.pixel_threshold
     names = [o.name for o in plan.objects]
     floor = plan.floor.material
     rel_scene = f"{SCENES_DIR}/{final.name}"
@@ -136,7 +142,7 @@ def render_scene(out_dir: str | os.PathLike, config: SynthConfig, catalog: Asset
                     extra={
                         "mask": f"{rel_scene}/mask_{k}.png",
                         "plan": f"{rel_scene}/plan.json",
-                        "backend": config.backend,
+                        "backend": job.renderer.name,
                         "planned_objects": names,
                         "camera": {
                             "azimuth": camera.azimuth,

@@ -2,16 +2,19 @@
 
 Plans are plain data (:mod:`commonlink.synth.plan`); renderers realise them. Two implementations exist: the
 embedded offline renderer (:mod:`commonlink.synth.render.offline`) and Unreal Engine through UnrealCV
-(:mod:`commonlink.synth.render.unrealcv`). The synth loop only talks to this interface.
+(:mod:`commonlink.synth.render.unrealcv`). The synth loop only talks to this interface. As in Kubric, a renderer
+keeps its own settings (:class:`RendererSettings`: the offline renderer's shadows, UnrealCV's address and timeouts),
+which open it; :data:`commonlink.synth.render.RENDERERS` maps each ``--backend`` name to its settings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from commonlink.synth.assets import AssetCatalog
 from commonlink.synth.plan import ScenePlan
 
 
@@ -37,4 +40,24 @@ class Renderer(Protocol):
         ...
 
 
-__all__ = ["RenderedView", "Renderer"]
+class RendererSettings:
+    """A renderer's own settings (a dataclass in the renderer's module, subclassing this), and how to open it."""
+
+    name: ClassVar[str]  #: the ``--backend`` name, recorded with every image the renderer makes
+
+    def content(self) -> dict:
+        """The settings that change the output: recorded in ``synth_config.json``, which a resumed run must match."""
+        raise NotImplementedError
+
+    def check_assets(self, catalog: AssetCatalog) -> None:
+        """Refuse an asset file this renderer cannot draw, naming every problem, before anything is written."""
+
+    def check_processes(self, workers: int, executor: str) -> None:
+        """Refuse a run in more processes than this renderer can serve (by default any number)."""
+
+    def open(self, catalog: AssetCatalog, width: int, height: int) -> Renderer:
+        """A renderer of ``width`` x ``height`` images, ready to render (the caller closes it)."""
+        raise NotImplementedError
+
+
+__all__ = ["RenderedView", "Renderer", "RendererSettings"]

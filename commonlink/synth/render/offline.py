@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from PIL import Image
@@ -27,7 +28,7 @@ from commonlink.synth.assets import Asset, AssetCatalog, FloorMaterial
 from commonlink.synth.floors import PROCEDURAL_FLOORS, TILE_CM
 from commonlink.synth.models import PROCEDURAL_MODELS
 from commonlink.synth.plan import CameraPose, Lighting, ScenePlan, ue_rotation_matrix
-from commonlink.synth.render.base import RenderedView
+from commonlink.synth.render.base import RenderedView, RendererSettings
 from commonlink.synth.render.pyrender_ext import (
     colour_only_renderer_class,
     fast_shader_dir,
@@ -392,6 +393,24 @@ class OfflineRenderer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@dataclass
+class OfflineSettings(RendererSettings):
+    """The offline renderer's settings for ``commonlink synth --backend offline`` (the default)."""
+
+    name: ClassVar[str] = "offline"
+    shadows: bool = False  #: shadow-mapped sunlight (slower) instead of soft contact shadows
+
+    def content(self) -> dict:
+        """The settings that change the output."""
+        return {"shadows": self.shadows}
+
+    def check_assets(self, catalog: AssetCatalog) -> None:
+        check_sources(catalog)
+
+    def open(self, catalog: AssetCatalog, width: int, height: int) -> OfflineRenderer:
+        return OfflineRenderer(width, height, catalog, shadows=self.shadows)
 
 
 @lru_cache(maxsize=1)

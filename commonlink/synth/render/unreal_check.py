@@ -23,7 +23,7 @@ import numpy as np
 from commonlink.errors import BackendError, InputError
 from commonlink.progress import track
 from commonlink.synth.assets import DEFAULT_ASSETS_FILE, AssetCatalog
-from commonlink.synth.render.unrealcv import (
+from commonlink.synth.render.unrealcv_transport import (
     NAME_PREFIX,
     UnrealCVConnection,
     choose_palette,

@@ -1,4 +1,7 @@
-"""How a client reaches the UnrealCV plugin, with our own connect and read timeouts.
+"""The session with the UnrealCV plugin: how a client reaches it (our own connect and read timeouts), requests and
+pipelined batches through the real ``unrealcv`` client, and the commands' number and reply formats. The backend
+(:mod:`commonlink.synth.render.unrealcv`) and the preflight (:mod:`commonlink.synth.render.unreal_check`) both
+talk to the plugin through :class:`UnrealCVConnection`.
 
 Written against the plugin's ``Source/UnrealCV/Private/Server/UnixTcpServer.cpp`` (github.com/unrealcv/unrealcv,
 branch ``5.2`` at ec120436, file last changed in 8c56df02), which every platform uses:
@@ -24,13 +27,25 @@ deadline, then say why nobody answered.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import io
 import ipaddress
+import logging
 import os
+import queue
+import re
+import secrets
 import select
 import socket
+import threading
 import time
+from collections.abc import Iterable, Sequence
 
-from commonlink.errors import BackendError
+import numpy as np
+from PIL import Image
+
+from commonlink.errors import BackendError, MissingDependencyError
 
 UNIX_SOCKET_TEMPLATE = "/tmp/unrealcv_{port}.socket"  # UnixTcpServer.cpp StartMessageServiceUDS
 _POLL_SECONDS = 0.1
@@ -192,3 +207,293 @@ def _busy(host: str, port: int, what: str) -> BackendError:
         "Close other UnrealCV clients; run commonlink on the machine that runs Unreal (it then uses the Unix socket), "
         "or restart Play; raise --connect-timeout if Unreal is just slow to answer (docs/unreal.md).",
     )
+
+
+#: Prefix of every actor commonlink spawns (renders and the preflight), so leftovers of a dropped connection can be
+#: found and removed.
+NAME_PREFIX = "cl_"
+
+_COLOR_RE = re.compile(r"R=(\d+),\s*G=(\d+),\s*B=(\d+)(?:,\s*A=(\d+))?")
+#: Commands per chunk of a batch (the plugin runs ``MaxRequestsPerTick`` = 32 per frame).
+BATCH_CHUNK = 32
+#: Chunks sent and not yet answered: two keep the plugin's queue from running dry between frames.
+CHUNKS_IN_FLIGHT = 2
+
+
+def _quiet_client_receive_thread() -> None:
+    """The client's receive thread dies with a ConnectionError (or socket timeout) traceback when the server drops
+    the socket or stops answering; the backend handles that (reconnect, redo the scene), so hide those tracebacks
+    and keep all others."""
+    previous = threading.excepthook
+    if getattr(previous, "_commonlink_quiet", False):
+        return
+
+    def hook(args):
+        if issubclass(args.exc_type, OSError) and args.thread is not None and "receive_loop_queue" in args.thread.name:
+            return
+        previous(args)
+
+    hook._commonlink_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
+
+
+class UnrealCVCommandError(BackendError):
+    """The Unreal side answered ``error ...`` to a command."""
+
+    def __init__(self, command: str, reply: str, fix: str | None = None):
+        super().__init__(
+            f"UnrealCV answered {reply!r} to the command {command!r}.",
+            fix
+            or "Run `commonlink unreal check --assets FILE` to see which classes the project lacks, and check that "
+            "the UnrealCV plugin is the 5.2 branch (1.0.x).",
+        )
+        self.command = command
+        self.reply = reply
+
+
+def fmt_floats(values) -> str:
+    # The plugin's [float] pattern is [-+]?\d*[.]?\d+ (Server/CommandDispatcher.cpp): no exponents.
+    return " ".join(f"{float(v):.4f}" for v in values)
+
+
+def parse_color(reply: str) -> tuple[int, int, int] | None:
+    """``"(R=12,G=34,B=56,A=255)"`` -> (12, 34, 56); an unset colour (alpha 0: no annotation yet) -> None."""
+    match = _COLOR_RE.search(reply)
+    if not match:
+        raise BackendError(
+            f"Unexpected reply to a colour query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x)."
+        )
+    r, g, b, a = match.groups()
+    if a is not None and int(a) == 0:
+        return None
+    return int(r), int(g), int(b)
+
+
+def parse_vector(reply: str) -> tuple[float, float, float]:
+    try:
+        x, y, z = (float(v) for v in str(reply).split()[:3])
+    except ValueError:
+        raise BackendError(
+            f"Unexpected reply to a location query: {reply!r}.", "Use the UnrealCV plugin's 5.2 branch (1.0.x)."
+        ) from None
+    return x, y, z
+
+
+def decode_png(data, what: str) -> np.ndarray:
+    if not isinstance(data, (bytes, bytearray)) or not bytes(data[:8]) == b"\x89PNG\r\n\x1a\n":
+        raise BackendError(
+            f"UnrealCV did not send a PNG for {what} (got {str(data)[:80]!r}).",
+            "Check the camera id and plugin version.",
+        )
+    return np.asarray(Image.open(io.BytesIO(bytes(data))).convert("RGB"))
+
+
+def choose_palette(count: int, avoid: Iterable[Sequence[int]], min_distance: int) -> list[tuple[int, int, int]]:
+    """``count`` mask colours, each at least ``min_distance`` (largest channel difference) from the others, from
+    black and from every colour in ``avoid`` (the level's); chosen farthest-first so they spread out. Dark
+    colours (every channel below 64) are never used. Deterministic for the same inputs."""
+    levels = np.arange(64, 256, 16)  # 64..240
+    candidates = np.stack(np.meshgrid(levels, levels, levels, indexing="ij"), axis=-1).reshape(-1, 3).astype(np.int32)
+    blockers = np.array([[0, 0, 0], *[tuple(c)[:3] for c in avoid]], dtype=np.int32)
+    nearest = np.full(len(candidates), 1 << 16, dtype=np.int32)
+    for start in range(0, len(blockers), 512):  # chunked: big levels have thousands of colours
+        chunk = blockers[start : start + 512]
+        nearest = np.minimum(nearest, np.abs(candidates[:, None, :] - chunk[None, :, :]).max(axis=2).min(axis=1))
+    chosen: list[tuple[int, int, int]] = []
+    for _ in range(count):
+        best = int(np.argmax(nearest))
+        if nearest[best] < min_distance:
+            raise BackendError(
+                f"Cannot choose {count} object mask colours at least {min_distance} apart from each other and from the "
+                f"{len(blockers) - 1} colours the level's actors already have (found {len(chosen)}).",
+                "Use a level with fewer actors (the plugin gives each level actor its own colour when Play starts).",
+            )
+        color = candidates[best]
+        chosen.append((int(color[0]), int(color[1]), int(color[2])))
+        nearest = np.minimum(nearest, np.abs(candidates - color).max(axis=1))
+    return chosen
+
+
+class UnrealCVConnection:
+    """One session with the plugin through the real ``unrealcv`` client: dialled by :func:`dial` (TCP, or the Unix
+    socket a Linux game serves after its first TCP session; our connect deadline), a read timeout on the socket,
+    single requests, batches with a timeout, and error replies turned into :class:`UnrealCVCommandError`. One
+    instance serves a whole command (preflight and renders); :meth:`open` again after a drop starts a new session."""
+
+    def __init__(self, host: str, port: int, timeout: float = 60.0, connect_timeout: float = 10.0):
+        self.host, self.port, self.timeout, self.connect_timeout = host, int(port), timeout, connect_timeout
+        self._client = None
+        self._sock = None
+        self.transport: str | None = None  #: "tcp" or "unix" for the open session
+        self.sessions = 0  #: sessions opened so far (a drop and :meth:`open` make a new one)
+        self.round_trips = 0  #: requests and batches sent, each waited for before the next: a frame or more each
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and self._client.isconnected()
+
+    def open(self) -> None:
+        try:
+            import unrealcv
+        except ImportError as exc:
+            raise MissingDependencyError("unrealcv", "render", "--backend unrealcv") from exc
+        logging.getLogger("unrealcv").setLevel(logging.CRITICAL)
+        _quiet_client_receive_thread()
+        sock, transport = dial(self.host, self.port, self.connect_timeout)
+        endpoint = unix_socket_path(self.port) if transport == "unix" else (self.host, self.port)
+        client = unrealcv.Client(endpoint, "unix" if transport == "unix" else "inet")
+        require_client_internals(client, sock)
+        # The client's own retry loop sleeps ~1 min on a dead socket; we reconnect and redo the scene instead.
+        client.RECONNECT_ATTEMPTS = 0
+        # What Client.connect does after the welcome (its connect has no working timeout, see the module doc).
+        # The capability probe it would send (`vget /unrealcv/commands`) exists in no plugin branch: skipped.
+        sock.settimeout(self.timeout)
+        client.sock = sock
+        client.t = threading.Thread(target=client.receive_loop_queue, name="unrealcv-receive_loop_queue", daemon=True)
+        client.t.start()
+        self._client, self._sock, self.transport = client, sock, transport
+        self.sessions += 1
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
+                client.disconnect()
+
+    def _lost(self, what: str) -> Exception:
+        """The error for a reply that never came: a timeout when the socket timed out, else a lost connection."""
+        if self._sock is not None and self._sock.timed_out:
+            return TimeoutError(f"no reply within {self.timeout:g} s to {what} (UnrealCV at {self.host}:{self.port})")
+        return ConnectionError(f"connection lost waiting for the reply to {what}")
+
+    @staticmethod
+    def check(command: str, reply):
+        if reply is None:
+            raise ConnectionError(f"no reply to {command!r}")
+        if isinstance(reply, str) and reply.startswith("error"):
+            raise UnrealCVCommandError(command, reply)
+        return reply
+
+    def request(self, command: str):
+        if self._client is None:
+            raise ConnectionError("not connected")
+        self.round_trips += 1
+        try:
+            reply = self._client.request(command, timeout=self.timeout)
+        except ConnectionError:
+            raise self._lost(repr(command)) from None
+        except TimeoutError:  # the client's own wait on its reply queue
+            raise TimeoutError(
+                f"no reply within {self.timeout:g} s to {command!r} (UnrealCV at {self.host}:{self.port})"
+            ) from None
+        if reply is None:
+            raise self._lost(repr(command))
+        return self.check(command, reply)
+
+    def batch(self, commands: list[str], *, check: bool = True) -> list:
+        """Send commands back to back and return their replies (one round trip); ``check=False`` returns error
+        replies as they are.
+
+        Pipelined in chunks of :data:`BATCH_CHUNK` (the plugin's requests per frame), :data:`CHUNKS_IN_FLIGHT`
+        unanswered at most: the next chunk is queued before the plugin's frame takes the current one, so n commands
+        cost ceil(n / 32) frames, while the client's receive thread reads each chunk's replies as they come. Sent
+        at once (``request_batch`` sends every request before it reads a reply), hundreds of commands fill the
+        socket buffers (soonest on a Unix socket: a small message costs a full buffer slot), both sides block, and
+        the plugin's Unix socket writer drops a reply after 1 s of retries (``WrapAndSendPayloadUDS``)."""
+        client = self._client
+        if client is None:
+            raise ConnectionError("not connected")
+        self.round_trips += bool(commands)
+        replies: list = []
+        in_flight: collections.deque[list[str]] = collections.deque()
+        for start in range(0, len(commands), BATCH_CHUNK):
+            if len(in_flight) == CHUNKS_IN_FLIGHT:
+                replies += self._collect(client, in_flight.popleft())
+            chunk = commands[start : start + BATCH_CHUNK]
+            self._send_chunk(client, chunk)
+            in_flight.append(chunk)
+        while in_flight:
+            replies += self._collect(client, in_flight.popleft())
+        return [self.check(c, r) for c, r in zip(commands, replies)] if check else replies
+
+    def _send_chunk(self, client, commands: list[str]) -> None:
+        """Send without waiting; the client's receive thread keeps the replies (``request_batch``'s first half)."""
+        for command in commands:
+            if not client.send(b"%d:%s" % (client.send_message_id, command.encode("utf-8"))):
+                raise self._lost(f"a batch of {len(commands)} commands (first: {commands[0]!r})")
+            client.send_message_id += 1
+        client.recv_num_q.put(-len(commands))
+
+    def _collect(self, client, commands: list[str]) -> list:
+        """The replies to a chunk sent by :meth:`_send_chunk`, within ``timeout`` seconds (else the session ends)."""
+        what = f"a batch of {len(commands)} commands (first: {commands[0]!r})"
+        deadline = time.monotonic() + self.timeout
+        replies = []
+        for _ in commands:
+            try:
+                reply = client.recv_data_q.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                self.close()  # late replies would be taken for the next commands'
+                raise TimeoutError(
+                    f"no reply within {self.timeout:g} s to {what} (UnrealCV at {self.host}:{self.port})"
+                ) from None
+            if reply is None or isinstance(reply, Exception):  # the receive thread lost the connection
+                raise self._lost(what)
+            replies.append(reply)
+        return replies
+
+    def require_playing(self) -> list[str]:
+        """The sensor names of ``vget /cameras``; none means the game is not running (no pawn, no game world)."""
+        reply = str(self.request("vget /cameras")).strip()
+        # An empty list is an OK status with no body, which the plugin sends as "ok" (Server/ExecStatus.cpp).
+        cameras = [] if reply == "ok" else reply.split()
+        if not cameras:
+            raise BackendError(
+                f"Unreal at {self.host}:{self.port} answers but is not playing: it has no cameras (camera 0 is the "
+                "player pawn, which exists only after Play, and the plugin colours the level for object masks when "
+                "Play starts).",
+                "Press Play in the Unreal Editor (or start the packaged game) and rerun.",
+            )
+        return cameras
+
+    def annotation_colors(self, names: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+        """{actor: its object mask colour}, read in one batch; actors without one (no mesh component, or spawned
+        after Play and not coloured yet) and actors already gone are left out."""
+        replies = self.batch([f"vget /object/{n}/color" for n in names], check=False)
+        colors = {name: parse_color(str(reply)) for name, reply in zip(names, replies) if not is_error(reply)}
+        return {name: color for name, color in colors.items() if color is not None}
+
+    def spawn_camera(self, name: str, on_spawned=None) -> tuple[str, int]:
+        """``vset /cameras/spawn``, renamed to ``name`` when the plugin allows; returns (actor name, camera id).
+
+        The spawn answers the *actor* name, while ids index ``vget /cameras``, whose spawned sensors are all named
+        ``FusionCameraSensor`` (``Actor/FusionCameraActor.cpp``) in the engine's object order: put the actor at a
+        marker location nothing else has and look for the camera there. ``on_spawned(name)`` is called at once
+        with every name the actor has, so a caller can clean it up whatever fails next.
+        """
+        actor = str(self.request("vset /cameras/spawn"))
+        if on_spawned is not None:
+            on_spawned(actor)
+        if not is_error(self.batch([f"vset /object/{actor}/name {name}"], check=False)[0]):
+            actor = name
+            if on_spawned is not None:
+                on_spawned(actor)
+        marker = (-91234.5, 81234.25 + secrets.randbelow(1000), -71234.75)
+        self.request(f"vset /object/{actor}/location {fmt_floats(marker)}")
+        cameras = self.require_playing()
+        ids = range(1, len(cameras))  # id 0 is the pawn's sensor (listed first by USensorBPLib::GetFusionSensorList)
+        replies = self.batch([f"vget /camera/{i}/location" for i in ids], check=False)
+        found = [
+            i for i, r in zip(ids, replies) if not is_error(r) and np.allclose(parse_vector(str(r)), marker, atol=0.01)
+        ]
+        if len(found) != 1:
+            raise BackendError(
+                f"Spawned the camera {actor} but could not find its id among the {len(cameras)} cameras "
+                "of `vget /cameras`.",
+                "Use the UnrealCV plugin's 5.2 branch (1.0.x), whose `vset /cameras/spawn` spawns a FusionCameraActor.",
+            )
+        return actor, found[0]
+
+
+def is_error(reply) -> bool:
+    return isinstance(reply, str) and reply.startswith("error")
