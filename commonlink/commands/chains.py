@@ -34,10 +34,10 @@ from commonlink.commands._options import (
     ThumbSizeOpt,
     TrustRemoteCodeOpt,
 )
-from commonlink.commands.eval import backend_options, generation_settings
+from commonlink.commands.eval import backend_options
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
-from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
+from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS, GenerationSettings
 from commonlink.refine.review import export_review
 from commonlink.refine.verify import ON_FAIL, UNDECIDED, verify_tasks
 from commonlink.sampling.chain_sources import SourceReport, default_concept_kind, detect_source_type, read_source
@@ -317,7 +317,7 @@ def verify(
     are dropped.
     Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
     """
-    generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
+    generation = GenerationSettings(max_new_tokens=max_new_tokens, seed=seed, max_pixels=max_pixels)
     models = list(model or [])
     backends = backend[0] if len(backend) == 1 else list(backend)
     options = (
