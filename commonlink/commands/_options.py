@@ -337,7 +337,8 @@ CheckNegativesOpt = Annotated[
 def option_group(cls: type) -> type:
     """A frozen dataclass whose fields are options (aliases above): a command that takes it as one parameter shows
     and parses each field as its own option, and receives one instance (see :func:`expand_option_groups`). The
-    default instance in the command's signature gives that command's defaults."""
+    default instance in the command's signature gives that command's defaults. Define groups at module level (a
+    command's annotations are read in its module)."""
     cls = dataclasses.dataclass(frozen=True)(cls)
     cls.__option_group__ = True
     return cls

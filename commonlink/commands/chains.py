@@ -263,8 +263,12 @@ def _print_build_summary(summary: BuildSummary) -> None:
         done = " (already built, kept)" if task in summary.skipped else ""
         console.print(f"{task}: {summary.counts[task]:,} rows -> {escape(str(path))}{done}")
     console.print(f"{summary.steps:,} chain steps in all.")
+    _print_next_step(summary.out_dir)
+
+
+def _print_next_step(chain_files: Path) -> None:
     console.print(
-        f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR",
+        f"Next: commonlink release build {escape(str(chain_files))}/*.jsonl --out RELEASE_DIR",
         highlight=False,
         soft_wrap=True,
     )
@@ -353,11 +357,7 @@ def verify(
     console.print(
         f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop)."
     )
-    console.print(
-        f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR",
-        highlight=False,
-        soft_wrap=True,
-    )
+    _print_next_step(summary.out_dir)
 
 
 @reports_errors

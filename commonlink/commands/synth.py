@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, parse_range, reports_errors, shows_progress
+from commonlink.commands._common import console, parse_range, parse_resolution, reports_errors, shows_progress
 from commonlink.commands._options import (
     AssetsOpt,
     ConnectTimeoutOpt,
@@ -28,14 +28,6 @@ from commonlink.errors import InputError
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 from commonlink.synth.runner import SynthConfig, synthesize
-
-
-def _parse_resolution(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x", 1))
-    except ValueError:
-        raise InputError(f"--resolution {text!r} is not WIDTHxHEIGHT.", "e.g. --resolution 512x512.") from None
-    return width, height
 
 
 def _parse_band(text: str) -> tuple[float, float] | None:
@@ -128,7 +120,7 @@ def synth(
         scenes=scenes,
         objects=parse_range(objects, option="--objects"),
         views=views,
-        resolution=_parse_resolution(resolution),
+        resolution=parse_resolution(resolution),
         seed=seed,
         backend=backend,
         assets=str(assets) if assets is not None else None,
