@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.commands import export as export_commands
+from commonlink.commands._options import option_group
 from commonlink.eval.evaluator import default_out_dir
 
 runner = CliRunner()
@@ -394,3 +395,41 @@ def test_shared_options_are_the_aliases_of_the_options_module():
             assert id(info) in aliases, f"{name}: {flag} is shared by {sorted(commands[flag])} but declared in place"
     for flag, names in _options.MEANINGS.items():
         assert MEANINGS[flag] == len(names) and all(hasattr(_options, n) for n in names), flag
+
+
+def test_option_groups_show_their_fields_as_options_with_each_commands_defaults():
+    import inspect
+
+    from commonlink.commands import association_eval, concept_eval
+    from commonlink.commands import eval as eval_commands
+    from commonlink.commands._options import expand_option_groups
+
+    defaults = {
+        name: inspect.signature(command).parameters["max_new_tokens"].default
+        for name, command in (
+            ("commono", eval_commands.commono),
+            ("association", association_eval.association),
+            ("concept", concept_eval.concept),
+        )
+    }
+    assert defaults == {"commono": 1024, "association": 64, "concept": 1024}
+    for name in ("eval association", "eval concept", "eval commono"):
+        flags = {o for p in _options(COMMANDS[name]) for o in p.opts}
+        assert {"--backend", "--batch-size", "--temperature", "--gen-arg", "--bootstrap", "--quiet"} <= flags, name
+
+    received = []
+
+    @expand_option_groups
+    def command(name: str = "x", pair: _Pair = _Pair(second="c")):  # noqa: B008 (a frozen group)
+        received.append((name, pair))
+
+    assert list(inspect.signature(command).parameters) == ["name", "first", "second"]
+    command(name="y", first=3, second="d")
+    assert received == [("y", _Pair(first=3, second="d"))]
+    assert inspect.signature(command).parameters["second"].default == "c"
+
+
+@option_group
+class _Pair:  # groups live at module level: the command's annotations are read there
+    first: int = 1
+    second: str = "b"

@@ -72,6 +72,15 @@ def print_error(problem: str, fix: str | None) -> None:
         err_console.print(f"[bold]Fix:[/] {escape(redact_text(fix))}", highlight=False, soft_wrap=True)
 
 
+def parse_resolution(text: str, *, example: str = "512x512") -> tuple[int, int]:
+    """``--resolution "512x384"`` -> (512, 384)."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x", 1))
+    except ValueError:
+        raise InputError(f"--resolution {text!r} is not WIDTHxHEIGHT.", f"e.g. --resolution {example}.") from None
+    return width, height
+
+
 def parse_range(text: str, *, option: str) -> tuple[int, int]:
     """``"3-7"`` -> (3, 7); ``"5"`` -> (5, 5)."""
 

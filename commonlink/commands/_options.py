@@ -11,14 +11,22 @@ the eval commands, the renderer for ``synth``) has one declaration per meaning, 
 :data:`MEANINGS`; ``tests/test_cli_options.py`` walks the command tree and fails on a flag declared anywhere else,
 or twice for one meaning.
 
+Options that travel together (a model run's backend options, the generation settings) form an option group
+(:func:`option_group`): the command takes the group as one parameter, :func:`expand_option_groups` shows and parses
+its fields as options, and the command builds the library's settings from the one object it receives.
+
 Checks of the values (ranges, combinations) live in the library's settings types, not here: the Python API refuses
 what the CLI refuses, with the same words.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_type_hints
 
 import typer
 
@@ -322,6 +330,51 @@ CheckNegativesOpt = Annotated[
     bool,
     typer.Option("--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."),
 ]
+
+# --- option groups -------------------------------------------------------------------------------------------------
+
+
+def option_group(cls: type) -> type:
+    """A frozen dataclass whose fields are options (aliases above): a command that takes it as one parameter shows
+    and parses each field as its own option, and receives one instance (see :func:`expand_option_groups`). The
+    default instance in the command's signature gives that command's defaults. Define groups at module level (a
+    command's annotations are read in its module)."""
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    cls.__option_group__ = True
+    return cls
+
+
+def expand_option_groups(func: Callable) -> Callable:
+    """Let Typer see the fields of each option-group parameter of ``func`` as options, and call ``func`` with the
+    group built from them: options shared by several commands travel as one settings object, not one by one."""
+    signature = inspect.signature(func, eval_str=True)
+    groups: dict[str, tuple[type, list[str]]] = {}
+    params = []
+    for param in signature.parameters.values():
+        group = param.annotation
+        if not getattr(group, "__option_group__", False):
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        defaults = param.default if param.default is not param.empty else group()
+        hints = get_type_hints(group, include_extras=True)
+        names = [f.name for f in dataclasses.fields(group)]
+        groups[param.name] = (group, names)
+        params += [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name), annotation=hints[name]
+            )
+            for name in names
+        ]
+
+    @functools.wraps(func)
+    def command(**options):
+        for name, (group, names) in groups.items():
+            options[name] = group(**{field: options.pop(field) for field in names})
+        return func(**options)
+
+    command.__signature__ = signature.replace(parameters=params)
+    return command
+
 
 #: Flags that name different things on different commands: one declaration per meaning (the aliases named here).
 MEANINGS = {

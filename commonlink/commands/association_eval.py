@@ -10,47 +10,27 @@ import typer
 
 from commonlink.commands._common import console, reports_errors
 from commonlink.commands._options import (
-    BackendArgOpt,
-    BackendOpt,
-    BatchSizeOpt,
-    BootstrapOpt,
     CatalogRootOpt,
-    ConcurrencyOpt,
     DataOpt,
     DeductionRuleOpt,
-    GenArgOpt,
     LimitOpt,
-    MaxNewTokensOpt,
-    MaxPixelsOpt,
     MaxStepsOpt,
     ModelsOpt,
     NoReportOpt,
     OptionalOutOpt,
-    QuietOpt,
     RevisionOpt,
     RunNameOpt,
-    SeedOpt,
     StrategyOpt,
-    SystemPromptOpt,
-    TemperatureOpt,
-    TopPOpt,
-    TrustRemoteCodeOpt,
+    expand_option_groups,
 )
-from commonlink.commands.eval import (
-    cli_run_options,
-    generation_settings,
-    print_fresh_report,
-    run_backend,
-    run_task,
-)
+from commonlink.commands.eval import ModelRun, print_fresh_report, run_task
 from commonlink.errors import BackendError, InputError
-from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.eval.evaluator import default_out_dir
-from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.kinds.association.task import AssociationSettings, AssociationTask
 
 
 @reports_errors
+@expand_option_groups
 def association(
     data: DataOpt = ...,
     config: str = typer.Option(..., "--config", help="single_step | deduction | synchronous | asynchronous."),
@@ -58,7 +38,7 @@ def association(
     moe: bool = typer.Option(
         False, "--moe", help="Mixture of experts: ask every --model and take the majority answer at each step."
     ),
-    backend: BackendOpt = None,
+    run: ModelRun = ModelRun(max_new_tokens=64),
     memory: str = typer.Option(
         "structm",
         "--memory",
@@ -83,7 +63,6 @@ def association(
     deduction_rule: DeductionRuleOpt = "all-shared",
     out: OptionalOutOpt = None,
     revision: RevisionOpt = None,
-    batch_size: BatchSizeOpt = None,
     limit: LimitOpt = None,
     group_size: int = typer.Option(
         512,
@@ -91,18 +70,6 @@ def association(
         min=1,
         help="Tasks loaded and run together (chains of a group advance in lockstep); bounds memory.",
     ),
-    max_new_tokens: MaxNewTokensOpt = 64,
-    temperature: TemperatureOpt = 0.0,
-    top_p: TopPOpt = 1.0,
-    seed: SeedOpt = 0,
-    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
-    system_prompt: SystemPromptOpt = None,
-    gen_arg: GenArgOpt = None,
-    backend_arg: BackendArgOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    concurrency: ConcurrencyOpt = None,
-    bootstrap: BootstrapOpt = N_BOOTSTRAP,
-    quiet: QuietOpt = False,
     no_report: NoReportOpt = False,
     catalog_root: CatalogRootOpt = None,
     run_name: RunNameOpt = None,
@@ -132,34 +99,13 @@ def association(
         deduction_rule=deduction_rule,
         strategy=strategy,
     )
-    generation = generation_settings(
-        max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
-    )
-    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
+    backend = run.backend_name(model)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")
     task = AssociationTask(
         data, config, settings=settings, revision=revision, group_size=group_size, catalog_root=catalog_root
     )
-    run_task(
-        task,
-        out,
-        cli_run_options(
-            model,
-            backend,
-            out,
-            generation,
-            batch_size=batch_size,
-            limit=limit,
-            backend_arg=backend_arg,
-            trust_remote_code=trust_remote_code,
-            concurrency=concurrency,
-            seed=seed,
-            bootstrap=bootstrap,
-            quiet=quiet,
-            run_name=run_name,
-            report=not no_report,
-        ),
-    )
+    options = run.options(model, out, run_name=run_name, limit=limit, report=not no_report)
+    run_task(task, out, options)
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)

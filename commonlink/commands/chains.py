@@ -34,10 +34,10 @@ from commonlink.commands._options import (
     ThumbSizeOpt,
     TrustRemoteCodeOpt,
 )
-from commonlink.commands.eval import backend_options, generation_settings
+from commonlink.commands.eval import backend_options
 from commonlink.constants import DEFAULT_MIN_PIXELS
 from commonlink.errors import InputError
-from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
+from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS, GenerationSettings
 from commonlink.kinds.association.chain_sources import (
     SourceReport,
     default_concept_kind,
@@ -268,8 +268,12 @@ def _print_build_summary(summary: BuildSummary) -> None:
         done = " (already built, kept)" if task in summary.skipped else ""
         console.print(f"{task}: {summary.counts[task]:,} rows -> {escape(str(path))}{done}")
     console.print(f"{summary.steps:,} chain steps in all.")
+    _print_next_step(summary.out_dir)
+
+
+def _print_next_step(chain_files: Path) -> None:
     console.print(
-        f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR",
+        f"Next: commonlink release build {escape(str(chain_files))}/*.jsonl --out RELEASE_DIR",
         highlight=False,
         soft_wrap=True,
     )
@@ -322,7 +326,7 @@ def verify(
     are dropped.
     Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
     """
-    generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
+    generation = GenerationSettings(max_new_tokens=max_new_tokens, seed=seed, max_pixels=max_pixels)
     models = list(model or [])
     backends = backend[0] if len(backend) == 1 else list(backend)
     options = (
@@ -358,11 +362,7 @@ def verify(
     console.print(
         f"Wrote {escape(str(summary.out_dir))}: verified chain files, {summary.report.name} (every claim and drop)."
     )
-    console.print(
-        f"Next: commonlink release build {escape(str(summary.out_dir))}/*.jsonl --out RELEASE_DIR",
-        highlight=False,
-        soft_wrap=True,
-    )
+    _print_next_step(summary.out_dir)
 
 
 @reports_errors

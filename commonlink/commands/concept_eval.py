@@ -10,36 +10,20 @@ import typer
 
 from commonlink.commands._common import console, reports_errors
 from commonlink.commands._options import (
-    BackendArgOpt,
-    BackendOpt,
-    BatchSizeOpt,
-    BootstrapOpt,
     CatalogRootOpt,
-    ConcurrencyOpt,
     DataOpt,
     DeductionRuleOpt,
-    GenArgOpt,
     LimitOpt,
-    MaxNewTokensOpt,
-    MaxPixelsOpt,
     ModelsOpt,
     OptionalOutOpt,
-    QuietOpt,
     RevisionOpt,
     RunNamesOpt,
-    SeedOpt,
     StrategyOpt,
-    SystemPromptOpt,
-    TemperatureOpt,
-    TopPOpt,
-    TrustRemoteCodeOpt,
+    expand_option_groups,
 )
-from commonlink.commands.eval import cli_run_options, generation_settings, run_backend, run_task
+from commonlink.commands.eval import ModelRun, run_task
 from commonlink.errors import InputError
-from commonlink.eval.backends import GenerationSettings
-from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.eval.evaluator import default_out_dir
-from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.fileio import atomic_write_text
 from commonlink.kinds.association.concept_prompts import COMPLEXITIES, STRATEGIES
 from commonlink.kinds.association.concept_task import ConceptPerceptionTask, render_table4
@@ -53,10 +37,11 @@ def _split(value: str | None) -> list[str] | None:
 
 
 @reports_errors
+@expand_option_groups
 def concept(
     data: DataOpt = ...,
     model: ModelsOpt = ...,
-    backend: BackendOpt = None,
+    run: ModelRun = ModelRun(),
     strategy: StrategyOpt = ALL_STRATEGIES,
     complexity: str = typer.Option(
         ALL_COMPLEXITIES,
@@ -66,20 +51,7 @@ def concept(
     deduction_rule: DeductionRuleOpt = "all-shared",
     out: OptionalOutOpt = None,
     revision: RevisionOpt = None,
-    batch_size: BatchSizeOpt = None,
     limit: LimitOpt = None,
-    max_new_tokens: MaxNewTokensOpt = GenerationSettings.max_new_tokens,
-    temperature: TemperatureOpt = 0.0,
-    top_p: TopPOpt = 1.0,
-    seed: SeedOpt = 0,
-    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
-    system_prompt: SystemPromptOpt = None,
-    gen_arg: GenArgOpt = None,
-    backend_arg: BackendArgOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    concurrency: ConcurrencyOpt = None,
-    bootstrap: BootstrapOpt = N_BOOTSTRAP,
-    quiet: QuietOpt = False,
     catalog_root: CatalogRootOpt = None,
     run_name: RunNamesOpt = None,
 ) -> None:
@@ -94,10 +66,7 @@ def concept(
             f"{len(run_name)} --run-name for {len(model)} --model.",
             "Give one --run-name per --model (in the same order), or none.",
         )
-    generation = generation_settings(
-        max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
-    )
-    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
+    backend = run.backend_name(model)
     out = out or default_out_dir("grid", "+".join(model), backend, task="concept")
     runs = []
     for name in model:
@@ -107,32 +76,13 @@ def concept(
             complexities=_split(complexity),
             revision=revision,
             deduction_rule=deduction_rule,
-            seed=seed,
+            seed=run.seed,
             catalog_root=catalog_root,
         )
         folder = out / default_out_dir("grid", name, backend, task="concept").name if len(model) > 1 else out
-        runs.append(
-            run_task(
-                task,
-                folder,
-                cli_run_options(
-                    [name],
-                    backend,
-                    folder,
-                    generation,
-                    batch_size=batch_size,
-                    limit=limit,
-                    backend_arg=backend_arg,
-                    trust_remote_code=trust_remote_code,
-                    concurrency=concurrency,
-                    seed=seed,
-                    bootstrap=bootstrap,
-                    quiet=quiet,
-                    run_name=run_name[len(runs)] if run_name else None,
-                    report=False,
-                ),
-            )
-        )
+        name_of_run = run_name[len(runs)] if run_name else None
+        options = run.options([name], folder, backend=backend, run_name=name_of_run, limit=limit, report=False)
+        runs.append(run_task(task, folder, options))
     table = render_table4(runs)
     if len(model) > 1:
         atomic_write_text(out / "table4.md", table)

@@ -7,11 +7,10 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from commonlink.commands._common import console, reports_errors
+from commonlink.commands._common import console, parse_resolution, reports_errors
 from commonlink.commands._options import OutOpt, QuietOpt, ResolutionOpt, SeedOpt, WorkersOpt
 from commonlink.commands.eval import report_line
 from commonlink.demo import k_spread_lines, run_demo
-from commonlink.errors import InputError
 from commonlink.eval.report.tables import render_markdown_table
 
 
@@ -31,15 +30,11 @@ def demo(
     report of their predictions with the images (one page per split). --out: the folder for everything the demo
     writes (rerun to continue)."""
 
-    try:
-        width, height = (int(v) for v in resolution.lower().split("x"))
-    except ValueError:
-        raise InputError(f"--resolution {resolution!r} is not WIDTHxHEIGHT.", "e.g. --resolution 384x384.") from None
     result = run_demo(
         out,
         seed=seed,
         scale=scale,
-        resolution=(width, height),
+        resolution=parse_resolution(resolution, example="384x384"),
         workers=workers,
         progress=not quiet,
         log=lambda msg: console.print(f"[bold cyan]{escape(msg)}[/]", highlight=False, soft_wrap=True),

@@ -37,6 +37,8 @@ from commonlink.commands._options import (
     ThumbSizeOpt,
     TopPOpt,
     TrustRemoteCodeOpt,
+    expand_option_groups,
+    option_group,
 )
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
@@ -58,26 +60,79 @@ from commonlink.sharding import parse_shard
 DEFAULT_BACKEND = "transformers"
 
 
-def generation_settings(
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float,
-    seed: int,
-    max_pixels: int,
-    *,
-    system_prompt: str | None = None,
-    gen_args: list[str] | None = None,
-) -> GenerationSettings:
-    """The :class:`GenerationSettings` of the generation options (the settings check themselves)."""
-    return GenerationSettings(
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        seed=seed,
-        max_pixels=max_pixels,
-        system_prompt=system_prompt or None,
-        extra=parse_key_values(gen_args or [], option="--gen-arg"),
-    )
+@option_group
+class ModelRun:
+    """How an eval command runs its models: the backend and its options, the generation settings, the scoring's
+    bootstrap and the progress bars. :meth:`options` is the library's :class:`RunOptions` (it checks itself)."""
+
+    backend: BackendOpt = None
+    batch_size: BatchSizeOpt = None
+    backend_arg: BackendArgOpt = None
+    trust_remote_code: TrustRemoteCodeOpt = False
+    concurrency: ConcurrencyOpt = None
+    max_new_tokens: MaxNewTokensOpt = GenerationSettings.max_new_tokens
+    temperature: TemperatureOpt = 0.0
+    top_p: TopPOpt = 1.0
+    seed: SeedOpt = 0
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS
+    system_prompt: SystemPromptOpt = None
+    gen_arg: GenArgOpt = None
+    bootstrap: BootstrapOpt = N_BOOTSTRAP
+    quiet: QuietOpt = False
+
+    def backend_name(self, models: str | list[str]) -> str:
+        """The backend the run uses (see :func:`run_backend`)."""
+        given = {"trust_remote_code": self.trust_remote_code, "concurrency": self.concurrency}
+        return run_backend(models, self.backend, self.backend_arg, **given)
+
+    def generation(self) -> GenerationSettings:
+        return GenerationSettings(
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed,
+            max_pixels=self.max_pixels,
+            system_prompt=self.system_prompt or None,
+            extra=parse_key_values(self.gen_arg or [], option="--gen-arg"),
+        )
+
+    def options(self, models: list[str], out: Path, *, backend: str | None = None, **command_options) -> RunOptions:
+        """The run's :class:`RunOptions` (``backend``: the one :meth:`backend_name` chose for all the command's
+        models); ``command_options``: the command's own (limit, rows, shard, report, overwrite, run_name, ...)."""
+        backend = backend or self.backend_name(models)
+        given = {"trust_remote_code": self.trust_remote_code, "concurrency": self.concurrency}
+        return RunOptions(
+            models=list(models),
+            backend=backend,
+            out_dir=out,
+            settings=self.generation(),
+            batch_size=self.batch_size,
+            backend_options=backend_options(backend, self.backend_arg, **given),
+            seed=self.seed,
+            n_boot=self.bootstrap,
+            progress=not self.quiet,
+            **command_options,
+        )
+
+
+@option_group
+class CommonORows:
+    """Which Common-O rows an eval command scores."""
+
+    data: DataOpt = "facebook/Common-O"
+    split: SplitOpt = "main"
+    revision: RevisionOpt = None
+    limit: LimitOpt = None
+    rows: RowsOpt = None
+    shard: ShardOpt = None
+
+    def selection(self) -> dict:
+        """The row selection of :class:`RunOptions` (limit, rows, shard)."""
+        return {
+            "limit": self.limit,
+            "rows": parse_range(self.rows, option="--rows") if self.rows else None,
+            "shard": parse_shard(self.shard),
+        }
 
 
 def backend_options(
@@ -95,43 +150,6 @@ def backend_options(
             )
         options["concurrency"] = concurrency
     return options
-
-
-def cli_run_options(
-    models: list[str],
-    backend: str,
-    out: Path,
-    settings: GenerationSettings,
-    *,
-    batch_size: int | None,
-    limit: int | None,
-    backend_arg: list[str] | None,
-    trust_remote_code: bool,
-    concurrency: int | None,
-    seed: int,
-    bootstrap: int,
-    quiet: bool,
-    run_name: str | None,
-    **command_options,
-) -> RunOptions:
-    """The :class:`RunOptions` of an eval command from the options every eval command shares;
-    ``command_options``: the command's own (rows, shard, report, overwrite, ...)."""
-    return RunOptions(
-        models=list(models),
-        backend=backend,
-        out_dir=out,
-        settings=settings,
-        batch_size=batch_size,
-        limit=limit,
-        backend_options=backend_options(
-            backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency
-        ),
-        seed=seed,
-        n_boot=bootstrap,
-        progress=not quiet,
-        run_name=run_name,
-        **command_options,
-    )
 
 
 def run_backend(
@@ -176,27 +194,13 @@ def run_task(task: Task, out: Path, options: RunOptions) -> dict:
         return evaluate(task, options)
 
 
-def parse_rows(rows: str | None) -> tuple[int, int] | None:
-    return parse_range(rows, option="--rows") if rows else None
-
-
 @reports_errors
+@expand_option_groups
 def commono(
     model: ModelOpt = ...,
-    data: DataOpt = "facebook/Common-O",
-    split: SplitOpt = "main",
-    backend: BackendOpt = None,
+    data: CommonORows = CommonORows(),
     out: OptionalOutOpt = None,
-    revision: RevisionOpt = None,
-    batch_size: BatchSizeOpt = None,
-    limit: LimitOpt = None,
-    rows: RowsOpt = None,
-    shard: ShardOpt = None,
-    max_new_tokens: MaxNewTokensOpt = GenerationSettings.max_new_tokens,
-    temperature: TemperatureOpt = 0.0,
-    top_p: TopPOpt = 1.0,
-    seed: SeedOpt = 0,
-    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    run: ModelRun = ModelRun(),
     concat_images: bool = typer.Option(
         False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."
     ),
@@ -212,11 +216,6 @@ def commono(
         "--max-unreadable-share",
         help="Stop when more than this share of the rows cannot be read (1 = never stop).",
     ),
-    system_prompt: SystemPromptOpt = None,
-    gen_arg: GenArgOpt = None,
-    backend_arg: BackendArgOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    concurrency: ConcurrencyOpt = None,
     similarity: bool = typer.Option(
         False,
         "--similarity",
@@ -226,8 +225,6 @@ def commono(
     similarity_model: str = typer.Option(
         None, "--similarity-model", help="Embedding model folder/id for the similarity analysis (transformers encoder)."
     ),
-    bootstrap: BootstrapOpt = N_BOOTSTRAP,
-    quiet: QuietOpt = False,
     no_report: NoReportOpt = False,
     overwrite: OverwriteOpt = False,
     run_name: RunNameOpt = None,
@@ -237,76 +234,34 @@ def commono(
     --out: the run folder (default eval-runs/commono-SPLIT-MODEL-BACKEND); rerun with the same folder to resume.
     """
 
-    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    out = out or default_out_dir(split, model, backend)
+    backend = run.backend_name(model)
+    out = out or default_out_dir(data.split, model, backend)
     task = CommonOTask(
-        data,
-        split,
-        revision=revision,
+        data.data,
+        data.split,
+        revision=data.revision,
         concat_images=concat_images,
         image_protocol=image_protocol,
         question=question,
         similarity=similarity,
         similarity_model=similarity_model,
     )
-    settings = generation_settings(
-        max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
-    )
-    results = run_task(
-        task,
-        out,
-        cli_run_options(
-            [model],
-            backend,
-            out,
-            settings,
-            batch_size=batch_size,
-            limit=limit,
-            backend_arg=backend_arg,
-            trust_remote_code=trust_remote_code,
-            concurrency=concurrency,
-            seed=seed,
-            bootstrap=bootstrap,
-            quiet=quiet,
-            run_name=run_name,
-            rows=parse_rows(rows),
-            shard=parse_shard(shard),
-            report=not no_report,
-            max_unreadable_share=max_unreadable_share,
-            overwrite=overwrite,
-        ),
-    )
-    _print_summary(results, out, render_markdown_table, shard)
+    own = {"report": not no_report, "max_unreadable_share": max_unreadable_share, "overwrite": overwrite}
+    options = run.options([model], out, run_name=run_name, **own, **data.selection())
+    _print_summary(run_task(task, out, options), out, render_markdown_table, data.shard)
 
 
 @reports_errors
+@expand_option_groups
 def perception(
     model: ModelOpt = ...,
-    data: DataOpt = "facebook/Common-O",
-    split: SplitOpt = "main",
-    backend: BackendOpt = None,
+    data: CommonORows = CommonORows(),
     out: OptionalOutOpt = None,
-    revision: RevisionOpt = None,
-    batch_size: BatchSizeOpt = None,
-    limit: LimitOpt = None,
-    rows: RowsOpt = None,
-    shard: ShardOpt = None,
-    max_new_tokens: MaxNewTokensOpt = GenerationSettings.max_new_tokens,
-    temperature: TemperatureOpt = 0.0,
-    top_p: TopPOpt = 1.0,
-    seed: SeedOpt = 0,
-    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    run: ModelRun = ModelRun(),
     image_protocol: ImageProtocolOpt = "shorter-side-384",
     yes_no_hint: bool = typer.Option(
         False, "--yes-no-hint", help="Add ' Answer yes or no.' to the paper's question (off: the paper's wording)."
     ),
-    system_prompt: SystemPromptOpt = None,
-    gen_arg: GenArgOpt = None,
-    backend_arg: BackendArgOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    concurrency: ConcurrencyOpt = None,
-    bootstrap: BootstrapOpt = N_BOOTSTRAP,
-    quiet: QuietOpt = False,
     overwrite: OverwriteOpt = False,
     run_name: RunNameOpt = None,
 ) -> None:
@@ -316,35 +271,13 @@ def perception(
     --limit counts rows, each asked one question per choice object for each image.
     """
 
-    backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    out = out or default_out_dir(split, model, backend, task="perception")
-    task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
-    settings = generation_settings(
-        max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
+    backend = run.backend_name(model)
+    out = out or default_out_dir(data.split, model, backend, task="perception")
+    task = PerceptionTask(
+        data.data, data.split, revision=data.revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint
     )
-    results = run_task(
-        task,
-        out,
-        cli_run_options(
-            [model],
-            backend,
-            out,
-            settings,
-            batch_size=batch_size,
-            limit=limit,
-            backend_arg=backend_arg,
-            trust_remote_code=trust_remote_code,
-            concurrency=concurrency,
-            seed=seed,
-            bootstrap=bootstrap,
-            quiet=quiet,
-            run_name=run_name,
-            rows=parse_rows(rows),
-            shard=parse_shard(shard),
-            overwrite=overwrite,
-        ),
-    )
-    _print_summary(results, out, render_markdown_table, shard)
+    options = run.options([model], out, run_name=run_name, overwrite=overwrite, **data.selection())
+    _print_summary(run_task(task, out, options), out, render_markdown_table, data.shard)
 
 
 @reports_errors

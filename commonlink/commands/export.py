@@ -15,6 +15,8 @@ from commonlink.commands._options import (
     QuietOpt,
     RevisionOpt,
     SplitsOpt,
+    expand_option_groups,
+    option_group,
 )
 from commonlink.errors import InputError
 from commonlink.eval.export.run_commands import format_commands, lmms_eval_commands, vlmevalkit_commands
@@ -43,29 +45,39 @@ def _out_folder(out: Path | None, old_out: Path | None, command: str) -> Path:
     return out or old_out
 
 
+@option_group
+class ExportInputs:
+    """What both exports read, and where they write."""
+
+    out: OptionalOutOpt = None
+    data: DataOpt = "facebook/Common-O"
+    association: AssociationOpt = None
+    revision: RevisionOpt = None
+    split: SplitsOpt = ("main", "challenge")
+    catalog_root: CatalogRootOpt = None
+    quiet: QuietOpt = False
+
+    def write(self, writer, old_out: Path | None, command: str) -> tuple[Path, list]:
+        """``writer`` (an export of :mod:`commonlink.eval.export.writers`) run on these inputs: (out, files)."""
+        out = _out_folder(self.out, old_out, command)
+        written = writer(
+            out,
+            data=self.data,
+            association=self.association,
+            revision=self.revision,
+            splits=tuple(self.split),
+            catalog_root=self.catalog_root,
+            progress=not self.quiet,
+        )
+        return out, written
+
+
 @reports_errors
-def lmms_eval(
-    old_out: Path = OLD_OUT,
-    out: OptionalOutOpt = None,
-    data: DataOpt = "facebook/Common-O",
-    association: AssociationOpt = None,
-    revision: RevisionOpt = None,
-    split: SplitsOpt = ["main", "challenge"],  # noqa: B006 (Typer reads it, never mutates it)
-    catalog_root: CatalogRootOpt = None,
-    quiet: QuietOpt = False,
-) -> None:
+@expand_option_groups
+def lmms_eval(old_out: Path = OLD_OUT, inputs: ExportInputs = ExportInputs()) -> None:
     """lmms-eval tasks common_o, common_o_challenge (and association_single_step) scored with commonlink's parser
     and metrics, written into --out (required)."""
-    out = _out_folder(out, old_out, "lmms-eval")
-    written = export_lmms_eval(
-        out,
-        data=data,
-        association=association,
-        revision=revision,
-        splits=tuple(split),
-        catalog_root=catalog_root,
-        progress=not quiet,
-    )
+    out, written = inputs.write(export_lmms_eval, old_out, "lmms-eval")
     tasks = [p.stem for p in written if p.suffix == ".yaml"]
     console.print(
         f"Wrote {len(written)} files to {out / LMMS_TASK_DIR} (tasks {', '.join(tasks)}). Run them with "
@@ -77,28 +89,11 @@ def lmms_eval(
 
 
 @reports_errors
-def vlmevalkit(
-    old_out: Path = OLD_OUT,
-    out: OptionalOutOpt = None,
-    data: DataOpt = "facebook/Common-O",
-    association: AssociationOpt = None,
-    revision: RevisionOpt = None,
-    split: SplitsOpt = ["main", "challenge"],  # noqa: B006 (Typer reads it, never mutates it)
-    catalog_root: CatalogRootOpt = None,
-    quiet: QuietOpt = False,
-) -> None:
+@expand_option_groups
+def vlmevalkit(old_out: Path = OLD_OUT, inputs: ExportInputs = ExportInputs()) -> None:
     """VLMEvalKit TSV files and a dataset class (commonlink_vlmeval.py) scored with commonlink's parser and metrics,
     written into --out (required)."""
-    out = _out_folder(out, old_out, "vlmevalkit")
-    written = export_vlmevalkit(
-        out,
-        data=data,
-        association=association,
-        revision=revision,
-        splits=tuple(split),
-        catalog_root=catalog_root,
-        progress=not quiet,
-    )
+    out, written = inputs.write(export_vlmevalkit, old_out, "vlmevalkit")
     datasets = [p.stem for p in written if p.suffix == ".tsv"]
     console.print(
         f"Wrote {', '.join(p.name for p in written)} to {out}. Run them with VLMEvalKit's run.py options "

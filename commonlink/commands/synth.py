@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from commonlink.commands._common import console, parse_range, reports_errors, shows_progress
+from commonlink.commands._common import console, parse_range, parse_resolution, reports_errors, shows_progress
 from commonlink.commands._options import (
     AssetsOpt,
     ConnectTimeoutOpt,
@@ -31,14 +31,6 @@ from commonlink.synth.job import SceneChecks, SynthJob
 from commonlink.synth.plan import PlanConfig
 from commonlink.synth.render import renderer_settings
 from commonlink.synth.runner import synthesize
-
-
-def _parse_resolution(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x", 1))
-    except ValueError:
-        raise InputError(f"--resolution {text!r} is not WIDTHxHEIGHT.", "e.g. --resolution 512x512.") from None
-    return width, height
 
 
 def _parse_band(text: str) -> tuple[float, float] | None:
@@ -128,7 +120,7 @@ def synth(
     """
 
     low, high = parse_range(objects, option="--objects")
-    width, height = _parse_resolution(resolution)
+    width, height = parse_resolution(resolution)
     sets = {"set_size": set_size, "set_pool": set_pool, "set_share": set_share}
     checks = {"min_visible_pixels": min_visible_pixels, "max_hidden_share": max_hidden, "max_attempts": max_attempts}
     # Each renderer takes its own options (--shadows: offline; --host, --port and the timeouts: unrealcv).
