@@ -180,7 +180,7 @@ def test_the_evaluator_returns_results_and_the_writers_write_them(common_o_split
     """run_eval writes nothing but the prediction cache; write_run writes the task's files and the report."""
     data = common_o_split(6, seed=2)
     out = tmp_path / "run"
-    options = RunOptions(models=["random"], out_dir=out, n_boot=20, show_progress=False)
+    options = RunOptions(models=["random"], out_dir=out, n_boot=20, progress=False)
     run = run_eval(CommonOTask(data, "main"), options)
     assert run.results["task"] == "common_o" and len(run.outcome.records) == 6
     assert sorted(p.name for p in out.iterdir()) == ["prediction-cache.jsonl"]
