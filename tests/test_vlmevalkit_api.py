@@ -55,7 +55,7 @@ def test_vlmevalkit_with_an_api_model_scores_like_us_with_local_media(tmp_path):
     if not python:
         pytest.skip("VLMEvalKit not installed (docs/eval.md: its environment; then COMMONLINK_VLMEVAL_PYTHON)")
     pytest.importorskip("openai")
-    from commonlink.eval.commono import evaluate_common_o
+    from commonlink.kinds.common_o.task import evaluate_common_o
 
     release = write_common_o_split(tmp_path / "data", common_o_rows(16, seed=7, num_choices=4), split="main")
     export = tmp_path / "export"
