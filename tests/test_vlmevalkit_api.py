@@ -85,7 +85,8 @@ def test_vlmevalkit_with_an_api_model_scores_like_us_with_local_media(tmp_path):
                 ["bash", "-c", command], env=env, capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path
             )
             assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
-            [predictions] = [p for p in (tmp_path / name).rglob("m_CommonO.xlsx")]
+            # VLMEvalKit keeps the file in its run folder and links it from the model's folder: one file
+            [predictions] = {p.resolve() for p in (tmp_path / name).rglob("m_CommonO.xlsx")}
             import pandas as pd
 
             table = pd.read_excel(predictions)
