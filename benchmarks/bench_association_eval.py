@@ -111,7 +111,7 @@ def main() -> None:
         # 1. requests per scored step, random baseline over all chains
         baseline = load_backend("transformers", "random")
         asker = Asker([baseline], PredictionCache(tmp / "c0.jsonl"), GenerationSettings(), ["r"], 64)
-        runs = run_chains(chains, asker, settings, show_progress=False)
+        runs = run_chains(chains, asker, settings, progress=False)
         scored = sum(r.scored for r in runs)
         per_step = asker.requests_sent / scored
 
@@ -120,19 +120,19 @@ def main() -> None:
         backend = ForceCorrect(load_backend("transformers", str(model_dir)), chains)
         gen = GenerationSettings(max_new_tokens=args.max_new_tokens)
         warm = Asker([backend], PredictionCache(tmp / "warm.jsonl"), gen, ["w"], len(chains))
-        run_chains(chains[:2], warm, AssociationSettings(memory="structm", max_steps=1), show_progress=False)
+        run_chains(chains[:2], warm, AssociationSettings(memory="structm", max_steps=1), progress=False)
 
         backend.inner.generate_seconds = 0.0
         start = time.perf_counter()
         batched_asker = Asker([backend], PredictionCache(tmp / "b.jsonl"), gen, ["m"], len(chains))
-        batched = run_chains(chains, batched_asker, settings, show_progress=False)
+        batched = run_chains(chains, batched_asker, settings, progress=False)
         batched_s = time.perf_counter() - start
 
         start = time.perf_counter()
         single = []
         for chain in chains:
             one_asker = Asker([backend], PredictionCache(tmp / f"s-{chain.id}.jsonl"), gen, ["m"], 1)
-            single.extend(run_chains([chain], one_asker, settings, show_progress=False))
+            single.extend(run_chains([chain], one_asker, settings, progress=False))
         single_s = time.perf_counter() - start
         same = [r.log for r in batched] == [r.log for r in single]
 

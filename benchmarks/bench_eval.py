@@ -251,7 +251,7 @@ def transformers_runs(rows: int, max_new_tokens: int, batch_size: int, repeats: 
                     cache=cache,
                     run="bench",
                     batch_size=batch_size,
-                    show_progress=False,
+                    progress=False,
                 )
             )
 
@@ -287,7 +287,7 @@ def transformers_runs(rows: int, max_new_tokens: int, batch_size: int, repeats: 
                     image_protocol="native",
                     settings=GenerationSettings(max_new_tokens=max_new_tokens),
                     batch_size=batch_size,
-                    show_progress=False,
+                    progress=False,
                     n_boot=100,
                     report=False,
                 )
@@ -483,7 +483,7 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
                 "served-vlm",
                 "openai",
                 Path(tmp) / "warm-out",
-                show_progress=False,
+                progress=False,
                 n_boot=10,
                 backend_options=options,
                 image_protocol="native",
@@ -496,7 +496,7 @@ def openai_concurrency(requests: int, concurrency: int) -> list[dict]:
                 "served-vlm",
                 "openai",
                 Path(tmp) / "out",
-                show_progress=False,
+                progress=False,
                 n_boot=100,
                 backend_options=options,
                 image_protocol="native",
@@ -598,7 +598,7 @@ def baselines_image_decoding(rows: int, repeats: int, size: tuple[int, int] = (1
                         "main",
                         backend_instance=backend,
                         out_dir=tmp / f"{name}-{decode}-{k}",
-                        show_progress=False,
+                        progress=False,
                         n_boot=100,
                         report=False,
                     )
@@ -645,7 +645,7 @@ def gpu_throughput(model: str, rows: int) -> list[dict]:
                     Path(tmp) / name,
                     settings=GenerationSettings(max_new_tokens=256),
                     batch_size=8 if name == "transformers" else None,
-                    show_progress=False,
+                    progress=False,
                 )
                 out.append(
                     row(

@@ -213,7 +213,7 @@ def run_stage(stage: str, work: Path, scale: float, options: dict) -> dict:
                     "transformers",
                     work / "eval" / f"{split}-{model}",
                     seed=0,
-                    show_progress=False,
+                    progress=False,
                 )
                 overall = result["metrics"]["overall"]
                 scores[f"{split}-{model}"] = {

@@ -318,7 +318,7 @@ def _none_run(split: Path, out: Path, home: Path, *, report: bool) -> tuple[floa
     constants.COMMONLINK_HOME = home
     shutil.rmtree(out, ignore_errors=True)
     cpu, start = cpu_seconds(), time.perf_counter()
-    evaluate_common_o(split, "main", "none", out_dir=out, show_progress=False, n_boot=200, report=report)
+    evaluate_common_o(split, "main", "none", out_dir=out, progress=False, n_boot=200, report=report)
     return time.perf_counter() - start, cpu_seconds() - cpu
 
 
@@ -447,7 +447,7 @@ def main() -> None:
                 "main",
                 out_dir=run,
                 backend_instance=Talker(name, seed),
-                show_progress=False,
+                progress=False,
                 n_boot=200,
                 report=False,
             )

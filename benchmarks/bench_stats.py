@@ -160,7 +160,7 @@ def main() -> None:
             cat = render_catalog(Path(tmp) / f"c{n}", n)
             tracemalloc.start()
             t = time.perf_counter()
-            compute_object_stats(cat, show_progress=False)
+            compute_object_stats(cat, progress=False)
             elapsed = time.perf_counter() - t
             peaks[n] = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
