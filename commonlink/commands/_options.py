@@ -377,9 +377,13 @@ def expand_option_groups(func: Callable) -> Callable:
 
 
 #: Flags that name different things on different commands: one declaration per meaning (the aliases named here).
+CompareFormatOpt = Annotated[str, typer.Option("--format", help="md (markdown tables) | csv | json.")]
+TasksFormatOpt = Annotated[str, typer.Option("--format", help="text (for people) or json (for scripts).")]
+
 MEANINGS = {
     "--backend": ("BackendOpt", "RendererOpt"),  # the model's backend (eval, chains verify) | the renderer (synth)
     "--split": ("SplitOpt", "SourceSplitOpt"),  # a benchmark split | the split of an HF dataset source (chains)
     "--negatives": ("NegativeModeOpt", "CheckNegativesOpt"),  # how negatives are drawn | whether verify checks them
     "--strict": ("StrictCardOpt", "StrictIngestOpt"),  # push refuses an unfinished card | ingest exits 2 on refusals
+    "--format": ("CompareFormatOpt", "TasksFormatOpt"),  # compare's table format | eval tasks' listing format
 }

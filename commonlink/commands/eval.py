@@ -14,6 +14,7 @@ from commonlink.commands._options import (
     BatchSizeOpt,
     BootstrapOpt,
     CatalogRootOpt,
+    CompareFormatOpt,
     ConcurrencyOpt,
     DataOpt,
     GenArgOpt,
@@ -313,7 +314,7 @@ def compare(
     results: list[Path] = typer.Argument(
         ..., help="results.json files or run folders (any task: one table per task and split or config)."
     ),
-    fmt: str = typer.Option("md", "--format", help="md (markdown tables) | csv | json."),
+    fmt: CompareFormatOpt = "md",
     markdown: Path = typer.Option(None, "--markdown", help="Also write the comparison (in --format) to this file."),
     html: Path = typer.Option(
         None,

@@ -14,6 +14,7 @@ import typer
 
 from commonlink import registry
 from commonlink.commands._common import print_error
+from commonlink.commands._options import TasksFormatOpt
 from commonlink.errors import CommonlinkError, InputError
 
 __all__ = ["RUN_SETTINGS", "run", "task_options", "tasks"]
@@ -98,7 +99,7 @@ def _describe(ctx: typer.Context) -> list[dict]:
 
 def tasks(
     ctx: typer.Context,
-    output_format: str = typer.Option("text", "--format", help="text (for people) or json (for scripts)."),
+    output_format: TasksFormatOpt = "text",
 ) -> None:
     """List every registered eval task with its options (each runs with `commonlink eval run --task NAME`)."""
     if output_format not in ("text", "json"):
