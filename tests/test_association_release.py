@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+from pathlib import Path
 
 import datasets
 import pytest
@@ -286,6 +287,13 @@ def test_empty_task_file_is_left_out_of_the_release(release, tmp_path):
         build_association_release([chains / "asynchronous.jsonl"], tmp_path / "rel2", QUIET)
 
 
+def file_origin(path: Path) -> dict:
+    """A file origin as chain sources write it: inside its folder, with its sha256."""
+    from commonlink.fileio import sha256_file
+
+    return {"type": "file", "path": str(path), "catalog": str(path.parent), "sha256": sha256_file(path)}
+
+
 def test_png_text_chunks_are_not_published(tmp_path):
     """PNG tEXt/iTXt chunks (captions, locations, software) count as metadata: the image is re-encoded without them."""
     from PIL import PngImagePlugin
@@ -298,14 +306,14 @@ def test_png_text_chunks_are_not_published(tmp_path):
     info.add_itxt("Location", "Berlin")
     path = tmp_path / "photo.png"
     Image.new("RGB", (30, 20), (10, 200, 30)).save(path, pnginfo=info)
-    img = LabelledImage(id="p", labels=["x"], width=30, height=20, origin={"type": "file", "path": str(path)})
+    img = LabelledImage(id="p", labels=["x"], width=30, height=20, origin=file_origin(path))
     data = release_image_bytes(ImageFetcher(), img)
     assert b"52.5N" not in data and b"Berlin" not in data
     released = Image.open(io.BytesIO(data))
     assert released.size == (30, 20) and released.getpixel((3, 3)) == (10, 200, 30) and not released.text
     clean = tmp_path / "clean.png"
     Image.new("RGB", (30, 20), (10, 200, 30)).save(clean)
-    plain = LabelledImage(id="c", labels=["x"], width=30, height=20, origin={"type": "file", "path": str(clean)})
+    plain = LabelledImage(id="c", labels=["x"], width=30, height=20, origin=file_origin(clean))
     assert release_image_bytes(ImageFetcher(), plain) == clean.read_bytes()  # a clean file is published as it is
 
 
@@ -320,7 +328,7 @@ def test_rotated_photo_is_upright_and_sized_alike_in_chain_files_and_release(tmp
     exif[0x0112] = 6  # "rotate 90 clockwise to display"
     path = tmp_path / "rotated.jpg"
     raw.save(path, exif=exif, quality=95)
-    img = LabelledImage(id="r", labels=["x"], width=30, height=20, origin={"type": "file", "path": str(path)})
+    img = LabelledImage(id="r", labels=["x"], width=30, height=20, origin=file_origin(path))
     shown = ImageFetcher().open(img.origin, what="rotated")
     released = Image.open(io.BytesIO(release_image_bytes(ImageFetcher(), img)))
     assert shown.size == released.size == stored_size(release_image_bytes(ImageFetcher(), img)) == (20, 30)

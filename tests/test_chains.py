@@ -23,6 +23,11 @@ from commonlink.sampling.chains import (
 CONCEPTS = ["metal", "furry", "ripe", "painted", "rusty"]
 
 
+def _nowhere(path: str) -> dict:
+    """A file origin as chain sources record one (its folder, a sha256) for an image these tests never read."""
+    return {"type": "file", "path": path, "catalog": "/", "sha256": "0" * 64}
+
+
 def labelled_set(n: int = 120, seed: int = 0, extra: dict[str, int] | None = None) -> list[LabelledImage]:
     """``n`` images with 1-3 of CONCEPTS each (plus ``extra``: label -> number of images carrying only it)."""
     rng = np.random.default_rng(seed)
@@ -35,7 +40,7 @@ def labelled_set(n: int = 120, seed: int = 0, extra: dict[str, int] | None = Non
                 labels=labels,
                 width=300,
                 height=300,
-                origin={"type": "file", "path": f"/nowhere/{i}.jpg"},
+                origin=_nowhere(f"/nowhere/{i}.jpg"),
             )
         )
     for label, count in (extra or {}).items():
@@ -46,7 +51,7 @@ def labelled_set(n: int = 120, seed: int = 0, extra: dict[str, int] | None = Non
                     labels=[label],
                     width=300,
                     height=300,
-                    origin={"type": "file", "path": f"/nowhere/{label}{j}.jpg"},
+                    origin=_nowhere(f"/nowhere/{label}{j}.jpg"),
                 )
             )
     return images
@@ -261,7 +266,7 @@ def test_unknown_concept_suggests_and_empty_bridge_is_reported():
 
 
 def test_no_negative_candidate_is_an_error():
-    images = [LabelledImage(f"i{i}", ["all"], 300, 300, {"type": "file", "path": "/x"}) for i in range(10)]
+    images = [LabelledImage(f"i{i}", ["all"], 300, 300, _nowhere("/x")) for i in range(10)]
     with pytest.raises(NotEnoughDataError) as err:
         plan_build(LabelIndex(images), small_config(concepts=["all"]))
     assert "negative pool" in err.value.problem and "'all'" in err.value.problem
@@ -279,8 +284,8 @@ def test_parse_pairs_handles_hyphenated_names():
 
 def test_tiny_pools_still_alternate(tmp_path):
     """A pool of two forces x, y, x, y...: the positive is never its own query."""
-    images = [LabelledImage(f"p{i}", ["duo"], 300, 300, {"type": "file", "path": "/x"}) for i in range(2)]
-    images += [LabelledImage(f"n{i}", ["other"], 300, 300, {"type": "file", "path": "/x"}) for i in range(3)]
+    images = [LabelledImage(f"p{i}", ["duo"], 300, 300, _nowhere("/x")) for i in range(2)]
+    images += [LabelledImage(f"n{i}", ["other"], 300, 300, _nowhere("/x")) for i in range(3)]
     summary = build_chain_files(
         images, tmp_path, small_config(concepts=["duo"], tasks=["synchronous"], max_steps=200), progress=False
     )
@@ -291,7 +296,7 @@ def test_tiny_pools_still_alternate(tmp_path):
 
 def test_min_pixels_applies_to_given_image_lists(tmp_path):
     images = labelled_set()
-    images += [LabelledImage(f"small{i}", ["metal"], 100, 100, {"type": "file", "path": "/x"}) for i in range(5)]
+    images += [LabelledImage(f"small{i}", ["metal"], 100, 100, _nowhere("/x")) for i in range(5)]
     summary = build_chain_files(images, tmp_path, small_config(tasks=["synchronous"]), progress=False)
     table = read_image_table(summary.files["synchronous"])
     assert len(table) == 120 and not any(img.id.startswith("small") for img in table)
@@ -339,7 +344,7 @@ def test_an_image_overlapping_every_other_is_kept_out_of_query_and_negative_posi
     never a query or a negative; every image gets its own name and every negative shares no label with its query.
     (tests/test_chains_disjoint.py follows the same rule through a photo catalog and a release.)"""
     images = labelled_set(n=60, seed=3)
-    images.append(LabelledImage("everything", list(CONCEPTS), 300, 300, {"type": "file", "path": "/nowhere/all.jpg"}))
+    images.append(LabelledImage("everything", list(CONCEPTS), 300, 300, _nowhere("/nowhere/all.jpg")))
     summary = build_chain_files(images, tmp_path, small_config(), progress=False)
     assert summary.plan.without_disjoint_negative == 1
     assert any(note.startswith("1 image(s) share a label with every other image") for note in summary.plan.notes)
@@ -364,12 +369,10 @@ def test_too_few_usable_images_names_how_many_and_why(tmp_path):
     """Every image carries "metal": none can be a query with a disjoint negative, so tasks that need one fail,
     naming how many images were usable and why; deductions (no negative) still build from the same images."""
     images = [
-        LabelledImage(
-            f"i{i}", ["metal", "furry"] if i % 2 else ["metal", "ripe"], 300, 300, {"type": "file", "path": "/x"}
-        )
+        LabelledImage(f"i{i}", ["metal", "furry"] if i % 2 else ["metal", "ripe"], 300, 300, _nowhere("/x"))
         for i in range(12)
     ]
-    images += [LabelledImage(f"n{i}", ["furry", "ripe"], 300, 300, {"type": "file", "path": "/x"}) for i in range(3)]
+    images += [LabelledImage(f"n{i}", ["furry", "ripe"], 300, 300, _nowhere("/x")) for i in range(3)]
     with pytest.raises(NotEnoughDataError) as err:
         build_chain_files(images, tmp_path / "a", small_config(concepts=["metal"]), progress=False)
     assert (

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from commonlink.cli import app
 from commonlink.errors import InputError
-from commonlink.fileio import read_jsonl
+from commonlink.fileio import read_jsonl, sha256_file
 from commonlink.formats.association import ImageFetcher
 from commonlink.formats.catalog import CatalogRecord, write_catalog
 from commonlink.loaders import load_association
@@ -45,7 +45,7 @@ def test_catalog_source_through_cli(tmp_path):
                 scene_id=f"s{i}",
                 width=size[0],
                 height=size[1],
-                sha256="x" * 64,
+                sha256=sha256_file(catalog / "images" / f"{i}.png"),
             )
         )
     write_catalog(catalog, records)
@@ -285,7 +285,7 @@ def test_cli_prints_labels_with_square_brackets_as_written(tmp_path):
                 scene_id=f"s{i}",
                 width=40,
                 height=30,
-                sha256="x" * 64,
+                sha256=sha256_file(catalog / "images" / f"{i}.png"),
             )
         )
     write_catalog(catalog, records)

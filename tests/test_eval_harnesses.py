@@ -116,7 +116,11 @@ def _chains(root: Path, single_steps: int = 4) -> Path:
         Image.new("RGB", (24, 24), tuple(int(v) for v in rng.integers(0, 255, 3))).save(path)
         images.append(
             LabelledImage(
-                id=f"img{i:03d}", labels=labels, width=300, height=300, origin={"type": "file", "path": str(path)}
+                id=f"img{i:03d}",
+                labels=labels,
+                width=300,
+                height=300,
+                origin={"type": "file", "path": str(path), "catalog": str(root / "imgs")},  # an image folder
             )
         )
     cfg = ChainConfig(

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from commonlink.cli import app
-from commonlink.errors import InputError
+from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import read_jsonl, write_jsonl
 from commonlink.formats.association import read_image_table
 from commonlink.formats.catalog_refs import (
@@ -200,11 +200,11 @@ def test_files_with_absolute_catalog_paths_still_read(work, tmp_path):
     assert built.exit_code == 0, built.output
     assert _data_files(tmp_path / "r") == _data_files(_fresh(work, tmp_path))
 
-    # an image table as older builds wrote it: {"type": "file", "path": "/abs/..."}
+    # an image table as older builds wrote it: absolute catalog and image paths
     shutil.copytree(work / "chains", old / "chains")
     table = list(read_jsonl(old / "chains" / "images.jsonl"))
     for row in table:
-        row["origin"] = {"type": "file", "path": str(labels / row["origin"]["path"])}
+        row["origin"] = {**row["origin"], "catalog": str(labels), "path": str(labels / row["origin"]["path"])}
     write_jsonl(old / "chains" / "images.jsonl", table)
     chain_meta = json.loads((old / "chains" / "synchronous.jsonl.meta.json").read_text())
     chain_meta.pop("images_sha256", None)
@@ -212,6 +212,12 @@ def test_files_with_absolute_catalog_paths_still_read(work, tmp_path):
     assert [img.origin["path"] for img in images] == [
         str(labels / r["origin"]["path"]) for r in read_jsonl(work / "chains" / "images.jsonl")
     ]
+    # one naming no catalog at all (a bare absolute path) is refused since issue 38: nothing outside a catalog is read
+    for row in table:
+        row["origin"] = {"type": "file", "path": row["origin"]["path"], "sha256": row["origin"].get("sha256")}
+    write_jsonl(old / "chains" / "images.jsonl", table)
+    with pytest.raises(SchemaError, match="outside every catalog"):
+        read_image_table(old / "chains" / "synchronous.jsonl", chain_meta)
 
 
 def _fresh(work: Path, tmp_path: Path) -> Path:

@@ -8,10 +8,11 @@ config per task, split ``test``) whose features :func:`association_features` giv
 An image's ``origin`` says where its pixels are, so the release step (possibly on another machine) can fetch
 them again:
 
-* ``{"type": "file", "path": "/abs/image.jpg"}`` -- an image file (catalogs, manifest folders, OCL, Pangea);
-  ``sha256`` (recorded when the chains are built: the release refuses a file changed since) and, for catalogs and
-  manifest folders, ``catalog`` + ``relative`` (the folder the file must stay in: a symbolic link out of it is
-  refused, as Common-O releases refuse it). The image table stores such a folder relative to the table's own
+* ``{"type": "file", "path": "/abs/image.jpg", "catalog": "/abs", "sha256": ...}`` -- an image file of a folder
+  (a catalog, a manifest folder, the ``--image-root`` of OCL and Pangea): ``catalog`` is the folder the file must
+  stay in and ``sha256`` is recorded when the chains are built. A file is read (by release build, eval, export,
+  review) only from inside its folder (a symbolic link out of it is refused) and only with that sha256; a table
+  naming a file outside every folder, or none, is refused when read (:func:`checked_file_origin`). The image table stores such a folder relative to the table's own
   folder and ``path`` inside it (``"catalog": "../catalogs/real", "path": "images/x.jpg"``; ``formats.catalog_refs``);
   in memory both are absolute, and older tables store absolute paths;
 * ``{"type": "hf", "dataset": "<path or repo id>", "split": "train", "row": 12, "column": "image",
@@ -33,7 +34,8 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import read_jsonl, sha256_file
+from commonlink.fileio import read_jsonl, safe_join, sha256_bytes, sha256_file
+from commonlink.formats.catalog import outside_link_error
 from commonlink.formats.catalog_refs import CatalogResolver, origin_for_file
 from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, load_sidecar, meta_path
 from commonlink.images import open_image
@@ -299,7 +301,58 @@ def read_image_table(
             "Rebuild all chain files of this folder with one `commonlink chains` run.",
         )
     resolver = CatalogResolver(path, catalog_root)
-    return [LabelledImage.from_json(row, resolver) for row in read_jsonl(path)]
+    table = [LabelledImage.from_json(row, resolver) for row in read_jsonl(path)]
+    for img in table:  # every file checked to lie inside its folder before any is read (or sent)
+        if img.origin.get("type") == "file":
+            checked_file_origin(img.origin, what=f"{path}: image {img.id}")
+    return table
+
+
+_REBUILD_CHAINS = (
+    "Rebuild the chain files with `commonlink chains` from a catalog, a manifest folder or an --image-root: "
+    "commonlink reads (and sends to a model) only images inside the folders a chain folder names."
+)
+
+
+def checked_file_origin(origin: dict, *, what: str) -> tuple[str, str]:
+    """``(folder, path inside it)`` of a file origin: it must name its catalog (or image folder), lie inside it
+    and carry the ``sha256`` recorded when the chains were built; an error otherwise (nothing is read)."""
+    folder, path, digest = origin.get("catalog"), origin.get("path"), origin.get("sha256")
+    if not isinstance(path, str) or not path:
+        raise SchemaError(f"{what}: its file origin names no path.", _REBUILD_CHAINS)
+    if not isinstance(folder, str) or not folder:
+        raise SchemaError(
+            f"{what}: the file {path} is outside every catalog (the table names none for it).", _REBUILD_CHAINS
+        )
+    inside = os.path.relpath(os.path.abspath(path), os.path.abspath(folder))
+    if inside == os.curdir or inside.split(os.sep, 1)[0] == os.pardir:
+        raise SchemaError(f"{what}: the file {path} is outside its catalog {folder}.", _REBUILD_CHAINS)
+    if not isinstance(digest, str) or not digest:
+        raise SchemaError(f"{what}: no sha256 is recorded for the file {path}.", _REBUILD_CHAINS)
+    return folder, inside
+
+
+def read_file_origin(origin: dict, *, what: str) -> bytes:
+    """The bytes of a file origin, read only from inside its folder (a symbolic link out of it is refused) and
+    only when they have the recorded sha256."""
+    folder, inside = checked_file_origin(origin, what=what)
+    try:
+        data = safe_join(folder, inside).read_bytes()
+    except InputError as exc:  # a symbolic link leaving the folder
+        exc = outside_link_error(folder, inside) or exc
+        raise InputError(f"{what}: {exc.problem}", exc.fix) from None
+    except FileNotFoundError:
+        raise InputError(
+            f"{what}: file {origin['path']} is gone since the chain files were built.",
+            "Restore the file, or rebuild the chain files.",
+        ) from None
+    if sha256_bytes(data) != origin["sha256"]:
+        raise InputError(
+            f"{what}: {origin['path']} changed since the chain files were built (its sha256 is not the one in "
+            f"{IMAGES_FILENAME}), so its labels may no longer describe it; it is not read.",
+            "Restore the original file, or rebuild the chain files (`commonlink chains ... --overwrite`).",
+        )
+    return data
 
 
 # ---------------------------------------------------------------------------------------------- pixels
@@ -331,10 +384,11 @@ class ImageFetcher:
             self._datasets[key] = ds
         return ds[int(origin["row"])][origin["column"]]
 
-    def original_bytes(self, origin: dict) -> tuple[bytes | None, Path | None]:
-        """(bytes, None) for in-dataset images, (None, path) for files."""
+    def original_bytes(self, origin: dict, *, what: str = "image") -> tuple[bytes | None, Path | None]:
+        """(bytes, None) for in-dataset images, (bytes, path) for files (read only from inside their catalog, with
+        the recorded sha256: :func:`read_file_origin`)."""
         if origin["type"] == "file":
-            return None, Path(origin["path"])
+            return read_file_origin(origin, what=what), Path(origin["path"])
         if origin["type"] == "hf":
             data, path = image_bytes_or_path(self._hf_value(origin))
             return (data, None) if data is not None else (None, Path(path) if path else None)
@@ -344,7 +398,7 @@ class ImageFetcher:
 
     def open(self, origin: dict, crop: Sequence[int] | None = None, *, what: str = "image") -> Image.Image:
         """The decoded image (pixel cap enforced), cropped when ``crop`` is set."""
-        data, path = self.original_bytes(origin)
+        data, path = self.original_bytes(origin, what=what)
         source: Any = data if data is not None else path
         if source is None:
             raise InputError(f"{what}: the dataset row has no image.")

@@ -185,27 +185,16 @@ def stored_size(data: bytes) -> tuple[int, int]:
 
 
 def source_image_bytes(fetcher: ImageFetcher, img: LabelledImage, reader: CatalogImageReader | None = None) -> bytes:
-    """The bytes of ``img``'s source file, checked as Common-O releases check theirs: a file of a catalog (or
-    manifest folder) is read through :class:`CatalogImageReader` (a symbolic link out of that folder is refused),
-    and its sha256 must be the one recorded when the chains were built (an image changed since is refused)."""
+    """The bytes of ``img``'s source file, checked as Common-O releases check theirs: a file is read only from
+    inside its catalog (or manifest or image folder; a symbolic link out of it is refused), and its sha256 must be
+    the one recorded when the chains were built (:func:`commonlink.formats.association.read_file_origin`)."""
     origin = img.origin
-    data, path = fetcher.original_bytes(origin)
     what = f"Image {img.id}"
+    data, path = fetcher.original_bytes(origin, what=what)  # a file: only from inside its folder, sha256 checked
     if data is None:
         if path is None:
             raise InputError(f"{what}: its source row has no image.", "Rebuild the chain files from a complete source.")
-        try:
-            if origin.get("catalog") and origin.get("relative"):
-                data = (reader or CatalogImageReader()).read(origin["catalog"], origin["relative"], what=what)
-            else:
-                data = Path(path).read_bytes()
-        except FileNotFoundError:
-            data = None
-        if data is None:
-            raise InputError(
-                f"{what}: file {path} is gone since the chain files were built.",
-                "Restore the file, or rebuild the chain files.",
-            )
+        data = path.read_bytes()  # a Hugging Face dataset's image kept as a file of that dataset
     recorded = origin.get("sha256")
     if recorded and sha256_bytes(data) != recorded:
         raise InputError(

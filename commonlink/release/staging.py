@@ -150,7 +150,10 @@ def verify_release(release_dir: str | os.PathLike) -> list[str]:
 def foreign_entries(root: Path, listed: dict) -> list[str]:
     """Everything under ``root`` that the manifest's ``listed`` files do not account for: files (relative paths,
     hidden ones included) and empty folders (with a trailing ``/``)."""
-    keep = set(listed) | {MANIFEST_FILENAME}
+    return _entries(root, set(listed) | {MANIFEST_FILENAME})
+
+
+def _entries(root: Path, keep: set[str]) -> list[str]:
     found = []
     for folder, dirs, names in os.walk(root):
         rel_folder = Path(folder).relative_to(root)
@@ -264,14 +267,25 @@ def _mark(folder: Path, token: str) -> None:
     )
 
 
-def swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
-    """Rename the finished build over ``out_dir`` (the old folder is moved aside and marked first, then deleted)."""
+class StrangerFilesError(InputError):
+    """Something appeared in ``--out`` while the command ran: the swap refused, and kept it."""
+
+
+def swap_into_place(tmp_dir: Path, out_dir: Path, *, found_at_start: list[str] | None = None) -> None:
+    """Rename the finished build over ``out_dir``; the old folder is moved aside and deleted only when it holds
+    nothing but what was there when the command started (``found_at_start``: its entries then, ``None``: it did
+    not exist), i.e. only what the command was allowed to replace. The check is made on the folder once it has
+    been renamed aside (so nothing can slip in after it); when something appeared, the old folder is put back as
+    it is, stranger included, and a :class:`StrangerFilesError` names what appeared."""
     with contextlib.suppress(FileNotFoundError):
         (tmp_dir / STAGING_MARKER).unlink()  # the release itself carries no marker
     old = None
     if out_dir.exists():
         old, token = _staging_name(out_dir, "old")
         os.rename(out_dir, old)
+        appeared = sorted(set(_entries(old, set())) - set(found_at_start or []))
+        if appeared:
+            _put_back(old, out_dir, appeared)
         with contextlib.suppress(OSError):  # unmarked, a leftover is kept (never deleted by guess)
             _mark(old, token)
     try:
@@ -284,6 +298,20 @@ def swap_into_place(tmp_dir: Path, out_dir: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _put_back(old: Path, out_dir: Path, appeared: list[str]) -> None:
+    try:
+        os.rename(old, out_dir)
+        kept = f"--out {out_dir} is left as it was"
+    except OSError:  # yet another folder took the name meanwhile: ours stays aside, unmarked (never deleted)
+        kept = f"what --out {out_dir} held is kept in {old}"
+    raise StrangerFilesError(
+        f"Files appeared in --out {out_dir} while this command ran, and commonlink never deletes files it did not "
+        f"write: {_listing(appeared)}. Nothing was replaced; {kept}.",
+        "Let whatever writes into that folder finish (or move those files out), then rerun the same command; or "
+        "pick another --out.",
+    )
 
 
 def _is_stale_staging(folder: Path) -> bool:
@@ -325,14 +353,18 @@ def remove_stale_staging(out_dir: Path) -> list[Path]:
 @contextlib.contextmanager
 def stage_release(out_dir: Path) -> Iterator[Path]:
     """A fresh hidden, marked staging folder beside ``out_dir``; swapped into place when the block ends normally,
-    removed when it raises (or is interrupted). Staging folders of killed builds are removed first."""
+    removed when it raises (or is interrupted). Staging folders of killed builds are removed first. The swap
+    replaces only what ``out_dir`` held when the block started (:func:`swap_into_place`): the caller checks that
+    state first (empty, or a release whose manifest lists all of it)."""
     remove_stale_staging(out_dir)
+    # what --out holds now (checked by the caller as replaceable: empty, or a release of only what it lists)
+    found_at_start = _entries(out_dir, set()) if out_dir.is_dir() else None
     tmp_dir, token = _staging_name(out_dir, "building")
     tmp_dir.mkdir(parents=True)
     try:
         _mark(tmp_dir, token)
         yield tmp_dir
-        swap_into_place(tmp_dir, out_dir)
+        swap_into_place(tmp_dir, out_dir, found_at_start=found_at_start)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
@@ -353,6 +385,7 @@ __all__ = [
     "DEFAULT_RELEASE_OPTIONS",
     "RELEASE_KINDS",
     "STAGING_MARKER",
+    "StrangerFilesError",
     "ReleaseOptions",
     "ReleaseResult",
     "build_key_of",

@@ -36,7 +36,7 @@ from PIL import Image
 from commonlink.catalog.labels import read_manifest
 from commonlink.constants import CATALOG_FILENAME
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import safe_join
+from commonlink.fileio import safe_join, sha256_file
 from commonlink.formats.association import (
     LabelledImage,
     image_bytes_or_path,
@@ -128,7 +128,13 @@ def read_manifest_source(
                 labels=clean_labels(entry.objects),
                 width=width,
                 height=height,
-                origin={"type": "file", "path": str(path), "catalog": str(folder), "relative": entry.file},
+                origin={
+                    "type": "file",
+                    "path": str(path),
+                    "catalog": str(folder),
+                    "relative": entry.file,
+                    "sha256": sha256_file(path),
+                },
             )
         )
     return keep_usable(images, report, min_pixels), report

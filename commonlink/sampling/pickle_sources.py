@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import safe_join
+from commonlink.fileio import safe_join, sha256_file
 from commonlink.formats.association import LabelledImage
 from commonlink.sampling.safe_pickle import safe_load
 from commonlink.sampling.source_common import SourceReport, clean_labels, image_size, keep_usable, stable_id
@@ -90,6 +90,18 @@ def _resolve_image(image_root: Path, parts: Sequence[str], *, what: str) -> Path
         f"{what}: image not found (tried {', '.join(tried)}).",
         "Pass the folder that holds the images with --image-root.",
     )
+
+
+def _file_origin(image_root: Path, path: Path) -> dict:
+    """An image file under ``--image-root``, named with that folder and its sha256 (images are read only from
+    inside their folder, and only with the bytes they had when the chains were built)."""
+    return {
+        "type": "file",
+        "path": str(path),
+        "catalog": str(image_root),
+        "relative": path.relative_to(image_root).as_posix(),
+        "sha256": sha256_file(path),
+    }
 
 
 def _pickled_records(pickle_path: str | os.PathLike, expected: str, fix: str) -> list:
@@ -176,7 +188,7 @@ def read_ocl_source(
                     labels=clean_labels(names),
                     width=x2 - x1,
                     height=y2 - y1,
-                    origin={"type": "file", "path": str(path)},
+                    origin=_file_origin(image_root, path),
                     crop=crop,
                     name=_object_name(obj.get("obj"), object_names, what=f"{owhat} obj"),
                 )
@@ -238,7 +250,7 @@ def read_pangea_source(
                 labels=clean_labels(names),
                 width=width,
                 height=height,
-                origin={"type": "file", "path": str(path)},
+                origin=_file_origin(image_root, path),
                 name=phrase,
             )
         )

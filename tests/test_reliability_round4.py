@@ -1,0 +1,222 @@
+"""Nothing lost, nothing leaked, round 4 (issue 38): the breaks an attack round found beyond ``release pull`` (that
+one is tests/test_hostile_pull.py). One section per item of the issue; every test here failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from commonlink.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def pair_catalog(tmp_path_factory) -> Path:
+    from tests.fixtures.catalogs import family_scenes, write_scene_catalog
+
+    return write_scene_catalog(
+        tmp_path_factory.mktemp("pc") / "real", "real", family_scenes(24, seed=1), views=3, seed=1
+    )
+
+
+@pytest.fixture(scope="module")
+def made_pairs(pair_catalog, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("made") / "pairs.jsonl"
+    result = invoke("pairs", pair_catalog, "--out", out, "--count", "6")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def invoke(*args, env: dict | None = None):
+    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "400", **(env or {})})
+
+
+# ------------------------------------------------------------------ 2. the swap never removes what it did not write
+
+
+def drop_before_swap(monkeypatch, folder: Path, name: str = "thesis.tex") -> Path:
+    """Deterministic: a user's file lands in ``folder`` at the last moment, just before the swap into place."""
+    import commonlink.release.staging as staging
+
+    real = staging.swap_into_place
+    stranger = folder / name
+
+    def drop_then_swap(*args, **kwargs):
+        folder.mkdir(exist_ok=True)
+        stranger.write_text("precious")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(staging, "swap_into_place", drop_then_swap)
+    return stranger
+
+
+def test_a_file_dropped_into_an_empty_out_during_a_build_is_kept(made_pairs, tmp_path, monkeypatch):
+    from commonlink.release.build import build_release
+    from commonlink.release.staging import StrangerFilesError
+
+    out = tmp_path / "rel"
+    out.mkdir()
+    stranger = drop_before_swap(monkeypatch, out)
+    with pytest.raises(StrangerFilesError) as info:
+        build_release([made_pairs], out, progress=False)
+    assert stranger.read_text() == "precious" and sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
+    assert "thesis.tex" in info.value.problem and "never deletes" in info.value.problem
+    assert not list(tmp_path.glob(".rel.*-*"))  # no staging folder left either
+
+
+def test_a_file_dropped_into_a_missing_out_during_a_build_is_kept(made_pairs, tmp_path, monkeypatch):
+    out = tmp_path / "rel"
+    stranger = drop_before_swap(monkeypatch, out, "notes.md")
+    result = invoke("release", "build", made_pairs, "--out", out, "--no-progress")
+    assert result.exit_code == 1 and "notes.md" in result.output, result.output
+    assert stranger.read_text() == "precious"
+
+
+def test_a_file_dropped_into_a_release_being_overwritten_is_kept_with_the_release(made_pairs, tmp_path, monkeypatch):
+    from commonlink.release.build import build_release
+    from commonlink.release.staging import StrangerFilesError, verify_release
+
+    out = tmp_path / "rel"
+    build_release([made_pairs], out, progress=False, name="first")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    stranger = drop_before_swap(monkeypatch, out / "data", "mine.parquet")
+    with pytest.raises(StrangerFilesError):
+        build_release([made_pairs], out, progress=False, name="second", overwrite=True)
+    assert stranger.read_text() == "precious"
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p != stranger} == before
+    assert verify_release(out) == ["data/mine.parquet: not in the manifest"]
+
+
+def test_without_a_stranger_overwrite_still_replaces_the_release(made_pairs, tmp_path):
+    from commonlink.release.build import build_release
+
+    out = tmp_path / "rel"
+    build_release([made_pairs], out, progress=False, name="first")
+    build_release([made_pairs], out, progress=False, name="second", overwrite=True)
+    assert json.loads((out / "manifest.json").read_text())["name"] == "second"
+
+
+def test_a_file_dropped_into_out_during_a_pull_is_kept(hub, tmp_path, monkeypatch):
+    from commonlink.release.pull import pull_release
+    from commonlink.release.staging import StrangerFilesError
+    from tests.test_hostile_pull import REPO, _release, publish
+
+    publish(hub, _release())
+    out = tmp_path / "pulled"
+    out.mkdir()
+    stranger = drop_before_swap(monkeypatch, out, ".env")
+    with pytest.raises(StrangerFilesError):
+        pull_release(REPO, "1.0.0", out, endpoint=hub.url, token=False)
+    assert stranger.read_text() == "precious" and [p.name for p in out.iterdir()] == [".env"]
+
+
+# ------------------------------------------------------------------ 3. image references only inside a catalog
+
+
+def _tamper_table(chains: Path, change) -> None:
+    """Rewrite ``images.jsonl`` (``change(rows)``) and every sidecar's hash of it, as someone sharing the chain
+    folder could."""
+    from commonlink.fileio import read_jsonl, sha256_file, write_jsonl
+
+    table = chains / "images.jsonl"
+    rows = list(read_jsonl(table))
+    change(rows)
+    write_jsonl(table, rows)
+    for sidecar in chains.glob("*.meta.json"):
+        meta = json.loads(sidecar.read_text())
+        if "images_sha256" in meta:
+            meta["images_sha256"] = sha256_file(table)
+            sidecar.write_text(json.dumps(meta))
+
+
+@pytest.fixture()
+def outside_photo(tmp_path) -> Path:
+    from PIL import Image
+
+    photo = tmp_path / "private" / "holiday.png"
+    photo.parent.mkdir()
+    Image.new("RGB", (24, 24), (1, 2, 3)).save(photo)
+    return photo
+
+
+@pytest.fixture()
+def tiny_chains(tmp_path) -> Path:
+    from tests.fixtures.tiny_chains import write_tiny_chain_files
+
+    return write_tiny_chain_files(tmp_path / "src")
+
+
+def _point_outside(photo: Path, *, keep_catalog: bool):
+    from commonlink.fileio import sha256_file
+
+    def change(rows):
+        origin = rows[0]["origin"]
+        rows[0]["origin"] = {"type": "file", "path": str(photo), "sha256": sha256_file(photo)}
+        if keep_catalog:  # a catalog named, but the absolute path leaves it
+            rows[0]["origin"]["catalog"] = origin["catalog"]
+
+    return change
+
+
+@pytest.mark.parametrize("keep_catalog", [False, True])
+def test_an_image_outside_every_catalog_is_refused_by_build_and_by_the_loader_eval_uses(
+    tiny_chains, outside_photo, tmp_path, keep_catalog
+):
+    from commonlink.errors import CommonlinkError
+    from commonlink.formats.association import read_image_table
+    from commonlink.release.build import build_release
+
+    _tamper_table(tiny_chains, _point_outside(outside_photo, keep_catalog=keep_catalog))
+    with pytest.raises(CommonlinkError) as info:
+        build_release([tiny_chains / "synchronous.jsonl"], tmp_path / "rel", progress=False)
+    assert str(outside_photo) in info.value.problem and "outside" in info.value.problem, info.value.problem
+    assert not (tmp_path / "rel").exists()
+    with pytest.raises(CommonlinkError) as info:
+        read_image_table(tiny_chains / "synchronous.jsonl")
+    assert str(outside_photo) in info.value.problem
+
+
+def test_eval_association_sends_nothing_from_a_table_naming_an_outside_photo(tiny_chains, outside_photo, tmp_path):
+    from tests.fixtures.openai_server import LatencyServer
+
+    _tamper_table(tiny_chains, _point_outside(outside_photo, keep_catalog=False))
+    with LatencyServer(latency_s=(0.0, 0.0), answer="Answer: A") as server:
+        result = invoke(
+            "eval", "association", "--data", tiny_chains, "--config", "single_step", "--backend", "openai",
+            "--model", "gpt-4o", "--backend-arg", f"base_url={server.url}", "--out", tmp_path / "run", "--quiet",
+        )  # fmt: skip
+    assert result.exit_code == 1 and str(outside_photo) in result.output.replace("\n", ""), result.output
+    assert server.bodies == []  # refused before any request
+
+
+def test_a_wrong_sha256_in_the_table_is_refused_before_the_image_is_sent(tiny_chains, tmp_path):
+    from commonlink.errors import CommonlinkError
+    from commonlink.formats.association import ImageFetcher, read_image_table
+
+    def change(rows):
+        rows[0]["origin"]["sha256"] = "0" * 64
+
+    _tamper_table(tiny_chains, change)
+    image = read_image_table(tiny_chains / "single_step.jsonl")[0]
+    with pytest.raises(CommonlinkError) as info:
+        ImageFetcher().open(image.origin, image.crop, what=f"image {image.id}")
+    assert "sha256" in info.value.problem and image.id in info.value.problem
+
+
+def test_a_symbolic_link_out_of_the_image_folder_is_refused(tiny_chains, outside_photo):
+    from commonlink.errors import CommonlinkError
+    from commonlink.fileio import sha256_file
+    from commonlink.formats.association import ImageFetcher, read_image_table
+
+    image = read_image_table(tiny_chains / "single_step.jsonl")[0]
+    target = Path(image.origin["path"])
+    target.unlink()
+    target.symlink_to(outside_photo)
+    origin = {**image.origin, "sha256": sha256_file(outside_photo)}
+    with pytest.raises(CommonlinkError) as info:
+        ImageFetcher().open(origin, None, what="image x")
+    assert "escapes" in info.value.problem or "outside" in info.value.problem, info.value.problem
