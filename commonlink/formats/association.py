@@ -12,9 +12,10 @@ them again:
   (a catalog, a manifest folder, the ``--image-root`` of OCL and Pangea): ``catalog`` is the folder the file must
   stay in and ``sha256`` is recorded when the chains are built. A file is read (by release build, eval, export,
   review) only from inside its folder (a symbolic link out of it is refused) and only with that sha256; a table
-  naming a file outside every folder, or none, is refused when read (:func:`checked_file_origin`). The image table stores such a folder relative to the table's own
-  folder and ``path`` inside it (``"catalog": "../catalogs/real", "path": "images/x.jpg"``; ``formats.catalog_refs``);
-  in memory both are absolute, and older tables store absolute paths;
+  naming a file outside every folder, or none, is refused when read (:func:`checked_file_origin`). The image
+  table stores such a folder relative to the table's own folder and ``path`` inside it (``"catalog":
+  "../catalogs/real", "path": "images/x.jpg"``; ``formats.catalog_refs``); in memory both are absolute, and older
+  tables store absolute paths;
 * ``{"type": "hf", "dataset": "<path or repo id>", "split": "train", "row": 12, "column": "image",
   "config": null}`` -- a row of a Hugging Face dataset.
 
