@@ -357,3 +357,119 @@ def test_the_html_report_shows_the_name_as_text(co_runs, tmp_path):
     assert result.exit_code == 0, result.output
     text = page.read_text()
     assert "<img src=x" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+
+
+# ------------------------------------------------------------------ 5. one secret masker for every error text
+
+
+HF_SECRET = "hf_" + "Q7x" * 12
+PLAIN_SECRET = "plain-secret-value-0042"  # no known token shape: masked because the environment holds it
+
+
+class EchoingServer:
+    """A Hub (or a proxy in front of it) that refuses every request with 400 and quotes what it received: the
+    Authorization header, the URL and the token (the breaking case: servers do echo credentials)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _echo(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                auth = self.headers.get("Authorization", "")
+                token = auth.split(" ", 1)[-1]
+                text = f"Invalid credentials: {auth}. Seen token={token} at http://u:{token}@proxy{self.path}"
+                body = json.dumps({"error": text}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _echo  # noqa: N815
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def url(self, userinfo: str = "") -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{userinfo}{host}:{port}"
+
+
+def _no_secret_in(text: str, *secrets: str) -> None:
+    import base64
+
+    for secret in secrets:
+        assert secret not in text, text
+        for encoded in (base64.b64encode(secret.encode()), base64.b64encode(f"u:{secret}".encode())):
+            assert encoded.decode() not in text, text
+
+
+@pytest.mark.parametrize("secret", [HF_SECRET, PLAIN_SECRET])
+@pytest.mark.parametrize("userinfo", [False, True])
+def test_no_hub_command_error_shows_the_token_whatever_the_server_echoes(tmp_path, made_pairs, secret, userinfo):
+    from commonlink.release.build import build_release
+
+    release = tmp_path / "rel"
+    build_release([made_pairs], release, progress=False)
+    with EchoingServer() as server:
+        endpoint = server.url(f"u:{secret}@" if userinfo else "")
+        env = {"HF_TOKEN": secret, "HF_HOME": str(tmp_path / "hf")}
+        commands = [
+            ("release", "push", release, "--repo", "o/n", "--version", "1.0.0", "--endpoint", endpoint),
+            ("release", "pull", "o/n", "--version", "1.0.0", "--out", tmp_path / "p", "--endpoint", endpoint),
+            ("release", "versions", "o/n", "--endpoint", endpoint),
+        ]
+        for args in commands:
+            result = invoke(*args, env=env)
+            assert result.exit_code == 1, (args, result.output)
+            assert "400" in result.output or "Invalid credentials" in result.output, result.output
+            _no_secret_in(result.output, secret)
+
+
+def test_the_masker_knows_bearer_basic_userinfo_and_token_shapes():
+    import base64
+
+    from commonlink.redact import redact_text
+
+    basic = base64.b64encode(b"u:anything-at-all").decode()
+    text = (
+        f"Authorization: Bearer abc.def-123 and Basic {basic}; x-api-key: sk-proj-{'a' * 30} "
+        f"{HF_SECRET} https://u:pw@host/p ghp_{'b' * 36}"
+    )
+    masked = redact_text(text)
+    for secret in ("abc.def-123", basic, "sk-proj-", HF_SECRET, ":pw@", "ghp_b"):
+        assert secret not in masked, masked
+    assert "Bearer ***" in masked and "Basic ***" in masked
+
+
+def test_the_openai_path_uses_the_same_masker(monkeypatch):
+    from commonlink.eval.backends.openai_backend import OpenAIBackend
+
+    monkeypatch.setenv("MY_KEY", PLAIN_SECRET)
+    backend = OpenAIBackend("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY")
+    scrubbed = backend._scrub(f"echo: Bearer {PLAIN_SECRET} {HF_SECRET}")
+    _no_secret_in(scrubbed, PLAIN_SECRET, HF_SECRET)
+
+
+def test_an_endpoints_own_credentials_are_masked_in_hub_errors_even_when_the_environment_has_none(tmp_path):
+    with EchoingServer() as server:
+        endpoint = server.url(f"u:{PLAIN_SECRET}@")
+        result = invoke("release", "versions", "o/n", "--endpoint", endpoint, env={"HF_HOME": str(tmp_path / "h")})
+    assert result.exit_code == 1 and "Invalid credentials" in result.output, result.output
+    _no_secret_in(result.output, PLAIN_SECRET)
