@@ -473,3 +473,72 @@ def test_an_endpoints_own_credentials_are_masked_in_hub_errors_even_when_the_env
         result = invoke("release", "versions", "o/n", "--endpoint", endpoint, env={"HF_HOME": str(tmp_path / "h")})
     assert result.exit_code == 1 and "Invalid credentials" in result.output, result.output
     _no_secret_in(result.output, PLAIN_SECRET)
+
+
+# ------------------------------------------------------------------ 6. card-info limits; GFM's extended autolinks
+
+
+def test_card_info_nested_five_thousand_deep_is_a_clear_error(tmp_path):
+    from commonlink.errors import InputError
+    from commonlink.release.card_info import read_card_info
+
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("maintainers: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(InputError) as info:
+        read_card_info(deep)
+    assert "nested" in info.value.problem and str(deep) in info.value.problem
+    mapping = tmp_path / "map.yaml"
+    mapping.write_text("maintainers: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n")
+    with pytest.raises(InputError, match="nested"):
+        read_card_info(mapping)
+
+
+def test_card_info_size_limits_are_clear_errors(tmp_path):
+    from commonlink.errors import InputError
+    from commonlink.release.card_info import CARD_INFO_MAX_BYTES, MAX_ANSWER_CHARS, check_card_info, read_card_info
+
+    big = tmp_path / "big.yaml"
+    big.write_text("maintainers: " + json.dumps("x" * CARD_INFO_MAX_BYTES) + "\n")
+    with pytest.raises(InputError) as info:
+        read_card_info(big)
+    assert "bytes" in info.value.problem and f"{CARD_INFO_MAX_BYTES:,}" in info.value.problem
+    with pytest.raises(InputError) as info:
+        check_card_info({"maintainers": "y" * (MAX_ANSWER_CHARS + 1)})
+    assert "maintainers" in info.value.problem and f"{MAX_ANSWER_CHARS:,}" in info.value.problem
+
+
+HOSTILE_TEXT = (
+    "contact www.evil.example or WWW.Evil.Example/path, mail me@evil.example, see http://evil.example/x, "
+    "https://evil.example, ftp://evil.example, evil.com/login and evil.co.uk."
+)
+
+
+def _gfm_links(markdown: str) -> list[str]:
+    """Links a GFM-like renderer (markdown-it-py's ``gfm-like``: tables, strikethrough, linkify-it's extended
+    autolinks) makes of ``markdown``."""
+    from markdown_it import MarkdownIt
+
+    links = []
+    for token in MarkdownIt("gfm-like").parse(markdown):
+        for child in token.children or []:
+            if child.type in ("link_open", "image", "html_inline"):
+                links.append(str(child.attrs or child.content))
+    return links
+
+
+def test_extended_autolinks_in_card_text_stay_text_in_a_gfm_renderer():
+    from commonlink.formats.card import markdown_table, markdown_text
+    from commonlink.release.card_info import answer_markdown
+
+    assert _gfm_links(HOSTILE_TEXT), "the renderer does link the raw text"
+    for rendered in (
+        markdown_text(HOSTILE_TEXT),
+        answer_markdown(HOSTILE_TEXT),
+        markdown_table(["a"], [[HOSTILE_TEXT]]),
+    ):
+        assert _gfm_links(rendered) == [], rendered
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("gfm-like").render(markdown_text(HOSTILE_TEXT))
+    assert "www.evil.example" in html and "me@evil.example" in html and "http://evil.example/x" in html
+    assert markdown_text("size 0.25 of 1.5 m, v2.1") == "size 0.25 of 1.5 m, v2.1"  # numbers keep their plain form
