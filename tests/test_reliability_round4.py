@@ -542,3 +542,20 @@ def test_extended_autolinks_in_card_text_stay_text_in_a_gfm_renderer():
     html = MarkdownIt("gfm-like").render(markdown_text(HOSTILE_TEXT))
     assert "www.evil.example" in html and "me@evil.example" in html and "http://evil.example/x" in html
     assert markdown_text("size 0.25 of 1.5 m, v2.1") == "size 0.25 of 1.5 m, v2.1"  # numbers keep their plain form
+
+
+# ------------------------------------------------------------------ 7. chains verify / review take the output lock
+
+
+@pytest.mark.parametrize("command", ["verify", "review"])
+def test_a_second_chains_verify_or_review_into_the_same_out_is_refused(tiny_chains, tmp_path, command):
+    from commonlink.locks import output_lock
+
+    out = tmp_path / "out"
+    extra = ["--model", "random"] if command == "verify" else ["--limit", "1"]
+    with output_lock(out, what="the first run"):  # a first run is writing the folder
+        result = invoke("chains", command, tiny_chains / "synchronous.jsonl", "--out", out, *extra)
+        assert result.exit_code == 1 and "is being written by the first run" in result.output, result.output
+        assert not out.exists() or not any(out.iterdir())  # nothing written beside the first run's files
+    done = invoke("chains", command, tiny_chains / "synchronous.jsonl", "--out", out, *extra)
+    assert done.exit_code == 0, done.output
