@@ -559,3 +559,26 @@ def test_a_second_chains_verify_or_review_into_the_same_out_is_refused(tiny_chai
         assert not out.exists() or not any(out.iterdir())  # nothing written beside the first run's files
     done = invoke("chains", command, tiny_chains / "synchronous.jsonl", "--out", out, *extra)
     assert done.exit_code == 0, done.output
+
+
+def test_hf_endpoints_user_info_is_masked_whatever_the_server_echoes(tmp_path):
+    """``HF_ENDPOINT`` is read when huggingface_hub is imported: a fresh process, as a user runs the CLI."""
+    import os
+    import subprocess
+    import sys
+
+    repo_root = Path(__file__).resolve().parents[1]
+    with EchoingServer() as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+        env.update(HF_ENDPOINT=server.url(f"u:{PLAIN_SECRET}@"), HF_HOME=str(tmp_path / "h"), PYTHONPATH=str(repo_root))
+        done = subprocess.run(
+            [sys.executable, "-m", "commonlink.cli", "release", "versions", "o/n"],
+            env={**env, "COLUMNS": "200", "NO_COLOR": "1"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=repo_root,
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "Invalid credentials" in output, output
+    _no_secret_in(output, PLAIN_SECRET)
