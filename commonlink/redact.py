@@ -72,8 +72,8 @@ def _redact_path(path: str) -> str:
     return "/".join(segments)
 
 
-#: ``Bearer X`` / ``Basic X`` / ``Token X`` (an Authorization header's scheme and credentials, however quoted).
-_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token|Digest)(\s+)[^\s'\"<>,;]+", re.IGNORECASE)
+#: ``Bearer X`` / ``Basic X`` (an Authorization header's scheme and credentials of 8 or more characters).
+_AUTH_SCHEME = re.compile(r"\b(Bearer|bearer|BEARER|Basic|BASIC)(\s+)[A-Za-z0-9._~+/=-]{8,}")
 #: Shapes of access tokens: Hugging Face, OpenAI and friends (``sk-...``), GitHub.
 _TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,})")
 #: Environment variables whose values are secrets.
