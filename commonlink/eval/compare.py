@@ -25,6 +25,7 @@ from commonlink import registry
 from commonlink.errors import InputError
 from commonlink.eval.report.tables import load_results
 from commonlink.eval.run_names import default_run_name, model_names, run_name
+from commonlink.eval.table_cells import csv_cell, md_cell
 
 __all__ = [
     "Column",
@@ -247,19 +248,22 @@ def render_comparison(comparison: Comparison, fmt: str = "md") -> str:
             ]
             writer.writerow(["task"] + keys)
             for row in t.rows:
-                writer.writerow([t.title] + ["" if row.get(k) is None else row.get(k) for k in keys])
+                writer.writerow(
+                    [csv_cell(t.title)] + ["" if row.get(k) is None else csv_cell(row.get(k)) for k in keys]
+                )
             blocks.append(buffer.getvalue())
         return "\n".join(blocks)
     lines = [f"Note: {n}" for n in comparison.notes]
     for t in comparison.tables:
         titles = ["Run", "Model", "Backend"] + [c.title for c in t.columns]
         lines += ([""] if lines else []) + [
-            f"**{t.title}**",
+            f"**{md_cell(t.title)}**",
             "",
             "| " + " | ".join(titles) + " |",
             "|" + "---|" * len(titles),
         ]
         for row in t.rows:
-            cells = [str(row["run"]), str(row["model"]), str(row["backend"])] + [_cell(row, c) for c in t.columns]
+            cells = [md_cell(row["run"]), md_cell(row["model"]), md_cell(row["backend"])]
+            cells += [md_cell(_cell(row, c)) if c.kind == "text" else _cell(row, c) for c in t.columns]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -28,7 +28,7 @@ from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
 from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.results import results_header
-from commonlink.eval.run_names import default_run_name
+from commonlink.eval.run_names import check_run_name, default_run_name
 from commonlink.eval.runner import open_backends
 from commonlink.eval.task import Task, TaskRun
 
@@ -80,6 +80,7 @@ class RunOptions:
             raise InputError(
                 f"--max-unreadable-share {self.max_unreadable_share} must be in [0, 1].", "e.g. 0.05 (1 = never stop)."
             )
+        check_run_name(self.run_name)
 
 
 @dataclass

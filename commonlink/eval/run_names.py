@@ -3,12 +3,38 @@ model(s) and the settings that set the run apart (:func:`default_run_name`)."""
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
-__all__ = ["default_run_name", "model_names", "run_name"]
+from commonlink.errors import InputError
+
+__all__ = ["RUN_NAME_MAX", "check_run_name", "default_run_name", "model_names", "run_name"]
+
+#: The longest run name (``--run-name``) accepted, in characters.
+RUN_NAME_MAX = 120
 
 #: Settings that set an association run apart from another on the same data (shown in its default name).
 _ASSOCIATION_DEFAULTS = {"strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
+
+
+def check_run_name(name: str | None) -> str | None:
+    """``name`` when it can name a run in tables and reports: not empty, one line of at most :data:`RUN_NAME_MAX`
+    characters, no control characters (line breaks, tabs, bidirectional controls: Unicode Cc, Cf, Zl, Zp);
+    ``None`` stays ``None`` (the default name). An :class:`InputError` otherwise, the same for the API and CLI."""
+    if name is None:
+        return None
+    fix = "Pass a short name on one line, e.g. --run-name 'qwen2-vl memory'."
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"--run-name {name!r} is empty.", fix)
+    controls = sorted({c for c in name if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+    if controls:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in controls)
+        raise InputError(
+            f"--run-name {name!r} holds a control character ({shown}); a run name is one line of visible text.", fix
+        )
+    if len(name) > RUN_NAME_MAX:
+        raise InputError(f"--run-name is {len(name)} characters long; the most is {RUN_NAME_MAX}.", fix)
+    return name
 
 
 def model_names(results: dict) -> list[str]:

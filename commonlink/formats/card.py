@@ -99,9 +99,11 @@ def neutralise_text(text: str) -> str:
 #: "any ASCII punctuation character may be backslash-escaped"): raw HTML and autolinks (``< >``), entities
 #: (``&``), links and images (``[ ]``; ``!`` and ``( )`` mean nothing without them), emphasis (``*``), code
 #: (`` ` ``), table cells (``|``), strikethrough (``~``), headings (``#``), escapes (``\\``), GFM autolinks
-#: (``: @``). ``_`` is escaped unless it sits between two letters or digits (where it cannot open or close
+#: (``: @``), and GFM's extended autolinks (``www.example.org``, ``example.com`` as linkify-it finds them): a
+#: ``.`` that joins two words, unless it sits between two digits (``1.5`` keeps its plain form), so no domain is
+#: left whole. ``_`` is escaped unless it sits between two letters or digits (where it cannot open or close
 #: emphasis); ``+ - =`` and ``1.`` / ``1)`` only mean something at the start of a line, so they are escaped there.
-_ALWAYS_ESCAPED = re.compile(r"[\\`*\[\]<>#|~&:@]|(?<![^\W_])_|_(?![^\W_])")
+_ALWAYS_ESCAPED = re.compile(r"[\\`*\[\]<>#|~&:@]|(?<![^\W_])_|_(?![^\W_])|(?<=[^\W\d])\.(?=\w)|(?<=\w)\.(?=[^\W\d])")
 _LINE_START = re.compile(r"^(\s*)([+=-]|\d+[.)])")
 
 

@@ -70,16 +70,34 @@ def card_info_template() -> str:
     return "\n".join(out)
 
 
+#: The largest card-info file read (its answers are a few paragraphs each), in bytes.
+CARD_INFO_MAX_BYTES = 256 * 1024
+#: The longest answer, in characters.
+MAX_ANSWER_CHARS = 20_000
+
+
 def read_card_info(path: str | os.PathLike) -> dict[str, str]:
-    """The answers in a card-info file: ``{key: text}`` for every question answered (empty keys left out)."""
+    """The answers in a card-info file: ``{key: text}`` for every question answered (empty keys left out).
+    Files over :data:`CARD_INFO_MAX_BYTES` and YAML nested too deep to read are refused with a clear error."""
     path = Path(path)
     fix = "Start from `commonlink release card-info --template --out FILE` and fill in the answers."
     if not path.is_file():
         raise InputError(f"--card-info {path}: no such file.", fix)
+    size = path.stat().st_size
+    if size > CARD_INFO_MAX_BYTES:
+        raise InputError(
+            f"--card-info {path} is {size:,} bytes; a card-info file holds at most {CARD_INFO_MAX_BYTES:,} bytes.", fix
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise InputError(f"--card-info {path}: not readable YAML ({exc}).", fix) from None
+    except RecursionError:  # the YAML reader recurses once per level of nesting
+        raise InputError(
+            f"--card-info {path}: its YAML is nested too deeply to read; answers are text, not nested lists or "
+            "mappings.",
+            fix,
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):
@@ -105,6 +123,12 @@ def check_card_info(data: Mapping, *, where: str = "card info") -> dict[str, str
                 f'Write it as text, e.g. {key}: "..." (use `|` for several lines).',
             )
         answers[key] = str(value).strip()
+        if len(answers[key]) > MAX_ANSWER_CHARS:
+            raise InputError(
+                f"{where}: the answer to {key!r} is {len(answers[key]):,} characters long; the most is "
+                f"{MAX_ANSWER_CHARS:,}.",
+                "Shorten it (link to a longer document from the answer).",
+            )
     return {q.key: answers[q.key] for q in PUBLISHER_QUESTIONS if q.key in answers}
 
 
@@ -148,6 +172,8 @@ def publisher_section(card_info: Mapping[str, str] | None, *, heading: str = "##
 
 
 __all__ = [
+    "CARD_INFO_MAX_BYTES",
+    "MAX_ANSWER_CHARS",
     "PUBLISHER_QUESTIONS",
     "PUBLISHER_TO_FILL",
     "QUESTIONS_BY_KEY",

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from commonlink import __version__
 from commonlink.errors import (
@@ -79,8 +80,11 @@ def translate_hub_error(
     """A Hub client exception -> a :class:`CommonlinkError` saying what failed and what to do (never the token)."""
     status = _status(exc)
     detail = hub_reason(exc)
-    # HF_ENDPOINT / --endpoint may carry user:password@ or ?token=: never in a message
-    endpoint, detail = redact_url(endpoint), redact_text(detail)
+    # HF_ENDPOINT / --endpoint may carry user:password@ or ?token=, and the server may echo them (or the token,
+    # or its Authorization header) in its body: never in a message
+    netloc = urlsplit(endpoint).netloc
+    userinfo = netloc.rsplit("@", 1)[0] if "@" in netloc else ""
+    endpoint, detail = redact_url(endpoint), redact_text(detail, (userinfo, userinfo.partition(":")[2]))
     if "xet" in detail.lower():
         return BackendError(
             f"{doing}: the Hub at {endpoint} does not offer Xet storage, which huggingface_hub uses by default "

@@ -1,8 +1,10 @@
 """``release pull``: download one published version of a Hub dataset repo into a folder and verify it.
 
 The version's ``manifest.json`` (as ``release push`` published it: the card listed as pushed) names every file of
-the release with its sha256 and size; exactly those files are downloaded at the version's tag, checked, and the
-folder is renamed into place only when every file matches. A file that does not match is named and nothing is
+the release with its sha256 and size; exactly those files are downloaded at the commit the version's tag points
+at (resolved once, so a same-named branch or a tag moved meanwhile cannot mix files), checked, and the folder is
+renamed into place only when every file matches. The repo is untrusted input: the manifest is schema-checked
+before any of it is used (:func:`check_pulled_manifest`). A file that does not match is named and nothing is
 left in ``--out``. The result is a release folder like the one ``release build`` wrote (``release push`` can
 publish it again, ``datasets.load_dataset(OUT)`` reads it).
 """

@@ -39,7 +39,7 @@ from commonlink.eval.backends.base import (
     chat_messages,
 )
 from commonlink.eval.imaging import image_data_url
-from commonlink.redact import redact_url
+from commonlink.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class OpenAIBackend:
                 self.retries += 1
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        return redact_text(text, (self._secret,))  # the key, Authorization echoes, token shapes, URL credentials
 
     def _messages(self, request: GenerationRequest, settings: GenerationSettings) -> list[dict]:
         return chat_messages(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.eval.run_names import run_name
+from commonlink.eval.table_cells import md_cell
 
 
 def _pct(group: dict, name: str, *, se: bool = True) -> str:
@@ -36,7 +37,7 @@ def _row(label: list[str], group: dict, *, perception: bool = False) -> str:
     else:
         cells = [_pct(group, key) for _, key in _COLUMNS]
     cells.append(_pct(group, "parse_failure_rate", se=False))
-    return "| " + " | ".join(label + [str(group.get("n", 0))] + cells) + " |"
+    return "| " + " | ".join([md_cell(x) for x in label] + [str(group.get("n", 0))] + cells) + " |"
 
 
 def hallucination_similarity_lines(analysis: dict | None) -> list[str]:
@@ -151,14 +152,15 @@ def render_association_table(results: dict) -> str:
     """Markdown table of per-concept metrics (chains: max | mean steps; others: success ratios)."""
     metrics = results["metrics"]
     title = (
-        f"{results['task']} — {run_name(results)}: {', '.join(results['models'])} ({results['backend']}, "
-        f"memory {results['association']['memory']})"
+        f"{results['task']} — {md_cell(run_name(results))}: {md_cell(', '.join(results['models']))} "
+        f"({md_cell(results['backend'])}, memory {results['association']['memory']})"
     )
     lines = [f"### {title}", ""]
     per = metrics["per_concept"]
     if results["task"].endswith(("synchronous", "asynchronous")):
         lines += ["| concept | chains | max | mean ± SE | deduction |", "|---|---|---|---|---|"]
         for name, v in per.items():
+            name = md_cell(name)  # a concept from the chain files, shown as written
             ded = "-" if v["deduction_success_ratio"] is None else f"{v['deduction_success_ratio']:.3f}"
             mean = "-" if v["mean_steps"] is None else f"{v['mean_steps']:.2f} ± {v['mean_steps_se']:.2f}"
             lines.append(
@@ -171,6 +173,7 @@ def render_association_table(results: dict) -> str:
         fields = [k for k in next(iter(per.values()), {}) if k.endswith("success_ratio")]
         lines += ["| concept | n | " + " | ".join(fields) + " |", "|---|---|" + "---|" * len(fields)]
         for name, v in per.items():
+            name = md_cell(name)  # a concept from the chain files, shown as written
             lines.append(
                 f"| {name} | {v['n']} | " + " | ".join(f"{v[f]:.3f} ± {v[f + '_se']:.3f}" for f in fields) + " |"
             )

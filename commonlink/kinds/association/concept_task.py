@@ -33,6 +33,7 @@ from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.metrics import ratio_metrics
 from commonlink.eval.outputs import evaluate
 from commonlink.eval.results import timing
+from commonlink.eval.table_cells import md_cell
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write_json, atomic_write_text, write_jsonl
 from commonlink.kinds.association.concept_prompts import (
@@ -268,7 +269,7 @@ def render_table4(runs: Sequence[dict]) -> str:
             for c in complexities:
                 v = cells[c]["success_ratio"]
                 values.append("-" if v is None else f"{v:.3f}")
-            first = f"| {model} |" if k == 0 else "| |"
+            first = f"| {md_cell(model)} |" if k == 0 else "| |"
             lines.append(f"{first} {STRATEGY_TITLES[strategy]} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
 

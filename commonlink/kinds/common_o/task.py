@@ -32,7 +32,7 @@ from commonlink.eval.outputs import evaluate
 from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
-from commonlink.eval.run_names import default_run_name
+from commonlink.eval.run_names import check_run_name, default_run_name
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import (
     atomic_write_json,
@@ -445,6 +445,7 @@ def score_predictions(
         skipped_rows=skipped,
         predictions_format=kind,
     )
+    check_run_name(run_name)
     # a rescored run keeps its name; a bare file is named after itself (pass run_name to choose)
     results["run_name"] = (
         run_name or base.get("run_name") or (default_run_name(results) if base.get("model") else predictions.stem)

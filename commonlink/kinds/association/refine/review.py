@@ -33,6 +33,7 @@ from commonlink.images import check_thumb_size
 from commonlink.kinds.association.format import ImageFetcher, LabelledImage
 from commonlink.kinds.association.memory import image_name
 from commonlink.kinds.association.refine.verify import row_claims, task_inputs
+from commonlink.locks import output_lock
 from commonlink.progress import track
 
 _SCRIPT = """
@@ -133,40 +134,41 @@ def export_review(
     check_at_least("--limit", limit, 1)
     inputs, table, meta = task_inputs(tasks, catalog_root=catalog_root)
     out_dir = Path(out_dir)
-    concept_kind = meta.get("concept_kind", "concept")
-    fetcher = ImageFetcher()
-    claims: dict[tuple[int, str], list[str]] = {}
-    pages: list[tuple[str, str]] = []
-    shown: set[int] = set()
-    for inp in inputs:
-        rows = read_jsonl(inp.path)
-        for n, row in enumerate(
-            track(rows, f"review pages: {inp.task}", total=inp.meta.get("rows"), unit="pages", disable=not progress)
-        ):
-            if limit is not None and n >= limit:
-                break
-            page = f"{inp.task}/{row['id']}.html"
-            atomic_write_text(out_dir / page, _page(inp.task, row, table, concept_kind))
-            pages.append((page, row["id"]))
-            for _, claim in row_claims(inp.task, row):
-                claims.setdefault(claim, []).append(page)
-                shown.add(claim[0])
-            if inp.task in ("synchronous", "asynchronous"):
-                shown.update(int(q) for q in row["negative"])
-    for index in track(sorted(shown), "thumbnails", total=len(shown), unit="images", disable=not progress):
-        _thumbnail(fetcher, table[index], out_dir / "images" / f"{table[index].id}.jpg", thumbnail)
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(["image_id", "name", "concept", "decision", "pages"])
-    for (index, concept), where in claims.items():
-        writer.writerow([table[index].id, table[index].name or "", concept, "keep", ";".join(dict.fromkeys(where))])
-    atomic_write_text(out_dir / "decisions.csv", buf.getvalue())
-    listing = "".join(f'<li><a href="{html.escape(p)}">{html.escape(i)}</a></li>' for p, i in pages)
-    atomic_write_text(
-        out_dir / "index.html",
-        f'<!doctype html><html><head><meta charset="utf-8"><title>Review</title></head><body>'
-        f"<h1>Association review ({len(pages)} pages)</h1><p>Build: "
-        f"{html.escape(json.dumps(meta.get('config', {}).get('preset')))} preset, "
-        f"{html.escape(concept_kind)} concepts.</p><ul>{listing}</ul></body></html>",
-    )
-    return ReviewSummary(out_dir, len(pages), len(claims), len(shown))
+    with output_lock(out_dir, what="commonlink chains review"):  # one writer of the folder
+        concept_kind = meta.get("concept_kind", "concept")
+        fetcher = ImageFetcher()
+        claims: dict[tuple[int, str], list[str]] = {}
+        pages: list[tuple[str, str]] = []
+        shown: set[int] = set()
+        for inp in inputs:
+            rows = read_jsonl(inp.path)
+            for n, row in enumerate(
+                track(rows, f"review pages: {inp.task}", total=inp.meta.get("rows"), unit="pages", disable=not progress)
+            ):
+                if limit is not None and n >= limit:
+                    break
+                page = f"{inp.task}/{row['id']}.html"
+                atomic_write_text(out_dir / page, _page(inp.task, row, table, concept_kind))
+                pages.append((page, row["id"]))
+                for _, claim in row_claims(inp.task, row):
+                    claims.setdefault(claim, []).append(page)
+                    shown.add(claim[0])
+                if inp.task in ("synchronous", "asynchronous"):
+                    shown.update(int(q) for q in row["negative"])
+        for index in track(sorted(shown), "thumbnails", total=len(shown), unit="images", disable=not progress):
+            _thumbnail(fetcher, table[index], out_dir / "images" / f"{table[index].id}.jpg", thumbnail)
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(["image_id", "name", "concept", "decision", "pages"])
+        for (index, concept), where in claims.items():
+            writer.writerow([table[index].id, table[index].name or "", concept, "keep", ";".join(dict.fromkeys(where))])
+        atomic_write_text(out_dir / "decisions.csv", buf.getvalue())
+        listing = "".join(f'<li><a href="{html.escape(p)}">{html.escape(i)}</a></li>' for p, i in pages)
+        atomic_write_text(
+            out_dir / "index.html",
+            f'<!doctype html><html><head><meta charset="utf-8"><title>Review</title></head><body>'
+            f"<h1>Association review ({len(pages)} pages)</h1><p>Build: "
+            f"{html.escape(json.dumps(meta.get('config', {}).get('preset')))} preset, "
+            f"{html.escape(concept_kind)} concepts.</p><ul>{listing}</ul></body></html>",
+        )
+        return ReviewSummary(out_dir, len(pages), len(claims), len(shown))

@@ -66,6 +66,7 @@ from commonlink.kinds.association.refine.repair import (
     verify_row,
 )
 from commonlink.kinds.association.refine.verifiers import VERIFY_PROMPT, VERIFY_PROTOCOL, ask_verifiers, verifiers_of
+from commonlink.locks import output_lock
 
 __all__ = ["ON_FAIL", "UNDECIDED", "VERIFY_PROMPT", "row_claims", "task_inputs", "verify_tasks"]
 
@@ -412,56 +413,59 @@ def verify_tasks(
         raise InputError(
             f"--out {out_dir} is the folder of the input task files.", "Write the verified files to a new folder."
         )
-    config = config_of(meta)
-    claims = all_claims(inputs, negatives)
-    decision_files, human = _human_decisions(decisions, table)
-    generation = generation or GenerationSettings(max_new_tokens=16)
-    decided, model_infos = {}, []
-    if len(verifiers):
+    with output_lock(out_dir, what="commonlink chains verify"):  # one writer of the folder (answers cache, files)
+        config = config_of(meta)
+        claims = all_claims(inputs, negatives)
+        decision_files, human = _human_decisions(decisions, table)
+        generation = generation or GenerationSettings(max_new_tokens=16)
+        decided, model_infos = {}, []
+        if len(verifiers):
+            out_dir.mkdir(parents=True, exist_ok=True)
+            cache = PredictionCache(out_dir / CACHE_FILENAME)
+            try:
+                decided, model_infos = ask_verifiers(
+                    claims,
+                    table,
+                    meta.get("concept_kind", config.concept_kind),
+                    verifiers,
+                    cache,
+                    meta.get("images_sha256"),
+                    generation,
+                    batch_size,
+                    progress,
+                )
+            finally:
+                cache.sync()  # the last answers durable and the file closed, as the evaluator does at a run's end
+        decided = final_decisions(claims, table, decided, human)
+        rejected = {c: d for c, d in decided.items() if d.applied(undecided) == "reject"}
+        new_table, repair = _repair_for(table, meta, config, decided, rejected, on_fail)
         out_dir.mkdir(parents=True, exist_ok=True)
-        cache = PredictionCache(out_dir / CACHE_FILENAME)
-        try:
-            decided, model_infos = ask_verifiers(
-                claims,
-                table,
-                meta.get("concept_kind", config.concept_kind),
-                verifiers,
-                cache,
-                meta.get("images_sha256"),
-                generation,
-                batch_size,
-                progress,
-            )
-        finally:
-            cache.sync()  # the last answers durable and the file closed, as the evaluator does at a run's end
-    decided = final_decisions(claims, table, decided, human)
-    rejected = {c: d for c, d in decided.items() if d.applied(undecided) == "reject"}
-    new_table, repair = _repair_for(table, meta, config, decided, rejected, on_fail)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    verdicts = Counter(d.verdict for d in decided.values())
-    verification = {
-        "protocol": VERIFY_PROTOCOL,
-        "models": model_infos or None,
-        "generation": generation.to_dict() if model_infos else None,
-        "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
-        "human_decisions": decision_files or None,
-        "prompt": VERIFY_PROMPT,
-        "on_fail": on_fail,
-        "undecided_rule": undecided,
-        "negatives_asked": negatives,
-        "claims": len(claims),
-        "absence_claims": sum(not d.present for d in decided.values()),
-        "rejected": verdicts["reject"],
-        "undecided": verdicts["undecided"],
-        "rejected_by": dict(Counter(d.source for d in decided.values() if d.verdict == "reject")),
-        "report": REPORT_FILENAME,
-    }
-    outcomes, files = _write_verified(inputs, out_dir, new_table, repair, rejected, verification)
-    report = _report(table, decided, outcomes, verification, undecided)
-    report_path = out_dir / REPORT_FILENAME
-    atomic_write_json(report_path, report)
-    atomic_write_text(out_dir / "verification.md", render_verification(report))
-    return VerifySummary(out_dir, files, outcomes, len(claims), verdicts["reject"], verdicts["undecided"], report_path)
+        verdicts = Counter(d.verdict for d in decided.values())
+        verification = {
+            "protocol": VERIFY_PROTOCOL,
+            "models": model_infos or None,
+            "generation": generation.to_dict() if model_infos else None,
+            "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
+            "human_decisions": decision_files or None,
+            "prompt": VERIFY_PROMPT,
+            "on_fail": on_fail,
+            "undecided_rule": undecided,
+            "negatives_asked": negatives,
+            "claims": len(claims),
+            "absence_claims": sum(not d.present for d in decided.values()),
+            "rejected": verdicts["reject"],
+            "undecided": verdicts["undecided"],
+            "rejected_by": dict(Counter(d.source for d in decided.values() if d.verdict == "reject")),
+            "report": REPORT_FILENAME,
+        }
+        outcomes, files = _write_verified(inputs, out_dir, new_table, repair, rejected, verification)
+        report = _report(table, decided, outcomes, verification, undecided)
+        report_path = out_dir / REPORT_FILENAME
+        atomic_write_json(report_path, report)
+        atomic_write_text(out_dir / "verification.md", render_verification(report))
+        return VerifySummary(
+            out_dir, files, outcomes, len(claims), verdicts["reject"], verdicts["undecided"], report_path
+        )
 
 
 def render_verification(report: dict) -> str:
