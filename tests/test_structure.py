@@ -32,6 +32,7 @@ LAYERS = {
     "release": 3,
     "eval": 4,
     "refine": 5,
+    "human": 5,
     "demo": 6,
     "commands": 7,
     "cli": 8,

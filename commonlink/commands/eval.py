@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, parse_range, reports_errors
+from commonlink.commands.human import scores_human_answers
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
@@ -432,9 +433,10 @@ def perception(
 
 
 @reports_errors
+@scores_human_answers  # a person's answers file (`commonlink human study`): a run folder named after them
 def score(
     predictions: Path = typer.Argument(
-        ..., help="predictions.jsonl of a Common-O run, an lmms-eval samples file, or a VLMEvalKit prediction file."
+        ..., help="predictions.jsonl of a Common-O run, lmms-eval samples, VLMEvalKit predictions, or human answers."
     ),
     data: str = typer.Option(
         None,

@@ -67,6 +67,7 @@ class RunOptions:
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
     run_name: str | None = None  #: what tables and reports call the run (None: model + distinguishing settings)
+    indices: Sequence[int] | None = None  #: exactly these rows, in this order (a person's sample); else the above
 
 
 def evaluate(task: Task, options: RunOptions) -> dict:
@@ -78,7 +79,11 @@ def evaluate(task: Task, options: RunOptions) -> dict:
     settings = options.settings or task.default_settings(options.seed)
     dataset = task.open()
     task.prepare(dataset)
-    indices = row_indices(len(dataset), options.limit, options.rows, options.shard)
+    indices = (
+        list(options.indices)
+        if options.indices is not None
+        else row_indices(len(dataset), options.limit, options.rows, options.shard)
+    )
     max_row_errors = unreadable_limit(len(indices), options.max_unreadable_share)
     out_dir = Path(options.out_dir) if options.out_dir is not None else None
     with _backends(task, options) as backends:
