@@ -317,3 +317,58 @@ def test_a_chain_step_after_the_chain_ended_is_refused(data, tmp_path):
     ):
         score_answers(path, data["chains"], "synchronous", out_dir=tmp_path / "run")
     assert read_answers(path).annotator == "gus"
+
+
+# ----------------------------------------------------------------------------------------------- the card
+def test_the_card_takes_the_agreement_sentence_as_its_human_validation_answer(tmp_path):
+    from commonlink.release.build import build_release
+    from commonlink.release.card_info import HUMAN_VALIDATION, card_info_template, unanswered_questions
+    from tests.fixtures.catalogs import write_rotating_catalog, write_tiny_pairs
+
+    records = write_rotating_catalog(tmp_path / "cat", 10, fmt="PNG")
+    write_tiny_pairs(tmp_path / "main.jsonl", tmp_path / "cat", records, 6)
+    sentence = "2 annotator(s) answered 40 questions; agreed with the labels on 84.0% ± 2.1% of 80 answers."
+    answers = {"human_validation": sentence}
+    build_release([tmp_path / "main.jsonl"], tmp_path / "with", card_info=answers, progress=False)
+    build_release([tmp_path / "main.jsonl"], tmp_path / "without", progress=False)
+    with_card, without = ((tmp_path / d / "README.md").read_text() for d in ("with", "without"))
+    assert HUMAN_VALIDATION.question in with_card and "84.0% ± 2.1% of 80 answers" in with_card
+    assert HUMAN_VALIDATION.question not in without  # not answered: the card claims nothing about people
+    assert "human_validation" not in unanswered_questions(without)  # and it is not a question left to fill
+    assert "human_validation:" in card_info_template()
+
+
+def test_single_step_answers_are_scored_and_unfinished_tasks_are_left_out(data, tmp_path):
+    spec = study_spec("single_step")
+    page = write_study(data["chains"], spec, tmp_path / "s").path
+    split, units = study_units(data["chains"], spec)
+    assert all([q.id.split("/")[-2] for q in u.questions] == ["select", "deduce"] for u in units)
+    picks = {}
+    for n, unit in enumerate(units):
+        select, deduce = unit.questions
+        picks[select.id] = select.gold if n % 2 == 0 else [1 - select.gold[0]]
+        if n != len(units) - 1:  # the last task: the selection only (unfinished: not scored)
+            picks[deduce.id] = deduce.gold[:1]
+    path = _answers_file(tmp_path / "hal.jsonl", page, "hal", picks, units)
+    results, run = score_answers(path, data["chains"], "single_step", out_dir=tmp_path / "run")
+    scored = len(units) - 1
+    summary = results["metrics"]["summary"]
+    assert results["human"]["unfinished_units"] == [units[-1].id] and results["human"]["units_scored"] == scored
+    assert results["dataset"]["tasks_run"] == scored
+    by_concept: dict[str, list[bool]] = {}  # the paper's average: of each concept's success ratio
+    for n, unit in enumerate(units[:scored]):
+        by_concept.setdefault(split.get(unit.row).concept, []).append(n % 2 == 0)
+    expected = sum(sum(v) / len(v) for v in by_concept.values()) / len(by_concept)
+    assert summary["avg_success_ratio"] == pytest.approx(expected)
+    assert summary["avg_deduction_success_ratio"] == pytest.approx(1.0)
+    # scored again into the same folder (a later export of the same person): replaced, not refused
+    score_answers(path, data["chains"], "single_step", out_dir=run)
+
+
+def test_a_perception_study_asks_one_yes_no_question_per_object_and_image(data, tmp_path):
+    spec = study_spec("main", "perception")
+    summary = write_study(data["co"], spec, tmp_path / "p")
+    _, units = study_units(data["co"], spec)
+    q = units[0].questions[0]
+    assert q.choices == ["yes", "no"] and not q.multi and q.answer_text(q.gold) in ("Yes", "No")
+    assert summary.questions == sum(len(u.questions) for u in units) > summary.units
