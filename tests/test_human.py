@@ -372,3 +372,11 @@ def test_a_perception_study_asks_one_yes_no_question_per_object_and_image(data, 
     q = units[0].questions[0]
     assert q.choices == ["yes", "no"] and not q.multi and q.answer_text(q.gold) in ("Yes", "No")
     assert summary.questions == sum(len(u.questions) for u in units) > summary.units
+    # everything right on rows 0 and 1, "yes" to every question of the others: scored by the perception task itself
+    picks = {q.id: q.gold if u.row < 2 else [0] for u in units for q in u.questions}  # choice 0 is "yes"
+    path = _answers_file(tmp_path / "ivy.jsonl", summary.path, "ivy", picks, units)
+    results, _ = score_answers(path, data["co"], "main", out_dir=tmp_path / "run")
+    asked = [(u.row, q) for u in units for q in u.questions]
+    right = sum(1 for row, q in asked if row < 2 or q.gold == [0])
+    assert results["task"] == "perception" and results["dataset"]["questions_scored"] == len(asked)
+    assert results["metrics"]["overall"]["question_accuracy"] == pytest.approx(right / len(asked))

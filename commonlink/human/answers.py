@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commonlink.errors import InputError
+from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.backends import BASELINES
 from commonlink.eval.backends.base import BackendInfo, GenerationRequest, GenerationSettings, RequestFailure
 from commonlink.eval.evaluator import RunOptions, evaluate
@@ -61,9 +61,10 @@ def is_human_answers(path: str | os.PathLike) -> bool:
         return False
     try:
         first = next(jsonl_lines(path), None)
-    except Exception:  # noqa: BLE001 - not a text file: not ours, the other readers say what it is
+        header = json.loads(first[1]) if first is not None else None
+    except (CommonlinkError, ValueError):  # not UTF-8 or not JSON: not ours; the other readers say what it is
         return False
-    return first is not None and f'"{ANSWERS_FORMAT}"' in first[1]
+    return isinstance(header, dict) and header.get("format") == ANSWERS_FORMAT
 
 
 def _header(path: Path, lineno: int, line: str) -> dict:
