@@ -268,7 +268,7 @@ def score_answers(
             f"{answers.path}: the answers are for split {answers.header['split']!r}, not {split!r}.",
             f"Score it with --split {answers.header['split']} (and the release its study was built from).",
         )
-    dataset, units = study_units(data, spec, revision=revision)
+    dataset, units = study_units(data, spec, revision=revision, pixels=False)
     _check_origin(answers, dataset, split)
     done, unfinished = finished_units(answers, units)
     if not done:

@@ -168,9 +168,8 @@ class _ChainOracle:
     """Stands in for the :class:`~commonlink.eval.association_requests.Asker` of one chain: answers each
     selection right (``Image1``/``Image2``), keeping the requests, so the chain walks its all-correct path."""
 
-    pixels = True
-
-    def __init__(self, chain):
+    def __init__(self, chain, pixels: bool):
+        self.pixels = pixels
         self.answers = iter([s.answer for s in chain.steps if not s.warmup])
         self.requests: list[tuple[GenerationRequest, int]] = []
 
@@ -183,23 +182,23 @@ class _ChainOracle:
         return out
 
 
-def _association_unit(task, row: int, spec: StudySpec) -> StudyUnit:
+def _association_unit(task, row: int, spec: StudySpec, pixels: bool) -> StudyUnit:
     settings = AssociationSettings(**spec.association)
     if spec.split in CHAIN_CONFIGS:
-        oracle = _ChainOracle(task)
+        oracle = _ChainOracle(task, pixels)
         run_chains([task], oracle, settings, show_progress=False)
         return StudyUnit(task.id, row, True, [_question(r, [a], spec) for r, a in oracle.requests])
     if spec.split == "deduction":
         image_1, image_2, gold = task.image_1, task.image_2, list(task.gold)
         questions = []
     else:
-        selection = single_step_selection(task, settings)
+        selection = single_step_selection(task, settings, pixels=pixels)
         questions = [_question(selection, [task.answer], spec)]
         image_1, image_2 = task.query, task.positive
         gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
     if spec.split == "deduction" or settings.deduction:
         request = deduction_request(
-            task.id, 0, image_1, image_2, task.concept_kind, task.options, strategy=settings.strategy
+            task.id, 0, image_1, image_2, task.concept_kind, task.options, pixels=pixels, strategy=settings.strategy
         )
         gold_k = [k for k, o in enumerate(request.choices) if o in gold]
         questions.append(_question(request, gold_k, spec, rule=settings.deduction_rule))
@@ -217,13 +216,22 @@ def _common_o_unit(task, example, spec: StudySpec) -> StudyUnit:
     return StudyUnit(example.id, example.row_index, False, questions)
 
 
-def study_units(data: str | os.PathLike, spec: StudySpec, *, revision: str | None = None):
-    """``(split, units)``: every unit of the split, in row order, with the requests a model would be sent."""
-    split = open_split(data, spec, revision)
+def iter_units(split, data: str | os.PathLike, spec: StudySpec, rows, *, revision: str | None = None, pixels=True):
+    """The units of ``rows`` of the opened ``split``, one at a time, with the requests a model would be sent
+    (``pixels=False``: without decoding images, for scoring: request ids depend on image ids only)."""
     if spec.task == "association":
-        return split, [_association_unit(split.get(i), i, spec) for i in range(len(split))]
+        for i in rows:
+            yield _association_unit(split.get(i), i, spec, pixels)
+        return
     task = eval_task(data, spec, revision)
-    return split, [_common_o_unit(task, split.get(i), spec) for i in range(len(split))]
+    for i in rows:
+        yield _common_o_unit(task, split.get(i, images=pixels), spec)
+
+
+def study_units(data: str | os.PathLike, spec: StudySpec, *, revision: str | None = None, pixels: bool = True):
+    """``(split, units)``: every unit of the split, in row order (see :func:`iter_units`)."""
+    split = open_split(data, spec, revision)
+    return split, list(iter_units(split, data, spec, range(len(split)), revision=revision, pixels=pixels))
 
 
 __all__ = [
@@ -233,6 +241,7 @@ __all__ = [
     "StudySpec",
     "StudyUnit",
     "eval_task",
+    "iter_units",
     "open_split",
     "study_spec",
     "study_units",

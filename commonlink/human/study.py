@@ -22,7 +22,7 @@ from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.report.page import json_for_script
 from commonlink.fileio import atomic_write_bytes, atomic_write_text
-from commonlink.human.items import StudySpec, StudyUnit, study_units
+from commonlink.human.items import StudySpec, StudyUnit, iter_units, open_split
 from commonlink.images import image_to_png_bytes
 from commonlink.seeding import rng_for
 
@@ -55,7 +55,7 @@ class StudySummary:
 
 
 def annotator_plans(n_units: int, annotators: list[str], *, seed: int = 0, sample: int | None = None) -> list[dict]:
-    """Per annotator, the units (by position) they answer: a seeded permutation (``rng_for(seed, "human-study",
+    """Per annotator, the units (rows of the split) they answer: a seeded permutation (``rng_for(seed, "human-study",
     name)``), cut to ``sample``. Without names, one plan for whoever types a name (the same order for everyone)."""
     if sample is not None and sample < 1:
         raise InputError(f"--sample {sample} must be at least 1.")
@@ -138,12 +138,16 @@ def write_study(
         raise InputError(f"--out {out} is a file.", "Give a folder for the study page and its images.")
     if out.is_dir() and any(out.iterdir()) and not (out / "index.html").is_file():
         raise InputError(f"--out {out} holds other files.", "Give an empty or new folder (or a study folder to redo).")
-    split, units = study_units(data, spec, revision=revision)
-    units = [u for u in units if u.questions]
-    if not units:
+    split = open_split(data, spec, revision)
+    if not len(split):
         raise InputError(f"{split.source_name} [{spec.split}] has nothing to ask.", "Give a split with rows.")
-    plans = annotator_plans(len(units), list(annotators or []), seed=seed, sample=sample)
+    plans = annotator_plans(len(split), list(annotators or []), seed=seed, sample=sample)
+    rows = sorted({r for plan in plans for r in plan["units"]})  # only the rows someone is asked
+    position = {row: k for k, row in enumerate(rows)}
+    for plan in plans:
+        plan["units"] = [position[r] for r in plan["units"]]
     written: dict[str, str] = {}
+    units = [_unit_data(u, out, written) for u in iter_units(split, data, spec, rows, revision=revision)]
     body = {
         "format": STUDY_FORMAT,
         "version": FORMAT_VERSION,
@@ -153,7 +157,7 @@ def write_study(
         "spec": spec.to_dict(),
         "seed": seed,
         "instructions": list(INSTRUCTIONS),
-        "units": [_unit_data(u, out, written) for u in units],
+        "units": units,
         "plans": plans,
     }
     study_id = hashlib.sha256(json_for_script(body).encode("utf-8")).hexdigest()[:16]
@@ -161,7 +165,7 @@ def write_study(
     title = f"Human study: {Path(str(split.source_name)).name} [{spec.split}]"
     page = out / "index.html"
     atomic_write_text(page, _page(body, title))
-    return StudySummary(page, len(units), sum(len(u.questions) for u in units), len(written), study_id)
+    return StudySummary(page, len(units), sum(len(u["questions"]) for u in units), len(written), study_id)
 
 
 __all__ = [
