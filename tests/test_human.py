@@ -36,6 +36,10 @@ def _study_data(page: Path) -> dict:
     return json.loads(re.search(r'<script type="application/json" id="study-data">(.*?)</script>', text, re.S)[1])
 
 
+def _images(study: dict) -> list[str]:
+    return [p["image"] for u in study["units"] for q in u["questions"] for p in q["parts"] if "image" in p]
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("human-data")
@@ -74,7 +78,7 @@ def test_study_folder_is_self_contained_and_safe(data, tmp_path):
     plans = annotator_plans(ROWS, ["alice", "bob"], seed=3, sample=3)
     asked = sorted({r for p in plans for r in p["units"]})
     assert summary.units == len(asked) == len(d["units"]) < ROWS  # only the rows someone is asked are in the page
-    images = [p["image"] for u in d["units"] for q in u["questions"] for p in q["parts"] if "image" in p]
+    images = _images(d)
     assert images and all((tmp_path / "s" / i).is_file() for i in images)
     _, units = study_units(data["co"], spec)
     assert [len(p["units"]) for p in d["plans"]] == [3, 3]
@@ -90,6 +94,9 @@ def test_study_folder_is_self_contained_and_safe(data, tmp_path):
     assert min(v.size for k, v in q.parts if k == "image")[1] == 384
     again = write_study(data["co"], spec, tmp_path / "s2", annotators=["alice", "bob"], seed=3, sample=3)
     assert again.path.read_bytes() == summary.path.read_bytes()  # reproducible
+    redone = write_study(data["co"], spec, tmp_path / "s", annotators=["alice"], seed=3, sample=1)  # the same folder
+    names = set(_images(_study_data(redone.path)))
+    assert {f"images/{f.name}" for f in (tmp_path / "s" / "images").iterdir()} == names  # stale images removed
     html = summary.path.read_text(encoding="utf-8")
     assert "innerHTML" not in html and "</script>" not in html.split('id="study-data">')[1].split("</script>")[0]
 
@@ -115,6 +122,10 @@ def _play(browser, page: Path, decide, *, start, reload_after: int) -> tuple[str
     while browser.find_element("id", "question").is_displayed():
         box = browser.find_element("id", "question")
         qid = box.get_attribute("data-question")
+        widths = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#question img')).map(i => i.complete ? i.naturalWidth : -1)"
+        )
+        assert widths and all(w > 0 for w in widths), widths  # every image loads from disk (allowed by the CSP)
         assert qid not in answered  # a reload resumes at the first unanswered question
         assert browser.find_element("id", "submit").get_attribute("disabled")  # nothing picked yet
         for k in decide(qid):

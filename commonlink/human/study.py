@@ -165,6 +165,10 @@ def write_study(
     title = f"Human study: {Path(str(split.source_name)).name} [{spec.split}]"
     page = out / "index.html"
     atomic_write_text(page, _page(body, title))
+    kept = {Path(name).name for name in written.values()}
+    for stale in (out / IMAGES_DIR).glob("*.png"):  # images of an earlier build of this study folder
+        if stale.name not in kept:
+            stale.unlink()
     return StudySummary(page, len(units), sum(len(u["questions"]) for u in units), len(written), study_id)
 
 
