@@ -44,6 +44,12 @@ unreal_app = typer.Typer(
     help="Check a running Unreal Engine project (UnrealCV plugin) for `synth --backend unrealcv`.", no_args_is_help=True
 )
 app.add_typer(unreal_app, name="unreal")
+human_app = typer.Typer(
+    help="Human baselines: a study page people answer in a browser (`study`), and their `agreement`; score a "
+    "person's answers with `eval score`.",
+    no_args_is_help=True,
+)
+app.add_typer(human_app, name="human")
 
 
 def _version_callback(value: bool) -> None:
@@ -72,6 +78,7 @@ from commonlink.commands import eval as _eval_cmds  # noqa: E402
 from commonlink.commands import eval_run as _eval_run_cmds  # noqa: E402
 from commonlink.commands import export as _export_cmds  # noqa: E402
 from commonlink.commands import hub as _hub_cmds  # noqa: E402
+from commonlink.commands import human as _human_cmds  # noqa: E402
 from commonlink.commands import ingest as _ingest_cmds  # noqa: E402
 from commonlink.commands import pairs as _pairs_cmds  # noqa: E402
 from commonlink.commands import release as _release_cmds  # noqa: E402
@@ -113,6 +120,8 @@ export_app.command("lmms-eval")(_export_cmds.lmms_eval)
 export_app.command("vlmevalkit")(_export_cmds.vlmevalkit)
 app.command("demo")(_demo_cmds.demo)
 unreal_app.command("check")(_unreal_cmds.check)
+human_app.command("study")(_human_cmds.study)
+human_app.command("agreement")(_human_cmds.agreement)
 
 
 class _FlagsAsFlags:

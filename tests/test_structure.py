@@ -34,6 +34,7 @@ LAYERS = {
     "eval": 4,
     "kinds": 5,
     "export": 6,
+    "human": 6,
     "demo": 6,
     "commands": 7,
     "cli": 8,

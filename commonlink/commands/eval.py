@@ -41,6 +41,7 @@ from commonlink.commands._options import (
     expand_option_groups,
     option_group,
 )
+from commonlink.commands.human import scores_human_answers
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
@@ -282,9 +283,10 @@ def perception(
 
 
 @reports_errors
+@scores_human_answers  # a person's answers file (`commonlink human study`): a run folder named after them
 def score(
     predictions: Path = typer.Argument(
-        ..., help="predictions.jsonl of a Common-O run, an lmms-eval samples file, or a VLMEvalKit prediction file."
+        ..., help="predictions.jsonl of a Common-O run, lmms-eval samples, VLMEvalKit predictions, or human answers."
     ),
     data: DataOpt = None,
     split: SplitOpt = "main",

@@ -68,6 +68,7 @@ class RunOptions:
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
     run_name: str | None = None  #: what tables and reports call the run (None: model + distinguishing settings)
+    indices: Sequence[int] | None = None  #: exactly these rows, in this order (a person's sample); else the above
 
     def __post_init__(self) -> None:
         """Refuse what no run can do, in the CLI's words (the eval commands build this record)."""
@@ -106,7 +107,11 @@ def run_eval(task: Task, options: RunOptions) -> EvalRun:
     settings = options.settings or task.default_settings(options.seed)
     dataset = task.open()
     task.prepare(dataset)
-    indices = row_indices(len(dataset), options.limit, options.rows, options.shard)
+    indices = (
+        list(options.indices)
+        if options.indices is not None
+        else row_indices(len(dataset), options.limit, options.rows, options.shard)
+    )
     max_row_errors = unreadable_limit(len(indices), options.max_unreadable_share)
     out_dir = Path(options.out_dir) if options.out_dir is not None else None
     with _backends(task, options) as backends:

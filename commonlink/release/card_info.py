@@ -45,7 +45,12 @@ PUBLISHER_QUESTIONS: tuple[PublisherQuestion, ...] = (
     PublisherQuestion("restrictions", "Distribution", "Any third-party or export restrictions?"),
     PublisherQuestion("maintainers", "Maintenance", "Who maintains it, and how can they be contacted?"),
 )
-QUESTIONS_BY_KEY = {q.key: q for q in PUBLISHER_QUESTIONS}
+#: Asked only when answered (a card without it says nothing of human validation): the figure
+#: ``commonlink human agreement`` prints as its card sentence (docs/human.md).
+HUMAN_VALIDATION = PublisherQuestion(
+    "human_validation", "Composition", "Were the labels validated by people, and how well did they agree?"
+)
+QUESTIONS_BY_KEY = {q.key: q for q in (*PUBLISHER_QUESTIONS, HUMAN_VALIDATION)}
 _TEMPLATE_HINTS = {
     "creators_and_funding": "e.g. The Example Lab at Example University; funded by grant X.",
     "sensitive_data": "e.g. No: every photo was checked by hand for people, faces, screens and documents.",
@@ -53,6 +58,7 @@ _TEMPLATE_HINTS = {
     "consent": "e.g. No people appear in the images; the photographed rooms belong to the photographers.",
     "restrictions": "e.g. None beyond the license.",
     "maintainers": "e.g. The Example Lab, datasets@example.org; issues on the Hub repo's Community tab.",
+    "human_validation": "optional: the card sentence `commonlink human agreement` prints (docs/human.md).",
 }
 
 
@@ -65,7 +71,7 @@ def card_info_template() -> str:
         "# (or, for a release already built: commonlink release card RELEASE_DIR --card-info THIS_FILE).",
         "",
     ]
-    for q in PUBLISHER_QUESTIONS:
+    for q in (*PUBLISHER_QUESTIONS, HUMAN_VALIDATION):
         out += [f"# {q.section}: {q.question}", f"#   {_TEMPLATE_HINTS[q.key]}", f"{q.key}:", ""]
     return "\n".join(out)
 
@@ -129,7 +135,7 @@ def check_card_info(data: Mapping, *, where: str = "card info") -> dict[str, str
                 f"{MAX_ANSWER_CHARS:,}.",
                 "Shorten it (link to a longer document from the answer).",
             )
-    return {q.key: answers[q.key] for q in PUBLISHER_QUESTIONS if q.key in answers}
+    return {key: answers[key] for key in QUESTIONS_BY_KEY if key in answers}
 
 
 def answer_markdown(text: str) -> str:
@@ -150,6 +156,12 @@ def publisher_answer(card_info: Mapping[str, str] | None, key: str, known: str =
     return " ".join(filter(None, [known.strip(), answer_markdown(answer) if answer else PUBLISHER_TO_FILL]))
 
 
+def human_validation_rows(card_info: Mapping[str, str] | None) -> list[tuple[str, str]]:
+    """The card's (question, answer) on human validation: one row when the publisher answered it, else none."""
+    answer = (card_info or {}).get(HUMAN_VALIDATION.key)
+    return [(HUMAN_VALIDATION.question, answer_markdown(answer))] if answer else []
+
+
 def unanswered_questions(card_text: str) -> list[str]:
     """The publisher questions a card still shows as unanswered (by key), in datasheet order."""
     found = []
@@ -168,12 +180,15 @@ def publisher_section(card_info: Mapping[str, str] | None, *, heading: str = "##
     out = [heading, ""]
     for q in PUBLISHER_QUESTIONS:
         out += [f"**{q.question}**", "", publisher_answer(card_info, q.key), ""]
+    for question, answer in human_validation_rows(card_info):
+        out += [f"**{question}**", "", answer, ""]
     return "\n".join(out)
 
 
 __all__ = [
     "CARD_INFO_MAX_BYTES",
     "MAX_ANSWER_CHARS",
+    "HUMAN_VALIDATION",
     "PUBLISHER_QUESTIONS",
     "PUBLISHER_TO_FILL",
     "QUESTIONS_BY_KEY",
@@ -181,6 +196,7 @@ __all__ = [
     "answer_markdown",
     "card_info_template",
     "check_card_info",
+    "human_validation_rows",
     "publisher_answer",
     "publisher_section",
     "read_card_info",

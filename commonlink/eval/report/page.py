@@ -129,3 +129,7 @@ def iter_records(path: Path, needed: Sequence[str], what: str) -> Iterator[dict]
                 f"Give a {path.name} written by `commonlink eval {what}` of this toolkit version.",
             )
         yield record
+
+
+#: Public name of the embedding helper, for other static pages (the human study page).
+json_for_script = _json_for_script

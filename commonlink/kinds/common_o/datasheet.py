@@ -27,6 +27,7 @@ from commonlink.formats.card import (
 from commonlink.release.card_info import (
     PUBLISHER_TO_FILL,
     QUESTIONS_BY_KEY,
+    human_validation_rows,
     publisher_answer,
 )
 
@@ -250,6 +251,7 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
             "verified by instance masks for renders. Ambiguous or heavily occluded objects "
             "are the main source of noise. Images are reused across examples by design.",
         ),
+        *human_validation_rows(card_info),
         ("Is the dataset self-contained?", "Yes; images are embedded in the parquet files."),
         _publisher(
             card_info,
