@@ -358,7 +358,7 @@ def _declarations():
 
 
 #: Flags that name different things on different commands: how many declarations (one per meaning) each may have.
-MEANINGS = {"--backend": 2, "--split": 2, "--negatives": 2, "--strict": 2, "--format": 2}
+MEANINGS = {"--backend": 2, "--split": 2, "--negatives": 2, "--strict": 2, "--format": 2, "--task": 2}
 
 
 def test_the_declaration_walk_sees_every_command_and_option():

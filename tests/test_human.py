@@ -116,14 +116,20 @@ def test_markup_in_the_data_cannot_leave_the_data_block(data, tmp_path):
 def _play(browser, page: Path, decide, *, start, reload_after: int) -> tuple[str, list[str]]:  # noqa: F811
     """Answer every question by clicking (``decide(question id) -> choice numbers``), reloading the page once after
     ``reload_after`` answers; returns the exported answers text and the question ids in the order answered."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def wait_for(script: str) -> None:  # a page state, however slowly a loaded machine gets there (never a sleep)
+        WebDriverWait(browser, 120, poll_frequency=0.05).until(lambda b: b.execute_script(script))
+
     _open(browser, page)
     start()
     answered: list[str] = []
     while browser.find_element("id", "question").is_displayed():
         box = browser.find_element("id", "question")
         qid = box.get_attribute("data-question")
+        wait_for("return Array.from(document.querySelectorAll('#question img')).every(i => i.complete)")
         widths = browser.execute_script(
-            "return Array.from(document.querySelectorAll('#question img')).map(i => i.complete ? i.naturalWidth : -1)"
+            "return Array.from(document.querySelectorAll('#question img')).map(i => i.naturalWidth)"
         )
         assert widths and all(w > 0 for w in widths), widths  # every image loads from disk (allowed by the CSP)
         assert qid not in answered  # a reload resumes at the first unanswered question
@@ -132,8 +138,14 @@ def _play(browser, page: Path, decide, *, start, reload_after: int) -> tuple[str
             box.find_element("css selector", f'button.choice[data-index="{k}"]').click()
         browser.find_element("id", "submit").click()
         answered.append(qid)
+        # the answer is taken (and stored) once the page has moved on from this question
+        wait_for(
+            "var q = document.getElementById('question'), d = document.getElementById('done');"
+            f"return (d && d.offsetParent !== null) || (q && q.getAttribute('data-question') !== {json.dumps(qid)});"
+        )
         if len(answered) == reload_after:
             browser.refresh()
+            wait_for("return document.readyState === 'complete'")
             assert not browser.find_element("id", "start").is_displayed()
     assert browser.find_element("id", "done").is_displayed()
     browser.find_element("id", "export").click()

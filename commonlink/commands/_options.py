@@ -377,6 +377,39 @@ def expand_option_groups(func: Callable) -> Callable:
 
 
 #: Flags that name different things on different commands: one declaration per meaning (the aliases named here).
+QuestionOpt = Annotated[
+    str,
+    typer.Option(
+        "--question",
+        help="Common-O: dataset (a row's own question verbatim; the prompt is built only for rows without one) or "
+        "built (always the paper's prompt).",
+    ),
+]
+MemoryOpt = Annotated[
+    str,
+    typer.Option(
+        "--memory",
+        help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (obj->concept->obj "
+        "subchains concatenated, last 5 kept).",
+    ),
+]
+NoDeductionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-deduction",
+        help="Skip the deduction step (the memory then learns the gold concept; human studies of chains always "
+        "skip it).",
+    ),
+]
+RunTaskOpt = Annotated[
+    str | None,
+    typer.Option("--task", help="The task to run (`commonlink eval tasks` lists them); its options follow."),
+]
+StudyTaskOpt = Annotated[
+    str,
+    typer.Option("--task", help="auto (association for an association config, else commono) | commono | perception."),
+]
+
 CompareFormatOpt = Annotated[str, typer.Option("--format", help="md (markdown tables) | csv | json.")]
 TasksFormatOpt = Annotated[str, typer.Option("--format", help="text (for people) or json (for scripts).")]
 
@@ -386,4 +419,5 @@ MEANINGS = {
     "--negatives": ("NegativeModeOpt", "CheckNegativesOpt"),  # how negatives are drawn | whether verify checks them
     "--strict": ("StrictCardOpt", "StrictIngestOpt"),  # push refuses an unfinished card | ingest exits 2 on refusals
     "--format": ("CompareFormatOpt", "TasksFormatOpt"),  # compare's table format | eval tasks' listing format
+    "--task": ("RunTaskOpt", "StudyTaskOpt"),  # the registered task `eval run` runs | what a human study asks
 }

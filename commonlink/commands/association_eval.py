@@ -15,7 +15,9 @@ from commonlink.commands._options import (
     DeductionRuleOpt,
     LimitOpt,
     MaxStepsOpt,
+    MemoryOpt,
     ModelsOpt,
+    NoDeductionOpt,
     NoReportOpt,
     OptionalOutOpt,
     RevisionOpt,
@@ -39,12 +41,7 @@ def association(
         False, "--moe", help="Mixture of experts: ask every --model and take the majority answer at each step."
     ),
     run: ModelRun = ModelRun(max_new_tokens=64),
-    memory: str = typer.Option(
-        "structm",
-        "--memory",
-        help="Memory base: nom (none), structm (concept -> objects dict), nlm (sentences), chainm (obj->concept->obj "
-        "subchains concatenated, last 5 kept).",
-    ),
+    memory: MemoryOpt = "structm",
     repetition: float = typer.Option(1.0, "--repetition", help="Memory weight added when an entry is seen again."),
     forgetting: float = typer.Option(
         0.2, "--forgetting", help="Memory weight every other entry loses each step (dropped at 0)."
@@ -56,9 +53,7 @@ def association(
         help="ChainM: subchains kept (the authors' harness: 5; 0 = all, as the paper words it).",
     ),
     max_steps: MaxStepsOpt = 500,
-    no_deduction: bool = typer.Option(
-        False, "--no-deduction", help="Skip the deduction step (the memory then learns the gold concept)."
-    ),
+    no_deduction: NoDeductionOpt = False,
     strategy: StrategyOpt = "normal",
     deduction_rule: DeductionRuleOpt = "all-shared",
     out: OptionalOutOpt = None,

@@ -26,6 +26,7 @@ from commonlink.commands._options import (
     NoReportOpt,
     OptionalOutOpt,
     OverwriteOpt,
+    QuestionOpt,
     QuietOpt,
     RevisionOpt,
     RowsOpt,
@@ -207,12 +208,7 @@ def commono(
         False, "--concat-images", help="Single-image models: both images side by side, with the paper's second prompt."
     ),
     image_protocol: ImageProtocolOpt = "shorter-side-384",
-    question: str = typer.Option(
-        "dataset",
-        "--question",
-        help="dataset: a row's own question verbatim (prompt built only for rows without one); built: always the "
-        "paper's prompt.",
-    ),
+    question: QuestionOpt = "dataset",
     max_unreadable_share: float = typer.Option(
         MAX_UNREADABLE_SHARE,
         "--max-unreadable-share",

@@ -14,7 +14,7 @@ import typer
 
 from commonlink import registry
 from commonlink.commands._common import print_error
-from commonlink.commands._options import TasksFormatOpt
+from commonlink.commands._options import RunTaskOpt, TasksFormatOpt
 from commonlink.errors import CommonlinkError, InputError
 
 __all__ = ["RUN_SETTINGS", "run", "task_options", "tasks"]
@@ -37,9 +37,7 @@ def _task_command(ctx: typer.Context, info: registry.TaskInfo):
 
 def run(
     ctx: typer.Context,
-    task: str | None = typer.Option(
-        None, "--task", help="The task to run (`commonlink eval tasks` lists them); its options follow."
-    ),
+    task: RunTaskOpt = None,
 ) -> None:
     """Run one registered eval task with that task's options (the same as its own `eval` command).
 

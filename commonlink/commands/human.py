@@ -9,6 +9,21 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import console, reports_errors
+from commonlink.commands._options import (
+    BootstrapOpt,
+    DataOpt,
+    ImageProtocolOpt,
+    MemoryOpt,
+    NoDeductionOpt,
+    OptionalOutOpt,
+    OutOpt,
+    QuestionOpt,
+    RevisionOpt,
+    SeedOpt,
+    SplitOpt,
+    StrategyOpt,
+    StudyTaskOpt,
+)
 from commonlink.errors import InputError
 from commonlink.eval.report.html import REPORT_FILENAME
 from commonlink.eval.report.tables import render_association_table, render_markdown_table
@@ -20,44 +35,38 @@ from commonlink.human.study import write_study
 from commonlink.kinds.association.task import AssociationSettings
 from commonlink.locks import output_lock
 
-_SPLIT_HELP = (
-    "Common-O split (main, challenge, or any split of the release), or an association config: single_step, "
-    "deduction, synchronous, asynchronous."
-)
-
 
 @reports_errors
 def study(
     data: str = typer.Argument(..., help="Release folder, parquet file, Hub id, or chain-files folder."),
-    split: str = typer.Option(..., "--split", help=_SPLIT_HELP),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write index.html and images/ into."),
-    task: str = typer.Option(
-        "auto", "--task", help="auto (association for an association config, else commono) | commono | perception."
-    ),
+    split: SplitOpt = ...,
+    out: OutOpt = ...,
+    task: StudyTaskOpt = "auto",
     annotators: str = typer.Option(
         None,
         "--annotators",
         help="Comma-separated names, each with its own seeded order and sample (default: one plan for whoever types "
         "a name).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of each annotator's order and sample."),
+    seed: SeedOpt = 0,
     sample: int = typer.Option(
         None, "--sample", min=1, help="Units (rows, tasks or chains) per annotator; default all."
     ),
-    revision: str = typer.Option(None, "--revision", help="Hub revision of the dataset."),
-    image_protocol: str = typer.Option(
-        "shorter-side-384", "--image-protocol", help="Image sizing, as for `eval commono` (the model's view)."
-    ),
-    question: str = typer.Option("dataset", "--question", help="Common-O: dataset | built, as for `eval commono`."),
-    memory: str = typer.Option("structm", "--memory", help="Association: nom | structm | nlm | chainm."),
-    no_deduction: bool = typer.Option(
-        False, "--no-deduction", help="single_step: no deduction question (chains are always played without it)."
-    ),
-    strategy: str = typer.Option(
-        "normal", "--strategy", help="Association prompt strategy, as for `eval association`."
-    ),
+    revision: RevisionOpt = None,
+    image_protocol: ImageProtocolOpt = "shorter-side-384",
+    question: QuestionOpt = "dataset",
+    memory: MemoryOpt = "structm",
+    no_deduction: NoDeductionOpt = False,
+    strategy: StrategyOpt = "normal",
 ) -> None:
-    """Write a static study page (no server; opens from disk) in which people answer a split as a model does."""
+    """Write a static study page (no server; opens from disk) in which people answer a split as a model does.
+
+    --split: a Common-O split (main, challenge, or any split of the release), or an association config
+    (single_step, deduction, synchronous, asynchronous). --out: the folder for index.html and images/. --seed: of
+    each annotator's order and sample. --image-protocol and --question as for `eval commono` (the model's view);
+    --memory, --no-deduction (single_step; chains are always played without it) and --strategy as for
+    `eval association`.
+    """
 
     settings = AssociationSettings(memory=memory, deduction=not no_deduction, strategy=strategy)
     spec = study_spec(split, task, image_protocol=image_protocol, question=question, settings=settings)
@@ -80,14 +89,18 @@ def study(
 @reports_errors
 def agreement(
     answers: list[Path] = typer.Argument(..., help="Answers files exported from the study page (one per annotator)."),
-    data: str = typer.Option(..., "--data", help="The release the study was built from."),
-    split: str = typer.Option(..., "--split", help=_SPLIT_HELP),
-    revision: str = typer.Option(None, "--revision", help="Hub revision of the dataset."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", min=2, help="Bootstrap resamples (over items) for the SEs."),
-    out: Path = typer.Option(None, "--out", "-o", help="Also write the figures as JSON here."),
+    data: DataOpt = ...,
+    split: SplitOpt = ...,
+    revision: RevisionOpt = None,
+    seed: SeedOpt = 0,
+    bootstrap: BootstrapOpt = 1000,
+    out: OptionalOutOpt = None,
 ) -> None:
-    """Percent agreement with the labels and between annotators, and Fleiss' kappa, with bootstrap SEs."""
+    """Percent agreement with the labels and between annotators, and Fleiss' kappa, with bootstrap SEs.
+
+    --data: the release the study was built from; --split: its split or association config. --seed and
+    --bootstrap: the bootstrap over items for the SEs. --out: also write the figures as JSON there.
+    """
 
     result = agreement_of_files(answers, data, split, revision=revision, n_boot=bootstrap, seed=seed)
 
