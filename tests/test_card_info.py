@@ -153,3 +153,35 @@ def test_the_card_asks_every_question_of_the_papers_datasheet_word_for_word(pair
         assert f"**{question}**" in card, question
         asked += question in sheet
     assert asked >= 45  # all but the two Gebru preprocessing questions the paper skips and the human validation
+
+
+def test_a_description_and_a_citation_go_on_the_card_as_written(pairs, tmp_path):
+    out = tmp_path / "rel"
+    answers = {
+        "description": "Kitchen photos from *our* lab.\n\nSecond paragraph.",
+        "citation": "@misc{lab2026,\n  title={Our set}\n}",
+    }
+    build_release([pairs], out, card_info=answers, progress=False)
+    card = (out / "README.md").read_text()
+    assert "Kitchen photos from \\*our\\* lab." in card and "Second paragraph." in card  # text, never markup
+    assert "```\n@misc{lab2026,\n  title={Our set}\n}\n```" in card
+    assert card.index("Kitchen photos") < card.index("## Usage") and card.index("@misc{lab2026") > card.index(
+        "## Citation"
+    )
+    with pytest.raises(InputError, match="code fence"):
+        build_release([pairs], tmp_path / "bad", card_info={"citation": "```\nx"}, progress=False)
+
+
+def test_release_card_version_gives_a_card_fix_a_new_version_without_a_rebuild(pairs, tmp_path):
+    out = tmp_path / "rel"
+    build_release([pairs], out, version="1.0.0", progress=False)
+    shards = {p.name: p.read_bytes() for p in (out / "data").glob("*.parquet")}
+    assert rebuild_card(out, {"erratum": "None yet."}, version="1.0.1")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["version"] == "1.0.1" and manifest["config"]["version"] == "1.0.1"
+    assert "Version **1\\.0.1**" in (out / "README.md").read_text()
+    assert verify_release(out) == [] and {p.name: p.read_bytes() for p in (out / "data").glob("*.parquet")} == shards
+    # the build with that version and card info finds the folder as it is
+    assert build_release([pairs], out, version="1.0.1", card_info={"erratum": "None yet."}, progress=False).reused
+    with pytest.raises(InputError, match="1.0"):
+        rebuild_card(out, {}, version="1.0")

@@ -294,6 +294,12 @@ _ALSO_COVERED = {
     "consent": ("notification",),
     "maintainers": ("contact",),
 }
+#: Free texts of the card that are not datasheet answers: a description under the title, a citation of the dataset
+#: (shown as a code block in the Citation section, before the paper's).
+CARD_TEXTS = {
+    "description": "optional; a free-text description shown under the card's title (plain text, paragraphs kept).",
+    "citation": "optional; how to cite this dataset (e.g. a BibTeX entry), shown in the card's Citation section.",
+}
 _TEMPLATE_HINTS = {
     "creators": "e.g. The Example Lab at Example University (names of the people who made it).",
     "funding": "e.g. Grant X of the Example Foundation; the lab's own budget.",
@@ -342,6 +348,8 @@ def card_info_template() -> str:
         "# (or, for a release already built: commonlink release card RELEASE_DIR --card-info THIS_FILE).",
         "",
     ]
+    for key, hint in CARD_TEXTS.items():
+        out += [f"# Card: {key}", f"#   {hint}", f"{key}:", ""]
     for q in CARD_INFO_QUESTIONS:
         out += [f"# {q.section}: {q.question}", f"#   {_TEMPLATE_HINTS[q.key]}", f"{q.key}:", ""]
     return "\n".join(out)
@@ -367,11 +375,17 @@ def read_card_info(path: str | os.PathLike) -> dict[str, str]:
 def check_card_info(data: Mapping, *, where: str = "card info") -> dict[str, str]:
     """Answers keyed by question, checked: known keys only, each answer text; empty answers dropped. The keys of
     files written before the full datasheet (:data:`OLD_KEYS`) answer the questions their one question covered."""
-    unknown = sorted(str(k) for k in data if k not in QUESTIONS_BY_KEY and k not in OLD_KEYS)
+    unknown = sorted(str(k) for k in data if k not in QUESTIONS_BY_KEY and k not in OLD_KEYS and k not in CARD_TEXTS)
     if unknown:
         raise InputError(
             f"{where}: unknown key(s) {', '.join(unknown)}.",
-            f"The keys are: {', '.join(QUESTIONS_BY_KEY)} (see `commonlink release card-info --template`).",
+            f"The keys are: {', '.join([*CARD_TEXTS, *QUESTIONS_BY_KEY])} (see `commonlink release card-info "
+            "--template`).",
+        )
+    if "```" in str(data.get("citation") or "") or "~~~" in str(data.get("citation") or ""):
+        raise InputError(
+            f"{where}: the citation holds a code fence (``` or ~~~), which would end the card's code block.",
+            "Write the citation without fences (it is shown as a code block as it is).",
         )
     answers = {}
     for key, value in data.items():
@@ -392,7 +406,8 @@ def check_card_info(data: Mapping, *, where: str = "card info") -> dict[str, str
         for other in covered:
             if key in answers:
                 answers.setdefault(other, answers[key])
-    return {q.key: answers[q.key] for q in CARD_INFO_QUESTIONS if q.key in answers}
+    order = [*CARD_TEXTS, *(q.key for q in CARD_INFO_QUESTIONS)]
+    return {key: answers[key] for key in order if key in answers}
 
 
 def answer_markdown(text: str) -> str:
@@ -455,7 +470,10 @@ __all__ = [
     "PUBLISHER_TO_FILL",
     "QUESTIONS_BY_KEY",
     "PublisherQuestion",
+    "CARD_TEXTS",
     "answer_markdown",
+    "card_citation",
+    "card_description",
     "card_info_template",
     "check_card_info",
     "datasheet_sections",
@@ -480,3 +498,15 @@ def datasheet_sections(
         answer = known[q.key] if q.answered_by == BUILD else publisher_answer(card_info, q.key, known.get(q.key, ""))
         sections.setdefault(q.section, []).append((q.question, answer))
     return list(sections.items())
+
+
+def card_description(card_info: Mapping[str, str] | None) -> list[str]:
+    """The publisher's description as card lines (escaped like every answer), or none."""
+    text = (card_info or {}).get("description")
+    return [answer_markdown(text), ""] if text else []
+
+
+def card_citation(card_info: Mapping[str, str] | None) -> list[str]:
+    """The publisher's citation of the dataset as a code block (its text as written), or none."""
+    text = (card_info or {}).get("citation")
+    return ["This dataset:", "", "```", text.strip(), "```", ""] if text else []

@@ -24,7 +24,7 @@ from commonlink.formats.card import (
     render_card,
     size_category,
 )
-from commonlink.release.card_info import PUBLISHER_TO_FILL, datasheet_sections
+from commonlink.release.card_info import PUBLISHER_TO_FILL, card_citation, card_description, datasheet_sections
 
 #: The seven sections of a datasheet, in Gebru et al.'s order.
 DATASHEET_SECTIONS: tuple[str, ...] = (
@@ -276,6 +276,7 @@ def render_common_o_card(
         f"of objects, and the task of picking every object present in both images ({PAPER}). {total:,} "
         f"examples, built with commonlink {toolkit_version} (seed {code_span(json.dumps(seed))}).",
         "",
+        *card_description(card_info),
         *_usage_section(first_split),
         *_splits_section(splits, stats),
         *_columns_section(features),
@@ -290,7 +291,9 @@ def render_common_o_card(
             )
         ),
         *_build_section(toolkit_version, seed, config),
-        *_CITATION,
+        *_CITATION[:2],
+        *card_citation(card_info),
+        *_CITATION[2:],
     ]
     return render_card(_card_metadata(name, license, splits, features, total), "\n".join(body))
 
