@@ -34,10 +34,10 @@ def test_template_reads_back_empty_and_bad_files_are_refused(tmp_path):
     template = tmp_path / "t.yaml"
     template.write_text(card_info_template())
     assert read_card_info(template) == {}  # every key empty: nothing answered yet
-    (tmp_path / "bad.yaml").write_text("funding: us\n")
-    with pytest.raises(InputError, match="unknown key.*funding") as refused:
+    (tmp_path / "bad.yaml").write_text("funders: us\n")
+    with pytest.raises(InputError, match="unknown key.*funders") as refused:
         read_card_info(tmp_path / "bad.yaml")
-    assert "creators_and_funding" in refused.value.fix
+    assert "funding" in refused.value.fix and "creators" in refused.value.fix
     (tmp_path / "list.yaml").write_text("consent: [a, b]\n")
     with pytest.raises(InputError, match="'consent' is a list, not text"):
         read_card_info(tmp_path / "list.yaml")
@@ -63,10 +63,8 @@ def test_build_with_card_info_equals_build_then_card_rebuild(pairs, tmp_path):
     kept = build_release([pairs], later, card_info=ANSWERS, progress=False)
     assert kept.reused
     # taking answers back marks the questions again
-    assert rebuild_card(later, {"consent": "Nobody is shown."}) == [
-        q.key for q in PUBLISHER_QUESTIONS if q.key != "consent"
-    ]
-    assert json.loads((later / "manifest.json").read_text())["config"]["card_info"] == {"consent": "Nobody is shown."}
+    assert rebuild_card(later, {"erratum": "None yet."}) == [q.key for q in PUBLISHER_QUESTIONS if q.key != "erratum"]
+    assert json.loads((later / "manifest.json").read_text())["config"]["card_info"] == {"erratum": "None yet."}
 
 
 def test_card_rebuild_refuses_a_folder_whose_data_differs_from_its_manifest(pairs, tmp_path):
@@ -132,3 +130,103 @@ def test_both_kinds_write_one_manifest_shape_and_old_shapes_still_read(pairs, tm
         assert {name: info["rows"] for name, info in plan.units.items()} == {
             name: info["rows"] for name, info in manifest["parts"].items()
         }
+
+
+def test_card_info_files_of_the_six_old_questions_still_answer_what_those_covered(tmp_path):
+    """A file written for the six merged questions of earlier versions keeps working: each old answer answers the
+    datasheet questions its one question covered."""
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        "creators_and_funding: The Lab; grant 42.\n"
+        "sensitive_data: No people.\n"
+        "collection_process: Two of us, March 2026, no review needed.\n"
+        "consent: Nobody is shown.\n"
+        "restrictions: None.\n"
+        "maintainers: The Lab, lab@example.org.\n"
+    )
+    answers = read_card_info(old)
+    assert answers["creators"] == answers["funding"] == "The Lab; grant 42."
+    assert answers["confidential_data"] == answers["sensitive_data"] == "No people."
+    assert answers["collectors"] == answers["timeframe"] == answers["ethical_review"]
+    assert answers["notification"] == answers["consent"] == "Nobody is shown."
+    assert answers["third_party_restrictions"] == answers["export_controls"] == "None."
+    assert answers["contact"] == answers["maintainers"]
+
+
+def test_the_card_asks_every_question_of_the_papers_datasheet_word_for_word(pairs, tmp_path):
+    """Every question of the Common-O paper's datasheet (§10), as the paper prints it, is a bold question on the
+    card of a built release; and every question line of the paper's datasheet is one of ours (none left out)."""
+    import re
+    from pathlib import Path
+
+    from commonlink.release.card_info import DATASHEET_QUESTIONS
+
+    paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "common-o-whats-in-common.txt"
+    if not paper.is_file():
+        pytest.skip(f"{paper} not here (the papers ship in ../shared)")
+    text = paper.read_text(encoding="utf-8")
+    sheet = text[text.index("We include a datasheet for Common-O Bench") :]
+    out = tmp_path / "rel"
+    build_release([pairs], out, progress=False)
+    card = (out / "README.md").read_text(encoding="utf-8")
+    ours = [q.question for q in DATASHEET_QUESTIONS]
+    # the paper's question lines: each starts with one of our questions (answer after it, or on the next line)
+    sections = {
+        "Motivation",
+        "Composition",
+        "Collection Process",
+        "Preprocessing/Cleaning/Labeling",
+        "Uses",
+        "Distribution",
+        "Maintenance",
+    }
+    lines = [ln.strip() for ln in sheet.splitlines()[1:] if ln.strip() and ln.strip() not in sections]
+    questions = [
+        ln
+        for ln in lines
+        if re.match(
+            r"^(What|Who|How|Is|Are|Does|Do|Any|If|Over|Were|Did|Has|Was|When|"
+            r"Will|Have)\b",
+            ln,
+        )
+    ]
+    assert len(questions) >= 45
+    for line in questions:
+        assert any(line.startswith(q) for q in ours), f"the paper asks a question the card does not: {line[:120]}"
+    asked = 0
+    for question in ours:
+        assert f"**{question}**" in card, question
+        asked += question in sheet
+    assert asked >= 45  # all but the two Gebru preprocessing questions the paper skips and the human validation
+
+
+def test_a_description_and_a_citation_go_on_the_card_as_written(pairs, tmp_path):
+    out = tmp_path / "rel"
+    answers = {
+        "description": "Kitchen photos from *our* lab.\n\nSecond paragraph.",
+        "citation": "@misc{lab2026,\n  title={Our set}\n}",
+    }
+    build_release([pairs], out, card_info=answers, progress=False)
+    card = (out / "README.md").read_text()
+    assert "Kitchen photos from \\*our\\* lab." in card and "Second paragraph." in card  # text, never markup
+    assert "```\n@misc{lab2026,\n  title={Our set}\n}\n```" in card
+    assert card.index("Kitchen photos") < card.index("## Usage") and card.index("@misc{lab2026") > card.index(
+        "## Citation"
+    )
+    with pytest.raises(InputError, match="code fence"):
+        build_release([pairs], tmp_path / "bad", card_info={"citation": "```\nx"}, progress=False)
+
+
+def test_release_card_version_gives_a_card_fix_a_new_version_without_a_rebuild(pairs, tmp_path):
+    out = tmp_path / "rel"
+    build_release([pairs], out, version="1.0.0", progress=False)
+    shards = {p.name: p.read_bytes() for p in (out / "data").glob("*.parquet")}
+    assert rebuild_card(out, {"erratum": "None yet."}, version="1.0.1")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["version"] == "1.0.1" and manifest["config"]["version"] == "1.0.1"
+    assert "Version **1\\.0.1**" in (out / "README.md").read_text()
+    assert verify_release(out) == [] and {p.name: p.read_bytes() for p in (out / "data").glob("*.parquet")} == shards
+    # the build with that version and card info finds the folder as it is
+    assert build_release([pairs], out, version="1.0.1", card_info={"erratum": "None yet."}, progress=False).reused
+    with pytest.raises(InputError, match="1.0"):
+        rebuild_card(out, {}, version="1.0")

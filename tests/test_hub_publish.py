@@ -26,13 +26,8 @@ from tests.test_hub import REPO_ROOT as ROOT
 
 pytestmark = pytest.mark.slow  # client processes against the test Hub
 
-ANSWERS = {
-    "creators_and_funding": "The Example Lab; funded by grant 42.",
-    "sensitive_data": "No: every photo was checked by hand.",
-    "collection_process": "Two lab members, March 2026; ethics board ref 123.",
-    "consent": "Nobody appears in the images.",
-    "restrictions": "None beyond the license.",
-    "maintainers": "The Example Lab, data@example.org",
+ANSWERS = {  # the publisher's answer to every question only the publisher can answer
+    q.key: f"The Example Lab's answer to {q.key}: see data@example.org." for q in PUBLISHER_QUESTIONS
 }
 
 
@@ -89,10 +84,10 @@ def test_unanswered_questions_warn_strict_refuses_and_release_card_fixes_the_car
     pairs = _pairs_file(tmp_path, "main", 2)
     out = tmp_path / "release"
     built = run_cli(hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--no-progress")
-    assert built.returncode == 0 and "6 datasheet question(s) as unanswered" in built.stderr
+    assert built.returncode == 0 and f"{len(PUBLISHER_QUESTIONS)} datasheet question(s) as unanswered" in built.stderr
     repo = f"{ORG}/strict-set"
     refused = run_cli(hub, tmp_path, "release", "push", str(out), "--repo", repo, "--version", "1.0.0", "--strict")
-    assert refused.returncode == 1 and "--strict" in refused.stderr and "creators_and_funding" in refused.stderr
+    assert refused.returncode == 1 and "--strict" in refused.stderr and "creators" in refused.stderr
     assert hub.count("POST", "/commit/") == 0
 
     # a hand edit is refused, naming the card-only rebuild
@@ -103,20 +98,20 @@ def test_unanswered_questions_warn_strict_refuses_and_release_card_fixes_the_car
     assert edited.returncode == 1 and "README.md: content differs" in edited.stderr and "release card" in edited.stderr
 
     partial = tmp_path / "answers.yaml"
-    partial.write_text(json.dumps({k: ANSWERS[k] for k in ("creators_and_funding", "maintainers")}))
+    partial.write_text(json.dumps({k: ANSWERS[k] for k in ("creators", "funding", "maintainers", "contact")}))
+    left = len(PUBLISHER_QUESTIONS) - 4
     rewritten = run_cli(hub, tmp_path, "release", "card", str(out), "--card-info", str(partial))
-    assert rewritten.returncode == 0, rewritten.stderr and "4 datasheet question(s)" in rewritten.stderr
+    assert rewritten.returncode == 0, rewritten.stderr
+    assert f"{left} datasheet question(s)" in rewritten.stderr
     from commonlink.release.staging import verify_release
 
     assert verify_release(out) == []  # the manifest is true again
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["config"]["card_info"] == {k: ANSWERS[k] for k in ("creators_and_funding", "maintainers")}
+    assert manifest["config"]["card_info"] == {k: ANSWERS[k] for k in ("creators", "funding", "maintainers", "contact")}
     warned = run_cli(hub, tmp_path, "release", "push", str(out), "--repo", repo, "--version", "1.0.0")
     assert warned.returncode == 0, warned.stderr
-    assert "4 datasheet question(s)" in warned.stderr and "sensitive_data" in warned.stderr
-    assert "The Example Lab, data@example.org" in html.unescape(
-        render_html(_card_at(hub, repo, "1.0.0").split("\n---\n", 1)[1])
-    )
+    assert f"{left} datasheet question(s)" in warned.stderr and "sensitive_data" in warned.stderr
+    assert ANSWERS["maintainers"] in html.unescape(render_html(_card_at(hub, repo, "1.0.0").split("\n---\n", 1)[1]))
     # the same build with the same card info finds the folder as `release card` left it
     again = run_cli(
         hub, tmp_path, "release", "build", str(pairs), "--out", str(out), "--card-info", str(partial), "--no-progress"

@@ -148,6 +148,7 @@ _VERSION = typer.Option(
     "Hub tag of `release push` (the version the folder was built with), the tag `release pull` downloads.",
 )
 VersionOpt = Annotated[str, _VERSION]
+OptionalVersionOpt = Annotated[str | None, _VERSION]
 EndpointOpt = Annotated[
     str | None, typer.Option("--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co).")
 ]

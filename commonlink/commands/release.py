@@ -14,6 +14,7 @@ from commonlink.commands._options import (
     CatalogRootOpt,
     OldProgressOpt,
     OptionalOutOpt,
+    OptionalVersionOpt,
     OutOpt,
     OverwriteOpt,
     QuietOpt,
@@ -146,9 +147,12 @@ def card_info(
 def card(
     release_dir: Path = typer.Argument(..., help="Release folder written by `commonlink release build`."),
     card_info: CardInfoOpt = ...,
+    version: OptionalVersionOpt = None,
 ) -> None:
     """Rewrite a built release's card with new card info, keeping its manifest true (no hand edits: a card that
-    differs from the manifest is refused by `release push`). Shards and figures are not touched."""
-    left = rebuild_card(release_dir, read_card_info(card_info))
-    console.print(f"Rewrote the card of {release_dir} and updated its manifest.", highlight=False)
+    differs from the manifest is refused by `release push`). Shards and figures are not touched. With --version
+    the release gets that version too (a card fix pushed as a new version, without a rebuild)."""
+    left = rebuild_card(release_dir, read_card_info(card_info), version=version)
+    again = f" as version {version}" if version else ""
+    console.print(f"Rewrote the card of {release_dir}{again} and updated its manifest.", highlight=False)
     _report_unanswered(left)

@@ -20,6 +20,7 @@ from commonlink.fileio import atomic_write_bytes, atomic_write_json, sha256_byte
 from commonlink.formats.release import (
     CARD_FILENAME,
     MANIFEST_FILENAME,
+    check_version,
     manifest_units,
     read_release_manifest,
 )
@@ -53,11 +54,16 @@ def render_card_from_manifest(manifest: dict, card_info: Mapping[str, str]) -> s
     return kind.render_card(units, manifest, common)
 
 
-def rebuild_card(release_dir: str | os.PathLike, card_info: Mapping[str, str]) -> list[str]:
-    """Rewrite the card of the release in ``release_dir`` with ``card_info``; returns the publisher questions
-    still unanswered (by key). Refuses a folder that does not match its manifest (nothing is written)."""
+def rebuild_card(
+    release_dir: str | os.PathLike, card_info: Mapping[str, str], *, version: str | None = None
+) -> list[str]:
+    """Rewrite the card of the release in ``release_dir`` with ``card_info`` (and, with ``version``, give the
+    release that version: a card fix is then pushed as a new version without a rebuild); returns the publisher
+    questions still unanswered (by key). Refuses a folder that does not match its manifest (nothing is written)."""
     root = Path(release_dir).expanduser().resolve()
     card_info = check_card_info(card_info)
+    if version is not None:
+        check_version(version)
     with output_lock(root, what="commonlink release card"):
         manifest = read_release_manifest(root)
         if not is_release_manifest(manifest):
@@ -72,6 +78,10 @@ def rebuild_card(release_dir: str | os.PathLike, card_info: Mapping[str, str]) -
         config.pop("card_info", None)
         if card_info:
             config["card_info"] = dict(card_info)
+        if version is not None:  # as `release build --version` records it, so that build finds this folder
+            manifest["version"] = version
+            if "version" in config:
+                config["version"] = version
         card = render_card_from_manifest({**manifest, "config": config}, card_info)
         data = card.encode("utf-8")
         manifest["config"] = config

@@ -16,7 +16,7 @@ from commonlink.formats.card import (
     render_card,
     size_category,
 )
-from commonlink.release.card_info import publisher_section
+from commonlink.release.card_info import card_citation, card_description, publisher_section
 
 _CONFIG_TEXT = {
     "single_step": (
@@ -169,6 +169,11 @@ chain can be rebuilt alone.
 """
 
 
+def _citation(card_info: Mapping[str, str] | None) -> str:
+    lines = card_citation(card_info)
+    return "\n".join(["## Citation", "", *lines]) if lines else ""
+
+
 def render_association_card(
     *,
     name: str,
@@ -194,6 +199,7 @@ Association tasks (Labyrinth of Links, "annotation-free association construction
 commonlink {toolkit_version} from a labelled image set: two images are *associated*
 when their label sets intersect. Version {markdown_text(version)}, seed {code_span(json.dumps(seed))}.
 
+{chr(10).join(card_description(card_info))}
 ## Configs
 
 {markdown_table(["config", "content", "rows", "steps"], config_rows)}
@@ -222,5 +228,5 @@ step: `1`/`2` on concept 1/2, `b` a bridge step whose positive carries both conc
 {verification_text(stats.get("verification"))}
 
 {publisher_section(card_info)}
-"""
+{_citation(card_info)}"""
     return render_card(association_card_metadata(name=name, license=license, configs=configs, features=features), body)

@@ -1,9 +1,9 @@
 """Datasheets for datasets (Gebru et al., 2021): the seven sections, filled from build statistics.
 
 :func:`render_datasheet` turns ``[(section, [(question, answer), ...]), ...]`` into Markdown and is shared by
-every release kind. :func:`common_o_datasheet` answers the questions for a Common-O build the way the
-Common-O paper's card does (§10), with the numbers computed from the rows actually written; questions only
-the publisher can answer (funding, contact, consent of photographed people) say so instead of guessing.
+every release kind. :func:`common_o_datasheet` asks every question of the Common-O paper's datasheet (§10) in its
+words and answers the ones the data can, with the numbers computed from the rows actually written; questions only
+the publisher can answer (funding, contact, consent of photographed people, DOI, ...) say so instead of guessing.
 :func:`render_common_o_card` assembles the whole README.md (YAML metadata + body).
 """
 
@@ -24,12 +24,7 @@ from commonlink.formats.card import (
     render_card,
     size_category,
 )
-from commonlink.release.card_info import (
-    PUBLISHER_TO_FILL,
-    QUESTIONS_BY_KEY,
-    human_validation_rows,
-    publisher_answer,
-)
+from commonlink.release.card_info import PUBLISHER_TO_FILL, card_citation, card_description, datasheet_sections
 
 #: The seven sections of a datasheet, in Gebru et al.'s order.
 DATASHEET_SECTIONS: tuple[str, ...] = (
@@ -84,23 +79,6 @@ def baseline_accuracies(split_stats: Mapping[str, Any]) -> tuple[float, float]:
     return float(split_stats.get("no_common_share", 0.0)), random
 
 
-#: The Uses answers of a Common-O datasheet: the same for every build.
-_COMMON_O_USES = (
-    (
-        "What tasks is it for?",
-        "Multiple-choice, multiple-answer question answering over two images (exact set match, hallucination rate).",
-    ),
-    (
-        "What (other) tasks could it be used for?",
-        'Open-ended multi-image question answering; single-image perception probes ("Is \\<object\\> in this image?").',
-    ),
-    (
-        "Are there tasks for which it should not be used?",
-        "It is an evaluation benchmark: do not train or fine-tune on it.",
-    ),
-)
-
-
 def common_o_datasheet(
     stats: Mapping[str, Any],
     *,
@@ -110,84 +88,20 @@ def common_o_datasheet(
     toolkit_version: str,
     card_info: Mapping[str, str] | None = None,
 ) -> Datasheet:
-    """The seven sections for a Common-O build, answered from ``stats`` (``CommonOStatsAccumulator.summary()``);
-    the questions only the publisher can answer take their answers from ``card_info`` (see ``card_info.py``)."""
-    return [
-        (
-            "Motivation",
-            [
-                (
-                    "For what purpose was the dataset created?",
-                    "To test whether multimodal models can reason across "
-                    "scenes: given two images of several objects each, "
-                    "pick every object present in both (the Common-O task of " + PAPER + "). Evaluation only.",
-                ),
-                _publisher(card_info, "creators_and_funding"),
-                (
-                    "Any other comments?",
-                    f"Built with the commonlink toolkit {toolkit_version} (seed {code_span(json.dumps(seed))}).",
-                ),
-            ],
-        ),
-        ("Composition", _composition(stats, card_info)),
-        ("Collection Process", _collection(stats, seed, card_info)),
-        (
-            "Preprocessing/Cleaning/Labeling",
-            [
-                (
-                    "Was any preprocessing/cleaning/labeling done?",
-                    "Object names were normalised to one vocabulary; photo location metadata is stripped "
-                    "at ingestion; images are stored as ingested or rendered (no resizing at release time).",
-                ),
-                (
-                    "Was the raw data saved?",
-                    "The image catalogs the build read are the raw data; their sha256 ids are in the rows.",
-                ),
-            ],
-        ),
-        ("Uses", list(_COMMON_O_USES)),
-        (
-            "Distribution",
-            [
-                (
-                    "How is it distributed?",
-                    "As parquet shards with this card, on the Hugging Face Hub or "
-                    "as a folder; manifest.json lists the sha256 of every file.",
-                ),
-                ("Under what license?", f"{markdown_text(license)}."),
-                _publisher(card_info, "restrictions"),
-            ],
-        ),
-        (
-            "Maintenance",
-            [
-                _publisher(card_info, "maintainers"),
-                (
-                    "Will it be updated? Are older versions kept?",
-                    "Each release has a version; on the Hub every version is a tag, "
-                    "so `load_dataset(repo, revision=TAG)` keeps loading old versions.",
-                ),
-                (
-                    "How can others extend it?",
-                    "Rebuild with more catalogs and the same toolkit: the "
-                    "build is deterministic given the seed and inputs.",
-                ),
-            ],
-        ),
-    ]
+    """Every question of the Common-O paper's datasheet for a Common-O build: the ones the data answers from
+    ``stats`` (``CommonOStatsAccumulator.summary()``), the rest from the publisher's ``card_info`` (see
+    ``card_info.py``), marked as unanswered where the publisher gave none."""
+    return datasheet_sections(
+        _common_o_answers(stats, license=license, seed=seed, toolkit_version=toolkit_version), card_info
+    )
 
 
-def _publisher(card_info: Mapping[str, str] | None, key: str, known: str = "") -> tuple[str, str]:
-    return QUESTIONS_BY_KEY[key].question, publisher_answer(card_info, key, known)
-
-
-def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) -> list[tuple[str, str]]:
-    """The Composition answers: counts, distributions and sources of the rows written."""
+def _common_o_answers(stats: Mapping[str, Any], *, license: str, seed: Any, toolkit_version: str) -> dict[str, str]:
+    """What a Common-O build knows, by datasheet question key (``card_info.DATASHEET_QUESTIONS``)."""
     splits = stats.get("splits", {})
     total = stats.get("total_rows", 0)
     split_counts = ", ".join(f"{markdown_text(s)}: {info['rows']:,}" for s, info in splits.items()) or "none"
     top_text = ", ".join(f"{markdown_text(n)} ({c:,})" for n, c in stats.get("object_frequency", [])[:10]) or "none"
-    area_text = _area_text(stats.get("object_area"))
     per_split = "; ".join(
         f"{markdown_text(s)}: objects per image {_dist(i['objects_per_image'])}, common objects per example "
         f"{_dist(i['common_objects_per_example'])}, {_pct(i['no_common_share'])} with "
@@ -198,67 +112,100 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
         f"{markdown_text(s)}: {_pct(i['real_share'])} real, {_pct(i['synthetic_share'])} synthetic"
         for s, i in splits.items()
     )
-    return [
-        (
-            "What do the instances represent?",
-            "Each instance is a pair of images (real photos or synthetic "
-            "renders of household objects), a lettered list of "
-            f'candidate objects, and the set of objects present in both images (or "{NO_COMMON_OBJECTS}").',
-        ),
-        (
-            "How many instances are there?",
-            f"{total:,} examples ({split_counts}), built from {stats.get('distinct_images', 0):,} distinct images of "
-            f"{stats.get('distinct_scenes', 0):,} scenes showing "
-            f"{stats.get('distinct_objects', 0):,} distinct objects.",
-        ),
-        (
-            "Is it a sample of a larger set?",
-            "Yes: pairs are sampled (seeded, reproducible) from image "
-            "catalogs of labelled photos and renders; every image "
-            "pair meeting the sampling options could have been drawn. " + per_split + ".",
-        ),
-        (
-            "What data does each instance consist of? Is there a label?",
-            "Two images embedded as bytes, the question with lettered choices, the choices, the "
-            "ground-truth common objects, the answer letters, both images' object lists, and provenance "
-            "ids (example, images, scenes, views). The label is the set of objects in common.",
-        ),
-        (
-            "How are objects distributed?",
-            f"Most frequent objects (counted once per distinct image): {top_text}.{area_text}",
-        ),
-        (
-            "Real and synthetic share?",
-            f"Overall {_pct(stats.get('real_share', 0))} real, "
-            f"{_pct(stats.get('synthetic_share', 0))} synthetic ({sources}).",
-        ),
-        (
-            "Is any information missing from individual instances?",
-            "No; every row has all columns (provenance ids may be null where a catalog did not record them).",
-        ),
-        (
-            "Are relationships between instances made explicit?",
-            "Yes: the image_1_id/image_2_id and scene/view columns show which examples share an image or a scene.",
-        ),
-        (
-            "Are there recommended data splits?",
-            f"The splits above ({', '.join(map(markdown_text, splits)) or 'none'}) "
-            "are all evaluation splits; there is no training split.",
-        ),
-        (
-            "Are there errors, sources of noise, or redundancies?",
-            "Labels come from the image catalogs: human labels for photos, scene plans "
-            "verified by instance masks for renders. Ambiguous or heavily occluded objects "
-            "are the main source of noise. Images are reused across examples by design.",
-        ),
-        *human_validation_rows(card_info),
-        ("Is the dataset self-contained?", "Yes; images are embedded in the parquet files."),
-        _publisher(
-            card_info,
-            "sensitive_data",
-            "It is meant to show objects only, without people, logos or private information.",
-        ),
-    ]
+    seed_text = code_span(json.dumps(seed))
+    real, synthetic = bool(stats.get("real_share")), bool(stats.get("synthetic_share"))
+    return {
+        "purpose": "To test whether multimodal models can reason across scenes: given two images of several objects "
+        "each, pick every object present in both (the Common-O task of " + PAPER + "). Evaluation only.",
+        "motivation_comments": f"Built with the commonlink toolkit {toolkit_version} (seed {seed_text}).",
+        "instances": "One type: each instance is a pair of images (real photos or synthetic renders of household "
+        f"objects), a lettered list of candidate objects, and the set of objects present in both images (or "
+        f'"{NO_COMMON_OBJECTS}").',
+        "instance_count": f"{total:,} examples ({split_counts}), built from {stats.get('distinct_images', 0):,} "
+        f"distinct images of {stats.get('distinct_scenes', 0):,} scenes showing "
+        f"{stats.get('distinct_objects', 0):,} distinct objects.",
+        "sample": "A sample: pairs are drawn (seeded, reproducible) from image catalogs of labelled photos and "
+        "renders; every image pair meeting the sampling options could have been drawn. Two views of one scene are "
+        "never paired. " + per_split + ".",
+        "label": "Yes: the set of objects in common (the ground-truth objects and their answer letters). Each row also "
+        "holds both images embedded as bytes, the question with lettered choices, the choices, both images' object "
+        "lists, and provenance ids (example, images, scenes, views).",
+        "missing_information": "No; every row has all columns (provenance ids may be null where a catalog did not "
+        "record them).",
+        "relationships": "Yes: the image_1_id/image_2_id and scene/view columns show which examples share an image or "
+        "a scene.",
+        "splits": f"The splits above ({', '.join(map(markdown_text, splits)) or 'none'}) are all evaluation splits; "
+        "there is no training split.",
+        "noise": "Labels come from the image catalogs: human labels for photos, scene plans verified by instance "
+        "masks for renders. Ambiguous or heavily occluded objects are the main source of noise. Images are reused "
+        "across examples by design.",
+        "self_contained": "Self-contained: the images are embedded in the parquet files.",
+        "composition_comments": f"Most frequent objects (counted once per distinct image): {top_text}."
+        f"{_area_text(stats.get('object_area'))} Overall {_pct(stats.get('real_share', 0))} real, "
+        f"{_pct(stats.get('synthetic_share', 0))} synthetic ({sources or 'no rows'}).",
+        "acquisition": " ".join(
+            filter(
+                None,
+                [
+                    "Real photos were ingested with their labels from a manifest (`commonlink ingest`)."
+                    if real
+                    else "",
+                    "Synthetic images were rendered from seeded scene plans (`commonlink synth`), with visibility "
+                    "checked on instance masks." + _asset_text(stats)
+                    if synthetic
+                    else "",
+                ],
+            )
+        )
+        or "No rows.",
+        "mechanisms": "Software: the commonlink toolkit "
+        + (
+            "(photo ingestion: orientation fixed, metadata stripped, small and duplicate photos refused)"
+            if real
+            else ""
+        )
+        + (" and " if real and synthetic else "")
+        + (
+            "(a renderer driven by seeded scene plans, object visibility checked on instance masks)"
+            if synthetic
+            else ""
+        )
+        + ".",
+        "sampling_strategy": "Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), "
+        f"seed {seed_text}; the exact options are in manifest.json.",
+        "preprocessing": "Object names were normalised to one vocabulary; photo location metadata is stripped at "
+        "ingestion; images are stored as ingested or rendered (no resizing at release time).",
+        "raw_data": "The image catalogs the build read are the raw data; their sha256 ids are in the rows.",
+        "preprocessing_software": f"Yes: the commonlink toolkit {toolkit_version} (open source); manifest.json "
+        "records the version, the seed and every option of this build.",
+        "other_tasks": 'Open-ended multi-image question answering; single-image perception probes ("Is \\<object\\> '
+        'in this image?", `commonlink eval perception`). Tested here as multiple-choice, multiple-answer question '
+        "answering over two images (exact set match, hallucination rate).",
+        "not_for": "It is an evaluation benchmark: do not train or fine-tune on it.",
+        "distribution_method": "As parquet shards with this card, on the Hugging Face Hub or as a folder; "
+        "manifest.json lists the sha256 of every file.",
+        "distribution_date": "Each version when it is published; on the Hub every version is a tag, and the card on "
+        "`main` lists them (Versions).",
+        "license": f"{markdown_text(license)}.",
+        "third_party_restrictions": _asset_text(stats).strip(),
+        "updates": "Each release has a version (X.Y.Z); a fix is a new version.",
+        "older_versions": "Yes: on the Hub every version is a tag, so `load_dataset(repo, revision=TAG)` keeps loading "
+        "old versions.",
+        "contributions": "Rebuild with more catalogs and the same toolkit: the build is deterministic given the seed "
+        "and inputs.",
+    }
+
+
+def _asset_text(stats: Mapping[str, Any]) -> str:
+    """The sentence naming the licences of the 3D assets the renders used ("" when no catalog recorded them)."""
+    asset_licenses = stats.get("synthetic_asset_licenses")
+    if not asset_licenses:
+        return ""
+    return (
+        " Rendered objects come from the asset files recorded with the synthetic catalogs ("
+        + "; ".join(f"{n} under {markdown_text(lic)}" for lic, n in asset_licenses.items())
+        + ")."
+    )
 
 
 def _area_text(area: Mapping[str, Any] | None) -> str:
@@ -275,45 +222,6 @@ def _area_text(area: Mapping[str, Any] | None) -> str:
             else "."
         )
     )
-
-
-def _collection(stats: Mapping[str, Any], seed: Any, card_info: Mapping[str, str] | None) -> list[tuple[str, str]]:
-    """The Collection Process answers: where the images came from and how pairs were sampled."""
-    asset_licenses = stats.get("synthetic_asset_licenses")
-    asset_text = (
-        " Rendered objects come from the asset files recorded with the synthetic catalogs ("
-        + "; ".join(f"{n} under {markdown_text(lic)}" for lic, n in asset_licenses.items())
-        + ")."
-        if asset_licenses
-        else ""
-    )
-    return [
-        (
-            "How was the data acquired?",
-            " ".join(
-                filter(
-                    None,
-                    [
-                        "Real photos were ingested with their labels from a manifest (`commonlink ingest`)."
-                        if stats.get("real_share")
-                        else "",
-                        "Synthetic images were rendered from seeded scene plans "
-                        "(`commonlink synth`), with visibility checked on instance masks." + asset_text
-                        if stats.get("synthetic_share")
-                        else "",
-                    ],
-                )
-            )
-            or "No rows.",
-        ),
-        (
-            "What sampling strategy was used?",
-            "Seeded random sampling of image pairs and distractor choices (`commonlink pairs`), "
-            f"seed {code_span(json.dumps(seed))}; the exact options are in manifest.json.",
-        ),
-        _publisher(card_info, "collection_process"),
-        _publisher(card_info, "consent", "The images are meant to contain no people."),
-    ]
 
 
 #: What each column holds (shown in the card).
@@ -368,6 +276,7 @@ def render_common_o_card(
         f"of objects, and the task of picking every object present in both images ({PAPER}). {total:,} "
         f"examples, built with commonlink {toolkit_version} (seed {code_span(json.dumps(seed))}).",
         "",
+        *card_description(card_info),
         *_usage_section(first_split),
         *_splits_section(splits, stats),
         *_columns_section(features),
@@ -382,7 +291,9 @@ def render_common_o_card(
             )
         ),
         *_build_section(toolkit_version, seed, config),
-        *_CITATION,
+        *_CITATION[:2],
+        *card_citation(card_info),
+        *_CITATION[2:],
     ]
     return render_card(_card_metadata(name, license, splits, features, total), "\n".join(body))
 
