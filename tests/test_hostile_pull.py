@@ -222,3 +222,26 @@ def test_a_full_disk_during_the_pull_names_the_local_path_not_the_hub(hub, tmp_p
     problem, _ = describe_os_error(info.value)
     assert "no space left" in problem and str(out) in problem and "Hub" not in problem, problem
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_pull_into_its_own_finished_folder_verifies_it_and_says_it_is_up_to_date(hub, tmp_path):
+    """Run twice, a pull does not fail on the folder it filled: it checks every file again and downloads nothing;
+    a folder of another release, or one whose files changed, is refused and left exactly as it was."""
+    publish(hub, _release())
+    out = tmp_path / "out"
+    pull(hub, out)
+    again = pull(hub, out)
+    assert again.up_to_date and again.files == 3
+    publish(hub, _release("1.1.0", salt="b"), tag="1.1.0")
+    with pytest.raises(CommonlinkError, match="holds another release"):
+        pull(hub, out, "1.1.0")
+    shard = out / "data" / "main-00000-of-00001.parquet"
+    shard.write_bytes(b"edited")
+    with pytest.raises(CommonlinkError, match="not as published") as info:
+        pull(hub, out)
+    assert "main-00000-of-00001.parquet" in info.value.problem and shard.read_bytes() == b"edited"  # untouched
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(CommonlinkError, match="not an empty folder"):
+        pull(hub, tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"

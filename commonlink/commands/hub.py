@@ -144,10 +144,19 @@ def pull(
     quiet: QuietOpt = False,
 ) -> None:
     """Download one published version into --out (a new or empty folder) and verify every file against the
-    version's manifest (sha256 and size); nothing is kept when a file does not match."""
+    version's manifest (sha256 and size); nothing is kept when a file does not match. Into a folder an earlier
+    pull of the same version filled, it verifies that folder again and says it is up to date."""
     result = pull_release(repo, version, out, endpoint=endpoint, progress=progress_shown(quiet))
     for note in result.notes:
         err_console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    if result.up_to_date:
+        console.print(
+            f"{result.out_dir} already holds {repo} version {version}, up to date: {result.files} files "
+            f"({_size(result.total_bytes)}), every one matching the version's manifest; nothing was downloaded.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     console.print(
         f"Downloaded {repo} version {version} into {result.out_dir}: {result.files} files "
         f"({_size(result.total_bytes)}), every one matching the version's manifest.",

@@ -36,7 +36,7 @@ from commonlink.release.hub_client import (
     translate_hub_error,
 )
 from commonlink.release.hub_plan import check_repo_id
-from commonlink.release.staging import stage_release
+from commonlink.release.staging import stage_release, verify_release
 
 
 @dataclass
@@ -47,6 +47,8 @@ class PullResult:
     files: int  #: files downloaded and verified (manifest included)
     total_bytes: int
     notes: list[str]
+    #: ``--out`` already held this very version, every file matching: nothing was downloaded but its manifest
+    up_to_date: bool = False
 
 
 def pull_release(
@@ -63,11 +65,12 @@ def pull_release(
     check_repo_id(repo_id)
     check_version(version)
     out = Path(out_dir).expanduser().resolve()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"--out {out} exists and is not an empty folder.", "Pick a new folder for the download.")
     endpoint = resolve_endpoint(endpoint)
     api = hub_api(endpoint, token)
     doing = f"Downloading {repo_id} version {version}"
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        # an earlier pull of this version is verified again and left as it is; anything else is not touched
+        return _already_pulled(api, repo_id, version, out, endpoint=endpoint, doing=doing)
     # one bar per file from huggingface_hub would interleave with ours, which counts the files
     with output_lock(out, what="commonlink release pull"), stage_release(out) as tmp, hub_progress_bars(False):
         where = f"{repo_id} version {version}"
@@ -97,6 +100,49 @@ def pull_release(
         notes = _verify(tmp, listed, manifest, where=where)
     total = sum(info["size"] for info in listed.values())
     return PullResult(repo_id, version, out, len(listed) + 1, total, notes)
+
+
+def _already_pulled(api, repo_id: str, version: str, out: Path, *, endpoint: str, doing: str) -> PullResult:
+    """``--out`` is not empty: up to date when it holds exactly this version (its manifest the one the version's
+    tag points at, every file matching it, nothing else there); refused, and left untouched, otherwise."""
+    import tempfile
+
+    pick = "Pick a new (or empty) folder for the download; nothing in --out was changed."
+    local = out / MANIFEST_FILENAME
+    if not out.is_dir() or not local.is_file():
+        raise InputError(f"--out {out} exists and is not an empty folder (nor a pulled release).", pick)
+    where = f"{repo_id} version {version}"
+    with tempfile.TemporaryDirectory(prefix="commonlink-pull-") as scratch:
+        try:
+            tags = {ref.name: ref.target_commit for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
+            if version not in tags:
+                raise InputError(
+                    f"{repo_id} has no version {version} (tags: {', '.join(sorted(tags)) or 'none'}).",
+                    f"List the versions with `commonlink release versions {repo_id}`.",
+                )
+            _download(api, repo_id, tags[version], MANIFEST_FILENAME, Path(scratch), where=where)
+        except CommonlinkError:
+            raise
+        except Exception as exc:
+            raise translate_hub_error(exc, endpoint=endpoint, repo_id=repo_id, doing=doing) from None
+        remote = check_pulled_manifest(Path(scratch) / MANIFEST_FILENAME, repo_id=repo_id, version=version)
+        same_manifest = (Path(scratch) / MANIFEST_FILENAME).read_bytes() == local.read_bytes()
+    if not same_manifest:
+        raise InputError(
+            f"--out {out} holds another release than {where} (its {MANIFEST_FILENAME} differs from the version's).",
+            pick,
+        )
+    problems = verify_release(out)
+    if problems:
+        raise InputError(
+            f"--out {out} holds {where}, but not as published: {'; '.join(problems[:5])}"
+            + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+            + ".",
+            "Pull into a new folder (nothing in --out was changed), or remove the folder and pull again.",
+        )
+    listed = remote["files"]
+    total = sum(info["size"] for info in listed.values())
+    return PullResult(repo_id, version, out, len(listed) + 1, total, [], up_to_date=True)
 
 
 _DONT_USE = "Do not use this version; report it to its publisher."
