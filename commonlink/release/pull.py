@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,7 +106,6 @@ def pull_release(
 def _already_pulled(api, repo_id: str, version: str, out: Path, *, endpoint: str, doing: str) -> PullResult:
     """``--out`` is not empty: up to date when it holds exactly this version (its manifest the one the version's
     tag points at, every file matching it, nothing else there); refused, and left untouched, otherwise."""
-    import tempfile
 
     pick = "Pick a new (or empty) folder for the download; nothing in --out was changed."
     local = out / MANIFEST_FILENAME

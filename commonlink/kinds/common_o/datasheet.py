@@ -113,7 +113,6 @@ def _common_o_answers(stats: Mapping[str, Any], *, license: str, seed: Any, tool
         for s, i in splits.items()
     )
     seed_text = code_span(json.dumps(seed))
-    real, synthetic = bool(stats.get("real_share")), bool(stats.get("synthetic_share"))
     return {
         "purpose": "To test whether multimodal models can reason across scenes: given two images of several objects "
         "each, pick every object present in both (the Common-O task of " + PAPER + "). Evaluation only.",
@@ -143,6 +142,17 @@ def _common_o_answers(stats: Mapping[str, Any], *, license: str, seed: Any, tool
         "composition_comments": f"Most frequent objects (counted once per distinct image): {top_text}."
         f"{_area_text(stats.get('object_area'))} Overall {_pct(stats.get('real_share', 0))} real, "
         f"{_pct(stats.get('synthetic_share', 0))} synthetic ({sources or 'no rows'}).",
+        **_collection_and_use_answers(stats, license=license, seed_text=seed_text, toolkit_version=toolkit_version),
+    }
+
+
+def _collection_and_use_answers(
+    stats: Mapping[str, Any], *, license: str, seed_text: str, toolkit_version: str
+) -> dict[str, str]:
+    """The build's answers from Collection Process on: how the images were made and sampled, and how the release is
+    processed, used, distributed and maintained."""
+    real, synthetic = bool(stats.get("real_share")), bool(stats.get("synthetic_share"))
+    return {
         "acquisition": " ".join(
             filter(
                 None,
