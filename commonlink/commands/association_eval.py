@@ -82,11 +82,28 @@ def association(
         help="Prompt strategy (Labyrinth §4.3): normal, comknow (concept knowledge in front), one-shot (a worked "
         "example in words), cot (that example with reasoning; answer on a last 'Answer:' line).",
     ),
+    protocol: str = typer.Option(
+        "paper",
+        "--protocol",
+        help="paper: the authors' harness (3 warm-up steps per concept with the model's own deductions, scored "
+        "1,1,1,b,2,2,2,b from a fresh concept-1 query, label-in-answer selection, harness deduction rule, word vote, "
+        "336x336 images); strict: ours (gold warm-up memory, parsed answers, first-model tie-break, native size).",
+    ),
     deduction_rule: str = typer.Option(
-        "all-shared",
+        None,
         "--deduction-rule",
-        help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared "
-        "concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones).",
+        show_default=False,
+        help="When a deduction counts (default: the protocol's): harness (paper: a gold concept occurs in the "
+        "answer), all-shared (strict: names something, and only shared concepts), any-shared (names at least one "
+        "shared concept), exact (names exactly the shared ones).",
+    ),
+    image_size: int = typer.Option(
+        None,
+        "--image-size",
+        min=0,
+        show_default=False,
+        help="Resize every image to this square side (default: the protocol's: 336 under paper, 0 = as stored "
+        "under strict).",
     ),
     out: Path = typer.Option(
         None,
@@ -124,7 +141,8 @@ def association(
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
     run_name: str = RUN_NAME,
 ) -> None:
-    """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
+    """Score models on association tasks (--protocol paper, the authors' harness, or strict): success ratios, or
+    max | mean chain length."""
 
     if len(model) > 1 and not moe:
         raise InputError(
@@ -142,6 +160,8 @@ def association(
         chainm_window=chainm_window,
         deduction_rule=deduction_rule,
         strategy=strategy,
+        protocol=protocol,
+        image_size=image_size,
     )
     generation = generation_settings(
         max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg

@@ -8,7 +8,9 @@ from pathlib import Path
 __all__ = ["default_run_name", "model_names", "run_name"]
 
 #: Settings that set an association run apart from another on the same data (shown in its default name).
-_ASSOCIATION_DEFAULTS = {"strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
+_ASSOCIATION_DEFAULTS = {"protocol": "paper", "strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
+#: The deduction rule each protocol takes when none is given (runs before the switch recorded no protocol: strict).
+_PROTOCOL_RULES = {"paper": "harness", "strict": "all-shared"}
 
 
 def model_names(results: dict) -> list[str]:
@@ -26,9 +28,10 @@ def default_run_name(results: dict) -> str:
     if task.startswith("association"):
         assoc = results.get("association", {})
         parts.append(str(assoc.get("memory", "?")))
+        defaults = {**_ASSOCIATION_DEFAULTS, "deduction_rule": _PROTOCOL_RULES.get(assoc.get("protocol", "strict"))}
         parts += [
             str(assoc[k]) if k != "deduction" else "no-deduction"
-            for k, v in _ASSOCIATION_DEFAULTS.items()
+            for k, v in defaults.items()
             if k in assoc and assoc[k] != v
         ]
         if results.get("moe"):

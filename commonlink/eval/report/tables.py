@@ -152,7 +152,7 @@ def render_association_table(results: dict) -> str:
     metrics = results["metrics"]
     title = (
         f"{results['task']} — {run_name(results)}: {', '.join(results['models'])} ({results['backend']}, "
-        f"memory {results['association']['memory']})"
+        f"memory {results['association']['memory']}, {results['association'].get('protocol', 'strict')} protocol)"
     )
     lines = [f"### {title}", ""]
     per = metrics["per_concept"]
