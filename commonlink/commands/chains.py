@@ -296,21 +296,33 @@ def verify(
         help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they "
         "override the models.",
     ),
+    protocol: str = typer.Option(
+        "paper",
+        "--protocol",
+        help="paper: as the authors' harness (its question verbatim, images 336x336, only 'Yes' kept, every image of "
+        "the concept and bridge pools asked, chains rebuilt from the filtered pools); strict: ours (our question on "
+        "the built tasks' claims, negatives too, then the tasks repaired: --on-fail, --undecided, --negatives).",
+    ),
     on_fail: str = typer.Option(
-        "resample",
+        None,
         "--on-fail",
-        help=f"{' or '.join(ON_FAIL)}: resample redraws a rejected positive (or negative) from verified images, "
-        "keeping each chain's period (an asynchronous chain is cut where nothing fits); drop removes the step "
-        "(asynchronous runs get shorter).",
+        show_default=False,
+        help=f"--protocol strict: {' or '.join(ON_FAIL)} (default resample): resample redraws a rejected positive "
+        "(or negative) from verified images, keeping each chain's period (an asynchronous chain is cut where nothing "
+        "fits); drop removes the step (asynchronous runs get shorter).",
     ),
     undecided: str = typer.Option(
-        "keep",
+        None,
         "--undecided",
-        help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. "
-        "Reported apart from rejections either way.",
+        show_default=False,
+        help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected "
+        "(strict default keep; paper: always reject). Reported apart from rejections either way.",
     ),
     negatives: bool = typer.Option(
-        True, "--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."
+        None,
+        "--negatives/--no-negatives",
+        show_default=False,
+        help="--protocol strict: also ask whether each negative shows the concept it must lack (default: yes).",
     ),
     batch_size: int = typer.Option(None, "--batch-size", min=1, help="Requests per model call."),
     max_new_tokens: int = typer.Option(16, "--max-new-tokens", help="Generation length cap (a yes/no answer)."),
@@ -322,11 +334,13 @@ def verify(
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
     quiet: bool = QUIET,
 ) -> None:
-    """Verify association task files (paper §4.2, App. A.1): correct labels the verifiers reject, then repair the tasks.
+    """Verify association task files (paper §4.2, App. A.1): --protocol paper (default) filters the pools as the
+    authors' harness did and rebuilds the chains; --protocol strict corrects the labels and repairs the tasks.
 
     Each distinct (image, concept) claim is asked once per model (answers cached in OUT; rerun to resume); a later
-    --model is asked only where the earlier ones were undecided. Rejected labels are corrected in the image table;
-    chain steps relying on them are repaired (--on-fail); tasks with a rejected image are dropped.
+    --model is asked only where the earlier ones were undecided. Paper: an image not confirmed 'Yes' leaves the
+    build and the tasks are rebuilt with the build's settings. Strict: rejected labels are corrected in the image
+    table; chain steps relying on them are repaired (--on-fail); tasks with a rejected image are dropped.
     Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
     """
     generation = generation_settings(max_new_tokens, 0.0, 1.0, seed, max_pixels)
@@ -354,12 +368,14 @@ def verify(
         negatives=negatives,
         progress=not quiet and stdout_is_terminal(),
         catalog_root=catalog_root,
+        protocol=protocol,
     )
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     if summary.undecided:
         console.print(
             f"[yellow]Note:[/] {summary.undecided:,} claims no verifier could decide were "
-            f"{'kept as labelled' if undecided == 'keep' else 'rejected'} (--undecided); "
+            f"{'kept as labelled' if protocol == 'strict' and undecided in (None, 'keep') else 'rejected'} "
+            "(--undecided); "
             "add a --model to ask them again."
         )
     console.print(
