@@ -15,7 +15,9 @@ from commonlink.commands._common import (
     reports_errors,
     stdout_is_terminal,
 )
+from commonlink.errors import InputError
 from commonlink.formats.meta import meta_path
+from commonlink.sampling.k_from import copy_k_distribution
 from commonlink.sampling.pairs import PairsConfig, make_pairs_file
 
 
@@ -31,7 +33,13 @@ def pairs(
         help="Pairs file to write (JSON lines; a PAIRS_FILE.meta.json sidecar is written beside it).",
     ),
     split: str = typer.Option("main", "--split", help="main (Common-O Bench) or challenge (Common-O Complex)."),
-    count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
+    count: int = typer.Option(
+        None,
+        "--count",
+        "-n",
+        show_default=False,
+        help="Number of examples to sample (with --k-from: the split's size).",
+    ),
     objects: str | None = typer.Option(
         None, "--objects", help="Eligible images show LOW-HIGH objects (default 3-7 for main, 8-16 for challenge)."
     ),
@@ -41,8 +49,15 @@ def pairs(
     common_distribution: str = typer.Option(
         "paper",
         "--common-distribution",
-        help="How counts 0..K are spread: paper (the default: the shares of the paper's own examples, none 8.7%; see "
+        help="How counts 0..K are spread: paper (the default: Figure 7's random sample, smoothed, none 11.4%; see "
         "docs/sampling.md), none=P (share P with nothing in common, the rest even), uniform, or weights w0,w1,...,wK.",
+    ),
+    k_from: str = typer.Option(
+        None,
+        "--k-from",
+        metavar="RELEASE_OR_REPO",
+        help="Copy the k distribution of this Common-O split (a release folder, parquet file or Hub dataset such as "
+        "facebook/Common-O; the split named by --split) as exact counts per k; --count defaults to its size.",
     ),
     choices: int = typer.Option(
         8,
@@ -85,6 +100,10 @@ def pairs(
         seed=seed,
         common_distribution=common_distribution,
     )
+    if k_from is not None:
+        config = copy_k_distribution(config, k_from, count_given=count is not None)
+    elif count is None:
+        raise InputError("--count is required (or --k-from, which takes another split's size).", "e.g. --count 1000.")
     result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=not quiet and stdout_is_terminal())
     if result.kept:
         console.print(
