@@ -86,3 +86,22 @@ def test_k_from_a_release_reproduces_its_per_split_counts(catalogs, tmp_path):  
         copy_k_distribution(PairsConfig(max_common=2), tmp_path / "release")
     missing = CliRunner().invoke(app, ["pairs", *map(str, catalogs), "--out", str(tmp_path / "x.jsonl")])
     assert missing.exit_code == 1 and "--count is required" in missing.output
+
+
+def test_k_from_a_hub_dataset_reads_the_pushed_split(catalogs, hub, tmp_path):  # noqa: F811
+    """The same counts from the release pushed to the (local) Hub, read by a real client process."""
+    from tests.test_hub import ORG, run_cli, run_python
+
+    config = PairsConfig(split="main", count=24, max_common=3, max_uses=8, seed=5, common_distribution="2,1,1,0")
+    rows, stats = sample_pairs(list(catalogs), config)
+    write_pairs(tmp_path / "pairs.jsonl", rows, pairs_meta(config, list(catalogs), stats))
+    build_release([tmp_path / "pairs.jsonl"], tmp_path / "release", name="hubbed", progress=False)
+    local = k_counts_of(tmp_path / "release", "main")
+    repo = f"{ORG}/k-source"
+    pushed = run_cli(hub, tmp_path, "release", "push", str(tmp_path / "release"), "--repo", repo, "--version", "1.0.0")
+    assert pushed.returncode == 0, pushed.stderr
+    code = (
+        "import json\nfrom commonlink.sampling.k_from import k_counts_of\n"
+        f"print(json.dumps({{'counts': k_counts_of({repo!r}, 'main', '1.0.0')}}))"
+    )
+    assert run_python(hub, tmp_path, code)["counts"] == local == [12, 6, 6]
