@@ -105,3 +105,55 @@ def test_k_from_a_hub_dataset_reads_the_pushed_split(catalogs, hub, tmp_path):  
         f"print(json.dumps({{'counts': k_counts_of({repo!r}, 'main', '1.0.0')}}))"
     )
     assert run_python(hub, tmp_path, code)["counts"] == local == [12, 6, 6]
+
+
+def test_co_occurring_distractors_and_their_floors(catalogs, tmp_path):  # noqa: F811
+    """--distractors co-occurring: every row's distractors are objects that appear with its true objects in the
+    catalog (as many as exist), never a common object; the none/random floors are printed for the run."""
+    from commonlink.formats.catalog import read_catalog
+    from commonlink.sampling.pair_rows import cooccurrence
+
+    out = tmp_path / "co.jsonl"
+    result = CliRunner().invoke(
+        app,
+        [
+            "pairs",
+            *map(str, catalogs),
+            "--out",
+            str(out),
+            "--count",
+            "30",
+            "--max-common",
+            "3",
+            "--max-uses",
+            "8",
+            "--distractors",
+            "co-occurring",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "distractors: co-occurring" in result.output and "`none`" in result.output and "`random`" in result.output
+    meta = json.loads((out.parent / (out.name + ".meta.json")).read_text())
+    assert meta["config"]["distractors"] == "co-occurring" and meta["stats"]["baselines"]["none"] > 0
+    records = {r.id: r for folder in catalogs for r in read_catalog(folder)}
+    by_source = {}
+    for r in records.values():
+        if 3 <= len(set(r.objects)) <= 7:  # the eligible images the counts come from
+            by_source.setdefault(r.source, []).append(r.objects)
+    cooc = {s: cooccurrence(sets) for s, sets in by_source.items()}
+    vocab = {s: {o for sets in by_source.values() for objs in sets for o in objs} for s in by_source}
+    drawn, uniform = 0.0, 0.0  # drawn in proportion: their co-occurrence beats a uniform draw's expectation
+    for row in read_jsonl(out):
+        truth = [t for t in row["ground_truth"] if t != NO_COMMON_OBJECTS]
+        anchors = truth or sorted(set(row["image_1"]["objects"]) | set(row["image_2"]["objects"]))
+        distractors = [c for c in row["choices"] if c not in truth and c != NO_COMMON_OBJECTS]
+        table = cooc[row["source"]]
+        score = {c: sum(table.get(a, {}).get(c, 0) for a in anchors) for c in vocab[row["source"]] - set(truth)}
+        assert not set(distractors) & set(truth)
+        positive = [d for d in distractors if score[d] > 0]
+        assert len(positive) == min(len(distractors), sum(v > 0 for v in score.values()))
+        drawn += sum(score[d] for d in distractors)
+        uniform += len(distractors) * sum(score.values()) / len(score)
+    assert drawn > uniform
+    with pytest.raises(InputError, match="not a distractor rule"):
+        PairsConfig(count=5, distractors="similar").validate()

@@ -59,6 +59,12 @@ def pairs(
         help="Copy the k distribution of this Common-O split (a release folder, parquet file or Hub dataset such as "
         "facebook/Common-O; the split named by --split) as exact counts per k; --count defaults to its size.",
     ),
+    distractors: str = typer.Option(
+        "one-image",
+        "--distractors",
+        help="one-image (objects in only one image first, then any other) or co-occurring (objects that co-occur "
+        "with the true ones in the catalog, in proportion to how often: the paper's hallucination driver, §4.2).",
+    ),
     choices: int = typer.Option(
         8,
         "--choices",
@@ -99,6 +105,7 @@ def pairs(
         real_fraction=real_fraction,
         seed=seed,
         common_distribution=common_distribution,
+        distractors=distractors,
     )
     if k_from is not None:
         config = copy_k_distribution(config, k_from, count_given=count is not None)
@@ -171,7 +178,7 @@ def print_stats(stats: dict) -> None:
     floors = stats["baselines"]
     console.print(
         f"Baselines (the floor a model must beat): `none` {floors['none']:.1%}, `random` {floors['random']:.1%} "
-        "expected accuracy.",
+        f"expected accuracy (distractors: {stats.get('distractors', 'one-image')}).",
         highlight=False,
         markup=False,
     )

@@ -40,7 +40,13 @@ from commonlink.formats.meta import (
 from commonlink.locks import output_lock
 from commonlink.progress import make_progress
 from commonlink.sampling.pair_index import CatalogIndex, build_index, read_image_entries, resolve_catalogs
-from commonlink.sampling.pair_rows import PairRows, RowPlan, build_choices  # noqa: F401 (build_choices: API here)
+from commonlink.sampling.pair_rows import (  # noqa: F401 (build_choices: API here)
+    DISTRACTOR_MODES,
+    PairRows,
+    RowPlan,
+    build_choices,
+    cooccurrence,
+)
 from commonlink.sampling.pair_search import BLOCK, SearchResult, SourceImages, sample_source, weighted_quota
 from commonlink.seeding import rng_for
 
@@ -83,6 +89,7 @@ class PairsConfig:
     #: exact examples per k = 0..len - 1 (``pairs --k-from``: another split's counts); ``count`` must be their sum
     k_counts: list[int] | None = None
     k_from: str | None = None  #: where ``k_counts`` were read (recorded; ``pairs --k-from``)
+    distractors: str = "one-image"  #: how distractors are drawn (pair_rows.DISTRACTOR_MODES)
 
     def object_range(self) -> tuple[int, int]:
         return tuple(self.objects) if self.objects is not None else DEFAULT_OBJECT_RANGE[self.split]  # type: ignore[return-value]
@@ -111,6 +118,11 @@ class PairsConfig:
             )
         if self.max_uses is not None and self.max_uses < 1:
             raise InputError(f"--max-uses {self.max_uses}: need at least 1.", "Leave it out for the automatic cap.")
+        if self.distractors not in DISTRACTOR_MODES:
+            raise InputError(
+                f"--distractors {self.distractors!r} is not a distractor rule.",
+                f"Use one of: {', '.join(DISTRACTOR_MODES)}.",
+            )
         if self.real_fraction is not None and not 0.0 <= self.real_fraction <= 1.0:
             raise InputError(
                 f"--real-fraction {self.real_fraction}: need a share between 0 and 1.", "e.g. --real-fraction 0.45."
@@ -351,7 +363,16 @@ def _plan_rows(config: PairsConfig, index: CatalogIndex, results: dict) -> RowPl
         min_choices=config.choices,
         choice_rng=functools.partial(rng_for, config.seed, "pairs", config.split, "choices"),
         choice_counts=dict(zip(n_choices.tolist(), counts.tolist())),
+        cooccurrence=_cooccurrence(index) if config.distractors == "co-occurring" else None,
     )
+
+
+def _cooccurrence(index: CatalogIndex) -> dict[int, dict[str, dict[str, int]]]:
+    """Per source, how often two objects appear in one of its eligible catalog images."""
+    return {
+        s: cooccurrence(index.object_names(g) for g in np.flatnonzero(index.source == s).tolist())
+        for s in range(len(SOURCES))
+    }
 
 
 def _source_notes(name: str, r: SearchResult) -> list[str]:
@@ -417,6 +438,7 @@ def _stats(config, index, eligible, real_fraction, results, choice_counts, n_row
         "common_objects": achieved,
         "common_objects_missing": [int(k) for k in ks if not achieved[k]],
         "baselines": baseline_accuracy(achieved, choice_counts),
+        "distractors": config.distractors,
         "choices_per_example": {str(c): n for c, n in sorted(choice_counts.items())},
         "image_uses_max": max((s["image_uses_max"] for s in per_source.values()), default=0),
         "by_source": per_source,
