@@ -100,6 +100,10 @@ class PairsConfig:
     def validate(self) -> None:
         if self.split not in SPLITS:
             raise InputError(f"--split {self.split!r} is not a Common-O split.", f"Use one of: {', '.join(SPLITS)}.")
+        if self.count is None:
+            raise InputError(
+                "--count is required (or --k-from, which takes another split's size).", "e.g. --count 1000."
+            )
         if self.count < 1:
             raise InputError(f"--count {self.count}: need at least 1 example.", "e.g. --count 1000.")
         lo, hi = self.object_range()
