@@ -88,15 +88,16 @@ def quiet_library_bars_by_default() -> None:
 def datasets_bars(shown: bool) -> Iterator[None]:
     """``datasets``' own bars ("Generating main split") only where ours are shown; the caller's setting comes back
     afterwards."""
-    from datasets.utils import tqdm as datasets_tqdm
+    # the functions, not ``datasets.utils.tqdm``: that name is the tqdm class datasets.utils re-exports, not the module
+    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     if bars_shown(shown) and sys.stderr.isatty():  # tqdm draws on stderr
         yield
         return
-    was_disabled = datasets_tqdm.are_progress_bars_disabled()
-    datasets_tqdm.disable_progress_bars()
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
     try:
         yield
     finally:
         if not was_disabled:
-            datasets_tqdm.enable_progress_bars()
+            enable_progress_bars()

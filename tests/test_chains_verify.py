@@ -21,12 +21,18 @@ from commonlink.kinds.association.format import read_image_table
 from commonlink.kinds.association.memory import MemoryBase, image_name
 from commonlink.kinds.association.presets import PRESETS, resolve_preset
 from commonlink.kinds.association.prompts import prompt_text
-from commonlink.kinds.association.refine.verify import VERIFY_PROMPT, verify_tasks
+from commonlink.kinds.association.refine.verify import VERIFY_PROMPT
+from commonlink.kinds.association.refine.verify import verify_tasks as _verify_tasks
 from commonlink.kinds.association.task import AssociationSettings, evaluate_association
 from commonlink.loaders import load_association
 
 ATTRIBUTES = ["metal", "ripe", "fresh", "natural", "cooked", "painted", "rusty", "furry", "wooden"]
 OBJECTS = ["sandwich", "pizza", "broccoli", "orange", "knife", "chair", "apple"]
+
+
+def verify_tasks(*args, **kwargs):
+    """The tests below were written for the post-hoc repair, now ``--protocol strict`` (paper: test_verify_paper)."""
+    return _verify_tasks(*args, protocol="strict", **kwargs)
 
 
 class ScriptedBackend:
@@ -461,6 +467,8 @@ def test_review_export_and_decisions_read_back(ocl_build, tmp_path):
         [
             "chains",
             "verify",
+            "--protocol",
+            "strict",
             str(out),
             "--out",
             str(verified),
@@ -485,20 +493,55 @@ def test_review_export_and_decisions_read_back(ocl_build, tmp_path):
 def test_verify_refuses_bad_input(ocl_build, tmp_path):
     _, out = ocl_build
     runner = CliRunner()
-    nothing = runner.invoke(app, ["chains", "verify", str(out), "--out", str(tmp_path / "v")])
+    nothing = runner.invoke(app, ["chains", "verify", "--protocol", "strict", str(out), "--out", str(tmp_path / "v")])
     assert nothing.exit_code == 1 and "--model" in nothing.output and "--decisions" in nothing.output
     same = runner.invoke(
-        app, ["chains", "verify", str(out), "--out", str(out), "--model", "random", "--backend", "transformers"]
+        app,
+        [
+            "chains",
+            "verify",
+            "--protocol",
+            "strict",
+            str(out),
+            "--out",
+            str(out),
+            "--model",
+            "random",
+            "--backend",
+            "transformers",
+        ],
     )
     assert same.exit_code == 1 and "new folder" in same.output
     (tmp_path / "d.csv").write_text("image_id,concept,decision\nnot-an-image,metal,reject\n")
     stranger = runner.invoke(
-        app, ["chains", "verify", str(out), "--out", str(tmp_path / "v"), "--decisions", str(tmp_path / "d.csv")]
+        app,
+        [
+            "chains",
+            "verify",
+            "--protocol",
+            "strict",
+            str(out),
+            "--out",
+            str(tmp_path / "v"),
+            "--decisions",
+            str(tmp_path / "d.csv"),
+        ],
     )
     assert stranger.exit_code == 1 and "not-an-image" in stranger.output
     (tmp_path / "e.csv").write_text("image_id,concept,decision\nx,metal,maybe\n")
     vague = runner.invoke(
-        app, ["chains", "verify", str(out), "--out", str(tmp_path / "v"), "--decisions", str(tmp_path / "e.csv")]
+        app,
+        [
+            "chains",
+            "verify",
+            "--protocol",
+            "strict",
+            str(out),
+            "--out",
+            str(tmp_path / "v"),
+            "--decisions",
+            str(tmp_path / "e.csv"),
+        ],
     )
     assert vague.exit_code == 1 and "keep or reject" in vague.output
 
@@ -517,7 +560,18 @@ def test_verify_with_the_random_baseline_through_the_cli(ocl_build, tmp_path):
     """The real backend path (load_backend): the random baseline answers Yes/No per claim."""
     _, out = ocl_build
     result = CliRunner().invoke(
-        app, ["chains", "verify", str(out / "synchronous.jsonl"), "--out", str(tmp_path / "v"), "--model", "random"]
+        app,
+        [
+            "chains",
+            "verify",
+            "--protocol",
+            "strict",
+            str(out / "synchronous.jsonl"),
+            "--out",
+            str(tmp_path / "v"),
+            "--model",
+            "random",
+        ],
     )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "v" / "verification.json").read_text())
@@ -537,6 +591,8 @@ def test_heavy_rejection_still_gives_a_valid_release(ocl_build, tmp_path, on_fai
         [
             "chains",
             "verify",
+            "--protocol",
+            "strict",
             str(out),
             "--out",
             str(tmp_path / "v"),
@@ -613,6 +669,8 @@ def test_verify_through_the_transformers_backend_with_a_tiny_llava(ocl_build, tm
         [
             "chains",
             "verify",
+            "--protocol",
+            "strict",
             str(out / "deduction.jsonl"),
             "--out",
             str(tmp_path / "v"),
@@ -730,6 +788,8 @@ def test_asynchronous_chains_keep_their_period_after_verification(ocl_build, tmp
         [
             "chains",
             "verify",
+            "--protocol",
+            "strict",
             str(out / "asynchronous.jsonl"),
             "--out",
             str(tmp_path / "v"),
@@ -754,6 +814,8 @@ def test_asynchronous_chains_keep_their_period_after_verification(ocl_build, tmp
         [
             "chains",
             "verify",
+            "--protocol",
+            "strict",
             str(out / "asynchronous.jsonl"),
             "--out",
             str(tmp_path / "d"),

@@ -337,7 +337,7 @@ def test_vlmevalkit_tsv_gives_our_requests_and_its_prediction_files_score_like_u
         "fixed",
         None,
         backend_instances=[ContentHashBackend()],
-        settings=AssociationSettings(deduction=False),
+        settings=AssociationSettings(protocol="strict", deduction=False),  # the export is strict
         **FAST,
     )["metrics"]["summary"]
     assert 0 < ours["avg_success_ratio"] < 1
@@ -608,7 +608,7 @@ def test_vlmevalkit_runs_the_exported_datasets_and_scores_like_us(vlm_release, t
             and rescored["parse_failure_rate"] == 0
         )
 
-    single_step = {"settings": AssociationSettings(deduction=False), **FAST}
+    single_step = {"settings": AssociationSettings(protocol="strict", deduction=False), **FAST}  # as exported
     ours = evaluate_association(chains, "single_step", ["m"], "fixed", None, backend_instances=[hashed], **single_step)[
         "metrics"
     ]["summary"]

@@ -89,6 +89,28 @@ def test_each_family_needs_trust_remote_code_and_auto_finds_its_adapter(models, 
     assert backend.info.output_options == {}  # auto: the detected adapter follows the weights, not the cache key
 
 
+def test_qwen_vl_chat_v1_is_refused_with_what_to_use(tmp_path):
+    """Qwen-VL-Chat (Labyrinth Table 4) registers AutoModelForCausalLM, but is called through its own chat() and
+    tokenizer.from_list_format(): no adapter here speaks that, so it is refused instead of run as a plain LM."""
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "qwen",
+                "architectures": ["QWenLMHeadModel"],
+                "auto_map": {
+                    "AutoConfig": "configuration_qwen.QWenConfig",
+                    "AutoModelForCausalLM": "modeling_qwen.QWenLMHeadModel",
+                },
+                "visual": {"image_size": 448, "layers": 48},
+            }
+        )
+    )
+    for adapter in ("auto", "causal-lm"):
+        with pytest.raises(InputError, match="Qwen-VL\\(-Chat\\) v1") as err:
+            load_backend("transformers", str(tmp_path), trust_remote_code=True, adapter=adapter)
+        assert "Qwen2-VL" in err.value.fix
+
+
 def test_remote_code_of_an_unknown_family_is_refused_naming_the_adapters(tmp_path):
     (tmp_path / "config.json").write_text(
         json.dumps(

@@ -18,7 +18,7 @@ from commonlink.eval.outputs import evaluate, write_run
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.eval.task import Task
 from commonlink.kinds.association.loader import AssociationImage
-from commonlink.kinds.association.task import evaluate_association
+from commonlink.kinds.association.task import AssociationSettings, evaluate_association
 from commonlink.kinds.common_o.loader import CommonOSplit, open_common_o
 from commonlink.kinds.common_o.perception import evaluate_perception
 from commonlink.kinds.common_o.task import CommonOTask, evaluate_common_o
@@ -47,7 +47,8 @@ def _metrics_sha(results: dict) -> str:
 
 
 # The predictions file and metrics each evaluator wrote before the Task refactor (commit 9df1636), on the same
-# tiny inputs: the refactor (and any later change) must give the same bytes.
+# tiny inputs: the refactor (and any later change) must give the same bytes. Association runs of that time ran
+# what is now the strict protocol; "association-paper-..." pins the paper protocol (issue 36) on the same inputs.
 PINNED = {
     "commono-random": (
         "4cc8e1c07230cd1e7001754b3db9b6a1f54fca5da693e3e2e2284826fdeee99f",
@@ -69,6 +70,10 @@ PINNED = {
         "bfa7b80bfee2a31f0bd3739d0fa1effac97a34f14ae6666db2217d3172a3fb86",
         "7cccf7bb191394eea8f6b057727f93e564ff50a5221d1546e20d7ce8e1f57d5e",
     ),
+    "association-paper-deduction-random": (
+        "f4a6eafc00358e8d5b39508db5c7b54bbe2c231668f7031e6005991e1a6661db",
+        "c6ae390c1eb80f91942498f7216c695bf6ee9eb42377be770a3271937b44aa02",
+    ),
 }
 
 
@@ -81,7 +86,10 @@ def test_outputs_match_the_pinned_outputs(name, common_o_split, chain_dir, tmp_p
     elif task == "perception":
         results = evaluate_perception(data, "main", model, out_dir=tmp_path, **FAST)
     else:
-        results = evaluate_association(chain_dir, "deduction", [model], out_dir=tmp_path, **FAST)
+        protocol = "paper" if "-paper-" in name else "strict"
+        settings = AssociationSettings(protocol=protocol)
+        results = evaluate_association(chain_dir, "deduction", [model], out_dir=tmp_path, settings=settings, **FAST)
+        assert results["association_protocol"] == protocol
     assert (_sha(tmp_path / "predictions.jsonl"), _metrics_sha(results)) == PINNED[name]
     if name == "commono-none":  # readable anchors of the same run
         assert (

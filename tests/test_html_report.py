@@ -307,7 +307,7 @@ def test_truncated_output_says_where_the_whole_is(runs, tmp_path):
 @pytest.fixture(scope="module")
 def chain_run(tmp_path_factory):
     from commonlink.kinds.association.loader import open_association
-    from commonlink.kinds.association.task import evaluate_association
+    from commonlink.kinds.association.task import AssociationSettings, evaluate_association
     from tests.fixtures.tiny_chains import write_tiny_chain_files
 
     root = tmp_path_factory.mktemp("report-chains")
@@ -350,7 +350,13 @@ def chain_run(tmp_path_factory):
 
     out = root / "run"
     evaluate_association(
-        root / "chains", "synchronous", backend_instances=[Chains()], out_dir=out, progress=False, n_boot=20
+        root / "chains",
+        "synchronous",
+        backend_instances=[Chains()],
+        out_dir=out,
+        progress=False,
+        n_boot=20,
+        settings=AssociationSettings(protocol="strict"),  # the step numbers below are the strict protocol's
     )
     return out, k_of, prompts
 
@@ -392,7 +398,7 @@ def test_several_association_runs_get_a_metrics_page_and_mixed_tasks_are_refused
     html = summary.path.read_text()
     assert summary.cards == 0 and page_data(summary.path)["kind"] == "summary"
     summary_text = results["metrics"]["summary"]
-    for name in ("chainer structm", "renamed run"):  # the default name (model + memory) and the given one
+    for name in ("chainer structm strict", "renamed run"):  # the default name (model, memory, protocol); the given one
         assert f"<td>{name}</td><td>chainer</td><td>scripted</td><td>structm</td><td>synchronous</td>" in html
     assert (
         f'<td>{summary_text["avg_max_steps"]:.2f}<span class="se"> ± ' in html

@@ -44,7 +44,8 @@ def _images(study: dict) -> list[str]:
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("human-data")
     write_common_o_split(root / "co", common_o_rows(ROWS, seed=4, image_size=(96, 72)))
-    chains = write_tiny_chain_files(root / "ch", image_size=(48, 36), max_steps=3)
+    # 9 steps a chain: the paper protocol scores steps 6-8 (its warm-up takes 0, 2, 4), strict 3-8
+    chains = write_tiny_chain_files(root / "ch", image_size=(48, 36), max_steps=6)
     return {"co": root / "co", "chains": chains, "root": root}
 
 
@@ -410,3 +411,43 @@ def test_a_perception_study_asks_one_yes_no_question_per_object_and_image(data, 
     right = sum(1 for row, q in asked if row < 2 or q.gold == [0])
     assert results["task"] == "perception" and results["dataset"]["questions_scored"] == len(asked)
     assert results["metrics"]["overall"]["question_accuracy"] == pytest.approx(right / len(asked))
+
+
+# ----------------------------------------------------------------------------------------------- protocols
+def test_a_chain_study_follows_the_protocol_and_an_old_spec_reads_as_strict(data):
+    """Under the paper protocol (the default) a person plays the steps the harness scores (from the first
+    scored step of paper_schedule, images 336x336); under strict the steps after the chain's marked warm-up.
+    A spec written before the protocols existed is the strict one."""
+    from commonlink.human.items import StudySpec, open_split
+    from commonlink.kinds.association.task_chains import paper_schedule
+
+    paper, strict = (
+        study_spec("synchronous"),
+        study_spec("synchronous", settings=AssociationSettings(protocol="strict")),
+    )
+    chains = open_split(data["chains"], paper)
+    _, paper_units = study_units(data["chains"], paper)
+    _, strict_units = study_units(data["chains"], strict)
+    for n, (p, s) in enumerate(zip(paper_units, strict_units)):
+        chain = chains.get(n)
+        first = paper_schedule(chain)[1]
+        assert [q.gold[0] for q in p.questions] == [st.answer for st in chain.steps[first:]]
+        assert [q.gold[0] for q in s.questions] == [st.answer for st in chain.steps if not st.warmup]
+        assert len(p.questions) == len(chain.steps) - first < len(s.questions)
+        assert all(part[1].size == (336, 336) for q in p.questions for part in q.parts if part[0] == "image")
+    old = {**strict.to_dict(), "association": {k: v for k, v in strict.association.items() if k != "protocol"}}
+    assert StudySpec.from_dict(old).association["protocol"] == "strict"
+
+
+def test_a_single_step_deduction_is_judged_by_the_protocols_rule(data):
+    """Paper: the harness's rule (a gold concept in the answer) on the task's own concept; strict: all-shared."""
+    _, units = study_units(data["chains"], study_spec("single_step"))
+    deduce = units[0].questions[1]
+    assert deduce.rule == "harness" and deduce.is_correct(deduce.gold) and not deduce.is_correct([])
+    wrong = [k for k in range(len(deduce.choices)) if k not in deduce.gold]
+    assert deduce.is_correct(deduce.gold + wrong[:1])  # the harness counts it: the gold concept is in the answer
+    _, units = study_units(data["chains"], study_spec("single_step", settings=AssociationSettings(protocol="strict")))
+    strict = units[0].questions[1]
+    assert strict.rule == "all-shared" and not strict.is_correct(
+        strict.gold + [k for k in wrong[:1] if k not in strict.gold]
+    )

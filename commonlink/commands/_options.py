@@ -311,12 +311,23 @@ StrategyOpt = Annotated[
         "several, comma-separated.",
     ),
 ]
-DeductionRuleOpt = Annotated[
+ProtocolOpt = Annotated[
     str,
     typer.Option(
+        "--protocol",
+        help="paper (the authors' protocol, as their harness ran it: the default) or strict (our stricter choices); "
+        "what each changes is in the command's description and docs/eval.md's deviations table.",
+    ),
+]
+DeductionRuleOpt = Annotated[
+    str | None,
+    typer.Option(
         "--deduction-rule",
-        help="When a deduction counts (the paper does not say): all-shared (ours: names something, and only shared "
-        "concepts), any-shared (names at least one shared concept), exact (names exactly the shared ones).",
+        show_default=False,
+        help="When a deduction counts: harness (the authors' harness: a gold concept occurs in the answer; `eval "
+        "association`'s default under --protocol paper), all-shared (ours: names something, and only shared "
+        "concepts; the strict protocol's and `eval concept`'s default), any-shared (names at least one shared "
+        "concept), exact (names exactly the shared ones).",
     ),
 ]
 NegativeModeOpt = Annotated[
@@ -328,8 +339,12 @@ NegativeModeOpt = Annotated[
     ),
 ]
 CheckNegativesOpt = Annotated[
-    bool,
-    typer.Option("--negatives/--no-negatives", help="Also ask whether each negative shows the concept it must lack."),
+    bool | None,
+    typer.Option(
+        "--negatives/--no-negatives",
+        show_default=False,
+        help="--protocol strict: also ask whether each negative shows the concept it must lack (default: yes).",
+    ),
 ]
 
 # --- option groups -------------------------------------------------------------------------------------------------

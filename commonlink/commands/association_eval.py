@@ -20,6 +20,7 @@ from commonlink.commands._options import (
     NoDeductionOpt,
     NoReportOpt,
     OptionalOutOpt,
+    ProtocolOpt,
     RevisionOpt,
     RunNameOpt,
     StrategyOpt,
@@ -55,7 +56,16 @@ def association(
     max_steps: MaxStepsOpt = 500,
     no_deduction: NoDeductionOpt = False,
     strategy: StrategyOpt = "normal",
-    deduction_rule: DeductionRuleOpt = "all-shared",
+    protocol: ProtocolOpt = "paper",
+    deduction_rule: DeductionRuleOpt = None,
+    image_size: int | None = typer.Option(
+        None,
+        "--image-size",
+        min=0,
+        show_default=False,
+        help="Resize every image to this square side (default: the protocol's: 336 under paper, 0 = as stored "
+        "under strict).",
+    ),
     out: OptionalOutOpt = None,
     revision: RevisionOpt = None,
     limit: LimitOpt = None,
@@ -69,8 +79,13 @@ def association(
     catalog_root: CatalogRootOpt = None,
     run_name: RunNameOpt = None,
 ) -> None:
-    """Score models on association tasks (paper protocol): success ratios, or max | mean chain length.
+    """Score models on association tasks: success ratios, or max | mean chain length.
 
+    --protocol paper (the default) runs the authors' harness: 3 warm-up steps per concept with the model's own
+    deductions in memory, the scored chain from a fresh concept-1 query (1,1,1,b,2,2,2,b), label-in-answer selection,
+    the harness deduction rule, the harness word vote (--moe), 336x336 images; --protocol strict runs ours (gold
+    warm-up memory, parsed answers, first-model tie-break, images as stored). --deduction-rule and --image-size
+    override the protocol's choice (results.json records the protocol and every override).
     --model: repeat it with --moe to combine several models (the same --backend for every one; vllm is told 3 images
     a request). --out: the run folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume.
     --limit counts tasks or chains; --batch-size requests per model call (chains advance in lockstep: one step of
@@ -93,6 +108,8 @@ def association(
         chainm_window=chainm_window,
         deduction_rule=deduction_rule,
         strategy=strategy,
+        protocol=protocol,
+        image_size=image_size,
     )
     backend = run.backend_name(model)
     out = out or default_out_dir(config, "+".join(model), backend, task="association")

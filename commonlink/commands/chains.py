@@ -28,6 +28,7 @@ from commonlink.commands._options import (
     NegativeModeOpt,
     OptionalOutOpt,
     OutOpt,
+    ProtocolOpt,
     QuietOpt,
     SeedOpt,
     SourceSplitOpt,
@@ -291,20 +292,23 @@ def verify(
         help="Human decisions (decisions.csv of `chains review`, or the JSON its pages save); repeatable; they "
         "override the models.",
     ),
-    on_fail: str = typer.Option(
-        "resample",
+    protocol: ProtocolOpt = "paper",
+    on_fail: str | None = typer.Option(
+        None,
         "--on-fail",
-        help=f"{' or '.join(ON_FAIL)}: resample redraws a rejected positive (or negative) from verified images, "
-        "keeping each chain's period (an asynchronous chain is cut where nothing fits); drop removes the step "
-        "(asynchronous runs get shorter).",
+        show_default=False,
+        help=f"--protocol strict: {' or '.join(ON_FAIL)} (default resample): resample redraws a rejected positive "
+        "(or negative) from verified images, keeping each chain's period (an asynchronous chain is cut where nothing "
+        "fits); drop removes the step (asynchronous runs get shorter).",
     ),
-    undecided: str = typer.Option(
-        "keep",
+    undecided: str | None = typer.Option(
+        None,
         "--undecided",
-        help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected. "
-        "Reported apart from rejections either way.",
+        show_default=False,
+        help=f"{' or '.join(UNDECIDED)}: a claim no verifier could decide keeps its label, or counts as rejected "
+        "(strict default keep; paper: always reject). Reported apart from rejections either way.",
     ),
-    negatives: CheckNegativesOpt = True,
+    negatives: CheckNegativesOpt = None,
     batch_size: BatchSizeOpt = None,
     max_new_tokens: MaxNewTokensOpt = 16,
     seed: SeedOpt = 0,
@@ -315,15 +319,19 @@ def verify(
     catalog_root: CatalogRootOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Verify association task files (paper §4.2, App. A.1): correct labels the verifiers reject, then repair the tasks.
+    """Verify association task files (paper §4.2, App. A.1): --protocol paper (default) filters the pools as the
+    authors' harness did and rebuilds the chains; --protocol strict corrects the labels and repairs the tasks.
 
-    Each --model is a verifier that answers 'Does this image show the CONCEPT?' per claim (the paper's MLLM
-    verification); repeat it for a fallback (paper: Gemini-1.5-Flash, then GPT4-V), with one --backend for every
-    --model or one per --model in the same order. Each distinct (image, concept) claim is asked once per model
-    (answers cached in --out, the new folder for the verified chain files, verification.json and verification.md;
-    rerun to resume); a later --model is asked only where the earlier ones were undecided. Rejected labels are
-    corrected in the image table; chain steps relying on them are repaired (--on-fail); tasks with a rejected image
-    are dropped.
+    Each --model is a verifier (the paper's MLLM verification); repeat it for a fallback (paper: Gemini-1.5-Flash,
+    then GPT4-V), with one --backend for every --model or one per --model in the same order. Each distinct question
+    is asked once per model (answers cached in --out, the new folder for the verified chain files, verification.json
+    and verification.md; rerun to resume); a later --model is asked only where the earlier ones were undecided.
+    Paper: each image of the concept and bridge pools is asked the harness's question verbatim ('Analyze the
+    provided image and determine if it contains the TYPE: CONCEPT ...', images 336x336, only 'Yes' kept); an image
+    not confirmed leaves the build and the tasks are rebuilt from the filtered pools with the build's settings.
+    Strict: each (image, concept) claim of the built tasks is asked 'Does this image show the
+    CONCEPT?'; rejected labels are corrected in the image table; chain steps relying on them are repaired
+    (--on-fail); tasks with a rejected image are dropped.
     Then: `commonlink release build OUT/*.jsonl --out RELEASE`.
     """
     generation = GenerationSettings(max_new_tokens=max_new_tokens, seed=seed, max_pixels=max_pixels)
@@ -351,12 +359,14 @@ def verify(
         negatives=negatives,
         progress=progress_shown(quiet),
         catalog_root=catalog_root,
+        protocol=protocol,
     )
     console.print((summary.out_dir / "verification.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     if summary.undecided:
         console.print(
             f"[yellow]Note:[/] {summary.undecided:,} claims no verifier could decide were "
-            f"{'kept as labelled' if undecided == 'keep' else 'rejected'} (--undecided); "
+            f"{'kept as labelled' if protocol == 'strict' and undecided in (None, 'keep') else 'rejected'} "
+            "(--undecided); "
             "add a --model to ask them again."
         )
     console.print(

@@ -17,6 +17,7 @@ from commonlink.commands._options import (
     NoDeductionOpt,
     OptionalOutOpt,
     OutOpt,
+    ProtocolOpt,
     QuestionOpt,
     RevisionOpt,
     SeedOpt,
@@ -58,17 +59,19 @@ def study(
     memory: MemoryOpt = "structm",
     no_deduction: NoDeductionOpt = False,
     strategy: StrategyOpt = "normal",
+    protocol: ProtocolOpt = "paper",
 ) -> None:
     """Write a static study page (no server; opens from disk) in which people answer a split as a model does.
 
     --split: a Common-O split (main, challenge, or any split of the release), or an association config
     (single_step, deduction, synchronous, asynchronous). --out: the folder for index.html and images/. --seed: of
     each annotator's order and sample. --image-protocol and --question as for `eval commono` (the model's view);
-    --memory, --no-deduction (single_step; chains are always played without it) and --strategy as for
-    `eval association`.
+    --memory, --no-deduction (single_step; chains are always played without it), --strategy and --protocol as for
+    `eval association` (paper: chains played from the harness's first scored step, images 336x336, deductions
+    scored by the harness's rule).
     """
 
-    settings = AssociationSettings(memory=memory, deduction=not no_deduction, strategy=strategy)
+    settings = AssociationSettings(memory=memory, deduction=not no_deduction, strategy=strategy, protocol=protocol)
     spec = study_spec(split, task, image_protocol=image_protocol, question=question, settings=settings)
     names = [n.strip() for n in annotators.split(",")] if annotators else []
     summary = write_study(data, spec, out, revision=revision, annotators=names, seed=seed, sample=sample)
@@ -81,7 +84,7 @@ def study(
     if spec.task == "association" and split in ("synchronous", "asynchronous"):
         console.print(
             "Chains are played without the deduction step: compare with `eval association ... --no-deduction "
-            f"--memory {memory}`.",
+            f"--memory {memory} --protocol {protocol}`.",
             highlight=False,
         )
 

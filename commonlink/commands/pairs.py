@@ -10,7 +10,9 @@ from rich.table import Table
 
 from commonlink.commands._common import console, parse_range, progress_shown, reports_errors
 from commonlink.commands._options import ObjectsOpt, OutOpt, OverwriteOpt, QuietOpt, SeedOpt, SplitOpt
+from commonlink.errors import InputError
 from commonlink.formats.meta import meta_path
+from commonlink.kinds.common_o.k_from import copy_k_distribution
 from commonlink.kinds.common_o.pairs import PairsConfig, make_pairs_file
 
 
@@ -21,7 +23,13 @@ def pairs(
     ),
     out: OutOpt = ...,
     split: SplitOpt = "main",
-    count: int = typer.Option(..., "--count", "-n", help="Number of examples to sample."),
+    count: int | None = typer.Option(
+        None,
+        "--count",
+        "-n",
+        show_default=False,
+        help="Number of examples to sample (with --k-from: the split's size).",
+    ),
     objects: ObjectsOpt = None,
     max_common: int | None = typer.Option(
         None, "--max-common", help="Common-object counts range over 0..K (default K = the upper --objects bound)."
@@ -29,8 +37,21 @@ def pairs(
     common_distribution: str = typer.Option(
         "paper",
         "--common-distribution",
-        help="How counts 0..K are spread: paper (the default: the shares of the paper's own examples, none 8.7%; see "
+        help="How counts 0..K are spread: paper (the default: Figure 7's random sample, smoothed, none 11.4%; see "
         "docs/sampling.md), none=P (share P with nothing in common, the rest even), uniform, or weights w0,w1,...,wK.",
+    ),
+    k_from: str = typer.Option(
+        None,
+        "--k-from",
+        metavar="RELEASE_OR_REPO",
+        help="Copy the k distribution of this Common-O split (a release folder, parquet file or Hub dataset such as "
+        "facebook/Common-O; the split named by --split) as exact counts per k; --count defaults to its size.",
+    ),
+    distractors: str = typer.Option(
+        "one-image",
+        "--distractors",
+        help="one-image (objects in only one image first, then any other) or co-occurring (objects that co-occur "
+        "with the true ones in the catalog, in proportion to how often: the paper's hallucination driver, §4.2).",
     ),
     choices: int = typer.Option(
         8,
@@ -71,7 +92,12 @@ def pairs(
         real_fraction=real_fraction,
         seed=seed,
         common_distribution=common_distribution,
+        distractors=distractors,
     )
+    if k_from is not None:
+        config = copy_k_distribution(config, k_from, count_given=count is not None)
+    elif count is None:
+        raise InputError("--count is required (or --k-from, which takes another split's size).", "e.g. --count 1000.")
     result = make_pairs_file(catalogs, out, config, overwrite=overwrite, progress=progress_shown(quiet))
     if result.kept:
         console.print(
@@ -139,7 +165,7 @@ def print_stats(stats: dict) -> None:
     floors = stats["baselines"]
     console.print(
         f"Baselines (the floor a model must beat): `none` {floors['none']:.1%}, `random` {floors['random']:.1%} "
-        "expected accuracy.",
+        f"expected accuracy (distractors: {stats.get('distractors', 'one-image')}).",
         highlight=False,
         markup=False,
     )

@@ -78,6 +78,14 @@ def resize_shorter_side(img: Image.Image, side: int) -> Image.Image:
     return to_rgb(img).resize(size, Image.Resampling.BICUBIC)
 
 
+def resize_square(img: Image.Image, side: int) -> Image.Image:
+    """``img`` resized (bicubic, aspect not kept) to ``side`` x ``side``, as the Labyrinth harness feeds every
+    image (``resize((336, 336))``); ``side`` 0 (or ``img`` None) leaves it as it is."""
+    if img is None or not side or img.size == (side, side):
+        return img
+    return to_rgb(img).resize((side, side), Image.Resampling.BICUBIC)
+
+
 def cap_pixels(img: Image.Image, max_pixels: int) -> Image.Image:
     """Downscale ``img`` (keeping its aspect ratio) so that width x height <= ``max_pixels``; 0 = no cap."""
     if img is None or not max_pixels or img.width * img.height <= max_pixels:

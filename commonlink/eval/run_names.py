@@ -14,7 +14,9 @@ __all__ = ["RUN_NAME_MAX", "check_run_name", "default_run_name", "model_names", 
 RUN_NAME_MAX = 120
 
 #: Settings that set an association run apart from another on the same data (shown in its default name).
-_ASSOCIATION_DEFAULTS = {"strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
+_ASSOCIATION_DEFAULTS = {"protocol": "paper", "strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
+#: The deduction rule each protocol takes when none is given (runs before the switch recorded no protocol: strict).
+_PROTOCOL_RULES = {"paper": "harness", "strict": "all-shared"}
 
 
 def check_run_name(name: str | None) -> str | None:
@@ -52,9 +54,10 @@ def default_run_name(results: dict) -> str:
     if task.startswith("association"):
         assoc = results.get("association", {})
         parts.append(str(assoc.get("memory", "?")))
+        defaults = {**_ASSOCIATION_DEFAULTS, "deduction_rule": _PROTOCOL_RULES.get(assoc.get("protocol", "strict"))}
         parts += [
             str(assoc[k]) if k != "deduction" else "no-deduction"
-            for k, v in _ASSOCIATION_DEFAULTS.items()
+            for k, v in defaults.items()
             if k in assoc and assoc[k] != v
         ]
         if results.get("moe"):

@@ -22,6 +22,7 @@ from commonlink.errors import InputError
 from commonlink.eval.backends.base import GenerationRequest, GenerationSettings, message_parts
 from commonlink.eval.imaging import cap_pixels
 from commonlink.kinds.association.loader import open_association
+from commonlink.kinds.association.requests import protocol_gold
 from commonlink.kinds.association.task import (
     CHAIN_CONFIGS,
     AssociationSettings,
@@ -31,6 +32,7 @@ from commonlink.kinds.association.task import (
     run_chains,
     single_step_selection,
 )
+from commonlink.kinds.association.task_chains import paper_schedule
 from commonlink.kinds.common_o.format import letters
 from commonlink.kinds.common_o.perception import PerceptionTask
 from commonlink.kinds.common_o.task import CommonOTask
@@ -50,12 +52,17 @@ class StudyQuestion:
     multi: bool  #: several choices may be picked
     lettered: bool  #: choices are answered by letter (Common-O)
     gold: list[int]  #: indices of the correct choice(s)
-    rule: str = "exact"  #: exact | a deduction rule (association_requests.DEDUCTION_RULES)
+    rule: str = "exact"  #: exact | a deduction rule (requests.ASSOCIATION_DEDUCTION_RULES)
 
     def is_correct(self, picked: list[int]) -> bool:
         if self.rule == "exact":
             return sorted(picked) == sorted(self.gold)
-        return deduction_correct([self.choices[k] for k in picked], [self.choices[k] for k in self.gold], self.rule)
+        return deduction_correct(
+            [self.choices[k] for k in picked],
+            [self.choices[k] for k in self.gold],
+            self.rule,
+            text=self.answer_text(picked) if picked else "",  # the harness rule reads the answer as a model writes it
+        )
 
     def answer_text(self, picked: list[int]) -> str:
         """The answer as a model writes it, so it goes through the same parser and scorer as a model's."""
@@ -102,6 +109,9 @@ class StudySpec:
     @classmethod
     def from_dict(cls, data: dict) -> StudySpec:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        if known.get("association") and "protocol" not in known["association"]:
+            # a study written before the association protocols ran what is now the strict one
+            known["association"] = {**known["association"], "protocol": "strict"}
         return cls(**known)
 
 
@@ -166,11 +176,14 @@ def _question(request: GenerationRequest, gold: list[int], spec: StudySpec, *, r
 
 class _ChainOracle:
     """Stands in for the :class:`~commonlink.kinds.association.requests.Asker` of one chain: answers each
-    selection right (``Image1``/``Image2``), keeping the requests, so the chain walks its all-correct path."""
+    selection right (``Image1``/``Image2``), keeping the requests, so the chain walks its all-correct path (its
+    scored steps as the protocol runs them: under paper from :func:`paper_schedule`'s first scored step)."""
 
-    def __init__(self, chain, pixels: bool):
+    def __init__(self, chain, pixels: bool, settings: AssociationSettings):
         self.pixels = pixels
-        self.answers = iter([s.answer for s in chain.steps if not s.warmup])
+        self.seed = 0  # the Asker's vote seed: one answer a step here, so no vote ever draws
+        scored = chain.steps[paper_schedule(chain)[1] :] if settings.paper else [s for s in chain.steps if not s.warmup]
+        self.answers = iter([s.answer for s in scored])
         self.requests: list[tuple[GenerationRequest, int]] = []
 
     def ask(self, requests: list[GenerationRequest]) -> list[list[str]]:
@@ -185,7 +198,7 @@ class _ChainOracle:
 def _association_unit(task, row: int, spec: StudySpec, pixels: bool) -> StudyUnit:
     settings = AssociationSettings(**spec.association)
     if spec.split in CHAIN_CONFIGS:
-        oracle = _ChainOracle(task, pixels)
+        oracle = _ChainOracle(task, pixels, settings)
         run_chains([task], oracle, settings, progress=False)
         return StudyUnit(task.id, row, True, [_question(r, [a], spec) for r, a in oracle.requests])
     if spec.split == "deduction":
@@ -195,7 +208,8 @@ def _association_unit(task, row: int, spec: StudySpec, pixels: bool) -> StudyUni
         selection = single_step_selection(task, settings, pixels=pixels)
         questions = [_question(selection, [task.answer], spec)]
         image_1, image_2 = task.query, task.positive
-        gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
+        shared = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
+        gold = protocol_gold(shared, [task.concept], settings)  # what the scorer counts, as for a model
     if spec.split == "deduction" or settings.deduction:
         request = deduction_request(
             task.id, 0, image_1, image_2, task.concept_kind, task.options, pixels=pixels, strategy=settings.strategy

@@ -80,6 +80,13 @@ def resolve_adapter(adapter: str, config: dict | None, *, model: str, trust_remo
         raise InputError(
             f"--backend-arg adapter={adapter} is not a model adapter.", f"Use one of: {', '.join(ADAPTERS)}."
         )
+    if config is not None and config.get("model_type") == "qwen" and "visual" in config:
+        raise InputError(
+            f"{model!r} is Qwen-VL(-Chat) v1, whose own chat()/tokenizer.from_list_format() API no adapter supports "
+            "(loading it as a plain causal LM would send prompts it was not trained on).",
+            "Use a model family listed in docs/eval.md ('Model adapters'), e.g. Qwen/Qwen2-VL-7B-Instruct; the "
+            "Labyrinth paper's Qwen-VL-Chat rows (Table 4) cannot be rerun here.",
+        )
     if adapter != "auto" or config is None:
         return adapter
     family = family_of(config)

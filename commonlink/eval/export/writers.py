@@ -212,7 +212,9 @@ if __name__ == "__main__":
 def _association_rows(association: str | os.PathLike, revision: str | None, progress: bool, catalog_root=None):
     """One row per single-step task: the selection request our eval sends (memory in the prompt), as data."""
     split = open_association(association, "single_step", revision=revision, catalog_root=catalog_root)
-    settings = AssociationSettings()
+    # the images as stored and our answer reading (the strict protocol), as the exports always carried them: the
+    # other harness does its own image preprocessing and scores with our parser (docs/eval.md, exports)
+    settings = AssociationSettings(protocol="strict")
     with make_progress("tasks", disable=not progress) as bars:
         bar = bars.add_task("association single step", total=len(split))
         for i in range(len(split)):

@@ -153,7 +153,8 @@ def render_association_table(results: dict) -> str:
     metrics = results["metrics"]
     title = (
         f"{results['task']} — {md_cell(run_name(results))}: {md_cell(', '.join(results['models']))} "
-        f"({md_cell(results['backend'])}, memory {results['association']['memory']})"
+        f"({md_cell(results['backend'])}, memory {results['association']['memory']}, "
+        f"{results['association'].get('protocol', 'strict')} protocol)"
     )
     lines = [f"### {title}", ""]
     per = metrics["per_concept"]

@@ -28,6 +28,7 @@ Files written into the output folder (see README "chains"): ``images.jsonl`` (th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -116,15 +117,18 @@ def build_chain_files(
     *,
     source: SourceReport | None = None,
     progress: bool = True,
+    lock: bool = True,
 ) -> BuildSummary:
     """Build every task type of ``config.tasks`` into ``out_dir`` (one JSONL + meta sidecar per task).
 
     A task whose meta already records the same settings, source and image table is skipped (rerunning after an
     interruption redoes only what is missing); every file is written atomically. One run per ``out_dir`` at a
     time (a second is refused, naming the first); temporary files that killed runs left there are removed first.
+    ``lock=False``: the caller already holds ``out_dir``'s writer lock (``chains verify`` rebuilding into its
+    output), so the build does not take it again.
     """
     out_dir = Path(out_dir)
-    with output_lock(out_dir, what="commonlink chains"):
+    with output_lock(out_dir, what="commonlink chains") if lock else contextlib.nullcontext():
         remove_stale_temp_files(out_dir)
         return _build_chain_files(images, out_dir, config, source=source, progress=progress)
 

@@ -2,10 +2,15 @@
 eval task (:class:`AssociationTask`, run by :func:`commonlink.eval.outputs.evaluate`) that drives its own
 episode loop over the evaluator's cached backends.
 
-How a chain is run (synchronous or asynchronous):
+Two protocols (``AssociationSettings.protocol``; docs/eval.md "Association protocols"): ``paper`` (default), what
+the authors' harness did, and ``strict``, this project's stricter choices. How a chain is run (synchronous or
+asynchronous):
 
-* warm-up steps (marked in the chain, default 3) are answered correctly by force: no model call, the memory
-  learns the gold concept of the step;
+* warm-up: under ``paper`` 3 steps per concept (asynchronous: 3 on concept 1, then 3 on concept 2), the
+  selection forced, the memory taken from the model's own deduction, then the scored chain restarts from a
+  fresh concept-1 query in the order 1,1,1,b,2,2,2,b (:func:`.association_chains.paper_schedule`); under
+  ``strict`` the steps marked warm-up in the chain (default 3) are answered correctly by force with no model
+  call, the memory learns the gold concept of the step, and scoring starts at the next step;
 * every scored step costs at most two model requests: a *selection* (which candidate shares the concept with
   the query, with the memory context in the prompt) and, after a correct selection, a *deduction* (which
   concepts the query and the selected image share, no memory); the deduced concepts go into the memory, so a
@@ -21,9 +26,10 @@ see ``BackendInfo.batch_invariant``).
 Every answer goes through the prediction cache (keyed by the run settings and the full prompt text and image
 ids of the request), so a killed run, rerun, replays the cached answers and continues where it stopped.
 
-With several models (``--moe``), each request goes to every model and the majority answer is taken: the
-candidate most models picked (a tie goes to the first model's pick), and the concepts more than half of the
-models named (none: the first parseable model's answer).
+With several models (``--moe``), each request goes to every model and the answers are combined: under ``paper``
+by the harness's word vote (the most frequent word of all answers, a tie drawn at random, seeded per request);
+under ``strict`` the candidate most models picked (a tie goes to the first model's pick), and the concepts more
+than half of the models named (none: the first parseable model's answer).
 
 Modules: :mod:`.association_requests` (settings, requests, the asker, majority votes, deduction rules),
 :mod:`.association_chains` (the lockstep episode loop of chains); this one runs single-step and deduction
@@ -52,9 +58,11 @@ from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.kinds.association.loader import open_association
 from commonlink.kinds.association.memory import MemoryBase
-from commonlink.kinds.association.prompts import parse_concepts, parse_selection
 from commonlink.kinds.association.requests import (
+    ASSOCIATION_DEDUCTION_RULES,
     DEDUCTION_RULES,
+    HARNESS_RULE,
+    PROTOCOLS,
     Asker,
     AssociationSettings,
     deduction_correct,
@@ -62,6 +70,9 @@ from commonlink.kinds.association.requests import (
     image_name,
     majority_concepts,
     majority_selection,
+    protocol_gold,
+    read_deduction,
+    read_selection,
     selection_request,
 )
 from commonlink.kinds.association.task_chains import chain_summary, run_chains
@@ -97,6 +108,7 @@ def single_step_selection(task, settings: AssociationSettings, *, pixels: bool =
         pixels=pixels,
         strategy=settings.strategy,
         options=task.options,
+        image_size=settings.image_size,
     )
 
 
@@ -115,21 +127,19 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
                 task.options,
                 pixels=asker.pixels,
                 strategy=settings.strategy,
+                image_size=settings.image_size,
             )
         )
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]
     records = []
-    for task, sel, ded in zip(tasks, selections, deductions):
-        choice = majority_selection([parse_selection(o) if o is not None else None for o in sel])
-        gold = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
-        concepts = majority_concepts(
-            [
-                parse_concepts(o, task.options, answer_only=settings.strategy == "cot") if o is not None else None
-                for o in ded
-            ],
-            task.options,
-        )
+    for task, sel, ded, sel_request, ded_request in zip(
+        tasks, selections, deductions, selection_requests, deduction_requests
+    ):
+        choice, correct, _ = read_selection(sel, task.answer, settings, seed=asker.seed, request_id=sel_request.id)
+        shared = [o for o in task.options if o in set(task.query.labels) & set(task.positive.labels)]
+        gold = protocol_gold(shared, [task.concept], settings)
+        concepts, ok = read_deduction(ded, gold, task.options, settings, seed=asker.seed, request_id=ded_request.id)
         records.append(
             {
                 "id": task.id,
@@ -137,12 +147,12 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
                 "candidates": [c.id for c in task.candidates],
                 "answer": task.answer,
                 "choice": choice,
-                "correct": choice == task.answer,
+                "correct": correct,
                 "failed": all(o is None for o in sel),
-                "unparseable": choice is None and not all(o is None for o in sel),
+                "unparseable": choice is None and not correct and not all(o is None for o in sel),
                 "deduction": concepts,
                 "deduction_gold": gold,
-                "deduction_correct": deduction_correct(concepts, gold, settings.deduction_rule),
+                "deduction_correct": ok,
                 "outputs": sel,
                 "deduction_outputs": ded,
             }
@@ -151,34 +161,31 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
 
 
 def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
-    outputs = asker.ask(
-        [
-            deduction_request(
-                t.id,
-                0,
-                t.image_1,
-                t.image_2,
-                t.concept_kind,
-                t.options,
-                pixels=asker.pixels,
-                strategy=settings.strategy,
-            )
-            for t in tasks
-        ]
-    )
-    records = []
-    cot = settings.strategy == "cot"
-    for task, out in zip(tasks, outputs):
-        concepts = majority_concepts(
-            [parse_concepts(o, task.options, answer_only=cot) if o is not None else None for o in out], task.options
+    requests = [
+        deduction_request(
+            t.id,
+            0,
+            t.image_1,
+            t.image_2,
+            t.concept_kind,
+            t.options,
+            pixels=asker.pixels,
+            strategy=settings.strategy,
+            image_size=settings.image_size,
         )
+        for t in tasks
+    ]
+    records = []
+    for task, request, out in zip(tasks, requests, asker.ask(requests)):
+        # a deduction task has no chain concepts of its own: its gold is every option both images carry
+        concepts, ok = read_deduction(out, task.gold, task.options, settings, seed=asker.seed, request_id=request.id)
         records.append(
             {
                 "id": task.id,
                 "concept": task.concept,
                 "deduction": concepts,
                 "deduction_gold": task.gold,
-                "deduction_correct": deduction_correct(concepts, task.gold, settings.deduction_rule),
+                "deduction_correct": ok,
                 "failed": all(o is None for o in out),
                 "unparseable": concepts is None and not all(o is None for o in out),
                 "outputs": out,
@@ -297,6 +304,12 @@ class AssociationTask(Task):
             raise InputError(
                 "The 'none' baseline has no meaning for association tasks.", "Use --model random for a chance baseline."
             )
+        if len(infos) > 1 and not self.settings.paper and self.settings.deduction_rule == HARNESS_RULE:
+            raise InputError(
+                "--deduction-rule harness reads one answer text; the strict protocol's vote of several models gives "
+                "parsed concepts, not a text.",
+                "Use --protocol paper (the harness's word vote) or another --deduction-rule.",
+            )
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
         return dict(
@@ -307,6 +320,8 @@ class AssociationTask(Task):
             backend=info.backend,
             settings=settings.to_dict(),
             **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}),
+            # the pixels the model sees: resized images are other requests (a strict run keeps its old keys)
+            **({"image_size": self.settings.image_size} if self.settings.image_size else {}),
         )
 
     def open_cache(self, out_dir, run_keys, shard, *, overwrite: bool) -> PredictionCache:
@@ -334,6 +349,8 @@ class AssociationTask(Task):
         metrics, scored_steps = config_metrics(self.config, outcome, self.settings, seed=run.seed, n_boot=run.n_boot)
         return {
             "protocol": PROTOCOL_VERSION,
+            "association_protocol": self.settings.protocol,
+            "protocol_rules": self.settings.rules(),
             "association": asdict(self.settings),
             "dataset": {
                 "source": split.source_name,
@@ -417,8 +434,10 @@ def write_association_outputs(out: Path, results: dict, outcome: AssociationOutc
 
 
 __all__ = [
+    "ASSOCIATION_DEDUCTION_RULES",
     "CHAIN_CONFIGS",
     "DEDUCTION_RULES",
+    "PROTOCOLS",
     "IMAGES_PER_ASSOCIATION_REQUEST",
     "LMMS_TASK",
     "PROTOCOL_VERSION",

@@ -21,6 +21,39 @@ from commonlink.errors import NotEnoughDataError
 from commonlink.formats.catalog import SOURCES
 from commonlink.kinds.common_o.format import QUESTION_TEMPLATE_ID, common_o_question, letters
 
+#: How distractors are drawn (``pairs --distractors``): ``one-image`` objects shown in only one image first,
+#: then objects in neither, uniformly; ``co-occurring`` objects that co-occur with the true ones in the catalog
+#: (Common-O §4.2: models hallucinate more "when similar objects are present ... relying on object
+#: co-occurrence"), drawn in proportion to how often they appear with them, then the rest uniformly.
+DISTRACTOR_MODES = ("one-image", "co-occurring")
+
+
+def cooccurrence(object_sets: Iterable[Iterable[str]]) -> dict[str, dict[str, int]]:
+    """``{a: {b: images showing both}}`` (a != b) over ``object_sets`` (one set of names per catalog image)."""
+    counts: dict[str, dict[str, int]] = {}
+    for objects in object_sets:
+        names = sorted(set(objects))
+        for a in names:
+            row = counts.setdefault(a, {})
+            for b in names:
+                if b != a:
+                    row[b] = row.get(b, 0) + 1
+    return counts
+
+
+def _cooccurring(
+    anchors: Sequence[str], candidates: list[str], n: int, cooccur: dict[str, dict[str, int]], rng
+) -> list[str]:
+    """``n`` of ``candidates``: drawn without replacement in proportion to their co-occurrence with ``anchors``,
+    then (when fewer co-occur) uniformly from the rest."""
+    weights = np.asarray([sum(cooccur.get(a, {}).get(c, 0) for a in anchors) for c in candidates], dtype=np.float64)
+    seen = np.flatnonzero(weights > 0)
+    take = min(n, len(seen))
+    picked = rng.choice(seen, size=take, replace=False, p=weights[seen] / weights[seen].sum()).tolist() if take else []
+    rest = np.setdiff1d(np.arange(len(candidates)), picked)
+    picked += rest[rng.permutation(len(rest))[: n - take]].tolist()
+    return [candidates[j] for j in picked]
+
 
 def build_choices(
     objects_1: Iterable[str],
@@ -28,6 +61,7 @@ def build_choices(
     vocabulary: Sequence[str],
     min_choices: int,
     rng: np.random.Generator,
+    cooccur: dict[str, dict[str, int]] | None = None,
 ) -> tuple[list[str], list[str], str]:
     """Lettered choices for two object sets: ``(choices, ground_truth, answer)``.
 
@@ -37,12 +71,25 @@ def build_choices(
     leave room for a distractor, else every common object, "No objects are in common" and one distractor (so
     the answer is never simply "every object listed"). With 8 choices: k <= 6 gives 8 choices; k = 7 gives 9;
     the challenge split's k = 8..16 gives k + 2. ``ground_truth`` lists the common objects
-    in letter order (or the "none" choice); ``answer`` is their letters, e.g. ``"A, C"``.
+    in letter order (or the "none" choice); ``answer`` is their letters, e.g. ``"A, C"``. With ``cooccur``
+    (:func:`cooccurrence` of the catalog), distractors are the ``co-occurring`` mode's: objects of ``vocabulary``
+    that are not common, in proportion to their co-occurrence with the common objects (with none in common:
+    with the objects of either image), then uniformly.
     """
     set_1, set_2 = set(objects_1), set(objects_2)
     common = sorted(set_1 & set_2)
     n_choices = max(min_choices, len(common) + 2)
     n_distractors = n_choices - 1 - len(common)
+    if cooccur is not None:
+        candidates = sorted(set(vocabulary) - set(common))
+        if len(candidates) < n_distractors:
+            raise NotEnoughDataError(
+                f"Only {len(candidates) + len(common)} object names are known: {n_choices} choices need "
+                f"{n_choices - 1}.",
+                "Lower --choices, or add catalogs with more kinds of objects.",
+            )
+        anchors = common or sorted(set_1 | set_2)
+        return _lettered(common, _cooccurring(anchors, candidates, n_distractors, cooccur, rng), rng)
     only_one = sorted(set_1 ^ set_2)
     distractors = [only_one[j] for j in rng.permutation(len(only_one))[:n_distractors].tolist()]
     if len(distractors) < n_distractors:
@@ -56,6 +103,11 @@ def build_choices(
                 "Lower --choices, or add catalogs with more kinds of objects.",
             )
         distractors += [neither[j] for j in rng.choice(len(neither), size=need, replace=False).tolist()]
+    return _lettered(common, distractors, rng)
+
+
+def _lettered(common: list[str], distractors: list[str], rng: np.random.Generator) -> tuple[list[str], list[str], str]:
+    """The shuffled, lettered choices, the ground truth in letter order and the answer letters."""
     options = common + distractors + [NO_COMMON_OBJECTS]
     choices = [options[j] for j in rng.permutation(len(options)).tolist()]
     truth_set = set(common) if common else {NO_COMMON_OBJECTS}
@@ -113,6 +165,8 @@ class RowPlan:
     #: the run's choice generator, new at each call: rows draw from it in row order
     choice_rng: Callable[[], np.random.Generator]
     choice_counts: dict[int, int]  #: rows per number of choices
+    #: source -> co-occurrence counts of its catalog images (``--distractors co-occurring``), else None
+    cooccurrence: dict[int, dict[str, dict[str, int]]] | None = None
 
 
 class PairRows(Sequence):
@@ -148,7 +202,12 @@ class PairRows(Sequence):
             s = plan.sources.item(i)
             one, two = entries[plan.images.item(i, 0)], entries[plan.images.item(i, 1)]
             choices, truth, answer = build_choices(
-                one.objects, two.objects, plan.vocabularies[s], plan.min_choices, rng
+                one.objects,
+                two.objects,
+                plan.vocabularies[s],
+                plan.min_choices,
+                rng,
+                plan.cooccurrence[s] if plan.cooccurrence is not None else None,
             )
             yield {
                 "id": f"{plan.split}-{i:08d}",

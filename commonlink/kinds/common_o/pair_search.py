@@ -218,12 +218,20 @@ _NO_PAIRS = np.zeros((0, 3), dtype=np.int64)
 
 
 def sample_source(
-    images: SourceImages, n: int, weights: list[float], cap: int, rng: np.random.Generator, k_limit: int | None = None
+    images: SourceImages,
+    n: int,
+    weights: list[float],
+    cap: int,
+    rng: np.random.Generator,
+    k_limit: int | None = None,
+    quota: list[int] | None = None,
 ) -> SearchResult:
     """``n`` pairs of one source, k following ``weights`` (over 0..len(weights) - 1) as far as the catalogs allow;
-    no pair with more than ``k_limit`` common objects (e.g. no room left for a distractor)."""
+    no pair with more than ``k_limit`` common objects (e.g. no room left for a distractor). ``quota``: exact
+    examples per k (summing to ``n``) instead of the weights' largest-remainder split."""
     k_max = len(weights) - 1
-    quota = weighted_quota(n, weights, rng)
+    drawn = weighted_quota(n, weights, rng)  # drawn either way, so the generator's state does not depend on it
+    quota = list(quota) if quota is not None else drawn
     candidates, exact = find_candidates(images, k_max, quota, rng)
     result = SearchResult(_NO_PAIRS, list(quota), [0] * (k_max + 1), [len(c) for c in candidates], exact)
     pairs: list[tuple[int, int, int]] = []

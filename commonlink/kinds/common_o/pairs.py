@@ -38,8 +38,14 @@ from commonlink.formats.meta import (
     write_meta,
 )
 from commonlink.kinds.common_o.pair_index import CatalogIndex, build_index, read_image_entries, resolve_catalogs
-from commonlink.kinds.common_o.pair_rows import PairRows, RowPlan, build_choices  # noqa: F401 (build_choices: API here)
-from commonlink.kinds.common_o.pair_search import BLOCK, SearchResult, SourceImages, sample_source
+from commonlink.kinds.common_o.pair_rows import (  # noqa: F401 (build_choices: API here)
+    DISTRACTOR_MODES,
+    PairRows,
+    RowPlan,
+    build_choices,
+    cooccurrence,
+)
+from commonlink.kinds.common_o.pair_search import BLOCK, SearchResult, SourceImages, sample_source, weighted_quota
 from commonlink.locks import output_lock
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
@@ -52,13 +58,15 @@ PAPER_REAL_FRACTION = 0.45
 #: Auto ``max_uses``: this many times the average number of uses the request needs, and at least 3.
 AUTO_MAX_USES_FACTOR = 3
 AUTO_MAX_USES_MIN = 3
-#: Examples per number of common objects k = 0..7 that the paper prints for Common-O Bench: its random sample
-#: (Figure 7, 18 examples: 2, 7, 3, 2, 1, 2, 1, 0) plus its sample of model mistakes (Table 7, 20 examples:
-#: 1, 1, 1, 8, 6, 2, 1, 0), plus one for each k (so that k = 7, which the main split allows, is not ruled out
-#: by a sample of 38). Derivation in docs/sampling.md ("The default k distribution").
-PAPER_K_COUNTS = (4, 9, 5, 11, 8, 5, 3, 1)
-#: ``paper``: the shares of PAPER_K_COUNTS (none 8.7%, largest 23.9%); for another K the k >= 1 shape is
-#: stretched over 1..K and none keeps its share.
+#: Examples per number of common objects k = 0..7 in the paper's random sample of Common-O Bench (Figure 7, 18
+#: examples). Table 7's 20 *model mistakes* are left out: mistakes over-represent large k (models fail there
+#: more), so they are no sample of the split. Derivation in docs/sampling.md ("The default k distribution").
+PAPER_K_COUNTS = (2, 7, 3, 2, 1, 2, 1, 0)
+#: Pseudo-count added to every k (Jeffreys' 1/2): k = 7, which the main split allows and a sample of 18 easily
+#: misses, is not ruled out, while the sample's shape stays (k >= 3: 8.5/22 = 38.6% against the sample's 6/18).
+PAPER_K_SMOOTHING = 0.5
+#: ``paper``: the shares of PAPER_K_COUNTS + PAPER_K_SMOOTHING (none 11.4%, k = 1 34.1%, mean k 2.41); for
+#: another K the k >= 1 shape is stretched over 1..K and none keeps its share.
 DEFAULT_COMMON_DISTRIBUTION = "paper"
 
 
@@ -78,6 +86,10 @@ class PairsConfig:
     #: how k is drawn over 0..max_common: "paper", "uniform", "none=P" (share P for k = 0, the rest even) or
     #: weights "w0,w1,..."
     common_distribution: str = DEFAULT_COMMON_DISTRIBUTION
+    #: exact examples per k = 0..len - 1 (``pairs --k-from``: another split's counts); ``count`` must be their sum
+    k_counts: list[int] | None = None
+    k_from: str | None = None  #: where ``k_counts`` were read (recorded; ``pairs --k-from``)
+    distractors: str = "one-image"  #: how distractors are drawn (pair_rows.DISTRACTOR_MODES)
 
     def object_range(self) -> tuple[int, int]:
         return tuple(self.objects) if self.objects is not None else DEFAULT_OBJECT_RANGE[self.split]  # type: ignore[return-value]
@@ -88,6 +100,10 @@ class PairsConfig:
     def validate(self) -> None:
         if self.split not in SPLITS:
             raise InputError(f"--split {self.split!r} is not a Common-O split.", f"Use one of: {', '.join(SPLITS)}.")
+        if self.count is None:
+            raise InputError(
+                "--count is required (or --k-from, which takes another split's size).", "e.g. --count 1000."
+            )
         if self.count < 1:
             raise InputError(f"--count {self.count}: need at least 1 example.", "e.g. --count 1000.")
         lo, hi = self.object_range()
@@ -106,17 +122,34 @@ class PairsConfig:
             )
         if self.max_uses is not None and self.max_uses < 1:
             raise InputError(f"--max-uses {self.max_uses}: need at least 1.", "Leave it out for the automatic cap.")
+        if self.distractors not in DISTRACTOR_MODES:
+            raise InputError(
+                f"--distractors {self.distractors!r} is not a distractor rule.",
+                f"Use one of: {', '.join(DISTRACTOR_MODES)}.",
+            )
         if self.real_fraction is not None and not 0.0 <= self.real_fraction <= 1.0:
             raise InputError(
                 f"--real-fraction {self.real_fraction}: need a share between 0 and 1.", "e.g. --real-fraction 0.45."
             )
+        if self.k_counts is not None:
+            if len(self.k_counts) - 1 > k_max or any(n < 0 for n in self.k_counts):
+                raise InputError(
+                    f"--k-from: the split has examples with up to {len(self.k_counts) - 1} common objects; "
+                    f"--max-common / --objects allow {k_max}.",
+                    f"Widen --objects (or --max-common) to at least {len(self.k_counts) - 1}.",
+                )
+            if sum(self.k_counts) != self.count:
+                raise InputError(
+                    f"--count {self.count} differs from the {sum(self.k_counts)} examples whose k counts are copied.",
+                    "Leave --count out with --k-from (it takes the split's size).",
+                )
         common_weights(self.common_distribution, k_max)
 
 
 def paper_weights(k_max: int) -> list[float]:
     """The ``paper`` distribution over 0..k_max: PAPER_K_COUNTS as shares; for k_max != 7, none keeps its share
     and the k >= 1 shape is stretched (linear interpolation) over 1..k_max."""
-    counts = np.asarray(PAPER_K_COUNTS, dtype=np.float64)
+    counts = np.asarray(PAPER_K_COUNTS, dtype=np.float64) + PAPER_K_SMOOTHING
     shares = counts / counts.sum()
     if k_max == len(counts) - 1 or k_max == 0:
         return shares[: k_max + 1].tolist() if k_max else [1.0]
@@ -217,8 +250,11 @@ def _check_source(config: PairsConfig, index: CatalogIndex, name: str, images: S
         raise _too_few(name, m, n, lo, hi, index, f"{2 * n:,} image slots, and --max-uses {cap} allows {m * cap:,}")
 
 
-def _sample_source(config: PairsConfig, index: CatalogIndex, s: int, n: int) -> tuple[SearchResult, int, np.ndarray]:
-    """Pairs of source ``s`` (global image indices in ``result.pairs``), the cap used, and the images' uses."""
+def _sample_source(
+    config: PairsConfig, index: CatalogIndex, s: int, n: int, quota: list[int] | None = None
+) -> tuple[SearchResult, int, np.ndarray]:
+    """Pairs of source ``s`` (global image indices in ``result.pairs``), the cap used, and the images' uses;
+    ``quota``: the exact examples per k (``--k-from``), else drawn from the weights."""
     name = SOURCES[s]
     members, images = _source_images(index, s)
     cap = config.max_uses if config.max_uses is not None else auto_max_uses(n, images.m)
@@ -232,6 +268,7 @@ def _sample_source(config: PairsConfig, index: CatalogIndex, s: int, n: int) -> 
         cap,
         rng_for(config.seed, "pairs", config.split, name, "search"),
         k_limit=len(index.source_vocab[name]) - 1,
+        quota=quota,
     )
     if len(result.pairs) < n:
         lo, hi = config.object_range()
@@ -266,6 +303,16 @@ def _too_few(source: str, m: int, n: int, lo: int, hi: int, index: CatalogIndex,
     )
 
 
+def source_quotas(config: PairsConfig, wanted: dict[str, int]) -> dict[str, list[int]]:
+    """With ``config.k_counts``: the exact examples per k of each source, summing to the copied counts (real by
+    largest remainders, synthetic the rest, so the split's counts are met exactly); else none."""
+    if config.k_counts is None:
+        return {}
+    counts = [*config.k_counts, *[0] * (config.max_common_objects() + 1 - len(config.k_counts))]
+    real = weighted_quota(wanted.get("real", 0), counts, rng_for(config.seed, "pairs", config.split, "k-from"))
+    return {"real": real, "synthetic": [c - r for c, r in zip(counts, real)]}
+
+
 def sample_pairs(
     catalog_dirs: Sequence[str | os.PathLike], config: PairsConfig, *, progress: bool = False
 ) -> tuple[PairRows, dict]:
@@ -284,8 +331,11 @@ def sample_pairs(
         wanted = {"real": round(config.count * real_fraction)}
         wanted["synthetic"] = config.count - wanted["real"]
         task = bar.add_task("sampling pairs", total=None)
+        quotas = source_quotas(config, wanted)
         results = {
-            name: _sample_source(config, index, s, wanted[name]) for s, name in enumerate(SOURCES) if wanted[name]
+            name: _sample_source(config, index, s, wanted[name], quotas.get(name))
+            for s, name in enumerate(SOURCES)
+            if wanted[name]
         }
         bar.advance(task, config.count)
         plan = _plan_rows(config, index, results)
@@ -317,7 +367,16 @@ def _plan_rows(config: PairsConfig, index: CatalogIndex, results: dict) -> RowPl
         min_choices=config.choices,
         choice_rng=functools.partial(rng_for, config.seed, "pairs", config.split, "choices"),
         choice_counts=dict(zip(n_choices.tolist(), counts.tolist())),
+        cooccurrence=_cooccurrence(index) if config.distractors == "co-occurring" else None,
     )
+
+
+def _cooccurrence(index: CatalogIndex) -> dict[int, dict[str, dict[str, int]]]:
+    """Per source, how often two objects appear in one of its eligible catalog images."""
+    return {
+        s: cooccurrence(index.object_names(g) for g in np.flatnonzero(index.source == s).tolist())
+        for s in range(len(SOURCES))
+    }
 
 
 def _source_notes(name: str, r: SearchResult) -> list[str]:
@@ -383,6 +442,7 @@ def _stats(config, index, eligible, real_fraction, results, choice_counts, n_row
         "common_objects": achieved,
         "common_objects_missing": [int(k) for k in ks if not achieved[k]],
         "baselines": baseline_accuracy(achieved, choice_counts),
+        "distractors": config.distractors,
         "choices_per_example": {str(c): n for c, n in sorted(choice_counts.items())},
         "image_uses_max": max((s["image_uses_max"] for s in per_source.values()), default=0),
         "by_source": per_source,

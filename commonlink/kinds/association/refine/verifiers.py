@@ -9,6 +9,7 @@ Labyrinth of Links App. A.1); :mod:`.verify` then adds the human decisions and a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from commonlink.eval.backends import (
     load_backend,
 )
 from commonlink.eval.cache import CachedGenerator, PredictionCache, run_key
+from commonlink.eval.imaging import resize_square
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.kinds.association.format import ImageFetcher, LabelledImage
 from commonlink.kinds.association.prompts import ImageSlot
@@ -36,16 +38,50 @@ VERIFY_PROMPT = (
 )
 
 
+#: The paper protocol's verification: the authors' harness (``LLM_Inception`` data/refinement/refine.py), verbatim:
+#: the question, the image (its crop resized to 336 x 336), the output instruction; only "Yes" keeps a claim.
+HARNESS_VERIFY_PROTOCOL = "association-verify-harness-v1"
+HARNESS_VERIFY_QUESTION = "Analyze the provided image and determine if it contains the {kind}: {concept}.\n Image:"
+HARNESS_VERIFY_INSTRUCTION = "Provide only 'Yes' or 'No' as the answer, without any additional explanation."
+HARNESS_IMAGE_SIDE = 336
+_HARNESS_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def harness_yes_no(text: str | None) -> bool | None:
+    """The harness's reading (``find_yes_or_no``): the first whole word yes or no, else undecided (None)."""
+    match = _HARNESS_YES_NO.search(text or "")
+    return None if match is None else match.group(1).lower() == "yes"
+
+
+def harness_concept(concept: str) -> str:
+    """The concept as the harness writes it into the question: its lower-case letters only (``hit-18.1`` ->
+    ``hit``)."""
+    return "".join(c for c in concept if c.islower()) or concept
+
+
 def claim_request_id(image_id: str, concept: str) -> str:
     """The request id of a claim's question (its prediction-cache key, so it must not change between runs)."""
     return f"verify/{image_id}/{concept}"
 
 
-def verification_request(image, concept: str, concept_kind: str, image_id: str) -> GenerationRequest:
+def verification_request(
+    image, concept: str, concept_kind: str, image_id: str, *, harness: bool = False
+) -> GenerationRequest:
+    """A claim's question: ours (:data:`VERIFY_PROMPT`), or with ``harness`` the authors' (the image resized to
+    336 x 336, the question and instruction verbatim)."""
+    if harness:
+        prompt = [
+            HARNESS_VERIFY_QUESTION.format(kind=concept_kind, concept=harness_concept(concept)),
+            ImageSlot(0),
+            HARNESS_VERIFY_INSTRUCTION,
+        ]
+        image = resize_square(image, HARNESS_IMAGE_SIDE)
+    else:
+        prompt = [ImageSlot(0), VERIFY_PROMPT.format(kind=concept_kind, concept=concept)]
     return GenerationRequest(
         id=claim_request_id(image_id, concept),
         images=[image],
-        prompt=[ImageSlot(0), VERIFY_PROMPT.format(kind=concept_kind, concept=concept)],
+        prompt=prompt,
         choices=list(VERIFY_CHOICES),
         multi_select=False,
     )
@@ -58,6 +94,8 @@ def ask_model(
     generator: CachedGenerator,
     progress: bool,
     label: str = "verify",
+    *,
+    harness: bool = False,
 ) -> dict[Claim, str]:
     """One model's raw answer to every claim's question (cached answers replayed, no image opened for them)."""
     fetcher = ImageFetcher()
@@ -75,7 +113,11 @@ def ask_model(
             continue
         requests = [
             verification_request(
-                fetcher.open(table[i].origin, table[i].crop, what=f"image {table[i].id}"), c, concept_kind, table[i].id
+                fetcher.open(table[i].origin, table[i].crop, what=f"image {table[i].id}"),
+                c,
+                concept_kind,
+                table[i].id,
+                harness=harness,
             )
             for i, c in todo
         ]
@@ -139,8 +181,11 @@ def ask_verifiers(
     settings: GenerationSettings,
     batch_size: int | None,
     progress: bool,
+    *,
+    harness: bool = False,
 ) -> tuple[dict[Claim, Decision], list[dict]]:
-    """Each model in order, asked only about the claims every model before it left undecided (App. A.1)."""
+    """Each model in order, asked only about the claims every model before it left undecided (App. A.1); with
+    ``harness`` the authors' question and reading (:func:`harness_yes_no`)."""
     decided = {c: Decision("undecided", "model", present=c[1] in table[c[0]].labels) for c in claims}
     pending = list(claims)
     infos = []
@@ -150,14 +195,16 @@ def ask_verifiers(
             info = instance.info
             run = run_key(
                 task="association/verify",
-                protocol=VERIFY_PROTOCOL,
+                protocol=HARNESS_VERIFY_PROTOCOL if harness else VERIFY_PROTOCOL,
                 images=images_sha,
                 model=info.fingerprint,
                 backend=info.backend,
                 settings=settings.to_dict(),
             )
             generator = CachedGenerator(instance, cache, settings, run, batch_size or info.default_batch_size)
-            answers = ask_model(pending, table, concept_kind, generator, progress, f"verify with {info.model}")
+            answers = ask_model(
+                pending, table, concept_kind, generator, progress, f"verify with {info.model}", harness=harness
+            )
         finally:
             if owned:
                 instance.close()
@@ -165,7 +212,7 @@ def ask_verifiers(
             {"model": info.model, "fingerprint": info.fingerprint, "backend": info.backend, "asked": len(pending)}
         )
         for claim in pending:
-            said = parse_yes_no(answers[claim])
+            said = harness_yes_no(answers[claim]) if harness else parse_yes_no(answers[claim])
             d = decided[claim]
             d.asked.append({"model": info.model, "answer": answers[claim], "said": said})
             d.verdict, d.answer, d.model = model_verdict(said, d.present), answers[claim], info.model
@@ -175,6 +222,9 @@ def ask_verifiers(
 
 
 __all__ = [
+    "HARNESS_VERIFY_INSTRUCTION",
+    "HARNESS_VERIFY_PROTOCOL",
+    "HARNESS_VERIFY_QUESTION",
     "VERIFY_CHOICES",
     "VERIFY_PROMPT",
     "VERIFY_PROTOCOL",
@@ -182,6 +232,8 @@ __all__ = [
     "ask_model",
     "ask_verifiers",
     "claim_request_id",
+    "harness_concept",
+    "harness_yes_no",
     "verification_request",
     "verifiers_of",
 ]

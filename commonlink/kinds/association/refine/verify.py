@@ -58,6 +58,13 @@ from commonlink.kinds.association.refine.claims import (
     row_claims,
     task_claims,
 )
+from commonlink.kinds.association.refine.pool_verify import (
+    VERIFY_PROTOCOLS,
+    check_protocol,
+    harness_verification,
+    pool_claims,
+    rebuild_from_verified,
+)
 from commonlink.kinds.association.refine.repair import (
     ON_FAIL,
     Outcome,
@@ -68,7 +75,7 @@ from commonlink.kinds.association.refine.repair import (
 from commonlink.kinds.association.refine.verifiers import VERIFY_PROMPT, VERIFY_PROTOCOL, ask_verifiers, verifiers_of
 from commonlink.locks import output_lock
 
-__all__ = ["ON_FAIL", "UNDECIDED", "VERIFY_PROMPT", "row_claims", "task_inputs", "verify_tasks"]
+__all__ = ["ON_FAIL", "UNDECIDED", "VERIFY_PROMPT", "VERIFY_PROTOCOLS", "row_claims", "task_inputs", "verify_tasks"]
 
 REPORT_FILENAME = "verification.json"
 CACHE_FILENAME = "verify-answers.cache"  # JSON lines, but not *.jsonl: `release build OUT/*.jsonl` must not take it
@@ -377,11 +384,12 @@ def verify_tasks(
     decisions: Sequence[str | os.PathLike] | str | os.PathLike | None = None,
     generation: GenerationSettings | None = None,
     batch_size: int | None = None,
-    on_fail: str = "resample",
-    undecided: str = "keep",
-    negatives: bool = True,
+    on_fail: str | None = None,
+    undecided: str | None = None,
+    negatives: bool | None = None,
     progress: bool = True,
     catalog_root: str | os.PathLike | None = None,
+    protocol: str = "paper",
 ) -> VerifySummary:
     """Verify the claims of chain files with ordered verifier models and/or human decisions; write verified files.
 
@@ -390,7 +398,17 @@ def verify_tasks(
     models. ``on_fail``: ``resample`` (default) or ``drop``, see :mod:`.repair`. ``undecided``:
     ``keep`` or ``reject`` a claim no verifier decided. ``negatives``: also ask whether negatives show the concept.
     ``catalog_root``: where the catalogs of the chain files' images are now (``--catalog-root``).
+
+    ``protocol``: ``paper`` (default, the authors' harness): every image of the build's concept and bridge pools
+    is asked the harness's question (its crop at 336 x 336), a claim stands only where a verifier answered Yes
+    (undecided counts as No), an image with a claim that does not stand leaves the build, and the chains are
+    rebuilt from the filtered pools with the build's own settings; ``on_fail``, ``undecided`` and ``negatives``
+    belong to ``strict`` (ours: the built tasks' claims, post-hoc repair) and are refused under ``paper``.
     """
+    paper = check_protocol(protocol, on_fail=on_fail, undecided=undecided, negatives=negatives) == "paper"
+    on_fail = "resample" if on_fail is None else on_fail
+    undecided = ("reject" if paper else "keep") if undecided is None else undecided
+    negatives = not paper if negatives is None else negatives
     if on_fail not in ON_FAIL:
         raise InputError(
             f"--on-fail {on_fail!r} is not one of {', '.join(ON_FAIL)}.", "Use --on-fail resample or --on-fail drop."
@@ -415,57 +433,84 @@ def verify_tasks(
         )
     with output_lock(out_dir, what="commonlink chains verify"):  # one writer of the folder (answers cache, files)
         config = config_of(meta)
-        claims = all_claims(inputs, negatives)
+        claims = (
+            pool_claims(table, meta.get("options") or config.concepts or []) if paper else all_claims(inputs, negatives)
+        )
         decision_files, human = _human_decisions(decisions, table)
         generation = generation or GenerationSettings(max_new_tokens=16)
-        decided, model_infos = {}, []
-        if len(verifiers):
-            out_dir.mkdir(parents=True, exist_ok=True)
-            cache = PredictionCache(out_dir / CACHE_FILENAME)
-            try:
-                decided, model_infos = ask_verifiers(
-                    claims,
-                    table,
-                    meta.get("concept_kind", config.concept_kind),
-                    verifiers,
-                    cache,
-                    meta.get("images_sha256"),
-                    generation,
-                    batch_size,
-                    progress,
-                )
-            finally:
-                cache.sync()  # the last answers durable and the file closed, as the evaluator does at a run's end
+        decided, model_infos = _ask(
+            claims, table, meta, config, verifiers, out_dir, generation, batch_size, progress, paper
+        )
         decided = final_decisions(claims, table, decided, human)
-        rejected = {c: d for c, d in decided.items() if d.applied(undecided) == "reject"}
-        new_table, repair = _repair_for(table, meta, config, decided, rejected, on_fail)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        verdicts = Counter(d.verdict for d in decided.values())
-        verification = {
-            "protocol": VERIFY_PROTOCOL,
-            "models": model_infos or None,
-            "generation": generation.to_dict() if model_infos else None,
-            "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
-            "human_decisions": decision_files or None,
-            "prompt": VERIFY_PROMPT,
-            "on_fail": on_fail,
-            "undecided_rule": undecided,
-            "negatives_asked": negatives,
-            "claims": len(claims),
-            "absence_claims": sum(not d.present for d in decided.values()),
-            "rejected": verdicts["reject"],
-            "undecided": verdicts["undecided"],
-            "rejected_by": dict(Counter(d.source for d in decided.values() if d.verdict == "reject")),
-            "report": REPORT_FILENAME,
-        }
-        outcomes, files = _write_verified(inputs, out_dir, new_table, repair, rejected, verification)
+        if paper:
+            verification = harness_verification(decided, claims, model_infos, generation, decision_files)
+            leaving, built, outcomes = rebuild_from_verified(
+                table, decided, inputs, config, out_dir, verification, progress
+            )
+            files = built.files
+        else:
+            rejected = {c: d for c, d in decided.items() if d.applied(undecided) == "reject"}
+            new_table, repair = _repair_for(table, meta, config, decided, rejected, on_fail)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            verification = _strict_verification(
+                decided, claims, model_infos, generation, decision_files, on_fail, undecided, negatives
+            )
+            outcomes, files = _write_verified(inputs, out_dir, new_table, repair, rejected, verification)
         report = _report(table, decided, outcomes, verification, undecided)
+        if paper:
+            report["images_left_out"] = leaving
         report_path = out_dir / REPORT_FILENAME
         atomic_write_json(report_path, report)
         atomic_write_text(out_dir / "verification.md", render_verification(report))
         return VerifySummary(
-            out_dir, files, outcomes, len(claims), verdicts["reject"], verdicts["undecided"], report_path
+            out_dir, files, outcomes, len(claims), verification["rejected"], verification["undecided"], report_path
         )
+
+
+def _ask(claims, table, meta, config, verifiers, out_dir, generation, batch_size, progress, harness):
+    """The verifiers' decisions on ``claims`` (none without a model), answers cached in ``out_dir``."""
+    if not len(verifiers):
+        return {}, []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache = PredictionCache(out_dir / CACHE_FILENAME)
+    try:
+        return ask_verifiers(
+            claims,
+            table,
+            meta.get("concept_kind", config.concept_kind),
+            verifiers,
+            cache,
+            meta.get("images_sha256"),
+            generation,
+            batch_size,
+            progress,
+            harness=harness,
+        )
+    finally:
+        cache.sync()  # the last answers durable and the file closed, as the evaluator does at a run's end
+
+
+def _strict_verification(decided, claims, model_infos, generation, decision_files, on_fail, undecided, negatives):
+    """The ``verification`` block of the strict protocol (post-hoc repair)."""
+    verdicts = Counter(d.verdict for d in decided.values())
+    return {
+        "protocol": VERIFY_PROTOCOL,
+        "verify_protocol": "strict",
+        "models": model_infos or None,
+        "generation": generation.to_dict() if model_infos else None,
+        "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
+        "human_decisions": decision_files or None,
+        "prompt": VERIFY_PROMPT,
+        "on_fail": on_fail,
+        "undecided_rule": undecided,
+        "negatives_asked": negatives,
+        "claims": len(claims),
+        "absence_claims": sum(not d.present for d in decided.values()),
+        "rejected": verdicts["reject"],
+        "undecided": verdicts["undecided"],
+        "rejected_by": dict(Counter(d.source for d in decided.values() if d.verdict == "reject")),
+        "report": REPORT_FILENAME,
+    }
 
 
 def render_verification(report: dict) -> str:
