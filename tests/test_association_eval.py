@@ -264,6 +264,7 @@ def test_single_step_and_deduction_ratios(chain_dir):
         "deduction",
         backend_instances=[Scripted(ded_answers, None, deduce=lambda g: ["nonsense"])],
         show_progress=False,
+        allow_unparseable=True,  # every deduction names no offered concept
         n_boot=20,
     )
     assert res["metrics"]["summary"]["avg_deduction_success_ratio"] == 0.0

@@ -10,11 +10,13 @@ import typer
 
 from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors
 from commonlink.commands.eval import (
+    ALLOW_UNPARSEABLE,
     BACKEND_ARG,
     BOOTSTRAP,
     CONCURRENCY,
     GEN_ARG,
     MAX_PIXELS,
+    MAX_UNPARSEABLE,
     NO_REPORT,
     QUIET,
     REVISION,
@@ -26,10 +28,10 @@ from commonlink.commands.eval import (
     TRUST_REMOTE_CODE,
     cli_run_options,
     generation_settings,
-    print_fresh_report,
     run_backend,
     run_task,
 )
+from commonlink.commands.eval_summary import print_fresh_report, print_warning
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.association import AssociationSettings, AssociationTask
 from commonlink.eval.evaluator import default_out_dir
@@ -123,6 +125,8 @@ def association(
     no_report: bool = NO_REPORT,
     catalog_root: Path | None = typer.Option(None, CATALOG_ROOT_OPTION, help=CATALOG_ROOT_HELP),
     run_name: str = RUN_NAME,
+    max_unparseable_share: float = MAX_UNPARSEABLE,
+    allow_unparseable: bool = ALLOW_UNPARSEABLE,
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
 
@@ -169,12 +173,20 @@ def association(
             quiet=quiet,
             run_name=run_name,
             report=not no_report,
+            max_unparseable_share=max_unparseable_share,
+            allow_unparseable=allow_unparseable,
         ),
+        show=lambda results: _show(results, out),
     )
+    fail_if_no_request_answered(json.loads((out / "results.json").read_text(encoding="utf-8")), out)
+
+
+def _show(results: dict, out: Path) -> None:
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)
-    fail_if_no_request_answered(json.loads((out / "results.json").read_text(encoding="utf-8")), out)
+    if (results.get("scored") or {}).get("warning"):
+        print_warning(results["scored"]["warning"])
 
 
 def fail_if_no_request_answered(results: dict, out: Path) -> None:

@@ -11,11 +11,13 @@ import typer
 
 from commonlink.commands._common import CATALOG_ROOT_HELP, console, reports_errors
 from commonlink.commands.eval import (
+    ALLOW_UNPARSEABLE,
     BACKEND_ARG,
     BOOTSTRAP,
     CONCURRENCY,
     GEN_ARG,
     MAX_PIXELS,
+    MAX_UNPARSEABLE,
     QUIET,
     REVISION,
     SEED,
@@ -34,6 +36,7 @@ from commonlink.eval.backends import GenerationSettings
 from commonlink.eval.concept_perception import ConceptPerceptionTask, render_table4
 from commonlink.eval.concept_prompts import COMPLEXITIES, STRATEGIES
 from commonlink.eval.evaluator import default_out_dir
+from commonlink.eval.scored import scored_line
 from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 
@@ -102,6 +105,8 @@ def concept(
     run_name: list[str] = typer.Option(
         [], "--run-name", help="What tables and reports call each run (one per --model, in order; default: the model)."
     ),
+    max_unparseable_share: float = MAX_UNPARSEABLE,
+    allow_unparseable: bool = ALLOW_UNPARSEABLE,
 ) -> None:
     """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4."""
     if run_name and len(run_name) != len(model):
@@ -145,7 +150,10 @@ def concept(
                     quiet=quiet,
                     run_name=run_name[len(runs)] if run_name else None,
                     report=False,
+                    max_unparseable_share=max_unparseable_share,
+                    allow_unparseable=allow_unparseable,
                 ),
+                show=lambda results: console.print(scored_line(results), highlight=False, markup=False),
             )
         )
     table = render_table4(runs)

@@ -8,20 +8,24 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, parse_range, reports_errors
-from commonlink.errors import BackendError, InputError
+from commonlink.commands.eval_summary import fail_if_nothing_scored, print_fresh_report, print_summary, report_line
+from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
 from commonlink.eval.commono import CommonOTask, score_predictions
-from commonlink.eval.compare import compare_runs, render_comparison
+from commonlink.eval.compare import RowSetMismatch, compare_runs, render_comparison
 from commonlink.eval.evaluator import RunOptions, default_out_dir, evaluate
 from commonlink.eval.perception import PerceptionTask
-from commonlink.eval.report.html import REPORT_FILENAME, write_report
+from commonlink.eval.report.html import write_report
 from commonlink.eval.report.tables import render_markdown_table
+from commonlink.eval.scored import MAX_UNPARSEABLE_SHARE, UnparseableError
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_text
 from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
+
+__all__ = ["fail_if_nothing_scored", "print_fresh_report", "report_line"]  # moved to eval_summary, still here
 
 DEFAULT_BACKEND = "transformers"
 _BACKEND_HELP = (
@@ -228,6 +232,14 @@ RUN_NAME = typer.Option(
     help="What tables and reports call this run (default: the model and the settings that set it apart); kept in "
     "results.json.",
 )
+MAX_UNPARSEABLE = typer.Option(
+    MAX_UNPARSEABLE_SHARE,
+    "--max-unparseable-share",
+    help="Fail (exit 1, files written) when more than this share of the answers cannot be parsed, or none can.",
+)
+ALLOW_UNPARSEABLE = typer.Option(
+    False, "--allow-unparseable", help="Accept a run past --max-unparseable-share (it is still warned about)."
+)
 OVERWRITE = typer.Option(
     False,
     "--overwrite",
@@ -241,10 +253,19 @@ def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
     return output_lock(Path(out) / f"results{shard_suffix(shard)}.json", what="commonlink eval")
 
 
-def run_task(task: Task, out: Path, options: RunOptions) -> dict:
-    """Run ``task`` with the evaluator (:func:`commonlink.eval.evaluator.evaluate`), holding the run folder's lock."""
-    with run_folder_lock(out, options.shard):
-        return evaluate(task, options)
+def run_task(task: Task, out: Path, options: RunOptions, show=None) -> dict:
+    """Run ``task`` with the evaluator (:func:`commonlink.eval.evaluator.evaluate`), holding the run folder's lock;
+    ``show(results)`` prints its summary, also before a run refused for unparseable answers fails."""
+    try:
+        with run_folder_lock(out, options.shard):
+            results = evaluate(task, options)
+    except UnparseableError as exc:
+        if show is not None:
+            show(exc.results)
+        raise
+    if show is not None:
+        show(results)
+    return results
 
 
 def parse_rows(rows: str | None) -> tuple[int, int] | None:
@@ -311,6 +332,8 @@ def commono(
     no_report: bool = NO_REPORT,
     overwrite: bool = OVERWRITE,
     run_name: str = RUN_NAME,
+    max_unparseable_share: float = MAX_UNPARSEABLE,
+    allow_unparseable: bool = ALLOW_UNPARSEABLE,
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
@@ -329,7 +352,7 @@ def commono(
     settings = generation_settings(
         max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
     )
-    results = run_task(
+    run_task(
         task,
         out,
         cli_run_options(
@@ -351,9 +374,11 @@ def commono(
             report=not no_report,
             max_unreadable_share=max_unreadable_share,
             overwrite=overwrite,
+            max_unparseable_share=max_unparseable_share,
+            allow_unparseable=allow_unparseable,
         ),
+        show=lambda results: print_summary(results, out, render_markdown_table, shard),
     )
-    _print_summary(results, out, render_markdown_table, shard)
 
 
 @reports_errors
@@ -397,6 +422,8 @@ def perception(
     quiet: bool = QUIET,
     overwrite: bool = OVERWRITE,
     run_name: str = RUN_NAME,
+    max_unparseable_share: float = MAX_UNPARSEABLE,
+    allow_unparseable: bool = ALLOW_UNPARSEABLE,
 ) -> None:
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
@@ -406,7 +433,7 @@ def perception(
     settings = generation_settings(
         max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
     )
-    results = run_task(
+    run_task(
         task,
         out,
         cli_run_options(
@@ -426,9 +453,11 @@ def perception(
             rows=parse_rows(rows),
             shard=parse_shard(shard),
             overwrite=overwrite,
+            max_unparseable_share=max_unparseable_share,
+            allow_unparseable=allow_unparseable,
         ),
+        show=lambda results: print_summary(results, out, render_markdown_table, shard),
     )
-    _print_summary(results, out, render_markdown_table, shard)
 
 
 @reports_errors
@@ -442,7 +471,12 @@ def score(
         help="Dataset to take choices and ground truth from (authoritative; rows are read without their images); "
         "default: the predictions file's own copy.",
     ),
-    split: str = SPLIT,
+    split: str = typer.Option(
+        None,
+        "--split",
+        help="Split of --data the file was made on (default: the one the file names: a harness file's name, the "
+        "results.json beside our predictions; else main). A file made on another split or release is refused.",
+    ),
     revision: str = REVISION,
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     bootstrap: int = BOOTSTRAP,
@@ -474,19 +508,25 @@ def compare(
         help="Also write the runs' HTML report, side by side (Common-O runs on the same split; see `eval report`).",
     ),
 ) -> None:
-    """Runs side by side under their names, best first; runs over different rows are compared on the rows they
-    share (Common-O, perception, single-step and deduction) or refused, with the reason."""
+    """Runs side by side under their names, best first, one table per task, split and data (runs on different
+    data are never ranked together); runs over different rows are compared on the rows they share (Common-O,
+    perception, single-step and deduction) or refused, with the reason, while the other tables are still printed."""
 
     comparison = compare_runs(results)
     text = render_comparison(comparison, fmt)
     console.print(text, highlight=False, markup=False, soft_wrap=True)
     if markdown:
         atomic_write_text(markdown, text + "\n")
-    if html:
+    if html and comparison.tables:
         console.print(
             f"Report: {report_line(write_report([r['path'] for t in comparison.tables for r in t.rows], html))}",
             highlight=False,
             soft_wrap=True,
+        )
+    if comparison.refused:
+        raise RowSetMismatch(
+            f"{len(comparison.refused)} group(s) of runs could not be compared: " + " | ".join(comparison.refused),
+            "The other groups' tables are printed above; rerun the refused runs on the same rows and data.",
         )
 
 
@@ -541,58 +581,3 @@ def report(
         catalog_root=catalog_root,
     )
     console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)
-
-
-def report_line(summary) -> str:
-    """One line saying where a report is and how heavy it is (used by eval and demo commands too)."""
-    size = f"{summary.html_bytes / 1e6:.2f} MB page"
-    if summary.images_folder is not None:
-        size += f" + {summary.image_bytes / 1e6:.2f} MB of thumbnails in {summary.images_folder.name}/"
-    return f"{summary.path.resolve().as_uri()}  ({summary.cards} cards, {size}, {summary.seconds:.1f}s)"
-
-
-def _print_summary(results: dict, out: Path, render, shard: str | None = None) -> None:
-    console.print(render(results), highlight=False, markup=False, soft_wrap=True)
-    overall = results["metrics"]["overall"]
-    timing = results["timing"]
-    if "parse_failure_rate" in overall:
-        console.print(
-            f"Parse failures: {overall['parse_failures']} ({100 * overall['parse_failure_rate']:.1f}%).",
-            highlight=False,
-        )
-    if results.get("skipped"):
-        console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
-    console.print(
-        f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in "
-        f"{out}/",
-        highlight=False,
-    )
-    print_fresh_report(out)
-    if shard:
-        console.print(
-            f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.",
-            highlight=False,
-        )
-    fail_if_nothing_scored(results, out)
-
-
-def fail_if_nothing_scored(results: dict, out: Path) -> None:
-    """A run that scored no row (every request refused, every row skipped) fails with the first reason, instead of
-    exiting 0 with n = 0 and a table of dashes. results.json keeps every skipped row's reason."""
-    scored = results.get("dataset", {}).get("rows_scored", results["metrics"]["overall"].get("n"))
-    if scored:
-        return
-    skipped = results.get("skipped_rows") or []
-    reason = skipped[0]["reason"] if skipped else "no row was selected"
-    raise BackendError(
-        f"No row was scored ({len(skipped)} skipped); the first reason: {reason}",
-        f"Fix what the reason names and rerun the same command (reasons of every row in {out}/results.json).",
-    )
-
-
-def print_fresh_report(out: Path) -> None:
-    """Say where the report is, when this run wrote one (a page older than results.json is from an earlier run)."""
-
-    page, results = Path(out) / REPORT_FILENAME, Path(out) / "results.json"
-    if page.is_file() and results.is_file() and page.stat().st_mtime >= results.stat().st_mtime:
-        console.print(f"Report: {page.resolve().as_uri()}", highlight=False, soft_wrap=True)

@@ -48,6 +48,7 @@ from commonlink.eval.concept_prompts import (
 )
 from commonlink.eval.evaluator import RunOptions, evaluate
 from commonlink.eval.metrics import ratio_metrics
+from commonlink.eval.report.tables import scored_lines
 from commonlink.eval.results import timing
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write_json, atomic_write_text, write_jsonl
@@ -372,6 +373,10 @@ class ConceptPerceptionTask(Task):
             "metrics": {
                 "table": table4(outcome.records, self.strategies, self.complexities, seed=run.seed, n_boot=run.n_boot)
             },
+            "parsing": {
+                "answers": len(outcome.records),
+                "unparseable": sum(bool(r.get("unparseable")) for r in outcome.records),
+            },
             "skipped_rows": outcome.skipped,
             "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
             "run_key": run.run_keys[0],
@@ -380,7 +385,9 @@ class ConceptPerceptionTask(Task):
     def write(self, out_dir: Path, results: dict, outcome, *, suffix: str = "") -> None:
         write_jsonl(out_dir / f"predictions{suffix}.jsonl", outcome.records)
         atomic_write_json(out_dir / f"results{suffix}.json", results)
-        atomic_write_text(out_dir / f"results{suffix}.md", render_table4([results]))
+        atomic_write_text(
+            out_dir / f"results{suffix}.md", render_table4([results]) + "\n".join(scored_lines(results)[1:]) + "\n"
+        )
 
 
 def evaluate_concept_perception(

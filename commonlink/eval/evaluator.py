@@ -14,6 +14,7 @@ loads weights), key the cache (:meth:`Task.key_parts` + :func:`commonlink.eval.c
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import time
@@ -30,7 +31,10 @@ from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.results import results_header
 from commonlink.eval.run_names import default_run_name
 from commonlink.eval.runner import open_backends
+from commonlink.eval.scored import MAX_UNPARSEABLE_SHARE, check_parsed, scored_counts
 from commonlink.eval.task import Task, TaskRun
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_UNREADABLE_SHARE",
@@ -67,6 +71,10 @@ class RunOptions:
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
     run_name: str | None = None  #: what tables and reports call the run (None: model + distinguishing settings)
+    #: the run fails (:class:`commonlink.eval.scored.UnparseableError`, after writing) when more than this share of
+    #: its answers could not be parsed, or none could
+    max_unparseable_share: float = MAX_UNPARSEABLE_SHARE
+    allow_unparseable: bool = False  #: accept such a run (its ``scored.warning`` says so)
 
 
 def evaluate(task: Task, options: RunOptions) -> dict:
@@ -76,6 +84,7 @@ def evaluate(task: Task, options: RunOptions) -> dict:
             f"--shard is not supported by {task.name}.", "Run it without --shard (use --limit to run a part)."
         )
     settings = options.settings or task.default_settings(options.seed)
+    check_parsed({}, options.max_unparseable_share)  # a bad share is refused before anything runs
     dataset = task.open()
     task.prepare(dataset)
     indices = row_indices(len(dataset), options.limit, options.rows, options.shard)
@@ -84,6 +93,7 @@ def evaluate(task: Task, options: RunOptions) -> dict:
     with _backends(task, options) as backends:
         infos = [b.info for b in backends]
         task.check_backends(infos)
+        not_sent = settings_not_sent(backends, settings)
         run_keys = [run_key(**task.key_parts(dataset, info, settings)) for info in infos]
         run = TaskRun(
             dataset=dataset,
@@ -111,15 +121,35 @@ def evaluate(task: Task, options: RunOptions) -> dict:
         task.name, run.infos, settings, seed=options.seed, n_boot=options.n_boot, several_models=task.several_models
     )
     results.update(task.results(run, outcome))
+    if not_sent:  # what the requests really carried: ``generation`` is what was asked
+        results["generation_not_sent"] = not_sent
     results["row_set"] = row_set_record(dataset, indices)
     results["run_name"] = options.run_name or default_run_name(results)
+    results["scored"] = scored_counts(results).to_dict()
+    warning = check_parsed(results, options.max_unparseable_share, allow=True)
+    if warning:
+        results["scored"]["warning"] = warning
     if out_dir is not None:
         task.write(out_dir, results, outcome, suffix=shard_suffix(options.shard))
         if (
             options.report and task.writes_report and options.shard is None
         ):  # a shard is a part: the merging run writes the page
             report_beside_run(out_dir, dataset=dataset)
+    check_parsed(results, options.max_unparseable_share, allow=options.allow_unparseable)
     return results
+
+
+def settings_not_sent(backends: Sequence[Backend], settings: GenerationSettings) -> dict[str, dict]:
+    """Generation settings a backend's request rules drop or change (e.g. no temperature for OpenAI's reasoning
+    models): ``{name: {"asked", "sent", "why"}}``, warned about once, here, before the first request."""
+    out: dict[str, dict] = {}
+    for backend in backends:
+        rules = getattr(backend, "not_sent_rules", None)
+        out.update(rules(backend.info, settings) if rules is not None else {})
+    for name, change in out.items():
+        sent = "not sent" if change["sent"] is None else f"sent as {change['sent']!r}"
+        log.warning("--%s %s is %s (%s).", name.replace("_", "-"), change["asked"], sent, change["why"])
+    return out
 
 
 def row_set_record(dataset, indices: Sequence[int]) -> dict:
