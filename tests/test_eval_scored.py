@@ -89,11 +89,15 @@ def test_common_o_console_and_results_md_show_what_was_scored(tmp_path):
     result = runner.invoke(
         app,
         ["eval", "commono", "--model", "random", "--data", str(data), "--out", str(tmp_path / "run")]
-        + ["--bootstrap", "20", "--quiet", "--no-report"],
+        + ["--bootstrap", "20", "--quiet"],
     )
     assert result.exit_code == 0, result.output
     line = "Scored: 6 rows; unparseable 0 (0.0%); refused requests 0."
     assert line in result.output and line in (tmp_path / "run" / "results.md").read_text()
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert (
+        "<th>Data</th><th>Scored</th>" in page and "<td>6 rows; unparseable 0 (0.0%); refused requests 0.</td>" in page
+    )
     compared = runner.invoke(app, ["eval", "compare", str(tmp_path / "run")])
     header = next(x for x in compared.output.splitlines() if x.startswith("| Run"))
     assert "| n |" in header and "Parse fail. (%)" in header and header.rstrip().endswith("| Refused |")

@@ -24,6 +24,7 @@ from commonlink.formats.card import (
     render_card,
     size_category,
 )
+from commonlink.release.card_claims import claim
 from commonlink.release.card_info import (
     PUBLISHER_TO_FILL,
     QUESTIONS_BY_KEY,
@@ -254,7 +255,12 @@ def _composition(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) 
         _publisher(
             card_info,
             "sensitive_data",
-            "It is meant to show objects only, without people, logos or private information.",
+            claim(
+                stats,
+                card_info,
+                "sensitive_data",
+                "It is meant to show objects only, without people, logos or private information.",
+            ),
         ),
     ]
 
@@ -310,7 +316,9 @@ def _collection(stats: Mapping[str, Any], seed: Any, card_info: Mapping[str, str
             f"seed {code_span(json.dumps(seed))}; the exact options are in manifest.json.",
         ),
         _publisher(card_info, "collection_process"),
-        _publisher(card_info, "consent", "The images are meant to contain no people."),
+        _publisher(
+            card_info, "consent", claim(stats, card_info, "consent", "The images are meant to contain no people.")
+        ),
     ]
 
 
