@@ -407,7 +407,8 @@ print(json.dumps({{"calls": calls, "main_moved": result.main_moved, "notes": res
     assert set(refs["heads"]) == {"main"} and {"0.1.0", "0.9.0", "1.1.0"} <= set(refs["tags"])
     # main holds 1.1.0's data; one card-only commit on top lists 0.9.0 in its Versions table
     assert any("main's card now lists 0.9.0" in n for n in result["notes"])
-    assert hub.files_at(repo, "main")["data/main-00000-of-00001.parquet"] == hub.files_at(repo, "1.1.0")[
-        "data/main-00000-of-00001.parquet"
-    ]
+    assert (
+        hub.files_at(repo, "main")["data/main-00000-of-00001.parquet"]
+        == hub.files_at(repo, "1.1.0")["data/main-00000-of-00001.parquet"]
+    )
     assert sum(r.method == "POST" and "/commit/" in r.path and r.status == 412 for r in hub.requests) == 1

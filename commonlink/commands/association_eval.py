@@ -94,7 +94,7 @@ def association(
         None,
         "--out",
         "-o",
-        help="Output folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume.",
+        help="Output folder (default eval-runs/association-DATA-CONFIG-MODEL-BACKEND); rerun it to resume.",
     ),
     revision: str = REVISION,
     batch_size: int = typer.Option(
@@ -151,7 +151,7 @@ def association(
         max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
     )
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    out = out or default_out_dir(config, "+".join(model), backend, task="association")
+    out = out or default_out_dir(config, "+".join(model), backend, task="association", data=data)
     task = AssociationTask(
         data, config, settings=settings, revision=revision, group_size=group_size, catalog_root=catalog_root
     )

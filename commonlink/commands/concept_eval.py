@@ -118,7 +118,7 @@ def concept(
         max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg
     )
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    out = out or default_out_dir("grid", "+".join(model), backend, task="concept")
+    out = out or default_out_dir("grid", "+".join(model), backend, task="concept", data=data)
     runs = []
     for name in model:
         task = ConceptPerceptionTask(

@@ -282,7 +282,8 @@ def commono(
         None,
         "--out",
         "-o",
-        help="Output folder (default eval-runs/commono-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume.",
+        help="Output folder (default eval-runs/commono-DATA-SPLIT-MODEL-BACKEND). Rerun with the same folder to "
+        "resume.",
     ),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
@@ -338,7 +339,7 @@ def commono(
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    out = out or default_out_dir(split, model, backend)
+    out = out or default_out_dir(split, model, backend, data=data)
     task = CommonOTask(
         data,
         split,
@@ -391,7 +392,8 @@ def perception(
         None,
         "--out",
         "-o",
-        help="Output folder (default eval-runs/perception-SPLIT-MODEL-BACKEND). Rerun with the same folder to resume.",
+        help="Output folder (default eval-runs/perception-DATA-SPLIT-MODEL-BACKEND). Rerun with the same folder to "
+        "resume.",
     ),
     revision: str = REVISION,
     batch_size: int = BATCH_SIZE,
@@ -428,7 +430,7 @@ def perception(
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
     backend = run_backend(model, backend, backend_arg, trust_remote_code=trust_remote_code, concurrency=concurrency)
-    out = out or default_out_dir(split, model, backend, task="perception")
+    out = out or default_out_dir(split, model, backend, task="perception", data=data)
     task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
     settings = generation_settings(
         max_new_tokens, temperature, top_p, seed, max_pixels, system_prompt=system_prompt, gen_args=gen_arg

@@ -206,8 +206,14 @@ def unreadable_limit(n_rows: int, share: float) -> int:
     return int(share * n_rows)
 
 
-def default_out_dir(split: str, model: str, backend: str, task: str = "commono") -> Path:
-    """``eval-runs/TASK-SPLIT-MODEL-BACKEND`` (a local model folder gives its name); a weight-free baseline runs on
-    no backend: ``eval-runs/TASK-SPLIT-MODEL``."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name if os.path.exists(model) else model).strip("-") or "model"
-    return Path("eval-runs") / (f"{task}-{split}-{slug}" if is_baseline(model) else f"{task}-{split}-{slug}-{backend}")
+def default_out_dir(split: str, model: str, backend: str, task: str = "commono", *, data: str | None = None) -> Path:
+    """``eval-runs/TASK-DATA-SPLIT-MODEL-BACKEND`` (``DATA``: the data's folder or Hub name, so a second dataset's
+    run gets its own folder; a local model folder gives its name); a weight-free baseline runs on no backend:
+    ``eval-runs/TASK-DATA-SPLIT-MODEL``. Without ``data``: ``TASK-SPLIT-...``."""
+
+    def slug(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+    name = slug(Path(model).name if os.path.exists(model) else model) or "model"
+    where = f"{slug(Path(str(data).rstrip('/')).name) or 'data'}-{split}" if data is not None else split
+    return Path("eval-runs") / (f"{task}-{where}-{name}" if is_baseline(model) else f"{task}-{where}-{name}-{backend}")
