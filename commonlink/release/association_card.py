@@ -152,6 +152,8 @@ def construction_rows(stats: Mapping[str, Any]) -> list[tuple[str, str]]:
     for key, value in (stats.get("construction") or {}).items():
         if value is None and key in used:
             rows.append((key, f"{json.dumps(used[key][0])} ({used[key][1]})"))
+        elif value is None and key == "chains_per_concept":
+            rows.append((key, "scaled to the pool sizes (counts per concept and pair in the chain files' meta)"))
         elif value is None and key == "preset":
             rows.append((key, "none (concepts and pairs from the builder's options)"))
         else:
