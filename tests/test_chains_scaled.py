@@ -71,3 +71,24 @@ def test_a_build_larger_than_expected_is_warned_about_before_it_starts(caplog):
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and f"writes {steps:,} chain steps" in warned[0] and "--chains" in warned[0]
     assert "(--chains 2000)" in plan.notes[0]
+
+
+def test_eval_association_limit_draws_across_concepts_and_says_so(tmp_path):
+    from tests.fixtures.tiny_chains import write_tiny_chain_files
+
+    chains = write_tiny_chain_files(tmp_path / "assoc", chains_per_concept=3, max_steps=6)
+    rows = [json.loads(line) for line in (chains / "synchronous.jsonl").read_text().splitlines()]
+    concepts = list(dict.fromkeys("+".join(r["concepts"]) for r in rows))
+    assert len(concepts) >= 2 and rows[0]["concepts"] == rows[1]["concepts"]  # stored concept by concept
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["eval", "association", "--data", str(chains), "--config", "synchronous", "--model", "random"]
+        + ["--out", str(out), "--limit", str(len(concepts)), "--bootstrap", "20", "--quiet", "--no-report"],
+    )
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "results.json").read_text())
+    assert sorted(saved["metrics"]["per_concept"]) == sorted(concepts)
+    assert all(v["chains"] == 1 for v in saved["metrics"]["per_concept"].values())
+    assert f"drawn across {len(concepts)} concept(s)" in saved["dataset"]["limit"]
+    assert "drawn across" in result.output

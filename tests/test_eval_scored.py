@@ -101,3 +101,29 @@ def test_common_o_console_and_results_md_show_what_was_scored(tmp_path):
     compared = runner.invoke(app, ["eval", "compare", str(tmp_path / "run")])
     header = next(x for x in compared.output.splitlines() if x.startswith("| Run"))
     assert "| n |" in header and "Parse fail. (%)" in header and header.rstrip().endswith("| Refused |")
+
+
+def test_dry_run_tells_the_cost_and_sends_nothing(chains, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    with LatencyServer(latency_s=(0.0, 0.0)) as server:
+        result = _association(server, chains, "synchronous", tmp_path / "run", "--dry-run")
+        assert result.exit_code == 0, result.output
+        assert server.bodies == [] and not (tmp_path / "run").exists()
+    rows = [json.loads(line) for line in (chains / "synchronous.jsonl").read_text().splitlines()]
+    bound = 2 * sum(min(len(r["plan"]), 500) for r in rows)  # a selection and a deduction a step, at most
+    assert f"This run sends up to {bound:,} requests with {5 * bound // 2:,} images" in result.output
+
+
+def test_a_run_tells_what_it_sends_before_the_first_request(tmp_path):
+    data = write_common_o_split(tmp_path / "data", common_o_rows(6, seed=3))
+    result = runner.invoke(
+        app,
+        ["eval", "commono", "--model", "random", "--data", str(data), "--out", str(tmp_path / "run")]
+        + ["--bootstrap", "20", "--quiet", "--no-report"],
+    )
+    assert result.exit_code == 0, result.output
+    line = "This run sends 6 requests with 12 images: about "
+    assert line in result.output and result.output.index(line) < result.output.index("| Run")
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["estimate"]["requests"] == 6 and saved["estimate"]["images"] == 12
+    assert saved["estimate"]["output_tokens"] == 6 * saved["generation"]["max_new_tokens"]

@@ -14,6 +14,7 @@ from commonlink.commands.eval import (
     BACKEND_ARG,
     BOOTSTRAP,
     CONCURRENCY,
+    DRY_RUN,
     GEN_ARG,
     MAX_PIXELS,
     MAX_UNPARSEABLE,
@@ -127,6 +128,7 @@ def association(
     run_name: str = RUN_NAME,
     max_unparseable_share: float = MAX_UNPARSEABLE,
     allow_unparseable: bool = ALLOW_UNPARSEABLE,
+    dry_run: bool = DRY_RUN,
 ) -> None:
     """Score models on association tasks (paper protocol): success ratios, or max | mean chain length."""
 
@@ -175,9 +177,12 @@ def association(
             report=not no_report,
             max_unparseable_share=max_unparseable_share,
             allow_unparseable=allow_unparseable,
+            dry_run=dry_run,
         ),
         show=lambda results: _show(results, out),
     )
+    if dry_run:
+        return
     fail_if_no_request_answered(json.loads((out / "results.json").read_text(encoding="utf-8")), out)
 
 

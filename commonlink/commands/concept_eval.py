@@ -15,6 +15,7 @@ from commonlink.commands.eval import (
     BACKEND_ARG,
     BOOTSTRAP,
     CONCURRENCY,
+    DRY_RUN,
     GEN_ARG,
     MAX_PIXELS,
     MAX_UNPARSEABLE,
@@ -107,6 +108,7 @@ def concept(
     ),
     max_unparseable_share: float = MAX_UNPARSEABLE,
     allow_unparseable: bool = ALLOW_UNPARSEABLE,
+    dry_run: bool = DRY_RUN,
 ) -> None:
     """Concept perception (paper App. B): success ratio per model x strategy x task complexity, as Table 4."""
     if run_name and len(run_name) != len(model):
@@ -152,10 +154,13 @@ def concept(
                     report=False,
                     max_unparseable_share=max_unparseable_share,
                     allow_unparseable=allow_unparseable,
+                    dry_run=dry_run,
                 ),
                 show=lambda results: console.print(scored_line(results), highlight=False, markup=False),
             )
         )
+    if dry_run:
+        return
     table = render_table4(runs)
     if len(model) > 1:
         atomic_write_text(out / "table4.md", table)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from commonlink.commands._common import CATALOG_ROOT_HELP, QUIET, console, parse_range, reports_errors
-from commonlink.commands.eval_summary import fail_if_nothing_scored, print_fresh_report, print_summary, report_line
+from commonlink.commands.eval_summary import print_estimate, print_summary, report_line
 from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.cache import shard_suffix
@@ -25,7 +25,7 @@ from commonlink.formats.catalog_refs import CATALOG_ROOT_OPTION
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 
-__all__ = ["fail_if_nothing_scored", "print_fresh_report", "report_line"]  # moved to eval_summary, still here
+__all__ = ["report_line"]  # moved to eval_summary, still importable from here
 
 DEFAULT_BACKEND = "transformers"
 _BACKEND_HELP = (
@@ -114,6 +114,7 @@ def cli_run_options(
     bootstrap: int,
     quiet: bool,
     run_name: str | None,
+    dry_run: bool = False,
     **command_options,
 ) -> RunOptions:
     """The :class:`RunOptions` of an eval command from the options every eval command shares;
@@ -132,6 +133,8 @@ def cli_run_options(
         n_boot=bootstrap,
         show_progress=not quiet,
         run_name=run_name,
+        dry_run=dry_run,
+        on_estimate=print_estimate,
         **command_options,
     )
 
@@ -240,6 +243,9 @@ MAX_UNPARSEABLE = typer.Option(
 ALLOW_UNPARSEABLE = typer.Option(
     False, "--allow-unparseable", help="Accept a run past --max-unparseable-share (it is still warned about)."
 )
+DRY_RUN = typer.Option(
+    False, "--dry-run", help="Only print what the run would send (requests, images, estimated tokens); send nothing."
+)
 OVERWRITE = typer.Option(
     False,
     "--overwrite",
@@ -256,6 +262,8 @@ def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
 def run_task(task: Task, out: Path, options: RunOptions, show=None) -> dict:
     """Run ``task`` with the evaluator (:func:`commonlink.eval.evaluator.evaluate`), holding the run folder's lock;
     ``show(results)`` prints its summary, also before a run refused for unparseable answers fails."""
+    if options.dry_run:  # nothing is sent or written: say what the run would send, and stop
+        return evaluate(task, options)
     try:
         with run_folder_lock(out, options.shard):
             results = evaluate(task, options)
@@ -335,6 +343,7 @@ def commono(
     run_name: str = RUN_NAME,
     max_unparseable_share: float = MAX_UNPARSEABLE,
     allow_unparseable: bool = ALLOW_UNPARSEABLE,
+    dry_run: bool = DRY_RUN,
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html."""
 
@@ -377,6 +386,7 @@ def commono(
             overwrite=overwrite,
             max_unparseable_share=max_unparseable_share,
             allow_unparseable=allow_unparseable,
+            dry_run=dry_run,
         ),
         show=lambda results: print_summary(results, out, render_markdown_table, shard),
     )
@@ -426,6 +436,7 @@ def perception(
     run_name: str = RUN_NAME,
     max_unparseable_share: float = MAX_UNPARSEABLE,
     allow_unparseable: bool = ALLOW_UNPARSEABLE,
+    dry_run: bool = DRY_RUN,
 ) -> None:
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image."""
 
@@ -457,6 +468,7 @@ def perception(
             overwrite=overwrite,
             max_unparseable_share=max_unparseable_share,
             allow_unparseable=allow_unparseable,
+            dry_run=dry_run,
         ),
         show=lambda results: print_summary(results, out, render_markdown_table, shard),
     )

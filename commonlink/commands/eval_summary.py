@@ -10,7 +10,14 @@ from commonlink.commands._common import console, err_console
 from commonlink.errors import BackendError
 from commonlink.eval.report.html import REPORT_FILENAME
 
-__all__ = ["fail_if_nothing_scored", "print_fresh_report", "print_summary", "print_warning", "report_line"]
+__all__ = [
+    "fail_if_nothing_scored",
+    "print_estimate",
+    "print_fresh_report",
+    "print_summary",
+    "print_warning",
+    "report_line",
+]
 
 
 def report_line(summary) -> str:
@@ -19,6 +26,12 @@ def report_line(summary) -> str:
     if summary.images_folder is not None:
         size += f" + {summary.image_bytes / 1e6:.2f} MB of thumbnails in {summary.images_folder.name}/"
     return f"{summary.path.resolve().as_uri()}  ({summary.cards} cards, {size}, {summary.seconds:.1f}s)"
+
+
+def print_estimate(estimate) -> None:
+    """What a run sends, before the first request (``--dry-run``: instead of it)."""
+    text = estimate.line() if estimate is not None else "What this run sends could not be estimated."
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
 def print_warning(text: str) -> None:

@@ -169,6 +169,7 @@ class CommonOTask(Task):
         similarity: bool = False,
         similarity_model: str | None = None,
     ):
+        self.prompts: dict[int, str] = {}  # row -> prompt sent (filled by requests)
         if question not in QUESTION_MODES:
             raise InputError(
                 f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}."

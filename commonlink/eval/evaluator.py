@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from commonlink.errors import InputError
 from commonlink.eval.backends import is_baseline
 from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
+from commonlink.eval.estimate import RequestEstimate
 from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.results import results_header
@@ -75,6 +76,9 @@ class RunOptions:
     #: its answers could not be parsed, or none could
     max_unparseable_share: float = MAX_UNPARSEABLE_SHARE
     allow_unparseable: bool = False  #: accept such a run (its ``scored.warning`` says so)
+    dry_run: bool = False  #: only estimate what the run would send (no backend is loaded, nothing is written)
+    #: called with the :class:`commonlink.eval.estimate.RequestEstimate` (or None) before the first request
+    on_estimate: Callable[[RequestEstimate | None], None] | None = None
 
 
 def evaluate(task: Task, options: RunOptions) -> dict:
@@ -87,8 +91,24 @@ def evaluate(task: Task, options: RunOptions) -> dict:
     check_parsed({}, options.max_unparseable_share)  # a bad share is refused before anything runs
     dataset = task.open()
     task.prepare(dataset)
-    indices = row_indices(len(dataset), options.limit, options.rows, options.shard)
+    indices = row_indices(len(dataset), None, options.rows, options.shard)
+    if options.limit is not None:  # unsharded tasks may draw the limit their own way (shards: the first rows)
+        indices = (
+            row_indices(len(dataset), options.limit, options.rows, options.shard)
+            if options.shard is not None
+            else task.limit_rows(dataset, indices, options.limit)
+        )
     max_row_errors = unreadable_limit(len(indices), options.max_unreadable_share)
+    estimate = _estimate(task, dataset, indices, settings, len(options.models))
+    if options.on_estimate is not None:
+        options.on_estimate(estimate)
+    if options.dry_run:
+        return {
+            "task": task.name,
+            "dry_run": True,
+            "rows": len(indices),
+            "estimate": estimate.to_dict() if estimate else None,
+        }
     out_dir = Path(options.out_dir) if options.out_dir is not None else None
     with _backends(task, options) as backends:
         infos = [b.info for b in backends]
@@ -125,6 +145,8 @@ def evaluate(task: Task, options: RunOptions) -> dict:
         results["generation_not_sent"] = not_sent
     results["row_set"] = row_set_record(dataset, indices)
     results["run_name"] = options.run_name or default_run_name(results)
+    if estimate is not None:
+        results["estimate"] = estimate.to_dict()
     results["scored"] = scored_counts(results).to_dict()
     warning = check_parsed(results, options.max_unparseable_share, allow=True)
     if warning:
@@ -137,6 +159,15 @@ def evaluate(task: Task, options: RunOptions) -> dict:
             report_beside_run(out_dir, dataset=dataset)
     check_parsed(results, options.max_unparseable_share, allow=options.allow_unparseable)
     return results
+
+
+def _estimate(task: Task, dataset, indices: list[int], settings: GenerationSettings, models: int):
+    """The task's estimate of what the run sends, or None (logged) when it cannot be made."""
+    try:
+        return task.estimate(dataset, indices, settings, models)
+    except Exception as exc:  # noqa: BLE001 - an estimate never stops a run
+        log.warning("What this run sends could not be estimated (%s: %s).", type(exc).__name__, exc)
+        return None
 
 
 def settings_not_sent(backends: Sequence[Backend], settings: GenerationSettings) -> dict[str, dict]:

@@ -190,6 +190,8 @@ def render_association_table(results: dict) -> str:
             "| **average** | " + str(s["n"]) + " | " + " | ".join(f"{s['avg_' + f]:.3f}" for f in fields) + " |"
         )
     req = results["requests"]
+    if results.get("dataset", {}).get("limit"):
+        lines += ["", f"Rows: {results['dataset']['limit']}."]
     lines += scored_lines(results) + [
         "",
         f"Model requests: {req['total']} for {req['scored_steps']} scored steps ({req['per_scored_step']} a step).",
