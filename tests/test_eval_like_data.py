@@ -168,3 +168,26 @@ def test_eval_score_says_association_samples_are_not_supported(tmp_path):
     renamed.write_text(samples.read_text())
     result = runner.invoke(app, ["eval", "score", str(renamed), "--data", str(chains)])
     assert result.exit_code == 1 and "association samples are not supported" in result.output
+
+
+def test_a_vlmevalkit_file_of_another_release_is_refused_and_its_own_scores(releases, tmp_path):
+    import pandas as pd
+
+    from commonlink.eval.export.writers import export_vlmevalkit
+
+    first, second = releases
+    _commono(first, tmp_path / "run")
+    outputs = {
+        json.loads(line)["row_index"]: json.loads(line)["raw_output"]
+        for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()
+    }
+    export_vlmevalkit(tmp_path / "vlm", data=first, splits=("main",), show_progress=False)
+    table = pd.read_csv(tmp_path / "vlm" / "CommonO.tsv", sep="\t").drop(columns=["image"])
+    table["prediction"] = [outputs[i] for i in table["index"]]
+    predictions = tmp_path / "m_CommonO.tsv"
+    table.to_csv(predictions, sep="\t", index=False)
+    other = runner.invoke(app, ["eval", "score", str(predictions), "--data", str(second)])
+    assert other.exit_code == 1 and "do not match their rows in" in other.output and "in the file" in other.output
+    wrong_split = runner.invoke(app, ["eval", "score", str(predictions), "--data", str(first), "--split", "challenge"])
+    assert wrong_split.exit_code == 1 and "CommonO (split 'main'), not of split 'challenge'" in wrong_split.output
+    _ok(["eval", "score", str(predictions), "--data", str(first), "--bootstrap", "20"])
