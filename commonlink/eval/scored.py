@@ -78,8 +78,10 @@ def scored_counts(results: dict) -> ScoredCounts:
         parsing = results.get("parsing") or {}
         return ScoredCounts(parsing.get("answers", 0), "answers", parsing.get("unparseable"), refused, unreadable)
     overall = metrics.get("overall") or {}
-    unit = "questions" if task == "perception" else "rows"
-    return ScoredCounts(overall.get("n") or 0, unit, overall.get("parse_failures"), refused, unreadable)
+    if task == "perception":  # its n counts images; answers (and parse failures) are per question
+        questions = overall.get("questions") or 0
+        return ScoredCounts(questions, "questions", overall.get("parse_failures"), refused, unreadable)
+    return ScoredCounts(overall.get("n") or 0, "rows", overall.get("parse_failures"), refused, unreadable)
 
 
 def scored_line(results: dict) -> str:
