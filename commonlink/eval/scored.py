@@ -44,6 +44,11 @@ class ScoredCounts:
     refused: int  #: requests the backend refused or failed (left out of the scores; a rerun retries them)
     unreadable: int  #: rows that could not be read (left out)
 
+    def __post_init__(self) -> None:  # a results.json from elsewhere may hold anything: only numbers count
+        for name in ("n", "refused", "unreadable"):
+            object.__setattr__(self, name, _count(getattr(self, name)) or 0)
+        object.__setattr__(self, "unparseable", _count(self.unparseable))
+
     @property
     def unparseable_rate(self) -> float | None:
         return (self.unparseable / self.n) if self.n and self.unparseable is not None else None
@@ -52,9 +57,13 @@ class ScoredCounts:
         return asdict(self) | {"unparseable_rate": self.unparseable_rate}
 
 
+def _count(value) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _skipped(results: dict) -> tuple[int, int]:
     """(refused requests, unreadable rows) of a row task: a skipped row with a request id got an error answer."""
-    skipped = results.get("skipped_rows") or []
+    skipped = [s for s in results.get("skipped_rows") or [] if isinstance(s, dict)]
     refused = sum(1 for s in skipped if s.get("id") is not None)
     return refused, len(skipped) - refused
 
