@@ -262,15 +262,22 @@ class _Publisher:
             CARD_FILENAME, card_with_version(main_card, list(rows.values()), self.repo_id).encode("utf-8")
         )
         manifest = published_manifest(json.loads(main_manifest), repo_id=self.repo_id, card=card)
-        self.api._validate_yaml(card.content.decode("utf-8"), repo_type=REPO_TYPE)  # type: ignore[union-attr]
-        self.api.create_commit(
-            self.repo_id,
-            [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.content) for f in (card, manifest)],
-            commit_message=f"List version {version} in the card's Versions table",
-            repo_type=REPO_TYPE,
-            revision="main",
-            parent_commit=head,
-        )
+        try:
+            self.api._validate_yaml(card.content.decode("utf-8"), repo_type=REPO_TYPE)  # type: ignore[union-attr]
+            self.api.create_commit(
+                self.repo_id,
+                [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.content) for f in (card, manifest)],
+                commit_message=f"List version {version} in the card's Versions table",
+                repo_type=REPO_TYPE,
+                revision="main",
+                parent_commit=head,
+            )
+        except Exception as exc:  # noqa: BLE001 - the version is published; only main's card lags (said so)
+            result.notes.append(
+                f"main's card could not list {version} yet ({type(exc).__name__}: main moved meanwhile?); rerun the "
+                "same push to add it."
+            )
+            return
         result.notes.append(f"main's card now lists {version} in its Versions table (main's data is unchanged).")
 
     def _target_files(self, remote_card: str | None) -> list[ReleaseFile]:
