@@ -98,7 +98,7 @@ def test_registry_loads_a_registered_backend_lazily_and_checks_its_options(data_
     register_backend("echo", f"{__name__}:EchoBackend")
     backend = load_backend("echo", "m", prefix="images=")
     assert backend.generate([GenerationRequest("r", [None, None], "hi")], SETTINGS) == ["images=2"]
-    results = evaluate_common_o(data_dir, "main", "m", "echo", tmp_path / "run", allow_unparseable=True, **FAST)
+    results = evaluate_common_o(data_dir, "main", "m", "echo", tmp_path / "run", **FAST)
     assert results["backend"] == "echo" and results["dataset"]["rows_scored"] == 3
     assert not LazyBackend("echo", "m").loaded
     with pytest.raises(InputError, match=r"--backend-arg colour=\.\.\. is not an option of the echo backend") as err:
@@ -194,6 +194,7 @@ def test_remote_code_models_load_only_when_the_user_trusts_them(tmp_path, data_d
             "--max-new-tokens",
             "3",
             "--quiet",
+            "--allow-unparseable",  # the tiny model answers no letters
             "--bootstrap",
             "20",
         ],
