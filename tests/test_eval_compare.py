@@ -97,7 +97,8 @@ def test_compare_two_association_runs_shows_both_named_with_steps(chain_dir, tmp
     for name, key in (("baseline StructM", "structm"), ("random nlm", "nlm")):
         summary = saved[key]["metrics"]["summary"]
         row = rows[name]
-        assert row[3].endswith(" #" + saved[key]["dataset"]["fingerprint"][:8])  # the data's column
+        # the data's column (Markdown-escaped like every cell: "#" is written "\#")
+        assert row[3].endswith(" \\#" + saved[key]["dataset"]["fingerprint"][:8])
         assert row[4] == key and row[5] == "synchronous" and row[6] == "8"
         assert (
             row[7] == f"{summary['avg_max_steps']:.2f} ± {summary['avg_max_steps_se']:.2f}"

@@ -62,8 +62,9 @@ def test_runs_on_two_releases_with_the_same_split_are_never_ranked_in_one_table(
     result = _ok(["eval", "compare", str(tmp_path / "a"), str(tmp_path / "b")])
     assert sorted(_table_runs(result.output)) == [["on release 1"], ["on release 2"]]
     assert "rows they all share" not in result.output and "made on different data" in result.output
-    assert f"rel-1 #{a['dataset']['fingerprint'][:8]}" in result.output
-    assert f"rel-2 #{b['dataset']['fingerprint'][:8]}" in result.output
+    # the Data cell (Markdown-escaped like every cell: "#" is written "\#", shown as "#")
+    assert f"rel-1 \\#{a['dataset']['fingerprint'][:8]}" in result.output
+    assert f"rel-2 \\#{b['dataset']['fingerprint'][:8]}" in result.output
     comparison = compare_runs([tmp_path / "a", tmp_path / "b"])
     assert [len(t.rows) for t in comparison.tables] == [1, 1] and not comparison.refused
     # each keeps its own score on its own 8 rows (not a rescore on shared ids)
