@@ -99,6 +99,11 @@ def test_a_group_that_cannot_be_compared_leaves_the_other_tables_printed(release
     assert "| on release 1 |" in written and "Not compared:" in written and "| some |" not in written
     comparison = compare_runs(runs)
     assert len(comparison.tables) == 2 and len(comparison.refused) == 1
+    # a run of a task no registered kind writes is its own refused group, not an error that hides the tables
+    unknown = dict(json.loads((tmp_path / "a" / "results.json").read_text()), task="made_up", run_name="odd")
+    comparison = compare_runs([*runs, unknown])
+    assert len(comparison.tables) == 2 and len(comparison.refused) == 2
+    assert "Runs of task 'made_up' cannot be compared" in comparison.refused[-1]
 
 
 def _as_current_lmms_eval(ours, out):

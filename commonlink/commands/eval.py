@@ -323,7 +323,9 @@ def score(
     predictions.jsonl, lmms-eval's *_samples_<task>.jsonl or VLMEvalKit's prediction file (xlsx/tsv/json).
 
     --data: the dataset to take choices and ground truth from (authoritative; rows are read without their images);
-    default: the predictions file's own copy. --seed: the bootstrap's. --out: also write results.json,
+    default: the predictions file's own copy. --split: the split the file was made on (default: the one the file
+    names: a harness file's name, the results.json beside our predictions, a person's answers; else main); a file
+    made on another split or release is refused. --seed: the bootstrap's. --out: also write results.json,
     predictions.jsonl and results.md there.
     """
 
