@@ -24,7 +24,7 @@ from commonlink.kinds.common_o.task import common_o_request, evaluate_common_o, 
 from tests.fixtures.tiny_models import build_tiny_idefics3, common_o_rows, write_common_o_split
 
 SETTINGS = GenerationSettings(max_new_tokens=6, max_pixels=64 * 48)
-FAST = dict(n_boot=50, progress=False)
+FAST = dict(n_boot=50, progress=False, allow_unparseable=True)  # the tiny models answer no letters
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -359,6 +359,7 @@ def test_a_hub_model_not_yet_downloaded_runs_and_resumes(tiny_llava, data_dir, t
             "--max-new-tokens",
             "4",
             "--quiet",
+            "--allow-unparseable",  # the tiny model answers no letters
             "--bootstrap",
             "10",
         ]
@@ -799,9 +800,10 @@ def test_the_model_receives_the_papers_384_px_shorter_side_by_default(tiny_backe
     UNCAPPED = GenerationSettings(
         max_new_tokens=6
     )  # the default --max-pixels safety cap (1,048,576) leaves 512x384 alone
+    TINY = dict(FAST, allow_unparseable=True)  # the tiny model answers no letters
     paper = Recording(tiny_backend)
     results = evaluate_common_o(
-        data_dir, "main", backend_instance=paper, out_dir=tmp_path / "paper", settings=UNCAPPED, limit=2, **FAST
+        data_dir, "main", backend_instance=paper, out_dir=tmp_path / "paper", settings=UNCAPPED, limit=2, **TINY
     )
     assert paper.sizes == [(512, 384)] * 4  # 64x48 -> shorter side 384, aspect kept
     assert results["image_protocol"] == {"protocol": "shorter-side-384", "kind": "shorter-side", "value": 384}
@@ -815,7 +817,7 @@ def test_the_model_receives_the_papers_384_px_shorter_side_by_default(tiny_backe
         limit=2,
         image_protocol="native",
         overwrite=True,
-        **FAST,
+        **TINY,
     )
     assert native.sizes == [(64, 48)] * 4  # the protocol is in the run key: another run (refused without overwrite)
     assert other["run_key"] != results["run_key"] and other["timing"]["generated"] == 2
@@ -828,13 +830,13 @@ def test_the_model_receives_the_papers_384_px_shorter_side_by_default(tiny_backe
         settings=UNCAPPED,
         limit=1,
         image_protocol="max-pixels-1000",
-        **FAST,
+        **TINY,
     )
     assert all(w * h <= 1000 for w, h in capped.sizes) and capped.sizes[0][0] / capped.sizes[0][1] == pytest.approx(
         64 / 48, rel=0.05
     )
     with pytest.raises(InputError, match="not an image protocol"):
-        evaluate_common_o(data_dir, "main", "none", image_protocol="shorter-side", **FAST)
+        evaluate_common_o(data_dir, "main", "none", image_protocol="shorter-side", **TINY)
 
 
 def test_a_rows_own_question_is_sent_verbatim(tiny_backend, data_dir, tmp_path):

@@ -78,6 +78,7 @@ def test_compare_two_association_runs_shows_both_named_with_steps(chain_dir, tmp
         "Run",
         "Model",
         "Backend",
+        "Data",
         "Memory",
         "Task",
         "Chains",
@@ -85,6 +86,7 @@ def test_compare_two_association_runs_shows_both_named_with_steps(chain_dir, tmp
         "Mean steps",
         "Deduction",
         "Parse fail. (%)",
+        "Refused",
     ]
     rows = {
         line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
@@ -95,11 +97,13 @@ def test_compare_two_association_runs_shows_both_named_with_steps(chain_dir, tmp
     for name, key in (("baseline StructM", "structm"), ("random nlm", "nlm")):
         summary = saved[key]["metrics"]["summary"]
         row = rows[name]
-        assert row[3] == key and row[4] == "synchronous" and row[5] == "8"
+        # the data's column (Markdown-escaped like every cell: "#" is written "\#")
+        assert row[3].endswith(" \\#" + saved[key]["dataset"]["fingerprint"][:8])
+        assert row[4] == key and row[5] == "synchronous" and row[6] == "8"
         assert (
-            row[6] == f"{summary['avg_max_steps']:.2f} ± {summary['avg_max_steps_se']:.2f}"
+            row[7] == f"{summary['avg_max_steps']:.2f} ± {summary['avg_max_steps_se']:.2f}"
         )  # max and mean, each ± SE
-        assert row[7].startswith(f"{summary['avg_mean_steps']:.2f} ± ")
+        assert row[8].startswith(f"{summary['avg_mean_steps']:.2f} ± ")
     ranked = [line.split("|")[1].strip() for line in lines if line.startswith(("| baseline", "| random"))]
     means = {
         "baseline StructM": saved["structm"]["metrics"]["summary"]["avg_mean_steps"],

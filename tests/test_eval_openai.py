@@ -267,7 +267,7 @@ def _cli_eval(server, data_dir, out, model, *extra):
     )
 
 
-def test_reasoning_model_scores_every_row_under_the_apis_rules(data_dir, tmp_path, monkeypatch):
+def test_reasoning_model_scores_every_row_under_the_apis_rules(data_dir, tmp_path, monkeypatch, caplog):
     """o-series / gpt-5 refuse max_tokens, a temperature other than 1 and top_p (400 naming the param): send
     max_completion_tokens and neither, from the model's name."""
     monkeypatch.setenv("MY_KEY", SECRET)
@@ -282,6 +282,15 @@ def test_reasoning_model_scores_every_row_under_the_apis_rules(data_dir, tmp_pat
         for b in server.bodies
     )
     assert "reasoning model" in saved["backend_details"]["request_rules"]
+    # the record is what was sent: the temperature asked is recorded as not sent, the name does not claim T=0.7,
+    # and the run said so once, before the first request
+    assert saved["generation_not_sent"]["temperature"]["asked"] == 0.7
+    assert saved["generation_not_sent"]["temperature"]["sent"] is None
+    assert saved["run_name"] == "o4-mini temperature not sent" and "T=0.7" not in saved["run_name"]
+    warned = [r.getMessage() for r in caplog.records if "is not sent" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("--temperature 0.7 is not sent (reasoning model")
+    sample = json.loads((tmp_path / "o4" / "lmms_eval" / "samples_common_o.jsonl").read_text().splitlines()[0])
+    assert "temperature" not in sample["arguments"][0][1]
 
 
 def test_a_refused_parameter_stops_the_run_naming_it_and_the_fix(data_dir, tmp_path, monkeypatch):

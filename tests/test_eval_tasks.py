@@ -11,11 +11,13 @@ import json
 import pytest
 
 from commonlink.constants import NO_COMMON_OBJECTS
+from commonlink.errors import InputError
 from commonlink.eval.backends.base import GenerationRequest
 from commonlink.eval.backends.baselines import BaselineBackend
 from commonlink.eval.evaluator import RunOptions, run_eval
 from commonlink.eval.outputs import evaluate, write_run
 from commonlink.eval.parsing import parse_yes_no
+from commonlink.eval.scored import UnparseableError
 from commonlink.eval.task import Task
 from commonlink.kinds.association.loader import AssociationImage
 from commonlink.kinds.association.task import AssociationSettings, evaluate_association
@@ -198,6 +200,44 @@ def test_the_evaluator_returns_results_and_the_writers_write_them(common_o_split
     assert not (out / "report.html").exists()
     write_run(run)
     assert (out / "report.html").is_file()
+
+
+class _Mumbling(BaselineBackend):
+    """A baseline that answers no letter at all (as a tiny or badly prompted model does): nothing parses."""
+
+    def __init__(self):
+        super().__init__("random")
+        self.info = dataclasses.replace(self.info, fingerprint="baseline:mumbling")
+
+    def generate(self, requests, settings):
+        return ["I am not sure what is in these pictures." for _ in requests]
+
+
+def test_an_unparseable_run_is_refused_after_its_files_are_written(common_o_split, tmp_path):
+    """run_eval records the parse check (scored.warning) and raises nothing; evaluate writes the files, then
+    refuses the run (UnparseableError) unless allowed; a dry run returns the estimate and writes nothing."""
+    data = common_o_split(4, seed=5)
+    out = tmp_path / "run"
+    options = RunOptions(backend_instances=[_Mumbling()], out_dir=out, n_boot=20, progress=False, report=False)
+    run = run_eval(CommonOTask(data, "main"), options)
+    assert run.results["scored"]["unparseable_rate"] == 1.0
+    assert run.results["scored"]["warning"].startswith("WARNING: no answer could be parsed")
+    assert not (out / "results.json").exists()  # run_eval writes nothing but the cache
+    with pytest.raises(UnparseableError) as refused:
+        evaluate(CommonOTask(data, "main"), options)
+    written = json.loads((out / "results.json").read_text())
+    assert written["scored"] == refused.value.results["scored"] and (out / "predictions.jsonl").is_file()
+    allowed = evaluate(CommonOTask(data, "main"), dataclasses.replace(options, allow_unparseable=True))
+    assert allowed["scored"]["warning"] == written["scored"]["warning"]
+    with pytest.raises(InputError, match="--max-unparseable-share 2"):
+        dataclasses.replace(options, max_unparseable_share=2)
+    seen = []
+    dry = tmp_path / "dry"
+    dry_options = RunOptions(models=["random"], out_dir=dry, dry_run=True, on_estimate=seen.append, progress=False)
+    dry_run = run_eval(CommonOTask(data, "main"), dry_options)
+    assert dry_run.out_dir is None and dry_run.results["dry_run"] and dry_run.results["estimate"]["requests"] == 4
+    assert evaluate(CommonOTask(data, "main"), dry_options) == dry_run.results
+    assert len(seen) == 2 and seen[0].requests == 4 and not dry.exists()
 
 
 def test_a_new_task_runs_shards_and_resumes_through_the_evaluator(common_o_split, tmp_path):

@@ -398,8 +398,10 @@ def test_several_association_runs_get_a_metrics_page_and_mixed_tasks_are_refused
     html = summary.path.read_text()
     assert summary.cards == 0 and page_data(summary.path)["kind"] == "summary"
     summary_text = results["metrics"]["summary"]
+    data = f"{Path(results['dataset']['source']).name} #{results['dataset']['fingerprint'][:8]}"  # the Data column
     for name in ("chainer structm strict", "renamed run"):  # the default name (model, memory, protocol); the given one
-        assert f"<td>{name}</td><td>chainer</td><td>scripted</td><td>structm</td><td>synchronous</td>" in html
+        cells = f"<td>{name}</td><td>chainer</td><td>scripted</td><td>{data}</td><td>structm</td><td>synchronous</td>"
+        assert cells in html
     assert (
         f'<td>{summary_text["avg_max_steps"]:.2f}<span class="se"> ± ' in html
         and f'{summary_text["avg_mean_steps"]:.2f}<span class="se"> ± ' in html

@@ -131,8 +131,23 @@ def test_an_older_version_is_only_tagged_and_main_keeps_the_highest(hub, tmp_pat
     assert "main stays on version 1.1.0, the highest published; 0.9.0 is older, so it was only tagged" in said
     assert "--move-main" in said and "tag only" in said
     refs = hub.refs(repo)
-    assert refs["heads"] == {"main": main_before}  # main untouched, the side branch removed
+    assert set(refs["heads"]) == {"main"}  # the side branch removed
     assert set(refs["tags"]) == {"1.1.0", "0.9.0"} and refs["tags"]["0.9.0"] != main_before
+    # main's data stays on 1.1.0; its card (and the manifest's record of the card) now list 0.9.0 too
+    assert "main's card now lists 0.9.0 in its Versions table" in said
+    shown = run_python(
+        hub,
+        tmp_path,
+        f"""
+import json
+from huggingface_hub import HfApi, hf_hub_download
+from commonlink.release.hub_card import read_versions_table
+card = open(hf_hub_download({repo!r}, "README.md", repo_type="dataset")).read()
+manifest = json.load(open(hf_hub_download({repo!r}, "manifest.json", repo_type="dataset")))
+print(json.dumps({{"versions": [r["version"] for r in read_versions_table(card)], "version": manifest["version"]}}))
+""",
+    )
+    assert shown == {"versions": ["1.1.0", "0.9.0"], "version": "1.1.0"}
     loaded = run_python(
         hub,
         tmp_path,
@@ -386,5 +401,11 @@ print(json.dumps({{"calls": calls, "main_moved": result.main_moved, "notes": res
     assert result["calls"] == ["main", "release-0.9.0"]  # first try on main refused (412), second on a side branch
     assert result["main_moved"] is False and any("main stays on version 1.1.0" in n for n in result["notes"])
     refs = hub.refs(repo)
-    assert refs["heads"] == {"main": refs["tags"]["1.1.0"]} and {"0.1.0", "0.9.0", "1.1.0"} <= set(refs["tags"])
+    assert set(refs["heads"]) == {"main"} and {"0.1.0", "0.9.0", "1.1.0"} <= set(refs["tags"])
+    # main holds 1.1.0's data; one card-only commit on top lists 0.9.0 in its Versions table
+    assert any("main's card now lists 0.9.0" in n for n in result["notes"])
+    assert (
+        hub.files_at(repo, "main")["data/main-00000-of-00001.parquet"]
+        == hub.files_at(repo, "1.1.0")["data/main-00000-of-00001.parquet"]
+    )
     assert sum(r.method == "POST" and "/commit/" in r.path and r.status == 412 for r in hub.requests) == 1

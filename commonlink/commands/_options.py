@@ -187,6 +187,7 @@ _SPLIT = typer.Option(
     "several (repeatable).",
 )
 SplitOpt = Annotated[str, _SPLIT]
+OptionalSplitOpt = Annotated[str | None, _SPLIT]  #: ``eval score``: None = the split the scored file names
 SplitsOpt = Annotated[list[str], _SPLIT]
 SourceSplitOpt = Annotated[
     str | None, typer.Option("--split", help="HF dataset split (default: the only one, else train).")
@@ -291,6 +292,26 @@ _RUN_NAME = typer.Option(
 )
 RunNameOpt = Annotated[str | None, _RUN_NAME]
 RunNamesOpt = Annotated[list[str], _RUN_NAME]
+MaxUnparseableShareOpt = Annotated[
+    float,
+    typer.Option(
+        "--max-unparseable-share",
+        help="Fail (exit 1, files written) when more than this share of the answers cannot be parsed, or none can.",
+    ),
+]
+AllowUnparseableOpt = Annotated[
+    bool,
+    typer.Option("--allow-unparseable", help="Accept a run past --max-unparseable-share (it is still warned about)."),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Only say what the command would do, and stop: an eval prints the requests, images and estimated "
+        "tokens it would send (nothing is sent or written); `release push` the files, sizes, commit and tag (no "
+        "network call).",
+    ),
+]
 
 # --- association ---------------------------------------------------------------------------------------------------
 

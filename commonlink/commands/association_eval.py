@@ -26,7 +26,8 @@ from commonlink.commands._options import (
     StrategyOpt,
     expand_option_groups,
 )
-from commonlink.commands.eval import ModelRun, print_fresh_report, run_task
+from commonlink.commands.eval import ModelRun, run_task
+from commonlink.commands.eval_summary import print_fresh_report, print_warning
 from commonlink.errors import BackendError, InputError
 from commonlink.eval.evaluator import default_out_dir
 from commonlink.kinds.association.task import AssociationSettings, AssociationTask
@@ -87,9 +88,9 @@ def association(
     warm-up memory, parsed answers, first-model tie-break, images as stored). --deduction-rule and --image-size
     override the protocol's choice (results.json records the protocol and every override).
     --model: repeat it with --moe to combine several models (the same --backend for every one; vllm is told 3 images
-    a request). --out: the run folder (default eval-runs/association-CONFIG-MODEL-BACKEND); rerun it to resume.
-    --limit counts tasks or chains; --batch-size requests per model call (chains advance in lockstep: one step of
-    every active chain is one batch).
+    a request). --out: the run folder (default eval-runs/association-DATA-CONFIG-MODEL-BACKEND); rerun it to resume.
+    --limit counts tasks or chains, drawn across the concepts in turn (results.md says so); --batch-size requests
+    per model call (chains advance in lockstep: one step of every active chain is one batch).
     """
 
     if len(model) > 1 and not moe:
@@ -112,16 +113,23 @@ def association(
         image_size=image_size,
     )
     backend = run.backend_name(model)
-    out = out or default_out_dir(config, "+".join(model), backend, task="association")
+    out = out or default_out_dir(config, "+".join(model), backend, task="association", data=data)
     task = AssociationTask(
         data, config, settings=settings, revision=revision, group_size=group_size, catalog_root=catalog_root
     )
     options = run.options(model, out, run_name=run_name, limit=limit, report=not no_report)
-    run_task(task, out, options)
+    run_task(task, out, options, show=lambda results: _show(results, out))
+    if options.dry_run:
+        return
+    fail_if_no_request_answered(json.loads((out / "results.json").read_text(encoding="utf-8")), out)
+
+
+def _show(results: dict, out: Path) -> None:
     console.print((out / "results.md").read_text(encoding="utf-8"), highlight=False, markup=False)
     console.print(f"Wrote {out}/results.json, the per-step log and results.md.")
     print_fresh_report(out)
-    fail_if_no_request_answered(json.loads((out / "results.json").read_text(encoding="utf-8")), out)
+    if (results.get("scored") or {}).get("warning"):
+        print_warning(results["scored"]["warning"])
 
 
 def fail_if_no_request_answered(results: dict, out: Path) -> None:

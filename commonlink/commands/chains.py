@@ -138,8 +138,8 @@ def chains(
     pairs: str | None = typer.Option(
         None,
         "--pairs",
-        help="Asynchronous concept pairs, e.g. metal-furry,ripe-fresh (or a:b). Default: the --auto-pairs pairs with "
-        "the largest bridge pools.",
+        help="Asynchronous concept pairs, e.g. metal-furry,ripe-fresh (or a:b). Default: --auto-pairs pairs spread "
+        "over the concepts (fewest shared concepts first, then the largest bridge pools).",
     ),
     auto_pairs: int = typer.Option(4, "--auto-pairs", help="Without --pairs: how many pairs to pick."),
     tasks: str = typer.Option(",".join(TASKS), "--tasks", help="Task types to build, comma-separated."),
@@ -147,7 +147,11 @@ def chains(
     single_steps: int = typer.Option(100, "--single-steps", help="Single-step tasks per concept."),
     deductions: int = typer.Option(100, "--deductions", help="Deduction tasks per concept."),
     chains_per_concept: int = typer.Option(
-        2000, "--chains", help="Synchronous chains per concept and asynchronous chains per pair."
+        None,
+        "--chains",
+        show_default=False,
+        help="Synchronous chains per concept and asynchronous chains per pair. Default: scaled to the pool, 4 per "
+        "image (at least 10), the paper's max(2000, pool size) for pools of 500+ images.",
     ),
     max_steps: MaxStepsOpt = 500,
     warmup: int = typer.Option(

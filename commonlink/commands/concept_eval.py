@@ -24,12 +24,17 @@ from commonlink.commands._options import (
 from commonlink.commands.eval import ModelRun, run_task
 from commonlink.errors import InputError
 from commonlink.eval.evaluator import default_out_dir
+from commonlink.eval.scored import scored_line
 from commonlink.fileio import atomic_write_text
 from commonlink.kinds.association.concept_prompts import COMPLEXITIES, STRATEGIES
 from commonlink.kinds.association.concept_task import ConceptPerceptionTask, render_table4
 
 ALL_STRATEGIES = ",".join(STRATEGIES)
 ALL_COMPLEXITIES = ",".join(COMPLEXITIES)
+
+
+def _print_scored(results: dict) -> None:
+    console.print(scored_line(results), highlight=False, markup=False)
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -67,7 +72,7 @@ def concept(
             "Give one --run-name per --model (in the same order), or none.",
         )
     backend = run.backend_name(model)
-    out = out or default_out_dir("grid", "+".join(model), backend, task="concept")
+    out = out or default_out_dir("grid", "+".join(model), backend, task="concept", data=data)
     runs = []
     for name in model:
         task = ConceptPerceptionTask(
@@ -82,7 +87,9 @@ def concept(
         folder = out / default_out_dir("grid", name, backend, task="concept").name if len(model) > 1 else out
         name_of_run = run_name[len(runs)] if run_name else None
         options = run.options([name], folder, backend=backend, run_name=name_of_run, limit=limit, report=False)
-        runs.append(run_task(task, folder, options))
+        runs.append(run_task(task, folder, options, show=_print_scored))
+    if run.dry_run:
+        return
     table = render_table4(runs)
     if len(model) > 1:
         atomic_write_text(out / "table4.md", table)

@@ -9,6 +9,7 @@ import typer
 
 from commonlink.commands._common import console, parse_range, reports_errors
 from commonlink.commands._options import (
+    AllowUnparseableOpt,
     BackendArgOpt,
     BackendOpt,
     BatchSizeOpt,
@@ -17,14 +18,17 @@ from commonlink.commands._options import (
     CompareFormatOpt,
     ConcurrencyOpt,
     DataOpt,
+    DryRunOpt,
     GenArgOpt,
     ImageProtocolOpt,
     LimitOpt,
     MaxNewTokensOpt,
     MaxPixelsOpt,
+    MaxUnparseableShareOpt,
     ModelOpt,
     NoReportOpt,
     OptionalOutOpt,
+    OptionalSplitOpt,
     OverwriteOpt,
     QuestionOpt,
     QuietOpt,
@@ -42,23 +46,27 @@ from commonlink.commands._options import (
     expand_option_groups,
     option_group,
 )
+from commonlink.commands.eval_summary import print_estimate, print_summary, report_line
 from commonlink.commands.human import scores_human_answers
-from commonlink.errors import BackendError, InputError
+from commonlink.errors import InputError
 from commonlink.eval.backends import GenerationSettings, is_baseline, parse_key_values
 from commonlink.eval.backends.base import DEFAULT_MAX_PIXELS
 from commonlink.eval.cache import shard_suffix
-from commonlink.eval.compare import compare_runs, render_comparison
+from commonlink.eval.compare import RowSetMismatch, compare_runs, render_comparison
 from commonlink.eval.evaluator import MAX_UNREADABLE_SHARE, RunOptions, default_out_dir
 from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.outputs import evaluate
-from commonlink.eval.report.html import REPORT_FILENAME, write_report
+from commonlink.eval.report.html import write_report
 from commonlink.eval.report.tables import render_markdown_table
+from commonlink.eval.scored import MAX_UNPARSEABLE_SHARE, UnparseableError
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_text
 from commonlink.kinds.common_o.perception import PerceptionTask
 from commonlink.kinds.common_o.task import CommonOTask, score_predictions
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
+
+__all__ = ["report_line"]  # moved to eval_summary, still importable from here
 
 DEFAULT_BACKEND = "transformers"
 
@@ -82,6 +90,9 @@ class ModelRun:
     gen_arg: GenArgOpt = None
     bootstrap: BootstrapOpt = N_BOOTSTRAP
     quiet: QuietOpt = False
+    max_unparseable_share: MaxUnparseableShareOpt = MAX_UNPARSEABLE_SHARE
+    allow_unparseable: AllowUnparseableOpt = False
+    dry_run: DryRunOpt = False
 
     def backend_name(self, models: str | list[str]) -> str:
         """The backend the run uses (see :func:`run_backend`)."""
@@ -114,6 +125,10 @@ class ModelRun:
             seed=self.seed,
             n_boot=self.bootstrap,
             progress=not self.quiet,
+            max_unparseable_share=self.max_unparseable_share,
+            allow_unparseable=self.allow_unparseable,
+            dry_run=self.dry_run,
+            on_estimate=print_estimate,  # what the run sends, before the first request
             **command_options,
         )
 
@@ -191,10 +206,21 @@ def run_folder_lock(out: Path, shard: tuple[int, int] | None = None):
     return output_lock(Path(out) / f"results{shard_suffix(shard)}.json", what="commonlink eval")
 
 
-def run_task(task: Task, out: Path, options: RunOptions) -> dict:
-    """Run ``task`` with the evaluator (:func:`commonlink.eval.outputs.evaluate`), holding the run folder's lock."""
-    with run_folder_lock(out, options.shard):
+def run_task(task: Task, out: Path, options: RunOptions, show=None) -> dict:
+    """Run ``task`` with the evaluator (:func:`commonlink.eval.outputs.evaluate`), holding the run folder's lock;
+    ``show(results)`` prints its summary, also before a run refused for unparseable answers fails."""
+    if options.dry_run:  # nothing is sent or written: say what the run would send, and stop
         return evaluate(task, options)
+    try:
+        with run_folder_lock(out, options.shard):
+            results = evaluate(task, options)
+    except UnparseableError as exc:
+        if show is not None:
+            show(exc.results)
+        raise
+    if show is not None:
+        show(results)
+    return results
 
 
 @reports_errors
@@ -229,11 +255,12 @@ def commono(
 ) -> None:
     """Score a model on a Common-O split; writes results.json, predictions.jsonl, results.md and report.html.
 
-    --out: the run folder (default eval-runs/commono-SPLIT-MODEL-BACKEND); rerun with the same folder to resume.
+    --out: the run folder (default eval-runs/commono-DATA-SPLIT-MODEL-BACKEND); rerun with the same folder to
+    resume.
     """
 
     backend = run.backend_name(model)
-    out = out or default_out_dir(data.split, model, backend)
+    out = out or default_out_dir(data.split, model, backend, data=data.data)
     task = CommonOTask(
         data.data,
         data.split,
@@ -246,7 +273,7 @@ def commono(
     )
     own = {"report": not no_report, "max_unreadable_share": max_unreadable_share, "overwrite": overwrite}
     options = run.options([model], out, run_name=run_name, **own, **data.selection())
-    _print_summary(run_task(task, out, options), out, render_markdown_table, data.shard)
+    run_task(task, out, options, show=lambda results: print_summary(results, out, render_markdown_table, data.shard))
 
 
 @reports_errors
@@ -265,17 +292,17 @@ def perception(
 ) -> None:
     """Single-image baseline (paper §4.1, Fig. 3): "Is OBJECT in this image?" for every choice object, on each image.
 
-    --out: the run folder (default eval-runs/perception-SPLIT-MODEL-BACKEND); rerun with the same folder to resume.
-    --limit counts rows, each asked one question per choice object for each image.
+    --out: the run folder (default eval-runs/perception-DATA-SPLIT-MODEL-BACKEND); rerun with the same folder to
+    resume. --limit counts rows, each asked one question per choice object for each image.
     """
 
     backend = run.backend_name(model)
-    out = out or default_out_dir(data.split, model, backend, task="perception")
+    out = out or default_out_dir(data.split, model, backend, task="perception", data=data.data)
     task = PerceptionTask(
         data.data, data.split, revision=data.revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint
     )
     options = run.options([model], out, run_name=run_name, overwrite=overwrite, **data.selection())
-    _print_summary(run_task(task, out, options), out, render_markdown_table, data.shard)
+    run_task(task, out, options, show=lambda results: print_summary(results, out, render_markdown_table, data.shard))
 
 
 @reports_errors
@@ -285,7 +312,7 @@ def score(
         ..., help="predictions.jsonl of a Common-O run, lmms-eval samples, VLMEvalKit predictions, or human answers."
     ),
     data: DataOpt = None,
-    split: SplitOpt = "main",
+    split: OptionalSplitOpt = None,
     revision: RevisionOpt = None,
     seed: SeedOpt = 0,
     bootstrap: BootstrapOpt = N_BOOTSTRAP,
@@ -296,7 +323,9 @@ def score(
     predictions.jsonl, lmms-eval's *_samples_<task>.jsonl or VLMEvalKit's prediction file (xlsx/tsv/json).
 
     --data: the dataset to take choices and ground truth from (authoritative; rows are read without their images);
-    default: the predictions file's own copy. --seed: the bootstrap's. --out: also write results.json,
+    default: the predictions file's own copy. --split: the split the file was made on (default: the one the file
+    names: a harness file's name, the results.json beside our predictions, a person's answers; else main); a file
+    made on another split or release is refused. --seed: the bootstrap's. --out: also write results.json,
     predictions.jsonl and results.md there.
     """
 
@@ -320,19 +349,25 @@ def compare(
         help="Also write the runs' HTML report, side by side (Common-O runs on the same split; see `eval report`).",
     ),
 ) -> None:
-    """Runs side by side under their names, best first; runs over different rows are compared on the rows they
-    share (Common-O, perception, single-step and deduction) or refused, with the reason."""
+    """Runs side by side under their names, best first, one table per task, split and data (runs on different
+    data are never ranked together); runs over different rows are compared on the rows they share (Common-O,
+    perception, single-step and deduction) or refused, with the reason, while the other tables are still printed."""
 
     comparison = compare_runs(results)
     text = render_comparison(comparison, fmt)
     console.print(text, highlight=False, markup=False, soft_wrap=True)
     if markdown:
         atomic_write_text(markdown, text + "\n")
-    if html:
+    if html and comparison.tables:
         console.print(
             f"Report: {report_line(write_report([r['path'] for t in comparison.tables for r in t.rows], html))}",
             highlight=False,
             soft_wrap=True,
+        )
+    if comparison.refused:
+        raise RowSetMismatch(
+            f"{len(comparison.refused)} group(s) of runs could not be compared: " + " | ".join(comparison.refused),
+            "The other groups' tables are printed above; rerun the refused runs on the same rows and data.",
         )
 
 
@@ -384,58 +419,3 @@ def report(
         catalog_root=catalog_root,
     )
     console.print(f"Report: {report_line(summary)}", highlight=False, soft_wrap=True)
-
-
-def report_line(summary) -> str:
-    """One line saying where a report is and how heavy it is (used by eval and demo commands too)."""
-    size = f"{summary.html_bytes / 1e6:.2f} MB page"
-    if summary.images_folder is not None:
-        size += f" + {summary.image_bytes / 1e6:.2f} MB of thumbnails in {summary.images_folder.name}/"
-    return f"{summary.path.resolve().as_uri()}  ({summary.cards} cards, {size}, {summary.seconds:.1f}s)"
-
-
-def _print_summary(results: dict, out: Path, render, shard: str | None = None) -> None:
-    console.print(render(results), highlight=False, markup=False, soft_wrap=True)
-    overall = results["metrics"]["overall"]
-    timing = results["timing"]
-    if "parse_failure_rate" in overall:
-        console.print(
-            f"Parse failures: {overall['parse_failures']} ({100 * overall['parse_failure_rate']:.1f}%).",
-            highlight=False,
-        )
-    if results.get("skipped"):
-        console.print(f"Skipped rows: {results['skipped']} (reasons in {out}/results.json).", highlight=False)
-    console.print(
-        f"{timing['generated']} generated, {timing['from_cache']} from cache, {timing['wall_s']:.1f}s. Results in "
-        f"{out}/",
-        highlight=False,
-    )
-    print_fresh_report(out)
-    if shard:
-        console.print(
-            f"Shard {shard} done. When every shard has finished, rerun without --shard on {out} to merge them.",
-            highlight=False,
-        )
-    fail_if_nothing_scored(results, out)
-
-
-def fail_if_nothing_scored(results: dict, out: Path) -> None:
-    """A run that scored no row (every request refused, every row skipped) fails with the first reason, instead of
-    exiting 0 with n = 0 and a table of dashes. results.json keeps every skipped row's reason."""
-    scored = results.get("dataset", {}).get("rows_scored", results["metrics"]["overall"].get("n"))
-    if scored:
-        return
-    skipped = results.get("skipped_rows") or []
-    reason = skipped[0]["reason"] if skipped else "no row was selected"
-    raise BackendError(
-        f"No row was scored ({len(skipped)} skipped); the first reason: {reason}",
-        f"Fix what the reason names and rerun the same command (reasons of every row in {out}/results.json).",
-    )
-
-
-def print_fresh_report(out: Path) -> None:
-    """Say where the report is, when this run wrote one (a page older than results.json is from an earlier run)."""
-
-    page, results = Path(out) / REPORT_FILENAME, Path(out) / "results.json"
-    if page.is_file() and results.is_file() and page.stat().st_mtime >= results.stat().st_mtime:
-        console.print(f"Report: {page.resolve().as_uri()}", highlight=False, soft_wrap=True)

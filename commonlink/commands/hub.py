@@ -14,7 +14,7 @@ from commonlink.commands._common import (
     progress_shown,
     reports_errors,
 )
-from commonlink.commands._options import EndpointOpt, OutOpt, QuietOpt, StrictCardOpt, VersionOpt
+from commonlink.commands._options import DryRunOpt, EndpointOpt, OutOpt, QuietOpt, StrictCardOpt, VersionOpt
 from commonlink.formats.release import manifest_units, read_release_manifest
 from commonlink.redact import redact_text, redact_url
 from commonlink.release.hub import PushPlan, list_versions, plan_push, push_release, resolve_endpoint
@@ -67,9 +67,7 @@ def push(
     message: str | None = typer.Option(
         None, "--message", "-m", help="What changed; goes in the commit title, the tag and the card's Versions table."
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the files, sizes, commit and tag, and stop (no network call)."
-    ),
+    dry_run: DryRunOpt = False,
     force: bool = typer.Option(
         False, "--force", help="Move an existing version tag to the new content (with a warning)."
     ),

@@ -129,7 +129,7 @@ def agreement(
 def score_human(
     answers: Path,
     data: str | None,
-    split: str,
+    split: str | None,
     *,
     revision: str | None,
     out: Path | None,

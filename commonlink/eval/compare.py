@@ -5,10 +5,14 @@
     >>> print(render_comparison(comparison, "md"))
 
 A run shows under its **name** (``run_name`` in results.json: ``--run-name``, by default the model and the
-settings that set it apart, see :func:`default_run_name`). Runs of one task are ranked together only when they
-cover the same rows of the same data: otherwise Common-O, perception and single-step/deduction association
-runs are rescored on the rows they share (from their predictions.jsonl, with a note saying so), and chain or
-concept-perception runs are refused with the reason (:class:`RowSetMismatch`).
+settings that set it apart, see :func:`default_run_name`). Runs are grouped by their data identity
+(:func:`commonlink.eval.data_identity.data_identity`: task, split or config, and the data's fingerprint), never by
+a row id alone: runs on two releases that both have a ``main`` split go in two tables, each with its data in the
+title and the ``Data`` column. Runs of one group are ranked together only when they cover the same rows:
+otherwise Common-O, perception and single-step/deduction association runs are rescored on the rows they share
+(from their predictions.jsonl, with a note saying so), and chain or concept-perception runs are refused with the
+reason. A group that cannot be compared is listed in :attr:`Comparison.refused` (the CLI prints it and exits 1);
+it never hides the other groups' tables.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ from pathlib import Path
 
 from commonlink import registry
 from commonlink.errors import InputError
+from commonlink.eval.data_identity import data_identity, data_label
 from commonlink.eval.report.tables import load_results
 from commonlink.eval.run_names import default_run_name, model_names, run_name
+from commonlink.eval.scored import scored_counts
 from commonlink.eval.table_cells import csv_cell, md_cell
 
 __all__ = [
+    "PARSE_FAIL",
+    "REFUSED",
     "Column",
     "Comparison",
     "Table",
@@ -66,17 +74,18 @@ def row_set(results: dict) -> dict:
     return {"count": count, "digest": None}
 
 
-def _data_key(results: dict) -> tuple:
-    data = results.get("dataset", {})
-    return (task_kind(results), str(data.get("split") or data.get("config") or "?"))
-
-
 # ------------------------------------------------------------------------------------------ columns and rows
 @dataclass
 class Column:
     title: str
     key: str
     kind: str = "text"  #: text | int | pct (a share shown in %) | num (2 decimals) | ratio (3 decimals)
+
+
+#: the last columns of every table: the share of answers that could not be parsed, and the requests the backend
+#: refused or failed (left out of the scores, :func:`commonlink.eval.scored.scored_counts`)
+PARSE_FAIL = Column("Parse fail. (%)", "parse_failure_rate", "pct")
+REFUSED = Column("Refused", "refused", "int")
 
 
 @dataclass
@@ -90,14 +99,19 @@ class Table:
 class Comparison:
     tables: list[Table]
     notes: list[str] = field(default_factory=list)
+    #: groups of runs that could not be compared, each with the reason (the other groups' tables are in ``tables``)
+    refused: list[str] = field(default_factory=list)
 
 
 def run_head(results: dict) -> dict:
-    """The columns every table starts with: the run's name, model(s), backend and results path."""
+    """The columns every table starts with: the run's name, model(s), backend, data (:func:`data_label`), its
+    refused requests (the ``Refused`` column, :data:`REFUSED`) and results path."""
     return {
         "run": run_name(results),
         "model": "+".join(model_names(results)),
         "backend": results.get("backend", "?"),
+        "data": data_label(results),
+        "refused": scored_counts(results).refused,
         "path": results.get("_path"),
     }
 
@@ -183,18 +197,33 @@ def _same_rows(runs: list[dict]) -> bool:
 
 # ------------------------------------------------------------------------------------------ compare and render
 def compare_runs(runs: Sequence[str | os.PathLike | dict]) -> Comparison:
-    """One :class:`Table` per task and split/config over ``runs`` (run folders, results.json paths, or results
-    dicts), best first; runs over different rows are rescored on their shared rows (noted) or refused."""
+    """One :class:`Table` per task, split/config and data over ``runs`` (run folders, results.json paths, or
+    results dicts), best first; runs over different rows are rescored on their shared rows (noted) or their group
+    is refused (:attr:`Comparison.refused`, with the reason) while the other groups are still tabled."""
     loaded = [r if isinstance(r, dict) else load_results([r])[0] for r in runs]
     groups: dict[tuple, list[dict]] = {}
     for results in loaded:
-        groups.setdefault(_data_key(results), []).append(results)
+        groups.setdefault(data_identity(results), []).append(results)
+    # a task and split shown on several data: each table names its data
+    splits = [(kind, split) for kind, split, _ in groups]
     notes: list[str] = []
+    refused: list[str] = []
     tables = []
-    for (kind, split), members in groups.items():
-        title = f"{kind} ({split})" if _task_of(kind).title_with_split else kind
+    for (kind, split, _), members in groups.items():
+        try:
+            task = _task_of(kind)
+        except InputError as exc:  # a run of no registered task: its group only is not compared
+            refused.append(exc.problem + (f" {exc.fix}" if exc.fix else ""))
+            continue
+        title = f"{kind} ({split})" if task.title_with_split else kind
+        if splits.count((kind, split)) > 1:
+            title += f" on {data_label(members[0])}"
         if len(members) > 1 and not _same_rows(members):
-            members = _on_shared_rows(title, kind, members, notes)
+            try:
+                members = _on_shared_rows(title, kind, members, notes)
+            except RowSetMismatch as exc:
+                refused.append(exc.problem + (f" {exc.fix}" if exc.fix else ""))
+                continue
         names = [run_name(r) for r in members]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -203,8 +232,15 @@ def compare_runs(runs: Sequence[str | os.PathLike | dict]) -> Comparison:
                 "--run-name` for a "
                 "rescored file) to tell them apart."
             )
-        tables.append(_task_of(kind).compare_table(title, members))
-    return Comparison(tables, notes)
+        tables.append(task.compare_table(title, members))
+    several = sorted({f"{kind} ({split})" for kind, split in splits if splits.count((kind, split)) > 1})
+    if several:
+        notes.insert(
+            0,
+            f"{', '.join(several)}: the runs were made on different data (see the Data column); each data has its "
+            "own table, never ranked together.",
+        )
+    return Comparison(tables, notes, refused)
 
 
 def _cell(row: dict, column: Column) -> str:
@@ -235,13 +271,15 @@ def render_comparison(comparison: Comparison, fmt: str = "md") -> str:
             }
             for t in comparison.tables
         ]
-        return json.dumps({"notes": comparison.notes, "tables": tables}, indent=1, ensure_ascii=False)
+        return json.dumps(
+            {"notes": comparison.notes, "refused": comparison.refused, "tables": tables}, indent=1, ensure_ascii=False
+        )
     if fmt == "csv":
         blocks = []
         for t in comparison.tables:
             buffer = io.StringIO()
             writer = csv.writer(buffer, lineterminator="\n")
-            keys = ["run", "model", "backend"] + [
+            keys = ["run", "model", "backend", "data"] + [
                 k
                 for c in t.columns
                 for k in ((c.key, f"{c.key}_se") if c.kind in ("pct", "num", "ratio") else (c.key,))
@@ -253,9 +291,9 @@ def render_comparison(comparison: Comparison, fmt: str = "md") -> str:
                 )
             blocks.append(buffer.getvalue())
         return "\n".join(blocks)
-    lines = [f"Note: {n}" for n in comparison.notes]
+    lines = [f"Note: {n}" for n in comparison.notes] + [f"Not compared: {r}" for r in comparison.refused]
     for t in comparison.tables:
-        titles = ["Run", "Model", "Backend"] + [c.title for c in t.columns]
+        titles = ["Run", "Model", "Backend", "Data"] + [c.title for c in t.columns]
         lines += ([""] if lines else []) + [
             f"**{md_cell(t.title)}**",
             "",
@@ -263,7 +301,7 @@ def render_comparison(comparison: Comparison, fmt: str = "md") -> str:
             "|" + "---|" * len(titles),
         ]
         for row in t.rows:
-            cells = [md_cell(row["run"]), md_cell(row["model"]), md_cell(row["backend"])]
+            cells = [md_cell(row["run"]), md_cell(row["model"]), md_cell(row["backend"]), md_cell(row["data"])]
             cells += [md_cell(_cell(row, c)) if c.kind == "text" else _cell(row, c) for c in t.columns]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

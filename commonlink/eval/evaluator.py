@@ -15,10 +15,11 @@ here but the prediction cache: :func:`commonlink.eval.outputs.write_run` writes 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +27,15 @@ from commonlink.errors import InputError, check_at_least
 from commonlink.eval.backends import is_baseline
 from commonlink.eval.backends.base import Backend, GenerationSettings
 from commonlink.eval.cache import run_key, shard_suffix
+from commonlink.eval.estimate import RequestEstimate
 from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.results import results_header
 from commonlink.eval.run_names import check_run_name, default_run_name
 from commonlink.eval.runner import open_backends
+from commonlink.eval.scored import MAX_UNPARSEABLE_SHARE, check_parsed, scored_counts
 from commonlink.eval.task import Task, TaskRun
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_UNREADABLE_SHARE",
@@ -68,6 +73,13 @@ class RunOptions:
     report: bool = True  #: write report.html beside the results (unsharded runs)
     overwrite: bool = False  #: replace another run's files in ``out_dir``
     run_name: str | None = None  #: what tables and reports call the run (None: model + distinguishing settings)
+    #: the run fails (:class:`commonlink.eval.scored.UnparseableError`, after writing) when more than this share of
+    #: its answers could not be parsed, or none could
+    max_unparseable_share: float = MAX_UNPARSEABLE_SHARE
+    allow_unparseable: bool = False  #: accept such a run (its ``scored.warning`` says so)
+    dry_run: bool = False  #: only estimate what the run would send (no backend is loaded, nothing is written)
+    #: called with the :class:`commonlink.eval.estimate.RequestEstimate` (or None) before the first request
+    on_estimate: Callable[[RequestEstimate | None], None] | None = None
     indices: Sequence[int] | None = None  #: exactly these rows, in this order (a person's sample); else the above
 
     def __post_init__(self) -> None:
@@ -81,6 +93,7 @@ class RunOptions:
             raise InputError(
                 f"--max-unreadable-share {self.max_unreadable_share} must be in [0, 1].", "e.g. 0.05 (1 = never stop)."
             )
+        check_parsed({}, self.max_unparseable_share)  # a share outside [0, 1] is refused here, like the others
         check_run_name(self.run_name)
 
 
@@ -107,16 +120,29 @@ def run_eval(task: Task, options: RunOptions) -> EvalRun:
     settings = options.settings or task.default_settings(options.seed)
     dataset = task.open()
     task.prepare(dataset)
-    indices = (
-        list(options.indices)
-        if options.indices is not None
-        else row_indices(len(dataset), options.limit, options.rows, options.shard)
-    )
+    if options.indices is not None:
+        indices = list(options.indices)
+    else:
+        indices = row_indices(len(dataset), None, options.rows, options.shard)
+        if options.limit is not None:  # unsharded tasks may draw the limit their own way (shards: the first rows)
+            indices = (
+                row_indices(len(dataset), options.limit, options.rows, options.shard)
+                if options.shard is not None
+                else task.limit_rows(dataset, indices, options.limit)
+            )
     max_row_errors = unreadable_limit(len(indices), options.max_unreadable_share)
+    estimate = _estimate(task, dataset, indices, settings, len(options.models))
+    if options.on_estimate is not None:
+        options.on_estimate(estimate)
+    if options.dry_run:  # no backend, no folder: the run has nothing to write
+        results = {"task": task.name, "dry_run": True, "rows": len(indices)}
+        results["estimate"] = estimate.to_dict() if estimate else None
+        return EvalRun(task, results, None, dataset, None, shard_suffix(options.shard), options.shard)
     out_dir = Path(options.out_dir) if options.out_dir is not None else None
     with _backends(task, options) as backends:
         infos = [b.info for b in backends]
         task.check_backends(infos)
+        not_sent = settings_not_sent(backends, settings)
         run_keys = [run_key(**task.key_parts(dataset, info, settings)) for info in infos]
         run = TaskRun(
             dataset=dataset,
@@ -144,9 +170,39 @@ def run_eval(task: Task, options: RunOptions) -> EvalRun:
         task.name, run.infos, settings, seed=options.seed, n_boot=options.n_boot, several_models=task.several_models
     )
     results.update(task.results(run, outcome))
+    if not_sent:  # what the requests really carried: ``generation`` is what was asked
+        results["generation_not_sent"] = not_sent
     results["row_set"] = row_set_record(dataset, indices)
     results["run_name"] = options.run_name or default_run_name(results)
+    if estimate is not None:
+        results["estimate"] = estimate.to_dict()
+    results["scored"] = scored_counts(results).to_dict()
+    warning = check_parsed(results, options.max_unparseable_share, allow=True)
+    if warning:
+        results["scored"]["warning"] = warning
     return EvalRun(task, results, outcome, dataset, out_dir, shard_suffix(options.shard), options.shard)
+
+
+def _estimate(task: Task, dataset, indices: list[int], settings: GenerationSettings, models: int):
+    """The task's estimate of what the run sends, or None (logged) when it cannot be made."""
+    try:
+        return task.estimate(dataset, indices, settings, models)
+    except Exception as exc:  # noqa: BLE001 - an estimate never stops a run
+        log.warning("What this run sends could not be estimated (%s: %s).", type(exc).__name__, exc)
+        return None
+
+
+def settings_not_sent(backends: Sequence[Backend], settings: GenerationSettings) -> dict[str, dict]:
+    """Generation settings a backend's request rules drop or change (e.g. no temperature for OpenAI's reasoning
+    models): ``{name: {"asked", "sent", "why"}}``, warned about once, here, before the first request."""
+    out: dict[str, dict] = {}
+    for backend in backends:
+        rules = getattr(backend, "not_sent_rules", None)
+        out.update(rules(backend.info, settings) if rules is not None else {})
+    for name, change in out.items():
+        sent = "not sent" if change["sent"] is None else f"sent as {change['sent']!r}"
+        log.warning("--%s %s is %s (%s).", name.replace("_", "-"), change["asked"], sent, change["why"])
+    return out
 
 
 def row_set_record(dataset, indices: Sequence[int]) -> dict:
@@ -203,8 +259,14 @@ def unreadable_limit(n_rows: int, share: float) -> int:
     return int(share * n_rows)
 
 
-def default_out_dir(split: str, model: str, backend: str, task: str = "commono") -> Path:
-    """``eval-runs/TASK-SPLIT-MODEL-BACKEND`` (a local model folder gives its name); a weight-free baseline runs on
-    no backend: ``eval-runs/TASK-SPLIT-MODEL``."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name if os.path.exists(model) else model).strip("-") or "model"
-    return Path("eval-runs") / (f"{task}-{split}-{slug}" if is_baseline(model) else f"{task}-{split}-{slug}-{backend}")
+def default_out_dir(split: str, model: str, backend: str, task: str = "commono", *, data: str | None = None) -> Path:
+    """``eval-runs/TASK-DATA-SPLIT-MODEL-BACKEND`` (``DATA``: the data's folder or Hub name, so a second dataset's
+    run gets its own folder; a local model folder gives its name); a weight-free baseline runs on no backend:
+    ``eval-runs/TASK-DATA-SPLIT-MODEL``. Without ``data``: ``TASK-SPLIT-...``."""
+
+    def slug(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+    name = slug(Path(model).name if os.path.exists(model) else model) or "model"
+    where = f"{slug(Path(str(data).rstrip('/')).name) or 'data'}-{split}" if data is not None else split
+    return Path("eval-runs") / (f"{task}-{where}-{name}" if is_baseline(model) else f"{task}-{where}-{name}-{backend}")

@@ -25,6 +25,8 @@ from pathlib import Path
 from commonlink.errors import InputError
 
 __all__ = [
+    "LMMS_EVAL_TASK_SPLITS",
+    "VLMEVAL_DATASET_SPLITS",
     "VLMEVAL_FAIL_MARKER",
     "HarnessAnswers",
     "prediction_file_kind",
@@ -46,8 +48,41 @@ class HarnessAnswers:
     kind: str  #: lmms-eval | vlmevalkit
     answers: list[dict] = field(
         default_factory=list
-    )  #: {"id" or None, "row", "raw_output", "doc" (the row's fields) or None}
+    )  #: {"id" or None, "row", "raw_output", "doc" (the row's fields) or None, "target"/"prompt" (text) or None}
     failed: list[dict] = field(default_factory=list)  #: answers the harness did not get (left out, with the reason)
+    task: str | None = None  #: the harness's task / dataset name, where the file's name says it
+    split: str | None = None  #: the Common-O split that task is (``common_o_challenge`` -> ``challenge``)
+
+
+#: lmms-eval task names of the splits ``commonlink export lmms-eval`` writes (others: ``common_o_SPLIT``)
+LMMS_EVAL_TASK_SPLITS = {"common_o": "main", "common_o_challenge": "challenge"}
+#: VLMEvalKit dataset names of the splits ``commonlink export vlmevalkit`` writes (others: ``CommonO_SPLIT``)
+VLMEVAL_DATASET_SPLITS = {"CommonO": "main", "CommonO_Challenge": "challenge"}
+
+
+def _task_from_name(path: Path, kind: str) -> tuple[str | None, str | None]:
+    """(task, split) as the file's name says them: lmms-eval's ``<date>_samples_<task>.jsonl``, VLMEvalKit's
+    ``<model>_<dataset>.xlsx``; (None, None) when the name does not say."""
+    stem = path.stem
+    if kind == "lmms-eval":
+        if "samples_" not in stem:
+            return None, None
+        task = stem.rsplit("samples_", 1)[1]
+        if task in LMMS_EVAL_TASK_SPLITS:
+            return task, LMMS_EVAL_TASK_SPLITS[task]
+        if task.startswith("association"):
+            return task, None
+        if task.startswith("common_o_") and not task.endswith("_perception"):
+            return task, task.removeprefix("common_o_")
+        return task, None
+    if "CommonO" not in stem:
+        return None, None
+    dataset = "CommonO" + stem.rsplit("CommonO", 1)[1]
+    if dataset in VLMEVAL_DATASET_SPLITS:
+        return dataset, VLMEVAL_DATASET_SPLITS[dataset]
+    if dataset.startswith("CommonO_Assoc"):
+        return dataset, None
+    return dataset, dataset.removeprefix("CommonO_") or None
 
 
 def prediction_file_kind(path: str | Path) -> str:
@@ -96,8 +131,18 @@ def _read_lmms_eval(path: Path) -> HarnessAnswers:
                 "writes).",
             )
         doc = sample.get("doc") or None
+        # the prompt sent: today's lmms-eval keeps it in "input", older ones (and ours) in "arguments"
+        prompt = _first_text(sample["input"] if "input" in sample else sample.get("arguments"))
+        target = sample.get("target")
         out.answers.append(
-            {"id": (doc or {}).get("id"), "row": int(sample["doc_id"]), "raw_output": raw or "", "doc": doc}
+            {
+                "id": (doc or {}).get("id"),
+                "row": int(sample["doc_id"]),
+                "raw_output": raw or "",
+                "doc": doc,
+                "target": None if target is None else str(target),
+                "prompt": prompt if isinstance(prompt, str) else None,
+            }
         )
     rows = Counter(a["row"] for a in out.answers)
     doubled = sorted(r for r, c in rows.items() if c > 1)
@@ -176,13 +221,34 @@ def _read_vlmevalkit(path: Path) -> HarnessAnswers:
     return out
 
 
+def _looks_like_association(answers: HarnessAnswers) -> bool:
+    targets = [a.get("target") for a in answers.answers if a.get("target") is not None]
+    return bool(targets) and all(t.startswith("Image") and t[5:].isdigit() for t in targets)
+
+
+def _refuse_association_samples(path: Path, task: str | None) -> None:
+    if task is not None and task.startswith("association"):
+        raise InputError(
+            f"{path} is an lmms-eval association samples file (task {task}): association samples are not supported "
+            "by `eval score`, which rescores Common-O.",
+            "Read lmms-eval's own acc for it (its aggregation is our avg_success_ratio), or run `commonlink eval "
+            "association --config single_step` on the same chains to get commonlink's results.",
+        )
+
+
 def read_harness_answers(path: str | Path) -> HarnessAnswers:
     """The answers in an lmms-eval samples file or a VLMEvalKit prediction file (see the module doc)."""
     path = Path(path)
     kind = prediction_file_kind(path)
     if kind == "commonlink":
         raise InputError(f"{path} is neither an lmms-eval samples file nor a VLMEvalKit prediction file.")
+    task, split = _task_from_name(path, kind)
+    if kind == "lmms-eval":
+        _refuse_association_samples(path, task)
     answers = _read_lmms_eval(path) if kind == "lmms-eval" else _read_vlmevalkit(path)
+    answers.task, answers.split = task, split
+    if kind == "lmms-eval" and task is None and _looks_like_association(answers):
+        _refuse_association_samples(path, "association (by its Image1/Image2 targets)")
     if not answers.answers:
         raise InputError(f"{path} holds no answers.", "Give the file of a run that answered rows.")
     return answers

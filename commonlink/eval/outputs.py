@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from commonlink.eval.evaluator import EvalRun, RunOptions, run_eval
 from commonlink.eval.report.html import report_beside_run
+from commonlink.eval.scored import check_parsed
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_json, write_jsonl
 
@@ -43,7 +44,13 @@ def write_run(run: EvalRun, *, report: bool = True) -> None:
 
 def evaluate(task: Task, options: RunOptions) -> dict:
     """Run ``task`` as ``options`` say, write its files into ``options.out_dir`` (when given) and return its
-    results: :func:`commonlink.eval.evaluator.run_eval`, then :func:`write_run`."""
+    results: :func:`commonlink.eval.evaluator.run_eval`, then :func:`write_run`, then the parse check: a run where
+    no answer could be parsed, or more than ``options.max_unparseable_share``, raises
+    :class:`commonlink.eval.scored.UnparseableError` after its files are written, unless
+    ``options.allow_unparseable`` (a ``dry_run`` returns the estimate only: nothing runs, nothing is written)."""
     run = run_eval(task, options)
+    if options.dry_run:
+        return run.results
     write_run(run, report=options.report)
+    check_parsed(run.results, options.max_unparseable_share, allow=options.allow_unparseable)
     return run.results

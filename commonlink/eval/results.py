@@ -100,8 +100,11 @@ def write_lmms_eval_files(
     folder = out_dir / LMMS_EVAL_DIR
     folder.mkdir(parents=True, exist_ok=True)
     count = 0
+    not_sent = results.get("generation_not_sent") or {}
     generation_kwargs = {
-        k: v for k, v in results.get("generation", {}).items() if k in ("max_new_tokens", "temperature", "top_p")
+        k: v
+        for k, v in results.get("generation", {}).items()
+        if k in ("max_new_tokens", "temperature", "top_p") and k not in not_sent
     }
 
     def logged():

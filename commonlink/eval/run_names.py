@@ -48,7 +48,8 @@ def model_names(results: dict) -> list[str]:
 def default_run_name(results: dict) -> str:
     """The model(s) and the settings that set this run apart: ``MODEL`` (Common-O adds ``concat``, ``built-q``;
     perception ``yes-no-hint``; association ``memory``, a non-default strategy or deduction rule, ``moe``;
-    any task ``T=...`` when sampling)."""
+    any task ``T=...`` when sampling, ``temperature not sent`` when the backend's rules dropped the temperature
+    asked)."""
     parts = ["+".join(model_names(results))]
     task = str(results.get("task", ""))
     if task.startswith("association"):
@@ -68,7 +69,9 @@ def default_run_name(results: dict) -> str:
     elif task == "perception" and results.get("prompt", {}).get("yes_no_hint"):
         parts.append("yes-no-hint")
     temperature = (results.get("generation") or {}).get("temperature") or 0
-    if temperature > 0:
+    if "temperature" in (results.get("generation_not_sent") or {}):  # the name says only what was sent
+        parts += ["temperature not sent"] * (temperature > 0)
+    elif temperature > 0:
         parts.append(f"T={temperature:g}")
     return " ".join(parts)
 

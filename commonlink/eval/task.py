@@ -36,6 +36,7 @@ from commonlink.eval.backends.base import (
     GenerationSettings,
 )
 from commonlink.eval.cache import PredictionCache, open_run_cache
+from commonlink.eval.estimate import RequestEstimate, estimate_rows
 from commonlink.eval.runner import run_over_split
 
 __all__ = ["Task", "TaskRun"]
@@ -99,6 +100,16 @@ class Task:
     def open(self):
         """The split to run over (required)."""
         raise NotImplementedError
+
+    def estimate(self, dataset, indices: list[int], settings: GenerationSettings, models: int) -> RequestEstimate:
+        """What the run will send (told before the first request): default, the requests of a sample of the rows
+        (:func:`commonlink.eval.estimate.estimate_rows`); a task that drives its own loop overrides it."""
+        return estimate_rows(self, dataset, indices, settings, models)
+
+    def limit_rows(self, dataset, indices: list[int], limit: int) -> list[int]:
+        """The rows ``--limit`` keeps of ``indices`` (default: the first ``limit``); a task whose rows come grouped
+        (association: by concept) draws across the groups instead, and says so in its results."""
+        return indices[:limit]
 
     def prepare(self, dataset) -> None:
         """Anything that must fail before the model is loaded (e.g. a wrong embedder path); optional."""

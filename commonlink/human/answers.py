@@ -253,7 +253,7 @@ def _may_replace(out: Path, annotator: str) -> bool:
 def score_answers(
     path: str | os.PathLike,
     data: str | os.PathLike,
-    split: str,
+    split: str | None,
     *,
     revision: str | None = None,
     out_dir: str | os.PathLike | None = None,
@@ -261,9 +261,11 @@ def score_answers(
     n_boot: int = 1000,
     run_name: str | None = None,
 ) -> tuple[dict, Path]:
-    """Score a person's answers file against ``data``'s ``split``; returns (results, run folder)."""
+    """Score a person's answers file against ``data``'s ``split`` (None: the split the file names); returns
+    (results, run folder)."""
     answers = read_answers(path)
     spec = answers.spec
+    split = answers.header["split"] if split is None else split
     if answers.header["split"] != split:
         raise InputError(
             f"{answers.path}: the answers are for split {answers.header['split']!r}, not {split!r}.",

@@ -212,6 +212,9 @@ class _Publisher:
             )
         result.commit = head
         if plan.tag in tags and self._already_published(tags[plan.tag], result):
+            tagged_card = read_remote_text(self.api, self.repo_id, CARD_FILENAME, tags[plan.tag])
+            if tagged_card and tags[plan.tag] != head:  # a rerun after an interrupted out-of-order push
+                self._list_on_main(head, tagged_card, result)
             return result
         branch, base = self._target_branch(head, heads, result)
         remote = remote_files(self.api, self.repo_id, base)
@@ -229,6 +232,8 @@ class _Publisher:
         )
         if branch != "main":
             self.api.delete_branch(self.repo_id, branch=branch, repo_type=REPO_TYPE)  # the tag keeps the commit
+            card = next(f for f in target if f.path == CARD_FILENAME)
+            self._list_on_main(head, card.content.decode("utf-8"), result)
         others = _unreferenced_data(plan, remote, stale)
         if others:
             result.notes.append(
@@ -237,6 +242,44 @@ class _Publisher:
                 + (" ..." if len(others) > 5 else "")
             )
         return result
+
+    def _list_on_main(self, head: str, version_card: str, result: PushResult) -> None:
+        """An older version (committed on a side branch) listed in the Versions table of the card ``main`` shows:
+        one commit of main's card and manifest (the card's new sha256) on top of ``head``; main's data and version
+        stay. Nothing is committed when main's card already lists the version as pushed."""
+        from huggingface_hub import CommitOperationAdd
+
+        version = self.plan.version
+        main_card = read_remote_text(self.api, self.repo_id, CARD_FILENAME, head)
+        main_manifest = read_remote_text(self.api, self.repo_id, MANIFEST_FILENAME, head)
+        row = {r["version"]: r for r in read_versions_table(version_card)}.get(version)
+        if not main_card or not main_manifest or row is None:
+            return
+        rows = {r["version"]: r for r in read_versions_table(main_card)}
+        if rows.get(version) == row:
+            return
+        rows[version] = row
+        card = ReleaseFile.of_bytes(
+            CARD_FILENAME, card_with_version(main_card, list(rows.values()), self.repo_id).encode("utf-8")
+        )
+        manifest = published_manifest(json.loads(main_manifest), repo_id=self.repo_id, card=card)
+        try:
+            self.api._validate_yaml(card.content.decode("utf-8"), repo_type=REPO_TYPE)  # type: ignore[union-attr]
+            self.api.create_commit(
+                self.repo_id,
+                [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.content) for f in (card, manifest)],
+                commit_message=f"List version {version} in the card's Versions table",
+                repo_type=REPO_TYPE,
+                revision="main",
+                parent_commit=head,
+            )
+        except Exception as exc:  # noqa: BLE001 - the version is published; only main's card lags (said so)
+            result.notes.append(
+                f"main's card could not list {version} yet ({type(exc).__name__}: main moved meanwhile?); rerun the "
+                "same push to add it."
+            )
+            return
+        result.notes.append(f"main's card now lists {version} in its Versions table (main's data is unchanged).")
 
     def _target_files(self, remote_card: str | None) -> list[ReleaseFile]:
         """The files the version holds: shards and figures as built, the card and manifest as published."""

@@ -197,6 +197,8 @@ class LazyBackend:
     def __init__(self, backend: str, model: str, **options):
         self._args = (backend, model)
         cls = backend_class(backend, model)
+        #: ``(info, settings) -> {name: {"asked", "sent", "why"}}``: settings the backend's rules do not send
+        self.not_sent_rules = getattr(cls, "not_sent_rules", None)
         self._options = _accepted(cls, {k: v for k, v in options.items() if v is not None}, backend)
         self._inner: Backend | None = None
         self.info = cls.planned_info(model, **self._options)

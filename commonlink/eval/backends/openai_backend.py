@@ -129,8 +129,23 @@ def planned_info(
     )
 
 
+def settings_not_sent(info: BackendInfo, settings: GenerationSettings) -> dict[str, dict]:
+    """The generation settings this model's request rules do not send: ``{name: {"asked", "sent", "why"}}``
+    (``sent`` None: left out of the request). A reasoning model gets no temperature and no top_p: it samples at
+    its default temperature 1, whatever was asked."""
+    if info.output_options.get("request_rules") != "reasoning":
+        return {}
+    why = "reasoning model: the API takes only its default (temperature 1, no nucleus cut), so it is not sent"
+    out = {"temperature": {"asked": settings.temperature, "sent": None, "why": why}}
+    if settings.top_p != 1:
+        out["top_p"] = {"asked": settings.top_p, "sent": None, "why": why}
+    return out
+
+
 class OpenAIBackend:
     planned_info = staticmethod(planned_info)
+    #: generation settings the request rules drop for a model (recorded in results.json, warned about at start)
+    not_sent_rules = staticmethod(settings_not_sent)
 
     def __init__(
         self,

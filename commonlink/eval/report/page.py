@@ -14,7 +14,9 @@ from pathlib import Path
 
 from commonlink import __version__
 from commonlink.errors import InputError
+from commonlink.eval.data_identity import data_label
 from commonlink.eval.run_names import run_name
+from commonlink.eval.scored import scored_line
 from commonlink.fileio import read_jsonl_numbered
 
 PAGE_SIZE = 25  #: cards to a page
@@ -77,14 +79,16 @@ def run_labels(runs: list[dict]) -> list[str]:
 
 def runs_table(runs: list[dict], labels: list[str]) -> str:
     head = (
-        "<tr><th>Run</th><th>Backend</th><th>Created</th><th>Generation</th><th>Seed</th><th>Toolkit</th>"
-        "<th>Folder</th></tr>"
+        "<tr><th>Run</th><th>Backend</th><th>Data</th><th>Scored</th><th>Created</th><th>Generation</th><th>Seed</th>"
+        "<th>Toolkit</th><th>Folder</th></tr>"
     )
     rows = []
     for run, label in zip(runs, labels):
-        gen = run.get("generation") or {}
+        gen, not_sent = run.get("generation") or {}, run.get("generation_not_sent") or {}
         gen_text = ", ".join(
-            f"{k}={gen[k]}" for k in ("temperature", "top_p", "max_new_tokens", "max_pixels") if k in gen
+            f"{k}={gen[k]}" + (" (not sent)" if k in not_sent else "")
+            for k in ("temperature", "top_p", "max_new_tokens", "max_pixels")
+            if k in gen
         )
         rows.append(
             "<tr>"
@@ -93,6 +97,8 @@ def runs_table(runs: list[dict], labels: list[str]) -> str:
                 for v in (
                     label,
                     run.get("backend", "?"),
+                    data_label(run),
+                    scored_line(run).removeprefix("Scored: "),
                     run.get("created", "?"),
                     gen_text,
                     run.get("seed", "?"),

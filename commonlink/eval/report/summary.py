@@ -166,10 +166,12 @@ def _comparison_cell(row: dict, column: Column) -> str:
 def comparison_html(comparison: Comparison) -> str:
     """The tables of :func:`commonlink.eval.compare.compare_runs` (notes first), each in a scrolling box."""
     parts = [f'<p class="note">{escape(n)}</p>' for n in comparison.notes]
+    parts += [f'<p class="note">Not compared: {escape(r)}</p>' for r in comparison.refused]
     for table in comparison.tables:
-        head = ["Run", "Model", "Backend"] + [escape(c.title) for c in table.columns]
+        head = ["Run", "Model", "Backend", "Data"] + [escape(c.title) for c in table.columns]
         rows = [
-            [cell(r["run"]), cell(r["model"]), cell(r["backend"])] + [_comparison_cell(r, c) for c in table.columns]
+            [cell(r["run"]), cell(r["model"]), cell(r["backend"]), cell(r["data"])]
+            + [_comparison_cell(r, c) for c in table.columns]
             for r in table.rows
         ]
         parts.append(f"<h3>{escape(table.title)}</h3>" + table_html(head, rows))

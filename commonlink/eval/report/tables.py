@@ -10,6 +10,7 @@ from pathlib import Path
 
 from commonlink.errors import InputError
 from commonlink.eval.run_names import run_name
+from commonlink.eval.scored import check_parsed, scored_line
 from commonlink.eval.table_cells import md_cell
 
 
@@ -67,8 +68,16 @@ def _header(first: list[str], *, perception: bool = False) -> list[str]:
     return ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
 
 
+def scored_lines(results: dict) -> list[str]:
+    """How much was really scored (answers, unparseable share, refused requests) and, past the allowed share of
+    unparseable answers, the warning in bold."""
+    warning = (results.get("scored") or {}).get("warning") or check_parsed(results, 1.0, allow=True)
+    return ["", scored_line(results)] + ([f"**{warning}**"] if warning else [])
+
+
 def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = False) -> str:
-    """A markdown table: one line per run (its name, model, backend, split), ± bootstrap standard errors.
+    """A markdown table: one line per run (its name, model, backend, split), ± bootstrap standard errors; for
+    one run, the line of how much was scored (:func:`scored_lines`).
 
     With ``breakdowns`` (single run), tables by real/synthetic, by objects per image and by number of common
     objects follow.
@@ -84,6 +93,8 @@ def render_markdown_table(results: dict | Sequence[dict], *, breakdowns: bool = 
             split += f" ({r.get('task', '?')})"
         label = [run_name(r), str(r.get("model", "?")), str(r.get("backend", "?")), split]
         lines.append(_row(label, r.get("metrics", {}).get("overall", {}), perception=perception))
+    if len(runs) == 1:
+        lines += scored_lines(runs[0])
     if breakdowns and len(runs) == 1:
         metrics = runs[0].get("metrics", {})
         for title, key in (
@@ -183,7 +194,9 @@ def render_association_table(results: dict) -> str:
             "| **average** | " + str(s["n"]) + " | " + " | ".join(f"{s['avg_' + f]:.3f}" for f in fields) + " |"
         )
     req = results["requests"]
-    lines += [
+    if results.get("dataset", {}).get("limit"):
+        lines += ["", f"Rows: {results['dataset']['limit']}."]
+    lines += scored_lines(results) + [
         "",
         f"Model requests: {req['total']} for {req['scored_steps']} scored steps ({req['per_scored_step']} a step).",
     ]

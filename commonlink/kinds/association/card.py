@@ -141,9 +141,28 @@ def _pair_queries(stats: Mapping[str, Any]) -> str:
     )
 
 
+def construction_rows(stats: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(setting, value) of the build, each the value used: concepts and pairs the builder chose itself (asked as
+    ``null``) are shown as chosen, a build without a preset says so."""
+    used = {
+        "concepts": ([c["name"] for c in stats.get("concepts", [])], "chosen by the builder: the largest pools"),
+        "pairs": ([p["concepts"] for p in stats.get("pairs", [])], "chosen by the builder, spread over the concepts"),
+    }
+    rows = []
+    for key, value in (stats.get("construction") or {}).items():
+        if value is None and key in used:
+            rows.append((key, f"{json.dumps(used[key][0])} ({used[key][1]})"))
+        elif value is None and key == "chains_per_concept":
+            rows.append((key, "scaled to the pool sizes (counts per concept and pair in the chain files' meta)"))
+        elif value is None and key == "preset":
+            rows.append((key, "none (concepts and pairs from the builder's options)"))
+        else:
+            rows.append((key, json.dumps(value)))
+    return rows
+
+
 def _construction_section(stats: Mapping[str, Any]) -> str:
     """Construction settings, the source read, and the invariants the builder checks."""
-    construction = stats.get("construction", {})
     source = stats.get("source") or {}
 
     def count(key: str) -> str:
@@ -151,7 +170,7 @@ def _construction_section(stats: Mapping[str, Any]) -> str:
 
     return f"""## Construction settings
 
-{markdown_table(["setting", "value"], [(k, json.dumps(v)) for k, v in construction.items()])}
+{markdown_table(["setting", "value"], construction_rows(stats))}
 
 Source: {markdown_text(source.get("source_type", "?"))} {code_span(source.get("source", ""))}; \
 samples read {count("read")}, kept

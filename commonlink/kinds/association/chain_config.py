@@ -13,6 +13,25 @@ from commonlink.kinds.association.format import PLAN_BRIDGE, PLAN_CONCEPT_1, PLA
 NEGATIVE_MODES = ("disjoint", "chain")
 
 
+#: The paper's chains per concept, max(PAPER_CHAINS, pool size), for its pools of thousands of images.
+PAPER_CHAINS = 2000
+#: Chains per pool image for pools smaller than PAPER_CHAINS / CHAINS_PER_IMAGE (each image starts about that many)
+CHAINS_PER_IMAGE = 4
+MIN_CHAINS = 10
+#: Chain steps in all (chains x pre-sampled steps) above which a build is warned about before it starts
+LARGE_BUILD_STEPS = 5_000_000
+
+
+def scaled_chain_count(pool_size: int) -> int:
+    """Chains for a pool of ``pool_size`` images when ``--chains`` is not given: the paper's
+    ``max(2000, pool size)`` for pools of 500 images or more (the paper's pools hold thousands), else
+    ``CHAINS_PER_IMAGE`` chains per image (at least ``MIN_CHAINS``): a 30-image pool gets 120 chains, not 2000
+    near-copies of the same few images."""
+    if CHAINS_PER_IMAGE * pool_size >= PAPER_CHAINS:
+        return max(PAPER_CHAINS, pool_size)
+    return max(MIN_CHAINS, CHAINS_PER_IMAGE * pool_size)
+
+
 class ChainInvariantError(CommonlinkError):
     """A built task breaks an association invariant (a bug, never bad input)."""
 
@@ -31,7 +50,8 @@ class ChainConfig:
     memory_size: int = 3  #: K memory examples of a single-step task
     single_step_per_concept: int = 100
     deductions_per_concept: int = 100
-    chains_per_concept: int = 2000  #: synchronous chains per concept and asynchronous chains per pair
+    #: synchronous chains per concept and asynchronous chains per pair; None: scaled to the pool (chain_count)
+    chains_per_concept: int | None = None
     max_steps: int = 500  #: scored steps a chain is pre-sampled to (after the warm-up steps)
     warmup: int = 3  #: warm-up steps at the start of each chain (the correct choice is forced in eval)
     async_run: int = 3  #: steps on one concept before a bridge
@@ -55,7 +75,7 @@ class ChainConfig:
             "--async-run": (self.async_run, 1),
             "--bridge-steps": (self.bridge_steps, 1),
             "--top-k": (self.top_k, 1),
-            "--chains": (self.chains_per_concept, 0),
+            "--chains": (0 if self.chains_per_concept is None else self.chains_per_concept, 0),
             "--single-steps": (self.single_step_per_concept, 0),
             "--deductions": (self.deductions_per_concept, 0),
             "--min-pool": (self.min_pool, 1),
@@ -63,6 +83,15 @@ class ChainConfig:
         for option, (value, low) in checks.items():
             if value < low:
                 raise InputError(f"{option} must be at least {low}, got {value}.")
+
+    @property
+    def builds_chains(self) -> bool:
+        return self.chains_per_concept != 0
+
+    def chain_count(self, pool_size: int) -> int:
+        """Chains of a concept (synchronous) or pair (asynchronous, ``pool_size``: images of either concept):
+        ``--chains`` when given, else scaled to the pool (:func:`scaled_chain_count`)."""
+        return self.chains_per_concept if self.chains_per_concept is not None else scaled_chain_count(pool_size)
 
     def async_period(self) -> str:
         return (

@@ -4,6 +4,8 @@ every pool is big enough for the request before anything is drawn (errors name t
 from __future__ import annotations
 
 import itertools
+import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -11,10 +13,18 @@ import numpy as np
 
 from commonlink.errors import InputError, NotEnoughDataError
 from commonlink.kinds.association.chain_builder import AssociationBuilder
-from commonlink.kinds.association.chain_config import ChainConfig
+from commonlink.kinds.association.chain_config import (
+    CHAINS_PER_IMAGE,
+    LARGE_BUILD_STEPS,
+    MIN_CHAINS,
+    PAPER_CHAINS,
+    ChainConfig,
+)
 from commonlink.kinds.association.format import LabelledImage
 from commonlink.kinds.association.label_index import LabelIndex
 from commonlink.kinds.association.presets import ConceptPreset, apply_aliases, check_preset_labels
+
+log = logging.getLogger(__name__)
 
 
 def parse_concepts(text: str | None) -> list[str] | None:
@@ -103,6 +113,8 @@ class BuildPlan:
     without_disjoint_negative: int = 0
     #: concept or "a+b" -> images of its pool(s) never a query of its tasks (no disjoint negative in its negative pool)
     no_disjoint_negative: dict[str, int] = field(default_factory=dict)
+    #: concept (synchronous) or "a+b" (asynchronous) -> chains built (ChainConfig.chain_count)
+    chain_counts: dict[str, int] = field(default_factory=dict)
 
 
 def use_preset(
@@ -149,7 +161,7 @@ def plan_build(index: LabelIndex, config: ChainConfig) -> BuildPlan:
         _check_concept_pools(config, c, pool_sizes[c], len(index.without([c])))
         no_negative[c] = _check_queries(builder, config, c)
     pairs: list[list[str]] = []
-    if "asynchronous" in config.tasks and config.chains_per_concept:
+    if "asynchronous" in config.tasks and config.builds_chains:
         if config.pairs is not None:
             pairs = [[a, b] for a, b in config.pairs if _check_pair(index, builder, a, b)]
         else:
@@ -168,10 +180,40 @@ def plan_build(index: LabelIndex, config: ChainConfig) -> BuildPlan:
                 pool_sizes[c] = int(len(index.pool(c)))
     options = list(dict.fromkeys([*concepts, *(c for pair in pairs for c in pair)]))
     plan = BuildPlan(concepts, pairs, options, pool_sizes, negative_sizes, bridge_sizes, notes)
+    plan.chain_counts = {c: config.chain_count(pool_sizes[c]) for c in concepts} | {
+        f"{a}+{b}": config.chain_count(len(_pair_images(index, a, b))) for a, b in pairs
+    }
+    _note_chain_counts(plan, config)
     plan.without_disjoint_negative = int(builder.without_any_negative().sum())
     plan.no_disjoint_negative = no_negative
     _note_images_without_negative(plan, builder)
     return plan
+
+
+def _note_chain_counts(plan: BuildPlan, config: ChainConfig) -> None:
+    """Say how many chains each concept and pair gets and why; warn (before building) above LARGE_BUILD_STEPS."""
+    sync = [plan.chain_counts[c] for c in plan.concepts] if "synchronous" in config.tasks else []
+    pairs = [plan.chain_counts[f"{a}+{b}"] for a, b in plan.pairs] if "asynchronous" in config.tasks else []
+    if not (sync or pairs):
+        return
+    how = (
+        f"--chains {config.chains_per_concept}"
+        if config.chains_per_concept is not None
+        else f"scaled to the pools: {CHAINS_PER_IMAGE} per pool image (at least {MIN_CHAINS}), the paper's "
+        f"max({PAPER_CHAINS}, pool size) for pools of {PAPER_CHAINS // CHAINS_PER_IMAGE}+ images"
+    )
+    steps = (sum(sync) + sum(pairs)) * (config.max_steps + config.warmup)
+    plan.notes.append(
+        f"chains per concept {min(sync or [0])}-{max(sync or [0])}, per pair {min(pairs or [0])}-{max(pairs or [0])} "
+        f"({how}); {steps:,} chain steps"
+    )
+    if steps > LARGE_BUILD_STEPS:
+        warning = (
+            f"WARNING: this build writes {steps:,} chain steps (about {steps * 9 / 1e6:,.0f} MB of chain files); "
+            "an eval of them sends up to one request per step. Pass a smaller --chains or --max-steps to build less."
+        )
+        plan.notes.append(warning)
+        log.warning(warning)
 
 
 def _note_images_without_negative(plan: BuildPlan, builder: AssociationBuilder) -> None:
@@ -210,7 +252,7 @@ def _check_queries(builder: AssociationBuilder, config: ChainConfig, concept: st
     usable = len(builder.query_pool([concept], pool))
     need = max(
         1 if "single_step" in config.tasks and config.single_step_per_concept else 0,
-        2 if "synchronous" in config.tasks and config.chains_per_concept else 0,
+        2 if "synchronous" in config.tasks and config.builds_chains else 0,
     )
     if usable < need:
         raise NotEnoughDataError(
@@ -249,7 +291,7 @@ def _check_concept_pools(config: ChainConfig, concept: str, pool_size: int, nega
             fix=_POOL_FIX,
         )
     if ("deduction" in config.tasks and config.deductions_per_concept) or (
-        "synchronous" in config.tasks and config.chains_per_concept
+        "synchronous" in config.tasks and config.builds_chains
     ):
         _require(pool_size, 2, what="pool", concept=concept, fix=_POOL_FIX)
     if any(task in config.tasks for task in ("single_step", "synchronous")):
@@ -293,20 +335,25 @@ def _check_pair(index: LabelIndex, builder: AssociationBuilder, a: str, b: str) 
 def _auto_pairs(
     index: LabelIndex, builder: AssociationBuilder, concepts: Sequence[str], limit: int, notes: list[str]
 ) -> list[list[str]]:
-    """Up to ``limit`` pairs of the chosen concepts with the largest bridge pools (at least 2), a negative pool and
-    2 images per pool that can be queries (pairs passed over for that last reason are noted)."""
-    ranked = []
+    """Up to ``limit`` pairs of the chosen concepts with a bridge pool (at least 2 images), a negative pool and
+    2 images per pool that can be queries (pairs passed over for that last reason are noted), spread over the
+    concepts as the paper's are: each next pair is the one whose concepts are in the fewest pairs chosen so far,
+    the largest bridge pool first among those (4 pairs of 8 concepts share no concept when the bridges allow)."""
+    candidates = []
     for a, b in itertools.combinations(concepts, 2):
         bridge = len(index.both(a, b))
         if bridge >= 2 and len(builder.negative_pool([a, b])) >= 1:
-            ranked.append((-bridge, a, b))
-    pairs = []
-    for _, a, b in sorted(ranked):
-        if len(pairs) == limit:
-            break
+            candidates.append((-bridge, a, b))
+    pairs: list[list[str]] = []
+    used: Counter[str] = Counter()
+    while candidates and len(pairs) < limit:
+        best = min(candidates, key=lambda t: (max(used[t[1]], used[t[2]]), used[t[1]] + used[t[2]], t))
+        candidates.remove(best)
+        _, a, b = best
         shortfall = _pair_query_shortfall(builder, a, b)
         if shortfall:
             notes.append(f"pair {a}+{b} passed over: {shortfall}")
         else:
             pairs.append([a, b])
+            used.update((a, b))
     return pairs

@@ -96,8 +96,8 @@ def _iter_units(plan: BuildPlan, config: ChainConfig, task: str) -> list[tuple]:
     if task == "deduction":
         return [(c, i) for c in plan.concepts for i in range(config.deductions_per_concept)]
     if task == "synchronous":
-        return [(c, i) for c in plan.concepts for i in range(config.chains_per_concept)]
-    return [(tuple(p), i) for p in plan.pairs for i in range(config.chains_per_concept)]
+        return [(c, i) for c in plan.concepts for i in range(plan.chain_counts[c])]
+    return [(tuple(p), i) for p in plan.pairs for i in range(plan.chain_counts[f"{p[0]}+{p[1]}"])]
 
 
 def _lines(builder: AssociationBuilder, task: str, units: list[tuple]) -> Iterator[str]:
@@ -230,6 +230,7 @@ def _base_meta(
         ],
         "counts": counts,
         "notes": plan.notes,
+        "chain_counts": plan.chain_counts,
         "images_without_disjoint_negative": plan.without_disjoint_negative,
     }
 

@@ -3,8 +3,9 @@ deduction runs on shared rows (chain runs cannot be rescored: a chain's steps de
 
 from __future__ import annotations
 
-from commonlink.eval.compare import Column, Table, mean_se, run_head
+from commonlink.eval.compare import PARSE_FAIL, REFUSED, Column, Table, mean_se, run_head
 from commonlink.eval.metrics import ratio_metrics
+from commonlink.eval.scored import scored_counts
 from commonlink.kinds.association.concept_prompts import COMPLEXITIES
 
 __all__ = ["association_table", "concept_table", "rescorable_association", "rescore_association"]
@@ -16,7 +17,8 @@ _CHAINS = [
     Column("Max steps", "max_steps", "num"),
     Column("Mean steps", "mean_steps", "num"),
     Column("Deduction", "deduction", "ratio"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+    PARSE_FAIL,
+    REFUSED,
 ]
 _RATIOS = [
     Column("Memory", "memory"),
@@ -24,7 +26,8 @@ _RATIOS = [
     Column("n", "n", "int"),
     Column("Success", "success", "ratio"),
     Column("Deduction", "deduction", "ratio"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+    PARSE_FAIL,
+    REFUSED,
 ]
 
 
@@ -74,10 +77,12 @@ def concept_table(title: str, runs: list[dict]) -> Table:
     """Concept-perception runs: one row per run and strategy, one column per complexity."""
     complexities = list(runs[0].get("concept_perception", {}).get("complexities") or COMPLEXITIES)
     columns = [Column("Strategy", "strategy"), Column("n", "n", "int")] + [Column(c, c, "ratio") for c in complexities]
+    columns += [PARSE_FAIL, REFUSED]
     rows = []
     for results in runs:
         for strategy, cells in results.get("metrics", {}).get("table", {}).items():
             row = run_head(results) | {"strategy": strategy, "n": next(iter(cells.values()), {}).get("n")}
+            row["parse_failure_rate"] = scored_counts(results).unparseable_rate
             for c in complexities:
                 row |= {c: cells.get(c, {}).get("success_ratio"), f"{c}_se": cells.get(c, {}).get("se")}
             rows.append(row)

@@ -32,6 +32,7 @@ from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
 from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.metrics import ratio_metrics
 from commonlink.eval.outputs import evaluate
+from commonlink.eval.report.tables import scored_lines
 from commonlink.eval.results import timing
 from commonlink.eval.table_cells import md_cell
 from commonlink.eval.task import Task, TaskRun
@@ -287,10 +288,12 @@ def _choices(values: Sequence[str] | None, known: Sequence[str], what: str) -> l
 
 
 def write_concept_perception_run(run) -> None:
-    """The files of a concept-perception run: predictions.jsonl, results.json and results.md (the paper's Table 4)."""
+    """The files of a concept-perception run: predictions.jsonl, results.json and results.md (the paper's Table 4
+    and how much was scored)."""
     write_jsonl(run.out_dir / f"predictions{run.suffix}.jsonl", run.outcome.records)
     atomic_write_json(run.out_dir / f"results{run.suffix}.json", run.results)
-    atomic_write_text(run.out_dir / f"results{run.suffix}.md", render_table4([run.results]))
+    table = render_table4([run.results]) + "\n".join(scored_lines(run.results)[1:]) + "\n"
+    atomic_write_text(run.out_dir / f"results{run.suffix}.md", table)
 
 
 class ConceptPerceptionTask(Task):
@@ -381,6 +384,10 @@ class ConceptPerceptionTask(Task):
             },
             "metrics": {
                 "table": table4(outcome.records, self.strategies, self.complexities, seed=run.seed, n_boot=run.n_boot)
+            },
+            "parsing": {
+                "answers": len(outcome.records),
+                "unparseable": sum(bool(r.get("unparseable")) for r in outcome.records),
             },
             "skipped_rows": outcome.skipped,
             "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),

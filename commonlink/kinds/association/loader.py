@@ -312,6 +312,16 @@ class AssociationSplit:
         for i in range(len(self)):
             yield self.get(i)
 
+    def steps_of(self, i: int) -> int:
+        """Steps a chain row holds (warm-up included), read without decoding its images; 1 for other tasks."""
+        row = self._rows[i]
+        return len(row["plan"]) if "plan" in row else 1
+
+    def group_of(self, i: int) -> str:
+        """The concept (chains on two: ``a+b``) of row ``i``, read without decoding its images."""
+        row = self._rows[i]
+        return "+".join(row["concepts"]) if "concepts" in row else str(row["concept"])
+
 
 class _JsonlRows:
     """Random access to the lines of a JSON-lines file (offsets indexed once; a row is parsed when asked for)."""

@@ -49,6 +49,7 @@ from commonlink import constants
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache
+from commonlink.eval.estimate import RequestEstimate
 from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.outputs import evaluate
@@ -79,6 +80,8 @@ from commonlink.kinds.association.task_chains import chain_summary, run_chains
 
 PROTOCOL_VERSION = "association-v1"
 CHAIN_CONFIGS = ("synchronous", "asynchronous")
+#: characters of an association prompt, for the estimate of what a run sends (the memory grows along a chain)
+PROMPT_CHARS = 600
 
 
 # ------------------------------------------------------------------------------------------ single step, deduction
@@ -311,6 +314,41 @@ class AssociationTask(Task):
                 "Use --protocol paper (the harness's word vote) or another --deduction-rule.",
             )
 
+    def estimate(self, dataset, indices: list[int], settings: GenerationSettings, models: int) -> RequestEstimate:
+        """An upper bound for chains (every step up to --max-steps answered, warm-up steps sent no request), exact
+        counts for single-step and deduction: a selection sends the query and two candidates, a deduction two
+        images; prompts at about :data:`PROMPT_CHARS` characters (the memory grows along a chain)."""
+        deduce = self.settings.deduction and self.config != "deduction"
+        if self.config in CHAIN_CONFIGS:
+            steps = sum(min(dataset.steps_of(i), self.settings.max_steps) for i in indices)
+        else:
+            steps = len(indices)
+        selections = 0 if self.config == "deduction" else steps
+        deductions = steps if (deduce or self.config == "deduction") else 0
+        requests = (selections + deductions) * models
+        images = (3 * selections + 2 * deductions) * models
+        return RequestEstimate(
+            requests, images, requests * PROMPT_CHARS, settings.max_new_tokens, bound=self.config in CHAIN_CONFIGS
+        )
+
+    def limit_rows(self, dataset, indices: list[int], limit: int) -> list[int]:
+        """``--limit`` draws across the concepts (pairs): the rows are taken in turn from each concept's rows
+        (the files hold them concept by concept, so the first rows would all be of one), in row order."""
+        by_group: dict[str, list[int]] = {}
+        for i in indices:
+            by_group.setdefault(dataset.group_of(i), []).append(i)
+        chosen: list[int] = []
+        for depth in range(max((len(v) for v in by_group.values()), default=0)):
+            chosen += [rows[depth] for rows in by_group.values() if depth < len(rows)][: limit - len(chosen)]
+            if len(chosen) >= limit:
+                break
+        kept = set(chosen)
+        self.limit_note = (
+            f"--limit {limit}: {len(chosen)} of {len(indices)} tasks drawn across {len(by_group)} concept(s), in "
+            f"turn ({', '.join(f'{g}: {sum(r in kept for r in v)}' for g, v in by_group.items())})"
+        )
+        return sorted(chosen)
+
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
         return dict(
             task=f"association/{self.config}",
@@ -359,6 +397,7 @@ class AssociationTask(Task):
                 "fingerprint": split.fingerprint,
                 "tasks_in_config": len(split),
                 "tasks_run": len(run.indices),
+                **({"limit": self.limit_note} if getattr(self, "limit_note", None) else {}),
             },
             "metrics": metrics,
             "requests": {

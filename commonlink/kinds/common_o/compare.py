@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commonlink.eval.compare import Column, Table, run_head, with_se
+from commonlink.eval.compare import PARSE_FAIL, REFUSED, Column, Table, run_head, with_se
 from commonlink.eval.metrics import common_o_metrics, perception_metrics
 
 __all__ = ["common_o_table", "perception_table", "rescore_common_o", "rescore_perception"]
@@ -13,7 +13,8 @@ _COMMON_O = [
     Column("Halluc. rate (%)", "hallucination_rate", "pct"),
     Column("1+ halluc. (%)", "hallucination_1plus", "pct"),
     Column("2+ halluc. (%)", "hallucination_2plus", "pct"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+    PARSE_FAIL,
+    REFUSED,
 ]
 _PERCEPTION = [
     Column("Images", "n", "int"),
@@ -22,7 +23,8 @@ _PERCEPTION = [
     Column("Question acc. (%)", "question_accuracy", "pct"),
     Column("Recall (%)", "recall", "pct"),
     Column("Yes when absent (%)", "yes_rate_absent", "pct"),
-    Column("Parse fail. (%)", "parse_failure_rate", "pct"),
+    PARSE_FAIL,
+    REFUSED,
 ]
 
 

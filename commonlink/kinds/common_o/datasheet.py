@@ -24,6 +24,7 @@ from commonlink.formats.card import (
     render_card,
     size_category,
 )
+from commonlink.release.card_claims import claim
 from commonlink.release.card_info import PUBLISHER_TO_FILL, card_citation, card_description, datasheet_sections
 
 #: The seven sections of a datasheet, in Gebru et al.'s order.
@@ -91,9 +92,24 @@ def common_o_datasheet(
     """Every question of the Common-O paper's datasheet for a Common-O build: the ones the data answers from
     ``stats`` (``CommonOStatsAccumulator.summary()``), the rest from the publisher's ``card_info`` (see
     ``card_info.py``), marked as unanswered where the publisher gave none."""
-    return datasheet_sections(
-        _common_o_answers(stats, license=license, seed=seed, toolkit_version=toolkit_version), card_info
-    )
+    answers = _common_o_answers(stats, license=license, seed=seed, toolkit_version=toolkit_version)
+    return datasheet_sections(answers | _image_claims(stats, card_info), card_info)
+
+
+def _image_claims(stats: Mapping[str, Any], card_info: Mapping[str, str] | None) -> dict[str, str]:
+    """The sentences of what the toolkit's images are meant to be (no people, logos or private information), put
+    before the answers to the publisher's questions ``sensitive_data`` and ``consent``: claims, shown only when the
+    publisher did not answer and no label contradicts them (:func:`commonlink.release.card_claims.claim`; the
+    contradicting labels are stated instead)."""
+    return {
+        "sensitive_data": claim(
+            stats,
+            card_info,
+            "sensitive_data",
+            "It is meant to show objects only, without people, logos or private information.",
+        ),
+        "consent": claim(stats, card_info, "consent", "The images are meant to contain no people."),
+    }
 
 
 def _common_o_answers(stats: Mapping[str, Any], *, license: str, seed: Any, toolkit_version: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 from collections import defaultdict
@@ -54,6 +55,7 @@ from commonlink.kinds.common_o.figures import write_common_o_figures
 from commonlink.kinds.common_o.format import common_o_features, letters
 from commonlink.kinds.common_o.release_stats import CommonOStatsAccumulator
 from commonlink.progress import track
+from commonlink.release.card_claims import card_conflicts
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
@@ -69,6 +71,8 @@ from commonlink.release.staging import (
 
 #: Stored in every row's ``answer_type``: the model picks every correct letter among the choices.
 ANSWER_TYPE = "multiple_choice"
+
+log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------ Common-O
@@ -132,6 +136,8 @@ def build_common_o_release(
         )
         summary = shards.stats.summary()
         _mark_unreached_counts(summary, inputs)
+        for conflict in card_conflicts(summary, dict(options.card_info)):
+            log.warning(conflict)
         card = render_common_o_card(
             name=options.name,
             version=options.version,

@@ -189,7 +189,8 @@ def _check_same_data(runs: list[dict]) -> None:
         names = ", ".join(f"{s} ({(f or '?')[:12]})" for s, f in sorted(splits, key=str))
         raise InputError(
             f"The runs were made on different data ({names}); side-by-side cards need the same rows.",
-            "Write one report per split; `commonlink eval compare` tables their metrics, one table per split.",
+            "Write one report per split and data; `commonlink eval compare` tables their metrics, one table per split "
+            "and data (never ranked together).",
         )
 
 

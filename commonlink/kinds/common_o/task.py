@@ -21,6 +21,7 @@ from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
 from commonlink.eval.evaluator import RunOptions
+from commonlink.eval.harness_check import file_split, match_answers, refuse_mismatches, row_mismatch
 from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.imaging import (
     ImageProtocol,
@@ -180,6 +181,7 @@ class CommonOTask(Task):
         similarity: bool = False,
         similarity_model: str | None = None,
     ):
+        self.prompts: dict[int, str] = {}  # row -> prompt sent (filled by requests)
         if question not in QUESTION_MODES:
             raise InputError(
                 f"--question {question!r} is not a question mode.", f"Use one of: {', '.join(QUESTION_MODES)}."
@@ -399,7 +401,7 @@ _FACT_FIELDS = (
 def score_predictions(
     predictions: str | os.PathLike,
     data: str | os.PathLike | None = None,
-    split: str = "main",
+    split: str | None = None,
     *,
     revision: str | None = None,
     seed: int = 0,
@@ -410,19 +412,17 @@ def score_predictions(
     """Recompute every metric from a ``predictions.jsonl``, an lmms-eval samples file (``*_samples_<task>.jsonl``)
     or a VLMEvalKit prediction file (xlsx/tsv/json): raw outputs are parsed again and scored.
 
-    With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``,
-    a prediction whose id is not in the split is an error; rows are read without decoding their images).
-    Without it, they come from the predictions file itself (no dataset access). Settings of the
-    original run are taken from ``results.json`` next to the predictions when present.
+    With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``, or
+    by ``doc_id``/``index`` when a harness file names none; a prediction whose id is not in the split, or whose
+    row differs from what the file says was asked (target, prompt, choices), is refused: the file was made on other
+    data, see :mod:`commonlink.eval.harness_check`; rows are read without decoding their images). ``split``: None
+    takes the split the file says (a harness file's name, the ``results.json`` beside our predictions), else
+    ``main``. Without ``data``, the facts come from the predictions file itself (no dataset access). Settings of
+    the original run are taken from ``results.json`` next to the predictions when present.
     """
 
     predictions = Path(predictions)
     kind = prediction_file_kind(predictions)
-    if kind == "commonlink":
-        lines = _read_predictions(predictions, facts_needed=data is None)
-        records, skipped, dataset_info = _score_lines(lines, data, split, revision)
-    else:
-        records, skipped, dataset_info = _score_harness_file(predictions, data, split, revision)
     previous = predictions.parent / "results.json"
     base = {}
     if kind == "commonlink" and previous.is_file():
@@ -431,6 +431,12 @@ def score_predictions(
             for k, v in json.loads(previous.read_text(encoding="utf-8")).items()
             if k not in ("metrics", "object_similarity", "hallucination_similarity")
         }
+    if kind == "commonlink":
+        lines = _read_predictions(predictions, facts_needed=data is None)
+        split = split or (base.get("dataset") or {}).get("split") or "main"
+        records, skipped, dataset_info = _score_lines(lines, data, split, revision, path=predictions)
+    else:
+        records, skipped, dataset_info = _score_harness_file(predictions, data, split, revision)
     results = dict(base)
     results.update(
         task="common_o",
@@ -455,10 +461,14 @@ def score_predictions(
     return results
 
 
-def _score_lines(lines: list[dict], data, split: str, revision: str | None) -> tuple[list[dict], list[dict], dict]:
+def _score_lines(
+    lines: list[dict], data, split: str, revision: str | None, *, path: Path
+) -> tuple[list[dict], list[dict], dict]:
     if data is None:
         return [score_output({k: line[k] for k in _FACT_FIELDS}, line["raw_output"]) for line in lines], [], {}
-    return _rescore_against(data, split, revision, {str(line["id"]): line["raw_output"] for line in lines})
+    return _rescore_against(
+        data, split, revision, {str(line["id"]): line["raw_output"] for line in lines}, facts=lines, path=path
+    )
 
 
 def _facts_from_doc(doc: dict | None, row: int) -> dict | None:
@@ -473,36 +483,51 @@ def _facts_from_doc(doc: dict | None, row: int) -> dict | None:
     return None
 
 
-def _score_harness_file(path: Path, data, split: str, revision: str | None) -> tuple[list[dict], list[dict], dict]:
+class _FactRow:
+    """The file's own copy of a row, checked like a data row against the file's target and prompt."""
+
+    def __init__(self, facts: dict):
+        self.choices, self.answer_letters = list(facts["choices"]), list(facts["ground_truth_letters"])
+
+
+def _score_harness_file(
+    path: Path, data, split: str | None, revision: str | None
+) -> tuple[list[dict], list[dict], dict]:
     """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`commonlink.eval.harness_files`):
-    scored against ``data`` (rows matched by id, or by position when the file names none), else from the facts
-    the file carries."""
+    scored against ``data`` (rows matched by id, or by position when the file names none, and checked against what
+    the file says was asked: :mod:`commonlink.eval.harness_check`), else from the facts the file carries."""
     read = read_harness_answers(path)
+    split = file_split(path, read, split)
+    harness = {"harness_task": read.task} if read.task else {}
+    facts = [_facts_from_doc(a["doc"], a["row"]) for a in read.answers]
     if data is None:
-        facts = [_facts_from_doc(a["doc"], a["row"]) for a in read.answers]
         missing = sum(f is None for f in facts)
         if missing:
             raise InputError(
                 f"{path}: {missing} of {len(read.answers)} answers come without their row ({read.kind} did not keep "
                 "the document).",
                 "Pass --data (and --split) with the dataset the harness ran on; rows are matched by position (doc_id / "
-                "index).",
+                "index) and checked against the file's target and prompt.",
             )
-        return [score_output(f, a["raw_output"]) for f, a in zip(facts, read.answers)], read.failed, {}
-    if any(a["id"] is None for a in read.answers):
-        dataset = open_common_o(data, split, revision=revision)
-        for a in read.answers:
-            if a["id"] is None:
-                if not 0 <= a["row"] < len(dataset):
-                    raise InputError(
-                        f"{path}: doc_id/index {a['row']} is not a row of {data} split {split!r} "
-                        f"({len(dataset)} rows).",
-                        "Score against the dataset and split the harness ran on.",
-                    )
-                a["id"] = dataset.get(a["row"], images=False).id
-    outputs = {str(a["id"]): a["raw_output"] for a in read.answers}
-    records, skipped, info = _rescore_against(data, split, revision, outputs)
-    return records, skipped + read.failed, info
+        mismatches = [
+            (f"doc_id {a['row']}", what)
+            for f, a in zip(facts, read.answers)
+            if (what := row_mismatch(_FactRow(f), a)) is not None
+        ]
+        refuse_mismatches(path, mismatches, len(read.answers), "its own documents", split)
+        records = [score_output(f, a["raw_output"]) for f, a in zip(facts, read.answers)]
+        return records, read.failed, {"split": split, "source": f"{read.kind} file (unverified)", **harness}
+    dataset = open_common_o(data, split, revision=revision)
+    for answer, fact in zip(read.answers, facts):
+        answer["facts"] = fact
+    records = [
+        score_output(_example_meta(example), a["raw_output"])
+        for example, a in match_answers(path, read, dataset, data, split)
+    ]
+    info = dict(
+        source=dataset.source_name, split=split, revision=dataset.revision, fingerprint=dataset.fingerprint, **harness
+    )
+    return records, read.failed, info
 
 
 def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:
@@ -529,11 +554,19 @@ def _read_predictions(predictions: Path, *, facts_needed: bool) -> list[dict]:
 
 
 def _rescore_against(
-    data, split: str, revision: str | None, outputs: dict[str, str]
+    data,
+    split: str,
+    revision: str | None,
+    outputs: dict[str, str],
+    *,
+    facts: Sequence[dict] = (),
+    path: Path | None = None,
 ) -> tuple[list[dict], list[dict], dict]:
     """(records, skipped rows, dataset facts): each output scored against its row of the dataset (read
-    without images); an output whose id is not a row of the split is an error."""
-    records, skipped = [], []
+    without images); an output whose id is not a row of the split, or whose ``facts`` (choices, answer) differ
+    from the row's, is an error."""
+    records, skipped, mismatches = [], [], []
+    facts_by_id = {str(f["id"]): f for f in facts}
     dataset = open_common_o(data, split, revision=revision)
     for i in range(len(dataset)):
         if not outputs:
@@ -544,6 +577,9 @@ def _rescore_against(
             skipped.append({"row": i, "id": None, "reason": getattr(exc, "problem", str(exc))})
             continue
         if example.id in outputs:
+            what = row_mismatch(example, {}, facts_by_id.get(example.id))
+            if what is not None:
+                mismatches.append((f"id {example.id}", what))
             records.append(score_output(_example_meta(example), outputs.pop(example.id)))
     if outputs:
         missing_ids = sorted(outputs)[:5]
@@ -551,6 +587,7 @@ def _rescore_against(
             f"{len(outputs)} prediction id(s) are not rows of {data} split {split!r} (e.g. {', '.join(missing_ids)}).",
             "Score against the dataset and split the predictions were made on (see results.json).",
         )
+    refuse_mismatches(path or Path("predictions"), mismatches, len(records), data, split)
     return (
         records,
         skipped,
