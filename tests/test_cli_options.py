@@ -36,6 +36,7 @@ WRITERS = {
     "chains review",
     "eval commono",
     "eval perception",
+    "eval score",  # datasets' own bars while it reads the data (the issue-39 user who passed --quiet was refused)
     "eval score",
     "eval report",
     "eval association",
@@ -239,6 +240,7 @@ SHOWS_PROGRESS = {
     "chains review",
     "eval commono",
     "eval perception",
+    "eval score",  # datasets' own bars while it reads the data (the issue-39 user who passed --quiet was refused)
     "eval report",
     "eval association",
     "eval concept",

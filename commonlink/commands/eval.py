@@ -64,6 +64,7 @@ from commonlink.fileio import atomic_write_text
 from commonlink.kinds.common_o.perception import PerceptionTask
 from commonlink.kinds.common_o.task import CommonOTask, score_predictions
 from commonlink.locks import output_lock
+from commonlink.progress import datasets_bars
 from commonlink.sharding import parse_shard
 
 __all__ = ["report_line"]  # moved to eval_summary, still importable from here
@@ -318,6 +319,7 @@ def score(
     bootstrap: BootstrapOpt = N_BOOTSTRAP,
     out: OptionalOutOpt = None,
     run_name: RunNameOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Recompute all metrics from a predictions file (raw outputs are parsed again) against the dataset: our
     predictions.jsonl, lmms-eval's *_samples_<task>.jsonl or VLMEvalKit's prediction file (xlsx/tsv/json).
@@ -329,7 +331,8 @@ def score(
     predictions.jsonl and results.md there.
     """
 
-    with run_folder_lock(out) if out is not None else contextlib.nullcontext():
+    # it draws no bars of its own; --quiet (as on every command) also silences datasets' bars reading the data
+    with run_folder_lock(out) if out is not None else contextlib.nullcontext(), datasets_bars(not quiet):
         results = score_predictions(
             predictions, data, split, revision=revision, seed=seed, n_boot=bootstrap, out_dir=out, run_name=run_name
         )
