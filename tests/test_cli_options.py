@@ -36,7 +36,6 @@ WRITERS = {
     "chains review",
     "eval commono",
     "eval perception",
-    "eval score",  # datasets' own bars while it reads the data (the issue-39 user who passed --quiet was refused)
     "eval score",
     "eval report",
     "eval association",
