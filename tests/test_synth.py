@@ -818,3 +818,30 @@ def test_colour_only_passes_give_stock_pyrenders_pixels(catalog, shadows):
     for a, b in zip(ours, stock):
         assert np.array_equal(a.rgb, b.rgb) and np.array_equal(a.instance, b.instance)
         assert len(np.unique(a.instance)) > 2  # objects drawn
+
+
+def test_resampled_plans_are_judged_on_masks_and_shaded_once(catalog):
+    """The offline renderer draws a rejected attempt's mask pass only; the kept plan's pixels are those a whole
+    render gives (the two passes are independent)."""
+    from commonlink.synth.render.offline import OfflineRenderer
+    from commonlink.synth.scenes import plan_and_render
+
+    # An area band no plan can meet: every attempt is tried and the best one kept.
+    job = tiny(1, objects=(3, 4), max_attempts=3, area_band=(0.5, 0.6))
+    with OfflineRenderer(*RES, catalog) as renderer:
+        calls = {"render_masks": 0, "render_colour": 0, "render": 0}
+        for name in calls:
+            method = getattr(renderer, name)
+
+            def counted(*args, _method=method, _name=name, **kwargs):
+                calls[_name] += 1
+                return _method(*args, **kwargs)
+
+            setattr(renderer, name, counted)
+        plan, views, attempts = plan_and_render(job, catalog, renderer, 0)
+        assert attempts == 3
+        assert calls == {"render_masks": 3, "render_colour": 1, "render": 0}
+        whole = OfflineRenderer.render(renderer, plan)
+    for kept, again in zip(views, whole, strict=True):
+        assert np.array_equal(kept.rgb, again.rgb)
+        assert np.array_equal(kept.instance, again.instance)

@@ -76,20 +76,26 @@ def plan_and_render(job: SynthJob, catalog: AssetCatalog, renderer: Renderer, in
     fail; returns (plan, views, attempts) for the best plan seen."""
     checks = job.checks
     threshold = job.pixel_threshold
+    # A renderer that can draw the masks alone (the offline one) is judged on them, and draws the shaded pass
+    # once, for the plan it keeps: a re-sampled attempt then costs a mask pass, not a whole render.
+    masks_first = hasattr(renderer, "render_masks") and hasattr(renderer, "render_colour")
     best = None
     for attempt in range(checks.max_attempts):
         plan = plan_scene(job.plan, catalog, job.seed, index, attempt)
-        views = renderer.render(plan)
-        share = hidden_share([v.instance for v in views], len(plan.objects), threshold)
+        views = None if masks_first else renderer.render(plan)
+        instances = renderer.render_masks(plan) if masks_first else [v.instance for v in views]
+        share = hidden_share(instances, len(plan.objects), threshold)
         in_band = 1.0
         if checks.area_band is not None:
-            inside, total = band_counts([v.instance for v in views], len(plan.objects), checks.area_band)
+            inside, total = band_counts(instances, len(plan.objects), checks.area_band)
             in_band = inside / total if total else 1.0
-        if best is None or in_band - share > best[3] - best[2]:
-            best = (plan, views, share, in_band)
+        if best is None or in_band - share > best[4] - best[3]:
+            best = (plan, views, instances, share, in_band)
         if share <= checks.max_hidden_share and in_band >= checks.min_in_band_for(len(plan.objects)):
             break
-    plan, views, share, in_band = best  # type: ignore[misc]
+    plan, views, instances, share, in_band = best  # type: ignore[misc]
+    if views is None:
+        views = renderer.render_colour(plan, instances)
     plan.extra.update({"attempts": attempt + 1, "hidden_share": round(share, 4), "min_visible_pixels": threshold})
     if checks.area_band is not None:
         plan.extra.update({"area_band": list(checks.area_band), "in_band_share": round(in_band, 4)})

@@ -29,7 +29,12 @@ class RenderedView:
 
 @runtime_checkable
 class Renderer(Protocol):
-    """Renders scene plans; one instance serves many scenes and is closed once."""
+    """Renders scene plans; one instance serves many scenes and is closed once.
+
+    A renderer may also offer ``render_masks(plan)`` (the instance masks alone) and ``render_colour(plan,
+    masks)`` (the shaded pass joined with those masks): the synth loop then judges re-sampled plans on their
+    masks and shades only the plan it keeps (the offline renderer does; UnrealCV returns both in one request).
+    """
 
     def render(self, plan: ScenePlan) -> list[RenderedView]:
         """One view per camera of ``plan``, in the plan's camera order."""

@@ -322,8 +322,9 @@ class OfflineRenderer:
             self._pool[key] = self._scene.add(make_mesh(), name=":".join(str(k) for k in key))
         return self._pool[key]
 
-    def render_view(self, scene, nodes, camera: CameraPose, lighting: Lighting, seg_colors=None):
-        """Render one camera of a built scene: (rgb, seg) where seg is the flat-colour pass (or None)."""
+    def render_view(self, scene, nodes, camera: CameraPose, lighting: Lighting, seg_colors=None, colour=True):
+        """Render one camera of a built scene: (rgb, seg) where seg is the flat-colour pass (or None) and rgb is
+        None when ``colour`` is False (the mask pass alone is what a plan's checks need)."""
         pyrender = self._pyrender
         cam = pyrender.PerspectiveCamera(
             yfov=vertical_fov(camera.fov, self.width, self.height),
@@ -341,7 +342,7 @@ class OfflineRenderer:
         )
         try:
             flags = pyrender.RenderFlags.SHADOWS_DIRECTIONAL if self.shadows else pyrender.RenderFlags.NONE
-            rgb, _ = self._renderer.render(scene, flags=flags)
+            rgb = self._renderer.render(scene, flags=flags)[0] if colour else None
             seg = None
             if seg_colors is not None:
                 seg_map = {node: color for node, color in zip(nodes, seg_colors)}
@@ -349,10 +350,9 @@ class OfflineRenderer:
         finally:
             scene.remove_node(cam_node)
             scene.remove_node(fill)
-        return np.ascontiguousarray(rgb[..., :3]), seg
+        return (None if rgb is None else np.ascontiguousarray(rgb[..., :3])), seg
 
-    def render(self, plan: ScenePlan) -> list[RenderedView]:
-        """Render every camera of a plan (its resolution must be this renderer's)."""
+    def _built(self, plan: ScenePlan):
         if tuple(plan.resolution) != (self.width, self.height):
             raise InputError(
                 f"Plan resolution {plan.resolution} differs from the renderer's {self.width}x{self.height}."
@@ -361,12 +361,38 @@ class OfflineRenderer:
             Placement(self.catalog.asset(obj.asset), obj.location, obj.rotation, (obj.scale,) * 3)
             for obj in plan.objects
         ]
-        scene, nodes = self.build_scene(placements, self.catalog.floor(plan.floor.material), plan.lighting)
+        return self.build_scene(placements, self.catalog.floor(plan.floor.material), plan.lighting)
+
+    def render(self, plan: ScenePlan) -> list[RenderedView]:
+        """Render every camera of a plan (its resolution must be this renderer's)."""
+        scene, nodes = self._built(plan)
         ids = [(k + 1, 0, 0) for k in range(len(nodes))]
         views = []
         for camera in plan.cameras:
             rgb, seg = self.render_view(scene, nodes, camera, plan.lighting, seg_colors=ids)
             views.append(RenderedView(rgb=rgb, instance=seg[..., 0].astype(np.uint16)))
+        return views
+
+    def render_masks(self, plan: ScenePlan) -> list[np.ndarray]:
+        """Only the instance masks of every camera (the flat-colour pass): a re-sampled plan is judged on these,
+        so the shaded pass is drawn once, for the plan that is kept (see :meth:`render_colour`)."""
+        scene, nodes = self._built(plan)
+        ids = [(k + 1, 0, 0) for k in range(len(nodes))]
+        return [
+            self.render_view(scene, nodes, camera, plan.lighting, seg_colors=ids, colour=False)[1][..., 0].astype(
+                np.uint16
+            )
+            for camera in plan.cameras
+        ]
+
+    def render_colour(self, plan: ScenePlan, instances: list[np.ndarray]) -> list[RenderedView]:
+        """The shaded pass of every camera, joined with masks :meth:`render_masks` drew for the same plan (the
+        same pixels :meth:`render` gives: each pass is deterministic and independent of the other)."""
+        scene, nodes = self._built(plan)
+        views = []
+        for camera, instance in zip(plan.cameras, instances, strict=True):
+            rgb, _ = self.render_view(scene, nodes, camera, plan.lighting)
+            views.append(RenderedView(rgb=rgb, instance=instance))
         return views
 
     def close(self) -> None:
