@@ -216,7 +216,7 @@ def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np
         candidates.append(codes[rng.permutation(len(codes))])
     # the random order's blocks hold a fair sample of the pairs: scaled up, an estimate of each k's pairs
     scale = distinct_pairs(images) / max(int(sample[-1]), 1)
-    estimate = [int(round(n * scale)) for n in sample[:-1].tolist()]
+    estimate = [max(int(round(n * scale)), len(c)) for n, c in zip(sample[:-1].tolist(), candidates)]
     if len(orders) == 1:
         return Candidates(candidates, True, 0, estimate)  # one block: every pair counted, the scale is 1
     from commonlink.kinds.common_o.pair_exact import exhaustive_from  # it imports this module
