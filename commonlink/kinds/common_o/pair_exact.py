@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from commonlink.kinds.common_o.pair_search import PAIR_CHUNK, SourceImages, run_pairs
+from commonlink.kinds.common_o.pair_runs import PAIR_CHUNK, SourceImages, run_pairs
 
 _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 

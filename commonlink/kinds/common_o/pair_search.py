@@ -8,7 +8,10 @@ used: a seeded random one (a fair sample of all pairs: most common counts) and o
 min-hash of their object sets, so images that share many objects (the views and sets of one photo shoot or
 scene set) land in one block (the rare high counts). Work and memory are a constant per image (a block's pairs),
 so the search grows linearly with the catalog; a source of at most ``2 * BLOCK`` images is one block, where the
-candidates are every pair and "no pair shares k objects" is exact.
+candidates are every pair and "no pair shares k objects" is exact. On a larger source the min-hash order finds
+only some of the rare high counts, so from the lowest ``k`` whose candidates are few for its quota every pair
+sharing that many objects or more is listed exactly (:mod:`commonlink.kinds.common_o.pair_exact`, within
+``EXACT_WORK_PER_IMAGE``); a ``k`` below that stays sampled, with an estimate of its pairs from the random order.
 
 Quotas per ``k`` are then filled from shuffled candidates, rarest ``k`` first, under the per-image cap; the share
 of a ``k`` that cannot be filled is moved to the ``k`` that still have candidates, in proportion to their
@@ -21,6 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from commonlink.kinds.common_o.pair_exact import exhaustive_from
+from commonlink.kinds.common_o.pair_runs import SourceImages, run_pairs
+
 #: Images a block: the work per image is proportional to it (the pairs of its block), and so are the chances of
 #: finding the rarest counts; 1,024 keeps a block's arrays at a few MB.
 BLOCK = 1024
@@ -28,25 +34,9 @@ BLOCK = 1024
 #: that pairs lost to the cap and moved quotas still find candidates.
 CANDIDATE_SPARE = 4
 CANDIDATE_MIN = 16
-#: (object, pair) entries listed at a time when finding a block's pairs that share objects: ~8 bytes of
-#: temporaries each; a block of images with much in common lists millions (the distinct pairs are far fewer).
-PAIR_CHUNK = 1 << 17
 #: Work allowed per image (index entries and pairs listed) for listing every pair of the rare large k exactly
 #: (pair_exact): about a third of what the block search spends on an image, so exactness costs little time.
 EXACT_WORK_PER_IMAGE = 64
-
-
-@dataclass
-class SourceImages:
-    """The eligible images of one source: object ids (CSR) and integer scene codes."""
-
-    obj_ptr: np.ndarray  #: int64, m + 1
-    obj_ids: np.ndarray  #: int32, sorted per image
-    scene: np.ndarray  #: int64, m
-
-    @property
-    def m(self) -> int:
-        return len(self.scene)
 
 
 @dataclass
@@ -91,36 +81,6 @@ def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, 
     objects = images.obj_ids[flat]
     order = np.lexsort((local, objects))  # by object, then image: each object's images form one sorted run
     return run_pairs(objects[order], local[order], b, np.uint16)  # a count is at most the objects of one image
-
-
-def run_pairs(keys: np.ndarray, local: np.ndarray, b: int, count_dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair of entries of one run of ``keys`` (sorted by key, then ``local``: indices below ``b``), as sorted
-    codes ``i * b + j`` (i < j) and how many runs list each pair. Listed for a range of first indices at a time
-    (about PAIR_CHUNK (run, pair) entries), so memory is the distinct pairs plus one chunk, however long the runs.
-    int32 codes while ``b * b`` fits (a block), int64 beyond (a whole source)."""
-    dtype = np.int32 if b * b < 2**31 else np.int64
-    local = local.astype(dtype, copy=False)
-    entries = np.arange(len(keys), dtype=dtype)
-    # every entry pairs with the later entries of its run (same key, larger index)
-    later = np.searchsorted(keys, keys, side="right").astype(dtype) - entries - 1
-    per_first = np.cumsum(np.bincount(local, weights=later, minlength=b))  # (run, pair) entries up to index i
-    n_chunks = max(1, -(-int(per_first[-1]) // PAIR_CHUNK)) if b else 1
-    cuts = np.searchsorted(per_first, np.arange(1, n_chunks) * (per_first[-1] / n_chunks)).tolist() if b else []
-    codes, counts = [], []
-    for lo, hi in zip([0, *cuts], [*cuts, b]):
-        chosen = (local >= lo) & (local < hi) if n_chunks > 1 else slice(None)
-        runs = later[chosen]
-        first = np.repeat(local[chosen], runs)
-        offsets = np.arange(len(first), dtype=dtype) - np.repeat(np.cumsum(runs, dtype=dtype) - runs, runs)
-        second = local[np.repeat(entries[chosen] + 1, runs) + offsets]
-        del offsets
-        # chunks cover increasing first indices, so their sorted codes concatenate in order
-        chunk_codes, chunk_counts = np.unique(first * dtype(b) + second, return_counts=True)
-        codes.append(chunk_codes)
-        counts.append(chunk_counts.astype(count_dtype, copy=False))
-    if len(codes) == 1:
-        return codes[0], counts[0]
-    return np.concatenate(codes), np.concatenate(counts)
 
 
 def _subsample(values: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
@@ -219,8 +179,6 @@ def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np
     estimate = [max(int(round(n * scale)), len(c)) for n, c in zip(sample[:-1].tolist(), candidates)]
     if len(orders) == 1:
         return Candidates(candidates, True, 0, estimate)  # one block: every pair counted, the scale is 1
-    from commonlink.kinds.common_o.pair_exact import exhaustive_from  # it imports this module
-
     # the k a random search finds plenty of stay sampled; from the lowest k it may not, every pair is listed
     lowest = next((k for k in range(1, k_max + 1) if len(candidates[k]) < CANDIDATE_SPARE * wanted[k]), k_max + 1)
     t, codes, shared = exhaustive_from(images, lowest, k_max, EXACT_WORK_PER_IMAGE * m)
