@@ -15,7 +15,7 @@ from commonlink.errors import InputError
 from commonlink.fileio import read_jsonl
 from commonlink.formats.catalog import catalog_file
 from commonlink.formats.catalog_refs import CatalogResolver
-from commonlink.kinds.common_o import pair_rows, pair_search, pairs
+from commonlink.kinds.common_o import pair_rows, pair_runs, pair_search, pairs
 from commonlink.kinds.common_o.pair_search import SourceImages
 from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from tests.fixtures.catalogs import family_scenes, write_scene_catalog
@@ -150,7 +150,7 @@ def test_shared_pairs_are_the_same_listed_in_chunks(monkeypatch, chunk):
     }
     assert dict(zip(whole_codes.tolist(), whole_counts.tolist())) == expected
     assert whole_codes.tolist() == sorted(expected)
-    monkeypatch.setattr(pair_search, "PAIR_CHUNK", chunk)
+    monkeypatch.setattr(pair_runs, "PAIR_CHUNK", chunk)
     codes, counts = pair_search._shared_pairs(images, block)
     assert codes.tolist() == whole_codes.tolist() and counts.tolist() == whole_counts.tolist()
     assert codes.dtype == whole_codes.dtype
@@ -159,7 +159,7 @@ def test_shared_pairs_are_the_same_listed_in_chunks(monkeypatch, chunk):
 def test_sampling_is_the_same_whatever_the_chunk(catalog, monkeypatch):
     config = PairsConfig(count=50, seed=8, max_common=4)
     expected = json.dumps(list(sample_pairs([catalog], config)[0]))
-    monkeypatch.setattr(pair_search, "PAIR_CHUNK", 3)
+    monkeypatch.setattr(pair_runs, "PAIR_CHUNK", 3)
     assert json.dumps(list(sample_pairs([catalog], config)[0])) == expected
 
 

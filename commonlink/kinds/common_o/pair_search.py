@@ -8,7 +8,10 @@ used: a seeded random one (a fair sample of all pairs: most common counts) and o
 min-hash of their object sets, so images that share many objects (the views and sets of one photo shoot or
 scene set) land in one block (the rare high counts). Work and memory are a constant per image (a block's pairs),
 so the search grows linearly with the catalog; a source of at most ``2 * BLOCK`` images is one block, where the
-candidates are every pair and "no pair shares k objects" is exact.
+candidates are every pair and "no pair shares k objects" is exact. On a larger source the min-hash order finds
+only some of the rare high counts, so from the lowest ``k`` whose candidates are few for its quota every pair
+sharing that many objects or more is listed exactly (:mod:`commonlink.kinds.common_o.pair_exact`, within
+``EXACT_WORK_PER_IMAGE``); a ``k`` below that stays sampled, with an estimate of its pairs from the random order.
 
 Quotas per ``k`` are then filled from shuffled candidates, rarest ``k`` first, under the per-image cap; the share
 of a ``k`` that cannot be filled is moved to the ``k`` that still have candidates, in proportion to their
@@ -21,6 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from commonlink.kinds.common_o.pair_exact import exhaustive_from
+from commonlink.kinds.common_o.pair_runs import SourceImages, run_pairs
+
 #: Images a block: the work per image is proportional to it (the pairs of its block), and so are the chances of
 #: finding the rarest counts; 1,024 keeps a block's arrays at a few MB.
 BLOCK = 1024
@@ -28,22 +34,9 @@ BLOCK = 1024
 #: that pairs lost to the cap and moved quotas still find candidates.
 CANDIDATE_SPARE = 4
 CANDIDATE_MIN = 16
-#: (object, pair) entries listed at a time when finding a block's pairs that share objects: ~8 bytes of
-#: temporaries each; a block of images with much in common lists millions (the distinct pairs are far fewer).
-PAIR_CHUNK = 1 << 17
-
-
-@dataclass
-class SourceImages:
-    """The eligible images of one source: object ids (CSR) and integer scene codes."""
-
-    obj_ptr: np.ndarray  #: int64, m + 1
-    obj_ids: np.ndarray  #: int32, sorted per image
-    scene: np.ndarray  #: int64, m
-
-    @property
-    def m(self) -> int:
-        return len(self.scene)
+#: Work allowed per image (index entries and pairs listed) for listing every pair of the rare large k exactly
+#: (pair_exact): about a third of what the block search spends on an image, so exactness costs little time.
+EXACT_WORK_PER_IMAGE = 64
 
 
 @dataclass
@@ -53,6 +46,10 @@ class SearchResult:
     achieved: list[int]
     candidates: list[int]  #: distinct candidate pairs kept per k (all that were found, for a k rarer than its limit)
     exact: bool  #: every pair of the source was examined (one block): a k with no candidate is impossible
+    exhaustive_from: int = 0  #: every pair sharing this many objects or more was found (0 with ``exact``)
+    present: list[int] = field(
+        default_factory=list
+    )  #: pairs per k there are: exact from exhaustive_from, else estimated
     moved_to: dict[int, int] = field(default_factory=dict)  #: k -> examples it received from short k
 
 
@@ -83,29 +80,7 @@ def _shared_pairs(images: SourceImages, block: np.ndarray) -> tuple[np.ndarray, 
     flat = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
     objects = images.obj_ids[flat]
     order = np.lexsort((local, objects))  # by object, then image: each object's images form one sorted run
-    local, objects = local[order], objects[order]
-    entries = np.arange(len(objects), dtype=np.int32)
-    # every entry pairs with the later entries of its run (same object, larger image index)
-    later = np.searchsorted(objects, objects, side="right").astype(np.int32) - entries - 1
-    del objects, order, flat
-    per_first = np.cumsum(np.bincount(local, weights=later, minlength=b))  # (object, pair) entries up to image i
-    n_chunks = max(1, -(-int(per_first[-1]) // PAIR_CHUNK)) if b else 1
-    cuts = np.searchsorted(per_first, np.arange(1, n_chunks) * (per_first[-1] / n_chunks)).tolist() if b else []
-    codes, counts = [], []
-    for lo, hi in zip([0, *cuts], [*cuts, b]):
-        chosen = (local >= lo) & (local < hi) if n_chunks > 1 else slice(None)
-        runs = later[chosen]
-        first = np.repeat(local[chosen], runs)
-        offsets = np.arange(len(first), dtype=np.int32) - np.repeat(np.cumsum(runs, dtype=np.int32) - runs, runs)
-        second = local[np.repeat(entries[chosen] + 1, runs) + offsets]
-        del offsets
-        # chunks cover increasing first images, so their sorted codes concatenate in order
-        chunk_codes, chunk_counts = np.unique(first * np.int32(b) + second, return_counts=True)
-        codes.append(chunk_codes)
-        counts.append(chunk_counts.astype(np.uint16))  # at most the objects of one image
-    if len(codes) == 1:
-        return codes[0], counts[0]
-    return np.concatenate(codes), np.concatenate(counts)
+    return run_pairs(objects[order], local[order], b, np.uint16)  # a count is at most the objects of one image
 
 
 def _subsample(values: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
@@ -143,8 +118,9 @@ def _minhash_order(images: SourceImages, rng: np.random.Generator) -> np.ndarray
 
 def _block_candidates(
     images: SourceImages, block: np.ndarray, k_max: int, wanted: list[int], rng: np.random.Generator
-) -> list[np.ndarray]:
-    """Per k, local codes of candidate pairs of one block (different scenes)."""
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Per k, local codes of candidate pairs of one block (different scenes), and how many of the block's pairs
+    from different scenes share each k (before any is left out; the last entry: all of them)."""
     b, scene = len(block), images.scene[block]
     codes, shared = _shared_pairs(images, block)
     different = scene[codes // b] != scene[codes % b]
@@ -152,9 +128,13 @@ def _block_candidates(
     per_scene = np.bincount(np.unique(scene, return_inverse=True)[1])
     disjoint = b * (b - 1) // 2 - int((per_scene * (per_scene - 1) // 2).sum()) - len(codes)
     by_k = [_disjoint_pairs(scene, codes, disjoint, _limit(wanted[0], b, images.m), rng) if disjoint else codes[:0]]
+    present = np.zeros(k_max + 2, dtype=np.int64)
+    present[0], present[-1] = disjoint, disjoint + len(codes)
     for k in range(1, k_max + 1):  # a pass per k over 16-bit counts: no sort, no index array the size of codes
-        by_k.append(_subsample(codes[shared == k], _limit(wanted[k], b, images.m), rng))
-    return by_k
+        of_k = codes[shared == k]
+        present[k] = len(of_k)
+        by_k.append(_subsample(of_k, _limit(wanted[k], b, images.m), rng))
+    return by_k, present
 
 
 def _blocks(images: SourceImages, rng: np.random.Generator) -> list[list[np.ndarray]]:
@@ -165,17 +145,28 @@ def _blocks(images: SourceImages, rng: np.random.Generator) -> list[list[np.ndar
     return [np.array_split(order, n_blocks) for order in (rng.permutation(images.m), _minhash_order(images, rng))]
 
 
-def find_candidates(
-    images: SourceImages, k_max: int, wanted: list[int], rng: np.random.Generator
-) -> tuple[list[np.ndarray], bool]:
-    """Candidate pairs per k (codes ``a * m + b``, a < b, distinct, in a seeded random order; at most a few times
-    what the k needs), and whether every pair of the source was examined."""
+@dataclass
+class Candidates:
+    """What the search found in one source."""
+
+    by_k: list[np.ndarray]  #: per k, codes ``a * m + b`` (a < b, distinct) in a seeded random order
+    exact: bool  #: every pair was examined (one block)
+    exhaustive_from: int  #: every pair sharing this many objects or more (up to k_max) is in ``by_k``
+    present: list[int]  #: pairs from different scenes sharing each k: exact from exhaustive_from, else estimated
+
+
+def find_candidates(images: SourceImages, k_max: int, wanted: list[int], rng: np.random.Generator) -> Candidates:
+    """Candidate pairs per k (at most a few times what the k needs, except that every pair of a k from
+    ``exhaustive_from`` on is kept), and how many pairs there are of each k."""
     m = images.m
     orders = _blocks(images, rng)
     found: list[list[np.ndarray]] = [[] for _ in range(k_max + 1)]
-    for blocks in orders:
+    sample = np.zeros(k_max + 2, dtype=np.int64)  # pairs per k in the first (random) order's blocks
+    for o, blocks in enumerate(orders):
         for block in blocks:
-            for k, local in enumerate(_block_candidates(images, block, k_max, wanted, rng)):
+            by_k, present = _block_candidates(images, block, k_max, wanted, rng)
+            sample += present if o == 0 else 0
+            for k, local in enumerate(by_k):
                 if len(local):
                     a, c = block[local // len(block)], block[local % len(block)]
                     found[k].append(np.minimum(a, c).astype(np.int64) * m + np.maximum(a, c))
@@ -183,7 +174,25 @@ def find_candidates(
     for parts in found:
         codes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
         candidates.append(codes[rng.permutation(len(codes))])
-    return candidates, len(orders) == 1
+    # the random order's blocks hold a fair sample of the pairs: scaled up, an estimate of each k's pairs
+    scale = distinct_pairs(images) / max(int(sample[-1]), 1)
+    estimate = [max(int(round(n * scale)), len(c)) for n, c in zip(sample[:-1].tolist(), candidates)]
+    if len(orders) == 1:
+        return Candidates(candidates, True, 0, estimate)  # one block: every pair counted, the scale is 1
+    # the k a random search finds plenty of stay sampled; from the lowest k it may not, every pair is listed
+    lowest = next((k for k in range(1, k_max + 1) if len(candidates[k]) < CANDIDATE_SPARE * wanted[k]), k_max + 1)
+    t, codes, shared = exhaustive_from(images, lowest, k_max, EXACT_WORK_PER_IMAGE * m)
+    for k in range(t, k_max + 1):
+        of_k = codes[shared == k]
+        candidates[k] = of_k[rng.permutation(len(of_k))]
+        estimate[k] = len(of_k)
+    return Candidates(candidates, False, t, estimate)
+
+
+def distinct_pairs(images: SourceImages) -> int:
+    """Unordered pairs of images from different scenes."""
+    sizes = np.bincount(images.scene) if images.m else np.zeros(0, dtype=np.int64)
+    return (images.m * (images.m - 1) - int(np.sum(sizes * (sizes - 1)))) // 2
 
 
 def _limit(wanted: int, b: int, m: int) -> int:
@@ -232,8 +241,17 @@ def sample_source(
     k_max = len(weights) - 1
     drawn = weighted_quota(n, weights, rng)  # drawn either way, so the generator's state does not depend on it
     quota = list(quota) if quota is not None else drawn
-    candidates, exact = find_candidates(images, k_max, quota, rng)
-    result = SearchResult(_NO_PAIRS, list(quota), [0] * (k_max + 1), [len(c) for c in candidates], exact)
+    found = find_candidates(images, k_max, quota, rng)
+    candidates = found.by_k
+    result = SearchResult(
+        _NO_PAIRS,
+        list(quota),
+        [0] * (k_max + 1),
+        [len(c) for c in candidates],
+        found.exact,
+        found.exhaustive_from,
+        found.present,
+    )
     pairs: list[tuple[int, int, int]] = []
     if k_limit is not None:
         candidates = [c if k <= k_limit else c[:0] for k, c in enumerate(candidates)]

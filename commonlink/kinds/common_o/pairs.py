@@ -45,7 +45,14 @@ from commonlink.kinds.common_o.pair_rows import (  # noqa: F401 (build_choices: 
     build_choices,
     cooccurrence,
 )
-from commonlink.kinds.common_o.pair_search import BLOCK, SearchResult, SourceImages, sample_source, weighted_quota
+from commonlink.kinds.common_o.pair_search import (
+    BLOCK,
+    SearchResult,
+    SourceImages,
+    distinct_pairs,
+    sample_source,
+    weighted_quota,
+)
 from commonlink.locks import output_lock
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
@@ -217,12 +224,6 @@ def _source_images(index: CatalogIndex, source: int) -> tuple[np.ndarray, Source
     return members, SourceImages(obj_ptr, index.obj_ids[flat], scene.astype(np.int64))
 
 
-def _distinct_pairs(images: SourceImages) -> int:
-    """Unordered pairs of images from different scenes."""
-    sizes = np.bincount(images.scene) if images.m else np.zeros(0, dtype=np.int64)
-    return (images.m * (images.m - 1) - int(np.sum(sizes * (sizes - 1)))) // 2
-
-
 def _check_source(config: PairsConfig, index: CatalogIndex, name: str, images: SourceImages, n: int, cap: int) -> None:
     """Refuse a request the source cannot hold whatever the pairs: too few images, names, pairs or slots."""
     lo, hi = config.object_range()
@@ -241,7 +242,7 @@ def _check_source(config: PairsConfig, index: CatalogIndex, name: str, images: S
             f"{config.choices - 1} (plus '{NO_COMMON_OBJECTS}').",
             "Lower --choices, or add catalogs with more kinds of objects.",
         )
-    distinct = _distinct_pairs(images)
+    distinct = distinct_pairs(images)
     if n > distinct:
         raise _too_few(
             name, m, n, lo, hi, index, f"{n:,} distinct pairs from different scenes, and there are {distinct:,}"
@@ -385,12 +386,19 @@ def _source_notes(name: str, r: SearchResult) -> list[str]:
     for k, (want, got) in enumerate(zip(r.requested, r.achieved)):
         if got >= want:
             continue
-        if not r.candidates[k]:
-            why = "no two images from different scenes share exactly that many objects" + (
-                "" if r.exact else f" among the pairs examined (blocks of {BLOCK:,} images)"
+        every = r.exact or k >= r.exhaustive_from  # every pair sharing k objects was found
+        if not r.candidates[k] and every:
+            why = "no two images from different scenes share exactly that many objects"
+        elif every:
+            why = (
+                f"{r.candidates[k]:,} distinct pair(s) share that many, all found, too few under the use cap --max-uses"
             )
-        else:
-            why = f"{r.candidates[k]:,} distinct pair(s) found, too few under the use cap --max-uses"
+        else:  # sampled: say how many of the pairs there are were not found
+            why = (
+                f"{r.candidates[k]:,} distinct pair(s) found of about {r.present[k]:,} that share that many (an "
+                f"estimate: pairs sharing {r.exhaustive_from} or more objects are all listed, fewer are sampled in "
+                f"blocks of {BLOCK:,} images), too few under the use cap --max-uses"
+            )
         notes.append(f"{name}: {k} common object(s) could not be filled: {got} of {want} requested ({why}).")
     if r.moved_to:
         moved = ", ".join(f"k={k}: +{n}" for k, n in sorted(r.moved_to.items()))
@@ -425,6 +433,10 @@ def _stats(config, index, eligible, real_fraction, results, choice_counts, n_row
             },
             "candidate_pairs": {k: r.candidates[int(k)] for k in ks},
             "all_pairs_examined": r.exact,
+            # every pair sharing this many objects or more is among the candidates (0: every pair examined)
+            "all_pairs_found_from_k": r.exhaustive_from,
+            # pairs from different scenes sharing each k: counted where all are found, else estimated
+            "pairs_present": {k: r.present[int(k)] for k in ks},
         }
     n_real = per_source.get("real", {}).get("examples", 0)
     return {
