@@ -56,6 +56,7 @@ from commonlink.kinds.common_o.format import common_o_features, letters
 from commonlink.kinds.common_o.release_stats import CommonOStatsAccumulator
 from commonlink.progress import track
 from commonlink.release.card_claims import card_conflicts
+from commonlink.release.licences import LicenceLedger, credit_row_fields, with_credit_columns
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
@@ -69,6 +70,8 @@ from commonlink.release.staging import (
     without_local_paths,
 )
 
+#: The image columns of a row (each gets ``_license``, ``_author``, ``_source_url`` columns when credits are known).
+IMAGE_COLUMNS = ("image_1", "image_2")
 #: Stored in every row's ``answer_type``: the model picks every correct letter among the choices.
 ANSWER_TYPE = "multiple_choice"
 
@@ -96,6 +99,7 @@ def build_common_o_release(
     options = options.named_for(out_dir)
     inputs = _read_inputs(pairs_files)
     seed = _common_seed(inputs)
+    ledger = _licence_ledger(inputs, options.catalog_root)
     config = {
         "kind": "common_o",
         **options.recorded(),
@@ -113,14 +117,20 @@ def build_common_o_release(
             for inp in inputs
         ],
     }
+    if ledger.digest():
+        config["image_credits"] = ledger.digest()
     build_key = build_key_of(config, __version__)
+    notes = ledger.check(options.license, options.licence_check)
 
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
+        reused.notes = notes
         return reused
 
     with stage_release(out_dir) as tmp_dir:
         features = common_o_features()
+        if ledger.has_columns:
+            features = with_credit_columns(features, IMAGE_COLUMNS)
         shards = _SplitShards(
             tmp_dir / "data",
             features,
@@ -128,6 +138,7 @@ def build_common_o_release(
             progress=options.progress,
             catalog_root=options.catalog_root,
         )
+        shards.ledger = ledger if ledger.has_columns else None
         for split in dict.fromkeys(inp.split for inp in inputs):
             shards.write_split(split, [inp for inp in inputs if inp.split == split])
 
@@ -136,6 +147,8 @@ def build_common_o_release(
         )
         summary = shards.stats.summary()
         _mark_unreached_counts(summary, inputs)
+        if ledger.summary() is not None:
+            summary["image_credits"] = ledger.summary()
         for conflict in card_conflicts(summary, dict(options.card_info)):
             log.warning(conflict)
         card = render_common_o_card(
@@ -167,7 +180,9 @@ def build_common_o_release(
             toolkit_version=__version__,
         )
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(out_dir=out_dir, kind="common_o", splits=manifest["parts"], files=files, figures=figures)
+    return ReleaseResult(
+        out_dir=out_dir, kind="common_o", splits=manifest["parts"], files=files, figures=figures, notes=notes
+    )
 
 
 class _SplitShards:
@@ -188,6 +203,7 @@ class _SplitShards:
         self._compact = _CompactRows()
         self._reader = CatalogImageReader()
         self._seen_ids: dict[str, str] = {}
+        self.ledger: LicenceLedger | None = None  #: set when the release has licence/author/source columns
 
     def write_split(self, split: str, split_inputs: list[_Input]) -> None:
         with ShardWriter(self.data_dir, split, self.features, max_shard_bytes=self.max_shard_bytes) as writer:
@@ -223,6 +239,9 @@ class _SplitShards:
                 "duplicate file.",
             )
         self._seen_ids[record["id"]] = where
+        if self.ledger is not None:
+            for key in IMAGE_COLUMNS:
+                record.update(credit_row_fields(self.ledger.credit(row[key]["catalog"], row[key]["id"]), key))
         return record
 
 
@@ -440,6 +459,25 @@ def checked_image_record(image: Any, *, key: str, source: str, where: str, reade
 
 
 # ------------------------------------------------------------------------------------------------ internals
+
+
+def _licence_ledger(inputs: list[_Input], catalog_root) -> LicenceLedger:
+    """The catalog records of every image the pairs files name (a first pass: the licence check and the release's
+    columns are decided before a row is written). Malformed rows are skipped here and refused by the build."""
+    ledger, reader = LicenceLedger(), CatalogImageReader()
+    for inp in inputs:
+        resolver = CatalogResolver(inp.path, catalog_root)
+        for number, row in enumerate(map(resolver.pairs_row, read_jsonl(inp.path)), start=1):
+            for key in IMAGE_COLUMNS:
+                image = row.get(key)
+                if (
+                    isinstance(image, dict)
+                    and isinstance(image.get("catalog"), str)
+                    and isinstance(image.get("id"), str)
+                ):
+                    what = f"{inp.path}, row {number}: {key}"
+                    ledger.add(image["catalog"], reader.record(image["catalog"], image["id"], what=what))
+    return ledger
 
 
 def _mark_unreached_counts(summary: dict, inputs: list[_Input]) -> None:
