@@ -270,3 +270,30 @@ def test_synthetic_assets_are_checked_against_the_release_licence(tmp_path):
 def test_card_info_asks_about_image_licences():
     assert "\nimage_licences:" in card_info_template()
     assert "cc-by-nc-4.0" in LICENCES and "other" in LICENCES
+
+
+def test_an_association_release_carries_its_photos_credits_and_checks_them(tmp_path):
+    from typer.testing import CliRunner
+
+    from commonlink.cli import app
+    from tests.fixtures.tiny_chains import chains_command, write_concept_catalog
+
+    records = write_concept_catalog(tmp_path / "catalog", 12, seed=300)
+    for i, record in enumerate(records):
+        record.license, record.author = ("cc-by-nc-4.0" if i == 0 else "cc-by-4.0"), f"Photographer {i % 3}"
+    write_catalog(tmp_path / "catalog", records)
+    built = CliRunner().invoke(app, chains_command(tmp_path / "catalog", tmp_path / "chains", seed=3))
+    assert built.exit_code == 0, built.output
+    chain_files = sorted((tmp_path / "chains").glob("*.jsonl"))
+    used = {json.loads(line)["id"] for line in (tmp_path / "chains" / "images.jsonl").read_text().splitlines()}
+    if "im00" in used:  # the non-commercial photo is in the release: refused under cc-by-4.0
+        with pytest.raises(InputError, match=r"cc-by-nc-4.0: non-commercial.*images/0\.png"):
+            build_release(chain_files, tmp_path / "refused", license="cc-by-4.0", progress=False)
+    build_release(chain_files, tmp_path / "rel", license="cc-by-nc-4.0", progress=False)
+    table = pq.read_table(next((tmp_path / "rel" / "images").glob("*.parquet")))
+    assert table.schema.names[-3:] == ["license", "author", "source_url"]
+    by_id = {r.id: r for r in records}
+    for row in table.drop_columns(["image"]).to_pylist():
+        assert (row["license"], row["author"]) == (by_id[row["id"]].license, by_id[row["id"]].author)
+    card = (tmp_path / "rel" / "README.md").read_text()
+    assert "## Image licences and attribution" in card and "`images.license`" in card

@@ -66,12 +66,13 @@ class LicenceLedger:
     credits: dict[tuple[str, str], ImageCredit] = field(default_factory=dict)  #: (catalog, image id) -> credit
     synthetic_objects: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
-    def add(self, catalog: str | os.PathLike, record: CatalogRecord) -> None:
+    def add(self, catalog: str | os.PathLike, record: CatalogRecord) -> ImageCredit:
         key = (str(catalog), record.id)
         if key not in self.credits:
             self.credits[key] = ImageCredit.of(record)
             if record.source == "synthetic":
                 self.synthetic_objects[str(catalog)].update(record.objects)
+        return self.credits[key]
 
     @property
     def has_columns(self) -> bool:
@@ -186,9 +187,14 @@ def _listing(names: list[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- release columns
+def _column(prefix: str, name: str) -> str:
+    return f"{prefix}_{name}" if prefix else name
+
+
 def credit_columns(prefixes: Iterable[str]) -> list[str]:
-    """The release columns of the credits of each image column (``image_1`` -> ``image_1_license``, ...)."""
-    return [f"{prefix}_{name}" for prefix in prefixes for name in ATTRIBUTION_FIELDS]
+    """The release columns of the credits of each image column (``image_1`` -> ``image_1_license``, ...; the
+    prefix ``""`` gives the bare names, for a table of one image a row)."""
+    return [_column(prefix, name) for prefix in prefixes for name in ATTRIBUTION_FIELDS]
 
 
 def with_credit_columns(features: Any, prefixes: Iterable[str]) -> Any:
@@ -199,7 +205,7 @@ def with_credit_columns(features: Any, prefixes: Iterable[str]) -> Any:
 
 
 def credit_row_fields(credit: ImageCredit, prefix: str) -> dict[str, str | None]:
-    return {f"{prefix}_{name}": value for name, value in credit.fields().items()}
+    return {_column(prefix, name): value for name, value in credit.fields().items()}
 
 
 COLUMN_TEXT = {
@@ -213,7 +219,7 @@ def credit_column_descriptions(prefixes: Iterable[str], *, image: str = "image {
     out = {}
     for n, prefix in enumerate(prefixes, start=1):
         for name in ATTRIBUTION_FIELDS:
-            out[f"{prefix}_{name}"] = COLUMN_TEXT[name].format(image=image.format(n=n))
+            out[_column(prefix, name)] = COLUMN_TEXT[name].format(image=image.format(n=n))
     return out
 
 

@@ -100,25 +100,7 @@ def build_common_o_release(
     inputs = _read_inputs(pairs_files)
     seed = _common_seed(inputs)
     ledger = _licence_ledger(inputs, options.catalog_root)
-    config = {
-        "kind": "common_o",
-        **options.recorded(),
-        "answer_type": ANSWER_TYPE,
-        "inputs": [
-            {
-                "file": inp.path.name,
-                "sha256": inp.sha256,
-                "split": inp.split,
-                "count": inp.meta.get("count"),
-                "seed": inp.meta.get("seed"),
-                "toolkit_version": inp.meta.get("toolkit_version"),
-                "config": without_local_paths(inp.meta.get("config", {})),
-            }
-            for inp in inputs
-        ],
-    }
-    if ledger.digest():
-        config["image_credits"] = ledger.digest()
+    config = _release_config(inputs, options, ledger)
     build_key = build_key_of(config, __version__)
     notes = ledger.check(options.license, options.licence_check)
 
@@ -459,6 +441,30 @@ def checked_image_record(image: Any, *, key: str, source: str, where: str, reade
 
 
 # ------------------------------------------------------------------------------------------------ internals
+
+
+def _release_config(inputs: list[_Input], options: ReleaseOptions, ledger: LicenceLedger) -> dict:
+    """The build's recorded configuration (the manifest's ``config``; its hash is the build key)."""
+    config = {
+        "kind": "common_o",
+        **options.recorded(),
+        "answer_type": ANSWER_TYPE,
+        "inputs": [
+            {
+                "file": inp.path.name,
+                "sha256": inp.sha256,
+                "split": inp.split,
+                "count": inp.meta.get("count"),
+                "seed": inp.meta.get("seed"),
+                "toolkit_version": inp.meta.get("toolkit_version"),
+                "config": without_local_paths(inp.meta.get("config", {})),
+            }
+            for inp in inputs
+        ],
+    }
+    if ledger.digest():  # only when some image records a credit: other builds keep their key
+        config["image_credits"] = ledger.digest()
+    return config
 
 
 def _licence_ledger(inputs: list[_Input], catalog_root) -> LicenceLedger:
