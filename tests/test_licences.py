@@ -297,3 +297,16 @@ def test_an_association_release_carries_its_photos_credits_and_checks_them(tmp_p
         assert (row["license"], row["author"]) == (by_id[row["id"]].license, by_id[row["id"]].author)
     card = (tmp_path / "rel" / "README.md").read_text()
     assert "## Image licences and attribution" in card and "`images.license`" in card
+
+
+def test_a_card_rewritten_from_the_manifest_keeps_the_credits_and_the_publishers_answer(released, tmp_path):
+    import shutil
+
+    from commonlink.release.card_rebuild import rebuild_card
+
+    base, _, _ = released
+    shutil.copytree(base / "rel", tmp_path / "rel")
+    rebuild_card(tmp_path / "rel", {"image_licences": "The lab's members agreed to these licences."})
+    card = (tmp_path / "rel" / "README.md").read_text()
+    assert "| cc-by-nc-4.0 | Creative Commons BY-NC 4.0 | 1 |" in card
+    assert "Photos by licence: 2 under cc-by-4.0" in card and "agreed to these licences." in card
