@@ -22,7 +22,7 @@ import logging
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,38 +99,47 @@ def build_common_o_release(
     options = options.named_for(out_dir)
     inputs = _read_inputs(pairs_files)
     seed = _common_seed(inputs)
-    ledger = _licence_ledger(inputs, options.catalog_root)
-    config = _release_config(inputs, options, ledger)
+    config = {
+        "kind": "common_o",
+        **options.recorded(),
+        "answer_type": ANSWER_TYPE,
+        "inputs": [
+            {
+                "file": inp.path.name,
+                "sha256": inp.sha256,
+                "split": inp.split,
+                "count": inp.meta.get("count"),
+                "seed": inp.meta.get("seed"),
+                "toolkit_version": inp.meta.get("toolkit_version"),
+                "config": without_local_paths(inp.meta.get("config", {})),
+            }
+            for inp in inputs
+        ],
+    }
+    ledger, notes = _licence_check(inputs, options, config)
     build_key = build_key_of(config, __version__)
-    notes = ledger.check(options.license, options.licence_check)
 
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
-        reused.notes = notes
-        return reused
+        return replace(reused, notes=notes)
 
     with stage_release(out_dir) as tmp_dir:
-        features = common_o_features()
-        if ledger.has_columns:
-            features = with_credit_columns(features, IMAGE_COLUMNS)
         shards = _SplitShards(
             tmp_dir / "data",
-            features,
+            common_o_features(),
             max_shard_bytes=options.max_shard_bytes,
             progress=options.progress,
             catalog_root=options.catalog_root,
+            ledger=ledger,
         )
-        shards.ledger = ledger if ledger.has_columns else None
         for split in dict.fromkeys(inp.split for inp in inputs):
             shards.write_split(split, [inp for inp in inputs if inp.split == split])
 
         figures = write_common_o_figures(
             dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
         )
-        summary = shards.stats.summary()
+        summary = shards.summary()
         _mark_unreached_counts(summary, inputs)
-        if ledger.summary() is not None:
-            summary["image_credits"] = ledger.summary()
         for conflict in card_conflicts(summary, dict(options.card_info)):
             log.warning(conflict)
         card = render_common_o_card(
@@ -140,7 +149,7 @@ def build_common_o_release(
             splits=shards.splits,
             stats=summary,
             figures=figures,
-            features=features,
+            features=shards.features,
             seed=seed,
             toolkit_version=__version__,
             config=config,
@@ -171,13 +180,20 @@ class _SplitShards:
     """Streams the pairs rows of each split into parquet shards, keeping per-split statistics and the light
     metadata the figures need (no image bytes); ids must be unique across the whole release."""
 
-    def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool, catalog_root=None) -> None:
-        self.data_dir, self.features, self.max_shard_bytes, self.progress = (
-            data_dir,
-            features,
-            max_shard_bytes,
-            progress,
-        )
+    def __init__(
+        self,
+        data_dir: Path,
+        features,
+        *,
+        max_shard_bytes: int,
+        progress: bool,
+        catalog_root=None,
+        ledger: LicenceLedger | None = None,
+    ) -> None:
+        self.data_dir, self.max_shard_bytes, self.progress = data_dir, max_shard_bytes, progress
+        # the images' licence, author and source become columns when some image records one (release/licences.py)
+        self.ledger = ledger if ledger is not None and ledger.has_columns else None
+        self.features = with_credit_columns(features, IMAGE_COLUMNS) if self.ledger else features
         self.catalog_root = catalog_root
         self.stats = CommonOStatsAccumulator()
         self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
@@ -185,7 +201,15 @@ class _SplitShards:
         self._compact = _CompactRows()
         self._reader = CatalogImageReader()
         self._seen_ids: dict[str, str] = {}
-        self.ledger: LicenceLedger | None = None  #: set when the release has licence/author/source columns
+        self._credits = ledger
+
+    def summary(self) -> dict:
+        """The release statistics (``CommonOStatsAccumulator.summary``), with the images' credits where known."""
+        summary = self.stats.summary()
+        credits = self._credits.summary() if self._credits is not None else None
+        if credits is not None:
+            summary["image_credits"] = credits
+        return summary
 
     def write_split(self, split: str, split_inputs: list[_Input]) -> None:
         with ShardWriter(self.data_dir, split, self.features, max_shard_bytes=self.max_shard_bytes) as writer:
@@ -443,33 +467,17 @@ def checked_image_record(image: Any, *, key: str, source: str, where: str, reade
 # ------------------------------------------------------------------------------------------------ internals
 
 
-def _release_config(inputs: list[_Input], options: ReleaseOptions, ledger: LicenceLedger) -> dict:
-    """The build's recorded configuration (the manifest's ``config``; its hash is the build key)."""
-    config = {
-        "kind": "common_o",
-        **options.recorded(),
-        "answer_type": ANSWER_TYPE,
-        "inputs": [
-            {
-                "file": inp.path.name,
-                "sha256": inp.sha256,
-                "split": inp.split,
-                "count": inp.meta.get("count"),
-                "seed": inp.meta.get("seed"),
-                "toolkit_version": inp.meta.get("toolkit_version"),
-                "config": without_local_paths(inp.meta.get("config", {})),
-            }
-            for inp in inputs
-        ],
-    }
+def _licence_check(inputs: list[_Input], options: ReleaseOptions, config: dict) -> tuple[LicenceLedger, list[str]]:
+    """The credits of every image the pairs files name, checked against the release licence (release/licences.py)
+    before a row is written, and the build's notes; records their digest in ``config`` (the build key) where some
+    image has one. Malformed rows are skipped here and refused by the build."""
+    ledger = _licence_ledger(inputs, options.catalog_root)
     if ledger.digest():  # only when some image records a credit: other builds keep their key
         config["image_credits"] = ledger.digest()
-    return config
+    return ledger, ledger.check(options.license, options.licence_check)
 
 
 def _licence_ledger(inputs: list[_Input], catalog_root) -> LicenceLedger:
-    """The catalog records of every image the pairs files name (a first pass: the licence check and the release's
-    columns are decided before a row is written). Malformed rows are skipped here and refused by the build."""
     ledger, reader = LicenceLedger(), CatalogImageReader()
     for inp in inputs:
         resolver = CatalogResolver(inp.path, catalog_root)
