@@ -310,3 +310,21 @@ def test_a_card_rewritten_from_the_manifest_keeps_the_credits_and_the_publishers
     card = (tmp_path / "rel" / "README.md").read_text()
     assert "| cc-by-nc-4.0 | Creative Commons BY-NC 4.0 | 1 |" in card
     assert "Photos by licence: 2 under cc-by-4.0" in card and "agreed to these licences." in card
+
+
+def test_a_licence_fixed_in_the_catalog_makes_a_new_build(tmp_path):
+    records = write_rotating_catalog(tmp_path / "catalog", 4)
+    for record in records:
+        record.license = "cc-by-4.0"
+    write_catalog(tmp_path / "catalog", records)
+    pairs = _pairs(tmp_path, tmp_path / "catalog", records, 3)
+    first = build_release([pairs], tmp_path / "rel", license="cc-by-4.0", progress=False)
+    assert build_release([pairs], tmp_path / "rel", license="cc-by-4.0", progress=False).reused
+    records[0].license = "cc-by-sa-4.0"
+    write_catalog(tmp_path / "catalog", records)
+    with pytest.raises(InputError, match=r"cc-by-sa-4.0: share-alike.*images/img0000\.jpg"):
+        build_release([pairs], tmp_path / "rel", license="cc-by-4.0", progress=False)
+    records[0].license, records[0].author = "cc-by-4.0", "Someone Else"
+    write_catalog(tmp_path / "catalog", records)
+    second = build_release([pairs], tmp_path / "rel", license="cc-by-4.0", overwrite=True, progress=False)
+    assert not second.reused and second.files != first.files  # the new author is in the shards

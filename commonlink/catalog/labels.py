@@ -115,7 +115,7 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
             raise SchemaError(
                 f"{path}, line 1: the header has no {' or '.join(repr(m) for m in missing)} column "
                 f"(found: {', '.join(repr(h) for h in header)}).",
-                "The first line must name the columns: file,objects[,scene,background,view].",
+                "The first line must name the columns: file,objects[,scene,background,view,license,author,source_url].",
             )
         reader.fieldnames = header
         for row in reader:

@@ -39,7 +39,7 @@ from commonlink.fileio import (
     read_jsonl,
     sha256_bytes,
 )
-from commonlink.formats.catalog import catalog_file, iter_catalog
+from commonlink.formats.catalog import CatalogRecord, catalog_file, iter_catalog
 from commonlink.formats.meta import verify_data_file
 from commonlink.formats.release import (
     CARD_FILENAME,
@@ -321,6 +321,10 @@ def build_association_release(
     seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
     config = _release_config(inputs, options)
+    catalogs: dict[str, dict[str, CatalogRecord]] = {}  # each catalog read once for the two credit passes below
+    digest = _image_credits({img.id: img for inp in inputs for img in inp.table}, catalogs)[1].digest()
+    if digest:  # a licence fixed in a catalog makes a new build; builds without credits keep their key
+        config["image_credits"] = digest
     build_key = build_key_of(config, __version__)
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
@@ -329,7 +333,7 @@ def build_association_release(
         return reused
 
     images = _referenced_images(inputs, options.progress)
-    credits, ledger = _image_credits(images)
+    credits, ledger = _image_credits(images, catalogs)
     notes += ledger.check(options.license, options.licence_check)
     with stage_release(out_dir) as tmp_dir:
         configs: dict[str, dict] = {}
@@ -438,10 +442,13 @@ def _write_images(
 _NO_CREDIT = ImageCredit(name="", source="real")
 
 
-def _image_credits(images: dict[str, LabelledImage]) -> tuple[dict[str, ImageCredit], LicenceLedger]:
+def _image_credits(
+    images: dict[str, LabelledImage], by_path: dict[str, dict[str, CatalogRecord]]
+) -> tuple[dict[str, ImageCredit], LicenceLedger]:
     """The credits of the images that come from an image catalog (a crop has its photo's), by image id, and the
-    ledger of them all (release/licences.py); the dict is empty when no image records a credit."""
-    ledger, by_path, credits = LicenceLedger(), {}, {}
+    ledger of them all (release/licences.py); the dict is empty when no image records a credit. ``by_path``
+    caches each catalog's records by path."""
+    ledger, credits = LicenceLedger(), {}
     for image_id, img in images.items():
         folder, path = img.origin.get("catalog"), img.origin.get("path")
         if img.origin.get("type") != "file" or not isinstance(folder, str) or not isinstance(path, str):
