@@ -31,7 +31,9 @@ LICENCE_CHECKS = ("refuse", "warn")
 DEFAULT_LICENCE_CHECK = "refuse"
 #: How many offending files an error names before it gives the count of the rest.
 _NAMED = 5
-SYNTH_CONFIG_FILE = "synth_config.json"
+SYNTH_CONFIG_FILE = "synth_config.json"  # synth.job's name for it (not imported: synth.job pulls in the renderer)
+#: The card's licence row of photos that record none.
+NOT_RECORDED = "not recorded"
 
 
 def check_licence_mode(mode: str) -> str:
@@ -137,13 +139,12 @@ class LicenceLedger:
 
     # -- the card -----------------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any] | None:
-        """Per-licence image counts and the most credited authors, for the manifest's stats and the card; None
-        when no image records any credit."""
+        """Per-licence counts of the distinct photos (and of other images that record a licence), the credited
+        authors, for the manifest's stats and the card; None when no image records a credit and none is a photo
+        (e.g. a release of renders only: its card is unchanged)."""
         if not self.has_columns and not any(c.source == "real" for c in self.credits.values()):
             return None
-        licences = Counter(
-            c.license or "not recorded" for c in self.credits.values() if c.source == "real" or c.license
-        )
+        licences = Counter(c.license or NOT_RECORDED for c in self.credits.values() if c.source == "real" or c.license)
         authors = Counter(c.author for c in self.credits.values() if c.author)
         return {
             "images_by_license": dict(sorted(licences.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -236,9 +237,9 @@ def credits_section(summary: dict[str, Any] | None, release_licence: str, column
         markdown_table(["licence", "name", "distinct images"], rows),
         "",
     ]
-    if licences.get("not recorded"):
+    if licences.get(NOT_RECORDED):
         lines += [
-            f"{licences['not recorded']:,} photo(s) record no licence: the build did not know under which terms they "
+            f"{licences[NOT_RECORDED]:,} photo(s) record no licence: the build did not know under which terms they "
             "were given, so it does not claim they are under the release licence.",
             "",
         ]
@@ -256,7 +257,10 @@ def credits_answer(summary: dict[str, Any] | None) -> str:
     """The build's answer to the datasheet question on image licences and attribution ("" when it knows none)."""
     if not summary:
         return ""
-    licences = "; ".join(f"{n:,} under {markdown_text(lic)}" for lic, n in summary["images_by_license"].items())
+    licences = "; ".join(
+        f"{n:,} with no recorded licence" if lic == NOT_RECORDED else f"{n:,} under {markdown_text(lic)}"
+        for lic, n in summary["images_by_license"].items()
+    )
     authors = len(summary["authors"])
     return f"Photos by licence: {licences}. {authors:,} distinct author(s) credited" + (
         "; see the section Image licences and attribution and the per-row licence, author and source columns."
