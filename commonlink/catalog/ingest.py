@@ -48,6 +48,7 @@ from commonlink.fileio import (
     sha256_bytes,
 )
 from commonlink.formats.catalog import (
+    ATTRIBUTION_FIELDS,
     FILE_STAMP_KEY,
     CatalogRecord,
     catalog_file,
@@ -452,6 +453,9 @@ class _IngestRun:
             sha256=digest,
             background=entry.background,
             view=entry.view,
+            license=entry.license,
+            author=entry.author,
+            source_url=entry.source_url,
             extra={
                 "source_dir": self.here,
                 "source_file": entry.file,
@@ -509,6 +513,7 @@ class _IngestRun:
                 ("scene", record.scene_id, scene),
                 ("background", record.background, entry.background),
                 ("view", record.view, entry.view),
+                *((name, getattr(record, name), getattr(entry, name)) for name in ATTRIBUTION_FIELDS),
             )
             if old != new
         ]
@@ -518,6 +523,7 @@ class _IngestRun:
             self.report.unchanged += 1
             return
         record.objects, record.scene_id, record.background, record.view = objects, scene, entry.background, entry.view
+        record.license, record.author, record.source_url = entry.license, entry.author, entry.source_url
         self.report.updated.append({"file": entry.file, "id": record.id, "change": "; ".join(changes)})
         self.journal.set(record)
 

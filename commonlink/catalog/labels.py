@@ -2,7 +2,9 @@
 
 Two formats:
 
-* CSV with a header row: ``file,objects[,scene,background,view]``; ``objects`` holds names separated by ``;``.
+* CSV with a header row: ``file,objects[,scene,background,view,license,author,source_url]``; ``objects`` holds
+  names separated by ``;``. ``license`` is a licence id (``formats.licences``; case does not matter, ``licence``
+  is accepted as the column name too), ``author`` who must be credited, ``source_url`` where the original is.
 * JSON lines: one object a line with the same keys; ``objects`` is a list (a ``;``-separated string is
   accepted too).
 
@@ -22,9 +24,12 @@ from pathlib import Path
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import read_jsonl_numbered
 from commonlink.formats.catalog import label_problem
+from commonlink.formats.licences import check_licence_id
 
 #: Columns with a meaning; any other column is kept in :attr:`ManifestEntry.extra`.
-KNOWN_COLUMNS = ("file", "objects", "scene", "background", "view")
+KNOWN_COLUMNS = ("file", "objects", "scene", "background", "view", "license", "author", "source_url")
+#: Other spellings of a column name.
+COLUMN_ALIASES = {"licence": "license"}
 OBJECT_SEPARATOR = ";"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
@@ -38,6 +43,9 @@ class ManifestEntry:
     scene: str | None = None
     background: str | None = None
     view: str | None = None
+    license: str | None = None  #: normalised licence id (``formats.licences``)
+    author: str | None = None
+    source_url: str | None = None
     line: int = 0  #: 1-based line number in the manifest (the CSV header is line 1)
     extra: dict = field(default_factory=dict)  #: columns/keys the manifest has beyond the known ones
 
@@ -96,7 +104,7 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
     # utf-8-sig: spreadsheets often save a byte-order mark in front of the header.
     with path.open("r", encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
-        header = [h.strip().lower() if h else "" for h in (reader.fieldnames or [])]
+        header = [_column_name(h) for h in (reader.fieldnames or [])]
         if not header:
             raise SchemaError(
                 f"{path}: the manifest is empty.", "Write a header line `file,objects` and one line per photo."
@@ -107,7 +115,7 @@ def _read_csv_manifest(path: Path) -> list[ManifestEntry]:
             raise SchemaError(
                 f"{path}, line 1: the header has no {' or '.join(repr(m) for m in missing)} column "
                 f"(found: {', '.join(repr(h) for h in header)}).",
-                "The first line must name the columns: file,objects[,scene,background,view].",
+                "The first line must name the columns: file,objects[,scene,background,view,license,author,source_url].",
             )
         reader.fieldnames = header
         for row in reader:
@@ -132,7 +140,7 @@ def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
         '{"file": "a.jpg", "objects": ["apple", "keys"]}.'
     )
     for lineno, row in read_jsonl_numbered(path, fix=fix):
-        keys = [str(k).strip().lower() for k in row]
+        keys = [_column_name(str(k)) for k in row]
         _refuse_duplicates(path, keys, list(row), lineno=lineno)
         row = dict(zip(keys, row.values()))
         raw_objects = row.get("objects")
@@ -149,6 +157,11 @@ def _read_jsonl_manifest(path: Path) -> list[ManifestEntry]:
             )
         entries.append(_entry_from_mapping(row, path=path, lineno=lineno, objects=objects))
     return entries
+
+
+def _column_name(written: str | None) -> str:
+    name = written.strip().lower() if written else ""
+    return COLUMN_ALIASES.get(name, name)
 
 
 def _refuse_duplicates(path: Path, names: list[str], written: list, *, lineno: int) -> None:
@@ -182,15 +195,31 @@ def _entry_from_mapping(row: dict, *, path: Path, lineno: int, objects: list[str
         [
             ("file", file),
             *(("objects", o) for o in objects),
-            *((key, str(row[key])) for key in ("scene", "background", "view") if row.get(key) is not None),
+            *(
+                (key, str(row[key]))
+                for key in ("scene", "background", "view", "author", "source_url")
+                if row.get(key) is not None
+            ),
         ],
     )
+    licence = _optional_text(row.get("license"))
+    if licence is not None:
+        licence = check_licence_id(licence, where=f"{path}, line {lineno}").lower()
+    source_url = _optional_text(row.get("source_url"))
+    if source_url is not None and not source_url.lower().startswith(("http://", "https://")):
+        raise SchemaError(
+            f"{path}, line {lineno}: source_url {source_url!r} is not a web address.",
+            "Write the page the photo was taken from (https://...), or leave the column empty.",
+        )
     return ManifestEntry(
         file=file.replace("\\", "/"),
         objects=objects,
         scene=_optional_text(row.get("scene")),
         background=_optional_text(row.get("background")),
         view=_optional_text(row.get("view")),
+        license=licence,
+        author=_optional_text(row.get("author")),
+        source_url=source_url,
         line=lineno,
         extra=extra,
     )

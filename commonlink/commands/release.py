@@ -30,6 +30,7 @@ from commonlink.release.card_info import (
     unanswered_questions,
 )
 from commonlink.release.card_rebuild import rebuild_card
+from commonlink.release.licences import DEFAULT_LICENCE_CHECK
 from commonlink.release.shards import parse_size
 
 
@@ -55,6 +56,12 @@ def build(
     ),
     overwrite: OverwriteOpt = False,
     card_info: CardInfoOpt = None,
+    licence_check: str = typer.Option(
+        DEFAULT_LICENCE_CHECK,
+        "--licence-check",
+        help="refuse: stop when an image's or 3D asset's licence is one the --license cannot carry (e.g. a "
+        "cc-by-nc-4.0 photo in a cc-by-4.0 release; rules in docs/release.md); warn: build anyway and list them.",
+    ),
     quiet: QuietOpt = False,
     progress: OldProgressOpt = None,
     catalog_root: CatalogRootOpt = None,
@@ -75,6 +82,7 @@ def build(
         progress=shows_progress(quiet, progress),
         catalog_root=catalog_root,
         card_info=answers,
+        licence_check=licence_check,
     )
     result = build_release(inputs, out, options)
     table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")

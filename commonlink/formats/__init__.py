@@ -5,5 +5,6 @@
 - ``association``: the association files (image table, task files, plan codes, release features, pixel fetching);
 - ``meta``: the ``FILE.meta.json`` sidecar of pairs and chain files (kinds, reader, writer, one clock);
 - ``release``: the release folder (manifest, card file names, the X.Y.Z version rule, licence ids);
-- ``card``: Hub dataset-card metadata (YAML front matter, configs, dataset_info, tables).
+- ``card``: Hub dataset-card metadata (YAML front matter, configs, dataset_info, tables);
+- ``licences``: the licence ids of images and assets, and which release licences may carry each (the rules table).
 """

@@ -26,6 +26,7 @@ from commonlink.fileio import (
     remove_stale_temp_files,
     safe_join,
 )
+from commonlink.formats.licences import LICENCES, accepted_ids
 from commonlink.locks import output_lock
 
 SOURCES = ("real", "synthetic")
@@ -46,6 +47,11 @@ class CatalogRecord:
     background: str | None = None
     view: str | None = None
     object_area: dict[str, float] | None = None  #: {object name: fraction of the image}, where known
+    #: Where known (the ingest manifest's optional columns): the image's licence id (``formats.licences``), who
+    #: must be credited, and where the original is published. Left out of the JSON when unknown.
+    license: str | None = None
+    author: str | None = None
+    source_url: str | None = None
     extra: dict = field(default_factory=dict)  #: anything else a writer wants to keep (e.g. plan file)
 
     def to_json(self) -> dict:
@@ -54,8 +60,9 @@ class CatalogRecord:
         data = {name: _copied(getattr(self, name)) for name in _field_order(type(self))}
         if not data["extra"]:
             data.pop("extra")
-        if data["object_area"] is None:
-            data.pop("object_area")
+        for name in _OPTIONAL_FIELDS:
+            if data[name] is None:
+                data.pop(name)
         return data
 
     @classmethod
@@ -75,6 +82,10 @@ class CatalogRecord:
         return cls(**kwargs, extra=extra)
 
 
+#: Fields written only when set (catalogs without them keep their bytes).
+_OPTIONAL_FIELDS = ("object_area", "license", "author", "source_url")
+#: The attribution fields of a record, in the order releases add their columns.
+ATTRIBUTION_FIELDS = ("license", "author", "source_url")
 REQUIRED_FIELDS = ("id", "path", "objects", "source", "scene_id", "width", "height", "sha256")
 _REQUIRED = frozenset(REQUIRED_FIELDS)
 _FIX_LINE = "Fix that line, or rebuild the catalog with commonlink."
@@ -131,6 +142,22 @@ def record_problem(data: dict) -> tuple[str, str | None] | None:
         value = data[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return f"'{key}' must be a whole number of pixels, got {value!r}.", _FIX_LINE
+    if "license" in data or "author" in data or "source_url" in data:
+        return _attribution_problem(data)
+    return None
+
+
+def _attribution_problem(data: dict) -> tuple[str, str | None] | None:
+    for key in ATTRIBUTION_FIELDS:
+        value = data.get(key)
+        if value is not None and (not isinstance(value, str) or not value or label_problem(value)):
+            return f"{key!r} must be one line of text, got {value!r}.", _FIX_LINE
+    licence = data.get("license")
+    if licence is not None and licence not in LICENCES:
+        return (
+            f"license {licence!r} is not a licence id.",
+            f"Write one of {accepted_ids()} (lower case), or re-ingest from a manifest with a license column.",
+        )
     return None
 
 

@@ -227,6 +227,12 @@ DATASHEET_QUESTIONS: tuple[DatasheetQuestion, ...] = (
         BUILD,
     ),
     DatasheetQuestion(
+        "image_licences",
+        _D,
+        "Under which licences are the individual images, and whom must a user of them credit (attribution)?",
+        BOTH,
+    ),
+    DatasheetQuestion(
         "third_party_restrictions",
         _D,
         "Have any third parties imposed IP-based or other restrictions on the data associated with the instances? If "
@@ -329,6 +335,8 @@ _TEMPLATE_HINTS = {
     "third_party_distribution": "e.g. Yes: publicly on the Hugging Face Hub.",
     "distribution_method": "e.g. No DOI yet; cite the paper (arXiv:XXXX.XXXXX).",
     "distribution_date": "optional; e.g. Since June 2026.",
+    "image_licences": "optional; the build lists the photos' licences and authors from the ingest manifest's "
+    "license/author/source_url columns; e.g. All photos taken by the lab's members, who agreed to cc-by-4.0.",
     "third_party_restrictions": "e.g. No; or: the 3D assets' own licences (listed above).",
     "export_controls": "e.g. No.",
     "distribution_comments": "optional",

@@ -34,6 +34,7 @@ from commonlink.formats.release import (
     read_release_manifest,
 )
 from commonlink.release.card_info import check_card_info
+from commonlink.release.licences import DEFAULT_LICENCE_CHECK, check_licence_mode
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
 
 #: ``kind`` of the manifest of each release builder (the registered kinds).
@@ -79,9 +80,13 @@ class ReleaseOptions:
     #: the publisher's answers to the datasheet questions a build cannot answer (``card_info.py``), as
     #: ``((key, answer), ...)``; ``--card-info FILE``
     card_info: tuple[tuple[str, str], ...] = ()
+    #: ``--licence-check``: "refuse" a build whose images' or assets' licences the release licence cannot carry,
+    #: or "warn" and build it (``release/licences.py``)
+    licence_check: str = DEFAULT_LICENCE_CHECK
 
     def __post_init__(self) -> None:
         check_options(license=self.license, version=self.version, name=self.name or None)
+        check_licence_mode(self.licence_check)
         if isinstance(self.card_info, Mapping):  # given as a dict: keep the frozen record hashable
             object.__setattr__(self, "card_info", tuple(check_card_info(self.card_info).items()))
 
@@ -109,6 +114,8 @@ class ReleaseOptions:
         }
         if self.card_info:
             recorded["card_info"] = dict(self.card_info)
+        if self.licence_check != DEFAULT_LICENCE_CHECK:
+            recorded["licence_check"] = self.licence_check
         return recorded
 
 

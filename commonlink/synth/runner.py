@@ -115,6 +115,8 @@ def _check_or_write_config(out_dir: Path, job: SynthJob, catalog: AssetCatalog, 
             "assets_file": catalog.path,
             "assets": len(catalog.assets),
             "asset_licenses": asset_licenses(catalog),
+            # per object, so `release build` checks the licences of the assets its renders show (release/licences.py)
+            "asset_license_by_object": {asset.name: asset.license for asset in catalog.assets},
             "scenes": job.scenes,
             "updated": utc_now(),
         },

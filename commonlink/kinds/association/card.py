@@ -17,6 +17,7 @@ from commonlink.formats.card import (
     size_category,
 )
 from commonlink.release.card_info import card_citation, card_description, publisher_section
+from commonlink.release.licences import credit_columns, credits_section
 
 _CONFIG_TEXT = {
     "single_step": (
@@ -193,6 +194,14 @@ def _citation(card_info: Mapping[str, str] | None) -> str:
     return "\n".join(["## Citation", "", *lines]) if lines else ""
 
 
+def _credits_section(stats: Mapping[str, Any], license: str) -> str:
+    """Under which licences the photos are and whom to credit (release/licences.py), where the build knows."""
+    credits = stats.get("image_credits")
+    columns = [f"images.{c}" for c in credit_columns([""])] if credits and credits.get("columns") else []
+    lines = credits_section(credits, license, columns)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def render_association_card(
     *,
     name: str,
@@ -242,7 +251,7 @@ step: `1`/`2` on concept 1/2, `b` a bridge step whose positive carries both conc
 
 {_concepts_section(stats)}
 {_construction_section(stats)}
-## Verification
+{_credits_section(stats, license)}## Verification
 
 {verification_text(stats.get("verification"))}
 

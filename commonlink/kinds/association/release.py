@@ -39,6 +39,7 @@ from commonlink.fileio import (
     read_jsonl,
     sha256_bytes,
 )
+from commonlink.formats.catalog import CatalogRecord, catalog_file, iter_catalog
 from commonlink.formats.meta import verify_data_file
 from commonlink.formats.release import (
     CARD_FILENAME,
@@ -62,6 +63,7 @@ from commonlink.kinds.association.format import (
 )
 from commonlink.kinds.common_o.release import CatalogImageReader
 from commonlink.progress import track
+from commonlink.release.licences import ImageCredit, LicenceLedger, credit_row_fields, with_credit_columns
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
@@ -319,6 +321,10 @@ def build_association_release(
     seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
     config = _release_config(inputs, options)
+    catalogs: dict[str, dict[str, CatalogRecord]] = {}  # each catalog read once for the two credit passes below
+    digest = _image_credits({img.id: img for inp in inputs for img in inp.table}, catalogs)[1].digest()
+    if digest:  # a licence fixed in a catalog makes a new build; builds without credits keep their key
+        config["image_credits"] = digest
     build_key = build_key_of(config, __version__)
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
@@ -327,10 +333,12 @@ def build_association_release(
         return reused
 
     images = _referenced_images(inputs, options.progress)
+    credits, ledger = _image_credits(images, catalogs)
+    notes += ledger.check(options.license, options.licence_check)
     with stage_release(out_dir) as tmp_dir:
         configs: dict[str, dict] = {}
         features_by_config: dict[str, Any] = {}
-        image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config)
+        image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config, credits)
         for inp in inputs:
             ids = [img.id for img in inp.table]
             features = features_by_config[inp.task] = association_features(inp.task)
@@ -340,6 +348,8 @@ def build_association_release(
                     writer.write(row)
             configs[inp.task] = _config_info(writer, inp.task)
         stats = _release_stats(inputs, len(images), image_bytes)
+        if ledger.summary() is not None:
+            stats["image_credits"] = ledger.summary()
         card = render_association_card(
             name=options.name,
             version=options.version,
@@ -395,11 +405,16 @@ def _write_images(
     options: ReleaseOptions,
     configs: dict[str, dict],
     features_by_config: dict[str, Any],
+    credits: dict[str, ImageCredit] | None = None,
 ) -> int:
     """The images config (every image once, by id) written into ``tmp_dir``, recorded in ``configs`` and
-    ``features_by_config``; returns the bytes of image data stored."""
+    ``features_by_config``; returns the bytes of image data stored. With ``credits`` (image id -> credit, when some
+    image records one) the config gets ``license``, ``author`` and ``source_url`` columns."""
     fetcher, reader = ImageFetcher(), CatalogImageReader()
-    features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
+    features = association_features(IMAGES_CONFIG)
+    if credits:
+        features = with_credit_columns(features, [""])
+    features_by_config[IMAGES_CONFIG] = features
     image_bytes = 0
     with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
         for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
@@ -417,10 +432,34 @@ def _write_images(
                     "crop": img.crop,
                     "origin": _origin_text(img.origin),
                     "name": img.name,
+                    **(credit_row_fields(credits.get(image_id, _NO_CREDIT), "") if credits else {}),
                 }
             )
     configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
     return image_bytes
+
+
+_NO_CREDIT = ImageCredit(name="", source="real")
+
+
+def _image_credits(
+    images: dict[str, LabelledImage], by_path: dict[str, dict[str, CatalogRecord]]
+) -> tuple[dict[str, ImageCredit], LicenceLedger]:
+    """The credits of the images that come from an image catalog (a crop has its photo's), by image id, and the
+    ledger of them all (release/licences.py); the dict is empty when no image records a credit. ``by_path``
+    caches each catalog's records by path."""
+    ledger, credits = LicenceLedger(), {}
+    for image_id, img in images.items():
+        folder, path = img.origin.get("catalog"), img.origin.get("path")
+        if img.origin.get("type") != "file" or not isinstance(folder, str) or not isinstance(path, str):
+            continue
+        if folder not in by_path:
+            by_path[folder] = {r.path: r for r in iter_catalog(folder)} if catalog_file(folder).is_file() else {}
+        relative = os.path.relpath(path, folder).replace(os.sep, "/")
+        record = by_path[folder].get(relative)
+        if record is not None:
+            credits[image_id] = ledger.add(folder, record)
+    return (credits if ledger.has_columns else {}), ledger
 
 
 def _release_stats(inputs: list[_ChainInput], images: int, image_bytes: int) -> dict:

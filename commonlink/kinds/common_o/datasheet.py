@@ -26,6 +26,7 @@ from commonlink.formats.card import (
 )
 from commonlink.release.card_claims import claim
 from commonlink.release.card_info import PUBLISHER_TO_FILL, card_citation, card_description, datasheet_sections
+from commonlink.release.licences import credit_column_descriptions, credit_columns, credits_answer, credits_section
 
 #: The seven sections of a datasheet, in Gebru et al.'s order.
 DATASHEET_SECTIONS: tuple[str, ...] = (
@@ -213,6 +214,7 @@ def _collection_and_use_answers(
         "distribution_date": "Each version when it is published; on the Hub every version is a tag, and the card on "
         "`main` lists them (Versions).",
         "license": f"{markdown_text(license)}.",
+        "image_licences": credits_answer(stats.get("image_credits")),
         "third_party_restrictions": _asset_text(stats).strip(),
         "updates": "Each release has a version (X.Y.Z); a fix is a new version.",
         "older_versions": "Yes: on the Hub every version is a tag, so `load_dataset(repo, revision=TAG)` keeps loading "
@@ -306,6 +308,7 @@ def render_common_o_card(
         *_usage_section(first_split),
         *_splits_section(splits, stats),
         *_columns_section(features),
+        *_credits_section(stats, license),
         "## Object frequency",
         "",
         markdown_table(["object", "images"], stats.get("object_frequency", [])[:30]),
@@ -433,10 +436,24 @@ def _columns_section(features: Any) -> list[str]:
         "",
         markdown_table(
             ["column", "type", "content"],
-            [[col, _feature_type(feat), COLUMN_DESCRIPTIONS.get(col, "")] for col, feat in features.items()],
+            [
+                [col, _feature_type(feat), COLUMN_DESCRIPTIONS.get(col) or _CREDIT_DESCRIPTIONS.get(col, "")]
+                for col, feat in features.items()
+            ],
         ),
         "",
     ]
+
+
+_IMAGE_COLUMNS = ("image_1", "image_2")
+_CREDIT_DESCRIPTIONS = credit_column_descriptions(_IMAGE_COLUMNS)
+
+
+def _credits_section(stats: Mapping[str, Any], license: str) -> list[str]:
+    """Under which licences the photos are and whom to credit (release/licences.py), where the build knows."""
+    credits = stats.get("image_credits")
+    columns = credit_columns(_IMAGE_COLUMNS) if credits and credits.get("columns") else []
+    return credits_section(credits, license, columns)
 
 
 def _figures_section(figures: Mapping[str, str]) -> list[str]:

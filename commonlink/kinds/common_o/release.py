@@ -22,7 +22,7 @@ import logging
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from commonlink.kinds.common_o.format import common_o_features, letters
 from commonlink.kinds.common_o.release_stats import CommonOStatsAccumulator
 from commonlink.progress import track
 from commonlink.release.card_claims import card_conflicts
+from commonlink.release.licences import LicenceLedger, credit_row_fields, with_credit_columns
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
@@ -69,6 +70,8 @@ from commonlink.release.staging import (
     without_local_paths,
 )
 
+#: The image columns of a row (each gets ``_license``, ``_author``, ``_source_url`` columns when credits are known).
+IMAGE_COLUMNS = ("image_1", "image_2")
 #: Stored in every row's ``answer_type``: the model picks every correct letter among the choices.
 ANSWER_TYPE = "multiple_choice"
 
@@ -113,20 +116,21 @@ def build_common_o_release(
             for inp in inputs
         ],
     }
+    ledger, notes = _licence_check(inputs, options, config)
     build_key = build_key_of(config, __version__)
 
     reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
     if reused is not None:
-        return reused
+        return replace(reused, notes=notes)
 
     with stage_release(out_dir) as tmp_dir:
-        features = common_o_features()
         shards = _SplitShards(
             tmp_dir / "data",
-            features,
+            common_o_features(),
             max_shard_bytes=options.max_shard_bytes,
             progress=options.progress,
             catalog_root=options.catalog_root,
+            ledger=ledger,
         )
         for split in dict.fromkeys(inp.split for inp in inputs):
             shards.write_split(split, [inp for inp in inputs if inp.split == split])
@@ -134,7 +138,7 @@ def build_common_o_release(
         figures = write_common_o_figures(
             dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
         )
-        summary = shards.stats.summary()
+        summary = shards.summary()
         _mark_unreached_counts(summary, inputs)
         for conflict in card_conflicts(summary, dict(options.card_info)):
             log.warning(conflict)
@@ -145,7 +149,7 @@ def build_common_o_release(
             splits=shards.splits,
             stats=summary,
             figures=figures,
-            features=features,
+            features=shards.features,
             seed=seed,
             toolkit_version=__version__,
             config=config,
@@ -167,20 +171,29 @@ def build_common_o_release(
             toolkit_version=__version__,
         )
         atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(out_dir=out_dir, kind="common_o", splits=manifest["parts"], files=files, figures=figures)
+    return ReleaseResult(
+        out_dir=out_dir, kind="common_o", splits=manifest["parts"], files=files, figures=figures, notes=notes
+    )
 
 
 class _SplitShards:
     """Streams the pairs rows of each split into parquet shards, keeping per-split statistics and the light
     metadata the figures need (no image bytes); ids must be unique across the whole release."""
 
-    def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool, catalog_root=None) -> None:
-        self.data_dir, self.features, self.max_shard_bytes, self.progress = (
-            data_dir,
-            features,
-            max_shard_bytes,
-            progress,
-        )
+    def __init__(
+        self,
+        data_dir: Path,
+        features,
+        *,
+        max_shard_bytes: int,
+        progress: bool,
+        catalog_root=None,
+        ledger: LicenceLedger | None = None,
+    ) -> None:
+        self.data_dir, self.max_shard_bytes, self.progress = data_dir, max_shard_bytes, progress
+        # the images' licence, author and source become columns when some image records one (release/licences.py)
+        self.ledger = ledger if ledger is not None and ledger.has_columns else None
+        self.features = with_credit_columns(features, IMAGE_COLUMNS) if self.ledger else features
         self.catalog_root = catalog_root
         self.stats = CommonOStatsAccumulator()
         self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
@@ -188,6 +201,15 @@ class _SplitShards:
         self._compact = _CompactRows()
         self._reader = CatalogImageReader()
         self._seen_ids: dict[str, str] = {}
+        self._credits = ledger
+
+    def summary(self) -> dict:
+        """The release statistics (``CommonOStatsAccumulator.summary``), with the images' credits where known."""
+        summary = self.stats.summary()
+        credits = self._credits.summary() if self._credits is not None else None
+        if credits is not None:
+            summary["image_credits"] = credits
+        return summary
 
     def write_split(self, split: str, split_inputs: list[_Input]) -> None:
         with ShardWriter(self.data_dir, split, self.features, max_shard_bytes=self.max_shard_bytes) as writer:
@@ -223,6 +245,9 @@ class _SplitShards:
                 "duplicate file.",
             )
         self._seen_ids[record["id"]] = where
+        if self.ledger is not None:
+            for key in IMAGE_COLUMNS:
+                record.update(credit_row_fields(self.ledger.credit(row[key]["catalog"], row[key]["id"]), key))
         return record
 
 
@@ -440,6 +465,33 @@ def checked_image_record(image: Any, *, key: str, source: str, where: str, reade
 
 
 # ------------------------------------------------------------------------------------------------ internals
+
+
+def _licence_check(inputs: list[_Input], options: ReleaseOptions, config: dict) -> tuple[LicenceLedger, list[str]]:
+    """The credits of every image the pairs files name, checked against the release licence (release/licences.py)
+    before a row is written, and the build's notes; records their digest in ``config`` (the build key) where some
+    image has one. Malformed rows are skipped here and refused by the build."""
+    ledger = _licence_ledger(inputs, options.catalog_root)
+    if ledger.digest():  # only when some image records a credit: other builds keep their key
+        config["image_credits"] = ledger.digest()
+    return ledger, ledger.check(options.license, options.licence_check)
+
+
+def _licence_ledger(inputs: list[_Input], catalog_root) -> LicenceLedger:
+    ledger, reader = LicenceLedger(), CatalogImageReader()
+    for inp in inputs:
+        resolver = CatalogResolver(inp.path, catalog_root)
+        for number, row in enumerate(map(resolver.pairs_row, read_jsonl(inp.path)), start=1):
+            for key in IMAGE_COLUMNS:
+                image = row.get(key)
+                if (
+                    isinstance(image, dict)
+                    and isinstance(image.get("catalog"), str)
+                    and isinstance(image.get("id"), str)
+                ):
+                    what = f"{inp.path}, row {number}: {key}"
+                    ledger.add(image["catalog"], reader.record(image["catalog"], image["id"], what=what))
+    return ledger
 
 
 def _mark_unreached_counts(summary: dict, inputs: list[_Input]) -> None:
