@@ -16,11 +16,15 @@ predictions are kept), and each stage's folder can be fed to the individual comm
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
+import signal
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commonlink.errors import InputError
+from commonlink.errors import BackendError, CommonlinkError, InputError
 from commonlink.eval.report.html import write_report
 from commonlink.kinds.common_o.pairs import PairsConfig, pairs_meta, sample_pairs, write_pairs
 from commonlink.kinds.common_o.task import evaluate_common_o
@@ -70,6 +74,97 @@ def k_spread_lines(split: str, stats: dict) -> list[str]:
     return lines
 
 
+def _render_child(workers: int, progress: bool, conn) -> None:
+    """The render stage's process (see :class:`_RenderProcess`): renders each ``(catalog, job)`` it is sent and
+    answers how it ended, until it is sent ``None``."""
+    with contextlib.suppress(KeyboardInterrupt, EOFError):  # Ctrl-C reaches it too: the demo says so, not a traceback
+        _render_requests(workers, progress, conn)
+    conn.close()
+
+
+def _render_requests(workers: int, progress: bool, conn) -> None:
+    while (item := conn.recv()) is not None:
+        try:
+            synthesize(item[0], item[1], workers=workers, progress=progress)
+            conn.send(("ok",))
+        except CommonlinkError as exc:  # sent as its parts: pickling keeps only the joined message
+            conn.send(("known", type(exc), exc.problem, exc.fix))
+        except Exception as exc:  # as text: not every exception can be rebuilt from its pickle
+            where = "".join(traceback.format_exception(exc)[-3:]).strip()
+            conn.send(("known", BackendError, f"rendering failed: {type(exc).__name__}: {exc}", where))
+
+
+class _RenderProcess:
+    """``synthesize`` in one child process for both splits. The renderer (pyrender, OpenGL, trimesh, scipy, Mesa's
+    buffers: about 270 MB resident for the demo's scenes, and not given back to the system once freed) then never
+    lives in the demo's process, which would otherwise carry it under the release build, ``datasets`` and the
+    scoring; the demo's peak memory drops by about that much. "spawn", as the synth pool: a fresh interpreter,
+    never a fork of a process that may hold an OpenGL context. Not a daemon, so ``--workers`` > 1 can still start
+    the synth pool inside it."""
+
+    def __init__(self, workers: int, progress: bool):
+        context = multiprocessing.get_context("spawn")
+        self.conn, theirs = context.Pipe()
+        self.child = context.Process(target=_render_child, args=(workers, progress, theirs), daemon=False)
+        self.child.start()
+        theirs.close()
+
+    def render(self, catalog: Path, job: SynthJob) -> None:
+        try:
+            self.conn.send((str(catalog), job))
+            outcome = self.conn.recv()
+        except (EOFError, BrokenPipeError):  # it died: killed (out of memory, a signal) or crashed in native code
+            self.child.join()
+            code = self.child.exitcode or 0
+            how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+            raise BackendError(
+                f"The rendering process for {catalog} {how} before it finished.",
+                "Rerun the same demo command: it continues from the scenes already rendered (if it was killed "
+                "for memory, close other programs or lower --resolution).",
+            ) from None
+        if outcome[0] == "known":  # the child's error, as the class it was (problem and fix kept apart)
+            error = outcome[1].__new__(outcome[1])
+            CommonlinkError.__init__(error, outcome[2], outcome[3])
+            raise error
+
+    def close(self) -> None:
+        """Let the child finish. After Ctrl-C it got the signal too and ends its own pool first (the scenes it
+        finished stay); one that does not end in a while is stopped."""
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.child.join(timeout=30)
+        if self.child.is_alive():
+            self.child.terminate()
+            self.child.join()
+        self.conn.close()
+
+
+def _render_demo_split(renderer, out: Path, split: str, spec: dict, seed, scale, resolution, views, log) -> Path:
+    catalog = out / f"catalog-{split}"
+    scenes = max(3, round(spec["scenes"] * scale))
+    log(
+        f"[1/6] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} "
+        f"views) into {catalog}"
+    )
+    job = SynthJob(
+        scenes=scenes,
+        seed=seed,
+        plan=PlanConfig(*spec["objects"], views=views, width=resolution[0], height=resolution[1]),
+    )
+    try:
+        renderer.render(catalog, job)
+    except InputError as exc:
+        if "different options" not in exc.problem:
+            raise
+        # The synth hint names `synth --overwrite`, which the demo does not have.
+        raise InputError(
+            exc.problem,
+            f"Rerun the demo with the --seed and --resolution it was started with to continue, "
+            f"or give another --out folder (or delete {out}).",
+        ) from exc
+    return catalog
+
+
 def run_demo(
     out_dir: str | os.PathLike = "commonlink-demo",
     *,
@@ -85,34 +180,12 @@ def run_demo(
 
     out = Path(out_dir)
     result = DemoResult(out)
-    for split, spec in DEMO_SPLITS.items():
-        catalog = out / f"catalog-{split}"
-        scenes = max(3, round(spec["scenes"] * scale))
-        log(
-            f"[1/6] Rendering {scenes} {split} scenes ({spec['objects'][0]}-{spec['objects'][1]} objects, {views} "
-            f"views) into {catalog}"
-        )
-        try:
-            synthesize(
-                catalog,
-                SynthJob(
-                    scenes=scenes,
-                    seed=seed,
-                    plan=PlanConfig(*spec["objects"], views=views, width=resolution[0], height=resolution[1]),
-                ),
-                workers=workers,
-                progress=progress,
-            )
-        except InputError as exc:
-            if "different options" not in exc.problem:
-                raise
-            # The synth hint names `synth --overwrite`, which the demo does not have.
-            raise InputError(
-                exc.problem,
-                f"Rerun the demo with the --seed and --resolution it was started with to continue, "
-                f"or give another --out folder (or delete {out}).",
-            ) from exc
-        result.catalogs[split] = catalog
+    renderer = _RenderProcess(workers, progress)
+    try:
+        for split, spec in DEMO_SPLITS.items():
+            result.catalogs[split] = _render_demo_split(renderer, out, split, spec, seed, scale, resolution, views, log)
+    finally:
+        renderer.close()
 
     for split, spec in DEMO_SPLITS.items():
         count = max(8, round(spec["count"] * scale))
