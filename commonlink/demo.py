@@ -74,55 +74,64 @@ def k_spread_lines(split: str, stats: dict) -> list[str]:
     return lines
 
 
-def _render_child(workers: int, progress: bool, conn) -> None:
-    """The render stage's process (see :class:`_RenderProcess`): renders each ``(catalog, job)`` it is sent and
-    answers how it ended, until it is sent ``None``."""
+def _child_main(conn) -> None:
+    """A stage process (see :class:`_StageProcess`): runs each ``(function, args, kwargs)`` it is sent and answers
+    how it ended, until it is sent ``None``."""
     with contextlib.suppress(KeyboardInterrupt, EOFError):  # Ctrl-C reaches it too: the demo says so, not a traceback
-        _render_requests(workers, progress, conn)
+        while (item := conn.recv()) is not None:
+            conn.send(_child_call(*item))
     conn.close()
 
 
-def _render_requests(workers: int, progress: bool, conn) -> None:
-    while (item := conn.recv()) is not None:
-        try:
-            synthesize(item[0], item[1], workers=workers, progress=progress)
-            conn.send(("ok",))
-        except CommonlinkError as exc:  # sent as its parts: pickling keeps only the joined message
-            conn.send(("known", type(exc), exc.problem, exc.fix))
-        except Exception as exc:  # as text: not every exception can be rebuilt from its pickle
-            where = "".join(traceback.format_exception(exc)[-3:]).strip()
-            conn.send(("known", BackendError, f"rendering failed: {type(exc).__name__}: {exc}", where))
+def _child_call(function, args: tuple, kwargs: dict) -> tuple:
+    try:
+        function(*args, **kwargs)
+        return ("ok",)
+    except CommonlinkError as exc:  # sent as its parts: pickling keeps only the joined message
+        return ("known", type(exc), exc.problem, exc.fix)
+    except Exception as exc:  # as text: not every exception can be rebuilt from its pickle
+        where = "".join(traceback.format_exception(exc)[-3:]).strip()
+        return ("known", BackendError, f"{type(exc).__name__}: {exc}", where)
 
 
-class _RenderProcess:
-    """``synthesize`` in one child process for both splits. The renderer (pyrender, OpenGL, trimesh, scipy, Mesa's
-    buffers: about 270 MB resident for the demo's scenes, and not given back to the system once freed) then never
-    lives in the demo's process, which would otherwise carry it under the release build, ``datasets`` and the
-    scoring; the demo's peak memory drops by about that much. "spawn", as the synth pool: a fresh interpreter,
-    never a fork of a process that may hold an OpenGL context. Not a daemon, so ``--workers`` > 1 can still start
-    the synth pool inside it."""
+class _StageProcess:
+    """A demo stage in a child process. Rendering (pyrender, OpenGL, trimesh, scipy, Mesa's buffers: about 270 MB
+    resident for the demo's scenes) and the release build (matplotlib, its figures and shard buffers: about 150
+    MB more) hold memory a process does not give back to the system once freed; run in the demo's own process,
+    that memory stayed under ``datasets``, the scoring and the reports. Each in a child, the demo's largest
+    process holds one of them at a time, not all together. "spawn", as the synth pool: a fresh interpreter, never
+    a fork of a process that may hold an OpenGL context. Not a daemon, so ``--workers`` > 1 can still start the
+    synth pool inside it."""
 
-    def __init__(self, workers: int, progress: bool):
+    def __init__(self, what: str):
+        self.what = what
         context = multiprocessing.get_context("spawn")
         self.conn, theirs = context.Pipe()
-        self.child = context.Process(target=_render_child, args=(workers, progress, theirs), daemon=False)
+        self.child = context.Process(target=_child_main, args=(theirs,), daemon=False, name=f"commonlink-{what}")
         self.child.start()
         theirs.close()
 
-    def render(self, catalog: Path, job: SynthJob) -> None:
+    def __enter__(self) -> _StageProcess:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def call(self, function, *args, **kwargs) -> None:
+        """``function(*args, **kwargs)`` in the child; its error is raised here as the class it was."""
         try:
-            self.conn.send((str(catalog), job))
+            self.conn.send((function, args, kwargs))
             outcome = self.conn.recv()
         except (EOFError, BrokenPipeError):  # it died: killed (out of memory, a signal) or crashed in native code
             self.child.join()
             code = self.child.exitcode or 0
             how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
             raise BackendError(
-                f"The rendering process for {catalog} {how} before it finished.",
-                "Rerun the same demo command: it continues from the scenes already rendered (if it was killed "
-                "for memory, close other programs or lower --resolution).",
+                f"The demo's {self.what} process {how} before it finished.",
+                "Rerun the same demo command: it continues from what is done (if it was killed for memory, close "
+                "other programs or lower --resolution).",
             ) from None
-        if outcome[0] == "known":  # the child's error, as the class it was (problem and fix kept apart)
+        if outcome[0] == "known":  # problem and fix kept apart, as the CLI prints them
             error = outcome[1].__new__(outcome[1])
             CommonlinkError.__init__(error, outcome[2], outcome[3])
             raise error
@@ -139,7 +148,20 @@ class _RenderProcess:
         self.conn.close()
 
 
-def _render_demo_split(renderer, out: Path, split: str, spec: dict, seed, scale, resolution, views, log) -> Path:
+def _render_demo_split(
+    stage: _StageProcess,
+    out: Path,
+    split: str,
+    spec: dict,
+    seed: int,
+    scale: float,
+    resolution: tuple[int, int],
+    views: int,
+    workers: int,
+    progress: bool,
+    log,
+) -> Path:
+    """Render one split's catalog in ``stage``'s process; returns the catalog folder."""
     catalog = out / f"catalog-{split}"
     scenes = max(3, round(spec["scenes"] * scale))
     log(
@@ -152,7 +174,7 @@ def _render_demo_split(renderer, out: Path, split: str, spec: dict, seed, scale,
         plan=PlanConfig(*spec["objects"], views=views, width=resolution[0], height=resolution[1]),
     )
     try:
-        renderer.render(catalog, job)
+        stage.call(synthesize, catalog, job, workers=workers, progress=progress)
     except InputError as exc:
         if "different options" not in exc.problem:
             raise
@@ -180,12 +202,11 @@ def run_demo(
 
     out = Path(out_dir)
     result = DemoResult(out)
-    renderer = _RenderProcess(workers, progress)
-    try:
+    with _StageProcess("rendering") as stage:
         for split, spec in DEMO_SPLITS.items():
-            result.catalogs[split] = _render_demo_split(renderer, out, split, spec, seed, scale, resolution, views, log)
-    finally:
-        renderer.close()
+            result.catalogs[split] = _render_demo_split(
+                stage, out, split, spec, seed, scale, resolution, views, workers, progress, log
+            )
 
     for split, spec in DEMO_SPLITS.items():
         count = max(8, round(spec["count"] * scale))
@@ -201,7 +222,15 @@ def run_demo(
 
     release = out / "release"
     log(f"[3/6] Building the release in {release}")
-    build_release(list(result.pairs.values()), release, name="commonlink demo", overwrite=True, progress=progress)
+    with _StageProcess("release build") as stage:
+        stage.call(
+            build_release,
+            list(result.pairs.values()),
+            release,
+            name="commonlink demo",
+            overwrite=True,
+            progress=progress,
+        )
     result.release = release
 
     log("[4/6] Loading it back with datasets.load_dataset")
