@@ -1,9 +1,11 @@
 """`commonlink demo` memory (issue 40): its peak resident memory must stay flat-ish as the demo grows.
 
 The demo peaked at 600-730 MB for 180 rows: the renderer (pyrender, OpenGL, trimesh, scipy and Mesa's buffers)
-stayed in the demo's process, under the release build, ``datasets`` and the scoring. Rendering now runs in a
-child process. Measured here, each run a fresh ``python -m commonlink demo --quiet`` into a fresh folder with
-its own empty ``COMMONLINK_HOME`` (so no thumbnail cache carries over), the two sizes interleaved:
+and then the release build (matplotlib, figures, shard buffers) stayed in the demo's process, under
+``datasets``, the scoring and the reports. Rendering and the release build now run each in a child process
+(``commonlink.demo._StageProcess``). Measured here, each run a fresh ``python -m commonlink demo --quiet`` into
+a fresh folder with its own empty ``COMMONLINK_HOME`` (so no thumbnail cache carries over), the two sizes
+interleaved:
 
 1. peak resident memory at ``--scale 1`` over ``--scale 0.5`` (the largest process, which is what
    ``/usr/bin/time -v`` reports and what a machine must hold): target <= 1.3;
