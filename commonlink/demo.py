@@ -11,7 +11,9 @@
 6. writes an HTML report per split (both baselines side by side, with the images) and prints where it is.
 
 Each stage writes its usual files, so rerunning continues from what is there (rendered scenes and cached
-predictions are kept), and each stage's folder can be fed to the individual commands.
+predictions are kept), and each stage's folder can be fed to the individual commands. Rendering and the release
+build run in a child process each (:class:`_StageProcess`), so the memory they hold (the renderer's libraries
+and buffers, matplotlib and the shard writer's) is given back before the next stage instead of staying under it.
 """
 
 from __future__ import annotations
