@@ -143,7 +143,7 @@ class _StageProcess:
         finished stay); one that does not end in a while is stopped."""
         with contextlib.suppress(OSError):
             self.conn.send(None)
-        self.child.join(timeout=30)
+        self.child.join(timeout=10)
         if self.child.is_alive():
             self.child.terminate()
             self.child.join()
