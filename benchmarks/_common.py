@@ -15,6 +15,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import platform
+import re
 import resource
 import statistics
 import sys
@@ -87,6 +89,27 @@ def load_average() -> float:
 def load_note() -> str:
     """``"load 7.9"``: for figures measured on a shared machine."""
     return f"load {load_average():.1f}"
+
+
+def cpu_model() -> str:
+    """The CPU's model name, trimmed (``"Intel Xeon Platinum 8375C"``, ``"AMD EPYC"``); ``""`` where unknown.
+    Absolute figures hold only for the CPU they were measured on, so every row of the results table names it."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = next((line.split(":", 1)[1] for line in handle if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    model = model or platform.processor()
+    model = re.sub(r"\((R|TM|tm|r)\)|\bCPU\b|@.*$|\b\d+-Core Processor\b", " ", model)
+    return " ".join(model.split())
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), which on a container can be fewer than the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 0
 
 
 def rss_mib() -> float:

@@ -24,6 +24,7 @@ import math
 import operator
 import os
 import re
+import statistics
 from pathlib import Path
 
 # Scripts import _common first (the repository root on sys.path); tests load this file with commonlink importable.
@@ -96,3 +97,44 @@ def print_rows(rows: list[dict]) -> None:
         )
         value = "n/a" if row["value"] is None else f"{row['value']:.4g}"
         print(f"  {row['figure']}: {value} {row['unit']}{ratio}{target}")
+
+
+def _figure_key(figure: str) -> str:
+    """A row's identity across repeats: its figure with the numbers blanked, since some figures quote what they
+    were measured under ("... load average 1.82") and would otherwise never match their own rerun."""
+    return re.sub(r"\d[\d.,]*", "#", str(figure))
+
+
+def _finite(values: list) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def combine_runs(runs: list[list[dict]]) -> list[dict]:
+    """Rows from repeats of one script -> one row per figure: ``value`` and ``ratio`` are the medians over the
+    repeats (``value_range`` / ``ratio_range`` their min and max, ``runs`` how many repeats had the row), and
+    ``met`` compares the *median* with the target, so one lucky run cannot mark a row met. The texts (figure,
+    peer, unit, target) are the last repeat's. Rows keep the order the script first wrote them in."""
+    grouped: dict[tuple[str, int], list[dict]] = {}
+    for rows in runs:
+        seen: dict[str, int] = {}
+        for row in rows:
+            key = _figure_key(row["figure"])
+            seen[key] = seen.get(key, 0) + 1
+            grouped.setdefault((key, seen[key]), []).append(row)
+    combined = []
+    for same in grouped.values():
+        values, ratios = _finite([r["value"] for r in same]), _finite([r["ratio"] for r in same])
+        value = statistics.median(values) if values else None
+        ratio = statistics.median(ratios) if ratios else None
+        combined.append(
+            {key: same[-1][key] for key in ROW_KEYS}
+            | {
+                "value": value,
+                "ratio": ratio,
+                "met": target_met(ratio if ratio is not None else value, same[-1]["target"]),
+                "runs": len(same),
+                "value_range": [min(values), max(values)] if values else None,
+                "ratio_range": [min(ratios), max(ratios)] if ratios else None,
+            }
+        )
+    return combined

@@ -66,7 +66,10 @@ def _table_rows(block: str) -> list[str]:
 
 def test_run_all_writes_one_table_to_both_files_and_records_failures(bench_dir):
     folder, docs = bench_dir
-    assert run_all.main(["--quick", "--bench-dir", str(folder), "--docs", str(docs), "--timeout", "60"]) == 0
+    assert (
+        run_all.main(["--quick", "--bench-dir", str(folder), "--docs", str(docs), "--timeout", "60", "--repeats", "1"])
+        == 0
+    )
 
     results_md = (folder / "RESULTS.md").read_text()
     docs_text = docs.read_text()
@@ -77,12 +80,17 @@ def test_run_all_writes_one_table_to_both_files_and_records_failures(bench_dir):
 
     rows = _table_rows(block)
     good = [r for r in rows if r.startswith("| `bench_good.py` | widgets/s")]
-    # quick value, the peer named (its '|' escaped), ratio, target, met
-    assert good == ["| `bench_good.py` | widgets/s | 250 widgets/s | a plain \\| loop | 1.25 | >= 1.0 | yes |"]
-    assert "| `bench_good.py` | peak memory 2N vs N | 1.5 x | — | — | <= 1.3 | **no** |" in rows
+    cpu = run_all.cpu_label(run_all.machine_description())
+    # quick value, the peer named (its '|' escaped), ratio, target, met; one run, this machine's CPU, the load
+    assert len(good) == 1 and good[0].startswith(
+        f"| `bench_good.py` | widgets/s | 250 widgets/s | a plain \\| loop | 1.25 | >= 1.0 | yes | 1 | {cpu} | "
+    )
+    assert any(
+        r.startswith("| `bench_good.py` | peak memory 2N vs N | 1.5 x | — | — | <= 1.3 | **no** | 1 |") for r in rows
+    )
     failed = {r.split("|")[1].strip(): r for r in rows if "**script failed**" in r}
     assert set(failed) == {"`bench_bad_args.py`", "`bench_no_rows.py`", "`bench_crash.py`"}
-    assert "unrecognized arguments: --quick --json ROWS.json |" in failed["`bench_bad_args.py`"]
+    assert "unrecognized arguments: --quick --json ROWS.json | 1 |" in failed["`bench_bad_args.py`"]
     assert "no --json file written" in failed["`bench_no_rows.py`"]
     assert "the peer library is not installed" in failed["`bench_crash.py`"]
     assert "helper_not_a_bench" not in results_md
@@ -94,15 +102,16 @@ def test_run_all_writes_one_table_to_both_files_and_records_failures(bench_dir):
 
 def test_only_reruns_named_scripts_and_keeps_the_rest(bench_dir):
     folder, docs = bench_dir
-    run_all.main(["--quick", "--bench-dir", str(folder), "--docs", str(docs)])
+    run_all.main(["--quick", "--bench-dir", str(folder), "--docs", str(docs), "--repeats", "1"])
     (folder / "bench_crash.py").write_text(
         GOOD.format(bench=str(ROOT / "benchmarks")).replace("bench_good.py", "bench_crash.py")
     )
-    run_all.main(["--bench-dir", str(folder), "--docs", str(docs), "--only", "bench_crash.py"])
+    run_all.main(["--bench-dir", str(folder), "--docs", str(docs), "--only", "bench_crash.py", "--repeats", "2"])
     rows = _table_rows(run_all.generated_block((folder / "RESULTS.md").read_text()))
-    assert (
-        "| `bench_crash.py` | widgets/s | 999 widgets/s | a plain \\| loop | 1.25 | >= 1.0 | yes |" in rows
-    )  # full mode
+    assert any(  # full mode, two repeats of the same figures: the range is one number
+        r.startswith("| `bench_crash.py` | widgets/s | 999 widgets/s (999–999) | a plain \\| loop | 1.25 (1.25–1.25) |")
+        for r in rows
+    )
     assert any(r.startswith("| `bench_bad_args.py` | **script failed**") for r in rows)  # kept from the first run
     with pytest.raises(SystemExit, match="bench_nope.py"):
         run_all.main(["--bench-dir", str(folder), "--docs", str(docs), "--only", "bench_nope.py"])
@@ -113,9 +122,13 @@ def test_a_script_past_its_timeout_is_a_failure_row(tmp_path):
     folder = tmp_path / "b"
     folder.mkdir()
     (folder / "bench_slow.py").write_text(SLOW)
-    run_all.main(["--bench-dir", str(folder), "--docs", "", "--timeout", "1"])
+    run_all.main(["--bench-dir", str(folder), "--docs", "", "--timeout", "1", "--repeats", "3"])
     rows = _table_rows((folder / "RESULTS.md").read_text())
-    assert rows == ["| `bench_slow.py` | **script failed** | — | — | — | — | timed out after 1 s |"]
+    assert len(rows) == 1 and rows[0].startswith(
+        "| `bench_slow.py` | **script failed** | — | — | — | — | timed out after 1 s | 1 |"
+    )
+    saved = json.loads((folder / "results.json").read_text())["scripts"]["bench_slow.py"]
+    assert [run["exit"] for run in saved["runs"]] == [None]  # not tried again: it would cost the timeout twice more
 
 
 def test_docs_without_markers_are_refused_with_the_fix(bench_dir, tmp_path):
@@ -125,6 +138,120 @@ def test_docs_without_markers_are_refused_with_the_fix(bench_dir, tmp_path):
     with pytest.raises(SystemExit, match="marker lines"):
         run_all.main(["--render-only", "--bench-dir", str(folder), "--docs", str(docs)])
     assert docs.read_text() == "# no markers\n"
+
+
+VARYING = """
+import argparse, sys
+from pathlib import Path
+sys.path.insert(0, {bench!r})
+from _results import add_contract_arguments, result_row, write_rows
+parser = argparse.ArgumentParser()
+add_contract_arguments(parser)
+args = parser.parse_args()
+here = Path(__file__).parent
+with open(here / "order.log", "a") as log:
+    log.write(Path(__file__).name + "\\n")
+count = here / (Path(__file__).name + ".count")
+run = int(count.read_text()) if count.exists() else 0
+count.write_text(str(run + 1))
+if run in {fail_on}:
+    raise SystemExit("run " + str(run) + " lost its peer")
+ratio = [1.3, 0.7, 1.1][run % 3]      # median 1.1 meets >= 1.0 although one run does not
+value = [5.0, 9.0, 7.0][run % 3]      # median 7 misses < 6 although one run meets it
+write_rows(args.json, [
+    result_row(Path(__file__).name, f"speed (measured at load average {{run}}.5)", 100.0 + run, "items/s",
+               peer="plain loop", ratio=ratio, target=">= 1.0"),
+    result_row(Path(__file__).name, "seconds", value, "s", target="< 6"),
+])
+"""
+
+
+def _varying(folder: Path, name: str, fail_on: tuple = ()) -> None:
+    (folder / name).write_text(VARYING.format(bench=str(ROOT / "benchmarks"), fail_on=set(fail_on) or "set()"))
+
+
+def test_repeats_interleave_scripts_and_rows_show_median_min_max_judged_on_the_median(tmp_path):
+    folder = tmp_path / "b"
+    folder.mkdir()
+    _varying(folder, "bench_a.py")
+    _varying(folder, "bench_b.py")
+    assert run_all.main(["--quick", "--bench-dir", str(folder), "--docs", ""]) == 0  # default: 3 repeats
+
+    assert (folder / "order.log").read_text().split() == ["bench_a.py", "bench_b.py"] * 3  # A B, A B, A B
+    rows = _table_rows((folder / "RESULTS.md").read_text())
+    cpu = run_all.cpu_label(run_all.machine_description())
+    speed = [r for r in rows if r.startswith("| `bench_a.py` | speed")]
+    # one row for the three repeats although the figure quotes its load; its text is the last repeat's
+    assert len(speed) == 1 and speed[0].startswith(
+        f"| `bench_a.py` | speed (measured at load average 2.5) | 101 items/s (100–102) | plain loop | "
+        f"1.1 (0.7–1.3) | >= 1.0 | yes | 3 | {cpu} | "
+    )
+    assert any(r.startswith("| `bench_a.py` | seconds | 7 s (5–9) | — | — | < 6 | **no** | 3 |") for r in rows)
+
+    saved = json.loads((folder / "results.json").read_text())["scripts"]["bench_a.py"]
+    assert len(saved["runs"]) == 3 and all(len(run["load"]) == 2 for run in saved["runs"])  # before and after
+    assert saved["cpu"] == cpu and saved["machine"] == run_all.machine_description()
+    row = saved["rows"][0]
+    assert (row["runs"], row["ratio"], row["ratio_range"], row["met"]) == (3, 1.1, [0.7, 1.3], True)
+    assert row["cpu"] == cpu and row["load"][0] <= row["load"][1]
+    script_line = next(
+        line for line in (folder / "RESULTS.md").read_text().splitlines() if "| `bench_a.py` | quick |" in line
+    )
+    assert script_line.startswith("| `bench_a.py` | quick | 3 | ") and "| 0, 0, 0 |" in script_line
+
+
+def test_a_repeat_that_fails_is_a_row_and_the_others_still_count(tmp_path):
+    folder = tmp_path / "b"
+    folder.mkdir()
+    _varying(folder, "bench_a.py", fail_on=(1,))
+    run_all.main(["--bench-dir", str(folder), "--docs", "", "--repeats", "3"])
+    rows = _table_rows((folder / "RESULTS.md").read_text())
+    assert any(r.startswith("| `bench_a.py` | seconds | 6 s (5–7) | — | — | < 6 | **no** | 2 |") for r in rows)
+    failed = [r for r in rows if "**script failed**" in r]
+    assert len(failed) == 1 and "1 of 3 runs failed, first run 2: exit 1: run 1 lost its peer | 1 |" in failed[0]
+    saved = json.loads((folder / "results.json").read_text())["scripts"]["bench_a.py"]
+    assert [run["exit"] for run in saved["runs"]] == [0, 1, 0] and saved["exit"] == 1
+
+
+def test_only_merges_with_results_from_before_repeats_which_keep_their_own_cpu(tmp_path):
+    folder = tmp_path / "b"
+    folder.mkdir()
+    _varying(folder, "bench_a.py")
+    _varying(folder, "bench_old.py")
+    old_row = {
+        "benchmark": "bench_old.py", "figure": "old speed", "value": 3.0, "unit": "s", "peer": "a peer",
+        "ratio": 1.5, "target": ">= 1.0", "met": True,
+    }  # fmt: skip
+    old = {
+        "machine": "Linux x86_64, 4 of 8 CPUs usable (Old Vendor Chip 9000), 16 GiB RAM, Python 3.11.7",
+        "scripts": {
+            "bench_old.py": {
+                "script": "bench_old.py", "quick": False, "date": "2026-01-02 03:04 UTC", "seconds": 12.0,
+                "exit": 0, "output_tail": "", "load": [1.5, 2.5], "rows": [old_row],
+            }
+        },
+    }  # fmt: skip
+    (folder / "results.json").write_text(json.dumps(old))
+    run_all.main(["--render-only", "--bench-dir", str(folder), "--docs", ""])  # the old file renders as it is
+    rows = _table_rows((folder / "RESULTS.md").read_text())
+    old_line = (
+        "| `bench_old.py` | old speed | 3 s | a peer | 1.5 | >= 1.0 | yes | 1 (older run) | "
+        "Old Vendor Chip 9000, 4 CPUs | 1.5–2.5 |"
+    )
+    assert rows == [old_line]
+
+    run_all.main(["--bench-dir", str(folder), "--docs", "", "--only", "bench_a.py"])
+    text = (folder / "RESULTS.md").read_text()
+    rows = _table_rows(text)
+    assert [r for r in rows if "bench_old.py" in r] == [old_line]  # its own CPU, date and load, one run
+    cpu = run_all.cpu_label(run_all.machine_description())
+    assert all(f"| 3 | {cpu} |" in r for r in rows if "bench_a.py" in r)
+    assert (
+        "Machines: " in text and "(Old Vendor Chip 9000)" in text and "| `bench_old.py` | full | 1 | 2026-01-02" in text
+    )
+    assert "bench_old.py" not in (folder / "order.log").read_text()
+    with pytest.raises(SystemExit, match="--repeats must be 1 or more"):
+        run_all.main(["--bench-dir", str(folder), "--docs", "", "--repeats", "0"])
 
 
 def test_target_met_compares_ratio_else_value():
