@@ -36,6 +36,25 @@ def _report_page(runs: list[dict], thumbs, *, chain_steps: int, catalog_root=Non
     return association_page(runs[0], thumbs, chain_steps=chain_steps, catalog_root=catalog_root, **options)
 
 
+#: Settings that set an association run apart from another on the same data (shown in its default name).
+_DEFAULTS = {"protocol": "paper", "strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
+#: The deduction rule each protocol takes when none is given (runs before the switch recorded no protocol: strict).
+_PROTOCOL_RULES = {"paper": "harness", "strict": "all-shared"}
+
+
+def _association_name_parts(results: dict) -> list[str]:
+    """``memory``, a non-default protocol, strategy or deduction rule, ``no-deduction``, ``moe``."""
+    assoc = results.get("association", {})
+    defaults = {**_DEFAULTS, "deduction_rule": _PROTOCOL_RULES.get(assoc.get("protocol", "strict"))}
+    parts = [str(assoc.get("memory", "?"))]
+    parts += [
+        str(assoc[k]) if k != "deduction" else "no-deduction"
+        for k, v in defaults.items()
+        if k in assoc and assoc[k] != v
+    ]
+    return parts + ["moe"] * bool(results.get("moe"))
+
+
 KIND = Kind(
     name="association",
     title="association chains",
@@ -56,6 +75,7 @@ ASSOCIATION_TASK = TaskInfo(
     compare_table=association_table,
     rescore=rescore_association,
     rescorable=rescorable_association,
+    run_name_parts=_association_name_parts,
 )
 CONCEPT_PERCEPTION_TASK = TaskInfo(
     name="concept_perception",

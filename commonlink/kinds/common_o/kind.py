@@ -31,6 +31,15 @@ def _report_page(runs: list[dict], thumbs, *, chain_steps: int, catalog_root=Non
     return common_o_page(runs, thumbs, **options)
 
 
+def _common_o_name_parts(results: dict) -> list[str]:
+    prompt = results.get("prompt", {})
+    return ["concat"] * bool(prompt.get("concat_images")) + ["built-q"] * (prompt.get("question") == "built")
+
+
+def _perception_name_parts(results: dict) -> list[str]:
+    return ["yes-no-hint"] * bool(results.get("prompt", {}).get("yes_no_hint"))
+
+
 KIND = Kind(
     name="common_o",
     title="Common-O pairs",
@@ -50,6 +59,7 @@ COMMON_O_TASK = TaskInfo(
     rescore=rescore_common_o,
     rescorable=lambda results: True,
     title_with_split=True,
+    run_name_parts=_common_o_name_parts,
 )
 PERCEPTION_TASK = TaskInfo(
     name="perception",
@@ -62,4 +72,5 @@ PERCEPTION_TASK = TaskInfo(
     rescorable=lambda results: True,
     record_key="row_id",
     title_with_split=True,
+    run_name_parts=_perception_name_parts,
 )
