@@ -28,9 +28,8 @@ from commonlink.eval.imaging import (
     concat_side_by_side,
     parse_image_protocol,
 )
-from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
+from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.outputs import evaluate
-from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.run_names import check_run_name, default_run_name
@@ -49,6 +48,8 @@ from commonlink.kinds.common_o.format import (
     concat_question,
 )
 from commonlink.kinds.common_o.loader import example_from_row, open_common_o
+from commonlink.kinds.common_o.metrics import common_o_metrics, score_common_o
+from commonlink.kinds.common_o.parsing import parse_common_o_answer
 from commonlink.kinds.common_o.similarity import (
     hallucination_similarity_analysis,
     make_embedder,
