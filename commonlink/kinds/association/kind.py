@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from commonlink.eval.scored import ScoredCounts, skipped_counts
 from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND
 from commonlink.kinds.association.card import render_association_card
 from commonlink.kinds.association.compare import (
@@ -55,6 +56,25 @@ def _association_name_parts(results: dict) -> list[str]:
     return parts + ["moe"] * bool(results.get("moe"))
 
 
+def _association_counts(results: dict) -> ScoredCounts:
+    """Chains (their ends by an unparseable answer) or tasks, and the requests that failed."""
+    metrics = results.get("metrics") or {}
+    summary, per = metrics.get("summary") or {}, metrics.get("per_concept") or {}
+    failed = (results.get("requests") or {}).get("failed") or 0
+    if "chains" in summary:
+        unparseable = sum((v.get("ended") or {}).get("unparseable", 0) for v in per.values())
+        return ScoredCounts(summary.get("chains") or 0, "chains", unparseable, failed, 0)
+    n = summary.get("n") or 0
+    rate = summary.get("unparseable_rate")
+    unparseable = sum(v.get("unparseable", 0) for v in per.values()) if per else round((rate or 0) * n)
+    return ScoredCounts(n, "tasks", unparseable, failed, 0)
+
+
+def _concept_counts(results: dict) -> ScoredCounts:
+    parsing = results.get("parsing") or {}
+    return ScoredCounts(parsing.get("answers", 0), "answers", parsing.get("unparseable"), *skipped_counts(results))
+
+
 KIND = Kind(
     name="association",
     title="association chains",
@@ -76,6 +96,7 @@ ASSOCIATION_TASK = TaskInfo(
     rescore=rescore_association,
     rescorable=rescorable_association,
     run_name_parts=_association_name_parts,
+    scored_counts=_association_counts,
 )
 CONCEPT_PERCEPTION_TASK = TaskInfo(
     name="concept_perception",
@@ -84,4 +105,5 @@ CONCEPT_PERCEPTION_TASK = TaskInfo(
     evaluate=evaluate_concept_perception,
     command="concept",
     compare_table=concept_table,
+    scored_counts=_concept_counts,
 )

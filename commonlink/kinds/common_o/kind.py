@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from commonlink.eval.scored import ScoredCounts, row_counts
 from commonlink.formats.meta import COMMON_O_PAIRS_KIND
 from commonlink.kinds.common_o.compare import common_o_table, perception_table, rescore_common_o, rescore_perception
 from commonlink.kinds.common_o.datasheet import render_common_o_card
@@ -40,6 +41,10 @@ def _perception_name_parts(results: dict) -> list[str]:
     return ["yes-no-hint"] * bool(results.get("prompt", {}).get("yes_no_hint"))
 
 
+def _perception_counts(results: dict) -> ScoredCounts:
+    return row_counts(results, "questions", "questions")  # its n counts images; answers are per question
+
+
 KIND = Kind(
     name="common_o",
     title="Common-O pairs",
@@ -73,4 +78,5 @@ PERCEPTION_TASK = TaskInfo(
     record_key="row_id",
     title_with_split=True,
     run_name_parts=_perception_name_parts,
+    scored_counts=_perception_counts,
 )
