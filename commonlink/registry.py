@@ -88,6 +88,8 @@ class TaskInfo:
     rescorable: Callable[[dict], bool] = field(default=lambda results: False)
     record_key: str = "id"  #: the field naming a record's row in predictions.jsonl
     title_with_split: bool = False  #: ``eval compare`` titles its tables "TASK (SPLIT)" (else "TASK")
+    #: ``(runs, breakdowns) -> str``: the Markdown table of ``results.md`` and the eval commands' summaries
+    results_table: Callable[[list[dict], bool], str] | None = None
     #: ``results -> ScoredCounts`` (:mod:`commonlink.eval.scored`); None: a row task's ``metrics.overall`` counts
     scored_counts: Callable[[dict], Any] | None = None
     #: ``results -> [part, ...]``: the settings that set a run apart, in its default run name after the model(s)

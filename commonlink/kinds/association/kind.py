@@ -18,6 +18,7 @@ from commonlink.kinds.association.concept_task import evaluate_concept_perceptio
 from commonlink.kinds.association.format import association_features
 from commonlink.kinds.association.release import build_association_release
 from commonlink.kinds.association.report_page import association_page
+from commonlink.kinds.association.tables import association_markdown
 from commonlink.kinds.association.task import evaluate_association
 from commonlink.registry import Kind, TaskInfo
 
@@ -96,6 +97,7 @@ ASSOCIATION_TASK = TaskInfo(
     rescore=rescore_association,
     rescorable=rescorable_association,
     run_name_parts=_association_name_parts,
+    results_table=association_markdown,
     scored_counts=_association_counts,
 )
 CONCEPT_PERCEPTION_TASK = TaskInfo(

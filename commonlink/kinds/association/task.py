@@ -52,7 +52,6 @@ from commonlink.eval.cache import CACHE_FILENAME, PredictionCache
 from commonlink.eval.estimate import RequestEstimate
 from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.outputs import evaluate
-from commonlink.eval.report.tables import render_association_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
@@ -76,6 +75,7 @@ from commonlink.kinds.association.requests import (
     read_selection,
     selection_request,
 )
+from commonlink.kinds.association.tables import render_association_table
 from commonlink.kinds.association.task_chains import chain_summary, run_chains
 
 PROTOCOL_VERSION = "association-v1"

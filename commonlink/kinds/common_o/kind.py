@@ -12,6 +12,7 @@ from commonlink.kinds.common_o.format import common_o_features
 from commonlink.kinds.common_o.perception import evaluate_perception
 from commonlink.kinds.common_o.release import build_common_o_release
 from commonlink.kinds.common_o.report_page import common_o_page
+from commonlink.kinds.common_o.tables import common_o_markdown
 from commonlink.kinds.common_o.task import evaluate_common_o
 from commonlink.registry import Kind, TaskInfo
 
@@ -64,6 +65,7 @@ COMMON_O_TASK = TaskInfo(
     rescore=rescore_common_o,
     rescorable=lambda results: True,
     title_with_split=True,
+    results_table=common_o_markdown,
     run_name_parts=_common_o_name_parts,
 )
 PERCEPTION_TASK = TaskInfo(
@@ -77,6 +79,7 @@ PERCEPTION_TASK = TaskInfo(
     rescorable=lambda results: True,
     record_key="row_id",
     title_with_split=True,
+    results_table=common_o_markdown,
     run_name_parts=_perception_name_parts,
     scored_counts=_perception_counts,
 )
