@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from commonlink.eval.harness_files import VLMEVAL_FAIL_MARKER, table_cell, table_rows, vlmeval_doc
 from commonlink.eval.imaging import parse_image_protocol
 from commonlink.kinds.association.metrics import ratio_metrics
 from commonlink.kinds.association.prompts import parse_selection
+from commonlink.kinds.common_o.harness_files import VLMEVAL_FAIL_MARKER, table_cell, table_rows, vlmeval_doc
 from commonlink.kinds.common_o.loader import example_from_row
 from commonlink.kinds.common_o.metrics import common_o_metrics, score_common_o
 from commonlink.kinds.common_o.parsing import parse_common_o_answer
