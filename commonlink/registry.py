@@ -66,6 +66,8 @@ class Kind:
     build_release: Callable[..., Any]
     #: ``(units, manifest, common card fields) -> str``: the card rendered again from a manifest
     render_card: Callable[..., str]
+    #: its lmms-eval / VLMEvalKit exporter (``commonlink.eval.export.writers.KindExport``); None: not exported
+    export: Any = None
 
 
 @dataclass(frozen=True)

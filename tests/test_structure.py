@@ -79,13 +79,14 @@ def _modules():
         yield name, path, ast.parse(path.read_text(encoding="utf-8"))
 
 
-#: Sub-packages that are an area of their own: the lmms-eval / VLMEvalKit exports sit above the kinds they export
-#: (their task files call back into ``commonlink.eval.export.harnesses``, so the module path stays).
-OWN_AREAS = {"commonlink.eval.export": "export"}
+#: Modules that are an area of their own: the callbacks of the exported lmms-eval / VLMEvalKit task files sit above
+#: the kinds whose prompts, parsers and metrics they call (the files name ``commonlink.eval.export.harnesses``, so
+#: the module path stays). The export frame beside it (``writers``) is engine: each kind's exporter builds on it.
+OWN_AREAS = {"commonlink.eval.export.harnesses": "export"}
 #: The engine: modules that know no benchmark kind (they find kinds and tasks through ``commonlink.registry``).
 ENGINE = ("commonlink.release", "commonlink.eval", "commonlink.loaders", "commonlink.formats", "commonlink.registry")
 #: Adapters above the kinds that sit inside an engine folder (their module path is published in exported files).
-NOT_ENGINE = ("commonlink.eval.export",)
+NOT_ENGINE = ("commonlink.eval.export.harnesses",)
 
 
 def _area(module: str) -> str:

@@ -15,6 +15,7 @@ from commonlink.kinds.association.compare import (
     rescore_association,
 )
 from commonlink.kinds.association.concept_task import evaluate_concept_perception
+from commonlink.kinds.association.export import EXPORT
 from commonlink.kinds.association.format import association_features
 from commonlink.kinds.association.release import build_association_release
 from commonlink.kinds.association.report_page import association_page
@@ -83,6 +84,7 @@ KIND = Kind(
     input_command="commonlink chains",
     build_release=_build_release,
     render_card=_render_card,
+    export=EXPORT,
 )
 ASSOCIATION_TASK = TaskInfo(
     name="association",

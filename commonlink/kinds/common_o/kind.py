@@ -8,6 +8,7 @@ from commonlink.eval.scored import ScoredCounts, row_counts
 from commonlink.formats.meta import COMMON_O_PAIRS_KIND
 from commonlink.kinds.common_o.compare import common_o_table, perception_table, rescore_common_o, rescore_perception
 from commonlink.kinds.common_o.datasheet import render_common_o_card
+from commonlink.kinds.common_o.export import EXPORT
 from commonlink.kinds.common_o.format import common_o_features
 from commonlink.kinds.common_o.perception import evaluate_perception
 from commonlink.kinds.common_o.release import build_common_o_release
@@ -53,6 +54,7 @@ KIND = Kind(
     input_command="commonlink pairs",
     build_release=build_common_o_release,
     render_card=_render_card,
+    export=EXPORT,
 )
 COMMON_O_TASK = TaskInfo(
     name="common_o",
