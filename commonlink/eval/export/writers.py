@@ -333,47 +333,51 @@ def check_vlmevalkit() -> None:
         )
 
 
-def export_lmms_eval(
-    out_dir: str | os.PathLike,
-    *,
-    revision: str | None = None,
-    splits: tuple[str, ...] = ("main", "challenge"),
-    progress: bool = True,
-    catalog_root: str | os.PathLike | None = None,
-    **sources,
-) -> list[Path]:
-    """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written. ``sources``: each
-    kind's data under its exporter's option (``data=`` the Common-O release or Hub name, ``association=`` chain
-    files or an association release); ``catalog_root``: where the catalogs of chain files are now."""
-    folder = Path(out_dir) / LMMS_TASK_DIR
+def _export(write: Callable[[Path, list[tuple[KindExport, object]], ExportOptions], list[Path]]):
+    """The public export of ``write``, taking the options and sources as keywords (one signature for both)."""
+
+    def export(
+        out_dir: str | os.PathLike,
+        *,
+        revision: str | None = None,
+        splits: tuple[str, ...] = ("main", "challenge"),
+        progress: bool = True,
+        catalog_root: str | os.PathLike | None = None,
+        **sources,
+    ) -> list[Path]:
+        options = ExportOptions(revision, tuple(splits), progress, catalog_root)
+        return write(Path(out_dir), _sources(sources), options)
+
+    export.__name__ = export.__qualname__ = write.__name__
+    export.__doc__ = write.__doc__
+    return export
+
+
+@_export
+def export_lmms_eval(out_dir: Path, chosen: list[tuple[KindExport, object]], options: ExportOptions) -> list[Path]:
+    """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written. Keywords: each
+    kind's source under its exporter's option (``data=`` a Common-O release or Hub name, ``association=`` chain
+    files or an association release), ``revision``, ``splits``, ``progress``, ``catalog_root`` (where the catalogs
+    of chain files are now)."""
+    folder = out_dir / LMMS_TASK_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "utils.py"]
     atomic_write_text(written[0], lmms_utils())
-    options = ExportOptions(revision, tuple(splits), progress, catalog_root)
-    for exporter, source in _sources(sources):
+    for exporter, source in chosen:
         written += exporter.lmms_eval(folder, source, options)
     return written
 
 
-def export_vlmevalkit(
-    out_dir: str | os.PathLike,
-    *,
-    revision: str | None = None,
-    splits: tuple[str, ...] = ("main", "challenge"),
-    progress: bool = True,
-    catalog_root: str | os.PathLike | None = None,
-    **sources,
-) -> list[Path]:
+@_export
+def export_vlmevalkit(out_dir: Path, chosen: list[tuple[KindExport, object]], options: ExportOptions) -> list[Path]:
     """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written
-    (``sources`` as :func:`export_lmms_eval` takes them)."""
+    (keywords as :func:`export_lmms_eval` takes them)."""
     check_vlmevalkit()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    module = out / "commonlink_vlmeval.py"
-    written, names = [], exported_names(module, out)
-    options = ExportOptions(revision, tuple(splits), progress, catalog_root)
-    for exporter, source in _sources(sources):
-        for name, path in exporter.vlmevalkit(out, source, options):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    module = out_dir / "commonlink_vlmeval.py"
+    written, names = [], exported_names(module, out_dir)
+    for exporter, source in chosen:
+        for name, path in exporter.vlmevalkit(out_dir, source, options):
             written.append(path)
             names.append(name)
     atomic_write_text(module, vlmeval_module(list(dict.fromkeys(names))))
