@@ -4,9 +4,9 @@ deduction runs on shared rows (chain runs cannot be rescored: a chain's steps de
 from __future__ import annotations
 
 from commonlink.eval.compare import PARSE_FAIL, REFUSED, Column, Table, mean_se, run_head
-from commonlink.eval.metrics import ratio_metrics
 from commonlink.eval.scored import scored_counts
 from commonlink.kinds.association.concept_prompts import COMPLEXITIES
+from commonlink.kinds.association.metrics import ratio_metrics
 
 __all__ = ["association_table", "concept_table", "rescorable_association", "rescore_association"]
 

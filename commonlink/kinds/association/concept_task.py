@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
 from commonlink.eval.evaluator import RunOptions
-from commonlink.eval.metrics import ratio_metrics
 from commonlink.eval.outputs import evaluate
 from commonlink.eval.report.tables import scored_lines
 from commonlink.eval.results import timing
@@ -48,6 +47,7 @@ from commonlink.kinds.association.concept_prompts import (
 )
 from commonlink.kinds.association.loader import open_association
 from commonlink.kinds.association.memory import image_name as memory_name
+from commonlink.kinds.association.metrics import ratio_metrics
 from commonlink.kinds.association.prompts import (
     parse_concepts,
     parse_selection,

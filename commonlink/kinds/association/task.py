@@ -51,14 +51,13 @@ from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache
 from commonlink.eval.estimate import RequestEstimate
 from commonlink.eval.evaluator import RunOptions
-from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.outputs import evaluate
-from commonlink.eval.report.tables import render_association_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.kinds.association.loader import open_association
 from commonlink.kinds.association.memory import MemoryBase
+from commonlink.kinds.association.metrics import chain_metrics, ratio_metrics
 from commonlink.kinds.association.requests import (
     ASSOCIATION_DEDUCTION_RULES,
     DEDUCTION_RULES,
@@ -76,6 +75,7 @@ from commonlink.kinds.association.requests import (
     read_selection,
     selection_request,
 )
+from commonlink.kinds.association.tables import render_association_table
 from commonlink.kinds.association.task_chains import chain_summary, run_chains
 
 PROTOCOL_VERSION = "association-v1"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commonlink.eval.compare import PARSE_FAIL, REFUSED, Column, Table, run_head, with_se
-from commonlink.eval.metrics import common_o_metrics, perception_metrics
+from commonlink.kinds.common_o.metrics import common_o_metrics, perception_metrics
 
 __all__ = ["common_o_table", "perception_table", "rescore_common_o", "rescore_perception"]
 

@@ -25,13 +25,13 @@ from commonlink.errors import NotEnoughDataError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
 from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.imaging import ImageProtocol, parse_image_protocol
-from commonlink.eval.metrics import perception_metrics
 from commonlink.eval.outputs import evaluate
 from commonlink.eval.parsing import parse_yes_no
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.task import Task, TaskRun
 from commonlink.kinds.common_o.format import PERCEPTION_PROMPT, YES_NO_HINT
 from commonlink.kinds.common_o.loader import open_common_o
+from commonlink.kinds.common_o.metrics import perception_metrics
 from commonlink.kinds.common_o.task import LMMS_TASKS, write_outputs
 
 

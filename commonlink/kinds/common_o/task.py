@@ -21,16 +21,13 @@ from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
 from commonlink.eval.evaluator import RunOptions
-from commonlink.eval.harness_check import file_split, match_answers, refuse_mismatches, row_mismatch
-from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.imaging import (
     ImageProtocol,
     concat_side_by_side,
     parse_image_protocol,
 )
-from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
+from commonlink.eval.metrics import N_BOOTSTRAP
 from commonlink.eval.outputs import evaluate
-from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.eval.report.tables import render_markdown_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.run_names import check_run_name, default_run_name
@@ -48,7 +45,11 @@ from commonlink.kinds.common_o.format import (
     common_o_question,
     concat_question,
 )
+from commonlink.kinds.common_o.harness_check import file_split, match_answers, refuse_mismatches, row_mismatch
+from commonlink.kinds.common_o.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.kinds.common_o.loader import example_from_row, open_common_o
+from commonlink.kinds.common_o.metrics import common_o_metrics, score_common_o
+from commonlink.kinds.common_o.parsing import parse_common_o_answer
 from commonlink.kinds.common_o.similarity import (
     hallucination_similarity_analysis,
     make_embedder,
@@ -415,10 +416,10 @@ def score_predictions(
     With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``, or
     by ``doc_id``/``index`` when a harness file names none; a prediction whose id is not in the split, or whose
     row differs from what the file says was asked (target, prompt, choices), is refused: the file was made on other
-    data, see :mod:`commonlink.eval.harness_check`; rows are read without decoding their images). ``split``: None
-    takes the split the file says (a harness file's name, the ``results.json`` beside our predictions), else
-    ``main``. Without ``data``, the facts come from the predictions file itself (no dataset access). Settings of
-    the original run are taken from ``results.json`` next to the predictions when present.
+    data, see :mod:`.harness_check`; rows are read without decoding their images). ``split``: None takes the split
+    the file says (a harness file's name, the ``results.json`` beside our predictions), else ``main``.
+    Without ``data``, the facts come from the predictions file itself (no dataset access). Settings of the
+    original run are taken from ``results.json`` next to the predictions when present.
     """
 
     predictions = Path(predictions)
@@ -493,9 +494,9 @@ class _FactRow:
 def _score_harness_file(
     path: Path, data, split: str | None, revision: str | None
 ) -> tuple[list[dict], list[dict], dict]:
-    """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`commonlink.eval.harness_files`):
+    """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`.harness_files`):
     scored against ``data`` (rows matched by id, or by position when the file names none, and checked against what
-    the file says was asked: :mod:`commonlink.eval.harness_check`), else from the facts the file carries."""
+    the file says was asked: :mod:`.harness_check`), else from the facts the file carries."""
     read = read_harness_answers(path)
     split = file_split(path, read, split)
     harness = {"harness_task": read.task} if read.task else {}
