@@ -118,7 +118,9 @@ class _ParquetRows:
         columns = self._text_columns if text_only else None
         for path in self.files:
             # memory-mapped: the image bytes go from the page cache into the batch without a read buffer between
-            for batch in pq.ParquetFile(path, memory_map=True).iter_batches(batch_size=batch_size, columns=columns):
+            for batch in pq.ParquetFile(path, memory_map=True).iter_batches(
+                batch_size=batch_size, columns=columns, use_threads=False
+            ):
                 yield _batch_rows(batch.to_pydict())
 
     def fingerprint(self) -> str:
@@ -257,7 +259,7 @@ class CommonOSplit:
             batches = self._rows.iter_batches(batch_size, text_only=True)  # the image bytes are not read at all
         else:
             batches = self._rows.iter_batches(batch_size)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonlink-decode") as pool:
+        with ThreadPoolExecutor(max_workers=_DECODE_THREADS, thread_name_prefix="commonlink-decode") as pool:
             try:
                 start = 0
                 for rows in batches:
@@ -386,6 +388,7 @@ _READ_BATCH = 64
 #: returned (bounded memory: 2 images a row, at most (_CHUNKS_AHEAD + 1) * _DECODE_CHUNK rows decoded ahead).
 _DECODE_CHUNK = 8
 _CHUNKS_AHEAD = 2
+_DECODE_THREADS = 1
 
 
 def _load_pair(opened: list | InputError) -> list:
