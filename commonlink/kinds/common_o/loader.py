@@ -27,9 +27,7 @@ import glob
 import hashlib
 import os
 import re
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -233,9 +231,8 @@ class CommonOSplit:
         leaves the image columns unread (``image_1``/``image_2`` are None).
 
         Rows are streamed ``batch_size`` at a time from the files; each batch's list fields are read and
-        cross-checked at once (:func:`~commonlink.kinds.common_o.loader_batch.decode_batch_lists`), its image
-        headers checked (format, pixel cap) on this thread, and its pixels decoded on one worker thread a few rows
-        ahead (Pillow's decoders release the GIL). A batch holding a row that fails a check raises that row's
+        cross-checked at once (:func:`~commonlink.kinds.common_o.loader_batch.decode_batch_lists`) and its images
+        opened (format, pixel cap) and decoded. A batch holding a row that fails a check raises that row's
         error (the same :class:`SchemaError` / :class:`InputError` as :meth:`get`) instead of being returned."""
         check_at_least("batch_size", batch_size, 1, "e.g. batch_size=64.")  # now, not at the first next()
         return self._batched(batch_size, images)
@@ -251,42 +248,22 @@ class CommonOSplit:
             yield batch
 
     def _examples(self, batch_size: int, *, images: bool) -> Iterator[CommonOExample]:
-        """The examples in order, read ``batch_size`` rows at a time. Only work that cannot fail runs ahead of
-        the row being returned (list fields read on the fast path, which leaves a failing row to the per-row
-        path; images opened and decoded with their errors kept), so every row's error is raised in its turn."""
-        pending: deque = deque()  # (first row, rows, their lists, the future decoding their images)
+        """The examples in order, read ``batch_size`` rows at a time: each batch's list fields read at once (the
+        fast path leaves any row it does not take, and every failing row, to the per-row path), each row's images
+        opened and decoded in its turn, on this thread, so every row's error is raised in its turn.
+
+        Decoding here rather than on a worker thread a few rows ahead is measured (benchmarks/bench_loaders.py, 2
+        cores): the worker overlapped little (Pillow holds the GIL for most of opening and loading a PNG, and a
+        thread that wants the GIL back waits out the switch interval) and cost about 10% more CPU."""
         if not images and isinstance(self._rows, _ParquetRows):
             batches = self._rows.iter_batches(batch_size, text_only=True)  # the image bytes are not read at all
         else:
             batches = self._rows.iter_batches(batch_size)
-        with ThreadPoolExecutor(max_workers=_DECODE_THREADS, thread_name_prefix="commonlink-decode") as pool:
-            try:
-                start = 0
-                for rows in batches:
-                    lists = decode_batch_lists(rows)
-                    for a in range(0, len(rows), _DECODE_CHUNK):
-                        chunk = rows[a : a + _DECODE_CHUNK]
-                        future = None
-                        if images:
-                            opened = [self._open_pair(row, start + a + k) for k, row in enumerate(chunk)]
-                            future = pool.submit(_load_pairs, opened)
-                        pending.append((start + a, chunk, lists[a : a + _DECODE_CHUNK], future))
-                        if len(pending) > _CHUNKS_AHEAD:
-                            yield from self._chunk_examples(*pending.popleft(), images=images)
-                    start += len(rows)
-                while pending:
-                    yield from self._chunk_examples(*pending.popleft(), images=images)
-            finally:  # the consumer stopped early: drop the work queued for rows it will not see
-                for *_, future in pending:
-                    if future is not None:
-                        future.cancel()
-
-    def _chunk_examples(
-        self, first: int, rows: list[dict], lists: list, future: Future | None, *, images: bool
-    ) -> Iterator[CommonOExample]:
-        pairs = future.result() if future is not None else [None] * len(rows)
-        for k, row in enumerate(rows):
-            yield self._example(first + k, row, pairs[k], images=images, lists=lists[k])
+        start = 0
+        for rows in batches:
+            for k, (row, lists) in enumerate(zip(rows, decode_batch_lists(rows))):
+                yield self._example(start + k, row, images=images, lists=lists)
+            start += len(rows)
 
     def raw_row(self, i: int) -> dict:
         """Row ``i`` as stored (image columns as ``{"bytes", "path"}``), for tools that re-export data."""
@@ -299,11 +276,9 @@ class CommonOSplit:
 
     # -- decoding
 
-    def _example(
-        self, i: int, row: dict, pair: list | InputError | None = None, *, images: bool = True, lists=None
-    ) -> CommonOExample:
-        """Row ``i`` as an example; ``pair``: its two images decoded already, or the error decoding them gave;
-        ``lists``: its list fields read on the fast path (None: read here, the fast path first)."""
+    def _example(self, i: int, row: dict, *, images: bool = True, lists=None) -> CommonOExample:
+        """Row ``i`` as an example; ``lists``: its list fields read on the fast path (None: read here, the fast
+        path first)."""
         if lists is None:
             lists = decode_batch_lists([row])[0]
         if lists is None:  # not a row the fast path takes: the per-row path gives its result or its error
@@ -320,11 +295,7 @@ class CommonOSplit:
         )
         if lists.notes:
             extra["list_notes"] = lists.notes
-        if isinstance(pair, InputError):
-            raise pair
-        if pair is not None:
-            image_1, image_2 = pair
-        elif images:
+        if images:
             image_1, image_2 = _load_pair(self._open_pair(row, i))
         else:
             image_1 = image_2 = None
@@ -384,11 +355,6 @@ class CommonOSplit:
 _IMAGE_COLUMNS = frozenset({"image_1", "image_2"})
 #: Rows read from the files at a time when iterating row by row.
 _READ_BATCH = 64
-#: Rows whose images one task of the decode thread decodes, and how many such tasks run ahead of the row being
-#: returned (bounded memory: 2 images a row, at most (_CHUNKS_AHEAD + 1) * _DECODE_CHUNK rows decoded ahead).
-_DECODE_CHUNK = 8
-_CHUNKS_AHEAD = 2
-_DECODE_THREADS = 1
 
 
 def _load_pair(opened: list | InputError) -> list:
@@ -396,17 +362,6 @@ def _load_pair(opened: list | InputError) -> list:
     if isinstance(opened, InputError):
         raise opened
     return [load_opened_image(img, label) for img, label in opened]
-
-
-def _load_pairs(opened: list[list | InputError]) -> list[list | InputError]:
-    """:func:`_load_pair` for each row of a chunk, each row's error kept as its result (raised in its turn)."""
-    out: list[list | InputError] = []
-    for pair in opened:
-        try:
-            out.append(_load_pair(pair))
-        except InputError as exc:
-            out.append(exc)
-    return out
 
 
 def _batch_rows(columns: dict[str, list]) -> list[dict]:
