@@ -47,6 +47,9 @@ from commonlink.loaders.hub_ids import require_hub_dataset
 
 __all__ = ["CommonOSplit", "load_common_o", "open_common_o", "parse_list_field"]
 
+#: ``CommonOSplit._example`` without ``lists``: the row's list fields are not read yet.
+_UNREAD = object()
+
 # ------------------------------------------------------------------------------------------------ row sources
 
 
@@ -276,10 +279,10 @@ class CommonOSplit:
 
     # -- decoding
 
-    def _example(self, i: int, row: dict, *, images: bool = True, lists=None) -> CommonOExample:
-        """Row ``i`` as an example; ``lists``: its list fields read on the fast path (None: read here, the fast
-        path first)."""
-        if lists is None:
+    def _example(self, i: int, row: dict, *, images: bool = True, lists: Any = _UNREAD) -> CommonOExample:
+        """Row ``i`` as an example; ``lists``: its list fields as the fast path read them (None: a row it does not
+        take; left out: read here, the fast path first)."""
+        if lists is _UNREAD:
             lists = decode_batch_lists([row])[0]
         if lists is None:  # not a row the fast path takes: the per-row path gives its result or its error
             lists = decode_row_lists(row, row_label=f"{i} of {self.source_name}")
