@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from commonlink.errors import SchemaError
-from commonlink.kinds.common_o.format import common_o_question, letters
+from commonlink.kinds.common_o.format import common_o_question
 from commonlink.kinds.common_o.loader_lists import (
     MAX_LIST_TEXT,
     MAX_READINGS,
@@ -31,6 +31,7 @@ from commonlink.kinds.common_o.loader_lists import (
     check_reading,
     count_value,
     read_list_text,
+    row_lists_of,
 )
 
 __all__ = ["decode_batch_lists"]
@@ -128,17 +129,7 @@ def _fast_row_lists(row: dict, answers: dict, letter_free: bool) -> RowLists | N
         chosen = check_reading(choices, truth_items, answer_readings[0], objects_1, objects_2, num_truth)
     except Mismatch:
         return None  # the per-row path raises the row's error, worded as it words it
-    labels = letters(len(chosen.choices))
     encodings = dict(_JSON_ENCODINGS)
     if answer_list is not None:
         encodings["answer"] = answer_list.encoding
-    return RowLists(
-        choices=chosen.choices,
-        ground_truth=[chosen.choices[k] for k in chosen.truth],
-        answer_letters=[labels[k] for k in chosen.truth],
-        objects_1=chosen.objects_1,
-        objects_2=chosen.objects_2,
-        encodings=encodings,
-        ground_truth_as=chosen.truth_as,
-        answer_checked=chosen.answer_ok,
-    )
+    return row_lists_of(chosen, encodings)

@@ -318,13 +318,18 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
         answer_readings = answer_readings[:MAX_READINGS]
 
     chosen = _settle(row, where, choice_readings, truth_readings, answer_readings, objects_readings, num_truth)
-    labels = letters(len(chosen.choices))
     notes = []
     if groupings > 1 or len(truth_readings) > 1:
         notes.append("comma grouping settled by the row's question, counts and cross-checks")
     encodings = {name: text.encoding for name, text in texts.items()}
     if answer_list is not None:
         encodings["answer"] = answer_list.encoding
+    return row_lists_of(chosen, encodings, notes)
+
+
+def row_lists_of(chosen: _Candidate, encodings: dict[str, str], notes: list[str] | None = None) -> RowLists:
+    """The :class:`RowLists` of the reading a row settled on (shared with the batch path, loader_batch)."""
+    labels = letters(len(chosen.choices))
     return RowLists(
         choices=chosen.choices,
         ground_truth=[chosen.choices[k] for k in chosen.truth],
@@ -334,7 +339,7 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
         encodings=encodings,
         ground_truth_as=chosen.truth_as,
         answer_checked=chosen.answer_ok,
-        notes=notes,
+        notes=notes or [],
     )
 
 
