@@ -19,10 +19,12 @@ the existing release.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,18 +36,10 @@ from commonlink import __version__
 from commonlink.catalog.ingest import clean_image
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
-    atomic_write_json,
-    atomic_write_text,
     read_jsonl,
     sha256_bytes,
 )
 from commonlink.formats.meta import verify_data_file
-from commonlink.formats.release import (
-    CARD_FILENAME,
-    MANIFEST_FILENAME,
-    manifest_units,
-    read_release_manifest,
-)
 from commonlink.images import check_image, open_image
 from commonlink.kinds.association.card import render_association_card
 from commonlink.kinds.association.format import (
@@ -62,16 +56,14 @@ from commonlink.kinds.association.format import (
 )
 from commonlink.kinds.common_o.release import CatalogImageReader
 from commonlink.progress import track
+from commonlink.release.parallel import check_workers, ordered_map
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
-    build_key_of,
-    hash_files,
-    release_manifest,
-    reuse_or_refuse,
-    stage_release,
+    StagedRelease,
+    build_staged_release,
     without_local_paths,
 )
 
@@ -319,54 +311,43 @@ def build_association_release(
     seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
     config = _release_config(inputs, options)
-    build_key = build_key_of(config, __version__)
-    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
-    if reused is not None:
-        reused.splits = manifest_units(read_release_manifest(out_dir))
-        reused.notes = notes
-        return reused
+    write = functools.partial(
+        _write_association, inputs=inputs, options=options, seed=seed, concepts=(concept_options, concept_kind)
+    )
+    return build_staged_release(
+        out_dir, options, kind="association", part_type="config", config=config, seed=seed, write=write, notes=notes
+    )
 
+
+def _write_association(
+    tmp_dir: Path, *, inputs: list[_ChainInput], options: ReleaseOptions, seed: Any, concepts: tuple[list[str], str]
+) -> StagedRelease:
+    """The images config, one config per task file and the card of an association release, into ``tmp_dir``."""
     images = _referenced_images(inputs, options.progress)
-    with stage_release(out_dir) as tmp_dir:
-        configs: dict[str, dict] = {}
-        features_by_config: dict[str, Any] = {}
-        image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config)
-        for inp in inputs:
-            ids = [img.id for img in inp.table]
-            features = features_by_config[inp.task] = association_features(inp.task)
-            with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
-                rows = _task_rows(inp, ids, concept_options, concept_kind)
-                for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not options.progress):
-                    writer.write(row)
-            configs[inp.task] = _config_info(writer, inp.task)
-        stats = _release_stats(inputs, len(images), image_bytes)
-        card = render_association_card(
-            name=options.name,
-            version=options.version,
-            license=options.license,
-            configs=configs,
-            features=features_by_config,
-            stats=stats,
-            seed=seed,
-            toolkit_version=__version__,
-            card_info=dict(options.card_info),
-        )
-        atomic_write_text(tmp_dir / CARD_FILENAME, card)
-        files = hash_files(tmp_dir)
-        manifest = release_manifest(
-            kind="association",
-            part_type="config",
-            parts=configs,
-            options=options,
-            seed=seed,
-            build_key=build_key,
-            config=config,
-            stats=stats,
-            files=files,
-            toolkit_version=__version__,
-        )
-        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["parts"], files=files, notes=notes)
+    configs: dict[str, dict] = {}
+    features_by_config: dict[str, Any] = {}
+    image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config)
+    for inp in inputs:
+        ids = [img.id for img in inp.table]
+        features = features_by_config[inp.task] = association_features(inp.task)
+        with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
+            rows = _task_rows(inp, ids, *concepts)
+            for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not options.progress):
+                writer.write(row)
+        configs[inp.task] = _config_info(writer, inp.task)
+    stats = _release_stats(inputs, len(images), image_bytes)
+    card = render_association_card(
+        name=options.name,
+        version=options.version,
+        license=options.license,
+        configs=configs,
+        features=features_by_config,
+        stats=stats,
+        seed=seed,
+        toolkit_version=__version__,
+        card_info=dict(options.card_info),
+    )
+    return StagedRelease(parts=configs, stats=stats, card=card)
 
 
 def _release_config(inputs: list[_ChainInput], options: ReleaseOptions) -> dict:
@@ -398,15 +379,18 @@ def _write_images(
 ) -> int:
     """The images config (every image once, by id) written into ``tmp_dir``, recorded in ``configs`` and
     ``features_by_config``; returns the bytes of image data stored."""
-    fetcher, reader = ImageFetcher(), CatalogImageReader()
     features = features_by_config[IMAGES_CONFIG] = association_features(IMAGES_CONFIG)
     image_bytes = 0
-    with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
-        for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
-            img = images[image_id]
-            data = release_image_bytes(fetcher, img, reader)
+    ordered = (images[image_id] for image_id in sorted(images))
+    workers = check_workers(options.workers)
+    with (
+        ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer,
+        closing(ordered_map(_stored_image, ordered, setup=_image_state, workers=workers)) as stored,
+    ):
+        for img, (data, width, height) in track(
+            stored, "images", total=len(images), unit="images", disable=not options.progress
+        ):
             image_bytes += len(data)
-            width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
             writer.write(
                 {
                     "id": img.id,
@@ -421,6 +405,18 @@ def _write_images(
             )
     configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
     return image_bytes
+
+
+def _image_state() -> tuple[ImageFetcher, CatalogImageReader]:
+    return ImageFetcher(), CatalogImageReader()
+
+
+def _stored_image(state: tuple[ImageFetcher, CatalogImageReader], img: LabelledImage) -> tuple[bytes, int, int]:
+    """The bytes to store for ``img`` and their (width, height) (a worker's task; ``state``: its process's)."""
+    fetcher, reader = state
+    data = release_image_bytes(fetcher, img, reader)
+    width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
+    return data, width, height
 
 
 def _release_stats(inputs: list[_ChainInput], images: int, image_bytes: int) -> dict:

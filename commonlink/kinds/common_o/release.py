@@ -22,6 +22,7 @@ import logging
 import os
 import re
 from collections import defaultdict
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,6 @@ from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
-    atomic_write_json,
-    atomic_write_text,
     read_jsonl,
     safe_join,
     sha256_bytes,
@@ -48,7 +47,6 @@ from commonlink.formats.meta import (
     read_meta,
     verify_data_file,
 )
-from commonlink.formats.release import CARD_FILENAME, MANIFEST_FILENAME
 from commonlink.images import check_image
 from commonlink.kinds.common_o.datasheet import render_common_o_card
 from commonlink.kinds.common_o.figures import write_common_o_figures
@@ -56,16 +54,14 @@ from commonlink.kinds.common_o.format import common_o_features, letters
 from commonlink.kinds.common_o.release_stats import CommonOStatsAccumulator
 from commonlink.progress import track
 from commonlink.release.card_claims import card_conflicts
+from commonlink.release.parallel import check_workers, ordered_map
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
-    build_key_of,
-    hash_files,
-    release_manifest,
-    reuse_or_refuse,
-    stage_release,
+    StagedRelease,
+    build_staged_release,
     without_local_paths,
 )
 
@@ -113,80 +109,67 @@ def build_common_o_release(
             for inp in inputs
         ],
     }
-    build_key = build_key_of(config, __version__)
+    write = functools.partial(_write_common_o, inputs=inputs, options=options, seed=seed, config=config)
+    return build_staged_release(
+        out_dir, options, kind="common_o", part_type="split", config=config, seed=seed, write=write
+    )
 
-    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
-    if reused is not None:
-        return reused
 
-    with stage_release(out_dir) as tmp_dir:
-        features = common_o_features()
-        shards = _SplitShards(
-            tmp_dir / "data",
-            features,
-            max_shard_bytes=options.max_shard_bytes,
-            progress=options.progress,
-            catalog_root=options.catalog_root,
-        )
-        for split in dict.fromkeys(inp.split for inp in inputs):
-            shards.write_split(split, [inp for inp in inputs if inp.split == split])
+def _write_common_o(tmp_dir: Path, *, inputs: list[_Input], options: ReleaseOptions, seed: Any, config: dict):
+    """The splits' shards, the figures and the card of a Common-O release, written into ``tmp_dir``."""
+    features = common_o_features()
+    shards = _SplitShards(
+        tmp_dir / "data",
+        features,
+        max_shard_bytes=options.max_shard_bytes,
+        progress=options.progress,
+        catalog_root=options.catalog_root,
+        workers=check_workers(options.workers),
+    )
+    for split in dict.fromkeys(inp.split for inp in inputs):
+        shards.write_split(split, [inp for inp in inputs if inp.split == split])
 
-        figures = write_common_o_figures(
-            dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
-        )
-        summary = shards.stats.summary()
-        _mark_unreached_counts(summary, inputs)
-        for conflict in card_conflicts(summary, dict(options.card_info)):
-            log.warning(conflict)
-        card = render_common_o_card(
-            name=options.name,
-            version=options.version,
-            license=options.license,
-            splits=shards.splits,
-            stats=summary,
-            figures=figures,
-            features=features,
-            seed=seed,
-            toolkit_version=__version__,
-            config=config,
-            card_info=dict(options.card_info),
-        )
-        atomic_write_text(tmp_dir / CARD_FILENAME, card)
-        files = hash_files(tmp_dir)
-        manifest = release_manifest(
-            kind="common_o",
-            part_type="split",
-            parts=shards.splits,
-            options=options,
-            seed=seed,
-            build_key=build_key,
-            config=config,
-            stats=summary,
-            files=files,
-            figures=figures,
-            toolkit_version=__version__,
-        )
-        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(out_dir=out_dir, kind="common_o", splits=manifest["parts"], files=files, figures=figures)
+    figures = write_common_o_figures(
+        dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
+    )
+    summary = shards.stats.summary()
+    _mark_unreached_counts(summary, inputs)
+    for conflict in card_conflicts(summary, dict(options.card_info)):
+        log.warning(conflict)
+    card = render_common_o_card(
+        name=options.name,
+        version=options.version,
+        license=options.license,
+        splits=shards.splits,
+        stats=summary,
+        figures=figures,
+        features=features,
+        seed=seed,
+        toolkit_version=__version__,
+        config=config,
+        card_info=dict(options.card_info),
+    )
+    return StagedRelease(parts=shards.splits, stats=summary, card=card, figures=figures)
 
 
 class _SplitShards:
     """Streams the pairs rows of each split into parquet shards, keeping per-split statistics and the light
     metadata the figures need (no image bytes); ids must be unique across the whole release."""
 
-    def __init__(self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool, catalog_root=None) -> None:
+    def __init__(
+        self, data_dir: Path, features, *, max_shard_bytes: int, progress: bool, catalog_root=None, workers: int = 1
+    ) -> None:
         self.data_dir, self.features, self.max_shard_bytes, self.progress = (
             data_dir,
             features,
             max_shard_bytes,
             progress,
         )
-        self.catalog_root = catalog_root
+        self.catalog_root, self.workers = catalog_root, workers
         self.stats = CommonOStatsAccumulator()
         self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
         self.splits: dict[str, dict] = {}
         self._compact = _CompactRows()
-        self._reader = CatalogImageReader()
         self._seen_ids: dict[str, str] = {}
 
     def write_split(self, split: str, split_inputs: list[_Input]) -> None:
@@ -194,12 +177,17 @@ class _SplitShards:
             for inp in split_inputs:
                 total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
                 located = map(CatalogResolver(inp.path, self.catalog_root).pairs_row, read_jsonl(inp.path))
-                rows = track(located, f"{split}: {inp.path.name}", total=total, unit="rows", disable=not self.progress)
-                for number, row in enumerate(rows, start=1):
-                    where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
-                    writer.write(self._record(row, split, where))
-                    self.stats.add(split, row)
-                    self.rows_by_split[split].append(self._compact.row(row))
+                # files read, hashed and decoded in worker processes; rows come back in file order
+                items = ((row, split, _where(inp.path, number, row)) for number, row in enumerate(located, start=1))
+                built = ordered_map(_published_item, items, setup=CatalogImageReader, workers=self.workers)
+                with closing(built):  # an error here stops the worker processes at once
+                    label = f"{split}: {inp.path.name}"
+                    for (row, _, where), record in track(
+                        built, label, total=total, unit="rows", disable=not self.progress
+                    ):
+                        writer.write(self._unique(record, where))
+                        self.stats.add(split, row)
+                        self.rows_by_split[split].append(self._compact.row(row))
         if writer.rows_written == 0:
             raise InputError(
                 f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
@@ -213,8 +201,7 @@ class _SplitShards:
             "download_size": sum(s.bytes for s in writer.shards),
         }
 
-    def _record(self, row: dict, split: str, where: str) -> dict:
-        record = published_row(row, split=split, where=where, reader=self._reader)
+    def _unique(self, record: dict, where: str) -> dict:
         if record["id"] in self._seen_ids:
             raise SchemaError(
                 f"{where}: example id {record['id']!r} is already used by {self._seen_ids[record['id']]}.",
@@ -224,6 +211,16 @@ class _SplitShards:
             )
         self._seen_ids[record["id"]] = where
         return record
+
+
+def _where(path: Path, number: int, row: dict) -> str:
+    return f"{path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
+
+
+def _published_item(reader: CatalogImageReader, item: tuple[dict, str, str]) -> dict:
+    """:func:`published_row` of one ``(row, split, where)`` (a worker's task; ``reader``: its process's)."""
+    row, split, where = item
+    return published_row(row, split=split, where=where, reader=reader)
 
 
 class CatalogImageReader:
