@@ -8,8 +8,10 @@ Items go out in chunks with a bounded number in flight, so memory stays flat how
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -27,6 +29,12 @@ R = TypeVar("R")
 CHUNK_ITEMS = 32
 #: Chunks in flight per worker: one being worked on, one queued so the worker never waits for the caller.
 CHUNKS_PER_WORKER = 2
+
+#: How workers start. "fork" on Linux: at once, with the modules already imported, and without importing the
+#: caller's main script again ("spawn" and "forkserver" do, so a script calling ``build_release`` without an
+#: ``if __name__ == "__main__":`` guard would run again in every worker). A worker touches only files, hashlib and
+#: Pillow, none of the threads the caller may run (progress bars, pyarrow's pool). Elsewhere: "spawn".
+_START_METHOD = "fork" if sys.platform.startswith("linux") else "spawn"
 
 _STATE: dict[str, Any] = {}
 
@@ -110,12 +118,17 @@ def _chunks(items: Iterator[T], size: int) -> Iterator[tuple[list[T], Exception 
 
 
 def _pooled(func, first: list, chunks: Iterator[tuple[list, Exception | None]], *, setup, workers: int) -> Iterator:
-    # "spawn": fresh interpreters, never a fork of a process running threads (progress bars, pyarrow's pool)
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context(_START_METHOD)
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(setup,))
     pending: deque[tuple[list, Future]] = deque()  # the chunks in flight (kept here: results pair with them)
     try:
-        pending.append((first, pool.submit(_run_chunk, func, first)))
+        # the workers start (fork) at the first task: with the caller's objects frozen out of the garbage
+        # collector, a worker's collections do not touch (and so copy) every page the caller holds
+        gc.freeze()
+        try:
+            pending.append((first, pool.submit(_run_chunk, func, first)))
+        finally:
+            gc.unfreeze()
         for chunk, error in chunks:
             if chunk:
                 pending.append((chunk, pool.submit(_run_chunk, func, chunk)))

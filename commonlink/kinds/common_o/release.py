@@ -171,6 +171,7 @@ class _SplitShards:
         self.splits: dict[str, dict] = {}
         self._compact = _CompactRows()
         self._seen_ids: dict[str, str] = {}
+        self._first_uses = FirstUses()
 
     def write_split(self, split: str, split_inputs: list[_Input]) -> None:
         with ShardWriter(self.data_dir, split, self.features, max_shard_bytes=self.max_shard_bytes) as writer:
@@ -178,11 +179,14 @@ class _SplitShards:
                 total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
                 located = map(CatalogResolver(inp.path, self.catalog_root).pairs_row, read_jsonl(inp.path))
                 # files read, hashed and decoded in worker processes; rows come back in file order
-                items = ((row, split, _where(inp.path, number, row)) for number, row in enumerate(located, start=1))
-                built = ordered_map(_published_item, items, setup=CatalogImageReader, workers=self.workers)
+                items = (
+                    (row, split, _where(inp.path, number, row), self._first_uses(row))
+                    for number, row in enumerate(located, start=1)
+                )
+                built = ordered_map(published_item, items, setup=CatalogImageReader, workers=self.workers)
                 with closing(built):  # an error here stops the worker processes at once
                     label = f"{split}: {inp.path.name}"
-                    for (row, _, where), record in track(
+                    for (row, _, where, _), record in track(
                         built, label, total=total, unit="rows", disable=not self.progress
                     ):
                         writer.write(self._unique(record, where))
@@ -217,10 +221,30 @@ def _where(path: Path, number: int, row: dict) -> str:
     return f"{path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
 
 
-def _published_item(reader: CatalogImageReader, item: tuple[dict, str, str]) -> dict:
-    """:func:`published_row` of one ``(row, split, where)`` (a worker's task; ``reader``: its process's)."""
-    row, split, where = item
-    return published_row(row, split=split, where=where, reader=reader)
+def published_item(reader: CatalogImageReader, item: tuple[dict, str, str, tuple[bool, bool]]) -> dict:
+    """:func:`published_row` of one ``(row, split, where, verify)`` (a worker's task; ``reader``: its process's)."""
+    row, split, where, verify = item
+    return published_row(row, split=split, where=where, reader=reader, verify=verify)
+
+
+class FirstUses:
+    """Which images of a row no earlier row of the build used (by catalog and id): only those are decoded, so an
+    image is verified once per build, in whichever worker gets the row of its first use."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, str]] = set()
+
+    def __call__(self, row: dict) -> tuple[bool, bool]:
+        return self._first(row.get("image_1")), self._first(row.get("image_2"))
+
+    def _first(self, image: Any) -> bool:
+        key = (image.get("catalog"), image.get("id")) if isinstance(image, dict) else None
+        if not (key and all(isinstance(part, str) for part in key)):
+            return True  # a malformed entry: published_row refuses it anyway
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
 
 
 class CatalogImageReader:
@@ -306,10 +330,18 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items), ensure_ascii=False)
 
 
-def published_row(row: dict, *, split: str, where: str, reader: CatalogImageReader | None = None) -> dict:
+def published_row(
+    row: dict,
+    *,
+    split: str,
+    where: str,
+    reader: CatalogImageReader | None = None,
+    verify: tuple[bool, bool] = (True, True),
+) -> dict:
     """One pairs-file row -> one parquet row (published Common-O columns + provenance), images as file bytes.
 
     Pass one ``reader`` for a whole build: it resolves each catalog folder once instead of once a file.
+    ``verify``: whether to decode each image (False: an earlier row of the build, in another process, did).
     """
     for key in ("id", "image_1", "image_2", "choices", "ground_truth", "answer", "question", "source"):
         if key not in row:
@@ -341,7 +373,7 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
     check_row_types(row, where)
     reader = reader or CatalogImageReader()
     images, objects = [], []
-    for key in ("image_1", "image_2"):
+    for key, decode in zip(("image_1", "image_2"), verify):
         image = row[key]
         record = checked_image_record(image, key=key, source=row["source"], where=where, reader=reader)
         data = reader.read(image["catalog"], image["path"], what=f"{where}: {key}")
@@ -353,7 +385,8 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
                 "(sha256 differs).",
                 "Restore the original image, or rebuild the catalog and sample the pairs again.",
             )
-        reader.verify_image(data, record, what=f"{where}: {key} file {image['path']} in {image['catalog']}")
+        if decode:
+            reader.verify_image(data, record, what=f"{where}: {key} file {image['path']} in {image['catalog']}")
         images.append({"bytes": data, "path": os.path.basename(image["path"])})
         objects.append(image["objects"])
     common = [t for t in truth if t != NO_COMMON_OBJECTS]
@@ -529,8 +562,10 @@ __all__ = [
     "ANSWER_TYPE",
     "CatalogImageReader",
     "CommonOStatsAccumulator",
+    "FirstUses",
     "build_common_o_release",
     "check_row_types",
     "checked_image_record",
+    "published_item",
     "published_row",
 ]
