@@ -13,10 +13,16 @@ resident memory, VmHWM, per stage):
 2. ``ingest``: ``ingest_photos`` of those photos into the real catalog (decode, orient, strip, re-encode, hash,
    near-duplicate check);
 3. ``render-main`` / ``render-challenge``: the embedded offline renderer (3-7 objects, 8-16 objects; 4 views a
-   scene at ``--resolution``), ``--executor local`` (``--workers`` processes) or ``--executor ray``;
+   scene at ``--resolution``), ``--executor local`` (``--workers`` processes, default: the usable CPUs) or ``--executor ray``;
 4. ``pairs-main`` / ``pairs-challenge``: ``sample_pairs`` (main: real + synthetic catalogs, 45% real);
 5. ``release``: ``build_release`` of both splits (parquet shards, card, figures, manifest);
 6. ``baselines``: the weight-free ``none`` and ``random`` baselines scored on both splits.
+
+A stage that fails prints why: the signal that ended it (and "out of memory" when the cgroup's OOM-kill count
+rose), or the last error it printed, then the end of its output; SIGTERM makes a stage unwind (its worker pools
+stop, nothing leaks). Finished stages are recorded in ``WORK/stages-done/``: a rerun of the same build (same
+``--keep`` folder, scale, resolution and executor) resumes at the first unfinished stage; without ``--keep`` a
+failed build keeps its temporary folder and prints the ``--keep`` to rerun with.
 
 Image counts (ours; the paper does not publish them): 1,200 real photos (300 scenes), 400 synthetic main
 scenes and 600 challenge scenes, 4 views each, multiplied by ``--scale`` like the row counts.
@@ -350,15 +356,24 @@ def failure_cause(returncode: int, stderr: str, *, oom_before: int | None, oom_a
         cause = f"killed by {name} (signal {number})"
         if oom:
             cause += f"; the out-of-memory killer killed {oom_after - oom_before} process(es) meanwhile: out of memory"
+        elif number == signal.SIGKILL and oom_before is not None and oom_after is not None:
+            cause += (
+                " (not the out-of-memory killer: its count in this cgroup did not change; sent by hand or another "
+                "program)"
+            )
         elif number == signal.SIGKILL:
-            cause += " (sent by hand, or by the out-of-memory killer: its count was not readable or did not change)"
+            cause += " (by hand, or by the out-of-memory killer: its count is not readable here)"
     else:
         errors = [line for line in lines if line and not line.startswith((" ", "Traceback"))]
         cause = f"exit status {returncode}" + (f": {errors[-1].strip()}" if errors else "")
         if oom:
             cause += f" (the out-of-memory killer killed {oom_after - oom_before} process(es) meanwhile)"
     tail = "\n".join(lines)[-3000:]
-    return cause + (f"\n{tail}" if tail.strip() else "\n(it printed nothing on stderr)")
+    return cause + (
+        f"\nwhat it (and its worker processes) printed last:\n{tail}"
+        if tail.strip()
+        else "\n(it printed nothing on stderr)"
+    )
 
 
 def _run_stage_process(command: list[str], env: dict) -> tuple[int, str, str]:
