@@ -13,7 +13,8 @@ resident memory, VmHWM, per stage):
 2. ``ingest``: ``ingest_photos`` of those photos into the real catalog (decode, orient, strip, re-encode, hash,
    near-duplicate check);
 3. ``render-main`` / ``render-challenge``: the embedded offline renderer (3-7 objects, 8-16 objects; 4 views a
-   scene at ``--resolution``), ``--executor local`` (``--workers`` processes, default: the usable CPUs) or ``--executor ray``;
+   scene at ``--resolution``), ``--executor local`` (``--workers`` processes, default: the usable CPUs) or
+   ``--executor ray``;
 4. ``pairs-main`` / ``pairs-challenge``: ``sample_pairs`` (main: real + synthetic catalogs, 45% real);
 5. ``release``: ``build_release`` of both splits (parquet shards, card, figures, manifest);
 6. ``baselines``: the weight-free ``none`` and ``random`` baselines scored on both splits.

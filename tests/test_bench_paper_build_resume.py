@@ -3,7 +3,7 @@ or the stage's own error), and a rerun resumes after the stages that finished (i
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -13,15 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_paper_build", ROOT / "benchmarks" / "bench_paper_build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts import their helpers (_common, _results) by name
+bench = importlib.import_module("bench_paper_build")
 OPTIONS = {"resolution": 64, "workers": 2, "executor": "local", "ray_address": None}
 TRACKER = (
     "/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to be "

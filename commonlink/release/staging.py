@@ -104,6 +104,16 @@ class ReleaseOptions:
         """These options with the name defaulted to the release folder's name (``out_dir`` resolved)."""
         return self if self.name else replace(self, name=out_dir.name)
 
+    def card_fields(self) -> dict[str, Any]:
+        """What every kind's card renderer takes from these options (and the toolkit version), as keywords."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "license": self.license,
+            "toolkit_version": __version__,
+            "card_info": dict(self.card_info),
+        }
+
     def recorded(self) -> dict[str, Any]:
         """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
         release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not (nor card info when there

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from commonlink import __version__
 from commonlink.catalog.ingest import clean_image
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
@@ -337,15 +336,7 @@ def _write_association(
         configs[inp.task] = _config_info(writer, inp.task)
     stats = _release_stats(inputs, len(images), image_bytes)
     card = render_association_card(
-        name=options.name,
-        version=options.version,
-        license=options.license,
-        configs=configs,
-        features=features_by_config,
-        stats=stats,
-        seed=seed,
-        toolkit_version=__version__,
-        card_info=dict(options.card_info),
+        **options.card_fields(), configs=configs, features=features_by_config, stats=stats, seed=seed
     )
     return StagedRelease(parts=configs, stats=stats, card=card)
 

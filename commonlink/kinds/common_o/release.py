@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
@@ -136,20 +135,17 @@ def _write_common_o(tmp_dir: Path, *, inputs: list[_Input], options: ReleaseOpti
     _mark_unreached_counts(summary, inputs)
     for conflict in card_conflicts(summary, dict(options.card_info)):
         log.warning(conflict)
+    splits = shards.splits
     card = render_common_o_card(
-        name=options.name,
-        version=options.version,
-        license=options.license,
-        splits=shards.splits,
+        **options.card_fields(),
+        splits=splits,
         stats=summary,
         figures=figures,
         features=features,
         seed=seed,
-        toolkit_version=__version__,
         config=config,
-        card_info=dict(options.card_info),
     )
-    return StagedRelease(parts=shards.splits, stats=summary, card=card, figures=figures)
+    return StagedRelease(parts=splits, stats=summary, card=card, figures=figures)
 
 
 class _SplitShards:
