@@ -17,6 +17,16 @@ class CommonlinkError(Exception):
         self.fix = fix
         super().__init__(problem if not fix else f"{problem}\nFix: {fix}")
 
+    def __reduce__(self):
+        # pickled as problem + fix (a worker process's error reaches the caller whole, with its own type)
+        return _restore_error, (type(self), self.problem, self.fix), self.__dict__
+
+
+def _restore_error(cls: type, problem: str, fix: str | None) -> CommonlinkError:
+    error = cls.__new__(cls)
+    CommonlinkError.__init__(error, problem, fix)
+    return error
+
 
 class InputError(CommonlinkError):
     """A file, option or record given by the user is missing, malformed or out of range."""
