@@ -151,12 +151,7 @@ def fsync_files(paths: Iterable[str | os.PathLike]) -> None:
         if not failed:
             return
     for path in files:
-        with contextlib.suppress(FileNotFoundError):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        _fsync(path)
     for folder in folders:
         fsync_dir(folder)
 
@@ -174,10 +169,14 @@ def _syncfs():
 
 def fsync_dir(folder: str | os.PathLike) -> None:
     """Make a folder's entries (new names, renames) durable; a no-op where folders cannot be fsynced (Windows)."""
-    if os.name != "posix":
-        return
+    if os.name == "posix":
+        _fsync(folder)
+
+
+def _fsync(path: str | os.PathLike) -> None:
+    """fsync a file or folder by its path (one that is gone by now has nothing left to make durable)."""
     with contextlib.suppress(FileNotFoundError):
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
