@@ -256,6 +256,29 @@ def not_utf8_error(path: str | os.PathLike, exc: UnicodeDecodeError) -> SchemaEr
     )
 
 
+def read_user_text(path: str | os.PathLike, what: str, fix: str, *, encoding: str = "utf-8") -> str:
+    """The text of a file the user named: ``what`` says what it is ("Vocabulary file") and ``fix`` how to pass one,
+    for the :class:`InputError` where it is missing; one that is not UTF-8 is a :class:`SchemaError` naming the byte."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{what} not found: {path}", fix)
+    try:
+        return path.read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:
+        raise SchemaError(
+            f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", f"Save the {what.lower()} as UTF-8."
+        ) from None
+
+
+def loads_user_json(text: str, path: str | os.PathLike, fix: str, *, problem: str = "not valid JSON") -> Any:
+    """``json.loads(text)`` of a file the user wrote; malformed JSON is a :class:`SchemaError` naming ``path``, the
+    ``problem``, the parser's reason and line, and the ``fix``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}: {problem} ({exc.msg}, line {exc.lineno}).", fix) from None
+
+
 def parse_jsonl_line(
     path: str | os.PathLike,
     lineno: int,
