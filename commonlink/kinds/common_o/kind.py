@@ -48,7 +48,6 @@ COMMON_O_TASK = TaskInfo(
     report_page=_report_page,
     compare_table=common_o_table,
     rescore=rescore_common_o,
-    rescorable=lambda results: True,
     title_with_split=True,
 )
 PERCEPTION_TASK = TaskInfo(
@@ -59,7 +58,6 @@ PERCEPTION_TASK = TaskInfo(
     command="perception",
     compare_table=perception_table,
     rescore=rescore_perception,
-    rescorable=lambda results: True,
     record_key="row_id",
     title_with_split=True,
 )
