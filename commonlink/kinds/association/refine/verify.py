@@ -66,6 +66,7 @@ from commonlink.kinds.association.refine.pool_verify import (
     harness_verification,
     pool_claims,
     rebuild_from_verified,
+    who_verified,
 )
 from commonlink.kinds.association.refine.repair import (
     ON_FAIL,
@@ -488,10 +489,7 @@ def _strict_verification(decided, claims, model_infos, generation, decision_file
     return {
         "protocol": VERIFY_PROTOCOL,
         "verify_protocol": "strict",
-        "models": model_infos or None,
-        "generation": generation.to_dict() if model_infos else None,
-        "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
-        "human_decisions": decision_files or None,
+        **who_verified(model_infos, generation, decision_files),
         "prompt": VERIFY_PROMPT,
         "on_fail": on_fail,
         "undecided_rule": undecided,
