@@ -77,9 +77,8 @@ def pull_release(
         where = f"{repo_id} version {version}"
         rel = MANIFEST_FILENAME
         try:
-            commit = _version_commit(
-                api, repo_id, version
-            )  # every file from this one commit: no same-named branch, no tag moved meanwhile
+            # every file from this one commit: no same-named branch, no tag moved meanwhile
+            commit = _version_commit(api, repo_id, version)
             _download(api, repo_id, commit, rel, tmp, where=where)
             manifest = check_pulled_manifest(tmp / MANIFEST_FILENAME, repo_id=repo_id, version=version)
             listed = manifest["files"]
@@ -121,9 +120,8 @@ def _already_pulled(api, repo_id: str, version: str, out: Path, *, endpoint: str
     where = f"{repo_id} version {version}"
     with tempfile.TemporaryDirectory(prefix="commonlink-pull-") as scratch:
         try:
-            _download(
-                api, repo_id, _version_commit(api, repo_id, version), MANIFEST_FILENAME, Path(scratch), where=where
-            )
+            commit = _version_commit(api, repo_id, version)
+            _download(api, repo_id, commit, MANIFEST_FILENAME, Path(scratch), where=where)
         except CommonlinkError:
             raise
         except Exception as exc:
