@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
+from typing import Any
 
 
 class CommonlinkError(Exception):
@@ -51,6 +53,16 @@ def check_at_least(option: str, value: int | float | None, low: int | float, fix
     Library settings call it, so the Python API refuses what the command line refuses, in the same words."""
     if value is not None and value < low:
         raise InputError(f"{option} {value} must be at least {low}.", fix)
+
+
+def parse_two(text: str, sep: str, convert: Callable[[str], Any], problem: str, fix: str) -> tuple[Any, Any]:
+    """The two values of an option written ``A<sep>B`` (``2/8``, ``512x384``), each through ``convert``; anything
+    else is an :class:`InputError` with ``problem`` and ``fix``."""
+    try:
+        first, second = (convert(v) for v in text.split(sep, 1))
+    except ValueError:
+        raise InputError(problem, fix) from None
+    return first, second
 
 
 def describe_os_error(exc: OSError) -> tuple[str, str]:
