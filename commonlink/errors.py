@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
-from typing import Any
 
 
 class CommonlinkError(Exception):
@@ -55,7 +53,7 @@ def check_at_least(option: str, value: int | float | None, low: int | float, fix
         raise InputError(f"{option} {value} must be at least {low}.", fix)
 
 
-def parse_two(text: str, sep: str, convert: Callable[[str], Any], problem: str, fix: str) -> tuple[Any, Any]:
+def parse_two(text: str, sep: str, convert: type, problem: str, fix: str) -> tuple:
     """The two values of an option written ``A<sep>B`` (``2/8``, ``512x384``), each through ``convert``; anything
     else is an :class:`InputError` with ``problem`` and ``fix``."""
     try:

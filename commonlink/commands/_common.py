@@ -74,9 +74,8 @@ def print_error(problem: str, fix: str | None) -> None:
 
 def parse_resolution(text: str, *, example: str = "512x512") -> tuple[int, int]:
     """``--resolution "512x384"`` -> (512, 384)."""
-    return parse_two(
-        text.lower(), "x", int, f"--resolution {text!r} is not WIDTHxHEIGHT.", f"e.g. --resolution {example}."
-    )
+    problem = f"--resolution {text!r} is not WIDTHxHEIGHT."
+    return parse_two(text.lower(), "x", int, problem, f"e.g. --resolution {example}.")
 
 
 def parse_range(text: str, *, option: str) -> tuple[int, int]:
