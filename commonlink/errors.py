@@ -63,6 +63,16 @@ def check_at_least(option: str, value: int | float | None, low: int | float, fix
         raise InputError(f"{option} {value} must be at least {low}.", fix)
 
 
+def parse_two(text: str, sep: str, convert: type, problem: str, fix: str) -> tuple:
+    """The two values of an option written ``A<sep>B`` (``2/8``, ``512x384``), each through ``convert``; anything
+    else is an :class:`InputError` with ``problem`` and ``fix``."""
+    try:
+        first, second = (convert(v) for v in text.split(sep, 1))
+    except ValueError:
+        raise InputError(problem, fix) from None
+    return first, second
+
+
 def describe_os_error(exc: OSError) -> tuple[str, str]:
     """``(problem, fix)`` for an operating-system error, naming the path it concerns.
 

@@ -87,7 +87,8 @@ class TaskInfo:
     #: ``(title, runs) -> Table`` of ``eval compare``; ``rescore(records, results, seed, n_boot) -> metrics``
     compare_table: Callable[..., Any] | None = None
     rescore: Callable[..., dict] | None = None
-    rescorable: Callable[[dict], bool] = field(default=lambda results: False)
+    #: ``(results) -> bool``: whether ``rescore`` can score that run again (default: every run, where there is one)
+    rescorable: Callable[[dict], bool] = field(default=lambda results: True)
     record_key: str = "id"  #: the field naming a record's row in predictions.jsonl
     title_with_split: bool = False  #: ``eval compare`` titles its tables "TASK (SPLIT)" (else "TASK")
     #: ``(runs, breakdowns) -> str``: the Markdown table of ``results.md`` and the eval commands' summaries
