@@ -51,6 +51,7 @@ import _common  # noqa: E402,F401  (puts the repository root on sys.path)
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -370,7 +371,9 @@ def failure_cause(returncode: int, stderr: str, *, oom_before: int | None, oom_a
             cause += " (by hand, or by the out-of-memory killer: its count is not readable here)"
     else:
         errors = [line for line in lines if line and not line.startswith((" ", "Traceback"))]
-        cause = f"exit status {returncode}" + (f": {errors[-1].strip()}" if errors else "")
+        # the exception's own line ("commonlink.errors.InputError: ..."), not the "Fix: ..." line after it
+        raised = [line for line in errors if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", line)]
+        cause = f"exit status {returncode}" + (f": {(raised or errors)[-1].strip()}" if errors else "")
         if oom:
             cause += f" (the out-of-memory killer killed {oom_after - oom_before} process(es) meanwhile)"
     tail = "\n".join(lines)[-3000:]

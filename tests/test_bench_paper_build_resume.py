@@ -41,6 +41,7 @@ def test_a_stage_that_raises_prints_its_error():
     stderr = (
         'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n    render()\n'
         "commonlink.errors.BackendError: the offline renderer could not open an OpenGL context\n"
+        "Fix: Install the EGL libraries.\n"  # our errors print their fix after the exception's line
     )
     cause = bench.failure_cause(1, stderr, oom_before=0, oom_after=0)
     assert cause.startswith("exit status 1: commonlink.errors.BackendError: the offline renderer could not open")
