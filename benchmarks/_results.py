@@ -109,6 +109,16 @@ def _finite(values: list) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
 
+def _median_met(same: list[dict], median: float | None) -> bool | None:
+    """The target against the median; a target that is not a plain comparison (``"full - quarter < 16 MiB"``,
+    judged by the script itself) is met only when every repeat met it."""
+    target = same[-1]["target"]
+    if target is None or _TARGET_RE.match(target):
+        return target_met(median, target)
+    verdicts = [r.get("met") for r in same]
+    return None if None in verdicts else all(verdicts)
+
+
 def combine_runs(runs: list[list[dict]]) -> list[dict]:
     """Rows from repeats of one script -> one row per figure: ``value`` and ``ratio`` are the medians over the
     repeats (``value_range`` / ``ratio_range`` their min and max, ``runs`` how many repeats had the row), and
@@ -131,7 +141,7 @@ def combine_runs(runs: list[list[dict]]) -> list[dict]:
             | {
                 "value": value,
                 "ratio": ratio,
-                "met": target_met(ratio if ratio is not None else value, same[-1]["target"]),
+                "met": _median_met(same, ratio if ratio is not None else value),
                 "runs": len(same),
                 "value_range": [min(values), max(values)] if values else None,
                 "ratio_range": [min(ratios), max(ratios)] if ratios else None,

@@ -211,9 +211,9 @@ def transformers_runs(rows: int, max_new_tokens: int, batch_size: int, repeats: 
     Returns each repeat's times per side (the outputs checked equal and left out)."""
     from commonlink.eval.backends import GenerationSettings, load_backend
     from commonlink.eval.cache import PredictionCache
-    from commonlink.eval.metrics import common_o_metrics
     from commonlink.eval.runner import run_over_split
     from commonlink.kinds.common_o.loader import open_common_o
+    from commonlink.kinds.common_o.metrics import common_o_metrics
     from commonlink.kinds.common_o.task import CommonOTask, evaluate_common_o, write_outputs
     from tests.fixtures.tiny_models import build_tiny_llava, common_o_rows, write_common_o_split
 

@@ -55,7 +55,7 @@ def _regex_strip(text: str) -> str:
 
 
 def run(quick: bool) -> list[dict]:
-    from commonlink.eval.parsing import parse_common_o_answer
+    from commonlink.kinds.common_o.parsing import parse_common_o_answer
 
     n = 10_000 if quick else 100_000
     small = n // 10
@@ -154,8 +154,8 @@ def _floor_peer(text: str) -> None:
 
 
 def _whitespace_rows() -> list[dict]:
-    from commonlink.eval.parsing import parse_common_o_answer
     from commonlink.kinds.association.prompts import parse_selection
+    from commonlink.kinds.common_o.parsing import parse_common_o_answer
 
     parsers = {
         "Common-O": (

@@ -1,6 +1,7 @@
 """Benchmark: Common-O release build (shard writing speed against its peers, memory flatness).
 
     .venv/bin/python benchmarks/bench_release.py [--quick] [--json ROWS] [--images 20000] [--examples 10000]
+                                                 [--workers N] [--only-workers]
 
 1. Generates image catalogs of small real JPEG files (``--size`` px, default 64) with 3-7 objects each and
    samples ``--examples`` pairs from them with ``commonlink.kinds.common_o.pairs``.
@@ -18,7 +19,13 @@
      them costs about as much as the image bytes), and the row prints that figure next to ours;
    and the whole row pipeline (read files, ``published_row``, ``ShardWriter``) against the same generator fed
    to ``datasets`` (target >= 1.0x).
-3. Peak memory of a full ``build_release`` (shards, card, figures, manifest) in a fresh process, for pairs drawn
+3. Workers (``--workers``, default: the usable CPUs), at both sizes: the release row pipeline (read files, check
+   rows, verify images, ShardWriter, as ``release build`` runs it) on N worker processes against the same on one,
+   and the whole ``build_release`` (+ figures, card, manifest) likewise, interleaved, 3 repeats, the median ratio
+   with min/max and the load average around the runs (target for the pipeline on 2 workers: >= 1.7x); beside it,
+   the idle-machine estimate from CPU time (the main process's part alone, the workers' part shared by them).
+   ``--only-workers`` measures only these rows.
+4. Peak memory of a full ``build_release`` (shards, card, figures, manifest) in a fresh process, for pairs drawn
    from a catalog of ``--small-images`` vs ``--images`` images (same example count). Target: ratio <= 1.3.
 """
 
@@ -285,6 +292,119 @@ def shard_rows(result: dict, size: int, *, targets: dict[str, str | None]) -> li
     ]
 
 
+def _cpu_now() -> tuple[float, float]:
+    """CPU seconds of this process and of its reaped children (the build's worker processes, joined at its end)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def bench_workers(pairs_file: Path, work: Path, label: str, *, workers: int, repeats: int) -> dict:
+    """The release row pipeline (read files, check rows, verify images, ShardWriter) and the whole
+    ``build_release`` (plus figures, card, manifest), with ``workers`` processes and with one, interleaved:
+    each repeat runs both back to back, so drift on a shared machine hits both alike; the ratio of each repeat
+    is one sample (median, min and max reported), with the load average around the runs."""
+    from commonlink.fileio import read_jsonl
+    from commonlink.formats.catalog_refs import CatalogResolver
+    from commonlink.kinds.common_o.format import common_o_features
+    from commonlink.kinds.common_o.release import CatalogImageReader, FirstUses, published_item
+    from commonlink.release.build import build_release
+    from commonlink.release.parallel import ordered_map
+    from commonlink.release.shards import ShardWriter
+
+    features = common_o_features()
+    rows = list(map(CatalogResolver(pairs_file).pairs_row, read_jsonl(pairs_file)))
+    out = work / "shards-workers"
+
+    def pipeline(n: int) -> None:
+        first = FirstUses()
+        items = ((row, "main", f"row {number}", first(row)) for number, row in enumerate(rows, start=1))
+        with ShardWriter(out, "main", features) as writer:
+            for _, record in ordered_map(published_item, items, setup=CatalogImageReader, workers=n):
+                writer.write(record)
+
+    def full(n: int) -> None:
+        build_release([pairs_file], work / "release-workers", progress=False, workers=n, overwrite=True)
+
+    def cleanup() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(work / "release-workers", ignore_errors=True)
+
+    pipeline(1)  # warm the page cache and the imports
+    cleanup()
+    runs: dict[tuple[str, int], list[dict]] = {(what, n): [] for what in ("pipeline", "full") for n in (1, workers)}
+    load_before = os.getloadavg()
+    for _ in range(repeats):
+        for what, func in (("pipeline", pipeline), ("full", full)):
+            for n in (1, workers):
+                wall, (own, children) = time.perf_counter(), _cpu_now()
+                func(n)
+                end_own, end_children = _cpu_now()
+                runs[what, n].append(
+                    {"wall": time.perf_counter() - wall, "main": end_own - own, "workers": end_children - children}
+                )
+                cleanup()
+    load_after = os.getloadavg()
+    print(
+        f"workers, {label}: {len(rows):,} rows, {workers} workers vs 1, {repeats} interleaved repeats; load average "
+        f"(1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after, on {os.cpu_count()} CPUs"
+    )
+    result = {"rows": len(rows), "workers": workers, "load": (load_before[0], load_after[0])}
+    for what in ("pipeline", "full"):
+        one, many = runs[what, 1], runs[what, workers]
+        ratios = sorted(a["wall"] / b["wall"] for a, b in zip(one, many))
+        # What an idle machine with `workers` cores would give: the main process's part runs alone, the workers'
+        # part is shared by them (CPU seconds do not depend on the other jobs as wall time does).
+        idle = sorted(
+            (a["main"] + a["workers"]) / max(b["main"], (b["main"] + b["workers"]) / workers) for a, b in zip(one, many)
+        )
+        for n, values in ((1, one), (workers, many)):
+            walls = ", ".join(f"{v['wall']:.2f}" for v in values)
+            cpu = ", ".join(f"{v['main']:.2f}+{v['workers']:.2f}" for v in values)
+            print(f"  {what:8s} {n} worker(s): wall {walls} s; CPU main+workers {cpu} s")
+        print(
+            f"  {what:8s} ratio 1 / {workers} workers, wall: median {ratios[len(ratios) // 2]:.2f} "
+            f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}); idle-machine estimate from CPU time: median "
+            f"{idle[len(idle) // 2]:.2f} (min {idle[0]:.2f}, max {idle[-1]:.2f})"
+        )
+        result[what] = {"ratios": ratios, "idle": idle}
+    return result
+
+
+def worker_rows(result: dict, size: int) -> list[dict]:
+    n, (before, after) = result["workers"], result["load"]
+    where = f"{size}-px images, {result['rows']:,} rows, load average {before:.1f}-{after:.1f} on {os.cpu_count()} CPUs"
+
+    def spread(values: list[float]) -> str:
+        return f"median of {len(values)}, min {values[0]:.2f}, max {values[-1]:.2f}"
+
+    pipeline, full = result["pipeline"], result["full"]
+    return [
+        result_row(
+            BENCH,
+            f"release pipeline, {n} workers vs 1 worker (wall; {where}; {spread(pipeline['ratios'])})",
+            pipeline["ratios"][len(pipeline["ratios"]) // 2],
+            "x",
+            peer="the same pipeline on 1 worker, interleaved",
+            ratio=pipeline["ratios"][len(pipeline["ratios"]) // 2],
+            target=">= 1.7" if n == 2 else None,
+        ),
+        result_row(
+            BENCH,
+            f"release pipeline, {n} workers vs 1 worker, idle-machine estimate from CPU time ({where}; "
+            f"{spread(pipeline['idle'])})",
+            pipeline["idle"][len(pipeline["idle"]) // 2],
+            "x",
+        ),
+        result_row(
+            BENCH,
+            f"full release build (+ figures, card, manifest), {n} workers vs 1 worker (wall; {where}; "
+            f"{spread(full['ratios'])})",
+            full["ratios"][len(full["ratios"]) // 2],
+            "x",
+        ),
+    ]
+
+
 # VmHWM (the peak RSS of this process image) rather than ru_maxrss, which Linux carries over from the parent
 # across fork + exec and would report the benchmark driver's peak.
 _CHILD = """
@@ -322,6 +442,12 @@ def main() -> None:
     parser.add_argument("--large-examples", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--workers", type=int, default=0, help="worker processes of the parallel release rows (0: the usable CPUs)"
+    )
+    parser.add_argument(
+        "--only-workers", action="store_true", help="measure only the N-workers vs 1-worker release rows"
+    )
     add_contract_arguments(parser)
     args = parser.parse_args()
     if args.quick:
@@ -345,69 +471,87 @@ def main() -> None:
             )
             results[n] = pairs_file
 
-        small = bench_shard_writing(results[args.images], work, f"{args.size} px JPEGs", repeats=args.repeats)
-        rows += shard_rows(small, args.size, targets={"pyarrow": ">= 0.8", "datasets": ">= 1.0"})
+        from commonlink.release.parallel import usable_cpus
+
+        workers = args.workers or usable_cpus()
+        if not args.only_workers:
+            small = bench_shard_writing(results[args.images], work, f"{args.size} px JPEGs", repeats=args.repeats)
+            rows += shard_rows(small, args.size, targets={"pyarrow": ">= 0.8", "datasets": ">= 1.0"})
+        if workers > 1:
+            parallel = bench_workers(results[args.images], work, f"{args.size} px JPEGs", workers=workers, repeats=3)
+            rows += worker_rows(parallel, args.size)
         if args.large_size:
             # Per-row work (two file reads, 22 columns) is fixed; with bigger images it weighs less per MB.
             large = work / "catalog_large"
             make_catalog(large, args.large_images, size=args.large_size, seed=1)
             sample(large, args.large_examples, work / "pairs_large.jsonl")
-            # at least 5 repetitions: each run is a fraction of a second, and a shared machine skews single runs
-            big = bench_shard_writing(
-                work / "pairs_large.jsonl", work, f"{args.large_size} px JPEGs", repeats=max(5, args.repeats)
-            )
-            rows += shard_rows(big, args.large_size, targets={"datasets": ">= 1.0"})
-
-        peaks = {}
-        for n, pairs_file in results.items():
-            info = build_in_child(pairs_file, work / f"release_{n}")
-            peaks[n] = info["peak_rss_mb"]
-            print(
-                f"full release build from {n:,} catalog images: {info['rows']:,} rows in {info['seconds']:.1f} s, "
-                f"peak RSS {info['peak_rss_mb']:.0f} MB"
-            )
-        ratio = peaks[args.images] / peaks[args.small_images]
-        print(
-            f"peak memory ratio {args.images:,} vs {args.small_images:,} catalog images: {ratio:.2f}  (target <= 1.3)"
-        )
-        rows.append(
-            result_row(
-                BENCH,
-                f"release build peak RSS, pairs from {args.images:,} vs {args.small_images:,} catalog images",
-                ratio,
-                "x",
-                target="<= 1.3",
-            )
-        )
-        # Rows: the same catalog, a quarter of the examples. Images are streamed; what grows with rows is the
-        # per-row metadata (no image bytes) kept for the statistics and the figures.
-        quarter = work / "pairs_quarter.jsonl"
-        lines = results[args.images].read_text().splitlines(keepends=True)[: args.examples // 4]
-        quarter.write_text("".join(lines))
-        meta = json.loads(Path(f"{results[args.images]}.meta.json").read_text())
-        from commonlink.formats.meta import write_meta  # the sidecar records the new file's sha256 and rows
-
-        write_meta(quarter, {**meta, "count": len(lines)})
-        info = build_in_child(quarter, work / "release_quarter")
-        row_ratio = peaks[args.images] / info["peak_rss_mb"]
-        print(
-            f"full release build of {info['rows']:,} rows (same {args.images:,}-image catalog): peak RSS "
-            f"{info['peak_rss_mb']:.0f} MB; "
-            f"{args.examples:,} vs {info['rows']:,} rows: {row_ratio:.2f}"
-        )
-        rows.append(
-            result_row(
-                BENCH,
-                f"release build peak RSS, {args.examples:,} vs {info['rows']:,} rows",
-                row_ratio,
-                "x",
-                target="<= 1.3",
-            )
-        )
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"(benchmark driver peak RSS {own:.0f} MB, includes the in-memory baseline table)")
+            if not args.only_workers:
+                # at least 5 repetitions: each run is a fraction of a second, and a shared machine skews single runs
+                big = bench_shard_writing(
+                    work / "pairs_large.jsonl", work, f"{args.large_size} px JPEGs", repeats=max(5, args.repeats)
+                )
+                rows += shard_rows(big, args.large_size, targets={"datasets": ">= 1.0"})
+            if workers > 1:
+                label = f"{args.large_size} px JPEGs"
+                parallel = bench_workers(work / "pairs_large.jsonl", work, label, workers=workers, repeats=3)
+                rows += worker_rows(parallel, args.large_size)
+        if not args.only_workers:
+            rows += memory_rows(args, results, work)
     print_rows(rows)
     write_rows(args.json, rows)
+
+
+def memory_rows(args, results: dict[int, Path], work: Path) -> list[dict]:
+    """Peak memory of whole builds in fresh processes: pairs drawn from a small vs a large catalog, all vs a
+    quarter of the rows."""
+    rows = []
+    peaks = {}
+    for n, pairs_file in results.items():
+        info = build_in_child(pairs_file, work / f"release_{n}")
+        peaks[n] = info["peak_rss_mb"]
+        print(
+            f"full release build from {n:,} catalog images: {info['rows']:,} rows in {info['seconds']:.1f} s, "
+            f"peak RSS {info['peak_rss_mb']:.0f} MB"
+        )
+    ratio = peaks[args.images] / peaks[args.small_images]
+    print(f"peak memory ratio {args.images:,} vs {args.small_images:,} catalog images: {ratio:.2f}  (target <= 1.3)")
+    rows.append(
+        result_row(
+            BENCH,
+            f"release build peak RSS, pairs from {args.images:,} vs {args.small_images:,} catalog images",
+            ratio,
+            "x",
+            target="<= 1.3",
+        )
+    )
+    # Rows: the same catalog, a quarter of the examples. Images are streamed; what grows with rows is the
+    # per-row metadata (no image bytes) kept for the statistics and the figures.
+    quarter = work / "pairs_quarter.jsonl"
+    lines = results[args.images].read_text().splitlines(keepends=True)[: args.examples // 4]
+    quarter.write_text("".join(lines))
+    meta = json.loads(Path(f"{results[args.images]}.meta.json").read_text())
+    from commonlink.formats.meta import write_meta  # the sidecar records the new file's sha256 and rows
+
+    write_meta(quarter, {**meta, "count": len(lines)})
+    info = build_in_child(quarter, work / "release_quarter")
+    row_ratio = peaks[args.images] / info["peak_rss_mb"]
+    print(
+        f"full release build of {info['rows']:,} rows (same {args.images:,}-image catalog): peak RSS "
+        f"{info['peak_rss_mb']:.0f} MB; "
+        f"{args.examples:,} vs {info['rows']:,} rows: {row_ratio:.2f}"
+    )
+    rows.append(
+        result_row(
+            BENCH,
+            f"release build peak RSS, {args.examples:,} vs {info['rows']:,} rows",
+            row_ratio,
+            "x",
+            target="<= 1.3",
+        )
+    )
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"(benchmark driver peak RSS {own:.0f} MB, includes the in-memory baseline table)")
+    return rows
 
 
 if __name__ == "__main__":

@@ -2,32 +2,28 @@
 
 __version__ = "0.1.0"
 
-from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
+from commonlink.lazy import lazy_package  # noqa: E402 - after the docstring and the eager names above
 
-#: The public API (docs/api.md), each name imported from its module on first use.
-_EXPORTS = {
-    "ingest_photos": "commonlink.catalog",
-    "merge_catalogs": "commonlink.catalog",
-    "PairsConfig": "commonlink.sampling",
-    "make_pairs_file": "commonlink.sampling",
-    "ChainConfig": "commonlink.sampling",
-    "build_chain_files": "commonlink.sampling",
-    "build_release": "commonlink.release",
-    "push_release": "commonlink.release",
-    "load_common_o": "commonlink.loaders",
-    "open_common_o": "commonlink.loaders",
-    "load_association": "commonlink.loaders",
-    "open_association": "commonlink.loaders",
-    "evaluate_common_o": "commonlink.eval",
-    "evaluate_perception": "commonlink.eval",
-    "evaluate_association": "commonlink.eval",
-    "evaluate_concept_perception": "commonlink.eval",
-    "score_predictions": "commonlink.eval",
-    "parse_common_o_answer": "commonlink.eval",
-    "score_common_o": "commonlink.eval",
-    "compare_runs": "commonlink.eval",
-    "render_comparison": "commonlink.eval",
-    "write_report": "commonlink.eval",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = ["__version__", *sorted(_EXPORTS)]
+#: The public API (docs/api.md) by module, each name imported from its module on first use.
+__getattr__, __dir__, _names = lazy_package(
+    __name__,
+    {
+        "commonlink.catalog": ["ingest_photos", "merge_catalogs"],
+        "commonlink.sampling": ["PairsConfig", "make_pairs_file", "ChainConfig", "build_chain_files"],
+        "commonlink.release": ["build_release", "push_release"],
+        "commonlink.loaders": ["load_common_o", "open_common_o", "load_association", "open_association"],
+        "commonlink.eval": [
+            "evaluate_common_o",
+            "evaluate_perception",
+            "evaluate_association",
+            "evaluate_concept_perception",
+            "score_predictions",
+            "parse_common_o_answer",
+            "score_common_o",
+            "compare_runs",
+            "render_comparison",
+            "write_report",
+        ],
+    },
+)
+__all__ = ["__version__", *_names]

@@ -17,6 +17,16 @@ class CommonlinkError(Exception):
         self.fix = fix
         super().__init__(problem if not fix else f"{problem}\nFix: {fix}")
 
+    def __reduce__(self):
+        # pickled as problem + fix (a worker process's error reaches the caller whole, with its own type)
+        return _restore_error, (type(self), self.problem, self.fix), self.__dict__
+
+
+def _restore_error(cls: type, problem: str, fix: str | None) -> CommonlinkError:
+    error = cls.__new__(cls)
+    CommonlinkError.__init__(error, problem, fix)
+    return error
+
 
 class InputError(CommonlinkError):
     """A file, option or record given by the user is missing, malformed or out of range."""
@@ -51,6 +61,16 @@ def check_at_least(option: str, value: int | float | None, low: int | float, fix
     Library settings call it, so the Python API refuses what the command line refuses, in the same words."""
     if value is not None and value < low:
         raise InputError(f"{option} {value} must be at least {low}.", fix)
+
+
+def parse_two(text: str, sep: str, convert: type, problem: str, fix: str) -> tuple:
+    """The two values of an option written ``A<sep>B`` (``2/8``, ``512x384``), each through ``convert``; anything
+    else is an :class:`InputError` with ``problem`` and ``fix``."""
+    try:
+        first, second = (convert(v) for v in text.split(sep, 1))
+    except ValueError:
+        raise InputError(problem, fix) from None
+    return first, second
 
 
 def describe_os_error(exc: OSError) -> tuple[str, str]:

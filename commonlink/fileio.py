@@ -151,12 +151,7 @@ def fsync_files(paths: Iterable[str | os.PathLike]) -> None:
         if not failed:
             return
     for path in files:
-        with contextlib.suppress(FileNotFoundError):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        _fsync(path)
     for folder in folders:
         fsync_dir(folder)
 
@@ -174,10 +169,14 @@ def _syncfs():
 
 def fsync_dir(folder: str | os.PathLike) -> None:
     """Make a folder's entries (new names, renames) durable; a no-op where folders cannot be fsynced (Windows)."""
-    if os.name != "posix":
-        return
+    if os.name == "posix":
+        _fsync(folder)
+
+
+def _fsync(path: str | os.PathLike) -> None:
+    """fsync a file or folder by its path (one that is gone by now has nothing left to make durable)."""
     with contextlib.suppress(FileNotFoundError):
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -255,6 +254,29 @@ def not_utf8_error(path: str | os.PathLike, exc: UnicodeDecodeError) -> SchemaEr
         f"{path}{where}: not UTF-8 text (byte 0x{byte} cannot be decoded); commonlink files are UTF-8.",
         "Restore the file from the run that wrote it, or re-save it as UTF-8 (a text editor's 'Save with encoding').",
     )
+
+
+def read_user_text(path: str | os.PathLike, what: str, fix: str, *, encoding: str = "utf-8") -> str:
+    """The text of a file the user named: ``what`` says what it is ("Vocabulary file") and ``fix`` how to pass one,
+    for the :class:`InputError` where it is missing; one that is not UTF-8 is a :class:`SchemaError` naming the byte."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{what} not found: {path}", fix)
+    try:
+        return path.read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:
+        raise SchemaError(
+            f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", f"Save the {what.lower()} as UTF-8."
+        ) from None
+
+
+def loads_user_json(text: str, path: str | os.PathLike, fix: str, *, problem: str = "not valid JSON") -> Any:
+    """``json.loads(text)`` of a file the user wrote; malformed JSON is a :class:`SchemaError` naming ``path``, the
+    ``problem``, the parser's reason and line, and the ``fix``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}: {problem} ({exc.msg}, line {exc.lineno}).", fix) from None
 
 
 def parse_jsonl_line(

@@ -84,20 +84,26 @@ def quiet_library_bars_by_default() -> None:
         os.environ.setdefault(name, "1")
 
 
-@contextlib.contextmanager
-def datasets_bars(shown: bool) -> Iterator[None]:
+def datasets_bars(shown: bool) -> contextlib.AbstractContextManager:
     """``datasets``' own bars ("Generating main split") only where ours are shown; the caller's setting comes back
     afterwards."""
     # the functions, not ``datasets.utils.tqdm``: that name is the tqdm class datasets.utils re-exports, not the module
-    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from datasets import utils
 
     if bars_shown(shown) and sys.stderr.isatty():  # tqdm draws on stderr
-        yield
-        return
-    was_disabled = are_progress_bars_disabled()
-    disable_progress_bars()
+        return contextlib.nullcontext()
+    return library_bars_off(utils)
+
+
+@contextlib.contextmanager
+def library_bars_off(utils) -> Iterator[None]:
+    """A library's own tqdm bars off for the block, the caller's setting back afterwards: ``utils`` is the module
+    with its ``are_progress_bars_disabled`` / ``disable_progress_bars`` / ``enable_progress_bars`` (``datasets.utils``,
+    ``huggingface_hub.utils``)."""
+    was_disabled = utils.are_progress_bars_disabled()
+    utils.disable_progress_bars()
     try:
         yield
     finally:
         if not was_disabled:
-            enable_progress_bars()
+            utils.enable_progress_bars()

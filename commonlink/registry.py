@@ -66,6 +66,8 @@ class Kind:
     build_release: Callable[..., Any]
     #: ``(units, manifest, common card fields) -> str``: the card rendered again from a manifest
     render_card: Callable[..., str]
+    #: its lmms-eval / VLMEvalKit exporter (``commonlink.eval.export.writers.KindExport``); None: not exported
+    export: Any = None
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,16 @@ class TaskInfo:
     #: ``(title, runs) -> Table`` of ``eval compare``; ``rescore(records, results, seed, n_boot) -> metrics``
     compare_table: Callable[..., Any] | None = None
     rescore: Callable[..., dict] | None = None
-    rescorable: Callable[[dict], bool] = field(default=lambda results: False)
+    #: ``(results) -> bool``: whether ``rescore`` can score that run again (default: every run, where there is one)
+    rescorable: Callable[[dict], bool] = field(default=lambda results: True)
     record_key: str = "id"  #: the field naming a record's row in predictions.jsonl
     title_with_split: bool = False  #: ``eval compare`` titles its tables "TASK (SPLIT)" (else "TASK")
+    #: ``(runs, breakdowns) -> str``: the Markdown table of ``results.md`` and the eval commands' summaries
+    results_table: Callable[[list[dict], bool], str] | None = None
+    #: ``results -> ScoredCounts`` (:mod:`commonlink.eval.scored`); None: a row task's ``metrics.overall`` counts
+    scored_counts: Callable[[dict], Any] | None = None
+    #: ``results -> [part, ...]``: the settings that set a run apart, in its default run name after the model(s)
+    run_name_parts: Callable[[dict], list[str]] = field(default=lambda results: [])
 
     def writes(self, results_task: str) -> bool:
         """Whether a ``results.json`` with ``task`` ``results_task`` was written by this task."""

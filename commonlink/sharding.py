@@ -3,7 +3,7 @@ which shards rows)."""
 
 from __future__ import annotations
 
-from commonlink.errors import InputError
+from commonlink.errors import InputError, parse_two
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -11,12 +11,9 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     (no sharding)."""
     if not text:
         return None
-    try:
-        i, n = (int(p) for p in text.split("/", 1))
-    except ValueError:
-        raise InputError(
-            f"--shard {text!r} is not I/N.", "Write it as I/N with 0 <= I < N, e.g. --shard 0/4."
-        ) from None
+    i, n = parse_two(
+        text, "/", int, f"--shard {text!r} is not I/N.", "Write it as I/N with 0 <= I < N, e.g. --shard 0/4."
+    )
     if n < 1 or not 0 <= i < n:
         raise InputError(
             f"--shard {text!r}: need 0 <= I < N.", "Shards are numbered from 0, e.g. --shard 0/4 ... --shard 3/4."

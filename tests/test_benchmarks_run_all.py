@@ -264,6 +264,14 @@ def test_target_met_compares_ratio_else_value():
         results_helper.target_met(1.0, "about 1")
 
 
+def test_a_target_the_script_judges_itself_is_met_only_when_every_repeat_met_it():
+    row = {"benchmark": "b", "figure": "peak", "value": 1.0, "unit": "MiB", "peer": None, "ratio": None}
+    target = "full - quarter < 16 MiB (flat)"
+    runs = [[{**row, "target": target, "met": met}] for met in (True, True, False)]
+    assert results_helper.combine_runs(runs)[0]["met"] is False
+    assert results_helper.combine_runs(runs[:2])[0]["met"] is True
+
+
 def test_committed_results_and_docs_table_agree_row_for_row():
     results_md = ROOT / "benchmarks" / "RESULTS.md"
     docs = ROOT / "docs" / "benchmarks.md"

@@ -165,13 +165,15 @@ def test_export_takes_out_and_still_accepts_the_positional_folder(tmp_path, monk
 
 
 def test_baseline_runs_are_not_named_after_a_backend_and_refuse_backend_options():
-    assert default_out_dir("main", "random", "transformers") == Path("eval-runs/commono-main-random")
+    assert default_out_dir("main", "random", "transformers", task="commono") == Path("eval-runs/commono-main-random")
     assert default_out_dir("main", "none", "vllm", task="perception") == Path("eval-runs/perception-main-none")
-    assert default_out_dir("main", "org/model", "vllm") == Path("eval-runs/commono-main-org-model-vllm")
+    assert default_out_dir("main", "org/model", "vllm", task="commono") == Path("eval-runs/commono-main-org-model-vllm")
     # the data is in the default name, so a second dataset's run gets its own folder
-    hub_run = default_out_dir("main", "random", "x", data="facebook/Common-O")
+    hub_run = default_out_dir("main", "random", "x", task="commono", data="facebook/Common-O")
     assert hub_run == Path("eval-runs/commono-Common-O-main-random")
-    assert default_out_dir("main", "m", "vllm", data="/data/rel-2/") == Path("eval-runs/commono-rel-2-main-m-vllm")
+    assert default_out_dir("main", "m", "vllm", task="commono", data="/data/rel-2/") == Path(
+        "eval-runs/commono-rel-2-main-m-vllm"
+    )
     for command in (["eval", "commono"], ["eval", "perception"]):
         for extra, named in (
             (["--backend", "vllm"], "--backend"),

@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from commonlink.cli import app
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import SchemaError
-from commonlink.eval.metrics import common_o_metrics, score_common_o
-from commonlink.eval.parsing import parse_common_o_answer
 from commonlink.kinds.common_o.format import common_o_features, common_o_question, letters
 from commonlink.kinds.common_o.loader import open_common_o
 from commonlink.kinds.common_o.loader_lists import decode_row_lists, read_list_text
+from commonlink.kinds.common_o.metrics import common_o_metrics, score_common_o
+from commonlink.kinds.common_o.parsing import parse_common_o_answer
 
 # The paper's Table 7 (appendix: "Randomly sampled model mistakes in Common-O Bench"), verbatim:
 # model, choices as printed (bracketed, unquoted), ground truth (letters, or names), prediction.

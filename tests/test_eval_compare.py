@@ -418,7 +418,8 @@ def test_run_names_on_perception_and_concept_and_the_report_of_several_associati
 def test_bootstrap_se_of_the_max_steps():
     import numpy as np
 
-    from commonlink.eval.metrics import bootstrap_max_se, chain_metrics
+    from commonlink.eval.metrics import bootstrap_max_se
+    from commonlink.kinds.association.metrics import chain_metrics
 
     assert bootstrap_max_se(np.array([4.0, 4.0, 4.0]), seed=0, key="k", n_boot=50) == 0.0  # every resample has max 4
     spread = bootstrap_max_se(np.array([0.0, 1.0, 2.0, 9.0]), seed=0, key="k", n_boot=200)

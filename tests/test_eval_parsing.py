@@ -13,8 +13,10 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.eval.backends import GenerationRequest, GenerationSettings, load_backend
 from commonlink.eval.cache import PredictionCache, row_key, run_key
 from commonlink.eval.imaging import cap_pixels, concat_side_by_side, image_data_url
-from commonlink.eval.metrics import bootstrap, common_o_metrics, pearson, perception_metrics, score_common_o
-from commonlink.eval.parsing import parse_common_o_answer, parse_yes_no
+from commonlink.eval.metrics import bootstrap, pearson
+from commonlink.eval.parsing import parse_yes_no
+from commonlink.kinds.common_o.metrics import common_o_metrics, perception_metrics, score_common_o
+from commonlink.kinds.common_o.parsing import parse_common_o_answer
 
 CHOICES = ["apple", NO_COMMON_OBJECTS, "keys", "glass cup", "cup", "mallard (fake duck)", "spoon", "fork"]  # A..H
 

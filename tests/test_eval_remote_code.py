@@ -1,12 +1,16 @@
 """The transformers backend's adapters for remote-code families with their own entry point (MiniCPM-V's
 ``chat``, Molmo's ``generate_from_batch``, mPLUG-Owl3's ``init_processor`` + ``generate``, Phi-3-vision's single
-prompt string), run end to end on Common-O with tiny random models whose code has the real families' signatures
+prompt string, Qwen-VL-Chat's ``from_list_format`` + ``chat`` on image files), run end to
+end on Common-O with tiny random models whose code has the real families' signatures
 (``tests.fixtures.remote_code_models``; each double's files name the real source they follow)."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
+import os
+import shutil
 
 import pytest
 from PIL import Image
@@ -24,6 +28,7 @@ from tests.fixtures.remote_code_models import (
     build_molmo_double,
     build_mplug_owl3_double,
     build_phi3_vision_double,
+    build_qwen_vl_chat_double,
 )
 from tests.fixtures.tiny_models import common_o_rows, write_common_o_split
 
@@ -35,6 +40,7 @@ BUILDERS = {
     "mplug-owl3": build_mplug_owl3_double,
     "molmo": build_molmo_double,
     "phi3-vision": build_phi3_vision_double,
+    "qwen-vl-chat": build_qwen_vl_chat_double,
 }
 
 
@@ -89,9 +95,9 @@ def test_each_family_needs_trust_remote_code_and_auto_finds_its_adapter(models, 
     assert backend.info.output_options == {}  # auto: the detected adapter follows the weights, not the cache key
 
 
-def test_qwen_vl_chat_v1_is_refused_with_what_to_use(tmp_path):
+def test_qwen_vl_chat_v1_is_found_from_its_config_and_refused_as_a_plain_causal_lm(tmp_path):
     """Qwen-VL-Chat (Labyrinth Table 4) registers AutoModelForCausalLM, but is called through its own chat() and
-    tokenizer.from_list_format(): no adapter here speaks that, so it is refused instead of run as a plain LM."""
+    tokenizer.from_list_format(): auto picks its adapter (after consent), a generic adapter is refused."""
     (tmp_path / "config.json").write_text(
         json.dumps(
             {
@@ -105,10 +111,12 @@ def test_qwen_vl_chat_v1_is_refused_with_what_to_use(tmp_path):
             }
         )
     )
-    for adapter in ("auto", "causal-lm"):
-        with pytest.raises(InputError, match="Qwen-VL\\(-Chat\\) v1") as err:
-            load_backend("transformers", str(tmp_path), trust_remote_code=True, adapter=adapter)
-        assert "Qwen2-VL" in err.value.fix
+    with pytest.raises(BackendError, match="is a Qwen-VL-Chat model, which ships its own Python code") as err:
+        load_backend("transformers", str(tmp_path))
+    assert "--trust-remote-code" in err.value.fix
+    with pytest.raises(InputError, match="Qwen-VL\\(-Chat\\) v1, which answers through its own chat") as err:
+        load_backend("transformers", str(tmp_path), trust_remote_code=True, adapter="causal-lm")
+    assert "adapter=qwen-vl-chat" in err.value.fix
 
 
 def test_remote_code_of_an_unknown_family_is_refused_naming_the_adapters(tmp_path):
@@ -386,6 +394,71 @@ def test_phi3_vision_gets_one_prompt_string_with_numbered_image_tags(models, dat
         backend.processor([prompt], row_images(rows[0]))
 
 
+# ------------------------------------------------------------------------------------------ Qwen-VL-Chat
+QWEN_GREEDY = {"max_new_tokens": 6, "do_sample": False, "top_p": None, "top_k": None, "temperature": None}
+
+
+@pytest.mark.slow
+def test_qwen_vl_chat_scores_common_o_through_from_list_format_and_chat_on_image_files(
+    models, data_dir, rows, tmp_path
+):
+    backend = load_backend("transformers", str(models["qwen-vl-chat"]), trust_remote_code=True, images_per_request=2)
+    results, preds = run(backend, data_dir, tmp_path / "run", batch_size=2)
+    calls = backend.model.received
+    assert len(calls) == 3 and results["backend_details"]["adapter"] == "qwen-vl-chat"
+    for row, call, images in zip(rows, calls, map(row_images, rows)):
+        first, second = call["image_paths"]
+        # the model card's / VLMEvalKit's query: "Picture N: <img>PATH</img>\n" per image, then the question
+        assert call["query"] == f"Picture 1: <img>{first}</img>\nPicture 2: <img>{second}</img>\n{row['question']}"
+        assert call["system"] == SYSTEM and call["raw_text"].startswith(f"<|im_start|>system\n{SYSTEM}<|im_end|>")
+        assert call["image_sizes"] == [img.size for img in images]  # the model opened the files the adapter wrote
+        assert call["generation_config"] == {**QWEN_GREEDY, "repetition_penalty": None}  # greedy, not top_p 0.3
+        assert not any(map(os.path.exists, call["image_paths"]))  # the temporary files are gone
+    assert backend.model.generation_config.do_sample is True  # the model's own config is left as it was
+    # the scored text is what chat() returns when called as the model card does, on the same pixels
+    paths = []
+    for n, image in enumerate(row_images(rows[0])):
+        paths.append(str(tmp_path / f"direct{n}.png"))
+        image.save(paths[-1])
+    query = backend.tokenizer.from_list_format([{"image": p} for p in paths] + [{"text": rows[0]["question"]}])
+    config = copy.deepcopy(backend.model.generation_config)
+    config.update(max_new_tokens=6, do_sample=False, top_p=None, top_k=None, temperature=None)
+    response, history = backend.model.chat(
+        backend.tokenizer, query=query, history=None, system=SYSTEM, generation_config=config
+    )
+    assert preds[0]["raw_output"] == response and history == [(query, response)]
+    assert all(isinstance(p["raw_output"], str) for p in preds)
+
+
+@pytest.mark.slow
+def test_qwen_vl_chat_sampling_gen_args_and_the_base_model(models, tmp_path):
+    backend = load_backend("transformers", str(models["qwen-vl-chat"]), trust_remote_code=True)
+    request = GenerationRequest("r", [Image.new("RGB", (40, 30), "red")], "Which objects")
+    sampled = [
+        backend.generate([request], GenerationSettings(max_new_tokens=8, temperature=1.0, seed=s))[0] for s in (1, 1, 2)
+    ]
+    call = backend.model.received[-1]["generation_config"]
+    assert call["do_sample"] is True and call["temperature"] == 1.0 and call["top_p"] == 1.0 and call["top_k"] == 0
+    assert sampled[0] == sampled[1] != sampled[2]  # seeded sampling: same seed, same answer
+    backend.generate([request], GenerationSettings(max_new_tokens=4, extra={"repetition_penalty": 1.3}))
+    assert backend.model.received[-1]["generation_config"] == {
+        **QWEN_GREEDY,
+        "max_new_tokens": 4,
+        "repetition_penalty": 1.3,
+    }
+    assert backend.model.received[-1]["system"] == "You are a helpful assistant."  # no --system-prompt: chat()'s own
+    with pytest.raises(InputError, match="--gen-arg repetition_penalt=... is not a field of Qwen-VL-Chat's"):
+        backend.generate([request], GenerationSettings(max_new_tokens=4, extra={"repetition_penalt": 1.1}))
+    # the base Qwen-VL (chat_format "raw") is not a chat model: refused when loaded, not request by request
+    base = tmp_path / "qwen-vl-base"
+    shutil.copytree(models["qwen-vl-chat"], base)
+    generation = json.loads((base / "generation_config.json").read_text())
+    (base / "generation_config.json").write_text(json.dumps({**generation, "chat_format": "raw"}))
+    with pytest.raises(InputError, match="chat_format 'chatml'") as err:
+        load_backend("transformers", str(base), trust_remote_code=True)
+    assert "Qwen/Qwen-VL-Chat" in err.value.fix
+
+
 # ------------------------------------------------------------------------------------------ interleaved prompts
 @pytest.mark.slow
 def test_interleaved_association_prompts_keep_image_and_text_order(models):
@@ -422,5 +495,13 @@ def test_interleaved_association_prompts_keep_image_and_text_order(models):
         -2,
         -3,
     ]  # tags numbered in prompt order
+    qwen = load_backend("transformers", str(models["qwen-vl-chat"]), trust_remote_code=True, images_per_request=3)
+    qwen.generate([request], settings)
+    call = qwen.model.received[-1]
+    p0, p1, p2 = call["image_paths"]
+    assert call["query"] == f"Query:Picture 1: <img>{p0}</img>\nCandidates:Picture 2: <img>{p1}</img>\nor" + (
+        f"Picture 3: <img>{p2}</img>\nWhich?"
+    )
+    assert call["image_sizes"] == [(40, 30), (42, 30), (41, 30)]  # in the order the prompt names them
     with pytest.raises(InputError, match="sees one image a prompt"):
         load_backend("transformers", str(models["molmo"]), trust_remote_code=True, images_per_request=3)

@@ -153,13 +153,7 @@ class SharesAnyTask(Task):
         return open_common_o(self.data, self.split)
 
     def key_parts(self, dataset, info, settings):
-        return dict(
-            task=self.name,
-            dataset=dataset.fingerprint,
-            model=info.fingerprint,
-            backend=info.backend,
-            settings=settings.to_dict(),
-        )
+        return self.common_key_parts(dataset, info, settings, task=self.name)
 
     def requests(self, example):
         request = GenerationRequest(
@@ -179,8 +173,7 @@ class SharesAnyTask(Task):
         n = len(outcome.records)
         return {
             "metrics": {"overall": {"n": n, "accuracy": sum(r["correct"] for r in outcome.records) / n if n else None}},
-            "skipped_rows": outcome.skipped,
-            "run_key": run.run_keys[0],
+            **run.outcome_fields(outcome),
         }
 
     # no writer: commonlink.eval.outputs.write_results writes results.json and predictions.jsonl
@@ -238,6 +231,38 @@ def test_an_unparseable_run_is_refused_after_its_files_are_written(common_o_spli
     assert dry_run.out_dir is None and dry_run.results["dry_run"] and dry_run.results["estimate"]["requests"] == 4
     assert evaluate(CommonOTask(data, "main"), dry_options) == dry_run.results
     assert len(seen) == 2 and seen[0].requests == 4 and not dry.exists()
+
+
+def test_common_key_parts_name_the_backend_options_only_when_set():
+    """A run with default backend options keeps the key (and the cache) it had before options existed."""
+    from types import SimpleNamespace
+
+    from commonlink.eval.backends.base import GenerationSettings
+
+    dataset, settings = SimpleNamespace(fingerprint="d1"), GenerationSettings()
+    plain = SimpleNamespace(fingerprint="m1", backend="transformers", output_options={})
+    parts = Task.common_key_parts(dataset, plain, settings, task="t", split="main")
+    assert parts == {
+        "dataset": "d1",
+        "model": "m1",
+        "backend": "transformers",
+        "settings": settings.to_dict(),
+        "task": "t",
+        "split": "main",
+    }
+    tuned = SimpleNamespace(fingerprint="m1", backend="transformers", output_options={"dtype": "bfloat16"})
+    assert Task.common_key_parts(dataset, tuned, settings, task="t")["backend_options"] == {"dtype": "bfloat16"}
+
+
+def test_evaluate_common_o_hands_task_options_to_the_task_and_the_rest_to_the_run(common_o_split, tmp_path):
+    data = common_o_split(4, seed=3)
+    results = evaluate_common_o(
+        data, "main", "random", out_dir=tmp_path / "run", question="built", n_boot=20, limit=2, progress=False
+    )
+    assert results["prompt"]["question"] == "built" and results["dataset"]["rows_requested"] == 2
+    assert set(results["timing"]) >= {"wall_s", "generate_s", "from_cache", "generated", "examples_per_s"}
+    with pytest.raises(TypeError, match="questions"):
+        evaluate_common_o(data, "main", "random", questions="built", progress=False)
 
 
 def test_a_new_task_runs_shards_and_resumes_through_the_evaluator(common_o_split, tmp_path):

@@ -1,5 +1,7 @@
 import json
+import os
 import re
+import sys
 
 import pytest
 
@@ -107,3 +109,21 @@ def test_progress_description_is_shown_as_written():
     progress = make_progress()
     progress.add_task("main: [/] and [v2] main.jsonl", total=1)
     assert progress.columns[0].render(progress.tasks[0]).plain == "main: [/] and [v2] main.jsonl"
+
+
+def test_lazy_package_imports_a_name_from_its_module_on_first_use():
+    import types
+
+    from commonlink.lazy import lazy_package
+
+    package = types.ModuleType("fake_package")
+    sys.modules["fake_package"] = package
+    try:
+        getattr_, dir_, names = lazy_package("fake_package", {"json": ["dumps", "loads"], "os.path": ["join"]})
+        assert names == ["dumps", "join", "loads"]
+        assert getattr_("join") is os.path.join and getattr_("dumps") is json.dumps
+        assert {"dumps", "join", "loads"} <= set(dir_())
+        with pytest.raises(AttributeError, match="module 'fake_package' has no attribute 'load'"):
+            getattr_("load")
+    finally:
+        del sys.modules["fake_package"]

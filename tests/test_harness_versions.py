@@ -46,12 +46,10 @@ def test_export_refuses_a_vlmevalkit_too_old_for_the_module(tmp_path, monkeypatc
 
 
 def test_the_exported_module_says_which_vlmevalkit_it_needs(tmp_path):
-    from commonlink.eval.export.writers import VLMEVAL_MODULE, VLMEVAL_TOO_OLD
+    from commonlink.eval.export.writers import vlmeval_module
 
     (tmp_path / "vlm").mkdir()
-    (tmp_path / "vlm" / "commonlink_vlmeval.py").write_text(
-        VLMEVAL_MODULE % {"names": ["CommonO"], "too_old": VLMEVAL_TOO_OLD}
-    )
+    (tmp_path / "vlm" / "commonlink_vlmeval.py").write_text(vlmeval_module(["CommonO"]))
     for new in (False, True):
         fake = _fake_vlmeval(tmp_path / f"vlmeval-{new}", new=new)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(ROOT)])}

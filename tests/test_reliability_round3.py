@@ -143,7 +143,8 @@ def _slowest(fn, texts) -> float:
 
 @pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
 def test_common_o_parser_is_fast_on_long_whitespace_runs(run):
-    from commonlink.eval.parsing import parse_common_o_answer, parse_yes_no
+    from commonlink.eval.parsing import parse_yes_no
+    from commonlink.kinds.common_o.parsing import parse_common_o_answer
 
     pad = run * 40_000
     texts = [
@@ -178,8 +179,8 @@ def test_association_parsers_are_fast_on_long_whitespace_runs(run):
 
 
 def test_parse_results_are_unchanged_on_whitespace_inputs():
-    from commonlink.eval.parsing import parse_common_o_answer
     from commonlink.kinds.association.prompts import parse_selection
+    from commonlink.kinds.common_o.parsing import parse_common_o_answer
 
     assert parse_common_o_answer("Answer: A, D    because the knife", COMMON_O_CHOICES).letters == ["A", "D"]
     assert parse_common_o_answer("Answer: A\u00a0\u00a0because x", COMMON_O_CHOICES).letters == ["A"]

@@ -4,6 +4,9 @@ optional dependencies are imported inside functions, and no module or function g
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -79,13 +82,14 @@ def _modules():
         yield name, path, ast.parse(path.read_text(encoding="utf-8"))
 
 
-#: Sub-packages that are an area of their own: the lmms-eval / VLMEvalKit exports sit above the kinds they export
-#: (their task files call back into ``commonlink.eval.export.harnesses``, so the module path stays).
-OWN_AREAS = {"commonlink.eval.export": "export"}
+#: Modules that are an area of their own: the callbacks of the exported lmms-eval / VLMEvalKit task files sit above
+#: the kinds whose prompts, parsers and metrics they call (the files name ``commonlink.eval.export.harnesses``, so
+#: the module path stays). The export frame beside it (``writers``) is engine: each kind's exporter builds on it.
+OWN_AREAS = {"commonlink.eval.export.harnesses": "export"}
 #: The engine: modules that know no benchmark kind (they find kinds and tasks through ``commonlink.registry``).
 ENGINE = ("commonlink.release", "commonlink.eval", "commonlink.loaders", "commonlink.formats", "commonlink.registry")
 #: Adapters above the kinds that sit inside an engine folder (their module path is published in exported files).
-NOT_ENGINE = ("commonlink.eval.export",)
+NOT_ENGINE = ("commonlink.eval.export.harnesses",)
 
 
 def _area(module: str) -> str:
@@ -137,6 +141,90 @@ def test_kinds_import_the_engine_never_the_reverse():
             if target == "commonlink.kinds" or target.startswith("commonlink.kinds."):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {target}")
     assert not found, "engine modules that import a kind (use commonlink.registry):\n" + "\n".join(found)
+
+
+def _kind_words() -> set[str]:
+    """Every name a kind goes by: registered kinds and tasks, each task's command, the kinds' own spellings."""
+    from commonlink import registry
+
+    words = set(registry.kind_names()) | set(registry.task_names())
+    words |= {registry.get_task(name).command for name in registry.task_names()} - {""}
+    return (words | {"common-o"}) - KIND_WORDS_ALLOWED
+
+
+#: Words a kind goes by that are also plain vocabulary, not knowledge of a kind.
+KIND_WORDS_ALLOWED = {
+    # the command of the concept-perception task (`eval concept`); as a word it is a data column any release may
+    # carry (release/shards.py's "concept", "concept_kind"); the task's own name, concept_perception, is checked
+    "concept",
+}
+#: Engine files that still name a kind, each with who removes it (issue 34): drop an entry when it is fixed.
+KNOWN_KIND_NAMES = {
+    # public facades: lazy `name -> module` maps keeping `from commonlink.eval import evaluate_common_o` and
+    # `from commonlink.loaders import load_common_o` working; they name a kind's module as the registry does
+    "commonlink/eval/__init__.py": "facade (documented API)",
+    "commonlink/loaders/__init__.py": "facade (documented API)",
+    # a user message naming the tasks Molmo cannot run (branch scenes/dedup owns eval/backends)
+    "commonlink/eval/backends/transformers_backend.py": "backends",
+    # the sidecar kinds of pairs and chain files: belong on Kind.input_kind (loader / pairs / chains branches)
+    "commonlink/formats/meta.py": "loader, pairsx",
+    # a manifest without "kind" read as Common-O, and example names in messages (branch relpar owns release/)
+    "commonlink/formats/release.py": "relpar",
+    "commonlink/release/card_rebuild.py": "relpar",
+    "commonlink/release/hub_plan.py": "relpar",
+    "commonlink/release/staging.py": "relpar",
+}
+
+
+def _code_tokens(source: str):
+    """(line, text) of the names and strings of ``source`` that are code: comments and docstrings (a string
+    standing alone as a statement) left out."""
+    alone = {
+        (node.value.lineno, node.value.col_offset)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type in (tokenize.NAME, tokenize.STRING) and token.start not in alone:
+            yield token.start[0], token.string
+
+
+def _kind_names_in(source: str, words: set[str]) -> list[tuple[int, str]]:
+    # letters and digits around the word end it, "_" and "." do not: common_o_metrics and kinds.common_o count
+    pattern = re.compile(
+        r"(?<![a-z0-9])(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")(?![a-z0-9])", re.I
+    )
+    return [(line, m.group(0)) for line, text in _code_tokens(source) for m in pattern.finditer(text)]
+
+
+def test_the_kind_name_check_finds_code_not_prose():
+    source = '''"""Common-O in a docstring."""
+# common_o in a comment
+def common_o_metrics(results):
+    """perception here is prose."""
+    return results["task"] == "association/single_step" or "commonsense"
+'''
+    found = _kind_names_in(source, {"common_o", "association", "perception", "common"})
+    assert found == [(3, "common_o"), (5, "association")]
+
+
+def test_engine_modules_do_not_name_a_kind():
+    words = _kind_words()
+    found, stale = [], []
+    for name, path, _ in _modules():
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        if not _is_engine(name) or name == "commonlink.registry":
+            continue
+        hits = _kind_names_in(path.read_text(encoding="utf-8"), words)
+        if rel in KNOWN_KIND_NAMES:
+            stale += [] if hits else [rel]
+            continue
+        found += [f"{rel}:{line} names {word!r}" for line, word in hits]
+    assert not found, (
+        "engine modules that name a benchmark kind (give the kind a hook, found through commonlink.registry):\n"
+        + "\n".join(found)
+    )
+    assert not stale, f"KNOWN_KIND_NAMES entries that no longer name a kind: drop them: {stale}"
 
 
 def _import_graph() -> dict[str, set[str]]:

@@ -23,7 +23,7 @@ from commonlink.formats.catalog import image_path, read_catalog
 from commonlink.sharding import parse_shard
 from commonlink.synth.assets import load_assets
 from commonlink.synth.job import SceneChecks, SynthJob
-from commonlink.synth.plan import PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
+from commonlink.synth.plan import PLAN_VERSION, PlanConfig, ScenePlan, plan_scene, ue_rotation_matrix
 from commonlink.synth.render.offline import OfflineSettings
 from commonlink.synth.runner import synthesize
 from commonlink.synth.visibility import hidden_share, instance_ids_from_colors, object_areas
@@ -654,9 +654,11 @@ def test_catalog_from_another_plan_version_is_not_resumed(tmp_path, monkeypatch)
 
 
 #: The ``config`` of ``synth_config.json`` as written before the settings moved onto the renderers (toolkit 0.x,
-#: ``SynthConfig``): both renderers' settings, whatever the backend, for ``tiny(n)``.
+#: ``SynthConfig``): both renderers' settings, whatever the backend, for ``tiny(n)``. Its plan version is the
+#: current one (such folders were written at version 4; one of an older plan version is refused, see
+#: test_catalog_from_another_plan_version_is_not_resumed): what is tested here is the record's layout.
 RECORD_BEFORE_THE_SPLIT = {
-    "plan_version": 4,
+    "plan_version": PLAN_VERSION,
     "objects": [3, 4],
     "views": 2,
     "resolution": [64, 64],

@@ -7,15 +7,15 @@
 - ``areas``: object areas from render masks or Segment Anything (``sam_masks``), behind ``commonlink stats``.
 """
 
-from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
+from commonlink.lazy import lazy_package  # noqa: E402 - after the docstring and the eager names above
 
-#: The public API (docs/api.md), each name imported from its module on first use.
-_EXPORTS = {
-    "ingest_photos": "commonlink.catalog.ingest",
-    "IngestReport": "commonlink.catalog.ingest",
-    "merge_catalogs": "commonlink.catalog.merge",
-    "catalog_summary": "commonlink.catalog.info",
-    "iter_catalog": "commonlink.formats.catalog",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+#: The public API (docs/api.md) by module, each name imported from its module on first use.
+__getattr__, __dir__, __all__ = lazy_package(
+    __name__,
+    {
+        "commonlink.catalog.ingest": ["ingest_photos", "IngestReport"],
+        "commonlink.catalog.merge": ["merge_catalogs"],
+        "commonlink.catalog.info": ["catalog_summary"],
+        "commonlink.formats.catalog": ["iter_catalog"],
+    },
+)

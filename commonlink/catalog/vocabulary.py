@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from commonlink.errors import InputError, SchemaError
+from commonlink.fileio import read_user_text
 from commonlink.formats.catalog import label_problem
 
 _WHITESPACE = re.compile(r"\s+")
@@ -50,15 +51,9 @@ class Vocabulary:
     def from_file(cls, path: str | os.PathLike) -> Vocabulary:
         """Load ``name`` / ``name: alias1, alias2`` lines; conflicting aliases raise naming the line."""
         path = Path(path)
-        if not path.is_file():
-            raise InputError(f"Vocabulary file not found: {path}", "Pass a text file with one object name a line.")
+        fix = "Pass a text file with one object name a line."
+        text = read_user_text(path, "Vocabulary file", fix, encoding="utf-8-sig")
         vocab = cls()
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise SchemaError(
-                f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", "Save the vocabulary file as UTF-8."
-            ) from None
         for lineno, raw in enumerate(text.split("\n"), start=1):
             line = raw.split("#", 1)[0].strip()
             if not line:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from commonlink.errors import CommonlinkError, InputError, describe_os_error
+from commonlink.errors import CommonlinkError, InputError, describe_os_error, parse_two
 from commonlink.redact import redact_text
 
 # Off a terminal (a pipe, a log file, a CI job) lines and tables are not wrapped at 80 columns: a wrapped path cannot
@@ -74,11 +74,8 @@ def print_error(problem: str, fix: str | None) -> None:
 
 def parse_resolution(text: str, *, example: str = "512x512") -> tuple[int, int]:
     """``--resolution "512x384"`` -> (512, 384)."""
-    try:
-        width, height = (int(v) for v in text.lower().split("x", 1))
-    except ValueError:
-        raise InputError(f"--resolution {text!r} is not WIDTHxHEIGHT.", f"e.g. --resolution {example}.") from None
-    return width, height
+    problem = f"--resolution {text!r} is not WIDTHxHEIGHT."
+    return parse_two(text.lower(), "x", int, problem, f"e.g. --resolution {example}.")
 
 
 def parse_range(text: str, *, option: str) -> tuple[int, int]:

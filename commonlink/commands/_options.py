@@ -113,7 +113,15 @@ ObjectsOpt = Annotated[
     ),
 ]
 ResolutionOpt = Annotated[str, typer.Option("--resolution", help="Render size WIDTHxHEIGHT.")]
-WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Local render processes.")]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Worker processes: `synth`/`demo` local render processes; `release build` the processes that read, hash "
+        "and verify the images (default: every usable CPU; the release is the same whatever the number).",
+    ),
+]
 AssetsOpt = Annotated[
     Path | None,
     typer.Option(

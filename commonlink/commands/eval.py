@@ -261,7 +261,7 @@ def commono(
     """
 
     backend = run.backend_name(model)
-    out = out or default_out_dir(data.split, model, backend, data=data.data)
+    out = out or default_out_dir(data.split, model, backend, task="commono", data=data.data)
     task = CommonOTask(
         data.data,
         data.split,

@@ -27,7 +27,7 @@ from commonlink.commands._options import (
 )
 from commonlink.errors import InputError
 from commonlink.eval.report.html import REPORT_FILENAME
-from commonlink.eval.report.tables import render_association_table, render_markdown_table
+from commonlink.eval.report.tables import render_markdown_table
 from commonlink.fileio import atomic_write_json
 from commonlink.human.agreement import agreement_of_files
 from commonlink.human.answers import default_run_dir, is_human_answers, read_answers, score_answers
@@ -146,8 +146,7 @@ def score_human(
         results, out = score_answers(
             answers, data, split, revision=revision, out_dir=out, seed=seed, n_boot=n_boot, run_name=run_name
         )
-    render = render_association_table if results["task"].startswith("association/") else render_markdown_table
-    console.print(render(results), highlight=False, markup=False, soft_wrap=True)
+    console.print(render_markdown_table(results), highlight=False, markup=False, soft_wrap=True)
     human = results["human"]
     console.print(
         f"{human['annotator']}: {human['units_scored']} units scored from {human['items_answered']} answers "

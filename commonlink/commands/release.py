@@ -19,6 +19,7 @@ from commonlink.commands._options import (
     OverwriteOpt,
     QuietOpt,
     VersionOpt,
+    WorkersOpt,
 )
 from commonlink.errors import InputError
 from commonlink.fileio import atomic_write_text
@@ -65,6 +66,7 @@ def build(
     quiet: QuietOpt = False,
     progress: OldProgressOpt = None,
     catalog_root: CatalogRootOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Write a release folder from pairs files: parquet shards in the published Common-O schema, a Hub dataset card
     (YAML metadata + datasheet + figures) and manifest.json (sha256 of every file, toolkit version, seed, config),
@@ -83,6 +85,7 @@ def build(
         catalog_root=catalog_root,
         card_info=answers,
         licence_check=licence_check,
+        workers=workers,
     )
     result = build_release(inputs, out, options)
     table = Table(title=f"{'Kept' if result.reused else 'Built'} {result.kind} release in {result.out_dir}")

@@ -24,7 +24,7 @@ from commonlink.commands._options import (
     TimeoutOpt,
     WorkersOpt,
 )
-from commonlink.errors import InputError
+from commonlink.errors import parse_two
 from commonlink.locks import output_lock
 from commonlink.sharding import parse_shard
 from commonlink.synth.job import SceneChecks, SynthJob
@@ -36,13 +36,8 @@ from commonlink.synth.runner import synthesize
 def _parse_band(text: str) -> tuple[float, float] | None:
     if text.strip().lower() in ("off", "none", ""):
         return None
-    try:
-        low, high = (float(v) for v in text.split("-", 1))
-    except ValueError:
-        raise InputError(
-            f"--area-band {text!r} is not LOW-HIGH.", "e.g. --area-band 0.02-0.22, or --area-band off."
-        ) from None
-    return low, high
+    fix = "e.g. --area-band 0.02-0.22, or --area-band off."
+    return parse_two(text, "-", float, f"--area-band {text!r} is not LOW-HIGH.", fix)
 
 
 @reports_errors

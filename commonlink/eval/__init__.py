@@ -1,34 +1,23 @@
 """Scoring models: prompts, answer parsing, backends, protocols, metrics, prediction cache."""
 
-from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
+from commonlink.lazy import lazy_package  # noqa: E402 - after the docstring and the eager names above
 
-#: The public API (docs/api.md), each name imported from its module on first use.
-_EXPORTS = {
-    "evaluate": "commonlink.eval.outputs",
-    "run_eval": "commonlink.eval.evaluator",
-    "write_run": "commonlink.eval.outputs",
-    "RunOptions": "commonlink.eval.evaluator",
-    "Task": "commonlink.eval.task",
-    "evaluate_common_o": "commonlink.kinds.common_o.task",
-    "score_predictions": "commonlink.kinds.common_o.task",
-    "CommonOTask": "commonlink.kinds.common_o.task",
-    "evaluate_perception": "commonlink.kinds.common_o.perception",
-    "PerceptionTask": "commonlink.kinds.common_o.perception",
-    "evaluate_association": "commonlink.kinds.association.task",
-    "AssociationSettings": "commonlink.kinds.association.task",
-    "AssociationTask": "commonlink.kinds.association.task",
-    "evaluate_concept_perception": "commonlink.kinds.association.concept_task",
-    "ConceptPerceptionTask": "commonlink.kinds.association.concept_task",
-    "GenerationSettings": "commonlink.eval.backends.base",
-    "register_backend": "commonlink.eval.backends",
-    "parse_common_o_answer": "commonlink.eval.parsing",
-    "score_common_o": "commonlink.eval.metrics",
-    "common_o_metrics": "commonlink.eval.metrics",
-    "compare_runs": "commonlink.eval.compare",
-    "render_comparison": "commonlink.eval.compare",
-    "run_name": "commonlink.eval.compare",
-    "RowSetMismatch": "commonlink.eval.compare",
-    "write_report": "commonlink.eval.report.html",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+#: The public API (docs/api.md) by module, each name imported from its module on first use.
+__getattr__, __dir__, __all__ = lazy_package(
+    __name__,
+    {
+        "commonlink.eval.outputs": ["evaluate", "write_run"],
+        "commonlink.eval.evaluator": ["run_eval", "RunOptions"],
+        "commonlink.eval.task": ["Task"],
+        "commonlink.kinds.common_o.task": ["evaluate_common_o", "score_predictions", "CommonOTask"],
+        "commonlink.kinds.common_o.perception": ["evaluate_perception", "PerceptionTask"],
+        "commonlink.kinds.association.task": ["evaluate_association", "AssociationSettings", "AssociationTask"],
+        "commonlink.kinds.association.concept_task": ["evaluate_concept_perception", "ConceptPerceptionTask"],
+        "commonlink.eval.backends.base": ["GenerationSettings"],
+        "commonlink.eval.backends": ["register_backend"],
+        "commonlink.kinds.common_o.parsing": ["parse_common_o_answer"],
+        "commonlink.kinds.common_o.metrics": ["score_common_o", "common_o_metrics"],
+        "commonlink.eval.compare": ["compare_runs", "render_comparison", "run_name", "RowSetMismatch"],
+        "commonlink.eval.report.html": ["write_report"],
+    },
+)

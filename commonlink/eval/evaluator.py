@@ -259,7 +259,7 @@ def unreadable_limit(n_rows: int, share: float) -> int:
     return int(share * n_rows)
 
 
-def default_out_dir(split: str, model: str, backend: str, task: str = "commono", *, data: str | None = None) -> Path:
+def default_out_dir(split: str, model: str, backend: str, task: str, *, data: str | None = None) -> Path:
     """``eval-runs/TASK-DATA-SPLIT-MODEL-BACKEND`` (``DATA``: the data's folder or Hub name, so a second dataset's
     run gets its own folder; a local model folder gives its name); a weight-free baseline runs on no backend:
     ``eval-runs/TASK-DATA-SPLIT-MODEL``. Without ``data``: ``TASK-SPLIT-...``."""

@@ -11,13 +11,17 @@ results of an unsharded run when the run asks for it and the task has a report p
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from commonlink.eval.evaluator import EvalRun, RunOptions, run_eval
 from commonlink.eval.report.html import report_beside_run
 from commonlink.eval.scored import check_parsed
 from commonlink.eval.task import Task
 from commonlink.fileio import atomic_write_json, write_jsonl
 
-__all__ = ["evaluate", "write_report_of", "write_results", "write_run"]
+__all__ = ["evaluate", "evaluate_with", "write_report_of", "write_results", "write_run"]
 
 
 def write_results(run: EvalRun) -> None:
@@ -54,3 +58,12 @@ def evaluate(task: Task, options: RunOptions) -> dict:
     write_run(run, report=options.report)
     check_parsed(run.results, options.max_unparseable_share, allow=options.allow_unparseable)
     return run.results
+
+
+def evaluate_with(make_task: Callable[..., Task], options: Mapping[str, Any], **run_fields) -> dict:
+    """The body of an ``evaluate_*`` entry point whose keyword ``options`` are its task's and :class:`RunOptions`
+    fields together: ``make_task(**the task's)`` run by :func:`evaluate` with ``RunOptions(**run_fields, **the
+    rest)`` (the two share no name), so a task option is declared once, on its task class."""
+    names = {f.name for f in dataclasses.fields(RunOptions)}
+    task = make_task(**{k: v for k, v in options.items() if k not in names})
+    return evaluate(task, RunOptions(**run_fields, **{k: v for k, v in options.items() if k in names}))

@@ -1,7 +1,6 @@
-"""Reading a model's answer to a Common-O question (and to the yes/no perception question).
+"""Reading a model's answer to a lettered multiple-choice question (and to a yes/no question).
 
-The paper asks for a last line ``Answer: <letters>`` but publishes no parser, so these rules are ours
-(README, section *eval*, lists them):
+The prompt asks for a last line ``Answer: <letters>``; the rules are ours (README, section *eval*, lists them):
 
 1. Reasoning is dropped: every closed ``<think>...</think>`` block, and everything before a lone ``</think>``
    (chat templates that open the block in the prompt). An unterminated ``<think>`` means the generation was
@@ -15,10 +14,11 @@ The paper asks for a last line ``Answer: <letters>`` but publishes no parser, so
    group and not part of a choice name (``Answer: D, E (the silver knife is not in image 2)`` is D, E, not a
    hallucinated "silver knife"; ``mallard (fake duck)`` stays a name).
 5. Inside the answer, choice *names* are matched first (longest first, case-insensitive, whole words), so
-   ``Answer: apple, keys`` works; ``none`` / ``no objects (in common)`` pick the "No objects are in common"
-   choice. What remains must be letters of the choices (any case, with or without commas: ``A, C``, ``A C``,
-   or ``;``, ``/``, ``|``, ``&``, ``and``; with ``A.``/``(A)``/``[A]``/``<A>`` decorations, so the template
-   echoed back as ``Answer: <A> <C>`` is A, C). ``a``/``an``/``the`` next to matched names are articles.
+   ``Answer: apple, keys`` works; ``none`` / ``no objects (in common)`` pick the task's none-answer choice
+   (``none_choice``, e.g. "No objects are in common"). What remains must be letters of the choices (any case,
+   with or without commas: ``A, C``, ``A C``, or ``;``, ``/``, ``|``, ``&``, ``and``; with
+   ``A.``/``(A)``/``[A]``/``<A>`` decorations, so the template echoed back as ``Answer: <A> <C>`` is A, C).
+   ``a``/``an``/``the`` next to matched names are articles.
 6. A sentence after the letters (``Answer: D, E. The knife is only in image 1``, ``Answer: D, E - because``)
    is a remark: when the whole payload does not parse, its part before the first sentence break is tried.
 7. Any other leftover word, or a letter beyond the choices, makes the output unparseable: it is scored as a
@@ -31,7 +31,6 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.formats.choices import letters as letter_labels
 
 
@@ -147,8 +146,9 @@ def _choice_layout(choices: tuple[str, ...]) -> tuple[list[str], list[int], list
     return labels, order, bracketed, {label.lower(): k for k, label in enumerate(labels)}
 
 
-def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
-    """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4, 5 and 7 of the module doc)."""
+def parse_choice_letters(payload: str, choices: list[str], *, none_choice: str | None = None) -> ParsedAnswer:
+    """Parse the text after ``Answer:`` against the lettered ``choices`` (rules 4, 5 and 7 of the module doc);
+    ``none_choice``: the choice that "none" / "no objects" phrases pick when it is among ``choices``."""
     labels, order, bracketed, by_label = _choice_layout(tuple(choices))
     picked: set[int] = set()
     rest = payload
@@ -159,8 +159,8 @@ def parse_choice_letters(payload: str, choices: list[str]) -> ParsedAnswer:
     for idx in order:
         if idx not in bracketed:
             rest = _take_name(rest, idx, choices, picked)
-    if NO_COMMON_OBJECTS in choices and _NONE_PHRASES.search(rest):
-        picked.add(choices.index(NO_COMMON_OBJECTS))
+    if none_choice is not None and none_choice in choices and _NONE_PHRASES.search(rest):
+        picked.add(choices.index(none_choice))
         rest = _NONE_PHRASES.sub(" ", rest)
     names_matched = bool(picked)
     for raw in _SEPARATORS.split(rest):
@@ -193,23 +193,24 @@ def _take_name(rest: str, idx: int, choices: list[str], picked: set[int]) -> str
     return rest
 
 
-def _parse_payload(payload: str, choices: list[str]) -> ParsedAnswer:
+def _parse_payload(payload: str, choices: list[str], none_choice: str | None) -> ParsedAnswer:
     """The whole payload, else (rule 6) its part before a remark sentence, when that part parses."""
     # Each whitespace run becomes one space (one str pass): the name, remark and letter rules all treat a run
     # like one space, and a 40,000-character run is then not scanned again by each choice's name pattern.
     payload = " ".join(payload.split())
-    parsed = parse_choice_letters(payload, choices)
+    parsed = parse_choice_letters(payload, choices, none_choice=none_choice)
     if not parsed.ok:
         remark = _REMARK_START.search(payload)
         if remark is not None and remark.start() > 0:
-            head = parse_choice_letters(payload[: remark.start()], choices)
+            head = parse_choice_letters(payload[: remark.start()], choices, none_choice=none_choice)
             if head.ok:
                 return head
     return parsed
 
 
-def parse_common_o_answer(text: str, choices: list[str]) -> ParsedAnswer:
-    """The letters a model chose for a Common-O question (see the module doc for the rules)."""
+def parse_choice_answer(text: str, choices: list[str], *, none_choice: str | None = None) -> ParsedAnswer:
+    """The letters a model chose for a lettered multiple-choice question (see the module doc for the rules);
+    ``none_choice``: the choice that "none" / "no objects" phrases pick (rule 5)."""
     if not isinstance(text, str) or not text.strip():
         return ParsedAnswer(error="empty output")
     body, think_error = strip_reasoning(text)
@@ -217,13 +218,13 @@ def parse_common_o_answer(text: str, choices: list[str]) -> ParsedAnswer:
     payload, where = _answer_payload(body)
     if payload is None:
         return ParsedAnswer(error=think_error or "no answer line")
-    parsed = _parse_payload(payload, choices)
+    parsed = _parse_payload(payload, choices, none_choice)
     if not parsed.ok and where == "answer_line":
         # "Answer: A, C\nI hope this answer is helpful.": a prose marker that does not parse yields to the
         # last Answer: line the prompt asked for.
         formal, _ = _answer_payload(body, _FORMAL_MARKER) if _FORMAL_MARKER.search(body) else (None, None)
         if formal is not None and formal != payload:
-            retry = _parse_payload(formal, choices)
+            retry = _parse_payload(formal, choices, none_choice)
             if retry.ok:
                 parsed = retry
     if not parsed.ok and where == "last_line":

@@ -6,17 +6,13 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
+from commonlink import registry
 from commonlink.errors import InputError
 
 __all__ = ["RUN_NAME_MAX", "check_run_name", "default_run_name", "model_names", "run_name"]
 
 #: The longest run name (``--run-name``) accepted, in characters.
 RUN_NAME_MAX = 120
-
-#: Settings that set an association run apart from another on the same data (shown in its default name).
-_ASSOCIATION_DEFAULTS = {"protocol": "paper", "strategy": "normal", "deduction_rule": "all-shared", "deduction": True}
-#: The deduction rule each protocol takes when none is given (runs before the switch recorded no protocol: strict).
-_PROTOCOL_RULES = {"paper": "harness", "strict": "all-shared"}
 
 
 def check_run_name(name: str | None) -> str | None:
@@ -46,28 +42,13 @@ def model_names(results: dict) -> list[str]:
 
 
 def default_run_name(results: dict) -> str:
-    """The model(s) and the settings that set this run apart: ``MODEL`` (Common-O adds ``concat``, ``built-q``;
-    perception ``yes-no-hint``; association ``memory``, a non-default strategy or deduction rule, ``moe``;
-    any task ``T=...`` when sampling, ``temperature not sent`` when the backend's rules dropped the temperature
-    asked)."""
+    """The model(s) and the settings that set this run apart: ``MODEL``, then what the run's task names
+    (:attr:`commonlink.registry.TaskInfo.run_name_parts`: a prompt variant, a memory, ...), then for any task
+    ``T=...`` when sampling, ``temperature not sent`` when the backend's rules dropped the temperature asked."""
     parts = ["+".join(model_names(results))]
-    task = str(results.get("task", ""))
-    if task.startswith("association"):
-        assoc = results.get("association", {})
-        parts.append(str(assoc.get("memory", "?")))
-        defaults = {**_ASSOCIATION_DEFAULTS, "deduction_rule": _PROTOCOL_RULES.get(assoc.get("protocol", "strict"))}
-        parts += [
-            str(assoc[k]) if k != "deduction" else "no-deduction"
-            for k, v in defaults.items()
-            if k in assoc and assoc[k] != v
-        ]
-        if results.get("moe"):
-            parts.append("moe")
-    elif task == "common_o":
-        prompt = results.get("prompt", {})
-        parts += ["concat"] * bool(prompt.get("concat_images")) + ["built-q"] * (prompt.get("question") == "built")
-    elif task == "perception" and results.get("prompt", {}).get("yes_no_hint"):
-        parts.append("yes-no-hint")
+    info = registry.task_for_results(str(results.get("task", "")))
+    if info is not None:
+        parts += info.run_name_parts(results)
     temperature = (results.get("generation") or {}).get("temperature") or 0
     if "temperature" in (results.get("generation_not_sent") or {}):  # the name says only what was sent
         parts += ["temperature not sent"] * (temperature > 0)

@@ -2,8 +2,8 @@
 backend refused (or rows that could not be read), for every task; and the check that refuses a run where no
 answer could be parsed, or more than a stated share.
 
-A run whose answers are all unparseable scores 0 on everything (chains end at their first step, every Common-O
-row is wrong): the table looks like a result and measures only the parser. :func:`check_parsed` makes such a
+A run whose answers are all unparseable scores 0 on everything (every row is wrong, a multi-step task ends at its
+first step): the table looks like a result and measures only the parser. :func:`check_parsed` makes such a
 run fail (:class:`UnparseableError`, exit status 1 on the CLI) after its files are written, unless the caller
 allows it (``allow_unparseable``, ``--allow-unparseable``). :func:`scored_counts` is what results.json records
 under ``scored`` and what the tables (console, results.md, ``eval compare``, ``eval report``) show.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from commonlink import registry
 from commonlink.errors import CommonlinkError, InputError
 
 __all__ = [
@@ -20,8 +21,10 @@ __all__ = [
     "ScoredCounts",
     "UnparseableError",
     "check_parsed",
+    "row_counts",
     "scored_counts",
     "scored_line",
+    "skipped_counts",
 ]
 
 #: A run fails when more than this share of its scored answers could not be parsed (``max_unparseable_share``).
@@ -38,7 +41,7 @@ class UnparseableError(CommonlinkError):
 
 @dataclass(frozen=True)
 class ScoredCounts:
-    n: int  #: answers scored (Common-O rows, perception questions, association tasks or chains)
+    n: int  #: answers scored (rows, questions, tasks or chains: the task says, :attr:`TaskInfo.scored_counts`)
     unit: str  #: what ``n`` counts
     unparseable: int | None  #: of them, answers that could not be parsed (None: not recorded)
     refused: int  #: requests the backend refused or failed (left out of the scores; a rerun retries them)
@@ -61,36 +64,26 @@ def _count(value) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _skipped(results: dict) -> tuple[int, int]:
+def skipped_counts(results: dict) -> tuple[int, int]:
     """(refused requests, unreadable rows) of a row task: a skipped row with a request id got an error answer."""
     skipped = [s for s in results.get("skipped_rows") or [] if isinstance(s, dict)]
     refused = sum(1 for s in skipped if s.get("id") is not None)
     return refused, len(skipped) - refused
 
 
+def row_counts(results: dict, unit: str = "rows", n_field: str = "n") -> ScoredCounts:
+    """The counts of a row task: ``metrics.overall[n_field]`` answers scored in ``unit``, its ``parse_failures``."""
+    overall = (results.get("metrics") or {}).get("overall") or {}
+    return ScoredCounts(overall.get(n_field) or 0, unit, overall.get("parse_failures"), *skipped_counts(results))
+
+
 def scored_counts(results: dict) -> ScoredCounts:
-    """The counts of any task's results (see the module doc)."""
-    task = str(results.get("task") or "")
-    metrics = results.get("metrics") or {}
-    refused, unreadable = _skipped(results)
-    if task.startswith("association"):
-        summary, per = metrics.get("summary") or {}, metrics.get("per_concept") or {}
-        failed = (results.get("requests") or {}).get("failed") or 0
-        if "chains" in summary:
-            unparseable = sum((v.get("ended") or {}).get("unparseable", 0) for v in per.values())
-            return ScoredCounts(summary.get("chains") or 0, "chains", unparseable, failed, 0)
-        n = summary.get("n") or 0
-        rate = summary.get("unparseable_rate")
-        unparseable = sum(v.get("unparseable", 0) for v in per.values()) if per else round((rate or 0) * n)
-        return ScoredCounts(n, "tasks", unparseable, failed, 0)
-    if task == "concept_perception":
-        parsing = results.get("parsing") or {}
-        return ScoredCounts(parsing.get("answers", 0), "answers", parsing.get("unparseable"), refused, unreadable)
-    overall = metrics.get("overall") or {}
-    if task == "perception":  # its n counts images; answers (and parse failures) are per question
-        questions = overall.get("questions") or 0
-        return ScoredCounts(questions, "questions", overall.get("parse_failures"), refused, unreadable)
-    return ScoredCounts(overall.get("n") or 0, "rows", overall.get("parse_failures"), refused, unreadable)
+    """The counts of any task's results: its task's own (:attr:`commonlink.registry.TaskInfo.scored_counts`), else
+    a row task's (:func:`row_counts`)."""
+    info = registry.task_for_results(str(results.get("task") or ""))
+    if info is not None and info.scored_counts is not None:
+        return info.scored_counts(results)
+    return row_counts(results)
 
 
 def scored_line(results: dict) -> str:

@@ -37,6 +37,7 @@ from commonlink.eval.backends.base import (
 )
 from commonlink.eval.cache import PredictionCache, open_run_cache
 from commonlink.eval.estimate import RequestEstimate, estimate_rows
+from commonlink.eval.results import timing
 from commonlink.eval.runner import run_over_split
 
 __all__ = ["Task", "TaskRun"]
@@ -66,6 +67,16 @@ class TaskRun:
     )  #: after the run (a lazy backend knows its dtype once loaded)
     wall_s: float = 0.0
     generate_s: float = 0.0
+
+    def outcome_fields(self, outcome, *, scored: int | None = None) -> dict:
+        """The tail of a row-loop task's ``results.json``: the skipped rows, the times, the run key."""
+        return {
+            "skipped_rows": outcome.skipped,
+            "timing": timing(
+                self.wall_s, self.generate_s, from_cache=outcome.cached, generated=outcome.generated, scored=scored
+            ),
+            "run_key": self.run_keys[0],
+        }
 
     @property
     def uses_images(self) -> bool:
@@ -121,6 +132,21 @@ class Task:
         """Everything that can change an answer of the model ``info`` (required; hashed by :func:`run_key`).
         Changing what it returns for existing options invalidates users' caches: only add parts for new options."""
         raise NotImplementedError
+
+    @staticmethod
+    def common_key_parts(dataset, info: BackendInfo, settings: GenerationSettings, **parts) -> dict:
+        """The key parts every task has (the data, the model and backend, the generation settings) with the task's
+        own ``parts``. The backend's output options only when set, so runs with default options keep the keys (and
+        caches) they had."""
+        options = getattr(info, "output_options", None)
+        return dict(
+            dataset=dataset.fingerprint,
+            model=info.fingerprint,
+            backend=info.backend,
+            settings=settings.to_dict(),
+            **({"backend_options": options} if options else {}),
+            **parts,
+        )
 
     def open_cache(
         self, out_dir: Path | None, run_keys: Sequence[str], shard: tuple[int, int] | None, *, overwrite: bool

@@ -6,15 +6,14 @@ work on local release folders and on Hub repos (``revision`` pins a version tag)
 names and the Hub id checks every kind shares (:mod:`.hub_ids`).
 """
 
-from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
+from commonlink.lazy import lazy_package  # noqa: E402 - after the docstring and the eager names above
 
-#: The public API (docs/api.md), each name imported from its module on first use.
-_EXPORTS = {
-    "load_common_o": "commonlink.kinds.common_o.loader",
-    "open_common_o": "commonlink.kinds.common_o.loader",
-    "CommonOExample": "commonlink.kinds.common_o.example",
-    "load_association": "commonlink.kinds.association.loader",
-    "open_association": "commonlink.kinds.association.loader",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+#: The public API (docs/api.md) by module, each name imported from its module on first use.
+__getattr__, __dir__, __all__ = lazy_package(
+    __name__,
+    {
+        "commonlink.kinds.common_o.loader": ["load_common_o", "open_common_o"],
+        "commonlink.kinds.common_o.example": ["CommonOExample"],
+        "commonlink.kinds.association.loader": ["load_association", "open_association"],
+    },
+)

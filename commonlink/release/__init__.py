@@ -7,15 +7,14 @@
 - ``hub``: versioned pushes and the versions table.
 """
 
-from commonlink.lazy import lazy_exports  # noqa: E402 - after the docstring and the eager names above
+from commonlink.lazy import lazy_package  # noqa: E402 - after the docstring and the eager names above
 
-#: The public API (docs/api.md), each name imported from its module on first use.
-_EXPORTS = {
-    "build_release": "commonlink.release.build",
-    "ReleaseOptions": "commonlink.release.staging",
-    "plan_push": "commonlink.release.hub",
-    "push_release": "commonlink.release.hub",
-    "list_versions": "commonlink.release.hub",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+#: The public API (docs/api.md) by module, each name imported from its module on first use.
+__getattr__, __dir__, __all__ = lazy_package(
+    __name__,
+    {
+        "commonlink.release.build": ["build_release"],
+        "commonlink.release.staging": ["ReleaseOptions"],
+        "commonlink.release.hub": ["plan_push", "push_release", "list_versions"],
+    },
+)

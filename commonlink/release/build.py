@@ -27,8 +27,8 @@ def build_release(
     """Build a release from pairs files (Common-O) or chain files (association), chosen by their meta ``kind``.
 
     ``options`` is a :class:`ReleaseOptions`; its fields may also be given as keywords (``name=``, ``version=``,
-    ``license=``, ``max_shard_bytes=``, ``overwrite=``, ``progress=``, ``licence_check=``), which change those of
-    ``options``.
+    ``license=``, ``max_shard_bytes=``, ``overwrite=``, ``progress=``, ``licence_check=``, ``workers=``), which
+    change those of ``options``.
     """
     options = options.with_changes(**changes)
     if not inputs:

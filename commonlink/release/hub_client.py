@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -19,6 +18,7 @@ from commonlink.errors import (
     InputError,
     MissingDependencyError,
 )
+from commonlink.progress import library_bars_off
 from commonlink.redact import redact_text, redact_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,23 +29,14 @@ REPO_TYPE = "dataset"
 _REASON_LIMIT = 1500
 
 
-@contextlib.contextmanager
-def hub_progress_bars(shown: bool) -> Iterator[None]:
+def hub_progress_bars(shown: bool) -> contextlib.AbstractContextManager:
     """huggingface_hub's own tqdm bars (upload, download) only where ours are shown and stderr is a terminal: off
     one, tqdm writes every refresh as a line into the log. ``HF_HUB_DISABLE_PROGRESS_BARS`` set either way wins."""
-    from huggingface_hub import constants
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from huggingface_hub import constants, utils
 
     if (shown and sys.stderr.isatty()) or constants.HF_HUB_DISABLE_PROGRESS_BARS is not None:
-        yield
-        return
-    was_disabled = are_progress_bars_disabled()
-    disable_progress_bars()
-    try:
-        yield
-    finally:
-        if not was_disabled:
-            enable_progress_bars()
+        return contextlib.nullcontext()
+    return library_bars_off(utils)
 
 
 def hub_reason(exc: BaseException) -> str:

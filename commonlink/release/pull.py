@@ -77,13 +77,8 @@ def pull_release(
         where = f"{repo_id} version {version}"
         rel = MANIFEST_FILENAME
         try:
-            tags = {ref.name: ref.target_commit for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
-            if version not in tags:
-                raise InputError(
-                    f"{repo_id} has no version {version} (tags: {', '.join(sorted(tags)) or 'none'}).",
-                    f"List the versions with `commonlink release versions {repo_id}`.",
-                )
-            commit = tags[version]  # every file from this one commit: no same-named branch, no tag moved meanwhile
+            # every file from this one commit: no same-named branch, no tag moved meanwhile
+            commit = _version_commit(api, repo_id, version)
             _download(api, repo_id, commit, rel, tmp, where=where)
             manifest = check_pulled_manifest(tmp / MANIFEST_FILENAME, repo_id=repo_id, version=version)
             listed = manifest["files"]
@@ -103,6 +98,17 @@ def pull_release(
     return PullResult(repo_id, version, out, len(listed) + 1, total, notes)
 
 
+def _version_commit(api, repo_id: str, version: str) -> str:
+    """The commit the tag of ``version`` points at (an :class:`InputError` listing the tags where there is none)."""
+    tags = {ref.name: ref.target_commit for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
+    if version not in tags:
+        raise InputError(
+            f"{repo_id} has no version {version} (tags: {', '.join(sorted(tags)) or 'none'}).",
+            f"List the versions with `commonlink release versions {repo_id}`.",
+        )
+    return tags[version]
+
+
 def _already_pulled(api, repo_id: str, version: str, out: Path, *, endpoint: str, doing: str) -> PullResult:
     """``--out`` is not empty: up to date when it holds exactly this version (its manifest the one the version's
     tag points at, every file matching it, nothing else there); refused, and left untouched, otherwise."""
@@ -114,13 +120,8 @@ def _already_pulled(api, repo_id: str, version: str, out: Path, *, endpoint: str
     where = f"{repo_id} version {version}"
     with tempfile.TemporaryDirectory(prefix="commonlink-pull-") as scratch:
         try:
-            tags = {ref.name: ref.target_commit for ref in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}
-            if version not in tags:
-                raise InputError(
-                    f"{repo_id} has no version {version} (tags: {', '.join(sorted(tags)) or 'none'}).",
-                    f"List the versions with `commonlink release versions {repo_id}`.",
-                )
-            _download(api, repo_id, tags[version], MANIFEST_FILENAME, Path(scratch), where=where)
+            commit = _version_commit(api, repo_id, version)
+            _download(api, repo_id, commit, MANIFEST_FILENAME, Path(scratch), where=where)
         except CommonlinkError:
             raise
         except Exception as exc:

@@ -14,16 +14,17 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from commonlink import registry
+from commonlink import __version__, registry
 from commonlink.errors import InputError
-from commonlink.fileio import atomic_write_json, pid_alive, sha256_file
+from commonlink.fileio import atomic_write_json, atomic_write_text, pid_alive, sha256_file
 from commonlink.formats.meta import utc_now
 from commonlink.formats.release import (
+    CARD_FILENAME,
     DEFAULT_LICENSE,
     DEFAULT_VERSION,
     MANIFEST_FILENAME,
@@ -35,6 +36,7 @@ from commonlink.formats.release import (
 )
 from commonlink.release.card_info import check_card_info
 from commonlink.release.licences import DEFAULT_LICENCE_CHECK, check_licence_mode
+from commonlink.release.parallel import check_workers
 from commonlink.release.shards import DEFAULT_MAX_SHARD_BYTES
 
 #: ``kind`` of the manifest of each release builder (the registered kinds).
@@ -83,10 +85,15 @@ class ReleaseOptions:
     #: ``--licence-check``: "refuse" a build whose images' or assets' licences the release licence cannot carry,
     #: or "warn" and build it (``release/licences.py``)
     licence_check: str = DEFAULT_LICENCE_CHECK
+    #: processes that read, hash and verify the rows' images (``--workers``; None: every usable CPU); not
+    #: recorded: the release is byte-identical whatever the number
+    workers: int | None = None
 
     def __post_init__(self) -> None:
         check_options(license=self.license, version=self.version, name=self.name or None)
         check_licence_mode(self.licence_check)
+        if self.workers is not None:
+            check_workers(self.workers)
         if isinstance(self.card_info, Mapping):  # given as a dict: keep the frozen record hashable
             object.__setattr__(self, "card_info", tuple(check_card_info(self.card_info).items()))
 
@@ -102,10 +109,20 @@ class ReleaseOptions:
         """These options with the name defaulted to the release folder's name (``out_dir`` resolved)."""
         return self if self.name else replace(self, name=out_dir.name)
 
+    def card_fields(self) -> dict[str, Any]:
+        """What every kind's card renderer takes from these options (and the toolkit version), as keywords."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "license": self.license,
+            "toolkit_version": __version__,
+            "card_info": dict(self.card_info),
+        }
+
     def recorded(self) -> dict[str, Any]:
         """What the manifest's ``config`` (and so the build key) records of these options: what shapes the
         release's bytes and card; ``overwrite``, ``progress`` and ``catalog_root`` do not (nor card info when there
-        is none, so builds without it keep their build key)."""
+        is none, so builds without it keep their build key); ``workers`` neither."""
         recorded = {
             "name": self.name,
             "version": self.version,
@@ -419,6 +436,64 @@ def stage_release(out_dir: Path) -> Iterator[Path]:
         raise
 
 
+@dataclass
+class StagedRelease:
+    """What a kind's builder wrote into the staging folder (its shards and figures), for the engine to finish."""
+
+    parts: dict[str, dict]  #: {split or config: {"rows", "files", "num_bytes", "download_size"}}
+    stats: dict[str, Any]  #: the manifest's ``stats``
+    card: str  #: the dataset card (README.md) text
+    figures: dict[str, str] = field(default_factory=dict)
+
+
+def build_staged_release(
+    out_dir: Path,
+    options: ReleaseOptions,
+    *,
+    kind: str,
+    part_type: str,
+    config: Mapping[str, Any],
+    seed: Any,
+    write: Callable[[Path], StagedRelease],
+    notes: list[str] | None = None,
+) -> ReleaseResult:
+    """The build every kind shares: keep the finished release when ``out_dir`` holds this exact build (``config``
+    hashed with the toolkit version), else refuse what may not be replaced, stage a fresh folder, let the kind
+    ``write`` its parts into it, then add the card and the manifest and swap it into place. ``notes`` go on the
+    result either way."""
+    build_key = build_key_of(config, __version__)
+    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
+    if reused is not None:
+        reused.notes = list(notes) if notes is not None else reused.notes
+        return reused
+    with stage_release(out_dir) as tmp_dir:
+        staged = write(tmp_dir)
+        atomic_write_text(tmp_dir / CARD_FILENAME, staged.card)
+        files = hash_files(tmp_dir)
+        manifest = release_manifest(
+            kind=kind,
+            part_type=part_type,
+            parts=staged.parts,
+            options=options,
+            seed=seed,
+            build_key=build_key,
+            config=config,
+            stats=staged.stats,
+            files=files,
+            figures=staged.figures,
+            toolkit_version=__version__,
+        )
+        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
+    return ReleaseResult(
+        out_dir=out_dir,
+        kind=kind,
+        splits=manifest["parts"],
+        files=files,
+        figures=dict(staged.figures),
+        notes=list(notes or []),
+    )
+
+
 def without_local_paths(value: Any) -> Any:
     """Absolute paths -> their last component: the card and manifest get published, local folder names should not."""
     if isinstance(value, dict):
@@ -438,7 +513,9 @@ __all__ = [
     "StrangerFilesError",
     "ReleaseOptions",
     "ReleaseResult",
+    "StagedRelease",
     "build_key_of",
+    "build_staged_release",
     "check_options",
     "foreign_entries",
     "hash_files",

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import sha256_file
+from commonlink.fileio import read_user_text, sha256_file
 
 ASSET_FORMAT = "commonlink-assets/1"
 DEFAULT_ASSETS_FILE = Path(__file__).with_name("data") / "assets.json"
@@ -163,12 +163,9 @@ def load_assets(path: str | os.PathLike | None = None) -> AssetCatalog:
 @lru_cache(maxsize=8)
 def _load_assets_cached(path: str, _mtime: int) -> AssetCatalog:
     file = Path(path)
-    if not file.is_file():
-        raise InputError(
-            f"Asset file not found: {path}",
-            "Pass --assets FILE with an existing file, or omit it to use the built-in assets.",
-        )
-    text = file.read_text(encoding="utf-8")
+    text = read_user_text(
+        file, "Asset file", "Pass --assets FILE with an existing file, or omit it to use the built-in assets."
+    )
     try:
         if file.suffix.lower() in (".yaml", ".yml"):
             data = yaml.safe_load(text)

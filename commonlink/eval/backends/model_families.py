@@ -18,13 +18,14 @@ GENERIC_ADAPTERS = {
     "causal-lm": "AutoModelForCausalLM",
 }
 #: Adapters for remote-code families with their own calling convention (see remote_code_adapters.py).
-FAMILY_ADAPTERS = ("phi3-vision", "minicpm-chat", "molmo", "mplug-owl3")
+FAMILY_ADAPTERS = ("phi3-vision", "minicpm-chat", "molmo", "mplug-owl3", "qwen-vl-chat")
 ADAPTERS = ("auto", *GENERIC_ADAPTERS, *FAMILY_ADAPTERS)
 FAMILY_NAMES = {
     "phi3-vision": "Phi-3-vision",
     "minicpm-chat": "MiniCPM-V",
     "molmo": "Molmo",
     "mplug-owl3": "mPLUG-Owl3",
+    "qwen-vl-chat": "Qwen-VL-Chat",
 }
 
 #: Why Molmo takes one image a prompt (so Common-O needs --concat-images and association steps cannot run).
@@ -65,8 +66,15 @@ def read_model_config(model: str, revision: str | None = None) -> dict | None:
     return config
 
 
+def is_qwen_vl_v1(config: dict) -> bool:
+    """Qwen-VL(-Chat) v1: model_type ``qwen`` (shared with the text-only Qwen v1) with a ``visual`` tower block."""
+    return config.get("model_type") == "qwen" and "visual" in config
+
+
 def family_of(config: dict) -> str | None:
     """The family adapter for a config, from its ``model_type`` or ``architectures``; None if not a known family."""
+    if is_qwen_vl_v1(config):
+        return "qwen-vl-chat"
     if config.get("model_type") in FAMILY_MODEL_TYPES:
         return FAMILY_MODEL_TYPES[config["model_type"]]
     return next((FAMILY_ARCHITECTURES[a] for a in config.get("architectures") or () if a in FAMILY_ARCHITECTURES), None)
@@ -80,12 +88,11 @@ def resolve_adapter(adapter: str, config: dict | None, *, model: str, trust_remo
         raise InputError(
             f"--backend-arg adapter={adapter} is not a model adapter.", f"Use one of: {', '.join(ADAPTERS)}."
         )
-    if config is not None and config.get("model_type") == "qwen" and "visual" in config:
+    if config is not None and is_qwen_vl_v1(config) and adapter in GENERIC_ADAPTERS:
         raise InputError(
-            f"{model!r} is Qwen-VL(-Chat) v1, whose own chat()/tokenizer.from_list_format() API no adapter supports "
-            "(loading it as a plain causal LM would send prompts it was not trained on).",
-            "Use a model family listed in docs/eval.md ('Model adapters'), e.g. Qwen/Qwen2-VL-7B-Instruct; the "
-            "Labyrinth paper's Qwen-VL-Chat rows (Table 4) cannot be rerun here.",
+            f"{model!r} is Qwen-VL(-Chat) v1, which answers through its own chat() and tokenizer.from_list_format(), "
+            f"not the {adapter} adapter (as a plain causal LM it would get prompts it was not trained on).",
+            "Use --backend-arg adapter=qwen-vl-chat (or leave adapter at auto), with --trust-remote-code.",
         )
     if adapter != "auto" or config is None:
         return adapter

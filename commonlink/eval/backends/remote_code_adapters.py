@@ -17,6 +17,11 @@ turns a :class:`GenerationRequest` into that family's call:
 * ``phi3-vision`` (Phi-3 / 3.5-vision): ``AutoModelForCausalLM`` + ``AutoProcessor``; one prompt string from the
   tokenizer's chat template with ``<|image_1|>`` ... tags, ``processor(prompt, images)``, ``model.generate``; one
   request at a time (the processor takes one string).
+* ``qwen-vl-chat`` (Qwen-VL-Chat v1): ``AutoModelForCausalLM`` + ``AutoTokenizer``;
+  ``tokenizer.from_list_format([{"image": path}, {"text": ...}])`` and ``model.chat(tokenizer, query=...,
+  history=None, generation_config=...)`` (the model card's and VLMEvalKit's qwen_vl.py QwenVLChat call); the model
+  opens images from file paths, so each request's images are written to a temporary folder removed after the call;
+  one request at a time (``chat`` takes one query).
 
 Greedy decoding is the default everywhere (the paper's setting); ``--temperature`` samples each request alone
 from ``--seed``. A request the family's code rejects (its asserts and input checks) comes back as a
@@ -25,7 +30,10 @@ from ``--seed``. A request the family's code rejects (its asserts and input chec
 
 from __future__ import annotations
 
+import copy
 import inspect
+import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 
@@ -333,9 +341,82 @@ class Phi3Vision(FamilyAdapter):
         return self.processor.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)[0]
 
 
+#: Qwen-VL's tokenizer puts an image's path into the prompt as one token a byte, padded to 256 tokens, and its model
+#: reads the path back up to the first pad token (tokenization_qwen.py IMG_TOKEN_SPAN; modeling_qwen.py): a path
+#: must stay under 256 bytes.
+QWEN_VL_IMAGE_SPAN = 256
+
+
+class QwenVLChat(FamilyAdapter):
+    name = "qwen-vl-chat"
+
+    def __init__(self, transformers, model: str, load_kwargs: dict, tokenizer_kwargs: dict, options: dict):
+        super().__init__()
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(model, **load_kwargs)
+        # processor.KEY options go to the tokenizer (Qwen-VL has no processor: its tokenizer formats images)
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(model, **tokenizer_kwargs, **options)
+        chat_format = getattr(getattr(self.model, "generation_config", None), "chat_format", None)
+        if chat_format != "chatml":
+            # chat() asserts chatml; the base Qwen-VL (chat_format "raw") is not instruction-tuned
+            raise InputError(
+                f"{model!r}: Qwen-VL's chat() needs the chat model's generation config (chat_format 'chatml'); this "
+                f"model's is {chat_format!r}, as for the base, not instruction-tuned Qwen-VL.",
+                "Use Qwen/Qwen-VL-Chat (or a checkpoint with its generation_config.json).",
+            )
+
+    def generation_config(self, settings: GenerationSettings):
+        """A copy of the model's own generation config (chat_format, stop tokens, max_window_size kept) with the run's
+        decoding: chat() hands it to generate(), so nothing the model card's config says about sampling survives."""
+        config = copy.deepcopy(self.model.generation_config)
+        config.max_new_tokens = settings.max_new_tokens
+        if settings.greedy:  # Qwen-VL-Chat's own config samples (top_p 0.3)
+            config.update(do_sample=False, top_p=None, top_k=None, temperature=None)
+        else:
+            config.update(do_sample=True, temperature=settings.temperature, top_p=settings.top_p)
+        unknown = config.update(**settings.extra)
+        if unknown:  # GenerationConfig.update skips what is not a field: generate would never read it
+            raise InputError(
+                f"--gen-arg {next(iter(unknown))}=... is not a field of Qwen-VL-Chat's generation config, so chat() "
+                "would ignore it.",
+                "Use GenerationConfig fields, e.g. repetition_penalty, top_k, num_beams, no_repeat_ngram_size.",
+            )
+        return config
+
+    def answer(self, request, settings):
+        config = self.generation_config(settings)
+        with tempfile.TemporaryDirectory(prefix="commonlink-qwenvl-") as folder:
+            items = []
+            for kind, value in texts_and_images(request):
+                if kind == "text":
+                    items.append({"text": value})
+                    continue
+                path = os.path.join(folder, f"{len(items)}.png")
+                if len(path.encode("utf-8")) >= QWEN_VL_IMAGE_SPAN:
+                    raise InputError(
+                        f"The temporary image path {path!r} is {len(path.encode('utf-8'))} bytes; Qwen-VL reads image "
+                        f"paths of under {QWEN_VL_IMAGE_SPAN} bytes only.",
+                        "Point TMPDIR at a folder with a shorter path, e.g. TMPDIR=/tmp.",
+                    )
+                value.save(path, format="PNG")  # lossless: the model sees the request's pixels
+                items.append({"image": path})
+            query = self.tokenizer.from_list_format(items)
+            system = {"system": settings.system_prompt} if settings.system_prompt else {}  # else chat()'s own
+            response, _ = self.timed_generate(
+                self.model.chat,
+                options_checked_by_model=False,
+                tokenizer=self.tokenizer,
+                query=query,
+                history=None,
+                generation_config=config,
+                **system,
+            )
+        return response
+
+
 FAMILY_CLASSES = {
     "minicpm-chat": MiniCPMChat,
     "molmo": MolmoGenerate,
     "mplug-owl3": MplugOwl3Generate,
     "phi3-vision": Phi3Vision,
+    "qwen-vl-chat": QwenVLChat,
 }

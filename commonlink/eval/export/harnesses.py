@@ -16,16 +16,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from commonlink.eval.harness_files import VLMEVAL_FAIL_MARKER, table_cell, table_rows, vlmeval_doc
 from commonlink.eval.imaging import parse_image_protocol
-from commonlink.eval.metrics import common_o_metrics, ratio_metrics, score_common_o
-from commonlink.eval.parsing import parse_common_o_answer
+from commonlink.kinds.association.export import IMAGE_KEY
+from commonlink.kinds.association.metrics import ratio_metrics
 from commonlink.kinds.association.prompts import parse_selection
+from commonlink.kinds.common_o.harness_files import VLMEVAL_FAIL_MARKER, table_cell, table_rows, vlmeval_doc
 from commonlink.kinds.common_o.loader import example_from_row
+from commonlink.kinds.common_o.metrics import common_o_metrics, score_common_o
+from commonlink.kinds.common_o.parsing import parse_common_o_answer
 from commonlink.kinds.common_o.task import common_o_request
-
-#: Association docs mark where an image goes in the prompt with ``{"image": k}`` segments.
-IMAGE_KEY = "image"
 
 
 # ------------------------------------------------------------------------------------------ Common-O

@@ -15,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-#: Our protocol's generation cap per exported task (the YAML's ``generation_kwargs.max_new_tokens``).
-TOKEN_CAPS = {"common_o": 1024, "association_single_step": 64}
-#: VLMEvalKit dataset name -> the task whose cap it takes.
-VLMEVAL_TASKS = {"CommonO": "common_o", "CommonO_AssocSingleStep": "association_single_step"}
+from commonlink.eval.export.writers import exporters
+
 LOCAL_SERVER = "http://127.0.0.1:8000/v1"
 
 
-def _cap(task: str) -> int:
-    return TOKEN_CAPS["association_single_step" if task.startswith("association") else "common_o"]
+def _cap(dataset: str) -> int:
+    """Our protocol's generation cap for a VLMEvalKit dataset (the YAML's ``generation_kwargs.max_new_tokens``): its
+    kind's; a dataset of no kind's list (another split) gets the largest cap, so no answer is cut short."""
+    found = exporters()
+    caps = {name: e.max_new_tokens for e in found for name in e.vlmeval_names}
+    return caps.get(dataset, max((e.max_new_tokens for e in found), default=1024))
 
 
 def lmms_eval_commands(task_dir: Path, tasks: Iterable[str]) -> list[tuple[str, str]]:
@@ -52,7 +54,7 @@ def vlmevalkit_commands(script: Path, datasets: Iterable[str]) -> list[tuple[str
     lines = [("a model in VLMEvalKit's process", f"python {script} --data {' '.join(datasets)} --model MODEL_NAME")]
     by_cap: dict[int, list[str]] = {}
     for name in datasets:
-        by_cap.setdefault(_cap(VLMEVAL_TASKS.get(name, "common_o")), []).append(name)
+        by_cap.setdefault(_cap(name), []).append(name)
     for cap, names in by_cap.items():
         lines.append(
             (
@@ -69,4 +71,4 @@ def format_commands(commands: list[tuple[str, str]]) -> str:
     return "\n".join(f"  # {purpose}\n  {line}" for purpose, line in commands)
 
 
-__all__ = ["TOKEN_CAPS", "format_commands", "lmms_eval_commands", "vlmevalkit_commands"]
+__all__ = ["format_commands", "lmms_eval_commands", "vlmevalkit_commands"]

@@ -1,17 +1,17 @@
-"""``commonlink export lmms-eval|vlmevalkit``: task files for the two harnesses VLM users already run.
+"""``commonlink export lmms-eval|vlmevalkit``: task files for the two harnesses VLM users already run, written by
+each kind's exporter (:class:`KindExport`, on :attr:`commonlink.registry.Kind.export`) into one shared frame.
 
 Both exports call :mod:`commonlink.eval.export.harnesses` (our prompts, parser and metrics), so commonlink must be
 installed in the harness's environment (``pip install commonlink``).
 
-lmms-eval: a task folder to pass as ``--include_path``: ``common_o`` and ``common_o_challenge`` (the two Common-O
-splits, from the Hub dataset or a local release turned into one parquet file per split) and, given an
-association release, ``association_single_step`` (each task's selection request, with its fixed memory
-already in the prompt, written as one row: images, prompt segments, answer, concept).
-
-VLMEvalKit: one TSV per dataset (``CommonO``, ``CommonO_Challenge``, ``CommonO_AssocSingleStep``) in its format
-(``index``, base64 ``image`` list, content-named ``image_path``, ``question``, ``answer``) and
-``commonlink_vlmeval.py`` with the dataset class; ``python commonlink_vlmeval.py --data CommonO --model ...`` runs
+lmms-eval: a task folder to pass as ``--include_path`` (``utils.py``, importing every kind's callbacks, and each
+kind's task YAML and parquet files). VLMEvalKit: one TSV per dataset in its format (``index``, base64 ``image``
+list, content-named ``image_path``, ``question``, ``answer``, and the kind's own columns) and
+``commonlink_vlmeval.py`` with the dataset class; ``python commonlink_vlmeval.py --data NAME --model ...`` runs
 VLMEvalKit's run.py with the datasets registered (``register()`` does it from Python).
+
+A kind's source is passed under its exporter's option (``export_lmms_eval(out, OPTION=source)``); a kind whose
+exporter has a default source is exported unless it is given None.
 """
 
 from __future__ import annotations
@@ -21,108 +21,108 @@ import base64
 import csv
 import importlib.util
 import itertools
-import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from commonlink import __version__
+from commonlink import __version__, registry
 from commonlink.errors import InputError
-from commonlink.eval.export.harnesses import IMAGE_KEY
 from commonlink.fileio import atomic_write, atomic_write_text, sha256_bytes
-from commonlink.images import image_to_png_bytes
-from commonlink.kinds.association.loader import open_association
-from commonlink.kinds.association.prompts import ImageSlot
-from commonlink.kinds.association.task import AssociationSettings, single_step_selection
-from commonlink.kinds.common_o.loader import open_common_o
-from commonlink.kinds.common_o.task import common_o_request
-from commonlink.progress import make_progress
+
+__all__ = [
+    "HEADER",
+    "LMMS_TASK_DIR",
+    "VLMEVAL_MIN_COMMIT",
+    "VLMEVAL_TOO_OLD",
+    "ExportOptions",
+    "KindExport",
+    "check_vlmevalkit",
+    "concat_parquet",
+    "export_lmms_eval",
+    "export_vlmevalkit",
+    "exporters",
+    "image_columns",
+    "lmms_utils",
+    "stream_parquet",
+    "vlmeval_module",
+    "write_tsv",
+]
 
 LMMS_TASK_DIR = "commonlink_tasks"
-COMMON_O_TASKS = {"main": "common_o", "challenge": "common_o_challenge"}
-VLMEVAL_NAMES = {"main": "CommonO", "challenge": "CommonO_Challenge", "association": "CommonO_AssocSingleStep"}
 HEADER = (
     f"# Written by `commonlink export` (commonlink {__version__}); needs commonlink installed where the harness runs.\n"
 )
 
-LMMS_UTILS = (
-    HEADER
-    + """from commonlink.eval.export.harnesses import (  # noqa: F401 - referenced by the task YAML files
-    association_aggregate,
-    association_doc_to_messages,
-    association_doc_to_target,
-    association_doc_to_text,
-    association_doc_to_visual,
-    association_process_results,
-    common_o_doc_to_messages,
-    common_o_doc_to_target,
-    common_o_doc_to_text,
-    common_o_doc_to_visual,
-    common_o_process_results,
-)
-"""
-)
 
-COMMON_O_TEMPLATE = """output_type: generate_until
-doc_to_visual: !function utils.common_o_doc_to_visual
-doc_to_text: !function utils.common_o_doc_to_text
-doc_to_messages: !function utils.common_o_doc_to_messages
-doc_to_target: !function utils.common_o_doc_to_target
-process_results: !function utils.common_o_process_results
-metric_list:
-  - metric: acc
-    aggregation: mean
-    higher_is_better: true
-  - metric: hallucination_rate
-    aggregation: mean
-    higher_is_better: false
-generation_kwargs:
-  max_new_tokens: 1024
-  temperature: 0
-  do_sample: false
-lmms_eval_specific_kwargs:
-  default:
-    pre_prompt: ""
-    post_prompt: ""
-"""
+@dataclass(frozen=True)
+class ExportOptions:
+    """What every kind's export is given besides its source."""
 
-ASSOCIATION_TASK = """task: association_single_step
-dataset_path: parquet
-dataset_kwargs:
-  data_files:
-    test: association_single_step.parquet
-test_split: test
-output_type: generate_until
-doc_to_visual: !function utils.association_doc_to_visual
-doc_to_text: !function utils.association_doc_to_text
-doc_to_messages: !function utils.association_doc_to_messages
-doc_to_target: !function utils.association_doc_to_target
-process_results: !function utils.association_process_results
-metric_list:
-  - metric: acc
-    aggregation: !function utils.association_aggregate
-    higher_is_better: true
-generation_kwargs:
-  max_new_tokens: 64
-  temperature: 0
-  do_sample: false
-metadata:
-  version: {version}
-  source: {source}
-"""
+    revision: str | None = None
+    splits: tuple[str, ...] = ("main", "challenge")
+    progress: bool = True
+    catalog_root: str | os.PathLike | None = None
+
+
+@dataclass(frozen=True)
+class KindExport:
+    """A kind's lmms-eval and VLMEvalKit export."""
+
+    option: str  #: the keyword its source is passed under (``export_lmms_eval(out, OPTION=...)``, ``--OPTION``)
+    default: str | None  #: the source exported when none is given (None: only when given)
+    #: ``(task folder, source, ExportOptions) -> files written``
+    lmms_eval: Callable[..., list[Path]]
+    #: ``(out folder, source, ExportOptions) -> [(dataset name, TSV path), ...]``
+    vlmevalkit: Callable[..., list[tuple[str, Path]]]
+    #: names of :mod:`commonlink.eval.export.harnesses` its lmms-eval YAML files call (``utils.NAME``)
+    lmms_callbacks: tuple[str, ...]
+    title: str  #: what the VLMEvalKit module's doc calls its datasets ("association single-step")
+    vlmeval_names: tuple[str, ...]  #: its VLMEvalKit dataset names (the module doc's example)
+    max_new_tokens: int  #: our protocol's generation cap for its tasks (one VLMEvalKit server command per cap)
+
+
+def exporters() -> list[KindExport]:
+    """The exporters of the registered kinds, in the registry's order (the order files and datasets are listed)."""
+    return [e for e in (registry.get_kind(name).export for name in registry.KINDS) if e is not None]
+
+
+def _sources(given: dict) -> list[tuple[KindExport, object]]:
+    """(exporter, source) of each kind to export: its option's value, else its default."""
+    found = exporters()
+    unknown = sorted(set(given) - {e.option for e in found})
+    if unknown:
+        raise InputError(
+            f"Unknown export source(s) {', '.join(unknown)}.",
+            f"Pass the sources as {', '.join(e.option + '=' for e in found)}.",
+        )
+    chosen = [(e, given.get(e.option, e.default)) for e in found]
+    return [(e, source) for e, source in chosen if source is not None]
+
+
+def lmms_utils() -> str:
+    """The task folder's ``utils.py``: every kind's callbacks, imported from the harnesses module."""
+    names = sorted(name for e in exporters() for name in e.lmms_callbacks)
+    return (
+        HEADER
+        + "from commonlink.eval.export.harnesses import (  # noqa: F401 - referenced by the task YAML files\n"
+        + "".join(f"    {name},\n" for name in names)
+        + ")\n"
+    )
+
 
 VLMEVAL_MODULE = (
     HEADER
-    + '''"""Common-O and association single-step for VLMEvalKit (https://github.com/open-compass/VLMEvalKit).
+    + '''"""%(title)s for VLMEvalKit (https://github.com/open-compass/VLMEvalKit).
 
 Run them with VLMEvalKit's own run.py and any of its models; this file registers the datasets, then runs it:
 
-    python commonlink_vlmeval.py --data CommonO CommonO_Challenge CommonO_AssocSingleStep --model MODEL [run.py options]
+    python commonlink_vlmeval.py --data %(example)s --model MODEL [run.py options]
 
 The TSV files are read from $LMUData (default when run this way: this file's folder). From your own Python code:
 
     import commonlink_vlmeval
-    commonlink_vlmeval.register()          # then vlmeval.dataset.build_dataset("CommonO") finds the class
+    commonlink_vlmeval.register()          # then vlmeval.dataset.build_dataset("%(first)s") finds the class
 """
 
 import os
@@ -209,47 +209,20 @@ if __name__ == "__main__":
 )
 
 
-def _association_rows(association: str | os.PathLike, revision: str | None, progress: bool, catalog_root=None):
-    """One row per single-step task: the selection request our eval sends (memory in the prompt), as data."""
-    split = open_association(association, "single_step", revision=revision, catalog_root=catalog_root)
-    # the images as stored and our answer reading (the strict protocol), as the exports always carried them: the
-    # other harness does its own image preprocessing and scores with our parser (docs/eval.md, exports)
-    settings = AssociationSettings(protocol="strict")
-    with make_progress("tasks", disable=not progress) as bars:
-        bar = bars.add_task("association single step", total=len(split))
-        for i in range(len(split)):
-            task = split.get(i)
-            request = single_step_selection(task, settings)
-            segments = [{IMAGE_KEY: s.index} if isinstance(s, ImageSlot) else s for s in request.prompt]
-            yield {
-                "id": task.id,
-                "concept": task.concept,
-                "answer": int(task.answer),
-                "segments": json.dumps(segments, ensure_ascii=False),
-                "images": [image_to_png_bytes(img.convert("RGB")) for img in request.images],
-            }
-            bars.advance(bar)
+def vlmeval_module(names: list[str]) -> str:
+    """``commonlink_vlmeval.py`` registering the datasets ``names``."""
+    found = exporters()
+    every = [name for e in found for name in e.vlmeval_names]
+    return VLMEVAL_MODULE % {
+        "title": " and ".join(e.title for e in found),
+        "example": " ".join(every),
+        "first": every[0] if every else "NAME",
+        "names": names,
+        "too_old": VLMEVAL_TOO_OLD,
+    }
 
 
-def _common_o_parquet(data, split: str, revision: str | None, path: Path) -> int:
-    """The split's rows as stored, in one parquet file at ``path`` (written atomically): parquet shards are copied a
-    row group at a time (a paper-sized split holds gigabytes of images), other sources go through ``datasets``."""
-    source = open_common_o(data, split, revision=revision)
-    files = source.parquet_files()
-    if files and _images_as_stored(files[0]):
-        return _concat_parquet(files, path)
-    import datasets
-
-    rows = [source.raw_row(i) for i in range(len(source))]
-    table = datasets.Dataset.from_list(rows)
-    for column in ("image_1", "image_2"):
-        table = table.cast_column(column, datasets.Image())
-    with atomic_write(path, "wb") as handle:
-        table.to_parquet(handle)
-    return len(rows)
-
-
-def _stream_parquet(path: Path, rows: Iterator[dict], schema, batch_rows: int = 256) -> int:
+def stream_parquet(path: Path, rows: Iterator[dict], schema, batch_rows: int = 256) -> int:
     """Write ``rows`` to ``path`` as parquet of ``schema``, ``batch_rows`` at a time (their images are never all in
     memory), atomically; returns the row count. With no rows nothing is written and 0 is returned."""
     import pyarrow as pa
@@ -267,17 +240,7 @@ def _stream_parquet(path: Path, rows: Iterator[dict], schema, batch_rows: int = 
     return count
 
 
-def _images_as_stored(file: Path) -> bool:
-    """Whether the shard's image columns are already ``datasets`` Image structs ({bytes, path}) that
-    ``datasets`` reads as images (its features in the schema's metadata say so)."""
-    import pyarrow.parquet as pq
-
-    schema = pq.read_schema(file)
-    features = json.loads((schema.metadata or {}).get(b"huggingface", b"{}")).get("info", {}).get("features", {})
-    return all((features.get(c) or {}).get("_type") == "Image" for c in ("image_1", "image_2"))
-
-
-def _concat_parquet(files: list[Path], path: Path) -> int:
+def concat_parquet(files: list[Path], path: Path) -> int:
     import pyarrow.parquet as pq
 
     rows, writer = 0, None
@@ -297,70 +260,7 @@ def _concat_parquet(files: list[Path], path: Path) -> int:
     return rows
 
 
-def export_lmms_eval(
-    out_dir: str | os.PathLike,
-    *,
-    data: str | os.PathLike = "facebook/Common-O",
-    association: str | os.PathLike | None = None,
-    revision: str | None = None,
-    splits: tuple[str, ...] = ("main", "challenge"),
-    progress: bool = True,
-    catalog_root: str | os.PathLike | None = None,
-) -> list[Path]:
-    """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written (``catalog_root``: where
-    the catalogs of ``association`` chain files are now)."""
-    import datasets
-
-    folder = Path(out_dir) / LMMS_TASK_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / "utils.py", folder / "_common_o_template_yaml"]
-    atomic_write_text(written[0], LMMS_UTILS)
-    local = Path(data).exists()
-    if local:
-        data_files = {}
-        for split in splits:
-            _common_o_parquet(data, split, revision, folder / f"common_o_{split}.parquet")
-            data_files[split] = f"common_o_{split}.parquet"
-            written.append(folder / f"common_o_{split}.parquet")
-        source = "dataset_path: parquet\ndataset_kwargs:\n  data_files:\n" + "".join(
-            f"    {s}: {f}\n" for s, f in data_files.items()
-        )
-    else:
-        source = f"dataset_path: {data}\n" + (f"dataset_kwargs:\n  revision: {revision}\n" if revision else "")
-    atomic_write_text(written[1], HEADER + source + COMMON_O_TEMPLATE + f"metadata:\n  version: {__version__}\n")
-    for split in splits:
-        task = COMMON_O_TASKS.get(split, f"common_o_{split}")
-        path = folder / f"{task}.yaml"
-        atomic_write_text(path, HEADER + f"task: {task}\ntest_split: {split}\ninclude: _common_o_template_yaml\n")
-        written.append(path)
-    if association is not None:
-        features = datasets.Features(
-            {
-                "id": datasets.Value("string"),
-                "concept": datasets.Value("string"),
-                "answer": datasets.Value("int64"),
-                "segments": datasets.Value("string"),
-                "images": datasets.Sequence(datasets.Image()),
-            }
-        )
-        rows = (
-            dict(r, images=[{"bytes": b, "path": None} for b in r["images"]])
-            for r in _association_rows(association, revision, progress, catalog_root)
-        )
-        if not _stream_parquet(folder / "association_single_step.parquet", rows, features.arrow_schema):
-            raise InputError(
-                f"{association}: the single_step config has no tasks.",
-                "Build chains with single-step tasks (commonlink chains).",
-            )
-        atomic_write_text(
-            folder / "association_single_step.yaml",
-            HEADER + ASSOCIATION_TASK.format(version=__version__, source=json.dumps(str(association))),
-        )
-        written += [folder / "association_single_step.parquet", folder / "association_single_step.yaml"]
-    return written
-
-
-def _write_tsv(path: Path, fields: list[str], lines) -> int:
+def write_tsv(path: Path, fields: list[str], lines) -> int:
     """Stream rows into a TSV as VLMEvalKit reads it (``pandas.read_csv(sep="\\t")``: a header line, minimal
     quoting), atomically; returns the row count."""
     count = 0
@@ -373,7 +273,7 @@ def _write_tsv(path: Path, fields: list[str], lines) -> int:
     return count
 
 
-def _image_columns(pngs: list[bytes]) -> dict:
+def image_columns(pngs: list[bytes]) -> dict:
     """``image`` (VLMEvalKit's list of base64 PNGs) and ``image_path``: the file names its ``dump_image`` writes them
     to under ``$LMUData/images/NAME/``. Named by content: it keeps any file already there, so names made from the
     row index alone (its default) would show a re-exported release the previous export's pictures."""
@@ -383,59 +283,7 @@ def _image_columns(pngs: list[bytes]) -> dict:
     }
 
 
-def _common_o_lines(data, split: str, revision: str | None, progress: bool):
-    source = open_common_o(data, split, revision=revision)
-    with make_progress("rows", disable=not progress) as bars:
-        bar = bars.add_task(f"Common-O {split}", total=len(source))
-        for i in range(len(source)):
-            example, raw = source.get(i), source.raw_row(i)
-            request = common_o_request(example)  # images sized and question chosen as `eval commono` does by default
-            yield {
-                "index": i,
-                **_image_columns([image_to_png_bytes(img.convert("RGB")) for img in request.images]),
-                "question": request.prompt,
-                "answer": ", ".join(example.answer_letters),
-                "choices": json.dumps(list(example.choices)),
-                "ground_truth_objects": json.dumps(list(example.ground_truth)),
-                "real_or_synthetic": raw.get("real_or_synthetic") or "",
-                "num_objects_image_1": example.num_objects_image_1,
-                "num_objects_image_2": example.num_objects_image_2,
-                "id": example.id,
-            }
-            bars.advance(bar)
-
-
-def _association_lines(association, revision: str | None, progress: bool, catalog_root=None):
-    for i, row in enumerate(_association_rows(association, revision, progress, catalog_root)):
-        text = "".join("" if isinstance(s, dict) else s for s in json.loads(row["segments"]))
-        yield {
-            "index": i,
-            **_image_columns(row["images"]),
-            "question": text,
-            "segments": row["segments"],
-            "answer": f"Image{row['answer'] + 1}",
-            "concept": row["concept"],
-            "id": row["id"],
-        }
-
-
-COMMON_O_FIELDS = [
-    "index",
-    "image",
-    "image_path",
-    "question",
-    "answer",
-    "choices",
-    "ground_truth_objects",
-    "real_or_synthetic",
-    "num_objects_image_1",
-    "num_objects_image_2",
-    "id",
-]
-ASSOCIATION_FIELDS = ["index", "image", "image_path", "question", "segments", "answer", "concept", "id"]
-
-
-def _exported_names(module: Path, out: Path) -> list[str]:
+def exported_names(module: Path, out: Path) -> list[str]:
     """Datasets of an earlier export into the same folder whose TSV is still there (exporting one split must not
     unregister the others)."""
     if not module.is_file():
@@ -450,7 +298,7 @@ def _exported_names(module: Path, out: Path) -> list[str]:
     return []
 
 
-def _forget_localized(out: Path, name: str) -> None:
+def forget_localized(out: Path, name: str) -> None:
     """VLMEvalKit turns a TSV over 1 GB into NAME_local.tsv (images moved to files) once and reuses that file as
     long as it exists: left there, it would keep serving the previous export."""
     (out / f"{name}_local.tsv").unlink(missing_ok=True)
@@ -485,42 +333,52 @@ def check_vlmevalkit() -> None:
         )
 
 
-def export_vlmevalkit(
-    out_dir: str | os.PathLike,
-    *,
-    data: str | os.PathLike = "facebook/Common-O",
-    association: str | os.PathLike | None = None,
-    revision: str | None = None,
-    splits: tuple[str, ...] = ("main", "challenge"),
-    progress: bool = True,
-    catalog_root: str | os.PathLike | None = None,
-) -> list[Path]:
-    """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written."""
+def _export(write: Callable[[Path, list[tuple[KindExport, object]], ExportOptions], list[Path]]):
+    """The public export of ``write``, taking the options and sources as keywords (one signature for both)."""
+
+    def export(
+        out_dir: str | os.PathLike,
+        *,
+        revision: str | None = None,
+        splits: tuple[str, ...] = ("main", "challenge"),
+        progress: bool = True,
+        catalog_root: str | os.PathLike | None = None,
+        **sources,
+    ) -> list[Path]:
+        options = ExportOptions(revision, tuple(splits), progress, catalog_root)
+        return write(Path(out_dir), _sources(sources), options)
+
+    export.__name__ = export.__qualname__ = write.__name__
+    export.__doc__ = write.__doc__
+    return export
+
+
+@_export
+def export_lmms_eval(out_dir: Path, chosen: list[tuple[KindExport, object]], options: ExportOptions) -> list[Path]:
+    """Write the lmms-eval task folder ``out_dir/commonlink_tasks``; returns the files written. Keywords: each
+    kind's source under its exporter's option (``data=`` a Common-O release or Hub name, ``association=`` chain
+    files or an association release), ``revision``, ``splits``, ``progress``, ``catalog_root`` (where the catalogs
+    of chain files are now)."""
+    folder = out_dir / LMMS_TASK_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / "utils.py"]
+    atomic_write_text(written[0], lmms_utils())
+    for exporter, source in chosen:
+        written += exporter.lmms_eval(folder, source, options)
+    return written
+
+
+@_export
+def export_vlmevalkit(out_dir: Path, chosen: list[tuple[KindExport, object]], options: ExportOptions) -> list[Path]:
+    """Write ``NAME.tsv`` per dataset and ``commonlink_vlmeval.py`` to ``out_dir``; returns the files written
+    (keywords as :func:`export_lmms_eval` takes them)."""
     check_vlmevalkit()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    module = out / "commonlink_vlmeval.py"
-    written, names = [], _exported_names(module, out)
-    for split in splits:
-        name = VLMEVAL_NAMES.get(split, f"CommonO_{split}")
-        _forget_localized(out, name)
-        _write_tsv(out / f"{name}.tsv", COMMON_O_FIELDS, _common_o_lines(data, split, revision, progress))
-        written.append(out / f"{name}.tsv")
-        names.append(name)
-    if association is not None:
-        name = VLMEVAL_NAMES["association"]
-        _forget_localized(out, name)
-        if not _write_tsv(
-            out / f"{name}.tsv",
-            ASSOCIATION_FIELDS,
-            _association_lines(association, revision, progress, catalog_root),
-        ):
-            (out / f"{name}.tsv").unlink()
-            raise InputError(
-                f"{association}: the single_step config has no tasks.",
-                "Build chains with single-step tasks (commonlink chains).",
-            )
-        written.append(out / f"{name}.tsv")
-        names.append(name)
-    atomic_write_text(module, VLMEVAL_MODULE % {"names": list(dict.fromkeys(names)), "too_old": VLMEVAL_TOO_OLD})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    module = out_dir / "commonlink_vlmeval.py"
+    written, names = [], exported_names(module, out_dir)
+    for exporter, source in chosen:
+        for name, path in exporter.vlmevalkit(out_dir, source, options):
+            written.append(path)
+            names.append(name)
+    atomic_write_text(module, vlmeval_module(list(dict.fromkeys(names))))
     return [*written, module]

@@ -96,7 +96,7 @@ def write_report(
     start = time.perf_counter()
     check_thumb_size(thumb_size)
     if not run_dirs:
-        raise InputError("No run folders given.", "e.g. commonlink eval report eval-runs/commono-main-random")
+        raise InputError("No run folders given.", "e.g. commonlink eval report eval-runs/RUN (a folder an eval wrote)")
     runs = load_results(run_dirs)
     for run in runs:
         run["_dir"] = str(Path(run["_path"]).parent)

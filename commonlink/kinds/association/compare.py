@@ -4,31 +4,19 @@ deduction runs on shared rows (chain runs cannot be rescored: a chain's steps de
 from __future__ import annotations
 
 from commonlink.eval.compare import PARSE_FAIL, REFUSED, Column, Table, mean_se, run_head
-from commonlink.eval.metrics import ratio_metrics
 from commonlink.eval.scored import scored_counts
 from commonlink.kinds.association.concept_prompts import COMPLEXITIES
+from commonlink.kinds.association.metrics import ratio_metrics
 
 __all__ = ["association_table", "concept_table", "rescorable_association", "rescore_association"]
 
+#: the columns of the chain runs' and the ratio runs' tables between the memory and task and the failure columns
 _CHAINS = [
-    Column("Memory", "memory"),
-    Column("Task", "config"),
     Column("Chains", "n", "int"),
     Column("Max steps", "max_steps", "num"),
     Column("Mean steps", "mean_steps", "num"),
-    Column("Deduction", "deduction", "ratio"),
-    PARSE_FAIL,
-    REFUSED,
 ]
-_RATIOS = [
-    Column("Memory", "memory"),
-    Column("Task", "config"),
-    Column("n", "n", "int"),
-    Column("Success", "success", "ratio"),
-    Column("Deduction", "deduction", "ratio"),
-    PARSE_FAIL,
-    REFUSED,
-]
+_RATIOS = [Column("n", "n", "int"), Column("Success", "success", "ratio")]
 
 
 def association_row(results: dict) -> dict:
@@ -70,7 +58,8 @@ def association_table(title: str, runs: list[dict]) -> Table:
     chains = any("mean_steps" in r for r in rows)
     key = "mean_steps" if chains else ("success" if any(r.get("success") is not None for r in rows) else "deduction")
     rows.sort(key=lambda r: -(r.get(key) or 0.0))
-    return Table(title, _CHAINS if chains else _RATIOS, rows)
+    columns = [Column("Memory", "memory"), Column("Task", "config"), *(_CHAINS if chains else _RATIOS)]
+    return Table(title, [*columns, Column("Deduction", "deduction", "ratio"), PARSE_FAIL, REFUSED], rows)
 
 
 def concept_table(title: str, runs: list[dict]) -> Table:

@@ -21,6 +21,7 @@ Table 4: success ratio per strategy x complexity (and, over several runs, per mo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections import defaultdict
@@ -29,11 +30,8 @@ from dataclasses import dataclass
 
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
-from commonlink.eval.evaluator import RunOptions
-from commonlink.eval.metrics import ratio_metrics
-from commonlink.eval.outputs import evaluate
+from commonlink.eval.outputs import evaluate_with
 from commonlink.eval.report.tables import scored_lines
-from commonlink.eval.results import timing
 from commonlink.eval.table_cells import md_cell
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write_json, atomic_write_text, write_jsonl
@@ -48,6 +46,7 @@ from commonlink.kinds.association.concept_prompts import (
 )
 from commonlink.kinds.association.loader import open_association
 from commonlink.kinds.association.memory import image_name as memory_name
+from commonlink.kinds.association.metrics import ratio_metrics
 from commonlink.kinds.association.prompts import (
     parse_concepts,
     parse_selection,
@@ -344,17 +343,15 @@ class ConceptPerceptionTask(Task):
             )
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
-        return dict(
+        return self.common_key_parts(
+            dataset,
+            info,
+            settings,
             task=self.name,
             protocol=PROTOCOL_VERSION,
-            dataset=dataset.fingerprint,
-            model=info.fingerprint,
-            backend=info.backend,
-            settings=settings.to_dict(),
             strategies=self.strategies,
             complexities=self.complexities,
             seed=self.seed,
-            **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}),
         )
 
     def requests(self, row: ConceptRow) -> list[tuple[GenerationRequest, dict]]:
@@ -389,9 +386,7 @@ class ConceptPerceptionTask(Task):
                 "answers": len(outcome.records),
                 "unparseable": sum(bool(r.get("unparseable")) for r in outcome.records),
             },
-            "skipped_rows": outcome.skipped,
-            "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
-            "run_key": run.run_keys[0],
+            **run.outcome_fields(outcome),
         }
 
 
@@ -401,23 +396,17 @@ def evaluate_concept_perception(
     backend: str = "transformers",
     out_dir: str | os.PathLike | None = None,
     *,
-    strategies: Sequence[str] | None = None,
-    complexities: Sequence[str] | None = None,
-    revision: str | None = None,
-    deduction_rule: str = "all-shared",
     seed: int = 0,
-    catalog_root: str | os.PathLike | None = None,
-    **run_options,
+    **options,
 ) -> dict:
-    """Run the concept-perception grid for one model (``run_options``: :class:`RunOptions` fields; ``catalog_root``:
-    where the catalogs of chain files are now)."""
-    task = ConceptPerceptionTask(
-        data,
-        strategies=strategies,
-        complexities=complexities,
-        revision=revision,
-        deduction_rule=deduction_rule,
+    """Run the concept-perception grid for one model (``options``: :class:`ConceptPerceptionTask`'s keyword
+    arguments ``strategies``, ``complexities``, ``revision``, ``deduction_rule``, ``catalog_root`` (where the
+    catalogs of chain files are now), and :class:`RunOptions` fields; ``seed`` seeds both)."""
+    return evaluate_with(
+        functools.partial(ConceptPerceptionTask, data, seed=seed),
+        options,
+        models=[model],
+        backend=backend,
+        out_dir=out_dir,
         seed=seed,
-        catalog_root=catalog_root,
     )
-    return evaluate(task, RunOptions(models=[model], backend=backend, out_dir=out_dir, seed=seed, **run_options))

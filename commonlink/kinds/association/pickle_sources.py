@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from commonlink.errors import InputError, SchemaError
-from commonlink.fileio import safe_join, sha256_file
+from commonlink.fileio import loads_user_json, read_user_text, safe_join, sha256_file
 from commonlink.kinds.association.format import LabelledImage
 from commonlink.kinds.association.safe_pickle import safe_load
 from commonlink.kinds.association.source_common import SourceReport, clean_labels, image_size, keep_usable, stable_id
@@ -23,22 +22,10 @@ def read_label_names(path: str | os.PathLike | None) -> list[str] | None:
     if path is None:
         return None
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"Label names file not found: {path}", "Pass a JSON list or a text file with one name a line.")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SchemaError(
-            f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded).", "Save the label names as UTF-8."
-        ) from None
+    text = read_user_text(path, "Label names file", "Pass a JSON list or a text file with one name a line.")
     if text.lstrip().startswith("["):
-        try:
-            names = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SchemaError(
-                f"{path}: starts like a JSON list but is not valid JSON ({exc.msg}, line {exc.lineno}).",
-                'Write a JSON list (["metal", "wooden"]) or one name a line.',
-            ) from None
+        fix = 'Write a JSON list (["metal", "wooden"]) or one name a line.'
+        names = loads_user_json(text, path, fix, problem="starts like a JSON list but is not valid JSON")
         if not isinstance(names, list):
             raise SchemaError(f"{path}: expected a JSON list of names.")
         return [str(n) for n in names]

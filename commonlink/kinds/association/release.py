@@ -19,10 +19,12 @@ the existing release.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,23 +32,14 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from commonlink import __version__
 from commonlink.catalog.ingest import clean_image
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
-    atomic_write_json,
-    atomic_write_text,
     read_jsonl,
     sha256_bytes,
 )
 from commonlink.formats.catalog import CatalogRecord, catalog_file, iter_catalog
 from commonlink.formats.meta import verify_data_file
-from commonlink.formats.release import (
-    CARD_FILENAME,
-    MANIFEST_FILENAME,
-    manifest_units,
-    read_release_manifest,
-)
 from commonlink.images import check_image, open_image
 from commonlink.kinds.association.card import render_association_card
 from commonlink.kinds.association.format import (
@@ -61,19 +54,17 @@ from commonlink.kinds.association.format import (
     read_chain_meta,
     read_image_table,
 )
-from commonlink.kinds.common_o.release import CatalogImageReader
+from commonlink.kinds.common_o.image_reader import CatalogImageReader
 from commonlink.progress import track
 from commonlink.release.licences import ImageCredit, LicenceLedger, credit_row_fields, with_credit_columns
+from commonlink.release.parallel import check_workers, ordered_map
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
-    build_key_of,
-    hash_files,
-    release_manifest,
-    reuse_or_refuse,
-    stage_release,
+    StagedRelease,
+    build_staged_release,
     without_local_paths,
 )
 
@@ -321,62 +312,56 @@ def build_association_release(
     seeds = sorted({json.dumps(inp.meta.get("seed")) for inp in inputs})
     seed = inputs[0].meta.get("seed") if len(seeds) == 1 else [inp.meta.get("seed") for inp in inputs]
     config = _release_config(inputs, options)
-    catalogs: dict[str, dict[str, CatalogRecord]] = {}  # each catalog read once for the two credit passes below
+    catalogs: dict[str, dict[str, CatalogRecord]] = {}  # each catalog read once for the two credit passes
     digest = _image_credits({img.id: img for inp in inputs for img in inp.table}, catalogs)[1].digest()
     if digest:  # a licence fixed in a catalog makes a new build; builds without credits keep their key
         config["image_credits"] = digest
-    build_key = build_key_of(config, __version__)
-    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
-    if reused is not None:
-        reused.splits = manifest_units(read_release_manifest(out_dir))
-        reused.notes = notes
-        return reused
+    write = functools.partial(
+        _write_association,
+        inputs=inputs,
+        options=options,
+        seed=seed,
+        concepts=(concept_options, concept_kind),
+        catalogs=catalogs,
+        notes=notes,
+    )
+    return build_staged_release(
+        out_dir, options, kind="association", part_type="config", config=config, seed=seed, write=write, notes=notes
+    )
 
+
+def _write_association(
+    tmp_dir: Path,
+    *,
+    inputs: list[_ChainInput],
+    options: ReleaseOptions,
+    seed: Any,
+    concepts: tuple[list[str], str],
+    catalogs: dict[str, dict[str, CatalogRecord]],
+    notes: list[str],
+) -> StagedRelease:
+    """The images config, one config per task file and the card of an association release, into ``tmp_dir``."""
     images = _referenced_images(inputs, options.progress)
     credits, ledger = _image_credits(images, catalogs)
-    notes += ledger.check(options.license, options.licence_check)
-    with stage_release(out_dir) as tmp_dir:
-        configs: dict[str, dict] = {}
-        features_by_config: dict[str, Any] = {}
-        image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config, credits)
-        for inp in inputs:
-            ids = [img.id for img in inp.table]
-            features = features_by_config[inp.task] = association_features(inp.task)
-            with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
-                rows = _task_rows(inp, ids, concept_options, concept_kind)
-                for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not options.progress):
-                    writer.write(row)
-            configs[inp.task] = _config_info(writer, inp.task)
-        stats = _release_stats(inputs, len(images), image_bytes)
-        if ledger.summary() is not None:
-            stats["image_credits"] = ledger.summary()
-        card = render_association_card(
-            name=options.name,
-            version=options.version,
-            license=options.license,
-            configs=configs,
-            features=features_by_config,
-            stats=stats,
-            seed=seed,
-            toolkit_version=__version__,
-            card_info=dict(options.card_info),
-        )
-        atomic_write_text(tmp_dir / CARD_FILENAME, card)
-        files = hash_files(tmp_dir)
-        manifest = release_manifest(
-            kind="association",
-            part_type="config",
-            parts=configs,
-            options=options,
-            seed=seed,
-            build_key=build_key,
-            config=config,
-            stats=stats,
-            files=files,
-            toolkit_version=__version__,
-        )
-        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(out_dir=out_dir, kind="association", splits=manifest["parts"], files=files, notes=notes)
+    notes += ledger.check(options.license, options.licence_check)  # the caller's list: the result's notes
+    configs: dict[str, dict] = {}
+    features_by_config: dict[str, Any] = {}
+    image_bytes = _write_images(tmp_dir, images, options, configs, features_by_config, credits)
+    for inp in inputs:
+        ids = [img.id for img in inp.table]
+        features = features_by_config[inp.task] = association_features(inp.task)
+        with ShardWriter(tmp_dir / inp.task, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
+            rows = _task_rows(inp, ids, *concepts)
+            for row in track(rows, inp.task, total=inp.meta.get("rows"), unit="rows", disable=not options.progress):
+                writer.write(row)
+        configs[inp.task] = _config_info(writer, inp.task)
+    stats = _release_stats(inputs, len(images), image_bytes)
+    if ledger.summary() is not None:
+        stats["image_credits"] = ledger.summary()
+    card = render_association_card(
+        **options.card_fields(), configs=configs, features=features_by_config, stats=stats, seed=seed
+    )
+    return StagedRelease(parts=configs, stats=stats, card=card)
 
 
 def _release_config(inputs: list[_ChainInput], options: ReleaseOptions) -> dict:
@@ -410,18 +395,21 @@ def _write_images(
     """The images config (every image once, by id) written into ``tmp_dir``, recorded in ``configs`` and
     ``features_by_config``; returns the bytes of image data stored. With ``credits`` (image id -> credit, when some
     image records one) the config gets ``license``, ``author`` and ``source_url`` columns."""
-    fetcher, reader = ImageFetcher(), CatalogImageReader()
     features = association_features(IMAGES_CONFIG)
     if credits:
         features = with_credit_columns(features, [""])
     features_by_config[IMAGES_CONFIG] = features
     image_bytes = 0
-    with ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer:
-        for image_id in track(sorted(images), "images", total=len(images), unit="images", disable=not options.progress):
-            img = images[image_id]
-            data = release_image_bytes(fetcher, img, reader)
+    ordered = (images[image_id] for image_id in sorted(images))
+    workers = check_workers(options.workers)
+    with (
+        ShardWriter(tmp_dir / IMAGES_CONFIG, SPLIT, features, max_shard_bytes=options.max_shard_bytes) as writer,
+        closing(ordered_map(_stored_image, ordered, setup=_image_state, workers=workers)) as stored,
+    ):
+        for img, (data, width, height) in track(
+            stored, "images", total=len(images), unit="images", disable=not options.progress
+        ):
             image_bytes += len(data)
-            width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
             writer.write(
                 {
                     "id": img.id,
@@ -432,7 +420,7 @@ def _write_images(
                     "crop": img.crop,
                     "origin": _origin_text(img.origin),
                     "name": img.name,
-                    **(credit_row_fields(credits.get(image_id, _NO_CREDIT), "") if credits else {}),
+                    **(credit_row_fields(credits.get(img.id, _NO_CREDIT), "") if credits else {}),
                 }
             )
     configs[IMAGES_CONFIG] = _config_info(writer, IMAGES_CONFIG)
@@ -460,6 +448,18 @@ def _image_credits(
         if record is not None:
             credits[image_id] = ledger.add(folder, record)
     return (credits if ledger.has_columns else {}), ledger
+
+
+def _image_state() -> tuple[ImageFetcher, CatalogImageReader]:
+    return ImageFetcher(), CatalogImageReader()
+
+
+def _stored_image(state: tuple[ImageFetcher, CatalogImageReader], img: LabelledImage) -> tuple[bytes, int, int]:
+    """The bytes to store for ``img`` and their (width, height) (a worker's task; ``state``: its process's)."""
+    fetcher, reader = state
+    data = release_image_bytes(fetcher, img, reader)
+    width, height = stored_size(data)  # the stored image is upright: EXIF-rotated photos swap sides
+    return data, width, height
 
 
 def _release_stats(inputs: list[_ChainInput], images: int, image_bytes: int) -> dict:

@@ -11,9 +11,9 @@ from pathlib import Path
 from commonlink.errors import CommonlinkError, InputError
 from commonlink.eval.report.images import ImageJob, ThumbnailStore, text_key
 from commonlink.eval.report.page import PAGE_SIZE, iter_records, run_labels, runs_table, truncate
-from commonlink.eval.report.summary import association_metrics_html
 from commonlink.kinds.association.loader import open_association
 from commonlink.kinds.association.memory import MemoryBase
+from commonlink.kinds.association.report_metrics import association_metrics_html
 from commonlink.progress import make_progress
 from commonlink.seeding import rng_for
 

@@ -127,6 +127,16 @@ class AssociationSettings:
         """What this protocol does, in words (results.json ``protocol_rules``)."""
         return {**PROTOCOL_RULES[self.protocol], "deduction_rule": self.deduction_rule}
 
+    def new_memory(self, concept_kind: str) -> MemoryBase:
+        """An empty memory of these settings' kind, weights and ChainM window for concepts of ``concept_kind``."""
+        return MemoryBase(
+            self.memory,
+            self.repetition,
+            self.forgetting,
+            concept_kind=concept_kind,
+            chainm_window=self.chainm_window,
+        )
+
 
 # ------------------------------------------------------------------------------------------ naming images
 def image_name(image, options: Sequence[str]) -> str:

@@ -51,14 +51,12 @@ from commonlink.eval.backends.base import GenerationRequest, GenerationSettings
 from commonlink.eval.cache import CACHE_FILENAME, PredictionCache
 from commonlink.eval.estimate import RequestEstimate
 from commonlink.eval.evaluator import RunOptions
-from commonlink.eval.metrics import chain_metrics, ratio_metrics
 from commonlink.eval.outputs import evaluate
-from commonlink.eval.report.tables import render_association_table
 from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import atomic_write, atomic_write_json, atomic_write_text
 from commonlink.kinds.association.loader import open_association
-from commonlink.kinds.association.memory import MemoryBase
+from commonlink.kinds.association.metrics import chain_metrics, ratio_metrics
 from commonlink.kinds.association.requests import (
     ASSOCIATION_DEDUCTION_RULES,
     DEDUCTION_RULES,
@@ -76,6 +74,7 @@ from commonlink.kinds.association.requests import (
     read_selection,
     selection_request,
 )
+from commonlink.kinds.association.tables import render_association_table
 from commonlink.kinds.association.task_chains import chain_summary, run_chains
 
 PROTOCOL_VERSION = "association-v1"
@@ -88,13 +87,7 @@ PROMPT_CHARS = 600
 def single_step_selection(task, settings: AssociationSettings, *, pixels: bool = True) -> GenerationRequest:
     """The selection request of a single-step task: the task's fixed, correct memory in the prompt, then the
     query and the two candidates (also what the lmms-eval and VLMEvalKit exports show the model)."""
-    memory = MemoryBase(
-        settings.memory,
-        settings.repetition,
-        settings.forgetting,
-        concept_kind=task.concept_kind,
-        chainm_window=settings.chainm_window,
-    )
+    memory = settings.new_memory(task.concept_kind)
     names = [image_name(m, task.options) for m in task.memory]
     # The fixed memory links consecutive memory examples through their shared concept.
     links = [(a, task.memory_concept, b) for a, b in zip(names, names[1:])] or [
@@ -115,24 +108,27 @@ def single_step_selection(task, settings: AssociationSettings, *, pixels: bool =
     )
 
 
+def _deduction(task, image_1, image_2, asker: Asker, settings: AssociationSettings) -> GenerationRequest:
+    """The deduction request of a single-step or deduction task (one step, 0) on two of its images."""
+    return deduction_request(
+        task.id,
+        0,
+        image_1,
+        image_2,
+        task.concept_kind,
+        task.options,
+        pixels=asker.pixels,
+        strategy=settings.strategy,
+        image_size=settings.image_size,
+    )
+
+
 def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
     """Each task: a selection with the task's fixed correct memory, then a deduction on (query, positive)."""
     selection_requests, deduction_requests = [], []
     for task in tasks:
         selection_requests.append(single_step_selection(task, settings, pixels=asker.pixels))
-        deduction_requests.append(
-            deduction_request(
-                task.id,
-                0,
-                task.query,
-                task.positive,
-                task.concept_kind,
-                task.options,
-                pixels=asker.pixels,
-                strategy=settings.strategy,
-                image_size=settings.image_size,
-            )
-        )
+        deduction_requests.append(_deduction(task, task.query, task.positive, asker, settings))
     selections = asker.ask(selection_requests)
     deductions = asker.ask(deduction_requests) if settings.deduction else [[None] for _ in tasks]
     records = []
@@ -164,20 +160,7 @@ def run_single_step(tasks: list, asker: Asker, settings: AssociationSettings) ->
 
 
 def run_deduction(tasks: list, asker: Asker, settings: AssociationSettings) -> list[dict]:
-    requests = [
-        deduction_request(
-            t.id,
-            0,
-            t.image_1,
-            t.image_2,
-            t.concept_kind,
-            t.options,
-            pixels=asker.pixels,
-            strategy=settings.strategy,
-            image_size=settings.image_size,
-        )
-        for t in tasks
-    ]
+    requests = [_deduction(t, t.image_1, t.image_2, asker, settings) for t in tasks]
     records = []
     for task, request, out in zip(tasks, requests, asker.ask(requests)):
         # a deduction task has no chain concepts of its own: its gold is every option both images carry
@@ -350,14 +333,12 @@ class AssociationTask(Task):
         return sorted(chosen)
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
-        return dict(
+        return self.common_key_parts(
+            dataset,
+            info,
+            settings,
             task=f"association/{self.config}",
             protocol=PROTOCOL_VERSION,
-            dataset=dataset.fingerprint,
-            model=info.fingerprint,
-            backend=info.backend,
-            settings=settings.to_dict(),
-            **({"backend_options": info.output_options} if getattr(info, "output_options", None) else {}),
             # the pixels the model sees: resized images are other requests (a strict run keeps its old keys)
             **({"image_size": self.settings.image_size} if self.settings.image_size else {}),
         )

@@ -162,14 +162,7 @@ def _paper_warmup(runs: list[_ChainRun], asker: Asker, settings: AssociationSett
 def _start_chain(chain, settings: AssociationSettings) -> _ChainRun:
     """A fresh run of ``chain`` with an empty memory: under strict past its warm-up steps; under paper at its
     first scored step, with the warm-up steps to ask first (:func:`paper_schedule`)."""
-    memory = MemoryBase(
-        settings.memory,
-        settings.repetition,
-        settings.forgetting,
-        concept_kind=chain.concept_kind,
-        chainm_window=settings.chainm_window,
-    )
-    run = _ChainRun(chain, memory)
+    run = _ChainRun(chain, settings.new_memory(chain.concept_kind))
     if settings.paper:
         run.warmup, run.t = paper_schedule(chain)
     else:

@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 from commonlink.eval.compare import PARSE_FAIL, REFUSED, Column, Table, run_head, with_se
-from commonlink.eval.metrics import common_o_metrics, perception_metrics
+from commonlink.kinds.common_o.metrics import common_o_metrics, perception_metrics
 
 __all__ = ["common_o_table", "perception_table", "rescore_common_o", "rescore_perception"]
 
+#: what both tables show after their count (and before the failure columns every table ends with)
+_RATES = [Column("Accuracy (%)", "accuracy", "pct"), Column("Halluc. rate (%)", "hallucination_rate", "pct")]
 _COMMON_O = [
     Column("n", "n", "int"),
-    Column("Accuracy (%)", "accuracy", "pct"),
-    Column("Halluc. rate (%)", "hallucination_rate", "pct"),
+    *_RATES,
     Column("1+ halluc. (%)", "hallucination_1plus", "pct"),
     Column("2+ halluc. (%)", "hallucination_2plus", "pct"),
-    PARSE_FAIL,
-    REFUSED,
 ]
 _PERCEPTION = [
     Column("Images", "n", "int"),
-    Column("Accuracy (%)", "accuracy", "pct"),
-    Column("Halluc. rate (%)", "hallucination_rate", "pct"),
+    *_RATES,
     Column("Question acc. (%)", "question_accuracy", "pct"),
     Column("Recall (%)", "recall", "pct"),
     Column("Yes when absent (%)", "yes_rate_absent", "pct"),
-    PARSE_FAIL,
-    REFUSED,
 ]
 
 
@@ -48,7 +44,7 @@ def common_o_row(results: dict) -> dict:
 def _table(title: str, runs: list[dict], columns: list[Column]) -> Table:
     rows = [common_o_row(r) for r in runs]
     rows.sort(key=lambda r: (-(r.get("accuracy") or 0.0), r.get("hallucination_rate") or 0.0))
-    return Table(title, columns, rows)
+    return Table(title, [*columns, PARSE_FAIL, REFUSED], rows)
 
 
 def common_o_table(title: str, runs: list[dict]) -> Table:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from commonlink.eval.scored import ScoredCounts, row_counts
 from commonlink.formats.meta import COMMON_O_PAIRS_KIND
 from commonlink.kinds.common_o.compare import common_o_table, perception_table, rescore_common_o, rescore_perception
 from commonlink.kinds.common_o.datasheet import render_common_o_card
+from commonlink.kinds.common_o.export import EXPORT
 from commonlink.kinds.common_o.format import common_o_features
 from commonlink.kinds.common_o.perception import evaluate_perception
 from commonlink.kinds.common_o.release import build_common_o_release
 from commonlink.kinds.common_o.report_page import common_o_page
+from commonlink.kinds.common_o.tables import common_o_markdown
 from commonlink.kinds.common_o.task import evaluate_common_o
 from commonlink.registry import Kind, TaskInfo
 
@@ -31,6 +34,19 @@ def _report_page(runs: list[dict], thumbs, *, chain_steps: int, catalog_root=Non
     return common_o_page(runs, thumbs, **options)
 
 
+def _common_o_name_parts(results: dict) -> list[str]:
+    prompt = results.get("prompt", {})
+    return ["concat"] * bool(prompt.get("concat_images")) + ["built-q"] * (prompt.get("question") == "built")
+
+
+def _perception_name_parts(results: dict) -> list[str]:
+    return ["yes-no-hint"] * bool(results.get("prompt", {}).get("yes_no_hint"))
+
+
+def _perception_counts(results: dict) -> ScoredCounts:
+    return row_counts(results, "questions", "questions")  # its n counts images; answers are per question
+
+
 KIND = Kind(
     name="common_o",
     title="Common-O pairs",
@@ -38,6 +54,7 @@ KIND = Kind(
     input_command="commonlink pairs",
     build_release=build_common_o_release,
     render_card=_render_card,
+    export=EXPORT,
 )
 COMMON_O_TASK = TaskInfo(
     name="common_o",
@@ -48,8 +65,9 @@ COMMON_O_TASK = TaskInfo(
     report_page=_report_page,
     compare_table=common_o_table,
     rescore=rescore_common_o,
-    rescorable=lambda results: True,
     title_with_split=True,
+    results_table=common_o_markdown,
+    run_name_parts=_common_o_name_parts,
 )
 PERCEPTION_TASK = TaskInfo(
     name="perception",
@@ -59,7 +77,9 @@ PERCEPTION_TASK = TaskInfo(
     command="perception",
     compare_table=perception_table,
     rescore=rescore_perception,
-    rescorable=lambda results: True,
     record_key="row_id",
     title_with_split=True,
+    results_table=common_o_markdown,
+    run_name_parts=_perception_name_parts,
+    scored_counts=_perception_counts,
 )

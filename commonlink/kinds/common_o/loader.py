@@ -27,13 +27,11 @@ import glob
 import hashlib
 import os
 import re
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from commonlink.errors import InputError, SchemaError
+from commonlink.errors import InputError, SchemaError, check_at_least
 from commonlink.fileio import safe_join
 from commonlink.formats.card import read_card_metadata
 from commonlink.images import load_opened_image, open_image_lazily
@@ -43,10 +41,14 @@ from commonlink.kinds.common_o.format import (
     REQUIRED_COLUMNS,
     common_o_question,
 )
+from commonlink.kinds.common_o.loader_batch import decode_batch_lists
 from commonlink.kinds.common_o.loader_lists import decode_row_lists, parse_list_field
 from commonlink.loaders.hub_ids import require_hub_dataset
 
 __all__ = ["CommonOSplit", "load_common_o", "open_common_o", "parse_list_field"]
+
+#: ``CommonOSplit._example`` without ``lists``: the row's list fields are not read yet.
+_UNREAD = object()
 
 # ------------------------------------------------------------------------------------------------ row sources
 
@@ -109,9 +111,18 @@ class _ParquetRows:
         group = bisect.bisect_right(self._starts, i) - 1
         return self._group(group, images)[i - self._index[group][2]]
 
-    def iter_rows(self) -> Iterator[dict]:
-        for group in range(len(self._index)):
-            yield from self._group(group)
+    def iter_batches(self, batch_size: int, *, text_only: bool = False) -> Iterator[list[dict]]:
+        """The rows in order, ``batch_size`` at a time, streamed (one batch in memory, not a whole row group: a
+        row group of images is tens of MB, and reading it whole is slower too); ``text_only``: no image columns."""
+        import pyarrow.parquet as pq
+
+        columns = self._text_columns if text_only else None
+        for path in self.files:
+            # memory-mapped: the image bytes go from the page cache into the batch without a read buffer between
+            for batch in pq.ParquetFile(path, memory_map=True).iter_batches(
+                batch_size=batch_size, columns=columns, use_threads=False
+            ):
+                yield _batch_rows(batch.to_pydict())
 
     def fingerprint(self) -> str:
         digest = hashlib.sha256()
@@ -145,11 +156,9 @@ class _DatasetRows:
     def row(self, i: int) -> dict:
         return self.dataset[i]
 
-    def iter_rows(self) -> Iterator[dict]:
-        for batch in self.dataset.iter(batch_size=64):
-            keys = list(batch)
-            for values in zip(*(batch[k] for k in keys)):
-                yield dict(zip(keys, values))
+    def iter_batches(self, batch_size: int) -> Iterator[list[dict]]:
+        for batch in self.dataset.iter(batch_size=batch_size):
+            yield _batch_rows(batch)
 
     def fingerprint(self) -> str:
         return str(self.dataset._fingerprint)
@@ -217,20 +226,47 @@ class CommonOSplit:
         return self.get(i)
 
     def __iter__(self) -> Iterator[CommonOExample]:
-        """Every row in order. Images are decoded on one worker thread a few rows ahead (Pillow's decoders release
-        the GIL, so decoding overlaps this thread's row checks); examples and errors come in the same order."""
-        pending: deque = deque()
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonlink-decode") as pool:
-            try:
-                for i, row in enumerate(self._rows.iter_rows()):
-                    pending.append((i, row, pool.submit(_load_pair, self._open_pair(row, i))))
-                    if len(pending) > _DECODE_AHEAD:
-                        yield self._example(*pending.popleft())
-                while pending:
-                    yield self._example(*pending.popleft())
-            finally:  # the consumer stopped early: drop the work queued for rows it will not see
-                for *_, future in pending:
-                    future.cancel()
+        """Every row in order, as :meth:`iter_batches` reads them (same examples, same errors at the same row)."""
+        yield from self._examples(_READ_BATCH, images=True)
+
+    def iter_batches(self, batch_size: int = 64, *, images: bool = True) -> Iterator[list[CommonOExample]]:
+        """Every row in order, ``batch_size`` examples at a time (the last batch may be shorter); ``images=False``
+        leaves the image columns unread (``image_1``/``image_2`` are None).
+
+        Rows are streamed ``batch_size`` at a time from the files; each batch's list fields are read and
+        cross-checked at once (:func:`~commonlink.kinds.common_o.loader_batch.decode_batch_lists`) and its images
+        opened (format, pixel cap) and decoded. A batch holding a row that fails a check raises that row's
+        error (the same :class:`SchemaError` / :class:`InputError` as :meth:`get`) instead of being returned."""
+        check_at_least("batch_size", batch_size, 1, "e.g. batch_size=64.")  # now, not at the first next()
+        return self._batched(batch_size, images)
+
+    def _batched(self, batch_size: int, images: bool) -> Iterator[list[CommonOExample]]:
+        batch: list[CommonOExample] = []
+        for example in self._examples(batch_size, images=images):
+            batch.append(example)
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _examples(self, batch_size: int, *, images: bool) -> Iterator[CommonOExample]:
+        """The examples in order, read ``batch_size`` rows at a time: each batch's list fields read at once (the
+        fast path leaves any row it does not take, and every failing row, to the per-row path), each row's images
+        opened and decoded in its turn, on this thread, so every row's error is raised in its turn.
+
+        Decoding here rather than on a worker thread a few rows ahead is measured (benchmarks/bench_loaders.py, 2
+        cores): the worker overlapped little (Pillow holds the GIL for most of opening and loading a PNG, and a
+        thread that wants the GIL back waits out the switch interval) and cost about 10% more CPU."""
+        if not images and isinstance(self._rows, _ParquetRows):
+            batches = self._rows.iter_batches(batch_size, text_only=True)  # the image bytes are not read at all
+        else:
+            batches = self._rows.iter_batches(batch_size)
+        start = 0
+        for rows in batches:
+            for k, (row, lists) in enumerate(zip(rows, decode_batch_lists(rows))):
+                yield self._example(start + k, row, images=images, lists=lists)
+            start += len(rows)
 
     def raw_row(self, i: int) -> dict:
         """Row ``i`` as stored (image columns as ``{"bytes", "path"}``), for tools that re-export data."""
@@ -243,9 +279,13 @@ class CommonOSplit:
 
     # -- decoding
 
-    def _example(self, i: int, row: dict, decoded: Future | None = None, *, images: bool = True) -> CommonOExample:
-        """Row ``i`` as an example; ``decoded``: its two images being decoded elsewhere (see ``__iter__``)."""
-        lists = decode_row_lists(row, row_label=f"{i} of {self.source_name}")
+    def _example(self, i: int, row: dict, *, images: bool = True, lists: Any = _UNREAD) -> CommonOExample:
+        """Row ``i`` as an example; ``lists``: its list fields as the fast path read them (None: a row it does not
+        take; left out: read here, the fast path first)."""
+        if lists is _UNREAD:
+            lists = decode_batch_lists([row])[0]
+        if lists is None:  # not a row the fast path takes: the per-row path gives its result or its error
+            lists = decode_row_lists(row, row_label=f"{i} of {self.source_name}")
         source = str(row.get("real_or_synthetic") or "").strip().lower()
         question = row.get("question")
         has_question = isinstance(question, str) and bool(question.strip())
@@ -258,9 +298,7 @@ class CommonOSplit:
         )
         if lists.notes:
             extra["list_notes"] = lists.notes
-        if decoded is not None:
-            image_1, image_2 = decoded.result()
-        elif images:
+        if images:
             image_1, image_2 = _load_pair(self._open_pair(row, i))
         else:
             image_1 = image_2 = None
@@ -318,8 +356,8 @@ class CommonOSplit:
 
 #: The columns holding the two images (left unread when only the text fields are wanted).
 _IMAGE_COLUMNS = frozenset({"image_1", "image_2"})
-#: Rows whose images are decoded ahead of the one being returned (bounded memory: 2 images a row).
-_DECODE_AHEAD = 4
+#: Rows read from the files at a time when iterating row by row.
+_READ_BATCH = 64
 
 
 def _load_pair(opened: list | InputError) -> list:
@@ -327,6 +365,12 @@ def _load_pair(opened: list | InputError) -> list:
     if isinstance(opened, InputError):
         raise opened
     return [load_opened_image(img, label) for img, label in opened]
+
+
+def _batch_rows(columns: dict[str, list]) -> list[dict]:
+    """A batch given as columns (``{name: values}``) as a list of row dicts."""
+    keys = list(columns)
+    return [dict(zip(keys, values)) for values in zip(*columns.values())]
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -352,8 +396,9 @@ class _RowList:
     def row(self, i: int) -> dict:
         return self._rows[i]
 
-    def iter_rows(self) -> Iterator[dict]:
-        return iter(self._rows)
+    def iter_batches(self, batch_size: int) -> Iterator[list[dict]]:
+        for start in range(0, len(self._rows), batch_size):
+            yield self._rows[start : start + batch_size]
 
     def fingerprint(self) -> str:
         return "rows"

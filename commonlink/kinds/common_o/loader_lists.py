@@ -32,7 +32,7 @@ from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import SchemaError
 from commonlink.kinds.common_o.format import letters, question_choice_text, split_lettered
 
-_MAX_LIST_TEXT = 100_000  # longer "list" strings are refused rather than parsed (literal_eval cost)
+MAX_LIST_TEXT = 100_000  # longer "list" strings are refused rather than parsed (literal_eval cost)
 #: At most this many groupings of one field's comma pieces are tried (C(pieces-1, count-1)).
 MAX_READINGS = 2_000
 #: At most this many combinations of the fields' readings are checked for one row.
@@ -133,8 +133,8 @@ def read_list_text(text: Any, *, row: int | str, field: str) -> ListText:
     stripped = text.strip()
     if not stripped:
         return ListText("empty", [])
-    if len(stripped) > _MAX_LIST_TEXT:
-        raise SchemaError(f"{where}: list text is {len(stripped):,} characters long (limit {_MAX_LIST_TEXT:,}).")
+    if len(stripped) > MAX_LIST_TEXT:
+        raise SchemaError(f"{where}: list text is {len(stripped):,} characters long (limit {MAX_LIST_TEXT:,}).")
     if _LETTERED_START.match(stripped):
         lettered = split_lettered(stripped[1:-1] if stripped[0] == "[" and stripped[-1] == "]" else stripped)
         if lettered is not None:
@@ -220,7 +220,7 @@ class RowLists:
     notes: list[str] = field(default_factory=list)  #: how an ambiguous split was settled
 
 
-def _count(value: Any) -> int | None:
+def count_value(value: Any) -> int | None:
     if value is None or isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         return None
     try:
@@ -242,36 +242,42 @@ def _letter_items(items: list[str]) -> list[str] | None:
     return out or None
 
 
-class _Mismatch(Exception):
-    pass
+class Mismatch(Exception):
+    """A reading of a row that its other columns contradict (the reason is the message)."""
 
 
-def _truth_indices(items: list[str], choices: list[str], field: str) -> tuple[list[int], str]:
-    """Indices of the ground truth (names or letters) within ``choices``; raises _Mismatch with the reason."""
+def _choice_lookup(choices: list[str]) -> tuple[list[str], set[str], dict[str, int], dict[str, int]]:
+    """What :func:`_truth_indices` looks names up in: the letters, the case-folded names, and each name's first
+    index as written and case-folded (made once a row: its ground truth and its answer both use it)."""
+    exact = {c: k for k, c in reversed(list(enumerate(choices)))}
+    lowered = {c.casefold(): k for k, c in reversed(list(enumerate(choices)))}
+    return letters(len(choices)), set(lowered), exact, lowered
+
+
+def _truth_indices(items: list[str], choices: list[str], field: str, lookup=None) -> tuple[list[int], str]:
+    """Indices of the ground truth (names or letters) within ``choices``; raises Mismatch with the reason.
+    ``lookup``: :func:`_choice_lookup` of ``choices`` when the caller has made it already."""
     if not items:
         items = [NO_COMMON_OBJECTS]
-    labels = letters(len(choices))
-    folded = {c.casefold() for c in choices}
+    labels, folded, exact, lowered = lookup or _choice_lookup(choices)
     as_letters = _letter_items(items)
     if as_letters is not None and not any(item.casefold() in folded for item in items):
         unknown = [x for x in as_letters if x not in labels]
         if unknown:
-            raise _Mismatch(
+            raise Mismatch(
                 f"{field} {unknown[0]!r} is not one of the {len(choices)} choice letters ({labels[0]}-{labels[-1]})"
             )
         return sorted({labels.index(x) for x in as_letters}), "letters"
-    exact = {c: k for k, c in reversed(list(enumerate(choices)))}
-    lowered = {c.casefold(): k for k, c in reversed(list(enumerate(choices)))}
     indices = []
     for name in items:
         k = exact.get(name, lowered.get(name.casefold()))
         if k is None:
-            raise _Mismatch(f"{field} {name!r} is not one of the choices {choices}")
+            raise Mismatch(f"{field} {name!r} is not one of the choices {choices}")
         indices.append(k)
     return sorted(set(indices)), "names"
 
 
-def _answer_text(value: Any) -> str | None:
+def answer_text(value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     return re.sub(r"^\s*(?:final\s+)?answer\s*:\s*", "", value.strip(), flags=re.I)
@@ -292,8 +298,8 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
     """Read and cross-check the list fields of one row (see the module doc). ``row_label`` names the row in
     errors (``"3 of data/main"`` gives ``row 3 of data/main, field 'choices': ...``)."""
     where = f"row {row_label}"
-    num_choices = _count(row.get("num_choices"))
-    num_truth = _count(row.get("num_ground_truth_objects"))
+    num_choices = count_value(row.get("num_choices"))
+    num_truth = count_value(row.get("num_ground_truth_objects"))
     texts, answer_list = _read_row_texts(row, row_label)
     question_items, question_exact = _question_choices(row, row_label, num_choices)
     choice_readings, groupings = _choice_readings(
@@ -304,7 +310,7 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
     truth_readings = texts["ground_truth_objects"].readings(truth_count) or [texts["ground_truth_objects"].plain()]
     objects_readings = {}
     for name, count_field in (("objects_1", "num_objects_image_1"), ("objects_2", "num_objects_image_2")):
-        readings = texts[name].readings(_count(row.get(count_field)) or None)
+        readings = texts[name].readings(count_value(row.get(count_field)) or None)
         objects_readings[name] = readings or [texts[name].plain()]  # counts of objects only settle groupings
     answer_readings: list[list[str] | None] = [None]
     if answer_list is not None:
@@ -312,13 +318,18 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
         answer_readings = answer_readings[:MAX_READINGS]
 
     chosen = _settle(row, where, choice_readings, truth_readings, answer_readings, objects_readings, num_truth)
-    labels = letters(len(chosen.choices))
     notes = []
     if groupings > 1 or len(truth_readings) > 1:
         notes.append("comma grouping settled by the row's question, counts and cross-checks")
     encodings = {name: text.encoding for name, text in texts.items()}
     if answer_list is not None:
         encodings["answer"] = answer_list.encoding
+    return row_lists_of(chosen, encodings, notes)
+
+
+def row_lists_of(chosen: _Candidate, encodings: dict[str, str], notes: list[str] | None = None) -> RowLists:
+    """The :class:`RowLists` of the reading a row settled on (shared with the batch path, loader_batch)."""
+    labels = letters(len(chosen.choices))
     return RowLists(
         choices=chosen.choices,
         ground_truth=[chosen.choices[k] for k in chosen.truth],
@@ -328,7 +339,7 @@ def decode_row_lists(row: dict, *, row_label: str) -> RowLists:
         encodings=encodings,
         ground_truth_as=chosen.truth_as,
         answer_checked=chosen.answer_ok,
-        notes=notes,
+        notes=notes or [],
     )
 
 
@@ -341,7 +352,7 @@ def _read_row_texts(row: dict, row_label: str) -> tuple[dict[str, ListText], Lis
             continue
         texts[name] = read_list_text(row.get(name), row=row_label, field=name)
     answer_list = None
-    answer_raw = _answer_text(row.get("answer"))
+    answer_raw = answer_text(row.get("answer"))
     if answer_raw is not None:
         try:
             answer_list = read_list_text(answer_raw, row=row_label, field="answer")
@@ -443,8 +454,8 @@ def _settle(
         choice_readings, truth_readings, answer_readings, objects_readings["objects_1"], objects_readings["objects_2"]
     ):
         try:
-            candidates.append(_check(choices, truth_items, answer_items, o1, o2, num_truth))
-        except _Mismatch as exc:
+            candidates.append(check_reading(choices, truth_items, answer_items, o1, o2, num_truth))
+        except Mismatch as exc:
             first_error = first_error or str(exc)
     if not candidates:
         raise SchemaError(
@@ -484,32 +495,35 @@ def _same_names(a: list[str], b: list[str], *, loose_last: bool = False) -> bool
     return head and (last_b.startswith(last_a) if loose_last else last_a == last_b)
 
 
-def _check(choices, truth_items, answer_items, o1, o2, num_truth) -> _Candidate:
+def check_reading(choices, truth_items, answer_items, o1, o2, num_truth) -> _Candidate:
+    """One reading of a row checked: choices distinct, the ground truth (and ``answer``, when it names choices)
+    among them and agreeing with ``num_ground_truth_objects``; :class:`Mismatch` with the reason otherwise."""
     if not choices:
-        raise _Mismatch("field 'choices': the list of choices is empty")
+        raise Mismatch("field 'choices': the list of choices is empty")
     folded = [c.casefold() for c in choices]
     if len(set(folded)) != len(folded):
         duplicate = next(c for k, c in enumerate(choices) if folded.index(c.casefold()) != k)
-        raise _Mismatch(f"field 'choices' names {duplicate!r} twice")
-    truth, truth_as = _truth_indices(truth_items, choices, "field 'ground_truth_objects':")
+        raise Mismatch(f"field 'choices' names {duplicate!r} twice")
+    lookup = _choice_lookup(choices)
+    truth, truth_as = _truth_indices(truth_items, choices, "field 'ground_truth_objects':", lookup)
     none_index = folded.index(NO_COMMON_OBJECTS.casefold()) if NO_COMMON_OBJECTS.casefold() in folded else None
     if none_index is not None and none_index in truth and len(truth) > 1:
-        raise _Mismatch(f"field 'ground_truth_objects' lists objects and {NO_COMMON_OBJECTS!r} together")
+        raise Mismatch(f"field 'ground_truth_objects' lists objects and {NO_COMMON_OBJECTS!r} together")
     n_objects = 0 if truth == [none_index] else len(truth)
     if num_truth is not None and num_truth != n_objects and not (n_objects == 0 and num_truth == 1):
-        raise _Mismatch(
+        raise Mismatch(
             f"num_ground_truth_objects is {num_truth} but field 'ground_truth_objects' names {n_objects} object(s)"
         )
     answer_ok = False
     if answer_items is not None:
         try:
-            answer, _ = _truth_indices(answer_items, choices, "field 'answer':")
-        except _Mismatch:
+            answer, _ = _truth_indices(answer_items, choices, "field 'answer':", lookup)
+        except Mismatch:
             answer = None  # an answer that names no choice (free text) is not used
         if answer is not None:
             if answer != truth:
                 labels = letters(len(choices))
-                raise _Mismatch(
+                raise Mismatch(
                     f"field 'answer' gives {', '.join(labels[k] for k in answer)} but field 'ground_truth_objects' "
                     f"gives {', '.join(labels[k] for k in truth)}"
                 )

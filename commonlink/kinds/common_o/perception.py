@@ -23,16 +23,14 @@ from pathlib import Path
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import NotEnoughDataError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
-from commonlink.eval.evaluator import RunOptions
 from commonlink.eval.imaging import ImageProtocol, parse_image_protocol
-from commonlink.eval.metrics import perception_metrics
-from commonlink.eval.outputs import evaluate
 from commonlink.eval.parsing import parse_yes_no
-from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.results import lmms_eval_metrics, write_lmms_eval_files
 from commonlink.eval.task import Task, TaskRun
 from commonlink.kinds.common_o.format import PERCEPTION_PROMPT, YES_NO_HINT
 from commonlink.kinds.common_o.loader import open_common_o
-from commonlink.kinds.common_o.task import LMMS_TASKS, write_outputs
+from commonlink.kinds.common_o.metrics import perception_metrics
+from commonlink.kinds.common_o.task import LMMS_TASKS, evaluate_split, write_outputs
 
 
 def perception_prompt(yes_no_hint: bool = False) -> str:
@@ -124,17 +122,15 @@ class PerceptionTask(Task):
         return open_common_o(self.data, self.split, revision=self.revision)
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
-        return dict(
+        return self.common_key_parts(
+            dataset,
+            info,
+            settings,
             task="perception",
-            dataset=dataset.fingerprint,
             split=self.split,
-            model=info.fingerprint,
-            backend=info.backend,
             prompt=self.template,
             protocol="every-choice-both-images",
             image_protocol=self.protocol.spec,
-            settings=settings.to_dict(),
-            **({"backend_options": info.output_options} if info.output_options else {}),
         )
 
     def requests(self, example) -> list[tuple[GenerationRequest, dict]]:
@@ -160,9 +156,7 @@ class PerceptionTask(Task):
             },
             "metrics": perception_metrics(outcome.records, seed=run.seed, n_boot=run.n_boot),
             "skipped": len(outcome.skipped),
-            "skipped_rows": outcome.skipped,
-            "timing": timing(run.wall_s, run.generate_s, from_cache=outcome.cached, generated=outcome.generated),
-            "run_key": run.run_keys[0],
+            **run.outcome_fields(outcome),
         }
 
 
@@ -173,20 +167,14 @@ def evaluate_perception(
     backend: str = "transformers",
     out_dir: str | os.PathLike | None = None,
     *,
-    revision: str | None = None,
-    image_protocol: str | ImageProtocol | None = None,
-    yes_no_hint: bool = False,
     backend_instance: Backend | None = None,
-    **run_options,
+    **options,
 ) -> dict:
     """Run the single-image yes/no baseline on one split (:class:`PerceptionTask`); same outputs, image protocol,
-    shards and resume rules as Common-O (``run_options``: :class:`commonlink.eval.evaluator.RunOptions` fields).
+    shards and resume rules as Common-O (``options``: :class:`PerceptionTask`'s keyword arguments ``revision``,
+    ``image_protocol``, ``yes_no_hint``, and :class:`commonlink.eval.evaluator.RunOptions` fields).
     ``yes_no_hint`` adds " Answer yes or no." to the paper's question (off by default)."""
-    task = PerceptionTask(data, split, revision=revision, image_protocol=image_protocol, yes_no_hint=yes_no_hint)
-    instances = [backend_instance] if backend_instance is not None else None
-    return evaluate(
-        task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options)
-    )
+    return evaluate_split(PerceptionTask, data, split, model, backend, out_dir, backend_instance, options)
 
 
 def perception_lmms_eval_samples(records: Iterable[dict], template: str) -> Iterator[dict]:

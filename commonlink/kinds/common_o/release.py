@@ -22,24 +22,19 @@ import logging
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from commonlink import __version__
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import InputError, SchemaError
 from commonlink.fileio import (
-    atomic_write_json,
-    atomic_write_text,
     read_jsonl,
-    safe_join,
     sha256_bytes,
 )
 from commonlink.formats.catalog import (
     CatalogRecord,
-    iter_catalog,
-    outside_link_error,
 )
 from commonlink.formats.catalog_refs import CatalogResolver
 from commonlink.formats.meta import (
@@ -48,25 +43,22 @@ from commonlink.formats.meta import (
     read_meta,
     verify_data_file,
 )
-from commonlink.formats.release import CARD_FILENAME, MANIFEST_FILENAME
-from commonlink.images import check_image
 from commonlink.kinds.common_o.datasheet import render_common_o_card
 from commonlink.kinds.common_o.figures import write_common_o_figures
 from commonlink.kinds.common_o.format import common_o_features, letters
+from commonlink.kinds.common_o.image_reader import CatalogImageReader
 from commonlink.kinds.common_o.release_stats import CommonOStatsAccumulator
 from commonlink.progress import track
 from commonlink.release.card_claims import card_conflicts
 from commonlink.release.licences import LicenceLedger, credit_row_fields, with_credit_columns
+from commonlink.release.parallel import check_workers, ordered_map
 from commonlink.release.shards import ShardWriter
 from commonlink.release.staging import (
     DEFAULT_RELEASE_OPTIONS,
     ReleaseOptions,
     ReleaseResult,
-    build_key_of,
-    hash_files,
-    release_manifest,
-    reuse_or_refuse,
-    stage_release,
+    StagedRelease,
+    build_staged_release,
     without_local_paths,
 )
 
@@ -117,63 +109,46 @@ def build_common_o_release(
         ],
     }
     ledger, notes = _licence_check(inputs, options, config)
-    build_key = build_key_of(config, __version__)
-
-    reused = reuse_or_refuse(out_dir, build_key, overwrite=options.overwrite)
-    if reused is not None:
-        return replace(reused, notes=notes)
-
-    with stage_release(out_dir) as tmp_dir:
-        shards = _SplitShards(
-            tmp_dir / "data",
-            common_o_features(),
-            max_shard_bytes=options.max_shard_bytes,
-            progress=options.progress,
-            catalog_root=options.catalog_root,
-            ledger=ledger,
-        )
-        for split in dict.fromkeys(inp.split for inp in inputs):
-            shards.write_split(split, [inp for inp in inputs if inp.split == split])
-
-        figures = write_common_o_figures(
-            dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
-        )
-        summary = shards.summary()
-        _mark_unreached_counts(summary, inputs)
-        for conflict in card_conflicts(summary, dict(options.card_info)):
-            log.warning(conflict)
-        card = render_common_o_card(
-            name=options.name,
-            version=options.version,
-            license=options.license,
-            splits=shards.splits,
-            stats=summary,
-            figures=figures,
-            features=shards.features,
-            seed=seed,
-            toolkit_version=__version__,
-            config=config,
-            card_info=dict(options.card_info),
-        )
-        atomic_write_text(tmp_dir / CARD_FILENAME, card)
-        files = hash_files(tmp_dir)
-        manifest = release_manifest(
-            kind="common_o",
-            part_type="split",
-            parts=shards.splits,
-            options=options,
-            seed=seed,
-            build_key=build_key,
-            config=config,
-            stats=summary,
-            files=files,
-            figures=figures,
-            toolkit_version=__version__,
-        )
-        atomic_write_json(tmp_dir / MANIFEST_FILENAME, manifest)
-    return ReleaseResult(
-        out_dir=out_dir, kind="common_o", splits=manifest["parts"], files=files, figures=figures, notes=notes
+    write = functools.partial(_write_common_o, inputs=inputs, options=options, seed=seed, config=config, ledger=ledger)
+    return build_staged_release(
+        out_dir, options, kind="common_o", part_type="split", config=config, seed=seed, write=write, notes=notes
     )
+
+
+def _write_common_o(
+    tmp_dir: Path, *, inputs: list[_Input], options: ReleaseOptions, seed: Any, config: dict, ledger: LicenceLedger
+):
+    """The splits' shards, the figures and the card of a Common-O release, written into ``tmp_dir``."""
+    shards = _SplitShards(
+        tmp_dir / "data",
+        common_o_features(),
+        max_shard_bytes=options.max_shard_bytes,
+        progress=options.progress,
+        catalog_root=options.catalog_root,
+        ledger=ledger,
+        workers=check_workers(options.workers),
+    )
+    for split in dict.fromkeys(inp.split for inp in inputs):
+        shards.write_split(split, [inp for inp in inputs if inp.split == split])
+
+    figures = write_common_o_figures(
+        dict(shards.rows_by_split), tmp_dir / "figures", seed=seed if isinstance(seed, int) else 0
+    )
+    summary = shards.summary()
+    _mark_unreached_counts(summary, inputs)
+    for conflict in card_conflicts(summary, dict(options.card_info)):
+        log.warning(conflict)
+    splits = shards.splits
+    card = render_common_o_card(
+        **options.card_fields(),
+        splits=splits,
+        stats=summary,
+        figures=figures,
+        features=shards.features,
+        seed=seed,
+        config=config,
+    )
+    return StagedRelease(parts=splits, stats=summary, card=card, figures=figures)
 
 
 class _SplitShards:
@@ -189,18 +164,19 @@ class _SplitShards:
         progress: bool,
         catalog_root=None,
         ledger: LicenceLedger | None = None,
+        workers: int = 1,
     ) -> None:
         self.data_dir, self.max_shard_bytes, self.progress = data_dir, max_shard_bytes, progress
         # the images' licence, author and source become columns when some image records one (release/licences.py)
         self.ledger = ledger if ledger is not None and ledger.has_columns else None
         self.features = with_credit_columns(features, IMAGE_COLUMNS) if self.ledger else features
-        self.catalog_root = catalog_root
+        self.catalog_root, self.workers = catalog_root, workers
         self.stats = CommonOStatsAccumulator()
         self.rows_by_split: dict[str, list[dict]] = defaultdict(list)
         self.splits: dict[str, dict] = {}
         self._compact = _CompactRows()
-        self._reader = CatalogImageReader()
         self._seen_ids: dict[str, str] = {}
+        self._first_uses = FirstUses()
         self._credits = ledger
 
     def summary(self) -> dict:
@@ -216,12 +192,20 @@ class _SplitShards:
             for inp in split_inputs:
                 total = inp.meta.get("count") if isinstance(inp.meta.get("count"), int) else None
                 located = map(CatalogResolver(inp.path, self.catalog_root).pairs_row, read_jsonl(inp.path))
-                rows = track(located, f"{split}: {inp.path.name}", total=total, unit="rows", disable=not self.progress)
-                for number, row in enumerate(rows, start=1):
-                    where = f"{inp.path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
-                    writer.write(self._record(row, split, where))
-                    self.stats.add(split, row)
-                    self.rows_by_split[split].append(self._compact.row(row))
+                # files read, hashed and decoded in worker processes; rows come back in file order
+                items = (
+                    (row, split, _where(inp.path, number, row), self._first_uses(row))
+                    for number, row in enumerate(located, start=1)
+                )
+                built = ordered_map(published_item, items, setup=CatalogImageReader, workers=self.workers)
+                with closing(built):  # an error here stops the worker processes at once
+                    label = f"{split}: {inp.path.name}"
+                    for (row, _, where, _), record in track(
+                        built, label, total=total, unit="rows", disable=not self.progress
+                    ):
+                        writer.write(self._unique(record, where, row))
+                        self.stats.add(split, row)
+                        self.rows_by_split[split].append(self._compact.row(row))
         if writer.rows_written == 0:
             raise InputError(
                 f"Split {split!r} has no rows ({', '.join(inp.path.name for inp in split_inputs)} empty); "
@@ -235,8 +219,7 @@ class _SplitShards:
             "download_size": sum(s.bytes for s in writer.shards),
         }
 
-    def _record(self, row: dict, split: str, where: str) -> dict:
-        record = published_row(row, split=split, where=where, reader=self._reader)
+    def _unique(self, record: dict, where: str, row: dict) -> dict:
         if record["id"] in self._seen_ids:
             raise SchemaError(
                 f"{where}: example id {record['id']!r} is already used by {self._seen_ids[record['id']]}.",
@@ -251,82 +234,34 @@ class _SplitShards:
         return record
 
 
-class CatalogImageReader:
-    """Reads image files named by pairs rows (``catalog`` + relative ``path``), refusing paths outside the catalog.
+def _where(path: Path, number: int, row: dict) -> str:
+    return f"{path}, row {number}" + (f" (id {row.get('id')})" if row.get("id") else "")
 
-    Each catalog sub-folder is resolved (``safe_join``) once and cached; files are opened without following
-    symlinks, and a symlinked file is checked with ``safe_join`` before it is read, so a link cannot escape.
-    """
+
+def published_item(reader: CatalogImageReader, item: tuple[dict, str, str, tuple[bool, bool]]) -> dict:
+    """:func:`published_row` of one ``(row, split, where, verify)`` (a worker's task; ``reader``: its process's)."""
+    row, split, where, verify = item
+    return published_row(row, split=split, where=where, reader=reader, verify=verify)
+
+
+class FirstUses:
+    """Which images of a row no earlier row of the build used (by catalog and id): only those are decoded, so an
+    image is verified once per build, in whichever worker gets the row of its first use."""
 
     def __init__(self) -> None:
-        self._folders: dict[tuple[str, str], str] = {}
-        self._records: dict[str, dict[str, CatalogRecord]] = {}
-        self._verified: set[tuple[str, int, int]] = set()
+        self._seen: set[tuple[str, str]] = set()
 
-    def verify_image(self, data: bytes, record: CatalogRecord, *, what: str) -> None:
-        """Decode ``data`` (the bytes of ``record``'s file, sha256 already matched) under the pixel cap and check
-        its size against the record; an image used by many rows is decoded once per build."""
-        key = (record.sha256, record.width, record.height)
-        if key not in self._verified:
-            check_image(data, what=what, size=(record.width, record.height))
-            self._verified.add(key)
+    def __call__(self, row: dict) -> tuple[bool, bool]:
+        return self._first(row.get("image_1")), self._first(row.get("image_2"))
 
-    def record(self, catalog: str, image_id: str, *, what: str) -> CatalogRecord:
-        """The catalog record of ``image_id`` (each catalog read once); an error when it has none."""
-        records = self._records.get(catalog)
-        if records is None:
-            try:
-                records = self._records[catalog] = {r.id: r for r in iter_catalog(catalog)}
-            except InputError as exc:
-                raise InputError(f"{what}: {exc.problem}", exc.fix) from None
-        found = records.get(image_id)
-        if found is None:
-            raise SchemaError(
-                f"{what}: id {image_id!r} is not a record of the catalog {catalog}.",
-                "Sample the pairs again from the current catalog (`commonlink pairs ... --overwrite`).",
-            )
-        return found
-
-    def path(self, catalog: str, relative: str, *, what: str) -> str:
-        head, tail = os.path.split(relative)
-        key = (catalog, head)
-        folder = self._folders.get(key)
-        if folder is None:
-            try:
-                folder = self._folders[key] = str(safe_join(catalog, head or "."))
-            except InputError as exc:
-                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
-        if tail in ("", ".", ".."):
-            raise InputError(f"{what} path {relative!r} names no file.", "Regenerate the pairs file.")
-        return os.path.join(folder, tail)
-
-    def read(self, catalog: str, relative: str, *, what: str) -> bytes:
-        path = self.path(catalog, relative, what=what)
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except FileNotFoundError:
-            raise InputError(
-                f"{what} file {path} not found.",
-                "Restore the image into its catalog folder (or rebuild the catalog and the pairs) and rerun.",
-            ) from None
-        except OSError:  # ELOOP: the file is a symlink; allowed only when it stays inside the catalog
-            try:
-                path = str(safe_join(catalog, relative))
-            except InputError as exc:
-                exc = outside_link_error(catalog, relative) or exc
-                raise InputError(f"{what} path: {exc.problem}", exc.fix) from None
-            fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            data = os.read(fd, size) if size else b""
-            if len(data) == size and size:
-                return data  # the usual case: one read, no extra syscall to see end of file
-            chunks = [data]
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            return b"".join(chunks)
-        finally:
-            os.close(fd)
+    def _first(self, image: Any) -> bool:
+        key = (image.get("catalog"), image.get("id")) if isinstance(image, dict) else None
+        if not (key and all(isinstance(part, str) for part in key)):
+            return True  # a malformed entry: published_row refuses it anyway
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -334,10 +269,18 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items), ensure_ascii=False)
 
 
-def published_row(row: dict, *, split: str, where: str, reader: CatalogImageReader | None = None) -> dict:
+def published_row(
+    row: dict,
+    *,
+    split: str,
+    where: str,
+    reader: CatalogImageReader | None = None,
+    verify: tuple[bool, bool] = (True, True),
+) -> dict:
     """One pairs-file row -> one parquet row (published Common-O columns + provenance), images as file bytes.
 
     Pass one ``reader`` for a whole build: it resolves each catalog folder once instead of once a file.
+    ``verify``: whether to decode each image (False: an earlier row of the build, in another process, did).
     """
     for key in ("id", "image_1", "image_2", "choices", "ground_truth", "answer", "question", "source"):
         if key not in row:
@@ -369,7 +312,7 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
     check_row_types(row, where)
     reader = reader or CatalogImageReader()
     images, objects = [], []
-    for key in ("image_1", "image_2"):
+    for key, decode in zip(("image_1", "image_2"), verify):
         image = row[key]
         record = checked_image_record(image, key=key, source=row["source"], where=where, reader=reader)
         data = reader.read(image["catalog"], image["path"], what=f"{where}: {key}")
@@ -381,7 +324,8 @@ def published_row(row: dict, *, split: str, where: str, reader: CatalogImageRead
                 "(sha256 differs).",
                 "Restore the original image, or rebuild the catalog and sample the pairs again.",
             )
-        reader.verify_image(data, record, what=f"{where}: {key} file {image['path']} in {image['catalog']}")
+        if decode:
+            reader.verify_image(data, record, what=f"{where}: {key} file {image['path']} in {image['catalog']}")
         images.append({"bytes": data, "path": os.path.basename(image["path"])})
         objects.append(image["objects"])
     common = [t for t in truth if t != NO_COMMON_OBJECTS]
@@ -584,8 +528,10 @@ __all__ = [
     "ANSWER_TYPE",
     "CatalogImageReader",
     "CommonOStatsAccumulator",
+    "FirstUses",
     "build_common_o_release",
     "check_row_types",
     "checked_image_record",
+    "published_item",
     "published_row",
 ]

@@ -27,7 +27,8 @@ import numpy as np
 
 from commonlink.constants import NO_COMMON_OBJECTS
 from commonlink.errors import BackendError, MissingDependencyError
-from commonlink.eval.metrics import num_common, object_hallucinations, pearson
+from commonlink.eval.metrics import pearson
+from commonlink.kinds.common_o.metrics import num_common, object_hallucinations
 
 Embed = Callable[[list[str]], np.ndarray]
 CHAR_NGRAM = "char-ngram"

@@ -11,6 +11,7 @@ and ``prediction-cache.jsonl`` (what makes a rerun continue where a killed run s
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import Counter
@@ -20,19 +21,15 @@ from pathlib import Path
 from commonlink import __version__
 from commonlink.errors import InputError
 from commonlink.eval.backends.base import Backend, GenerationRequest, GenerationSettings
-from commonlink.eval.evaluator import RunOptions
-from commonlink.eval.harness_check import file_split, match_answers, refuse_mismatches, row_mismatch
-from commonlink.eval.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.eval.imaging import (
     ImageProtocol,
     concat_side_by_side,
     parse_image_protocol,
 )
-from commonlink.eval.metrics import N_BOOTSTRAP, common_o_metrics, score_common_o
-from commonlink.eval.outputs import evaluate
-from commonlink.eval.parsing import parse_common_o_answer
+from commonlink.eval.metrics import N_BOOTSTRAP
+from commonlink.eval.outputs import evaluate_with
 from commonlink.eval.report.tables import render_markdown_table
-from commonlink.eval.results import lmms_eval_metrics, timing, write_lmms_eval_files
+from commonlink.eval.results import lmms_eval_metrics, write_lmms_eval_files
 from commonlink.eval.run_names import check_run_name, default_run_name
 from commonlink.eval.task import Task, TaskRun
 from commonlink.fileio import (
@@ -48,7 +45,11 @@ from commonlink.kinds.common_o.format import (
     common_o_question,
     concat_question,
 )
+from commonlink.kinds.common_o.harness_check import file_split, match_answers, refuse_mismatches, row_mismatch
+from commonlink.kinds.common_o.harness_files import prediction_file_kind, read_harness_answers
 from commonlink.kinds.common_o.loader import example_from_row, open_common_o
+from commonlink.kinds.common_o.metrics import common_o_metrics, score_common_o
+from commonlink.kinds.common_o.parsing import parse_common_o_answer
 from commonlink.kinds.common_o.similarity import (
     hallucination_similarity_analysis,
     make_embedder,
@@ -207,19 +208,16 @@ class CommonOTask(Task):
         self.embedder = make_embedder(self.similarity_model) if self.with_similarity else None
 
     def key_parts(self, dataset, info, settings: GenerationSettings) -> dict:
-        return dict(
+        return self.common_key_parts(
+            dataset,
+            info,
+            settings,
             task="common_o",
-            dataset=dataset.fingerprint,
             split=self.split,
-            model=info.fingerprint,
-            backend=info.backend,
             prompt=self.template,
             concat_images=self.concat_images,
             image_protocol=self.protocol.spec,
             question=self.question,
-            settings=settings.to_dict(),
-            # only when set, so runs with default options keep the keys (and caches) they had
-            **({"backend_options": info.output_options} if info.output_options else {}),
         )
 
     def requests(self, example) -> list[tuple[GenerationRequest, dict]]:
@@ -262,15 +260,7 @@ class CommonOTask(Task):
             },
             "metrics": common_o_metrics(outcome.records, seed=run.seed, n_boot=run.n_boot),
             "skipped": len(outcome.skipped),
-            "skipped_rows": outcome.skipped,
-            "timing": timing(
-                run.wall_s,
-                run.generate_s,
-                from_cache=outcome.cached,
-                generated=outcome.generated,
-                scored=len(outcome.records),
-            ),
-            "run_key": run.run_keys[0],
+            **run.outcome_fields(outcome, scored=len(outcome.records)),
         }
         if self.embedder is not None:
             results["object_similarity"] = object_similarity_analysis(outcome.records, embedder=self.embedder)
@@ -287,14 +277,8 @@ def evaluate_common_o(
     backend: str = "transformers",
     out_dir: str | os.PathLike | None = None,
     *,
-    revision: str | None = None,
-    concat_images: bool = False,
-    image_protocol: str | ImageProtocol | None = None,
-    question: str = "dataset",
-    similarity: bool = False,
-    similarity_model: str | None = None,
     backend_instance: Backend | None = None,
-    **run_options,
+    **options,
 ) -> dict:
     """Score ``model`` on one Common-O split and return the results dict (also written to ``out_dir``):
     :class:`CommonOTask` run by :func:`commonlink.eval.outputs.evaluate`.
@@ -305,28 +289,30 @@ def evaluate_common_o(
     same arguments continues from the prediction cache. ``similarity=True`` (or a ``similarity_model``) adds the
     object-similarity analysis. ``image_protocol`` sizes the images (default ``shorter-side-384``, the paper's;
     ``native``; ``max-pixels-N``); ``question="dataset"`` sends a row's own question verbatim, ``"built"``
-    always the paper's prompt built from the choices. ``run_options`` are :class:`RunOptions` fields
-    (``settings``, ``batch_size``, ``limit``, ``rows``, ``shard``, ``backend_options``, ``seed``, ``n_boot``,
-    ``progress``, ``max_unreadable_share``, ``report``, ``overwrite``).
+    always the paper's prompt built from the choices. ``options`` are :class:`CommonOTask`'s keyword arguments
+    (``revision``, ``concat_images``, ``image_protocol``, ``question``, ``similarity``, ``similarity_model``) and
+    :class:`RunOptions` fields (``settings``, ``batch_size``, ``limit``, ``rows``, ``shard``, ``backend_options``,
+    ``seed``, ``n_boot``, ``progress``, ``max_unreadable_share``, ``report``, ``overwrite``).
 
     ``shard=(K, N)`` evaluates rows K, K+N, K+2N, ... and writes ``results.shard-K-of-N.json`` etc., so N
     processes (one per GPU) share the work without running any row twice; a final run without ``shard`` on
     the same ``out_dir`` merges their caches into ``results.json`` without loading the model.
     With ``report`` (the default), ``report.html`` (and its thumbnail folder) is written beside the results.
     """
-    task = CommonOTask(
-        data,
-        split,
-        revision=revision,
-        concat_images=concat_images,
-        image_protocol=image_protocol,
-        question=question,
-        similarity=similarity,
-        similarity_model=similarity_model,
-    )
+    return evaluate_split(CommonOTask, data, split, model, backend, out_dir, backend_instance, options)
+
+
+def evaluate_split(task_class, data, split, model, backend, out_dir, backend_instance, options) -> dict:
+    """The body of :func:`evaluate_common_o` and :func:`evaluate_perception`: ``task_class(data, split, **its
+    options)`` run for ``model`` (``backend_instance``: an already loaded backend to reuse)."""
     instances = [backend_instance] if backend_instance is not None else None
-    return evaluate(
-        task, RunOptions(models=[model], backend=backend, out_dir=out_dir, backend_instances=instances, **run_options)
+    return evaluate_with(
+        functools.partial(task_class, data, split),
+        options,
+        models=[model],
+        backend=backend,
+        out_dir=out_dir,
+        backend_instances=instances,
     )
 
 
@@ -415,10 +401,10 @@ def score_predictions(
     With ``data``, the choices and ground truth come from the dataset (authoritative; rows matched by ``id``, or
     by ``doc_id``/``index`` when a harness file names none; a prediction whose id is not in the split, or whose
     row differs from what the file says was asked (target, prompt, choices), is refused: the file was made on other
-    data, see :mod:`commonlink.eval.harness_check`; rows are read without decoding their images). ``split``: None
-    takes the split the file says (a harness file's name, the ``results.json`` beside our predictions), else
-    ``main``. Without ``data``, the facts come from the predictions file itself (no dataset access). Settings of
-    the original run are taken from ``results.json`` next to the predictions when present.
+    data, see :mod:`.harness_check`; rows are read without decoding their images). ``split``: None takes the split
+    the file says (a harness file's name, the ``results.json`` beside our predictions), else ``main``.
+    Without ``data``, the facts come from the predictions file itself (no dataset access). Settings of the
+    original run are taken from ``results.json`` next to the predictions when present.
     """
 
     predictions = Path(predictions)
@@ -493,9 +479,9 @@ class _FactRow:
 def _score_harness_file(
     path: Path, data, split: str | None, revision: str | None
 ) -> tuple[list[dict], list[dict], dict]:
-    """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`commonlink.eval.harness_files`):
+    """Records of an lmms-eval samples file or a VLMEvalKit prediction file (:mod:`.harness_files`):
     scored against ``data`` (rows matched by id, or by position when the file names none, and checked against what
-    the file says was asked: :mod:`commonlink.eval.harness_check`), else from the facts the file carries."""
+    the file says was asked: :mod:`.harness_check`), else from the facts the file carries."""
     read = read_harness_answers(path)
     split = file_split(path, read, split)
     harness = {"harness_task": read.task} if read.task else {}

@@ -63,6 +63,16 @@ def pool_claims(table: Sequence[LabelledImage], options: Sequence[str]) -> list[
     return [(i, c) for i, img in enumerate(table) for c in img.labels if c in wanted]
 
 
+def who_verified(model_infos: list[dict], generation: GenerationSettings, decision_files: list[str]) -> dict:
+    """The part of a ``verification`` block (either protocol) that names the verifying models and decision files."""
+    return {
+        "models": model_infos or None,
+        "generation": generation.to_dict() if model_infos else None,
+        "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
+        "human_decisions": decision_files or None,
+    }
+
+
 def harness_verification(
     decided: dict[Claim, Decision],
     claims: Sequence[Claim],
@@ -75,10 +85,7 @@ def harness_verification(
     return {
         "protocol": HARNESS_VERIFY_PROTOCOL,
         "verify_protocol": "paper",
-        "models": model_infos or None,
-        "generation": generation.to_dict() if model_infos else None,
-        "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
-        "human_decisions": decision_files or None,
+        **who_verified(model_infos, generation, decision_files),
         "prompt": f"{HARNESS_VERIFY_QUESTION} <image> {HARNESS_VERIFY_INSTRUCTION}",
         "undecided_rule": "reject",
         "negatives_asked": False,

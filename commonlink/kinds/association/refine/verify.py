@@ -39,7 +39,9 @@ from commonlink.fileio import (
     atomic_write,
     atomic_write_json,
     atomic_write_text,
+    loads_user_json,
     read_jsonl,
+    read_user_text,
 )
 from commonlink.formats.meta import ASSOCIATION_CHAINS_KIND, utc_now, write_meta
 from commonlink.kinds.association.chains import AssociationBuilder, ChainConfig, LabelIndex
@@ -64,6 +66,7 @@ from commonlink.kinds.association.refine.pool_verify import (
     harness_verification,
     pool_claims,
     rebuild_from_verified,
+    who_verified,
 )
 from commonlink.kinds.association.refine.repair import (
     ON_FAIL,
@@ -162,20 +165,10 @@ def read_decisions(path: str | os.PathLike) -> dict[tuple[str, str], str]:
     claim listed twice is rejected if any copy says reject; across files, later files win.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(
-            f"Decisions file not found: {path}",
-            "Pass the decisions.csv of `commonlink chains review`, or the JSON its pages save.",
-        )
-    text = path.read_text(encoding="utf-8")
+    fix = "Pass the decisions.csv of `commonlink chains review`, or the JSON its pages save."
+    text = read_user_text(path, "Decisions file", fix)
     if path.suffix.lower() == ".json":
-        try:
-            entries = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SchemaError(
-                f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}).",
-                "Save the decisions again from a review page.",
-            ) from None
+        entries = loads_user_json(text, path, "Save the decisions again from a review page.")
         if isinstance(entries, dict):
             entries = entries.get("decisions", [])
     else:
@@ -496,10 +489,7 @@ def _strict_verification(decided, claims, model_infos, generation, decision_file
     return {
         "protocol": VERIFY_PROTOCOL,
         "verify_protocol": "strict",
-        "models": model_infos or None,
-        "generation": generation.to_dict() if model_infos else None,
-        "model": {**model_infos[0], "generation": generation.to_dict()} if model_infos else None,
-        "human_decisions": decision_files or None,
+        **who_verified(model_infos, generation, decision_files),
         "prompt": VERIFY_PROMPT,
         "on_fail": on_fail,
         "undecided_rule": undecided,

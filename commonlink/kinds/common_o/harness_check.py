@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from commonlink.errors import InputError
-from commonlink.eval.harness_files import HarnessAnswers
+from commonlink.kinds.common_o.harness_files import HarnessAnswers
 
 __all__ = ["file_split", "match_answers", "row_mismatch"]
 
