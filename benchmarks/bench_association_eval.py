@@ -28,6 +28,7 @@ from _results import add_contract_arguments, result_row, write_rows
 
 
 def build_chains(root: Path, chains: int, steps: int) -> Path:
+    from commonlink.fileio import sha256_file
     from commonlink.kinds.association.chains import ChainConfig, build_chain_files
     from commonlink.kinds.association.format import LabelledImage
 
@@ -41,7 +42,17 @@ def build_chains(root: Path, chains: int, steps: int) -> Path:
         Image.fromarray(rng.integers(0, 255, (48, 48, 3), dtype=np.uint8)).save(path)
         images.append(
             LabelledImage(
-                id=f"img{i:04d}", labels=labels, width=400, height=400, origin={"type": "file", "path": str(path)}
+                id=f"img{i:04d}",
+                labels=labels,
+                width=400,
+                height=400,
+                # an image folder named as the chains' catalog, with the file's hash: the loader reads nothing else
+                origin={
+                    "type": "file",
+                    "catalog": str(root / "imgs"),
+                    "path": str(path),
+                    "sha256": sha256_file(path),
+                },
             )
         )
     cfg = ChainConfig(
@@ -108,12 +119,17 @@ def main() -> None:
         chains = list(open_association(data, "synchronous"))[: args.chains]
         settings = AssociationSettings(memory="structm", max_steps=args.steps)
 
-        # 1. requests per scored step, random baseline over all chains
-        baseline = load_backend("transformers", "random")
-        asker = Asker([baseline], PredictionCache(tmp / "c0.jsonl"), GenerationSettings(), ["r"], 64)
-        runs = run_chains(chains, asker, settings, progress=False)
-        scored = sum(r.scored for r in runs)
-        per_step = asker.requests_sent / scored
+        # 1. requests per scored step, random baseline over all chains, under each protocol: the paper's warm-up
+        # (3 steps on each concept, the model's own deductions as memory) is unscored, so it costs more per step
+        per_protocol = {}
+        for protocol in ("strict", "paper"):
+            baseline = load_backend("transformers", "random")
+            asker = Asker([baseline], PredictionCache(tmp / f"c0-{protocol}.jsonl"), GenerationSettings(), ["r"], 64)
+            protocol_settings = AssociationSettings(memory="structm", max_steps=args.steps, protocol=protocol)
+            runs = run_chains(chains, asker, protocol_settings, progress=False)
+            scored = sum(r.scored for r in runs)
+            per_protocol[protocol] = (asker.requests_sent / scored, scored)
+        per_step, scored = per_protocol["strict"]
 
         # 2. lockstep vs one by one, tiny LLaVA on CPU
         model_dir = build_tiny_llava(tmp / "llava", layers=2)
@@ -138,6 +154,7 @@ def main() -> None:
 
     report = {
         "requests_per_scored_step": round(per_step, 4),
+        "requests_per_scored_step_paper_protocol": round(per_protocol["paper"][0], 4),
         "target_requests_per_step": 2,
         "scored_steps": scored,
         "chains": len(chains),
@@ -154,7 +171,18 @@ def main() -> None:
         args.json,
         [
             result_row(
-                bench, "model requests per scored chain step (random baseline)", per_step, "requests", target="<= 2"
+                bench,
+                "model requests per scored chain step (random baseline, --protocol strict)",
+                per_step,
+                "requests",
+                target="<= 2",
+            ),
+            result_row(
+                bench,
+                "model requests per scored chain step (random baseline, --protocol paper: its unscored warm-up "
+                f"counted; {per_protocol['paper'][1]} scored steps)",
+                per_protocol["paper"][0],
+                "requests",
             ),
             result_row(
                 bench,
