@@ -314,6 +314,35 @@ def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def memoised_by_file_stats(memo_name: str, paths: list[Path], compute) -> str:
+    """``compute()`` (a digest of the files' contents), memoised under ``COMMONLINK_HOME/memo_name`` by every
+    file's resolved path, size, modification and change time: a multi-GB split is read once, not at every run
+    (as git's index trusts unchanged stats). Any change to a file moves its change time, so a changed file is
+    hashed again."""
+    from commonlink import constants
+
+    stats = [(p.resolve(), p.stat()) for p in paths]
+    key = hashlib.sha256(
+        "\n".join(f"{r}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}" for r, st in stats).encode()
+    ).hexdigest()
+    memo_path = constants.COMMONLINK_HOME / memo_name
+    try:
+        memo = json.loads(memo_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        memo = {}
+    if not isinstance(memo, dict):
+        memo = {}
+    value = memo.get(key)
+    if not isinstance(value, str):
+        value = memo[key] = compute()
+        try:
+            memo_path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(memo_path, memo)
+        except OSError:
+            pass  # the memo only saves time
+    return value
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

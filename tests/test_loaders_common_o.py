@@ -251,6 +251,29 @@ def test_fingerprint_is_stable_and_tracks_content(release, tmp_path):
     assert open_common_o(copy, "main").fingerprint != first
 
 
+def test_fingerprint_reads_unchanged_files_once_and_a_rewrite_with_the_old_times_again(release, tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    from commonlink.kinds.common_o import loader
+
+    folder, _ = release
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    reads = []
+    real = loader._ParquetRows._hash_files
+    monkeypatch.setattr(loader._ParquetRows, "_hash_files", lambda self: reads.append(1) or real(self))
+    first = open_common_o(copy, "main").fingerprint
+    assert open_common_o(copy, "main").fingerprint == first and len(reads) == 1  # memoised by the files' stats
+    # the same size and modification time, other bytes: the change time moved, so the files are read again
+    shard = sorted((copy / "data").iterdir())[0]
+    data, stat = bytearray(shard.read_bytes()), shard.stat()
+    data[data.rindex(b"parquet-cpp")] = ord("P")  # the footer's created-by text: the file stays readable
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert open_common_o(copy, "main").fingerprint != first and len(reads) == 2
+
+
 @pytest.mark.slow
 def test_single_parquet_file_and_plain_folder_without_card(release, tmp_path):
     folder, rows = release

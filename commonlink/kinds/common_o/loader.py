@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from commonlink.errors import InputError, SchemaError, check_at_least
-from commonlink.fileio import safe_join
+from commonlink.fileio import memoised_by_file_stats, safe_join
 from commonlink.formats.card import read_card_metadata
 from commonlink.images import load_opened_image, open_image_lazily
 from commonlink.kinds.common_o.example import CommonOExample
@@ -125,6 +125,9 @@ class _ParquetRows:
                 yield _batch_rows(batch.to_pydict())
 
     def fingerprint(self) -> str:
+        return memoised_by_file_stats("data-fingerprints.json", list(self.files), self._hash_files)
+
+    def _hash_files(self) -> str:
         digest = hashlib.sha256()
         for path in self.files:
             digest.update(
