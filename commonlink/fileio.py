@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from commonlink import constants
 from commonlink.errors import InputError, SchemaError
 
 
@@ -319,8 +320,6 @@ def memoised_by_file_stats(memo_name: str, paths: list[Path], compute) -> str:
     file's resolved path, size, modification and change time: a multi-GB split is read once, not at every run
     (as git's index trusts unchanged stats). Any change to a file moves its change time, so a changed file is
     hashed again."""
-    from commonlink import constants
-
     stats = [(p.resolve(), p.stat()) for p in paths]
     key = hashlib.sha256(
         "\n".join(f"{r}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}" for r, st in stats).encode()

@@ -146,7 +146,12 @@ def _play(browser, page: Path, decide, *, start, reload_after: int) -> tuple[str
         )
         if len(answered) == reload_after:
             browser.refresh()
-            wait_for("return document.readyState === 'complete'")
+            # the page restores the study from storage after it loads: wait for that state (start hidden again)
+            wait_for(
+                "var s = document.getElementById('start'), q = document.getElementById('question');"
+                "return document.readyState === 'complete' && s && s.offsetParent === null"
+                " && q && q.offsetParent !== null;"
+            )
             assert not browser.find_element("id", "start").is_displayed()
     assert browser.find_element("id", "done").is_displayed()
     browser.find_element("id", "export").click()
