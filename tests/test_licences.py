@@ -260,6 +260,9 @@ def test_synthetic_assets_are_checked_against_the_release_licence(tmp_path):
         build_release([pairs], tmp_path / "rel", license="cc0-1.0", progress=False)
     result = build_release([pairs], tmp_path / "rel", license="cc-by-nc-4.0", progress=False)
     assert not result.notes  # renders: no photo licence to record
+    card = (tmp_path / "rel" / "README.md").read_text(encoding="utf-8")
+    answer = card.split("whom must a user of them credit (attribution)?**", 1)[1].split("**", 1)[0]
+    assert "synthetic renders are released under cc-by-nc-4.0" in answer and "None." not in answer
     # a catalog that counts its asset licences only (made before per-object ones): every licence counted is checked
     records = _synthetic_catalog(tmp_path / "old", None, {"my own terms": 2, "zlib (x)": 1})
     write_tiny_pairs(tmp_path / "old.jsonl", tmp_path / "old", records, 3)

@@ -214,7 +214,19 @@ def _collection_and_use_answers(
         "distribution_date": "Each version when it is published; on the Hub every version is a tag, and the card on "
         "`main` lists them (Versions).",
         "license": f"{markdown_text(license)}.",
-        "image_licences": credits_answer(stats.get("image_credits")),
+        "image_licences": " ".join(
+            filter(
+                None,
+                [
+                    credits_answer(stats.get("image_credits")),
+                    # renders have no author or licence of their own: the release's, over the assets' (next question)
+                    f"The synthetic renders are released under {markdown_text(license)}; the licences of the 3D "
+                    "assets they show are listed in the next answer."
+                    if synthetic
+                    else "",
+                ],
+            )
+        ),
         "third_party_restrictions": _asset_text(stats).strip(),
         "updates": "Each release has a version (X.Y.Z); a fix is a new version.",
         "older_versions": "Yes: on the Hub every version is a tag, so `load_dataset(repo, revision=TAG)` keeps loading "
